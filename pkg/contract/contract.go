@@ -1,0 +1,99 @@
+// Package contract is the one home of the contract between sluice's services:
+// bucket and stream names, key and subject layouts, and the settings the
+// buckets are created with. Services import it; they never import each other.
+package contract
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Buckets and streams. Each has exactly one writing service, named beside it.
+const (
+	BucketIntents      = "sluice-intents"      // configurator: <kind>.<name> → StoredIntent
+	BucketRevisions    = "sluice-revisions"    // configurator: <id> → Revision, head → Head
+	BucketNodeConfigs  = "sluice-nodeconfigs"  // coordinator: <node>.desired, <node>.backup → DesiredConfig
+	BucketFingerprints = "sluice-fingerprints" // coordinator: <sha256> → InvalidFingerprint
+	BucketStatus       = "sluice-status"       // agent of <node>: <node> → NodeStatus
+	BucketNodes        = "sluice-nodes"        // agent of <node>: <node> → NodePresence (TTL = heartbeat lease)
+	BucketRollouts     = "sluice-rollouts"     // coordinator: <id> → Rollout, active / last-applied → RolloutRef
+	BucketLeases       = "sluice-leases"       // whoever holds it: <component> → LeaderLease (TTL = leader lease)
+	StreamEvents       = "SLUICE_EVENTS"       // everyone: sluice.events.<kind>.<id> → Event
+)
+
+// Fixed keys.
+const (
+	KeyHead          = "head"         // revisions: the revision to roll out
+	KeyActive        = "active"       // rollouts: the rollout in progress
+	KeyLastApplied   = "last-applied" // rollouts: the last rollout that finished
+	LeaseCoordinator = "coordinator"  // leases: the rollout-coordinator's leader lease
+)
+
+// Subjects.
+const (
+	EventsSubjectPrefix = "sluice.events"
+	// NodeConfigSubjectPrefix is where the nodeconfigs bucket republishes every
+	// stored write: sluice.nodeconfig.<node>.desired. Agents subscribe here with
+	// core NATS instead of holding a JetStream consumer each.
+	NodeConfigSubjectPrefix = "sluice.nodeconfig"
+
+	// ConfiguratorService is the micro service name of the configurator's API.
+	ConfiguratorService = "sluice-configurator"
+	// SubjectApply takes an ApplyRequest and answers an ApplyResponse (protojson).
+	SubjectApply = "sluice.api.configurator.apply"
+	// SubjectDelete takes a DeleteRequest and answers a DeleteResponse (protojson).
+	SubjectDelete = "sluice.api.configurator.delete"
+)
+
+// API error codes carried in the micro Nats-Service-Error-Code header.
+const (
+	ErrCodeInvalid     = "400" // the request was malformed or failed validation; nothing stored
+	ErrCodeNotFound    = "404"
+	ErrCodeConflict    = "409" // state moved under the request; retry
+	ErrCodeUnavailable = "503" // the control plane failed; retry
+)
+
+// DesiredKey is the nodeconfigs key holding the config a node should run.
+func DesiredKey(node string) string { return node + ".desired" }
+
+// BackupKey is the nodeconfigs key holding the config a node ran before its desired one.
+func BackupKey(node string) string { return node + ".backup" }
+
+// NodeOfConfigKey returns the node and the suffix ("desired" or "backup") of a nodeconfigs key.
+func NodeOfConfigKey(key string) (node, which string, ok bool) {
+	i := strings.LastIndexByte(key, '.')
+	if i <= 0 {
+		return "", "", false
+	}
+	return key[:i], key[i+1:], true
+}
+
+// NodeConfigSubject is the core-NATS subject an agent listens on for its desired config.
+func NodeConfigSubject(node string) string {
+	return NodeConfigSubjectPrefix + "." + DesiredKey(node)
+}
+
+// EventSubject is the subject of an event about id of the given kind.
+func EventSubject(kind, id string) string {
+	return fmt.Sprintf("%s.%s.%s", EventsSubjectPrefix, kind, id)
+}
+
+// ValidName reports whether s can name a node, an intent or a rollout: it must be
+// usable as one token of a KV key and a subject, and readable in a shell.
+func ValidName(s string) error {
+	if s == "" {
+		return fmt.Errorf("must not be empty")
+	}
+	if len(s) > 63 {
+		return fmt.Errorf("%q is longer than 63 characters", s)
+	}
+	for i, r := range s {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9':
+		case r == '-' && i > 0 && i < len(s)-1:
+		default:
+			return fmt.Errorf("%q must be lower-case letters, digits and inner '-' (like a DNS label)", s)
+		}
+	}
+	return nil
+}

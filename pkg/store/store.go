@@ -1,0 +1,231 @@
+// Package store keeps protobuf values in a JetStream KV bucket as protojson,
+// so `nats kv get` shows readable JSON, and makes every write compare-and-set.
+package store
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+)
+
+// Errors, matched with errors.Is.
+var (
+	// ErrNotFound: the key does not exist or was deleted.
+	ErrNotFound = errors.New("not found")
+	// ErrConflict: the key changed since the revision the write expected.
+	ErrConflict = errors.New("revision conflict")
+)
+
+var (
+	marshal   = protojson.MarshalOptions{}
+	unmarshal = protojson.UnmarshalOptions{DiscardUnknown: true}
+)
+
+// Marshal encodes a value the way every bucket stores it.
+func Marshal(m proto.Message) ([]byte, error) { return marshal.Marshal(m) }
+
+// Unmarshal decodes a stored value, ignoring fields newer versions added.
+func Unmarshal(b []byte, m proto.Message) error { return unmarshal.Unmarshal(b, m) }
+
+// Entry is one decoded value with the revision a CAS write must name.
+type Entry[T proto.Message] struct {
+	Key      string
+	Value    T // nil-valued (zero T) for delete and purge operations
+	Revision uint64
+	Created  time.Time
+	Deleted  bool // the key was deleted, purged or expired
+}
+
+// Store is a typed view of one bucket.
+type Store[T proto.Message] struct {
+	kv   jetstream.KeyValue
+	newT func() T
+}
+
+// New returns a Store over kv; newT allocates an empty T.
+func New[T proto.Message](kv jetstream.KeyValue, newT func() T) *Store[T] {
+	return &Store[T]{kv: kv, newT: newT}
+}
+
+// Bucket returns the bucket's name.
+func (s *Store[T]) Bucket() string { return s.kv.Bucket() }
+
+func (s *Store[T]) decode(e jetstream.KeyValueEntry) (Entry[T], error) {
+	out := Entry[T]{Key: e.Key(), Revision: e.Revision(), Created: e.Created()}
+	if e.Operation() != jetstream.KeyValuePut {
+		out.Deleted = true
+		return out, nil
+	}
+	v := s.newT()
+	if err := unmarshal.Unmarshal(e.Value(), v); err != nil {
+		return out, fmt.Errorf("decode %s/%s: %w", s.kv.Bucket(), e.Key(), err)
+	}
+	out.Value = v
+	return out, nil
+}
+
+// Get returns the value at key, or ErrNotFound.
+func (s *Store[T]) Get(ctx context.Context, key string) (Entry[T], error) {
+	e, err := s.kv.Get(ctx, key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		return Entry[T]{Key: key}, fmt.Errorf("get %s/%s: %w", s.kv.Bucket(), key, ErrNotFound)
+	}
+	if err != nil {
+		return Entry[T]{Key: key}, fmt.Errorf("get %s/%s: %w", s.kv.Bucket(), key, err)
+	}
+	return s.decode(e)
+}
+
+// Create writes key only if it does not exist (or was deleted); ErrConflict otherwise.
+func (s *Store[T]) Create(ctx context.Context, key string, v T) (uint64, error) {
+	b, err := marshal.Marshal(v)
+	if err != nil {
+		return 0, fmt.Errorf("encode %s/%s: %w", s.kv.Bucket(), key, err)
+	}
+	rev, err := s.kv.Create(ctx, key, b)
+	return rev, s.wrap("create", key, err)
+}
+
+// Update writes key only if its current revision is rev; ErrConflict otherwise.
+// rev 0 means the key must not exist, as with Create.
+func (s *Store[T]) Update(ctx context.Context, key string, v T, rev uint64) (uint64, error) {
+	if rev == 0 {
+		return s.Create(ctx, key, v)
+	}
+	b, err := marshal.Marshal(v)
+	if err != nil {
+		return 0, fmt.Errorf("encode %s/%s: %w", s.kv.Bucket(), key, err)
+	}
+	nrev, err := s.kv.Update(ctx, key, b, rev)
+	return nrev, s.wrap("update", key, err)
+}
+
+// Delete deletes key only if its current revision is rev; ErrConflict otherwise.
+func (s *Store[T]) Delete(ctx context.Context, key string, rev uint64) error {
+	return s.wrap("delete", key, s.kv.Delete(ctx, key, jetstream.LastRevision(rev)))
+}
+
+// Mutate reads key, lets fn change the value (cur is nil-valued when the key
+// does not exist) and writes it back with compare-and-set, retrying fn on a
+// conflict. fn returning ErrUnchanged skips the write. It returns the new entry.
+func (s *Store[T]) Mutate(ctx context.Context, key string, fn func(cur T) (T, error)) (Entry[T], error) {
+	for attempt := 0; ; attempt++ {
+		cur, err := s.Get(ctx, key)
+		if err != nil && !errors.Is(err, ErrNotFound) {
+			return cur, err
+		}
+		next, err := fn(cur.Value)
+		if errors.Is(err, ErrUnchanged) {
+			return cur, nil
+		}
+		if err != nil {
+			return cur, err
+		}
+		rev, err := s.Update(ctx, key, next, cur.Revision)
+		if errors.Is(err, ErrConflict) && attempt < 20 {
+			continue
+		}
+		if err != nil {
+			return cur, err
+		}
+		return Entry[T]{Key: key, Value: next, Revision: rev}, nil
+	}
+}
+
+// ErrUnchanged, returned by a Mutate function, means there is nothing to write.
+var ErrUnchanged = errors.New("unchanged")
+
+// Keys returns every key in the bucket; none is not an error.
+func (s *Store[T]) Keys(ctx context.Context) ([]string, error) {
+	keys, err := s.kv.Keys(ctx)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", s.kv.Bucket(), err)
+	}
+	return keys, nil
+}
+
+// List returns every live entry matching the key filter (">" for all), read
+// through one watcher so that it costs one round of messages, not one Get per key.
+func (s *Store[T]) List(ctx context.Context, filter string) ([]Entry[T], error) {
+	w, err := s.kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	if err != nil {
+		return nil, fmt.Errorf("list %s: %w", s.kv.Bucket(), err)
+	}
+	defer func() { _ = w.Stop() }()
+	var out []Entry[T]
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("list %s: %w", s.kv.Bucket(), ctx.Err())
+		case e, ok := <-w.Updates():
+			if !ok {
+				return nil, fmt.Errorf("list %s: watcher closed", s.kv.Bucket())
+			}
+			if e == nil { // initial values delivered
+				return out, nil
+			}
+			d, err := s.decode(e)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, d)
+		}
+	}
+}
+
+// Watch streams decoded changes of keys matching filter until ctx ends. The
+// first values are the current ones, then a zero Entry marks "caught up",
+// then live changes (deletes and expiries have Deleted set). A value that
+// does not decode is reported with a nil Value and not Deleted.
+func (s *Store[T]) Watch(ctx context.Context, filter string, opts ...jetstream.WatchOpt) (<-chan Entry[T], error) {
+	w, err := s.kv.Watch(ctx, filter, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("watch %s: %w", s.kv.Bucket(), err)
+	}
+	out := make(chan Entry[T], 256)
+	go func() {
+		defer close(out)
+		defer func() { _ = w.Stop() }()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case e, ok := <-w.Updates():
+				if !ok {
+					return
+				}
+				var d Entry[T]
+				if e != nil {
+					d, _ = s.decode(e)
+				}
+				select {
+				case out <- d:
+				case <-ctx.Done():
+					return
+				}
+			}
+		}
+	}()
+	return out, nil
+}
+
+func (s *Store[T]) wrap(op, key string, err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, jetstream.ErrKeyExists):
+		return fmt.Errorf("%s %s/%s: %w", op, s.kv.Bucket(), key, ErrConflict)
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return fmt.Errorf("%s %s/%s: %w", op, s.kv.Bucket(), key, ErrNotFound)
+	default:
+		return fmt.Errorf("%s %s/%s: %w", op, s.kv.Bucket(), key, err)
+	}
+}
