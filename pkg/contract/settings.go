@@ -73,11 +73,11 @@ func (s Settings) BucketConfigs() []jetstream.KeyValueConfig {
 	nodes := kv(BucketNodes, "node presence leases; written by each node's agent")
 	nodes.TTL = s.NodeLease
 	// Markers make an expired lease visible to watchers as a delete.
-	nodes.LimitMarkerTTL = s.NodeLease
+	nodes.LimitMarkerTTL = max(s.NodeLease, time.Second) // the server's minimum
 	rollouts := kv(BucketRollouts, "rollouts, active and last-applied; written by the rollout-coordinator")
 	leases := kv(BucketLeases, "leader leases by component")
 	leases.TTL = s.LeaderLease
-	leases.LimitMarkerTTL = s.LeaderLease
+	leases.LimitMarkerTTL = max(s.LeaderLease, time.Second) // the server's minimum
 	return []jetstream.KeyValueConfig{intents, revisions, nodeconfigs, fingerprints, status, nodes, rollouts, leases}
 }
 

@@ -38,7 +38,8 @@ type Entry[T proto.Message] struct {
 	Value    T // nil-valued (zero T) for delete and purge operations
 	Revision uint64
 	Created  time.Time
-	Deleted  bool // the key was deleted, purged or expired
+	Deleted  bool  // the key was deleted, purged or expired
+	Err      error // the stored value did not decode (Value is zero)
 }
 
 // Store is a typed view of one bucket.
@@ -184,7 +185,7 @@ func (s *Store[T]) List(ctx context.Context, filter string) ([]Entry[T], error) 
 // Watch streams decoded changes of keys matching filter until ctx ends. The
 // first values are the current ones, then a zero Entry marks "caught up",
 // then live changes (deletes and expiries have Deleted set). A value that
-// does not decode is reported with a nil Value and not Deleted.
+// does not decode is reported with Err set.
 func (s *Store[T]) Watch(ctx context.Context, filter string, opts ...jetstream.WatchOpt) (<-chan Entry[T], error) {
 	w, err := s.kv.Watch(ctx, filter, opts...)
 	if err != nil {
@@ -204,7 +205,10 @@ func (s *Store[T]) Watch(ctx context.Context, filter string, opts ...jetstream.W
 				}
 				var d Entry[T]
 				if e != nil {
-					d, _ = s.decode(e)
+					var err error
+					if d, err = s.decode(e); err != nil {
+						d.Err = err
+					}
 				}
 				select {
 				case out <- d:

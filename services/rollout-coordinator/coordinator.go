@@ -1,0 +1,117 @@
+// Package coordinator is the rollout-coordinator: the leader-elected service
+// that rolls the head revision out across the nodes a few at a time. It owns
+// the rollouts bucket and the nodeconfigs bucket (each node's desired config
+// and its backup). Its decisions are made by the pure function decide
+// (decide.go); the loop (loop.go) reads state, feeds decide events and
+// performs the actions it returns. Entry point: New(cfg).Run(ctx).
+package coordinator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/events"
+	"github.com/sluicehq/sluice/pkg/logging"
+)
+
+// Component is the coordinator's name in logs, events and leases.
+const Component = "rollout-coordinator"
+
+// Config configures the coordinator.
+type Config struct {
+	Conn     *nats.Conn
+	Settings contract.Settings
+	Log      zerolog.Logger
+	Now      func() time.Time // nil = time.Now
+	// Instance names this coordinator in the leader lease (default host-pid).
+	Instance string
+	// Writers is how many node configs are written at once (default 32).
+	Writers int
+	// SaveInterval bounds how often progress is written to the rollout record (default 250ms).
+	SaveInterval time.Duration
+}
+
+// Service is a rollout-coordinator instance.
+type Service struct {
+	cfg Config
+	log zerolog.Logger
+}
+
+// New checks cfg and fills in defaults.
+func New(cfg Config) (*Service, error) {
+	if cfg.Conn == nil {
+		return nil, errors.New("coordinator: Conn is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Instance == "" {
+		host, _ := os.Hostname()
+		cfg.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
+	}
+	if cfg.Writers <= 0 {
+		cfg.Writers = 32
+	}
+	if cfg.SaveInterval <= 0 {
+		cfg.SaveInterval = 250 * time.Millisecond
+	}
+	if cfg.Settings.LeaderLease <= 0 {
+		cfg.Settings = contract.DefaultSettings()
+	}
+	return &Service{cfg: cfg, log: cfg.Log.With().Str(logging.FieldComponent, Component).Logger()}, nil
+}
+
+// Run campaigns for leadership and, while leader, runs rollouts. It returns
+// nil when ctx ends.
+func (s *Service) Run(ctx context.Context) error {
+	js, err := jetstream.New(s.cfg.Conn)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	if err := contract.Ensure(ctx, js, s.cfg.Settings); err != nil {
+		return err
+	}
+	b, err := contract.OpenBuckets(ctx, js)
+	if err != nil {
+		return err
+	}
+	em := events.NewEmitter(js, s.cfg.Log, Component, s.cfg.Now)
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		em.Flush(fctx)
+	}()
+	el := newElection(b.Leases, s.cfg, s.log, em)
+	for {
+		l, err := el.acquire(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return err
+		}
+		termCtx, cancel := context.WithCancel(ctx)
+		go el.keep(termCtx, l, cancel)
+		lp := newLoop(b, s.cfg, s.log, em, l)
+		err = lp.run(termCtx)
+		cancel()
+		el.release(l)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.Warn().Err(err).Msg("leadership term ended; campaigning again")
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(s.cfg.Settings.RenewInterval()):
+		}
+	}
+}

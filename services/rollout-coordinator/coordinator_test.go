@@ -1,0 +1,214 @@
+package coordinator_test
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
+)
+
+// fakeFleet plays the agents' side of the contract: presence, and a status
+// report for each desired config after a fixed delay. It records how many
+// nodes were applying at once.
+type fakeFleet struct {
+	env       *natstest.Env
+	status    *store.Store[*sluicev1.NodeStatus]
+	applying  atomic.Int32
+	maxSeen   atomic.Int32
+	fail      map[string]bool
+	mu        sync.Mutex
+	statusRev map[string]uint64
+}
+
+func startFleet(t *testing.T, env *natstest.Env, delay time.Duration, fail map[string]bool, nodes ...string) *fakeFleet {
+	t.Helper()
+	ctx := context.Background()
+	f := &fakeFleet{env: env, fail: fail, statusRev: map[string]uint64{},
+		status: store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })}
+	presence := store.New(env.Buckets.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
+	for _, n := range nodes {
+		if _, err := presence.Create(ctx, n, &sluicev1.NodePresence{Node: n, Labels: map[string]string{"zone": "a"}}); err != nil {
+			t.Fatal(err)
+		}
+		sub, err := env.Conn.Subscribe(contract.NodeConfigSubject(n), func(m *nats.Msg) {
+			var d sluicev1.DesiredConfig
+			if err := store.Unmarshal(m.Data, &d); err != nil {
+				return
+			}
+			go f.apply(ctx, &d, delay)
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = sub.Unsubscribe() })
+	}
+	return f
+}
+
+func (f *fakeFleet) apply(ctx context.Context, d *sluicev1.DesiredConfig, delay time.Duration) {
+	n := f.applying.Add(1)
+	for {
+		m := f.maxSeen.Load()
+		if n <= m || f.maxSeen.CompareAndSwap(m, n) {
+			break
+		}
+	}
+	time.Sleep(delay)
+	f.applying.Add(-1)
+	phase := sluicev1.NodePhase_NODE_PHASE_PROVISIONED
+	if f.fail[d.GetNode()] {
+		phase = sluicev1.NodePhase_NODE_PHASE_INVALID
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	rev, err := f.status.Update(ctx, d.GetNode(), &sluicev1.NodeStatus{
+		Node: d.GetNode(), Phase: phase, Fingerprint: d.GetFingerprint(), Revision: d.GetRevision(),
+		Rollout: d.GetRollout(), LastUpdate: timestamppb.Now(), Message: "fake", FailedCheck: "fake-check",
+	}, f.statusRev[d.GetNode()])
+	if err == nil {
+		f.statusRev[d.GetNode()] = rev
+	}
+}
+
+// moveHead writes a revision and points head at it, as the configurator does.
+func moveHead(t *testing.T, env *natstest.Env, gen uint64, maxPar string, intents ...*sluicev1.Intent) *sluicev1.Revision {
+	t.Helper()
+	ctx := context.Background()
+	rev := &sluicev1.Revision{Id: render.RevisionID(intents), Intents: intents, CreatedAt: timestamppb.Now()}
+	if _, err := store.New(env.Buckets.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} }).Create(ctx, rev.Id, rev); err != nil {
+		t.Fatal(err)
+	}
+	heads := store.New(env.Buckets.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} })
+	if _, err := heads.Mutate(ctx, contract.KeyHead, func(*sluicev1.Head) (*sluicev1.Head, error) {
+		return &sluicev1.Head{Revision: rev.Id, Generation: gen, Strategy: &sluicev1.Strategy{MaxParallel: maxPar}, Reason: "test"}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	return rev
+}
+
+func table(name string, id uint32) *sluicev1.Intent {
+	return &sluicev1.Intent{Name: name, Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: id}}}
+}
+
+func startCoordinator(t *testing.T, env *natstest.Env, instance string) (stop func()) {
+	t.Helper()
+	svc, err := coordinator.New(coordinator.Config{Conn: env.Connect(t), Settings: env.Settings, Log: zerolog.Nop(),
+		Instance: instance, SaveInterval: 20 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = svc.Run(ctx) }()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+func waitRollout(t *testing.T, env *natstest.Env, id string, want sluicev1.RolloutPhase) *sluicev1.Rollout {
+	t.Helper()
+	rollouts := store.New(env.Buckets.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
+	var got *sluicev1.Rollout
+	natstest.Eventually(t, 20*time.Second, "rollout "+id+" to reach "+want.String(), func() bool {
+		e, err := rollouts.Get(context.Background(), id)
+		got = e.Value
+		return err == nil && e.Value.GetPhase() == want
+	})
+	return got
+}
+
+func TestCoordinator_RollsOutWithinMaxParallel(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	nodes := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	fleet := startFleet(t, env, 50*time.Millisecond, nil, nodes...)
+	startCoordinator(t, env, "c1")
+	rev := moveHead(t, env, 1, "2", table("t1", 100))
+
+	r := waitRollout(t, env, "1-"+render.Short(rev.Id), sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED)
+	if c := r.GetCounts(); c.GetTotal() != 6 || c.GetProvisioned() != 6 {
+		t.Fatalf("counts = %v", c)
+	}
+	if m := fleet.maxSeen.Load(); m != 2 {
+		t.Fatalf("nodes applying at once: max %d, want exactly maxParallel 2", m)
+	}
+	ctx := context.Background()
+	cfgs := store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
+	for _, n := range nodes {
+		d, err := cfgs.Get(ctx, contract.DesiredKey(n))
+		if err != nil || d.Value.GetRevision() != rev.Id || d.Value.GetLeaderEpoch() == 0 {
+			t.Fatalf("%s desired = %v, %v", n, d.Value, err)
+		}
+	}
+	refs := store.New(env.Buckets.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
+	natstest.Eventually(t, 5*time.Second, "last-applied to name the revision", func() bool {
+		e, err := refs.Get(ctx, contract.KeyLastApplied)
+		return err == nil && e.Value.GetRevision() == rev.Id
+	})
+	if _, err := refs.Get(ctx, contract.KeyActive); err == nil {
+		t.Fatal("rollouts/active still set after the rollout ended")
+	}
+
+	// The next revision keeps each node's previous desired config as its backup.
+	rev2 := moveHead(t, env, 2, "3", table("t1", 100), table("t2", 200))
+	waitRollout(t, env, "2-"+render.Short(rev2.Id), sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED)
+	b, err := cfgs.Get(ctx, contract.BackupKey("n1"))
+	if err != nil || b.Value.GetRevision() != rev.Id {
+		t.Fatalf("n1 backup = %v, %v; want the first revision's config", b.Value, err)
+	}
+}
+
+func TestCoordinator_InvalidNodeAbortsAndStopsStartingNodes(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	fleet := startFleet(t, env, 20*time.Millisecond, map[string]bool{"n2": true}, "n1", "n2", "n3", "n4")
+	_ = fleet
+	startCoordinator(t, env, "c1")
+	rev := moveHead(t, env, 1, "1", table("t1", 100))
+	r := waitRollout(t, env, "1-"+render.Short(rev.Id), sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED)
+	if c := r.GetCounts(); c.GetProvisioned() != 1 || c.GetFailed() != 1 || c.GetPending() != 2 {
+		t.Fatalf("counts = %v; want n1 provisioned, n2 failed, n3 and n4 never started", c)
+	}
+	if len(r.GetFailures()) != 1 || r.GetFailures()[0].GetNode() != "n2" || r.GetFailures()[0].GetFailedCheck() != "fake-check" {
+		t.Fatalf("failures = %v", r.GetFailures())
+	}
+	cfgs := store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
+	if _, err := cfgs.Get(context.Background(), contract.DesiredKey("n3")); err == nil {
+		t.Fatal("n3 got a desired config after the rollout halted")
+	}
+}
+
+func TestCoordinator_StandbyTakesOverAndFinishesTheRollout(t *testing.T) {
+	s := contract.DefaultSettings()
+	s.LeaderLease = 600 * time.Millisecond
+	env := natstest.Start(t, s)
+	startFleet(t, env, 100*time.Millisecond, nil, "n1", "n2", "n3", "n4", "n5")
+	stopFirst := startCoordinator(t, env, "c1")
+	leases := store.New(env.Buckets.Leases, func() *sluicev1.LeaderLease { return &sluicev1.LeaderLease{} })
+	natstest.Eventually(t, 5*time.Second, "c1 to lead", func() bool {
+		e, err := leases.Get(context.Background(), contract.LeaseCoordinator)
+		return err == nil && e.Value.GetHolder() == "c1"
+	})
+	startCoordinator(t, env, "c2")
+	rev := moveHead(t, env, 1, "1", table("t1", 100))
+	id := "1-" + render.Short(rev.Id)
+	status := store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	natstest.Eventually(t, 10*time.Second, "first node provisioned", func() bool {
+		_, err := status.Get(context.Background(), "n1")
+		return err == nil
+	})
+	stopFirst() // c2 must take over mid-rollout
+	waitRollout(t, env, id, sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED)
+}

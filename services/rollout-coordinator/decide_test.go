@@ -1,0 +1,316 @@
+package coordinator
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/render"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+var t0 = time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+
+// testRev has one network for zone a and one table for every node, so nodes
+// in different zones get different configs.
+func testRev(id string) *sluicev1.Revision {
+	return &sluicev1.Revision{Id: id, Intents: []*sluicev1.Intent{
+		{Name: "net-a", Spec: &sluicev1.Intent_Layer2Network{Layer2Network: &sluicev1.Layer2Network{
+			Vlan: 100, Vni: 10100, NodeSelector: &sluicev1.NodeSelector{MatchLabels: map[string]string{"zone": "a"}}}}},
+		{Name: "tbl-" + id, Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: 100}}},
+	}}
+}
+
+func head(gen uint64, rev, maxPar string) *sluicev1.Head {
+	return &sluicev1.Head{Revision: rev, Generation: gen, Strategy: &sluicev1.Strategy{MaxParallel: maxPar}, Reason: "test"}
+}
+
+func presence(names ...string) []*sluicev1.NodePresence {
+	var ps []*sluicev1.NodePresence
+	for _, n := range names {
+		ps = append(ps, &sluicev1.NodePresence{Node: n, Labels: map[string]string{"zone": "a"}})
+	}
+	return ps
+}
+
+// targetOf is the fingerprint rev renders to for a zone-a node.
+func targetOf(rev *sluicev1.Revision) string {
+	return render.Fingerprint(render.NodeConfig(rev, map[string]string{"zone": "a"}))
+}
+
+func status(node string, phase sluicev1.NodePhase, fp, rollout string) *sluicev1.NodeStatus {
+	return &sluicev1.NodeStatus{Node: node, Phase: phase, Fingerprint: fp, Rollout: rollout, Message: "msg", FailedCheck: "ping"}
+}
+
+const (
+	provisioned = sluicev1.NodePhase_NODE_PHASE_PROVISIONED
+	invalid     = sluicev1.NodePhase_NODE_PHASE_INVALID
+	inProgress  = sluicev1.NodePhase_NODE_PHASE_PROVISIONING
+)
+
+// summarize renders actions as short strings; progress saves are left out.
+func summarize(acts []action) []string {
+	var out []string
+	for _, a := range acts {
+		switch a := a.(type) {
+		case actWriteDesired:
+			out = append(out, "write "+a.desired.GetNode())
+		case actStartRollout:
+			out = append(out, "start "+a.rollout.GetId())
+		case actFinishRollout:
+			out = append(out, "finish "+phaseWord(a.rollout.GetPhase()))
+		case actEmit:
+			out = append(out, "emit "+a.ev.GetType())
+		}
+	}
+	return out
+}
+
+func counts(s *state) string {
+	if s.rollout == nil {
+		return "no rollout"
+	}
+	c := s.rollout.Counts
+	return fmt.Sprintf("total=%d pending=%d inprogress=%d provisioned=%d failed=%d skipped=%d",
+		c.GetTotal(), c.GetPending(), c.GetInProgress(), c.GetProvisioned(), c.GetFailed(), c.GetSkipped())
+}
+
+func TestDecide(t *testing.T) {
+	r1, r2 := testRev("aaaa1111"), testRev("bbbb2222")
+	fp1, fp2 := targetOf(r1), targetOf(r2)
+	id1, id2 := rolloutID(head(1, r1.Id, "")), rolloutID(head(2, r2.Id, ""))
+	loaded := func(h *sluicev1.Head, rev *sluicev1.Revision, nodes ...string) evLoaded {
+		return evLoaded{head: h, headRev: rev, presence: presence(nodes...)}
+	}
+	tests := []struct {
+		name       string
+		given      []event // applied before the event under test
+		event      event
+		want       []string
+		wantCounts string
+		check      func(t *testing.T, s *state)
+	}{
+		{
+			name:       "new head starts a rollout and fills maxParallel slots in name order",
+			event:      loaded(head(1, r1.Id, "2"), r1, "n3", "n1", "n2"),
+			want:       []string{"start " + id1, "emit RolloutStarted", "write n1", "write n2"},
+			wantCounts: "total=3 pending=1 inprogress=2 provisioned=0 failed=0 skipped=0",
+		},
+		{
+			name:       "maxParallel as a percentage rounds up",
+			event:      loaded(head(1, r1.Id, "50%"), r1, "n1", "n2", "n3"),
+			want:       []string{"start " + id1, "emit RolloutStarted", "write n1", "write n2"},
+			wantCounts: "total=3 pending=1 inprogress=2 provisioned=0 failed=0 skipped=0",
+		},
+		{
+			name:       "a provisioned node frees its slot for the next",
+			given:      []event{loaded(head(1, r1.Id, "2"), r1, "n1", "n2", "n3")},
+			event:      evStatus{s: status("n1", provisioned, fp1, id1)},
+			want:       []string{"write n3"},
+			wantCounts: "total=3 pending=0 inprogress=2 provisioned=1 failed=0 skipped=0",
+		},
+		{
+			name:  "a report for another fingerprint is ignored",
+			given: []event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
+			event: evStatus{s: status("n1", provisioned, "other", id1)},
+			want:  nil, wantCounts: "total=2 pending=1 inprogress=1 provisioned=0 failed=0 skipped=0",
+		},
+		{
+			name:  "provisioning is not an outcome",
+			given: []event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
+			event: evStatus{s: status("n1", inProgress, fp1, id1)},
+			want:  nil, wantCounts: "total=2 pending=1 inprogress=1 provisioned=0 failed=0 skipped=0",
+		},
+		{
+			name:  "the last outcome ends the rollout Succeeded and moves last-applied",
+			given: []event{loaded(head(1, r1.Id, "1"), r1, "n1")},
+			event: evStatus{s: status("n1", provisioned, fp1, id1)},
+			want:  []string{"finish Succeeded", "emit RolloutSucceeded"},
+			check: func(t *testing.T, s *state) {
+				if s.rollout != nil || s.lastApplied.GetRevision() != r1.Id || s.lastApplied.GetGeneration() != 1 {
+					t.Fatalf("rollout=%v lastApplied=%v", s.rollout, s.lastApplied)
+				}
+			},
+		},
+		{
+			name:       "an invalid node halts the rollout: nothing more starts",
+			given:      []event{loaded(head(1, r1.Id, "2"), r1, "n1", "n2", "n3")},
+			event:      evStatus{s: status("n1", invalid, fp1, id1)},
+			want:       []string{"emit NodeFailed", "emit RolloutHalted"},
+			wantCounts: "total=3 pending=1 inprogress=1 provisioned=0 failed=1 skipped=0",
+			check: func(t *testing.T, s *state) {
+				f := s.rollout.GetFailures()
+				if len(f) != 1 || f[0].GetNode() != "n1" || f[0].GetFailedCheck() != "ping" || f[0].GetFingerprint() != fp1 {
+					t.Fatalf("failures = %v", f)
+				}
+			},
+		},
+		{
+			name: "a halted rollout ends Aborted once in-flight nodes report, pending ones untouched",
+			given: []event{loaded(head(1, r1.Id, "2"), r1, "n1", "n2", "n3"),
+				evStatus{s: status("n1", invalid, fp1, id1)}},
+			event: evStatus{s: status("n2", provisioned, fp1, id1)},
+			want:  []string{"finish Aborted", "emit RolloutAborted"},
+			check: func(t *testing.T, s *state) {
+				if s.lastApplied != nil {
+					t.Fatalf("an aborted rollout must not become last-applied: %v", s.lastApplied)
+				}
+			},
+		},
+		{
+			name:  "the head already rolled out starts nothing",
+			event: evLoaded{head: head(1, r1.Id, ""), headRev: r1, presence: presence("n1"), lastApplied: &sluicev1.RolloutRef{Revision: r1.Id, Generation: 1, Rollout: id1}, lastAppliedRev: r1, desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1}}},
+			want:  nil, wantCounts: "no rollout",
+		},
+		{
+			name:  "nodes already running the target are counted provisioned and not rewritten",
+			event: evLoaded{head: head(1, r1.Id, "5"), headRev: r1, presence: presence("n1", "n2"), status: []*sluicev1.NodeStatus{status("n1", provisioned, fp1, "old")}, desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1}}},
+			want:  []string{"start " + id1, "emit RolloutStarted", "write n2"}, wantCounts: "total=2 pending=0 inprogress=1 provisioned=1 failed=0 skipped=0",
+		},
+		{
+			name:  "a rollout with no nodes succeeds at once",
+			event: loaded(head(1, r1.Id, ""), r1),
+			want:  []string{"start " + id1, "finish Succeeded", "emit RolloutSucceeded", "emit RolloutStarted"},
+		},
+		{
+			name:  "a new head supersedes the active rollout",
+			given: []event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
+			event: evHeadMoved{head: head(2, r2.Id, "1"), rev: r2},
+			want:  []string{"finish Aborted", "emit RolloutAborted", "start " + id2, "emit RolloutStarted", "write n1"},
+			check: func(t *testing.T, s *state) {
+				if s.nodes["n1"].target != fp2 {
+					t.Fatalf("n1 target = %s, want the new revision's", s.nodes["n1"].target)
+				}
+			},
+			wantCounts: "total=2 pending=1 inprogress=1 provisioned=0 failed=0 skipped=0",
+		},
+		{
+			name:       "a pending node that leaves is skipped, not failed",
+			given:      []event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
+			event:      evPresence{node: "n2"},
+			want:       []string{"emit NodeSkipped"},
+			wantCounts: "total=2 pending=0 inprogress=1 provisioned=0 failed=0 skipped=1",
+		},
+		{
+			name:  "an in-flight node that leaves frees its slot",
+			given: []event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
+			event: evPresence{node: "n1"},
+			want:  []string{"emit NodeSkipped", "write n2"}, wantCounts: "total=2 pending=0 inprogress=1 provisioned=0 failed=0 skipped=1",
+		},
+		{
+			name:  "the rollout succeeds when the only unfinished node leaves",
+			given: []event{loaded(head(1, r1.Id, "2"), r1, "n1", "n2"), evStatus{s: status("n1", provisioned, fp1, id1)}},
+			event: evPresence{node: "n2"},
+			want:  []string{"emit NodeSkipped", "finish Succeeded", "emit RolloutSucceeded"},
+		},
+		{
+			name:  "a node joining mid-rollout gets the target",
+			given: []event{loaded(head(1, r1.Id, "2"), r1, "n1")},
+			event: evPresence{node: "n0", p: presence("n0")[0]},
+			want:  []string{"emit NodeJoinedRollout", "write n0"}, wantCounts: "total=2 pending=0 inprogress=2 provisioned=0 failed=0 skipped=0",
+		},
+		{
+			name:  "a heartbeat of a known node changes nothing",
+			given: []event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
+			event: evPresence{node: "n2", p: presence("n2")[0]},
+			want:  nil, wantCounts: "total=2 pending=1 inprogress=1 provisioned=0 failed=0 skipped=0",
+		},
+		{
+			name: "a node joining outside a rollout gets the last applied config",
+			given: []event{loaded(head(1, r1.Id, "1"), r1, "n1"),
+				evStatus{s: status("n1", provisioned, fp1, id1)}},
+			event: evPresence{node: "n2", p: presence("n2")[0]},
+			want:  []string{"write n2", "emit NodeConfigured"}, wantCounts: "no rollout",
+		},
+		{
+			name: "after a restart an active rollout resumes where its nodes are",
+			event: evLoaded{
+				head: head(1, r1.Id, "2"), headRev: r1,
+				active:    &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 1, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: &sluicev1.Strategy{MaxParallel: "2"}},
+				activeRev: r1, presence: presence("n1", "n2", "n3", "n4"),
+				desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1, Rollout: id1}, {Node: "n2", Fingerprint: fp1, Rollout: id1}},
+				status:  []*sluicev1.NodeStatus{status("n1", provisioned, fp1, id1)},
+			},
+			want:       []string{"write n3"},
+			wantCounts: "total=4 pending=1 inprogress=2 provisioned=1 failed=0 skipped=0",
+		},
+		{
+			name: "after a restart a recorded end whose active pointer stayed is finished",
+			event: evLoaded{
+				head: head(1, r1.Id, "2"), headRev: r1,
+				active:    &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 1, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED},
+				activeRev: r1, presence: presence("n1"),
+				desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1, Rollout: id1}},
+			},
+			want: []string{"finish Succeeded"}, wantCounts: "no rollout",
+			check: func(t *testing.T, s *state) {
+				if s.lastApplied.GetGeneration() != 1 {
+					t.Fatalf("lastApplied = %v, want generation 1", s.lastApplied)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := newState()
+			for _, ev := range tc.given {
+				decide(s, ev, t0)
+			}
+			got := summarize(decide(s, tc.event, t0.Add(time.Second)))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("actions:\n got  %s\n want %s", strings.Join(got, ", "), strings.Join(tc.want, ", "))
+			}
+			if tc.wantCounts != "" && counts(s) != tc.wantCounts {
+				t.Errorf("counts:\n got  %s\n want %s", counts(s), tc.wantCounts)
+			}
+			if tc.check != nil {
+				tc.check(t, s)
+			}
+		})
+	}
+}
+
+func TestDecide_IsDeterministicWhateverTheArrivalOrder(t *testing.T) {
+	r1 := testRev("aaaa1111")
+	names := []string{"n5", "n1", "n4", "n2", "n3"}
+	var first []string
+	for i := range 10 {
+		ns := slices.Clone(names)
+		// rotate the arrival order of presence records
+		ns = append(ns[i%len(ns):], ns[:i%len(ns)]...)
+		s := newState()
+		got := summarize(decide(s, evLoaded{head: head(1, r1.Id, "3"), headRev: r1, presence: presence(ns...)}, t0))
+		if i == 0 {
+			first = got
+			continue
+		}
+		if !slices.Equal(got, first) {
+			t.Fatalf("order %v gave %v, first gave %v", ns, got, first)
+		}
+	}
+	if !slices.Contains(first, "write n1") || !slices.Contains(first, "write n3") || slices.Contains(first, "write n4") {
+		t.Fatalf("want n1..n3 started first, got %v", first)
+	}
+}
+
+func TestMaxParallel(t *testing.T) {
+	tests := []struct {
+		given   string
+		total   int
+		want    int
+		wantErr bool
+	}{
+		{"", 10, 1, false}, {"5", 10, 5, false}, {"10%", 1000, 100, false}, {"10%", 5, 1, false},
+		{"1%", 1, 1, false}, {"0", 10, 0, true}, {"-1", 10, 0, true}, {"abc", 10, 0, true}, {"0%", 10, 0, true}, {"101%", 10, 0, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.given, func(t *testing.T) {
+			got, err := maxParallel(&sluicev1.Strategy{MaxParallel: tc.given}, tc.total)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Fatalf("maxParallel(%q, %d) = %d, %v; want %d, err=%v", tc.given, tc.total, got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}

@@ -1,0 +1,321 @@
+// Package bench measures a whole rollout over simulated in-process agents
+// (fixed apply latency, no disk) against the real configurator, coordinator
+// and agent code on an embedded nats-server, and compares the wall time with
+// the ideal ceil(nodes/maxParallel)·apply.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/apiclient"
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/embedded"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/agent"
+	"github.com/sluicehq/sluice/services/configurator"
+	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
+)
+
+// Options says what to measure.
+type Options struct {
+	Nodes        int
+	MaxParallel  int
+	ApplyLatency time.Duration
+	// StoreDir holds JetStream's files; "" uses a fresh temporary directory.
+	StoreDir string
+	// AgentsPerConn is how many simulated agents share one NATS connection.
+	AgentsPerConn int
+	// StartCoordinator runs the coordinator against url and returns a stop
+	// function reporting its peak heap in MiB. nil runs it in this process
+	// (its heap then cannot be told apart and is reported as -1).
+	StartCoordinator func(url string) (stop func() (heapMB float64, err error), err error)
+	Log              zerolog.Logger
+}
+
+// Result is one measured run; its JSON is the BENCH line.
+type Result struct {
+	Nodes              int     `json:"nodes"`
+	MaxParallel        int     `json:"max_parallel"`
+	ApplyMS            int64   `json:"apply_ms"`
+	WallMS             float64 `json:"wall_ms"`
+	IdealMS            int64   `json:"ideal_ms"`
+	OverheadRatio      float64 `json:"overhead_ratio"`
+	KVWritesPerNode    float64 `json:"kv_writes_per_node"`
+	HeartbeatWrites    uint64  `json:"heartbeat_writes"`
+	JetStreamConsumers int     `json:"jetstream_consumers"`
+	CoordinatorHeapMB  float64 `json:"coordinator_heap_mb"`
+	Rollout            string  `json:"rollout"`
+	Phase              string  `json:"phase"`
+}
+
+// Run performs one measured rollout.
+func Run(ctx context.Context, o Options) (Result, error) {
+	res := Result{Nodes: o.Nodes, MaxParallel: o.MaxParallel, ApplyMS: o.ApplyLatency.Milliseconds(), CoordinatorHeapMB: -1}
+	if o.AgentsPerConn <= 0 {
+		o.AgentsPerConn = 250
+	}
+	dir := o.StoreDir
+	if dir == "" {
+		d, err := os.MkdirTemp("", "sluice-bench-")
+		if err != nil {
+			return res, err
+		}
+		defer os.RemoveAll(d)
+		dir = d
+	}
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", StoreDir: dir})
+	if err != nil {
+		return res, err
+	}
+	defer srv.Shutdown()
+	url := srv.ClientURL()
+	settings := contract.DefaultSettings()
+
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	var conns []*nats.Conn
+	defer func() {
+		for _, c := range conns {
+			c.Close()
+		}
+	}()
+	connect := func() (*nats.Conn, error) {
+		nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+		if err == nil {
+			conns = append(conns, nc)
+		}
+		return nc, err
+	}
+	run := func(name string, f func(context.Context) error) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := f(ctx); err != nil && ctx.Err() == nil {
+				o.Log.Error().Err(err).Str("service", name).Msg("stopped")
+			}
+		}()
+	}
+
+	nc, err := connect()
+	if err != nil {
+		return res, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return res, err
+	}
+	if err := contract.Ensure(ctx, js, settings); err != nil {
+		return res, err
+	}
+	cfgr, err := configurator.New(configurator.Config{Conn: nc, Settings: settings, Log: o.Log})
+	if err != nil {
+		return res, err
+	}
+	run("configurator", cfgr.Run)
+
+	var stopCoordinator func() (float64, error)
+	if o.StartCoordinator != nil {
+		if stopCoordinator, err = o.StartCoordinator(url); err != nil {
+			return res, err
+		}
+	} else {
+		cnc, err := connect()
+		if err != nil {
+			return res, err
+		}
+		c, err := coordinator.New(coordinator.Config{Conn: cnc, Settings: settings, Log: o.Log, Instance: "bench"})
+		if err != nil {
+			return res, err
+		}
+		run("coordinator", c.Run)
+	}
+
+	var agentConn *nats.Conn
+	for i := range o.Nodes {
+		if i%o.AgentsPerConn == 0 {
+			if agentConn, err = connect(); err != nil {
+				return res, err
+			}
+		}
+		name := fmt.Sprintf("node-%05d", i+1)
+		a, err := agent.New(agent.Config{
+			Conn: agentConn, Settings: settings, Log: o.Log, Node: name, Version: "bench",
+			Labels:  map[string]string{"zone": fmt.Sprintf("zone-%c", 'a'+i%3), "rack": fmt.Sprintf("rack-%d", 1+i/3%2)},
+			Applier: agent.ApplierFunc(simulatedApply(o.ApplyLatency)),
+		})
+		if err != nil {
+			return res, err
+		}
+		run(name, a.Run)
+	}
+	b, err := contract.OpenBuckets(ctx, js)
+	if err != nil {
+		return res, err
+	}
+	if err := waitFor(ctx, 5*time.Minute, func() (bool, error) {
+		keys, err := store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }).Keys(ctx)
+		return len(keys) >= o.Nodes, err
+	}); err != nil {
+		return res, fmt.Errorf("waiting for %d agents to register: %w", o.Nodes, err)
+	}
+	// Wait for the coordinator to lead before starting the clock.
+	if err := waitFor(ctx, time.Minute, func() (bool, error) {
+		_, err := b.Leases.Get(ctx, contract.LeaseCoordinator)
+		return err == nil, nil
+	}); err != nil {
+		return res, fmt.Errorf("waiting for a coordinator to lead: %w", err)
+	}
+
+	before, beats0, err := kvWrites(ctx, js)
+	if err != nil {
+		return res, err
+	}
+	start := time.Now()
+	resp, err := apiclient.Apply(ctx, nc, &sluicev1.ApplyRequest{
+		Intents: Intents(), Strategy: &sluicev1.Strategy{MaxParallel: strconv.Itoa(o.MaxParallel)}, Source: "bench",
+	})
+	if err != nil {
+		return res, fmt.Errorf("apply: %w", err)
+	}
+	rollouts := store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
+	refs := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
+	var final *sluicev1.Rollout
+	// Poll with direct gets: a watcher would add a JetStream consumer to the count.
+	err = waitFor(ctx, 30*time.Minute, func() (bool, error) {
+		if res.Rollout == "" {
+			for _, key := range []string{contract.KeyActive, contract.KeyLastApplied} {
+				if ref, err := refs.Get(ctx, key); err == nil && ref.Value.GetGeneration() == resp.GetGeneration() {
+					res.Rollout = ref.Value.GetRollout()
+				}
+			}
+			if n, err := consumers(ctx, js); err == nil {
+				res.JetStreamConsumers = max(res.JetStreamConsumers, n)
+			}
+			return false, nil
+		}
+		r, err := rollouts.Get(ctx, res.Rollout)
+		if err != nil {
+			return false, nil
+		}
+		final = r.Value
+		return r.Value.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, nil
+	})
+	wall := time.Since(start)
+	if err != nil {
+		return res, fmt.Errorf("waiting for the rollout to end: %w", err)
+	}
+	if n, err := consumers(ctx, js); err == nil {
+		res.JetStreamConsumers = max(res.JetStreamConsumers, n)
+	}
+	after, beats1, err := kvWrites(ctx, js)
+	if err != nil {
+		return res, err
+	}
+	if stopCoordinator != nil {
+		if res.CoordinatorHeapMB, err = stopCoordinator(); err != nil {
+			return res, err
+		}
+	}
+	res.Phase = final.GetPhase().String()
+	res.WallMS = float64(wall.Microseconds()) / 1000
+	res.IdealMS = int64(math.Ceil(float64(o.Nodes)/float64(o.MaxParallel))) * o.ApplyLatency.Milliseconds()
+	res.OverheadRatio = math.Round(res.WallMS/float64(res.IdealMS)*1000) / 1000
+	res.KVWritesPerNode = math.Round(float64(after-before)/float64(o.Nodes)*100) / 100
+	res.HeartbeatWrites = beats1 - beats0
+	if final.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED {
+		return res, fmt.Errorf("rollout %s ended %s: %s", res.Rollout, final.GetPhase(), final.GetReason())
+	}
+	return res, nil
+}
+
+func simulatedApply(d time.Duration) func(context.Context, *sluicev1.DesiredConfig) error {
+	return func(ctx context.Context, _ *sluicev1.DesiredConfig) error {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// kvWrites sums the messages ever stored in every sluice bucket except the
+// presence heartbeats, which are returned apart.
+func kvWrites(ctx context.Context, js jetstream.JetStream) (writes, heartbeats uint64, err error) {
+	for _, cfg := range contract.DefaultSettings().BucketConfigs() {
+		s, err := js.Stream(ctx, "KV_"+cfg.Bucket)
+		if err != nil {
+			return 0, 0, err
+		}
+		info, err := s.Info(ctx)
+		if err != nil {
+			return 0, 0, err
+		}
+		if cfg.Bucket == contract.BucketNodes {
+			heartbeats = info.State.LastSeq
+			continue
+		}
+		writes += info.State.LastSeq
+	}
+	return writes, heartbeats, nil
+}
+
+// consumers counts the JetStream consumers on every stream.
+func consumers(ctx context.Context, js jetstream.JetStream) (int, error) {
+	n := 0
+	l := js.ListStreams(ctx)
+	for info := range l.Info() {
+		n += info.State.Consumers
+	}
+	return n, l.Err()
+}
+
+func waitFor(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		ok, err := cond()
+		if err != nil {
+			return err
+		}
+		if ok {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return errors.New("timed out")
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+// Intents is the benchmark's configuration: a network per zone and a table on every node.
+func Intents() []*sluicev1.Intent {
+	var out []*sluicev1.Intent
+	for i, zone := range []string{"zone-a", "zone-b", "zone-c"} {
+		out = append(out, &sluicev1.Intent{Name: "net-" + zone, Spec: &sluicev1.Intent_Layer2Network{Layer2Network: &sluicev1.Layer2Network{
+			Vlan: uint32(100 + i), Vni: uint32(10100 + i), Mtu: 9000, Vrf: "tenant",
+			AnycastGateways: []string{fmt.Sprintf("10.%d.0.1/24", i)},
+			NodeSelector:    &sluicev1.NodeSelector{MatchLabels: map[string]string{"zone": zone}},
+		}}})
+	}
+	out = append(out, &sluicev1.Intent{Name: "tenant", Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: 100}}})
+	return out
+}

@@ -1,0 +1,149 @@
+// Command sluice-bench runs one measured rollout over simulated agents and
+// prints the result as its last line: BENCH {json}. The coordinator runs in
+// a child process (this binary with --role coordinator) so that its heap is
+// measured on its own.
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"os/signal"
+	"runtime"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/tests/bench"
+	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:]))
+}
+
+func run(ctx context.Context, args []string) int {
+	fs := flag.NewFlagSet("sluice-bench", flag.ContinueOnError)
+	nodes := fs.Int("nodes", 1000, "simulated agents")
+	maxPar := fs.Int("max-parallel", 50, "rollout maxParallel")
+	applyMS := fs.Int("apply-ms", 100, "simulated apply latency in milliseconds")
+	role := fs.String("role", "bench", "bench, or coordinator (internal: the measured child process)")
+	server := fs.String("server", "", "NATS URL (with --role coordinator)")
+	logLevel := fs.String("log-level", "error", "log level of the services")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log, err := logging.New(os.Stderr, *logLevel, false)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	if *role == "coordinator" {
+		return runCoordinator(ctx, *server, log)
+	}
+	res, err := bench.Run(ctx, bench.Options{
+		Nodes: *nodes, MaxParallel: *maxPar, ApplyLatency: time.Duration(*applyMS) * time.Millisecond,
+		StartCoordinator: childCoordinator(*logLevel), Log: log,
+	})
+	b, _ := json.Marshal(res)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		fmt.Printf("BENCH %s\n", b)
+		return 1
+	}
+	fmt.Printf("BENCH %s\n", b)
+	return 0
+}
+
+// childCoordinator starts this binary as the coordinator process.
+func childCoordinator(logLevel string) func(url string) (func() (float64, error), error) {
+	return func(url string) (func() (float64, error), error) {
+		self, err := os.Executable()
+		if err != nil {
+			return nil, err
+		}
+		cmd := exec.Command(self, "--role", "coordinator", "--server", url, "--log-level", logLevel)
+		cmd.Stderr = os.Stderr
+		out, err := cmd.StdoutPipe()
+		if err != nil {
+			return nil, err
+		}
+		if err := cmd.Start(); err != nil {
+			return nil, err
+		}
+		return func() (float64, error) {
+			_ = cmd.Process.Signal(syscall.SIGTERM)
+			var heap float64 = -1
+			sc := bufio.NewScanner(out)
+			for sc.Scan() {
+				if v, ok := strings.CutPrefix(sc.Text(), "HEAP "); ok {
+					var h struct {
+						PeakMB float64 `json:"peak_heap_inuse_mb"`
+					}
+					if err := json.Unmarshal([]byte(v), &h); err == nil {
+						heap = h.PeakMB
+					}
+				}
+			}
+			if err := cmd.Wait(); err != nil {
+				return heap, fmt.Errorf("coordinator process: %w", err)
+			}
+			if heap < 0 {
+				return heap, errors.New("coordinator process reported no heap figure")
+			}
+			return heap, nil
+		}, nil
+	}
+}
+
+// runCoordinator runs the coordinator, sampling the heap, and prints the peak on exit.
+func runCoordinator(ctx context.Context, url string, log zerolog.Logger) int {
+	nc, err := nats.Connect(url)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer nc.Close()
+	c, err := coordinator.New(coordinator.Config{Conn: nc, Settings: contract.DefaultSettings(), Log: log, Instance: "bench"})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	var peak uint64
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		t := time.NewTicker(50 * time.Millisecond)
+		defer t.Stop()
+		var ms runtime.MemStats
+		for {
+			runtime.ReadMemStats(&ms)
+			peak = max(peak, ms.HeapInuse)
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+		}
+	}()
+	err = c.Run(ctx)
+	<-done
+	fmt.Printf("HEAP {\"peak_heap_inuse_mb\": %.1f}\n", float64(peak)/(1<<20))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	return 0
+}
