@@ -24,8 +24,8 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/logging"
-	"github.com/sluicehq/sluice/tests/bench"
 	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
+	"github.com/sluicehq/sluice/tests/bench"
 )
 
 func main() {
