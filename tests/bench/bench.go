@@ -143,18 +143,31 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		run("coordinator", c.Run)
 	}
 
-	var agentConn *nats.Conn
+	var (
+		agentConn    *nats.Conn
+		agentJS      jetstream.JetStream
+		agentBuckets *contract.Buckets
+	)
 	for i := range o.Nodes {
 		if i%o.AgentsPerConn == 0 {
+			// Agents on one connection share its JetStream context and
+			// buckets, as they would share nothing on real nodes.
 			if agentConn, err = connect(); err != nil {
+				return res, err
+			}
+			if agentJS, err = jetstream.New(agentConn, jetstream.WithPublishAsyncMaxPending(64<<10)); err != nil {
+				return res, err
+			}
+			if agentBuckets, err = contract.OpenBuckets(ctx, agentJS); err != nil {
 				return res, err
 			}
 		}
 		name := fmt.Sprintf("node-%05d", i+1)
 		a, err := agent.New(agent.Config{
 			Conn: agentConn, Settings: settings, Log: o.Log, Node: name, Version: "bench",
-			Labels:  map[string]string{"zone": fmt.Sprintf("zone-%c", 'a'+i%3), "rack": fmt.Sprintf("rack-%d", 1+i/3%2)},
-			Applier: agent.ApplierFunc(simulatedApply(o.ApplyLatency)),
+			Labels:    map[string]string{"zone": fmt.Sprintf("zone-%c", 'a'+i%3), "rack": fmt.Sprintf("rack-%d", 1+i/3%2)},
+			Applier:   agent.ApplierFunc(simulatedApply(o.ApplyLatency)),
+			JetStream: agentJS, Buckets: agentBuckets,
 		})
 		if err != nil {
 			return res, err

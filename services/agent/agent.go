@@ -1,0 +1,256 @@
+// Package agent is sluice's node agent: one runs on every node and is the
+// single writer of that node's status.
+//
+// It registers the node's presence (a heartbeat lease in the nodes bucket),
+// learns of the node's desired config from the core-NATS subject the
+// nodeconfigs bucket republishes to, plus a Get on start, on Resync and every
+// ResyncInterval — never through a JetStream consumer, so a fleet of agents
+// costs the server one plain subscription each. It applies the desired config
+// through an Applier, one at a time and newest first, keeps what it applied
+// on disk as last-good, and reports Provisioning, Provisioned or Invalid with
+// the reason. Entry point: New(cfg).Run(ctx).
+//
+// Files: intake.go (subscription, Get, coalescing mailbox), presence.go
+// (heartbeat lease), provision.go (the apply flow and its pure plan),
+// status.go (compare-and-set status writes), applier.go and lastgood.go
+// (atomic files on disk).
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/events"
+	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// Component is the agent's name in logs and events.
+const Component = "agent"
+
+// Event types the agent emits (kind node, id the node).
+const (
+	EventNodeRegistered   = "NodeRegistered"
+	EventNodeProvisioning = "NodeProvisioning"
+	EventNodeProvisioned  = "NodeProvisioned"
+	EventNodeInvalid      = "NodeInvalid"
+)
+
+// Defaults.
+const (
+	DefaultResyncInterval = 30 * time.Second
+	DefaultApplyTimeout   = 2 * time.Minute
+)
+
+// Config configures an agent.
+type Config struct {
+	Conn     *nats.Conn // required; the agent never sets handlers on it, so many agents may share it
+	Settings contract.Settings
+	Log      zerolog.Logger
+	Now      func() time.Time // nil = time.Now
+
+	// Node is the node's name (contract.ValidName).
+	Node string
+	// Labels are the node's labels, published with its presence.
+	Labels map[string]string
+	// StateDir is where the agent keeps last-good.json; "" keeps nothing on
+	// disk (benchmarks with a simulated applier only).
+	StateDir string
+	// Applier puts a desired config in force; required.
+	Applier Applier
+	// Version is the agent's version, published with its presence.
+	Version string
+	// ApplyTimeout bounds one Applier.Apply call (default 2m).
+	ApplyTimeout time.Duration
+	// ResyncInterval is how often the desired config is fetched with a Get
+	// in case a republished message was missed (default 30s, jittered ±10%).
+	ResyncInterval time.Duration
+
+	// JetStream and Buckets, when set, are shared by many agents on one
+	// connection (the benchmark runs thousands in one process). Run then
+	// uses them instead of making its own; with Buckets set it also skips
+	// contract.Ensure, which whoever opened them has done.
+	JetStream jetstream.JetStream
+	Buckets   *contract.Buckets
+}
+
+// Agent is the agent of one node.
+type Agent struct {
+	cfg     Config
+	log     zerolog.Logger
+	resync  chan struct{} // Resync's trigger, capacity 1
+	box     mailbox       // desired configs waiting for the worker
+	running atomic.Bool
+
+	// Set up by Run before any goroutine starts.
+	em       *events.Emitter
+	nodes    *store.Store[*sluicev1.NodePresence]
+	statuses *store.Store[*sluicev1.NodeStatus]
+	configs  *store.Store[*sluicev1.DesiredConfig]
+
+	pres   presence  // touched by Run's loop only
+	worker workState // touched by the worker only (after Run's setup)
+}
+
+// New checks cfg and fills in defaults. It does no I/O.
+func New(cfg Config) (*Agent, error) {
+	if cfg.Conn == nil {
+		return nil, errors.New("agent: Conn is required")
+	}
+	if err := contract.ValidName(cfg.Node); err != nil {
+		return nil, fmt.Errorf("agent: node name: %w", err)
+	}
+	if cfg.Applier == nil {
+		return nil, errors.New("agent: Applier is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Settings.NodeLease <= 0 {
+		cfg.Settings = contract.DefaultSettings()
+	}
+	if cfg.ApplyTimeout <= 0 {
+		cfg.ApplyTimeout = DefaultApplyTimeout
+	}
+	if cfg.ResyncInterval <= 0 {
+		cfg.ResyncInterval = DefaultResyncInterval
+	}
+	cfg.Labels = maps.Clone(cfg.Labels)
+	log := cfg.Log.With().Str(logging.FieldComponent, Component).Str(logging.FieldNode, cfg.Node).Logger()
+	return &Agent{
+		cfg:    cfg,
+		log:    log,
+		resync: make(chan struct{}, 1),
+		box:    mailbox{wake: make(chan struct{}, 1)},
+	}, nil
+}
+
+// Resync asks the agent to fetch its desired config now. It never blocks;
+// wire it to the connection's reconnect handler.
+func (a *Agent) Resync() {
+	select {
+	case a.resync <- struct{}{}:
+	default:
+	}
+}
+
+// Run registers the node, then receives and applies its desired configs
+// until ctx ends. It returns nil when ctx ends. On the way out it stops
+// heartbeating but leaves its presence to expire with the lease, so a quick
+// restart renews it.
+func (a *Agent) Run(ctx context.Context) error {
+	if !a.running.CompareAndSwap(false, true) {
+		return errors.New("agent: Run is already running")
+	}
+	defer a.running.Store(false)
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	js, b, err := a.open(ctx)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	a.em = events.NewEmitter(js, a.cfg.Log, Component, a.cfg.Now)
+	defer func() {
+		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer fcancel()
+		a.em.Flush(fctx)
+	}()
+	a.nodes = store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
+	a.statuses = store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	a.configs = store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
+
+	if err := a.loadLastGood(); err != nil {
+		return err
+	}
+	// Subscribe before the first Get so no write falls between the two.
+	msgs := make(chan *nats.Msg, 16)
+	sub, err := a.cfg.Conn.ChanSubscribe(contract.NodeConfigSubject(a.cfg.Node), msgs)
+	if err != nil {
+		return fmt.Errorf("agent %s: subscribe %s: %w", a.cfg.Node, contract.NodeConfigSubject(a.cfg.Node), err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+
+	a.pres = presence{started: a.cfg.Now()}
+	a.heartbeat(ctx)
+	a.readStatus(ctx)
+
+	var wg sync.WaitGroup
+	wg.Go(func() { a.work(ctx) })
+	defer wg.Wait() // after cancel: an apply in flight sees ctx end and returns
+
+	a.fetchDesired(ctx, "start")
+	beat := time.NewTimer(a.cfg.Settings.HeartbeatInterval())
+	defer beat.Stop()
+	resync := time.NewTimer(a.resyncDelay())
+	defer resync.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m := <-msgs:
+			a.receive(m)
+		case <-a.resync:
+			a.fetchDesired(ctx, "resync")
+		case <-resync.C:
+			a.fetchDesired(ctx, "periodic resync")
+			resync.Reset(a.resyncDelay())
+		case <-beat.C:
+			a.heartbeat(ctx)
+			beat.Reset(a.cfg.Settings.HeartbeatInterval())
+		}
+	}
+}
+
+// open returns the JetStream context and buckets, shared ones if configured.
+func (a *Agent) open(ctx context.Context) (jetstream.JetStream, *contract.Buckets, error) {
+	js := a.cfg.JetStream
+	if js == nil {
+		var err error
+		if js, err = jetstream.New(a.cfg.Conn); err != nil {
+			return nil, nil, fmt.Errorf("agent %s: jetstream: %w", a.cfg.Node, err)
+		}
+	}
+	if a.cfg.Buckets != nil {
+		return js, a.cfg.Buckets, nil
+	}
+	if err := contract.Ensure(ctx, js, a.cfg.Settings); err != nil {
+		return nil, nil, fmt.Errorf("agent %s: %w", a.cfg.Node, err)
+	}
+	b := &contract.Buckets{}
+	for _, x := range []struct {
+		name string
+		dst  *jetstream.KeyValue
+	}{
+		{contract.BucketNodes, &b.Nodes}, {contract.BucketStatus, &b.Status}, {contract.BucketNodeConfigs, &b.NodeConfigs},
+	} {
+		kv, err := js.KeyValue(ctx, x.name)
+		if err != nil {
+			return nil, nil, fmt.Errorf("agent %s: open bucket %s: %w", a.cfg.Node, x.name, err)
+		}
+		*x.dst = kv
+	}
+	return js, b, nil
+}
+
+// resyncDelay is ResyncInterval ±10%, so a fleet started together does not
+// resync in lockstep.
+func (a *Agent) resyncDelay() time.Duration {
+	d := a.cfg.ResyncInterval
+	return d + time.Duration((rand.Float64()*0.2-0.1)*float64(d))
+}

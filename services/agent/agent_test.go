@@ -1,0 +1,411 @@
+package agent_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/agent"
+)
+
+const waitFor = 10 * time.Second
+
+// fleet is a test server and typed views of the buckets the agent touches.
+type fleet struct {
+	env      *natstest.Env
+	configs  *store.Store[*sluicev1.DesiredConfig]
+	statuses *store.Store[*sluicev1.NodeStatus]
+	nodes    *store.Store[*sluicev1.NodePresence]
+}
+
+func newFleet(t *testing.T, s contract.Settings) *fleet {
+	env := natstest.Start(t, s)
+	return &fleet{
+		env:      env,
+		configs:  store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }),
+		statuses: store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }),
+		nodes:    store.New(env.Buckets.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }),
+	}
+}
+
+// start runs an agent for node until the returned stop is called (or the
+// test ends), and checks Run returned nil.
+func (f *fleet) start(t *testing.T, cfg agent.Config) (stop func()) {
+	t.Helper()
+	cfg.Conn = f.env.Conn
+	cfg.Settings = f.env.Settings
+	a, err := agent.New(cfg)
+	if err != nil {
+		t.Fatalf("new agent: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	var once sync.Once
+	stop = func() {
+		once.Do(func() {
+			cancel()
+			select {
+			case err := <-done:
+				if err != nil {
+					t.Errorf("Run returned %v, want nil on cancel", err)
+				}
+			case <-time.After(waitFor):
+				t.Errorf("Run did not return within %s of cancel", waitFor)
+			}
+		})
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// writeDesired writes node's desired config as the coordinator does.
+func (f *fleet) writeDesired(t *testing.T, d *sluicev1.DesiredConfig) {
+	t.Helper()
+	ctx := context.Background()
+	key := contract.DesiredKey(d.Node)
+	cur, err := f.configs.Get(ctx, key)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		t.Fatal(err)
+	}
+	if _, err := f.configs.Update(ctx, key, d, cur.Revision); err != nil {
+		t.Fatalf("write desired: %v", err)
+	}
+}
+
+// waitStatus waits until node's status satisfies cond and returns it.
+func (f *fleet) waitStatus(t *testing.T, node, what string, cond func(*sluicev1.NodeStatus) bool) *sluicev1.NodeStatus {
+	t.Helper()
+	var got *sluicev1.NodeStatus
+	natstest.Eventually(t, waitFor, what, func() bool {
+		e, err := f.statuses.Get(context.Background(), node)
+		got = e.Value
+		return err == nil && cond(got)
+	})
+	return got
+}
+
+func provisioned(fp string) func(*sluicev1.NodeStatus) bool {
+	return func(s *sluicev1.NodeStatus) bool {
+		return s.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && s.GetFingerprint() == fp
+	}
+}
+
+func desiredConfig(node, fp string, vlan uint32) *sluicev1.DesiredConfig {
+	return &sluicev1.DesiredConfig{
+		Node: node, Revision: "rev-" + fp, Rollout: "rollout-" + fp, Fingerprint: fp,
+		Config: &sluicev1.NodeConfig{Intents: []*sluicev1.Intent{{
+			Name: "tenant-a",
+			Spec: &sluicev1.Intent_Layer2Network{Layer2Network: &sluicev1.Layer2Network{Vlan: vlan, Vni: 10000 + vlan}},
+		}}},
+	}
+}
+
+// recorder is an Applier that records every config it is asked to apply.
+type recorder struct {
+	mu    sync.Mutex
+	calls []*sluicev1.DesiredConfig
+	err   error
+}
+
+func (r *recorder) Apply(_ context.Context, cfg *sluicev1.DesiredConfig) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.calls = append(r.calls, cfg)
+	return r.err
+}
+
+func (r *recorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.calls)
+}
+
+// logBuffer collects an agent's log lines so a test can wait for one.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) count(s string) int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return strings.Count(b.buf.String(), s)
+}
+
+func (b *logBuffer) logger() zerolog.Logger { return zerolog.New(b).Level(zerolog.DebugLevel) }
+
+func lastEvent(t *testing.T, f *fleet, node string) *sluicev1.Event {
+	t.Helper()
+	ctx := context.Background()
+	st, err := f.env.JS.Stream(ctx, contract.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := st.GetLastMsgForSubject(ctx, contract.EventSubject("node", node))
+	if err != nil {
+		return nil
+	}
+	ev := &sluicev1.Event{}
+	if err := store.Unmarshal(m.Data, ev); err != nil {
+		t.Fatal(err)
+	}
+	return ev
+}
+
+func TestAgent_RegistersPresenceWithLabels(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	f.start(t, agent.Config{
+		Node: "n1", Labels: map[string]string{"zone": "a", "rack": "r7"}, Version: "v1.2.3",
+		StateDir: t.TempDir(), Applier: &recorder{},
+	})
+
+	var got *sluicev1.NodePresence
+	natstest.Eventually(t, waitFor, "presence of n1", func() bool {
+		e, err := f.nodes.Get(context.Background(), "n1")
+		got = e.Value
+		return err == nil
+	})
+	if got.GetNode() != "n1" || got.GetAgentVersion() != "v1.2.3" || got.GetLabels()["zone"] != "a" || got.GetLabels()["rack"] != "r7" {
+		t.Fatalf("presence = %v, want node n1, version v1.2.3, labels zone=a rack=r7", got)
+	}
+	if got.GetStartedAt() == nil || got.GetHeartbeatAt() == nil {
+		t.Fatalf("presence = %v, want started_at and heartbeat_at", got)
+	}
+	natstest.Eventually(t, waitFor, "NodeRegistered event", func() bool {
+		ev := lastEvent(t, f, "n1")
+		return ev.GetType() == agent.EventNodeRegistered && strings.Contains(ev.GetReason(), "rack=r7,zone=a")
+	})
+}
+
+func TestAgent_AppliesDesiredConfig(t *testing.T) {
+	tests := []struct {
+		name        string
+		beforeStart bool // written before the agent runs: found by the Get at start
+	}{
+		{name: "written after the agent started", beforeStart: false},
+		{name: "written before the agent started", beforeStart: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFleet(t, contract.DefaultSettings())
+			dir := t.TempDir()
+			path := filepath.Join(dir, "config.json")
+			want := desiredConfig("n1", "fp-one", 100)
+			if tt.beforeStart {
+				f.writeDesired(t, want)
+			}
+			f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: agent.NewFileApplier(path)})
+			if !tt.beforeStart {
+				natstest.Eventually(t, waitFor, "presence", func() bool {
+					_, err := f.nodes.Get(context.Background(), "n1")
+					return err == nil
+				})
+				f.writeDesired(t, want)
+			}
+
+			st := f.waitStatus(t, "n1", "status Provisioned fp-one", provisioned("fp-one"))
+			if st.GetAppliedFingerprint() != "fp-one" || st.GetMessage() != "applied" || st.GetRevision() != want.Revision ||
+				st.GetRollout() != want.Rollout || st.GetApplyStartedAt() == nil || st.GetLastUpdate() == nil {
+				t.Fatalf("status = %v", st)
+			}
+			for _, file := range []string{path, filepath.Join(dir, agent.LastGoodFile)} {
+				b, err := os.ReadFile(file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got := &sluicev1.DesiredConfig{}
+				if err := store.Unmarshal(b, got); err != nil || !proto.Equal(got, want) {
+					t.Fatalf("%s holds %s (%v), want %v", file, b, err, want)
+				}
+			}
+			natstest.Eventually(t, waitFor, "NodeProvisioned event", func() bool {
+				ev := lastEvent(t, f, "n1")
+				return ev.GetType() == agent.EventNodeProvisioned && ev.GetFingerprint() == "fp-one" && ev.GetRollout() == want.Rollout
+			})
+		})
+	}
+}
+
+func TestAgent_FailingApplier_ReportsInvalidAndDoesNotRetryIt(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	logs := &logBuffer{}
+	rec := &recorder{err: errors.New("vlan 100: device busy")}
+	f.writeDesired(t, desiredConfig("n1", "fp-bad", 100))
+	a, err := agent.New(agent.Config{Conn: f.env.Conn, Settings: f.env.Settings, Log: logs.logger(), Node: "n1", StateDir: t.TempDir(), Applier: rec})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	st := f.waitStatus(t, "n1", "status Invalid", func(s *sluicev1.NodeStatus) bool {
+		return s.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID
+	})
+	if st.GetFailedCheck() != "apply" || st.GetCheckOutput() != "vlan 100: device busy" || st.GetFingerprint() != "fp-bad" ||
+		st.GetAppliedFingerprint() != "" || !strings.Contains(st.GetMessage(), "device busy") {
+		t.Fatalf("status = %v, want Invalid with failed_check apply and the error text", st)
+	}
+	natstest.Eventually(t, waitFor, "NodeInvalid event", func() bool {
+		ev := lastEvent(t, f, "n1")
+		return ev.GetType() == agent.EventNodeInvalid && strings.Contains(ev.GetReason(), "device busy")
+	})
+
+	// A resync finds the same desired config: its failure is on record, so
+	// it is not applied again (the coordinator decides what comes next).
+	handled := logs.count("already handled")
+	a.Resync()
+	natstest.Eventually(t, waitFor, "resync handled", func() bool { return logs.count("already handled") > handled })
+	if n := rec.count(); n != 1 {
+		t.Fatalf("Apply called %d times, want 1", n)
+	}
+}
+
+func TestAgent_RestartWithSameDesired_DoesNotReapply(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	dir := t.TempDir()
+	f.writeDesired(t, desiredConfig("n1", "fp-one", 100))
+
+	first := &recorder{}
+	stop := f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: first})
+	f.waitStatus(t, "n1", "first run Provisioned", provisioned("fp-one"))
+	stop()
+	before, err := f.statuses.Get(context.Background(), "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	second, logs := &recorder{}, &logBuffer{}
+	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: second, Log: logs.logger()})
+	natstest.Eventually(t, waitFor, "restarted agent to handle its desired config", func() bool {
+		return logs.count("already handled") > 0
+	})
+	if n := second.count(); n != 0 {
+		t.Fatalf("restarted agent applied %d times, want 0", n)
+	}
+	after, err := f.statuses.Get(context.Background(), "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if after.Revision != before.Revision || after.Value.GetPhase() != sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
+		t.Fatalf("status after restart = %v at revision %d, want unchanged Provisioned at %d", after.Value, after.Revision, before.Revision)
+	}
+}
+
+func TestAgent_PresenceExpiresAfterStop(t *testing.T) {
+	s := contract.DefaultSettings()
+	s.NodeLease = time.Second
+	f := newFleet(t, s)
+	stop := f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: &recorder{}})
+	natstest.Eventually(t, waitFor, "presence", func() bool {
+		_, err := f.nodes.Get(context.Background(), "n1")
+		return err == nil
+	})
+	// While running, heartbeats keep the 1s lease alive past several leases.
+	renewed := time.Now().Add(2500 * time.Millisecond)
+	natstest.Eventually(t, waitFor, "presence to outlive its lease while running", func() bool {
+		_, err := f.nodes.Get(context.Background(), "n1")
+		if err != nil {
+			t.Fatalf("presence lost while the agent runs: %v", err)
+		}
+		return time.Now().After(renewed)
+	})
+
+	stop()
+	natstest.Eventually(t, waitFor, "presence to expire", func() bool {
+		_, err := f.nodes.Get(context.Background(), "n1")
+		return errors.Is(err, store.ErrNotFound)
+	})
+}
+
+func TestAgent_CreatesNoJetStreamConsumers(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: &recorder{}})
+	f.start(t, agent.Config{Node: "n2", StateDir: t.TempDir(), Applier: &recorder{}})
+	f.writeDesired(t, desiredConfig("n1", "fp-one", 100))
+	f.writeDesired(t, desiredConfig("n2", "fp-two", 200))
+	f.waitStatus(t, "n1", "n1 Provisioned", provisioned("fp-one"))
+	f.waitStatus(t, "n2", "n2 Provisioned", provisioned("fp-two"))
+
+	ctx := context.Background()
+	names := f.env.JS.StreamNames(ctx)
+	for name := range names.Name() {
+		st, err := f.env.JS.Stream(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.State.Consumers != 0 {
+			t.Errorf("stream %s has %d consumers, want 0", name, info.State.Consumers)
+		}
+	}
+	if err := names.Err(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestAgent_DeletedDesired_KeepsWhatIsInForce(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	rec, logs := &recorder{}, &logBuffer{}
+	f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: rec, Log: logs.logger()})
+	f.writeDesired(t, desiredConfig("n1", "fp-one", 100))
+	f.waitStatus(t, "n1", "Provisioned", provisioned("fp-one"))
+
+	e, err := f.configs.Get(context.Background(), contract.DesiredKey("n1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.configs.Delete(context.Background(), contract.DesiredKey("n1"), e.Revision); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, waitFor, "delete to be seen", func() bool { return logs.count("desired config deleted") > 0 })
+	if n := rec.count(); n != 1 {
+		t.Fatalf("Apply called %d times, want 1", n)
+	}
+	f.waitStatus(t, "n1", "status unchanged", provisioned("fp-one"))
+}
+
+func TestNew_RejectsBadConfig(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	tests := []struct {
+		name    string
+		given   agent.Config
+		wantErr string
+	}{
+		{name: "no connection", given: agent.Config{Node: "n1", Applier: &recorder{}}, wantErr: "Conn is required"},
+		{name: "invalid node name", given: agent.Config{Conn: f.env.Conn, Node: "N_1", Applier: &recorder{}}, wantErr: "node name"},
+		{name: "no applier", given: agent.Config{Conn: f.env.Conn, Node: "n1"}, wantErr: "Applier is required"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := agent.New(tt.given)
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("New: got %v, want error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}

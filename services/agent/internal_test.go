@@ -1,0 +1,146 @@
+package agent
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+func TestPlan(t *testing.T) {
+	const (
+		provisioning = sluicev1.NodePhase_NODE_PHASE_PROVISIONING
+		provisioned  = sluicev1.NodePhase_NODE_PHASE_PROVISIONED
+		invalid      = sluicev1.NodePhase_NODE_PHASE_INVALID
+	)
+	d := &sluicev1.DesiredConfig{Node: "n1", Revision: "r2", Rollout: "ro2", Fingerprint: "fp2"}
+	status := func(phase sluicev1.NodePhase, fp, rev, rollout string) *sluicev1.NodeStatus {
+		return &sluicev1.NodeStatus{Node: "n1", Phase: phase, Fingerprint: fp, Revision: rev, Rollout: rollout}
+	}
+	tests := []struct {
+		name    string
+		applied string
+		status  *sluicev1.NodeStatus
+		want    action
+	}{
+		{name: "first config on a new node", applied: "", status: nil, want: actProvision},
+		{name: "new fingerprint", applied: "fp1", status: status(provisioned, "fp1", "r1", "ro1"), want: actProvision},
+		{name: "in force and reported", applied: "fp2", status: status(provisioned, "fp2", "r2", "ro2"), want: actSkip},
+		{name: "in force, reported under another rollout", applied: "fp2", status: status(provisioned, "fp2", "r1", "ro1"), want: actReport},
+		{name: "in force but status lost (reaped or never written)", applied: "fp2", status: nil, want: actProvision},
+		{name: "crashed mid-apply", applied: "fp1", status: status(provisioning, "fp2", "r2", "ro2"), want: actProvision},
+		{name: "applied but Provisioned never written", applied: "fp2", status: status(provisioning, "fp2", "r2", "ro2"), want: actProvision},
+		{name: "its failure already reported", applied: "fp1", status: status(invalid, "fp2", "r2", "ro2"), want: actSkip},
+		{name: "revert to the config in force after a failure", applied: "fp2", status: status(invalid, "fp3", "r3", "ro3"), want: actProvision},
+		{name: "status says Provisioned but last-good is gone", applied: "", status: status(provisioned, "fp2", "r2", "ro2"), want: actProvision},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := plan(tt.applied, tt.status, d); got != tt.want {
+				t.Fatalf("plan = %s, want %s", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestMailbox_KeepsNewest(t *testing.T) {
+	cfg := func(fp string) *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{Fingerprint: fp} }
+	tests := []struct {
+		name     string
+		given    []desired
+		want     string // fingerprint taken, "" = nothing
+		accepted []bool
+	}{
+		{name: "nothing offered", want: ""},
+		{name: "newer replaces pending", given: []desired{{cfg("a"), 1}, {cfg("b"), 2}, {cfg("c"), 3}}, want: "c", accepted: []bool{true, true, true}},
+		{name: "older revision after newer is dropped", given: []desired{{cfg("b"), 5}, {cfg("a"), 4}}, want: "b", accepted: []bool{true, false}},
+		{name: "same revision again is accepted", given: []desired{{cfg("a"), 5}, {cfg("a"), 5}}, want: "a", accepted: []bool{true, true}},
+		{name: "unknown revision is accepted", given: []desired{{cfg("a"), 5}, {cfg("b"), 0}}, want: "b", accepted: []bool{true, true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := mailbox{wake: make(chan struct{}, 1)}
+			for i, d := range tt.given {
+				if got := b.offer(d); got != tt.accepted[i] {
+					t.Fatalf("offer #%d accepted = %v, want %v", i, got, tt.accepted[i])
+				}
+			}
+			d, ok := b.take()
+			if got := d.cfg.GetFingerprint(); ok != (tt.want != "") || got != tt.want {
+				t.Fatalf("take = %q, %v; want %q", got, ok, tt.want)
+			}
+			if _, ok := b.take(); ok {
+				t.Fatal("second take returned a config; want the mailbox empty")
+			}
+		})
+	}
+}
+
+// TestAgent_WritesWhileApplying_OnlyNewestAppliedNext checks the coalescing
+// end to end: three configs arrive while the first apply is blocked; only the
+// newest of them is applied after it.
+func TestAgent_WritesWhileApplying_OnlyNewestAppliedNext(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	release := make(chan struct{})
+	applied := make(chan string, 10)
+	a, err := New(Config{Conn: env.Conn, Settings: env.Settings, Node: "n1", Applier: ApplierFunc(
+		func(ctx context.Context, cfg *sluicev1.DesiredConfig) error {
+			applied <- cfg.GetFingerprint()
+			if cfg.GetFingerprint() == "fp1" {
+				select {
+				case <-release:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			return nil
+		})})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	configs := store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
+	var rev uint64
+	write := func(fp string) {
+		var err error
+		rev, err = configs.Update(ctx, contract.DesiredKey("n1"), &sluicev1.DesiredConfig{Node: "n1", Fingerprint: fp, Revision: "r-" + fp}, rev)
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("fp1")
+	if got := <-applied; got != "fp1" {
+		t.Fatalf("first apply = %s, want fp1", got)
+	}
+	write("fp2")
+	write("fp3")
+	write("fp4")
+	natstest.Eventually(t, 10*time.Second, "fp4 to reach the mailbox", func() bool {
+		a.box.mu.Lock()
+		defer a.box.mu.Unlock()
+		return a.box.seen == rev
+	})
+	close(release)
+	if got := <-applied; got != "fp4" {
+		t.Fatalf("apply after the blocked one = %s, want fp4", got)
+	}
+	statuses := store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	natstest.Eventually(t, 10*time.Second, "Provisioned fp4", func() bool {
+		e, err := statuses.Get(ctx, "n1")
+		return err == nil && e.Value.GetFingerprint() == "fp4" && e.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED
+	})
+	select {
+	case fp := <-applied:
+		t.Fatalf("%s applied after fp4", fp)
+	default:
+	}
+}

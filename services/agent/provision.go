@@ -1,0 +1,199 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/pkg/logging"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// action is what the worker does with a desired config.
+type action int
+
+const (
+	// actSkip: the desired config is in force and reported, or its failure is.
+	actSkip action = iota
+	// actReport: the config is in force and healthy but reported under
+	// another revision or rollout; report it again without applying.
+	actReport
+	// actProvision: apply it.
+	actProvision
+)
+
+func (x action) String() string {
+	return [...]string{"skip", "report", "provision"}[x]
+}
+
+// plan decides what to do with desired d given the fingerprint in force and
+// the status last reported. It is pure.
+func plan(applied string, st *sluicev1.NodeStatus, d *sluicev1.DesiredConfig) action {
+	fp := d.GetFingerprint()
+	reported := st.GetFingerprint() == fp && st.GetRevision() == d.GetRevision() && st.GetRollout() == d.GetRollout()
+	switch {
+	case reported && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && applied == fp:
+		return actSkip
+	case reported && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && applied != fp:
+		// Its failure is on record; the coordinator decides what comes next.
+		// Retrying the same desired config on every resync would flap.
+		return actSkip
+	case applied == fp && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && st.GetFingerprint() == fp:
+		return actReport
+	default:
+		return actProvision
+	}
+}
+
+// work applies desired configs one at a time, newest first, until ctx ends.
+func (a *Agent) work(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-a.box.wake:
+		}
+		d, ok := a.box.take()
+		if !ok {
+			continue
+		}
+		a.handle(ctx, d.cfg)
+	}
+}
+
+func (a *Agent) handle(ctx context.Context, d *sluicev1.DesiredConfig) {
+	switch act := plan(a.worker.applied, a.worker.status, d); act {
+	case actSkip:
+		a.log.Debug().Str(logging.FieldFingerprint, d.GetFingerprint()).Str(logging.FieldRevision, d.GetRevision()).
+			Str("phase", a.worker.status.GetPhase().String()).Msg("desired config already handled and reported")
+	case actReport:
+		a.report(ctx, d)
+	case actProvision:
+		a.provision(ctx, d)
+	}
+}
+
+// outcome is how a provision ended.
+type outcome struct {
+	phase       sluicev1.NodePhase // UNSPECIFIED: not finished (shutdown, or status unwritable)
+	failedCheck string
+	output      string
+}
+
+// provision takes d through Provisioning to Provisioned or Invalid. The steps
+// are small so health checks and restoring last-good slot in between.
+func (a *Agent) provision(ctx context.Context, d *sluicev1.DesiredConfig) outcome {
+	started := a.cfg.Now()
+	if !a.setPhase(ctx, d, started, statusUpdate{
+		phase:   sluicev1.NodePhase_NODE_PHASE_PROVISIONING,
+		message: "applying " + describe(d),
+	}, EventNodeProvisioning, "desired "+describe(d)) {
+		// Without the acknowledgement written, applying would act unseen;
+		// the next resync tries again.
+		return outcome{}
+	}
+	if err := a.apply(ctx, d); err != nil {
+		if ctx.Err() != nil {
+			a.log.Info().Str(logging.FieldFingerprint, d.GetFingerprint()).Msg("shutting down mid-apply; a restart provisions again")
+			return outcome{}
+		}
+		return a.fail(ctx, d, started, "apply", err)
+	}
+	a.commit(d)
+	return a.succeed(ctx, d, started)
+}
+
+// apply calls the Applier, bounded by ApplyTimeout.
+func (a *Agent) apply(ctx context.Context, d *sluicev1.DesiredConfig) error {
+	actx, cancel := context.WithTimeout(ctx, a.cfg.ApplyTimeout)
+	defer cancel()
+	err := a.cfg.Applier.Apply(actx, d)
+	if err != nil && errors.Is(actx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
+		return fmt.Errorf("did not finish within %s: %w", a.cfg.ApplyTimeout, err)
+	}
+	return err
+}
+
+// commit records d as the config in force and persists it as last-good. A
+// failure to persist is logged, not reported as Invalid: the config is in
+// force and healthy, and the fault is the node's disk, not the config.
+func (a *Agent) commit(d *sluicev1.DesiredConfig) {
+	a.worker.applied, a.worker.lastGood = d.GetFingerprint(), d
+	if err := a.saveLastGood(d); err != nil {
+		a.log.Error().Err(err).Str(logging.FieldFingerprint, d.GetFingerprint()).
+			Msg("config applied but last-good could not be saved; the node cannot restore it after a restart")
+	}
+}
+
+func (a *Agent) succeed(ctx context.Context, d *sluicev1.DesiredConfig, started time.Time) outcome {
+	took := a.cfg.Now().Sub(started).Round(time.Millisecond)
+	a.setPhase(ctx, d, started, statusUpdate{
+		phase:   sluicev1.NodePhase_NODE_PHASE_PROVISIONED,
+		message: "applied",
+	}, EventNodeProvisioned, fmt.Sprintf("applied %s in %s", describe(d), took))
+	return outcome{phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED}
+}
+
+func (a *Agent) fail(ctx context.Context, d *sluicev1.DesiredConfig, started time.Time, check string, err error) outcome {
+	a.setPhase(ctx, d, started, statusUpdate{
+		phase:       sluicev1.NodePhase_NODE_PHASE_INVALID,
+		message:     fmt.Sprintf("%s failed: %v", check, err),
+		failedCheck: check,
+		output:      err.Error(),
+	}, EventNodeInvalid, fmt.Sprintf("%s of %s failed: %v", check, describe(d), err))
+	return outcome{phase: sluicev1.NodePhase_NODE_PHASE_INVALID, failedCheck: check, output: err.Error()}
+}
+
+// report states that d, already in force and healthy, is provisioned under
+// its own revision and rollout, without applying it again.
+func (a *Agent) report(ctx context.Context, d *sluicev1.DesiredConfig) {
+	a.setPhase(ctx, d, a.cfg.Now(), statusUpdate{
+		phase:   sluicev1.NodePhase_NODE_PHASE_PROVISIONED,
+		message: "already in force",
+	}, EventNodeProvisioned, fmt.Sprintf("%s already in force; not applied again", describe(d)))
+}
+
+// statusUpdate is the part of a status that differs between phases.
+type statusUpdate struct {
+	phase                        sluicev1.NodePhase
+	message, failedCheck, output string
+}
+
+// setPhase writes the status of d and, once stored, emits the transition.
+// It reports whether the status was written.
+func (a *Agent) setPhase(ctx context.Context, d *sluicev1.DesiredConfig, started time.Time, u statusUpdate, event, reason string) bool {
+	st := &sluicev1.NodeStatus{
+		Node:               a.cfg.Node,
+		Phase:              u.phase,
+		Revision:           d.GetRevision(),
+		Rollout:            d.GetRollout(),
+		Fingerprint:        d.GetFingerprint(),
+		ApplyStartedAt:     timestamppb.New(started),
+		LastUpdate:         timestamppb.New(a.cfg.Now()),
+		Message:            u.message,
+		FailedCheck:        u.failedCheck,
+		CheckOutput:        u.output,
+		AppliedFingerprint: a.worker.applied,
+	}
+	if err := a.writeStatus(ctx, st); err != nil {
+		a.warnUnlessDone(ctx, err, "write status "+u.phase.String()+"; the next resync provisions again")
+		return false
+	}
+	a.emit(event, reason, d)
+	return true
+}
+
+// describe names a desired config for operators.
+func describe(d *sluicev1.DesiredConfig) string {
+	return fmt.Sprintf("fingerprint %s from revision %s (rollout %s)", short(d.GetFingerprint()), d.GetRevision(), d.GetRollout())
+}
+
+func short(fp string) string {
+	if len(fp) > 12 {
+		return fp[:12]
+	}
+	return fp
+}

@@ -1,0 +1,77 @@
+// Command sluice-reaper runs sluice's garbage collector: it deletes the keys
+// of nodes whose presence has been gone for longer than the grace period.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/services/reaper"
+)
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stderr io.Writer) int {
+	fs := flag.NewFlagSet("sluice-reaper", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	server := fs.String("server", envOr("SLUICE_NATS_URL", nats.DefaultURL), "NATS server URL (env SLUICE_NATS_URL)")
+	grace := fs.Duration("grace", reaper.DefaultGrace, "how long a node's presence must be gone before its keys are deleted")
+	interval := fs.Duration("interval", reaper.DefaultInterval, "how often to look for departed nodes")
+	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log, err := logging.New(stderr, *logLevel, false)
+	if err != nil {
+		fmt.Fprintf(stderr, "sluice-reaper: --log-level: %v\n", err)
+		return 2
+	}
+	if *grace < time.Second || *interval < time.Second {
+		fmt.Fprintln(stderr, "sluice-reaper: --grace and --interval must be at least 1s")
+		return 2
+	}
+	nc, err := nats.Connect(*server, nats.Name("sluice-reaper"), nats.MaxReconnects(-1))
+	if err != nil {
+		log.Error().Err(err).Str("server", *server).Msg("connect to NATS")
+		return 1
+	}
+	defer nc.Close()
+	r, err := reaper.New(reaper.Config{
+		Conn:     nc,
+		Settings: contract.DefaultSettings(),
+		Log:      log,
+		Grace:    *grace,
+		Interval: *interval,
+	})
+	if err != nil {
+		log.Error().Err(err).Msg("configure reaper")
+		return 2
+	}
+	if err := r.Run(ctx); err != nil {
+		log.Error().Err(err).Msg("reaper stopped")
+		return 1
+	}
+	return 0
+}
+
+func envOr(key, def string) string {
+	if v := os.Getenv(key); v != "" {
+		return v
+	}
+	return def
+}

@@ -1,0 +1,232 @@
+// Package reaper is sluice's garbage collector. It owns deleting what no
+// longer has an owner; this version reaps the keys of departed nodes.
+//
+// A node has departed when its presence (its agent's heartbeat lease in the
+// nodes bucket) has been absent for longer than Grace. The reaper then
+// deletes the node's desired and backup configs and its status, each with
+// compare-and-set on the revision it read, after checking once more with a
+// Get that the node has not come back. It is level-triggered: every pass
+// (each Interval, and soon after the nodes-bucket watcher reports a delete
+// or expiry) lists the nodes that own keys and compares them with the nodes
+// present.
+//
+// Absence is timed from when this reaper process first observed it, in
+// memory: a restarted reaper starts every timer again, which can only delay
+// a reap, never hasten one. A node that comes back clears its timer.
+//
+// Entry point: New(cfg).Run(ctx); Pass runs one pass.
+package reaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/events"
+	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// Component is the reaper's name in logs and events.
+const Component = "reaper"
+
+// EventNodeReaped is emitted (kind node, id the node) when a departed node's keys are deleted.
+const EventNodeReaped = "NodeReaped"
+
+// Defaults.
+const (
+	DefaultGrace    = 5 * time.Minute
+	DefaultInterval = 30 * time.Second
+)
+
+// passDelay is how long after a presence delete or expiry the next pass
+// runs, so that many nodes leaving together cost one pass.
+const passDelay = time.Second
+
+// Config configures the reaper.
+type Config struct {
+	Conn     *nats.Conn // required
+	Settings contract.Settings
+	Log      zerolog.Logger
+	Now      func() time.Time // nil = time.Now
+
+	// Grace is how long a node's presence must be absent before its keys
+	// are deleted (default 5m).
+	Grace time.Duration
+	// Interval is how often a pass runs (default 30s).
+	Interval time.Duration
+}
+
+// Reaper deletes what departed nodes left behind.
+type Reaper struct {
+	cfg Config
+	log zerolog.Logger
+
+	mu     sync.Mutex           // serializes passes; guards the fields below
+	absent map[string]time.Time // node → when this process first saw it absent
+	h      *handles             // opened on first use
+}
+
+// handles are the buckets and emitter, opened once.
+type handles struct {
+	em      *events.Emitter
+	nodes   *store.Store[*sluicev1.NodePresence]
+	configs *store.Store[*sluicev1.DesiredConfig]
+	status  *store.Store[*sluicev1.NodeStatus]
+}
+
+// New checks cfg and fills in defaults. It does no I/O.
+func New(cfg Config) (*Reaper, error) {
+	if cfg.Conn == nil {
+		return nil, errors.New("reaper: Conn is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Settings.NodeLease <= 0 {
+		cfg.Settings = contract.DefaultSettings()
+	}
+	if cfg.Grace <= 0 {
+		cfg.Grace = DefaultGrace
+	}
+	if cfg.Interval <= 0 {
+		cfg.Interval = DefaultInterval
+	}
+	return &Reaper{
+		cfg:    cfg,
+		log:    cfg.Log.With().Str(logging.FieldComponent, Component).Logger(),
+		absent: map[string]time.Time{},
+	}, nil
+}
+
+// Run ensures the buckets, then passes every Interval and soon after a node's
+// presence disappears, until ctx ends. It returns nil when ctx ends.
+func (r *Reaper) Run(ctx context.Context) error {
+	js, err := jetstream.New(r.cfg.Conn)
+	if err != nil {
+		return fmt.Errorf("reaper: jetstream: %w", err)
+	}
+	if err := contract.Ensure(ctx, js, r.cfg.Settings); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("reaper: %w", err)
+	}
+	r.mu.Lock()
+	h, err := r.openWith(ctx, js)
+	r.mu.Unlock()
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		h.em.Flush(fctx)
+	}()
+
+	watch := r.watchNodes(ctx, h)
+	r.pass(ctx, "start")
+	tick := time.NewTicker(r.cfg.Interval)
+	defer tick.Stop()
+	soon := time.NewTimer(passDelay)
+	soon.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+			if watch == nil {
+				watch = r.watchNodes(ctx, h)
+			}
+			r.pass(ctx, "interval")
+		case <-soon.C:
+			r.pass(ctx, "presence lost")
+		case e, ok := <-watch:
+			if !ok {
+				// The watcher ended; passes still run on the interval, and
+				// the next tick watches again.
+				watch = nil
+				continue
+			}
+			if r.observe(e) {
+				soon.Reset(passDelay)
+			}
+		}
+	}
+}
+
+// watchNodes watches the nodes bucket; nil (retried on the next tick) if it cannot.
+func (r *Reaper) watchNodes(ctx context.Context, h *handles) <-chan store.Entry[*sluicev1.NodePresence] {
+	w, err := h.nodes.Watch(ctx, ">")
+	if err != nil {
+		if ctx.Err() == nil {
+			r.log.Warn().Err(err).Msg("watch node presence; passes still run every interval")
+		}
+		return nil
+	}
+	return w
+}
+
+// observe notes a presence change seen by the watcher. It reports whether a
+// presence was lost, so a pass should run soon.
+func (r *Reaper) observe(e store.Entry[*sluicev1.NodePresence]) bool {
+	if e.Key == "" { // caught up with the current values
+		return false
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !e.Deleted {
+		delete(r.absent, e.Key)
+		return false
+	}
+	if _, ok := r.absent[e.Key]; !ok {
+		r.absent[e.Key] = r.cfg.Now()
+	}
+	return true
+}
+
+func (r *Reaper) pass(ctx context.Context, why string) {
+	if err := r.Pass(ctx); err != nil && ctx.Err() == nil {
+		r.log.Warn().Err(err).Str(logging.FieldReason, why).Msg("reaper pass; retrying at the next one")
+	}
+}
+
+// open opens the buckets once; r.mu must be held.
+func (r *Reaper) open(ctx context.Context) (*handles, error) {
+	if r.h != nil {
+		return r.h, nil
+	}
+	js, err := jetstream.New(r.cfg.Conn)
+	if err != nil {
+		return nil, fmt.Errorf("reaper: jetstream: %w", err)
+	}
+	return r.openWith(ctx, js)
+}
+
+func (r *Reaper) openWith(ctx context.Context, js jetstream.JetStream) (*handles, error) {
+	if r.h != nil {
+		return r.h, nil
+	}
+	b, err := contract.OpenBuckets(ctx, js)
+	if err != nil {
+		return nil, fmt.Errorf("reaper: %w", err)
+	}
+	r.h = &handles{
+		em:      events.NewEmitter(js, r.cfg.Log, Component, r.cfg.Now),
+		nodes:   store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }),
+		configs: store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }),
+		status:  store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }),
+	}
+	return r.h, nil
+}
