@@ -56,6 +56,7 @@ type Result struct {
 	HeartbeatWrites    uint64  `json:"heartbeat_writes"`
 	JetStreamConsumers int     `json:"jetstream_consumers"`
 	CoordinatorHeapMB  float64 `json:"coordinator_heap_mb"`
+	StartMS            float64 `json:"start_ms"` // from the apply request to the rollout's start
 	Rollout            string  `json:"rollout"`
 	Phase              string  `json:"phase"`
 }
@@ -243,6 +244,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 	}
 	res.Phase = final.GetPhase().String()
+	res.StartMS = float64(final.GetStartedAt().AsTime().Sub(start).Microseconds()) / 1000
 	res.WallMS = float64(wall.Microseconds()) / 1000
 	res.IdealMS = int64(math.Ceil(float64(o.Nodes)/float64(o.MaxParallel))) * o.ApplyLatency.Milliseconds()
 	res.OverheadRatio = math.Round(res.WallMS/float64(res.IdealMS)*1000) / 1000

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"os/signal"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"syscall"
 	"time"
@@ -42,6 +43,7 @@ func run(ctx context.Context, args []string) int {
 	role := fs.String("role", "bench", "bench, or coordinator (internal: the measured child process)")
 	server := fs.String("server", "", "NATS URL (with --role coordinator)")
 	logLevel := fs.String("log-level", "error", "log level of the services")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process to the file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -49,6 +51,19 @@ func run(ctx context.Context, args []string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 2
+		}
+		defer pprof.StopCPUProfile()
 	}
 	if *role == "coordinator" {
 		return runCoordinator(ctx, *server, log)

@@ -1,0 +1,99 @@
+// Package apiclient calls the configurator's API (apply, delete) over NATS
+// request-reply, for the CLI and tests. Requests and responses are the
+// protojson of sluicev1.ApplyRequest/ApplyResponse and
+// DeleteRequest/DeleteResponse on contract.SubjectApply and SubjectDelete.
+package apiclient
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/micro"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/intent"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// DefaultTimeout bounds a request whose context has no deadline.
+const DefaultTimeout = 30 * time.Second
+
+// Error is an error answer from the configurator.
+type Error struct {
+	Code        string                 // contract.ErrCode*: "400", "404", "409", "503"
+	Description string                 // one line saying what went wrong
+	FieldErrors []*sluicev1.FieldError // every problem, when a batch failed validation
+}
+
+func (e *Error) Error() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "configurator: %s (%s)", e.Description, e.Code)
+	for _, fe := range e.FieldErrors {
+		b.WriteString("\n  ")
+		b.WriteString(intent.FormatFieldError(fe))
+	}
+	return b.String()
+}
+
+// ErrNoConfigurator matches (errors.Is) the error returned when no
+// configurator answers on the connection's server.
+var ErrNoConfigurator = errors.New("no configurator is running")
+
+// Apply stores a batch of intents, all or nothing. A rejected batch returns
+// an *Error with code contract.ErrCodeInvalid and every FieldError.
+func Apply(ctx context.Context, nc *nats.Conn, req *sluicev1.ApplyRequest) (*sluicev1.ApplyResponse, error) {
+	resp := &sluicev1.ApplyResponse{}
+	if err := call(ctx, nc, contract.SubjectApply, req, resp); err != nil {
+		return nil, fmt.Errorf("apply: %w", err)
+	}
+	return resp, nil
+}
+
+// Delete marks an intent for deletion; the next revision leaves it out.
+func Delete(ctx context.Context, nc *nats.Conn, req *sluicev1.DeleteRequest) (*sluicev1.DeleteResponse, error) {
+	resp := &sluicev1.DeleteResponse{}
+	if err := call(ctx, nc, contract.SubjectDelete, req, resp); err != nil {
+		return nil, fmt.Errorf("delete %s/%s: %w", intent.KeyToken(req.GetKind()), req.GetName(), err)
+	}
+	return resp, nil
+}
+
+func call(ctx context.Context, nc *nats.Conn, subject string, req, resp proto.Message) error {
+	body, err := protojson.Marshal(req)
+	if err != nil {
+		return fmt.Errorf("encode request: %w", err)
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, DefaultTimeout)
+		defer cancel()
+	}
+	msg, err := nc.RequestWithContext(ctx, subject, body)
+	if errors.Is(err, nats.ErrNoResponders) {
+		return fmt.Errorf("%w on %s: start it, or `sluice dev` for a local control plane", ErrNoConfigurator, nc.ConnectedUrlRedacted())
+	}
+	if err != nil {
+		return fmt.Errorf("request %s: %w", subject, err)
+	}
+	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
+		e := &Error{Code: code, Description: msg.Header.Get(micro.ErrorHeader)}
+		if len(msg.Data) > 0 {
+			// Validation failures carry an ApplyResponse listing every field error.
+			var data sluicev1.ApplyResponse
+			if (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(msg.Data, &data) == nil {
+				e.FieldErrors = data.GetErrors()
+			}
+		}
+		return e
+	}
+	if err := (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(msg.Data, resp); err != nil {
+		return fmt.Errorf("decode response: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,319 @@
+package intent
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+	"sigs.k8s.io/yaml"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// ParseError is one problem found while reading an intent file. Parse and
+// ParseFiles return every problem they find, joined (errors.Join).
+type ParseError struct {
+	File   string // the file, "" when parsing bytes without a name
+	Doc    int    // 1-based document number in the file
+	Item   int    // 1-based item number when the document is a list, else 0
+	Line   int    // first line of the document, 0 when unknown
+	Intent string // "<kind>/<name>", the name, or "" when not yet known
+	Field  string // e.g. "spec.vlan", "" for the whole document
+	Msg    string // what is wrong
+}
+
+func (e *ParseError) Error() string {
+	var b strings.Builder
+	if e.File != "" {
+		b.WriteString(e.File)
+		b.WriteString(": ")
+	}
+	if e.Doc > 0 {
+		fmt.Fprintf(&b, "document %d", e.Doc)
+		if e.Item > 0 {
+			fmt.Fprintf(&b, " item %d", e.Item)
+		}
+		if e.Line > 0 {
+			fmt.Fprintf(&b, " (line %d)", e.Line)
+		}
+		b.WriteString(": ")
+	}
+	if e.Intent != "" {
+		b.WriteString(e.Intent)
+		b.WriteString(": ")
+	}
+	if e.Field != "" {
+		b.WriteString(e.Field)
+		b.WriteString(": ")
+	}
+	b.WriteString(e.Msg)
+	return b.String()
+}
+
+// Extensions of the files ParseFiles reads from a directory.
+var fileExtensions = []string{".yaml", ".yml", ".json"}
+
+// ParseFiles parses intent files. A path that is a directory stands for the
+// *.yaml, *.yml and *.json files directly in it, in name order. Every
+// problem in every file is reported, not only the first.
+func ParseFiles(paths ...string) ([]*sluicev1.Intent, error) {
+	var files []string
+	var errs []error
+	for _, p := range paths {
+		st, err := os.Stat(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read intents: %w", err))
+			continue
+		}
+		if !st.IsDir() {
+			files = append(files, p)
+			continue
+		}
+		entries, err := os.ReadDir(p)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read intents: %w", err))
+			continue
+		}
+		n := len(files)
+		for _, e := range entries { // ReadDir sorts by name
+			if !e.IsDir() && slices.Contains(fileExtensions, strings.ToLower(filepath.Ext(e.Name()))) {
+				files = append(files, filepath.Join(p, e.Name()))
+			}
+		}
+		if len(files) == n {
+			errs = append(errs, fmt.Errorf("read intents: directory %s has no .yaml, .yml or .json files", p))
+		}
+	}
+	var out []*sluicev1.Intent
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("read intents: %w", err))
+			continue
+		}
+		ins, err := Parse(f, data)
+		if err != nil {
+			errs = append(errs, err)
+		}
+		out = append(out, ins...)
+	}
+	return out, errors.Join(errs...)
+}
+
+// Parse reads the intents in data, named name in errors. data is YAML (one
+// or more documents separated by ---) or JSON; a document is one intent
+// object or a list of them:
+//
+//	kind: Layer2Network
+//	name: tenant-a
+//	spec: {vlan: 100, vni: 10100, nodeSelector: {matchLabels: {zone: zone-a}}}
+//
+// Spec fields are the protojson names of the kind's message (vlan,
+// anycastGateways, nodeSelector ...; snake_case is accepted too). Every
+// problem found is returned as a *ParseError, joined; the intents that
+// parsed are returned alongside.
+func Parse(name string, data []byte) ([]*sluicev1.Intent, error) {
+	var out []*sluicev1.Intent
+	var errs []error
+	for i, doc := range splitDocuments(data) {
+		loc := ParseError{File: name, Doc: i + 1, Line: doc.line}
+		js, err := yaml.YAMLToJSONStrict(doc.data)
+		if err != nil {
+			loc.Msg = absoluteYAMLLines(err.Error(), doc.line)
+			errs = append(errs, &loc)
+			continue
+		}
+		var v any
+		if err := decodeJSON(js, &v); err != nil {
+			loc.Msg = err.Error()
+			errs = append(errs, &loc)
+			continue
+		}
+		switch t := v.(type) {
+		case nil: // an empty document, e.g. only comments
+		case []any:
+			for j, item := range t {
+				at := loc
+				at.Item = j + 1
+				in, ierrs := parseIntent(item, at)
+				errs = append(errs, ierrs...)
+				if in != nil {
+					out = append(out, in)
+				}
+			}
+		default:
+			in, ierrs := parseIntent(t, loc)
+			errs = append(errs, ierrs...)
+			if in != nil {
+				out = append(out, in)
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+type document struct {
+	data []byte
+	line int // 1-based line the document starts on
+}
+
+// splitDocuments splits YAML at "---" lines. JSON has none, so it stays whole.
+func splitDocuments(data []byte) []document {
+	var docs []document
+	start, startLine := 0, 1
+	lineNo := 1
+	for off := 0; off <= len(data); {
+		end := bytes.IndexByte(data[off:], '\n')
+		if end < 0 {
+			end = len(data)
+		} else {
+			end += off
+		}
+		line := bytes.TrimRight(data[off:end], " \t\r")
+		if bytes.Equal(line, []byte("---")) || bytes.HasPrefix(line, []byte("--- ")) || bytes.HasPrefix(line, []byte("---\t")) {
+			docs = append(docs, document{data: data[start:off], line: startLine})
+			start, startLine = min(end+1, len(data)), lineNo+1
+		}
+		off = end + 1
+		lineNo++
+	}
+	return append(docs, document{data: data[start:], line: startLine})
+}
+
+var yamlLine = regexp.MustCompile(`line (\d+)`)
+
+// absoluteYAMLLines rewrites the document-relative line numbers in a YAML
+// error to lines of the file.
+func absoluteYAMLLines(msg string, first int) string {
+	return yamlLine.ReplaceAllStringFunc(msg, func(m string) string {
+		n, err := strconv.Atoi(strings.TrimPrefix(m, "line "))
+		if err != nil {
+			return m
+		}
+		return "line " + strconv.Itoa(n+first-1)
+	})
+}
+
+func decodeJSON(data []byte, v any) error {
+	d := json.NewDecoder(bytes.NewReader(data))
+	d.UseNumber()
+	return d.Decode(v)
+}
+
+// topLevelFields are the fields of an intent document.
+var topLevelFields = []string{"kind", "name", "spec"}
+
+// parseIntent turns one decoded document into an intent, or returns every
+// problem with it.
+func parseIntent(v any, loc ParseError) (*sluicev1.Intent, []error) {
+	fail := func(field, format string, args ...any) error {
+		e := loc
+		e.Field, e.Msg = field, fmt.Sprintf(format, args...)
+		return &e
+	}
+	obj, ok := v.(map[string]any)
+	if !ok {
+		return nil, []error{fail("", "must be an intent object with fields kind, name and spec, not %s", describeJSON(v))}
+	}
+	var errs []error
+	name, ok := obj["name"].(string)
+	switch {
+	case obj["name"] == nil:
+		errs = append(errs, fail("name", "name is missing"))
+	case !ok:
+		errs = append(errs, fail("name", "must be a string, not %s (quote it)", describeJSON(obj["name"])))
+	case name == "":
+		errs = append(errs, fail("name", "name is missing"))
+	}
+	loc.Intent = name
+	kind := ""
+	if k, ok := obj["kind"].(string); !ok && obj["kind"] != nil {
+		errs = append(errs, fail("kind", "must be a string, one of %s", strings.Join(Kinds, ", ")))
+	} else if kind, ok = parseKindOK(k); !ok {
+		_, err := ParseKind(k)
+		errs = append(errs, fail("kind", "%v", err))
+	}
+	if kind != "" && name != "" {
+		loc.Intent = IDOf(kind, name)
+	}
+	for _, k := range sortedKeys(obj) {
+		if !slices.Contains(topLevelFields, k) {
+			errs = append(errs, fail(k, "unknown field; an intent has only %s", strings.Join(topLevelFields, ", ")))
+		}
+	}
+	spec, hasSpec := obj["spec"]
+	if !hasSpec || spec == nil {
+		errs = append(errs, fail("spec", "spec is missing"))
+	}
+	if kind == "" || !hasSpec || spec == nil {
+		return nil, errs
+	}
+	in := &sluicev1.Intent{Name: name}
+	msg := newSpec(in, kind)
+	for _, p := range checkJSONShape(msg.ProtoReflect().Descriptor(), spec, "spec") {
+		e := loc
+		e.Field, e.Msg = p.path, p.msg
+		errs = append(errs, &e)
+	}
+	if len(errs) > 0 {
+		return nil, errs
+	}
+	raw, err := json.Marshal(spec)
+	if err == nil {
+		err = protojson.UnmarshalOptions{}.Unmarshal(raw, msg)
+	}
+	if err != nil { // the shape check should have caught it; say what protojson said
+		return nil, []error{fail("spec", "%s", protoErrorText(err))}
+	}
+	return in, nil
+}
+
+func parseKindOK(s string) (string, bool) {
+	k, err := ParseKind(s)
+	return k, err == nil
+}
+
+// newSpec sets an empty spec of kind on in and returns it.
+func newSpec(in *sluicev1.Intent, kind string) proto.Message {
+	switch kind {
+	case KindLayer2Network:
+		s := &sluicev1.Layer2Network{}
+		in.Spec = &sluicev1.Intent_Layer2Network{Layer2Network: s}
+		return s
+	case KindVRFRoute:
+		s := &sluicev1.VRFRoute{}
+		in.Spec = &sluicev1.Intent_VrfRoute{VrfRoute: s}
+		return s
+	case KindRoutingTable:
+		s := &sluicev1.RoutingTable{}
+		in.Spec = &sluicev1.Intent_RoutingTable{RoutingTable: s}
+		return s
+	}
+	panic("intent: newSpec of unknown kind " + kind)
+}
+
+var protoErrPrefix = regexp.MustCompile(`^proto:[\s\x{00a0}]*(\(line \d+:\d+\):[\s\x{00a0}]*)?`)
+
+// protoErrorText strips protojson's prefix and position, which point into
+// JSON the user never wrote.
+func protoErrorText(err error) string {
+	return protoErrPrefix.ReplaceAllString(err.Error(), "")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

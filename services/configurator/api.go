@@ -1,0 +1,131 @@
+package configurator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/nats-io/nats.go/micro"
+	"google.golang.org/protobuf/encoding/protojson"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// apiError is an answer with a micro error code (contract.ErrCode*). When
+// fieldErrors is set, the answer's data is an ApplyResponse listing them, so
+// a client can show every problem and not only the summary.
+type apiError struct {
+	code        string
+	desc        string
+	fieldErrors []*sluicev1.FieldError
+}
+
+func (e *apiError) Error() string { return e.code + " " + e.desc }
+
+// invalid rejects a request whose content breaks the rules; nothing was stored.
+func invalid(what string, errs []*sluicev1.FieldError) *apiError {
+	noun := "problems"
+	if len(errs) == 1 {
+		noun = "problem"
+	}
+	return &apiError{
+		code:        contract.ErrCodeInvalid,
+		desc:        fmt.Sprintf("%d %s with %s; nothing was stored", len(errs), noun, what),
+		fieldErrors: errs,
+	}
+}
+
+// unavailable: the control plane failed before anything was committed.
+func unavailable(err error) *apiError {
+	return &apiError{code: contract.ErrCodeUnavailable, desc: fmt.Sprintf("control plane unavailable, nothing was changed; retry: %v", err)}
+}
+
+// interrupted: the control plane failed after the change was committed to
+// the journal; it completes on the next apply or start.
+func interrupted(err error) *apiError {
+	var inv *invalidStateError
+	if errors.As(err, &inv) {
+		return invalid("the stored intents", inv.errs)
+	}
+	if errors.Is(err, store.ErrConflict) {
+		return &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf("state changed during the request; retry: %v", err)}
+	}
+	return &apiError{code: contract.ErrCodeUnavailable, desc: fmt.Sprintf(
+		"control plane failed during the change; it is recorded and completes when the configurator next applies or starts: %v", err)}
+}
+
+func (s *Service) handleApply(ctx context.Context, r micro.Request) {
+	req := &sluicev1.ApplyRequest{}
+	if err := decodeRequest(r.Data(), req); err != nil {
+		s.respond(r, "apply", nil, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	resp, err := s.apply(ctx, req)
+	s.respond(r, "apply", resp, err)
+}
+
+func (s *Service) handleDelete(ctx context.Context, r micro.Request) {
+	req := &sluicev1.DeleteRequest{}
+	if err := decodeRequest(r.Data(), req); err != nil {
+		s.respond(r, "delete", nil, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	resp, err := s.delete(ctx, req)
+	s.respond(r, "delete", resp, err)
+}
+
+var protoErrPrefix = regexp.MustCompile(`^proto:[\s\x{00a0}]*`)
+
+// decodeRequest reads a protojson request, rejecting unknown fields so that
+// a typo in a hand-written request is not silently ignored.
+func decodeRequest(data []byte, m proto.Message) error {
+	name := string(m.ProtoReflect().Descriptor().Name())
+	if len(data) == 0 {
+		return &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf("empty request: send a %s as protojson", name)}
+	}
+	if err := protojson.Unmarshal(data, m); err != nil {
+		return &apiError{code: contract.ErrCodeInvalid,
+			desc: fmt.Sprintf("malformed %s: %s", name, protoErrPrefix.ReplaceAllString(err.Error(), ""))}
+	}
+	return nil
+}
+
+func (s *Service) respond(r micro.Request, op string, resp proto.Message, err error) {
+	if err == nil {
+		b, merr := protojson.Marshal(resp)
+		if merr == nil {
+			if rerr := r.Respond(b); rerr != nil {
+				s.log.Warn().Err(rerr).Str("op", op).Msg("send response")
+			}
+			return
+		}
+		err = fmt.Errorf("encode response: %w", merr)
+	}
+	var ae *apiError
+	if !errors.As(err, &ae) {
+		ae = unavailable(err)
+	}
+	var data []byte
+	if len(ae.fieldErrors) > 0 {
+		data, _ = protojson.Marshal(&sluicev1.ApplyResponse{Errors: ae.fieldErrors})
+	}
+	// A header value is one line.
+	desc := strings.Join(strings.Fields(strings.ReplaceAll(ae.desc, "\n", "; ")), " ")
+	lvl := s.log.Info()
+	if ae.code == contract.ErrCodeUnavailable {
+		lvl = s.log.Warn()
+	}
+	lvl.Str("op", op).Str("code", ae.code).Int("problems", len(ae.fieldErrors)).Msg(desc)
+	if rerr := r.Error(ae.code, desc, data); rerr != nil {
+		s.log.Warn().Err(rerr).Str("op", op).Msg("send error response")
+	}
+}

@@ -1,0 +1,210 @@
+// Package configurator is the configurator service: the single writer of
+// intents and revisions. It serves the apply and delete API (a NATS micro
+// service, api.go), validates every batch against the whole effective set of
+// intents, and when that set changes writes an immutable, content-addressed
+// revision and moves the head to it (commit.go). Entry point: New(cfg).Run(ctx).
+//
+// State, all in the revisions and intents buckets:
+//
+//	intents/<kind>.<name>  StoredIntent (marked_for_deletion instead of deleting)
+//	revisions/<id>         Revision, never changed once written
+//	revisions/head         Head: the revision to roll out, with a generation
+//	revisions/pending      ApplyRequest: the journal of an apply in progress
+//
+// A batch is all or nothing, even across a crash: the journal is written
+// before the first intent, and whoever finds it — the next apply, or Run at
+// start — completes it. Run also reconciles level-triggered at start and on
+// every reconnect: if the stored intents differ from the head revision, it
+// cuts a revision and moves the head.
+package configurator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/events"
+	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// Component is the configurator's name in logs and events.
+const Component = "configurator"
+
+// Version is the API version the micro service announces.
+const Version = "0.1.0"
+
+// DefaultSource names where intents came from when an apply names none.
+const DefaultSource = "api"
+
+// KeyJournal is the revisions-bucket key of the apply in progress. It is
+// never a revision id (those are 64 hex characters).
+const KeyJournal = "pending"
+
+// requestTimeout bounds the handling of one API request.
+const requestTimeout = 30 * time.Second
+
+// Config configures the configurator.
+type Config struct {
+	Conn     *nats.Conn
+	Settings contract.Settings
+	Log      zerolog.Logger
+	Now      func() time.Time // nil = time.Now
+	// Source names where applied intents came from when a request names none
+	// (default "api").
+	Source string
+}
+
+// Service is a configurator.
+type Service struct {
+	cfg Config
+	log zerolog.Logger
+
+	// mu serializes every state change: applies, deletes and reconciles.
+	mu sync.Mutex
+	// Set by Run before the API is served.
+	st     *state
+	events *events.Emitter
+}
+
+// state is the configurator's typed view of its buckets.
+type state struct {
+	intents   *store.Store[*sluicev1.StoredIntent]
+	revisions *store.Store[*sluicev1.Revision]
+	head      *store.Store[*sluicev1.Head]
+	journal   *store.Store[*sluicev1.ApplyRequest]
+}
+
+// New checks cfg and fills in defaults; it does no I/O.
+func New(cfg Config) (*Service, error) {
+	if cfg.Conn == nil {
+		return nil, errors.New("configurator: Conn is required")
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
+	}
+	if cfg.Source == "" {
+		cfg.Source = DefaultSource
+	}
+	if cfg.Settings.NodeLease <= 0 {
+		cfg.Settings = contract.DefaultSettings()
+	}
+	return &Service{cfg: cfg, log: cfg.Log.With().Str(logging.FieldComponent, Component).Logger()}, nil
+}
+
+// Run ensures the buckets, completes an interrupted apply, reconciles the
+// head with the stored intents, then serves the API until ctx ends. It
+// returns nil on a clean stop.
+func (s *Service) Run(ctx context.Context) error {
+	err := s.run(ctx)
+	if ctx.Err() != nil {
+		return nil // stopped, whatever it was doing
+	}
+	return err
+}
+
+func (s *Service) run(ctx context.Context) error {
+	js, err := jetstream.New(s.cfg.Conn)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	if err := contract.Ensure(ctx, js, s.cfg.Settings); err != nil {
+		return err
+	}
+	b, err := contract.OpenBuckets(ctx, js)
+	if err != nil {
+		return err
+	}
+	s.st = &state{
+		intents:   store.New(b.Intents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} }),
+		revisions: store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} }),
+		head:      store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }),
+		journal:   store.New(b.Revisions, func() *sluicev1.ApplyRequest { return &sluicev1.ApplyRequest{} }),
+	}
+	s.events = events.NewEmitter(js, s.cfg.Log, Component, s.cfg.Now)
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s.events.Flush(fctx)
+	}()
+
+	// Listen before reconciling so that a reconnect during it is not missed.
+	reconnected := s.cfg.Conn.StatusChanged(nats.CONNECTED)
+	defer s.cfg.Conn.RemoveStatusListener(reconnected)
+
+	if err := s.reconcile(ctx); err != nil {
+		return fmt.Errorf("reconcile at start: %w", err)
+	}
+
+	svc, err := micro.AddService(s.cfg.Conn, micro.Config{
+		Name:        contract.ConfiguratorService,
+		Version:     Version,
+		Description: "sluice configurator: apply and delete intents",
+	})
+	if err != nil {
+		return fmt.Errorf("start API: %w", err)
+	}
+	defer func() { _ = svc.Stop() }()
+	for _, ep := range []struct {
+		name, subject string
+		handle        func(context.Context, micro.Request)
+	}{
+		{"apply", contract.SubjectApply, s.handleApply},
+		{"delete", contract.SubjectDelete, s.handleDelete},
+	} {
+		if err := svc.AddEndpoint(ep.name, micro.ContextHandler(ctx, ep.handle), micro.WithEndpointSubject(ep.subject)); err != nil {
+			return fmt.Errorf("start API endpoint %s: %w", ep.name, err)
+		}
+	}
+	s.log.Info().Str("apply", contract.SubjectApply).Str("delete", contract.SubjectDelete).Msg("serving the configurator API")
+
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-reconnected:
+			// Whatever happened while disconnected, act on the state as it is.
+			if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error().Err(err).Msg("reconcile after reconnect")
+			}
+		}
+	}
+}
+
+// reconcile completes an interrupted apply and moves the head if the stored
+// intents differ from it.
+func (s *Service) reconcile(ctx context.Context) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.rollForward(ctx); err != nil {
+		return err
+	}
+	cur, err := s.readHead(ctx)
+	if err != nil {
+		return err
+	}
+	_, err = s.advance(ctx, cur.Value.GetStrategy(), func(d diff) string {
+		return fmt.Sprintf("reconciled: the stored intents differ from head revision %s (%s)", shortOrNone(cur.Value.GetRevision()), d)
+	})
+	var inv *invalidStateError
+	if errors.As(err, &inv) {
+		// Someone wrote the intents bucket by hand. Keep the head where it
+		// is; applies show the problems until they are fixed.
+		ev := s.log.Error()
+		for i, fe := range inv.errs {
+			ev = ev.Str(fmt.Sprintf("problem%d", i+1), formatFieldError(fe))
+		}
+		ev.Msg("the stored intents are invalid; the head stays where it is")
+		return nil
+	}
+	return err
+}
