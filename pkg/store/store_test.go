@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"testing"
 	"time"
@@ -79,8 +80,13 @@ func TestStore_ValuesAreReadableJSON(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := `{"node":"n1","phase":"NODE_PHASE_INVALID"}`; string(e.Value()) != want {
-		t.Fatalf("stored %s, want %s", e.Value(), want)
+	// protojson varies its whitespace on purpose; compare the JSON itself.
+	var got map[string]any
+	if err := json.Unmarshal(e.Value(), &got); err != nil {
+		t.Fatalf("stored value is not JSON: %s: %v", e.Value(), err)
+	}
+	if got["node"] != "n1" || got["phase"] != "NODE_PHASE_INVALID" || len(got) != 2 {
+		t.Fatalf("stored %s, want node n1 and phase NODE_PHASE_INVALID", e.Value())
 	}
 }
 
