@@ -24,6 +24,7 @@ const (
 // Fixed keys.
 const (
 	KeyHead          = "head"         // revisions: the revision to roll out
+	KeyPending       = "pending"      // revisions: the apply in progress (an ApplyRequest), rolled forward after a crash
 	KeyActive        = "active"       // rollouts: the rollout in progress
 	KeyLastApplied   = "last-applied" // rollouts: the last rollout that finished
 	LeaseCoordinator = "coordinator"  // leases: the rollout-coordinator's leader lease

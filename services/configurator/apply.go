@@ -86,7 +86,7 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	if pending > 0 {
 		// From here the apply is committed: if anything below fails, the
 		// journal makes the next apply or the next start complete it.
-		jrev, err = s.st.journal.Create(ctx, KeyJournal, req)
+		jrev, err = s.st.journal.Create(ctx, contract.KeyPending, req)
 		if errors.Is(err, store.ErrConflict) {
 			return nil, &apiError{code: contract.ErrCodeConflict, desc: "another configurator is applying right now; retry"}
 		}
@@ -106,7 +106,7 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 		return nil, interrupted(err)
 	}
 	if jrev != 0 {
-		if err := s.st.journal.Delete(ctx, KeyJournal, jrev); err != nil {
+		if err := s.st.journal.Delete(ctx, contract.KeyPending, jrev); err != nil {
 			// Completing it again later writes nothing and moves nothing.
 			s.log.Warn().Err(err).Msg("remove apply journal")
 		}

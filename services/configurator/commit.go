@@ -164,7 +164,7 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, why 
 // or a failure: it writes the journal's intents, moves the head and removes
 // the journal.
 func (s *Service) rollForward(ctx context.Context) error {
-	j, err := s.st.journal.Get(ctx, KeyJournal)
+	j, err := s.st.journal.Get(ctx, contract.KeyPending)
 	if errors.Is(err, store.ErrNotFound) {
 		return nil
 	}
@@ -188,7 +188,7 @@ func (s *Service) rollForward(ctx context.Context) error {
 	} else if err != nil {
 		return fmt.Errorf("complete interrupted apply: %w", err)
 	}
-	if err := s.st.journal.Delete(ctx, KeyJournal, j.Revision); err != nil {
+	if err := s.st.journal.Delete(ctx, contract.KeyPending, j.Revision); err != nil {
 		return fmt.Errorf("remove apply journal: %w", err)
 	}
 	return nil

@@ -46,10 +46,6 @@ const Version = "0.1.0"
 // DefaultSource names where intents came from when an apply names none.
 const DefaultSource = "api"
 
-// KeyJournal is the revisions-bucket key of the apply in progress. It is
-// never a revision id (those are 64 hex characters).
-const KeyJournal = "pending"
-
 // requestTimeout bounds the handling of one API request.
 const requestTimeout = 30 * time.Second
 

@@ -292,7 +292,7 @@ func TestRun_CompletesAnApplyLeftHalfDone(t *testing.T) {
 	ins := examples(t)
 	// A configurator crashed after journaling a batch and writing one intent of it.
 	journal := store.New(env.Buckets.Revisions, func() *sluicev1.ApplyRequest { return &sluicev1.ApplyRequest{} })
-	if _, err := journal.Create(ctx, configurator.KeyJournal, &sluicev1.ApplyRequest{
+	if _, err := journal.Create(ctx, contract.KeyPending, &sluicev1.ApplyRequest{
 		Intents: ins, Source: "api", Strategy: &sluicev1.Strategy{MaxParallel: "2"},
 	}); err != nil {
 		t.Fatal(err)
@@ -315,7 +315,7 @@ func TestRun_CompletesAnApplyLeftHalfDone(t *testing.T) {
 	if !strings.Contains(head.GetReason(), "applied 7 intents: created") || !strings.Contains(head.GetReason(), "completed after an interruption") {
 		t.Errorf("head reason = %q", head.GetReason())
 	}
-	if _, err := journal.Get(ctx, configurator.KeyJournal); !errors.Is(err, store.ErrNotFound) {
+	if _, err := journal.Get(ctx, contract.KeyPending); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("journal still there: %v", err)
 	}
 }
@@ -326,7 +326,7 @@ func TestApply_CompletesALeftoverJournalFirst(t *testing.T) {
 	ins := examples(t)
 	// A journal appears as if a previous instance died after writing it.
 	journal := store.New(env.Buckets.Revisions, func() *sluicev1.ApplyRequest { return &sluicev1.ApplyRequest{} })
-	if _, err := journal.Create(context.Background(), configurator.KeyJournal, &sluicev1.ApplyRequest{Intents: ins[:3], Source: "api"}); err != nil {
+	if _, err := journal.Create(context.Background(), contract.KeyPending, &sluicev1.ApplyRequest{Intents: ins[:3], Source: "api"}); err != nil {
 		t.Fatal(err)
 	}
 	resp := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: ins[3:]})

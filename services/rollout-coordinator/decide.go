@@ -108,8 +108,9 @@ func (evStatus) isEvent()    {}
 type (
 	action interface{ isAction() }
 
-	// actWriteDesired writes a node's desired config, saving the previous one as its backup.
-	actWriteDesired struct{ desired *sluicev1.DesiredConfig }
+	// actWriteDesired writes a node's desired config, saving the previous one
+	// (as far as the state knows it) as its backup.
+	actWriteDesired struct{ desired, previous *sluicev1.DesiredConfig }
 	// actStartRollout creates the rollout record and points rollouts/active at it.
 	actStartRollout struct{ rollout *sluicev1.Rollout }
 	// actSaveRollout writes the rollout record's progress (the loop may coalesce these).
@@ -361,8 +362,9 @@ func (s *state) configureStraggler(n *node) []action {
 		Node: n.name, Revision: s.lastApplied.GetRevision(), Rollout: s.lastApplied.GetRollout(),
 		Fingerprint: fp, Config: cfg,
 	}
+	prev := n.desired
 	n.desired = d
-	return []action{actWriteDesired{desired: d}, actEmit{ev: &sluicev1.Event{
+	return []action{actWriteDesired{desired: d, previous: prev}, actEmit{ev: &sluicev1.Event{
 		Kind: events.KindNode, Id: n.name, Type: "NodeConfigured", Node: n.name,
 		Revision: d.Revision, Rollout: d.Rollout, Fingerprint: fp,
 		Reason: "node is outside any rollout and differs from the last applied revision; it gets that revision's config",
@@ -422,8 +424,9 @@ func (s *state) fill(now time.Time) []action {
 			Node: name, Revision: s.rollout.GetRevision(), Rollout: s.rollout.GetId(),
 			Fingerprint: n.target, Config: n.config,
 		}
+		prev := n.desired
 		n.desired = d
-		acts = append(acts, actWriteDesired{desired: d})
+		acts = append(acts, actWriteDesired{desired: d, previous: prev})
 	}
 	if len(acts) > 0 {
 		acts = append(acts, actSaveRollout{rollout: s.rollout})

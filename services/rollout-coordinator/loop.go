@@ -37,10 +37,16 @@ type loop struct {
 	st         *state
 	recordRev  map[string]uint64 // rollout id → revision of its record, for CAS
 	unsaved    *sluicev1.Rollout // progress not yet written
-	writes     chan *sluicev1.DesiredConfig
+	writes     chan writeJob
 	writersWG  sync.WaitGroup
 	writeFails chan error
+
+	revsMu sync.Mutex
+	revs   map[string]uint64 // nodeconfigs key → revision last read or written, for CAS without a read
 }
+
+// writeJob is one desired config to write and the config it replaces.
+type writeJob struct{ desired, previous *sluicev1.DesiredConfig }
 
 func newLoop(b *contract.Buckets, cfg Config, log zerolog.Logger, em *events.Emitter, l *lease) *loop {
 	return &loop{
@@ -54,7 +60,8 @@ func newLoop(b *contract.Buckets, cfg Config, log zerolog.Logger, em *events.Emi
 		refs:        store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }),
 		st:          newState(),
 		recordRev:   map[string]uint64{},
-		writes:      make(chan *sluicev1.DesiredConfig, 1024),
+		writes:      make(chan writeJob, 1024),
+		revs:        map[string]uint64{},
 		writeFails:  make(chan error, 1),
 	}
 }
@@ -185,12 +192,15 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return ev, err
 	}
-	desired, err := lp.nodeconfigs.List(ctx, "*.desired")
+	configs, err := lp.nodeconfigs.List(ctx, ">")
 	if err != nil {
 		return ev, err
 	}
-	for _, d := range desired {
-		ev.desired = append(ev.desired, d.Value)
+	for _, c := range configs {
+		lp.setRev(c.Key, c.Revision)
+		if _, which, _ := contract.NodeOfConfigKey(c.Key); which == "desired" {
+			ev.desired = append(ev.desired, c.Value)
+		}
 	}
 	lp.log.Info().Int("nodes", len(ev.presence)).Int("statuses", len(ev.status)).
 		Str(logging.FieldRevision, ev.head.GetRevision()).Str(logging.FieldRollout, ev.active.GetId()).
@@ -242,7 +252,7 @@ func (lp *loop) perform(ctx context.Context, a action) error {
 	switch a := a.(type) {
 	case actWriteDesired:
 		select {
-		case lp.writes <- proto.Clone(a.desired).(*sluicev1.DesiredConfig):
+		case lp.writes <- writeJob{desired: proto.Clone(a.desired).(*sluicev1.DesiredConfig), previous: a.previous}:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -347,10 +357,11 @@ func (lp *loop) clearActive(ctx context.Context, id string) error {
 // they never count against a node.
 func (lp *loop) writer(ctx context.Context) {
 	defer lp.writersWG.Done()
-	for d := range lp.writes {
+	for job := range lp.writes {
+		d := job.desired
 		backoff := 50 * time.Millisecond
 		for {
-			err := lp.writeDesired(ctx, d)
+			err := lp.writeDesired(ctx, job)
 			if err == nil || ctx.Err() != nil {
 				break
 			}
@@ -367,37 +378,92 @@ func (lp *loop) writer(ctx context.Context) {
 			case <-time.After(backoff):
 			}
 			backoff = min(backoff*2, 5*time.Second)
+			job.previous = nil // re-read what the retry replaces
 		}
 	}
 }
 
-func (lp *loop) writeDesired(ctx context.Context, d *sluicev1.DesiredConfig) error {
+// writeDesired writes one desired config with CAS at the revision the loop
+// last saw, so the common case costs one round trip (two with a backup). When
+// the revision is unknown or stale it reads the key first.
+func (lp *loop) writeDesired(ctx context.Context, job writeJob) error {
+	d := job.desired
 	key := contract.DesiredKey(d.GetNode())
-	cur, err := lp.nodeconfigs.Get(ctx, key)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return err
+	rev, known := lp.rev(key)
+	prev := job.previous
+	if !known || prev == nil && rev != 0 {
+		cur, err := lp.nodeconfigs.Get(ctx, key)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		rev, prev = cur.Revision, cur.Value
+		lp.setRev(key, rev)
 	}
-	if cur.Value.GetFingerprint() == d.GetFingerprint() && cur.Value.GetRollout() == d.GetRollout() {
+	if prev.GetFingerprint() == d.GetFingerprint() && prev.GetRollout() == d.GetRollout() {
 		return nil // written before a restart
 	}
 	if err := lp.fenced(); err != nil {
 		return err
 	}
-	if prev := cur.Value; prev != nil && prev.GetFingerprint() != d.GetFingerprint() {
-		_, err := lp.nodeconfigs.Mutate(ctx, contract.BackupKey(d.GetNode()), func(b *sluicev1.DesiredConfig) (*sluicev1.DesiredConfig, error) {
-			if b.GetFingerprint() == prev.GetFingerprint() {
-				return nil, store.ErrUnchanged
-			}
-			return prev, nil
-		})
-		if err != nil {
-			return fmt.Errorf("save backup of %s: %w", d.GetNode(), err)
+	if prev != nil && prev.GetFingerprint() != d.GetFingerprint() {
+		if err := lp.writeBackup(ctx, prev); err != nil {
+			return err
 		}
 	}
 	d.WrittenAt = timestamppb.New(lp.cfg.Now())
 	d.LeaderEpoch = lp.lease.epoch
-	if _, err := lp.nodeconfigs.Update(ctx, key, d, cur.Revision); err != nil {
+	nrev, err := lp.nodeconfigs.Update(ctx, key, d, rev)
+	if err != nil {
+		lp.forgetRev(key)
 		return fmt.Errorf("write desired config of %s: %w", d.GetNode(), err)
 	}
+	lp.setRev(key, nrev)
 	return nil
+}
+
+func (lp *loop) writeBackup(ctx context.Context, prev *sluicev1.DesiredConfig) error {
+	key := contract.BackupKey(prev.GetNode())
+	rev, known := lp.rev(key)
+	if !known {
+		cur, err := lp.nodeconfigs.Get(ctx, key)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		if cur.Value.GetFingerprint() == prev.GetFingerprint() && cur.Value != nil {
+			lp.setRev(key, cur.Revision)
+			return nil
+		}
+		rev = cur.Revision
+	}
+	nrev, err := lp.nodeconfigs.Update(ctx, key, prev, rev)
+	if err != nil {
+		lp.forgetRev(key)
+		return fmt.Errorf("save backup of %s: %w", prev.GetNode(), err)
+	}
+	lp.setRev(key, nrev)
+	return nil
+}
+
+// unknownRev marks a key whose revision must be read before writing.
+const unknownRev = ^uint64(0)
+
+// rev returns the revision to write key at. The load listed every key, so a
+// key never seen does not exist (revision 0); a failed write marks it unknown.
+func (lp *loop) rev(key string) (uint64, bool) {
+	lp.revsMu.Lock()
+	defer lp.revsMu.Unlock()
+	r := lp.revs[key]
+	return r, r != unknownRev
+}
+
+func (lp *loop) setRev(key string, rev uint64) {
+	lp.revsMu.Lock()
+	defer lp.revsMu.Unlock()
+	lp.revs[key] = rev
+}
+
+func (lp *loop) forgetRev(key string) {
+	lp.revsMu.Lock()
+	defer lp.revsMu.Unlock()
+	lp.revs[key] = unknownRev
 }

@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -57,8 +58,14 @@ type Result struct {
 	JetStreamConsumers int     `json:"jetstream_consumers"`
 	CoordinatorHeapMB  float64 `json:"coordinator_heap_mb"`
 	StartMS            float64 `json:"start_ms"` // from the apply request to the rollout's start
-	Rollout            string  `json:"rollout"`
-	Phase              string  `json:"phase"`
+	// AgentMS is the median time an agent adds to the apply: from the
+	// desired config's write to the Provisioned report, less apply_ms.
+	AgentMS float64 `json:"agent_overhead_ms_p50"`
+	// HandoffMS is the median time from a node's Provisioned report to the
+	// desired config write of the node that took its slot.
+	HandoffMS float64 `json:"handoff_ms_p50"`
+	Rollout   string  `json:"rollout"`
+	Phase     string  `json:"phase"`
 }
 
 // Run performs one measured rollout.
@@ -250,6 +257,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.OverheadRatio = math.Round(res.WallMS/float64(res.IdealMS)*1000) / 1000
 	res.KVWritesPerNode = math.Round(float64(after-before)/float64(o.Nodes)*100) / 100
 	res.HeartbeatWrites = beats1 - beats0
+	if err := timeline(ctx, b, o, &res); err != nil {
+		return res, err
+	}
 	if final.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED {
 		return res, fmt.Errorf("rollout %s ended %s: %s", res.Rollout, final.GetPhase(), final.GetReason())
 	}
@@ -333,4 +343,48 @@ func Intents() []*sluicev1.Intent {
 	}
 	out = append(out, &sluicev1.Intent{Name: "tenant", Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: 100}}})
 	return out
+}
+
+// timeline reads the desired configs' write times and the agents' report
+// times back from the buckets to split the overhead between agents and coordinator.
+func timeline(ctx context.Context, b *contract.Buckets, o Options, res *Result) error {
+	desired, err := store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }).List(ctx, "*.desired")
+	if err != nil {
+		return err
+	}
+	status, err := store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }).List(ctx, ">")
+	if err != nil {
+		return err
+	}
+	written := map[string]time.Time{}
+	var writes, dones []time.Time
+	for _, d := range desired {
+		t := d.Value.GetWrittenAt().AsTime()
+		written[d.Value.GetNode()] = t
+		writes = append(writes, t)
+	}
+	var agent []float64
+	for _, s := range status {
+		done := s.Value.GetLastUpdate().AsTime()
+		dones = append(dones, done)
+		if w, ok := written[s.Value.GetNode()]; ok {
+			agent = append(agent, float64(done.Sub(w)-o.ApplyLatency)/float64(time.Millisecond))
+		}
+	}
+	slices.SortFunc(writes, time.Time.Compare)
+	slices.SortFunc(dones, time.Time.Compare)
+	var handoff []float64
+	for k := o.MaxParallel; k < len(writes) && k-o.MaxParallel < len(dones); k++ {
+		handoff = append(handoff, float64(writes[k].Sub(dones[k-o.MaxParallel]))/float64(time.Millisecond))
+	}
+	res.AgentMS, res.HandoffMS = median(agent), median(handoff)
+	return nil
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	return math.Round(xs[len(xs)/2]*100) / 100
 }
