@@ -97,12 +97,15 @@ type (
 	}
 	// evStatus: a node's agent wrote its status.
 	evStatus struct{ s *sluicev1.NodeStatus }
+	// evReaped: the reaper deleted a departed node's keys (its status last).
+	evReaped struct{ node string }
 )
 
 func (evLoaded) isEvent()    {}
 func (evHeadMoved) isEvent() {}
 func (evPresence) isEvent()  {}
 func (evStatus) isEvent()    {}
+func (evReaped) isEvent()    {}
 
 // Actions.
 type (
@@ -143,6 +146,10 @@ func decide(s *state, ev event, now time.Time) []action {
 		acts = s.presence(ev.node, ev.p, now)
 	case evStatus:
 		acts = s.statusChanged(ev.s, now)
+	case evReaped:
+		// Its desired config is gone too: if it comes back it is configured afresh.
+		n := s.nodeOf(ev.node)
+		n.status, n.desired = nil, nil
 	}
 	return append(acts, s.fill(now)...)
 }

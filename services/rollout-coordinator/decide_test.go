@@ -225,6 +225,13 @@ func TestDecide(t *testing.T) {
 			want:  []string{"write n2", "emit NodeConfigured"}, wantCounts: "no rollout",
 		},
 		{
+			name: "a reaped node that comes back is configured afresh",
+			given: []event{loaded(head(1, r1.Id, "1"), r1, "n1"),
+				evStatus{s: status("n1", provisioned, fp1, id1)}, evPresence{node: "n1"}, evReaped{node: "n1"}},
+			event: evPresence{node: "n1", p: presence("n1")[0]},
+			want:  []string{"write n1", "emit NodeConfigured"}, wantCounts: "no rollout",
+		},
+		{
 			name: "after a restart an active rollout resumes where its nodes are",
 			event: evLoaded{
 				head: head(1, r1.Id, "2"), headRev: r1,

@@ -136,10 +136,16 @@ func (lp *loop) run(ctx context.Context) error {
 			if !ok {
 				return errors.New("status watcher stopped")
 			}
-			if e.Value == nil {
+			switch {
+			case e.Deleted:
+				lp.forgetRev(contract.DesiredKey(e.Key))
+				lp.forgetRev(contract.BackupKey(e.Key))
+				ev = evReaped{node: e.Key}
+			case e.Value == nil:
 				continue
+			default:
+				ev = evStatus{s: e.Value}
 			}
-			ev = evStatus{s: e.Value}
 		}
 		if err := lp.step(ctx, ev); err != nil {
 			return err
