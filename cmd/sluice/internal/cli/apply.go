@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/pkg/apiclient"
+	"github.com/sluicehq/sluice/pkg/intent"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// SourceCLI is the source recorded on intents applied with `sluice apply`.
+const SourceCLI = "cli"
+
+func (a *app) applyCommand() *cobra.Command {
+	var files []string
+	var maxParallel string
+	cmd := &cobra.Command{
+		Use:   "apply -f FILE|DIR [-f ...]",
+		Short: "Store intents and roll the new revision out",
+		Long: `Apply parses intent files (a directory stands for its *.yaml, *.yml and *.json
+files) and sends them to the configurator in one all-or-nothing request. If the
+set of intents changes, a new revision becomes the head and the
+rollout-coordinator rolls it out.
+
+If any intent is invalid, every problem is printed as <intent>: <field>: <rule>,
+nothing is stored, and the exit code is 1.`,
+		Example: "  sluice apply -f examples/\n  sluice apply -f tenant-a.yaml --max-parallel 10%",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if len(files) == 0 {
+				return &ExitError{Code: 2, Err: errors.New("nothing to apply: name intent files or directories with -f")}
+			}
+			if err := checkMaxParallel(maxParallel); err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			intents, err := intent.ParseFiles(files...)
+			if err != nil {
+				fmt.Fprintln(a.streams.Err, err)
+				fmt.Fprintln(a.streams.Err, "nothing was sent: fix the files above and apply again")
+				return silentExit(1)
+			}
+			if len(intents) == 0 {
+				return errors.New("the files hold no intents")
+			}
+			nc, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			resp, err := apiclient.Apply(cmd.Context(), nc, &sluicev1.ApplyRequest{
+				Intents: intents, Strategy: strategy(maxParallel), Source: SourceCLI,
+			})
+			if err != nil {
+				return a.rejected(err)
+			}
+			if len(resp.GetErrors()) > 0 {
+				printFieldErrors(a.streams.Err, resp.GetErrors())
+				return silentExit(1)
+			}
+			printApplied(a.streams.Out, resp)
+			return nil
+		},
+	}
+	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "intent file or directory (repeatable)")
+	cmd.Flags().StringVar(&maxParallel, "max-parallel", "", `nodes configured at once: a count ("5") or a share of the nodes ("10%"); default 1`)
+	return cmd
+}
+
+func (a *app) deleteCommand() *cobra.Command {
+	var maxParallel string
+	cmd := &cobra.Command{
+		Use:   "delete KIND NAME | KIND/NAME",
+		Short: "Delete an intent and roll the revision without it out",
+		Long: `Delete marks an intent for deletion: the next revision leaves it out and is
+rolled out like any other; the reaper removes the intent once no revision in
+use refers to it. KIND is Layer2Network, VRFRoute or RoutingTable, in any case.`,
+		Example: "  sluice delete layer2network tenant-a\n  sluice delete routingtable/mgmt",
+		Args:    cobra.RangeArgs(1, 2),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			kindArg, name := "", ""
+			if len(args) == 2 {
+				kindArg, name = args[0], args[1]
+			} else if k, n, ok := strings.Cut(args[0], "/"); ok {
+				kindArg, name = k, n
+			} else {
+				return &ExitError{Code: 2, Err: fmt.Errorf("name the intent as KIND NAME or KIND/NAME, not %q", args[0])}
+			}
+			kind, err := intent.ParseKind(kindArg)
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			if err := checkMaxParallel(maxParallel); err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			nc, err := a.connect()
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			resp, err := apiclient.Delete(cmd.Context(), nc, &sluicev1.DeleteRequest{
+				Kind: kind, Name: name, Strategy: strategy(maxParallel),
+			})
+			if err != nil {
+				return a.rejected(err)
+			}
+			fmt.Fprintf(a.streams.Out, "%s marked for deletion\n", intent.IDOf(kind, name))
+			printRevision(a.streams.Out, resp.GetRevision(), resp.GetGeneration(), resp.GetChanged())
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&maxParallel, "max-parallel", "", `nodes configured at once: a count ("5") or a share of the nodes ("10%"); default 1`)
+	return cmd
+}
+
+// rejected explains an error from the configurator's API.
+func (a *app) rejected(err error) error {
+	var apiErr *apiclient.Error
+	if errors.As(err, &apiErr) && len(apiErr.FieldErrors) > 0 {
+		printFieldErrors(a.streams.Err, apiErr.FieldErrors)
+		return silentExit(1)
+	}
+	return err
+}
+
+// printFieldErrors lists validation problems, one per line, and says that
+// the request changed nothing.
+func printFieldErrors(w io.Writer, errs []*sluicev1.FieldError) {
+	for _, fe := range errs {
+		fmt.Fprintln(w, intent.FormatFieldError(fe))
+	}
+	problems := "problems"
+	if len(errs) == 1 {
+		problems = "problem"
+	}
+	fmt.Fprintf(w, "rejected (%d %s): nothing was stored\n", len(errs), problems)
+}
+
+// printApplied says what an apply changed, intent by intent, then the revision.
+func printApplied(w io.Writer, resp *sluicev1.ApplyResponse) {
+	for _, x := range []struct {
+		ids  []string
+		verb string
+	}{{resp.GetCreated(), "created"}, {resp.GetUpdated(), "updated"}, {resp.GetUnchanged(), "unchanged"}} {
+		for _, id := range x.ids {
+			fmt.Fprintf(w, "%s %s\n", id, x.verb)
+		}
+	}
+	printRevision(w, resp.GetRevision(), resp.GetGeneration(), resp.GetChanged())
+}
+
+func printRevision(w io.Writer, revision string, generation uint64, changed bool) {
+	if !changed {
+		fmt.Fprintf(w, "no change: revision %s is already the head\n", short(revision))
+		return
+	}
+	fmt.Fprintf(w, "revision %s (generation %d): rollout starting — watch with: sluice rollout status --watch\n",
+		short(revision), generation)
+}
+
+func strategy(maxParallel string) *sluicev1.Strategy {
+	if maxParallel == "" {
+		return nil
+	}
+	return &sluicev1.Strategy{MaxParallel: maxParallel}
+}
+
+// checkMaxParallel accepts "", a positive count or a percentage in 1..100.
+func checkMaxParallel(s string) error {
+	if s == "" {
+		return nil
+	}
+	n, pct := strings.CutSuffix(s, "%")
+	v, err := strconv.Atoi(n)
+	switch {
+	case err != nil || v < 1:
+		return fmt.Errorf("--max-parallel %q: want a positive count (5) or a percentage (10%%)", s)
+	case pct && v > 100:
+		return fmt.Errorf("--max-parallel %q: a percentage is at most 100%%", s)
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+// Package cli is the sluice command line: one file per command (apply and
+// delete, get, rollout status, events, dev, version), built with cobra.
+// Entry point: Run(ctx, args, Streams{...}, version), which returns the
+// process exit code.
+//
+// Read commands (get, rollout status, events) read the buckets and the
+// events stream directly; write commands (apply, delete) go through the
+// configurator's API, the only writer of intents.
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+)
+
+// DefaultServer is the NATS URL used without --server or SLUICE_NATS_URL.
+const DefaultServer = "nats://127.0.0.1:4222"
+
+// Streams are where a command reads and writes.
+type Streams struct {
+	Out, Err io.Writer
+	// TTY says Out is a terminal: `rollout status --watch` then redraws in place.
+	TTY bool
+}
+
+// ExitError ends the command with Code; a nil Err prints nothing more.
+type ExitError struct {
+	Code int
+	Err  error
+}
+
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit status %d", e.Code)
+	}
+	return e.Err.Error()
+}
+
+func (e *ExitError) Unwrap() error { return e.Err }
+
+// silentExit ends the command with code after the command has already said why.
+func silentExit(code int) error { return &ExitError{Code: code} }
+
+// app holds what every command shares.
+type app struct {
+	streams Streams
+	version string
+	server  string
+	now     func() time.Time
+}
+
+// Run runs the sluice command line with args (without the program name) and
+// returns the exit code.
+func Run(ctx context.Context, args []string, s Streams, version string) int {
+	a := &app{streams: s, version: version, now: time.Now}
+	root := a.rootCommand()
+	root.SetArgs(args)
+	root.SetOut(s.Out)
+	root.SetErr(s.Err)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee *ExitError
+	if errors.As(err, &ee) {
+		if ee.Err != nil {
+			fmt.Fprintf(s.Err, "error: %v\n", ee.Err)
+		}
+		return ee.Code
+	}
+	fmt.Fprintf(s.Err, "error: %v\n", err)
+	return 1
+}
+
+func (a *app) rootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "sluice",
+		Short: "Roll network configuration out across a fleet, a few nodes at a time",
+		Long: `sluice rolls network intents (VLAN/VXLAN networks, VRF route leaking, routing
+tables) out across a fleet a few nodes at a time, reverts when a node fails its
+health checks, and remembers the bad config.
+
+Start everything locally with 'sluice dev' (or 'make run'), then:
+  sluice get nodes
+  sluice apply -f examples/
+  sluice rollout status --watch`,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+	}
+	server := os.Getenv("SLUICE_NATS_URL")
+	if server == "" {
+		server = DefaultServer
+	}
+	root.PersistentFlags().StringVarP(&a.server, "server", "s", server, "NATS URL of the sluice control plane (env SLUICE_NATS_URL)")
+	root.AddCommand(
+		a.applyCommand(),
+		a.deleteCommand(),
+		a.getCommand(),
+		a.rolloutCommand(),
+		a.eventsCommand(),
+		a.devCommand(),
+		a.versionCommand(),
+	)
+	return root
+}
+
+// connect opens a connection to the control plane, saying what to do when
+// nothing listens.
+func (a *app) connect() (*nats.Conn, error) {
+	nc, err := nats.Connect(a.server, nats.Name("sluice-cli"), nats.Timeout(3*time.Second))
+	if err != nil {
+		if errors.Is(err, nats.ErrNoServers) {
+			return nil, fmt.Errorf("cannot reach NATS at %s: is `sluice dev` (make run) running? (%w)", a.server, err)
+		}
+		return nil, fmt.Errorf("connect to NATS at %s: %w", a.server, err)
+	}
+	return nc, nil
+}
+
+// jetStream connects and returns a JetStream context; close the conn when done.
+func (a *app) jetStream() (*nats.Conn, jetstream.JetStream, error) {
+	nc, err := a.connect()
+	if err != nil {
+		return nil, nil, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		nc.Close()
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	return nc, js, nil
+}
+
+// bucket opens one sluice bucket, explaining a missing one.
+func bucket(ctx context.Context, js jetstream.KeyValueManager, name string) (jetstream.KeyValue, error) {
+	kv, err := js.KeyValue(ctx, name)
+	switch {
+	case errors.Is(err, jetstream.ErrBucketNotFound):
+		return nil, fmt.Errorf("bucket %s does not exist: no sluice service has started on this server yet (start them, or run `sluice dev`)", name)
+	case errors.Is(err, jetstream.ErrJetStreamNotEnabled), errors.Is(err, nats.ErrJetStreamNotEnabled):
+		return nil, fmt.Errorf("open bucket %s: JetStream is not enabled on this NATS server: %w", name, err)
+	case err != nil:
+		return nil, fmt.Errorf("open bucket %s: %w", name, err)
+	}
+	return kv, nil
+}
+
+func (a *app) versionCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print the version of sluice",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintf(a.streams.Out, "sluice %s\n", a.version)
+			return err
+		},
+	}
+}

@@ -1,0 +1,122 @@
+package cli
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/pkg/render"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// none is printed for an empty cell, so columns stay readable.
+const none = "-"
+
+func orNone(s string) string {
+	if s == "" {
+		return none
+	}
+	return s
+}
+
+// short shortens a revision id for display; "" stays "-".
+func short(id string) string {
+	if id == "" {
+		return none
+	}
+	return render.Short(id)
+}
+
+// shortN keeps the first n characters of s.
+func shortN(s string, n int) string {
+	if s == "" {
+		return none
+	}
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}
+
+// oneLine joins the lines of s and cuts it to max runes with an ellipsis.
+func oneLine(s string, max int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if s == "" {
+		return none
+	}
+	if utf8.RuneCountInString(s) <= max {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:max-1]) + "…"
+}
+
+// age says how long before now t was, in the largest one or two units
+// ("45s", "3m12s", "5h", "2d"); a missing time is "-".
+func age(now time.Time, t *timestamppb.Timestamp) string {
+	if t == nil {
+		return none
+	}
+	return humanDuration(now.Sub(t.AsTime()))
+}
+
+// humanDuration prints d like kubectl's ages: coarse, never negative.
+func humanDuration(d time.Duration) string {
+	if d < 0 {
+		d = 0
+	}
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds", int(d.Seconds()))
+	case d < 10*time.Minute:
+		m := int(d.Minutes())
+		if s := int(d.Seconds()) % 60; s != 0 {
+			return fmt.Sprintf("%dm%ds", m, s)
+		}
+		return fmt.Sprintf("%dm", m)
+	case d < 3*time.Hour:
+		return fmt.Sprintf("%dm", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh", int(d.Hours()))
+	default:
+		return fmt.Sprintf("%dd", int(d.Hours()/24))
+	}
+}
+
+// labelString prints labels as sorted k=v pairs joined by commas.
+func labelString(l map[string]string) string {
+	if len(l) == 0 {
+		return none
+	}
+	parts := make([]string, 0, len(l))
+	for _, k := range slices.Sorted(maps.Keys(l)) {
+		parts = append(parts, k+"="+l[k])
+	}
+	return strings.Join(parts, ",")
+}
+
+// enumName turns "ROLLOUT_PHASE_PARTIALLY_FAILED" with prefix
+// "ROLLOUT_PHASE_" into "PartiallyFailed".
+func enumName(s, prefix string) string {
+	s = strings.TrimPrefix(s, prefix)
+	if s == "UNSPECIFIED" {
+		return none
+	}
+	var b strings.Builder
+	for _, w := range strings.Split(strings.ToLower(s), "_") {
+		if w == "" {
+			continue
+		}
+		b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+	}
+	return b.String()
+}
+
+func nodePhase(p sluicev1.NodePhase) string { return enumName(p.String(), "NODE_PHASE_") }
+
+func rolloutPhase(p sluicev1.RolloutPhase) string { return enumName(p.String(), "ROLLOUT_PHASE_") }

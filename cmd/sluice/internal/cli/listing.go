@@ -1,0 +1,282 @@
+package cli
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sluicehq/sluice/pkg/intent"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// listing is what `sluice get` read for one kind, printable as a table or
+// as a list of objects.
+type listing interface {
+	// table writes the rows (header first) as tab-separated cells.
+	table(now time.Time) [][]string
+	// objects returns each item as one JSON object.
+	objects() ([]json.RawMessage, error)
+}
+
+// Output formats.
+const (
+	formatTable = "table"
+	formatJSON  = "json"
+	formatYAML  = "yaml"
+)
+
+var formats = []string{formatTable, formatJSON, formatYAML}
+
+// printListing writes l in format to w.
+func printListing(w io.Writer, l listing, format string, now time.Time) error {
+	switch format {
+	case formatTable:
+		return writeTable(w, l.table(now))
+	case formatJSON, formatYAML:
+		objs, err := l.objects()
+		if err != nil {
+			return err
+		}
+		if objs == nil {
+			objs = []json.RawMessage{}
+		}
+		b, err := json.MarshalIndent(objs, "", "  ")
+		if err != nil {
+			return fmt.Errorf("encode json: %w", err)
+		}
+		if format == formatYAML {
+			if b, err = yaml.JSONToYAML(b); err != nil {
+				return fmt.Errorf("encode yaml: %w", err)
+			}
+		} else {
+			b = append(b, '\n')
+		}
+		_, err = w.Write(b)
+		return err
+	}
+	return fmt.Errorf("unknown output format %q: use one of %s", format, strings.Join(formats, ", "))
+}
+
+// writeTable aligns rows into columns separated by three spaces.
+func writeTable(w io.Writer, rows [][]string) error {
+	tw := tabwriter.NewWriter(w, 0, 0, 3, ' ', 0)
+	for _, r := range rows {
+		if _, err := fmt.Fprintln(tw, strings.Join(r, "\t")); err != nil {
+			return err
+		}
+	}
+	return tw.Flush()
+}
+
+func protoObjects[T proto.Message](items []T) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, 0, len(items))
+	for _, it := range items {
+		b, err := store.Marshal(it)
+		if err != nil {
+			return nil, fmt.Errorf("encode: %w", err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// intentList is the intents bucket, in key order.
+type intentList []*sluicev1.StoredIntent
+
+func (l intentList) table(now time.Time) [][]string {
+	rows := [][]string{{"KIND", "NAME", "STATUS", "SOURCE", "UPDATED"}}
+	for _, si := range l {
+		status := "active"
+		if si.GetMarkedForDeletion() {
+			status = "deleting"
+		}
+		rows = append(rows, []string{
+			orNone(intent.Kind(si.GetIntent())), si.GetIntent().GetName(), status,
+			orNone(si.GetSource()), age(now, si.GetUpdatedAt()),
+		})
+	}
+	return rows
+}
+
+func (l intentList) objects() ([]json.RawMessage, error) { return protoObjects(l) }
+
+// revisionList is the revisions bucket, newest first, with the head.
+type revisionList struct {
+	items []*sluicev1.Revision
+	head  *sluicev1.Head // nil when nothing was applied yet
+}
+
+func (l revisionList) table(now time.Time) [][]string {
+	rows := [][]string{{"ID", "INTENTS", "CREATED", "HEAD"}}
+	for _, r := range l.items {
+		head := ""
+		if l.head != nil && l.head.GetRevision() == r.GetId() {
+			head = fmt.Sprintf("* (generation %d)", l.head.GetGeneration())
+		}
+		rows = append(rows, []string{short(r.GetId()), fmt.Sprint(len(r.GetIntents())), age(now, r.GetCreatedAt()), head})
+	}
+	return rows
+}
+
+func (l revisionList) objects() ([]json.RawMessage, error) { return protoObjects(l.items) }
+
+// nodeRow is one node as its agent's presence lease and its status show it;
+// either may be missing (a node that left keeps its status until the reaper
+// removes it; a node that just joined has no status yet).
+type nodeRow struct {
+	Name     string
+	Presence *sluicev1.NodePresence
+	Status   *sluicev1.NodeStatus
+}
+
+// nodeList is the union of the nodes and status buckets, by name.
+type nodeList []nodeRow
+
+func (l nodeList) table(now time.Time) [][]string {
+	rows := [][]string{{"NODE", "PRESENT", "LABELS", "PHASE", "FINGERPRINT", "REVISION", "MESSAGE", "LAST-UPDATE"}}
+	for _, n := range l {
+		present := "no"
+		if n.Presence != nil {
+			present = "yes"
+		}
+		last := n.Status.GetLastUpdate()
+		if last == nil {
+			last = n.Presence.GetHeartbeatAt()
+		}
+		rows = append(rows, []string{
+			n.Name, present, labelString(n.Presence.GetLabels()), nodePhase(n.Status.GetPhase()),
+			shortN(n.Status.GetFingerprint(), 12), short(n.Status.GetRevision()),
+			oneLine(n.Status.GetMessage(), 60), age(now, last),
+		})
+	}
+	return rows
+}
+
+// nodeObject is a node in json and yaml output.
+type nodeObject struct {
+	Node     string          `json:"node"`
+	Present  bool            `json:"present"`
+	Presence json.RawMessage `json:"presence,omitempty"`
+	Status   json.RawMessage `json:"status,omitempty"`
+}
+
+func (l nodeList) objects() ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, 0, len(l))
+	for _, n := range l {
+		o := nodeObject{Node: n.Name, Present: n.Presence != nil}
+		var err error
+		if n.Presence != nil {
+			if o.Presence, err = store.Marshal(n.Presence); err != nil {
+				return nil, fmt.Errorf("encode node %s: %w", n.Name, err)
+			}
+		}
+		if n.Status != nil {
+			if o.Status, err = store.Marshal(n.Status); err != nil {
+				return nil, fmt.Errorf("encode node %s: %w", n.Name, err)
+			}
+		}
+		b, err := json.Marshal(o)
+		if err != nil {
+			return nil, fmt.Errorf("encode node %s: %w", n.Name, err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// mergeNodes joins presences and statuses by node name, sorted.
+func mergeNodes(presences []*sluicev1.NodePresence, statuses []*sluicev1.NodeStatus) nodeList {
+	byName := map[string]*nodeRow{}
+	row := func(name string) *nodeRow {
+		if r, ok := byName[name]; ok {
+			return r
+		}
+		r := &nodeRow{Name: name}
+		byName[name] = r
+		return r
+	}
+	for _, p := range presences {
+		row(p.GetNode()).Presence = p
+	}
+	for _, s := range statuses {
+		row(s.GetNode()).Status = s
+	}
+	out := make(nodeList, 0, len(byName))
+	for _, r := range byName {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b nodeRow) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// rolloutList is the rollouts bucket, newest first, with the active one.
+type rolloutList struct {
+	items  []*sluicev1.Rollout
+	active string // id of the active rollout, "" when none
+}
+
+func (l rolloutList) table(now time.Time) [][]string {
+	rows := [][]string{{"ID", "REVISION", "PHASE", "PROVISIONED/TOTAL", "FAILED", "STARTED", "DURATION", "REASON"}}
+	for _, r := range l.items {
+		id := r.GetId()
+		if id == l.active {
+			id += " (active)"
+		}
+		c := r.GetCounts()
+		rows = append(rows, []string{
+			id, short(r.GetRevision()), rolloutPhase(r.GetPhase()),
+			fmt.Sprintf("%d/%d", c.GetProvisioned(), c.GetTotal()), fmt.Sprint(c.GetFailed()),
+			age(now, r.GetStartedAt()), rolloutDuration(r, now), oneLine(r.GetReason(), 60),
+		})
+	}
+	return rows
+}
+
+func (l rolloutList) objects() ([]json.RawMessage, error) { return protoObjects(l.items) }
+
+// rolloutDuration is how long r ran, or has run so far.
+func rolloutDuration(r *sluicev1.Rollout, now time.Time) string {
+	if r.GetStartedAt() == nil {
+		return none
+	}
+	end := now
+	if r.GetFinishedAt() != nil {
+		end = r.GetFinishedAt().AsTime()
+	}
+	return humanDuration(end.Sub(r.GetStartedAt().AsTime()))
+}
+
+// sortRollouts orders rollouts newest first: by start, then by generation.
+func sortRollouts(rs []*sluicev1.Rollout) {
+	slices.SortStableFunc(rs, func(a, b *sluicev1.Rollout) int {
+		if c := b.GetStartedAt().AsTime().Compare(a.GetStartedAt().AsTime()); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.GetGeneration(), a.GetGeneration())
+	})
+}
+
+// fingerprintList is the invalid fingerprints, newest first.
+type fingerprintList []*sluicev1.InvalidFingerprint
+
+func (l fingerprintList) table(now time.Time) [][]string {
+	rows := [][]string{{"FINGERPRINT", "NODE", "REVISION", "CHECK", "TIME", "OUTPUT"}}
+	for _, f := range l {
+		rows = append(rows, []string{
+			shortN(f.GetFingerprint(), 12), orNone(f.GetNode()), short(f.GetRevision()),
+			orNone(f.GetCheck()), age(now, f.GetTime()), oneLine(f.GetOutput(), 50),
+		})
+	}
+	return rows
+}
+
+func (l fingerprintList) objects() ([]json.RawMessage, error) { return protoObjects(l) }

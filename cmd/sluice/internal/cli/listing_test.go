@@ -1,0 +1,276 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+	"sigs.k8s.io/yaml"
+
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+var now = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
+
+func ago(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(now.Add(-d)) }
+
+const (
+	revA = "aaaaaaaaaaaa1111111111111111111111111111111111111111111111111111"
+	revB = "bbbbbbbbbbbb2222222222222222222222222222222222222222222222222222"
+	fpX  = "cccccccccccc3333333333333333333333333333333333333333333333333333"
+)
+
+func tableFixtures() map[string]listing {
+	l2 := &sluicev1.Intent{Name: "tenant-a", Spec: &sluicev1.Intent_Layer2Network{Layer2Network: &sluicev1.Layer2Network{Vlan: 100, Vni: 10100}}}
+	rt := &sluicev1.Intent{Name: "mgmt", Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: 100}}}
+	return map[string]listing{
+		"intents": intentList{
+			{Intent: l2, Source: "cli", UpdatedAt: ago(90 * time.Second)},
+			{Intent: rt, Source: "examples", MarkedForDeletion: true, UpdatedAt: ago(3 * time.Hour)},
+		},
+		"revisions": revisionList{
+			items: []*sluicev1.Revision{
+				{Id: revB, Intents: []*sluicev1.Intent{l2}, CreatedAt: ago(time.Minute)},
+				{Id: revA, Intents: []*sluicev1.Intent{l2, rt}, CreatedAt: ago(50 * time.Hour)},
+			},
+			head: &sluicev1.Head{Revision: revB, Generation: 7},
+		},
+		"nodes": mergeNodes(
+			[]*sluicev1.NodePresence{
+				{Node: "node-02", Labels: map[string]string{"zone": "zone-b", "rack": "rack-1"}, HeartbeatAt: ago(2 * time.Second)},
+				{Node: "node-01", Labels: map[string]string{"zone": "zone-a"}, HeartbeatAt: ago(time.Second)},
+			},
+			[]*sluicev1.NodeStatus{
+				{Node: "node-01", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED, Revision: revA, Fingerprint: fpX, Message: "applied", LastUpdate: ago(5 * time.Second)},
+				{Node: "node-03", Phase: sluicev1.NodePhase_NODE_PHASE_INVALID, Revision: revB, Fingerprint: fpX, Message: "ping 10.0.0.1 failed:\n100% loss", LastUpdate: ago(10 * time.Minute)},
+			},
+		),
+		"rollouts": rolloutList{
+			items: []*sluicev1.Rollout{
+				{Id: "2-bbbbbbbbbbbb", Revision: revB, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Reason: "head moved",
+					StartedAt: ago(30 * time.Second), Counts: &sluicev1.RolloutCounts{Total: 10, Provisioned: 4, Failed: 1}},
+				{Id: "1-aaaaaaaaaaaa", Revision: revA, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Reason: "node-03 failed",
+					StartedAt: ago(time.Hour), FinishedAt: ago(58 * time.Minute), Counts: &sluicev1.RolloutCounts{Total: 10, Provisioned: 2, Failed: 3}},
+			},
+			active: "2-bbbbbbbbbbbb",
+		},
+		"fingerprints": fingerprintList{
+			{Fingerprint: fpX, Node: "node-03", Revision: revB, Check: "ping", Output: strings.Repeat("timeout ", 20), Time: ago(4 * time.Minute)},
+		},
+	}
+}
+
+func TestTable_ShowsEachKindsColumns(t *testing.T) {
+	tests := []struct {
+		name string
+		want [][]string // cells of each line, header first
+	}{
+		{"intents", [][]string{
+			{"KIND", "NAME", "STATUS", "SOURCE", "UPDATED"},
+			{"Layer2Network", "tenant-a", "active", "cli", "1m30s"},
+			{"RoutingTable", "mgmt", "deleting", "examples", "3h"},
+		}},
+		{"revisions", [][]string{
+			{"ID", "INTENTS", "CREATED", "HEAD"},
+			{"bbbbbbbbbbbb", "1", "1m", "*", "(generation", "7)"},
+			{"aaaaaaaaaaaa", "2", "2d"},
+		}},
+		{"nodes", [][]string{
+			{"NODE", "PRESENT", "LABELS", "PHASE", "FINGERPRINT", "REVISION", "MESSAGE", "LAST-UPDATE"},
+			{"node-01", "yes", "zone=zone-a", "Provisioned", "cccccccccccc", "aaaaaaaaaaaa", "applied", "5s"},
+			{"node-02", "yes", "rack=rack-1,zone=zone-b", "-", "-", "-", "-", "2s"},
+			{"node-03", "no", "-", "Invalid", "cccccccccccc", "bbbbbbbbbbbb", "ping", "10.0.0.1", "failed:", "100%", "loss", "10m"},
+		}},
+		{"rollouts", [][]string{
+			{"ID", "REVISION", "PHASE", "PROVISIONED/TOTAL", "FAILED", "STARTED", "DURATION", "REASON"},
+			{"2-bbbbbbbbbbbb", "(active)", "bbbbbbbbbbbb", "Progressing", "4/10", "1", "30s", "30s", "head", "moved"},
+			{"1-aaaaaaaaaaaa", "aaaaaaaaaaaa", "RolledBack", "2/10", "3", "60m", "2m", "node-03", "failed"},
+		}},
+		{"fingerprints", [][]string{
+			{"FINGERPRINT", "NODE", "REVISION", "CHECK", "TIME", "OUTPUT"},
+			append([]string{"cccccccccccc", "node-03", "bbbbbbbbbbbb", "ping", "4m"}, strings.Fields(strings.Repeat("timeout ", 6)+"t…")...),
+		}},
+	}
+	fixtures := tableFixtures()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := printListing(&out, fixtures[tt.name], formatTable, now); err != nil {
+				t.Fatal(err)
+			}
+			lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+			if len(lines) != len(tt.want) {
+				t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(tt.want), out.String())
+			}
+			for i, line := range lines {
+				if got := strings.Fields(line); strings.Join(got, "|") != strings.Join(tt.want[i], "|") {
+					t.Errorf("line %d:\n got %q\nwant %q\n%s", i, got, tt.want[i], out.String())
+				}
+			}
+			// Columns are aligned: every header starts where its cells start.
+			header := lines[0]
+			second := tt.want[0][1]
+			col := strings.Index(header, second)
+			for _, line := range lines[1:] {
+				if col > len(line) || line[col-1] != ' ' || line[col] == ' ' {
+					t.Errorf("column %s not aligned at %d in %q", second, col, line)
+				}
+			}
+		})
+	}
+}
+
+func TestTable_EmptyListingPrintsOnlyTheHeader(t *testing.T) {
+	var out bytes.Buffer
+	if err := printListing(&out, intentList(nil), formatTable, now); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Fields(out.String()); strings.Join(got, " ") != "KIND NAME STATUS SOURCE UPDATED" {
+		t.Errorf("got %q", out.String())
+	}
+}
+
+// decodeList reads -o json or -o yaml output back into messages of the listed kind.
+func decodeList[T proto.Message](t *testing.T, format string, out []byte, newT func() T) []T {
+	t.Helper()
+	if format == formatYAML {
+		var err error
+		if out, err = yaml.YAMLToJSON(out); err != nil {
+			t.Fatalf("yaml: %v", err)
+		}
+	}
+	var raws []json.RawMessage
+	if err := json.Unmarshal(out, &raws); err != nil {
+		t.Fatalf("not a JSON list: %v\n%s", err, out)
+	}
+	items := make([]T, 0, len(raws))
+	for _, r := range raws {
+		v := newT()
+		if err := store.Unmarshal(r, v); err != nil {
+			t.Fatalf("item %s: %v", r, err)
+		}
+		items = append(items, v)
+	}
+	return items
+}
+
+func TestOutput_JSONAndYAMLRoundTripTheStoredObjects(t *testing.T) {
+	f := tableFixtures()
+	for _, format := range []string{formatJSON, formatYAML} {
+		t.Run(format, func(t *testing.T) {
+			print := func(l listing) []byte {
+				var out bytes.Buffer
+				if err := printListing(&out, l, format, now); err != nil {
+					t.Fatal(err)
+				}
+				return out.Bytes()
+			}
+			equal := func(kind string, got, want []proto.Message) {
+				t.Helper()
+				if len(got) != len(want) {
+					t.Fatalf("%s: got %d items, want %d", kind, len(got), len(want))
+				}
+				for i := range got {
+					if !proto.Equal(got[i], want[i]) {
+						t.Errorf("%s[%d]: got %v, want %v", kind, i, got[i], want[i])
+					}
+				}
+			}
+			intents := f["intents"].(intentList)
+			equal("intents", asMessages(decodeList(t, format, print(intents), func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} })), asMessages(intents))
+			revs := f["revisions"].(revisionList)
+			equal("revisions", asMessages(decodeList(t, format, print(revs), func() *sluicev1.Revision { return &sluicev1.Revision{} })), asMessages(revs.items))
+			rollouts := f["rollouts"].(rolloutList)
+			equal("rollouts", asMessages(decodeList(t, format, print(rollouts), func() *sluicev1.Rollout { return &sluicev1.Rollout{} })), asMessages(rollouts.items))
+			fps := f["fingerprints"].(fingerprintList)
+			equal("fingerprints", asMessages(decodeList(t, format, print(fps), func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} })), asMessages(fps))
+
+			// A node is {node, present, presence, status}, the last two protojson.
+			nodes := f["nodes"].(nodeList)
+			out := print(nodes)
+			if format == formatYAML {
+				var err error
+				if out, err = yaml.YAMLToJSON(out); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var objs []nodeObject
+			if err := json.Unmarshal(out, &objs); err != nil {
+				t.Fatal(err)
+			}
+			if len(objs) != len(nodes) {
+				t.Fatalf("nodes: got %d, want %d", len(objs), len(nodes))
+			}
+			for i, o := range objs {
+				n := nodes[i]
+				if o.Node != n.Name || o.Present != (n.Presence != nil) {
+					t.Errorf("node %d: got %s present=%v, want %s present=%v", i, o.Node, o.Present, n.Name, n.Presence != nil)
+				}
+				if n.Status != nil {
+					st := &sluicev1.NodeStatus{}
+					if err := store.Unmarshal(o.Status, st); err != nil || !proto.Equal(st, n.Status) {
+						t.Errorf("node %s status: got %v (%v), want %v", n.Name, st, err, n.Status)
+					}
+				} else if o.Status != nil {
+					t.Errorf("node %s: status %s, want none", n.Name, o.Status)
+				}
+				if n.Presence != nil {
+					p := &sluicev1.NodePresence{}
+					if err := store.Unmarshal(o.Presence, p); err != nil || !proto.Equal(p, n.Presence) {
+						t.Errorf("node %s presence: got %v (%v), want %v", n.Name, p, err, n.Presence)
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestOutput_EmptyListIsAnEmptyList(t *testing.T) {
+	tests := []struct{ format, want string }{{formatJSON, "[]\n"}, {formatYAML, "[]\n"}}
+	for _, tt := range tests {
+		t.Run(tt.format, func(t *testing.T) {
+			var out bytes.Buffer
+			if err := printListing(&out, rolloutList{}, tt.format, now); err != nil {
+				t.Fatal(err)
+			}
+			if out.String() != tt.want {
+				t.Errorf("got %q, want %q", out.String(), tt.want)
+			}
+		})
+	}
+}
+
+func asMessages[T proto.Message](xs []T) []proto.Message {
+	out := make([]proto.Message, len(xs))
+	for i, x := range xs {
+		out[i] = x
+	}
+	return out
+}
+
+func TestHumanDuration(t *testing.T) {
+	tests := []struct {
+		given time.Duration
+		want  string
+	}{
+		{-time.Second, "0s"},
+		{59 * time.Second, "59s"},
+		{90 * time.Second, "1m30s"},
+		{5 * time.Minute, "5m"},
+		{45 * time.Minute, "45m"},
+		{5 * time.Hour, "5h"},
+		{72 * time.Hour, "3d"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			if got := humanDuration(tt.given); got != tt.want {
+				t.Errorf("humanDuration(%s) = %q, want %q", tt.given, got, tt.want)
+			}
+		})
+	}
+}

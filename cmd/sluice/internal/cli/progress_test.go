@@ -1,0 +1,149 @@
+package cli
+
+import (
+	"bytes"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+func TestRolloutExitCode_MapsEachPhase(t *testing.T) {
+	tests := []struct {
+		given        sluicev1.RolloutPhase
+		want         int
+		wantTerminal bool
+	}{
+		{sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, 0, false},
+		{sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, 0, true},
+		{sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED, 2, true},
+		{sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, 3, true},
+		{sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, 4, true},
+		{sluicev1.RolloutPhase_ROLLOUT_PHASE_UNSPECIFIED, 1, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.given.String(), func(t *testing.T) {
+			if got := rolloutExitCode(tt.given); got != tt.want {
+				t.Errorf("exit code = %d, want %d", got, tt.want)
+			}
+			if got := terminal(tt.given); got != tt.wantTerminal {
+				t.Errorf("terminal = %v, want %v", got, tt.wantTerminal)
+			}
+		})
+	}
+}
+
+func TestProgressBar(t *testing.T) {
+	tests := []struct {
+		name        string
+		done, total uint32
+		want        string
+	}{
+		{"empty rollout", 0, 0, "[..........] 0/0"},
+		{"nothing done", 0, 100, "[..........] 0/100"},
+		{"rounds down", 35, 100, "[###.......] 35/100"},
+		{"all done", 7, 7, "[##########] 7/7"},
+		{"more than total is capped", 9, 7, "[##########] 9/7"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := progressBar(tt.done, tt.total, 10); got != tt.want {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func rolledBack() *sluicev1.Rollout {
+	return &sluicev1.Rollout{
+		Id: "4-bbbbbbbbbbbb", Revision: revB, PreviousRevision: revA, Generation: 4,
+		Strategy: &sluicev1.Strategy{MaxParallel: "2"},
+		Phase:    sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Reason: "2 nodes failed, budget 0: reverted 5 nodes",
+		StartedAt: ago(2 * time.Minute), FinishedAt: ago(time.Minute),
+		Counts: &sluicev1.RolloutCounts{Total: 10, Pending: 3, Provisioned: 5, Failed: 2},
+		Failures: []*sluicev1.NodeOutcome{
+			{Node: "node-03", Phase: sluicev1.NodePhase_NODE_PHASE_INVALID, FailedCheck: "ping", Message: "10.0.0.1 unreachable"},
+			{Node: "node-07", Phase: sluicev1.NodePhase_NODE_PHASE_INVALID, Message: "apply timed out"},
+		},
+	}
+}
+
+func TestRolloutLines_EndWithTheOutcomeAndReason(t *testing.T) {
+	lines := rolloutLines(rolledBack(), now)
+	text := strings.Join(lines, "\n")
+	for _, want := range []string{
+		"rollout   4-bbbbbbbbbbbb (generation 4)",
+		"revision  bbbbbbbbbbbb (from aaaaaaaaaaaa)",
+		"max parallel 2",
+		"RolledBack, started 2m ago, ran 1m",
+		"[###############...............] 5/10 provisioned",
+		"pending 3, in progress 0, provisioned 5, failed 2, skipped 0",
+		"  node-03: ping: 10.0.0.1 unreachable (Invalid)",
+		"  node-07: apply timed out (Invalid)",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing %q in:\n%s", want, text)
+		}
+	}
+	if got, want := lines[len(lines)-1], "rollout 4-bbbbbbbbbbbb was rolled back: 2 nodes failed, budget 0: reverted 5 nodes"; got != want {
+		t.Errorf("last line %q, want %q", got, want)
+	}
+}
+
+func TestFailureLines_ListAtMostTenAndCountTheRest(t *testing.T) {
+	r := &sluicev1.Rollout{}
+	for range 13 {
+		r.Failures = append(r.Failures, &sluicev1.NodeOutcome{Node: "n", Message: "x"})
+	}
+	lines := failureLines(r)
+	if len(lines) != 12 || !strings.Contains(lines[11], "and 3 more") {
+		t.Errorf("got %q", lines)
+	}
+}
+
+func TestDrawer_NotATerminal_PrintsOneLinePerChangeThenTheOutcomeLast(t *testing.T) {
+	var out bytes.Buffer
+	d := &drawer{w: &out}
+	r := rolledBack()
+	r.Phase = sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING
+	d.draw(r, now)
+	r = rolledBack()
+	d.draw(r, now)
+	d.finish(r, now)
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	if len(lines) != 6 { // two progress lines, "failures:", two failures, outcome
+		t.Fatalf("got %d lines:\n%s", len(lines), out.String())
+	}
+	if strings.Contains(out.String(), "\x1b") {
+		t.Errorf("escape codes in non-terminal output: %q", out.String())
+	}
+	if !strings.Contains(lines[0], "4-bbbbbbbbbbbb Progressing") || !strings.Contains(lines[1], "RolledBack") {
+		t.Errorf("progress lines: %q", lines[:2])
+	}
+	if !strings.HasPrefix(lines[5], "rollout 4-bbbbbbbbbbbb was rolled back: ") {
+		t.Errorf("last line %q", lines[5])
+	}
+}
+
+func TestDrawer_Terminal_RedrawsTheBlockInPlace(t *testing.T) {
+	var out bytes.Buffer
+	d := &drawer{w: &out, tty: true}
+	r := rolledBack()
+	d.draw(r, now)
+	first := out.Len()
+	if strings.Contains(out.String(), "\x1b") {
+		t.Errorf("first draw moves the cursor: %q", out.String())
+	}
+	d.draw(r, now)
+	d.finish(r, now)
+	second := out.String()[first:]
+	lines := len(rolloutLines(r, now))
+	if want := "\x1b[" + strconv.Itoa(lines) + "F\x1b[J"; !strings.HasPrefix(second, want) {
+		t.Errorf("redraw starts with %q, want %q", second[:min(12, len(second))], want)
+	}
+	if !strings.HasSuffix(second, outcomeLine(r)+"\n") {
+		t.Errorf("outcome is not the last line: %q", second)
+	}
+}

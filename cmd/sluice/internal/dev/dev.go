@@ -1,0 +1,391 @@
+// Package dev runs the whole of sluice in one process: an embedded
+// nats-server with file storage, the configurator, the rollout-coordinator,
+// the reaper and a fleet of agents that write their config to files. It is
+// what `sluice dev` starts. Entry points: Run for the command, Start for
+// tests (it returns a *System with the server's URL).
+//
+// A data directory is seeded with the examples only on its first start (no
+// intents and no head yet), so a restart resumes where it stopped and never
+// undoes what the operator applied.
+package dev
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/embedded"
+	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/agent"
+	"github.com/sluicehq/sluice/services/configurator"
+	"github.com/sluicehq/sluice/services/reaper"
+	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
+)
+
+// Defaults of Options.
+const (
+	DefaultDataDir = ".sluice"
+	DefaultListen  = "127.0.0.1:4222"
+	DefaultAgents  = 5
+)
+
+// Options configure a dev system.
+type Options struct {
+	// DataDir holds JetStream's files (nats/), the agents' state (agents/<node>/) and sluice.log.
+	DataDir string
+	// Listen is the NATS host:port; port -1 picks a free one (tests).
+	Listen string
+	// Agents is how many agents run, named node-01, node-02, …
+	Agents int
+	// Examples is a directory of intents applied on the first start of
+	// DataDir; "" applies none.
+	Examples string
+	// MaxParallel is the strategy the examples are rolled out with ("" = 1).
+	MaxParallel string
+	// LogLevel is the level of every service's log (default info).
+	LogLevel string
+	// Verbose also writes the logs, human-readable, to Stderr; without it
+	// only errors go there.
+	Verbose bool
+	// Stderr receives human-readable logs; nil means os.Stderr.
+	Stderr io.Writer
+	// Version is published by the agents with their presence.
+	Version string
+	// Settings are the bucket and lease settings; zero means contract.DefaultSettings().
+	Settings contract.Settings
+}
+
+func (o *Options) setDefaults() {
+	if o.DataDir == "" {
+		o.DataDir = DefaultDataDir
+	}
+	if o.Listen == "" {
+		o.Listen = DefaultListen
+	}
+	if o.LogLevel == "" {
+		o.LogLevel = "info"
+	}
+	if o.Stderr == nil {
+		o.Stderr = os.Stderr
+	}
+	if o.Version == "" {
+		o.Version = "dev"
+	}
+	if o.Settings.NodeLease <= 0 {
+		o.Settings = contract.DefaultSettings()
+	}
+}
+
+// System is a running dev system.
+type System struct {
+	opts    Options
+	srv     *server.Server
+	log     zerolog.Logger
+	logFile *os.File
+	logPath string
+	nodes   []string
+	seeded  Seed
+
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+	done   chan struct{} // closed when ctx ends or a service fails
+
+	mu    sync.Mutex
+	conns []*nats.Conn
+	errs  []error
+
+	stopOnce sync.Once
+	stopErr  error
+}
+
+// Seed says what the examples did on this start.
+type Seed struct {
+	// FirstStart: the data directory had no intents and no head.
+	FirstStart bool
+	// Intents is how many intents were applied from the examples.
+	Intents int
+	// Revision is the revision the examples made the head, "" if none.
+	Revision string
+}
+
+// Start starts the server, the services and the agents, then on a first
+// start applies the examples. The system runs until ctx ends, a service
+// fails or Stop is called; Wait then returns.
+func Start(ctx context.Context, opts Options) (_ *System, err error) {
+	opts.setDefaults()
+	if opts.Agents < 0 {
+		return nil, fmt.Errorf("agents: %d is negative", opts.Agents)
+	}
+	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
+		return nil, fmt.Errorf("data directory: %w", err)
+	}
+	s := &System{opts: opts, done: make(chan struct{}), logPath: filepath.Join(opts.DataDir, "sluice.log")}
+	if s.logFile, err = os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		return nil, fmt.Errorf("log file: %w", err)
+	}
+	if s.log, err = newLogger(s.logFile, opts.Stderr, opts.LogLevel, opts.Verbose); err != nil {
+		_ = s.logFile.Close()
+		return nil, fmt.Errorf("log level %q: %w", opts.LogLevel, err)
+	}
+	if err := checkListen(opts.Listen); err != nil {
+		_ = s.logFile.Close()
+		return nil, err
+	}
+	if s.srv, err = embedded.Start(embedded.Options{Listen: opts.Listen, StoreDir: filepath.Join(opts.DataDir, "nats")}); err != nil {
+		_ = s.logFile.Close()
+		return nil, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	s.cancel = cancel
+	go func() {
+		<-runCtx.Done()
+		close(s.done)
+	}()
+	defer func() {
+		if err != nil {
+			_ = s.Stop()
+		}
+	}()
+	s.log.Info().Str("url", s.URL()).Str("data", opts.DataDir).Int("agents", opts.Agents).Msg("sluice dev starting")
+
+	first, err := s.firstStart(runCtx)
+	if err != nil {
+		return nil, err
+	}
+	if err := s.startServices(runCtx); err != nil {
+		return nil, err
+	}
+	if err := s.startAgents(runCtx); err != nil {
+		return nil, err
+	}
+	if err := s.waitConfigurator(runCtx); err != nil {
+		return nil, err
+	}
+	s.seeded.FirstStart = first
+	if first && opts.Examples != "" {
+		if s.seeded, err = s.applyExamples(runCtx); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// URL is the NATS URL clients connect to.
+func (s *System) URL() string { return s.srv.ClientURL() }
+
+// Nodes are the names of the agents' nodes, in order.
+func (s *System) Nodes() []string { return s.nodes }
+
+// Seeded says whether this start applied the examples.
+func (s *System) Seeded() Seed { return s.seeded }
+
+// LogPath is the file every service logs to.
+func (s *System) LogPath() string { return s.logPath }
+
+// Done is closed when the system is stopping: its ctx ended, a service
+// failed or Stop was called.
+func (s *System) Done() <-chan struct{} { return s.done }
+
+// Wait waits until the system is stopping, stops it and returns the errors
+// of services that failed.
+func (s *System) Wait() error {
+	<-s.done
+	return s.Stop()
+}
+
+// Stop cancels every service, waits for them, closes their connections and
+// shuts the server down. It is safe to call more than once; every call
+// returns the errors of services that failed.
+func (s *System) Stop() error {
+	s.stopOnce.Do(func() {
+		s.cancel()
+		s.wg.Wait()
+		s.mu.Lock()
+		conns := s.conns
+		s.conns = nil
+		s.stopErr = errors.Join(s.errs...)
+		s.mu.Unlock()
+		for _, nc := range conns {
+			// Drain-free close: every service has returned, nothing is in flight.
+			nc.Close()
+		}
+		s.srv.Shutdown()
+		s.srv.WaitForShutdown()
+		s.log.Info().Msg("sluice dev stopped")
+		_ = s.logFile.Close()
+	})
+	return s.stopErr
+}
+
+// connect opens a connection named for its user, closed by Stop.
+func (s *System) connect(name string, opts ...nats.Option) (*nats.Conn, error) {
+	opts = append([]nats.Option{
+		nats.Name("sluice-dev-" + name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
+	}, opts...)
+	nc, err := nats.Connect(s.URL(), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("connect %s: %w", name, err)
+	}
+	s.mu.Lock()
+	s.conns = append(s.conns, nc)
+	s.mu.Unlock()
+	return nc, nil
+}
+
+// run runs a service until ctx ends; a service that fails stops the system.
+func (s *System) run(ctx context.Context, name string, f func(context.Context) error) {
+	s.wg.Add(1)
+	go func() {
+		defer s.wg.Done()
+		err := f(ctx)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		s.log.Error().Err(err).Str(logging.FieldComponent, name).Msg("service failed; stopping sluice dev")
+		s.mu.Lock()
+		s.errs = append(s.errs, fmt.Errorf("%s: %w", name, err))
+		s.mu.Unlock()
+		s.cancel()
+	}()
+}
+
+// firstStart creates the buckets and reports whether the data directory is
+// new: no intents and no head. The head counts too, so that deleting every
+// intent does not bring the examples back on the next start.
+func (s *System) firstStart(ctx context.Context) (bool, error) {
+	nc, err := s.connect("setup")
+	if err != nil {
+		return false, err
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return false, fmt.Errorf("jetstream: %w", err)
+	}
+	if err := contract.Ensure(ctx, js, s.opts.Settings); err != nil {
+		return false, err
+	}
+	b, err := contract.OpenBuckets(ctx, js)
+	if err != nil {
+		return false, err
+	}
+	keys, err := store.New(b.Intents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} }).Keys(ctx)
+	if err != nil {
+		return false, err
+	}
+	_, err = store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Get(ctx, contract.KeyHead)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return len(keys) == 0, nil
+	case err != nil:
+		return false, err
+	}
+	return false, nil
+}
+
+func (s *System) startServices(ctx context.Context) error {
+	settings, log := s.opts.Settings, s.log
+	nc, err := s.connect(configurator.Component)
+	if err != nil {
+		return err
+	}
+	cfgr, err := configurator.New(configurator.Config{Conn: nc, Settings: settings, Log: log})
+	if err != nil {
+		return err
+	}
+	s.run(ctx, configurator.Component, cfgr.Run)
+
+	if nc, err = s.connect(coordinator.Component); err != nil {
+		return err
+	}
+	coord, err := coordinator.New(coordinator.Config{Conn: nc, Settings: settings, Log: log, Instance: "dev"})
+	if err != nil {
+		return err
+	}
+	s.run(ctx, coordinator.Component, coord.Run)
+
+	if nc, err = s.connect(reaper.Component); err != nil {
+		return err
+	}
+	rp, err := reaper.New(reaper.Config{Conn: nc, Settings: settings, Log: log})
+	if err != nil {
+		return err
+	}
+	s.run(ctx, reaper.Component, rp.Run)
+	return nil
+}
+
+// startAgents starts one agent per node, each on its own connection whose
+// reconnects make the agent fetch its desired config again.
+func (s *System) startAgents(ctx context.Context) error {
+	for i := range s.opts.Agents {
+		node := NodeName(i, s.opts.Agents)
+		dir := filepath.Join(s.opts.DataDir, "agents", node)
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			return fmt.Errorf("agent %s: %w", node, err)
+		}
+		nc, err := s.connect(node)
+		if err != nil {
+			return err
+		}
+		a, err := agent.New(agent.Config{
+			Conn: nc, Settings: s.opts.Settings, Log: s.log,
+			Node: node, Labels: NodeLabels(i), StateDir: dir,
+			Applier: agent.NewFileApplier(filepath.Join(dir, "config.json")),
+			Version: s.opts.Version,
+		})
+		if err != nil {
+			return err
+		}
+		nc.SetReconnectHandler(func(*nats.Conn) { a.Resync() })
+		s.nodes = append(s.nodes, node)
+		s.run(ctx, "agent "+node, a.Run)
+	}
+	return nil
+}
+
+// NodeName names the i-th (0-based) of n dev nodes: node-01 … node-99, and
+// with more than 99 nodes node-001 ….
+func NodeName(i, n int) string {
+	width := max(2, len(strconv.Itoa(n)))
+	return fmt.Sprintf("node-%0*d", width, i+1)
+}
+
+// NodeLabels spreads dev nodes over three zones and, within them, two racks,
+// so that selectors and failure domains have something to choose from.
+func NodeLabels(i int) map[string]string {
+	return map[string]string{
+		"zone": fmt.Sprintf("zone-%c", 'a'+i%3),
+		"rack": fmt.Sprintf("rack-%d", 1+i/3%2),
+	}
+}
+
+// checkListen fails early, and clearly, when the address is taken.
+func checkListen(addr string) error {
+	_, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", addr, err)
+	}
+	if port == "-1" || port == "0" {
+		return nil
+	}
+	l, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("cannot listen on %s (%w): is another `sluice dev` running? Stop it, or pass --listen with another port", addr, err)
+	}
+	return l.Close()
+}

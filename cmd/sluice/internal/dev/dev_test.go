@@ -1,0 +1,221 @@
+package dev
+
+import (
+	"context"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicehq/sluice/pkg/apiclient"
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+const examples = `kind: Layer2Network
+name: tenant-a
+spec: {vlan: 100, vni: 10100, nodeSelector: {matchLabels: {zone: zone-a}}}
+---
+kind: RoutingTable
+name: mgmt
+spec: {tableId: 100}
+`
+
+// client is a connection to a running dev system with its buckets.
+type client struct {
+	nc *nats.Conn
+	b  *contract.Buckets
+}
+
+func connect(t *testing.T, s *System) client {
+	t.Helper()
+	nc, err := nats.Connect(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := contract.OpenBuckets(context.Background(), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return client{nc: nc, b: b}
+}
+
+func (c client) head(t *testing.T) *sluicev1.Head {
+	t.Helper()
+	e, err := store.New(c.b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Get(context.Background(), contract.KeyHead)
+	if err != nil {
+		t.Fatalf("head: %v", err)
+	}
+	return e.Value
+}
+
+func (c client) intents(t *testing.T) map[string]*sluicev1.StoredIntent {
+	t.Helper()
+	entries, err := store.New(c.b.Intents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} }).List(context.Background(), ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]*sluicev1.StoredIntent{}
+	for _, e := range entries {
+		out[e.Key] = e.Value
+	}
+	return out
+}
+
+func (c client) lastApplied(t *testing.T) *sluicev1.RolloutRef {
+	t.Helper()
+	e, err := store.New(c.b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Get(context.Background(), contract.KeyLastApplied)
+	if err != nil {
+		return nil
+	}
+	return e.Value
+}
+
+func start(t *testing.T, opts Options) *System {
+	t.Helper()
+	s, err := Start(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("start: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	return s
+}
+
+func TestDev_Restart_ResumesAndDoesNotReapplyTheExamples(t *testing.T) {
+	data := t.TempDir()
+	exDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(exDir, "intents.yaml"), []byte(examples), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{DataDir: data, Listen: "127.0.0.1:-1", Agents: 3, Examples: exDir, MaxParallel: "2", Stderr: io.Discard}
+
+	s := start(t, opts)
+	if seed := s.Seeded(); !seed.FirstStart || seed.Intents != 2 || seed.Revision == "" {
+		t.Fatalf("first start seeded %+v, want 2 intents and a revision", seed)
+	}
+	if got := strings.Join(s.Nodes(), ","); got != "node-01,node-02,node-03" {
+		t.Errorf("nodes %s", got)
+	}
+	c := connect(t, s)
+	natstest.Eventually(t, 20*time.Second, "the examples rolled out to every node", func() bool {
+		return c.lastApplied(t).GetGeneration() == 1
+	})
+	for _, n := range s.Nodes() {
+		if _, err := os.Stat(filepath.Join(data, "agents", n, "config.json")); err != nil {
+			t.Errorf("agent %s wrote no config: %v", n, err)
+		}
+	}
+	// The operator changes what the examples set up.
+	if _, err := apiclient.Delete(context.Background(), c.nc, &sluicev1.DeleteRequest{Kind: "RoutingTable", Name: "mgmt"}); err != nil {
+		t.Fatal(err)
+	}
+	before := c.head(t)
+	if before.GetGeneration() != 2 {
+		t.Fatalf("head generation %d after the delete, want 2", before.GetGeneration())
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatalf("second stop: %v", err)
+	}
+
+	s = start(t, opts)
+	if seed := s.Seeded(); seed.FirstStart || seed.Intents != 0 {
+		t.Errorf("restart seeded %+v, want nothing", seed)
+	}
+	c = connect(t, s)
+	if after := c.head(t); after.GetRevision() != before.GetRevision() || after.GetGeneration() != before.GetGeneration() {
+		t.Errorf("head after restart %v, want %v", after, before)
+	}
+	// tenant-a is there; mgmt is still marked for deletion (re-applying the
+	// examples would have revived it) unless the reaper has removed it.
+	intents := c.intents(t)
+	if intents["layer2network.tenant-a"] == nil {
+		t.Errorf("tenant-a is gone after restart: %v", intents)
+	}
+	if m := intents["routingtable.mgmt"]; m != nil && !m.GetMarkedForDeletion() {
+		t.Errorf("mgmt was revived by the restart: %v", m)
+	}
+	if !strings.Contains(s.Banner(), "not applied") {
+		t.Errorf("banner does not say the examples were not applied:\n%s", s.Banner())
+	}
+}
+
+func TestDev_Wait_ReturnsOnceTheContextEnds(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	s, err := Start(ctx, Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Stderr: io.Discard})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc, err := nats.Connect(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Wait() }()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("wait: %v", err)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("Wait did not return after the context ended")
+	}
+	if _, err := nats.Connect(s.URL(), nats.Timeout(time.Second)); err == nil {
+		t.Error("the server still accepts connections after Wait")
+	}
+}
+
+func TestDev_ListenAddressInUse_SaysSo(t *testing.T) {
+	s := start(t, Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Stderr: io.Discard})
+	addr := strings.TrimPrefix(s.URL(), "nats://")
+	_, err := Start(context.Background(), Options{DataDir: t.TempDir(), Listen: addr, Stderr: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "is another `sluice dev` running?") {
+		t.Errorf("got %v", err)
+	}
+}
+
+func TestNodeName(t *testing.T) {
+	tests := []struct {
+		i, n int
+		want string
+	}{
+		{0, 5, "node-01"},
+		{9, 99, "node-10"},
+		{0, 100, "node-001"},
+		{99, 100, "node-100"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			if got := NodeName(tt.i, tt.n); got != tt.want {
+				t.Errorf("NodeName(%d, %d) = %s, want %s", tt.i, tt.n, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNodeLabels_SpreadOverZonesAndRacks(t *testing.T) {
+	seen := map[string]bool{}
+	for i := range 6 {
+		l := NodeLabels(i)
+		seen[l["zone"]+"/"+l["rack"]] = true
+	}
+	if len(seen) != 6 {
+		t.Errorf("6 nodes cover %d zone/rack pairs, want 6: %v", len(seen), seen)
+	}
+}
