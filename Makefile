@@ -48,8 +48,9 @@ test: ## go vet and go test every module of the workspace
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
 .PHONY: bench
-bench: ## Run the rollout benchmarks once each
-	$(GO) test -run '^$$' -bench . -benchtime 1x ./tests/bench/...
+bench: ## Measure a rollout over 1,000 simulated agents; ends with one line BENCH {json} (BENCH_ARGS="--nodes 10000")
+	$(GO) build -o $(BIN)/sluice-bench ./tests/cmd/sluice-bench
+	$(BIN)/sluice-bench $(BENCH_ARGS)
 
 # protoc writes Go into $(1), at paths relative to the module root.
 protoc-go = PATH="$(BIN):$$PATH" $(PROTOC) -I proto --go_out=$(1) --go_opt=module=$(PROTO_MODULE) $(PROTO_FILES)

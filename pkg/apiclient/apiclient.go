@@ -97,3 +97,25 @@ func call(ctx context.Context, nc *nats.Conn, subject string, req, resp proto.Me
 	}
 	return nil
 }
+
+// WaitReady waits until a configurator answers the micro ping on nc, or ctx
+// ends. Call it before the first Apply of a freshly started system.
+func WaitReady(ctx context.Context, nc *nats.Conn) error {
+	subject, err := micro.ControlSubject(micro.PingVerb, contract.ConfiguratorService, "")
+	if err != nil {
+		return err
+	}
+	retry := time.NewTicker(20 * time.Millisecond)
+	defer retry.Stop()
+	for {
+		_, err := nc.RequestWithContext(ctx, subject, nil)
+		if err == nil {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no configurator answered on %s: %w", nc.ConnectedUrlRedacted(), err)
+		case <-retry.C:
+		}
+	}
+}

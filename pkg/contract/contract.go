@@ -98,3 +98,19 @@ func ValidName(s string) error {
 	}
 	return nil
 }
+
+// ValidNodeName reports whether s can name a node: like a Kubernetes node
+// name, DNS labels (see ValidName) joined by dots, at most 253 characters.
+// Keys and subjects take the dots as separators, and every consumer of a
+// node's keys matches them whole (see NodeOfConfigKey), so dots are safe.
+func ValidNodeName(s string) error {
+	if len(s) > 253 {
+		return fmt.Errorf("%q is longer than 253 characters", s)
+	}
+	for _, label := range strings.Split(s, ".") {
+		if err := ValidName(label); err != nil {
+			return fmt.Errorf("node name %q: each dot-separated part %w", s, err)
+		}
+	}
+	return nil
+}

@@ -61,7 +61,7 @@ type Config struct {
 	Log      zerolog.Logger
 	Now      func() time.Time // nil = time.Now
 
-	// Node is the node's name (contract.ValidName).
+	// Node is the node's name (contract.ValidNodeName).
 	Node string
 	// Labels are the node's labels, published with its presence.
 	Labels map[string]string
@@ -109,7 +109,7 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Conn == nil {
 		return nil, errors.New("agent: Conn is required")
 	}
-	if err := contract.ValidName(cfg.Node); err != nil {
+	if err := contract.ValidNodeName(cfg.Node); err != nil {
 		return nil, fmt.Errorf("agent: node name: %w", err)
 	}
 	if cfg.Applier == nil {

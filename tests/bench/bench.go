@@ -200,6 +200,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		return res, fmt.Errorf("waiting for a coordinator to lead: %w", err)
 	}
 
+	if err := apiclient.WaitReady(ctx, nc); err != nil {
+		return res, err
+	}
 	before, beats0, err := kvWrites(ctx, js)
 	if err != nil {
 		return res, err

@@ -103,6 +103,9 @@ func applyExamples(t *testing.T, env *natstest.Env, maxParallel string) *sluicev
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
+	if err := apiclient.WaitReady(ctx, env.Conn); err != nil {
+		t.Fatal(err)
+	}
 	resp, err := apiclient.Apply(ctx, env.Conn, &sluicev1.ApplyRequest{Intents: intents, Strategy: &sluicev1.Strategy{MaxParallel: maxParallel}, Source: "e2e"})
 	if err != nil {
 		t.Fatalf("apply examples: %v", err)

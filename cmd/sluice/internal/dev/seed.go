@@ -5,10 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go/micro"
-
 	"github.com/sluicehq/sluice/pkg/apiclient"
-	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/logging"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -57,25 +54,19 @@ func (s *System) waitConfigurator(ctx context.Context) error {
 		return err
 	}
 	defer nc.Close()
-	subject, err := micro.ControlSubject(micro.PingVerb, contract.ConfiguratorService, "")
-	if err != nil {
-		return err
-	}
 	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
 	defer cancel()
-	retry := time.NewTicker(20 * time.Millisecond)
-	defer retry.Stop()
-	for {
-		_, err := nc.Request(subject, nil, time.Second)
-		if err == nil {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
+	ready := make(chan error, 1)
+	go func() { ready <- apiclient.WaitReady(ctx, nc) }()
+	select {
+	case err := <-ready:
+		if err != nil {
 			return fmt.Errorf("the configurator did not answer within %s (see %s): %w", readyTimeout, s.logPath, err)
-		case <-s.done:
-			return fmt.Errorf("sluice dev stopped while starting: %w", s.Stop())
-		case <-retry.C:
 		}
+		return nil
+	case <-s.done:
+		cancel()
+		<-ready
+		return fmt.Errorf("sluice dev stopped while starting: %w", s.Stop())
 	}
 }

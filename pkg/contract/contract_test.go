@@ -1,0 +1,35 @@
+package contract
+
+import "testing"
+
+func TestValidNodeName(t *testing.T) {
+	tests := []struct {
+		given   string
+		wantErr bool
+	}{
+		{"node-01", false},
+		{"worker-1.eu-west.example.com", false},
+		{"", true},
+		{"Node-01", true},
+		{"a..b", true},
+		{"a.", true},
+		{"-a.b", true},
+		{"a b", true},
+		{"a*b", true},
+		{"a>b", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.given, func(t *testing.T) {
+			if err := ValidNodeName(tc.given); (err != nil) != tc.wantErr {
+				t.Fatalf("ValidNodeName(%q) = %v, wantErr %v", tc.given, err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestNodeOfConfigKey_NodeNamesWithDots(t *testing.T) {
+	node, which, ok := NodeOfConfigKey(DesiredKey("worker-1.example.com"))
+	if !ok || node != "worker-1.example.com" || which != "desired" {
+		t.Fatalf("got %q %q %v", node, which, ok)
+	}
+}
