@@ -33,7 +33,7 @@ type Config struct {
 	Now      func() time.Time // nil = time.Now
 	// Instance names this coordinator in the leader lease (default host-pid).
 	Instance string
-	// Writers is how many node configs are written at once (default 32).
+	// Writers is how many node configs are written at once (default 128).
 	Writers int
 	// SaveInterval bounds how often progress is written to the rollout record (default 250ms).
 	SaveInterval time.Duration
@@ -58,7 +58,7 @@ func New(cfg Config) (*Service, error) {
 		cfg.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	if cfg.Writers <= 0 {
-		cfg.Writers = 32
+		cfg.Writers = 128
 	}
 	if cfg.SaveInterval <= 0 {
 		cfg.SaveInterval = 250 * time.Millisecond

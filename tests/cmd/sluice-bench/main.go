@@ -40,6 +40,7 @@ func run(ctx context.Context, args []string) int {
 	nodes := fs.Int("nodes", 1000, "simulated agents")
 	maxPar := fs.Int("max-parallel", 50, "rollout maxParallel")
 	applyMS := fs.Int("apply-ms", 100, "simulated apply latency in milliseconds")
+	perConn := fs.Int("agents-per-conn", 250, "simulated agents sharing one NATS connection")
 	role := fs.String("role", "bench", "bench, or coordinator (internal: the measured child process)")
 	server := fs.String("server", "", "NATS URL (with --role coordinator)")
 	logLevel := fs.String("log-level", "error", "log level of the services")
@@ -69,7 +70,7 @@ func run(ctx context.Context, args []string) int {
 		return runCoordinator(ctx, *server, log)
 	}
 	res, err := bench.Run(ctx, bench.Options{
-		Nodes: *nodes, MaxParallel: *maxPar, ApplyLatency: time.Duration(*applyMS) * time.Millisecond,
+		Nodes: *nodes, MaxParallel: *maxPar, ApplyLatency: time.Duration(*applyMS) * time.Millisecond, AgentsPerConn: *perConn,
 		StartCoordinator: childCoordinator(*logLevel), Log: log,
 	})
 	b, _ := json.Marshal(res)
