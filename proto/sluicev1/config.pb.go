@@ -133,6 +133,7 @@ type DesiredConfig struct {
 	Config        *NodeConfig            `protobuf:"bytes,5,opt,name=config,proto3" json:"config,omitempty"`
 	WrittenAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=written_at,json=writtenAt,proto3" json:"written_at,omitempty"`
 	LeaderEpoch   uint64                 `protobuf:"varint,7,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"` // revision of the leader lease the writer held
+	Revert        bool                   `protobuf:"varint,8,opt,name=revert,proto3" json:"revert,omitempty"`                              // this is the node's backup, written back after the rollout stopped
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -214,6 +215,13 @@ func (x *DesiredConfig) GetLeaderEpoch() uint64 {
 		return x.LeaderEpoch
 	}
 	return 0
+}
+
+func (x *DesiredConfig) GetRevert() bool {
+	if x != nil {
+		return x.Revert
+	}
+	return false
 }
 
 // NodePresence is the value of nodes/<node>: the agent's heartbeat lease.
@@ -426,7 +434,7 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\x16sluice/v1/config.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/intent.proto\"9\n" +
 	"\n" +
 	"NodeConfig\x12+\n" +
-	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\"\x88\x02\n" +
+	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\"\xa0\x02\n" +
 	"\rDesiredConfig\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12\x18\n" +
@@ -435,7 +443,8 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\x06config\x18\x05 \x01(\v2\x15.sluice.v1.NodeConfigR\x06config\x129\n" +
 	"\n" +
 	"written_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAt\x12!\n" +
-	"\fleader_epoch\x18\a \x01(\x04R\vleaderEpoch\"\xb9\x02\n" +
+	"\fleader_epoch\x18\a \x01(\x04R\vleaderEpoch\x12\x16\n" +
+	"\x06revert\x18\b \x01(\bR\x06revert\"\xb9\x02\n" +
 	"\fNodePresence\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12;\n" +
 	"\x06labels\x18\x02 \x03(\v2#.sluice.v1.NodePresence.LabelsEntryR\x06labels\x12#\n" +

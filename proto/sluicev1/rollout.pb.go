@@ -9,6 +9,7 @@ package sluicev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -31,6 +32,7 @@ const (
 	RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED RolloutPhase = 3
 	RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK      RolloutPhase = 4
 	RolloutPhase_ROLLOUT_PHASE_ABORTED          RolloutPhase = 5
+	RolloutPhase_ROLLOUT_PHASE_REVERTING        RolloutPhase = 6 // stopped; touched nodes are going back to their backups
 )
 
 // Enum value maps for RolloutPhase.
@@ -42,6 +44,7 @@ var (
 		3: "ROLLOUT_PHASE_PARTIALLY_FAILED",
 		4: "ROLLOUT_PHASE_ROLLED_BACK",
 		5: "ROLLOUT_PHASE_ABORTED",
+		6: "ROLLOUT_PHASE_REVERTING",
 	}
 	RolloutPhase_value = map[string]int32{
 		"ROLLOUT_PHASE_UNSPECIFIED":      0,
@@ -50,6 +53,7 @@ var (
 		"ROLLOUT_PHASE_PARTIALLY_FAILED": 3,
 		"ROLLOUT_PHASE_ROLLED_BACK":      4,
 		"ROLLOUT_PHASE_ABORTED":          5,
+		"ROLLOUT_PHASE_REVERTING":        6,
 	}
 )
 
@@ -78,6 +82,68 @@ func (x RolloutPhase) Number() protoreflect.EnumNumber {
 // Deprecated: Use RolloutPhase.Descriptor instead.
 func (RolloutPhase) EnumDescriptor() ([]byte, []int) {
 	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{0}
+}
+
+// NodeResult is how a node ended within a rollout.
+type NodeResult int32
+
+const (
+	NodeResult_NODE_RESULT_UNSPECIFIED NodeResult = 0
+	NodeResult_NODE_RESULT_PROVISIONED NodeResult = 1
+	NodeResult_NODE_RESULT_INVALID     NodeResult = 2 // the agent reported Invalid (a check or the apply failed)
+	NodeResult_NODE_RESULT_TIMED_OUT   NodeResult = 3 // no final report within the apply or pickup deadline
+	NodeResult_NODE_RESULT_SKIPPED     NodeResult = 4 // the node left (presence expired) before finishing
+	NodeResult_NODE_RESULT_REVERTED    NodeResult = 5 // put back on its backup config after the rollout stopped
+	NodeResult_NODE_RESULT_REFUSED     NodeResult = 6 // its target fingerprint is recorded as invalid: never touched
+)
+
+// Enum value maps for NodeResult.
+var (
+	NodeResult_name = map[int32]string{
+		0: "NODE_RESULT_UNSPECIFIED",
+		1: "NODE_RESULT_PROVISIONED",
+		2: "NODE_RESULT_INVALID",
+		3: "NODE_RESULT_TIMED_OUT",
+		4: "NODE_RESULT_SKIPPED",
+		5: "NODE_RESULT_REVERTED",
+		6: "NODE_RESULT_REFUSED",
+	}
+	NodeResult_value = map[string]int32{
+		"NODE_RESULT_UNSPECIFIED": 0,
+		"NODE_RESULT_PROVISIONED": 1,
+		"NODE_RESULT_INVALID":     2,
+		"NODE_RESULT_TIMED_OUT":   3,
+		"NODE_RESULT_SKIPPED":     4,
+		"NODE_RESULT_REVERTED":    5,
+		"NODE_RESULT_REFUSED":     6,
+	}
+)
+
+func (x NodeResult) Enum() *NodeResult {
+	p := new(NodeResult)
+	*p = x
+	return p
+}
+
+func (x NodeResult) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (NodeResult) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_v1_rollout_proto_enumTypes[1].Descriptor()
+}
+
+func (NodeResult) Type() protoreflect.EnumType {
+	return &file_sluice_v1_rollout_proto_enumTypes[1]
+}
+
+func (x NodeResult) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use NodeResult.Descriptor instead.
+func (NodeResult) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{1}
 }
 
 // Revision is an immutable, content-addressed set of intents: revisions/<id>.
@@ -142,12 +208,29 @@ func (x *Revision) GetCreatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
-// Strategy says how a revision is rolled out.
+// Strategy says how a revision is rolled out. docs/rollouts.md describes every
+// field and its default.
 type Strategy struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Nodes configured at once: a count ("5") or a percentage of the nodes ("10%").
 	// Empty means 1.
-	MaxParallel   string `protobuf:"bytes,1,opt,name=max_parallel,json=maxParallel,proto3" json:"max_parallel,omitempty"`
+	MaxParallel string `protobuf:"bytes,1,opt,name=max_parallel,json=maxParallel,proto3" json:"max_parallel,omitempty"`
+	// Waves: the first wave has first_wave nodes, each next wave wave_growth
+	// times as many (rounded up). 0 = no waves: one sliding window.
+	FirstWave  uint32               `protobuf:"varint,2,opt,name=first_wave,json=firstWave,proto3" json:"first_wave,omitempty"`
+	WaveGrowth float64              `protobuf:"fixed64,3,opt,name=wave_growth,json=waveGrowth,proto3" json:"wave_growth,omitempty"` // default 2 when first_wave is set
+	BakeTime   *durationpb.Duration `protobuf:"bytes,4,opt,name=bake_time,json=bakeTime,proto3" json:"bake_time,omitempty"`         // pause after each wave; default 0
+	// Label key: nodes are taken one value at a time (values in sorted order),
+	// each value finished before the next starts. Nodes without the label come last.
+	FailureDomain string `protobuf:"bytes,5,opt,name=failure_domain,json=failureDomain,proto3" json:"failure_domain,omitempty"`
+	// Nodes that may fail before the rollout stops and reverts: a count or a
+	// percentage of the rollout's nodes. Empty means 0.
+	FailureBudget    string               `protobuf:"bytes,6,opt,name=failure_budget,json=failureBudget,proto3" json:"failure_budget,omitempty"`
+	ApplyDeadline    *durationpb.Duration `protobuf:"bytes,7,opt,name=apply_deadline,json=applyDeadline,proto3" json:"apply_deadline,omitempty"`          // agent ack → final report; default 5m
+	PickupDeadline   *durationpb.Duration `protobuf:"bytes,8,opt,name=pickup_deadline,json=pickupDeadline,proto3" json:"pickup_deadline,omitempty"`       // desired written → agent ack; default 10m
+	ProgressDeadline *durationpb.Duration `protobuf:"bytes,9,opt,name=progress_deadline,json=progressDeadline,proto3" json:"progress_deadline,omitempty"` // the whole rollout, counted while a leader runs it; default 1h
+	// Roll out even fingerprints recorded as invalid: forget them first (on purpose).
+	RetryInvalid  bool `protobuf:"varint,10,opt,name=retry_invalid,json=retryInvalid,proto3" json:"retry_invalid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -187,6 +270,69 @@ func (x *Strategy) GetMaxParallel() string {
 		return x.MaxParallel
 	}
 	return ""
+}
+
+func (x *Strategy) GetFirstWave() uint32 {
+	if x != nil {
+		return x.FirstWave
+	}
+	return 0
+}
+
+func (x *Strategy) GetWaveGrowth() float64 {
+	if x != nil {
+		return x.WaveGrowth
+	}
+	return 0
+}
+
+func (x *Strategy) GetBakeTime() *durationpb.Duration {
+	if x != nil {
+		return x.BakeTime
+	}
+	return nil
+}
+
+func (x *Strategy) GetFailureDomain() string {
+	if x != nil {
+		return x.FailureDomain
+	}
+	return ""
+}
+
+func (x *Strategy) GetFailureBudget() string {
+	if x != nil {
+		return x.FailureBudget
+	}
+	return ""
+}
+
+func (x *Strategy) GetApplyDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.ApplyDeadline
+	}
+	return nil
+}
+
+func (x *Strategy) GetPickupDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.PickupDeadline
+	}
+	return nil
+}
+
+func (x *Strategy) GetProgressDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.ProgressDeadline
+	}
+	return nil
+}
+
+func (x *Strategy) GetRetryInvalid() bool {
+	if x != nil {
+		return x.RetryInvalid
+	}
+	return false
 }
 
 // Head is the value of revisions/head: the revision the operator wants rolled out.
@@ -276,6 +422,8 @@ type NodeOutcome struct {
 	Fingerprint   string                 `protobuf:"bytes,3,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
 	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
 	FailedCheck   string                 `protobuf:"bytes,5,opt,name=failed_check,json=failedCheck,proto3" json:"failed_check,omitempty"`
+	Result        NodeResult             `protobuf:"varint,6,opt,name=result,proto3,enum=sluice.v1.NodeResult" json:"result,omitempty"`
+	Output        string                 `protobuf:"bytes,7,opt,name=output,proto3" json:"output,omitempty"` // the failing check's output, bounded
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -345,6 +493,20 @@ func (x *NodeOutcome) GetFailedCheck() string {
 	return ""
 }
 
+func (x *NodeOutcome) GetResult() NodeResult {
+	if x != nil {
+		return x.Result
+	}
+	return NodeResult_NODE_RESULT_UNSPECIFIED
+}
+
+func (x *NodeOutcome) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
 // RolloutCounts counts the rollout's nodes by where they are.
 type RolloutCounts struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -354,6 +516,9 @@ type RolloutCounts struct {
 	Provisioned   uint32                 `protobuf:"varint,4,opt,name=provisioned,proto3" json:"provisioned,omitempty"`
 	Failed        uint32                 `protobuf:"varint,5,opt,name=failed,proto3" json:"failed,omitempty"`
 	Skipped       uint32                 `protobuf:"varint,6,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	TimedOut      uint32                 `protobuf:"varint,7,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	Reverting     uint32                 `protobuf:"varint,8,opt,name=reverting,proto3" json:"reverting,omitempty"` // revert written, no report yet
+	Reverted      uint32                 `protobuf:"varint,9,opt,name=reverted,proto3" json:"reverted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -430,6 +595,27 @@ func (x *RolloutCounts) GetSkipped() uint32 {
 	return 0
 }
 
+func (x *RolloutCounts) GetTimedOut() uint32 {
+	if x != nil {
+		return x.TimedOut
+	}
+	return 0
+}
+
+func (x *RolloutCounts) GetReverting() uint32 {
+	if x != nil {
+		return x.Reverting
+	}
+	return 0
+}
+
+func (x *RolloutCounts) GetReverted() uint32 {
+	if x != nil {
+		return x.Reverted
+	}
+	return 0
+}
+
 // Rollout is the value of rollouts/<id>, written only by the rollout-coordinator.
 type Rollout struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -444,10 +630,17 @@ type Rollout struct {
 	UpdatedAt        *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	FinishedAt       *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
 	Counts           *RolloutCounts         `protobuf:"bytes,11,opt,name=counts,proto3" json:"counts,omitempty"`
-	Failures         []*NodeOutcome         `protobuf:"bytes,12,rep,name=failures,proto3" json:"failures,omitempty"`
+	Failures         []*NodeOutcome         `protobuf:"bytes,12,rep,name=failures,proto3" json:"failures,omitempty"` // Invalid, TimedOut and Refused nodes (bounded)
 	LeaderEpoch      uint64                 `protobuf:"varint,13,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	Skipped          []*NodeOutcome         `protobuf:"bytes,14,rep,name=skipped,proto3" json:"skipped,omitempty"` // nodes that left (bounded)
+	Wave             uint32                 `protobuf:"varint,15,opt,name=wave,proto3" json:"wave,omitempty"`      // current wave, from 1; 0 without waves
+	BakeUntil        *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=bake_until,json=bakeUntil,proto3" json:"bake_until,omitempty"`
+	Domain           string                 `protobuf:"bytes,17,opt,name=domain,proto3" json:"domain,omitempty"` // failure-domain value in progress
+	// Time the rollout has run under a leader: the progress deadline counts
+	// this, so time with no coordinator does not count.
+	LeaderTime    *durationpb.Duration `protobuf:"bytes,18,opt,name=leader_time,json=leaderTime,proto3" json:"leader_time,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Rollout) Reset() {
@@ -569,6 +762,41 @@ func (x *Rollout) GetLeaderEpoch() uint64 {
 		return x.LeaderEpoch
 	}
 	return 0
+}
+
+func (x *Rollout) GetSkipped() []*NodeOutcome {
+	if x != nil {
+		return x.Skipped
+	}
+	return nil
+}
+
+func (x *Rollout) GetWave() uint32 {
+	if x != nil {
+		return x.Wave
+	}
+	return 0
+}
+
+func (x *Rollout) GetBakeUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.BakeUntil
+	}
+	return nil
+}
+
+func (x *Rollout) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
+func (x *Rollout) GetLeaderTime() *durationpb.Duration {
+	if x != nil {
+		return x.LeaderTime
+	}
+	return nil
 }
 
 // RolloutRef is the value of rollouts/active and rollouts/last-applied.
@@ -798,14 +1026,26 @@ var File_sluice_v1_rollout_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\n" +
-	"\x17sluice/v1/rollout.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/config.proto\x1a\x16sluice/v1/intent.proto\"\x82\x01\n" +
+	"\x17sluice/v1/rollout.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/config.proto\x1a\x16sluice/v1/intent.proto\"\x82\x01\n" +
 	"\bRevision\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
 	"\aintents\x18\x02 \x03(\v2\x11.sluice.v1.IntentR\aintents\x129\n" +
 	"\n" +
-	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"-\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xe6\x03\n" +
 	"\bStrategy\x12!\n" +
-	"\fmax_parallel\x18\x01 \x01(\tR\vmaxParallel\"\xc6\x01\n" +
+	"\fmax_parallel\x18\x01 \x01(\tR\vmaxParallel\x12\x1d\n" +
+	"\n" +
+	"first_wave\x18\x02 \x01(\rR\tfirstWave\x12\x1f\n" +
+	"\vwave_growth\x18\x03 \x01(\x01R\n" +
+	"waveGrowth\x126\n" +
+	"\tbake_time\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\bbakeTime\x12%\n" +
+	"\x0efailure_domain\x18\x05 \x01(\tR\rfailureDomain\x12%\n" +
+	"\x0efailure_budget\x18\x06 \x01(\tR\rfailureBudget\x12@\n" +
+	"\x0eapply_deadline\x18\a \x01(\v2\x19.google.protobuf.DurationR\rapplyDeadline\x12B\n" +
+	"\x0fpickup_deadline\x18\b \x01(\v2\x19.google.protobuf.DurationR\x0epickupDeadline\x12F\n" +
+	"\x11progress_deadline\x18\t \x01(\v2\x19.google.protobuf.DurationR\x10progressDeadline\x12#\n" +
+	"\rretry_invalid\x18\n" +
+	" \x01(\bR\fretryInvalid\"\xc6\x01\n" +
 	"\x04Head\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x1e\n" +
 	"\n" +
@@ -814,13 +1054,15 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\bstrategy\x18\x03 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x129\n" +
 	"\n" +
 	"updated_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xac\x01\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xf3\x01\n" +
 	"\vNodeOutcome\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12*\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x14.sluice.v1.NodePhaseR\x05phase\x12 \n" +
 	"\vfingerprint\x18\x03 \x01(\tR\vfingerprint\x12\x18\n" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12!\n" +
-	"\ffailed_check\x18\x05 \x01(\tR\vfailedCheck\"\xb4\x01\n" +
+	"\ffailed_check\x18\x05 \x01(\tR\vfailedCheck\x12-\n" +
+	"\x06result\x18\x06 \x01(\x0e2\x15.sluice.v1.NodeResultR\x06result\x12\x16\n" +
+	"\x06output\x18\a \x01(\tR\x06output\"\x8b\x02\n" +
 	"\rRolloutCounts\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\rR\x05total\x12\x18\n" +
 	"\apending\x18\x02 \x01(\rR\apending\x12\x1f\n" +
@@ -828,7 +1070,10 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"inProgress\x12 \n" +
 	"\vprovisioned\x18\x04 \x01(\rR\vprovisioned\x12\x16\n" +
 	"\x06failed\x18\x05 \x01(\rR\x06failed\x12\x18\n" +
-	"\askipped\x18\x06 \x01(\rR\askipped\"\xb6\x04\n" +
+	"\askipped\x18\x06 \x01(\rR\askipped\x12\x1b\n" +
+	"\ttimed_out\x18\a \x01(\rR\btimedOut\x12\x1c\n" +
+	"\treverting\x18\b \x01(\rR\treverting\x12\x1a\n" +
+	"\breverted\x18\t \x01(\rR\breverted\"\x8b\x06\n" +
 	"\aRollout\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12+\n" +
@@ -848,7 +1093,14 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"finishedAt\x120\n" +
 	"\x06counts\x18\v \x01(\v2\x18.sluice.v1.RolloutCountsR\x06counts\x122\n" +
 	"\bfailures\x18\f \x03(\v2\x16.sluice.v1.NodeOutcomeR\bfailures\x12!\n" +
-	"\fleader_epoch\x18\r \x01(\x04R\vleaderEpoch\"\x8e\x01\n" +
+	"\fleader_epoch\x18\r \x01(\x04R\vleaderEpoch\x120\n" +
+	"\askipped\x18\x0e \x03(\v2\x16.sluice.v1.NodeOutcomeR\askipped\x12\x12\n" +
+	"\x04wave\x18\x0f \x01(\rR\x04wave\x129\n" +
+	"\n" +
+	"bake_until\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tbakeUntil\x12\x16\n" +
+	"\x06domain\x18\x11 \x01(\tR\x06domain\x12:\n" +
+	"\vleader_time\x18\x12 \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"leaderTime\"\x8e\x01\n" +
 	"\n" +
 	"RolloutRef\x12\x18\n" +
 	"\arollout\x18\x01 \x01(\tR\arollout\x12\x1a\n" +
@@ -870,14 +1122,24 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\vacquired_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"acquiredAt\x129\n" +
 	"\n" +
-	"renewed_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\trenewedAt*\xc7\x01\n" +
+	"renewed_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\trenewedAt*\xe4\x01\n" +
 	"\fRolloutPhase\x12\x1d\n" +
 	"\x19ROLLOUT_PHASE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ROLLOUT_PHASE_PROGRESSING\x10\x01\x12\x1b\n" +
 	"\x17ROLLOUT_PHASE_SUCCEEDED\x10\x02\x12\"\n" +
 	"\x1eROLLOUT_PHASE_PARTIALLY_FAILED\x10\x03\x12\x1d\n" +
 	"\x19ROLLOUT_PHASE_ROLLED_BACK\x10\x04\x12\x19\n" +
-	"\x15ROLLOUT_PHASE_ABORTED\x10\x05B4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"\x15ROLLOUT_PHASE_ABORTED\x10\x05\x12\x1b\n" +
+	"\x17ROLLOUT_PHASE_REVERTING\x10\x06*\xc6\x01\n" +
+	"\n" +
+	"NodeResult\x12\x1b\n" +
+	"\x17NODE_RESULT_UNSPECIFIED\x10\x00\x12\x1b\n" +
+	"\x17NODE_RESULT_PROVISIONED\x10\x01\x12\x17\n" +
+	"\x13NODE_RESULT_INVALID\x10\x02\x12\x19\n" +
+	"\x15NODE_RESULT_TIMED_OUT\x10\x03\x12\x17\n" +
+	"\x13NODE_RESULT_SKIPPED\x10\x04\x12\x18\n" +
+	"\x14NODE_RESULT_REVERTED\x10\x05\x12\x17\n" +
+	"\x13NODE_RESULT_REFUSED\x10\x06B4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_rollout_proto_rawDescOnce sync.Once
@@ -891,45 +1153,55 @@ func file_sluice_v1_rollout_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_rollout_proto_rawDescData
 }
 
-var file_sluice_v1_rollout_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_sluice_v1_rollout_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
 var file_sluice_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_sluice_v1_rollout_proto_goTypes = []any{
 	(RolloutPhase)(0),             // 0: sluice.v1.RolloutPhase
-	(*Revision)(nil),              // 1: sluice.v1.Revision
-	(*Strategy)(nil),              // 2: sluice.v1.Strategy
-	(*Head)(nil),                  // 3: sluice.v1.Head
-	(*NodeOutcome)(nil),           // 4: sluice.v1.NodeOutcome
-	(*RolloutCounts)(nil),         // 5: sluice.v1.RolloutCounts
-	(*Rollout)(nil),               // 6: sluice.v1.Rollout
-	(*RolloutRef)(nil),            // 7: sluice.v1.RolloutRef
-	(*InvalidFingerprint)(nil),    // 8: sluice.v1.InvalidFingerprint
-	(*LeaderLease)(nil),           // 9: sluice.v1.LeaderLease
-	(*Intent)(nil),                // 10: sluice.v1.Intent
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(NodePhase)(0),                // 12: sluice.v1.NodePhase
+	(NodeResult)(0),               // 1: sluice.v1.NodeResult
+	(*Revision)(nil),              // 2: sluice.v1.Revision
+	(*Strategy)(nil),              // 3: sluice.v1.Strategy
+	(*Head)(nil),                  // 4: sluice.v1.Head
+	(*NodeOutcome)(nil),           // 5: sluice.v1.NodeOutcome
+	(*RolloutCounts)(nil),         // 6: sluice.v1.RolloutCounts
+	(*Rollout)(nil),               // 7: sluice.v1.Rollout
+	(*RolloutRef)(nil),            // 8: sluice.v1.RolloutRef
+	(*InvalidFingerprint)(nil),    // 9: sluice.v1.InvalidFingerprint
+	(*LeaderLease)(nil),           // 10: sluice.v1.LeaderLease
+	(*Intent)(nil),                // 11: sluice.v1.Intent
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
+	(NodePhase)(0),                // 14: sluice.v1.NodePhase
 }
 var file_sluice_v1_rollout_proto_depIdxs = []int32{
-	10, // 0: sluice.v1.Revision.intents:type_name -> sluice.v1.Intent
-	11, // 1: sluice.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	2,  // 2: sluice.v1.Head.strategy:type_name -> sluice.v1.Strategy
-	11, // 3: sluice.v1.Head.updated_at:type_name -> google.protobuf.Timestamp
-	12, // 4: sluice.v1.NodeOutcome.phase:type_name -> sluice.v1.NodePhase
-	2,  // 5: sluice.v1.Rollout.strategy:type_name -> sluice.v1.Strategy
-	0,  // 6: sluice.v1.Rollout.phase:type_name -> sluice.v1.RolloutPhase
-	11, // 7: sluice.v1.Rollout.started_at:type_name -> google.protobuf.Timestamp
-	11, // 8: sluice.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
-	11, // 9: sluice.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
-	5,  // 10: sluice.v1.Rollout.counts:type_name -> sluice.v1.RolloutCounts
-	4,  // 11: sluice.v1.Rollout.failures:type_name -> sluice.v1.NodeOutcome
-	11, // 12: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
-	11, // 13: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
-	11, // 14: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
-	11, // 15: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	11, // 0: sluice.v1.Revision.intents:type_name -> sluice.v1.Intent
+	12, // 1: sluice.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	13, // 2: sluice.v1.Strategy.bake_time:type_name -> google.protobuf.Duration
+	13, // 3: sluice.v1.Strategy.apply_deadline:type_name -> google.protobuf.Duration
+	13, // 4: sluice.v1.Strategy.pickup_deadline:type_name -> google.protobuf.Duration
+	13, // 5: sluice.v1.Strategy.progress_deadline:type_name -> google.protobuf.Duration
+	3,  // 6: sluice.v1.Head.strategy:type_name -> sluice.v1.Strategy
+	12, // 7: sluice.v1.Head.updated_at:type_name -> google.protobuf.Timestamp
+	14, // 8: sluice.v1.NodeOutcome.phase:type_name -> sluice.v1.NodePhase
+	1,  // 9: sluice.v1.NodeOutcome.result:type_name -> sluice.v1.NodeResult
+	3,  // 10: sluice.v1.Rollout.strategy:type_name -> sluice.v1.Strategy
+	0,  // 11: sluice.v1.Rollout.phase:type_name -> sluice.v1.RolloutPhase
+	12, // 12: sluice.v1.Rollout.started_at:type_name -> google.protobuf.Timestamp
+	12, // 13: sluice.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
+	12, // 14: sluice.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
+	6,  // 15: sluice.v1.Rollout.counts:type_name -> sluice.v1.RolloutCounts
+	5,  // 16: sluice.v1.Rollout.failures:type_name -> sluice.v1.NodeOutcome
+	5,  // 17: sluice.v1.Rollout.skipped:type_name -> sluice.v1.NodeOutcome
+	12, // 18: sluice.v1.Rollout.bake_until:type_name -> google.protobuf.Timestamp
+	13, // 19: sluice.v1.Rollout.leader_time:type_name -> google.protobuf.Duration
+	12, // 20: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
+	12, // 21: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
+	12, // 22: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
+	12, // 23: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_rollout_proto_init() }
@@ -944,7 +1216,7 @@ func file_sluice_v1_rollout_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_rollout_proto_rawDesc), len(file_sluice_v1_rollout_proto_rawDesc)),
-			NumEnums:      1,
+			NumEnums:      2,
 			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
