@@ -37,6 +37,8 @@ type Config struct {
 	Writers int
 	// SaveInterval bounds how often progress is written to the rollout record (default 250ms).
 	SaveInterval time.Duration
+	// TickInterval is how often deadlines and bake times are checked (default 1s).
+	TickInterval time.Duration
 }
 
 // Service is a rollout-coordinator instance.
@@ -59,6 +61,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Writers <= 0 {
 		cfg.Writers = 128
+	}
+	if cfg.TickInterval <= 0 {
+		cfg.TickInterval = time.Second
 	}
 	if cfg.SaveInterval <= 0 {
 		cfg.SaveInterval = 250 * time.Millisecond

@@ -68,7 +68,7 @@ func (f *fakeFleet) apply(ctx context.Context, d *sluicev1.DesiredConfig, delay 
 	time.Sleep(delay)
 	f.applying.Add(-1)
 	phase := sluicev1.NodePhase_NODE_PHASE_PROVISIONED
-	if f.fail[d.GetNode()] {
+	if f.fail[d.GetNode()] && !d.GetRevert() {
 		phase = sluicev1.NodePhase_NODE_PHASE_INVALID
 	}
 	f.mu.Lock()
@@ -171,22 +171,36 @@ func TestCoordinator_RollsOutWithinMaxParallel(t *testing.T) {
 	}
 }
 
-func TestCoordinator_InvalidNodeAbortsAndStopsStartingNodes(t *testing.T) {
+func TestCoordinator_FailingNodeRevertsTouchedNodesAndRecordsItsFingerprint(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
-	fleet := startFleet(t, env, 20*time.Millisecond, map[string]bool{"n2": true}, "n1", "n2", "n3", "n4")
-	_ = fleet
+	startFleet(t, env, 20*time.Millisecond, map[string]bool{"n2": true}, "n1", "n2", "n3", "n4")
 	startCoordinator(t, env, "c1")
 	rev := moveHead(t, env, 1, "1", table("t1", 100))
-	r := waitRollout(t, env, "1-"+render.Short(rev.Id), sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED)
-	if c := r.GetCounts(); c.GetProvisioned() != 1 || c.GetFailed() != 1 || c.GetPending() != 2 {
-		t.Fatalf("counts = %v; want n1 provisioned, n2 failed, n3 and n4 never started", c)
+	r := waitRollout(t, env, "1-"+render.Short(rev.Id), sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK)
+	if c := r.GetCounts(); c.GetReverted() != 2 {
+		t.Fatalf("counts = %v; want n1 and n2 reverted, n3 and n4 never started", c)
 	}
 	if len(r.GetFailures()) != 1 || r.GetFailures()[0].GetNode() != "n2" || r.GetFailures()[0].GetFailedCheck() != "fake-check" {
 		t.Fatalf("failures = %v", r.GetFailures())
 	}
+	ctx := context.Background()
 	cfgs := store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
-	if _, err := cfgs.Get(context.Background(), contract.DesiredKey("n3")); err == nil {
-		t.Fatal("n3 got a desired config after the rollout halted")
+	for _, n := range []string{"n3", "n4"} {
+		if _, err := cfgs.Get(ctx, contract.DesiredKey(n)); err == nil {
+			t.Fatalf("%s got a desired config after the rollout stopped", n)
+		}
+	}
+	empty := render.Fingerprint(&sluicev1.NodeConfig{})
+	for _, n := range []string{"n1", "n2"} {
+		d, err := cfgs.Get(ctx, contract.DesiredKey(n))
+		if err != nil || !d.Value.GetRevert() || d.Value.GetFingerprint() != empty {
+			t.Fatalf("%s desired = %v, %v; want a revert to its (empty) backup", n, d.Value, err)
+		}
+	}
+	bad := store.New(env.Buckets.Fingerprints, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} })
+	f, err := bad.Get(ctx, r.GetFailures()[0].GetFingerprint())
+	if err != nil || f.Value.GetNode() != "n2" || f.Value.GetCheck() != "fake-check" || f.Value.GetRevision() != rev.Id {
+		t.Fatalf("invalid fingerprint record = %v, %v", f.Value, err)
 	}
 }
 

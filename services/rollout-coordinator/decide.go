@@ -1,6 +1,7 @@
 package coordinator
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"sort"
@@ -8,6 +9,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/events"
@@ -18,22 +20,28 @@ import (
 // This file is the coordinator's whole decision logic: decide takes the
 // state, one event and the time, updates the state and returns the actions
 // for the loop to perform. It does no I/O, reads no clock and never depends
-// on map iteration order.
+// on map iteration order. docs/rollouts.md draws the state machine.
 
 // progress is where a node is within the active rollout.
 type progress int
 
 const (
-	progNone        progress = iota // not part of the active rollout
-	progPending                     // waiting for a slot
-	progInFlight                    // desired config written, no final report yet
-	progProvisioned                 // reported Provisioned with the target fingerprint
-	progFailed                      // reported Invalid with the target fingerprint
-	progSkipped                     // left before finishing
+	progNone         progress = iota // not part of the active rollout
+	progPending                      // waiting for a slot
+	progInFlight                     // desired config written, no final report yet
+	progProvisioned                  // reported Provisioned with the target fingerprint
+	progFailed                       // reported Invalid with the target fingerprint
+	progTimedOut                     // no final report within its deadline
+	progSkipped                      // left before finishing
+	progRefused                      // its target is a known-bad fingerprint: never touched
+	progReverting                    // its backup is being written back
+	progReverted                     // reported its backup in force
+	progRevertFailed                 // the revert failed or timed out
 )
 
 func (p progress) String() string {
-	return [...]string{"none", "pending", "in-progress", "provisioned", "failed", "skipped"}[p]
+	return [...]string{"none", "pending", "in-progress", "provisioned", "failed", "timed-out", "skipped",
+		"refused", "reverting", "reverted", "revert-failed"}[p]
 }
 
 // node is what the coordinator knows of one node.
@@ -45,9 +53,14 @@ type node struct {
 	desired *sluicev1.DesiredConfig // as last read or written
 
 	// Within the active rollout:
-	prog   progress
-	target string // fingerprint the rollout puts on this node
-	config *sluicev1.NodeConfig
+	prog      progress
+	domain    string // sort key of its failure-domain value
+	target    string // fingerprint the rollout (or revert) puts on this node
+	config    *sluicev1.NodeConfig
+	previous  *sluicev1.DesiredConfig // desired config before this rollout wrote it: the revert target
+	touched   bool                    // this rollout wrote its desired config
+	writtenAt time.Time               // when its desired config was written, in this leadership term
+	ackAt     time.Time               // when its agent acknowledged (Provisioning); zero before
 }
 
 // state is everything decide needs. The loop owns it; only decide changes it.
@@ -56,18 +69,29 @@ type state struct {
 	headRev        *sluicev1.Revision
 	lastApplied    *sluicev1.RolloutRef
 	lastAppliedRev *sluicev1.Revision
+	invalid        map[string]*sluicev1.InvalidFingerprint
 
-	rollout     *sluicev1.Rollout // the active rollout, nil when none
-	rolloutRev  *sluicev1.Revision
-	maxParallel int
-	halted      bool     // a node failed: start no more nodes
-	pending     []string // sorted names of pending nodes
-	inFlight    int
+	rollout    *sluicev1.Rollout // the active rollout, nil when none
+	rolloutRev *sluicev1.Revision
+	plan       plan
+	pending    []*node          // sorted by (domain, name)
+	inFlight   map[string]*node // desired (or revert) written, no outcome yet
+	started    int              // nodes started in this rollout (for waves)
+	domainSet  bool             // a failure-domain value is in progress
+	bakeUntil  time.Time        // no node starts before it
+	baked      bool             // the bake before the next stage is over
+	reverting  bool             // stopped over budget: putting touched nodes back
+	revertQ    []*node          // sorted by name
+	stopReason string           // why the rollout stopped, for the final reason
+	clockBase  time.Duration    // leader time the rollout had at the start of this term
+	clockFrom  time.Time        // start of this term (or of the rollout)
 
 	nodes map[string]*node
 }
 
-func newState() *state { return &state{nodes: map[string]*node{}} }
+func newState() *state {
+	return &state{nodes: map[string]*node{}, invalid: map[string]*sluicev1.InvalidFingerprint{}, inFlight: map[string]*node{}}
+}
 
 // Events.
 type (
@@ -84,6 +108,8 @@ type (
 		presence       []*sluicev1.NodePresence
 		status         []*sluicev1.NodeStatus
 		desired        []*sluicev1.DesiredConfig
+		backups        []*sluicev1.DesiredConfig
+		invalid        []*sluicev1.InvalidFingerprint
 	}
 	// evHeadMoved: the configurator moved revisions/head.
 	evHeadMoved struct {
@@ -99,6 +125,8 @@ type (
 	evStatus struct{ s *sluicev1.NodeStatus }
 	// evReaped: the reaper deleted a departed node's keys (its status last).
 	evReaped struct{ node string }
+	// evTick: time passed; deadlines and bake times are checked.
+	evTick struct{}
 )
 
 func (evLoaded) isEvent()    {}
@@ -106,21 +134,27 @@ func (evHeadMoved) isEvent() {}
 func (evPresence) isEvent()  {}
 func (evStatus) isEvent()    {}
 func (evReaped) isEvent()    {}
+func (evTick) isEvent()      {}
 
 // Actions.
 type (
 	action interface{ isAction() }
 
 	// actWriteDesired writes a node's desired config, saving the previous one
-	// (as far as the state knows it) as its backup.
+	// (as far as the state knows it) as its backup — except for a revert,
+	// which writes the backup back and leaves the backup key alone.
 	actWriteDesired struct{ desired, previous *sluicev1.DesiredConfig }
 	// actStartRollout creates the rollout record and points rollouts/active at it.
 	actStartRollout struct{ rollout *sluicev1.Rollout }
 	// actSaveRollout writes the rollout record's progress (the loop may coalesce these).
 	actSaveRollout struct{ rollout *sluicev1.Rollout }
 	// actFinishRollout writes the final record, clears rollouts/active and,
-	// when it succeeded, moves rollouts/last-applied.
+	// when the revision is in force (Succeeded, PartiallyFailed), moves rollouts/last-applied.
 	actFinishRollout struct{ rollout *sluicev1.Rollout }
+	// actRecordInvalid records a fingerprint as known bad, with why.
+	actRecordInvalid struct{ fp *sluicev1.InvalidFingerprint }
+	// actForgetInvalid deletes a recorded fingerprint (an operator retries it on purpose).
+	actForgetInvalid struct{ fingerprint string }
 	// actEmit records a state transition.
 	actEmit struct{ ev *sluicev1.Event }
 )
@@ -129,10 +163,15 @@ func (actWriteDesired) isAction()  {}
 func (actStartRollout) isAction()  {}
 func (actSaveRollout) isAction()   {}
 func (actFinishRollout) isAction() {}
+func (actRecordInvalid) isAction() {}
+func (actForgetInvalid) isAction() {}
 func (actEmit) isAction()          {}
 
-// maxFailuresListed bounds the failures kept in a rollout record.
-const maxFailuresListed = 100
+// maxListed bounds the failures and skipped nodes kept in a rollout record.
+const maxListed = 100
+
+// maxOutput bounds a check's output kept in records.
+const maxOutput = 2048
 
 // decide applies ev to s at time now and returns what to do.
 func decide(s *state, ev event, now time.Time) []action {
@@ -150,8 +189,15 @@ func decide(s *state, ev event, now time.Time) []action {
 		// Its desired config is gone too: if it comes back it is configured afresh.
 		n := s.nodeOf(ev.node)
 		n.status, n.desired = nil, nil
+	case evTick:
+		acts = s.tick(now)
 	}
-	return append(acts, s.fill(now)...)
+	acts = append(acts, s.fill(now)...)
+	acts = append(acts, s.maybeFinish(now)...)
+	if s.rollout != nil {
+		s.rollout.LeaderTime = durationpb.New(s.elapsed(now))
+	}
+	return acts
 }
 
 func (s *state) nodeOf(name string) *node {
@@ -163,8 +209,15 @@ func (s *state) nodeOf(name string) *node {
 	return n
 }
 
+// elapsed is the time the active rollout has run under a leader.
+func (s *state) elapsed(now time.Time) time.Duration { return s.clockBase + now.Sub(s.clockFrom) }
+
 func (s *state) load(ev evLoaded, now time.Time) []action {
-	*s = state{nodes: map[string]*node{}, lastApplied: ev.lastApplied, lastAppliedRev: ev.lastAppliedRev}
+	*s = *newState()
+	s.lastApplied, s.lastAppliedRev = ev.lastApplied, ev.lastAppliedRev
+	for _, f := range ev.invalid {
+		s.invalid[f.GetFingerprint()] = f
+	}
 	for _, p := range ev.presence {
 		n := s.nodeOf(p.GetNode())
 		n.present, n.labels = true, p.GetLabels()
@@ -175,17 +228,24 @@ func (s *state) load(ev evLoaded, now time.Time) []action {
 	for _, d := range ev.desired {
 		s.nodeOf(d.GetNode()).desired = d
 	}
+	backups := map[string]*sluicev1.DesiredConfig{}
+	for _, b := range ev.backups {
+		backups[b.GetNode()] = b
+	}
 	var acts []action
 	switch {
 	case ev.active == nil:
-	case ev.active.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING && ev.activeRev != nil:
-		// Resume: where each node stands is read off its desired config and status.
-		acts = append(acts, s.adopt(ev.active, ev.activeRev, now)...)
-	case ev.active.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING:
+	case ev.active.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING ||
+		ev.active.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING:
+		if ev.activeRev != nil {
+			// Resume: where each node stands is read off its desired config and
+			// status. Deadlines restart now: time without a leader does not count.
+			acts = append(acts, s.adopt(ev.active, ev.activeRev, backups, now)...)
+		}
+	default:
 		// The previous leader stopped between recording the end and clearing
 		// rollouts/active: finish the bookkeeping.
-		if ev.active.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED &&
-			s.lastApplied.GetGeneration() < ev.active.GetGeneration() {
+		if inForce(ev.active.GetPhase()) && s.lastApplied.GetGeneration() < ev.active.GetGeneration() {
 			s.lastApplied = &sluicev1.RolloutRef{Rollout: ev.active.GetId(), Revision: ev.active.GetRevision(),
 				Generation: ev.active.GetGeneration(), At: ev.active.GetFinishedAt()}
 			s.lastAppliedRev = ev.activeRev
@@ -195,6 +255,11 @@ func (s *state) load(ev evLoaded, now time.Time) []action {
 	s.head, s.headRev = ev.head, ev.headRev
 	acts = append(acts, s.headMoved(ev.head, ev.headRev, now)...)
 	return append(acts, s.configureStragglers()...)
+}
+
+// inForce reports whether a rollout that ended in phase left its revision in force.
+func inForce(p sluicev1.RolloutPhase) bool {
+	return p == sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED || p == sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED
 }
 
 // headMoved starts a rollout of the head unless it is already rolling out or rolled out.
@@ -225,10 +290,26 @@ func (s *state) headMoved(h *sluicev1.Head, rev *sluicev1.Revision, now time.Tim
 		StartedAt:        timestamppb.New(now),
 	}
 	acts = append(acts, actStartRollout{rollout: r})
-	acts = append(acts, s.adopt(r, rev, now)...)
-	acts = append(acts, emit(r, "RolloutStarted", fmt.Sprintf("%s; %d nodes, %d already up to date, maxParallel %d",
-		r.Reason, r.Counts.GetTotal(), r.Counts.GetProvisioned(), s.maxParallel)))
-	return acts
+	acts = append(acts, s.adopt(r, rev, nil, now)...)
+	if s.rollout == nil { // refused at once
+		return acts
+	}
+	return append(acts, emit(r, "RolloutStarted", fmt.Sprintf("%s; %d nodes, %d already up to date; %s",
+		r.Reason, r.Counts.GetTotal(), r.Counts.GetProvisioned(), s.plan.describe())))
+}
+
+func (p plan) describe() string {
+	parts := []string{fmt.Sprintf("maxParallel %d", p.maxParallel), fmt.Sprintf("failure budget %d", p.budget)}
+	if p.waves != nil {
+		parts = append(parts, fmt.Sprintf("waves ending at %v nodes", p.waves))
+	}
+	if p.domainKey != "" {
+		parts = append(parts, "one "+p.domainKey+" at a time")
+	}
+	if p.bake > 0 {
+		parts = append(parts, "bake "+p.bake.String())
+	}
+	return strings.Join(parts, ", ")
 }
 
 // rolloutID names the rollout of a head generation; a restart computes the same id.
@@ -237,90 +318,218 @@ func rolloutID(h *sluicev1.Head) string {
 }
 
 // adopt makes r the active rollout and places every present node in it.
-func (s *state) adopt(r *sluicev1.Rollout, rev *sluicev1.Revision, now time.Time) []action {
-	s.rollout, s.rolloutRev, s.halted, s.pending, s.inFlight = r, rev, false, nil, 0
+// backups (known only when resuming) are the revert targets of touched nodes.
+func (s *state) adopt(r *sluicev1.Rollout, rev *sluicev1.Revision, backups map[string]*sluicev1.DesiredConfig, now time.Time) []action {
+	s.rollout, s.rolloutRev = r, rev
+	s.pending, s.inFlight, s.started, s.domainSet, s.bakeUntil, s.baked = nil, map[string]*node{}, 0, false, time.Time{}, false
+	s.reverting, s.revertQ, s.stopReason = false, nil, ""
+	s.clockBase, s.clockFrom = r.GetLeaderTime().AsDuration(), now
+	resuming := r.Counts != nil
 	r.Counts = &sluicev1.RolloutCounts{}
-	r.Failures = nil
+	prevFailures := r.Failures
+	r.Failures, r.Skipped = nil, nil
 	for _, name := range s.sortedNodes() {
 		n := s.nodes[name]
-		n.prog = progNone
+		n.prog, n.previous, n.writtenAt, n.ackAt, n.touched = progNone, nil, time.Time{}, time.Time{}, false
 		if n.present {
-			s.place(n)
+			n.previous = backups[name]
+			s.place(n, now)
 		}
 	}
-	mp, err := maxParallel(r.GetStrategy(), int(r.Counts.GetTotal()))
-	if err != nil {
+	var err error
+	if s.plan, err = resolve(r.GetStrategy(), int(r.Counts.GetTotal())); err != nil {
 		// The configurator validates strategies; a bad one here is stored
 		// state from elsewhere. Go one node at a time rather than not at all.
-		mp = 1
+		s.plan = plan{maxParallel: 1, applyDeadline: DefaultApplyDeadline, pickupDeadline: DefaultPickupDeadline, progress: DefaultProgressDeadline}
 	}
-	s.maxParallel = mp
-	return s.maybeFinish(now)
+	if resuming && r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING {
+		r.Failures = prevFailures
+		s.stopReason = r.GetReason()
+		return s.startRevert(now, r.GetReason())
+	}
+	return s.refuseKnownBad(now)
+}
+
+// refuseKnownBad checks every target the rollout would write against the
+// invalid set before any node is touched.
+func (s *state) refuseKnownBad(now time.Time) []action {
+	var bad []*node
+	for _, n := range s.pending {
+		if s.invalid[n.target] != nil {
+			bad = append(bad, n)
+		}
+	}
+	if len(bad) == 0 {
+		return nil
+	}
+	if s.plan.retryInvalid {
+		var acts []action
+		seen := map[string]bool{}
+		for _, n := range bad {
+			if seen[n.target] {
+				continue
+			}
+			seen[n.target] = true
+			f := s.invalid[n.target]
+			delete(s.invalid, n.target)
+			acts = append(acts, actForgetInvalid{fingerprint: n.target}, actEmit{ev: &sluicev1.Event{
+				Kind: events.KindFingerprint, Id: n.target, Type: "FingerprintForgiven", Fingerprint: n.target,
+				Rollout: s.rollout.GetId(), Revision: s.rollout.GetRevision(),
+				Reason: fmt.Sprintf("retried on purpose (retryInvalid); it was recorded invalid on %s by check %s: %s",
+					f.GetNode(), f.GetCheck(), f.GetOutput()),
+			}})
+		}
+		return acts
+	}
+	var acts []action
+	for _, n := range bad {
+		f := s.invalid[n.target]
+		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_REFUSED, f.GetCheck(), f.GetOutput(),
+			fmt.Sprintf("target fingerprint %s is recorded invalid (failed on %s in rollout %s)", render.Short(n.target), f.GetNode(), f.GetRollout()))
+		s.setProg(n, progRefused)
+	}
+	s.pending = nil
+	f := s.invalid[bad[0].target]
+	reason := fmt.Sprintf("refused before touching any node: %d node(s) would get a fingerprint recorded invalid; first %s → %s, "+
+		"which failed on %s (check %s: %s) in rollout %s; fix the intents, or apply with --retry-invalid to try it again on purpose",
+		len(bad), bad[0].name, render.Short(bad[0].target), f.GetNode(), f.GetCheck(), truncate(f.GetOutput(), 200), f.GetRollout())
+	// Nodes in flight from before a restart are left to finish.
+	if len(s.inFlight) == 0 {
+		return append(acts, s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, reason, now)...)
+	}
+	s.stopReason = reason
+	return acts
 }
 
 // place renders the rollout target for a present node and puts it where its
 // desired config and status say it is.
-func (s *state) place(n *node) {
+func (s *state) place(n *node, now time.Time) {
 	n.config = render.NodeConfig(s.rolloutRev, n.labels)
 	n.target = render.Fingerprint(n.config)
-	c := s.rollout.Counts
-	c.Total++
+	n.domain = domainOf(s.rollout.GetStrategy().GetFailureDomain(), n.labels)
+	s.rollout.Counts.Total++
 	st := n.status
 	switch {
 	case st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED &&
 		n.desired.GetFingerprint() == n.target:
-		n.prog = progProvisioned
-		c.Provisioned++
+		s.setProg(n, progProvisioned)
+		n.touched = n.desired.GetRollout() == s.rollout.GetId()
 	case st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID &&
 		st.GetRollout() == s.rollout.GetId():
-		n.prog = progFailed
-		c.Failed++
-		s.recordFailure(n)
-		s.halted = true
-	case n.desired.GetFingerprint() == n.target && n.desired.GetRollout() == s.rollout.GetId():
-		n.prog = progInFlight
-		c.InProgress++
-		s.inFlight++
+		s.setProg(n, progFailed)
+		n.touched = true
+		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_INVALID, st.GetFailedCheck(), st.GetCheckOutput(), st.GetMessage())
+	case n.desired.GetFingerprint() == n.target && n.desired.GetRollout() == s.rollout.GetId() && !n.desired.GetRevert():
+		// Written before a restart: wait for it, with a fresh deadline.
+		s.setProg(n, progInFlight)
+		s.inFlight[n.name] = n
+		s.started++
+		n.touched = true
+		n.writtenAt = now
+		if st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING {
+			n.ackAt = now
+		}
 	default:
-		n.prog = progPending
-		c.Pending++
-		s.pending = insertSorted(s.pending, n.name)
+		s.setProg(n, progPending)
+		s.pending = insertNode(s.pending, n)
 	}
 }
 
-func (s *state) recordFailure(n *node) {
-	if len(s.rollout.Failures) >= maxFailuresListed {
+// domainOf is a node's failure-domain sort key: nodes without the label sort last.
+func domainOf(key string, labels map[string]string) string {
+	if key == "" {
+		return ""
+	}
+	if v, ok := labels[key]; ok {
+		return "0" + v
+	}
+	return "1"
+}
+
+func domainName(d string) string {
+	if d == "1" {
+		return "(unlabelled)"
+	}
+	return strings.TrimPrefix(d, "0")
+}
+
+// setProg moves n to p, keeping the rollout's counts.
+func (s *state) setProg(n *node, p progress) {
+	c := s.rollout.Counts
+	if f := counter(c, n.prog); f != nil {
+		*f--
+	}
+	n.prog = p
+	if f := counter(c, p); f != nil {
+		*f++
+	}
+}
+
+func counter(c *sluicev1.RolloutCounts, p progress) *uint32 {
+	switch p {
+	case progPending:
+		return &c.Pending
+	case progInFlight:
+		return &c.InProgress
+	case progProvisioned:
+		return &c.Provisioned
+	case progFailed, progRefused, progRevertFailed:
+		return &c.Failed
+	case progTimedOut:
+		return &c.TimedOut
+	case progSkipped:
+		return &c.Skipped
+	case progReverting:
+		return &c.Reverting
+	case progReverted:
+		return &c.Reverted
+	}
+	return nil
+}
+
+func (s *state) failures() int {
+	return int(s.rollout.Counts.GetFailed() + s.rollout.Counts.GetTimedOut())
+}
+
+func (s *state) recordOutcome(n *node, res sluicev1.NodeResult, check, output, msg string) {
+	o := &sluicev1.NodeOutcome{Node: n.name, Phase: n.status.GetPhase(), Fingerprint: n.target, Result: res,
+		FailedCheck: check, Output: truncate(output, maxOutput), Message: msg}
+	if res == sluicev1.NodeResult_NODE_RESULT_SKIPPED {
+		if len(s.rollout.Skipped) < maxListed {
+			s.rollout.Skipped = append(s.rollout.Skipped, o)
+		}
 		return
 	}
-	st := n.status
-	s.rollout.Failures = append(s.rollout.Failures, &sluicev1.NodeOutcome{
-		Node: n.name, Phase: st.GetPhase(), Fingerprint: n.target,
-		Message: st.GetMessage(), FailedCheck: st.GetFailedCheck(),
-	})
+	for i, f := range s.rollout.Failures {
+		if f.GetNode() == n.name { // a node is listed once, with its latest outcome
+			s.rollout.Failures[i] = o
+			return
+		}
+	}
+	if len(s.rollout.Failures) < maxListed {
+		s.rollout.Failures = append(s.rollout.Failures, o)
+	}
 }
 
 func (s *state) presence(name string, p *sluicev1.NodePresence, now time.Time) []action {
 	n := s.nodeOf(name)
 	if p == nil { // lease expired: the node left
 		n.present = false
-		if s.rollout == nil || (n.prog != progPending && n.prog != progInFlight) {
+		if s.rollout == nil {
 			return nil
 		}
-		c := s.rollout.Counts
-		if n.prog == progPending {
-			c.Pending--
-			s.pending = removeSorted(s.pending, name)
-		} else {
-			c.InProgress--
-			s.inFlight--
+		switch n.prog {
+		case progPending:
+			s.pending = removeNode(s.pending, n)
+		case progInFlight, progReverting:
+			delete(s.inFlight, name)
+		default:
+			return nil
 		}
-		n.prog = progSkipped
-		c.Skipped++
-		acts := []action{
-			actSaveRollout{rollout: s.rollout},
-			emitNode(s.rollout, n, "NodeSkipped", "node left (presence lease expired) before finishing; not counted as a failure"),
-		}
-		return append(acts, s.maybeFinish(now)...)
+		s.setProg(n, progSkipped)
+		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_SKIPPED, "", "", "node left (presence lease expired) before finishing")
+		return []action{actSaveRollout{rollout: s.rollout},
+			emitNode(s.rollout, n, "NodeSkipped", "node left (presence lease expired) before finishing; not counted as a failure")}
 	}
 	joined := !n.present
 	n.present, n.labels = true, p.GetLabels()
@@ -328,17 +537,16 @@ func (s *state) presence(name string, p *sluicev1.NodePresence, now time.Time) [
 		return nil
 	}
 	if s.rollout != nil {
-		if n.prog != progNone && n.prog != progSkipped {
+		if s.reverting || (n.prog != progNone && n.prog != progSkipped) {
 			return nil
 		}
 		if n.prog == progSkipped { // it came back: it is in the rollout again
-			s.rollout.Counts.Skipped--
+			s.setProg(n, progNone)
 			s.rollout.Counts.Total--
 		}
-		s.place(n)
-		acts := []action{actSaveRollout{rollout: s.rollout},
+		s.place(n, now)
+		return []action{actSaveRollout{rollout: s.rollout},
 			emitNode(s.rollout, n, "NodeJoinedRollout", "node joined during the rollout; it gets the rollout target")}
-		return append(acts, s.maybeFinish(now)...)
 	}
 	return s.configureStraggler(n)
 }
@@ -362,7 +570,7 @@ func (s *state) configureStraggler(n *node) []action {
 	}
 	cfg := render.NodeConfig(s.lastAppliedRev, n.labels)
 	fp := render.Fingerprint(cfg)
-	if n.desired.GetFingerprint() == fp {
+	if n.desired.GetFingerprint() == fp || s.invalid[fp] != nil {
 		return nil
 	}
 	d := &sluicev1.DesiredConfig{
@@ -381,62 +589,270 @@ func (s *state) configureStraggler(n *node) []action {
 func (s *state) statusChanged(st *sluicev1.NodeStatus, now time.Time) []action {
 	n := s.nodeOf(st.GetNode())
 	n.status = st
-	if s.rollout == nil || n.prog != progInFlight || st.GetFingerprint() != n.target {
+	if s.rollout == nil || s.inFlight[n.name] != n || st.GetFingerprint() != n.target {
 		return nil
 	}
-	c := s.rollout.Counts
-	switch st.GetPhase() {
-	case sluicev1.NodePhase_NODE_PHASE_PROVISIONED:
-		n.prog = progProvisioned
-		c.InProgress--
-		c.Provisioned++
-		s.inFlight--
-	case sluicev1.NodePhase_NODE_PHASE_INVALID:
-		n.prog = progFailed
-		c.InProgress--
-		c.Failed++
-		s.inFlight--
-		s.recordFailure(n)
-		acts := []action{emitNode(s.rollout, n, "NodeFailed", fmt.Sprintf("node reported Invalid (%s): %s",
-			orDefault(st.GetFailedCheck(), "unknown check"), st.GetMessage()))}
-		if !s.halted {
-			s.halted = true
-			acts = append(acts, emit(s.rollout, "RolloutHalted", fmt.Sprintf(
-				"node %s failed; starting no more nodes (%d pending stay untouched)", n.name, c.GetPending())))
+	phase := st.GetPhase()
+	if phase == sluicev1.NodePhase_NODE_PHASE_PROVISIONING {
+		if n.ackAt.IsZero() {
+			n.ackAt = now
 		}
-		acts = append(acts, actSaveRollout{rollout: s.rollout})
-		return append(acts, s.maybeFinish(now)...)
-	default:
 		return nil
 	}
-	return append([]action{actSaveRollout{rollout: s.rollout}}, s.maybeFinish(now)...)
+	if phase != sluicev1.NodePhase_NODE_PHASE_PROVISIONED && phase != sluicev1.NodePhase_NODE_PHASE_INVALID {
+		return nil
+	}
+	delete(s.inFlight, n.name)
+	if n.prog == progReverting {
+		if phase == sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
+			s.setProg(n, progReverted)
+			return []action{actSaveRollout{rollout: s.rollout}, emitNode(s.rollout, n, "NodeReverted",
+				fmt.Sprintf("backup %s is in force again", render.Short(n.target)))}
+		}
+		return s.revertFailed(n, fmt.Sprintf("the agent could not put backup %s in force (%s): %s",
+			render.Short(n.target), orDefault(st.GetFailedCheck(), "unknown check"), st.GetMessage()))
+	}
+	if phase == sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
+		s.setProg(n, progProvisioned)
+		return []action{actSaveRollout{rollout: s.rollout}}
+	}
+	// Invalid: the config failed on this node. Remember its fingerprint.
+	s.setProg(n, progFailed)
+	check := orDefault(st.GetFailedCheck(), "unknown check")
+	s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_INVALID, check, st.GetCheckOutput(), st.GetMessage())
+	acts := []action{actSaveRollout{rollout: s.rollout},
+		emitNode(s.rollout, n, "NodeFailed", fmt.Sprintf("node reported Invalid (%s): %s", check, st.GetMessage()))}
+	if s.invalid[n.target] == nil {
+		f := &sluicev1.InvalidFingerprint{Fingerprint: n.target, Revision: s.rollout.GetRevision(), Rollout: s.rollout.GetId(),
+			Node: n.name, Check: check, Output: truncate(st.GetCheckOutput(), maxOutput), Time: timestamppb.New(now)}
+		s.invalid[n.target] = f
+		acts = append(acts, actRecordInvalid{fp: f}, actEmit{ev: &sluicev1.Event{
+			Kind: events.KindFingerprint, Id: n.target, Type: "FingerprintInvalid", Fingerprint: n.target, Node: n.name,
+			Rollout: s.rollout.GetId(), Revision: s.rollout.GetRevision(),
+			Reason: fmt.Sprintf("failed on %s, check %s: %s", n.name, check, truncate(st.GetCheckOutput(), 200)),
+		}})
+	}
+	return append(acts, s.overBudget(n, fmt.Sprintf("node %s failed check %s: %s", n.name, check, st.GetMessage()), now)...)
 }
 
-// fill starts pending nodes, in name order, while slots are free.
+// overBudget stops and reverts once failures exceed the budget.
+func (s *state) overBudget(n *node, what string, now time.Time) []action {
+	if s.reverting || s.failures() <= s.plan.budget {
+		return nil
+	}
+	reason := fmt.Sprintf("%s; %d failure(s) exceed the failure budget of %d", what, s.failures(), s.plan.budget)
+	return s.startRevert(now, reason)
+}
+
+// startRevert stops starting nodes and queues every node this rollout
+// touched for its backup, written back with the same concurrency limit.
+func (s *state) startRevert(now time.Time, reason string) []action {
+	r := s.rollout
+	s.reverting, s.stopReason, s.bakeUntil = true, reason, time.Time{}
+	r.Phase, r.Reason = sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING, reason
+	var acts []action
+	s.revertQ = nil
+	for _, name := range s.sortedNodes() {
+		n := s.nodes[name]
+		if !n.touched || !n.present {
+			continue
+		}
+		switch n.prog {
+		case progInFlight, progProvisioned, progFailed, progTimedOut:
+		default:
+			continue
+		}
+		backup := n.previous
+		if backup == nil {
+			// A node with no earlier config goes back to an empty one.
+			cfg := &sluicev1.NodeConfig{}
+			backup = &sluicev1.DesiredConfig{Node: n.name, Config: cfg, Fingerprint: render.Fingerprint(cfg)}
+		}
+		if s.invalid[backup.GetFingerprint()] != nil {
+			delete(s.inFlight, n.name)
+			acts = append(acts, s.revertFailed(n, fmt.Sprintf("backup %s is recorded invalid; left on %s",
+				render.Short(backup.GetFingerprint()), render.Short(n.desired.GetFingerprint())))...)
+			continue
+		}
+		delete(s.inFlight, n.name)
+		s.setProg(n, progReverting)
+		n.target, n.config = backup.GetFingerprint(), backup.GetConfig()
+		n.previous = backup
+		s.revertQ = append(s.revertQ, n)
+	}
+	for _, p := range s.pending {
+		p.prog = progNone
+		s.rollout.Counts.Pending--
+	}
+	s.pending = nil
+	acts = append(acts, actSaveRollout{rollout: r}, emit(r, "RolloutReverting",
+		fmt.Sprintf("%s; reverting %d touched node(s) to their backups, %d at a time", reason, len(s.revertQ), s.plan.maxParallel)))
+	return acts
+}
+
+func (s *state) revertFailed(n *node, msg string) []action {
+	s.setProg(n, progRevertFailed)
+	s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_INVALID, "revert", "", msg)
+	return []action{actSaveRollout{rollout: s.rollout}, emitNode(s.rollout, n, "NodeRevertFailed", msg+"; the node needs an operator")}
+}
+
+// tick enforces deadlines and ends bake times.
+func (s *state) tick(now time.Time) []action {
+	if s.rollout == nil {
+		return nil
+	}
+	if e := s.elapsed(now); e > s.plan.progress {
+		reason := fmt.Sprintf("progress deadline %s exceeded after %s under a leader", s.plan.progress, e.Round(time.Second))
+		if s.stopReason != "" {
+			reason = s.stopReason + "; then " + reason
+		}
+		return s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, reason+"; nodes are left as they are", now)
+	}
+	var acts []action
+	names := make([]string, 0, len(s.inFlight))
+	for name := range s.inFlight {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		n := s.inFlight[name]
+		var why string
+		switch {
+		case n.ackAt.IsZero() && now.Sub(n.writtenAt) > s.plan.pickupDeadline:
+			why = fmt.Sprintf("its agent did not acknowledge %s within the pickup deadline %s", render.Short(n.target), s.plan.pickupDeadline)
+		case !n.ackAt.IsZero() && now.Sub(n.ackAt) > s.plan.applyDeadline:
+			why = fmt.Sprintf("no final report within the apply deadline %s after its agent acknowledged", s.plan.applyDeadline)
+		default:
+			continue
+		}
+		delete(s.inFlight, name)
+		if n.prog == progReverting {
+			acts = append(acts, s.revertFailed(n, "revert timed out: "+why)...)
+			continue
+		}
+		s.setProg(n, progTimedOut)
+		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, "deadline", "", why)
+		acts = append(acts, actSaveRollout{rollout: s.rollout}, emitNode(s.rollout, n, "NodeTimedOut", why))
+		acts = append(acts, s.overBudget(n, fmt.Sprintf("node %s timed out: %s", n.name, why), now)...)
+	}
+	return append(acts, actSaveRollout{rollout: s.rollout})
+}
+
+// fill starts nodes while slots are free: revert writes when reverting,
+// otherwise pending nodes in (failure domain, name) order within the
+// current wave and domain, after any bake time.
 func (s *state) fill(now time.Time) []action {
-	if s.rollout == nil || s.halted {
+	if s.rollout == nil {
+		return nil
+	}
+	if s.reverting {
+		return s.fillRevert(now)
+	}
+	if s.stopReason != "" {
 		return nil
 	}
 	var acts []action
-	c := s.rollout.Counts
-	for s.inFlight < s.maxParallel && len(s.pending) > 0 {
-		name := s.pending[0]
-		s.pending = s.pending[1:]
-		n := s.nodes[name]
-		n.prog = progInFlight
-		c.Pending--
-		c.InProgress++
-		s.inFlight++
-		d := &sluicev1.DesiredConfig{
-			Node: name, Revision: s.rollout.GetRevision(), Rollout: s.rollout.GetId(),
-			Fingerprint: n.target, Config: n.config,
+	r := s.rollout
+	for len(s.inFlight) < s.plan.maxParallel && len(s.pending) > 0 {
+		if !s.bakeUntil.IsZero() {
+			if now.Before(s.bakeUntil) {
+				break
+			}
+			s.bakeUntil, s.baked = time.Time{}, true
+			r.BakeUntil = nil
 		}
-		prev := n.desired
+		n := s.pending[0]
+		boundary, what := s.boundary(n)
+		if boundary {
+			if len(s.inFlight) > 0 {
+				break // finish the stage first
+			}
+			if s.plan.bake > 0 && !s.baked && s.started > 0 {
+				s.bakeUntil = now.Add(s.plan.bake)
+				r.BakeUntil = timestamppb.New(s.bakeUntil)
+				acts = append(acts, actSaveRollout{rollout: r}, emit(r, "RolloutBaking",
+					fmt.Sprintf("%s finished; baking %s before %s", s.stageName(), s.plan.bake, what)))
+				break
+			}
+			s.baked = false
+			acts = append(acts, s.advance(n)...)
+		}
+		s.pending = s.pending[1:]
+		s.started++
+		s.setProg(n, progInFlight)
+		s.inFlight[n.name] = n
+		n.writtenAt, n.ackAt, n.touched = now, time.Time{}, true
+		d := &sluicev1.DesiredConfig{
+			Node: n.name, Revision: r.GetRevision(), Rollout: r.GetId(), Fingerprint: n.target, Config: n.config,
+		}
+		n.previous = n.desired
 		n.desired = d
-		acts = append(acts, actWriteDesired{desired: d, previous: prev})
+		acts = append(acts, actWriteDesired{desired: d, previous: n.previous})
 	}
 	if len(acts) > 0 {
-		acts = append(acts, actSaveRollout{rollout: s.rollout})
+		acts = append(acts, actSaveRollout{rollout: r})
+	}
+	return acts
+}
+
+// boundary reports whether starting n begins a new wave or failure domain.
+func (s *state) boundary(n *node) (bool, string) {
+	r := s.rollout
+	if s.plan.waves != nil {
+		w := int(r.GetWave())
+		if w == 0 || (w <= len(s.plan.waves) && s.started >= s.plan.waves[w-1]) {
+			return true, fmt.Sprintf("wave %d", w+1)
+		}
+	}
+	if s.plan.domainKey != "" && (!s.domainSet || n.domain > s.rollout.GetDomain()) {
+		return true, fmt.Sprintf("%s %s", s.plan.domainKey, domainName(n.domain))
+	}
+	return false, ""
+}
+
+func (s *state) stageName() string {
+	r := s.rollout
+	if s.plan.waves != nil {
+		return fmt.Sprintf("wave %d", r.GetWave())
+	}
+	return fmt.Sprintf("%s %s", s.plan.domainKey, domainName(r.GetDomain()))
+}
+
+// advance moves to the wave and domain n starts.
+func (s *state) advance(n *node) []action {
+	r := s.rollout
+	var acts []action
+	if s.plan.waves != nil {
+		w := int(r.GetWave())
+		if w == 0 || (w < len(s.plan.waves) && s.started >= s.plan.waves[w-1]) {
+			r.Wave++
+			size := s.plan.waves[r.Wave-1] - s.started
+			acts = append(acts, emit(r, "WaveStarted", fmt.Sprintf("wave %d: up to %d nodes", r.Wave, size)))
+		}
+	}
+	if s.plan.domainKey != "" && (!s.domainSet || n.domain > r.GetDomain()) {
+		s.domainSet = true
+		r.Domain = n.domain
+		acts = append(acts, emit(r, "DomainStarted", fmt.Sprintf("%s %s", s.plan.domainKey, domainName(n.domain))))
+	}
+	return acts
+}
+
+func (s *state) fillRevert(now time.Time) []action {
+	var acts []action
+	r := s.rollout
+	for len(s.inFlight) < s.plan.maxParallel && len(s.revertQ) > 0 {
+		n := s.revertQ[0]
+		s.revertQ = s.revertQ[1:]
+		s.inFlight[n.name] = n
+		n.writtenAt, n.ackAt = now, time.Time{}
+		d := proto.Clone(n.previous).(*sluicev1.DesiredConfig)
+		d.Node, d.Rollout, d.Revert, d.WrittenAt, d.LeaderEpoch = n.name, r.GetId(), true, nil, 0
+		n.desired = d
+		acts = append(acts, actWriteDesired{desired: d})
+	}
+	if len(acts) > 0 {
+		acts = append(acts, actSaveRollout{rollout: r})
 	}
 	return acts
 }
@@ -445,14 +861,30 @@ func (s *state) fill(now time.Time) []action {
 // more will start.
 func (s *state) maybeFinish(now time.Time) []action {
 	r := s.rollout
-	if r == nil || s.inFlight > 0 || (len(s.pending) > 0 && !s.halted) {
+	if r == nil || len(s.inFlight) > 0 {
 		return nil
 	}
 	c := r.Counts
-	if c.GetFailed() > 0 {
-		return s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, fmt.Sprintf(
-			"%d node(s) failed (first: %s); %d provisioned, %d never started",
-			c.GetFailed(), describeFailure(r.Failures), c.GetProvisioned(), c.GetPending()), now)
+	if s.reverting {
+		if len(s.revertQ) > 0 {
+			return nil
+		}
+		reason := fmt.Sprintf("%s; %d node(s) reverted to their backups", s.stopReason, c.GetReverted())
+		if n := c.GetFailed(); n > 0 {
+			reason += fmt.Sprintf(", %d refused or could not be reverted (see failures)", n)
+		}
+		return s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, reason, now)
+	}
+	if s.stopReason != "" {
+		return s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, s.stopReason, now)
+	}
+	if len(s.pending) > 0 {
+		return nil
+	}
+	if f := s.failures(); f > 0 {
+		return s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED, fmt.Sprintf(
+			"%d node(s) failed within the failure budget of %d (first: %s); %d provisioned, %d skipped",
+			f, s.plan.budget, describeFailure(r.Failures), c.GetProvisioned(), c.GetSkipped()), now)
 	}
 	reason := fmt.Sprintf("all %d nodes provisioned", c.GetProvisioned())
 	if c.GetSkipped() > 0 {
@@ -472,14 +904,16 @@ func describeFailure(fs []*sluicev1.NodeOutcome) string {
 func (s *state) finish(phase sluicev1.RolloutPhase, reason string, now time.Time) []action {
 	r := s.rollout
 	r.Phase, r.Reason, r.FinishedAt = phase, reason, timestamppb.New(now)
-	if phase == sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED {
+	r.LeaderTime = durationpb.New(s.elapsed(now))
+	if inForce(phase) {
 		s.lastApplied = &sluicev1.RolloutRef{Rollout: r.GetId(), Revision: r.GetRevision(), Generation: r.GetGeneration(), At: timestamppb.New(now)}
 		s.lastAppliedRev = s.rolloutRev
 	}
 	for _, n := range s.nodes {
-		n.prog, n.target, n.config = progNone, "", nil
+		n.prog, n.target, n.config, n.previous = progNone, "", nil, nil
 	}
-	s.rollout, s.rolloutRev, s.pending, s.inFlight, s.halted = nil, nil, nil, 0, false
+	s.rollout, s.rolloutRev, s.pending, s.inFlight, s.revertQ = nil, nil, nil, map[string]*node{}, nil
+	s.reverting, s.stopReason, s.bakeUntil = false, "", time.Time{}
 	typ := "Rollout" + phaseWord(phase)
 	return []action{actFinishRollout{rollout: r}, emit(r, typ, reason)}
 }
@@ -516,16 +950,20 @@ func (s *state) sortedNodes() []string {
 	return names
 }
 
-func insertSorted(xs []string, x string) []string {
-	i, found := slices.BinarySearch(xs, x)
+func compareNodes(a, b *node) int {
+	return cmp.Or(cmp.Compare(a.domain, b.domain), cmp.Compare(a.name, b.name))
+}
+
+func insertNode(xs []*node, n *node) []*node {
+	i, found := slices.BinarySearchFunc(xs, n, compareNodes)
 	if found {
 		return xs
 	}
-	return slices.Insert(xs, i, x)
+	return slices.Insert(xs, i, n)
 }
 
-func removeSorted(xs []string, x string) []string {
-	i, found := slices.BinarySearch(xs, x)
+func removeNode(xs []*node, n *node) []*node {
+	i, found := slices.BinarySearchFunc(xs, n, compareNodes)
 	if !found {
 		return xs
 	}
@@ -537,6 +975,13 @@ func orDefault(s, def string) string {
 		return def
 	}
 	return s
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
 }
 
 // snapshot copies the rollout record for an action, so that later decisions

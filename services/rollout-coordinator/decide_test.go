@@ -61,6 +61,10 @@ func summarize(acts []action) []string {
 			out = append(out, "start "+a.rollout.GetId())
 		case actFinishRollout:
 			out = append(out, "finish "+phaseWord(a.rollout.GetPhase()))
+		case actRecordInvalid:
+			out = append(out, "record "+a.fp.GetNode())
+		case actForgetInvalid:
+			out = append(out, "forget")
 		case actEmit:
 			out = append(out, "emit "+a.ev.GetType())
 		}
@@ -73,9 +77,20 @@ func counts(s *state) string {
 		return "no rollout"
 	}
 	c := s.rollout.Counts
-	return fmt.Sprintf("total=%d pending=%d inprogress=%d provisioned=%d failed=%d skipped=%d",
+	out := fmt.Sprintf("total=%d pending=%d inprogress=%d provisioned=%d failed=%d skipped=%d",
 		c.GetTotal(), c.GetPending(), c.GetInProgress(), c.GetProvisioned(), c.GetFailed(), c.GetSkipped())
+	if c.GetTimedOut()+c.GetReverting()+c.GetReverted() > 0 {
+		out += fmt.Sprintf(" timedout=%d reverting=%d reverted=%d", c.GetTimedOut(), c.GetReverting(), c.GetReverted())
+	}
+	return out
 }
+
+func withStrategy(h *sluicev1.Head, st *sluicev1.Strategy) *sluicev1.Head {
+	h.Strategy = st
+	return h
+}
+
+var emptyFP = render.Fingerprint(&sluicev1.NodeConfig{})
 
 func TestDecide(t *testing.T) {
 	r1, r2 := testRev("aaaa1111"), testRev("bbbb2222")
@@ -135,29 +150,81 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
-			name:       "an invalid node halts the rollout: nothing more starts",
+			name:       "an invalid node over budget records its fingerprint and reverts every touched node",
 			given:      []event{loaded(head(1, r1.Id, "2"), r1, "n1", "n2", "n3")},
 			event:      evStatus{s: status("n1", invalid, fp1, id1)},
-			want:       []string{"emit NodeFailed", "emit RolloutHalted"},
-			wantCounts: "total=3 pending=1 inprogress=1 provisioned=0 failed=1 skipped=0",
+			want:       []string{"emit NodeFailed", "record n1", "emit FingerprintInvalid", "emit RolloutReverting", "write n1", "write n2"},
+			wantCounts: "total=3 pending=0 inprogress=0 provisioned=0 failed=0 skipped=0 timedout=0 reverting=2 reverted=0",
 			check: func(t *testing.T, s *state) {
 				f := s.rollout.GetFailures()
 				if len(f) != 1 || f[0].GetNode() != "n1" || f[0].GetFailedCheck() != "ping" || f[0].GetFingerprint() != fp1 {
 					t.Fatalf("failures = %v", f)
 				}
+				if s.invalid[fp1].GetNode() != "n1" || s.invalid[fp1].GetCheck() != "ping" {
+					t.Fatalf("invalid set = %v", s.invalid)
+				}
+				if s.rollout.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING {
+					t.Fatalf("phase = %s", s.rollout.GetPhase())
+				}
+				if s.nodes["n1"].desired.GetFingerprint() != emptyFP || !s.nodes["n1"].desired.GetRevert() {
+					t.Fatalf("n1 had no earlier config, so its revert is the empty config; got %v", s.nodes["n1"].desired)
+				}
 			},
 		},
 		{
-			name: "a halted rollout ends Aborted once in-flight nodes report, pending ones untouched",
+			name: "the revert ends RolledBack once every touched node reports its backup",
 			given: []event{loaded(head(1, r1.Id, "2"), r1, "n1", "n2", "n3"),
-				evStatus{s: status("n1", invalid, fp1, id1)}},
-			event: evStatus{s: status("n2", provisioned, fp1, id1)},
-			want:  []string{"finish Aborted", "emit RolloutAborted"},
+				evStatus{s: status("n1", invalid, fp1, id1)}, evStatus{s: status("n1", provisioned, emptyFP, id1)}},
+			event: evStatus{s: status("n2", provisioned, emptyFP, id1)},
+			want:  []string{"emit NodeReverted", "finish RolledBack", "emit RolloutRolledBack"},
 			check: func(t *testing.T, s *state) {
 				if s.lastApplied != nil {
-					t.Fatalf("an aborted rollout must not become last-applied: %v", s.lastApplied)
+					t.Fatalf("a rolled-back rollout must not become last-applied: %v", s.lastApplied)
 				}
 			},
+		},
+		{
+			name:  "reverts respect maxParallel",
+			given: []event{loaded(head(1, r1.Id, "3"), r1, "n1", "n2", "n3", "n4")},
+			event: evStatus{s: status("n1", invalid, fp1, id1)},
+			want:  []string{"emit NodeFailed", "record n1", "emit FingerprintInvalid", "emit RolloutReverting", "write n1", "write n2", "write n3"},
+		},
+		{
+			name: "a revert never goes back to a known-bad fingerprint",
+			given: []event{
+				evLoaded{head: head(1, r1.Id, "1"), headRev: r1, presence: presence("n1", "n2"),
+					desired:  []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: "bad-old"}},
+					invalid:  []*sluicev1.InvalidFingerprint{{Fingerprint: "bad-old", Node: "n9", Check: "ping"}}},
+			},
+			event: evStatus{s: status("n1", invalid, fp1, id1)},
+			want:  []string{"emit NodeFailed", "record n1", "emit FingerprintInvalid", "emit NodeRevertFailed", "emit RolloutReverting", "finish RolledBack", "emit RolloutRolledBack"},
+		},
+		{
+			name:  "a failure within the failure budget continues and ends PartiallyFailed",
+			given: []event{loaded(withStrategy(head(1, r1.Id, "1"), &sluicev1.Strategy{MaxParallel: "1", FailureBudget: "1"}), r1, "n1", "n2"),
+				evStatus{s: status("n1", invalid, fp1, id1)}},
+			event: evStatus{s: status("n2", provisioned, fp1, id1)},
+			want:  []string{"finish PartiallyFailed", "emit RolloutPartiallyFailed"},
+			check: func(t *testing.T, s *state) {
+				if s.lastApplied.GetRevision() != r1.Id {
+					t.Fatalf("a partially failed revision is in force and becomes last-applied; got %v", s.lastApplied)
+				}
+			},
+		},
+		{
+			name:  "a known-bad fingerprint stops the rollout before any node is touched",
+			event: evLoaded{head: head(1, r1.Id, "5"), headRev: r1, presence: presence("n1", "n2"), invalid: []*sluicev1.InvalidFingerprint{{Fingerprint: fp1, Node: "n7", Check: "ping", Output: "timeout", Rollout: "0-x"}}},
+			want:  []string{"start " + id1, "finish Aborted", "emit RolloutAborted"},
+			check: func(t *testing.T, s *state) {
+				if s.nodes["n1"].desired != nil {
+					t.Fatal("a node was touched")
+				}
+			},
+		},
+		{
+			name:  "retryInvalid forgets the recorded fingerprint and rolls out on purpose",
+			event: evLoaded{head: &sluicev1.Head{Revision: r1.Id, Generation: 1, Strategy: &sluicev1.Strategy{MaxParallel: "5", RetryInvalid: true}}, headRev: r1, presence: presence("n1"), invalid: []*sluicev1.InvalidFingerprint{{Fingerprint: fp1, Node: "n7"}}},
+			want:  []string{"start " + id1, "forget", "emit FingerprintForgiven", "emit RolloutStarted", "write n1"},
 		},
 		{
 			name:  "the head already rolled out starts nothing",
@@ -172,7 +239,7 @@ func TestDecide(t *testing.T) {
 		{
 			name:  "a rollout with no nodes succeeds at once",
 			event: loaded(head(1, r1.Id, ""), r1),
-			want:  []string{"start " + id1, "finish Succeeded", "emit RolloutSucceeded", "emit RolloutStarted"},
+			want:  []string{"start " + id1, "emit RolloutStarted", "finish Succeeded", "emit RolloutSucceeded"},
 		},
 		{
 			name:  "a new head supersedes the active rollout",

@@ -32,6 +32,7 @@ type loop struct {
 	status      *store.Store[*sluicev1.NodeStatus]
 	nodes       *store.Store[*sluicev1.NodePresence]
 	rollouts    *store.Store[*sluicev1.Rollout]
+	invalid     *store.Store[*sluicev1.InvalidFingerprint]
 	refs        *store.Store[*sluicev1.RolloutRef]
 
 	st         *state
@@ -57,6 +58,7 @@ func newLoop(b *contract.Buckets, cfg Config, log zerolog.Logger, em *events.Emi
 		status:      store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }),
 		nodes:       store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }),
 		rollouts:    store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }),
+		invalid:     store.New(b.Fingerprints, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }),
 		refs:        store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }),
 		st:          newState(),
 		recordRev:   map[string]uint64{},
@@ -99,6 +101,8 @@ func (lp *loop) run(ctx context.Context) error {
 	}
 	save := time.NewTicker(lp.cfg.SaveInterval)
 	defer save.Stop()
+	tick := time.NewTicker(lp.cfg.TickInterval)
+	defer tick.Stop()
 	for {
 		var ev event
 		select {
@@ -112,6 +116,8 @@ func (lp *loop) run(ctx context.Context) error {
 				return err
 			}
 			continue
+		case <-tick.C:
+			ev = evTick{}
 		case e, ok := <-headW:
 			if !ok {
 				return errors.New("head watcher stopped")
@@ -204,9 +210,19 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 	}
 	for _, c := range configs {
 		lp.setRev(c.Key, c.Revision)
-		if _, which, _ := contract.NodeOfConfigKey(c.Key); which == "desired" {
+		switch _, which, _ := contract.NodeOfConfigKey(c.Key); which {
+		case "desired":
 			ev.desired = append(ev.desired, c.Value)
+		case "backup":
+			ev.backups = append(ev.backups, c.Value)
 		}
+	}
+	bad, err := lp.invalid.List(ctx, ">")
+	if err != nil {
+		return ev, err
+	}
+	for _, f := range bad {
+		ev.invalid = append(ev.invalid, f.Value)
 	}
 	lp.log.Info().Int("nodes", len(ev.presence)).Int("statuses", len(ev.status)).
 		Str(logging.FieldRevision, ev.head.GetRevision()).Str(logging.FieldRollout, ev.active.GetId()).
@@ -287,6 +303,24 @@ func (lp *loop) perform(ctx context.Context, a action) error {
 		}
 		if err := lp.clearActive(ctx, r.GetId()); err != nil {
 			return err
+		}
+	case actRecordInvalid:
+		if err := lp.fenced(); err != nil {
+			return err
+		}
+		if _, err := lp.invalid.Create(ctx, a.fp.GetFingerprint(), a.fp); err != nil && !errors.Is(err, store.ErrConflict) {
+			return fmt.Errorf("record invalid fingerprint: %w", err)
+		}
+	case actForgetInvalid:
+		if err := lp.fenced(); err != nil {
+			return err
+		}
+		cur, err := lp.invalid.Get(ctx, a.fingerprint)
+		if err == nil {
+			err = lp.invalid.Delete(ctx, a.fingerprint, cur.Revision)
+		}
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("forget invalid fingerprint: %w", err)
 		}
 	case actEmit:
 		lp.em.Emit(a.ev)
@@ -411,7 +445,8 @@ func (lp *loop) writeDesired(ctx context.Context, job writeJob) error {
 	if err := lp.fenced(); err != nil {
 		return err
 	}
-	if prev != nil && prev.GetFingerprint() != d.GetFingerprint() {
+	// A revert writes the backup back; the backup key keeps it.
+	if prev != nil && prev.GetFingerprint() != d.GetFingerprint() && !d.GetRevert() {
 		if err := lp.writeBackup(ctx, prev); err != nil {
 			return err
 		}
