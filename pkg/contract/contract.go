@@ -114,3 +114,14 @@ func ValidNodeName(s string) error {
 	}
 	return nil
 }
+
+// RolloutID names the rollout of head generation gen of revision rev: the
+// generation, then the revision id's first 12 characters ("3-7dffdf3ff99d").
+// A restarted coordinator computes the same id, and the configurator finds
+// the head's rollout by it.
+func RolloutID(gen uint64, rev string) string {
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	return fmt.Sprintf("%d-%s", gen, rev)
+}

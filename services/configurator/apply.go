@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -77,9 +78,15 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 		return nil, invalid("the batch together with the stored intents", errs)
 	}
 	target := render.RevisionID(set)
+	reroll := ""
 	if pending == 0 && head.Value.GetRevision() == target {
-		resp.Revision, resp.Generation = target, head.Value.GetGeneration()
-		return resp, nil
+		if reroll, err = s.rerollReason(ctx, head.Value, req.GetStrategy()); err != nil {
+			return nil, unavailable(err)
+		}
+		if reroll == "" {
+			resp.Revision, resp.Generation = target, head.Value.GetGeneration()
+			return resp, nil
+		}
 	}
 
 	var jrev uint64
@@ -99,7 +106,10 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 		}
 		resp.Created, resp.Updated = created, updated
 	}
-	next, err := s.advance(ctx, req.GetStrategy(), func(diff) string {
+	next, err := s.advance(ctx, req.GetStrategy(), reroll != "", func(diff) string {
+		if reroll != "" {
+			return reroll
+		}
 		return applyReason(len(req.GetIntents()), resp.Created, resp.Updated)
 	})
 	if err != nil {
@@ -112,8 +122,34 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 		}
 	}
 	resp.Revision, resp.Generation = next.GetRevision(), next.GetGeneration()
-	resp.Changed = next.GetRevision() != head.Value.GetRevision()
+	resp.Changed = next.GetGeneration() != head.Value.GetGeneration()
 	return resp, nil
+}
+
+// rerollReason says why applying the head's own content again should start
+// a new rollout of it, or "" when it should change nothing: the head's
+// rollout ended without putting it in force (RolledBack, Aborted), or the
+// operator asks to retry invalid fingerprints on purpose.
+func (s *Service) rerollReason(ctx context.Context, head *sluicev1.Head, st *sluicev1.Strategy) (string, error) {
+	if head == nil {
+		return "", nil
+	}
+	id := contract.RolloutID(head.GetGeneration(), head.GetRevision())
+	r, err := s.st.rollouts.Get(ctx, id)
+	if errors.Is(err, store.ErrNotFound) {
+		return "", nil // not started yet: it is on its way
+	}
+	if err != nil {
+		return "", err
+	}
+	switch phase := r.Value.GetPhase(); {
+	case phase == sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK || phase == sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED:
+		return fmt.Sprintf("re-applied revision %s: its rollout %s ended %s (%s)", render.Short(head.GetRevision()), id,
+			strings.TrimPrefix(phase.String(), "ROLLOUT_PHASE_"), r.Value.GetReason()), nil
+	case st.GetRetryInvalid() && phase != sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING && phase != sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING:
+		return fmt.Sprintf("re-applied revision %s to retry invalid fingerprints on purpose", render.Short(head.GetRevision())), nil
+	}
+	return "", nil
 }
 
 // delete marks an intent for deletion and moves the head to a revision without it.
@@ -169,7 +205,7 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	next, err := s.advance(ctx, req.GetStrategy(), func(diff) string { return "deleted " + id })
+	next, err := s.advance(ctx, req.GetStrategy(), false, func(diff) string { return "deleted " + id })
 	if err != nil {
 		return nil, interrupted(err)
 	}

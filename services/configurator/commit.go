@@ -108,7 +108,7 @@ func (s *Service) writeIntents(ctx context.Context, req *sluicev1.ApplyRequest, 
 // advance cuts a revision from the stored effective set and moves the head
 // to it, unless the head already holds that content. why describes the
 // change for the head's reason. It returns the head as it stands after.
-func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, why func(diff) string) (*sluicev1.Head, error) {
+func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, reroll bool, why func(diff) string) (*sluicev1.Head, error) {
 	live, err := s.liveIntents(ctx)
 	if err != nil {
 		return nil, err
@@ -119,7 +119,7 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, why 
 		return nil, err
 	}
 	id := render.RevisionID(eff)
-	if cur.Value != nil && cur.Value.GetRevision() == id {
+	if cur.Value != nil && cur.Value.GetRevision() == id && !reroll {
 		return cur.Value, nil
 	}
 	if cur.Value == nil && len(eff) == 0 {
@@ -177,7 +177,7 @@ func (s *Service) rollForward(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("complete interrupted apply: %w", err)
 	}
-	_, err = s.advance(ctx, req.GetStrategy(), func(diff) string {
+	_, err = s.advance(ctx, req.GetStrategy(), false, func(diff) string {
 		return applyReason(len(req.GetIntents()), created, updated) + " (completed after an interruption)"
 	})
 	var inv *invalidStateError

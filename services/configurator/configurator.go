@@ -78,6 +78,7 @@ type state struct {
 	revisions *store.Store[*sluicev1.Revision]
 	head      *store.Store[*sluicev1.Head]
 	journal   *store.Store[*sluicev1.ApplyRequest]
+	rollouts  *store.Store[*sluicev1.Rollout] // read only: whether the head is in force
 }
 
 // New checks cfg and fills in defaults; it does no I/O.
@@ -125,6 +126,7 @@ func (s *Service) run(ctx context.Context) error {
 		revisions: store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} }),
 		head:      store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }),
 		journal:   store.New(b.Revisions, func() *sluicev1.ApplyRequest { return &sluicev1.ApplyRequest{} }),
+		rollouts:  store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }),
 	}
 	s.events = events.NewEmitter(js, s.cfg.Log, Component, s.cfg.Now)
 	defer func() {
@@ -188,7 +190,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.advance(ctx, cur.Value.GetStrategy(), func(d diff) string {
+	_, err = s.advance(ctx, cur.Value.GetStrategy(), false, func(d diff) string {
 		return fmt.Sprintf("reconciled: the stored intents differ from head revision %s (%s)", shortOrNone(cur.Value.GetRevision()), d)
 	})
 	var inv *invalidStateError

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/render"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -314,7 +315,7 @@ func (p plan) describe() string {
 
 // rolloutID names the rollout of a head generation; a restart computes the same id.
 func rolloutID(h *sluicev1.Head) string {
-	return fmt.Sprintf("%d-%s", h.GetGeneration(), render.Short(h.GetRevision()))
+	return contract.RolloutID(h.GetGeneration(), h.GetRevision())
 }
 
 // adopt makes r the active rollout and places every present node in it.

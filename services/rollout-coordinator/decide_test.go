@@ -193,14 +193,14 @@ func TestDecide(t *testing.T) {
 			name: "a revert never goes back to a known-bad fingerprint",
 			given: []event{
 				evLoaded{head: head(1, r1.Id, "1"), headRev: r1, presence: presence("n1", "n2"),
-					desired:  []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: "bad-old"}},
-					invalid:  []*sluicev1.InvalidFingerprint{{Fingerprint: "bad-old", Node: "n9", Check: "ping"}}},
+					desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: "bad-old"}},
+					invalid: []*sluicev1.InvalidFingerprint{{Fingerprint: "bad-old", Node: "n9", Check: "ping"}}},
 			},
 			event: evStatus{s: status("n1", invalid, fp1, id1)},
 			want:  []string{"emit NodeFailed", "record n1", "emit FingerprintInvalid", "emit NodeRevertFailed", "emit RolloutReverting", "finish RolledBack", "emit RolloutRolledBack"},
 		},
 		{
-			name:  "a failure within the failure budget continues and ends PartiallyFailed",
+			name: "a failure within the failure budget continues and ends PartiallyFailed",
 			given: []event{loaded(withStrategy(head(1, r1.Id, "1"), &sluicev1.Strategy{MaxParallel: "1", FailureBudget: "1"}), r1, "n1", "n2"),
 				evStatus{s: status("n1", invalid, fp1, id1)}},
 			event: evStatus{s: status("n2", provisioned, fp1, id1)},
