@@ -72,7 +72,7 @@ func TestEndToEnd_RestartMidRolloutFinishesTheRollout(t *testing.T) {
 	dataDir, agentsDir := t.TempDir(), t.TempDir()
 	env := natstest.StartAt(t, dataDir, "127.0.0.1:-1", contract.DefaultSettings())
 	var applies atomic.Int32
-	slow := func(a agent.Applier) agent.Applier {
+	slow := func(_ string, a agent.Applier) agent.Applier {
 		return agent.ApplierFunc(func(ctx context.Context, d *sluicev1.DesiredConfig) error {
 			applies.Add(1)
 			select {

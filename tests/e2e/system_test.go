@@ -24,13 +24,16 @@ import (
 )
 
 // system is every sluice service and a fleet of agents running in this
-// process against one embedded nats-server, as `sluice dev` runs them.
+// process against one embedded nats-server, as `sluice dev` runs them. Each
+// service and agent can be stopped and started on its own.
 type system struct {
+	t      *testing.T
 	env    *natstest.Env
 	dir    string // agents' state directories live under it
+	wrap   func(node string, a agent.Applier) agent.Applier
 	labels map[string]map[string]string
-	cancel context.CancelFunc
-	wg     sync.WaitGroup
+	mu     sync.Mutex
+	stops  map[string]func() // component or node → stop it and wait
 }
 
 // nodeLabels spreads nodes over three zones and two racks.
@@ -40,59 +43,91 @@ func nodeLabels(i int) map[string]string {
 
 func nodeName(i int) string { return fmt.Sprintf("node-%02d", i+1) }
 
-// startSystem starts the services and n agents whose applier is wrap(file applier).
-func startSystem(t *testing.T, env *natstest.Env, dir string, n int, wrap func(agent.Applier) agent.Applier) *system {
+// startSystem starts the services and n agents whose applier is wrap(node, file applier).
+func startSystem(t *testing.T, env *natstest.Env, dir string, n int, wrap func(string, agent.Applier) agent.Applier) *system {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	s := &system{env: env, dir: dir, labels: map[string]map[string]string{}, cancel: cancel}
+	s := &system{t: t, env: env, dir: dir, wrap: wrap, labels: map[string]map[string]string{}, stops: map[string]func(){}}
 	t.Cleanup(s.stop)
 	log := zerolog.Nop()
-	run := func(name string, f func(context.Context) error) {
-		s.wg.Add(1)
-		go func() {
-			defer s.wg.Done()
-			if err := f(ctx); err != nil && ctx.Err() == nil {
-				t.Errorf("%s stopped: %v", name, err)
-			}
-		}()
-	}
 	cfgr, err := configurator.New(configurator.Config{Conn: env.Connect(t), Settings: env.Settings, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run("configurator", cfgr.Run)
-	coord, err := coordinator.New(coordinator.Config{Conn: env.Connect(t), Settings: env.Settings, Log: log, Instance: "e2e", SaveInterval: 20 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	run("coordinator", coord.Run)
+	s.run("configurator", cfgr.Run)
+	s.startCoordinator()
 	rp, err := reaper.New(reaper.Config{Conn: env.Connect(t), Settings: env.Settings, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
-	run("reaper", rp.Run)
-	agentConn := env.Connect(t)
+	s.run("reaper", rp.Run)
 	for i := range n {
-		name := nodeName(i)
-		stateDir := filepath.Join(dir, name)
-		var ap agent.Applier = agent.NewFileApplier(filepath.Join(stateDir, "config.json"))
-		if wrap != nil {
-			ap = wrap(ap)
-		}
-		s.labels[name] = nodeLabels(i)
-		a, err := agent.New(agent.Config{Conn: agentConn, Settings: env.Settings, Log: log, Node: name,
-			Labels: nodeLabels(i), StateDir: stateDir, Applier: ap, Version: "e2e"})
-		if err != nil {
-			t.Fatal(err)
-		}
-		run(name, a.Run)
+		s.startAgent(i)
 	}
 	return s
 }
 
+func (s *system) run(name string, f func(context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := f(ctx); err != nil && ctx.Err() == nil {
+			s.t.Errorf("%s stopped: %v", name, err)
+		}
+	}()
+	s.mu.Lock()
+	s.stops[name] = func() { cancel(); <-done }
+	s.mu.Unlock()
+}
+
+// halt stops one component or agent and waits for it.
+func (s *system) halt(name string) {
+	s.mu.Lock()
+	stop := s.stops[name]
+	delete(s.stops, name)
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+}
+
+func (s *system) startCoordinator() {
+	coord, err := coordinator.New(coordinator.Config{Conn: s.env.Connect(s.t), Settings: s.env.Settings, Log: zerolog.Nop(),
+		Instance: "e2e", SaveInterval: 20 * time.Millisecond, TickInterval: 100 * time.Millisecond})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.run("coordinator", coord.Run)
+}
+
+func (s *system) startAgent(i int) {
+	name := nodeName(i)
+	stateDir := filepath.Join(s.dir, name)
+	var ap agent.Applier = agent.NewFileApplier(filepath.Join(stateDir, "config.json"))
+	if s.wrap != nil {
+		ap = s.wrap(name, ap)
+	}
+	s.mu.Lock()
+	s.labels[name] = nodeLabels(i)
+	s.mu.Unlock()
+	a, err := agent.New(agent.Config{Conn: s.env.Connect(s.t), Settings: s.env.Settings, Log: zerolog.Nop(), Node: name,
+		Labels: nodeLabels(i), StateDir: stateDir, Applier: ap, Version: "e2e"})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.run(name, a.Run)
+}
+
 func (s *system) stop() {
-	s.cancel()
-	s.wg.Wait()
+	s.mu.Lock()
+	names := make([]string, 0, len(s.stops))
+	for n := range s.stops {
+		names = append(names, n)
+	}
+	s.mu.Unlock()
+	for _, n := range names {
+		s.halt(n)
+	}
 }
 
 func applyExamples(t *testing.T, env *natstest.Env, maxParallel string) *sluicev1.ApplyResponse {
@@ -140,7 +175,9 @@ func waitRolloutEnd(t *testing.T, env *natstest.Env, gen uint64, timeout time.Du
 			if e.Key == contract.KeyActive || e.Key == contract.KeyLastApplied {
 				continue
 			}
-			if e.Value.GetGeneration() == gen && e.Value.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING {
+			phase := e.Value.GetPhase()
+			if e.Value.GetGeneration() == gen && phase != sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING &&
+				phase != sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING {
 				got = e.Value
 				return true
 			}
