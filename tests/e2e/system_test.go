@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
@@ -110,11 +111,13 @@ func (s *system) startAgent(i int) {
 	s.mu.Lock()
 	s.labels[name] = nodeLabels(i)
 	s.mu.Unlock()
-	a, err := agent.New(agent.Config{Conn: s.env.Connect(s.t), Settings: s.env.Settings, Log: zerolog.Nop(), Node: name,
+	nc := s.env.Connect(s.t)
+	a, err := agent.New(agent.Config{Conn: nc, Settings: s.env.Settings, Log: zerolog.Nop(), Node: name,
 		Labels: nodeLabels(i), StateDir: stateDir, Applier: ap, Version: "e2e"})
 	if err != nil {
 		s.t.Fatal(err)
 	}
+	nc.SetReconnectHandler(func(*nats.Conn) { a.Resync() }) // as the agent binary and sluice dev do
 	s.run(name, a.Run)
 }
 
