@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,6 +23,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/embedded"
+	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent"
@@ -43,6 +45,9 @@ type Options struct {
 	// (its heap then cannot be told apart and is reported as -1).
 	StartCoordinator func(url string) (stop func() (heapMB float64, err error), err error)
 	Log              zerolog.Logger
+	// FailWave > 0 adds the failure scenario: a second rollout in waves of
+	// 10, 20, 40 … nodes in which the first node of that wave fails.
+	FailWave int
 }
 
 // Result is one measured run; its JSON is the BENCH line.
@@ -66,6 +71,12 @@ type Result struct {
 	HandoffMS float64 `json:"handoff_ms_p50"`
 	Rollout   string  `json:"rollout"`
 	Phase     string  `json:"phase"`
+	// The failure scenario (with FailWave): revert_ms runs from the failure
+	// being recorded to the last touched node reporting its backup in force.
+	FailedNode string  `json:"failed_node,omitempty"`
+	Touched    int     `json:"touched_nodes,omitempty"`
+	RevertMS   float64 `json:"revert_ms,omitempty"`
+	FailPhase  string  `json:"fail_phase,omitempty"`
 }
 
 // Run performs one measured rollout.
@@ -151,6 +162,10 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		run("coordinator", c.Run)
 	}
 
+	failing := ""
+	if o.FailWave > 0 {
+		failing = failNode(o)
+	}
 	var (
 		agentConn    *nats.Conn
 		agentJS      jetstream.JetStream
@@ -170,11 +185,11 @@ func Run(ctx context.Context, o Options) (Result, error) {
 				return res, err
 			}
 		}
-		name := fmt.Sprintf("node-%05d", i+1)
+		name := nodeName(i)
 		a, err := agent.New(agent.Config{
 			Conn: agentConn, Settings: settings, Log: o.Log, Node: name, Version: "bench",
 			Labels:    map[string]string{"zone": fmt.Sprintf("zone-%c", 'a'+i%3), "rack": fmt.Sprintf("rack-%d", 1+i/3%2)},
-			Applier:   agent.ApplierFunc(simulatedApply(o.ApplyLatency)),
+			Applier:   agent.ApplierFunc(simulatedApply(name, failing, o.ApplyLatency)),
 			JetStream: agentJS, Buckets: agentBuckets,
 		})
 		if err != nil {
@@ -248,11 +263,6 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if err != nil {
 		return res, err
 	}
-	if stopCoordinator != nil {
-		if res.CoordinatorHeapMB, err = stopCoordinator(); err != nil {
-			return res, err
-		}
-	}
 	res.Phase = final.GetPhase().String()
 	res.StartMS = float64(final.GetStartedAt().AsTime().Sub(start).Microseconds()) / 1000
 	res.WallMS = float64(wall.Microseconds()) / 1000
@@ -266,11 +276,107 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if final.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED {
 		return res, fmt.Errorf("rollout %s ended %s: %s", res.Rollout, final.GetPhase(), final.GetReason())
 	}
+	if o.FailWave > 0 {
+		if err := failureScenario(ctx, nc, b, o, &res); err != nil {
+			return res, fmt.Errorf("failure scenario: %w", err)
+		}
+	}
+	if stopCoordinator != nil {
+		if res.CoordinatorHeapMB, err = stopCoordinator(); err != nil {
+			return res, err
+		}
+	}
 	return res, nil
 }
 
-func simulatedApply(d time.Duration) func(context.Context, *sluicev1.DesiredConfig) error {
-	return func(ctx context.Context, _ *sluicev1.DesiredConfig) error {
+// Waves of the failure scenario: 10 nodes, then 20, 40, ...
+const (
+	failFirstWave  = 10
+	failWaveGrowth = 2
+)
+
+// failNode is the node that fails in the failure scenario: the first node
+// of wave o.FailWave, nodes being started in name order.
+func failNode(o Options) string {
+	before, size := 0, failFirstWave
+	for w := 1; w < o.FailWave; w++ {
+		before += size
+		size *= failWaveGrowth
+	}
+	return nodeName(min(before, o.Nodes-1))
+}
+
+func nodeName(i int) string { return fmt.Sprintf("node-%05d", i+1) }
+
+// failureScenario rolls out a second revision in waves; failNode fails to
+// apply it. It measures revert_ms: from the failure being recorded until
+// every touched node reports its backup in force.
+func failureScenario(ctx context.Context, nc *nats.Conn, b *contract.Buckets, o Options, res *Result) error {
+	in := append(Intents(), &sluicev1.Intent{Name: "bench-change", Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: 200}}})
+	badRevision.Store(render.RevisionID(in))
+	resp, err := apiclient.Apply(ctx, nc, &sluicev1.ApplyRequest{Intents: in, Source: "bench", Strategy: &sluicev1.Strategy{
+		MaxParallel: strconv.Itoa(o.MaxParallel), FirstWave: failFirstWave, WaveGrowth: failWaveGrowth}})
+	if err != nil {
+		return err
+	}
+	id := contract.RolloutID(resp.GetGeneration(), resp.GetRevision())
+	rollouts := store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
+	var final *sluicev1.Rollout
+	if err := waitFor(ctx, 10*time.Minute, func() (bool, error) {
+		r, err := rollouts.Get(ctx, id)
+		if err != nil {
+			return false, nil
+		}
+		final = r.Value
+		p := r.Value.GetPhase()
+		return p != sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING && p != sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING, nil
+	}); err != nil {
+		return err
+	}
+	res.FailPhase, res.FailedNode = final.GetPhase().String(), failNode(o)
+	if final.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK || len(final.GetFailures()) == 0 {
+		return fmt.Errorf("rollout %s ended %s: %s", id, final.GetPhase(), final.GetReason())
+	}
+	rec, err := store.New(b.Fingerprints, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }).
+		Get(ctx, final.GetFailures()[0].GetFingerprint())
+	if err != nil {
+		return err
+	}
+	failedAt := rec.Value.GetTime().AsTime()
+	desired, err := store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }).List(ctx, "*.desired")
+	if err != nil {
+		return err
+	}
+	status := store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	var last time.Time
+	for _, d := range desired {
+		if !d.Value.GetRevert() || d.Value.GetRollout() != id {
+			continue
+		}
+		res.Touched++
+		st, err := status.Get(ctx, d.Value.GetNode())
+		if err != nil {
+			return err
+		}
+		if st.Value.GetFingerprint() != d.Value.GetFingerprint() || st.Value.GetPhase() != sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
+			return fmt.Errorf("%s did not report its backup: %v", d.Value.GetNode(), st.Value)
+		}
+		if t := st.Value.GetLastUpdate().AsTime(); t.After(last) {
+			last = t
+		}
+	}
+	res.RevertMS = float64(last.Sub(failedAt).Microseconds()) / 1000
+	return nil
+}
+
+// badRevision is the revision the failure scenario's node cannot apply.
+var badRevision atomic.Value
+
+func simulatedApply(node, fail string, d time.Duration) func(context.Context, *sluicev1.DesiredConfig) error {
+	return func(ctx context.Context, c *sluicev1.DesiredConfig) error {
+		if node == fail && !c.GetRevert() && c.GetRevision() == badRevision.Load() {
+			return errors.New("simulated failure")
+		}
 		t := time.NewTimer(d)
 		defer t.Stop()
 		select {

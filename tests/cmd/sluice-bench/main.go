@@ -40,6 +40,7 @@ func run(ctx context.Context, args []string) int {
 	nodes := fs.Int("nodes", 1000, "simulated agents")
 	maxPar := fs.Int("max-parallel", 50, "rollout maxParallel")
 	applyMS := fs.Int("apply-ms", 100, "simulated apply latency in milliseconds")
+	failWave := fs.Int("fail-wave", 2, "after the measured rollout, roll out a change in waves of 10, 20, 40 … nodes whose first node of this wave fails, and measure the revert (0: skip)")
 	perConn := fs.Int("agents-per-conn", 250, "simulated agents sharing one NATS connection")
 	role := fs.String("role", "bench", "bench, or coordinator (internal: the measured child process)")
 	server := fs.String("server", "", "NATS URL (with --role coordinator)")
@@ -70,7 +71,7 @@ func run(ctx context.Context, args []string) int {
 		return runCoordinator(ctx, *server, log)
 	}
 	res, err := bench.Run(ctx, bench.Options{
-		Nodes: *nodes, MaxParallel: *maxPar, ApplyLatency: time.Duration(*applyMS) * time.Millisecond, AgentsPerConn: *perConn,
+		Nodes: *nodes, MaxParallel: *maxPar, ApplyLatency: time.Duration(*applyMS) * time.Millisecond, AgentsPerConn: *perConn, FailWave: *failWave,
 		StartCoordinator: childCoordinator(*logLevel), Log: log,
 	})
 	b, _ := json.Marshal(res)
