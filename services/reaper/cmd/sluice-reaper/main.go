@@ -12,10 +12,8 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
+	"github.com/sluicehq/sluice/pkg/cmdutil"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/services/reaper"
 )
 
@@ -29,25 +27,25 @@ func main() {
 func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice-reaper", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	server := fs.String("server", envOr("SLUICE_NATS_URL", nats.DefaultURL), "NATS server URL (env SLUICE_NATS_URL)")
+	var common cmdutil.Common
+	common.Register(fs)
 	grace := fs.Duration("grace", reaper.DefaultGrace, "how long a node's presence must be gone before its keys are deleted")
 	interval := fs.Duration("interval", reaper.DefaultInterval, "how often to look for departed nodes")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	log, err := logging.New(stderr, *logLevel, false)
+	log, err := common.Logger(stderr)
 	if err != nil {
-		fmt.Fprintf(stderr, "sluice-reaper: --log-level: %v\n", err)
+		fmt.Fprintf(stderr, "sluice-reaper: %v\n", err)
 		return 2
 	}
 	if *grace < time.Second || *interval < time.Second {
 		fmt.Fprintln(stderr, "sluice-reaper: --grace and --interval must be at least 1s")
 		return 2
 	}
-	nc, err := nats.Connect(*server, nats.Name("sluice-reaper"), nats.MaxReconnects(-1))
+	nc, err := common.Connect("sluice-reaper")
 	if err != nil {
-		log.Error().Err(err).Str("server", *server).Msg("connect to NATS")
+		log.Error().Err(err).Msg("start")
 		return 1
 	}
 	defer nc.Close()
@@ -67,11 +65,4 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
-}
-
-func envOr(key, def string) string {
-	if v := os.Getenv(key); v != "" {
-		return v
-	}
-	return def
 }

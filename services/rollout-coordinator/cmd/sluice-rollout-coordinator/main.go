@@ -8,12 +8,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
-	"github.com/nats-io/nats.go"
-
+	"github.com/sluicehq/sluice/pkg/cmdutil"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/logging"
 	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
 )
 
@@ -25,20 +22,20 @@ func main() {
 
 func run(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("sluice-rollout-coordinator", flag.ContinueOnError)
-	server := fs.String("server", envOr("SLUICE_NATS_URL", nats.DefaultURL), "NATS URL (env SLUICE_NATS_URL)")
+	var common cmdutil.Common
+	common.Register(fs)
 	instance := fs.String("instance", "", "name in the leader lease (default host-pid)")
-	logLevel := fs.String("log-level", "info", "log level: debug, info, warn, error")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
-	log, err := logging.New(os.Stderr, *logLevel, false)
+	log, err := common.Logger(os.Stderr)
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "--log-level: %v\n", err)
+		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
-	nc, err := nats.Connect(*server, nats.Name("sluice-rollout-coordinator"), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second))
+	nc, err := common.Connect("sluice-rollout-coordinator")
 	if err != nil {
-		log.Error().Err(err).Str("server", *server).Msg("connect to NATS")
+		log.Error().Err(err).Msg("start")
 		return 1
 	}
 	defer nc.Close()
@@ -52,11 +49,4 @@ func run(ctx context.Context, args []string) int {
 		return 1
 	}
 	return 0
-}
-
-func envOr(k, def string) string {
-	if v := os.Getenv(k); v != "" {
-		return v
-	}
-	return def
 }
