@@ -10,10 +10,16 @@
 // on disk as last-good, and reports Provisioning, Provisioned or Invalid with
 // the reason. Entry point: New(cfg).Run(ctx).
 //
+// Before applying it marks the apply in progress on disk; after applying
+// it runs the health checks, and on an apply error or a failed check
+// restores last-good through the Applier. A marker found at start means the
+// last run stopped mid-apply: last-good is restored before anything else.
+//
 // Files: intake.go (subscription, Get, coalescing mailbox), presence.go
 // (heartbeat lease), provision.go (the apply flow and its pure plan),
-// status.go (compare-and-set status writes), applier.go and lastgood.go
-// (atomic files on disk).
+// restore.go (marker, restore, validate), check.go (health checks),
+// status.go (compare-and-set status writes), applier.go, exec.go and
+// lastgood.go (appliers and atomic files on disk).
 package agent
 
 import (
@@ -22,6 +28,7 @@ import (
 	"fmt"
 	"maps"
 	"math/rand/v2"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -46,6 +53,12 @@ const (
 	EventNodeProvisioning = "NodeProvisioning"
 	EventNodeProvisioned  = "NodeProvisioned"
 	EventNodeInvalid      = "NodeInvalid"
+	// EventNodeRestored: last-good (or an empty config) was put back in
+	// force after a failed apply or check, or after an interrupted apply.
+	EventNodeRestored = "NodeRestored"
+	// EventNodeRestoreFailed: putting last-good back failed; the node's
+	// config is unknown.
+	EventNodeRestoreFailed = "NodeRestoreFailed"
 )
 
 // Defaults.
@@ -74,6 +87,18 @@ type Config struct {
 	Version string
 	// ApplyTimeout bounds one Applier.Apply call (default 2m).
 	ApplyTimeout time.Duration
+	// Checks run, in order, after every apply and after every restore; the
+	// first that fails makes the config Invalid and last-good is restored.
+	Checks []CheckSpec
+	// CheckDeadline bounds all checks of one apply, retries included
+	// (default 2m).
+	CheckDeadline time.Duration
+	// CheckPause is the wait between attempts of a failing check (default 1s).
+	CheckPause time.Duration
+	// ValidateCmd, if set, runs (/bin/sh -c) before each apply with
+	// SLUICE_CONFIG naming the desired config; a non-zero exit makes it
+	// Invalid with failed_check "validate" and nothing is applied.
+	ValidateCmd string
 	// ResyncInterval is how often the desired config is fetched with a Get
 	// in case a republished message was missed (default 30s, jittered ±10%).
 	ResyncInterval time.Duration
@@ -124,6 +149,21 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.ApplyTimeout <= 0 {
 		cfg.ApplyTimeout = DefaultApplyTimeout
 	}
+	if cfg.CheckDeadline <= 0 {
+		cfg.CheckDeadline = DefaultCheckDeadline
+	}
+	if cfg.CheckPause <= 0 {
+		cfg.CheckPause = DefaultCheckPause
+	}
+	for i, c := range cfg.Checks {
+		if c.Check == nil {
+			return nil, fmt.Errorf("agent: Checks[%d]: no check", i)
+		}
+		if c.Retries < 0 || c.Timeout < 0 {
+			return nil, fmt.Errorf("agent: check %s: negative retries or timeout", c.Check.Name())
+		}
+	}
+	cfg.Checks = slices.Clone(cfg.Checks)
 	if cfg.ResyncInterval <= 0 {
 		cfg.ResyncInterval = DefaultResyncInterval
 	}
@@ -178,6 +218,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	if err := a.loadLastGood(); err != nil {
 		return err
 	}
+	// Before anything else touches the node: undo an apply the last run
+	// did not finish.
+	a.recoverInterrupted(ctx)
 	// Subscribe before the first Get so no write falls between the two.
 	msgs := make(chan *nats.Msg, 16)
 	sub, err := a.cfg.Conn.ChanSubscribe(contract.NodeConfigSubject(a.cfg.Node), msgs)

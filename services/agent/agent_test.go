@@ -6,6 +6,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent"
@@ -116,16 +118,34 @@ func desiredConfig(node, fp string, vlan uint32) *sluicev1.DesiredConfig {
 
 // recorder is an Applier that records every config it is asked to apply.
 type recorder struct {
-	mu    sync.Mutex
-	calls []*sluicev1.DesiredConfig
-	err   error
+	mu     sync.Mutex
+	calls  []*sluicev1.DesiredConfig
+	err    error
+	failFP string        // with err: fail only this fingerprint ("" = all)
+	next   agent.Applier // applies what does not fail, if set
 }
 
 func (r *recorder) Apply(_ context.Context, cfg *sluicev1.DesiredConfig) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.calls = append(r.calls, cfg)
-	return r.err
+	if r.err != nil && (r.failFP == "" || cfg.GetFingerprint() == r.failFP) {
+		return r.err
+	}
+	if r.next != nil {
+		return r.next.Apply(context.Background(), cfg)
+	}
+	return nil
+}
+
+func (r *recorder) fingerprints() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]string, len(r.calls))
+	for i, c := range r.calls {
+		out[i] = c.GetFingerprint()
+	}
+	return out
 }
 
 func (r *recorder) count() int {
@@ -249,7 +269,7 @@ func TestAgent_AppliesDesiredConfig(t *testing.T) {
 func TestAgent_FailingApplier_ReportsInvalidAndDoesNotRetryIt(t *testing.T) {
 	f := newFleet(t, contract.DefaultSettings())
 	logs := &logBuffer{}
-	rec := &recorder{err: errors.New("vlan 100: device busy")}
+	rec := &recorder{err: errors.New("vlan 100: device busy"), failFP: "fp-bad"}
 	f.writeDesired(t, desiredConfig("n1", "fp-bad", 100))
 	a, err := agent.New(agent.Config{Conn: f.env.Conn, Settings: f.env.Settings, Log: logs.logger(), Node: "n1", StateDir: t.TempDir(), Applier: rec})
 	if err != nil {
@@ -263,9 +283,11 @@ func TestAgent_FailingApplier_ReportsInvalidAndDoesNotRetryIt(t *testing.T) {
 	st := f.waitStatus(t, "n1", "status Invalid", func(s *sluicev1.NodeStatus) bool {
 		return s.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID
 	})
+	// With no last-good, the node goes back to an empty config.
+	empty := render.Fingerprint(&sluicev1.NodeConfig{})
 	if st.GetFailedCheck() != "apply" || st.GetCheckOutput() != "vlan 100: device busy" || st.GetFingerprint() != "fp-bad" ||
-		st.GetAppliedFingerprint() != "" || !strings.Contains(st.GetMessage(), "device busy") {
-		t.Fatalf("status = %v, want Invalid with failed_check apply and the error text", st)
+		st.GetAppliedFingerprint() != empty || !strings.Contains(st.GetMessage(), "device busy") {
+		t.Fatalf("status = %v, want Invalid with failed_check apply, the error text and the empty config in force", st)
 	}
 	natstest.Eventually(t, waitFor, "NodeInvalid event", func() bool {
 		ev := lastEvent(t, f, "n1")
@@ -277,8 +299,8 @@ func TestAgent_FailingApplier_ReportsInvalidAndDoesNotRetryIt(t *testing.T) {
 	handled := logs.count("already handled")
 	a.Resync()
 	natstest.Eventually(t, waitFor, "resync handled", func() bool { return logs.count("already handled") > handled })
-	if n := rec.count(); n != 1 {
-		t.Fatalf("Apply called %d times, want 1", n)
+	if got := rec.fingerprints(); !slices.Equal(got, []string{"fp-bad", empty}) {
+		t.Fatalf("applied %v, want the bad config once then the empty one", got)
 	}
 }
 

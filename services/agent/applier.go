@@ -31,6 +31,9 @@ func NewFileApplier(path string) Applier { return fileApplier{path: path} }
 
 type fileApplier struct{ path string }
 
+// ConfigPath is the file the config in force is written to.
+func (f fileApplier) ConfigPath() string { return f.path }
+
 func (f fileApplier) Apply(ctx context.Context, cfg *sluicev1.DesiredConfig) error {
 	if err := ctx.Err(); err != nil {
 		return err

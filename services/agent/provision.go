@@ -83,8 +83,9 @@ type outcome struct {
 	output      string
 }
 
-// provision takes d through Provisioning to Provisioned or Invalid. The steps
-// are small so health checks and restoring last-good slot in between.
+// provision takes d through Provisioning to Provisioned or Invalid: mark
+// the apply in progress, validate, apply, check; on failure restore
+// last-good (rollback).
 func (a *Agent) provision(ctx context.Context, d *sluicev1.DesiredConfig) outcome {
 	started := a.cfg.Now()
 	if !a.setPhase(ctx, d, started, statusUpdate{
@@ -95,14 +96,32 @@ func (a *Agent) provision(ctx context.Context, d *sluicev1.DesiredConfig) outcom
 		// the next resync tries again.
 		return outcome{}
 	}
-	if err := a.apply(ctx, d); err != nil {
+	a.worker.started = started
+	a.markApplying(d)
+	if f := a.validate(ctx, d); f != nil {
 		if ctx.Err() != nil {
-			a.log.Info().Str(logging.FieldFingerprint, d.GetFingerprint()).Msg("shutting down mid-apply; a restart provisions again")
 			return outcome{}
 		}
-		return a.fail(ctx, d, started, "apply", err)
+		a.clearApplying() // nothing was applied
+		return a.fail(ctx, d, *f, fmt.Sprintf("validate failed: %v; not applied", f.err))
+	}
+	if err := a.apply(ctx, d); err != nil {
+		if ctx.Err() != nil {
+			// The marker stays: the next start restores last-good first.
+			a.log.Info().Str(logging.FieldFingerprint, d.GetFingerprint()).Msg("shutting down mid-apply; a restart restores last-good and provisions again")
+			return outcome{}
+		}
+		return a.rollback(ctx, d, checkFailure{name: "apply", output: err.Error(), err: err})
+	}
+	a.worker.applied = d.GetFingerprint()
+	if f := a.check(ctx, d); f != nil {
+		if ctx.Err() != nil {
+			return outcome{}
+		}
+		return a.rollback(ctx, d, *f)
 	}
 	a.commit(d)
+	a.clearApplying()
 	return a.succeed(ctx, d, started)
 }
 
@@ -137,14 +156,21 @@ func (a *Agent) succeed(ctx context.Context, d *sluicev1.DesiredConfig, started 
 	return outcome{phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED}
 }
 
-func (a *Agent) fail(ctx context.Context, d *sluicev1.DesiredConfig, started time.Time, check string, err error) outcome {
-	a.setPhase(ctx, d, started, statusUpdate{
+// fail reports d Invalid because of f; msg says what happened and what is
+// in force now.
+func (a *Agent) fail(ctx context.Context, d *sluicev1.DesiredConfig, f checkFailure, msg string) outcome {
+	output := f.output
+	if output == "" && f.err != nil {
+		output = f.err.Error()
+	}
+	output = tail(output, MaxCheckOutput)
+	a.setPhase(ctx, d, a.worker.started, statusUpdate{
 		phase:       sluicev1.NodePhase_NODE_PHASE_INVALID,
-		message:     fmt.Sprintf("%s failed: %v", check, err),
-		failedCheck: check,
-		output:      err.Error(),
-	}, EventNodeInvalid, fmt.Sprintf("%s of %s failed: %v", check, describe(d), err))
-	return outcome{phase: sluicev1.NodePhase_NODE_PHASE_INVALID, failedCheck: check, output: err.Error()}
+		message:     msg,
+		failedCheck: f.name,
+		output:      output,
+	}, EventNodeInvalid, fmt.Sprintf("%s of %s: %s", f.name, describe(d), msg))
+	return outcome{phase: sluicev1.NodePhase_NODE_PHASE_INVALID, failedCheck: f.name, output: output}
 }
 
 // report states that d, already in force and healthy, is provisioned under

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -16,6 +17,7 @@ type workState struct {
 	lastGood  *sluicev1.DesiredConfig // the config in force, as persisted; nil = none
 	status    *sluicev1.NodeStatus    // the status last written or read; nil = none or unknown
 	statusRev uint64                  // its revision; 0 = the key does not exist (as far as we know)
+	started   time.Time               // when the provision in progress started
 }
 
 // readStatus learns the node's status and its revision at start, so a

@@ -115,7 +115,7 @@ func TestEndToEnd_RestartMidRolloutFinishesTheRollout(t *testing.T) {
 		t.Fatalf("rollout ended %s (%s), counts %v; want SUCCEEDED on %d nodes", r.GetPhase(), r.GetReason(), r.GetCounts(), n)
 	}
 	assertFleetRuns(t, s2, expectedFingerprints(t, env2, resp.GetRevision(), s2.labels))
-	if got := applies.Load(); got > n+2 {
+	if got := applies.Load(); got > n+4 { // + 2 interrupted re-applied + 2 restored at start
 		t.Errorf("%d applies for %d nodes: nodes finished before the restart were applied again", got, n)
 	}
 }

@@ -104,7 +104,11 @@ func assertInvariants(t *testing.T, s *system, r *sluicev1.Rollout) {
 		}
 		// I1: what is in force is the target or the backup, on record and on disk.
 		inForce := st.Value.GetAppliedFingerprint()
-		if inForce != d.Value.GetFingerprint() && inForce != b.Value.GetFingerprint() {
+		backup := b.Value.GetFingerprint()
+		if b.Value == nil {
+			backup = render.Fingerprint(&sluicev1.NodeConfig{}) // no backup: the node goes back to an empty config
+		}
+		if inForce != d.Value.GetFingerprint() && inForce != backup {
 			t.Errorf("I1: %s runs %.12s, neither its desired %.12s nor its backup %.12s", node, inForce, d.Value.GetFingerprint(), b.Value.GetFingerprint())
 		}
 		if raw, err := os.ReadFile(filepath.Join(s.dir, node, "config.json")); err == nil {

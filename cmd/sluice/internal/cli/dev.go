@@ -26,7 +26,7 @@ resume where the last one stopped and never undo what you applied. Remove the
 data directory to start over.
 
 Every service logs JSON to DATA/sluice.log; --verbose also prints the logs here.`,
-		Example: "  sluice dev\n  sluice dev --agents 20 --max-parallel 25%",
+		Example: "  sluice dev\n  sluice dev --agents 20 --max-parallel 25%\n  sluice dev --check-cmd 'test \"$SLUICE_NODE\" != node-03'",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if noExamples {
@@ -56,6 +56,7 @@ Every service logs JSON to DATA/sluice.log; --verbose also prints the logs here.
 	f.BoolVar(&noExamples, "no-examples", false, "apply no examples, even on a first start")
 	f.StringVar(&opts.MaxParallel, "max-parallel", "1", "max parallel of the examples' rollout: a count or a percentage")
 	f.StringVar(&opts.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	f.StringArrayVar(&opts.CheckCmds, "check-cmd", nil, "health check every agent runs after each apply (repeatable): a shell command with SLUICE_NODE and SLUICE_CONFIG set; non-zero exit restores the node's last-good config")
 	f.BoolVarP(&opts.Verbose, "verbose", "v", false, "also print the services' logs to stderr")
 	return cmd
 }

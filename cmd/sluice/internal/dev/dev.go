@@ -68,6 +68,10 @@ type Options struct {
 	Version string
 	// Settings are the bucket and lease settings; zero means contract.DefaultSettings().
 	Settings contract.Settings
+	// CheckCmds are shell commands every agent runs as health checks after
+	// each apply (agent.ExecCheck: SLUICE_NODE, SLUICE_CONFIG); a failing
+	// one makes the node restore its last-good config.
+	CheckCmds []string
 }
 
 func (o *Options) setDefaults() {
@@ -342,10 +346,15 @@ func (s *System) startAgents(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
+		checks := make([]agent.CheckSpec, len(s.opts.CheckCmds))
+		for i, c := range s.opts.CheckCmds {
+			checks[i] = agent.CheckSpec{Check: agent.ExecCheck{Command: c}}
+		}
 		a, err := agent.New(agent.Config{
 			Conn: nc, Settings: s.opts.Settings, Log: s.log,
 			Node: node, Labels: NodeLabels(i), StateDir: dir,
 			Applier: agent.NewFileApplier(filepath.Join(dir, "config.json")),
+			Checks:  checks,
 			Version: s.opts.Version,
 		})
 		if err != nil {

@@ -219,3 +219,21 @@ func TestNodeLabels_SpreadOverZonesAndRacks(t *testing.T) {
 		t.Errorf("6 nodes cover %d zone/rack pairs, want 6: %v", len(seen), seen)
 	}
 }
+
+func TestDev_CheckCmd_FailingNodeReportsInvalidWithTheCheck(t *testing.T) {
+	exDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(exDir, "intents.yaml"), []byte(examples), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	check := `test "$SLUICE_NODE" != node-03`
+	s := start(t, Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Agents: 3, Examples: exDir, Stderr: io.Discard, CheckCmds: []string{check}})
+	if !strings.Contains(s.Banner(), check) {
+		t.Errorf("banner does not show the check:\n%s", s.Banner())
+	}
+	c := connect(t, s)
+	statuses := store.New(c.b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	natstest.Eventually(t, 20*time.Second, "node-03 Invalid by its check", func() bool {
+		e, err := statuses.Get(context.Background(), "node-03")
+		return err == nil && e.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && e.Value.GetFailedCheck() == "exec: "+check
+	})
+}

@@ -38,6 +38,9 @@ func (s *System) Banner() string {
 		p("  agents    %d: %s … %s, labelled zone=zone-a|b|c, rack=rack-1|2", n, s.nodes[0], s.nodes[n-1])
 	}
 	p("  log       %s", s.logPath)
+	for _, c := range s.opts.CheckCmds {
+		p("  check     %s (every agent, after each apply; failing restores last-good)", c)
+	}
 	switch seed := s.seeded; {
 	case seed.Intents > 0:
 		p("  examples  applied %d intents from %s (revision %s)", seed.Intents, s.opts.Examples, render.Short(seed.Revision))
@@ -59,8 +62,20 @@ func (s *System) Banner() string {
 	p("  sluice rollout status --watch")
 	p("  sluice apply -f %-24s # shows validation errors; nothing is stored", broken)
 	p("  sluice events")
+	if len(s.opts.CheckCmds) == 0 {
+		p("  sluice dev --check-cmd 'test \"$SLUICE_NODE\" != %s'  # restarted so, that node fails its check and restores last-good", pick(s.nodes))
+	}
 	p("  with the nats CLI: nats kv ls; nats kv get sluice-status %s", firstOr(s.nodes, "node-01"))
 	return b.String()
+}
+
+// pick names a node to make fail in the banner's example: the third, as in
+// the docs, or the last of fewer.
+func pick(nodes []string) string {
+	if len(nodes) >= 3 {
+		return nodes[2]
+	}
+	return firstOr(nodes, "node-03")
 }
 
 func firstOr(xs []string, def string) string {

@@ -1,0 +1,257 @@
+package agent_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/agent"
+)
+
+// nodeEvents returns every event of node on the EVENTS stream, oldest first.
+func nodeEvents(t *testing.T, f *fleet, node string) []*sluicev1.Event {
+	t.Helper()
+	ctx := context.Background()
+	st, err := f.env.JS.Stream(ctx, contract.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*sluicev1.Event
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil || m.Subject != contract.EventSubject("node", node) {
+			continue
+		}
+		ev := &sluicev1.Event{}
+		if err := store.Unmarshal(m.Data, ev); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, ev)
+	}
+	return out
+}
+
+// countEvents counts node's events of type typ.
+func countEvents(t *testing.T, f *fleet, node, typ string) int {
+	n := 0
+	for _, ev := range nodeEvents(t, f, node) {
+		if ev.GetType() == typ {
+			n++
+		}
+	}
+	return n
+}
+
+func invalid(fp string) func(*sluicev1.NodeStatus) bool {
+	return func(s *sluicev1.NodeStatus) bool {
+		return s.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && s.GetFingerprint() == fp
+	}
+}
+
+// readConfig decodes the DesiredConfig JSON in path.
+func readConfig(t *testing.T, path string) *sluicev1.DesiredConfig {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := &sluicev1.DesiredConfig{}
+	if err := store.Unmarshal(b, got); err != nil {
+		t.Fatalf("%s holds %s: %v", path, b, err)
+	}
+	return got
+}
+
+func writeConfig(t *testing.T, path string, d *sluicev1.DesiredConfig) {
+	t.Helper()
+	b, err := store.Marshal(d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func assertNoMarker(t *testing.T, dir string) {
+	t.Helper()
+	if _, err := os.Stat(filepath.Join(dir, agent.ApplyingFile)); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("apply marker: stat = %v, want it removed", err)
+	}
+}
+
+func TestAgent_FailingExecCheck_RestoresLastGoodAndReportsInvalid(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.json")
+	check := agent.ExecCheck{Label: "uplink", Command: `if grep -q fp-two "$SLUICE_CONFIG"; then echo "ping 10.0.0.1: no route to host"; exit 1; fi`}
+	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: agent.NewFileApplier(path), Checks: []agent.CheckSpec{{Check: check}}})
+
+	good := desiredConfig("n1", "fp-one", 100)
+	f.writeDesired(t, good)
+	f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
+
+	f.writeDesired(t, desiredConfig("n1", "fp-two", 200))
+	st := f.waitStatus(t, "n1", "Invalid fp-two", invalid("fp-two"))
+	if st.GetFailedCheck() != "uplink" || !strings.Contains(st.GetCheckOutput(), "no route to host") ||
+		st.GetAppliedFingerprint() != "fp-one" || !strings.Contains(st.GetMessage(), "restored last-good fp-one (checks pass)") {
+		t.Fatalf("status = %v, want Invalid by check uplink with its output, fp-one restored and passing", st)
+	}
+	for _, file := range []string{path, filepath.Join(dir, agent.LastGoodFile)} {
+		if got := readConfig(t, file); !proto.Equal(got, good) {
+			t.Fatalf("%s holds %v, want last-good %v", file, got, good)
+		}
+	}
+	assertNoMarker(t, dir)
+	natstest.Eventually(t, waitFor, "one NodeInvalid and one NodeRestored event", func() bool {
+		return countEvents(t, f, "n1", agent.EventNodeInvalid) == 1 && countEvents(t, f, "n1", agent.EventNodeRestored) == 1
+	})
+	for _, ev := range nodeEvents(t, f, "n1") {
+		if ev.GetType() == agent.EventNodeRestored && (ev.GetFingerprint() != "fp-one" || !strings.Contains(ev.GetReason(), "uplink")) {
+			t.Fatalf("NodeRestored = %v, want fingerprint fp-one and the failing check named", ev)
+		}
+	}
+}
+
+func TestAgent_ApplyError_RestoresLastGoodAndReportsInvalidApply(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.json")
+	rec := &recorder{err: errors.New("netlink: file exists"), failFP: "fp-two", next: agent.NewFileApplier(path)}
+	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: rec})
+
+	good := desiredConfig("n1", "fp-one", 100)
+	f.writeDesired(t, good)
+	f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
+	f.writeDesired(t, desiredConfig("n1", "fp-two", 200))
+	st := f.waitStatus(t, "n1", "Invalid fp-two", invalid("fp-two"))
+	if st.GetFailedCheck() != "apply" || st.GetCheckOutput() != "netlink: file exists" || st.GetAppliedFingerprint() != "fp-one" ||
+		!strings.Contains(st.GetMessage(), "restored last-good fp-one") {
+		t.Fatalf("status = %v, want Invalid apply with fp-one restored", st)
+	}
+	if got := rec.fingerprints(); !slices.Equal(got, []string{"fp-one", "fp-two", "fp-one"}) {
+		t.Fatalf("applied %v, want fp-one, fp-two, then fp-one restored", got)
+	}
+	if got := readConfig(t, path); !proto.Equal(got, good) {
+		t.Fatalf("config on disk = %v, want last-good", got)
+	}
+	assertNoMarker(t, dir)
+	natstest.Eventually(t, waitFor, "NodeRestored event", func() bool {
+		return countEvents(t, f, "n1", agent.EventNodeRestored) == 1
+	})
+}
+
+func TestAgent_FailingValidate_DoesNotApply(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	dir := t.TempDir()
+	rec := &recorder{}
+	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: rec,
+		ValidateCmd: `if grep -q fp-bad "$SLUICE_CONFIG"; then echo "vlan 4095 is reserved" >&2; exit 3; fi`})
+
+	f.writeDesired(t, desiredConfig("n1", "fp-one", 100))
+	f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
+	f.writeDesired(t, desiredConfig("n1", "fp-bad", 4095))
+	st := f.waitStatus(t, "n1", "Invalid fp-bad", invalid("fp-bad"))
+	if st.GetFailedCheck() != "validate" || !strings.Contains(st.GetCheckOutput(), "vlan 4095 is reserved") ||
+		st.GetAppliedFingerprint() != "fp-one" || !strings.Contains(st.GetMessage(), "not applied") {
+		t.Fatalf("status = %v, want Invalid validate with its output and fp-one still in force", st)
+	}
+	if got := rec.fingerprints(); !slices.Equal(got, []string{"fp-one"}) {
+		t.Fatalf("applied %v, want only fp-one", got)
+	}
+	assertNoMarker(t, dir)
+	if n := countEvents(t, f, "n1", agent.EventNodeRestored); n != 0 {
+		t.Fatalf("%d NodeRestored events, want none: nothing was applied", n)
+	}
+}
+
+func TestAgent_KilledMidApply_RestoresLastGoodBeforeAnythingElse(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.json")
+	good, interrupted := desiredConfig("n1", "fp-one", 100), desiredConfig("n1", "fp-two", 200)
+	// What a crash halfway through applying fp-two leaves behind.
+	writeConfig(t, filepath.Join(dir, agent.LastGoodFile), good)
+	writeConfig(t, filepath.Join(dir, agent.ApplyingFile), interrupted)
+	if err := os.WriteFile(path, []byte(`{"node": "n1", "fingerprint": "fp-tw`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	rec := &recorder{next: agent.NewFileApplier(path)}
+	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: rec})
+	natstest.Eventually(t, waitFor, "NodeRestored event", func() bool {
+		return countEvents(t, f, "n1", agent.EventNodeRestored) == 1
+	})
+	evs := nodeEvents(t, f, "n1")
+	if first := evs[0]; first.GetType() != agent.EventNodeRestored || first.GetFingerprint() != "fp-one" ||
+		!strings.Contains(first.GetReason(), "interrupted apply of fp-two detected at start; restored last-good fp-one") {
+		t.Fatalf("first event = %v, want NodeRestored of fp-one before registering", first)
+	}
+	if got := rec.fingerprints(); !slices.Equal(got, []string{"fp-one"}) {
+		t.Fatalf("applied %v, want only the restored fp-one", got)
+	}
+	if got := readConfig(t, path); !proto.Equal(got, good) {
+		t.Fatalf("config on disk = %v, want last-good", got)
+	}
+	assertNoMarker(t, dir)
+
+	// Then it continues normally.
+	f.writeDesired(t, interrupted)
+	f.waitStatus(t, "n1", "Provisioned fp-two", provisioned("fp-two"))
+}
+
+func TestAgent_ExecCheck_SeesNodeAndConfig(t *testing.T) {
+	tests := []struct {
+		name     string
+		applier  func(dir string) agent.Applier
+		wantPath func(dir string) string
+	}{
+		{
+			name:     "file applier: its file",
+			applier:  func(dir string) agent.Applier { return agent.NewFileApplier(filepath.Join(dir, "etc", "net.json")) },
+			wantPath: func(dir string) string { return filepath.Join(dir, "etc", "net.json") },
+		},
+		{
+			name:     "applier without a file: a copy in the state dir",
+			applier:  func(string) agent.Applier { return &recorder{} },
+			wantPath: func(dir string) string { return filepath.Join(dir, agent.AppliedFile) },
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFleet(t, contract.DefaultSettings())
+			dir := t.TempDir()
+			seen := filepath.Join(t.TempDir(), "seen")
+			check := agent.ExecCheck{Command: `printf '%s\n%s\n' "$SLUICE_NODE" "$SLUICE_CONFIG" > ` + seen + ` && cp "$SLUICE_CONFIG" ` + seen + `.json`}
+			f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: tt.applier(dir), Checks: []agent.CheckSpec{{Check: check}}})
+			want := desiredConfig("n1", "fp-one", 100)
+			f.writeDesired(t, want)
+			f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
+
+			b, err := os.ReadFile(seen)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got, wantEnv := string(b), "n1\n"+tt.wantPath(dir)+"\n"; got != wantEnv {
+				t.Fatalf("check saw %q, want %q", got, wantEnv)
+			}
+			if got := readConfig(t, seen+".json"); !proto.Equal(got, want) {
+				t.Fatalf("SLUICE_CONFIG held %v, want %v", got, want)
+			}
+		})
+	}
+}
