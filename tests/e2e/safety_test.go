@@ -134,20 +134,22 @@ func assertInvariants(t *testing.T, s *system, r *sluicev1.Rollout) {
 	}
 }
 
-// rollOutThenFailInWave2 applies the examples to 8 nodes, then a change that
-// fails on node-03, the second node of wave 2.
+// connectivity is the agents' health check: on node-03, a config with
+// routing table 301 cuts the node off (as a real check would find out).
+var connectivity = agent.CheckSpec{Check: agent.ExecCheck{Label: "connectivity",
+	Command: `if [ "$SLUICE_NODE" = node-03 ] && grep -q '"tableId": *301' "$SLUICE_CONFIG"; then echo "ping 10.0.0.1: 100% packet loss"; exit 1; fi`}}
+
+// rollOutThenFailInWave2 applies the examples to 8 nodes, then a change whose
+// health check fails on node-03, the second node of wave 2.
 func rollOutThenFailInWave2(t *testing.T) (*system, *sluicev1.Rollout, []*sluicev1.Intent) {
 	env := natstest.Start(t, contract.DefaultSettings())
-	var badRev atomic.Value
-	badRev.Store("")
-	s := startSystem(t, env, t.TempDir(), 8, failing(&badRev, "node-03"))
+	s := startSystem(t, env, t.TempDir(), 8, nil, connectivity)
 	waitRegistered(t, env, 8)
 	good := apply(t, env, examplesWith(t, 300), &sluicev1.Strategy{MaxParallel: "8"})
 	if r := waitRolloutEnd(t, env, good.GetGeneration(), 30*time.Second); r.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED {
 		t.Fatalf("first rollout: %s %s", r.GetPhase(), r.GetReason())
 	}
 	broken := examplesWith(t, 301)
-	badRev.Store(render.RevisionID(broken))
 	resp := apply(t, env, broken, &sluicev1.Strategy{MaxParallel: "2", FirstWave: 1, WaveGrowth: 2})
 	return s, waitRolloutEnd(t, env, resp.GetGeneration(), 30*time.Second), broken
 }
@@ -177,11 +179,11 @@ func TestSafeRollout_FailingNodeInWave2RevertsWaves1And2AndRecordsFingerprint(t 
 		}
 	}
 	f := r.GetFailures()
-	if len(f) != 1 || f[0].GetNode() != "node-03" || f[0].GetFailedCheck() != "apply" {
+	if len(f) != 1 || f[0].GetNode() != "node-03" || f[0].GetFailedCheck() != "connectivity" {
 		t.Fatalf("failures = %v", f)
 	}
 	rec, err := bad.Get(ctx, f[0].GetFingerprint())
-	if err != nil || rec.Value.GetNode() != "node-03" || !strings.Contains(rec.Value.GetOutput(), "no carrier") {
+	if err != nil || rec.Value.GetNode() != "node-03" || rec.Value.GetCheck() != "connectivity" || !strings.Contains(rec.Value.GetOutput(), "packet loss") {
 		t.Fatalf("fingerprint record = %v, %v", rec.Value, err)
 	}
 	assertInvariants(t, s, r)

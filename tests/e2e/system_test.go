@@ -32,6 +32,7 @@ type system struct {
 	env    *natstest.Env
 	dir    string // agents' state directories live under it
 	wrap   func(node string, a agent.Applier) agent.Applier
+	checks []agent.CheckSpec // run by every agent after each apply
 	labels map[string]map[string]string
 	mu     sync.Mutex
 	stops  map[string]func() // component or node → stop it and wait
@@ -45,9 +46,9 @@ func nodeLabels(i int) map[string]string {
 func nodeName(i int) string { return fmt.Sprintf("node-%02d", i+1) }
 
 // startSystem starts the services and n agents whose applier is wrap(node, file applier).
-func startSystem(t *testing.T, env *natstest.Env, dir string, n int, wrap func(string, agent.Applier) agent.Applier) *system {
+func startSystem(t *testing.T, env *natstest.Env, dir string, n int, wrap func(string, agent.Applier) agent.Applier, checks ...agent.CheckSpec) *system {
 	t.Helper()
-	s := &system{t: t, env: env, dir: dir, wrap: wrap, labels: map[string]map[string]string{}, stops: map[string]func(){}}
+	s := &system{t: t, env: env, dir: dir, wrap: wrap, checks: checks, labels: map[string]map[string]string{}, stops: map[string]func(){}}
 	t.Cleanup(s.stop)
 	log := zerolog.Nop()
 	cfgr, err := configurator.New(configurator.Config{Conn: env.Connect(t), Settings: env.Settings, Log: log})
@@ -113,7 +114,7 @@ func (s *system) startAgent(i int) {
 	s.mu.Unlock()
 	nc := s.env.Connect(s.t)
 	a, err := agent.New(agent.Config{Conn: nc, Settings: s.env.Settings, Log: zerolog.Nop(), Node: name,
-		Labels: nodeLabels(i), StateDir: stateDir, Applier: ap, Version: "e2e"})
+		Labels: nodeLabels(i), StateDir: stateDir, Applier: ap, Version: "e2e", Checks: s.checks})
 	if err != nil {
 		s.t.Fatal(err)
 	}
