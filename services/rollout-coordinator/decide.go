@@ -502,8 +502,8 @@ func (s *state) recordOutcome(n *node, res sluicev1.NodeResult, check, output, m
 		return
 	}
 	for i, f := range s.rollout.Failures {
-		if f.GetNode() == n.name { // a node is listed once, with its latest outcome
-			s.rollout.Failures[i] = o
+		if f.GetNode() == n.name && f.GetFailedCheck() != "revert" && check != "revert" {
+			s.rollout.Failures[i] = o // listed once per rollout step, with its latest outcome
 			return
 		}
 	}
