@@ -54,29 +54,6 @@ func Validate(intents []*sluicev1.Intent) []*sluicev1.FieldError {
 	return c.errs
 }
 
-// ValidateStrategy checks a rollout strategy; errors name field "strategy.maxParallel".
-func ValidateStrategy(s *sluicev1.Strategy) []*sluicev1.FieldError {
-	mp := s.GetMaxParallel()
-	if mp == "" {
-		return nil
-	}
-	bad := func(why string) []*sluicev1.FieldError {
-		return []*sluicev1.FieldError{{Field: "strategy.maxParallel", Rule: fmt.Sprintf("%q %s", mp, why)}}
-	}
-	if pct, ok := strings.CutSuffix(mp, "%"); ok {
-		n, err := strconv.ParseUint(pct, 10, 8)
-		if err != nil || n < 1 || n > 100 {
-			return bad("is not a percentage from 1% to 100%")
-		}
-		return nil
-	}
-	n, err := strconv.ParseUint(mp, 10, 32)
-	if err != nil || n < 1 {
-		return bad(`is not a positive count like "5" or a percentage like "10%"`)
-	}
-	return nil
-}
-
 // SortFieldErrors sorts errs by intent, field and rule.
 func SortFieldErrors(errs []*sluicev1.FieldError) {
 	slices.SortFunc(errs, func(a, b *sluicev1.FieldError) int {

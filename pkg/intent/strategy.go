@@ -1,0 +1,83 @@
+package intent
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"unicode"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// ValidateStrategy checks a rollout strategy. Errors name the field by its
+// protojson name ("strategy.maxParallel"); docs/rollouts.md has the rules.
+func ValidateStrategy(s *sluicev1.Strategy) []*sluicev1.FieldError {
+	var errs []*sluicev1.FieldError
+	add := func(field, format string, args ...any) {
+		errs = append(errs, &sluicev1.FieldError{Field: "strategy." + field, Rule: fmt.Sprintf(format, args...)})
+	}
+	if mp := s.GetMaxParallel(); mp != "" {
+		if why := countOrPercent(mp, 1); why != "" {
+			add("maxParallel", "%q %s", mp, why)
+		}
+	}
+	if fb := s.GetFailureBudget(); fb != "" {
+		if why := countOrPercent(fb, 0); why != "" {
+			add("failureBudget", "%q %s", fb, why)
+		}
+	}
+	if g := s.GetWaveGrowth(); g != 0 {
+		switch {
+		case s.GetFirstWave() == 0:
+			add("waveGrowth", "applies to waves; set strategy.firstWave too")
+		case g < 1:
+			add("waveGrowth", "%g would shrink the waves; it must be at least 1", g)
+		}
+	}
+	if b := s.GetBakeTime(); b != nil {
+		switch {
+		case b.CheckValid() != nil || b.AsDuration() < 0:
+			add("bakeTime", "%s is not a duration of zero or more", b.AsDuration())
+		case s.GetFirstWave() == 0 && s.GetFailureDomain() == "":
+			add("bakeTime", "bake time applies between waves or failure domains; set strategy.firstWave or strategy.failureDomain")
+		}
+	}
+	if fd := s.GetFailureDomain(); fd != "" && (len(fd) > 63 || strings.ContainsFunc(fd, unicode.IsSpace)) {
+		add("failureDomain", "%q is not a label key (at most 63 characters, no spaces)", fd)
+	}
+	for _, d := range []struct {
+		field string
+		set   bool
+		ok    bool
+		val   string
+	}{
+		{"applyDeadline", s.GetApplyDeadline() != nil, s.GetApplyDeadline().CheckValid() == nil && s.GetApplyDeadline().AsDuration() > 0, s.GetApplyDeadline().AsDuration().String()},
+		{"pickupDeadline", s.GetPickupDeadline() != nil, s.GetPickupDeadline().CheckValid() == nil && s.GetPickupDeadline().AsDuration() > 0, s.GetPickupDeadline().AsDuration().String()},
+		{"progressDeadline", s.GetProgressDeadline() != nil, s.GetProgressDeadline().CheckValid() == nil && s.GetProgressDeadline().AsDuration() > 0, s.GetProgressDeadline().AsDuration().String()},
+	} {
+		if d.set && !d.ok {
+			add(d.field, "%s is not a positive duration", d.val)
+		}
+	}
+	if a, p := s.GetApplyDeadline(), s.GetPickupDeadline(); a != nil && p != nil && p.AsDuration() < a.AsDuration() {
+		add("pickupDeadline", "%s is shorter than the apply deadline %s; a node that never acknowledged gets at least the apply deadline",
+			p.AsDuration(), a.AsDuration())
+	}
+	SortFieldErrors(errs)
+	return errs
+}
+
+// countOrPercent says what is wrong with s as a count >= lo or a percentage
+// from lo% to 100%, or "" when it is fine.
+func countOrPercent(s string, lo uint64) string {
+	if pct, ok := strings.CutSuffix(s, "%"); ok {
+		if n, err := strconv.ParseUint(pct, 10, 8); err != nil || n < lo || n > 100 {
+			return fmt.Sprintf("is not a percentage from %d%% to 100%%", lo)
+		}
+		return ""
+	}
+	if n, err := strconv.ParseUint(s, 10, 32); err != nil || n < lo {
+		return fmt.Sprintf(`is not a count of at least %d like "5", or a percentage like "10%%"`, lo)
+	}
+	return ""
+}

@@ -1,0 +1,57 @@
+package intent
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+func TestValidateStrategy(t *testing.T) {
+	d := durationpb.New
+	tests := []struct {
+		name      string
+		given     *sluicev1.Strategy
+		wantField string // "" = valid
+		wantRule  string
+	}{
+		{"empty is valid", &sluicev1.Strategy{}, "", ""},
+		{"nil is valid", nil, "", ""},
+		{"everything set and consistent", &sluicev1.Strategy{MaxParallel: "10%", FirstWave: 5, WaveGrowth: 1.5, BakeTime: d(time.Minute),
+			FailureDomain: "topology.kubernetes.io/zone", FailureBudget: "2", ApplyDeadline: d(time.Minute), PickupDeadline: d(2 * time.Minute),
+			ProgressDeadline: d(time.Hour), RetryInvalid: true}, "", ""},
+		{"maxParallel zero", &sluicev1.Strategy{MaxParallel: "0"}, "strategy.maxParallel", "count of at least 1"},
+		{"maxParallel 0%", &sluicev1.Strategy{MaxParallel: "0%"}, "strategy.maxParallel", "percentage"},
+		{"maxParallel words", &sluicev1.Strategy{MaxParallel: "many"}, "strategy.maxParallel", `"many"`},
+		{"failureBudget zero is valid", &sluicev1.Strategy{FailureBudget: "0"}, "", ""},
+		{"failureBudget percent", &sluicev1.Strategy{FailureBudget: "5%"}, "", ""},
+		{"failureBudget negative", &sluicev1.Strategy{FailureBudget: "-1"}, "strategy.failureBudget", `"-1"`},
+		{"failureBudget over 100%", &sluicev1.Strategy{FailureBudget: "101%"}, "strategy.failureBudget", "100%"},
+		{"waveGrowth without waves", &sluicev1.Strategy{WaveGrowth: 2}, "strategy.waveGrowth", "firstWave"},
+		{"waveGrowth below one", &sluicev1.Strategy{FirstWave: 2, WaveGrowth: 0.5}, "strategy.waveGrowth", "at least 1"},
+		{"bakeTime without stages", &sluicev1.Strategy{BakeTime: d(time.Minute)}, "strategy.bakeTime", "between waves or failure domains"},
+		{"bakeTime negative", &sluicev1.Strategy{FirstWave: 1, BakeTime: d(-time.Second)}, "strategy.bakeTime", "zero or more"},
+		{"bakeTime with a failure domain", &sluicev1.Strategy{FailureDomain: "zone", BakeTime: d(time.Minute)}, "", ""},
+		{"failureDomain with a space", &sluicev1.Strategy{FailureDomain: "my zone"}, "strategy.failureDomain", "label key"},
+		{"applyDeadline zero", &sluicev1.Strategy{ApplyDeadline: d(0)}, "strategy.applyDeadline", "positive duration"},
+		{"progressDeadline negative", &sluicev1.Strategy{ProgressDeadline: d(-time.Minute)}, "strategy.progressDeadline", "positive duration"},
+		{"pickup shorter than apply", &sluicev1.Strategy{ApplyDeadline: d(time.Minute), PickupDeadline: d(time.Second)}, "strategy.pickupDeadline", "shorter than the apply deadline"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			errs := ValidateStrategy(tc.given)
+			if tc.wantField == "" {
+				if len(errs) != 0 {
+					t.Fatalf("want valid, got %v", errs)
+				}
+				return
+			}
+			if len(errs) != 1 || errs[0].GetField() != tc.wantField || !strings.Contains(errs[0].GetRule(), tc.wantRule) {
+				t.Fatalf("got %v; want one error on %s mentioning %q", errs, tc.wantField, tc.wantRule)
+			}
+		})
+	}
+}
