@@ -12,6 +12,7 @@ require (
 	github.com/sluicehq/sluice/services/reaper v0.0.0-00010101000000-000000000000
 	github.com/sluicehq/sluice/services/rollout-coordinator v0.0.0-00010101000000-000000000000
 	github.com/spf13/cobra v1.10.2
+	github.com/spf13/pflag v1.0.9
 	google.golang.org/protobuf v1.36.12
 	sigs.k8s.io/yaml v1.6.0
 )
@@ -27,7 +28,6 @@ require (
 	github.com/nats-io/jwt/v2 v2.8.2 // indirect
 	github.com/nats-io/nkeys v0.4.16 // indirect
 	github.com/nats-io/nuid v1.0.1 // indirect
-	github.com/spf13/pflag v1.0.9 // indirect
 	go.yaml.in/yaml/v2 v2.4.2 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect

@@ -6,8 +6,12 @@ import (
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/intent"
@@ -19,7 +23,7 @@ const SourceCLI = "cli"
 
 func (a *app) applyCommand() *cobra.Command {
 	var files []string
-	var maxParallel string
+	var sf strategyFlags
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR [-f ...]",
 		Short: "Store intents and roll the new revision out",
@@ -36,7 +40,7 @@ nothing is stored, and the exit code is 1.`,
 			if len(files) == 0 {
 				return &ExitError{Code: 2, Err: errors.New("nothing to apply: name intent files or directories with -f")}
 			}
-			if err := checkMaxParallel(maxParallel); err != nil {
+			if err := checkMaxParallel(sf.maxParallel); err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
 			intents, err := intent.ParseFiles(files...)
@@ -54,7 +58,7 @@ nothing is stored, and the exit code is 1.`,
 			}
 			defer nc.Close()
 			resp, err := apiclient.Apply(cmd.Context(), nc, &sluicev1.ApplyRequest{
-				Intents: intents, Strategy: strategy(maxParallel), Source: SourceCLI,
+				Intents: intents, Strategy: sf.strategy(cmd.Flags()), Source: SourceCLI,
 			})
 			if err != nil {
 				return a.rejected(err)
@@ -68,12 +72,12 @@ nothing is stored, and the exit code is 1.`,
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "intent file or directory (repeatable)")
-	cmd.Flags().StringVar(&maxParallel, "max-parallel", "", `nodes configured at once: a count ("5") or a share of the nodes ("10%"); default 1`)
+	sf.register(cmd.Flags())
 	return cmd
 }
 
 func (a *app) deleteCommand() *cobra.Command {
-	var maxParallel string
+	var sf strategyFlags
 	cmd := &cobra.Command{
 		Use:   "delete KIND NAME | KIND/NAME",
 		Short: "Delete an intent and roll the revision without it out",
@@ -95,7 +99,7 @@ use refers to it. KIND is Layer2Network, VRFRoute or RoutingTable, in any case.`
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			if err := checkMaxParallel(maxParallel); err != nil {
+			if err := checkMaxParallel(sf.maxParallel); err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
 			nc, err := a.connect()
@@ -104,7 +108,7 @@ use refers to it. KIND is Layer2Network, VRFRoute or RoutingTable, in any case.`
 			}
 			defer nc.Close()
 			resp, err := apiclient.Delete(cmd.Context(), nc, &sluicev1.DeleteRequest{
-				Kind: kind, Name: name, Strategy: strategy(maxParallel),
+				Kind: kind, Name: name, Strategy: sf.strategy(cmd.Flags()),
 			})
 			if err != nil {
 				return a.rejected(err)
@@ -114,7 +118,7 @@ use refers to it. KIND is Layer2Network, VRFRoute or RoutingTable, in any case.`
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&maxParallel, "max-parallel", "", `nodes configured at once: a count ("5") or a share of the nodes ("10%"); default 1`)
+	sf.register(cmd.Flags())
 	return cmd
 }
 
@@ -163,11 +167,47 @@ func printRevision(w io.Writer, revision string, generation uint64, changed bool
 		short(revision), generation)
 }
 
-func strategy(maxParallel string) *sluicev1.Strategy {
-	if maxParallel == "" {
+// strategyFlags are the rollout strategy flags of apply and delete;
+// docs/rollouts.md explains each field. The configurator validates them.
+type strategyFlags struct {
+	maxParallel, failureDomain, failureBudget string
+	firstWave                                 uint32
+	waveGrowth                                float64
+	bake, apply, pickup, progress             time.Duration
+	retryInvalid                              bool
+}
+
+func (f *strategyFlags) register(fs *pflag.FlagSet) {
+	fs.StringVar(&f.maxParallel, "max-parallel", "", `nodes configured at once: a count ("5") or a share of the nodes ("10%"); default 1`)
+	fs.Uint32Var(&f.firstWave, "first-wave", 0, "nodes in the first wave (the canary); 0: no waves")
+	fs.Float64Var(&f.waveGrowth, "wave-growth", 0, "each next wave is this many times the previous (default 2 with --first-wave)")
+	fs.DurationVar(&f.bake, "bake-time", 0, "pause after each wave or failure domain before the next")
+	fs.StringVar(&f.failureDomain, "failure-domain", "", "label key, e.g. zone: finish one value before starting the next")
+	fs.StringVar(&f.failureBudget, "failure-budget", "", `failed nodes tolerated before stopping and reverting: a count or a percentage; default 0`)
+	fs.DurationVar(&f.apply, "apply-deadline", 0, "per node, from its agent's acknowledgement to its report (default 5m)")
+	fs.DurationVar(&f.pickup, "pickup-deadline", 0, "per node that never acknowledges, from the write (default 10m)")
+	fs.DurationVar(&f.progress, "progress-deadline", 0, "the whole rollout, counted while a coordinator runs it (default 1h)")
+	fs.BoolVar(&f.retryInvalid, "retry-invalid", false, "roll out even fingerprints recorded as invalid, on purpose")
+}
+
+// strategy is the Strategy the flags set, or nil for the defaults.
+func (f *strategyFlags) strategy(fs *pflag.FlagSet) *sluicev1.Strategy {
+	st := &sluicev1.Strategy{MaxParallel: f.maxParallel, FirstWave: f.firstWave, WaveGrowth: f.waveGrowth,
+		FailureDomain: f.failureDomain, FailureBudget: f.failureBudget, RetryInvalid: f.retryInvalid}
+	for _, d := range []struct {
+		flag string
+		v    time.Duration
+		dst  **durationpb.Duration
+	}{{"bake-time", f.bake, &st.BakeTime}, {"apply-deadline", f.apply, &st.ApplyDeadline},
+		{"pickup-deadline", f.pickup, &st.PickupDeadline}, {"progress-deadline", f.progress, &st.ProgressDeadline}} {
+		if fs.Changed(d.flag) {
+			*d.dst = durationpb.New(d.v)
+		}
+	}
+	if proto.Equal(st, &sluicev1.Strategy{}) {
 		return nil
 	}
-	return &sluicev1.Strategy{MaxParallel: maxParallel}
+	return st
 }
 
 // checkMaxParallel accepts "", a positive count or a percentage in 1..100.

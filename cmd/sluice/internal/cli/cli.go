@@ -95,6 +95,8 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
+	// A flag that does not parse is a usage error, like any other.
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: 2, Err: err} })
 	server := os.Getenv("SLUICE_NATS_URL")
 	if server == "" {
 		server = DefaultServer
