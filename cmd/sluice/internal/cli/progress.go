@@ -20,7 +20,8 @@ const (
 // rolloutExitCode maps a rollout's phase to the exit code of `rollout status`.
 func rolloutExitCode(p sluicev1.RolloutPhase) int {
 	switch p {
-	case sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING:
+	case sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+		sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING:
 		return ExitSucceeded
 	case sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED:
 		return ExitPartiallyFailed
@@ -34,7 +35,8 @@ func rolloutExitCode(p sluicev1.RolloutPhase) int {
 
 // terminal reports whether a rollout in phase p has ended.
 func terminal(p sluicev1.RolloutPhase) bool {
-	return p != sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING && p != sluicev1.RolloutPhase_ROLLOUT_PHASE_UNSPECIFIED
+	return p != sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING && p != sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING &&
+		p != sluicev1.RolloutPhase_ROLLOUT_PHASE_UNSPECIFIED
 }
 
 // barWidth is the number of cells in the progress bar.
@@ -51,8 +53,73 @@ func progressBar(done, total uint32, width int) string {
 
 // countsLine lists how many of the rollout's nodes are in each place.
 func countsLine(c *sluicev1.RolloutCounts) string {
-	return fmt.Sprintf("pending %d, in progress %d, provisioned %d, failed %d, skipped %d",
+	line := fmt.Sprintf("pending %d, in progress %d, provisioned %d, failed %d, skipped %d",
 		c.GetPending(), c.GetInProgress(), c.GetProvisioned(), c.GetFailed(), c.GetSkipped())
+	if c.GetTimedOut()+c.GetReverting()+c.GetReverted() > 0 {
+		line += fmt.Sprintf(", timed out %d, reverting %d, reverted %d", c.GetTimedOut(), c.GetReverting(), c.GetReverted())
+	}
+	return line
+}
+
+// strategyLine describes the strategy's fields that are set.
+func strategyLine(st *sluicev1.Strategy) string {
+	mp := st.GetMaxParallel()
+	if mp == "" {
+		mp = "1"
+	}
+	parts := []string{"max parallel " + mp}
+	if st.GetFirstWave() > 0 {
+		g := st.GetWaveGrowth()
+		if g == 0 {
+			g = 2
+		}
+		parts = append(parts, fmt.Sprintf("waves from %d growing ×%g", st.GetFirstWave(), g))
+	}
+	if d := st.GetFailureDomain(); d != "" {
+		parts = append(parts, "one "+d+" at a time")
+	}
+	if b := st.GetBakeTime(); b != nil {
+		parts = append(parts, "bake "+b.AsDuration().String())
+	}
+	budget := st.GetFailureBudget()
+	if budget == "" {
+		budget = "0"
+	}
+	parts = append(parts, "failure budget "+budget)
+	for _, d := range []struct {
+		name string
+		v    interface{ AsDuration() time.Duration }
+		set  bool
+	}{{"apply deadline", st.GetApplyDeadline(), st.GetApplyDeadline() != nil},
+		{"pickup deadline", st.GetPickupDeadline(), st.GetPickupDeadline() != nil},
+		{"progress deadline", st.GetProgressDeadline(), st.GetProgressDeadline() != nil}} {
+		if d.set {
+			parts = append(parts, d.name+" "+d.v.AsDuration().String())
+		}
+	}
+	if st.GetRetryInvalid() {
+		parts = append(parts, "retrying invalid fingerprints")
+	}
+	return strings.Join(parts, ", ")
+}
+
+// stageLine says which wave or failure domain is in progress, if any.
+func stageLine(r *sluicev1.Rollout, now time.Time) string {
+	var parts []string
+	if r.GetWave() > 0 {
+		parts = append(parts, fmt.Sprintf("wave %d", r.GetWave()))
+	}
+	if d := r.GetDomain(); d != "" {
+		if v, ok := strings.CutPrefix(d, "0"); ok {
+			parts = append(parts, r.GetStrategy().GetFailureDomain()+" "+v)
+		} else {
+			parts = append(parts, "nodes without "+r.GetStrategy().GetFailureDomain())
+		}
+	}
+	if b := r.GetBakeUntil(); b != nil && b.AsTime().After(now) {
+		parts = append(parts, "baking for "+b.AsTime().Sub(now).Round(time.Second).String())
+	}
+	return strings.Join(parts, ", ")
 }
 
 // maxFailureLines bounds the failures listed; the rest are counted.
@@ -74,9 +141,31 @@ func failureLines(r *sluicev1.Rollout) []string {
 		if f.GetFailedCheck() != "" {
 			why = f.GetFailedCheck() + ": " + why
 		}
-		lines = append(lines, fmt.Sprintf("  %s: %s (%s)", f.GetNode(), oneLine(why, 100), nodePhase(f.GetPhase())))
+		if f.GetOutput() != "" {
+			why += " | output: " + f.GetOutput()
+		}
+		lines = append(lines, fmt.Sprintf("  %-12s %-12s %s", f.GetNode(), nodeResult(f.GetResult()), oneLine(why, 140)))
 	}
 	return lines
+}
+
+// skippedLines lists the nodes that left during the rollout.
+func skippedLines(r *sluicev1.Rollout) []string {
+	var nodes []string
+	for _, s := range r.GetSkipped() {
+		nodes = append(nodes, s.GetNode())
+	}
+	if len(nodes) == 0 {
+		return nil
+	}
+	return []string{"skipped (left during the rollout, not failures): " + oneLine(strings.Join(nodes, ", "), 200)}
+}
+
+func nodeResult(r sluicev1.NodeResult) string {
+	if r == sluicev1.NodeResult_NODE_RESULT_UNSPECIFIED {
+		return "failed"
+	}
+	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(r.String(), "NODE_RESULT_")), "_", " ")
 }
 
 // rolloutLines is the full status block of r; its last line is the outcome.
@@ -85,19 +174,19 @@ func rolloutLines(r *sluicev1.Rollout, now time.Time) []string {
 	if r.GetPreviousRevision() != "" {
 		rev += " (from " + short(r.GetPreviousRevision()) + ")"
 	}
-	maxParallel := r.GetStrategy().GetMaxParallel()
-	if maxParallel == "" {
-		maxParallel = "1"
-	}
 	lines := []string{
 		fmt.Sprintf("rollout   %s (generation %d)", r.GetId(), r.GetGeneration()),
 		fmt.Sprintf("revision  %s", rev),
-		fmt.Sprintf("strategy  max parallel %s", maxParallel),
+		fmt.Sprintf("strategy  %s", strategyLine(r.GetStrategy())),
 		fmt.Sprintf("phase     %s, started %s ago, ran %s", rolloutPhase(r.GetPhase()), age(now, r.GetStartedAt()), rolloutDuration(r, now)),
 		progressBar(r.GetCounts().GetProvisioned(), r.GetCounts().GetTotal(), barWidth) + " provisioned",
 		countsLine(r.GetCounts()),
 	}
+	if st := stageLine(r, now); st != "" && !terminal(r.GetPhase()) {
+		lines = append(lines, "stage     "+st)
+	}
 	lines = append(lines, failureLines(r)...)
+	lines = append(lines, skippedLines(r)...)
 	return append(lines, outcomeLine(r))
 }
 
@@ -113,6 +202,8 @@ func outcomeLine(r *sluicev1.Rollout) string {
 	switch r.GetPhase() {
 	case sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING:
 		what = "is progressing"
+	case sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING:
+		what = "is reverting the nodes it touched"
 	case sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED:
 		what = "succeeded"
 	case sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED:

@@ -17,6 +17,7 @@ func TestRolloutExitCode_MapsEachPhase(t *testing.T) {
 		wantTerminal bool
 	}{
 		{sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, 0, false},
+		{sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING, 0, false},
 		{sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, 0, true},
 		{sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED, 2, true},
 		{sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, 3, true},
@@ -62,11 +63,13 @@ func rolledBack() *sluicev1.Rollout {
 		Strategy: &sluicev1.Strategy{MaxParallel: "2"},
 		Phase:    sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Reason: "2 nodes failed, budget 0: reverted 5 nodes",
 		StartedAt: ago(2 * time.Minute), FinishedAt: ago(time.Minute),
-		Counts: &sluicev1.RolloutCounts{Total: 10, Pending: 3, Provisioned: 5, Failed: 2},
+		Counts: &sluicev1.RolloutCounts{Total: 10, Pending: 3, Provisioned: 5, Failed: 1, TimedOut: 1, Reverted: 5},
 		Failures: []*sluicev1.NodeOutcome{
-			{Node: "node-03", Phase: sluicev1.NodePhase_NODE_PHASE_INVALID, FailedCheck: "ping", Message: "10.0.0.1 unreachable"},
-			{Node: "node-07", Phase: sluicev1.NodePhase_NODE_PHASE_INVALID, Message: "apply timed out"},
+			{Node: "node-03", Phase: sluicev1.NodePhase_NODE_PHASE_INVALID, Result: sluicev1.NodeResult_NODE_RESULT_INVALID,
+				FailedCheck: "ping", Message: "10.0.0.1 unreachable", Output: "100% packet loss"},
+			{Node: "node-07", Result: sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, FailedCheck: "deadline", Message: "no final report within the apply deadline 5m0s"},
 		},
+		Skipped: []*sluicev1.NodeOutcome{{Node: "node-09", Result: sluicev1.NodeResult_NODE_RESULT_SKIPPED}},
 	}
 }
 
@@ -79,9 +82,10 @@ func TestRolloutLines_EndWithTheOutcomeAndReason(t *testing.T) {
 		"max parallel 2",
 		"RolledBack, started 2m ago, ran 1m",
 		"[###############...............] 5/10 provisioned",
-		"pending 3, in progress 0, provisioned 5, failed 2, skipped 0",
-		"  node-03: ping: 10.0.0.1 unreachable (Invalid)",
-		"  node-07: apply timed out (Invalid)",
+		"pending 3, in progress 0, provisioned 5, failed 1, skipped 0, timed out 1, reverting 0, reverted 5",
+		"  node-03      invalid      ping: 10.0.0.1 unreachable | output: 100% packet loss",
+		"  node-07      timed out    deadline: no final report within the apply deadline 5m0s",
+		"skipped (left during the rollout, not failures): node-09",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("missing %q in:\n%s", want, text)
