@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -131,4 +132,21 @@ func OpenBuckets(ctx context.Context, js jetstream.KeyValueManager) (*Buckets, e
 		*x.dst = kv
 	}
 	return b, nil
+}
+
+// Open makes a JetStream context on nc, ensures every bucket and the events
+// stream with settings s, and opens the buckets: what a service does first.
+func Open(ctx context.Context, nc *nats.Conn, s Settings) (jetstream.JetStream, *Buckets, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	if err := Ensure(ctx, js, s); err != nil {
+		return nil, nil, err
+	}
+	b, err := OpenBuckets(ctx, js)
+	if err != nil {
+		return nil, nil, err
+	}
+	return js, b, nil
 }

@@ -26,7 +26,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 
@@ -110,14 +109,7 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 func (s *Service) run(ctx context.Context) error {
-	js, err := jetstream.New(s.cfg.Conn)
-	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
-	if err := contract.Ensure(ctx, js, s.cfg.Settings); err != nil {
-		return err
-	}
-	b, err := contract.OpenBuckets(ctx, js)
+	js, b, err := contract.Open(ctx, s.cfg.Conn, s.cfg.Settings)
 	if err != nil {
 		return err
 	}

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -77,14 +76,7 @@ func New(cfg Config) (*Service, error) {
 // Run campaigns for leadership and, while leader, runs rollouts. It returns
 // nil when ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	js, err := jetstream.New(s.cfg.Conn)
-	if err != nil {
-		return fmt.Errorf("jetstream: %w", err)
-	}
-	if err := contract.Ensure(ctx, js, s.cfg.Settings); err != nil {
-		return err
-	}
-	b, err := contract.OpenBuckets(ctx, js)
+	js, b, err := contract.Open(ctx, s.cfg.Conn, s.cfg.Settings)
 	if err != nil {
 		return err
 	}
