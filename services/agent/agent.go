@@ -156,11 +156,8 @@ func New(cfg Config) (*Agent, error) {
 		cfg.CheckPause = DefaultCheckPause
 	}
 	for i, c := range cfg.Checks {
-		if c.Check == nil {
-			return nil, fmt.Errorf("agent: Checks[%d]: no check", i)
-		}
-		if c.Retries < 0 || c.Timeout < 0 {
-			return nil, fmt.Errorf("agent: check %s: negative retries or timeout", c.Check.Name())
+		if err := c.Validate(); err != nil {
+			return nil, fmt.Errorf("agent: Checks[%d]: %w", i, err)
 		}
 	}
 	cfg.Checks = slices.Clone(cfg.Checks)
@@ -232,6 +229,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.pres = presence{started: a.cfg.Now()}
 	a.heartbeat(ctx)
 	a.readStatus(ctx)
+	a.recordRestoreAtStart(ctx)
 
 	var wg sync.WaitGroup
 	wg.Go(func() { a.work(ctx) })

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strings"
 	"syscall"
 	"time"
@@ -53,6 +54,25 @@ type CheckSpec struct {
 	Retries int
 }
 
+// Validate reports what is wrong with s, naming the check and the setting.
+func (s CheckSpec) Validate() error {
+	if s.Check == nil {
+		return errors.New("no check")
+	}
+	if s.Timeout < 0 {
+		return fmt.Errorf("check %q: timeout %s is negative", s.Check.Name(), s.Timeout)
+	}
+	if s.Retries < 0 {
+		return fmt.Errorf("check %q: retries %d is negative", s.Check.Name(), s.Retries)
+	}
+	if v, ok := s.Check.(interface{ Validate() error }); ok {
+		if err := v.Validate(); err != nil {
+			return fmt.Errorf("check %q: %w", s.Check.Name(), err)
+		}
+	}
+	return nil
+}
+
 // ExecCheck runs Command with /bin/sh -c; exit status 0 is healthy. Its
 // environment has SLUICE_NODE, SLUICE_CONFIG (path of the applied config as
 // JSON) and SLUICE_FINGERPRINT. Output is stdout and stderr combined.
@@ -63,6 +83,14 @@ type ExecCheck struct {
 
 // Name returns Label or a name made from the command.
 func (c ExecCheck) Name() string { return orLabel(c.Label, "exec: "+c.Command) }
+
+// Validate reports an empty command.
+func (c ExecCheck) Validate() error {
+	if strings.TrimSpace(c.Command) == "" {
+		return errors.New("exec command is empty")
+	}
+	return nil
+}
 
 // Run runs the command.
 func (c ExecCheck) Run(ctx context.Context, env CheckEnv) (string, error) {
@@ -79,6 +107,18 @@ type TCPCheck struct {
 
 // Name returns Label or a name made from the address.
 func (c TCPCheck) Name() string { return orLabel(c.Label, "tcp: "+c.Addr) }
+
+// Validate reports an address that is not host:port.
+func (c TCPCheck) Validate() error {
+	host, port, err := net.SplitHostPort(c.Addr)
+	if err == nil && (host == "" || port == "") {
+		err = errors.New("host and port are both required")
+	}
+	if err != nil {
+		return fmt.Errorf("tcp address %q is not host:port: %w", c.Addr, err)
+	}
+	return nil
+}
 
 // Run dials Addr.
 func (c TCPCheck) Run(ctx context.Context, _ CheckEnv) (string, error) {
@@ -103,6 +143,21 @@ type HTTPCheck struct {
 
 // Name returns Label or a name made from the URL.
 func (c HTTPCheck) Name() string { return orLabel(c.Label, "http: "+c.URL) }
+
+// Validate reports a URL that is not http(s)://host/… and a status that is
+// not an HTTP status.
+func (c HTTPCheck) Validate() error {
+	u, err := url.Parse(c.URL)
+	switch {
+	case err != nil:
+		return fmt.Errorf("http url: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https" || u.Host == "":
+		return fmt.Errorf("http url %q: want http://host/path or https://host/path", c.URL)
+	case c.ExpectStatus != 0 && (c.ExpectStatus < 100 || c.ExpectStatus > 599):
+		return fmt.Errorf("expected status %d is not an HTTP status (100-599)", c.ExpectStatus)
+	}
+	return nil
+}
 
 // Run sends the request.
 func (c HTTPCheck) Run(ctx context.Context, _ CheckEnv) (string, error) {
@@ -135,6 +190,14 @@ type InterfaceCheck struct {
 
 // Name returns Label or a name made from the interface.
 func (c InterfaceCheck) Name() string { return orLabel(c.Label, "interface: "+c.Interface) }
+
+// Validate reports an empty interface name.
+func (c InterfaceCheck) Validate() error {
+	if strings.TrimSpace(c.Interface) == "" {
+		return errors.New("interface name is empty")
+	}
+	return nil
+}
 
 // Run looks the interface up.
 func (c InterfaceCheck) Run(context.Context, CheckEnv) (string, error) {

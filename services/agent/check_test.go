@@ -7,7 +7,10 @@ import (
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/services/agent"
 )
 
@@ -69,5 +72,55 @@ func TestChecks(t *testing.T) {
 				t.Errorf("name %q, want %q", tt.given.Name(), tt.wantName)
 			}
 		})
+	}
+}
+
+func TestCheckSpec_Validate_NamesTheCheckAndTheSetting(t *testing.T) {
+	tests := []struct {
+		name    string
+		given   agent.CheckSpec
+		wantErr string // "" = valid
+	}{
+		{name: "exec", given: agent.CheckSpec{Check: agent.ExecCheck{Command: "true"}, Retries: 2}},
+		{name: "tcp", given: agent.CheckSpec{Check: agent.TCPCheck{Addr: "10.0.0.1:179"}}},
+		{name: "tcp ipv6", given: agent.CheckSpec{Check: agent.TCPCheck{Addr: "[fd00::1]:179"}}},
+		{name: "http", given: agent.CheckSpec{Check: agent.HTTPCheck{URL: "https://127.0.0.1:9100/healthz", ExpectStatus: 204}}},
+		{name: "interface", given: agent.CheckSpec{Check: agent.InterfaceCheck{Interface: "vxlan100"}}},
+		{name: "no check", given: agent.CheckSpec{}, wantErr: "no check"},
+		{name: "negative timeout", given: agent.CheckSpec{Check: agent.ExecCheck{Label: "uplink", Command: "true"}, Timeout: -time.Second},
+			wantErr: `check "uplink": timeout -1s is negative`},
+		{name: "negative retries", given: agent.CheckSpec{Check: agent.ExecCheck{Label: "uplink", Command: "true"}, Retries: -1},
+			wantErr: `check "uplink": retries -1 is negative`},
+		{name: "empty command", given: agent.CheckSpec{Check: agent.ExecCheck{Label: "uplink", Command: " "}},
+			wantErr: `check "uplink": exec command is empty`},
+		{name: "tcp without port", given: agent.CheckSpec{Check: agent.TCPCheck{Addr: "10.0.0.1"}},
+			wantErr: `check "tcp: 10.0.0.1": tcp address "10.0.0.1" is not host:port`},
+		{name: "tcp without host", given: agent.CheckSpec{Check: agent.TCPCheck{Addr: ":179"}},
+			wantErr: `tcp address ":179" is not host:port: host and port are both required`},
+		{name: "http without scheme", given: agent.CheckSpec{Check: agent.HTTPCheck{URL: "127.0.0.1/healthz"}},
+			wantErr: `check "http: 127.0.0.1/healthz": http url "127.0.0.1/healthz": want http://host/path`},
+		{name: "http status out of range", given: agent.CheckSpec{Check: agent.HTTPCheck{URL: "http://h/", ExpectStatus: 999}},
+			wantErr: "expected status 999 is not an HTTP status"},
+		{name: "interface without name", given: agent.CheckSpec{Check: agent.InterfaceCheck{}}, wantErr: "interface name is empty"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.given.Validate()
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Fatalf("Validate() = %v, want nil", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Fatalf("Validate() = %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestNew_RejectsAnInvalidCheck(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	_, err := agent.New(agent.Config{Conn: env.Conn, Node: "n1", Applier: &recorder{},
+		Checks: []agent.CheckSpec{{Check: agent.ExecCheck{Command: "true"}}, {Check: agent.TCPCheck{Addr: "gw"}}}})
+	if err == nil || !strings.Contains(err.Error(), `Checks[1]: check "tcp: gw": tcp address "gw" is not host:port`) {
+		t.Fatalf("New() = %v, want the second check and its address named", err)
 	}
 }

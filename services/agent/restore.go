@@ -7,6 +7,10 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/render"
@@ -104,8 +108,28 @@ func (a *Agent) recoverInterrupted(ctx context.Context) {
 	}
 	a.worker.applied = good.GetFingerprint()
 	a.clearApplying()
-	a.emit(EventNodeRestored, fmt.Sprintf("interrupted apply of %s detected at start; restored %s",
-		short(interrupted.GetFingerprint()), what), good)
+	reason := fmt.Sprintf("interrupted apply of %s detected at start; restored %s", short(interrupted.GetFingerprint()), what)
+	a.worker.restoredAtStart = reason
+	a.emit(EventNodeRestored, reason, good)
+}
+
+// recordRestoreAtStart corrects the status on record after a restore at
+// start changed what is in force, e.g. a node reported Invalid with its
+// restore failed (applied_fingerprint unknown) whose restore has now worked.
+// The phase and the desired config it names are kept: the restore is not a
+// verdict on them.
+func (a *Agent) recordRestoreAtStart(ctx context.Context) {
+	st := a.worker.status
+	if a.worker.restoredAtStart == "" || st == nil || st.GetAppliedFingerprint() == a.worker.applied {
+		return
+	}
+	up := proto.CloneOf(st)
+	up.AppliedFingerprint = a.worker.applied
+	up.Message = strings.TrimPrefix(st.GetMessage()+"; "+a.worker.restoredAtStart, "; ")
+	up.LastUpdate = timestamppb.New(a.cfg.Now())
+	if err := a.writeStatus(ctx, up); err != nil {
+		a.warnUnlessDone(ctx, err, "record the restore at start in the status; the next apply corrects it")
+	}
 }
 
 // rollback handles a failed apply or check of d: it restores last-good

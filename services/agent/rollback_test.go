@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/protobuf/proto"
@@ -254,4 +255,80 @@ func TestAgent_ExecCheck_SeesNodeAndConfig(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestAgent_CheckStillFailingAfterRestore_SaysSo(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	dir := t.TempDir()
+	down := filepath.Join(t.TempDir(), "uplink-down")
+	check := agent.ExecCheck{Label: "uplink", Command: `if [ -e ` + down + ` ]; then echo "carrier lost"; exit 1; fi`}
+	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: agent.NewFileApplier(filepath.Join(dir, "config.json")),
+		Checks: []agent.CheckSpec{{Check: check}}})
+	f.writeDesired(t, desiredConfig("n1", "fp-one", 100))
+	f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
+
+	// The uplink goes down for reasons of its own: last-good does not help.
+	if err := os.WriteFile(down, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	f.writeDesired(t, desiredConfig("n1", "fp-two", 200))
+	st := f.waitStatus(t, "n1", "Invalid fp-two", invalid("fp-two"))
+	if st.GetFailedCheck() != "uplink" || st.GetAppliedFingerprint() != "fp-one" ||
+		!strings.Contains(st.GetMessage(), "restored last-good fp-one (check uplink still fails: exit status 1)") {
+		t.Fatalf("status = %v, want fp-one restored and the re-check's failure in the message", st)
+	}
+}
+
+func TestAgent_RestoreFails_SaysSoLoudlyAndRestoresAtNextStart(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.json")
+	file := agent.NewFileApplier(path)
+	var broken atomic.Bool
+	ap := agent.ApplierFunc(func(ctx context.Context, cfg *sluicev1.DesiredConfig) error {
+		if broken.Load() {
+			return errors.New("netlink: device or resource busy")
+		}
+		return file.Apply(ctx, cfg)
+	})
+	stop := f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: ap})
+	good := desiredConfig("n1", "fp-one", 100)
+	f.writeDesired(t, good)
+	f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
+
+	broken.Store(true)
+	f.writeDesired(t, desiredConfig("n1", "fp-two", 200))
+	st := f.waitStatus(t, "n1", "Invalid fp-two", invalid("fp-two"))
+	if st.GetFailedCheck() != "apply" || st.GetAppliedFingerprint() != "" ||
+		!strings.Contains(st.GetMessage(), "RESTORING last-good fp-one FAILED: netlink: device or resource busy") {
+		t.Fatalf("status = %v, want Invalid apply, the failed restore in capitals and nothing known in force", st)
+	}
+	natstest.Eventually(t, waitFor, "NodeRestoreFailed event", func() bool {
+		return countEvents(t, f, "n1", agent.EventNodeRestoreFailed) == 1
+	})
+	if n := countEvents(t, f, "n1", agent.EventNodeRestored); n != 0 {
+		t.Fatalf("%d NodeRestored events, want none", n)
+	}
+	if _, err := os.Stat(filepath.Join(dir, agent.ApplyingFile)); err != nil {
+		t.Fatalf("apply marker: %v, want it kept for the next start", err)
+	}
+
+	// The operator fixes the node and restarts the agent.
+	stop()
+	broken.Store(false)
+	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: ap})
+	st = f.waitStatus(t, "n1", "status naming fp-one in force", func(s *sluicev1.NodeStatus) bool {
+		return s.GetAppliedFingerprint() == "fp-one"
+	})
+	if st.GetPhase() != sluicev1.NodePhase_NODE_PHASE_INVALID || st.GetFingerprint() != "fp-two" ||
+		!strings.Contains(st.GetMessage(), "interrupted apply of fp-two detected at start; restored last-good fp-one") {
+		t.Fatalf("status = %v, want fp-two still Invalid, fp-one in force and the restore at start in the message", st)
+	}
+	if got := readConfig(t, path); !proto.Equal(got, good) {
+		t.Fatalf("config on disk = %v, want last-good", got)
+	}
+	assertNoMarker(t, dir)
+	natstest.Eventually(t, waitFor, "NodeRestored event", func() bool {
+		return countEvents(t, f, "n1", agent.EventNodeRestored) == 1
+	})
 }

@@ -18,6 +18,8 @@ type workState struct {
 	status    *sluicev1.NodeStatus    // the status last written or read; nil = none or unknown
 	statusRev uint64                  // its revision; 0 = the key does not exist (as far as we know)
 	started   time.Time               // when the provision in progress started
+	// restoredAtStart is why last-good was restored at start; "" = it was not.
+	restoredAtStart string
 }
 
 // readStatus learns the node's status and its revision at start, so a

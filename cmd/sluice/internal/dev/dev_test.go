@@ -15,6 +15,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -232,8 +233,23 @@ func TestDev_CheckCmd_FailingNodeReportsInvalidWithTheCheck(t *testing.T) {
 	}
 	c := connect(t, s)
 	statuses := store.New(c.b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	var st *sluicev1.NodeStatus
 	natstest.Eventually(t, 20*time.Second, "node-03 Invalid by its check", func() bool {
 		e, err := statuses.Get(context.Background(), "node-03")
-		return err == nil && e.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && e.Value.GetFailedCheck() == "exec: "+check
+		st = e.Value
+		return err == nil && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && st.GetFailedCheck() == "exec: "+check
 	})
+	// node-03 had no last-good: it went back to the empty config, on disk too.
+	empty := render.Fingerprint(&sluicev1.NodeConfig{})
+	if st.GetAppliedFingerprint() != empty || !strings.Contains(st.GetMessage(), "restored an empty config") {
+		t.Fatalf("node-03 status = %v, want the empty config %s restored", st, render.Short(empty))
+	}
+	b, err := os.ReadFile(filepath.Join(s.opts.DataDir, "agents", "node-03", "config.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	onDisk := &sluicev1.DesiredConfig{}
+	if err := store.Unmarshal(b, onDisk); err != nil || onDisk.GetFingerprint() != empty {
+		t.Fatalf("node-03 config.json = %s (%v), want the empty config", b, err)
+	}
 }

@@ -3,19 +3,158 @@ package main
 import (
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
+	"io"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
 
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluicehq/sluice/pkg/cmdutil"
 	"github.com/sluicehq/sluice/services/agent"
 )
 
+// options are the command line.
+type options struct {
+	common                                      cmdutil.Common
+	node, labels, stateDir, configFile          string
+	applier, configPath, applyCmd, applyMode    string
+	validateCmd                                 string
+	checkCmds, checkTCP, checkHTTP, checkIfaces multi
+	checkTimeout, checkDeadline                 time.Duration
+	checkRetries                                int
+}
+
+func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
+	fs := flag.NewFlagSet("sluice-agent", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	o.common.Register(fs)
+	fs.StringVar(&o.node, "node", shortHostname(), "this node's name (default: the short host name, lower-cased)")
+	fs.StringVar(&o.labels, "labels", "", "this node's labels, k=v,k=v")
+	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/sluice-agent", "directory for the last-good config and the apply marker")
+	fs.StringVar(&o.configFile, "config", "", "YAML file with applier, validate and checks (flags override it; check flags add to its checks)")
+	fs.StringVar(&o.applier, "applier", "file", "how configs are applied: file or exec")
+	fs.StringVar(&o.configPath, "config-path", "", "file the file applier writes (default <state-dir>/config.json); with --apply-mode file, where the exec applier writes it")
+	fs.StringVar(&o.applyCmd, "apply-cmd", "", "exec applier: shell command that applies the config (SLUICE_NODE, SLUICE_FINGERPRINT; SLUICE_CONFIG in file mode)")
+	fs.StringVar(&o.applyMode, "apply-mode", "stdin", "exec applier: how the config reaches --apply-cmd: stdin or file")
+	fs.StringVar(&o.validateCmd, "validate-cmd", "", "shell command run before each apply with SLUICE_CONFIG naming the desired config; non-zero exit: Invalid, nothing applied")
+	fs.Var(&o.checkCmds, "check-cmd", "health check (repeatable): shell command with SLUICE_NODE and SLUICE_CONFIG; exit 0 = healthy")
+	fs.Var(&o.checkTCP, "check-tcp", "health check (repeatable): TCP connect to host:port; host:port,refused also accepts a refused connection")
+	fs.Var(&o.checkHTTP, "check-http", "health check (repeatable): GET URL[=status] (default status 200)")
+	fs.Var(&o.checkIfaces, "check-interface", "health check (repeatable): network interface present and up")
+	fs.DurationVar(&o.checkTimeout, "check-timeout", agent.DefaultCheckTimeout, "timeout of one attempt of a check")
+	fs.IntVar(&o.checkRetries, "check-retries", 0, "further attempts a failing check gets")
+	fs.DurationVar(&o.checkDeadline, "check-deadline", agent.DefaultCheckDeadline, "time all checks of one apply may take, retries included")
+	return fs
+}
+
+// agentConfig builds the agent's settings from the parsed flags of fs and
+// the --config file; a flag given on the command line wins over the file,
+// and the --check-* flags add checks after the file's. Conn, Settings, Log
+// and Version are left to the caller. Errors name the flag or field.
+func (o *options) agentConfig(fs *flag.FlagSet) (agent.Config, error) {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	pick := func(flagName, flagVal, fileVal string) string {
+		if set[flagName] || fileVal == "" {
+			return flagVal
+		}
+		return fileVal
+	}
+	var cfg agent.Config
+	lbls, err := parseLabels(o.labels)
+	if err != nil {
+		return cfg, fmt.Errorf("--labels: %w", err)
+	}
+	fc, err := loadConfig(o.configFile)
+	if err != nil {
+		return cfg, fmt.Errorf("--config %s: %w", o.configFile, err)
+	}
+	path := pick("config-path", o.configPath, fc.Applier.Path)
+	switch kind := pick("applier", o.applier, fc.Applier.Kind); kind {
+	case "file":
+		if path == "" {
+			path = filepath.Join(o.stateDir, "config.json")
+		}
+		cfg.Applier = agent.NewFileApplier(path)
+	case "exec":
+		cmd, mode := pick("apply-cmd", o.applyCmd, fc.Applier.Command), pick("apply-mode", o.applyMode, fc.Applier.Mode)
+		if strings.TrimSpace(cmd) == "" {
+			return cfg, errors.New("--apply-cmd (applier.command): required with the exec applier")
+		}
+		if mode != string(agent.ApplyModeStdin) && mode != string(agent.ApplyModeFile) {
+			return cfg, fmt.Errorf("--apply-mode (applier.mode) %q: want stdin or file", mode)
+		}
+		cfg.Applier = agent.ExecApplier{Command: cmd, Mode: agent.ApplyMode(mode), Path: path}
+	default:
+		return cfg, fmt.Errorf("--applier (applier.kind) %q: want file or exec", kind)
+	}
+
+	if o.checkRetries < 0 {
+		return cfg, fmt.Errorf("--check-retries: %d is negative", o.checkRetries)
+	}
+	if o.checkTimeout <= 0 || o.checkDeadline <= 0 {
+		return cfg, errors.New("--check-timeout and --check-deadline must be positive")
+	}
+	timeout, retries, deadline := o.checkTimeout, o.checkRetries, o.checkDeadline
+	if !set["check-timeout"] && fc.CheckTimeout > 0 {
+		timeout = time.Duration(fc.CheckTimeout)
+	}
+	if !set["check-retries"] && fc.CheckRetries > 0 {
+		retries = fc.CheckRetries
+	}
+	if !set["check-deadline"] && fc.CheckDeadline > 0 {
+		deadline = time.Duration(fc.CheckDeadline)
+	}
+	for i, s := range fc.Checks {
+		c, err := s.spec(timeout, retries)
+		if err != nil {
+			return cfg, fmt.Errorf("--config %s: checks[%d]: %w", o.configFile, i, err)
+		}
+		cfg.Checks = append(cfg.Checks, c)
+	}
+	flagChecks := []struct {
+		flag   string
+		values multi
+		parse  func(string) (checkSpec, error)
+	}{
+		{"check-cmd", o.checkCmds, func(v string) (checkSpec, error) { return checkSpec{Exec: v}, nil }},
+		{"check-tcp", o.checkTCP, func(v string) (checkSpec, error) {
+			addr, refused := strings.CutSuffix(v, ",refused")
+			return checkSpec{TCP: addr, RefusedIsReachable: refused}, nil
+		}},
+		{"check-http", o.checkHTTP, httpCheckFlag},
+		{"check-interface", o.checkIfaces, func(v string) (checkSpec, error) { return checkSpec{Interface: v}, nil }},
+	}
+	for _, fl := range flagChecks {
+		for _, v := range fl.values {
+			if strings.TrimSpace(v) == "" {
+				return cfg, fmt.Errorf("--%s: empty value", fl.flag)
+			}
+			s, err := fl.parse(v)
+			if err == nil {
+				var c agent.CheckSpec
+				if c, err = s.spec(timeout, retries); err == nil {
+					cfg.Checks = append(cfg.Checks, c)
+				}
+			}
+			if err != nil {
+				return cfg, fmt.Errorf("--%s %s: %w", fl.flag, v, err)
+			}
+		}
+	}
+	cfg.Node, cfg.Labels, cfg.StateDir = o.node, lbls, o.stateDir
+	cfg.CheckDeadline = deadline
+	cfg.ValidateCmd = pick("validate-cmd", o.validateCmd, fc.Validate)
+	return cfg, nil
+}
+
 // fileConfig is the --config file: how configs are applied, validated and
-// checked. Flags given on the command line override it (and add checks).
+// checked. Unknown fields are errors.
 type fileConfig struct {
 	Applier struct {
 		Kind    string `json:"kind"`    // file | exec
@@ -30,8 +169,8 @@ type fileConfig struct {
 	Checks        []checkSpec `json:"checks"`
 }
 
-// checkSpec is one check of the config file; exactly one of Exec, TCP, HTTP
-// and Interface is set.
+// checkSpec is one check of the config file (or of a --check-* flag);
+// exactly one of Exec, TCP, HTTP and Interface is set.
 type checkSpec struct {
 	Name               string   `json:"name"`
 	Exec               string   `json:"exec"`
@@ -42,6 +181,51 @@ type checkSpec struct {
 	Interface          string   `json:"interface"`
 	Timeout            duration `json:"timeout"`
 	Retries            *int     `json:"retries"`
+}
+
+// invalid is an error in s's fields, naming s when it has a name (as the
+// agent's errors do).
+func (s checkSpec) invalid(format string, a ...any) error {
+	if s.Name != "" {
+		format = fmt.Sprintf("check %q: ", s.Name) + format
+	}
+	return fmt.Errorf(format, a...)
+}
+
+// spec builds the agent's check from s, with timeout and retries where s
+// sets none, and checks it.
+func (s checkSpec) spec(timeout time.Duration, retries int) (agent.CheckSpec, error) {
+	var kinds []agent.Check
+	if s.Exec != "" {
+		kinds = append(kinds, agent.ExecCheck{Label: s.Name, Command: s.Exec})
+	}
+	if s.TCP != "" {
+		kinds = append(kinds, agent.TCPCheck{Label: s.Name, Addr: s.TCP, RefusedIsReachable: s.RefusedIsReachable})
+	}
+	if s.HTTP != "" {
+		kinds = append(kinds, agent.HTTPCheck{Label: s.Name, URL: s.HTTP, ExpectStatus: s.ExpectStatus})
+	}
+	if s.Interface != "" {
+		kinds = append(kinds, agent.InterfaceCheck{Label: s.Name, Interface: s.Interface})
+	}
+	switch {
+	case len(kinds) != 1:
+		return agent.CheckSpec{}, s.invalid("set exactly one of exec, tcp, http, interface")
+	case s.RefusedIsReachable && s.TCP == "":
+		return agent.CheckSpec{}, s.invalid("refusedIsReachable: only for a tcp check")
+	case s.ExpectStatus != 0 && s.HTTP == "":
+		return agent.CheckSpec{}, s.invalid("expectStatus: only for an http check")
+	case s.Retries != nil && *s.Retries < 0:
+		return agent.CheckSpec{}, s.invalid("retries: %d is negative", *s.Retries)
+	}
+	c := agent.CheckSpec{Check: kinds[0], Timeout: timeout, Retries: retries}
+	if s.Timeout > 0 {
+		c.Timeout = time.Duration(s.Timeout)
+	}
+	if s.Retries != nil {
+		c.Retries = *s.Retries
+	}
+	return c, c.Validate()
 }
 
 // duration reads "5s" style durations.
@@ -63,7 +247,8 @@ func (d *duration) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// loadConfig reads and checks the --config file.
+// loadConfig reads the --config file; "" is an empty one. The checks are
+// checked when they are built (agentConfig).
 func loadConfig(path string) (*fileConfig, error) {
 	c := &fileConfig{}
 	if path == "" {
@@ -79,36 +264,7 @@ func loadConfig(path string) (*fileConfig, error) {
 	if c.CheckRetries < 0 {
 		return nil, fmt.Errorf("checkRetries: %d is negative", c.CheckRetries)
 	}
-	for i, s := range c.Checks {
-		if _, err := s.check(); err != nil {
-			return nil, fmt.Errorf("checks[%d]: %w", i, err)
-		}
-		if s.Retries != nil && *s.Retries < 0 {
-			return nil, fmt.Errorf("checks[%d].retries: %d is negative", i, *s.Retries)
-		}
-	}
 	return c, nil
-}
-
-// check builds the agent's check from s.
-func (s checkSpec) check() (agent.Check, error) {
-	var out []agent.Check
-	if s.Exec != "" {
-		out = append(out, agent.ExecCheck{Label: s.Name, Command: s.Exec})
-	}
-	if s.TCP != "" {
-		out = append(out, agent.TCPCheck{Label: s.Name, Addr: s.TCP, RefusedIsReachable: s.RefusedIsReachable})
-	}
-	if s.HTTP != "" {
-		out = append(out, agent.HTTPCheck{Label: s.Name, URL: s.HTTP, ExpectStatus: s.ExpectStatus})
-	}
-	if s.Interface != "" {
-		out = append(out, agent.InterfaceCheck{Label: s.Name, Interface: s.Interface})
-	}
-	if len(out) != 1 {
-		return nil, errors.New("set exactly one of exec, tcp, http, interface")
-	}
-	return out[0], nil
 }
 
 // httpCheckFlag parses --check-http URL[=status]. A URL's query may hold
@@ -126,6 +282,34 @@ func httpCheckFlag(v string) (checkSpec, error) {
 		return checkSpec{}, fmt.Errorf("status %d is not an HTTP status", n)
 	}
 	return checkSpec{HTTP: v[:i], ExpectStatus: n}, nil
+}
+
+// parseLabels parses "k=v,k=v".
+func parseLabels(s string) (map[string]string, error) {
+	out := map[string]string{}
+	if strings.TrimSpace(s) == "" {
+		return out, nil
+	}
+	for pair := range strings.SplitSeq(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(pair), "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q is not k=v", pair)
+		}
+		if _, dup := out[k]; dup {
+			return nil, fmt.Errorf("label %q given twice", k)
+		}
+		out[k] = v
+	}
+	return out, nil
+}
+
+func shortHostname() string {
+	h, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	h, _, _ = strings.Cut(h, ".")
+	return strings.ToLower(h)
 }
 
 // multi is a repeatable string flag.

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -97,8 +98,20 @@ func TestRun_RejectsBadSettings_NamingTheField(t *testing.T) {
 		{name: "unknown field", given: []string{"--config", file("unknown.yaml", "chekcs: []\n")}, wantErr: "chekcs"},
 		{name: "check with two kinds", given: []string{"--config", file("two.yaml", "checks:\n- exec: 'true'\n- tcp: a:1\n  interface: lo\n")},
 			wantErr: "checks[1]: set exactly one of exec, tcp, http, interface"},
+		{name: "check with no kind", given: []string{"--config", file("none.yaml", "checks:\n- name: uplink\n")},
+			wantErr: `checks[0]: check "uplink": set exactly one of exec, tcp, http, interface`},
+		{name: "option of another kind", given: []string{"--config", file("opt.yaml", "checks:\n- {name: gw, exec: 'true', refusedIsReachable: true}\n")},
+			wantErr: `checks[0]: check "gw": refusedIsReachable: only for a tcp check`},
+		{name: "tcp address without port", given: []string{"--config", file("tcp.yaml", "checks:\n- {name: gw, tcp: 10.0.0.1}\n")},
+			wantErr: `checks[0]: check "gw": tcp address "10.0.0.1" is not host:port`},
+		{name: "http url without scheme", given: []string{"--config", file("url.yaml", "checks:\n- {http: 'localhost/healthz'}\n")},
+			wantErr: `checks[0]: check "http: localhost/healthz": http url "localhost/healthz": want http://host/path`},
 		{name: "bad duration", given: []string{"--config", file("dur.yaml", "checks:\n- exec: 'true'\n  timeout: soon\n")}, wantErr: "soon"},
-		{name: "negative check retries", given: []string{"--config", file("neg.yaml", "checks:\n- exec: 'true'\n  retries: -2\n")}, wantErr: "checks[0].retries"},
+		{name: "negative check retries", given: []string{"--config", file("neg.yaml", "checks:\n- exec: 'true'\n  retries: -2\n")}, wantErr: "checks[0]: retries: -2 is negative"},
+		{name: "negative default retries", given: []string{"--config", file("negdef.yaml", "checkRetries: -1\n")}, wantErr: "checkRetries: -1 is negative"},
+		{name: "bad tcp flag", given: []string{"--check-tcp", "gateway"}, wantErr: `--check-tcp gateway: check "tcp: gateway": tcp address "gateway" is not host:port`},
+		{name: "empty check-cmd", given: []string{"--check-cmd", ""}, wantErr: "--check-cmd: empty value"},
+		{name: "zero check timeout", given: []string{"--check-timeout", "0s"}, wantErr: "--check-timeout and --check-deadline must be positive"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -113,46 +126,95 @@ func TestRun_RejectsBadSettings_NamingTheField(t *testing.T) {
 	}
 }
 
-func TestLoadConfig_BuildsChecksAndApplier(t *testing.T) {
+// agentConfigOf parses args as the command line and builds the agent's config.
+func agentConfigOf(t *testing.T, args ...string) (agent.Config, error) {
+	t.Helper()
+	var o options
+	fs := o.flagSet(io.Discard)
+	if err := fs.Parse(append([]string{"--node", "n1", "--state-dir", "/state"}, args...)); err != nil {
+		t.Fatal(err)
+	}
+	return o.agentConfig(fs)
+}
+
+func TestAgentConfig_FromFileAndFlags(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "agent.yaml")
-	body := `applier: {kind: exec, command: "ip -batch -", mode: stdin}
+	body := `applier: {kind: exec, command: "ip -batch -", mode: file, path: /run/net.json}
 validate: "test -s $SLUICE_CONFIG"
+checkTimeout: 7s
+checkRetries: 1
 checkDeadline: 90s
 checks:
 - {name: uplink, exec: "ping -c1 10.0.0.1", timeout: 5s, retries: 2}
 - {tcp: "10.0.0.1:179", refusedIsReachable: true}
-- {http: "http://127.0.0.1:8080/healthz", expectStatus: 204}
+- {http: "http://127.0.0.1:8080/healthz", expectStatus: 204, retries: 0}
 - {interface: vxlan100}
 `
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	c, err := loadConfig(p)
-	if err != nil {
-		t.Fatal(err)
+	tests := []struct {
+		name         string
+		given        []string
+		wantApplier  agent.Applier
+		wantValidate string
+		wantDeadline time.Duration
+		wantChecks   []agent.CheckSpec
+	}{
+		{
+			name:         "defaults: file applier in the state dir, no checks",
+			wantApplier:  agent.NewFileApplier("/state/config.json"),
+			wantDeadline: agent.DefaultCheckDeadline,
+		},
+		{
+			name:         "the file",
+			given:        []string{"--config", p},
+			wantApplier:  agent.ExecApplier{Command: "ip -batch -", Mode: agent.ApplyModeFile, Path: "/run/net.json"},
+			wantValidate: "test -s $SLUICE_CONFIG",
+			wantDeadline: 90 * time.Second,
+			wantChecks: []agent.CheckSpec{
+				{Check: agent.ExecCheck{Label: "uplink", Command: "ping -c1 10.0.0.1"}, Timeout: 5 * time.Second, Retries: 2},
+				{Check: agent.TCPCheck{Addr: "10.0.0.1:179", RefusedIsReachable: true}, Timeout: 7 * time.Second, Retries: 1},
+				{Check: agent.HTTPCheck{URL: "http://127.0.0.1:8080/healthz", ExpectStatus: 204}, Timeout: 7 * time.Second, Retries: 0},
+				{Check: agent.InterfaceCheck{Interface: "vxlan100"}, Timeout: 7 * time.Second, Retries: 1},
+			},
+		},
+		{
+			name: "flags win over the file and add checks after its own",
+			given: []string{"--config", p, "--apply-mode", "stdin", "--validate-cmd", "true", "--check-timeout", "2s", "--check-deadline", "30s",
+				"--check-cmd", "test -e /run/ok", "--check-tcp", "10.0.0.2:22,refused", "--check-http", "http://h/ready=204", "--check-interface", "lo"},
+			wantApplier:  agent.ExecApplier{Command: "ip -batch -", Mode: agent.ApplyModeStdin, Path: "/run/net.json"},
+			wantValidate: "true",
+			wantDeadline: 30 * time.Second,
+			wantChecks: []agent.CheckSpec{
+				{Check: agent.ExecCheck{Label: "uplink", Command: "ping -c1 10.0.0.1"}, Timeout: 5 * time.Second, Retries: 2},
+				{Check: agent.TCPCheck{Addr: "10.0.0.1:179", RefusedIsReachable: true}, Timeout: 2 * time.Second, Retries: 1},
+				{Check: agent.HTTPCheck{URL: "http://127.0.0.1:8080/healthz", ExpectStatus: 204}, Timeout: 2 * time.Second, Retries: 0},
+				{Check: agent.InterfaceCheck{Interface: "vxlan100"}, Timeout: 2 * time.Second, Retries: 1},
+				{Check: agent.ExecCheck{Command: "test -e /run/ok"}, Timeout: 2 * time.Second, Retries: 1},
+				{Check: agent.TCPCheck{Addr: "10.0.0.2:22", RefusedIsReachable: true}, Timeout: 2 * time.Second, Retries: 1},
+				{Check: agent.HTTPCheck{URL: "http://h/ready", ExpectStatus: 204}, Timeout: 2 * time.Second, Retries: 1},
+				{Check: agent.InterfaceCheck{Interface: "lo"}, Timeout: 2 * time.Second, Retries: 1},
+			},
+		},
 	}
-	if c.Applier.Kind != "exec" || c.Applier.Command != "ip -batch -" || c.Validate == "" || time.Duration(c.CheckDeadline) != 90*time.Second {
-		t.Fatalf("config = %+v", c)
-	}
-	var got []agent.Check
-	for _, s := range c.Checks {
-		ch, err := s.check()
-		if err != nil {
-			t.Fatal(err)
-		}
-		got = append(got, ch)
-	}
-	want := []agent.Check{
-		agent.ExecCheck{Label: "uplink", Command: "ping -c1 10.0.0.1"},
-		agent.TCPCheck{Addr: "10.0.0.1:179", RefusedIsReachable: true},
-		agent.HTTPCheck{URL: "http://127.0.0.1:8080/healthz", ExpectStatus: 204},
-		agent.InterfaceCheck{Interface: "vxlan100"},
-	}
-	if !reflect.DeepEqual(got, want) {
-		t.Fatalf("checks = %#v, want %#v", got, want)
-	}
-	if time.Duration(c.Checks[0].Timeout) != 5*time.Second || *c.Checks[0].Retries != 2 {
-		t.Fatalf("first check timeout %v retries %v", c.Checks[0].Timeout, *c.Checks[0].Retries)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, err := agentConfigOf(t, tt.given...)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !reflect.DeepEqual(cfg.Applier, tt.wantApplier) || cfg.ValidateCmd != tt.wantValidate || cfg.CheckDeadline != tt.wantDeadline {
+				t.Errorf("applier %#v, validate %q, deadline %s; want %#v, %q, %s",
+					cfg.Applier, cfg.ValidateCmd, cfg.CheckDeadline, tt.wantApplier, tt.wantValidate, tt.wantDeadline)
+			}
+			if !reflect.DeepEqual(cfg.Checks, tt.wantChecks) {
+				t.Errorf("checks:\n got %+v\nwant %+v", cfg.Checks, tt.wantChecks)
+			}
+			if cfg.Node != "n1" || cfg.StateDir != "/state" {
+				t.Errorf("node %q, state dir %q", cfg.Node, cfg.StateDir)
+			}
+		})
 	}
 }
 
