@@ -3,6 +3,7 @@
 package cmdutil
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -51,4 +52,46 @@ func (c *Common) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
 		return nil, fmt.Errorf("connect to NATS at %s: %w", c.Server, err)
 	}
 	return nc, nil
+}
+
+// Service is what a binary runs: Run blocks until ctx ends.
+type Service interface {
+	Run(ctx context.Context) error
+}
+
+// Main parses args into fs (on which Register was called), checks the
+// flags with check (may be nil), connects as fs.Name(), builds the service
+// and runs it until ctx ends. It returns the process exit code: 2 for bad
+// flags or configuration, 1 when connecting or running fails, 0 otherwise.
+func (c *Common) Main(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer,
+	check func() error, build func(nc *nats.Conn, log zerolog.Logger) (Service, error)) int {
+	name := fs.Name()
+	fs.SetOutput(stderr)
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	log, err := c.Logger(stderr)
+	if err == nil && check != nil {
+		err = check()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", name, err)
+		return 2
+	}
+	nc, err := c.Connect(name)
+	if err != nil {
+		log.Error().Err(err).Msg("start")
+		return 1
+	}
+	defer nc.Close()
+	svc, err := build(nc, log)
+	if err != nil {
+		log.Error().Err(err).Msg("configure")
+		return 2
+	}
+	if err := svc.Run(ctx); err != nil {
+		log.Error().Err(err).Msg(name + " stopped")
+		return 1
+	}
+	return 0
 }

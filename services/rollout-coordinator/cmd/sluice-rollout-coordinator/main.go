@@ -4,10 +4,12 @@ package main
 import (
 	"context"
 	"flag"
-	"fmt"
 	"os"
 	"os/signal"
 	"syscall"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/cmdutil"
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -25,28 +27,7 @@ func run(ctx context.Context, args []string) int {
 	var common cmdutil.Common
 	common.Register(fs)
 	instance := fs.String("instance", "", "name in the leader lease (default host-pid)")
-	if err := fs.Parse(args); err != nil {
-		return 2
-	}
-	log, err := common.Logger(os.Stderr)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	nc, err := common.Connect("sluice-rollout-coordinator")
-	if err != nil {
-		log.Error().Err(err).Msg("start")
-		return 1
-	}
-	defer nc.Close()
-	svc, err := coordinator.New(coordinator.Config{Conn: nc, Settings: contract.DefaultSettings(), Log: log, Instance: *instance})
-	if err != nil {
-		log.Error().Err(err).Msg("configure")
-		return 2
-	}
-	if err := svc.Run(ctx); err != nil {
-		log.Error().Err(err).Msg("rollout-coordinator stopped")
-		return 1
-	}
-	return 0
+	return common.Main(ctx, fs, args, os.Stderr, nil, func(nc *nats.Conn, log zerolog.Logger) (cmdutil.Service, error) {
+		return coordinator.New(coordinator.Config{Conn: nc, Settings: contract.DefaultSettings(), Log: log, Instance: *instance})
+	})
 }
