@@ -225,7 +225,7 @@ type rolloutList struct {
 }
 
 func (l rolloutList) table(now time.Time) [][]string {
-	rows := [][]string{{"ID", "REVISION", "PHASE", "PROVISIONED/TOTAL", "FAILED", "STARTED", "DURATION", "REASON"}}
+	rows := [][]string{{"ID", "REVISION", "PHASE", "PROVISIONED/TOTAL", "FAILED", "SKIPPED", "REVERTED", "STARTED", "DURATION", "REASON"}}
 	for _, r := range l.items {
 		id := r.GetId()
 		if id == l.active {
@@ -234,7 +234,8 @@ func (l rolloutList) table(now time.Time) [][]string {
 		c := r.GetCounts()
 		rows = append(rows, []string{
 			id, short(r.GetRevision()), rolloutPhase(r.GetPhase()),
-			fmt.Sprintf("%d/%d", c.GetProvisioned(), c.GetTotal()), fmt.Sprint(c.GetFailed()),
+			fmt.Sprintf("%d/%d", c.GetProvisioned(), c.GetTotal()), fmt.Sprint(c.GetFailed()+c.GetTimedOut()),
+			fmt.Sprint(c.GetSkipped()), fmt.Sprint(c.GetReverted()),
 			age(now, r.GetStartedAt()), rolloutDuration(r, now), oneLine(r.GetReason(), 60),
 		})
 	}

@@ -55,7 +55,7 @@ func tableFixtures() map[string]listing {
 				{Id: "2-bbbbbbbbbbbb", Revision: revB, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Reason: "head moved",
 					StartedAt: ago(30 * time.Second), Counts: &sluicev1.RolloutCounts{Total: 10, Provisioned: 4, Failed: 1}},
 				{Id: "1-aaaaaaaaaaaa", Revision: revA, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Reason: "node-03 failed",
-					StartedAt: ago(time.Hour), FinishedAt: ago(58 * time.Minute), Counts: &sluicev1.RolloutCounts{Total: 10, Provisioned: 2, Failed: 3}},
+					StartedAt: ago(time.Hour), FinishedAt: ago(58 * time.Minute), Counts: &sluicev1.RolloutCounts{Total: 10, Provisioned: 2, Failed: 2, TimedOut: 1, Skipped: 1, Reverted: 4}},
 			},
 			active: "2-bbbbbbbbbbbb",
 		},
@@ -87,9 +87,9 @@ func TestTable_ShowsEachKindsColumns(t *testing.T) {
 			{"node-03", "no", "-", "Invalid", "cccccccccccc", "bbbbbbbbbbbb", "ping", "10.0.0.1", "failed:", "100%", "loss", "10m"},
 		}},
 		{"rollouts", [][]string{
-			{"ID", "REVISION", "PHASE", "PROVISIONED/TOTAL", "FAILED", "STARTED", "DURATION", "REASON"},
-			{"2-bbbbbbbbbbbb", "(active)", "bbbbbbbbbbbb", "Progressing", "4/10", "1", "30s", "30s", "head", "moved"},
-			{"1-aaaaaaaaaaaa", "aaaaaaaaaaaa", "RolledBack", "2/10", "3", "60m", "2m", "node-03", "failed"},
+			{"ID", "REVISION", "PHASE", "PROVISIONED/TOTAL", "FAILED", "SKIPPED", "REVERTED", "STARTED", "DURATION", "REASON"},
+			{"2-bbbbbbbbbbbb", "(active)", "bbbbbbbbbbbb", "Progressing", "4/10", "1", "0", "0", "30s", "30s", "head", "moved"},
+			{"1-aaaaaaaaaaaa", "aaaaaaaaaaaa", "RolledBack", "2/10", "3", "1", "4", "60m", "2m", "node-03", "failed"},
 		}},
 		{"fingerprints", [][]string{
 			{"FINGERPRINT", "NODE", "REVISION", "CHECK", "TIME", "OUTPUT"},
