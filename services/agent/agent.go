@@ -183,6 +183,18 @@ func (a *Agent) Resync() {
 	}
 }
 
+// retryDelay is how soon a failed control-plane call is retried: a NATS
+// outage must not leave an outcome unreported until the periodic resync.
+const retryDelay = time.Second
+
+// resyncSoon triggers a resync after retryDelay, unless ctx ends first.
+func (a *Agent) resyncSoon(ctx context.Context) {
+	if ctx.Err() != nil {
+		return
+	}
+	time.AfterFunc(retryDelay, a.Resync) // harmless after Run returns: Resync never blocks
+}
+
 // Run registers the node, then receives and applies its desired configs
 // until ctx ends. It returns nil when ctx ends. On the way out it stops
 // heartbeating but leaves its presence to expire with the lease, so a quick

@@ -90,7 +90,8 @@ func (a *Agent) fetchDesired(ctx context.Context, why string) {
 	}
 	if err != nil {
 		if ctx.Err() == nil {
-			a.log.Warn().Err(err).Str(logging.FieldReason, why).Msg("fetch desired config; retrying at the next resync")
+			a.log.Warn().Err(err).Str(logging.FieldReason, why).Msg("fetch desired config; retrying shortly")
+			a.resyncSoon(ctx)
 		}
 		return
 	}

@@ -205,7 +205,8 @@ func (a *Agent) setPhase(ctx context.Context, d *sluicev1.DesiredConfig, started
 		AppliedFingerprint: a.worker.applied,
 	}
 	if err := a.writeStatus(ctx, st); err != nil {
-		a.warnUnlessDone(ctx, err, "write status "+u.phase.String()+"; the next resync provisions again")
+		a.warnUnlessDone(ctx, err, "write status "+u.phase.String()+"; provisioning again shortly")
+		a.resyncSoon(ctx)
 		return false
 	}
 	a.emit(event, reason, d)
