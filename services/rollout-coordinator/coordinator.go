@@ -86,6 +86,10 @@ func (s *Service) Run(ctx context.Context) error {
 		defer cancel()
 		em.Flush(fctx)
 	}()
+	// After a reconnect the watchers may have missed changes (and may take
+	// a while to notice): a reconnect ends the term, which reloads everything.
+	reconnected := s.cfg.Conn.StatusChanged(nats.CONNECTED)
+	defer s.cfg.Conn.RemoveStatusListener(reconnected)
 	el := newElection(b.Leases, s.cfg, s.log, em)
 	for {
 		l, err := el.acquire(ctx)
@@ -98,6 +102,7 @@ func (s *Service) Run(ctx context.Context) error {
 		termCtx, cancel := context.WithCancel(ctx)
 		go el.keep(termCtx, l, cancel)
 		lp := newLoop(b, s.cfg, s.log, em, l)
+		lp.reconnected = reconnected
 		err = lp.run(termCtx)
 		cancel()
 		el.release(l)
@@ -105,6 +110,9 @@ func (s *Service) Run(ctx context.Context) error {
 			return nil
 		}
 		s.log.Warn().Err(err).Msg("leadership term ended; campaigning again")
+		if errors.Is(err, errReconnected) {
+			continue // the lease was ours: take it again and reload at once
+		}
 		select {
 		case <-ctx.Done():
 			return nil

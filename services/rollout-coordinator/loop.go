@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -42,9 +43,14 @@ type loop struct {
 	writersWG  sync.WaitGroup
 	writeFails chan error
 
+	reconnected <-chan nats.Status // the connection came back: reload
+
 	revsMu sync.Mutex
 	revs   map[string]uint64 // nodeconfigs key → revision last read or written, for CAS without a read
 }
+
+// errReconnected ends a term after the NATS connection came back.
+var errReconnected = errors.New("reconnected to NATS: reloading state")
 
 // writeJob is one desired config to write and the config it replaces.
 type writeJob struct{ desired, previous *sluicev1.DesiredConfig }
@@ -111,6 +117,9 @@ func (lp *loop) run(ctx context.Context) error {
 			return ctx.Err()
 		case err := <-lp.writeFails:
 			return err
+		case <-lp.reconnected:
+			lp.flush(context.Background())
+			return errReconnected
 		case <-save.C:
 			if err := lp.flush(ctx); err != nil {
 				return err
