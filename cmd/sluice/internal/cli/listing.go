@@ -234,7 +234,7 @@ func (l rolloutList) table(now time.Time) [][]string {
 		c := r.GetCounts()
 		rows = append(rows, []string{
 			id, short(r.GetRevision()), rolloutPhase(r.GetPhase()),
-			fmt.Sprintf("%d/%d", c.GetProvisioned(), c.GetTotal()), fmt.Sprint(c.GetFailed()+c.GetTimedOut()),
+			fmt.Sprintf("%d/%d", c.GetProvisioned(), c.GetTotal()), fmt.Sprint(c.GetFailed() + c.GetTimedOut()),
 			fmt.Sprint(c.GetSkipped()), fmt.Sprint(c.GetReverted()),
 			age(now, r.GetStartedAt()), rolloutDuration(r, now), oneLine(r.GetReason(), 60),
 		})
