@@ -63,19 +63,10 @@ func (s *System) Banner() string {
 	p("  sluice apply -f %-24s # shows validation errors; nothing is stored", broken)
 	p("  sluice events")
 	if len(s.opts.CheckCmds) == 0 {
-		p("  sluice dev --check-cmd 'test \"$SLUICE_NODE\" != %s'  # restarted so, that node fails its check and restores last-good", pick(s.nodes))
+		p("  sluice dev --check-cmd examples/checks/node-03-needs-table-10.sh  # then change table mgmt's tableId: node-03 fails its check, the rollout reverts (README: \"Break a node\")")
 	}
 	p("  with the nats CLI: nats kv ls; nats kv get sluice-status %s", firstOr(s.nodes, "node-01"))
 	return b.String()
-}
-
-// pick names a node to make fail in the banner's example: the third, as in
-// the docs, or the last of fewer.
-func pick(nodes []string) string {
-	if len(nodes) >= 3 {
-		return nodes[2]
-	}
-	return firstOr(nodes, "node-03")
 }
 
 func firstOr(xs []string, def string) string {
