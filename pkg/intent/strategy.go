@@ -2,9 +2,12 @@ package intent
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"unicode"
+
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -30,6 +33,8 @@ func ValidateStrategy(s *sluicev1.Strategy) []*sluicev1.FieldError {
 		switch {
 		case s.GetFirstWave() == 0:
 			add("waveGrowth", "applies to waves; set strategy.firstWave too")
+		case math.IsNaN(g) || math.IsInf(g, 0):
+			add("waveGrowth", "%g is not a number; it must be at least 1", g)
 		case g < 1:
 			add("waveGrowth", "%g would shrink the waves; it must be at least 1", g)
 		}
@@ -51,20 +56,26 @@ func ValidateStrategy(s *sluicev1.Strategy) []*sluicev1.FieldError {
 		ok    bool
 		val   string
 	}{
-		{"applyDeadline", s.GetApplyDeadline() != nil, s.GetApplyDeadline().CheckValid() == nil && s.GetApplyDeadline().AsDuration() > 0, s.GetApplyDeadline().AsDuration().String()},
-		{"pickupDeadline", s.GetPickupDeadline() != nil, s.GetPickupDeadline().CheckValid() == nil && s.GetPickupDeadline().AsDuration() > 0, s.GetPickupDeadline().AsDuration().String()},
-		{"progressDeadline", s.GetProgressDeadline() != nil, s.GetProgressDeadline().CheckValid() == nil && s.GetProgressDeadline().AsDuration() > 0, s.GetProgressDeadline().AsDuration().String()},
+		{"applyDeadline", s.GetApplyDeadline() != nil, positive(s.GetApplyDeadline()), s.GetApplyDeadline().AsDuration().String()},
+		{"pickupDeadline", s.GetPickupDeadline() != nil, positive(s.GetPickupDeadline()), s.GetPickupDeadline().AsDuration().String()},
+		{"progressDeadline", s.GetProgressDeadline() != nil, positive(s.GetProgressDeadline()), s.GetProgressDeadline().AsDuration().String()},
 	} {
 		if d.set && !d.ok {
 			add(d.field, "%s is not a positive duration", d.val)
 		}
 	}
-	if a, p := s.GetApplyDeadline(), s.GetPickupDeadline(); a != nil && p != nil && p.AsDuration() < a.AsDuration() {
+	// Compared only when both are valid, so a bad value is reported once.
+	if a, p := s.GetApplyDeadline(), s.GetPickupDeadline(); positive(a) && positive(p) && p.AsDuration() < a.AsDuration() {
 		add("pickupDeadline", "%s is shorter than the apply deadline %s; a node that never acknowledged gets at least the apply deadline",
 			p.AsDuration(), a.AsDuration())
 	}
 	SortFieldErrors(errs)
 	return errs
+}
+
+// positive reports whether d is set, valid and above zero.
+func positive(d *durationpb.Duration) bool {
+	return d != nil && d.CheckValid() == nil && d.AsDuration() > 0
 }
 
 // countOrPercent says what is wrong with s as a count >= lo or a percentage

@@ -1,6 +1,7 @@
 package intent
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -32,12 +33,28 @@ func TestValidateStrategy(t *testing.T) {
 		{"failureBudget over 100%", &sluicev1.Strategy{FailureBudget: "101%"}, "strategy.failureBudget", "100%"},
 		{"waveGrowth without waves", &sluicev1.Strategy{WaveGrowth: 2}, "strategy.waveGrowth", "firstWave"},
 		{"waveGrowth below one", &sluicev1.Strategy{FirstWave: 2, WaveGrowth: 0.5}, "strategy.waveGrowth", "at least 1"},
+		{"waveGrowth one keeps waves equal", &sluicev1.Strategy{FirstWave: 2, WaveGrowth: 1}, "", ""},
+		{"waveGrowth not a number", &sluicev1.Strategy{FirstWave: 2, WaveGrowth: math.NaN()}, "strategy.waveGrowth", "not a number"},
+		{"waveGrowth infinite", &sluicev1.Strategy{FirstWave: 2, WaveGrowth: math.Inf(1)}, "strategy.waveGrowth", "not a number"},
+		{"firstWave alone uses the default growth", &sluicev1.Strategy{FirstWave: 3}, "", ""},
+		{"bakeTime zero with waves", &sluicev1.Strategy{FirstWave: 1, BakeTime: d(0)}, "", ""},
 		{"bakeTime without stages", &sluicev1.Strategy{BakeTime: d(time.Minute)}, "strategy.bakeTime", "between waves or failure domains"},
 		{"bakeTime negative", &sluicev1.Strategy{FirstWave: 1, BakeTime: d(-time.Second)}, "strategy.bakeTime", "zero or more"},
 		{"bakeTime with a failure domain", &sluicev1.Strategy{FailureDomain: "zone", BakeTime: d(time.Minute)}, "", ""},
+		{"failureDomain too long", &sluicev1.Strategy{FailureDomain: strings.Repeat("z", 64)}, "strategy.failureDomain", "63 characters"},
+		{"failureDomain of 63 characters", &sluicev1.Strategy{FailureDomain: strings.Repeat("z", 63)}, "", ""},
+		{"failureDomain with a tab", &sluicev1.Strategy{FailureDomain: "zo\tne"}, "strategy.failureDomain", "label key"},
+		{"failureBudget 100%", &sluicev1.Strategy{FailureBudget: "100%"}, "", ""},
+		{"failureBudget 0%", &sluicev1.Strategy{FailureBudget: "0%"}, "", ""},
+		{"failureBudget words", &sluicev1.Strategy{FailureBudget: "some"}, "strategy.failureBudget", `"some"`},
 		{"failureDomain with a space", &sluicev1.Strategy{FailureDomain: "my zone"}, "strategy.failureDomain", "label key"},
 		{"applyDeadline zero", &sluicev1.Strategy{ApplyDeadline: d(0)}, "strategy.applyDeadline", "positive duration"},
+		{"applyDeadline out of range", &sluicev1.Strategy{ApplyDeadline: &durationpb.Duration{Seconds: 1, Nanos: -1}}, "strategy.applyDeadline", "positive duration"},
+		{"pickupDeadline zero", &sluicev1.Strategy{PickupDeadline: d(0)}, "strategy.pickupDeadline", "positive duration"},
 		{"progressDeadline negative", &sluicev1.Strategy{ProgressDeadline: d(-time.Minute)}, "strategy.progressDeadline", "positive duration"},
+		{"pickup equal to apply", &sluicev1.Strategy{ApplyDeadline: d(time.Minute), PickupDeadline: d(time.Minute)}, "", ""},
+		{"pickup alone shorter than the default apply", &sluicev1.Strategy{PickupDeadline: d(time.Second)}, "", ""},
+		{"pickup zero with apply is one error", &sluicev1.Strategy{ApplyDeadline: d(time.Minute), PickupDeadline: d(0)}, "strategy.pickupDeadline", "positive duration"},
 		{"pickup shorter than apply", &sluicev1.Strategy{ApplyDeadline: d(time.Minute), PickupDeadline: d(time.Second)}, "strategy.pickupDeadline", "shorter than the apply deadline"},
 	}
 	for _, tc := range tests {

@@ -59,9 +59,12 @@ func (a *app) getCommand() *cobra.Command {
   revisions      ID INTENTS CREATED HEAD (newest first; * marks the head)
   nodes          NODE PRESENT LABELS PHASE FINGERPRINT REVISION MESSAGE LAST-UPDATE
                  (every node with a presence lease or a status)
-  rollouts       ID REVISION PHASE PROVISIONED/TOTAL FAILED STARTED DURATION REASON
-                 (newest first; the active one is marked)
-  fingerprints   FINGERPRINT NODE REVISION CHECK TIME OUTPUT (configs known to be bad)
+  rollouts       ID REVISION PHASE PROVISIONED/TOTAL FAILED SKIPPED REVERTED STARTED
+                 DURATION REASON (newest first; the active one is marked;
+                 FAILED counts invalid and timed-out nodes)
+  fingerprints   FINGERPRINT REVISION ROLLOUT NODE CHECK TIME OUTPUT
+                 (configs recorded invalid, newest first; a rollout to one is
+                 refused unless applied with --retry-invalid)
 
 -o json and -o yaml print a list of the stored objects (protojson field names).`,
 		Example:   "  sluice get nodes\n  sluice get rollouts -o yaml",

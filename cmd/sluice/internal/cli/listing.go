@@ -270,10 +270,10 @@ func sortRollouts(rs []*sluicev1.Rollout) {
 type fingerprintList []*sluicev1.InvalidFingerprint
 
 func (l fingerprintList) table(now time.Time) [][]string {
-	rows := [][]string{{"FINGERPRINT", "NODE", "REVISION", "CHECK", "TIME", "OUTPUT"}}
+	rows := [][]string{{"FINGERPRINT", "REVISION", "ROLLOUT", "NODE", "CHECK", "TIME", "OUTPUT"}}
 	for _, f := range l {
 		rows = append(rows, []string{
-			shortN(f.GetFingerprint(), 12), orNone(f.GetNode()), short(f.GetRevision()),
+			shortN(f.GetFingerprint(), 12), short(f.GetRevision()), orNone(f.GetRollout()), orNone(f.GetNode()),
 			orNone(f.GetCheck()), age(now, f.GetTime()), oneLine(f.GetOutput(), 50),
 		})
 	}

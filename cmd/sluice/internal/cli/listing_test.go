@@ -60,7 +60,7 @@ func tableFixtures() map[string]listing {
 			active: "2-bbbbbbbbbbbb",
 		},
 		"fingerprints": fingerprintList{
-			{Fingerprint: fpX, Node: "node-03", Revision: revB, Check: "ping", Output: strings.Repeat("timeout ", 20), Time: ago(4 * time.Minute)},
+			{Fingerprint: fpX, Revision: revB, Rollout: "2-bbbbbbbbbbbb", Node: "node-03", Check: "ping", Output: strings.Repeat("timeout ", 20), Time: ago(4 * time.Minute)},
 		},
 	}
 }
@@ -92,8 +92,8 @@ func TestTable_ShowsEachKindsColumns(t *testing.T) {
 			{"1-aaaaaaaaaaaa", "aaaaaaaaaaaa", "RolledBack", "2/10", "3", "1", "4", "60m", "2m", "node-03", "failed"},
 		}},
 		{"fingerprints", [][]string{
-			{"FINGERPRINT", "NODE", "REVISION", "CHECK", "TIME", "OUTPUT"},
-			append([]string{"cccccccccccc", "node-03", "bbbbbbbbbbbb", "ping", "4m"}, strings.Fields(strings.Repeat("timeout ", 6)+"t…")...),
+			{"FINGERPRINT", "REVISION", "ROLLOUT", "NODE", "CHECK", "TIME", "OUTPUT"},
+			append([]string{"cccccccccccc", "bbbbbbbbbbbb", "2-bbbbbbbbbbbb", "node-03", "ping", "4m"}, strings.Fields(strings.Repeat("timeout ", 6)+"t…")...),
 		}},
 	}
 	fixtures := tableFixtures()

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -122,43 +123,51 @@ func stageLine(r *sluicev1.Rollout, now time.Time) string {
 	return strings.Join(parts, ", ")
 }
 
-// maxFailureLines bounds the failures listed; the rest are counted.
-const maxFailureLines = 10
+// maxNodeRows bounds the nodes listed; the rest are counted.
+const maxNodeRows = 10
 
-// failureLines lists the nodes that failed, with why.
-func failureLines(r *sluicev1.Rollout) []string {
-	fs := r.GetFailures()
-	if len(fs) == 0 {
+// Widths the node table cuts its cells to.
+const (
+	outputWidth  = 60
+	messageWidth = 140
+)
+
+// nodeLines is a table of the nodes that did not simply succeed: the
+// record's failures (invalid, timed out, refused, a failed revert), then the
+// nodes that left. The failing check's output follows the message, cut short.
+func nodeLines(r *sluicev1.Rollout) []string {
+	outcomes := append(slices.Clip(r.GetFailures()), r.GetSkipped()...)
+	if len(outcomes) == 0 {
 		return nil
 	}
-	lines := []string{"failures:"}
-	for i, f := range fs {
-		if i == maxFailureLines {
-			lines = append(lines, fmt.Sprintf("  … and %d more (sluice get nodes)", len(fs)-i))
+	rows := [][]string{{"NODE", "RESULT", "CHECK", "MESSAGE"}}
+	for i, o := range outcomes {
+		if i == maxNodeRows {
 			break
 		}
-		why := f.GetMessage()
-		if f.GetFailedCheck() != "" {
-			why = f.GetFailedCheck() + ": " + why
+		res := o.GetResult()
+		if i >= len(r.GetFailures()) && res == sluicev1.NodeResult_NODE_RESULT_UNSPECIFIED {
+			res = sluicev1.NodeResult_NODE_RESULT_SKIPPED
 		}
-		if f.GetOutput() != "" {
-			why += " | output: " + f.GetOutput()
+		msg := strings.Join(strings.Fields(o.GetMessage()), " ")
+		if res == sluicev1.NodeResult_NODE_RESULT_SKIPPED && msg == "" {
+			msg = "left during the rollout (not a failure)"
 		}
-		lines = append(lines, fmt.Sprintf("  %-12s %-12s %s", f.GetNode(), nodeResult(f.GetResult()), oneLine(why, 140)))
+		if out := o.GetOutput(); strings.TrimSpace(out) != "" {
+			msg = strings.TrimPrefix(msg+" | output: "+oneLine(out, outputWidth), " ")
+		}
+		rows = append(rows, []string{o.GetNode(), nodeResult(res), orNone(o.GetFailedCheck()), oneLine(msg, messageWidth)})
+	}
+	var b strings.Builder
+	_ = writeTable(&b, rows) // a strings.Builder does not fail
+	lines := []string{"nodes that did not simply succeed:"}
+	for _, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
+		lines = append(lines, "  "+strings.TrimRight(l, " "))
+	}
+	if n := len(outcomes) - maxNodeRows; n > 0 {
+		lines = append(lines, fmt.Sprintf("  … and %d more (sluice get nodes; sluice events --kind node)", n))
 	}
 	return lines
-}
-
-// skippedLines lists the nodes that left during the rollout.
-func skippedLines(r *sluicev1.Rollout) []string {
-	var nodes []string
-	for _, s := range r.GetSkipped() {
-		nodes = append(nodes, s.GetNode())
-	}
-	if len(nodes) == 0 {
-		return nil
-	}
-	return []string{"skipped (left during the rollout, not failures): " + oneLine(strings.Join(nodes, ", "), 200)}
 }
 
 func nodeResult(r sluicev1.NodeResult) string {
@@ -185,8 +194,7 @@ func rolloutLines(r *sluicev1.Rollout, now time.Time) []string {
 	if st := stageLine(r, now); st != "" && !terminal(r.GetPhase()) {
 		lines = append(lines, "stage     "+st)
 	}
-	lines = append(lines, failureLines(r)...)
-	lines = append(lines, skippedLines(r)...)
+	lines = append(lines, nodeLines(r)...)
 	return append(lines, outcomeLine(r))
 }
 
@@ -209,9 +217,9 @@ func outcomeLine(r *sluicev1.Rollout) string {
 	case sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED:
 		what = "partially failed (within the failure budget)"
 	case sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK:
-		what = "was rolled back"
+		what = "rolled back"
 	case sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED:
-		what = "was aborted"
+		what = "aborted"
 	default:
 		what = "is in an unknown phase"
 	}

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -79,31 +82,66 @@ func TestRolloutLines_EndWithTheOutcomeAndReason(t *testing.T) {
 	for _, want := range []string{
 		"rollout   4-bbbbbbbbbbbb (generation 4)",
 		"revision  bbbbbbbbbbbb (from aaaaaaaaaaaa)",
-		"max parallel 2",
+		"strategy  max parallel 2, failure budget 0",
 		"RolledBack, started 2m ago, ran 1m",
 		"[###############...............] 5/10 provisioned",
 		"pending 3, in progress 0, provisioned 5, failed 1, skipped 0, timed out 1, reverting 0, reverted 5",
-		"  node-03      invalid      ping: 10.0.0.1 unreachable | output: 100% packet loss",
-		"  node-07      timed out    deadline: no final report within the apply deadline 5m0s",
-		"skipped (left during the rollout, not failures): node-09",
+		"nodes that did not simply succeed:",
+		"  NODE      RESULT      CHECK      MESSAGE",
+		"  node-03   invalid     ping       10.0.0.1 unreachable | output: 100% packet loss",
+		"  node-07   timed out   deadline   no final report within the apply deadline 5m0s",
+		"  node-09   skipped     -          left during the rollout (not a failure)",
 	} {
 		if !strings.Contains(text, want) {
 			t.Errorf("missing %q in:\n%s", want, text)
 		}
 	}
-	if got, want := lines[len(lines)-1], "rollout 4-bbbbbbbbbbbb was rolled back: 2 nodes failed, budget 0: reverted 5 nodes"; got != want {
+	if got, want := lines[len(lines)-1], "rollout 4-bbbbbbbbbbbb rolled back: 2 nodes failed, budget 0: reverted 5 nodes"; got != want {
 		t.Errorf("last line %q, want %q", got, want)
 	}
 }
 
-func TestFailureLines_ListAtMostTenAndCountTheRest(t *testing.T) {
-	r := &sluicev1.Rollout{}
-	for range 13 {
-		r.Failures = append(r.Failures, &sluicev1.NodeOutcome{Node: "n", Message: "x"})
+func TestRolloutLines_ShowTheStrategyAndStage(t *testing.T) {
+	r := &sluicev1.Rollout{
+		Id: "5-bbbbbbbbbbbb", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+		Strategy: &sluicev1.Strategy{MaxParallel: "10%", FirstWave: 2, BakeTime: durationpb.New(time.Minute), FailureDomain: "zone",
+			FailureBudget: "1", ApplyDeadline: durationpb.New(2 * time.Minute), RetryInvalid: true},
+		Wave: 2, Domain: "0zone-b", BakeUntil: timestamppb.New(now.Add(40 * time.Second)), StartedAt: ago(time.Minute),
+		Counts: &sluicev1.RolloutCounts{Total: 4, Provisioned: 1},
 	}
-	lines := failureLines(r)
-	if len(lines) != 12 || !strings.Contains(lines[11], "and 3 more") {
-		t.Errorf("got %q", lines)
+	text := strings.Join(rolloutLines(r, now), "\n")
+	for _, want := range []string{
+		"strategy  max parallel 10%, waves from 2 growing ×2, one zone at a time, bake 1m0s, failure budget 1, apply deadline 2m0s, retrying invalid fingerprints",
+		"stage     wave 2, zone zone-b, baking for 40s",
+		"rollout 5-bbbbbbbbbbbb is progressing",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing %q in:\n%s", want, text)
+		}
+	}
+	if strings.Contains(text, "NODE") {
+		t.Errorf("a node table without failures:\n%s", text)
+	}
+}
+
+func TestNodeLines_CutTheOutputAndListAtMostTen(t *testing.T) {
+	r := &sluicev1.Rollout{Failures: []*sluicev1.NodeOutcome{{Node: "node-01", Result: sluicev1.NodeResult_NODE_RESULT_INVALID,
+		FailedCheck: "ping", Message: "failed", Output: strings.Repeat("x", 500) + "\nsecond line"}}}
+	for range 12 {
+		r.Skipped = append(r.Skipped, &sluicev1.NodeOutcome{Node: "n"})
+	}
+	lines := nodeLines(r)
+	if len(lines) != 13 { // title, header, ten rows, "and 3 more"
+		t.Fatalf("got %d lines:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	if !strings.Contains(lines[2], "failed | output: "+strings.Repeat("x", outputWidth-1)+"…") || strings.Contains(lines[2], "second") {
+		t.Errorf("output not cut: %q", lines[2])
+	}
+	if !strings.Contains(lines[3], "skipped") {
+		t.Errorf("a node in the skipped list without a result is skipped: %q", lines[3])
+	}
+	if !strings.Contains(lines[12], "and 3 more") {
+		t.Errorf("last line %q", lines[12])
 	}
 }
 
@@ -117,7 +155,7 @@ func TestDrawer_NotATerminal_PrintsOneLinePerChangeThenTheOutcomeLast(t *testing
 	d.draw(r, now)
 	d.finish(r, now)
 	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
-	if len(lines) != 6 { // two progress lines, "failures:", two failures, outcome
+	if len(lines) != 8 { // two progress lines, title, header, three nodes, outcome
 		t.Fatalf("got %d lines:\n%s", len(lines), out.String())
 	}
 	if strings.Contains(out.String(), "\x1b") {
@@ -126,8 +164,8 @@ func TestDrawer_NotATerminal_PrintsOneLinePerChangeThenTheOutcomeLast(t *testing
 	if !strings.Contains(lines[0], "4-bbbbbbbbbbbb Progressing") || !strings.Contains(lines[1], "RolledBack") {
 		t.Errorf("progress lines: %q", lines[:2])
 	}
-	if !strings.HasPrefix(lines[5], "rollout 4-bbbbbbbbbbbb was rolled back: ") {
-		t.Errorf("last line %q", lines[5])
+	if !strings.HasPrefix(lines[7], "rollout 4-bbbbbbbbbbbb rolled back: ") {
+		t.Errorf("last line %q", lines[7])
 	}
 }
 

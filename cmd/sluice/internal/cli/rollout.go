@@ -38,7 +38,7 @@ With --watch the status is redrawn on every change until the rollout ends;
 the last line states the outcome and its reason.
 
 Exit codes (so scripts can gate on a rollout):
-  %d  succeeded (without --watch: also still progressing)
+  %d  succeeded (without --watch: also still progressing or reverting)
   %d  the status could not be read
   %d  partially failed: some nodes failed, within the failure budget
   %d  rolled back: failures beyond the budget; touched nodes were reverted
@@ -247,7 +247,7 @@ func (d *drawer) finish(r *sluicev1.Rollout, _ time.Time) {
 	if d.tty {
 		return // the block ends with the outcome
 	}
-	writeLines(d.w, append(failureLines(r), outcomeLine(r)))
+	writeLines(d.w, append(nodeLines(r), outcomeLine(r)))
 }
 
 func writeLines(w io.Writer, lines []string) {

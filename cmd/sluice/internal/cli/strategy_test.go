@@ -23,21 +23,7 @@ func TestApply_StrategyFlagsReachTheHead(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit code %d: %s", code, stderr)
 	}
-	nc, err := nats.Connect(s.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	kv, err := js.KeyValue(context.Background(), contract.BucketRevisions)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h, err := store.New(kv, func() *sluicev1.Head { return &sluicev1.Head{} }).Get(context.Background(), contract.KeyHead)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st := h.Value.GetStrategy()
+	st := headStrategy(t, s.URL())
 	if st.GetMaxParallel() != "5" || st.GetFirstWave() != 2 || st.GetWaveGrowth() != 3 || st.GetBakeTime().AsDuration() != 30*time.Second ||
 		st.GetFailureDomain() != "zone" || st.GetFailureBudget() != "10%" || st.GetApplyDeadline().AsDuration() != 2*time.Minute ||
 		st.GetPickupDeadline().AsDuration() != 4*time.Minute || st.GetProgressDeadline().AsDuration() != 2*time.Hour || !st.GetRetryInvalid() {
@@ -56,4 +42,47 @@ func TestApply_InvalidStrategy_IsRejectedWithTheField(t *testing.T) {
 	if code != 2 || !strings.Contains(stderr, "apply-deadline") {
 		t.Fatalf("exit code %d, stderr %q; want a usage error naming --apply-deadline", code, stderr)
 	}
+}
+
+func TestDelete_StrategyFlagsReachTheHead(t *testing.T) {
+	s := startSystem(t, 0)
+	if code, _, stderr := sluice(t, s.URL(), "apply", "-f", writeFile(t, "tenant-a.yaml", tenantA)); code != 0 {
+		t.Fatalf("apply: exit code %d: %s", code, stderr)
+	}
+	code, _, stderr := sluice(t, s.URL(), "delete", "routingtable/mgmt", "--failure-domain", "rack", "--bake-time", "0s", "--progress-deadline", "30m")
+	if code != 0 {
+		t.Fatalf("delete: exit code %d: %s", code, stderr)
+	}
+	st := headStrategy(t, s.URL())
+	if st.GetFailureDomain() != "rack" || st.GetBakeTime() == nil || st.GetBakeTime().AsDuration() != 0 ||
+		st.GetProgressDeadline().AsDuration() != 30*time.Minute || st.GetApplyDeadline() != nil {
+		t.Fatalf("head strategy = %v", st)
+	}
+	code, _, stderr = sluice(t, s.URL(), "delete", "routingtable/mgmt", "--pickup-deadline", "-")
+	if code != 2 || !strings.Contains(stderr, "pickup-deadline") {
+		t.Fatalf("exit code %d, stderr %q; want a usage error naming --pickup-deadline", code, stderr)
+	}
+}
+
+// headStrategy reads the strategy of revisions/head.
+func headStrategy(t *testing.T, url string) *sluicev1.Strategy {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kv, err := js.KeyValue(context.Background(), contract.BucketRevisions)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h, err := store.New(kv, func() *sluicev1.Head { return &sluicev1.Head{} }).Get(context.Background(), contract.KeyHead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h.Value.GetStrategy()
 }

@@ -10,7 +10,14 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/sluicehq/sluice/cmd/sluice/internal/dev"
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // startSystem runs sluice dev with n agents and no examples on a fresh data
@@ -200,5 +207,60 @@ func TestUsageErrors_ExitWith2(t *testing.T) {
 				t.Errorf("exit code %d, stderr %q; want 2 and %q", code, stderr, tt.want)
 			}
 		})
+	}
+}
+
+func TestRolloutStatus_RolledBackRecord_ListsItsNodesAndExitsWith3(t *testing.T) {
+	s := startSystem(t, 0)
+	ctx := context.Background()
+	nc, err := nats.Connect(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := contract.OpenBuckets(ctx, js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := rolledBack()
+	r.StartedAt, r.FinishedAt = timestamppb.Now(), timestamppb.Now()
+	if _, err := store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }).Create(ctx, r.GetId(), r); err != nil {
+		t.Fatal(err)
+	}
+	fp := &sluicev1.InvalidFingerprint{Fingerprint: fpX, Revision: revB, Rollout: r.GetId(), Node: "node-03", Check: "ping",
+		Output: "100% packet loss\nafter 3 tries", Time: timestamppb.Now()}
+	if _, err := store.New(b.Fingerprints, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }).Create(ctx, fpX, fp); err != nil {
+		t.Fatal(err)
+	}
+
+	code, stdout, stderr := sluice(t, s.URL(), "rollout", "status", r.GetId())
+	if code != ExitRolledBack {
+		t.Fatalf("exit code %d, want %d; stderr %s, stdout:\n%s", code, ExitRolledBack, stderr, stdout)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if last := lines[len(lines)-1]; last != "rollout 4-bbbbbbbbbbbb rolled back: 2 nodes failed, budget 0: reverted 5 nodes" {
+		t.Errorf("last line %q:\n%s", last, stdout)
+	}
+	for _, want := range []string{"node-03   invalid", "node-07   timed out", "node-09   skipped", "reverted 5"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("missing %q:\n%s", want, stdout)
+		}
+	}
+
+	code, stdout, stderr = sluice(t, s.URL(), "get", "fingerprints")
+	if code != 0 {
+		t.Fatalf("get fingerprints: exit %d: %s", code, stderr)
+	}
+	rows := strings.Split(strings.TrimSpace(stdout), "\n")
+	if len(rows) != 2 || strings.Join(strings.Fields(rows[0]), " ") != "FINGERPRINT REVISION ROLLOUT NODE CHECK TIME OUTPUT" {
+		t.Fatalf("get fingerprints:\n%s", stdout)
+	}
+	if got := strings.Fields(rows[1]); len(got) < 7 || got[0] != fpX[:12] || got[1] != revB[:12] || got[2] != r.GetId() ||
+		got[3] != "node-03" || got[4] != "ping" || !strings.Contains(rows[1], "100% packet loss after 3 tries") {
+		t.Errorf("fingerprint row %q", rows[1])
 	}
 }
