@@ -4,9 +4,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"strconv"
+	"regexp"
 	"strings"
 	"time"
+	"unicode"
 
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
@@ -16,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/intent"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
 )
 
 // SourceCLI is the source recorded on intents applied with `sluice apply`.
@@ -32,16 +34,23 @@ files) and sends them to the configurator in one all-or-nothing request. If the
 set of intents changes, a new revision becomes the head and the
 rollout-coordinator rolls it out.
 
+The strategy flags say how the revision is rolled out (docs/rollouts.md). They
+are checked before anything is sent: a bad value or combination is a usage
+error naming the flag, with exit code 2.
+
 If any intent is invalid, every problem is printed as <intent>: <field>: <rule>,
 nothing is stored, and the exit code is 1.`,
-		Example: "  sluice apply -f examples/\n  sluice apply -f tenant-a.yaml --max-parallel 10%",
-		Args:    cobra.NoArgs,
+		Example: `  sluice apply -f examples/
+  sluice apply -f tenant-a.yaml --max-parallel 10%
+  sluice apply -f tenant-a.yaml --first-wave 1 --bake-time 2m --failure-domain zone --failure-budget 1`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 {
 				return &ExitError{Code: 2, Err: errors.New("nothing to apply: name intent files or directories with -f")}
 			}
-			if err := checkMaxParallel(sf.maxParallel); err != nil {
-				return &ExitError{Code: 2, Err: err}
+			strategy, err := sf.strategy(cmd.Flags())
+			if err != nil {
+				return err
 			}
 			intents, err := intent.ParseFiles(files...)
 			if err != nil {
@@ -58,7 +67,7 @@ nothing is stored, and the exit code is 1.`,
 			}
 			defer nc.Close()
 			resp, err := apiclient.Apply(cmd.Context(), nc, &sluicev1.ApplyRequest{
-				Intents: intents, Strategy: sf.strategy(cmd.Flags()), Source: SourceCLI,
+				Intents: intents, Strategy: strategy, Source: SourceCLI,
 			})
 			if err != nil {
 				return a.rejected(err)
@@ -83,7 +92,8 @@ func (a *app) deleteCommand() *cobra.Command {
 		Short: "Delete an intent and roll the revision without it out",
 		Long: `Delete marks an intent for deletion: the next revision leaves it out and is
 rolled out like any other; the reaper removes the intent once no revision in
-use refers to it. KIND is Layer2Network, VRFRoute or RoutingTable, in any case.`,
+use refers to it. KIND is Layer2Network, VRFRoute or RoutingTable, in any case.
+The strategy flags are those of apply, checked the same way.`,
 		Example: "  sluice delete layer2network tenant-a\n  sluice delete routingtable/mgmt",
 		Args:    cobra.RangeArgs(1, 2),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -99,8 +109,9 @@ use refers to it. KIND is Layer2Network, VRFRoute or RoutingTable, in any case.`
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			if err := checkMaxParallel(sf.maxParallel); err != nil {
-				return &ExitError{Code: 2, Err: err}
+			strategy, err := sf.strategy(cmd.Flags())
+			if err != nil {
+				return err
 			}
 			nc, err := a.connect()
 			if err != nil {
@@ -108,7 +119,7 @@ use refers to it. KIND is Layer2Network, VRFRoute or RoutingTable, in any case.`
 			}
 			defer nc.Close()
 			resp, err := apiclient.Delete(cmd.Context(), nc, &sluicev1.DeleteRequest{
-				Kind: kind, Name: name, Strategy: sf.strategy(cmd.Flags()),
+				Kind: kind, Name: name, Strategy: strategy,
 			})
 			if err != nil {
 				return a.rejected(err)
@@ -168,7 +179,8 @@ func printRevision(w io.Writer, revision string, generation uint64, changed bool
 }
 
 // strategyFlags are the rollout strategy flags of apply and delete;
-// docs/rollouts.md explains each field. The configurator validates them.
+// docs/rollouts.md explains each field. Each flag is named for its field
+// (strategy.bakeTime is --bake-time), so a rule broken names its flag.
 type strategyFlags struct {
 	maxParallel, failureDomain, failureBudget string
 	firstWave                                 uint32
@@ -180,18 +192,20 @@ type strategyFlags struct {
 func (f *strategyFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.maxParallel, "max-parallel", "", `nodes configured at once: a count ("5") or a share of the nodes ("10%"); default 1`)
 	fs.Uint32Var(&f.firstWave, "first-wave", 0, "nodes in the first wave (the canary); 0: no waves")
-	fs.Float64Var(&f.waveGrowth, "wave-growth", 0, "each next wave is this many times the previous (default 2 with --first-wave)")
-	fs.DurationVar(&f.bake, "bake-time", 0, "pause after each wave or failure domain before the next")
+	fs.Float64Var(&f.waveGrowth, "wave-growth", 0, fmt.Sprintf("each next wave is this many times the previous, at least 1 (default %g with --first-wave)", coordinator.DefaultWaveGrowth))
+	fs.DurationVar(&f.bake, "bake-time", 0, "pause after each wave or failure domain before the next (needs --first-wave or --failure-domain)")
 	fs.StringVar(&f.failureDomain, "failure-domain", "", "label key, e.g. zone: finish one value before starting the next")
-	fs.StringVar(&f.failureBudget, "failure-budget", "", `failed nodes tolerated before stopping and reverting: a count or a percentage; default 0`)
-	fs.DurationVar(&f.apply, "apply-deadline", 0, "per node, from its agent's acknowledgement to its report (default 5m)")
-	fs.DurationVar(&f.pickup, "pickup-deadline", 0, "per node that never acknowledges, from the write (default 10m)")
-	fs.DurationVar(&f.progress, "progress-deadline", 0, "the whole rollout, counted while a coordinator runs it (default 1h)")
+	fs.StringVar(&f.failureBudget, "failure-budget", "", `failed nodes tolerated before stopping and reverting: a count ("2") or a percentage ("5%"); default 0`)
+	fs.DurationVar(&f.apply, "apply-deadline", 0, fmt.Sprintf("per node, from its agent's acknowledgement to its report (default %s)", coordinator.DefaultApplyDeadline))
+	fs.DurationVar(&f.pickup, "pickup-deadline", 0, fmt.Sprintf("per node that never acknowledges, from the write; at least the apply deadline (default %s)", coordinator.DefaultPickupDeadline))
+	fs.DurationVar(&f.progress, "progress-deadline", 0, fmt.Sprintf("the whole rollout, counted while a coordinator runs it (default %s)", coordinator.DefaultProgressDeadline))
 	fs.BoolVar(&f.retryInvalid, "retry-invalid", false, "roll out even fingerprints recorded as invalid, on purpose")
 }
 
-// strategy is the Strategy the flags set, or nil for the defaults.
-func (f *strategyFlags) strategy(fs *pflag.FlagSet) *sluicev1.Strategy {
+// strategy is the Strategy the flags set (nil for the defaults), or a usage
+// error naming every flag whose value the strategy rules reject. The
+// configurator checks the same rules; checking here first needs no server.
+func (f *strategyFlags) strategy(fs *pflag.FlagSet) (*sluicev1.Strategy, error) {
 	st := &sluicev1.Strategy{MaxParallel: f.maxParallel, FirstWave: f.firstWave, WaveGrowth: f.waveGrowth,
 		FailureDomain: f.failureDomain, FailureBudget: f.failureBudget, RetryInvalid: f.retryInvalid}
 	for _, d := range []struct {
@@ -204,24 +218,49 @@ func (f *strategyFlags) strategy(fs *pflag.FlagSet) *sluicev1.Strategy {
 			*d.dst = durationpb.New(d.v)
 		}
 	}
-	if proto.Equal(st, &sluicev1.Strategy{}) {
-		return nil
+	if err := strategyUsageError(intent.ValidateStrategy(st)); err != nil {
+		return nil, err
 	}
-	return st
+	if proto.Equal(st, &sluicev1.Strategy{}) {
+		return nil, nil
+	}
+	return st, nil
 }
 
 // checkMaxParallel accepts "", a positive count or a percentage in 1..100.
 func checkMaxParallel(s string) error {
-	if s == "" {
+	return strategyUsageError(intent.ValidateStrategy(&sluicev1.Strategy{MaxParallel: s}))
+}
+
+// strategyField matches a strategy field name in a validation message.
+var strategyField = regexp.MustCompile(`strategy\.[a-zA-Z]+`)
+
+// strategyUsageError turns strategy validation errors into one usage error
+// that speaks of flags: "--bake-time: ... set --first-wave or --failure-domain".
+func strategyUsageError(errs []*sluicev1.FieldError) error {
+	if len(errs) == 0 {
 		return nil
 	}
-	n, pct := strings.CutSuffix(s, "%")
-	v, err := strconv.Atoi(n)
-	switch {
-	case err != nil || v < 1:
-		return fmt.Errorf("--max-parallel %q: want a positive count (5) or a percentage (10%%)", s)
-	case pct && v > 100:
-		return fmt.Errorf("--max-parallel %q: a percentage is at most 100%%", s)
+	msgs := make([]string, 0, len(errs))
+	for _, fe := range errs {
+		msgs = append(msgs, flagOf(fe.GetField())+": "+strategyField.ReplaceAllStringFunc(fe.GetRule(), flagOf))
 	}
-	return nil
+	if len(msgs) == 1 {
+		return &ExitError{Code: 2, Err: errors.New(msgs[0])}
+	}
+	return &ExitError{Code: 2, Err: fmt.Errorf("%d strategy flags are wrong:\n  %s", len(msgs), strings.Join(msgs, "\n  "))}
+}
+
+// flagOf is the flag of a strategy field: "strategy.bakeTime" is "--bake-time".
+func flagOf(field string) string {
+	var b strings.Builder
+	b.WriteString("--")
+	for _, r := range strings.TrimPrefix(field, "strategy.") {
+		if unicode.IsUpper(r) {
+			b.WriteByte('-')
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
 }

@@ -6,7 +6,10 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
 )
 
 // Exit codes of `sluice rollout status`, one per outcome.
@@ -62,19 +65,23 @@ func countsLine(c *sluicev1.RolloutCounts) string {
 	return line
 }
 
-// strategyLine describes the strategy's fields that are set.
+// strategyLine describes the strategy: the fields set, and the defaults
+// that always apply (max parallel, failure budget, the growth of waves)
+// marked "(default)".
 func strategyLine(st *sluicev1.Strategy) string {
-	mp := st.GetMaxParallel()
-	if mp == "" {
-		mp = "1"
-	}
-	parts := []string{"max parallel " + mp}
-	if st.GetFirstWave() > 0 {
-		g := st.GetWaveGrowth()
-		if g == 0 {
-			g = 2
+	orDefault := func(v, def string) string {
+		if v == "" {
+			return def + " (default)"
 		}
-		parts = append(parts, fmt.Sprintf("waves from %d growing ×%g", st.GetFirstWave(), g))
+		return v
+	}
+	parts := []string{"max parallel " + orDefault(st.GetMaxParallel(), "1")}
+	if st.GetFirstWave() > 0 {
+		growth := fmt.Sprintf("×%g", st.GetWaveGrowth())
+		if st.GetWaveGrowth() == 0 {
+			growth = fmt.Sprintf("×%g (default)", coordinator.DefaultWaveGrowth)
+		}
+		parts = append(parts, fmt.Sprintf("waves from %d growing %s", st.GetFirstWave(), growth))
 	}
 	if d := st.GetFailureDomain(); d != "" {
 		parts = append(parts, "one "+d+" at a time")
@@ -82,19 +89,12 @@ func strategyLine(st *sluicev1.Strategy) string {
 	if b := st.GetBakeTime(); b != nil {
 		parts = append(parts, "bake "+b.AsDuration().String())
 	}
-	budget := st.GetFailureBudget()
-	if budget == "" {
-		budget = "0"
-	}
-	parts = append(parts, "failure budget "+budget)
+	parts = append(parts, "failure budget "+orDefault(st.GetFailureBudget(), "0"))
 	for _, d := range []struct {
 		name string
-		v    interface{ AsDuration() time.Duration }
-		set  bool
-	}{{"apply deadline", st.GetApplyDeadline(), st.GetApplyDeadline() != nil},
-		{"pickup deadline", st.GetPickupDeadline(), st.GetPickupDeadline() != nil},
-		{"progress deadline", st.GetProgressDeadline(), st.GetProgressDeadline() != nil}} {
-		if d.set {
+		v    *durationpb.Duration
+	}{{"apply deadline", st.GetApplyDeadline()}, {"pickup deadline", st.GetPickupDeadline()}, {"progress deadline", st.GetProgressDeadline()}} {
+		if d.v != nil {
 			parts = append(parts, d.name+" "+d.v.AsDuration().String())
 		}
 	}
@@ -132,42 +132,114 @@ const (
 	messageWidth = 140
 )
 
+// liveNode is a node whose desired config belongs to the rollout shown, as
+// the nodeconfigs and status buckets hold it now; status is nil when the
+// node's agent has written none.
+type liveNode struct {
+	desired *sluicev1.DesiredConfig
+	status  *sluicev1.NodeStatus
+}
+
 // nodeLines is a table of the nodes that did not simply succeed: the
 // record's failures (invalid, timed out, refused, a failed revert), then the
-// nodes that left. The failing check's output follows the message, cut short.
-func nodeLines(r *sluicev1.Rollout) []string {
-	outcomes := append(slices.Clip(r.GetFailures()), r.GetSkipped()...)
-	if len(outcomes) == 0 {
-		return nil
-	}
-	rows := [][]string{{"NODE", "RESULT", "CHECK", "MESSAGE"}}
-	for i, o := range outcomes {
-		if i == maxNodeRows {
-			break
-		}
+// nodes that left, then the live nodes still on their way (or reverted),
+// sorted by name. A live node the record already lists adds its revert to
+// that row instead. The failing check's output follows the message, cut short.
+func nodeLines(r *sluicev1.Rollout, live []liveNode, now time.Time) []string {
+	type row struct{ node, result, check, msg, output string }
+	var rows []row
+	listed := map[string]int{} // node → its row
+	for i, o := range append(slices.Clip(r.GetFailures()), r.GetSkipped()...) {
 		res := o.GetResult()
 		if i >= len(r.GetFailures()) && res == sluicev1.NodeResult_NODE_RESULT_UNSPECIFIED {
 			res = sluicev1.NodeResult_NODE_RESULT_SKIPPED
 		}
-		msg := strings.Join(strings.Fields(o.GetMessage()), " ")
+		msg := o.GetMessage()
 		if res == sluicev1.NodeResult_NODE_RESULT_SKIPPED && msg == "" {
 			msg = "left during the rollout (not a failure)"
 		}
-		if out := o.GetOutput(); strings.TrimSpace(out) != "" {
-			msg = strings.TrimPrefix(msg+" | output: "+oneLine(out, outputWidth), " ")
+		if _, ok := listed[o.GetNode()]; !ok {
+			listed[o.GetNode()] = len(rows)
 		}
-		rows = append(rows, []string{o.GetNode(), nodeResult(res), orNone(o.GetFailedCheck()), oneLine(msg, messageWidth)})
+		rows = append(rows, row{o.GetNode(), nodeResult(res), o.GetFailedCheck(), msg, o.GetOutput()})
+	}
+	live = slices.SortedFunc(slices.Values(live), func(a, b liveNode) int { return strings.Compare(a.desired.GetNode(), b.desired.GetNode()) })
+	for _, l := range live {
+		res, check, msg, output, show := liveState(l, now)
+		if !show {
+			continue
+		}
+		if i, ok := listed[l.desired.GetNode()]; ok {
+			if l.desired.GetRevert() && (res == "reverting" || res == "reverted") {
+				rows[i].result += ", " + res
+			}
+			continue
+		}
+		rows = append(rows, row{l.desired.GetNode(), res, check, msg, output})
+	}
+	if len(rows) == 0 {
+		return nil
+	}
+	table := [][]string{{"NODE", "RESULT", "CHECK", "MESSAGE"}}
+	for i, rw := range rows {
+		if i == maxNodeRows {
+			break
+		}
+		msg := strings.Join(strings.Fields(rw.msg), " ")
+		if strings.TrimSpace(rw.output) != "" {
+			msg = strings.TrimPrefix(msg+" | output: "+oneLine(rw.output, outputWidth), " ")
+		}
+		table = append(table, []string{rw.node, rw.result, orNone(rw.check), oneLine(msg, messageWidth)})
 	}
 	var b strings.Builder
-	_ = writeTable(&b, rows) // a strings.Builder does not fail
+	_ = writeTable(&b, table) // a strings.Builder does not fail
 	lines := []string{"nodes that did not simply succeed:"}
 	for _, l := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
 		lines = append(lines, "  "+strings.TrimRight(l, " "))
 	}
-	if n := len(outcomes) - maxNodeRows; n > 0 {
+	if n := len(rows) - maxNodeRows; n > 0 {
 		lines = append(lines, fmt.Sprintf("  … and %d more (sluice get nodes; sluice events --kind node)", n))
 	}
 	return lines
+}
+
+// liveState says where a live node is with its desired config: its result,
+// the failed check, a message and the check's output; show is false for a
+// node that simply succeeded.
+func liveState(l liveNode, now time.Time) (result, check, msg, output string, show bool) {
+	d, st := l.desired, l.status
+	reported := st != nil && st.GetFingerprint() == d.GetFingerprint()
+	since := st.GetApplyStartedAt()
+	if since == nil {
+		since = st.GetLastUpdate()
+	}
+	if !reported {
+		msg = "the agent has not picked it up"
+		if w := d.GetWrittenAt(); w != nil {
+			msg = "written " + age(now, w) + " ago; " + msg
+		}
+		if d.GetRevert() {
+			return "reverting", "", "backup " + shortN(d.GetFingerprint(), 12) + " " + msg, "", true
+		}
+		return "in progress", "", msg, "", true
+	}
+	switch st.GetPhase() {
+	case sluicev1.NodePhase_NODE_PHASE_PROVISIONED:
+		if d.GetRevert() {
+			return "reverted", "", "backup " + shortN(d.GetFingerprint(), 12) + " is in force again", "", true
+		}
+		return "", "", "", "", false
+	case sluicev1.NodePhase_NODE_PHASE_INVALID:
+		res := "invalid"
+		if d.GetRevert() {
+			res = "revert failed"
+		}
+		return res, st.GetFailedCheck(), st.GetMessage(), st.GetCheckOutput(), true
+	}
+	if d.GetRevert() {
+		return "reverting", "", "applying its backup for " + age(now, since), "", true
+	}
+	return "in progress", "", "applying for " + age(now, since), "", true
 }
 
 func nodeResult(r sluicev1.NodeResult) string {
@@ -177,8 +249,9 @@ func nodeResult(r sluicev1.NodeResult) string {
 	return strings.ReplaceAll(strings.ToLower(strings.TrimPrefix(r.String(), "NODE_RESULT_")), "_", " ")
 }
 
-// rolloutLines is the full status block of r; its last line is the outcome.
-func rolloutLines(r *sluicev1.Rollout, now time.Time) []string {
+// rolloutLines is the full status block of r with its live nodes (nil when
+// they were not read); its last line is the outcome.
+func rolloutLines(r *sluicev1.Rollout, live []liveNode, now time.Time) []string {
 	rev := short(r.GetRevision())
 	if r.GetPreviousRevision() != "" {
 		rev += " (from " + short(r.GetPreviousRevision()) + ")"
@@ -194,7 +267,7 @@ func rolloutLines(r *sluicev1.Rollout, now time.Time) []string {
 	if st := stageLine(r, now); st != "" && !terminal(r.GetPhase()) {
 		lines = append(lines, "stage     "+st)
 	}
-	lines = append(lines, nodeLines(r)...)
+	lines = append(lines, nodeLines(r, live, now)...)
 	return append(lines, outcomeLine(r))
 }
 
@@ -224,8 +297,22 @@ func outcomeLine(r *sluicev1.Rollout) string {
 		what = "is in an unknown phase"
 	}
 	line := fmt.Sprintf("rollout %s %s", r.GetId(), what)
-	if r.GetReason() != "" {
-		line += ": " + oneLine(r.GetReason(), 200)
+	if reason := outcomeReason(r); reason != "" {
+		line += ": " + oneLine(reason, 200)
 	}
 	return line
+}
+
+// outcomeReason is the record's reason or, for an ended rollout that has
+// none, its first failure.
+func outcomeReason(r *sluicev1.Rollout) string {
+	if r.GetReason() != "" || !terminal(r.GetPhase()) || len(r.GetFailures()) == 0 {
+		return r.GetReason()
+	}
+	f := r.GetFailures()[0]
+	what := nodeResult(f.GetResult())
+	if r := f.GetResult(); r == sluicev1.NodeResult_NODE_RESULT_INVALID || r == sluicev1.NodeResult_NODE_RESULT_UNSPECIFIED {
+		what = "failed check " + orNone(f.GetFailedCheck())
+	}
+	return fmt.Sprintf("%s %s: %s", f.GetNode(), what, f.GetMessage())
 }

@@ -77,12 +77,12 @@ func rolledBack() *sluicev1.Rollout {
 }
 
 func TestRolloutLines_EndWithTheOutcomeAndReason(t *testing.T) {
-	lines := rolloutLines(rolledBack(), now)
+	lines := rolloutLines(rolledBack(), nil, now)
 	text := strings.Join(lines, "\n")
 	for _, want := range []string{
 		"rollout   4-bbbbbbbbbbbb (generation 4)",
 		"revision  bbbbbbbbbbbb (from aaaaaaaaaaaa)",
-		"strategy  max parallel 2, failure budget 0",
+		"strategy  max parallel 2, failure budget 0 (default)",
 		"RolledBack, started 2m ago, ran 1m",
 		"[###############...............] 5/10 provisioned",
 		"pending 3, in progress 0, provisioned 5, failed 1, skipped 0, timed out 1, reverting 0, reverted 5",
@@ -109,9 +109,9 @@ func TestRolloutLines_ShowTheStrategyAndStage(t *testing.T) {
 		Wave: 2, Domain: "0zone-b", BakeUntil: timestamppb.New(now.Add(40 * time.Second)), StartedAt: ago(time.Minute),
 		Counts: &sluicev1.RolloutCounts{Total: 4, Provisioned: 1},
 	}
-	text := strings.Join(rolloutLines(r, now), "\n")
+	text := strings.Join(rolloutLines(r, nil, now), "\n")
 	for _, want := range []string{
-		"strategy  max parallel 10%, waves from 2 growing ×2, one zone at a time, bake 1m0s, failure budget 1, apply deadline 2m0s, retrying invalid fingerprints",
+		"strategy  max parallel 10%, waves from 2 growing ×2 (default), one zone at a time, bake 1m0s, failure budget 1, apply deadline 2m0s, retrying invalid fingerprints",
 		"stage     wave 2, zone zone-b, baking for 40s",
 		"rollout 5-bbbbbbbbbbbb is progressing",
 	} {
@@ -130,7 +130,7 @@ func TestNodeLines_CutTheOutputAndListAtMostTen(t *testing.T) {
 	for range 12 {
 		r.Skipped = append(r.Skipped, &sluicev1.NodeOutcome{Node: "n"})
 	}
-	lines := nodeLines(r)
+	lines := nodeLines(r, nil, now)
 	if len(lines) != 13 { // title, header, ten rows, "and 3 more"
 		t.Fatalf("got %d lines:\n%s", len(lines), strings.Join(lines, "\n"))
 	}
@@ -181,11 +181,104 @@ func TestDrawer_Terminal_RedrawsTheBlockInPlace(t *testing.T) {
 	d.draw(r, now)
 	d.finish(r, now)
 	second := out.String()[first:]
-	lines := len(rolloutLines(r, now))
+	lines := len(rolloutLines(r, nil, now))
 	if want := "\x1b[" + strconv.Itoa(lines) + "F\x1b[J"; !strings.HasPrefix(second, want) {
 		t.Errorf("redraw starts with %q, want %q", second[:min(12, len(second))], want)
 	}
 	if !strings.HasSuffix(second, outcomeLine(r)+"\n") {
 		t.Errorf("outcome is not the last line: %q", second)
+	}
+}
+
+func TestOutcomeLine_StatesTheReason_OrTheFirstFailureWhenTheRecordHasNone(t *testing.T) {
+	noReason := rolledBack()
+	noReason.Reason = ""
+	progressing := rolledBack()
+	progressing.Phase, progressing.Reason = sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, ""
+	timedOut := rolledBack()
+	timedOut.Reason, timedOut.Failures = "", timedOut.Failures[1:]
+	reverting := rolledBack()
+	reverting.Phase, reverting.Reason = sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING, "node-03 failed check ping: 10.0.0.1 unreachable; 1 failure(s) exceed the failure budget of 0"
+	tests := []struct {
+		name  string
+		given *sluicev1.Rollout
+		want  string
+	}{
+		{"the record's reason", rolledBack(), "rollout 4-bbbbbbbbbbbb rolled back: 2 nodes failed, budget 0: reverted 5 nodes"},
+		{"no reason: the first failure", noReason, "rollout 4-bbbbbbbbbbbb rolled back: node-03 failed check ping: 10.0.0.1 unreachable"},
+		{"no reason: a timeout", timedOut, "rollout 4-bbbbbbbbbbbb rolled back: node-07 timed out: no final report within the apply deadline 5m0s"},
+		{"still progressing without a reason", progressing, "rollout 4-bbbbbbbbbbbb is progressing"},
+		{"reverting", reverting, "rollout 4-bbbbbbbbbbbb is reverting the nodes it touched: node-03 failed check ping: 10.0.0.1 unreachable; 1 failure(s) exceed the failure budget of 0"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := outcomeLine(tt.given); got != tt.want {
+				t.Errorf("got  %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLiveState_SaysWhereANodeIsWithItsDesiredConfig(t *testing.T) {
+	desired := func(revert bool, written *timestamppb.Timestamp) *sluicev1.DesiredConfig {
+		return &sluicev1.DesiredConfig{Node: "node-01", Fingerprint: fpX, Revert: revert, WrittenAt: written}
+	}
+	status := func(p sluicev1.NodePhase, fp string) *sluicev1.NodeStatus {
+		return &sluicev1.NodeStatus{Node: "node-01", Phase: p, Fingerprint: fp, ApplyStartedAt: ago(20 * time.Second),
+			FailedCheck: "ping", Message: "unreachable", CheckOutput: "100% loss"}
+	}
+	const (
+		provisioning = sluicev1.NodePhase_NODE_PHASE_PROVISIONING
+		provisioned  = sluicev1.NodePhase_NODE_PHASE_PROVISIONED
+		invalid      = sluicev1.NodePhase_NODE_PHASE_INVALID
+	)
+	tests := []struct {
+		name  string
+		given liveNode
+		want  string // result|check|message|output; "" = not shown
+	}{
+		{"no status yet", liveNode{desired(false, ago(time.Minute)), nil}, "in progress||written 1m ago; the agent has not picked it up|"},
+		{"status of an older config", liveNode{desired(false, ago(time.Minute)), status(provisioned, fpOther)}, "in progress||written 1m ago; the agent has not picked it up|"},
+		{"no write time", liveNode{desired(false, nil), nil}, "in progress||the agent has not picked it up|"},
+		{"applying", liveNode{desired(false, nil), status(provisioning, fpX)}, "in progress||applying for 20s|"},
+		{"provisioned: simply succeeded", liveNode{desired(false, nil), status(provisioned, fpX)}, ""},
+		{"invalid, not yet recorded", liveNode{desired(false, nil), status(invalid, fpX)}, "invalid|ping|unreachable|100% loss"},
+		{"revert not picked up", liveNode{desired(true, ago(time.Minute)), status(invalid, fpOther)}, "reverting||backup cccccccccccc written 1m ago; the agent has not picked it up|"},
+		{"revert applying", liveNode{desired(true, nil), status(provisioning, fpX)}, "reverting||applying its backup for 20s|"},
+		{"reverted", liveNode{desired(true, nil), status(provisioned, fpX)}, "reverted||backup cccccccccccc is in force again|"},
+		{"revert failed", liveNode{desired(true, nil), status(invalid, fpX)}, "revert failed|ping|unreachable|100% loss"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			res, check, msg, out, show := liveState(tt.given, now)
+			got := ""
+			if show {
+				got = strings.Join([]string{res, check, msg, out}, "|")
+			}
+			if got != tt.want {
+				t.Errorf("got  %q\nwant %q", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestNodeLines_RecordFirstThenLiveNodesByName_OneRowPerNode(t *testing.T) {
+	r := rolledBack()
+	live := []liveNode{
+		{&sluicev1.DesiredConfig{Node: "node-12", Fingerprint: fpX}, nil},
+		{&sluicev1.DesiredConfig{Node: "node-03", Fingerprint: fpX, Revert: true}, &sluicev1.NodeStatus{Fingerprint: fpX, Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONING}},
+		{&sluicev1.DesiredConfig{Node: "node-11", Fingerprint: fpX}, &sluicev1.NodeStatus{Fingerprint: fpX, Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED}},
+		{&sluicev1.DesiredConfig{Node: "node-10", Fingerprint: fpX}, nil},
+	}
+	var nodes []string
+	for _, l := range nodeLines(r, live, now)[2:] {
+		nodes = append(nodes, strings.Join(strings.Fields(l)[:2], " "))
+	}
+	want := []string{"node-03 invalid,", "node-07 timed", "node-09 skipped", "node-10 in", "node-12 in"}
+	if strings.Join(nodes, "|") != strings.Join(want, "|") {
+		t.Errorf("rows %q, want %q", nodes, want)
+	}
+	if l := nodeLines(r, live, now)[2]; !strings.Contains(l, "invalid, reverting") {
+		t.Errorf("the failed node's revert is not on its row: %q", l)
 	}
 }

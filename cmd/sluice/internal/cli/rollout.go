@@ -30,12 +30,15 @@ func (a *app) rolloutStatusCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "status [ROLLOUT-ID]",
 		Short: "Show a rollout's progress; --watch follows it to the end",
-		Long: fmt.Sprintf(`Show a rollout's phase, progress and failures. Without an id it shows the
-active rollout, else the newest one. If the head revision's rollout has not
-started yet, --watch waits for it.
+		Long: fmt.Sprintf(`Show a rollout's strategy, phase, wave or failure domain, counts, and a table
+of the nodes that did not simply succeed: failed, timed out, refused and
+skipped ones from the rollout's record and, without --watch, the nodes still
+on their way or reverted, read from their desired config and status. Without
+an id it shows the active rollout, else the newest one. If the head
+revision's rollout has not started yet, --watch waits for it.
 
-With --watch the status is redrawn on every change until the rollout ends;
-the last line states the outcome and its reason.
+With --watch the status is redrawn on every change until the rollout ends.
+Either way the last line states the outcome, or where the rollout is, and why.
 
 Exit codes (so scripts can gate on a rollout):
   %d  succeeded (without --watch: also still progressing or reverting)
@@ -94,7 +97,11 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool) error {
 		if err != nil {
 			return err
 		}
-		writeLines(a.streams.Out, rolloutLines(e.Value, a.now()))
+		live, err := liveNodes(ctx, js, target.id)
+		if err != nil {
+			return err
+		}
+		writeLines(a.streams.Out, rolloutLines(e.Value, live, a.now()))
 		return exitFor(e.Value.GetPhase())
 	}
 	return a.watchRollout(ctx, rollouts, target)
@@ -233,7 +240,7 @@ func (d *drawer) draw(r *sluicev1.Rollout, now time.Time) {
 		// Back to the start of the last block, then clear to the end of the screen.
 		fmt.Fprintf(&b, "\x1b[%dF\x1b[J", d.lines)
 	}
-	lines := rolloutLines(r, now)
+	lines := rolloutLines(r, nil, now)
 	for _, l := range lines {
 		b.WriteString(l)
 		b.WriteByte('\n')
@@ -243,11 +250,46 @@ func (d *drawer) draw(r *sluicev1.Rollout, now time.Time) {
 }
 
 // finish prints what the last draw left out, so the outcome is the last line.
-func (d *drawer) finish(r *sluicev1.Rollout, _ time.Time) {
+func (d *drawer) finish(r *sluicev1.Rollout, now time.Time) {
 	if d.tty {
 		return // the block ends with the outcome
 	}
-	writeLines(d.w, append(nodeLines(r), outcomeLine(r)))
+	writeLines(d.w, append(nodeLines(r, nil, now), outcomeLine(r)))
+}
+
+// liveNodes reads the nodes whose desired config (or revert) belongs to the
+// rollout id, with their agents' status.
+func liveNodes(ctx context.Context, js jetstream.KeyValueManager, id string) ([]liveNode, error) {
+	kv, err := bucket(ctx, js, contract.BucketNodeConfigs)
+	if err != nil {
+		return nil, err
+	}
+	// Node names may hold dots, so the keys are matched whole, not by a "*.desired" filter.
+	configs, err := store.New(kv, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }).List(ctx, ">")
+	if err != nil {
+		return nil, err
+	}
+	var live []liveNode
+	for _, e := range configs {
+		if node, _, ok := contract.NodeOfConfigKey(e.Key); ok && e.Key == contract.DesiredKey(node) && e.Value.GetRollout() == id {
+			live = append(live, liveNode{desired: e.Value})
+		}
+	}
+	if len(live) == 0 {
+		return nil, nil
+	}
+	statuses, err := list(ctx, js, contract.BucketStatus, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	if err != nil {
+		return nil, err
+	}
+	byNode := make(map[string]*sluicev1.NodeStatus, len(statuses))
+	for _, st := range statuses {
+		byNode[st.GetNode()] = st
+	}
+	for i := range live {
+		live[i].status = byNode[live[i].desired.GetNode()]
+	}
+	return live, nil
 }
 
 func writeLines(w io.Writer, lines []string) {

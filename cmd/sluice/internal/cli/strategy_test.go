@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/pflag"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -31,23 +32,81 @@ func TestApply_StrategyFlagsReachTheHead(t *testing.T) {
 	}
 }
 
-func TestApply_InvalidStrategy_IsRejectedWithTheField(t *testing.T) {
-	s := startSystem(t, 0)
-	f := writeFile(t, "tenant-a.yaml", tenantA)
-	code, _, stderr := sluice(t, s.URL(), "apply", "-f", f, "--bake-time", "1m")
-	if code != 1 || !strings.Contains(stderr, "strategy.bakeTime") || !strings.Contains(stderr, "nothing was stored") {
-		t.Fatalf("exit code %d, stderr %q; want 1 naming strategy.bakeTime", code, stderr)
+func TestStrategyFlags_BadValues_AreUsageErrorsNamingTheFlag(t *testing.T) {
+	tests := []struct {
+		name  string
+		given []string
+		want  []string // in the error, in order
+	}{
+		{"duration that does not parse", []string{"--apply-deadline", "soon"}, []string{`invalid argument "soon" for "--apply-deadline"`}},
+		{"duration without a unit", []string{"--bake-time", "30", "--first-wave", "1"}, []string{`"--bake-time"`, "missing unit"}},
+		{"wave growth not a number", []string{"--wave-growth", "fast"}, []string{`"--wave-growth"`}},
+		{"negative first wave", []string{"--first-wave", "-1"}, []string{`"--first-wave"`}},
+		{"max parallel zero", []string{"--max-parallel", "0"}, []string{`--max-parallel: "0" is not a count of at least 1`}},
+		{"wave growth without waves", []string{"--wave-growth", "3"}, []string{"--wave-growth: applies to waves; set --first-wave too"}},
+		{"wave growth below one", []string{"--first-wave", "2", "--wave-growth", "0.5"}, []string{"--wave-growth: 0.5 would shrink the waves"}},
+		{"bake time without stages", []string{"--bake-time", "1m"}, []string{"--bake-time: bake time applies between waves or failure domains; set --first-wave or --failure-domain"}},
+		{"negative bake time", []string{"--first-wave", "1", "--bake-time", "-1s"}, []string{"--bake-time: -1s is not a duration of zero or more"}},
+		{"failure domain with a space", []string{"--failure-domain", "my zone"}, []string{`--failure-domain: "my zone" is not a label key`}},
+		{"failure budget over 100%", []string{"--failure-budget", "101%"}, []string{`--failure-budget: "101%" is not a percentage`}},
+		{"failure budget in words", []string{"--failure-budget", "few"}, []string{`--failure-budget: "few"`}},
+		{"zero apply deadline", []string{"--apply-deadline", "0s"}, []string{"--apply-deadline: 0s is not a positive duration"}},
+		{"negative progress deadline", []string{"--progress-deadline", "-5m"}, []string{"--progress-deadline: -5m0s is not a positive duration"}},
+		{"pickup shorter than apply", []string{"--apply-deadline", "2m", "--pickup-deadline", "1m"},
+			[]string{"--pickup-deadline: 1m0s is shorter than the apply deadline 2m0s"}},
+		{"every problem at once", []string{"--max-parallel", "0%", "--failure-budget", "-1"}, []string{"2 strategy flags are wrong:\n  --failure-budget: ", "\n  --max-parallel: "}},
 	}
-	code, _, stderr = sluice(t, s.URL(), "apply", "-f", f, "--apply-deadline", "soon")
-	if code != 2 || !strings.Contains(stderr, "apply-deadline") {
-		t.Fatalf("exit code %d, stderr %q; want a usage error naming --apply-deadline", code, stderr)
+	for _, tt := range tests {
+		for _, command := range [][]string{{"apply", "-f", "x.yaml"}, {"delete", "routingtable/mgmt"}} {
+			t.Run(command[0]+"/"+tt.name, func(t *testing.T) {
+				// Nothing listens on port 1: the flags are checked before connecting.
+				code, stdout, stderr := sluice(t, "nats://127.0.0.1:1", append(command, tt.given...)...)
+				if code != 2 || stdout != "" {
+					t.Fatalf("exit code %d, stdout %q, stderr %q; want a usage error", code, stdout, stderr)
+				}
+				at := 0
+				for _, w := range tt.want {
+					i := strings.Index(stderr[at:], w)
+					if i < 0 {
+						t.Fatalf("stderr %q lacks %q (in order)", stderr, w)
+					}
+					at += i + len(w)
+				}
+			})
+		}
 	}
+}
+
+func TestStrategyFlags_EveryStrategyFieldHasTheFlagItsErrorsName(t *testing.T) {
+	var sf strategyFlags
+	fs := pflag.NewFlagSet("apply", pflag.ContinueOnError)
+	sf.register(fs)
+	fields := (&sluicev1.Strategy{}).ProtoReflect().Descriptor().Fields()
+	for i := range fields.Len() {
+		name := fields.Get(i).JSONName()
+		flag := flagOf("strategy." + name)
+		if fs.Lookup(strings.TrimPrefix(flag, "--")) == nil {
+			t.Errorf("strategy.%s: no flag %s", name, flag)
+		}
+	}
+	if fields.Len() != countFlags(fs) {
+		t.Errorf("%d strategy fields, %d flags", fields.Len(), countFlags(fs))
+	}
+}
+
+func countFlags(fs *pflag.FlagSet) int {
+	n := 0
+	fs.VisitAll(func(*pflag.Flag) { n++ })
+	return n
 }
 
 func TestDelete_StrategyFlagsReachTheHead(t *testing.T) {
 	s := startSystem(t, 0)
 	if code, _, stderr := sluice(t, s.URL(), "apply", "-f", writeFile(t, "tenant-a.yaml", tenantA)); code != 0 {
 		t.Fatalf("apply: exit code %d: %s", code, stderr)
+	}
+	if st := headStrategy(t, s.URL()); st != nil {
+		t.Fatalf("apply without strategy flags: head strategy = %v, want none (the defaults)", st)
 	}
 	code, _, stderr := sluice(t, s.URL(), "delete", "routingtable/mgmt", "--failure-domain", "rack", "--bake-time", "0s", "--progress-deadline", "30m")
 	if code != 0 {

@@ -8,14 +8,16 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/dev"
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -210,34 +212,72 @@ func TestUsageErrors_ExitWith2(t *testing.T) {
 	}
 }
 
-func TestRolloutStatus_RolledBackRecord_ListsItsNodesAndExitsWith3(t *testing.T) {
-	s := startSystem(t, 0)
+// seed writes hand-made records into a bare server's buckets, as the
+// services would have: no service runs to change them.
+type seed struct {
+	rollouts     []*sluicev1.Rollout
+	fingerprints []*sluicev1.InvalidFingerprint
+	desired      []*sluicev1.DesiredConfig
+	statuses     []*sluicev1.NodeStatus
+}
+
+func (sd seed) write(t *testing.T, env *natstest.Env) {
+	t.Helper()
 	ctx := context.Background()
-	nc, err := nats.Connect(s.URL())
-	if err != nil {
-		t.Fatal(err)
+	b := env.Buckets
+	for _, r := range sd.rollouts {
+		if _, err := store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }).Create(ctx, r.GetId(), r); err != nil {
+			t.Fatal(err)
+		}
 	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
+	for _, f := range sd.fingerprints {
+		if _, err := store.New(b.Fingerprints, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }).Create(ctx, f.GetFingerprint(), f); err != nil {
+			t.Fatal(err)
+		}
 	}
-	b, err := contract.OpenBuckets(ctx, js)
-	if err != nil {
-		t.Fatal(err)
+	for _, d := range sd.desired {
+		if _, err := store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }).Create(ctx, contract.DesiredKey(d.GetNode()), d); err != nil {
+			t.Fatal(err)
+		}
 	}
+	for _, st := range sd.statuses {
+		if _, err := store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }).Create(ctx, st.GetNode(), st); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+const (
+	fpBackup = "dddddddddddd4444444444444444444444444444444444444444444444444444"
+	fpOther  = "eeeeeeeeeeee5555555555555555555555555555555555555555555555555555"
+)
+
+func TestRolloutStatus_RolledBackRecord_ListsItsNodesAndExitsWith3(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
 	r := rolledBack()
 	r.StartedAt, r.FinishedAt = timestamppb.Now(), timestamppb.Now()
-	if _, err := store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }).Create(ctx, r.GetId(), r); err != nil {
-		t.Fatal(err)
-	}
 	fp := &sluicev1.InvalidFingerprint{Fingerprint: fpX, Revision: revB, Rollout: r.GetId(), Node: "node-03", Check: "ping",
 		Output: "100% packet loss\nafter 3 tries", Time: timestamppb.Now()}
-	if _, err := store.New(b.Fingerprints, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }).Create(ctx, fpX, fp); err != nil {
-		t.Fatal(err)
-	}
+	seed{
+		rollouts: []*sluicev1.Rollout{r}, fingerprints: []*sluicev1.InvalidFingerprint{fp},
+		desired: []*sluicev1.DesiredConfig{
+			// The failed node is back on its backup; another node is still reverting.
+			{Node: "node-03", Rollout: r.GetId(), Fingerprint: fpBackup, Revert: true},
+			{Node: "node-04", Rollout: r.GetId(), Fingerprint: fpBackup, Revert: true, WrittenAt: timestamppb.New(time.Now().Add(-5 * time.Hour))},
+			// A node of an older rollout is not this rollout's business.
+			{Node: "node-05", Rollout: "3-aaaaaaaaaaaa", Fingerprint: fpOther},
+			// A node of this rollout put back on its backup.
+			{Node: "node-06", Rollout: r.GetId(), Fingerprint: fpBackup, Revert: true},
+		},
+		statuses: []*sluicev1.NodeStatus{
+			{Node: "node-03", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED, Fingerprint: fpBackup},
+			{Node: "node-04", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED, Fingerprint: fpX},
+			{Node: "node-05", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONING, Fingerprint: fpOther},
+			{Node: "node-06", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED, Fingerprint: fpBackup},
+		},
+	}.write(t, env)
 
-	code, stdout, stderr := sluice(t, s.URL(), "rollout", "status", r.GetId())
+	code, stdout, stderr := sluice(t, env.URL, "rollout", "status", r.GetId())
 	if code != ExitRolledBack {
 		t.Fatalf("exit code %d, want %d; stderr %s, stdout:\n%s", code, ExitRolledBack, stderr, stdout)
 	}
@@ -245,13 +285,35 @@ func TestRolloutStatus_RolledBackRecord_ListsItsNodesAndExitsWith3(t *testing.T)
 	if last := lines[len(lines)-1]; last != "rollout 4-bbbbbbbbbbbb rolled back: 2 nodes failed, budget 0: reverted 5 nodes" {
 		t.Errorf("last line %q:\n%s", last, stdout)
 	}
-	for _, want := range []string{"node-03   invalid", "node-07   timed out", "node-09   skipped", "reverted 5"} {
+	var table []string
+	for i, l := range lines {
+		if l == "nodes that did not simply succeed:" {
+			table = lines[i+1 : len(lines)-1]
+		}
+	}
+	want := [][]string{
+		{"NODE", "RESULT", "CHECK", "MESSAGE"},
+		{"node-03", "invalid,", "reverted", "ping", "10.0.0.1", "unreachable", "|", "output:", "100%", "packet", "loss"},
+		{"node-07", "timed", "out", "deadline", "no", "final", "report", "within", "the", "apply", "deadline", "5m0s"},
+		{"node-09", "skipped", "-", "left", "during", "the", "rollout", "(not", "a", "failure)"},
+		{"node-04", "reverting", "-", "backup", "dddddddddddd", "written", "5h", "ago;", "the", "agent", "has", "not", "picked", "it", "up"},
+		{"node-06", "reverted", "-", "backup", "dddddddddddd", "is", "in", "force", "again"},
+	}
+	if len(table) != len(want) {
+		t.Fatalf("node table has %d lines, want %d:\n%s", len(table), len(want), stdout)
+	}
+	for i, w := range want {
+		if got := strings.Fields(table[i]); strings.Join(got, " ") != strings.Join(w, " ") {
+			t.Errorf("node table line %d:\n got %q\nwant %q", i, got, w)
+		}
+	}
+	for _, want := range []string{"timed out 1, reverting 0, reverted 5", "strategy  max parallel 2, failure budget 0 (default)"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("missing %q:\n%s", want, stdout)
 		}
 	}
 
-	code, stdout, stderr = sluice(t, s.URL(), "get", "fingerprints")
+	code, stdout, stderr = sluice(t, env.URL, "get", "fingerprints")
 	if code != 0 {
 		t.Fatalf("get fingerprints: exit %d: %s", code, stderr)
 	}
@@ -262,5 +324,124 @@ func TestRolloutStatus_RolledBackRecord_ListsItsNodesAndExitsWith3(t *testing.T)
 	if got := strings.Fields(rows[1]); len(got) < 7 || got[0] != fpX[:12] || got[1] != revB[:12] || got[2] != r.GetId() ||
 		got[3] != "node-03" || got[4] != "ping" || !strings.Contains(rows[1], "100% packet loss after 3 tries") {
 		t.Errorf("fingerprint row %q", rows[1])
+	}
+	for _, format := range []string{formatJSON, formatYAML} {
+		code, stdout, stderr = sluice(t, env.URL, "get", "fingerprints", "-o", format)
+		if code != 0 {
+			t.Fatalf("get fingerprints -o %s: exit %d: %s", format, code, stderr)
+		}
+		got := decodeList(t, format, []byte(stdout), func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} })
+		if len(got) != 1 || !proto.Equal(got[0], fp) {
+			t.Errorf("get fingerprints -o %s = %v, want [%v]", format, got, fp)
+		}
+	}
+}
+
+func TestRolloutStatus_Progressing_ListsTheNodesOnTheirWayAndExits0(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	started := timestamppb.New(time.Now().Add(-5 * time.Hour))
+	r := &sluicev1.Rollout{
+		Id: "5-bbbbbbbbbbbb", Revision: revB, Generation: 5, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Reason: "head moved to generation 5",
+		Strategy:  &sluicev1.Strategy{FirstWave: 1, FailureBudget: "1"},
+		StartedAt: started, Wave: 2, Counts: &sluicev1.RolloutCounts{Total: 5, Pending: 1, InProgress: 2, Provisioned: 1, Failed: 1},
+		Failures: []*sluicev1.NodeOutcome{{Node: "node-01", Result: sluicev1.NodeResult_NODE_RESULT_INVALID, FailedCheck: "ping", Message: "unreachable"}},
+	}
+	seed{
+		rollouts: []*sluicev1.Rollout{r},
+		desired: []*sluicev1.DesiredConfig{
+			{Node: "node-01", Rollout: r.GetId(), Fingerprint: fpX},
+			{Node: "node-02", Rollout: r.GetId(), Fingerprint: fpX},
+			{Node: "node-03", Rollout: r.GetId(), Fingerprint: fpX, WrittenAt: started},
+			{Node: "node-04", Rollout: r.GetId(), Fingerprint: fpX},
+		},
+		statuses: []*sluicev1.NodeStatus{
+			{Node: "node-01", Phase: sluicev1.NodePhase_NODE_PHASE_INVALID, Fingerprint: fpX, FailedCheck: "ping"},
+			{Node: "node-02", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED, Fingerprint: fpX},
+			{Node: "node-03", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED, Fingerprint: fpOther},
+			{Node: "node-04", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONING, Fingerprint: fpX, ApplyStartedAt: started},
+		},
+	}.write(t, env)
+
+	code, stdout, stderr := sluice(t, env.URL, "rollout", "status")
+	if code != ExitSucceeded {
+		t.Fatalf("exit code %d, want %d; stderr %s, stdout:\n%s", code, ExitSucceeded, stderr, stdout)
+	}
+	words := strings.Join(strings.Fields(stdout), " ")
+	for _, want := range []string{
+		"strategy max parallel 1 (default), waves from 1 growing ×2 (default), failure budget 1",
+		"stage wave 2",
+		"node-01 invalid ping unreachable",
+		"node-03 in progress - written 5h ago; the agent has not picked it up",
+		"node-04 in progress - applying for 5h",
+	} {
+		if !strings.Contains(words, want) {
+			t.Errorf("missing %q:\n%s", want, stdout)
+		}
+	}
+	if strings.Contains(stdout, "node-02") {
+		t.Errorf("a provisioned node is listed:\n%s", stdout)
+	}
+	lines := strings.Split(strings.TrimSpace(stdout), "\n")
+	if last := lines[len(lines)-1]; last != "rollout 5-bbbbbbbbbbbb is progressing: head moved to generation 5" {
+		t.Errorf("last line %q", last)
+	}
+}
+
+// lockedBuffer is a bytes.Buffer a command writes while the test reads it.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+func TestRolloutStatus_Watch_FollowsRevertingToRolledBackAndExitsWith3(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	r := rolledBack()
+	r.Phase, r.Reason, r.FinishedAt = sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING, "node-03 failed check ping: 10.0.0.1 unreachable", nil
+	r.Counts.Reverting, r.Counts.Reverted = 5, 0
+	seed{rollouts: []*sluicev1.Rollout{r}}.write(t, env)
+
+	var out, errOut lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- Run(context.Background(), []string{"--server", env.URL, "rollout", "status", "--watch", r.GetId()}, Streams{Out: &out, Err: &errOut}, "test")
+	}()
+	natstest.Eventually(t, 10*time.Second, "the watch to show the reverting rollout", func() bool { return strings.Contains(out.String(), "Reverting") })
+	select {
+	case code := <-done:
+		t.Fatalf("watch ended with %d while the rollout was reverting:\n%s%s", code, out.String(), errOut.String())
+	default:
+	}
+
+	rollouts := store.New(env.Buckets.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
+	if _, err := rollouts.Mutate(context.Background(), r.GetId(), func(cur *sluicev1.Rollout) (*sluicev1.Rollout, error) {
+		cur.Phase, cur.Reason, cur.FinishedAt = sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, "node-03 failed check ping: 10.0.0.1 unreachable; reverted 5 nodes", timestamppb.Now()
+		cur.Counts.Reverting, cur.Counts.Reverted = 0, 5
+		return cur, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case code := <-done:
+		if code != ExitRolledBack {
+			t.Errorf("exit code %d, want %d; stderr %s", code, ExitRolledBack, errOut.String())
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatalf("watch did not end after the rollout rolled back:\n%s", out.String())
+	}
+	lines := strings.Split(strings.TrimSpace(out.String()), "\n")
+	if last := lines[len(lines)-1]; last != "rollout 4-bbbbbbbbbbbb rolled back: node-03 failed check ping: 10.0.0.1 unreachable; reverted 5 nodes" {
+		t.Errorf("last line %q:\n%s", last, out.String())
 	}
 }
