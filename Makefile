@@ -26,6 +26,10 @@ pkg.sluice-reaper              := ./services/reaper/cmd/sluice-reaper
 # need nothing pulled.
 pkg.nats-server                := github.com/nats-io/nats-server/v2
 
+SEEDS         ?= 50
+SEED_BASE     ?= 1
+CHAOS_TIMEOUT ?= 15m
+
 IMAGE_PREFIX ?= sluice
 IMAGE_TAG    ?= dev
 
@@ -46,6 +50,10 @@ test: ## go vet and go test every module of the workspace
 	@echo "modules: $(MODULES)"
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+.PHONY: chaos
+chaos: ## Run SEEDS seeded fault schedules (default 50) against the real services; a failing seed prints its repro line
+	CHAOS_SEEDS=$(SEEDS) CHAOS_SEED_BASE=$(SEED_BASE) $(GO) test ./tests/chaos -run 'TestChaos$$' -count=1 -parallel 2 -timeout $(CHAOS_TIMEOUT) $(CHAOS_FLAGS)
 
 .PHONY: bench
 bench: ## Measure a rollout over 1,000 simulated agents; ends with one line BENCH {json} (BENCH_ARGS="--nodes 10000")

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -41,6 +42,10 @@ func (e *Error) Error() string {
 	return b.String()
 }
 
+// ErrRequestTooLarge matches (errors.Is) the error returned, before
+// anything is sent, for a request larger than the server's max payload.
+var ErrRequestTooLarge = errors.New("request too large")
+
 // ErrNoConfigurator matches (errors.Is) the error returned when no
 // configurator answers on the connection's server.
 var ErrNoConfigurator = errors.New("no configurator is running")
@@ -68,6 +73,10 @@ func call(ctx context.Context, nc *nats.Conn, subject string, req, resp proto.Me
 	body, err := protojson.Marshal(req)
 	if err != nil {
 		return fmt.Errorf("encode request: %w", err)
+	}
+	if max := nc.MaxPayload(); max > 0 && int64(len(body)) > max {
+		return fmt.Errorf("%w: it is %s bytes, over the NATS server's max_payload of %s bytes; nothing was sent: send fewer intents per request, or raise max_payload on the server",
+			ErrRequestTooLarge, thousands(int64(len(body))), thousands(max))
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -118,4 +127,13 @@ func WaitReady(ctx context.Context, nc *nats.Conn) error {
 		case <-retry.C:
 		}
 	}
+}
+
+// thousands writes n with comma separators: 8,388,608.
+func thousands(n int64) string {
+	s := strconv.FormatInt(n, 10)
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	return s
 }

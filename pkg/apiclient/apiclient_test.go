@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
@@ -57,5 +58,31 @@ func TestApply_MicroErrorBecomesTypedErrorWithFieldErrors(t *testing.T) {
 	}
 	if !strings.Contains(err.Error(), "layer2network/a: spec.vlan: 5000 is outside 1-4094") {
 		t.Errorf("message does not list the field error: %q", err)
+	}
+}
+
+func TestApply_RequestOverMaxPayload_IsNotSentAndSaysWhy(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	max := env.Conn.MaxPayload()
+	in := &sluicev1.Intent{Name: "big", Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{
+		TableId: 7, NodeSelector: &sluicev1.NodeSelector{MatchLabels: map[string]string{"k": strings.Repeat("v", int(max))}},
+	}}}
+	got := 0
+	sub, err := env.Conn.Subscribe(contract.SubjectApply, func(*nats.Msg) { got++ })
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+
+	_, err = apiclient.Apply(context.Background(), env.Conn, &sluicev1.ApplyRequest{Intents: []*sluicev1.Intent{in}})
+
+	if !errors.Is(err, apiclient.ErrRequestTooLarge) || !strings.Contains(err.Error(), "max_payload") || !strings.Contains(err.Error(), "nothing was sent") {
+		t.Fatalf("error = %v, want ErrRequestTooLarge naming max_payload", err)
+	}
+	if err := env.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	if got != 0 {
+		t.Errorf("%d requests reached the subject, want none", got)
 	}
 }

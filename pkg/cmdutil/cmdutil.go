@@ -1,38 +1,94 @@
 // Package cmdutil holds what the thin mains of sluice's service binaries
-// share: the --server and --log-level flags, the logger and the connection.
+// share: the --server, --log-level and --replicas flags (and --leader-lease
+// for the coordinator), the logger, the settings and the connection.
 package cmdutil
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/logging"
 )
 
-// EnvServer is the environment variable naming the NATS URL.
-const EnvServer = "SLUICE_NATS_URL"
+// Environment variables that set flags' defaults.
+const (
+	EnvServer      = "SLUICE_NATS_URL"     // --server
+	EnvReplicas    = "SLUICE_REPLICAS"     // --replicas
+	EnvLeaderLease = "SLUICE_LEADER_LEASE" // --leader-lease
+)
 
 // Common are the flags every service binary takes.
 type Common struct {
 	Server   string
 	LogLevel string
+	// Replicas of the buckets this service manages, and the least it
+	// accepts on the buckets it binds.
+	Replicas int
+	// LeaderLease is set by --leader-lease (RegisterLeaderLease).
+	LeaderLease time.Duration
+
+	envErrs []error // environment variables that did not parse
 }
 
-// Register adds --server (default $SLUICE_NATS_URL, else nats://127.0.0.1:4222) and --log-level to fs.
+// Register adds --server (default $SLUICE_NATS_URL, else nats://127.0.0.1:4222;
+// a comma-separated list names every server of a cluster), --log-level and
+// --replicas (default $SLUICE_REPLICAS, else 1) to fs.
 func (c *Common) Register(fs *flag.FlagSet) {
 	def := os.Getenv(EnvServer)
 	if def == "" {
 		def = nats.DefaultURL
 	}
-	fs.StringVar(&c.Server, "server", def, "NATS URL (env "+EnvServer+")")
+	fs.StringVar(&c.Server, "server", def, "NATS URL, or comma-separated URLs of a cluster's servers (env "+EnvServer+")")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	replicas := contract.DefaultSettings().Replicas
+	if v, ok := os.LookupEnv(EnvReplicas); ok {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			c.envErrs = append(c.envErrs, fmt.Errorf("%s=%q: want a number of replicas, 1 to %d", EnvReplicas, v, contract.MaxReplicas))
+		}
+		replicas = n
+	}
+	fs.IntVar(&c.Replicas, "replicas", replicas,
+		"replicas of every bucket and stream: 1 on a single server, 3 on a cluster across failure domains (env "+EnvReplicas+")")
+	c.LeaderLease = contract.DefaultSettings().LeaderLease
+}
+
+// RegisterLeaderLease adds --leader-lease (default $SLUICE_LEADER_LEASE,
+// else 10s; at least 1s) to fs: for the rollout-coordinator.
+func (c *Common) RegisterLeaderLease(fs *flag.FlagSet) {
+	lease := contract.DefaultSettings().LeaderLease
+	if v, ok := os.LookupEnv(EnvLeaderLease); ok {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			c.envErrs = append(c.envErrs, fmt.Errorf("%s=%q: want a duration such as 10s", EnvLeaderLease, v))
+		}
+		lease = d
+	}
+	fs.DurationVar(&c.LeaderLease, "leader-lease", lease,
+		"how long the leader's lease lasts without renewal; a standby takes over within about twice this (env "+EnvLeaderLease+", at least 1s)")
+}
+
+// Settings are the contract settings the flags ask for.
+func (c *Common) Settings() contract.Settings {
+	s := contract.DefaultSettings()
+	s.Replicas, s.LeaderLease = c.Replicas, c.LeaderLease
+	return s
+}
+
+// Check reports environment variables that did not parse and settings no
+// bucket can be made with, naming the flag or variable.
+func (c *Common) Check() error {
+	return errors.Join(errors.Join(c.envErrs...), c.Settings().Validate())
 }
 
 // Logger returns the JSON logger at the chosen level.
@@ -71,6 +127,9 @@ func (c *Common) Main(ctx context.Context, fs *flag.FlagSet, args []string, stde
 		return 2
 	}
 	log, err := c.Logger(stderr)
+	if err == nil {
+		err = c.Check()
+	}
 	if err == nil && check != nil {
 		err = check()
 	}

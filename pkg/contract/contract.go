@@ -24,10 +24,31 @@ const (
 // Fixed keys.
 const (
 	KeyHead          = "head"         // revisions: the revision to roll out
-	KeyPending       = "pending"      // revisions: the apply in progress (an ApplyRequest), rolled forward after a crash
+	KeyPending       = "pending"      // revisions: the apply in progress (an ApplyJournal), finished or rolled back after a crash
 	KeyActive        = "active"       // rollouts: the rollout in progress
 	KeyLastApplied   = "last-applied" // rollouts: the last rollout that finished
 	LeaseCoordinator = "coordinator"  // leases: the rollout-coordinator's leader lease
+)
+
+// KeyFence is the term fence the coordinator keeps in every bucket it writes
+// (nodeconfigs, rollouts, fingerprints): a new leader rewrites it when its
+// term starts, and every write of a term is an atomic batch that checks the
+// fence is still the one its term wrote, so a deposed leader's writes fail on
+// the server. Keys starting with "_" are control keys, never a node, a
+// rollout or a fingerprint: listings and the reaper skip them (IsControlKey).
+const KeyFence = "_fence"
+
+// IsControlKey reports whether key is a control key (see KeyFence), not data.
+func IsControlKey(key string) bool { return strings.HasPrefix(key, "_") }
+
+// Kinds of things events are about: the <kind> token of an event's subject.
+const (
+	KindNode        = "node"
+	KindRollout     = "rollout"
+	KindRevision    = "revision"
+	KindIntent      = "intent"
+	KindFingerprint = "fingerprint"
+	KindLeader      = "leader"
 )
 
 // Subjects.

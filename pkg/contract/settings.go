@@ -2,10 +2,10 @@ package contract
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -24,6 +24,15 @@ type Settings struct {
 	EventsMaxAge time.Duration
 }
 
+// Limits of Settings (see Validate).
+const (
+	// MaxReplicas is JetStream's limit on replicas per stream.
+	MaxReplicas = 5
+	// MinLeaderLease is the shortest leader lease: the lease bucket's TTL
+	// cannot be shorter than the server's one-second marker TTL minimum.
+	MinLeaderLease = time.Second
+)
+
 // DefaultSettings are the settings of a single-server installation.
 func DefaultSettings() Settings {
 	return Settings{
@@ -32,6 +41,22 @@ func DefaultSettings() Settings {
 		LeaderLease:  10 * time.Second,
 		EventsMaxAge: 7 * 24 * time.Hour,
 	}
+}
+
+// Validate reports settings no bucket can be made with, naming the flag
+// that sets each (--replicas, --leader-lease).
+func (s Settings) Validate() error {
+	var errs []error
+	if s.Replicas < 1 || s.Replicas > MaxReplicas {
+		errs = append(errs, fmt.Errorf("--replicas %d: want 1 to %d (1 for a single server, 3 for a cluster across failure domains)", s.Replicas, MaxReplicas))
+	}
+	if s.LeaderLease < MinLeaderLease {
+		errs = append(errs, fmt.Errorf("--leader-lease %s: want at least %s", s.LeaderLease, MinLeaderLease))
+	}
+	if s.NodeLease < time.Second {
+		errs = append(errs, fmt.Errorf("node lease %s: want at least 1s", s.NodeLease))
+	}
+	return errors.Join(errs...)
 }
 
 // HeartbeatInterval is how often an agent renews its presence: a third of the lease.
@@ -95,58 +120,45 @@ func (s Settings) EventsStreamConfig() jetstream.StreamConfig {
 	}
 }
 
-// Ensure creates or updates every bucket and the events stream. It is
-// idempotent and every service calls it at start.
-func Ensure(ctx context.Context, js jetstream.JetStream, s Settings) error {
-	for _, cfg := range s.BucketConfigs() {
-		if _, err := js.CreateOrUpdateKeyValue(ctx, cfg); err != nil {
-			return fmt.Errorf("ensure bucket %s: %w", cfg.Bucket, err)
-		}
-	}
-	if _, err := js.CreateOrUpdateStream(ctx, s.EventsStreamConfig()); err != nil {
-		return fmt.Errorf("ensure stream %s: %w", StreamEvents, err)
-	}
-	return nil
-}
-
-// Buckets opens every sluice bucket after Ensure.
+// Buckets holds a handle of every sluice bucket. A component that does not
+// use a bucket (see Open) has nil there.
 type Buckets struct {
 	Intents, Revisions, NodeConfigs, Fingerprints, Status, Nodes, Rollouts, Leases jetstream.KeyValue
 }
 
-// OpenBuckets opens every sluice bucket; they must exist (see Ensure).
+// OpenBuckets binds every sluice bucket without verifying its settings; they
+// must exist (see Ensure). Services use Open, which verifies.
 func OpenBuckets(ctx context.Context, js jetstream.KeyValueManager) (*Buckets, error) {
 	b := &Buckets{}
-	for _, x := range []struct {
-		name string
-		dst  *jetstream.KeyValue
-	}{
-		{BucketIntents, &b.Intents}, {BucketRevisions, &b.Revisions}, {BucketNodeConfigs, &b.NodeConfigs},
-		{BucketFingerprints, &b.Fingerprints}, {BucketStatus, &b.Status}, {BucketNodes, &b.Nodes},
-		{BucketRollouts, &b.Rollouts}, {BucketLeases, &b.Leases},
-	} {
-		kv, err := js.KeyValue(ctx, x.name)
+	for _, name := range allBuckets {
+		kv, err := js.KeyValue(ctx, name)
 		if err != nil {
-			return nil, fmt.Errorf("open bucket %s: %w", x.name, err)
+			return nil, fmt.Errorf("open bucket %s: %w", name, err)
 		}
-		*x.dst = kv
+		*b.field(name) = kv
 	}
 	return b, nil
 }
 
-// Open makes a JetStream context on nc, ensures every bucket and the events
-// stream with settings s, and opens the buckets: what a service does first.
-func Open(ctx context.Context, nc *nats.Conn, s Settings) (jetstream.JetStream, *Buckets, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, nil, fmt.Errorf("jetstream: %w", err)
+// field returns where b keeps the handle of bucket name.
+func (b *Buckets) field(name string) *jetstream.KeyValue {
+	switch name {
+	case BucketIntents:
+		return &b.Intents
+	case BucketRevisions:
+		return &b.Revisions
+	case BucketNodeConfigs:
+		return &b.NodeConfigs
+	case BucketFingerprints:
+		return &b.Fingerprints
+	case BucketStatus:
+		return &b.Status
+	case BucketNodes:
+		return &b.Nodes
+	case BucketRollouts:
+		return &b.Rollouts
+	case BucketLeases:
+		return &b.Leases
 	}
-	if err := Ensure(ctx, js, s); err != nil {
-		return nil, nil, err
-	}
-	b, err := OpenBuckets(ctx, js)
-	if err != nil {
-		return nil, nil, err
-	}
-	return js, b, nil
+	panic("contract: unknown bucket " + name)
 }

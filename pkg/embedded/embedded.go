@@ -11,6 +11,9 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 )
 
+// maxPayload allows large rollouts' records and configs.
+const maxPayload = 8 << 20
+
 // Options says where the server listens and stores.
 type Options struct {
 	// Listen is host:port; port -1 picks a free port.
@@ -32,14 +35,13 @@ func Start(o Options) (*server.Server, error) {
 		return nil, fmt.Errorf("listen address %q: port: %w", o.Listen, err)
 	}
 	opts := &server.Options{
-		Host:      host,
-		Port:      port,
-		JetStream: true,
-		StoreDir:  o.StoreDir,
-		NoSigs:    true,
-		NoLog:     !o.Logs,
-		// Allow large rollouts' records and configs.
-		MaxPayload: 8 << 20,
+		Host:       host,
+		Port:       port,
+		JetStream:  true,
+		StoreDir:   o.StoreDir,
+		NoSigs:     true,
+		NoLog:      !o.Logs,
+		MaxPayload: maxPayload,
 	}
 	s, err := server.NewServer(opts)
 	if err != nil {

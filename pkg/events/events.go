@@ -17,13 +17,14 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// Kinds of things events are about.
+// Kinds of things events are about (defined once, in contract).
 const (
-	KindNode        = "node"
-	KindRollout     = "rollout"
-	KindRevision    = "revision"
-	KindIntent      = "intent"
-	KindFingerprint = "fingerprint"
+	KindNode        = contract.KindNode
+	KindRollout     = contract.KindRollout
+	KindRevision    = contract.KindRevision
+	KindIntent      = contract.KindIntent
+	KindFingerprint = contract.KindFingerprint
+	KindLeader      = contract.KindLeader
 )
 
 // Publisher is what the emitter needs of JetStream.

@@ -17,7 +17,9 @@
 // key is required by both with different values. {zone: a} and {rack: 1}
 // can share a node (one labelled zone=a, rack=1); {zone: a} and {zone: b}
 // cannot; an empty selector shares a node with every other. A conflict is
-// reported on both intents, each naming the other.
+// reported once per value, on the first intent by ID, counting the intents
+// that claim it and naming the first few; it is found by sorting and
+// grouping (O(n log n)), never by comparing every pair.
 package intent
 
 import (

@@ -190,8 +190,7 @@ func TestValidate_ConflictsOnASharedNode(t *testing.T) {
 		want  []wantErr
 	}{
 		{"same vlan in the same zone", []*sluicev1.Intent{l2("a", nil), l2("b", otherVNI)}, []wantErr{
-			{"layer2network/a", "spec.vlan", "VLAN 100 is also used by layer2network/b"},
-			{"layer2network/b", "spec.vlan", "VLAN 100 is also used by layer2network/a"},
+			{"layer2network/a", "spec.vlan", "VLAN 100 is used by 2 layer2 networks whose node selectors can match the same node: layer2network/a, layer2network/b;"},
 		}},
 		{"same vlan in different zones", []*sluicev1.Intent{
 			l2("a", nil), withSel(l2("b", otherVNI), sel("zone", "zone-b")),
@@ -199,32 +198,23 @@ func TestValidate_ConflictsOnASharedNode(t *testing.T) {
 		{"same vlan, selectors on different labels can share a node", []*sluicev1.Intent{
 			l2("a", nil), withSel(l2("b", otherVNI), sel("rack", "rack-1")),
 		}, []wantErr{
-			{"layer2network/a", "spec.vlan", "VLAN 100 is also used by layer2network/b"},
-			{"layer2network/b", "spec.vlan", "VLAN 100 is also used by layer2network/a"},
+			{"layer2network/a", "spec.vlan", "VLAN 100 is used by 2 layer2 networks whose node selectors can match the same node: layer2network/a, layer2network/b;"},
 		}},
 		{"same vlan, one selects every node", []*sluicev1.Intent{
 			withSel(l2("a", nil), nil), withSel(l2("b", otherVNI), sel("zone", "zone-c")),
 		}, []wantErr{
-			{"layer2network/a", "spec.vlan", "VLAN 100 is also used by layer2network/b"},
-			{"layer2network/b", "spec.vlan", "VLAN 100 is also used by layer2network/a"},
+			{"layer2network/a", "spec.vlan", "VLAN 100 is used by 2 layer2 networks"},
 		}},
 		{"same vni in the same zone", []*sluicev1.Intent{l2("a", nil), l2("b", otherVLAN)}, []wantErr{
-			{"layer2network/a", "spec.vni", "VNI 10100 is also used by layer2network/b"},
-			{"layer2network/b", "spec.vni", "VNI 10100 is also used by layer2network/a"},
+			{"layer2network/a", "spec.vni", "VNI 10100 is used by 2 layer2 networks whose node selectors can match the same node: layer2network/a, layer2network/b;"},
 		}},
-		{"three networks on one vlan name each other", []*sluicev1.Intent{
+		{"three networks on one vlan are one error naming all three", []*sluicev1.Intent{
 			l2("a", nil), l2("b", otherVNI), l2("c", func(s *sluicev1.Layer2Network) { s.Vni = 30000 }),
 		}, []wantErr{
-			{"layer2network/a", "spec.vlan", "layer2network/b"},
-			{"layer2network/a", "spec.vlan", "layer2network/c"},
-			{"layer2network/b", "spec.vlan", "layer2network/a"},
-			{"layer2network/b", "spec.vlan", "layer2network/c"},
-			{"layer2network/c", "spec.vlan", "layer2network/a"},
-			{"layer2network/c", "spec.vlan", "layer2network/b"},
+			{"layer2network/a", "spec.vlan", "VLAN 100 is used by 3 layer2 networks whose node selectors can match the same node: layer2network/a, layer2network/b, layer2network/c;"},
 		}},
 		{"same vrf and sequence", []*sluicev1.Intent{vrf("r1", nil), vrf("r2", nil)}, []wantErr{
-			{"vrfroute/r1", "spec.sequence", "sequence 10 in VRF tenant-a is also used by vrfroute/r2"},
-			{"vrfroute/r2", "spec.sequence", "sequence 10 in VRF tenant-a is also used by vrfroute/r1"},
+			{"vrfroute/r1", "spec.sequence", "sequence 10 in VRF tenant-a is used by 2 VRF routes whose node selectors can match the same node: vrfroute/r1, vrfroute/r2;"},
 		}},
 		{"same sequence in different vrfs", []*sluicev1.Intent{
 			vrf("r1", nil), vrf("r2", func(s *sluicev1.VRFRoute) { s.Vrf = "tenant-b" }),
@@ -233,12 +223,38 @@ func TestValidate_ConflictsOnASharedNode(t *testing.T) {
 			withSel(vrf("r1", nil), sel("rack", "rack-1")), withSel(vrf("r2", nil), sel("rack", "rack-2")),
 		}, nil},
 		{"same table id", []*sluicev1.Intent{table("t1", nil), table("t2", nil)}, []wantErr{
-			{"routingtable/t1", "spec.tableId", "table id 100 is also used by routingtable/t2"},
-			{"routingtable/t2", "spec.tableId", "table id 100 is also used by routingtable/t1"},
+			{"routingtable/t1", "spec.tableId", "table id 100 is used by 2 routing tables whose node selectors can match the same node: routingtable/t1, routingtable/t2;"},
 		}},
 		{"same table id in disjoint zones", []*sluicev1.Intent{
 			withSel(table("t1", nil), sel("zone", "zone-a", "rack", "rack-1")), withSel(table("t2", nil), sel("zone", "zone-b", "rack", "rack-1")),
 		}, nil},
+		{"1,000 routing tables on one table id are one error naming three and counting the rest",
+			tablesSharingOneID(1000), []wantErr{
+				{"routingtable/t00000", "spec.tableId", "table id 100 is used by 1,000 routing tables whose node selectors can match the same node: routingtable/t00000, routingtable/t00001, routingtable/t00002 … (+997 more);"},
+			}},
+		{"one table id on a table per node does not conflict", func() []*sluicev1.Intent {
+			ins := tablesSharingOneID(50)
+			for i, in := range ins {
+				withSel(in, sel("host", fmt.Sprintf("n%d", i)))
+			}
+			return ins
+		}(), nil},
+		{"only the tables that can share a node are named", []*sluicev1.Intent{
+			withSel(table("a-zone-a", nil), sel("zone", "a")),
+			withSel(table("b-zone-b", nil), sel("zone", "b")),
+			withSel(table("c-rack-1", nil), sel("rack", "1")), // shares a node with a and b
+			withSel(table("d-zone-c-rack-2", nil), sel("zone", "c", "rack", "2")),
+			withSel(table("e-zone-d-rack-3", nil), sel("zone", "d", "rack", "3")),
+		}, []wantErr{
+			{"routingtable/a-zone-a", "spec.tableId", "table id 100 is used by 3 routing tables whose node selectors can match the same node: routingtable/a-zone-a, routingtable/b-zone-b, routingtable/c-rack-1;"},
+		}},
+		{"identical selectors on one key conflict, distinct ones do not", []*sluicev1.Intent{
+			withSel(table("a", nil), sel("zone", "a")),
+			withSel(table("b", nil), sel("zone", "b")),
+			withSel(table("c", nil), sel("zone", "a")),
+		}, []wantErr{
+			{"routingtable/a", "spec.tableId", "table id 100 is used by 2 routing tables whose node selectors can match the same node: routingtable/a, routingtable/c;"},
+		}},
 		{"a vlan and a table id with the same number do not conflict", []*sluicev1.Intent{l2("a", nil), table("t", nil)}, nil},
 	}
 	for _, tt := range tests {

@@ -19,6 +19,8 @@ const (
 	FieldFingerprint = "fingerprint"
 	FieldReason      = "reason"
 	FieldEvent       = "event"
+	FieldBucket      = "bucket" // with FieldKey: a stored value, e.g. one quarantined because it does not decode
+	FieldKey         = "key"
 )
 
 // New returns a logger writing to w: JSON, or human-readable when pretty.

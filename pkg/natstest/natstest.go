@@ -1,5 +1,6 @@
-// Package natstest starts an embedded nats-server with JetStream for tests,
-// with the sluice buckets and stream created.
+// Package natstest starts embedded nats-servers with JetStream for tests,
+// with the sluice buckets and stream created: one server (Start) or a
+// cluster over loopback routes with replicated buckets (StartCluster).
 package natstest
 
 import (
@@ -15,9 +16,11 @@ import (
 	"github.com/sluicehq/sluice/pkg/embedded"
 )
 
-// Env is a running test server and a connection to it.
+// Env is a running test server (or cluster) and a connection to it.
 type Env struct {
-	Server   *server.Server
+	// Server is the server; in a Cluster, the first one as started.
+	Server *server.Server
+	// URL is the server's client URL; in a Cluster, every server's, comma-separated.
 	URL      string
 	StoreDir string
 	Conn     *nats.Conn
@@ -42,25 +45,47 @@ func StartAt(t testing.TB, dir, listen string, s contract.Settings) *Env {
 		t.Fatalf("start nats-server: %v", err)
 	}
 	t.Cleanup(srv.Shutdown)
-	nc, err := nats.Connect(srv.ClientURL(), nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	e := &Env{Server: srv, URL: srv.ClientURL(), StoreDir: dir, Settings: s}
+	e.connectAndEnsure(t, true)
+	return e
+}
+
+// StartBare starts a server like Start but creates no bucket and no stream:
+// for tests of who creates them. Buckets is nil.
+func StartBare(t testing.TB) *Env {
+	t.Helper()
+	dir := t.TempDir()
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", StoreDir: dir})
 	if err != nil {
-		t.Fatalf("connect: %v", err)
+		t.Fatalf("start nats-server: %v", err)
 	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
+	t.Cleanup(srv.Shutdown)
+	e := &Env{Server: srv, URL: srv.ClientURL(), StoreDir: dir, Settings: contract.DefaultSettings()}
+	e.connectAndEnsure(t, false)
+	return e
+}
+
+// connectAndEnsure connects Conn and JS and, with ensure, creates every
+// bucket and the stream with e.Settings and opens Buckets.
+func (e *Env) connectAndEnsure(t testing.TB, ensure bool) {
+	t.Helper()
+	e.Conn = e.Connect(t)
+	js, err := jetstream.New(e.Conn)
 	if err != nil {
 		t.Fatalf("jetstream: %v", err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	e.JS = js
+	if !ensure {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := contract.Ensure(ctx, js, s); err != nil {
+	if err := contract.Ensure(ctx, js, e.Settings); err != nil {
 		t.Fatalf("ensure buckets: %v", err)
 	}
-	b, err := contract.OpenBuckets(ctx, js)
-	if err != nil {
+	if e.Buckets, err = contract.OpenBuckets(ctx, js); err != nil {
 		t.Fatalf("open buckets: %v", err)
 	}
-	return &Env{Server: srv, URL: srv.ClientURL(), StoreDir: dir, Conn: nc, JS: js, Buckets: b, Settings: s}
 }
 
 // Connect opens another connection to the server, closed at cleanup.

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -19,6 +20,10 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrConflict: the key changed since the revision the write expected.
 	ErrConflict = errors.New("revision conflict")
+	// ErrUndecodable: the stored value is not a valid protojson T. Get
+	// returns it with the entry's Key and Revision set, so the key's owner
+	// can overwrite the value with compare-and-set.
+	ErrUndecodable = errors.New("value does not decode")
 )
 
 var (
@@ -64,7 +69,7 @@ func (s *Store[T]) decode(e jetstream.KeyValueEntry) (Entry[T], error) {
 	}
 	v := s.newT()
 	if err := unmarshal.Unmarshal(e.Value(), v); err != nil {
-		return out, fmt.Errorf("decode %s/%s: %w", s.kv.Bucket(), e.Key(), err)
+		return out, fmt.Errorf("decode %s/%s: %w: %w", s.kv.Bucket(), e.Key(), ErrUndecodable, err)
 	}
 	out.Value = v
 	return out, nil
@@ -129,12 +134,30 @@ func (s *Store[T]) Mutate(ctx context.Context, key string, fn func(cur T) (T, er
 		}
 		rev, err := s.Update(ctx, key, next, cur.Revision)
 		if errors.Is(err, ErrConflict) && attempt < 20 {
+			if err := conflictBackoff(ctx, attempt); err != nil {
+				return cur, fmt.Errorf("mutate %s/%s: %w", s.kv.Bucket(), key, err)
+			}
 			continue
 		}
 		if err != nil {
 			return cur, err
 		}
 		return Entry[T]{Key: key, Value: next, Revision: rev}, nil
+	}
+}
+
+// conflictBackoff waits a random time up to 1ms·2^attempt (at most 50ms)
+// before a retry, so that writers racing for one key spread out instead of
+// colliding again in lockstep until one of them runs out of attempts.
+func conflictBackoff(ctx context.Context, attempt int) error {
+	d := time.Duration(rand.Int64N(int64(min(time.Millisecond<<attempt, 50*time.Millisecond)))) + 1
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
 	}
 }
 
@@ -155,8 +178,21 @@ func (s *Store[T]) Keys(ctx context.Context) ([]string, error) {
 
 // List returns every live entry matching the key filter (">" for all), read
 // through one watcher so that it costs one round of messages, not one Get per key.
+// A value that does not decode is returned with Err set (and a zero Value),
+// never failing the whole list: callers quarantine that key and carry on.
 func (s *Store[T]) List(ctx context.Context, filter string) ([]Entry[T], error) {
-	w, err := s.kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+	return s.list(ctx, filter, jetstream.IgnoreDeletes())
+}
+
+// ListWithDeleted is List with deleted keys too, as entries with Deleted set
+// and the revision of their delete marker: the revision a compare-and-set
+// over such a key must name.
+func (s *Store[T]) ListWithDeleted(ctx context.Context, filter string) ([]Entry[T], error) {
+	return s.list(ctx, filter)
+}
+
+func (s *Store[T]) list(ctx context.Context, filter string, opts ...jetstream.WatchOpt) ([]Entry[T], error) {
+	w, err := s.kv.Watch(ctx, filter, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("list %s: %w", s.kv.Bucket(), err)
 	}
@@ -175,7 +211,7 @@ func (s *Store[T]) List(ctx context.Context, filter string) ([]Entry[T], error) 
 			}
 			d, err := s.decode(e)
 			if err != nil {
-				return nil, err
+				d.Err = err
 			}
 			out = append(out, d)
 		}
@@ -225,7 +261,9 @@ func (s *Store[T]) wrap(op, key string, err error) error {
 	switch {
 	case err == nil:
 		return nil
-	case errors.Is(err, jetstream.ErrKeyExists):
+	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
+		// A lost CAS race is ErrKeyExists on a single server and
+		// ErrKeyRevisionMismatch (JetStream error 10164) on a cluster.
 		return fmt.Errorf("%s %s/%s: %w", op, s.kv.Bucket(), key, ErrConflict)
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return fmt.Errorf("%s %s/%s: %w", op, s.kv.Bucket(), key, ErrNotFound)

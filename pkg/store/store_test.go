@@ -4,8 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
@@ -15,25 +19,65 @@ import (
 
 func newStatus() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }
 
-func TestStore_WritesAreCompareAndSet(t *testing.T) {
-	env := natstest.Start(t, contract.DefaultSettings())
+// TestStore runs every store test on a single server (R1) and on a 3-node
+// cluster (R3), where a lost compare-and-set is a different JetStream error
+// (10164). Each backend is started once and shared: tests use their own keys.
+func TestStore(t *testing.T) {
+	s := contract.DefaultSettings()
+	s.NodeLease = time.Second // presence expiry within the test
+	backends := []struct {
+		name  string
+		start func(t *testing.T) (*natstest.Env, *natstest.Cluster)
+	}{
+		{"R1", func(t *testing.T) (*natstest.Env, *natstest.Cluster) { return natstest.Start(t, s), nil }},
+		{"R3", func(t *testing.T) (*natstest.Env, *natstest.Cluster) {
+			c := natstest.StartCluster(t, 3, s)
+			return c.Env, c
+		}},
+	}
+	tests := []struct {
+		name string
+		run  func(t *testing.T, env *natstest.Env)
+	}{
+		{"WritesAreCompareAndSet", testWritesAreCompareAndSet},
+		{"MutateRetriesOnConflict", testMutateRetriesOnConflict},
+		{"ParallelMutatesLoseNoIncrement", testParallelMutatesLoseNoIncrement},
+		{"LostCASRaceIsErrConflict", testLostCASRaceIsErrConflict},
+		{"ValuesAreReadableJSON", testValuesAreReadableJSON},
+		{"ExpiredPresenceIsSeenByWatchers", testExpiredPresenceIsSeenByWatchers},
+		{"NodeConfigWritesAreRepublished", testNodeConfigWritesAreRepublished},
+	}
+	for _, b := range backends {
+		t.Run(b.name, func(t *testing.T) {
+			env, cluster := b.start(t)
+			for _, tc := range tests {
+				t.Run(tc.name, func(t *testing.T) { tc.run(t, env) })
+			}
+			if cluster != nil {
+				t.Run("WritesContinueWithOneServerDown", func(t *testing.T) { testWritesContinueWithOneServerDown(t, cluster) })
+			}
+		})
+	}
+}
+
+func testWritesAreCompareAndSet(t *testing.T, env *natstest.Env) {
 	ctx := context.Background()
 	s := store.New(env.Buckets.Status, newStatus)
 
-	rev, err := s.Create(ctx, "n1", &sluicev1.NodeStatus{Node: "n1", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONING})
+	rev, err := s.Create(ctx, "cas", &sluicev1.NodeStatus{Node: "n1", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONING})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	if _, err := s.Create(ctx, "n1", &sluicev1.NodeStatus{Node: "n1"}); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.Create(ctx, "cas", &sluicev1.NodeStatus{Node: "n1"}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("second create: got %v, want ErrConflict", err)
 	}
-	if _, err := s.Update(ctx, "n1", &sluicev1.NodeStatus{Node: "n1"}, rev+5); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.Update(ctx, "cas", &sluicev1.NodeStatus{Node: "n1"}, rev+5); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("update at stale revision: got %v, want ErrConflict", err)
 	}
-	if _, err := s.Update(ctx, "n1", &sluicev1.NodeStatus{Node: "n1", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED}, rev); err != nil {
+	if _, err := s.Update(ctx, "cas", &sluicev1.NodeStatus{Node: "n1", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED}, rev); err != nil {
 		t.Fatalf("update at current revision: %v", err)
 	}
-	got, err := s.Get(ctx, "n1")
+	got, err := s.Get(ctx, "cas")
 	if err != nil || got.Value.GetPhase() != sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
 		t.Fatalf("get: %v %v", got.Value, err)
 	}
@@ -42,19 +86,18 @@ func TestStore_WritesAreCompareAndSet(t *testing.T) {
 	}
 }
 
-func TestStore_MutateRetriesOnConflict(t *testing.T) {
-	env := natstest.Start(t, contract.DefaultSettings())
+func testMutateRetriesOnConflict(t *testing.T, env *natstest.Env) {
 	ctx := context.Background()
 	s := store.New(env.Buckets.Status, newStatus)
-	if _, err := s.Create(ctx, "n1", &sluicev1.NodeStatus{Node: "n1", Message: "a"}); err != nil {
+	if _, err := s.Create(ctx, "mutate", &sluicev1.NodeStatus{Node: "n1", Message: "a"}); err != nil {
 		t.Fatal(err)
 	}
 	calls := 0
-	_, err := s.Mutate(ctx, "n1", func(cur *sluicev1.NodeStatus) (*sluicev1.NodeStatus, error) {
+	_, err := s.Mutate(ctx, "mutate", func(cur *sluicev1.NodeStatus) (*sluicev1.NodeStatus, error) {
 		calls++
 		if calls == 1 { // a concurrent writer gets in between our read and write
-			e, _ := s.Get(ctx, "n1")
-			if _, err := s.Update(ctx, "n1", &sluicev1.NodeStatus{Node: "n1", Message: "b"}, e.Revision); err != nil {
+			e, _ := s.Get(ctx, "mutate")
+			if _, err := s.Update(ctx, "mutate", &sluicev1.NodeStatus{Node: "n1", Message: "b"}, e.Revision); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -63,20 +106,19 @@ func TestStore_MutateRetriesOnConflict(t *testing.T) {
 	if err != nil {
 		t.Fatalf("mutate: %v", err)
 	}
-	got, _ := s.Get(ctx, "n1")
+	got, _ := s.Get(ctx, "mutate")
 	if calls != 2 || got.Value.GetMessage() != "b+" {
 		t.Fatalf("calls=%d message=%q, want 2 and b+", calls, got.Value.GetMessage())
 	}
 }
 
-func TestStore_ValuesAreReadableJSON(t *testing.T) {
-	env := natstest.Start(t, contract.DefaultSettings())
+func testValuesAreReadableJSON(t *testing.T, env *natstest.Env) {
 	ctx := context.Background()
 	s := store.New(env.Buckets.Status, newStatus)
-	if _, err := s.Create(ctx, "n1", &sluicev1.NodeStatus{Node: "n1", Phase: sluicev1.NodePhase_NODE_PHASE_INVALID}); err != nil {
+	if _, err := s.Create(ctx, "json", &sluicev1.NodeStatus{Node: "n1", Phase: sluicev1.NodePhase_NODE_PHASE_INVALID}); err != nil {
 		t.Fatal(err)
 	}
-	e, err := env.Buckets.Status.Get(ctx, "n1")
+	e, err := env.Buckets.Status.Get(ctx, "json")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,10 +132,7 @@ func TestStore_ValuesAreReadableJSON(t *testing.T) {
 	}
 }
 
-func TestStore_ExpiredPresenceIsSeenByWatchers(t *testing.T) {
-	s := contract.DefaultSettings()
-	s.NodeLease = time.Second
-	env := natstest.Start(t, s)
+func testExpiredPresenceIsSeenByWatchers(t *testing.T, env *natstest.Env) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	nodes := store.New(env.Buckets.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
@@ -120,8 +159,7 @@ func TestStore_ExpiredPresenceIsSeenByWatchers(t *testing.T) {
 	}
 }
 
-func TestStore_NodeConfigWritesAreRepublished(t *testing.T) {
-	env := natstest.Start(t, contract.DefaultSettings())
+func testNodeConfigWritesAreRepublished(t *testing.T, env *natstest.Env) {
 	ctx := context.Background()
 	sub, err := env.Conn.SubscribeSync(contract.NodeConfigSubject("n1"))
 	if err != nil {
@@ -138,5 +176,126 @@ func TestStore_NodeConfigWritesAreRepublished(t *testing.T) {
 	var got sluicev1.DesiredConfig
 	if err := store.Unmarshal(msg.Data, &got); err != nil || got.Fingerprint != "abc" {
 		t.Fatalf("republished %s (%v)", msg.Data, err)
+	}
+}
+
+func newHead() *sluicev1.Head { return &sluicev1.Head{} }
+
+// Many goroutines increment one counter through Mutate: every increment
+// lands once, and the lost compare-and-sets were retried.
+func testParallelMutatesLoseNoIncrement(t *testing.T, env *natstest.Env) {
+	const workers, each = 8, 25
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := store.New(env.Buckets.Revisions, newHead)
+	var calls atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, workers)
+	for range workers {
+		wg.Go(func() {
+			for range each {
+				_, err := s.Mutate(ctx, "counter", func(cur *sluicev1.Head) (*sluicev1.Head, error) {
+					calls.Add(1)
+					return &sluicev1.Head{Generation: cur.GetGeneration() + 1}, nil
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Fatalf("mutate: %v", err)
+	}
+	got, err := s.Get(ctx, "counter")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Value.GetGeneration() != workers*each {
+		t.Fatalf("counter %d, want %d", got.Value.GetGeneration(), workers*each)
+	}
+	if calls.Load() <= workers*each {
+		t.Fatalf("%d calls of the mutate function for %d increments: no conflict was retried", calls.Load(), workers*each)
+	}
+	t.Logf("%d increments took %d attempts", workers*each, calls.Load())
+}
+
+// Two writers read the same revision and both write it: one wins, the other
+// gets ErrConflict, whatever JetStream error the server gave (on a cluster
+// it is ErrKeyRevisionMismatch, 10164).
+func testLostCASRaceIsErrConflict(t *testing.T, env *natstest.Env) {
+	ctx := context.Background()
+	s := store.New(env.Buckets.Status, newStatus)
+	rev, err := s.Create(ctx, "race", &sluicev1.NodeStatus{Node: "race", Message: "start"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Update(ctx, "race", &sluicev1.NodeStatus{Node: "race", Message: "first"}, rev); err != nil {
+		t.Fatalf("first writer: %v", err)
+	}
+	tests := []struct {
+		name  string
+		write func() error
+	}{
+		{"update", func() error {
+			_, err := s.Update(ctx, "race", &sluicev1.NodeStatus{Node: "race", Message: "second"}, rev)
+			return err
+		}},
+		{"create", func() error {
+			_, err := s.Create(ctx, "race", &sluicev1.NodeStatus{Node: "race", Message: "second"})
+			return err
+		}},
+		{"delete", func() error { return s.Delete(ctx, "race", rev) }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if err := tc.write(); !errors.Is(err, store.ErrConflict) {
+				t.Fatalf("losing %s: got %v, want ErrConflict", tc.name, err)
+			}
+		})
+	}
+	if env.Settings.Replicas > 1 {
+		// What store maps: the raw error of a lost update on a cluster.
+		if _, err := env.Buckets.Status.Update(ctx, "race", []byte("{}"), rev); !errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			t.Fatalf("raw lost update on R%d: got %v, want ErrKeyRevisionMismatch", env.Settings.Replicas, err)
+		}
+	}
+	got, err := s.Get(ctx, "race")
+	if err != nil || got.Value.GetMessage() != "first" {
+		t.Fatalf("after the race: %v %v, want the first writer's value", got.Value, err)
+	}
+}
+
+// With one of three servers stopped, R3 buckets keep accepting writes and
+// reads; the stopped server catches up when it comes back.
+func testWritesContinueWithOneServerDown(t *testing.T, c *natstest.Cluster) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	s := store.New(c.Buckets.Revisions, newHead)
+	inc := func(cur *sluicev1.Head) (*sluicev1.Head, error) {
+		return &sluicev1.Head{Generation: cur.GetGeneration() + 1}, nil
+	}
+	// The server most likely to lead is as good a victim as any: stop the first.
+	c.StopServer(t, 0)
+	for i := range 10 {
+		// A write racing the election of a new stream leader may time out; it
+		// is retried like any unavailable write.
+		natstest.Eventually(t, 15*time.Second, "a write with one server down", func() bool {
+			actx, cancel := context.WithTimeout(ctx, 2*time.Second)
+			defer cancel()
+			_, err := s.Mutate(actx, "failover", inc)
+			if err != nil {
+				t.Logf("write %d: %v", i, err)
+			}
+			return err == nil
+		})
+	}
+	c.RestartServer(t, 0)
+	got, err := s.Get(ctx, "failover")
+	if err != nil || got.Value.GetGeneration() < 10 {
+		t.Fatalf("after restart: %v %v, want generation at least 10", got.Value, err)
 	}
 }

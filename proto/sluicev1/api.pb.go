@@ -82,6 +82,149 @@ func (x *ApplyRequest) GetSource() string {
 	return ""
 }
 
+// ApplyJournal is revisions/pending: an apply between its first write and
+// the head move, so that whoever finds it completes it or rolls it back.
+// Fields 1-3 are ApplyRequest's, so a journal that an older configurator
+// wrote as an ApplyRequest still decodes (with has_prior false).
+type ApplyJournal struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Intents  []*Intent              `protobuf:"bytes,1,rep,name=intents,proto3" json:"intents,omitempty"`
+	Strategy *Strategy              `protobuf:"bytes,2,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	Source   string                 `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	// What the apply overwrites: one entry per intent it writes, as the key was
+	// before, so an apply that cannot complete restores exactly that.
+	Prior         []*PriorIntent `protobuf:"bytes,4,rep,name=prior,proto3" json:"prior,omitempty"`
+	HasPrior      bool           `protobuf:"varint,5,opt,name=has_prior,json=hasPrior,proto3" json:"has_prior,omitempty"` // false: written before priors were recorded
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ApplyJournal) Reset() {
+	*x = ApplyJournal{}
+	mi := &file_sluice_v1_api_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ApplyJournal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ApplyJournal) ProtoMessage() {}
+
+func (x *ApplyJournal) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_api_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ApplyJournal.ProtoReflect.Descriptor instead.
+func (*ApplyJournal) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ApplyJournal) GetIntents() []*Intent {
+	if x != nil {
+		return x.Intents
+	}
+	return nil
+}
+
+func (x *ApplyJournal) GetStrategy() *Strategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return nil
+}
+
+func (x *ApplyJournal) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+func (x *ApplyJournal) GetPrior() []*PriorIntent {
+	if x != nil {
+		return x.Prior
+	}
+	return nil
+}
+
+func (x *ApplyJournal) GetHasPrior() bool {
+	if x != nil {
+		return x.HasPrior
+	}
+	return false
+}
+
+// PriorIntent is an intents key as it was before an apply wrote it.
+type PriorIntent struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Key           string                 `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Value         *StoredIntent          `protobuf:"bytes,2,opt,name=value,proto3" json:"value,omitempty"`                              // unset: the key held no readable intent
+	KvRevision    uint64                 `protobuf:"varint,3,opt,name=kv_revision,json=kvRevision,proto3" json:"kv_revision,omitempty"` // the key's KV revision then; 0: it did not exist
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PriorIntent) Reset() {
+	*x = PriorIntent{}
+	mi := &file_sluice_v1_api_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PriorIntent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PriorIntent) ProtoMessage() {}
+
+func (x *PriorIntent) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_api_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PriorIntent.ProtoReflect.Descriptor instead.
+func (*PriorIntent) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PriorIntent) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
+func (x *PriorIntent) GetValue() *StoredIntent {
+	if x != nil {
+		return x.Value
+	}
+	return nil
+}
+
+func (x *PriorIntent) GetKvRevision() uint64 {
+	if x != nil {
+		return x.KvRevision
+	}
+	return 0
+}
+
 // FieldError names what is wrong with an intent.
 type FieldError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -94,7 +237,7 @@ type FieldError struct {
 
 func (x *FieldError) Reset() {
 	*x = FieldError{}
-	mi := &file_sluice_v1_api_proto_msgTypes[1]
+	mi := &file_sluice_v1_api_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -106,7 +249,7 @@ func (x *FieldError) String() string {
 func (*FieldError) ProtoMessage() {}
 
 func (x *FieldError) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_api_proto_msgTypes[1]
+	mi := &file_sluice_v1_api_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -119,7 +262,7 @@ func (x *FieldError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FieldError.ProtoReflect.Descriptor instead.
 func (*FieldError) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_api_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *FieldError) GetIntent() string {
@@ -159,7 +302,7 @@ type ApplyResponse struct {
 
 func (x *ApplyResponse) Reset() {
 	*x = ApplyResponse{}
-	mi := &file_sluice_v1_api_proto_msgTypes[2]
+	mi := &file_sluice_v1_api_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -171,7 +314,7 @@ func (x *ApplyResponse) String() string {
 func (*ApplyResponse) ProtoMessage() {}
 
 func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_api_proto_msgTypes[2]
+	mi := &file_sluice_v1_api_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -184,7 +327,7 @@ func (x *ApplyResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ApplyResponse.ProtoReflect.Descriptor instead.
 func (*ApplyResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_api_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *ApplyResponse) GetRevision() string {
@@ -248,7 +391,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_sluice_v1_api_proto_msgTypes[3]
+	mi := &file_sluice_v1_api_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -260,7 +403,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_api_proto_msgTypes[3]
+	mi := &file_sluice_v1_api_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -273,7 +416,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_api_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *DeleteRequest) GetKind() string {
@@ -308,7 +451,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_sluice_v1_api_proto_msgTypes[4]
+	mi := &file_sluice_v1_api_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -320,7 +463,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_api_proto_msgTypes[4]
+	mi := &file_sluice_v1_api_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -333,7 +476,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_api_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *DeleteResponse) GetRevision() string {
@@ -365,7 +508,18 @@ const file_sluice_v1_api_proto_rawDesc = "" +
 	"\fApplyRequest\x12+\n" +
 	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\x12/\n" +
 	"\bstrategy\x18\x02 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x12\x16\n" +
-	"\x06source\x18\x03 \x01(\tR\x06source\"N\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\"\xcf\x01\n" +
+	"\fApplyJournal\x12+\n" +
+	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\x12/\n" +
+	"\bstrategy\x18\x02 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12,\n" +
+	"\x05prior\x18\x04 \x03(\v2\x16.sluice.v1.PriorIntentR\x05prior\x12\x1b\n" +
+	"\thas_prior\x18\x05 \x01(\bR\bhasPrior\"o\n" +
+	"\vPriorIntent\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
+	"\x05value\x18\x02 \x01(\v2\x17.sluice.v1.StoredIntentR\x05value\x12\x1f\n" +
+	"\vkv_revision\x18\x03 \x01(\x04R\n" +
+	"kvRevision\"N\n" +
 	"\n" +
 	"FieldError\x12\x16\n" +
 	"\x06intent\x18\x01 \x01(\tR\x06intent\x12\x14\n" +
@@ -404,26 +558,33 @@ func file_sluice_v1_api_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_api_proto_rawDescData
 }
 
-var file_sluice_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_sluice_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_sluice_v1_api_proto_goTypes = []any{
 	(*ApplyRequest)(nil),   // 0: sluice.v1.ApplyRequest
-	(*FieldError)(nil),     // 1: sluice.v1.FieldError
-	(*ApplyResponse)(nil),  // 2: sluice.v1.ApplyResponse
-	(*DeleteRequest)(nil),  // 3: sluice.v1.DeleteRequest
-	(*DeleteResponse)(nil), // 4: sluice.v1.DeleteResponse
-	(*Intent)(nil),         // 5: sluice.v1.Intent
-	(*Strategy)(nil),       // 6: sluice.v1.Strategy
+	(*ApplyJournal)(nil),   // 1: sluice.v1.ApplyJournal
+	(*PriorIntent)(nil),    // 2: sluice.v1.PriorIntent
+	(*FieldError)(nil),     // 3: sluice.v1.FieldError
+	(*ApplyResponse)(nil),  // 4: sluice.v1.ApplyResponse
+	(*DeleteRequest)(nil),  // 5: sluice.v1.DeleteRequest
+	(*DeleteResponse)(nil), // 6: sluice.v1.DeleteResponse
+	(*Intent)(nil),         // 7: sluice.v1.Intent
+	(*Strategy)(nil),       // 8: sluice.v1.Strategy
+	(*StoredIntent)(nil),   // 9: sluice.v1.StoredIntent
 }
 var file_sluice_v1_api_proto_depIdxs = []int32{
-	5, // 0: sluice.v1.ApplyRequest.intents:type_name -> sluice.v1.Intent
-	6, // 1: sluice.v1.ApplyRequest.strategy:type_name -> sluice.v1.Strategy
-	1, // 2: sluice.v1.ApplyResponse.errors:type_name -> sluice.v1.FieldError
-	6, // 3: sluice.v1.DeleteRequest.strategy:type_name -> sluice.v1.Strategy
-	4, // [4:4] is the sub-list for method output_type
-	4, // [4:4] is the sub-list for method input_type
-	4, // [4:4] is the sub-list for extension type_name
-	4, // [4:4] is the sub-list for extension extendee
-	0, // [0:4] is the sub-list for field type_name
+	7, // 0: sluice.v1.ApplyRequest.intents:type_name -> sluice.v1.Intent
+	8, // 1: sluice.v1.ApplyRequest.strategy:type_name -> sluice.v1.Strategy
+	7, // 2: sluice.v1.ApplyJournal.intents:type_name -> sluice.v1.Intent
+	8, // 3: sluice.v1.ApplyJournal.strategy:type_name -> sluice.v1.Strategy
+	2, // 4: sluice.v1.ApplyJournal.prior:type_name -> sluice.v1.PriorIntent
+	9, // 5: sluice.v1.PriorIntent.value:type_name -> sluice.v1.StoredIntent
+	3, // 6: sluice.v1.ApplyResponse.errors:type_name -> sluice.v1.FieldError
+	8, // 7: sluice.v1.DeleteRequest.strategy:type_name -> sluice.v1.Strategy
+	8, // [8:8] is the sub-list for method output_type
+	8, // [8:8] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_api_proto_init() }
@@ -439,7 +600,7 @@ func file_sluice_v1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_api_proto_rawDesc), len(file_sluice_v1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -316,8 +316,12 @@ type NodeStatus struct {
 	FailedCheck        string                 `protobuf:"bytes,9,opt,name=failed_check,json=failedCheck,proto3" json:"failed_check,omitempty"`                       // name of the check or step that failed, with INVALID
 	CheckOutput        string                 `protobuf:"bytes,10,opt,name=check_output,json=checkOutput,proto3" json:"check_output,omitempty"`                      // its output, with INVALID
 	AppliedFingerprint string                 `protobuf:"bytes,11,opt,name=applied_fingerprint,json=appliedFingerprint,proto3" json:"applied_fingerprint,omitempty"` // fingerprint in force on the node now
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// The last config this node reported Invalid, carried in every later
+	// status: the bucket keeps one revision per key, so a report overwritten
+	// before any coordinator saw it would otherwise be lost (invariant I3/I4).
+	LastInvalid   *InvalidReport `protobuf:"bytes,12,opt,name=last_invalid,json=lastInvalid,proto3" json:"last_invalid,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
@@ -427,6 +431,106 @@ func (x *NodeStatus) GetAppliedFingerprint() string {
 	return ""
 }
 
+func (x *NodeStatus) GetLastInvalid() *InvalidReport {
+	if x != nil {
+		return x.LastInvalid
+	}
+	return nil
+}
+
+// InvalidReport is one config a node reported Invalid, and why.
+type InvalidReport struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fingerprint   string                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	Rollout       string                 `protobuf:"bytes,2,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	Revision      string                 `protobuf:"bytes,3,opt,name=revision,proto3" json:"revision,omitempty"`
+	Check         string                 `protobuf:"bytes,4,opt,name=check,proto3" json:"check,omitempty"`
+	Output        string                 `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
+	Revert        bool                   `protobuf:"varint,7,opt,name=revert,proto3" json:"revert,omitempty"` // it was a revert to the node's backup, not a rollout's target
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InvalidReport) Reset() {
+	*x = InvalidReport{}
+	mi := &file_sluice_v1_config_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InvalidReport) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InvalidReport) ProtoMessage() {}
+
+func (x *InvalidReport) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_config_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InvalidReport.ProtoReflect.Descriptor instead.
+func (*InvalidReport) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_config_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *InvalidReport) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *InvalidReport) GetRollout() string {
+	if x != nil {
+		return x.Rollout
+	}
+	return ""
+}
+
+func (x *InvalidReport) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *InvalidReport) GetCheck() string {
+	if x != nil {
+		return x.Check
+	}
+	return ""
+}
+
+func (x *InvalidReport) GetOutput() string {
+	if x != nil {
+		return x.Output
+	}
+	return ""
+}
+
+func (x *InvalidReport) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *InvalidReport) GetRevert() bool {
+	if x != nil {
+		return x.Revert
+	}
+	return false
+}
+
 var File_sluice_v1_config_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_config_proto_rawDesc = "" +
@@ -454,7 +558,7 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\fheartbeat_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xb8\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x03\n" +
 	"\n" +
 	"NodeStatus\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12*\n" +
@@ -469,7 +573,16 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\ffailed_check\x18\t \x01(\tR\vfailedCheck\x12!\n" +
 	"\fcheck_output\x18\n" +
 	" \x01(\tR\vcheckOutput\x12/\n" +
-	"\x13applied_fingerprint\x18\v \x01(\tR\x12appliedFingerprint*x\n" +
+	"\x13applied_fingerprint\x18\v \x01(\tR\x12appliedFingerprint\x12;\n" +
+	"\flast_invalid\x18\f \x01(\v2\x18.sluice.v1.InvalidReportR\vlastInvalid\"\xd9\x01\n" +
+	"\rInvalidReport\x12 \n" +
+	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x18\n" +
+	"\arollout\x18\x02 \x01(\tR\arollout\x12\x1a\n" +
+	"\brevision\x18\x03 \x01(\tR\brevision\x12\x14\n" +
+	"\x05check\x18\x04 \x01(\tR\x05check\x12\x16\n" +
+	"\x06output\x18\x05 \x01(\tR\x06output\x12*\n" +
+	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
+	"\x06revert\x18\a \x01(\bR\x06revert*x\n" +
 	"\tNodePhase\x12\x1a\n" +
 	"\x16NODE_PHASE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17NODE_PHASE_PROVISIONING\x10\x01\x12\x1a\n" +
@@ -489,32 +602,35 @@ func file_sluice_v1_config_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_sluice_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_sluice_v1_config_proto_goTypes = []any{
 	(NodePhase)(0),                // 0: sluice.v1.NodePhase
 	(*NodeConfig)(nil),            // 1: sluice.v1.NodeConfig
 	(*DesiredConfig)(nil),         // 2: sluice.v1.DesiredConfig
 	(*NodePresence)(nil),          // 3: sluice.v1.NodePresence
 	(*NodeStatus)(nil),            // 4: sluice.v1.NodeStatus
-	nil,                           // 5: sluice.v1.NodePresence.LabelsEntry
-	(*Intent)(nil),                // 6: sluice.v1.Intent
-	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
+	(*InvalidReport)(nil),         // 5: sluice.v1.InvalidReport
+	nil,                           // 6: sluice.v1.NodePresence.LabelsEntry
+	(*Intent)(nil),                // 7: sluice.v1.Intent
+	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
 }
 var file_sluice_v1_config_proto_depIdxs = []int32{
-	6, // 0: sluice.v1.NodeConfig.intents:type_name -> sluice.v1.Intent
-	1, // 1: sluice.v1.DesiredConfig.config:type_name -> sluice.v1.NodeConfig
-	7, // 2: sluice.v1.DesiredConfig.written_at:type_name -> google.protobuf.Timestamp
-	5, // 3: sluice.v1.NodePresence.labels:type_name -> sluice.v1.NodePresence.LabelsEntry
-	7, // 4: sluice.v1.NodePresence.started_at:type_name -> google.protobuf.Timestamp
-	7, // 5: sluice.v1.NodePresence.heartbeat_at:type_name -> google.protobuf.Timestamp
-	0, // 6: sluice.v1.NodeStatus.phase:type_name -> sluice.v1.NodePhase
-	7, // 7: sluice.v1.NodeStatus.apply_started_at:type_name -> google.protobuf.Timestamp
-	7, // 8: sluice.v1.NodeStatus.last_update:type_name -> google.protobuf.Timestamp
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	7,  // 0: sluice.v1.NodeConfig.intents:type_name -> sluice.v1.Intent
+	1,  // 1: sluice.v1.DesiredConfig.config:type_name -> sluice.v1.NodeConfig
+	8,  // 2: sluice.v1.DesiredConfig.written_at:type_name -> google.protobuf.Timestamp
+	6,  // 3: sluice.v1.NodePresence.labels:type_name -> sluice.v1.NodePresence.LabelsEntry
+	8,  // 4: sluice.v1.NodePresence.started_at:type_name -> google.protobuf.Timestamp
+	8,  // 5: sluice.v1.NodePresence.heartbeat_at:type_name -> google.protobuf.Timestamp
+	0,  // 6: sluice.v1.NodeStatus.phase:type_name -> sluice.v1.NodePhase
+	8,  // 7: sluice.v1.NodeStatus.apply_started_at:type_name -> google.protobuf.Timestamp
+	8,  // 8: sluice.v1.NodeStatus.last_update:type_name -> google.protobuf.Timestamp
+	5,  // 9: sluice.v1.NodeStatus.last_invalid:type_name -> sluice.v1.InvalidReport
+	8,  // 10: sluice.v1.InvalidReport.at:type_name -> google.protobuf.Timestamp
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_config_proto_init() }
@@ -529,7 +645,7 @@ func file_sluice_v1_config_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_config_proto_rawDesc), len(file_sluice_v1_config_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

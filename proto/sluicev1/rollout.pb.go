@@ -88,13 +88,14 @@ func (RolloutPhase) EnumDescriptor() ([]byte, []int) {
 type NodeResult int32
 
 const (
-	NodeResult_NODE_RESULT_UNSPECIFIED NodeResult = 0
-	NodeResult_NODE_RESULT_PROVISIONED NodeResult = 1
-	NodeResult_NODE_RESULT_INVALID     NodeResult = 2 // the agent reported Invalid (a check or the apply failed)
-	NodeResult_NODE_RESULT_TIMED_OUT   NodeResult = 3 // no final report within the apply or pickup deadline
-	NodeResult_NODE_RESULT_SKIPPED     NodeResult = 4 // the node left (presence expired) before finishing
-	NodeResult_NODE_RESULT_REVERTED    NodeResult = 5 // put back on its backup config after the rollout stopped
-	NodeResult_NODE_RESULT_REFUSED     NodeResult = 6 // its target fingerprint is recorded as invalid: never touched
+	NodeResult_NODE_RESULT_UNSPECIFIED   NodeResult = 0
+	NodeResult_NODE_RESULT_PROVISIONED   NodeResult = 1
+	NodeResult_NODE_RESULT_INVALID       NodeResult = 2 // the agent reported Invalid (a check or the apply failed)
+	NodeResult_NODE_RESULT_TIMED_OUT     NodeResult = 3 // no final report within the apply or pickup deadline
+	NodeResult_NODE_RESULT_SKIPPED       NodeResult = 4 // the node left (presence expired) before finishing
+	NodeResult_NODE_RESULT_REVERTED      NodeResult = 5 // put back on its backup config after the rollout stopped
+	NodeResult_NODE_RESULT_REFUSED       NodeResult = 6 // its target fingerprint is recorded as invalid: never touched
+	NodeResult_NODE_RESULT_REVERT_FAILED NodeResult = 7 // its revert failed, timed out or had no safe target: it needs an operator
 )
 
 // Enum value maps for NodeResult.
@@ -107,15 +108,17 @@ var (
 		4: "NODE_RESULT_SKIPPED",
 		5: "NODE_RESULT_REVERTED",
 		6: "NODE_RESULT_REFUSED",
+		7: "NODE_RESULT_REVERT_FAILED",
 	}
 	NodeResult_value = map[string]int32{
-		"NODE_RESULT_UNSPECIFIED": 0,
-		"NODE_RESULT_PROVISIONED": 1,
-		"NODE_RESULT_INVALID":     2,
-		"NODE_RESULT_TIMED_OUT":   3,
-		"NODE_RESULT_SKIPPED":     4,
-		"NODE_RESULT_REVERTED":    5,
-		"NODE_RESULT_REFUSED":     6,
+		"NODE_RESULT_UNSPECIFIED":   0,
+		"NODE_RESULT_PROVISIONED":   1,
+		"NODE_RESULT_INVALID":       2,
+		"NODE_RESULT_TIMED_OUT":     3,
+		"NODE_RESULT_SKIPPED":       4,
+		"NODE_RESULT_REVERTED":      5,
+		"NODE_RESULT_REFUSED":       6,
+		"NODE_RESULT_REVERT_FAILED": 7,
 	}
 )
 
@@ -514,11 +517,12 @@ type RolloutCounts struct {
 	Pending       uint32                 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`                         // not started yet
 	InProgress    uint32                 `protobuf:"varint,3,opt,name=in_progress,json=inProgress,proto3" json:"in_progress,omitempty"` // desired config written, no final report yet
 	Provisioned   uint32                 `protobuf:"varint,4,opt,name=provisioned,proto3" json:"provisioned,omitempty"`
-	Failed        uint32                 `protobuf:"varint,5,opt,name=failed,proto3" json:"failed,omitempty"`
+	Failed        uint32                 `protobuf:"varint,5,opt,name=failed,proto3" json:"failed,omitempty"` // failed, timed out or refused: every node that counts against the budget
 	Skipped       uint32                 `protobuf:"varint,6,opt,name=skipped,proto3" json:"skipped,omitempty"`
-	TimedOut      uint32                 `protobuf:"varint,7,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
-	Reverting     uint32                 `protobuf:"varint,8,opt,name=reverting,proto3" json:"reverting,omitempty"` // revert written, no report yet
+	TimedOut      uint32                 `protobuf:"varint,7,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"` // of the failed, those that timed out
+	Reverting     uint32                 `protobuf:"varint,8,opt,name=reverting,proto3" json:"reverting,omitempty"`               // revert written, no report yet
 	Reverted      uint32                 `protobuf:"varint,9,opt,name=reverted,proto3" json:"reverted,omitempty"`
+	RevertFailed  uint32                 `protobuf:"varint,10,opt,name=revert_failed,json=revertFailed,proto3" json:"revert_failed,omitempty"` // the revert failed, timed out or had no safe target
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -616,6 +620,13 @@ func (x *RolloutCounts) GetReverted() uint32 {
 	return 0
 }
 
+func (x *RolloutCounts) GetRevertFailed() uint32 {
+	if x != nil {
+		return x.RevertFailed
+	}
+	return 0
+}
+
 // Rollout is the value of rollouts/<id>, written only by the rollout-coordinator.
 type Rollout struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
@@ -638,7 +649,10 @@ type Rollout struct {
 	Domain           string                 `protobuf:"bytes,17,opt,name=domain,proto3" json:"domain,omitempty"` // failure-domain value in progress
 	// Time the rollout has run under a leader: the progress deadline counts
 	// this, so time with no coordinator does not count.
-	LeaderTime    *durationpb.Duration `protobuf:"bytes,18,opt,name=leader_time,json=leaderTime,proto3" json:"leader_time,omitempty"`
+	LeaderTime *durationpb.Duration `protobuf:"bytes,18,opt,name=leader_time,json=leaderTime,proto3" json:"leader_time,omitempty"`
+	// Nodes whose NodeReverted event was emitted, so that a resumed revert
+	// announces each reverted node exactly once.
+	Reverted      []string `protobuf:"bytes,19,rep,name=reverted,proto3" json:"reverted,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -799,6 +813,13 @@ func (x *Rollout) GetLeaderTime() *durationpb.Duration {
 	return nil
 }
 
+func (x *Rollout) GetReverted() []string {
+	if x != nil {
+		return x.Reverted
+	}
+	return nil
+}
+
 // RolloutRef is the value of rollouts/active and rollouts/last-applied.
 type RolloutRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -806,6 +827,7 @@ type RolloutRef struct {
 	Revision      string                 `protobuf:"bytes,2,opt,name=revision,proto3" json:"revision,omitempty"`
 	Generation    uint64                 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
 	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	LeaderEpoch   uint64                 `protobuf:"varint,5,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"` // term of the leader that wrote it
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -868,16 +890,27 @@ func (x *RolloutRef) GetAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *RolloutRef) GetLeaderEpoch() uint64 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
 // InvalidFingerprint is the value of fingerprints/<sha256>: a config known to be bad, and why.
 type InvalidFingerprint struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Fingerprint   string                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
-	Revision      string                 `protobuf:"bytes,2,opt,name=revision,proto3" json:"revision,omitempty"`
-	Rollout       string                 `protobuf:"bytes,3,opt,name=rollout,proto3" json:"rollout,omitempty"`
-	Node          string                 `protobuf:"bytes,4,opt,name=node,proto3" json:"node,omitempty"`
-	Check         string                 `protobuf:"bytes,5,opt,name=check,proto3" json:"check,omitempty"`
-	Output        string                 `protobuf:"bytes,6,opt,name=output,proto3" json:"output,omitempty"`
-	Time          *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=time,proto3" json:"time,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Fingerprint string                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	Revision    string                 `protobuf:"bytes,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	Rollout     string                 `protobuf:"bytes,3,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	Node        string                 `protobuf:"bytes,4,opt,name=node,proto3" json:"node,omitempty"`
+	Check       string                 `protobuf:"bytes,5,opt,name=check,proto3" json:"check,omitempty"`
+	Output      string                 `protobuf:"bytes,6,opt,name=output,proto3" json:"output,omitempty"`
+	Time        *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=time,proto3" json:"time,omitempty"`
+	// Why it is known bad: "check-failed" (the agent reported Invalid) or
+	// "timed-out" (no final report within the node's deadline).
+	Cause         string `protobuf:"bytes,8,opt,name=cause,proto3" json:"cause,omitempty"`
+	LeaderEpoch   uint64 `protobuf:"varint,9,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"` // term of the leader that recorded it
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -961,12 +994,32 @@ func (x *InvalidFingerprint) GetTime() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *InvalidFingerprint) GetCause() string {
+	if x != nil {
+		return x.Cause
+	}
+	return ""
+}
+
+func (x *InvalidFingerprint) GetLeaderEpoch() uint64 {
+	if x != nil {
+		return x.LeaderEpoch
+	}
+	return 0
+}
+
 // LeaderLease is the value of control/leader.<component>.
 type LeaderLease struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Holder        string                 `protobuf:"bytes,1,opt,name=holder,proto3" json:"holder,omitempty"`
-	AcquiredAt    *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=acquired_at,json=acquiredAt,proto3" json:"acquired_at,omitempty"`
-	RenewedAt     *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=renewed_at,json=renewedAt,proto3" json:"renewed_at,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Holder     string                 `protobuf:"bytes,1,opt,name=holder,proto3" json:"holder,omitempty"`
+	AcquiredAt *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=acquired_at,json=acquiredAt,proto3" json:"acquired_at,omitempty"`
+	RenewedAt  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=renewed_at,json=renewedAt,proto3" json:"renewed_at,omitempty"`
+	// Term number: higher than every earlier term's, carried into every write
+	// of the term (leader_epoch) and into the buckets' fence keys.
+	Epoch uint64 `protobuf:"varint,4,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// Random per process: two coordinators started with the same instance
+	// name are told apart, and the second refuses to start.
+	Session       string `protobuf:"bytes,5,opt,name=session,proto3" json:"session,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1022,6 +1075,84 @@ func (x *LeaderLease) GetRenewedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *LeaderLease) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *LeaderLease) GetSession() string {
+	if x != nil {
+		return x.Session
+	}
+	return ""
+}
+
+// Fence is the value of the _fence key the rollout-coordinator keeps in each
+// bucket it writes. A new leader rewrites it when its term starts; every
+// write of a term is an atomic batch that checks the fence still holds the
+// sequence its term wrote, so a deposed leader's writes fail on the server.
+type Fence struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Holder        string                 `protobuf:"bytes,2,opt,name=holder,proto3" json:"holder,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Fence) Reset() {
+	*x = Fence{}
+	mi := &file_sluice_v1_rollout_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Fence) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Fence) ProtoMessage() {}
+
+func (x *Fence) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_rollout_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Fence.ProtoReflect.Descriptor instead.
+func (*Fence) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *Fence) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *Fence) GetHolder() string {
+	if x != nil {
+		return x.Holder
+	}
+	return ""
+}
+
+func (x *Fence) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 var File_sluice_v1_rollout_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_rollout_proto_rawDesc = "" +
@@ -1062,7 +1193,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12!\n" +
 	"\ffailed_check\x18\x05 \x01(\tR\vfailedCheck\x12-\n" +
 	"\x06result\x18\x06 \x01(\x0e2\x15.sluice.v1.NodeResultR\x06result\x12\x16\n" +
-	"\x06output\x18\a \x01(\tR\x06output\"\x8b\x02\n" +
+	"\x06output\x18\a \x01(\tR\x06output\"\xb0\x02\n" +
 	"\rRolloutCounts\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\rR\x05total\x12\x18\n" +
 	"\apending\x18\x02 \x01(\rR\apending\x12\x1f\n" +
@@ -1073,7 +1204,9 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\askipped\x18\x06 \x01(\rR\askipped\x12\x1b\n" +
 	"\ttimed_out\x18\a \x01(\rR\btimedOut\x12\x1c\n" +
 	"\treverting\x18\b \x01(\rR\treverting\x12\x1a\n" +
-	"\breverted\x18\t \x01(\rR\breverted\"\x8b\x06\n" +
+	"\breverted\x18\t \x01(\rR\breverted\x12#\n" +
+	"\rrevert_failed\x18\n" +
+	" \x01(\rR\frevertFailed\"\xa7\x06\n" +
 	"\aRollout\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12+\n" +
@@ -1100,7 +1233,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"bake_until\x18\x10 \x01(\v2\x1a.google.protobuf.TimestampR\tbakeUntil\x12\x16\n" +
 	"\x06domain\x18\x11 \x01(\tR\x06domain\x12:\n" +
 	"\vleader_time\x18\x12 \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"leaderTime\"\x8e\x01\n" +
+	"leaderTime\x12\x1a\n" +
+	"\breverted\x18\x13 \x03(\tR\breverted\"\xb1\x01\n" +
 	"\n" +
 	"RolloutRef\x12\x18\n" +
 	"\arollout\x18\x01 \x01(\tR\arollout\x12\x1a\n" +
@@ -1108,7 +1242,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xde\x01\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12!\n" +
+	"\fleader_epoch\x18\x05 \x01(\x04R\vleaderEpoch\"\x97\x02\n" +
 	"\x12InvalidFingerprint\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12\x18\n" +
@@ -1116,13 +1251,21 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x04node\x18\x04 \x01(\tR\x04node\x12\x14\n" +
 	"\x05check\x18\x05 \x01(\tR\x05check\x12\x16\n" +
 	"\x06output\x18\x06 \x01(\tR\x06output\x12.\n" +
-	"\x04time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x9d\x01\n" +
+	"\x04time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
+	"\x05cause\x18\b \x01(\tR\x05cause\x12!\n" +
+	"\fleader_epoch\x18\t \x01(\x04R\vleaderEpoch\"\xcd\x01\n" +
 	"\vLeaderLease\x12\x16\n" +
 	"\x06holder\x18\x01 \x01(\tR\x06holder\x12;\n" +
 	"\vacquired_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
 	"acquiredAt\x129\n" +
 	"\n" +
-	"renewed_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\trenewedAt*\xe4\x01\n" +
+	"renewed_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\trenewedAt\x12\x14\n" +
+	"\x05epoch\x18\x04 \x01(\x04R\x05epoch\x12\x18\n" +
+	"\asession\x18\x05 \x01(\tR\asession\"a\n" +
+	"\x05Fence\x12\x14\n" +
+	"\x05epoch\x18\x01 \x01(\x04R\x05epoch\x12\x16\n" +
+	"\x06holder\x18\x02 \x01(\tR\x06holder\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at*\xe4\x01\n" +
 	"\fRolloutPhase\x12\x1d\n" +
 	"\x19ROLLOUT_PHASE_UNSPECIFIED\x10\x00\x12\x1d\n" +
 	"\x19ROLLOUT_PHASE_PROGRESSING\x10\x01\x12\x1b\n" +
@@ -1130,7 +1273,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x1eROLLOUT_PHASE_PARTIALLY_FAILED\x10\x03\x12\x1d\n" +
 	"\x19ROLLOUT_PHASE_ROLLED_BACK\x10\x04\x12\x19\n" +
 	"\x15ROLLOUT_PHASE_ABORTED\x10\x05\x12\x1b\n" +
-	"\x17ROLLOUT_PHASE_REVERTING\x10\x06*\xc6\x01\n" +
+	"\x17ROLLOUT_PHASE_REVERTING\x10\x06*\xe5\x01\n" +
 	"\n" +
 	"NodeResult\x12\x1b\n" +
 	"\x17NODE_RESULT_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -1139,7 +1282,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x15NODE_RESULT_TIMED_OUT\x10\x03\x12\x17\n" +
 	"\x13NODE_RESULT_SKIPPED\x10\x04\x12\x18\n" +
 	"\x14NODE_RESULT_REVERTED\x10\x05\x12\x17\n" +
-	"\x13NODE_RESULT_REFUSED\x10\x06B4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"\x13NODE_RESULT_REFUSED\x10\x06\x12\x1d\n" +
+	"\x19NODE_RESULT_REVERT_FAILED\x10\aB4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_rollout_proto_rawDescOnce sync.Once
@@ -1154,7 +1298,7 @@ func file_sluice_v1_rollout_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_rollout_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sluice_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_sluice_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_sluice_v1_rollout_proto_goTypes = []any{
 	(RolloutPhase)(0),             // 0: sluice.v1.RolloutPhase
 	(NodeResult)(0),               // 1: sluice.v1.NodeResult
@@ -1167,41 +1311,43 @@ var file_sluice_v1_rollout_proto_goTypes = []any{
 	(*RolloutRef)(nil),            // 8: sluice.v1.RolloutRef
 	(*InvalidFingerprint)(nil),    // 9: sluice.v1.InvalidFingerprint
 	(*LeaderLease)(nil),           // 10: sluice.v1.LeaderLease
-	(*Intent)(nil),                // 11: sluice.v1.Intent
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 13: google.protobuf.Duration
-	(NodePhase)(0),                // 14: sluice.v1.NodePhase
+	(*Fence)(nil),                 // 11: sluice.v1.Fence
+	(*Intent)(nil),                // 12: sluice.v1.Intent
+	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
+	(NodePhase)(0),                // 15: sluice.v1.NodePhase
 }
 var file_sluice_v1_rollout_proto_depIdxs = []int32{
-	11, // 0: sluice.v1.Revision.intents:type_name -> sluice.v1.Intent
-	12, // 1: sluice.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	13, // 2: sluice.v1.Strategy.bake_time:type_name -> google.protobuf.Duration
-	13, // 3: sluice.v1.Strategy.apply_deadline:type_name -> google.protobuf.Duration
-	13, // 4: sluice.v1.Strategy.pickup_deadline:type_name -> google.protobuf.Duration
-	13, // 5: sluice.v1.Strategy.progress_deadline:type_name -> google.protobuf.Duration
+	12, // 0: sluice.v1.Revision.intents:type_name -> sluice.v1.Intent
+	13, // 1: sluice.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	14, // 2: sluice.v1.Strategy.bake_time:type_name -> google.protobuf.Duration
+	14, // 3: sluice.v1.Strategy.apply_deadline:type_name -> google.protobuf.Duration
+	14, // 4: sluice.v1.Strategy.pickup_deadline:type_name -> google.protobuf.Duration
+	14, // 5: sluice.v1.Strategy.progress_deadline:type_name -> google.protobuf.Duration
 	3,  // 6: sluice.v1.Head.strategy:type_name -> sluice.v1.Strategy
-	12, // 7: sluice.v1.Head.updated_at:type_name -> google.protobuf.Timestamp
-	14, // 8: sluice.v1.NodeOutcome.phase:type_name -> sluice.v1.NodePhase
+	13, // 7: sluice.v1.Head.updated_at:type_name -> google.protobuf.Timestamp
+	15, // 8: sluice.v1.NodeOutcome.phase:type_name -> sluice.v1.NodePhase
 	1,  // 9: sluice.v1.NodeOutcome.result:type_name -> sluice.v1.NodeResult
 	3,  // 10: sluice.v1.Rollout.strategy:type_name -> sluice.v1.Strategy
 	0,  // 11: sluice.v1.Rollout.phase:type_name -> sluice.v1.RolloutPhase
-	12, // 12: sluice.v1.Rollout.started_at:type_name -> google.protobuf.Timestamp
-	12, // 13: sluice.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
-	12, // 14: sluice.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
+	13, // 12: sluice.v1.Rollout.started_at:type_name -> google.protobuf.Timestamp
+	13, // 13: sluice.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
+	13, // 14: sluice.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
 	6,  // 15: sluice.v1.Rollout.counts:type_name -> sluice.v1.RolloutCounts
 	5,  // 16: sluice.v1.Rollout.failures:type_name -> sluice.v1.NodeOutcome
 	5,  // 17: sluice.v1.Rollout.skipped:type_name -> sluice.v1.NodeOutcome
-	12, // 18: sluice.v1.Rollout.bake_until:type_name -> google.protobuf.Timestamp
-	13, // 19: sluice.v1.Rollout.leader_time:type_name -> google.protobuf.Duration
-	12, // 20: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
-	12, // 21: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
-	12, // 22: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
-	12, // 23: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	13, // 18: sluice.v1.Rollout.bake_until:type_name -> google.protobuf.Timestamp
+	14, // 19: sluice.v1.Rollout.leader_time:type_name -> google.protobuf.Duration
+	13, // 20: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
+	13, // 21: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
+	13, // 22: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
+	13, // 23: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
+	13, // 24: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
+	25, // [25:25] is the sub-list for method output_type
+	25, // [25:25] is the sub-list for method input_type
+	25, // [25:25] is the sub-list for extension type_name
+	25, // [25:25] is the sub-list for extension extendee
+	0,  // [0:25] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_rollout_proto_init() }
@@ -1217,7 +1363,7 @@ func file_sluice_v1_rollout_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_rollout_proto_rawDesc), len(file_sluice_v1_rollout_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

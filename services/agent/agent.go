@@ -15,7 +15,12 @@
 // restores last-good through the Applier. A marker found at start means the
 // last run stopped mid-apply: last-good is restored before anything else.
 //
-// Files: intake.go (subscription, Get, coalescing mailbox), presence.go
+// It never applies a desired config written under a lower leader epoch
+// than one it already accepted (a deposed coordinator's), nor one that does
+// not decode; and it overwrites its own status key if that does not decode
+// (docs/agent.md, "Fencing" and "Unreadable values").
+//
+// Files: intake.go (subscription, Get, coalescing mailbox, epoch fence), presence.go
 // (heartbeat lease), provision.go (the apply flow and its pure plan),
 // restore.go (marker, restore, validate), check.go (health checks),
 // status.go (compare-and-set status writes), applier.go, exec.go and
@@ -59,6 +64,20 @@ const (
 	// EventNodeRestoreFailed: putting last-good back failed; the node's
 	// config is unknown.
 	EventNodeRestoreFailed = "NodeRestoreFailed"
+	// EventStaleDesiredIgnored: a desired config carries a leader epoch
+	// lower than one already seen (a deposed coordinator wrote it); the
+	// node keeps the config in force. The reason names both epochs.
+	EventStaleDesiredIgnored = "StaleDesiredIgnored"
+	// EventUnreadableDesiredIgnored: the node's desired config does not
+	// decode; the node keeps the config in force. The reason names the
+	// bucket and key.
+	EventUnreadableDesiredIgnored = "UnreadableDesiredIgnored"
+	// EventUnreadableStatusRewritten: the node's status key held a value
+	// that does not decode; the agent overwrote it with its status.
+	EventUnreadableStatusRewritten = "UnreadableStatusRewritten"
+	// EventUnreadablePresenceRewritten: the node's presence key held a
+	// value that does not decode; the agent overwrote it.
+	EventUnreadablePresenceRewritten = "UnreadablePresenceRewritten"
 )
 
 // Defaults.
@@ -126,6 +145,7 @@ type Agent struct {
 	configs  *store.Store[*sluicev1.DesiredConfig]
 
 	pres   presence  // touched by Run's loop only
+	in     intake    // touched by Run's loop only
 	worker workState // touched by the worker only (after Run's setup)
 }
 
@@ -282,7 +302,7 @@ func (a *Agent) open(ctx context.Context) (jetstream.JetStream, *contract.Bucket
 	if a.cfg.Buckets != nil {
 		return js, a.cfg.Buckets, nil
 	}
-	if err := contract.Ensure(ctx, js, a.cfg.Settings); err != nil {
+	if _, err := contract.Prepare(ctx, js, a.cfg.Settings, contract.ComponentAgent, contract.WithLog(a.log)); err != nil {
 		return nil, nil, fmt.Errorf("agent %s: %w", a.cfg.Node, err)
 	}
 	b := &contract.Buckets{}

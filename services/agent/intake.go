@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"sync"
 
@@ -71,12 +72,12 @@ func (a *Agent) receive(m *nats.Msg) {
 		a.log.Debug().Str("operation", op).Msg("desired config deleted; keeping what is in force")
 		return
 	}
+	rev, _ := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 	cfg := &sluicev1.DesiredConfig{}
 	if err := store.Unmarshal(m.Data, cfg); err != nil {
-		a.log.Warn().Err(err).Msg("ignoring undecodable desired config")
+		a.unreadableDesired(rev, fmt.Errorf("decode %s/%s: %w: %w", contract.BucketNodeConfigs, contract.DesiredKey(a.cfg.Node), store.ErrUndecodable, err), "republished write")
 		return
 	}
-	rev, _ := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 	a.accept(desired{cfg: cfg, rev: rev}, "republished write")
 }
 
@@ -86,6 +87,12 @@ func (a *Agent) fetchDesired(ctx context.Context, why string) {
 	e, err := a.configs.Get(ctx, contract.DesiredKey(a.cfg.Node))
 	if errors.Is(err, store.ErrNotFound) {
 		a.log.Debug().Str(logging.FieldReason, why).Msg("no desired config yet")
+		return
+	}
+	if errors.Is(err, store.ErrUndecodable) {
+		// Retrying soon would read the same value: the next write or the
+		// periodic resync brings a readable one.
+		a.unreadableDesired(e.Revision, err, why)
 		return
 	}
 	if err != nil {
@@ -98,12 +105,76 @@ func (a *Agent) fetchDesired(ctx context.Context, why string) {
 	a.accept(desired{cfg: e.Value, rev: e.Revision}, why)
 }
 
+// intake is what Run's loop knows about the desired configs it received;
+// only that loop touches it.
+type intake struct {
+	// epoch is the highest leader epoch of a desired config accepted in this
+	// process's life. It is deliberately not kept on disk: a control plane
+	// wiped and started afresh counts epochs from the start again, and an
+	// agent that remembered the old epochs would refuse every config of the
+	// new control plane until its state dir was cleared. A restarted agent
+	// learns the current epoch from the first config it reads.
+	epoch uint64
+	// staleRev and unreadableRev are the nodeconfigs revisions last
+	// reported as stale or unreadable, so a value re-read by every resync is
+	// reported once, not every 30 seconds.
+	staleRev, unreadableRev uint64
+}
+
+// accept hands d to the worker unless it is addressed to another node, is
+// malformed, or was written by a deposed leader: a desired config whose
+// LeaderEpoch is lower than one already accepted. Epoch 0 (written by a
+// version that did not set it) is always accepted.
 func (a *Agent) accept(d desired, from string) {
 	if n := d.cfg.GetNode(); n != "" && n != a.cfg.Node {
 		a.log.Warn().Str("for", n).Str("from", from).Msg("ignoring desired config addressed to another node")
 		return
 	}
+	if d.cfg.GetFingerprint() == "" {
+		// The coordinator fingerprints every config it writes, the empty
+		// one included: applying this would put an empty config in force.
+		a.unreadableDesired(d.rev, fmt.Errorf("%s/%s: %w: it has no fingerprint", contract.BucketNodeConfigs, contract.DesiredKey(a.cfg.Node), store.ErrUndecodable), from)
+		return
+	}
+	if e := d.cfg.GetLeaderEpoch(); e != 0 && e < a.in.epoch {
+		a.staleDesired(d, from)
+		return
+	}
 	if !a.box.offer(d) {
 		a.log.Debug().Uint64("kv_revision", d.rev).Str("from", from).Msg("ignoring desired config older than one already received")
+		return
 	}
+	a.in.epoch = max(a.in.epoch, d.cfg.GetLeaderEpoch())
+}
+
+// staleDesired reports a desired config written by a deposed leader, once
+// per revision; the config in force stays.
+func (a *Agent) staleDesired(d desired, from string) {
+	if d.rev != 0 && d.rev == a.in.staleRev {
+		a.log.Debug().Uint64("kv_revision", d.rev).Str("from", from).Msg("stale desired config read again; still ignored")
+		return
+	}
+	a.in.staleRev = d.rev
+	reason := fmt.Sprintf("desired %s was written by leader epoch %d, lower than epoch %d already seen: a deposed coordinator wrote it; ignored, the config in force stays",
+		describe(d.cfg), d.cfg.GetLeaderEpoch(), a.in.epoch)
+	a.log.Warn().Uint64("kv_revision", d.rev).Uint64("leader_epoch", d.cfg.GetLeaderEpoch()).Uint64("highest_epoch", a.in.epoch).
+		Str("from", from).Str(logging.FieldReason, reason).Msg("ignoring stale desired config")
+	a.emit(EventStaleDesiredIgnored, reason, d.cfg)
+}
+
+// unreadableDesired reports a desired config that does not decode (or has
+// no fingerprint), once per revision. It is never applied: the node keeps
+// the config in force until a readable one is written.
+func (a *Agent) unreadableDesired(rev uint64, err error, from string) {
+	if rev != 0 && rev == a.in.unreadableRev {
+		a.log.Debug().Uint64("kv_revision", rev).Str("from", from).Msg("unreadable desired config read again; still ignored")
+		return
+	}
+	a.in.unreadableRev = rev
+	key := contract.DesiredKey(a.cfg.Node)
+	reason := fmt.Sprintf("%s/%s (revision %d) is unreadable: %v; ignored, the config in force stays until the coordinator writes a readable one",
+		contract.BucketNodeConfigs, key, rev, err)
+	a.log.Warn().Err(err).Str(logging.FieldBucket, contract.BucketNodeConfigs).Str(logging.FieldKey, key).Uint64("kv_revision", rev).
+		Str("from", from).Msg("ignoring unreadable desired config")
+	a.emit(EventUnreadableDesiredIgnored, reason, nil)
 }

@@ -10,7 +10,9 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
+	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -71,6 +73,15 @@ func (a *Agent) writePresence(ctx context.Context, p *sluicev1.NodePresence) (re
 		case errors.Is(err, store.ErrNotFound):
 			rev, err = a.nodes.Create(ctx, a.cfg.Node, p)
 			created = true
+		case errors.Is(err, store.ErrUndecodable):
+			// This agent's own key: overwrite it at the revision read, or
+			// the node could never register again.
+			bad := err
+			if rev, err = a.nodes.Update(ctx, a.cfg.Node, p, cur.Revision); err == nil {
+				reason := fmt.Sprintf("%s/%s held a value that does not decode (%v); overwrote it with the node's presence", contract.BucketNodes, a.cfg.Node, bad)
+				a.log.Warn().Str(logging.FieldBucket, contract.BucketNodes).Str(logging.FieldKey, a.cfg.Node).Str(logging.FieldReason, reason).Msg("overwrote unreadable presence")
+				a.emit(EventUnreadablePresenceRewritten, reason, nil)
+			}
 		case err != nil:
 			return 0, false, err
 		default:

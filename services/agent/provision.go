@@ -204,6 +204,10 @@ func (a *Agent) setPhase(ctx context.Context, d *sluicev1.DesiredConfig, started
 		CheckOutput:        u.output,
 		AppliedFingerprint: a.worker.applied,
 	}
+	if u.phase == sluicev1.NodePhase_NODE_PHASE_INVALID {
+		st.LastInvalid = &sluicev1.InvalidReport{Fingerprint: d.GetFingerprint(), Rollout: d.GetRollout(), Revision: d.GetRevision(),
+			Check: u.failedCheck, Output: u.output, At: st.LastUpdate, Revert: d.GetRevert()}
+	}
 	if err := a.writeStatus(ctx, st); err != nil {
 		a.warnUnlessDone(ctx, err, "write status "+u.phase.String()+"; provisioning again shortly")
 		a.resyncSoon(ctx)

@@ -6,6 +6,10 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -20,6 +24,9 @@ type workState struct {
 	started   time.Time               // when the provision in progress started
 	// restoredAtStart is why last-good was restored at start; "" = it was not.
 	restoredAtStart string
+	// statusUnreadable is why the status key's value (at statusRev) did not
+	// decode; the next write overwrites it and says so. nil = it decoded.
+	statusUnreadable error
 }
 
 // readStatus learns the node's status and its revision at start, so a
@@ -28,6 +35,14 @@ func (a *Agent) readStatus(ctx context.Context) {
 	e, err := a.statuses.Get(ctx, a.cfg.Node)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrUndecodable):
+		// Left alone, the key could never be written again (every write is
+		// compare-and-set on a revision this agent never learnt): overwrite
+		// it now with what the agent knows, at the revision read.
+		a.worker.statusRev, a.worker.statusUnreadable = e.Revision, err
+		if werr := a.writeStatus(ctx, a.statusAtStart()); werr != nil {
+			a.warnUnlessDone(ctx, werr, "overwrite the unreadable status; the next status write tries again")
+		}
 	case err != nil:
 		// Unknown status means the next desired config is provisioned in
 		// full; the write path re-reads the revision on conflict.
@@ -42,12 +57,18 @@ func (a *Agent) readStatus(ctx context.Context) {
 // deleted (by the reaper) or rewritten by hand: re-read the revision and try
 // again, twice at most.
 func (a *Agent) writeStatus(ctx context.Context, st *sluicev1.NodeStatus) error {
+	if st.LastInvalid == nil {
+		st.LastInvalid = a.worker.status.GetLastInvalid() // carried until the next Invalid report
+	}
 	var err error
 	for attempt := range 3 {
 		var rev uint64
 		rev, err = a.statuses.Update(ctx, a.cfg.Node, st, a.worker.statusRev)
 		if err == nil {
 			a.worker.status, a.worker.statusRev = st, rev
+			if a.worker.statusUnreadable != nil {
+				a.reportStatusRewritten(st)
+			}
 			return nil
 		}
 		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) || attempt == 2 {
@@ -57,6 +78,8 @@ func (a *Agent) writeStatus(ctx context.Context, st *sluicev1.NodeStatus) error 
 		switch {
 		case errors.Is(gerr, store.ErrNotFound):
 			a.worker.statusRev = 0
+		case errors.Is(gerr, store.ErrUndecodable):
+			a.worker.statusRev, a.worker.statusUnreadable = cur.Revision, gerr
 		case gerr != nil:
 			return fmt.Errorf("write status of %s: %w", a.cfg.Node, gerr)
 		default:
@@ -65,4 +88,34 @@ func (a *Agent) writeStatus(ctx context.Context, st *sluicev1.NodeStatus) error 
 		a.log.Warn().Err(err).Uint64("kv_revision", a.worker.statusRev).Msg("status changed under the agent; writing again at its current revision")
 	}
 	return fmt.Errorf("write status of %s: %w", a.cfg.Node, err)
+}
+
+// statusAtStart is the status the agent can state before it has handled any
+// desired config: last-good in force and reported Provisioned under its own
+// revision and rollout, or no phase when nothing is known to be in force.
+func (a *Agent) statusAtStart() *sluicev1.NodeStatus {
+	now := timestamppb.New(a.cfg.Now())
+	st := &sluicev1.NodeStatus{Node: a.cfg.Node, LastUpdate: now, AppliedFingerprint: a.worker.applied}
+	if lg := a.worker.lastGood; lg != nil && a.worker.applied == lg.GetFingerprint() {
+		st.Phase = sluicev1.NodePhase_NODE_PHASE_PROVISIONED
+		st.Revision, st.Rollout, st.Fingerprint = lg.GetRevision(), lg.GetRollout(), lg.GetFingerprint()
+		st.Message = "status rewritten by the agent after it was found unreadable; last-good " + short(lg.GetFingerprint()) + " in force"
+		return st
+	}
+	st.Message = "status rewritten by the agent after it was found unreadable; no config applied by this agent is known to be in force"
+	return st
+}
+
+// reportStatusRewritten logs and records that the unreadable value in the
+// status key was overwritten with st.
+func (a *Agent) reportStatusRewritten(st *sluicev1.NodeStatus) {
+	why := a.worker.statusUnreadable
+	a.worker.statusUnreadable = nil
+	reason := fmt.Sprintf("%s/%s held a value that does not decode (%v); overwrote it with the agent's status (%s)",
+		contract.BucketStatus, a.cfg.Node, why, st.GetPhase())
+	a.log.Warn().Str(logging.FieldBucket, contract.BucketStatus).Str(logging.FieldKey, a.cfg.Node).
+		Str(logging.FieldReason, reason).Msg("overwrote unreadable status")
+	a.emit(EventUnreadableStatusRewritten, reason, &sluicev1.DesiredConfig{
+		Revision: st.GetRevision(), Rollout: st.GetRollout(), Fingerprint: st.GetFingerprint(),
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
@@ -17,7 +18,11 @@ import (
 )
 
 // apply stores a batch of intents, all or nothing, and moves the head when
-// the effective set changed.
+// the effective set changed. Every check comes before the first write:
+// validation of the batch and of the set it produces, and that every value
+// it writes (the journal, each intent, the revision) fits in one message.
+// What can still fail after that is the control plane itself: the journal
+// then completes or rolls the apply back (journal.go).
 func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluicev1.ApplyResponse, error) {
 	if len(req.GetIntents()) == 0 {
 		return nil, &apiError{code: contract.ErrCodeInvalid, desc: "the request holds no intents"}
@@ -37,7 +42,7 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	if err := s.rollForward(ctx); err != nil {
 		return nil, unavailable(err)
 	}
-	live, err := s.liveIntents(ctx)
+	live, unreadable, err := s.liveIntents(ctx)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -46,7 +51,8 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 		return nil, unavailable(err)
 	}
 
-	// The batch upserted into what is live; re-applying a marked intent un-marks it.
+	// The batch upserted into what is live; re-applying a marked intent
+	// un-marks it, and applying an unreadable one overwrites it.
 	merged := map[string]*sluicev1.Intent{}
 	for k, e := range live {
 		if !e.Value.GetMarkedForDeletion() {
@@ -54,7 +60,8 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 		}
 	}
 	resp := &sluicev1.ApplyResponse{}
-	pending := 0
+	journal := &sluicev1.ApplyJournal{Intents: req.GetIntents(), Strategy: req.GetStrategy(), Source: req.GetSource(), HasPrior: true}
+	var writes []*sluicev1.Intent
 	for _, in := range render.Sorted(req.GetIntents()) {
 		key := intent.Key(in)
 		merged[key] = in
@@ -62,24 +69,30 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 		switch {
 		case !ok || cur.Value.GetMarkedForDeletion():
 			resp.Created = append(resp.Created, intent.ID(in))
-			pending++
 		case !proto.Equal(cur.Value.GetIntent(), in):
 			resp.Updated = append(resp.Updated, intent.ID(in))
-			pending++
 		default:
 			resp.Unchanged = append(resp.Unchanged, intent.ID(in))
+			continue
 		}
+		writes = append(writes, in)
+		p := &sluicev1.PriorIntent{Key: key, KvRevision: unreadable[key]}
+		if ok {
+			p.Value, p.KvRevision = cur.Value, cur.Revision
+		}
+		journal.Prior = append(journal.Prior, p)
 	}
 	set := make([]*sluicev1.Intent, 0, len(merged))
 	for _, in := range merged {
 		set = append(set, in)
 	}
+	render.Sort(set)
 	if errs := intent.Validate(set); len(errs) > 0 {
 		return nil, invalid("the batch together with the stored intents", errs)
 	}
 	target := render.RevisionID(set)
 	reroll := ""
-	if pending == 0 && head.Value.GetRevision() == target {
+	if len(writes) == 0 && head.Value.GetRevision() == target {
 		if reroll, err = s.rerollReason(ctx, head.Value, req.GetStrategy()); err != nil {
 			return nil, unavailable(err)
 		}
@@ -88,42 +101,73 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 			return resp, nil
 		}
 	}
-
-	var jrev uint64
-	if pending > 0 {
-		// From here the apply is committed: if anything below fails, the
-		// journal makes the next apply or the next start complete it.
-		jrev, err = s.st.journal.Create(ctx, contract.KeyPending, req)
-		if errors.Is(err, store.ErrConflict) {
-			return nil, &apiError{code: contract.ErrCodeConflict, desc: "another configurator is applying right now; retry"}
-		}
-		if err != nil {
-			return nil, unavailable(err)
-		}
-		created, updated, err := s.writeIntents(ctx, req, target)
+	if len(writes) == 0 {
+		// Only the head moves (a re-roll, or back to a set stored already).
+		next, err := s.advance(ctx, req.GetStrategy(), reroll != "", func(diff) string {
+			if reroll != "" {
+				return reroll
+			}
+			return applyReason(len(req.GetIntents()), nil, nil)
+		})
 		if err != nil {
 			return nil, interrupted(err)
 		}
-		resp.Created, resp.Updated = created, updated
+		resp.Revision, resp.Generation = next.GetRevision(), next.GetGeneration()
+		resp.Changed = next.GetGeneration() != head.Value.GetGeneration()
+		return resp, nil
 	}
-	next, err := s.advance(ctx, req.GetStrategy(), reroll != "", func(diff) string {
-		if reroll != "" {
-			return reroll
-		}
-		return applyReason(len(req.GetIntents()), resp.Created, resp.Updated)
-	})
+
+	if err := s.checkFits(journal, writes, set, target); err != nil {
+		return nil, err
+	}
+	// From here the apply is committed: if anything below fails, the
+	// journal makes this apply, the next one or the next start finish it.
+	jrev, err := s.st.journal.Create(ctx, contract.KeyPending, journal)
+	if errors.Is(err, store.ErrConflict) {
+		return nil, &apiError{code: contract.ErrCodeConflict, desc: "another configurator is applying right now; retry"}
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	done, err := s.finish(ctx, store.Entry[*sluicev1.ApplyJournal]{Key: contract.KeyPending, Value: journal, Revision: jrev},
+		func(created, updated []string) string { return applyReason(len(req.GetIntents()), created, updated) })
 	if err != nil {
 		return nil, interrupted(err)
 	}
-	if jrev != 0 {
-		if err := s.st.journal.Delete(ctx, contract.KeyPending, jrev); err != nil {
-			// Completing it again later writes nothing and moves nothing.
-			s.log.Warn().Err(err).Msg("remove apply journal")
+	if done.rolledBack != nil {
+		return nil, rolledBack(done.rolledBack)
+	}
+	resp.Revision, resp.Generation = done.head.GetRevision(), done.head.GetGeneration()
+	resp.Changed = done.head.GetGeneration() != head.Value.GetGeneration()
+	return resp, nil
+}
+
+// checkFits refuses an apply when a value it would write does not fit in
+// one message: an intent, the revision or the journal, in that order.
+func (s *Service) checkFits(journal *sluicev1.ApplyJournal, writes, set []*sluicev1.Intent, target string) error {
+	now := timestamppb.New(s.cfg.Now())
+	var err error
+	for _, in := range writes {
+		if err = s.fits("intent "+intent.ID(in), &sluicev1.StoredIntent{Intent: in, Source: journal.GetSource(), UpdatedAt: now}); err != nil {
+			break
 		}
 	}
-	resp.Revision, resp.Generation = next.GetRevision(), next.GetGeneration()
-	resp.Changed = next.GetGeneration() != head.Value.GetGeneration()
-	return resp, nil
+	if err == nil {
+		err = s.fits("the revision ("+plural(len(set), "intent")+")", &sluicev1.Revision{Id: target, Intents: set, CreatedAt: now})
+	}
+	if err == nil {
+		err = s.fits("the apply journal ("+plural(len(journal.GetIntents()), "intent")+" and "+
+			plural(len(journal.GetPrior()), "prior value")+")", journal)
+	}
+	var tooLarge *tooLargeError
+	if errors.As(err, &tooLarge) {
+		return &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf(
+			"refused: %v; nothing was stored. Apply fewer or smaller intents in one request, or raise max_payload on the NATS server", err)}
+	}
+	if err != nil {
+		return unavailable(err)
+	}
+	return nil
 }
 
 // rerollReason says why applying the head's own content again should start
@@ -172,22 +216,38 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 		return nil, unavailable(err)
 	}
 	cur, err := s.st.intents.Get(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return nil, &apiError{code: contract.ErrCodeNotFound, desc: fmt.Sprintf("%s does not exist", id)}
-	}
-	if err != nil {
+	case errors.Is(err, store.ErrUndecodable):
+		// It is in no revision already; deleting it removes the bad value.
+		if err := s.st.intents.Delete(ctx, key, cur.Revision); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return nil, &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf("%s changed during the delete; retry", id)}
+			}
+			return nil, unavailable(err)
+		}
+		s.events.Emit(&sluicev1.Event{Kind: events.KindIntent, Id: key, Type: "UnreadableIntentDeleted",
+			Reason: fmt.Sprintf("%s/%s did not decode and was deleted on request", s.st.intents.Bucket(), key)})
+	case err != nil:
 		return nil, unavailable(err)
-	}
-	if !cur.Value.GetMarkedForDeletion() {
+	case !cur.Value.GetMarkedForDeletion():
 		// Removing an intent cannot break a rule, unless the stored set was
 		// already broken by hand; then say so rather than cut a bad revision.
-		live, err := s.liveIntents(ctx)
+		live, _, err := s.liveIntents(ctx)
 		if err != nil {
 			return nil, unavailable(err)
 		}
 		delete(live, key)
-		if errs := intent.Validate(effective(live)); len(errs) > 0 {
+		eff := effective(live)
+		if errs := intent.Validate(eff); len(errs) > 0 {
 			return nil, invalid("the intents left after the delete", errs)
+		}
+		var tooLarge *tooLargeError
+		if err := s.fits("the revision ("+plural(len(eff), "intent")+")", &sluicev1.Revision{Id: render.RevisionID(eff), Intents: eff, CreatedAt: nowProto(s.cfg.Now)}); errors.As(err, &tooLarge) {
+			return nil, &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf("refused: %v; nothing was stored. Delete more intents first, or raise max_payload on the NATS server", err)}
+		} else if err != nil {
+			return nil, unavailable(err)
 		}
 		marked := proto.Clone(cur.Value).(*sluicev1.StoredIntent)
 		marked.MarkedForDeletion = true

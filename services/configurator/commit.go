@@ -27,28 +27,47 @@ func (e *invalidStateError) Error() string {
 	return fmt.Sprintf("the stored intents break %d rules", len(e.errs))
 }
 
-// readHead returns the head entry; a zero entry (nil Value) when there is none yet.
+// readHead returns the head entry; a zero entry (nil Value) when there is
+// none yet. A head that does not decode is reported and stands in as an
+// empty head whose generation is the key's KV revision: the next head is
+// written over it with compare-and-set, at a generation above any the key
+// held before (every head write took a KV revision and raised the
+// generation by one).
 func (s *Service) readHead(ctx context.Context) (store.Entry[*sluicev1.Head], error) {
 	e, err := s.st.head.Get(ctx, contract.KeyHead)
-	if errors.Is(err, store.ErrNotFound) {
+	switch {
+	case errors.Is(err, store.ErrNotFound):
 		return store.Entry[*sluicev1.Head]{Key: contract.KeyHead}, nil
+	case errors.Is(err, store.ErrUndecodable):
+		s.unreadable(s.st.head.Bucket(), contract.KeyHead, e.Revision, err, events.KindRevision, "UnreadableHeadReplaced",
+			fmt.Sprintf("treated as no head at generation %d; the next revision replaces it", e.Revision))
+		return store.Entry[*sluicev1.Head]{Key: contract.KeyHead, Revision: e.Revision, Value: &sluicev1.Head{Generation: e.Revision}}, nil
 	}
 	return e, err
 }
 
-// liveIntents returns every stored intent by key, marked ones included.
-func (s *Service) liveIntents(ctx context.Context) (map[string]store.Entry[*sluicev1.StoredIntent], error) {
+// liveIntents returns every readable stored intent by key, marked ones
+// included, and the KV revision of every key whose value does not decode:
+// those are reported and left out of every set, and an apply of that intent
+// overwrites them.
+func (s *Service) liveIntents(ctx context.Context) (map[string]store.Entry[*sluicev1.StoredIntent], map[string]uint64, error) {
 	entries, err := s.st.intents.List(ctx, ">")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make(map[string]store.Entry[*sluicev1.StoredIntent], len(entries))
+	unreadable := map[string]uint64{}
 	for _, e := range entries {
-		if e.Value.GetIntent() != nil {
+		switch {
+		case e.Err != nil:
+			unreadable[e.Key] = e.Revision
+			s.unreadable(s.st.intents.Bucket(), e.Key, e.Revision, e.Err, events.KindIntent, "UnreadableIntentSkipped",
+				"left out of every revision until it is applied again (which overwrites it) or deleted")
+		case e.Value.GetIntent() != nil:
 			out[e.Key] = e
 		}
 	}
-	return out, nil
+	return out, unreadable, nil
 }
 
 // effective is the set a revision is cut from: every stored intent not
@@ -64,52 +83,11 @@ func effective(live map[string]store.Entry[*sluicev1.StoredIntent]) []*sluicev1.
 	return out
 }
 
-// writeIntents upserts the intents of req, each with compare-and-set. An
-// intent equal to the stored one (source aside) is not written; a marked
-// one is un-marked. It is idempotent, so an interrupted apply can be
-// completed by running it again.
-func (s *Service) writeIntents(ctx context.Context, req *sluicev1.ApplyRequest, revision string) (created, updated []string, err error) {
-	for _, in := range render.Sorted(req.GetIntents()) {
-		id := intent.ID(in)
-		var evType, reason string
-		_, err := s.st.intents.Mutate(ctx, intent.Key(in), func(cur *sluicev1.StoredIntent) (*sluicev1.StoredIntent, error) {
-			evType, reason = "", "" // Mutate retries this on a conflict
-			switch {
-			case cur == nil:
-				evType, reason = "IntentCreated", "applied from "+req.GetSource()
-			case cur.GetMarkedForDeletion():
-				evType, reason = "IntentCreated", "applied from "+req.GetSource()+" while marked for deletion; no longer marked"
-			case proto.Equal(cur.GetIntent(), in):
-				return nil, store.ErrUnchanged
-			default:
-				evType, reason = "IntentUpdated", "applied from "+req.GetSource()+" with a changed spec"
-			}
-			return &sluicev1.StoredIntent{
-				Intent: in, Source: req.GetSource(), UpdatedAt: timestamppb.New(s.cfg.Now()),
-			}, nil
-		})
-		if err != nil {
-			return created, updated, fmt.Errorf("write intent %s: %w", id, err)
-		}
-		if evType == "" {
-			continue
-		}
-		if evType == "IntentCreated" {
-			created = append(created, id)
-		} else {
-			updated = append(updated, id)
-		}
-		s.events.Emit(&sluicev1.Event{Kind: events.KindIntent, Id: intent.Key(in), Type: evType, Revision: revision,
-			Reason: fmt.Sprintf("%s %s", id, reason)})
-	}
-	return created, updated, nil
-}
-
 // advance cuts a revision from the stored effective set and moves the head
 // to it, unless the head already holds that content. why describes the
 // change for the head's reason. It returns the head as it stands after.
 func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, reroll bool, why func(diff) string) (*sluicev1.Head, error) {
-	live, err := s.liveIntents(ctx)
+	live, _, err := s.liveIntents(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -128,20 +106,32 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, rero
 	if errs := intent.Validate(eff); len(errs) > 0 {
 		return nil, &invalidStateError{errs: errs}
 	}
+	now := timestamppb.New(s.cfg.Now())
+	rev := &sluicev1.Revision{Id: id, Intents: eff, CreatedAt: now}
+	if err := s.fits("the revision ("+plural(len(eff), "intent")+")", rev); err != nil {
+		return nil, err
+	}
 	var prev []*sluicev1.Intent
-	if cur.Value != nil {
-		p, err := s.st.revisions.Get(ctx, cur.Value.GetRevision())
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if prevID := cur.Value.GetRevision(); prevID != "" {
+		p, err := s.st.revisions.Get(ctx, prevID)
+		switch {
+		case errors.Is(err, store.ErrUndecodable):
+			s.unreadable(s.st.revisions.Bucket(), prevID, p.Revision, err, events.KindRevision, "UnreadableRevisionSkipped",
+				"the head's revision is unreadable: the next revision's changes are described as if it held no intent")
+		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return nil, err
 		}
 		prev = p.Value.GetIntents()
 	}
 	d := diffSets(prev, eff)
-	now := timestamppb.New(s.cfg.Now())
-	_, err = s.st.revisions.Create(ctx, id, &sluicev1.Revision{Id: id, Intents: eff, CreatedAt: now})
+	_, err = s.st.revisions.Create(ctx, id, rev)
 	switch {
 	case errors.Is(err, store.ErrConflict):
-		// Content-addressed: the same content was a revision before.
+		// Content-addressed: the same content was a revision before, unless
+		// what is stored under its id does not decode; then it is rewritten.
+		if err := s.repairRevision(ctx, rev); err != nil {
+			return nil, err
+		}
 	case err != nil:
 		return nil, fmt.Errorf("write revision %s: %w", render.Short(id), err)
 	default:
@@ -160,36 +150,21 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, rero
 	return next, nil
 }
 
-// rollForward completes an apply whose journal was left behind by a crash
-// or a failure: it writes the journal's intents, moves the head and removes
-// the journal.
-func (s *Service) rollForward(ctx context.Context) error {
-	j, err := s.st.journal.Get(ctx, contract.KeyPending)
-	if errors.Is(err, store.ErrNotFound) {
+// repairRevision rewrites revision rev when the value stored under its id
+// does not decode. Any readable value there has the same content: the id is
+// its hash.
+func (s *Service) repairRevision(ctx context.Context, rev *sluicev1.Revision) error {
+	e, err := s.st.revisions.Get(ctx, rev.GetId())
+	switch {
+	case err == nil, errors.Is(err, store.ErrNotFound):
 		return nil
+	case !errors.Is(err, store.ErrUndecodable):
+		return fmt.Errorf("read revision %s: %w", render.Short(rev.GetId()), err)
 	}
-	if err != nil {
-		return fmt.Errorf("read apply journal: %w", err)
-	}
-	req := j.Value
-	s.log.Warn().Int("intents", len(req.GetIntents())).Msg("completing an interrupted apply")
-	created, updated, err := s.writeIntents(ctx, req, "")
-	if err != nil {
-		return fmt.Errorf("complete interrupted apply: %w", err)
-	}
-	_, err = s.advance(ctx, req.GetStrategy(), false, func(diff) string {
-		return applyReason(len(req.GetIntents()), created, updated) + " (completed after an interruption)"
-	})
-	var inv *invalidStateError
-	if errors.As(err, &inv) {
-		// Cannot happen unless the bucket was edited by hand since the apply
-		// was validated; the intents are stored, applies report the problems.
-		s.log.Error().Err(err).Msg("completed an interrupted apply, but the stored intents are invalid; the head stays")
-	} else if err != nil {
-		return fmt.Errorf("complete interrupted apply: %w", err)
-	}
-	if err := s.st.journal.Delete(ctx, contract.KeyPending, j.Revision); err != nil {
-		return fmt.Errorf("remove apply journal: %w", err)
+	s.unreadable(s.st.revisions.Bucket(), rev.GetId(), e.Revision, err, events.KindRevision, "UnreadableRevisionRewritten",
+		"rewritten from the stored intents, whose content has this id")
+	if _, err := s.st.revisions.Update(ctx, rev.GetId(), rev, e.Revision); err != nil {
+		return fmt.Errorf("rewrite unreadable revision %s: %w", render.Short(rev.GetId()), err)
 	}
 	return nil
 }
@@ -230,7 +205,7 @@ func (d diff) String() string {
 		ids  []string
 	}{{"added", d.added}, {"changed", d.changed}, {"removed", d.removed}} {
 		if len(p.ids) > 0 {
-			parts = append(parts, p.verb+" "+strings.Join(p.ids, ", "))
+			parts = append(parts, p.verb+" "+someIDs(p.ids))
 		}
 	}
 	if len(parts) == 0 {
@@ -243,22 +218,18 @@ func (d diff) String() string {
 func applyReason(n int, created, updated []string) string {
 	var parts []string
 	if len(created) > 0 {
-		parts = append(parts, "created "+strings.Join(created, ", "))
+		parts = append(parts, "created "+someIDs(created))
 	}
 	if len(updated) > 0 {
-		parts = append(parts, "updated "+strings.Join(updated, ", "))
+		parts = append(parts, "updated "+someIDs(updated))
 	}
 	if unchanged := n - len(created) - len(updated); unchanged > 0 && len(parts) > 0 {
-		parts = append(parts, fmt.Sprintf("%d unchanged", unchanged))
-	}
-	noun := "intents"
-	if n == 1 {
-		noun = "intent"
+		parts = append(parts, thousands(unchanged)+" unchanged")
 	}
 	if len(parts) == 0 {
-		return fmt.Sprintf("applied %d %s", n, noun)
+		return "applied " + plural(n, "intent")
 	}
-	return fmt.Sprintf("applied %d %s: %s", n, noun, strings.Join(parts, "; "))
+	return "applied " + plural(n, "intent") + ": " + strings.Join(parts, "; ")
 }
 
 func shortOrNone(id string) string {

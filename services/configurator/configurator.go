@@ -9,13 +9,17 @@
 //	intents/<kind>.<name>  StoredIntent (marked_for_deletion instead of deleting)
 //	revisions/<id>         Revision, never changed once written
 //	revisions/head         Head: the revision to roll out, with a generation
-//	revisions/pending      ApplyRequest: the journal of an apply in progress
+//	revisions/pending      ApplyJournal: the apply in progress, with what it overwrites
 //
-// A batch is all or nothing, even across a crash: the journal is written
-// before the first intent, and whoever finds it — the next apply, or Run at
-// start — completes it. Run also reconciles level-triggered at start and on
-// every reconnect: if the stored intents differ from the head revision, it
-// cuts a revision and moves the head.
+// A batch is all or nothing, even across a crash: every check (validation,
+// and that each value fits in one message) comes before the first write;
+// the journal is written before the first intent, and whoever finds it —
+// the apply itself, the next apply, or Run at start — completes it, or
+// rolls it back when it cannot complete (journal.go). Run also reconciles
+// level-triggered at start and on every reconnect: if the stored intents
+// differ from the head revision, it cuts a revision and moves the head. A
+// stored value that does not decode is reported and skipped (quarantine.go);
+// nothing stored stops the configurator from starting.
 package configurator
 
 import (
@@ -48,6 +52,9 @@ const DefaultSource = "api"
 // requestTimeout bounds the handling of one API request.
 const requestTimeout = 30 * time.Second
 
+// reconcileRetry is how long Run waits to reconcile again after a failure.
+const reconcileRetry = 5 * time.Second
+
 // Config configures the configurator.
 type Config struct {
 	Conn     *nats.Conn
@@ -69,6 +76,11 @@ type Service struct {
 	// Set by Run before the API is served.
 	st     *state
 	events *events.Emitter
+
+	// reported holds the KV revision of every unreadable value reported,
+	// by "bucket/key event-type", so that each is reported once.
+	reportedMu sync.Mutex
+	reported   map[string]uint64
 }
 
 // state is the configurator's typed view of its buckets.
@@ -76,7 +88,7 @@ type state struct {
 	intents   *store.Store[*sluicev1.StoredIntent]
 	revisions *store.Store[*sluicev1.Revision]
 	head      *store.Store[*sluicev1.Head]
-	journal   *store.Store[*sluicev1.ApplyRequest]
+	journal   *store.Store[*sluicev1.ApplyJournal]
 	rollouts  *store.Store[*sluicev1.Rollout] // read only: whether the head is in force
 }
 
@@ -94,7 +106,7 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Settings.NodeLease <= 0 {
 		cfg.Settings = contract.DefaultSettings()
 	}
-	return &Service{cfg: cfg, log: cfg.Log.With().Str(logging.FieldComponent, Component).Logger()}, nil
+	return &Service{cfg: cfg, log: cfg.Log.With().Str(logging.FieldComponent, Component).Logger(), reported: map[string]uint64{}}, nil
 }
 
 // Run ensures the buckets, completes an interrupted apply, reconciles the
@@ -109,7 +121,7 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 func (s *Service) run(ctx context.Context) error {
-	js, b, err := contract.Open(ctx, s.cfg.Conn, s.cfg.Settings)
+	js, b, err := contract.Open(ctx, s.cfg.Conn, s.cfg.Settings, contract.ComponentConfigurator, contract.WithLog(s.log))
 	if err != nil {
 		return err
 	}
@@ -117,7 +129,7 @@ func (s *Service) run(ctx context.Context) error {
 		intents:   store.New(b.Intents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} }),
 		revisions: store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} }),
 		head:      store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }),
-		journal:   store.New(b.Revisions, func() *sluicev1.ApplyRequest { return &sluicev1.ApplyRequest{} }),
+		journal:   store.New(b.Revisions, func() *sluicev1.ApplyJournal { return &sluicev1.ApplyJournal{} }),
 		rollouts:  store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }),
 	}
 	s.events = events.NewEmitter(js, s.cfg.Log, Component, s.cfg.Now)
@@ -131,8 +143,17 @@ func (s *Service) run(ctx context.Context) error {
 	reconnected := s.cfg.Conn.StatusChanged(nats.CONNECTED)
 	defer s.cfg.Conn.RemoveStatusListener(reconnected)
 
+	// A failed reconcile is retried, never fatal: the API serves meanwhile,
+	// and every apply finishes a leftover journal first anyway.
+	retry := time.NewTimer(reconcileRetry)
+	defer retry.Stop()
 	if err := s.reconcile(ctx); err != nil {
-		return fmt.Errorf("reconcile at start: %w", err)
+		if ctx.Err() != nil {
+			return nil
+		}
+		s.log.Error().Err(err).Dur("retry_in", reconcileRetry).Msg("reconcile at start failed; serving the API and retrying")
+	} else {
+		retry.Stop()
 	}
 
 	svc, err := micro.AddService(s.cfg.Conn, micro.Config{
@@ -164,7 +185,13 @@ func (s *Service) run(ctx context.Context) error {
 		case <-reconnected:
 			// Whatever happened while disconnected, act on the state as it is.
 			if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
-				s.log.Error().Err(err).Msg("reconcile after reconnect")
+				s.log.Error().Err(err).Dur("retry_in", reconcileRetry).Msg("reconcile after reconnect")
+				retry.Reset(reconcileRetry)
+			}
+		case <-retry.C:
+			if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error().Err(err).Dur("retry_in", reconcileRetry).Msg("reconcile")
+				retry.Reset(reconcileRetry)
 			}
 		}
 	}
@@ -186,14 +213,21 @@ func (s *Service) reconcile(ctx context.Context) error {
 		return fmt.Sprintf("reconciled: the stored intents differ from head revision %s (%s)", shortOrNone(cur.Value.GetRevision()), d)
 	})
 	var inv *invalidStateError
-	if errors.As(err, &inv) {
+	var tooLarge *tooLargeError
+	switch {
+	case errors.As(err, &inv):
 		// Someone wrote the intents bucket by hand. Keep the head where it
 		// is; applies show the problems until they are fixed.
-		ev := s.log.Error()
-		for i, fe := range inv.errs {
+		ev := s.log.Error().Int("problems", len(inv.errs))
+		for i, fe := range inv.errs[:min(len(inv.errs), maxListedErrors)] {
 			ev = ev.Str(fmt.Sprintf("problem%d", i+1), formatFieldError(fe))
 		}
 		ev.Msg("the stored intents are invalid; the head stays where it is")
+		return nil
+	case errors.As(err, &tooLarge):
+		// Stored before the limits were checked (or max_payload was lowered
+		// since): no revision can hold them. Deleting intents fixes it.
+		s.log.Error().Err(err).Msg("the stored intents do not fit in one revision; the head stays where it is")
 		return nil
 	}
 	return err

@@ -3,13 +3,17 @@ package configurator_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -226,4 +230,77 @@ func (l *eventLog) all() []*sluicev1.Event {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return slices.Clone(l.evs)
+}
+
+// startWithMaxPayload is natstest.Start on a server that accepts messages of
+// at most maxPayload bytes, so that tests reach the limit with small batches.
+func startWithMaxPayload(t *testing.T, maxPayload int32) *natstest.Env {
+	t.Helper()
+	dir := t.TempDir()
+	srv, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: dir, NoSigs: true, NoLog: true, MaxPayload: maxPayload,
+	})
+	if err != nil {
+		t.Fatalf("nats-server: %v", err)
+	}
+	go srv.Start()
+	if !srv.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server not ready within 10s")
+	}
+	t.Cleanup(srv.Shutdown)
+	env := &natstest.Env{Server: srv, URL: srv.ClientURL(), StoreDir: dir, Settings: contract.DefaultSettings()}
+	env.Conn = env.Connect(t)
+	if env.JS, err = jetstream.New(env.Conn); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := contract.Ensure(ctx, env.JS, env.Settings); err != nil {
+		t.Fatalf("ensure buckets: %v", err)
+	}
+	if env.Buckets, err = contract.OpenBuckets(ctx, env.JS); err != nil {
+		t.Fatalf("open buckets: %v", err)
+	}
+	return env
+}
+
+// tables is n valid routing tables named prefix-00000 … with distinct table
+// ids from firstID, each about 200 bytes as protojson.
+func tables(prefix string, firstID, n int) []*sluicev1.Intent {
+	out := make([]*sluicev1.Intent, n)
+	for i := range out {
+		out[i] = &sluicev1.Intent{Name: fmt.Sprintf("%s-%05d", prefix, i), Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{
+			TableId: uint32(firstID + i),
+			NodeSelector: &sluicev1.NodeSelector{MatchLabels: map[string]string{
+				"topology.kubernetes.io/zone": "zone-a-with-a-long-name", "example.com/rack": "rack-0001-row-b",
+			}},
+		}}}
+	}
+	return out
+}
+
+// encodedSize is how many bytes v takes as a stored value.
+func encodedSize(t *testing.T, v proto.Message) int {
+	t.Helper()
+	b, err := store.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(b)
+}
+
+// journalStore reads and writes revisions/pending.
+func journalStore(env *natstest.Env) *store.Store[*sluicev1.ApplyJournal] {
+	return store.New(env.Buckets.Revisions, func() *sluicev1.ApplyJournal { return &sluicev1.ApplyJournal{} })
+}
+
+// ofType returns the events of type typ seen so far.
+func (l *eventLog) ofType(typ string) []*sluicev1.Event {
+	var out []*sluicev1.Event
+	for _, ev := range l.all() {
+		if ev.GetType() == typ {
+			out = append(out, ev)
+		}
+	}
+	return out
 }

@@ -17,8 +17,9 @@ import (
 
 // Pass compares the nodes that own keys with the nodes present, starts the
 // absence timer of every newly absent node, clears it for every node present,
-// and reaps every node absent for longer than Grace. Nothing is deleted when
-// the nodes present cannot be listed.
+// and reaps every node absent for longer than Grace whose keys the active
+// rollout does not reference. Nothing is deleted when the nodes present or
+// the active rollout cannot be read.
 func (r *Reaper) Pass(ctx context.Context) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -45,7 +46,12 @@ func (r *Reaper) Pass(ctx context.Context) error {
 			delete(r.absent, n)
 		}
 	}
-	var errs []error
+	for n := range r.held {
+		if present[n] || !owners[n] {
+			delete(r.held, n)
+		}
+	}
+	var due []string
 	for _, n := range slices.Sorted(maps.Keys(owners)) {
 		if present[n] {
 			continue
@@ -56,17 +62,52 @@ func (r *Reaper) Pass(ctx context.Context) error {
 			r.log.Debug().Str(logging.FieldNode, n).Msg("node has keys but no presence; timing its absence")
 			continue
 		}
-		if now.Sub(since) <= r.cfg.Grace {
-			continue
+		if now.Sub(since) > r.cfg.Grace {
+			due = append(due, n)
 		}
-		if err := r.reap(ctx, h, n); err != nil {
+	}
+	if len(due) == 0 {
+		return nil
+	}
+	act, err := r.activeRollout(ctx, h)
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, n := range due {
+		if err := r.reap(ctx, h, n, act); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
-// owners returns the nodes that have a status or a nodeconfigs key.
+// active is what the reaper knows of rollouts/active.
+type active struct {
+	rollout    string // the active rollout's id; "" = none
+	unreadable bool   // the key does not decode: which rollout is active is unknown
+}
+
+// activeRollout reads rollouts/active. A value that does not decode is
+// reported and returned as unknown, which postpones every reap that could
+// concern it; any other failure ends the pass with nothing deleted.
+func (r *Reaper) activeRollout(ctx context.Context, h *handles) (active, error) {
+	e, err := h.rollouts.Get(ctx, contract.KeyActive)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return active{}, nil
+	case errors.Is(err, store.ErrUndecodable):
+		r.reportUnreadable(h, contract.BucketRollouts, contract.KeyActive, "", e.Revision, err,
+			"no node with a desired config is reaped until it is readable")
+		return active{unreadable: true}, nil
+	case err != nil:
+		return active{}, fmt.Errorf("read the active rollout: %w", err)
+	}
+	return active{rollout: e.Value.GetRollout()}, nil
+}
+
+// owners returns the nodes that have a status or a nodeconfigs key. Control
+// keys ("_fence") belong to no node.
 func (r *Reaper) owners(ctx context.Context, h *handles) (map[string]bool, error) {
 	out := map[string]bool{}
 	statusKeys, err := h.status.Keys(ctx)
@@ -74,13 +115,18 @@ func (r *Reaper) owners(ctx context.Context, h *handles) (map[string]bool, error
 		return nil, fmt.Errorf("list node statuses: %w", err)
 	}
 	for _, k := range statusKeys {
-		out[k] = true
+		if !contract.IsControlKey(k) {
+			out[k] = true
+		}
 	}
 	configKeys, err := h.configs.Keys(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list node configs: %w", err)
 	}
 	for _, k := range configKeys {
+		if contract.IsControlKey(k) {
+			continue
+		}
 		if n, _, ok := contract.NodeOfConfigKey(k); ok {
 			out[n] = true
 		}
@@ -90,30 +136,64 @@ func (r *Reaper) owners(ctx context.Context, h *handles) (map[string]bool, error
 
 // nodeKey is one key reap deletes, with the revision it was read at.
 type nodeKey struct {
-	what string // desired, backup, status
-	key  string
-	rev  uint64
-	del  func(ctx context.Context, key string, rev uint64) error
+	what   string // desired, backup, status
+	bucket string
+	key    string
+	rev    uint64
+	err    error // the value does not decode
+	del    func(ctx context.Context, key string, rev uint64) error
 }
 
 // reap deletes node's desired, backup and status keys, each at the revision
 // read, after a last check that the node's presence is still absent; r.mu
-// must be held. A key that changed since it was read is kept (its writer is
-// alive) and the absence timer keeps running, so the next pass looks again.
-func (r *Reaper) reap(ctx context.Context, h *handles, node string) error {
-	keys, err := r.readKeys(ctx, h, node)
+// must be held. It deletes nothing while the active rollout references the
+// node's desired config (a revert included: the node needs its backup when
+// it comes back), while the active rollout cannot be read, or while one of
+// the node's keys does not decode; each such wait is reported once. A key
+// that changed since it was read is kept (its writer is alive) and the
+// absence timer keeps running, so the next pass looks again.
+func (r *Reaper) reap(ctx context.Context, h *handles, node string, act active) error {
+	keys, desired, err := r.readKeys(ctx, h, node)
 	if err != nil {
 		return err
 	}
+	for _, k := range keys {
+		if k.err != nil {
+			r.reportUnreadable(h, k.bucket, k.key, node, k.rev, k.err, "the node's keys are kept until it is readable or removed by hand")
+			return nil
+		}
+	}
+	switch {
+	case desired == nil:
+		// No desired config: nothing a rollout could reference.
+	case act.unreadable:
+		r.postpone(h, node, fmt.Sprintf("%s/%s does not decode, so whether the active rollout references this node is unknown",
+			contract.BucketRollouts, contract.KeyActive))
+		return nil
+	case act.rollout != "" && desired.GetRollout() == act.rollout:
+		what := "its desired config"
+		if desired.GetRevert() {
+			what = "its revert to the backup"
+		}
+		r.postpone(h, node, fmt.Sprintf("%s belongs to the active rollout %s; its keys are kept until the rollout ends", what, act.rollout))
+		return nil
+	}
 	// The last look at presence, as close to the deletes as it can be.
-	if _, err := h.nodes.Get(ctx, node); err == nil {
+	switch _, err := h.nodes.Get(ctx, node); {
+	case err == nil, errors.Is(err, store.ErrUndecodable): // a presence that does not decode is still a presence
 		delete(r.absent, node)
+		delete(r.held, node)
 		r.log.Info().Str(logging.FieldNode, node).Msg("node came back just before reaping; keeping its keys")
 		return nil
-	} else if !errors.Is(err, store.ErrNotFound) {
+	case !errors.Is(err, store.ErrNotFound):
 		return fmt.Errorf("reap %s: check presence: %w", node, err)
 	}
+	return r.deleteKeys(ctx, h, node, keys)
+}
 
+// deleteKeys deletes keys, each at the revision read, and reports what it
+// deleted and kept; r.mu must be held.
+func (r *Reaper) deleteKeys(ctx context.Context, h *handles, node string, keys []nodeKey) error {
 	var deleted, kept []string
 	var errs []error
 	for _, k := range keys {
@@ -122,18 +202,22 @@ func (r *Reaper) reap(ctx context.Context, h *handles, node string) error {
 		case err == nil:
 			deleted = append(deleted, k.what)
 		case errors.Is(err, store.ErrConflict):
+			// Someone wrote the key since it was read (on a cluster a lost
+			// race is error 10164, mapped to ErrConflict too): not a failure,
+			// the next pass looks again.
 			kept = append(kept, k.what+" (changed since read)")
 		default:
 			kept = append(kept, k.what+" (delete failed)")
 			errs = append(errs, fmt.Errorf("reap %s: %w", node, err))
 		}
 	}
+	delete(r.held, node)
 	if len(kept) == 0 {
 		delete(r.absent, node)
 	}
 	if len(deleted) == 0 {
 		if len(kept) > 0 {
-			r.log.Warn().Str(logging.FieldNode, node).Strs("kept", kept).Msg("nothing reaped; trying again at the next pass")
+			r.log.Info().Str(logging.FieldNode, node).Strs("kept", kept).Msg("nothing reaped; looking again at the next pass")
 		}
 		return errors.Join(errs...)
 	}
@@ -145,9 +229,12 @@ func (r *Reaper) reap(ctx context.Context, h *handles, node string) error {
 	return errors.Join(errs...)
 }
 
-// readKeys reads the revisions of node's keys that exist, in delete order.
-func (r *Reaper) readKeys(ctx context.Context, h *handles, node string) ([]nodeKey, error) {
+// readKeys reads the revisions of node's keys that exist, in delete order,
+// and the node's desired config (nil when it has none or it does not decode).
+// A value that does not decode is returned with err set.
+func (r *Reaper) readKeys(ctx context.Context, h *handles, node string) ([]nodeKey, *sluicev1.DesiredConfig, error) {
 	var keys []nodeKey
+	var desired *sluicev1.DesiredConfig
 	for _, x := range []struct{ what, key string }{
 		{"desired", contract.DesiredKey(node)}, {"backup", contract.BackupKey(node)},
 	} {
@@ -155,18 +242,50 @@ func (r *Reaper) readKeys(ctx context.Context, h *handles, node string) ([]nodeK
 		if errors.Is(err, store.ErrNotFound) {
 			continue
 		}
-		if err != nil {
-			return nil, fmt.Errorf("reap %s: %w", node, err)
+		if err != nil && !errors.Is(err, store.ErrUndecodable) {
+			return nil, nil, fmt.Errorf("reap %s: %w", node, err)
 		}
-		keys = append(keys, nodeKey{what: x.what, key: x.key, rev: e.Revision, del: h.configs.Delete})
+		if err == nil && x.what == "desired" {
+			desired = e.Value
+		}
+		keys = append(keys, nodeKey{what: x.what, bucket: contract.BucketNodeConfigs, key: x.key, rev: e.Revision, err: err, del: h.configs.Delete})
 	}
 	e, err := h.status.Get(ctx, node)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-	case err != nil:
-		return nil, fmt.Errorf("reap %s: %w", node, err)
+	case err != nil && !errors.Is(err, store.ErrUndecodable):
+		return nil, nil, fmt.Errorf("reap %s: %w", node, err)
 	default:
-		keys = append(keys, nodeKey{what: "status", key: node, rev: e.Revision, del: h.status.Delete})
+		keys = append(keys, nodeKey{what: "status", bucket: contract.BucketStatus, key: node, rev: e.Revision, err: err, del: h.status.Delete})
 	}
-	return keys, nil
+	return keys, desired, nil
+}
+
+// postpone reports, once per node and reason, that node's keys are kept.
+func (r *Reaper) postpone(h *handles, node, why string) {
+	if r.held[node] == why {
+		return
+	}
+	r.held[node] = why
+	r.log.Info().Str(logging.FieldNode, node).Str(logging.FieldReason, why).Msg("departed node not reaped")
+	h.em.Emit(&sluicev1.Event{Kind: events.KindNode, Id: node, Type: EventReapPostponed, Node: node,
+		Reason: fmt.Sprintf("presence lease expired at least %s ago, but %s", r.cfg.Grace, why)})
+}
+
+// reportUnreadable reports, once per revision, a value that does not
+// decode; node is the node it belongs to ("" for none).
+func (r *Reaper) reportUnreadable(h *handles, bucket, key, node string, rev uint64, err error, consequence string) {
+	id := bucket + "/" + key
+	if r.unreadable[id] == rev {
+		return
+	}
+	r.unreadable[id] = rev
+	r.log.Warn().Err(err).Str(logging.FieldBucket, bucket).Str(logging.FieldKey, key).Str(logging.FieldNode, node).
+		Uint64("kv_revision", rev).Msg("skipping a value that does not decode; " + consequence)
+	ev := &sluicev1.Event{Kind: events.KindNode, Id: node, Type: EventUnreadableKeySkipped, Node: node,
+		Reason: fmt.Sprintf("%s (revision %d) does not decode: %v; %s", id, rev, err, consequence)}
+	if node == "" {
+		ev.Kind, ev.Id = events.KindRollout, key
+	}
+	h.em.Emit(ev)
 }

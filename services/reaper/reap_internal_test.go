@@ -2,6 +2,7 @@ package reaper
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -38,7 +39,7 @@ func TestReap_PresenceBackAfterListing_KeepsKeys(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.reap(ctx, h, "n1"); err != nil {
+	if err := r.reap(ctx, h, "n1", active{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := statuses.Get(ctx, "n1"); err != nil {
@@ -46,5 +47,54 @@ func TestReap_PresenceBackAfterListing_KeepsKeys(t *testing.T) {
 	}
 	if _, ok := r.absent["n1"]; ok {
 		t.Fatal("absence timer of a live node kept; want cleared")
+	}
+}
+
+// TestDeleteKeys_KeyChangedSinceRead_IsKeptWithoutAnError: a lost CAS race
+// (ErrConflict, also error 10164 on a cluster) means the key's writer is
+// alive: the key is kept, the timer keeps running, and it is not an error.
+func TestDeleteKeys_KeyChangedSinceRead_IsKeptWithoutAnError(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r, err := New(Config{Conn: env.Conn, Settings: env.Settings, Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	configs := store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
+	statuses := store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	if _, err := configs.Create(ctx, contract.DesiredKey("n1"), &sluicev1.DesiredConfig{Node: "n1", Fingerprint: "fp"}); err != nil {
+		t.Fatal(err)
+	}
+	rev, err := statuses.Create(ctx, "n1", &sluicev1.NodeStatus{Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.absent["n1"] = now.Add(-time.Hour)
+	h, err := r.open(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, _, err := r.readKeys(ctx, h, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := statuses.Update(ctx, "n1", &sluicev1.NodeStatus{Node: "n1", Message: "back"}, rev); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.deleteKeys(ctx, h, "n1", keys); err != nil {
+		t.Fatalf("deleteKeys = %v, want nil on a conflict", err)
+	}
+	if _, err := configs.Get(ctx, contract.DesiredKey("n1")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("desired: %v, want deleted", err)
+	}
+	if e, err := statuses.Get(ctx, "n1"); err != nil || e.Value.GetMessage() != "back" {
+		t.Errorf("status: %v %v, want the rewritten one kept", e.Value, err)
+	}
+	if _, ok := r.absent["n1"]; !ok {
+		t.Error("absence timer cleared; want it kept so the next pass looks again")
 	}
 }

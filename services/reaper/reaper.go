@@ -14,6 +14,16 @@
 // memory: a restarted reaper starts every timer again, which can only delay
 // a reap, never hasten one. A node that comes back clears its timer.
 //
+// It never deletes what is referenced or what it cannot read: a departed
+// node whose desired config belongs to the active rollout (rollouts/active),
+// a revert included, keeps its keys until that rollout ends; so does a node
+// with a key that does not decode, and every node with a desired config
+// while rollouts/active itself does not decode. Each wait is logged and
+// published once (ReapPostponed, UnreadableKeySkipped). Control keys ("_"
+// prefix, e.g. the coordinator's "_fence") are never a node's. A delete that
+// loses its compare-and-set race is not an error: the next pass looks again.
+// docs/reaper.md says the same for operators.
+//
 // Entry point: New(cfg).Run(ctx); Pass runs one pass.
 package reaper
 
@@ -38,8 +48,19 @@ import (
 // Component is the reaper's name in logs and events.
 const Component = "reaper"
 
-// EventNodeReaped is emitted (kind node, id the node) when a departed node's keys are deleted.
-const EventNodeReaped = "NodeReaped"
+// Event types the reaper emits (kind node, id the node).
+const (
+	// EventNodeReaped: a departed node's keys were deleted.
+	EventNodeReaped = "NodeReaped"
+	// EventReapPostponed: a departed node's keys are kept because the
+	// active rollout still references them (or the reaper cannot tell);
+	// emitted once per node and reason.
+	EventReapPostponed = "ReapPostponed"
+	// EventUnreadableKeySkipped: a value the reaper needed does not decode;
+	// the key (and the node it belongs to) is left alone. The reason names
+	// bucket and key; emitted once per revision.
+	EventUnreadableKeySkipped = "UnreadableKeySkipped"
+)
 
 // Defaults.
 const (
@@ -72,15 +93,20 @@ type Reaper struct {
 
 	mu     sync.Mutex           // serializes passes; guards the fields below
 	absent map[string]time.Time // node → when this process first saw it absent
-	h      *handles             // opened on first use
+	held   map[string]string    // node → why its reap is postponed, as last reported
+	// unreadable is bucket/key → the revision last reported as not
+	// decoding, so each bad value is reported once, not every pass.
+	unreadable map[string]uint64
+	h          *handles // opened on first use
 }
 
 // handles are the buckets and emitter, opened once.
 type handles struct {
-	em      *events.Emitter
-	nodes   *store.Store[*sluicev1.NodePresence]
-	configs *store.Store[*sluicev1.DesiredConfig]
-	status  *store.Store[*sluicev1.NodeStatus]
+	em       *events.Emitter
+	nodes    *store.Store[*sluicev1.NodePresence]
+	configs  *store.Store[*sluicev1.DesiredConfig]
+	status   *store.Store[*sluicev1.NodeStatus]
+	rollouts *store.Store[*sluicev1.RolloutRef] // only rollouts/active is read
 }
 
 // New checks cfg and fills in defaults. It does no I/O.
@@ -101,9 +127,11 @@ func New(cfg Config) (*Reaper, error) {
 		cfg.Interval = DefaultInterval
 	}
 	return &Reaper{
-		cfg:    cfg,
-		log:    cfg.Log.With().Str(logging.FieldComponent, Component).Logger(),
-		absent: map[string]time.Time{},
+		cfg:        cfg,
+		log:        cfg.Log.With().Str(logging.FieldComponent, Component).Logger(),
+		absent:     map[string]time.Time{},
+		held:       map[string]string{},
+		unreadable: map[string]uint64{},
 	}, nil
 }
 
@@ -114,7 +142,7 @@ func (r *Reaper) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reaper: jetstream: %w", err)
 	}
-	if err := contract.Ensure(ctx, js, r.cfg.Settings); err != nil {
+	if _, err := contract.Prepare(ctx, js, r.cfg.Settings, contract.ComponentReaper, contract.WithLog(r.log)); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -188,6 +216,7 @@ func (r *Reaper) observe(e store.Entry[*sluicev1.NodePresence]) bool {
 	defer r.mu.Unlock()
 	if !e.Deleted {
 		delete(r.absent, e.Key)
+		delete(r.held, e.Key)
 		return false
 	}
 	if _, ok := r.absent[e.Key]; !ok {
@@ -223,10 +252,11 @@ func (r *Reaper) openWith(ctx context.Context, js jetstream.JetStream) (*handles
 		return nil, fmt.Errorf("reaper: %w", err)
 	}
 	r.h = &handles{
-		em:      events.NewEmitter(js, r.cfg.Log, Component, r.cfg.Now),
-		nodes:   store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }),
-		configs: store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }),
-		status:  store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }),
+		em:       events.NewEmitter(js, r.cfg.Log, Component, r.cfg.Now),
+		nodes:    store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }),
+		configs:  store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }),
+		status:   store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }),
+		rollouts: store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }),
 	}
 	return r.h, nil
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/services/rollout-coordinator/internal/rollout"
 )
 
 // Component is the coordinator's name in logs, events and leases.
@@ -38,6 +39,9 @@ type Config struct {
 	SaveInterval time.Duration
 	// TickInterval is how often deadlines and bake times are checked (default 1s).
 	TickInterval time.Duration
+	// BeforeWrite, when set, runs before every write a leader makes. Tests
+	// block in it to play a leader whose process is paused (SIGSTOP).
+	BeforeWrite func(ctx context.Context)
 }
 
 // Service is a rollout-coordinator instance.
@@ -76,7 +80,7 @@ func New(cfg Config) (*Service, error) {
 // Run campaigns for leadership and, while leader, runs rollouts. It returns
 // nil when ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	js, b, err := contract.Open(ctx, s.cfg.Conn, s.cfg.Settings)
+	js, b, err := contract.Open(ctx, s.cfg.Conn, s.cfg.Settings, contract.ComponentCoordinator, contract.WithLog(s.log))
 	if err != nil {
 		return err
 	}
@@ -100,16 +104,13 @@ func (s *Service) Run(ctx context.Context) error {
 			return err
 		}
 		termCtx, cancel := context.WithCancel(ctx)
-		go el.keep(termCtx, l, cancel)
-		lp := newLoop(b, s.cfg, s.log, em, l)
-		lp.reconnected = reconnected
-		err = lp.run(termCtx)
+		err = s.term(termCtx, cancel, el, l, b, em, reconnected)
 		cancel()
 		el.release(l)
 		if ctx.Err() != nil {
 			return nil
 		}
-		s.log.Warn().Err(err).Msg("leadership term ended; campaigning again")
+		s.log.Warn().Err(err).Uint64("term", l.epoch).Msg("leadership term ended; campaigning again")
 		if errors.Is(err, errReconnected) {
 			continue // the lease was ours: take it again and reload at once
 		}
@@ -120,3 +121,30 @@ func (s *Service) Run(ctx context.Context) error {
 		}
 	}
 }
+
+// term runs one leadership term: it fences the buckets, publishes the
+// term's epoch in the lease, keeps renewing it and runs the loop.
+func (s *Service) term(ctx context.Context, cancel context.CancelFunc, el *election, l *lease, b *contract.Buckets,
+	em *events.Emitter, reconnected <-chan nats.Status) error {
+	t, err := startTerm(ctx, s.cfg.Conn, b, l, s.cfg.Instance, s.cfg.Now())
+	if err != nil {
+		return err
+	}
+	l.epoch = t.epoch
+	if err := el.announce(ctx, l); err != nil {
+		return fmt.Errorf("publish term %d in the lease: %w", t.epoch, err)
+	}
+	s.log.Info().Uint64("term", t.epoch).Str("instance", s.cfg.Instance).Msg("leading: buckets fenced for this term")
+	go el.keep(ctx, l, cancel)
+	lp := newLoop(b, s.cfg, s.log, em, t)
+	lp.reconnected = reconnected
+	return lp.run(ctx)
+}
+
+// Strategy defaults, documented in docs/rollouts.md.
+const (
+	DefaultWaveGrowth       = rollout.DefaultWaveGrowth
+	DefaultApplyDeadline    = rollout.DefaultApplyDeadline
+	DefaultPickupDeadline   = rollout.DefaultPickupDeadline
+	DefaultProgressDeadline = rollout.DefaultProgressDeadline
+)

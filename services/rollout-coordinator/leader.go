@@ -3,10 +3,12 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nuid"
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -20,16 +22,26 @@ import (
 // bucket's TTL expires a lease that is not renewed; renewals are CAS updates,
 // so two instances can never both renew.
 type election struct {
-	leases *store.Store[*sluicev1.LeaderLease]
-	cfg    Config
-	log    zerolog.Logger
-	em     *events.Emitter
+	leases  *store.Store[*sluicev1.LeaderLease]
+	cfg     Config
+	log     zerolog.Logger
+	em      *events.Emitter
+	session string // random per process: tells two instances of one name apart
+
+	// Standing by: the lease seen last, to log each new holder once and to
+	// tell a dead predecessor of our own name from a live duplicate.
+	seenHolder string
+	seenRev    uint64
+	seenSince  time.Time
 }
+
+// ErrDuplicateInstance: another live coordinator runs with the same instance name.
+var ErrDuplicateInstance = errors.New("another rollout-coordinator is running with the same --instance name")
 
 // lease is one leadership term. epoch (the revision the lease was acquired
 // at) is written into every record the leader writes.
 type lease struct {
-	epoch      uint64
+	epoch      uint64 // set when the term's fences are written
 	rev        uint64
 	acquired   *timestamppb.Timestamp
 	validUntil atomic.Int64 // unix nanos; the leader stops writing after it
@@ -42,7 +54,7 @@ func (l *lease) valid(now time.Time) bool { return now.UnixNano() < l.validUntil
 func newElection(kv jetstream.KeyValue, cfg Config, log zerolog.Logger, em *events.Emitter) *election {
 	return &election{
 		leases: store.New(kv, func() *sluicev1.LeaderLease { return &sluicev1.LeaderLease{} }),
-		cfg:    cfg, log: log, em: em,
+		cfg:    cfg, log: log, em: em, session: nuid.Next(),
 	}
 }
 
@@ -50,27 +62,44 @@ func (e *election) margin() time.Duration {
 	return e.cfg.Settings.LeaderLease - e.cfg.Settings.RenewInterval()
 }
 
-// acquire blocks until this instance holds the lease or ctx ends.
+// acquire blocks until this instance holds the lease or ctx ends. A lease
+// held under our own instance name by another process is taken over only
+// once it has stopped being renewed (our predecessor died); while it is
+// renewed, a live duplicate runs and acquire fails with ErrDuplicateInstance.
 func (e *election) acquire(ctx context.Context) (*lease, error) {
 	for {
 		now := e.cfg.Now()
-		v := &sluicev1.LeaderLease{Holder: e.cfg.Instance, AcquiredAt: timestamppb.New(now), RenewedAt: timestamppb.New(now)}
+		v := &sluicev1.LeaderLease{Holder: e.cfg.Instance, Session: e.session, AcquiredAt: timestamppb.New(now), RenewedAt: timestamppb.New(now)}
 		cur, err := e.leases.Get(ctx, contract.LeaseCoordinator)
 		var rev uint64
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			rev, err = e.leases.Create(ctx, contract.LeaseCoordinator, v)
-		case err == nil && cur.Value.GetHolder() == e.cfg.Instance:
-			// Our own lease from before a restart: take it over.
+		case errors.Is(err, store.ErrUndecodable):
 			rev, err = e.leases.Update(ctx, contract.LeaseCoordinator, v, cur.Revision)
+		case err == nil && cur.Value.GetHolder() == e.cfg.Instance && cur.Value.GetSession() == e.session:
+			// Ours from an earlier term of this process: take it again.
+			rev, err = e.leases.Update(ctx, contract.LeaseCoordinator, v, cur.Revision)
+		case err == nil && cur.Value.GetHolder() == e.cfg.Instance:
+			// Our name, another process: a predecessor that died, or a duplicate.
+			if e.seenHolder == e.cfg.Instance && e.seenRev != 0 && e.seenRev != cur.Revision {
+				return nil, fmt.Errorf("%w: the lease is held by %s (session %s) and renewed; instance names must be unique",
+					ErrDuplicateInstance, e.cfg.Instance, cur.Value.GetSession())
+			}
+			if e.seenRev == cur.Revision && now.Sub(e.seenSince) > e.cfg.Settings.RenewInterval()*3/2 {
+				rev, err = e.leases.Update(ctx, contract.LeaseCoordinator, v, cur.Revision) // not renewed: it died
+			} else {
+				e.standBy(cur, now)
+				err = store.ErrConflict
+			}
 		case err == nil:
+			e.standBy(cur, now)
 			err = store.ErrConflict // someone else leads
 		}
 		if err == nil {
-			l := &lease{epoch: rev, rev: rev, acquired: v.AcquiredAt}
+			l := &lease{rev: rev, acquired: v.AcquiredAt}
 			l.validUntil.Store(now.Add(e.margin()).UnixNano())
-			e.em.Emit(&sluicev1.Event{Kind: "leader", Id: Component, Type: "LeadershipAcquired",
-				Reason: "instance " + e.cfg.Instance + " holds the coordinator lease"})
+			e.seenHolder, e.seenRev = "", 0
 			return l, nil
 		}
 		if !errors.Is(err, store.ErrConflict) {
@@ -84,6 +113,42 @@ func (e *election) acquire(ctx context.Context) (*lease, error) {
 	}
 }
 
+// standBy notes the lease someone else holds, logging each new holder once.
+func (e *election) standBy(cur store.Entry[*sluicev1.LeaderLease], now time.Time) {
+	if cur.Revision != e.seenRev {
+		e.seenRev, e.seenSince = cur.Revision, now
+	}
+	if cur.Value.GetHolder() != e.seenHolder {
+		e.seenHolder = cur.Value.GetHolder()
+		e.log.Info().Str("holder", cur.Value.GetHolder()).Time("since", cur.Value.GetAcquiredAt().AsTime()).
+			Uint64("epoch", cur.Value.GetEpoch()).Msg("standing by: the coordinator lease is held by another instance")
+	}
+}
+
+// announce publishes the term's epoch in the lease and emits LeadershipAcquired.
+func (e *election) announce(ctx context.Context, l *lease) error {
+	if err := e.renew(ctx, l); err != nil {
+		return err
+	}
+	e.em.Emit(&sluicev1.Event{Kind: contract.KindLeader, Id: Component, Type: "LeadershipAcquired",
+		Reason: fmt.Sprintf("instance %s holds the coordinator lease; term %d", e.cfg.Instance, l.epoch)})
+	return nil
+}
+
+func (e *election) renew(ctx context.Context, l *lease) error {
+	if e.cfg.BeforeWrite != nil {
+		e.cfg.BeforeWrite(ctx) // a paused process renews nothing either
+	}
+	now := e.cfg.Now()
+	rev, err := e.leases.Update(ctx, contract.LeaseCoordinator, &sluicev1.LeaderLease{Holder: e.cfg.Instance, Session: e.session,
+		AcquiredAt: l.acquired, RenewedAt: timestamppb.New(now), Epoch: l.epoch}, l.rev)
+	if err == nil {
+		l.rev = rev
+		l.validUntil.Store(now.Add(e.margin()).UnixNano())
+	}
+	return err
+}
+
 // keep renews l until ctx ends; when the lease is lost or cannot be renewed
 // before it could expire, it cancels the term.
 func (e *election) keep(ctx context.Context, l *lease, lost context.CancelFunc) {
@@ -95,21 +160,17 @@ func (e *election) keep(ctx context.Context, l *lease, lost context.CancelFunc) 
 			return
 		case <-t.C:
 		}
-		now := e.cfg.Now()
-		rev, err := e.leases.Update(ctx, contract.LeaseCoordinator,
-			&sluicev1.LeaderLease{Holder: e.cfg.Instance, AcquiredAt: l.acquired, RenewedAt: timestamppb.New(now)}, l.rev)
+		err := e.renew(ctx, l)
 		switch {
 		case err == nil:
-			l.rev = rev
-			l.validUntil.Store(now.Add(e.margin()).UnixNano())
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
-			e.em.Emit(&sluicev1.Event{Kind: "leader", Id: Component, Type: "LeadershipLost",
+			e.em.Emit(&sluicev1.Event{Kind: contract.KindLeader, Id: Component, Type: "LeadershipLost",
 				Reason: "the lease was taken or expired: " + err.Error()})
 			lost()
 			return
 		default:
 			if !l.valid(e.cfg.Now()) {
-				e.em.Emit(&sluicev1.Event{Kind: "leader", Id: Component, Type: "LeadershipLost",
+				e.em.Emit(&sluicev1.Event{Kind: contract.KindLeader, Id: Component, Type: "LeadershipLost",
 					Reason: "could not renew the lease before it could expire: " + err.Error()})
 				lost()
 				return

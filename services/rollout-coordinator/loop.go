@@ -4,28 +4,32 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/rollout-coordinator/internal/rollout"
 )
 
 // loop is one leadership term: it reads the owned state, then turns watched
-// changes into events for decide and performs the actions decide returns.
+// changes into events for rollout.Decide and performs the actions it
+// returns, in order. It never decides anything itself.
 type loop struct {
-	cfg   Config
-	log   zerolog.Logger
-	em    *events.Emitter
-	lease *lease
+	cfg  Config
+	log  zerolog.Logger
+	em   *events.Emitter
+	term *term
+	fx   effects
+	kv   *kvEffects // fx, when it writes to KV: the load seeds its revisions
 
 	revisions   *store.Store[*sluicev1.Revision]
 	heads       *store.Store[*sluicev1.Head]
@@ -36,28 +40,23 @@ type loop struct {
 	invalid     *store.Store[*sluicev1.InvalidFingerprint]
 	refs        *store.Store[*sluicev1.RolloutRef]
 
-	st         *state
-	recordRev  map[string]uint64 // rollout id → revision of its record, for CAS
-	unsaved    *sluicev1.Rollout // progress not yet written
-	writes     chan writeJob
+	st         *rollout.State
+	unsaved    *sluicev1.Rollout           // progress not yet written
+	writes     []chan rollout.WriteDesired // one queue per writer; a node always goes to the same one, in order
 	writersWG  sync.WaitGroup
 	writeFails chan error
 
 	reconnected <-chan nats.Status // the connection came back: reload
-
-	revsMu sync.Mutex
-	revs   map[string]uint64 // nodeconfigs key → revision last read or written, for CAS without a read
+	quarantined map[string]bool    // bucket/key already reported unreadable
+	emit        func(*sluicev1.Event)
 }
 
 // errReconnected ends a term after the NATS connection came back.
 var errReconnected = errors.New("reconnected to NATS: reloading state")
 
-// writeJob is one desired config to write and the config it replaces.
-type writeJob struct{ desired, previous *sluicev1.DesiredConfig }
-
-func newLoop(b *contract.Buckets, cfg Config, log zerolog.Logger, em *events.Emitter, l *lease) *loop {
-	return &loop{
-		cfg: cfg, log: log, em: em, lease: l,
+func newLoop(b *contract.Buckets, cfg Config, log zerolog.Logger, em *events.Emitter, t *term) *loop {
+	lp := &loop{
+		cfg: cfg, log: log, em: em, term: t,
 		revisions:   store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} }),
 		heads:       store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }),
 		nodeconfigs: store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }),
@@ -66,12 +65,15 @@ func newLoop(b *contract.Buckets, cfg Config, log zerolog.Logger, em *events.Emi
 		rollouts:    store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }),
 		invalid:     store.New(b.Fingerprints, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }),
 		refs:        store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }),
-		st:          newState(),
-		recordRev:   map[string]uint64{},
-		writes:      make(chan writeJob, 1024),
-		revs:        map[string]uint64{},
+		st:          rollout.NewState(),
 		writeFails:  make(chan error, 1),
+		quarantined: map[string]bool{},
 	}
+	lp.kv = &kvEffects{term: t, now: cfg.Now, before: cfg.BeforeWrite, nodeconfigs: lp.nodeconfigs,
+		rollouts: lp.rollouts, refs: lp.refs, invalid: lp.invalid, revs: map[string]uint64{}, listed: map[string]bool{}}
+	lp.fx = lp.kv
+	lp.emit = em.Emit
+	return lp
 }
 
 func (lp *loop) run(ctx context.Context) error {
@@ -94,11 +96,15 @@ func (lp *loop) run(ctx context.Context) error {
 	}
 
 	for range lp.cfg.Writers {
+		q := make(chan rollout.WriteDesired, 64)
+		lp.writes = append(lp.writes, q)
 		lp.writersWG.Add(1)
-		go lp.writer(ctx)
+		go lp.writer(ctx, q)
 	}
 	defer func() {
-		close(lp.writes)
+		for _, q := range lp.writes {
+			close(q)
+		}
 		lp.writersWG.Wait()
 	}()
 
@@ -110,7 +116,7 @@ func (lp *loop) run(ctx context.Context) error {
 	tick := time.NewTicker(lp.cfg.TickInterval)
 	defer tick.Stop()
 	for {
-		var ev event
+		var ev rollout.Event
 		select {
 		case <-ctx.Done():
 			lp.flush(context.Background())
@@ -126,10 +132,14 @@ func (lp *loop) run(ctx context.Context) error {
 			}
 			continue
 		case <-tick.C:
-			ev = evTick{}
+			ev = rollout.Tick{}
 		case e, ok := <-headW:
 			if !ok {
 				return errors.New("head watcher stopped")
+			}
+			if e.Err != nil {
+				lp.quarantine(contract.BucketRevisions, e.Key, e.Err)
+				continue
 			}
 			if e.Value == nil {
 				continue
@@ -138,28 +148,37 @@ func (lp *loop) run(ctx context.Context) error {
 			if err != nil {
 				return err
 			}
-			ev = evHeadMoved{head: e.Value, rev: rev}
+			ev = rollout.HeadMoved{Head: e.Value, Rev: rev}
 		case e, ok := <-nodesW:
 			if !ok {
 				return errors.New("nodes watcher stopped")
 			}
+			if e.Err != nil {
+				lp.quarantine(contract.BucketNodes, e.Key, e.Err)
+				continue
+			}
 			if e.Value == nil && !e.Deleted {
 				continue
 			}
-			ev = evPresence{node: e.Key, p: e.Value}
+			ev = rollout.Presence{Node: e.Key, P: e.Value}
 		case e, ok := <-statusW:
 			if !ok {
 				return errors.New("status watcher stopped")
 			}
 			switch {
+			case e.Err != nil:
+				lp.quarantine(contract.BucketStatus, e.Key, e.Err)
+				continue
 			case e.Deleted:
-				lp.forgetRev(contract.DesiredKey(e.Key))
-				lp.forgetRev(contract.BackupKey(e.Key))
-				ev = evReaped{node: e.Key}
+				lp.kv.forget(contract.BucketNodeConfigs, contract.DesiredKey(e.Key))
+				lp.kv.forget(contract.BucketNodeConfigs, contract.BackupKey(e.Key))
+				ev = rollout.Reaped{Node: e.Key}
 			case e.Value == nil:
 				continue
 			default:
-				ev = evStatus{s: e.Value}
+				// The key names the node, whatever the value says.
+				e.Value.Node = e.Key
+				ev = rollout.Status{S: e.Value}
 			}
 		}
 		if err := lp.step(ctx, ev); err != nil {
@@ -168,79 +187,141 @@ func (lp *loop) run(ctx context.Context) error {
 	}
 }
 
+// quarantine reports a value that does not decode, once per key: the key is
+// skipped and everything else carries on.
+func (lp *loop) quarantine(bucket, key string, err error) {
+	if lp.quarantined[bucket+"/"+key] {
+		return
+	}
+	lp.quarantined[bucket+"/"+key] = true
+	lp.emit(&sluicev1.Event{Kind: "quarantine", Id: bucket + "." + key, Type: "ValueUnreadable",
+		Reason: fmt.Sprintf("%s/%s does not decode and is skipped until it is rewritten: %v", bucket, key, err)})
+}
+
 // load reads everything the coordinator owns or depends on. Presence, status
 // and head come from the watchers' initial values, so the live changes that
 // follow continue exactly where the read ended.
 func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.NodePresence],
-	statusW <-chan store.Entry[*sluicev1.NodeStatus], headW <-chan store.Entry[*sluicev1.Head]) (evLoaded, error) {
-	var ev evLoaded
-	for e := range initial(ctx, nodesW) {
-		ev.presence = append(ev.presence, e.Value)
+	statusW <-chan store.Entry[*sluicev1.NodeStatus], headW <-chan store.Entry[*sluicev1.Head]) (rollout.Loaded, error) {
+	ev := rollout.Loaded{Term: lp.term.epoch}
+	for e := range initial(ctx, lp, contract.BucketNodes, nodesW) {
+		ev.Presence = append(ev.Presence, e.Value)
 	}
-	for e := range initial(ctx, statusW) {
-		ev.status = append(ev.status, e.Value)
+	for e := range initial(ctx, lp, contract.BucketStatus, statusW) {
+		e.Value.Node = e.Key
+		ev.Status = append(ev.Status, e.Value)
 	}
-	for e := range initial(ctx, headW) {
-		ev.head = e.Value
+	for e := range initial(ctx, lp, contract.BucketRevisions, headW) {
+		ev.Head = e.Value
 	}
 	if ctx.Err() != nil {
 		return ev, ctx.Err()
 	}
 	var err error
-	if ev.head != nil {
-		if ev.headRev, err = lp.revision(ctx, ev.head.GetRevision()); err != nil {
+	if ev.Head != nil {
+		if ev.HeadRev, err = lp.revision(ctx, ev.Head.GetRevision()); err != nil {
+			return ev, err
+		}
+		id := contract.RolloutID(ev.Head.GetGeneration(), ev.Head.GetRevision())
+		r, err := lp.rollouts.Get(ctx, id)
+		switch {
+		case err == nil:
+			ev.HeadRollout = r.Value
+			lp.kv.setRev(contract.BucketRollouts, id, r.Revision)
+		case errors.Is(err, store.ErrUndecodable):
+			// Its record exists: the head's rollout was started. Never run it again.
+			lp.quarantine(contract.BucketRollouts, id, err)
+			ev.HeadRollout = &sluicev1.Rollout{Id: id, Generation: ev.Head.GetGeneration(), Revision: ev.Head.GetRevision(),
+				Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED}
+		case !errors.Is(err, store.ErrNotFound):
 			return ev, err
 		}
 	}
 	if ref, err := lp.refs.Get(ctx, contract.KeyLastApplied); err == nil {
-		ev.lastApplied = ref.Value
-		if ev.lastAppliedRev, err = lp.revision(ctx, ref.Value.GetRevision()); err != nil {
+		lp.kv.setRev(contract.BucketRollouts, contract.KeyLastApplied, ref.Revision)
+		ev.LastApplied = ref.Value
+		if ev.LastAppliedRev, err = lp.revision(ctx, ref.Value.GetRevision()); err != nil {
 			return ev, err
 		}
+	} else if errors.Is(err, store.ErrUndecodable) {
+		lp.quarantine(contract.BucketRollouts, contract.KeyLastApplied, err)
+		lp.kv.setRev(contract.BucketRollouts, contract.KeyLastApplied, ref.Revision)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return ev, err
 	}
 	if ref, err := lp.refs.Get(ctx, contract.KeyActive); err == nil {
+		lp.kv.setRev(contract.BucketRollouts, contract.KeyActive, ref.Revision)
 		r, err := lp.rollouts.Get(ctx, ref.Value.GetRollout())
-		if err != nil {
+		switch {
+		case err == nil:
+			lp.kv.setRev(contract.BucketRollouts, r.Key, r.Revision)
+			ev.Active = r.Value
+			if ev.ActiveRev, err = lp.revision(ctx, r.Value.GetRevision()); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return ev, err
+			}
+		case errors.Is(err, store.ErrUndecodable), errors.Is(err, store.ErrNotFound):
+			// Nothing to resume from: the pointer is cleared as an ended rollout's.
+			lp.quarantine(contract.BucketRollouts, ref.Value.GetRollout(), err)
+			ev.Active = &sluicev1.Rollout{Id: ref.Value.GetRollout(), Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED}
+		default:
 			return ev, fmt.Errorf("active rollout: %w", err)
 		}
-		lp.recordRev[r.Key] = r.Revision
-		ev.active = r.Value
-		if ev.activeRev, err = lp.revision(ctx, r.Value.GetRevision()); err != nil {
-			return ev, err
-		}
+	} else if errors.Is(err, store.ErrUndecodable) {
+		lp.quarantine(contract.BucketRollouts, contract.KeyActive, err)
+		lp.kv.setRev(contract.BucketRollouts, contract.KeyActive, ref.Revision)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return ev, err
 	}
-	configs, err := lp.nodeconfigs.List(ctx, ">")
+	// Delete markers too: then every key's last revision is known, and a key
+	// the listing did not show has never existed (no read before its first write).
+	configs, err := lp.nodeconfigs.ListWithDeleted(ctx, ">")
 	if err != nil {
 		return ev, err
 	}
 	for _, c := range configs {
-		lp.setRev(c.Key, c.Revision)
-		switch _, which, _ := contract.NodeOfConfigKey(c.Key); which {
+		lp.kv.setRev(contract.BucketNodeConfigs, c.Key, c.Revision)
+		if contract.IsControlKey(c.Key) || c.Deleted {
+			continue
+		}
+		if c.Err != nil {
+			lp.quarantine(contract.BucketNodeConfigs, c.Key, c.Err)
+			continue
+		}
+		switch node, which, _ := contract.NodeOfConfigKey(c.Key); which {
 		case "desired":
-			ev.desired = append(ev.desired, c.Value)
+			c.Value.Node = node
+			ev.Desired = append(ev.Desired, c.Value)
 		case "backup":
-			ev.backups = append(ev.backups, c.Value)
+			c.Value.Node = node
+			ev.Backups = append(ev.Backups, c.Value)
 		}
 	}
+	lp.kv.listed[contract.BucketNodeConfigs] = true
 	bad, err := lp.invalid.List(ctx, ">")
 	if err != nil {
 		return ev, err
 	}
 	for _, f := range bad {
-		ev.invalid = append(ev.invalid, f.Value)
+		if contract.IsControlKey(f.Key) {
+			continue
+		}
+		lp.kv.setRev(contract.BucketFingerprints, f.Key, f.Revision)
+		if f.Err != nil {
+			lp.quarantine(contract.BucketFingerprints, f.Key, f.Err)
+			continue
+		}
+		f.Value.Fingerprint = f.Key
+		ev.Invalid = append(ev.Invalid, f.Value)
 	}
-	lp.log.Info().Int("nodes", len(ev.presence)).Int("statuses", len(ev.status)).
-		Str(logging.FieldRevision, ev.head.GetRevision()).Str(logging.FieldRollout, ev.active.GetId()).
+	lp.log.Info().Int("nodes", len(ev.Presence)).Int("statuses", len(ev.Status)).Uint64("term", lp.term.epoch).
+		Str(logging.FieldRevision, ev.Head.GetRevision()).Str(logging.FieldRollout, ev.Active.GetId()).
 		Msg("leading: state loaded")
 	return ev, nil
 }
 
-// initial yields a watcher's initial values, up to its caught-up marker.
-func initial[T proto.Message](ctx context.Context, w <-chan store.Entry[T]) func(func(store.Entry[T]) bool) {
+// initial yields a watcher's initial values, up to its caught-up marker;
+// values that do not decode are quarantined.
+func initial[T proto.Message](ctx context.Context, lp *loop, bucket string, w <-chan store.Entry[T]) func(func(store.Entry[T]) bool) {
 	return func(yield func(store.Entry[T]) bool) {
 		for {
 			select {
@@ -250,7 +331,11 @@ func initial[T proto.Message](ctx context.Context, w <-chan store.Entry[T]) func
 				if !ok || e.Key == "" {
 					return
 				}
-				if e.Deleted || e.Err != nil {
+				if e.Err != nil {
+					lp.quarantine(bucket, e.Key, e.Err)
+					continue
+				}
+				if e.Deleted {
 					continue
 				}
 				if !yield(e) {
@@ -269,9 +354,9 @@ func (lp *loop) revision(ctx context.Context, id string) (*sluicev1.Revision, er
 	return e.Value, nil
 }
 
-// step runs decide and performs its actions in order.
-func (lp *loop) step(ctx context.Context, ev event) error {
-	for _, a := range decide(lp.st, ev, lp.cfg.Now()) {
+// step runs Decide and performs its actions in order.
+func (lp *loop) step(ctx context.Context, ev rollout.Event) error {
+	for _, a := range rollout.Decide(lp.st, ev, lp.cfg.Now()) {
 		if err := lp.perform(ctx, a); err != nil {
 			return err
 		}
@@ -279,60 +364,48 @@ func (lp *loop) step(ctx context.Context, ev event) error {
 	return nil
 }
 
-func (lp *loop) perform(ctx context.Context, a action) error {
+func (lp *loop) perform(ctx context.Context, a rollout.Action) error {
 	switch a := a.(type) {
-	case actWriteDesired:
+	case rollout.WriteDesired:
+		if len(lp.writes) == 0 {
+			// No writer pool (scenario tests): write now, in order.
+			return lp.writeNow(ctx, a)
+		}
+		h := fnv.New32a()
+		_, _ = h.Write([]byte(a.Desired.GetNode()))
 		select {
-		case lp.writes <- writeJob{desired: proto.Clone(a.desired).(*sluicev1.DesiredConfig), previous: a.previous}:
+		case lp.writes[h.Sum32()%uint32(len(lp.writes))] <- a:
 		case <-ctx.Done():
 			return ctx.Err()
 		}
-	case actStartRollout:
-		r := snapshot(a.rollout)
-		if err := lp.saveRecord(ctx, r); err != nil {
-			return err
-		}
-		ref := &sluicev1.RolloutRef{Rollout: r.GetId(), Revision: r.GetRevision(), Generation: r.GetGeneration(), At: r.GetStartedAt()}
-		if err := lp.putRef(ctx, contract.KeyActive, ref); err != nil {
-			return err
-		}
-	case actSaveRollout:
-		lp.unsaved = a.rollout
-	case actFinishRollout:
+	case rollout.StartRollout:
 		lp.unsaved = nil
-		r := snapshot(a.rollout)
-		if err := lp.saveRecord(ctx, r); err != nil {
-			return err
+		return lp.fx.startRollout(ctx, a.Rollout)
+	case rollout.SaveRollout:
+		lp.unsaved = a.Rollout
+		if a.Flush {
+			return lp.flush(ctx)
 		}
-		if r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED {
-			ref := &sluicev1.RolloutRef{Rollout: r.GetId(), Revision: r.GetRevision(), Generation: r.GetGeneration(), At: r.GetFinishedAt()}
-			if err := lp.putRef(ctx, contract.KeyLastApplied, ref); err != nil {
-				return err
-			}
-		}
-		if err := lp.clearActive(ctx, r.GetId()); err != nil {
-			return err
-		}
-	case actRecordInvalid:
-		if err := lp.fenced(); err != nil {
-			return err
-		}
-		if _, err := lp.invalid.Create(ctx, a.fp.GetFingerprint(), a.fp); err != nil && !errors.Is(err, store.ErrConflict) {
-			return fmt.Errorf("record invalid fingerprint: %w", err)
-		}
-	case actForgetInvalid:
-		if err := lp.fenced(); err != nil {
-			return err
-		}
-		cur, err := lp.invalid.Get(ctx, a.fingerprint)
-		if err == nil {
-			err = lp.invalid.Delete(ctx, a.fingerprint, cur.Revision)
-		}
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("forget invalid fingerprint: %w", err)
-		}
-	case actEmit:
-		lp.em.Emit(a.ev)
+	case rollout.FinishRollout:
+		lp.unsaved = nil
+		return lp.fx.finishRollout(ctx, a)
+	case rollout.RecordInvalid:
+		return lp.fx.recordInvalid(ctx, a.Fingerprint)
+	case rollout.ForgetInvalid:
+		return lp.fx.forgetInvalid(ctx, a.Fingerprint)
+	case rollout.Emit:
+		lp.emit(a.Event)
+	}
+	return nil
+}
+
+// writeNow writes one desired config and emits its events once it landed.
+func (lp *loop) writeNow(ctx context.Context, w rollout.WriteDesired) error {
+	if err := lp.fx.writeDesired(ctx, w.Desired, w.Backup); err != nil {
+		return err
+	}
+	for _, e := range w.Events {
+		lp.emit(e)
 	}
 	return nil
 }
@@ -342,79 +415,28 @@ func (lp *loop) flush(ctx context.Context) error {
 	if lp.unsaved == nil {
 		return nil
 	}
-	r := snapshot(lp.unsaved)
+	r := lp.unsaved
 	lp.unsaved = nil
-	return lp.saveRecord(ctx, r)
+	return lp.fx.saveRollout(ctx, r)
 }
 
-// fenced refuses writes once the lease may have expired: a deposed leader
-// must not act on stale state.
-func (lp *loop) fenced() error {
-	if !lp.lease.valid(lp.cfg.Now()) {
-		return errors.New("leader lease may have expired: refusing to write")
-	}
-	return nil
-}
-
-func (lp *loop) saveRecord(ctx context.Context, r *sluicev1.Rollout) error {
-	if err := lp.fenced(); err != nil {
-		return err
-	}
-	r.UpdatedAt = timestamppb.New(lp.cfg.Now())
-	r.LeaderEpoch = lp.lease.epoch
-	rev, err := lp.rollouts.Update(ctx, r.GetId(), r, lp.recordRev[r.GetId()])
-	if errors.Is(err, store.ErrConflict) {
-		// Written by an earlier term (e.g. before a restart): we are the
-		// leader now, so ours replaces it.
-		cur, gerr := lp.rollouts.Get(ctx, r.GetId())
-		if gerr != nil && !errors.Is(gerr, store.ErrNotFound) {
-			return gerr
-		}
-		rev, err = lp.rollouts.Update(ctx, r.GetId(), r, cur.Revision)
-	}
-	if err != nil {
-		return fmt.Errorf("save rollout %s: %w", r.GetId(), err)
-	}
-	lp.recordRev[r.GetId()] = rev
-	return nil
-}
-
-func (lp *loop) putRef(ctx context.Context, key string, ref *sluicev1.RolloutRef) error {
-	if err := lp.fenced(); err != nil {
-		return err
-	}
-	_, err := lp.refs.Mutate(ctx, key, func(*sluicev1.RolloutRef) (*sluicev1.RolloutRef, error) { return ref, nil })
-	return err
-}
-
-func (lp *loop) clearActive(ctx context.Context, id string) error {
-	if err := lp.fenced(); err != nil {
-		return err
-	}
-	cur, err := lp.refs.Get(ctx, contract.KeyActive)
-	if errors.Is(err, store.ErrNotFound) || (err == nil && cur.Value.GetRollout() != id) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	return lp.refs.Delete(ctx, contract.KeyActive, cur.Revision)
-}
-
-// writer writes desired configs, each with the node's previous desired config
-// saved as its backup first. Control-plane errors are retried with backoff:
-// they never count against a node.
-func (lp *loop) writer(ctx context.Context) {
+// writer writes desired configs, each with its backup, and emits their
+// events once they landed. Control-plane errors are retried with backoff:
+// they never count against a node. Being deposed ends the term.
+func (lp *loop) writer(ctx context.Context, q <-chan rollout.WriteDesired) {
 	defer lp.writersWG.Done()
-	for job := range lp.writes {
-		d := job.desired
+	for job := range q {
+		d := job.Desired
 		backoff := 50 * time.Millisecond
 		for {
-			err := lp.writeDesired(ctx, job)
-			if err == nil || ctx.Err() != nil {
+			err := lp.writeNow(ctx, job)
+			if err == nil {
 				break
 			}
-			if err := lp.fenced(); err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			if errors.Is(err, errDeposed) || lp.term.check(lp.cfg.Now()) != nil {
 				select {
 				case lp.writeFails <- err:
 				default:
@@ -427,93 +449,6 @@ func (lp *loop) writer(ctx context.Context) {
 			case <-time.After(backoff):
 			}
 			backoff = min(backoff*2, 5*time.Second)
-			job.previous = nil // re-read what the retry replaces
 		}
 	}
-}
-
-// writeDesired writes one desired config with CAS at the revision the loop
-// last saw, so the common case costs one round trip (two with a backup). When
-// the revision is unknown or stale it reads the key first.
-func (lp *loop) writeDesired(ctx context.Context, job writeJob) error {
-	d := job.desired
-	key := contract.DesiredKey(d.GetNode())
-	rev, known := lp.rev(key)
-	prev := job.previous
-	if !known || prev == nil && rev != 0 {
-		cur, err := lp.nodeconfigs.Get(ctx, key)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		rev, prev = cur.Revision, cur.Value
-		lp.setRev(key, rev)
-	}
-	if prev.GetFingerprint() == d.GetFingerprint() && prev.GetRollout() == d.GetRollout() {
-		return nil // written before a restart
-	}
-	if err := lp.fenced(); err != nil {
-		return err
-	}
-	// A revert writes the backup back; the backup key keeps it.
-	if prev != nil && prev.GetFingerprint() != d.GetFingerprint() && !d.GetRevert() {
-		if err := lp.writeBackup(ctx, prev); err != nil {
-			return err
-		}
-	}
-	d.WrittenAt = timestamppb.New(lp.cfg.Now())
-	d.LeaderEpoch = lp.lease.epoch
-	nrev, err := lp.nodeconfigs.Update(ctx, key, d, rev)
-	if err != nil {
-		lp.forgetRev(key)
-		return fmt.Errorf("write desired config of %s: %w", d.GetNode(), err)
-	}
-	lp.setRev(key, nrev)
-	return nil
-}
-
-func (lp *loop) writeBackup(ctx context.Context, prev *sluicev1.DesiredConfig) error {
-	key := contract.BackupKey(prev.GetNode())
-	rev, known := lp.rev(key)
-	if !known {
-		cur, err := lp.nodeconfigs.Get(ctx, key)
-		if err != nil && !errors.Is(err, store.ErrNotFound) {
-			return err
-		}
-		if cur.Value.GetFingerprint() == prev.GetFingerprint() && cur.Value != nil {
-			lp.setRev(key, cur.Revision)
-			return nil
-		}
-		rev = cur.Revision
-	}
-	nrev, err := lp.nodeconfigs.Update(ctx, key, prev, rev)
-	if err != nil {
-		lp.forgetRev(key)
-		return fmt.Errorf("save backup of %s: %w", prev.GetNode(), err)
-	}
-	lp.setRev(key, nrev)
-	return nil
-}
-
-// unknownRev marks a key whose revision must be read before writing.
-const unknownRev = ^uint64(0)
-
-// rev returns the revision to write key at. The load listed every key, so a
-// key never seen does not exist (revision 0); a failed write marks it unknown.
-func (lp *loop) rev(key string) (uint64, bool) {
-	lp.revsMu.Lock()
-	defer lp.revsMu.Unlock()
-	r := lp.revs[key]
-	return r, r != unknownRev
-}
-
-func (lp *loop) setRev(key string, rev uint64) {
-	lp.revsMu.Lock()
-	defer lp.revsMu.Unlock()
-	lp.revs[key] = rev
-}
-
-func (lp *loop) forgetRev(key string) {
-	lp.revsMu.Lock()
-	defer lp.revsMu.Unlock()
-	lp.revs[key] = unknownRev
 }

@@ -28,7 +28,6 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent"
 	"github.com/sluicehq/sluice/services/configurator"
-	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
 )
 
 // Options says what to measure.
@@ -40,14 +39,20 @@ type Options struct {
 	StoreDir string
 	// AgentsPerConn is how many simulated agents share one NATS connection.
 	AgentsPerConn int
-	// StartCoordinator runs the coordinator against url and returns a stop
-	// function reporting its peak heap in MiB. nil runs it in this process
-	// (its heap then cannot be told apart and is reported as -1).
-	StartCoordinator func(url string) (stop func() (heapMB float64, err error), err error)
+	// StartCoordinator runs the coordinator against url with the given
+	// leader lease and returns a stop function reporting its peak heap in
+	// MiB. nil runs it in this process (its heap then cannot be told apart
+	// and is reported as -1).
+	StartCoordinator func(url string, lease time.Duration) (stop func() (heapMB float64, err error), err error)
 	Log              zerolog.Logger
 	// FailWave > 0 adds the failure scenario: a second rollout in waves of
 	// 10, 20, 40 … nodes in which the first node of that wave fails.
 	FailWave int
+	// LeaderLease is the coordinators' lease (0: the default, 10s).
+	LeaderLease time.Duration
+	// Failover adds the failover scenario: a third rollout under two
+	// coordinators whose leader is killed when half the nodes are written.
+	Failover bool
 }
 
 // Result is one measured run; its JSON is the BENCH line.
@@ -77,6 +82,17 @@ type Result struct {
 	Touched    int     `json:"touched_nodes,omitempty"`
 	RevertMS   float64 `json:"revert_ms,omitempty"`
 	FailPhase  string  `json:"fail_phase,omitempty"`
+	// The failover scenario (with Failover), from the leader's kill: to the
+	// new leader's first desired config write; the lease's remaining life at
+	// the kill; to the server expiring it; to the standby acquiring it.
+	TakeoverMS           float64 `json:"takeover_ms,omitempty"`
+	TakeoverLeaseLeftMS  float64 `json:"takeover_lease_left_ms,omitempty"`
+	TakeoverExpiredMS    float64 `json:"takeover_expired_ms,omitempty"`
+	TakeoverAcquiredMS   float64 `json:"takeover_acquired_ms,omitempty"`
+	TakeoverLeaseMS      int64   `json:"takeover_lease_ms,omitempty"`
+	TakeoverLeaseRatio   float64 `json:"takeover_lease_ratio,omitempty"` // takeover_ms / takeover_lease_ms
+	FailoverNewTermNodes int     `json:"failover_new_term_nodes,omitempty"`
+	FailoverPhase        string  `json:"failover_phase,omitempty"`
 }
 
 // Run performs one measured rollout.
@@ -101,6 +117,12 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	defer srv.Shutdown()
 	url := srv.ClientURL()
 	settings := contract.DefaultSettings()
+	if o.LeaderLease > 0 {
+		settings.LeaderLease = o.LeaderLease
+	}
+	if err := settings.Validate(); err != nil {
+		return res, err
+	}
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -147,19 +169,16 @@ func Run(ctx context.Context, o Options) (Result, error) {
 
 	var stopCoordinator func() (float64, error)
 	if o.StartCoordinator != nil {
-		if stopCoordinator, err = o.StartCoordinator(url); err != nil {
+		if stopCoordinator, err = o.StartCoordinator(url, settings.LeaderLease); err != nil {
 			return res, err
 		}
 	} else {
-		cnc, err := connect()
+		p, err := startCoordinator(ctx, url, settings, "bench", o.Log)
 		if err != nil {
 			return res, err
 		}
-		c, err := coordinator.New(coordinator.Config{Conn: cnc, Settings: settings, Log: o.Log, Instance: "bench"})
-		if err != nil {
-			return res, err
-		}
-		run("coordinator", c.Run)
+		defer p.stop()
+		stopCoordinator = func() (float64, error) { p.stop(); return -1, nil }
 	}
 
 	failing := ""
@@ -281,9 +300,14 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			return res, fmt.Errorf("failure scenario: %w", err)
 		}
 	}
-	if stopCoordinator != nil {
-		if res.CoordinatorHeapMB, err = stopCoordinator(); err != nil {
-			return res, err
+	// The failover scenario runs its own two coordinators: the measured one
+	// stops first (releasing its lease) and reports its heap.
+	if res.CoordinatorHeapMB, err = stopCoordinator(); err != nil {
+		return res, err
+	}
+	if o.Failover {
+		if err := failoverScenario(ctx, url, nc, b, settings, o, &res); err != nil {
+			return res, fmt.Errorf("failover scenario: %w", err)
 		}
 	}
 	return res, nil

@@ -15,8 +15,9 @@ import (
 func TestBench_SmallRunReportsConsistentFigures(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
+	const lease = 2 * time.Second
 	res, err := bench.Run(ctx, bench.Options{Nodes: 40, MaxParallel: 10, ApplyLatency: 20 * time.Millisecond,
-		StoreDir: t.TempDir(), Log: zerolog.Nop(), FailWave: 2})
+		StoreDir: t.TempDir(), Log: zerolog.Nop(), FailWave: 2, LeaderLease: lease, Failover: true})
 	if err != nil {
 		t.Fatalf("bench run: %v (%+v)", err, res)
 	}
@@ -29,7 +30,8 @@ func TestBench_SmallRunReportsConsistentFigures(t *testing.T) {
 	if res.WallMS < float64(res.IdealMS) || res.OverheadRatio < 1 {
 		t.Errorf("wall %.1fms is below the ideal %dms: the clock is wrong", res.WallMS, res.IdealMS)
 	}
-	// desired + Provisioning + Provisioned per node, plus a few revision, intent and rollout writes.
+	// desired (one message fenced on the term) + Provisioning + Provisioned
+	// per node, plus a few revision, intent and rollout writes.
 	if res.KVWritesPerNode < 3 || res.KVWritesPerNode > 4 {
 		t.Errorf("kv_writes_per_node = %.2f, want 3-4", res.KVWritesPerNode)
 	}
@@ -43,5 +45,27 @@ func TestBench_SmallRunReportsConsistentFigures(t *testing.T) {
 	}
 	if res.JetStreamConsumers < 1 || res.JetStreamConsumers > 6 {
 		t.Errorf("jetstream_consumers = %d: agents must not hold consumers; the coordinator holds a few", res.JetStreamConsumers)
+	}
+	// The failover scenario: the leader is killed when half the nodes are
+	// written; the standby takes over once the lease expires (not sooner: a
+	// crash releases nothing) and within 2 × the lease, and finishes the rollout.
+	if res.FailoverPhase != "ROLLOUT_PHASE_SUCCEEDED" || res.FailoverNewTermNodes < 1 {
+		t.Errorf("failover scenario: rollout ended %s with %d nodes written by the new leader; want SUCCEEDED and at least 1",
+			res.FailoverPhase, res.FailoverNewTermNodes)
+	}
+	if res.TakeoverLeaseMS != lease.Milliseconds() {
+		t.Errorf("takeover_lease_ms = %d, want %d", res.TakeoverLeaseMS, lease.Milliseconds())
+	}
+	// The last renewal is at most a renew interval (lease/3) before the
+	// kill, so the lease cannot expire sooner than 2/3 of it after.
+	if low, high := float64(lease.Milliseconds())*2/3, float64(2*lease.Milliseconds()); res.TakeoverAcquiredMS < low || res.TakeoverMS > high || res.TakeoverMS < res.TakeoverAcquiredMS {
+		t.Errorf("takeover: lease acquired %.1fms and first desired write %.1fms after the kill; want acquired ≥ %.0fms (the lease expired) and written ≤ %.0fms (2 × lease)",
+			res.TakeoverAcquiredMS, res.TakeoverMS, low, high)
+	}
+	// The lease outlived the leader: the server expired it no sooner than
+	// its last renewal + lease, and the new leader wrote only after that.
+	if res.TakeoverLeaseLeftMS <= 0 || res.TakeoverExpiredMS < res.TakeoverLeaseLeftMS || res.TakeoverMS < res.TakeoverExpiredMS {
+		t.Errorf("takeover: lease left %.1fms at the kill, expired after %.1fms, first write after %.1fms; want 0 < left ≤ expired ≤ first write",
+			res.TakeoverLeaseLeftMS, res.TakeoverExpiredMS, res.TakeoverMS)
 	}
 }

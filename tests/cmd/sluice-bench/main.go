@@ -41,6 +41,8 @@ func run(ctx context.Context, args []string) int {
 	maxPar := fs.Int("max-parallel", 50, "rollout maxParallel")
 	applyMS := fs.Int("apply-ms", 100, "simulated apply latency in milliseconds")
 	failWave := fs.Int("fail-wave", 2, "after the measured rollout, roll out a change in waves of 10, 20, 40 … nodes whose first node of this wave fails, and measure the revert (0: skip)")
+	lease := fs.Duration("leader-lease", contract.DefaultSettings().LeaderLease, "the coordinators' leader lease (the failover scenario's standby takes over after it expires)")
+	failover := fs.Bool("failover", true, "after the other scenarios, roll out a change under two coordinators, kill the leader when half the nodes are written and measure the takeover")
 	perConn := fs.Int("agents-per-conn", 250, "simulated agents sharing one NATS connection")
 	role := fs.String("role", "bench", "bench, or coordinator (internal: the measured child process)")
 	server := fs.String("server", "", "NATS URL (with --role coordinator)")
@@ -68,11 +70,11 @@ func run(ctx context.Context, args []string) int {
 		defer pprof.StopCPUProfile()
 	}
 	if *role == "coordinator" {
-		return runCoordinator(ctx, *server, log)
+		return runCoordinator(ctx, *server, *lease, log)
 	}
 	res, err := bench.Run(ctx, bench.Options{
 		Nodes: *nodes, MaxParallel: *maxPar, ApplyLatency: time.Duration(*applyMS) * time.Millisecond, AgentsPerConn: *perConn, FailWave: *failWave,
-		StartCoordinator: childCoordinator(*logLevel), Log: log,
+		LeaderLease: *lease, Failover: *failover, StartCoordinator: childCoordinator(*logLevel), Log: log,
 	})
 	b, _ := json.Marshal(res)
 	if err != nil {
@@ -85,13 +87,13 @@ func run(ctx context.Context, args []string) int {
 }
 
 // childCoordinator starts this binary as the coordinator process.
-func childCoordinator(logLevel string) func(url string) (func() (float64, error), error) {
-	return func(url string) (func() (float64, error), error) {
+func childCoordinator(logLevel string) func(url string, lease time.Duration) (func() (float64, error), error) {
+	return func(url string, lease time.Duration) (func() (float64, error), error) {
 		self, err := os.Executable()
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(self, "--role", "coordinator", "--server", url, "--log-level", logLevel)
+		cmd := exec.Command(self, "--role", "coordinator", "--server", url, "--log-level", logLevel, "--leader-lease", lease.String())
 		cmd.Stderr = os.Stderr
 		out, err := cmd.StdoutPipe()
 		if err != nil {
@@ -126,14 +128,16 @@ func childCoordinator(logLevel string) func(url string) (func() (float64, error)
 }
 
 // runCoordinator runs the coordinator, sampling the heap, and prints the peak on exit.
-func runCoordinator(ctx context.Context, url string, log zerolog.Logger) int {
+func runCoordinator(ctx context.Context, url string, lease time.Duration, log zerolog.Logger) int {
 	nc, err := nats.Connect(url)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
 	}
 	defer nc.Close()
-	c, err := coordinator.New(coordinator.Config{Conn: nc, Settings: contract.DefaultSettings(), Log: log, Instance: "bench"})
+	settings := contract.DefaultSettings()
+	settings.LeaderLease = lease
+	c, err := coordinator.New(coordinator.Config{Conn: nc, Settings: settings, Log: log, Instance: "bench"})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1

@@ -137,7 +137,16 @@ The strategy flags are those of apply, checked the same way.`,
 func (a *app) rejected(err error) error {
 	var apiErr *apiclient.Error
 	if errors.As(err, &apiErr) && len(apiErr.FieldErrors) > 0 {
-		printFieldErrors(a.streams.Err, apiErr.FieldErrors)
+		for _, fe := range apiErr.FieldErrors {
+			fmt.Fprintln(a.streams.Err, intent.FormatFieldError(fe))
+		}
+		// The configurator lists at most the first 100 problems; its
+		// description counts them all and says what was stored.
+		if apiErr.Description != "" {
+			fmt.Fprintf(a.streams.Err, "rejected: %s\n", apiErr.Description)
+		} else {
+			printRejected(a.streams.Err, len(apiErr.FieldErrors))
+		}
 		return silentExit(1)
 	}
 	return err
@@ -149,11 +158,15 @@ func printFieldErrors(w io.Writer, errs []*sluicev1.FieldError) {
 	for _, fe := range errs {
 		fmt.Fprintln(w, intent.FormatFieldError(fe))
 	}
+	printRejected(w, len(errs))
+}
+
+func printRejected(w io.Writer, n int) {
 	problems := "problems"
-	if len(errs) == 1 {
+	if n == 1 {
 		problems = "problem"
 	}
-	fmt.Fprintf(w, "rejected (%d %s): nothing was stored\n", len(errs), problems)
+	fmt.Fprintf(w, "rejected (%d %s): nothing was stored\n", n, problems)
 }
 
 // printApplied says what an apply changed, intent by intent, then the revision.

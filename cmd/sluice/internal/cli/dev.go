@@ -4,15 +4,20 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strconv"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/dev"
+	"github.com/sluicehq/sluice/pkg/contract"
 )
 
 func (a *app) devCommand() *cobra.Command {
 	opts := dev.Options{}
 	var noExamples bool
+	var replicas int
+	var leaderLease time.Duration
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run all of sluice in this process, on an embedded NATS server, with simulated agents",
@@ -25,8 +30,14 @@ On the first start of a data directory the examples are applied; later starts
 resume where the last one stopped and never undo what you applied. Remove the
 data directory to start over.
 
-Every service logs JSON to DATA/sluice.log; --verbose also prints the logs here.`,
-		Example: "  sluice dev\n  sluice dev --agents 20 --max-parallel 25%\n  sluice dev --check-cmd 'test \"$SLUICE_NODE\" != node-03'",
+Every service logs JSON to DATA/sluice.log; --verbose also prints the logs here.
+
+With --nats-cluster 3, three embedded servers run clustered over loopback
+(DATA/nats-1 … nats-3) and every bucket has 3 replicas: kill -USR1 <pid>
+stops one server and sluice carries on (again restarts it).
+
+Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
+		Example: "  sluice dev\n  sluice dev --agents 20 --max-parallel 25%\n  sluice dev --nats-cluster 3 --data ./.sluice-r3\n  sluice dev --check-cmd 'test \"$SLUICE_NODE\" != node-03'",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if noExamples {
@@ -43,6 +54,11 @@ Every service logs JSON to DATA/sluice.log; --verbose also prints the logs here.
 			if err := checkMaxParallel(opts.MaxParallel); err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
+			settings, err := devSettings(cmd, replicas, leaderLease, opts.NATSCluster)
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			opts.Settings = settings
 			opts.Stderr = a.streams.Err
 			opts.Version = a.version
 			return dev.Run(cmd.Context(), opts, a.streams.Out)
@@ -58,5 +74,34 @@ Every service logs JSON to DATA/sluice.log; --verbose also prints the logs here.
 	f.StringVar(&opts.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
 	f.StringArrayVar(&opts.CheckCmds, "check-cmd", nil, "health check every agent runs after each apply (repeatable): a shell command with SLUICE_NODE and SLUICE_CONFIG set; non-zero exit restores the node's last-good config")
 	f.BoolVarP(&opts.Verbose, "verbose", "v", false, "also print the services' logs to stderr")
+	f.IntVar(&opts.NATSCluster, "nats-cluster", 1, "embedded NATS servers: 1, or 3 clustered over loopback (ports --listen, +1, +2) to show failover")
+	f.IntVar(&replicas, "replicas", 0, "replicas of every bucket (env SLUICE_REPLICAS; default: the number of NATS servers)")
+	f.DurationVar(&leaderLease, "leader-lease", contract.DefaultSettings().LeaderLease, "the coordinator's leader lease (env SLUICE_LEADER_LEASE; at least 1s)")
 	return cmd
+}
+
+// devSettings are the bucket settings of `sluice dev`: flags win over
+// SLUICE_REPLICAS and SLUICE_LEADER_LEASE; replicas default to the number
+// of NATS servers.
+func devSettings(cmd *cobra.Command, replicas int, lease time.Duration, servers int) (contract.Settings, error) {
+	s := contract.DefaultSettings()
+	s.Replicas, s.LeaderLease = max(servers, 1), lease
+	if v, ok := os.LookupEnv("SLUICE_REPLICAS"); ok && !cmd.Flags().Changed("replicas") {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			return s, fmt.Errorf("SLUICE_REPLICAS=%q: want a number of replicas", v)
+		}
+		replicas = n
+	}
+	if replicas != 0 || cmd.Flags().Changed("replicas") {
+		s.Replicas = replicas
+	}
+	if v, ok := os.LookupEnv("SLUICE_LEADER_LEASE"); ok && !cmd.Flags().Changed("leader-lease") {
+		d, err := time.ParseDuration(v)
+		if err != nil {
+			return s, fmt.Errorf("SLUICE_LEADER_LEASE=%q: want a duration such as 10s", v)
+		}
+		s.LeaderLease = d
+	}
+	return s, s.Validate()
 }

@@ -21,7 +21,8 @@ import (
 type getKind struct {
 	name    string // plural, as shown in help
 	aliases []string
-	load    func(ctx context.Context, js jetstream.KeyValueManager) (listing, error)
+	// load reads the kind; values that do not decode are returned apart.
+	load func(ctx context.Context, js jetstream.KeyValueManager) (listing, []unreadableKey, error)
 }
 
 var getKinds = []getKind{
@@ -66,7 +67,14 @@ func (a *app) getCommand() *cobra.Command {
                  (configs recorded invalid, newest first; a rollout to one is
                  refused unless applied with --retry-invalid)
 
--o json and -o yaml print a list of the stored objects (protojson field names).`,
+A stored value that does not decode does not stop the listing: the table
+shows it as a row with its key and "<unreadable: bucket/key reason>" (and a
+hint on stderr), and the exit code stays 0. Control keys ("_fence") are
+never listed.
+
+-o json and -o yaml print {"items": [...], "unreadable": [...]}: items are the
+stored objects (protojson field names), unreadable the values that do not
+decode, each {bucket, key, reason}.`,
 		Example:   "  sluice get nodes\n  sluice get rollouts -o yaml",
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: names,
@@ -83,45 +91,72 @@ func (a *app) getCommand() *cobra.Command {
 				return err
 			}
 			defer nc.Close()
-			l, err := kind.load(cmd.Context(), js)
+			l, bad, err := kind.load(cmd.Context(), js)
 			if err != nil {
 				return err
 			}
-			return printListing(a.streams.Out, l, output, a.now())
+			if len(bad) > 0 && output == formatTable {
+				fmt.Fprintln(a.streams.Err, unreadableHint(len(bad)))
+			}
+			return printListing(a.streams.Out, l, bad, output, a.now())
 		},
 	}
 	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, json or yaml")
 	return cmd
 }
 
-// list reads every live entry of a bucket that decodes as T, skipping the keys in skip.
-func list[T proto.Message](ctx context.Context, js jetstream.KeyValueManager, name string, newT func() T, skip ...string) ([]T, error) {
+// list reads every live entry of a bucket that decodes as T, skipping
+// control keys and the keys in skip; entries that do not decode are
+// returned apart.
+func list[T proto.Message](ctx context.Context, js jetstream.KeyValueManager, name string, newT func() T, skip ...string) ([]T, []unreadableKey, error) {
 	kv, err := bucket(ctx, js, name)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	entries, err := store.New(kv, newT).List(ctx, ">")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	out := make([]T, 0, len(entries))
+	var bad []unreadableKey
 	for _, e := range entries {
-		if !slices.Contains(skip, e.Key) {
+		switch {
+		case contract.IsControlKey(e.Key), slices.Contains(skip, e.Key):
+		case e.Err != nil:
+			bad = append(bad, newUnreadable(name, e.Key, e.Err))
+		default:
 			out = append(out, e.Value)
 		}
 	}
-	return out, nil
+	return out, bad, nil
 }
 
-func loadIntents(ctx context.Context, js jetstream.KeyValueManager) (listing, error) {
-	items, err := list(ctx, js, contract.BucketIntents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} })
-	return intentList(items), err
-}
-
-func loadRevisions(ctx context.Context, js jetstream.KeyValueManager) (listing, error) {
-	items, err := list(ctx, js, contract.BucketRevisions, func() *sluicev1.Revision { return &sluicev1.Revision{} }, contract.KeyHead)
+// getOne reads bucket/key as T: ok is false when the key does not exist or
+// its value does not decode (then bad describes it).
+func getOne[T proto.Message](ctx context.Context, js jetstream.KeyValueManager, name, key string, newT func() T) (v T, bad []unreadableKey, err error) {
+	kv, err := bucket(ctx, js, name)
 	if err != nil {
-		return nil, err
+		return v, nil, err
+	}
+	e, err := store.New(kv, newT).Get(ctx, key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return v, nil, nil
+	case undecodable(err):
+		return v, []unreadableKey{newUnreadable(name, key, err)}, nil
+	}
+	return e.Value, nil, err
+}
+
+func loadIntents(ctx context.Context, js jetstream.KeyValueManager) (listing, []unreadableKey, error) {
+	items, bad, err := list(ctx, js, contract.BucketIntents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} })
+	return intentList(items), bad, err
+}
+
+func loadRevisions(ctx context.Context, js jetstream.KeyValueManager) (listing, []unreadableKey, error) {
+	items, bad, err := list(ctx, js, contract.BucketRevisions, func() *sluicev1.Revision { return &sluicev1.Revision{} }, contract.KeyHead, contract.KeyPending)
+	if err != nil {
+		return nil, nil, err
 	}
 	slices.SortStableFunc(items, func(a, b *sluicev1.Revision) int {
 		if c := b.GetCreatedAt().AsTime().Compare(a.GetCreatedAt().AsTime()); c != 0 {
@@ -129,68 +164,42 @@ func loadRevisions(ctx context.Context, js jetstream.KeyValueManager) (listing, 
 		}
 		return cmp.Compare(a.GetId(), b.GetId())
 	})
-	head, err := getHead(ctx, js)
+	head, badHead, err := getOne(ctx, js, contract.BucketRevisions, contract.KeyHead, func() *sluicev1.Head { return &sluicev1.Head{} })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return revisionList{items: items, head: head}, nil
+	return revisionList{items: items, head: head}, append(badHead, bad...), nil
 }
 
-// getHead returns revisions/head, or nil when nothing was applied yet.
-func getHead(ctx context.Context, js jetstream.KeyValueManager) (*sluicev1.Head, error) {
-	kv, err := bucket(ctx, js, contract.BucketRevisions)
+func loadNodes(ctx context.Context, js jetstream.KeyValueManager) (listing, []unreadableKey, error) {
+	presences, badP, err := list(ctx, js, contract.BucketNodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	e, err := store.New(kv, func() *sluicev1.Head { return &sluicev1.Head{} }).Get(ctx, contract.KeyHead)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
+	statuses, badS, err := list(ctx, js, contract.BucketStatus, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	if err != nil {
+		return nil, nil, err
 	}
-	return e.Value, err
+	return mergeNodes(presences, statuses), append(badP, badS...), nil
 }
 
-func loadNodes(ctx context.Context, js jetstream.KeyValueManager) (listing, error) {
-	presences, err := list(ctx, js, contract.BucketNodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
+func loadRollouts(ctx context.Context, js jetstream.KeyValueManager) (listing, []unreadableKey, error) {
+	items, bad, err := list(ctx, js, contract.BucketRollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }, contract.KeyActive, contract.KeyLastApplied)
 	if err != nil {
-		return nil, err
-	}
-	statuses, err := list(ctx, js, contract.BucketStatus, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
-	if err != nil {
-		return nil, err
-	}
-	return mergeNodes(presences, statuses), nil
-}
-
-func loadRollouts(ctx context.Context, js jetstream.KeyValueManager) (listing, error) {
-	items, err := list(ctx, js, contract.BucketRollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }, contract.KeyActive, contract.KeyLastApplied)
-	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	sortRollouts(items)
-	active, err := getRolloutRef(ctx, js, contract.KeyActive)
+	active, badActive, err := getOne(ctx, js, contract.BucketRollouts, contract.KeyActive, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
-	return rolloutList{items: items, active: active.GetRollout()}, nil
+	return rolloutList{items: items, active: active.GetRollout()}, append(badActive, bad...), nil
 }
 
-// getRolloutRef returns rollouts/<key>, or nil when it does not exist.
-func getRolloutRef(ctx context.Context, js jetstream.KeyValueManager, key string) (*sluicev1.RolloutRef, error) {
-	kv, err := bucket(ctx, js, contract.BucketRollouts)
+func loadFingerprints(ctx context.Context, js jetstream.KeyValueManager) (listing, []unreadableKey, error) {
+	items, bad, err := list(ctx, js, contract.BucketFingerprints, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} })
 	if err != nil {
-		return nil, err
-	}
-	e, err := store.New(kv, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Get(ctx, key)
-	if errors.Is(err, store.ErrNotFound) {
-		return nil, nil
-	}
-	return e.Value, err
-}
-
-func loadFingerprints(ctx context.Context, js jetstream.KeyValueManager) (listing, error) {
-	items, err := list(ctx, js, contract.BucketFingerprints, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} })
-	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	slices.SortStableFunc(items, func(a, b *sluicev1.InvalidFingerprint) int {
 		if c := b.GetTime().AsTime().Compare(a.GetTime().AsTime()); c != 0 {
@@ -198,5 +207,5 @@ func loadFingerprints(ctx context.Context, js jetstream.KeyValueManager) (listin
 		}
 		return cmp.Compare(a.GetFingerprint(), b.GetFingerprint())
 	})
-	return fingerprintList(items), nil
+	return fingerprintList(items), bad, nil
 }

@@ -36,20 +36,34 @@ const (
 
 var formats = []string{formatTable, formatJSON, formatYAML}
 
-// printListing writes l in format to w.
-func printListing(w io.Writer, l listing, format string, now time.Time) error {
+// listObject is a listing in json and yaml output.
+type listObject struct {
+	Items      []json.RawMessage `json:"items"`
+	Unreadable []unreadableKey   `json:"unreadable"`
+}
+
+// printListing writes l, then the values that did not decode, in format to w.
+func printListing(w io.Writer, l listing, unreadable []unreadableKey, format string, now time.Time) error {
 	switch format {
 	case formatTable:
-		return writeTable(w, l.table(now))
+		rows := l.table(now)
+		for _, u := range unreadable {
+			rows = append(rows, []string{u.Key, u.cell()})
+		}
+		return writeTable(w, rows)
 	case formatJSON, formatYAML:
 		objs, err := l.objects()
 		if err != nil {
 			return err
 		}
-		if objs == nil {
-			objs = []json.RawMessage{}
+		o := listObject{Items: objs, Unreadable: unreadable}
+		if o.Items == nil {
+			o.Items = []json.RawMessage{}
 		}
-		b, err := json.MarshalIndent(objs, "", "  ")
+		if o.Unreadable == nil {
+			o.Unreadable = []unreadableKey{}
+		}
+		b, err := json.MarshalIndent(o, "", "  ")
 		if err != nil {
 			return fmt.Errorf("encode json: %w", err)
 		}
@@ -234,7 +248,7 @@ func (l rolloutList) table(now time.Time) [][]string {
 		c := r.GetCounts()
 		rows = append(rows, []string{
 			id, short(r.GetRevision()), rolloutPhase(r.GetPhase()),
-			fmt.Sprintf("%d/%d", c.GetProvisioned(), c.GetTotal()), fmt.Sprint(c.GetFailed() + c.GetTimedOut()),
+			fmt.Sprintf("%d/%d", c.GetProvisioned(), c.GetTotal()), fmt.Sprint(c.GetFailed()),
 			fmt.Sprint(c.GetSkipped()), fmt.Sprint(c.GetReverted()),
 			age(now, r.GetStartedAt()), rolloutDuration(r, now), oneLine(r.GetReason(), 60),
 		})
@@ -270,11 +284,15 @@ func sortRollouts(rs []*sluicev1.Rollout) {
 type fingerprintList []*sluicev1.InvalidFingerprint
 
 func (l fingerprintList) table(now time.Time) [][]string {
-	rows := [][]string{{"FINGERPRINT", "REVISION", "ROLLOUT", "NODE", "CHECK", "TIME", "OUTPUT"}}
+	rows := [][]string{{"FINGERPRINT", "REVISION", "ROLLOUT", "NODE", "CAUSE", "CHECK", "TIME", "OUTPUT"}}
 	for _, f := range l {
+		cause := f.GetCause()
+		if cause == "" {
+			cause = "check-failed" // recorded before causes were
+		}
 		rows = append(rows, []string{
 			shortN(f.GetFingerprint(), 12), short(f.GetRevision()), orNone(f.GetRollout()), orNone(f.GetNode()),
-			orNone(f.GetCheck()), age(now, f.GetTime()), oneLine(f.GetOutput(), 50),
+			cause, orNone(f.GetCheck()), age(now, f.GetTime()), oneLine(f.GetOutput(), 50),
 		})
 	}
 	return rows

@@ -55,12 +55,12 @@ func tableFixtures() map[string]listing {
 				{Id: "2-bbbbbbbbbbbb", Revision: revB, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Reason: "head moved",
 					StartedAt: ago(30 * time.Second), Counts: &sluicev1.RolloutCounts{Total: 10, Provisioned: 4, Failed: 1}},
 				{Id: "1-aaaaaaaaaaaa", Revision: revA, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Reason: "node-03 failed",
-					StartedAt: ago(time.Hour), FinishedAt: ago(58 * time.Minute), Counts: &sluicev1.RolloutCounts{Total: 10, Provisioned: 2, Failed: 2, TimedOut: 1, Skipped: 1, Reverted: 4}},
+					StartedAt: ago(time.Hour), FinishedAt: ago(58 * time.Minute), Counts: &sluicev1.RolloutCounts{Total: 10, Provisioned: 2, Failed: 3, TimedOut: 1, Skipped: 1, Reverted: 4}},
 			},
 			active: "2-bbbbbbbbbbbb",
 		},
 		"fingerprints": fingerprintList{
-			{Fingerprint: fpX, Revision: revB, Rollout: "2-bbbbbbbbbbbb", Node: "node-03", Check: "ping", Output: strings.Repeat("timeout ", 20), Time: ago(4 * time.Minute)},
+			{Fingerprint: fpX, Revision: revB, Rollout: "2-bbbbbbbbbbbb", Node: "node-03", Cause: "timed-out", Check: "ping", Output: strings.Repeat("timeout ", 20), Time: ago(4 * time.Minute)},
 		},
 	}
 }
@@ -92,15 +92,15 @@ func TestTable_ShowsEachKindsColumns(t *testing.T) {
 			{"1-aaaaaaaaaaaa", "aaaaaaaaaaaa", "RolledBack", "2/10", "3", "1", "4", "60m", "2m", "node-03", "failed"},
 		}},
 		{"fingerprints", [][]string{
-			{"FINGERPRINT", "REVISION", "ROLLOUT", "NODE", "CHECK", "TIME", "OUTPUT"},
-			append([]string{"cccccccccccc", "bbbbbbbbbbbb", "2-bbbbbbbbbbbb", "node-03", "ping", "4m"}, strings.Fields(strings.Repeat("timeout ", 6)+"t…")...),
+			{"FINGERPRINT", "REVISION", "ROLLOUT", "NODE", "CAUSE", "CHECK", "TIME", "OUTPUT"},
+			append([]string{"cccccccccccc", "bbbbbbbbbbbb", "2-bbbbbbbbbbbb", "node-03", "timed-out", "ping", "4m"}, strings.Fields(strings.Repeat("timeout ", 6)+"t…")...),
 		}},
 	}
 	fixtures := tableFixtures()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
-			if err := printListing(&out, fixtures[tt.name], formatTable, now); err != nil {
+			if err := printListing(&out, fixtures[tt.name], nil, formatTable, now); err != nil {
 				t.Fatal(err)
 			}
 			lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
@@ -127,7 +127,7 @@ func TestTable_ShowsEachKindsColumns(t *testing.T) {
 
 func TestTable_EmptyListingPrintsOnlyTheHeader(t *testing.T) {
 	var out bytes.Buffer
-	if err := printListing(&out, intentList(nil), formatTable, now); err != nil {
+	if err := printListing(&out, intentList(nil), nil, formatTable, now); err != nil {
 		t.Fatal(err)
 	}
 	if got := strings.Fields(out.String()); strings.Join(got, " ") != "KIND NAME STATUS SOURCE UPDATED" {
@@ -144,12 +144,12 @@ func decodeList[T proto.Message](t *testing.T, format string, out []byte, newT f
 			t.Fatalf("yaml: %v", err)
 		}
 	}
-	var raws []json.RawMessage
-	if err := json.Unmarshal(out, &raws); err != nil {
-		t.Fatalf("not a JSON list: %v\n%s", err, out)
+	var o listObject
+	if err := json.Unmarshal(out, &o); err != nil {
+		t.Fatalf("not a JSON list object: %v\n%s", err, out)
 	}
-	items := make([]T, 0, len(raws))
-	for _, r := range raws {
+	items := make([]T, 0, len(o.Items))
+	for _, r := range o.Items {
 		v := newT()
 		if err := store.Unmarshal(r, v); err != nil {
 			t.Fatalf("item %s: %v", r, err)
@@ -165,7 +165,7 @@ func TestOutput_JSONAndYAMLRoundTripTheStoredObjects(t *testing.T) {
 		t.Run(format, func(t *testing.T) {
 			print := func(l listing) []byte {
 				var out bytes.Buffer
-				if err := printListing(&out, l, format, now); err != nil {
+				if err := printListing(&out, l, nil, format, now); err != nil {
 					t.Fatal(err)
 				}
 				return out.Bytes()
@@ -199,10 +199,11 @@ func TestOutput_JSONAndYAMLRoundTripTheStoredObjects(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var objs []nodeObject
-			if err := json.Unmarshal(out, &objs); err != nil {
+			var list struct{ Items []nodeObject }
+			if err := json.Unmarshal(out, &list); err != nil {
 				t.Fatal(err)
 			}
+			objs := list.Items
 			if len(objs) != len(nodes) {
 				t.Fatalf("nodes: got %d, want %d", len(objs), len(nodes))
 			}
@@ -231,11 +232,14 @@ func TestOutput_JSONAndYAMLRoundTripTheStoredObjects(t *testing.T) {
 }
 
 func TestOutput_EmptyListIsAnEmptyList(t *testing.T) {
-	tests := []struct{ format, want string }{{formatJSON, "[]\n"}, {formatYAML, "[]\n"}}
+	tests := []struct{ format, want string }{
+		{formatJSON, "{\n  \"items\": [],\n  \"unreadable\": []\n}\n"},
+		{formatYAML, "items: []\nunreadable: []\n"},
+	}
 	for _, tt := range tests {
 		t.Run(tt.format, func(t *testing.T) {
 			var out bytes.Buffer
-			if err := printListing(&out, rolloutList{}, tt.format, now); err != nil {
+			if err := printListing(&out, rolloutList{}, nil, tt.format, now); err != nil {
 				t.Fatal(err)
 			}
 			if out.String() != tt.want {

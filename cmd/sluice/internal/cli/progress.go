@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
 )
@@ -37,12 +38,6 @@ func rolloutExitCode(p sluicev1.RolloutPhase) int {
 	return ExitUnreadable
 }
 
-// terminal reports whether a rollout in phase p has ended.
-func terminal(p sluicev1.RolloutPhase) bool {
-	return p != sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING && p != sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING &&
-		p != sluicev1.RolloutPhase_ROLLOUT_PHASE_UNSPECIFIED
-}
-
 // barWidth is the number of cells in the progress bar.
 const barWidth = 30
 
@@ -57,10 +52,17 @@ func progressBar(done, total uint32, width int) string {
 
 // countsLine lists how many of the rollout's nodes are in each place.
 func countsLine(c *sluicev1.RolloutCounts) string {
-	line := fmt.Sprintf("pending %d, in progress %d, provisioned %d, failed %d, skipped %d",
-		c.GetPending(), c.GetInProgress(), c.GetProvisioned(), c.GetFailed(), c.GetSkipped())
-	if c.GetTimedOut()+c.GetReverting()+c.GetReverted() > 0 {
-		line += fmt.Sprintf(", timed out %d, reverting %d, reverted %d", c.GetTimedOut(), c.GetReverting(), c.GetReverted())
+	failed := fmt.Sprint(c.GetFailed())
+	if c.GetTimedOut() > 0 {
+		failed = fmt.Sprintf("%d (%d timed out)", c.GetFailed(), c.GetTimedOut())
+	}
+	line := fmt.Sprintf("pending %d, in progress %d, provisioned %d, failed %s, skipped %d",
+		c.GetPending(), c.GetInProgress(), c.GetProvisioned(), failed, c.GetSkipped())
+	if c.GetReverting()+c.GetReverted()+c.GetRevertFailed() > 0 {
+		line += fmt.Sprintf(", reverting %d, reverted %d", c.GetReverting(), c.GetReverted())
+		if c.GetRevertFailed() > 0 {
+			line += fmt.Sprintf(", revert failed %d", c.GetRevertFailed())
+		}
 	}
 	return line
 }
@@ -138,6 +140,10 @@ const (
 type liveNode struct {
 	desired *sluicev1.DesiredConfig
 	status  *sluicev1.NodeStatus
+	// unreadable, if set, says that its desired config or its status does
+	// not decode ("<unreadable: …>"); desired then names only the node if
+	// it is the desired config.
+	unreadable string
 }
 
 // nodeLines is a table of the nodes that did not simply succeed: the
@@ -170,7 +176,7 @@ func nodeLines(r *sluicev1.Rollout, live []liveNode, now time.Time) []string {
 			continue
 		}
 		if i, ok := listed[l.desired.GetNode()]; ok {
-			if l.desired.GetRevert() && (res == "reverting" || res == "reverted") {
+			if l.desired.GetRevert() && (res == "reverting" || res == "reverted") || res == "unreadable" {
 				rows[i].result += ", " + res
 			}
 			continue
@@ -207,6 +213,9 @@ func nodeLines(r *sluicev1.Rollout, live []liveNode, now time.Time) []string {
 // the failed check, a message and the check's output; show is false for a
 // node that simply succeeded.
 func liveState(l liveNode, now time.Time) (result, check, msg, output string, show bool) {
+	if l.unreadable != "" {
+		return "unreadable", "", l.unreadable, "", true
+	}
 	d, st := l.desired, l.status
 	reported := st != nil && st.GetFingerprint() == d.GetFingerprint()
 	since := st.GetApplyStartedAt()
@@ -264,7 +273,7 @@ func rolloutLines(r *sluicev1.Rollout, live []liveNode, now time.Time) []string 
 		progressBar(r.GetCounts().GetProvisioned(), r.GetCounts().GetTotal(), barWidth) + " provisioned",
 		countsLine(r.GetCounts()),
 	}
-	if st := stageLine(r, now); st != "" && !terminal(r.GetPhase()) {
+	if st := stageLine(r, now); st != "" && !contract.Terminal(r.GetPhase()) {
 		lines = append(lines, "stage     "+st)
 	}
 	lines = append(lines, nodeLines(r, live, now)...)
@@ -306,7 +315,7 @@ func outcomeLine(r *sluicev1.Rollout) string {
 // outcomeReason is the record's reason or, for an ended rollout that has
 // none, its first failure.
 func outcomeReason(r *sluicev1.Rollout) string {
-	if r.GetReason() != "" || !terminal(r.GetPhase()) || len(r.GetFailures()) == 0 {
+	if r.GetReason() != "" || !contract.Terminal(r.GetPhase()) || len(r.GetFailures()) == 0 {
 		return r.GetReason()
 	}
 	f := r.GetFailures()[0]

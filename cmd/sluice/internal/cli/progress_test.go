@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -32,7 +33,7 @@ func TestRolloutExitCode_MapsEachPhase(t *testing.T) {
 			if got := rolloutExitCode(tt.given); got != tt.want {
 				t.Errorf("exit code = %d, want %d", got, tt.want)
 			}
-			if got := terminal(tt.given); got != tt.wantTerminal {
+			if got := contract.Terminal(tt.given); got != tt.wantTerminal {
 				t.Errorf("terminal = %v, want %v", got, tt.wantTerminal)
 			}
 		})
@@ -66,7 +67,7 @@ func rolledBack() *sluicev1.Rollout {
 		Strategy: &sluicev1.Strategy{MaxParallel: "2"},
 		Phase:    sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Reason: "2 nodes failed, budget 0: reverted 5 nodes",
 		StartedAt: ago(2 * time.Minute), FinishedAt: ago(time.Minute),
-		Counts: &sluicev1.RolloutCounts{Total: 10, Pending: 3, Provisioned: 5, Failed: 1, TimedOut: 1, Reverted: 5},
+		Counts: &sluicev1.RolloutCounts{Total: 10, Pending: 3, Provisioned: 5, Failed: 2, TimedOut: 1, Reverted: 5},
 		Failures: []*sluicev1.NodeOutcome{
 			{Node: "node-03", Phase: sluicev1.NodePhase_NODE_PHASE_INVALID, Result: sluicev1.NodeResult_NODE_RESULT_INVALID,
 				FailedCheck: "ping", Message: "10.0.0.1 unreachable", Output: "100% packet loss"},
@@ -85,7 +86,7 @@ func TestRolloutLines_EndWithTheOutcomeAndReason(t *testing.T) {
 		"strategy  max parallel 2, failure budget 0 (default)",
 		"RolledBack, started 2m ago, ran 1m",
 		"[###############...............] 5/10 provisioned",
-		"pending 3, in progress 0, provisioned 5, failed 1, skipped 0, timed out 1, reverting 0, reverted 5",
+		"pending 3, in progress 0, provisioned 5, failed 2 (1 timed out), skipped 0, reverting 0, reverted 5",
 		"nodes that did not simply succeed:",
 		"  NODE      RESULT      CHECK      MESSAGE",
 		"  node-03   invalid     ping       10.0.0.1 unreachable | output: 100% packet loss",
@@ -237,16 +238,18 @@ func TestLiveState_SaysWhereANodeIsWithItsDesiredConfig(t *testing.T) {
 		given liveNode
 		want  string // result|check|message|output; "" = not shown
 	}{
-		{"no status yet", liveNode{desired(false, ago(time.Minute)), nil}, "in progress||written 1m ago; the agent has not picked it up|"},
-		{"status of an older config", liveNode{desired(false, ago(time.Minute)), status(provisioned, fpOther)}, "in progress||written 1m ago; the agent has not picked it up|"},
-		{"no write time", liveNode{desired(false, nil), nil}, "in progress||the agent has not picked it up|"},
-		{"applying", liveNode{desired(false, nil), status(provisioning, fpX)}, "in progress||applying for 20s|"},
-		{"provisioned: simply succeeded", liveNode{desired(false, nil), status(provisioned, fpX)}, ""},
-		{"invalid, not yet recorded", liveNode{desired(false, nil), status(invalid, fpX)}, "invalid|ping|unreachable|100% loss"},
-		{"revert not picked up", liveNode{desired(true, ago(time.Minute)), status(invalid, fpOther)}, "reverting||backup cccccccccccc written 1m ago; the agent has not picked it up|"},
-		{"revert applying", liveNode{desired(true, nil), status(provisioning, fpX)}, "reverting||applying its backup for 20s|"},
-		{"reverted", liveNode{desired(true, nil), status(provisioned, fpX)}, "reverted||backup cccccccccccc is in force again|"},
-		{"revert failed", liveNode{desired(true, nil), status(invalid, fpX)}, "revert failed|ping|unreachable|100% loss"},
+		{"no status yet", liveNode{desired: desired(false, ago(time.Minute))}, "in progress||written 1m ago; the agent has not picked it up|"},
+		{"status of an older config", liveNode{desired: desired(false, ago(time.Minute)), status: status(provisioned, fpOther)}, "in progress||written 1m ago; the agent has not picked it up|"},
+		{"no write time", liveNode{desired: desired(false, nil), status: nil}, "in progress||the agent has not picked it up|"},
+		{"applying", liveNode{desired: desired(false, nil), status: status(provisioning, fpX)}, "in progress||applying for 20s|"},
+		{"provisioned: simply succeeded", liveNode{desired: desired(false, nil), status: status(provisioned, fpX)}, ""},
+		{"invalid, not yet recorded", liveNode{desired: desired(false, nil), status: status(invalid, fpX)}, "invalid|ping|unreachable|100% loss"},
+		{"revert not picked up", liveNode{desired: desired(true, ago(time.Minute)), status: status(invalid, fpOther)}, "reverting||backup cccccccccccc written 1m ago; the agent has not picked it up|"},
+		{"revert applying", liveNode{desired: desired(true, nil), status: status(provisioning, fpX)}, "reverting||applying its backup for 20s|"},
+		{"reverted", liveNode{desired: desired(true, nil), status: status(provisioned, fpX)}, "reverted||backup cccccccccccc is in force again|"},
+		{"revert failed", liveNode{desired: desired(true, nil), status: status(invalid, fpX)}, "revert failed|ping|unreachable|100% loss"},
+		{"status unreadable", liveNode{desired: desired(false, nil), unreadable: "<unreadable: sluice-status/n1 value does not decode>"},
+			"unreadable||<unreadable: sluice-status/n1 value does not decode>|"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -265,10 +268,10 @@ func TestLiveState_SaysWhereANodeIsWithItsDesiredConfig(t *testing.T) {
 func TestNodeLines_RecordFirstThenLiveNodesByName_OneRowPerNode(t *testing.T) {
 	r := rolledBack()
 	live := []liveNode{
-		{&sluicev1.DesiredConfig{Node: "node-12", Fingerprint: fpX}, nil},
-		{&sluicev1.DesiredConfig{Node: "node-03", Fingerprint: fpX, Revert: true}, &sluicev1.NodeStatus{Fingerprint: fpX, Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONING}},
-		{&sluicev1.DesiredConfig{Node: "node-11", Fingerprint: fpX}, &sluicev1.NodeStatus{Fingerprint: fpX, Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED}},
-		{&sluicev1.DesiredConfig{Node: "node-10", Fingerprint: fpX}, nil},
+		{desired: &sluicev1.DesiredConfig{Node: "node-12", Fingerprint: fpX}, status: nil},
+		{desired: &sluicev1.DesiredConfig{Node: "node-03", Fingerprint: fpX, Revert: true}, status: &sluicev1.NodeStatus{Fingerprint: fpX, Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONING}},
+		{desired: &sluicev1.DesiredConfig{Node: "node-11", Fingerprint: fpX}, status: &sluicev1.NodeStatus{Fingerprint: fpX, Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED}},
+		{desired: &sluicev1.DesiredConfig{Node: "node-10", Fingerprint: fpX}, status: nil},
 	}
 	var nodes []string
 	for _, l := range nodeLines(r, live, now)[2:] {

@@ -80,7 +80,7 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool) error {
 		return err
 	}
 	rollouts := store.New(kv, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
-	target, err := pickRollout(ctx, js, rollouts, id)
+	target, bad, err := pickRollout(ctx, js, rollouts, id)
 	if err != nil {
 		return err
 	}
@@ -94,14 +94,24 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool) error {
 		if errors.Is(err, store.ErrNotFound) {
 			return fmt.Errorf("rollout %s not found: list rollouts with `sluice get rollouts`", target.id)
 		}
+		if undecodable(err) {
+			return fmt.Errorf("the record of rollout %s does not decode (%w): look at it with `nats kv get %s %s`",
+				target.id, err, contract.BucketRollouts, target.id)
+		}
 		if err != nil {
 			return err
 		}
-		live, err := liveNodes(ctx, js, target.id)
+		live, badLive, err := liveNodes(ctx, js, target.id)
 		if err != nil {
 			return err
 		}
 		writeLines(a.streams.Out, rolloutLines(e.Value, live, a.now()))
+		if bad = append(bad, badLive...); len(bad) > 0 {
+			fmt.Fprintln(a.streams.Err, unreadableHint(len(bad)))
+			for _, u := range bad {
+				fmt.Fprintln(a.streams.Err, "  "+u.cell())
+			}
+		}
 		return exitFor(e.Value.GetPhase())
 	}
 	return a.watchRollout(ctx, rollouts, target)
@@ -109,27 +119,32 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool) error {
 
 // pickRollout chooses the rollout to show: id when given, else the active
 // one, else the newest; and when the head is newer than that, its rollout
-// once it starts.
-func pickRollout(ctx context.Context, js jetstream.KeyValueManager, rollouts *store.Store[*sluicev1.Rollout], id string) (rolloutTarget, error) {
+// once it starts. Values it skipped because they do not decode are
+// returned, to be mentioned.
+func pickRollout(ctx context.Context, js jetstream.KeyValueManager, rollouts *store.Store[*sluicev1.Rollout], id string) (rolloutTarget, []unreadableKey, error) {
 	if id != "" {
-		return rolloutTarget{id: id}, nil
+		return rolloutTarget{id: id}, nil, nil
 	}
 	var t rolloutTarget
 	var gen uint64
-	active, err := getRolloutRef(ctx, js, contract.KeyActive)
+	active, bad, err := getOne(ctx, js, contract.BucketRollouts, contract.KeyActive, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
 	if err != nil {
-		return t, err
+		return t, nil, err
 	}
 	if active != nil {
 		t.id, gen = active.GetRollout(), active.GetGeneration()
 	} else {
 		all, err := rollouts.List(ctx, ">")
 		if err != nil {
-			return t, err
+			return t, nil, err
 		}
 		var rs []*sluicev1.Rollout
 		for _, e := range all {
-			if e.Key != contract.KeyActive && e.Key != contract.KeyLastApplied {
+			switch {
+			case e.Key == contract.KeyActive || e.Key == contract.KeyLastApplied || contract.IsControlKey(e.Key):
+			case e.Err != nil:
+				bad = append(bad, newUnreadable(contract.BucketRollouts, e.Key, e.Err))
+			default:
 				rs = append(rs, e.Value)
 			}
 		}
@@ -138,19 +153,24 @@ func pickRollout(ctx context.Context, js jetstream.KeyValueManager, rollouts *st
 			t.id, gen = rs[0].GetId(), rs[0].GetGeneration()
 		}
 	}
-	head, err := getHead(ctx, js)
+	// An unreadable head only means the head's rollout cannot be waited for.
+	head, badHead, err := getOne(ctx, js, contract.BucketRevisions, contract.KeyHead, func() *sluicev1.Head { return &sluicev1.Head{} })
 	if err != nil {
-		return t, err
+		return t, nil, err
 	}
+	bad = append(bad, badHead...)
 	if head != nil && head.GetGeneration() > gen {
 		// The head moved after the rollout we found started: the operator
 		// wants the head's rollout, which the coordinator is about to start.
-		return rolloutTarget{waitGen: head.GetGeneration(), head: head}, nil
+		return rolloutTarget{waitGen: head.GetGeneration(), head: head}, bad, nil
+	}
+	if t.id == "" && len(bad) > 0 {
+		return t, nil, fmt.Errorf("no readable rollout: %s (%s); name a rollout to show: sluice rollout status ID", bad[0].cell(), unreadableHint(len(bad)))
 	}
 	if t.id == "" {
-		return t, errors.New("there are no rollouts yet: apply intents first (sluice apply -f examples/)")
+		return t, nil, errors.New("there are no rollouts yet: apply intents first (sluice apply -f examples/)")
 	}
-	return t, nil
+	return t, bad, nil
 }
 
 // watchRollout redraws the target rollout on every change until it ends.
@@ -188,10 +208,13 @@ func (a *app) watchRollout(ctx context.Context, rollouts *store.Store[*sluicev1.
 				return fmt.Errorf("rollout %s not found: list rollouts with `sluice get rollouts`", t.id)
 			}
 			continue
-		case e.Key == contract.KeyActive || e.Key == contract.KeyLastApplied:
+		case e.Key == contract.KeyActive || e.Key == contract.KeyLastApplied || contract.IsControlKey(e.Key):
 			continue
+		case e.Err != nil && e.Key == t.id:
+			return fmt.Errorf("the record of rollout %s does not decode (%w): look at it with `nats kv get %s %s`",
+				t.id, e.Err, contract.BucketRollouts, t.id)
 		case e.Err != nil:
-			return e.Err
+			continue // another rollout's record: not this watch's business
 		case e.Deleted:
 			if e.Key == t.id {
 				return fmt.Errorf("rollout %s was deleted while watching it (retention removed it)", t.id)
@@ -207,7 +230,7 @@ func (a *app) watchRollout(ctx context.Context, rollouts *store.Store[*sluicev1.
 		seen = true
 		r := e.Value
 		d.draw(r, a.now())
-		if terminal(r.GetPhase()) {
+		if contract.Terminal(r.GetPhase()) {
 			d.finish(r, a.now())
 			return exitFor(r.GetPhase())
 		}
@@ -258,38 +281,59 @@ func (d *drawer) finish(r *sluicev1.Rollout, now time.Time) {
 }
 
 // liveNodes reads the nodes whose desired config (or revert) belongs to the
-// rollout id, with their agents' status.
-func liveNodes(ctx context.Context, js jetstream.KeyValueManager, id string) ([]liveNode, error) {
+// rollout id, with their agents' status. A desired config that does not
+// decode may belong to it: that node is listed as unreadable, as is a node
+// whose status does not decode; both are also returned apart.
+func liveNodes(ctx context.Context, js jetstream.KeyValueManager, id string) ([]liveNode, []unreadableKey, error) {
 	kv, err := bucket(ctx, js, contract.BucketNodeConfigs)
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	// Node names may hold dots, so the keys are matched whole, not by a "*.desired" filter.
 	configs, err := store.New(kv, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }).List(ctx, ">")
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	var live []liveNode
+	var bad []unreadableKey
 	for _, e := range configs {
-		if node, _, ok := contract.NodeOfConfigKey(e.Key); ok && e.Key == contract.DesiredKey(node) && e.Value.GetRollout() == id {
+		node, _, ok := contract.NodeOfConfigKey(e.Key)
+		if !ok || contract.IsControlKey(e.Key) || e.Key != contract.DesiredKey(node) {
+			continue
+		}
+		switch {
+		case e.Err != nil:
+			u := newUnreadable(contract.BucketNodeConfigs, e.Key, e.Err)
+			bad = append(bad, u)
+			live = append(live, liveNode{desired: &sluicev1.DesiredConfig{Node: node}, unreadable: u.cell()})
+		case e.Value.GetRollout() == id:
 			live = append(live, liveNode{desired: e.Value})
 		}
 	}
 	if len(live) == 0 {
-		return nil, nil
+		return nil, bad, nil
 	}
-	statuses, err := list(ctx, js, contract.BucketStatus, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	statuses, badStatus, err := list(ctx, js, contract.BucketStatus, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	byNode := make(map[string]*sluicev1.NodeStatus, len(statuses))
 	for _, st := range statuses {
 		byNode[st.GetNode()] = st
 	}
-	for i := range live {
-		live[i].status = byNode[live[i].desired.GetNode()]
+	unreadableStatus := make(map[string]unreadableKey, len(badStatus))
+	for _, u := range badStatus {
+		unreadableStatus[u.Key] = u
 	}
-	return live, nil
+	for i := range live {
+		n := live[i].desired.GetNode()
+		live[i].status = byNode[n]
+		if u, ok := unreadableStatus[n]; ok && live[i].unreadable == "" {
+			live[i].unreadable = u.cell()
+			bad = append(bad, u)
+		}
+	}
+	return live, bad, nil
 }
 
 func writeLines(w io.Writer, lines []string) {

@@ -92,7 +92,7 @@ spec: {tableId: 254}
 	if !strings.Contains(lines[2], "nothing was stored") {
 		t.Errorf("summary %q does not say nothing was stored", lines[2])
 	}
-	if _, out, _ := sluice(t, s.URL(), "get", "intents", "-o", "json"); strings.TrimSpace(out) != "[]" {
+	if _, out, _ := sluice(t, s.URL(), "get", "intents", "-o", "json"); !strings.Contains(out, `"items": []`) {
 		t.Errorf("intents stored after a rejected apply: %s", out)
 	}
 }
@@ -307,7 +307,7 @@ func TestRolloutStatus_RolledBackRecord_ListsItsNodesAndExitsWith3(t *testing.T)
 			t.Errorf("node table line %d:\n got %q\nwant %q", i, got, w)
 		}
 	}
-	for _, want := range []string{"timed out 1, reverting 0, reverted 5", "strategy  max parallel 2, failure budget 0 (default)"} {
+	for _, want := range []string{"(1 timed out), skipped 0, reverting 0, reverted 5", "strategy  max parallel 2, failure budget 0 (default)"} {
 		if !strings.Contains(stdout, want) {
 			t.Errorf("missing %q:\n%s", want, stdout)
 		}
@@ -318,11 +318,11 @@ func TestRolloutStatus_RolledBackRecord_ListsItsNodesAndExitsWith3(t *testing.T)
 		t.Fatalf("get fingerprints: exit %d: %s", code, stderr)
 	}
 	rows := strings.Split(strings.TrimSpace(stdout), "\n")
-	if len(rows) != 2 || strings.Join(strings.Fields(rows[0]), " ") != "FINGERPRINT REVISION ROLLOUT NODE CHECK TIME OUTPUT" {
+	if len(rows) != 2 || strings.Join(strings.Fields(rows[0]), " ") != "FINGERPRINT REVISION ROLLOUT NODE CAUSE CHECK TIME OUTPUT" {
 		t.Fatalf("get fingerprints:\n%s", stdout)
 	}
-	if got := strings.Fields(rows[1]); len(got) < 7 || got[0] != fpX[:12] || got[1] != revB[:12] || got[2] != r.GetId() ||
-		got[3] != "node-03" || got[4] != "ping" || !strings.Contains(rows[1], "100% packet loss after 3 tries") {
+	if got := strings.Fields(rows[1]); len(got) < 8 || got[0] != fpX[:12] || got[1] != revB[:12] || got[2] != r.GetId() ||
+		got[3] != "node-03" || got[4] != "check-failed" || got[5] != "ping" || !strings.Contains(rows[1], "100% packet loss after 3 tries") {
 		t.Errorf("fingerprint row %q", rows[1])
 	}
 	for _, format := range []string{formatJSON, formatYAML} {

@@ -4,6 +4,11 @@
 // what `sluice dev` starts. Entry points: Run for the command, Start for
 // tests (it returns a *System with the server's URL).
 //
+// With NATSCluster 3 it runs three embedded servers clustered over loopback
+// routes (DATA/nats-1 … nats-3) with every bucket replicated three times, so
+// that stopping one server shows failover. `sluice dev` holds an exclusive
+// lock on DATA/LOCK while it runs: a second one on the same directory exits.
+//
 // A data directory is seeded with the examples only on its first start (no
 // intents and no head yet), so a restart resumes where it stopped and never
 // undoes what the operator applied.
@@ -66,8 +71,12 @@ type Options struct {
 	Stderr io.Writer
 	// Version is published by the agents with their presence.
 	Version string
-	// Settings are the bucket and lease settings; zero means contract.DefaultSettings().
+	// Settings are the bucket and lease settings; zero means
+	// contract.DefaultSettings() with NATSCluster replicas.
 	Settings contract.Settings
+	// NATSCluster is the number of embedded NATS servers: 0 or 1 for one
+	// server, 3 for a cluster on Listen's port and the two after it.
+	NATSCluster int
 	// CheckCmds are shell commands every agent runs as health checks after
 	// each apply (agent.ExecCheck: SLUICE_NODE, SLUICE_CONFIG); a failing
 	// one makes the node restore its last-good config.
@@ -90,15 +99,47 @@ func (o *Options) setDefaults() {
 	if o.Version == "" {
 		o.Version = "dev"
 	}
+	if o.NATSCluster < 1 {
+		o.NATSCluster = 1
+	}
 	if o.Settings.NodeLease <= 0 {
 		o.Settings = contract.DefaultSettings()
+		o.Settings.Replicas = o.NATSCluster
 	}
+}
+
+// check reports options that cannot run, naming the flag.
+func (o *Options) check() error {
+	if o.Agents < 0 {
+		return fmt.Errorf("--agents %d is negative", o.Agents)
+	}
+	if o.NATSCluster != 1 && o.NATSCluster != 3 {
+		return fmt.Errorf("--nats-cluster %d: want 1 (one server) or 3 (a cluster that survives one server stopping)", o.NATSCluster)
+	}
+	if o.Settings.Replicas > o.NATSCluster {
+		return fmt.Errorf("--replicas %d needs as many servers: pass --nats-cluster 3, or --replicas 1", o.Settings.Replicas)
+	}
+	return o.Settings.Validate()
+}
+
+// storeDirs are the NATS servers' store directories under the data directory.
+func (o *Options) storeDirs() []string {
+	if o.NATSCluster == 1 {
+		return []string{filepath.Join(o.DataDir, "nats")}
+	}
+	dirs := make([]string, o.NATSCluster)
+	for i := range dirs {
+		dirs[i] = filepath.Join(o.DataDir, fmt.Sprintf("nats-%d", i+1))
+	}
+	return dirs
 }
 
 // System is a running dev system.
 type System struct {
 	opts    Options
-	srv     *server.Server
+	srv     *server.Server    // one server, or
+	cluster *embedded.Cluster // a cluster
+	lock    *os.File          // the data directory's lock, held until Stop
 	log     zerolog.Logger
 	logFile *os.File
 	logPath string
@@ -132,26 +173,33 @@ type Seed struct {
 // fails or Stop is called; Wait then returns.
 func Start(ctx context.Context, opts Options) (_ *System, err error) {
 	opts.setDefaults()
-	if opts.Agents < 0 {
-		return nil, fmt.Errorf("agents: %d is negative", opts.Agents)
+	if err := opts.check(); err != nil {
+		return nil, err
 	}
 	if err := os.MkdirAll(opts.DataDir, 0o755); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
-	s := &System{opts: opts, done: make(chan struct{}), logPath: filepath.Join(opts.DataDir, "sluice.log")}
+	lock, err := lockDataDir(opts.DataDir)
+	if err != nil {
+		return nil, err
+	}
+	if err := checkLayout(opts); err != nil {
+		_ = lock.Close()
+		return nil, err
+	}
+	s := &System{opts: opts, lock: lock, done: make(chan struct{}), logPath: filepath.Join(opts.DataDir, "sluice.log")}
 	if s.logFile, err = os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
+		_ = lock.Close()
 		return nil, fmt.Errorf("log file: %w", err)
 	}
 	if s.log, err = newLogger(s.logFile, opts.Stderr, opts.LogLevel, opts.Verbose); err != nil {
 		_ = s.logFile.Close()
+		_ = lock.Close()
 		return nil, fmt.Errorf("log level %q: %w", opts.LogLevel, err)
 	}
-	if err := checkListen(opts.Listen); err != nil {
+	if err := s.startNATS(); err != nil {
 		_ = s.logFile.Close()
-		return nil, err
-	}
-	if s.srv, err = embedded.Start(embedded.Options{Listen: opts.Listen, StoreDir: filepath.Join(opts.DataDir, "nats")}); err != nil {
-		_ = s.logFile.Close()
+		_ = lock.Close()
 		return nil, err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
@@ -165,7 +213,8 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 			_ = s.Stop()
 		}
 	}()
-	s.log.Info().Str("url", s.URL()).Str("data", opts.DataDir).Int("agents", opts.Agents).Msg("sluice dev starting")
+	s.log.Info().Str("url", s.URL()).Str("data", opts.DataDir).Int("agents", opts.Agents).
+		Int("nats_servers", opts.NATSCluster).Int("replicas", opts.Settings.Replicas).Msg("sluice dev starting")
 
 	first, err := s.firstStart(runCtx)
 	if err != nil {
@@ -174,10 +223,14 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 	if err := s.startServices(runCtx); err != nil {
 		return nil, err
 	}
+	agentsSince := time.Now().Add(-time.Second) // slack for clock rounding in the stored timestamp
 	if err := s.startAgents(runCtx); err != nil {
 		return nil, err
 	}
 	if err := s.waitConfigurator(runCtx); err != nil {
+		return nil, err
+	}
+	if err := s.waitAgents(runCtx, agentsSince); err != nil {
 		return nil, err
 	}
 	s.seeded.FirstStart = first
@@ -189,8 +242,65 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 	return s, nil
 }
 
-// URL is the NATS URL clients connect to.
-func (s *System) URL() string { return s.srv.ClientURL() }
+// startNATS starts the embedded server, or the cluster.
+func (s *System) startNATS() error {
+	dirs := s.opts.storeDirs()
+	if len(dirs) == 1 {
+		if err := checkListen(s.opts.Listen); err != nil {
+			return err
+		}
+		srv, err := embedded.Start(embedded.Options{Listen: s.opts.Listen, StoreDir: dirs[0]})
+		s.srv = srv
+		return err
+	}
+	host, portStr, err := net.SplitHostPort(s.opts.Listen)
+	if err != nil {
+		return fmt.Errorf("listen address %q: %w", s.opts.Listen, err)
+	}
+	port, err := strconv.Atoi(portStr)
+	if err != nil {
+		return fmt.Errorf("listen address %q: port: %w", s.opts.Listen, err)
+	}
+	ports := make([]int, len(dirs))
+	for i := range ports {
+		ports[i] = -1
+		if port > 0 {
+			ports[i] = port + i
+			if err := checkListen(net.JoinHostPort(host, strconv.Itoa(port+i))); err != nil {
+				return err
+			}
+		}
+	}
+	s.cluster, err = embedded.StartCluster(embedded.ClusterOptions{Name: "sluice-dev", Host: host, Ports: ports, StoreDirs: dirs})
+	return err
+}
+
+// checkLayout refuses a data directory made with another number of NATS
+// servers: its state is in the other layout's store directories.
+func checkLayout(o Options) error {
+	single := filepath.Join(o.DataDir, "nats")
+	first := filepath.Join(o.DataDir, "nats-1")
+	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	switch {
+	case o.NATSCluster == 1 && exists(first) && !exists(single):
+		return fmt.Errorf("data directory %s was made with --nats-cluster 3: pass --nats-cluster 3, or --data with another directory", o.DataDir)
+	case o.NATSCluster > 1 && exists(single) && !exists(first):
+		return fmt.Errorf("data directory %s was made with one NATS server: start without --nats-cluster, or pass --data with another directory", o.DataDir)
+	}
+	return nil
+}
+
+// URL is the NATS URL clients connect to: with a cluster, every server's
+// URL, comma-separated (as nats.Connect and SLUICE_NATS_URL take them).
+func (s *System) URL() string {
+	if s.cluster != nil {
+		return s.cluster.URL()
+	}
+	return s.srv.ClientURL()
+}
+
+// Cluster is the NATS cluster, nil with one server.
+func (s *System) Cluster() *embedded.Cluster { return s.cluster }
 
 // Nodes are the names of the agents' nodes, in order.
 func (s *System) Nodes() []string { return s.nodes }
@@ -228,10 +338,15 @@ func (s *System) Stop() error {
 			// Drain-free close: every service has returned, nothing is in flight.
 			nc.Close()
 		}
-		s.srv.Shutdown()
-		s.srv.WaitForShutdown()
+		if s.cluster != nil {
+			s.cluster.Shutdown()
+		} else {
+			s.srv.Shutdown()
+			s.srv.WaitForShutdown()
+		}
 		s.log.Info().Msg("sluice dev stopped")
 		_ = s.logFile.Close()
+		_ = s.lock.Close() // releases the flock
 	})
 	return s.stopErr
 }

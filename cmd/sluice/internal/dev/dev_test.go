@@ -2,6 +2,8 @@ package dev
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -251,5 +253,86 @@ func TestDev_CheckCmd_FailingNodeReportsInvalidWithTheCheck(t *testing.T) {
 	onDisk := &sluicev1.DesiredConfig{}
 	if err := store.Unmarshal(b, onDisk); err != nil || onDisk.GetFingerprint() != empty {
 		t.Fatalf("node-03 config.json = %s (%v), want the empty config", b, err)
+	}
+}
+
+func TestDev_SecondInstanceOnTheSameDataDir_RefusedWithWhoHoldsIt(t *testing.T) {
+	data := t.TempDir()
+	s := start(t, Options{DataDir: data, Listen: "127.0.0.1:-1", Stderr: io.Discard})
+	_, err := Start(context.Background(), Options{DataDir: data, Listen: "127.0.0.1:-1", Stderr: io.Discard})
+	if !errors.Is(err, ErrDataDirInUse) {
+		t.Fatalf("second instance: got %v, want ErrDataDirInUse", err)
+	}
+	for _, want := range []string{data, fmt.Sprintf("process %d", os.Getpid()), "stop that one first, or pass --data with another directory"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	// The first one is untouched, and once it stops the directory is free.
+	connect(t, s)
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	start(t, Options{DataDir: data, Listen: "127.0.0.1:-1", Stderr: io.Discard})
+}
+
+func TestDev_NATSCluster3_ReplicatesEveryBucketAndRestartsOnTheSameDataDir(t *testing.T) {
+	data := t.TempDir()
+	exDir := t.TempDir()
+	if err := os.WriteFile(filepath.Join(exDir, "intents.yaml"), []byte(examples), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := Options{DataDir: data, Listen: "127.0.0.1:-1", NATSCluster: 3, Agents: 2, Examples: exDir, Stderr: io.Discard}
+	s := start(t, opts)
+	if n := len(strings.Split(s.URL(), ",")); n != 3 {
+		t.Fatalf("URL %s: want the three servers' URLs", s.URL())
+	}
+	if b := s.Banner(); !strings.Contains(b, "3-server cluster, every bucket R3") || !strings.Contains(b, "kill -USR1") {
+		t.Errorf("banner does not describe the cluster:\n%s", b)
+	}
+	c := connect(t, s)
+	js, err := jetstream.New(c.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, cfg := range contract.DefaultSettings().BucketConfigs() {
+		st, err := js.Stream(context.Background(), contract.StreamOfBucket(cfg.Bucket))
+		if err != nil || st.CachedInfo().Config.Replicas != 3 {
+			t.Fatalf("bucket %s: %v, want 3 replicas", cfg.Bucket, err)
+		}
+	}
+	natstest.Eventually(t, 30*time.Second, "the examples rolled out", func() bool {
+		return c.lastApplied(t).GetGeneration() == 1
+	})
+	// One server stops: the rest carry on (an intent is applied), and it comes back.
+	s.Cluster().Stop(2)
+	natstest.Eventually(t, 20*time.Second, "an apply with one server stopped", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		defer cancel()
+		_, err := apiclient.Delete(ctx, c.nc, &sluicev1.DeleteRequest{Kind: "RoutingTable", Name: "mgmt"})
+		return err == nil
+	})
+	if err := s.Cluster().Restart(2); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatalf("stop: %v", err)
+	}
+
+	s = start(t, opts)
+	if seed := s.Seeded(); seed.FirstStart {
+		t.Errorf("restart of the cluster seeded %+v, want a resumed data directory", seed)
+	}
+	c = connect(t, s)
+	if h := c.head(t); h.GetGeneration() != 2 {
+		t.Errorf("head generation %d after restart, want 2 (the delete made with one server down)", h.GetGeneration())
+	}
+	// A single-server start on the cluster's data directory is refused.
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	_, err = Start(context.Background(), Options{DataDir: data, Listen: "127.0.0.1:-1", Stderr: io.Discard})
+	if err == nil || !strings.Contains(err.Error(), "was made with --nats-cluster 3") {
+		t.Errorf("single server on a cluster data directory: got %v", err)
 	}
 }

@@ -4,8 +4,11 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
+	"syscall"
 
 	"github.com/sluicehq/sluice/pkg/render"
 )
@@ -18,6 +21,10 @@ func Run(ctx context.Context, opts Options, out io.Writer) error {
 		return err
 	}
 	fmt.Fprint(out, s.Banner())
+	if s.cluster != nil {
+		stop := s.toggleOnSignal(out)
+		defer stop()
+	}
 	err = s.Wait()
 	fmt.Fprintln(out, "sluice dev stopped")
 	return err
@@ -29,7 +36,12 @@ func (s *System) Banner() string {
 	p := func(format string, args ...any) { fmt.Fprintf(&b, format+"\n", args...) }
 	p("sluice dev is running; Ctrl-C stops it.")
 	p("")
-	p("  NATS      %s", s.URL())
+	if c := s.cluster; c != nil {
+		p("  NATS      %d-server cluster, every bucket R%d: %s", c.Size(), s.opts.Settings.Replicas, s.URL())
+		p("            one server can stop and sluice carries on: kill -USR1 %d stops %s, again restarts it", os.Getpid(), c.Name(c.Size()-1))
+	} else {
+		p("  NATS      %s (one server, buckets R%d)", s.URL(), s.opts.Settings.Replicas)
+	}
 	p("  data      %s (remove it to start over)", s.opts.DataDir)
 	switch n := len(s.nodes); n {
 	case 0:
@@ -74,4 +86,39 @@ func firstOr(xs []string, def string) string {
 		return xs[0]
 	}
 	return def
+}
+
+// toggleOnSignal stops the cluster's last server on SIGUSR1 and restarts it
+// on the next, to show failover; it returns a function that stops listening.
+func (s *System) toggleOnSignal(out io.Writer) func() {
+	sigs := make(chan os.Signal, 1)
+	signal.Notify(sigs, syscall.SIGUSR1)
+	quit := make(chan struct{})
+	go func() {
+		c := s.cluster
+		last := c.Size() - 1
+		for {
+			select {
+			case <-quit:
+				return
+			case <-s.done:
+				return
+			case <-sigs:
+			}
+			if c.Server(last) != nil {
+				c.Stop(last)
+				s.log.Warn().Str("server", c.Name(last)).Msg("NATS server stopped (SIGUSR1); the others carry on")
+				fmt.Fprintf(out, "stopped NATS server %s; SIGUSR1 again restarts it\n", c.Name(last))
+				continue
+			}
+			if err := c.Restart(last); err != nil {
+				s.log.Error().Err(err).Str("server", c.Name(last)).Msg("NATS server restart failed")
+				fmt.Fprintf(out, "restarting NATS server %s failed: %v\n", c.Name(last), err)
+				continue
+			}
+			s.log.Info().Str("server", c.Name(last)).Msg("NATS server restarted (SIGUSR1)")
+			fmt.Fprintf(out, "restarted NATS server %s\n", c.Name(last))
+		}
+	}()
+	return func() { signal.Stop(sigs); close(quit) }
 }

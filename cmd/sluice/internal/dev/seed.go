@@ -3,11 +3,17 @@ package dev
 import (
 	"context"
 	"fmt"
+	"slices"
+	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sluicehq/sluice/pkg/apiclient"
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -68,5 +74,46 @@ func (s *System) waitConfigurator(ctx context.Context) error {
 		cancel()
 		<-ready
 		return fmt.Errorf("sluice dev stopped while starting: %w", s.Stop())
+	}
+}
+
+// waitAgents waits until every agent started by this run has registered its
+// presence, so that a rollout started right after Start (the examples, or an
+// operator's first apply) targets the whole fleet rather than the nodes that
+// happened to be up.
+func (s *System) waitAgents(ctx context.Context, since time.Time) error {
+	if len(s.nodes) == 0 {
+		return nil
+	}
+	nc, err := s.connect("wait-agents")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	ctx, cancel := context.WithTimeout(ctx, readyTimeout)
+	defer cancel()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return err
+	}
+	missing := slices.Clone(s.nodes)
+	for {
+		if kv, err := js.KeyValue(ctx, contract.BucketNodes); err == nil {
+			nodes := store.New(kv, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
+			missing = slices.DeleteFunc(missing, func(node string) bool {
+				e, err := nodes.Get(ctx, node)
+				return err == nil && !e.Value.GetStartedAt().AsTime().Before(since)
+			})
+			if len(missing) == 0 {
+				return nil
+			}
+		}
+		select {
+		case <-time.After(50 * time.Millisecond):
+		case <-ctx.Done():
+			return fmt.Errorf("agents %s did not register within %s (see %s)", strings.Join(missing, ", "), readyTimeout, s.logPath)
+		case <-s.done:
+			return fmt.Errorf("sluice dev stopped while starting: %w", s.Stop())
+		}
 	}
 }

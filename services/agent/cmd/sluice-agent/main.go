@@ -14,7 +14,6 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/services/agent"
 )
 
@@ -40,6 +39,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	cfg, err := o.agentConfig(fs)
+	if err == nil {
+		err = o.common.Check()
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice-agent: %v\n", err)
 		return 2
@@ -50,7 +52,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	defer nc.Close()
-	cfg.Conn, cfg.Settings, cfg.Log, cfg.Version = nc, contract.DefaultSettings(), log, version
+	cfg.Conn, cfg.Settings, cfg.Log, cfg.Version = nc, o.common.Settings(), log, version
 	a, err := agent.New(cfg)
 	if err != nil {
 		log.Error().Err(err).Msg("configure agent")

@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/cmdutil"
-	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/services/configurator"
 )
 
@@ -28,6 +27,6 @@ func run(ctx context.Context, args []string) int {
 	common.Register(fs)
 	source := fs.String("source", configurator.DefaultSource, "source recorded on applied intents when a request names none")
 	return common.Main(ctx, fs, args, os.Stderr, nil, func(nc *nats.Conn, log zerolog.Logger) (cmdutil.Service, error) {
-		return configurator.New(configurator.Config{Conn: nc, Settings: contract.DefaultSettings(), Log: log, Source: *source})
+		return configurator.New(configurator.Config{Conn: nc, Settings: common.Settings(), Log: log, Source: *source})
 	})
 }

@@ -16,7 +16,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/cmdutil"
-	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/services/reaper"
 )
 
@@ -40,6 +39,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return nil
 	}
 	return common.Main(ctx, fs, args, stderr, check, func(nc *nats.Conn, log zerolog.Logger) (cmdutil.Service, error) {
-		return reaper.New(reaper.Config{Conn: nc, Settings: contract.DefaultSettings(), Log: log, Grace: *grace, Interval: *interval})
+		return reaper.New(reaper.Config{Conn: nc, Settings: common.Settings(), Log: log, Grace: *grace, Interval: *interval})
 	})
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -44,5 +45,21 @@ func TestRun_RejectsTooShortGrace(t *testing.T) {
 	var stderr bytes.Buffer
 	if c := run(context.Background(), []string{"--grace", "10ms"}, &stderr); c != 2 {
 		t.Fatalf("exit code %d, want 2; stderr:\n%s", c, stderr.String())
+	}
+}
+
+func TestRun_ReplicasFromEnvAreVerifiedAgainstTheBuckets(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings()) // R1 buckets
+	t.Setenv("SLUICE_REPLICAS", "3")
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	var stderr bytes.Buffer
+	if c := run(ctx, []string{"--server", env.URL}, &stderr); c != 1 {
+		t.Fatalf("exit code %d, want 1; stderr:\n%s", c, stderr.String())
+	}
+	for _, want := range []string{"bucket sluice-intents: replicas is 1, reaper wants at least 3", "--replicas 3"} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Fatalf("stderr does not say %q:\n%s", want, stderr.String())
+		}
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/cmdutil"
-	"github.com/sluicehq/sluice/pkg/contract"
 	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
 )
 
@@ -26,8 +25,9 @@ func run(ctx context.Context, args []string) int {
 	fs := flag.NewFlagSet("sluice-rollout-coordinator", flag.ContinueOnError)
 	var common cmdutil.Common
 	common.Register(fs)
+	common.RegisterLeaderLease(fs)
 	instance := fs.String("instance", "", "name in the leader lease (default host-pid)")
 	return common.Main(ctx, fs, args, os.Stderr, nil, func(nc *nats.Conn, log zerolog.Logger) (cmdutil.Service, error) {
-		return coordinator.New(coordinator.Config{Conn: nc, Settings: contract.DefaultSettings(), Log: log, Instance: *instance})
+		return coordinator.New(coordinator.Config{Conn: nc, Settings: common.Settings(), Log: log, Instance: *instance})
 	})
 }

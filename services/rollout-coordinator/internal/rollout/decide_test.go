@@ -1,4 +1,4 @@
-package coordinator
+package rollout
 
 import (
 	"fmt"
@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/render"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -51,28 +52,35 @@ const (
 )
 
 // summarize renders actions as short strings; progress saves are left out.
-func summarize(acts []action) []string {
+func summarize(acts []Action) []string {
 	var out []string
 	for _, a := range acts {
 		switch a := a.(type) {
-		case actWriteDesired:
-			out = append(out, "write "+a.desired.GetNode())
-		case actStartRollout:
-			out = append(out, "start "+a.rollout.GetId())
-		case actFinishRollout:
-			out = append(out, "finish "+phaseWord(a.rollout.GetPhase()))
-		case actRecordInvalid:
-			out = append(out, "record "+a.fp.GetNode())
-		case actForgetInvalid:
+		case WriteDesired:
+			out = append(out, "write "+a.Desired.GetNode())
+			for _, e := range a.Events {
+				out = append(out, "emit "+e.GetType())
+			}
+		case StartRollout:
+			out = append(out, "start "+a.Rollout.GetId())
+		case FinishRollout:
+			if a.Rollout == nil {
+				out = append(out, "finish (record kept)")
+				break
+			}
+			out = append(out, "finish "+phaseWord(a.Rollout.GetPhase()))
+		case RecordInvalid:
+			out = append(out, "record "+a.Fingerprint.GetNode())
+		case ForgetInvalid:
 			out = append(out, "forget")
-		case actEmit:
-			out = append(out, "emit "+a.ev.GetType())
+		case Emit:
+			out = append(out, "emit "+a.Event.GetType())
 		}
 	}
 	return out
 }
 
-func counts(s *state) string {
+func counts(s *State) string {
 	if s.rollout == nil {
 		return "no rollout"
 	}
@@ -96,54 +104,54 @@ func TestDecide(t *testing.T) {
 	r1, r2 := testRev("aaaa1111"), testRev("bbbb2222")
 	fp1, fp2 := targetOf(r1), targetOf(r2)
 	id1, id2 := rolloutID(head(1, r1.Id, "")), rolloutID(head(2, r2.Id, ""))
-	loaded := func(h *sluicev1.Head, rev *sluicev1.Revision, nodes ...string) evLoaded {
-		return evLoaded{head: h, headRev: rev, presence: presence(nodes...)}
+	loaded := func(h *sluicev1.Head, rev *sluicev1.Revision, nodes ...string) Loaded {
+		return Loaded{Head: h, HeadRev: rev, Presence: presence(nodes...)}
 	}
 	tests := []struct {
 		name       string
-		given      []event // applied before the event under test
-		event      event
+		given      []Event // applied before the Event under test
+		event      Event
 		want       []string
 		wantCounts string
-		check      func(t *testing.T, s *state)
+		check      func(t *testing.T, s *State)
 	}{
 		{
 			name:       "new head starts a rollout and fills maxParallel slots in name order",
 			event:      loaded(head(1, r1.Id, "2"), r1, "n3", "n1", "n2"),
-			want:       []string{"start " + id1, "emit RolloutStarted", "write n1", "write n2"},
+			want:       []string{"start " + id1, "write n1", "write n2", "emit RolloutStarted"},
 			wantCounts: "total=3 pending=1 inprogress=2 provisioned=0 failed=0 skipped=0",
 		},
 		{
 			name:       "maxParallel as a percentage rounds up",
 			event:      loaded(head(1, r1.Id, "50%"), r1, "n1", "n2", "n3"),
-			want:       []string{"start " + id1, "emit RolloutStarted", "write n1", "write n2"},
+			want:       []string{"start " + id1, "write n1", "write n2", "emit RolloutStarted"},
 			wantCounts: "total=3 pending=1 inprogress=2 provisioned=0 failed=0 skipped=0",
 		},
 		{
 			name:       "a provisioned node frees its slot for the next",
-			given:      []event{loaded(head(1, r1.Id, "2"), r1, "n1", "n2", "n3")},
-			event:      evStatus{s: status("n1", provisioned, fp1, id1)},
+			given:      []Event{loaded(head(1, r1.Id, "2"), r1, "n1", "n2", "n3")},
+			event:      Status{S: status("n1", provisioned, fp1, id1)},
 			want:       []string{"write n3"},
 			wantCounts: "total=3 pending=0 inprogress=2 provisioned=1 failed=0 skipped=0",
 		},
 		{
 			name:  "a report for another fingerprint is ignored",
-			given: []event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
-			event: evStatus{s: status("n1", provisioned, "other", id1)},
+			given: []Event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
+			event: Status{S: status("n1", provisioned, "other", id1)},
 			want:  nil, wantCounts: "total=2 pending=1 inprogress=1 provisioned=0 failed=0 skipped=0",
 		},
 		{
 			name:  "provisioning is not an outcome",
-			given: []event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
-			event: evStatus{s: status("n1", inProgress, fp1, id1)},
+			given: []Event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
+			event: Status{S: status("n1", inProgress, fp1, id1)},
 			want:  nil, wantCounts: "total=2 pending=1 inprogress=1 provisioned=0 failed=0 skipped=0",
 		},
 		{
 			name:  "the last outcome ends the rollout Succeeded and moves last-applied",
-			given: []event{loaded(head(1, r1.Id, "1"), r1, "n1")},
-			event: evStatus{s: status("n1", provisioned, fp1, id1)},
+			given: []Event{loaded(head(1, r1.Id, "1"), r1, "n1")},
+			event: Status{S: status("n1", provisioned, fp1, id1)},
 			want:  []string{"finish Succeeded", "emit RolloutSucceeded"},
-			check: func(t *testing.T, s *state) {
+			check: func(t *testing.T, s *State) {
 				if s.rollout != nil || s.lastApplied.GetRevision() != r1.Id || s.lastApplied.GetGeneration() != 1 {
 					t.Fatalf("rollout=%v lastApplied=%v", s.rollout, s.lastApplied)
 				}
@@ -151,11 +159,11 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:       "an invalid node over budget records its fingerprint and reverts every touched node",
-			given:      []event{loaded(head(1, r1.Id, "2"), r1, "n1", "n2", "n3")},
-			event:      evStatus{s: status("n1", invalid, fp1, id1)},
-			want:       []string{"emit NodeFailed", "record n1", "emit FingerprintInvalid", "emit RolloutReverting", "write n1", "write n2"},
-			wantCounts: "total=3 pending=0 inprogress=0 provisioned=0 failed=0 skipped=0 timedout=0 reverting=2 reverted=0",
-			check: func(t *testing.T, s *state) {
+			given:      []Event{loaded(head(1, r1.Id, "2"), r1, "n1", "n2", "n3")},
+			event:      Status{S: status("n1", invalid, fp1, id1)},
+			want:       []string{"record n1", "write n1", "emit NodeRevertTarget", "write n2", "emit NodeRevertTarget", "emit NodeFailed", "emit FingerprintInvalid", "emit RolloutReverting"},
+			wantCounts: "total=3 pending=0 inprogress=0 provisioned=0 failed=1 skipped=0 timedout=0 reverting=2 reverted=0",
+			check: func(t *testing.T, s *State) {
 				f := s.rollout.GetFailures()
 				if len(f) != 1 || f[0].GetNode() != "n1" || f[0].GetFailedCheck() != "ping" || f[0].GetFingerprint() != fp1 {
 					t.Fatalf("failures = %v", f)
@@ -173,11 +181,11 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name: "the revert ends RolledBack once every touched node reports its backup",
-			given: []event{loaded(head(1, r1.Id, "2"), r1, "n1", "n2", "n3"),
-				evStatus{s: status("n1", invalid, fp1, id1)}, evStatus{s: status("n1", provisioned, emptyFP, id1)}},
-			event: evStatus{s: status("n2", provisioned, emptyFP, id1)},
-			want:  []string{"emit NodeReverted", "finish RolledBack", "emit RolloutRolledBack"},
-			check: func(t *testing.T, s *state) {
+			given: []Event{loaded(head(1, r1.Id, "2"), r1, "n1", "n2", "n3"),
+				Status{S: status("n1", invalid, fp1, id1)}, Status{S: status("n1", provisioned, emptyFP, id1)}},
+			event: Status{S: status("n2", provisioned, emptyFP, id1)},
+			want:  []string{"finish RolledBack", "emit NodeReverted", "emit RolloutRolledBack"},
+			check: func(t *testing.T, s *State) {
 				if s.lastApplied != nil {
 					t.Fatalf("a rolled-back rollout must not become last-applied: %v", s.lastApplied)
 				}
@@ -185,27 +193,27 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:  "reverts respect maxParallel",
-			given: []event{loaded(head(1, r1.Id, "3"), r1, "n1", "n2", "n3", "n4")},
-			event: evStatus{s: status("n1", invalid, fp1, id1)},
-			want:  []string{"emit NodeFailed", "record n1", "emit FingerprintInvalid", "emit RolloutReverting", "write n1", "write n2", "write n3"},
+			given: []Event{loaded(head(1, r1.Id, "3"), r1, "n1", "n2", "n3", "n4")},
+			event: Status{S: status("n1", invalid, fp1, id1)},
+			want:  []string{"record n1", "write n1", "emit NodeRevertTarget", "write n2", "emit NodeRevertTarget", "write n3", "emit NodeRevertTarget", "emit NodeFailed", "emit FingerprintInvalid", "emit RolloutReverting"},
 		},
 		{
 			name: "a revert never goes back to a known-bad fingerprint",
-			given: []event{
-				evLoaded{head: head(1, r1.Id, "1"), headRev: r1, presence: presence("n1", "n2"),
-					desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: "bad-old"}},
-					invalid: []*sluicev1.InvalidFingerprint{{Fingerprint: "bad-old", Node: "n9", Check: "ping"}}},
+			given: []Event{
+				Loaded{Head: head(1, r1.Id, "1"), HeadRev: r1, Presence: presence("n1", "n2"),
+					Desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: "bad-old"}},
+					Invalid: []*sluicev1.InvalidFingerprint{{Fingerprint: "bad-old", Node: "n9", Check: "ping"}}},
 			},
-			event: evStatus{s: status("n1", invalid, fp1, id1)},
-			want:  []string{"emit NodeFailed", "record n1", "emit FingerprintInvalid", "emit NodeRevertFailed", "emit RolloutReverting", "finish RolledBack", "emit RolloutRolledBack"},
+			event: Status{S: status("n1", invalid, fp1, id1)},
+			want:  []string{"record n1", "finish RolledBack", "emit NodeFailed", "emit FingerprintInvalid", "emit NodeRevertFailed", "emit RolloutReverting", "emit RolloutRolledBack"},
 		},
 		{
 			name: "a failure within the failure budget continues and ends PartiallyFailed",
-			given: []event{loaded(withStrategy(head(1, r1.Id, "1"), &sluicev1.Strategy{MaxParallel: "1", FailureBudget: "1"}), r1, "n1", "n2"),
-				evStatus{s: status("n1", invalid, fp1, id1)}},
-			event: evStatus{s: status("n2", provisioned, fp1, id1)},
+			given: []Event{loaded(withStrategy(head(1, r1.Id, "1"), &sluicev1.Strategy{MaxParallel: "1", FailureBudget: "1"}), r1, "n1", "n2"),
+				Status{S: status("n1", invalid, fp1, id1)}},
+			event: Status{S: status("n2", provisioned, fp1, id1)},
 			want:  []string{"finish PartiallyFailed", "emit RolloutPartiallyFailed"},
-			check: func(t *testing.T, s *state) {
+			check: func(t *testing.T, s *State) {
 				if s.lastApplied.GetRevision() != r1.Id {
 					t.Fatalf("a partially failed revision is in force and becomes last-applied; got %v", s.lastApplied)
 				}
@@ -213,9 +221,9 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:  "a known-bad fingerprint stops the rollout before any node is touched",
-			event: evLoaded{head: head(1, r1.Id, "5"), headRev: r1, presence: presence("n1", "n2"), invalid: []*sluicev1.InvalidFingerprint{{Fingerprint: fp1, Node: "n7", Check: "ping", Output: "timeout", Rollout: "0-x"}}},
-			want:  []string{"start " + id1, "finish Aborted", "emit RolloutAborted"},
-			check: func(t *testing.T, s *state) {
+			event: Loaded{Head: head(1, r1.Id, "5"), HeadRev: r1, Presence: presence("n1", "n2"), Invalid: []*sluicev1.InvalidFingerprint{{Fingerprint: fp1, Node: "n7", Check: "ping", Output: "timeout", Rollout: "0-x"}}},
+			want:  []string{"start " + id1, "finish Aborted", "emit RolloutStarted", "emit RolloutAborted"},
+			check: func(t *testing.T, s *State) {
 				if s.nodes["n1"].desired != nil {
 					t.Fatal("a node was touched")
 				}
@@ -223,30 +231,30 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:  "retryInvalid forgets the recorded fingerprint and rolls out on purpose",
-			event: evLoaded{head: &sluicev1.Head{Revision: r1.Id, Generation: 1, Strategy: &sluicev1.Strategy{MaxParallel: "5", RetryInvalid: true}}, headRev: r1, presence: presence("n1"), invalid: []*sluicev1.InvalidFingerprint{{Fingerprint: fp1, Node: "n7"}}},
-			want:  []string{"start " + id1, "forget", "emit FingerprintForgiven", "emit RolloutStarted", "write n1"},
+			event: Loaded{Head: &sluicev1.Head{Revision: r1.Id, Generation: 1, Strategy: &sluicev1.Strategy{MaxParallel: "5", RetryInvalid: true}}, HeadRev: r1, Presence: presence("n1"), Invalid: []*sluicev1.InvalidFingerprint{{Fingerprint: fp1, Node: "n7"}}},
+			want:  []string{"start " + id1, "forget", "write n1", "emit RolloutStarted", "emit FingerprintForgiven"},
 		},
 		{
 			name:  "the head already rolled out starts nothing",
-			event: evLoaded{head: head(1, r1.Id, ""), headRev: r1, presence: presence("n1"), lastApplied: &sluicev1.RolloutRef{Revision: r1.Id, Generation: 1, Rollout: id1}, lastAppliedRev: r1, desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1}}},
+			event: Loaded{Head: head(1, r1.Id, ""), HeadRev: r1, Presence: presence("n1"), LastApplied: &sluicev1.RolloutRef{Revision: r1.Id, Generation: 1, Rollout: id1}, LastAppliedRev: r1, Desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1}}},
 			want:  nil, wantCounts: "no rollout",
 		},
 		{
 			name:  "nodes already running the target are counted provisioned and not rewritten",
-			event: evLoaded{head: head(1, r1.Id, "5"), headRev: r1, presence: presence("n1", "n2"), status: []*sluicev1.NodeStatus{status("n1", provisioned, fp1, "old")}, desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1}}},
-			want:  []string{"start " + id1, "emit RolloutStarted", "write n2"}, wantCounts: "total=2 pending=0 inprogress=1 provisioned=1 failed=0 skipped=0",
+			event: Loaded{Head: head(1, r1.Id, "5"), HeadRev: r1, Presence: presence("n1", "n2"), Status: []*sluicev1.NodeStatus{status("n1", provisioned, fp1, "old")}, Desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1}}},
+			want:  []string{"start " + id1, "write n2", "emit RolloutStarted"}, wantCounts: "total=2 pending=0 inprogress=1 provisioned=1 failed=0 skipped=0",
 		},
 		{
 			name:  "a rollout with no nodes succeeds at once",
 			event: loaded(head(1, r1.Id, ""), r1),
-			want:  []string{"start " + id1, "emit RolloutStarted", "finish Succeeded", "emit RolloutSucceeded"},
+			want:  []string{"start " + id1, "finish Succeeded", "emit RolloutStarted", "emit RolloutSucceeded"},
 		},
 		{
 			name:  "a new head supersedes the active rollout",
-			given: []event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
-			event: evHeadMoved{head: head(2, r2.Id, "1"), rev: r2},
-			want:  []string{"finish Aborted", "emit RolloutAborted", "start " + id2, "emit RolloutStarted", "write n1"},
-			check: func(t *testing.T, s *state) {
+			given: []Event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
+			event: HeadMoved{Head: head(2, r2.Id, "1"), Rev: r2},
+			want:  []string{"finish Aborted", "start " + id2, "write n1", "emit RolloutAborted", "emit RolloutStarted"},
+			check: func(t *testing.T, s *State) {
 				if s.nodes["n1"].target != fp2 {
 					t.Fatalf("n1 target = %s, want the new revision's", s.nodes["n1"].target)
 				}
@@ -255,71 +263,71 @@ func TestDecide(t *testing.T) {
 		},
 		{
 			name:       "a pending node that leaves is skipped, not failed",
-			given:      []event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
-			event:      evPresence{node: "n2"},
+			given:      []Event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
+			event:      Presence{Node: "n2"},
 			want:       []string{"emit NodeSkipped"},
 			wantCounts: "total=2 pending=0 inprogress=1 provisioned=0 failed=0 skipped=1",
 		},
 		{
 			name:  "an in-flight node that leaves frees its slot",
-			given: []event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
-			event: evPresence{node: "n1"},
-			want:  []string{"emit NodeSkipped", "write n2"}, wantCounts: "total=2 pending=0 inprogress=1 provisioned=0 failed=0 skipped=1",
+			given: []Event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
+			event: Presence{Node: "n1"},
+			want:  []string{"write n2", "emit NodeSkipped"}, wantCounts: "total=2 pending=0 inprogress=1 provisioned=0 failed=0 skipped=1",
 		},
 		{
 			name:  "the rollout succeeds when the only unfinished node leaves",
-			given: []event{loaded(head(1, r1.Id, "2"), r1, "n1", "n2"), evStatus{s: status("n1", provisioned, fp1, id1)}},
-			event: evPresence{node: "n2"},
-			want:  []string{"emit NodeSkipped", "finish Succeeded", "emit RolloutSucceeded"},
+			given: []Event{loaded(head(1, r1.Id, "2"), r1, "n1", "n2"), Status{S: status("n1", provisioned, fp1, id1)}},
+			event: Presence{Node: "n2"},
+			want:  []string{"finish Succeeded", "emit NodeSkipped", "emit RolloutSucceeded"},
 		},
 		{
 			name:  "a node joining mid-rollout gets the target",
-			given: []event{loaded(head(1, r1.Id, "2"), r1, "n1")},
-			event: evPresence{node: "n0", p: presence("n0")[0]},
-			want:  []string{"emit NodeJoinedRollout", "write n0"}, wantCounts: "total=2 pending=0 inprogress=2 provisioned=0 failed=0 skipped=0",
+			given: []Event{loaded(head(1, r1.Id, "2"), r1, "n1")},
+			event: Presence{Node: "n0", P: presence("n0")[0]},
+			want:  []string{"write n0", "emit NodeJoinedRollout"}, wantCounts: "total=2 pending=0 inprogress=2 provisioned=0 failed=0 skipped=0",
 		},
 		{
 			name:  "a heartbeat of a known node changes nothing",
-			given: []event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
-			event: evPresence{node: "n2", p: presence("n2")[0]},
+			given: []Event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
+			event: Presence{Node: "n2", P: presence("n2")[0]},
 			want:  nil, wantCounts: "total=2 pending=1 inprogress=1 provisioned=0 failed=0 skipped=0",
 		},
 		{
 			name: "a node joining outside a rollout gets the last applied config",
-			given: []event{loaded(head(1, r1.Id, "1"), r1, "n1"),
-				evStatus{s: status("n1", provisioned, fp1, id1)}},
-			event: evPresence{node: "n2", p: presence("n2")[0]},
+			given: []Event{loaded(head(1, r1.Id, "1"), r1, "n1"),
+				Status{S: status("n1", provisioned, fp1, id1)}},
+			event: Presence{Node: "n2", P: presence("n2")[0]},
 			want:  []string{"write n2", "emit NodeConfigured"}, wantCounts: "no rollout",
 		},
 		{
 			name: "a reaped node that comes back is configured afresh",
-			given: []event{loaded(head(1, r1.Id, "1"), r1, "n1"),
-				evStatus{s: status("n1", provisioned, fp1, id1)}, evPresence{node: "n1"}, evReaped{node: "n1"}},
-			event: evPresence{node: "n1", p: presence("n1")[0]},
+			given: []Event{loaded(head(1, r1.Id, "1"), r1, "n1"),
+				Status{S: status("n1", provisioned, fp1, id1)}, Presence{Node: "n1"}, Reaped{Node: "n1"}},
+			event: Presence{Node: "n1", P: presence("n1")[0]},
 			want:  []string{"write n1", "emit NodeConfigured"}, wantCounts: "no rollout",
 		},
 		{
 			name: "after a restart an active rollout resumes where its nodes are",
-			event: evLoaded{
-				head: head(1, r1.Id, "2"), headRev: r1,
-				active:    &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 1, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: &sluicev1.Strategy{MaxParallel: "2"}},
-				activeRev: r1, presence: presence("n1", "n2", "n3", "n4"),
-				desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1, Rollout: id1}, {Node: "n2", Fingerprint: fp1, Rollout: id1}},
-				status:  []*sluicev1.NodeStatus{status("n1", provisioned, fp1, id1)},
+			event: Loaded{
+				Head: head(1, r1.Id, "2"), HeadRev: r1,
+				Active:    &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 1, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: &sluicev1.Strategy{MaxParallel: "2"}},
+				ActiveRev: r1, Presence: presence("n1", "n2", "n3", "n4"),
+				Desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1, Rollout: id1}, {Node: "n2", Fingerprint: fp1, Rollout: id1}},
+				Status:  []*sluicev1.NodeStatus{status("n1", provisioned, fp1, id1)},
 			},
-			want:       []string{"write n3"},
+			want:       []string{"write n3", "emit RolloutResumed"},
 			wantCounts: "total=4 pending=1 inprogress=2 provisioned=1 failed=0 skipped=0",
 		},
 		{
 			name: "after a restart a recorded end whose active pointer stayed is finished",
-			event: evLoaded{
-				head: head(1, r1.Id, "2"), headRev: r1,
-				active:    &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 1, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED},
-				activeRev: r1, presence: presence("n1"),
-				desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1, Rollout: id1}},
+			event: Loaded{
+				Head: head(1, r1.Id, "2"), HeadRev: r1,
+				Active:    &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 1, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED},
+				ActiveRev: r1, Presence: presence("n1"),
+				Desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1, Rollout: id1}},
 			},
-			want: []string{"finish Succeeded"}, wantCounts: "no rollout",
-			check: func(t *testing.T, s *state) {
+			want: []string{"finish (record kept)"}, wantCounts: "no rollout",
+			check: func(t *testing.T, s *State) {
 				if s.lastApplied.GetGeneration() != 1 {
 					t.Fatalf("lastApplied = %v, want generation 1", s.lastApplied)
 				}
@@ -328,11 +336,11 @@ func TestDecide(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			s := newState()
+			s := NewState()
 			for _, ev := range tc.given {
-				decide(s, ev, t0)
+				Decide(s, ev, t0)
 			}
-			got := summarize(decide(s, tc.event, t0.Add(time.Second)))
+			got := summarize(Decide(s, tc.event, t0.Add(time.Second)))
 			if !slices.Equal(got, tc.want) {
 				t.Errorf("actions:\n got  %s\n want %s", strings.Join(got, ", "), strings.Join(tc.want, ", "))
 			}
@@ -354,8 +362,8 @@ func TestDecide_IsDeterministicWhateverTheArrivalOrder(t *testing.T) {
 		ns := slices.Clone(names)
 		// rotate the arrival order of presence records
 		ns = append(ns[i%len(ns):], ns[:i%len(ns)]...)
-		s := newState()
-		got := summarize(decide(s, evLoaded{head: head(1, r1.Id, "3"), headRev: r1, presence: presence(ns...)}, t0))
+		s := NewState()
+		got := summarize(Decide(s, Loaded{Head: head(1, r1.Id, "3"), HeadRev: r1, Presence: presence(ns...)}, t0))
 		if i == 0 {
 			first = got
 			continue
@@ -387,4 +395,8 @@ func TestMaxParallel(t *testing.T) {
 			}
 		})
 	}
+}
+
+func rolloutID(h *sluicev1.Head) string {
+	return contract.RolloutID(h.GetGeneration(), h.GetRevision())
 }

@@ -1,4 +1,4 @@
-package coordinator
+package rollout
 
 import (
 	"slices"
@@ -14,16 +14,16 @@ import (
 // step is one event at an offset from t0.
 type step struct {
 	at time.Duration
-	ev event
+	ev Event
 }
 
 // run feeds steps to a fresh state and returns the summarized actions of the last step.
-func run(t *testing.T, steps []step) (*state, []string) {
+func run(t *testing.T, steps []step) (*State, []string) {
 	t.Helper()
-	s := newState()
+	s := NewState()
 	var last []string
 	for _, st := range steps {
-		last = summarize(decide(s, st.ev, t0.Add(st.at)))
+		last = summarize(Decide(s, st.ev, t0.Add(st.at)))
 	}
 	return s, last
 }
@@ -41,28 +41,28 @@ func TestDecide_Strategies(t *testing.T) {
 	r1 := testRev("aaaa1111")
 	fp1 := targetOf(r1)
 	id1 := rolloutID(head(1, r1.Id, ""))
-	strat := func(st *sluicev1.Strategy) evLoaded {
-		return evLoaded{head: &sluicev1.Head{Revision: r1.Id, Generation: 1, Strategy: st}, headRev: r1,
-			presence: presence("n1", "n2", "n3", "n4", "n5", "n6", "n7")}
+	strat := func(st *sluicev1.Strategy) Loaded {
+		return Loaded{Head: &sluicev1.Head{Revision: r1.Id, Generation: 1, Strategy: st}, HeadRev: r1,
+			Presence: presence("n1", "n2", "n3", "n4", "n5", "n6", "n7")}
 	}
-	ok := func(n string) event { return evStatus{s: status(n, provisioned, fp1, id1)} }
-	ack := func(n string) event { return evStatus{s: status(n, inProgress, fp1, id1)} }
+	ok := func(n string) Event { return Status{S: status(n, provisioned, fp1, id1)} }
+	ack := func(n string) Event { return Status{S: status(n, inProgress, fp1, id1)} }
 	tests := []struct {
 		name  string
 		steps []step
 		want  []string // actions of the last step
-		check func(t *testing.T, s *state)
+		check func(t *testing.T, s *State)
 	}{
 		{
 			name:  "the first wave is the canary: only first_wave nodes start",
 			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "10", FirstWave: 1})}},
-			want:  []string{"start " + id1, "emit RolloutStarted", "emit WaveStarted", "write n1"},
+			want:  []string{"start " + id1, "write n1", "emit RolloutStarted", "emit WaveStarted"},
 		},
 		{
 			name: "the next wave waits for the last one to finish and grows by the factor",
 			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "10", FirstWave: 1, WaveGrowth: 2})},
 				{time.Second, ok("n1")}},
-			want: []string{"emit WaveStarted", "write n2", "write n3"},
+			want: []string{"write n2", "write n3", "emit WaveStarted"},
 		},
 		{
 			name: "bake time holds the next wave",
@@ -73,45 +73,45 @@ func TestDecide_Strategies(t *testing.T) {
 		{
 			name: "after the bake time the next wave starts",
 			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "10", FirstWave: 1, BakeTime: durationpb.New(time.Minute)})},
-				{time.Second, ok("n1")}, {30 * time.Second, evTick{}}, {62 * time.Second, evTick{}}},
-			want: []string{"emit WaveStarted", "write n2", "write n3"},
+				{time.Second, ok("n1")}, {30 * time.Second, Tick{}}, {62 * time.Second, Tick{}}},
+			want: []string{"write n2", "write n3", "emit WaveStarted"},
 		},
 		{
 			name: "a failure domain is finished before the next starts",
-			steps: []step{{0, evLoaded{head: &sluicev1.Head{Revision: r1.Id, Generation: 1, Strategy: &sluicev1.Strategy{MaxParallel: "10", FailureDomain: "dc"}},
-				headRev: r1, presence: zoned("b/n1", "a/n2", "b/n3", "a/n4")}}},
-			want: []string{"start " + id1, "emit RolloutStarted", "emit DomainStarted", "write n2", "write n4"},
+			steps: []step{{0, Loaded{Head: &sluicev1.Head{Revision: r1.Id, Generation: 1, Strategy: &sluicev1.Strategy{MaxParallel: "10", FailureDomain: "dc"}},
+				HeadRev: r1, Presence: zoned("b/n1", "a/n2", "b/n3", "a/n4")}}},
+			want: []string{"start " + id1, "write n2", "write n4", "emit RolloutStarted", "emit DomainStarted"},
 		},
 		{
 			name: "the next failure domain starts when the first is done",
-			steps: []step{{0, evLoaded{head: &sluicev1.Head{Revision: r1.Id, Generation: 1, Strategy: &sluicev1.Strategy{MaxParallel: "10", FailureDomain: "dc"}},
-				headRev: r1, presence: zoned("b/n1", "a/n2", "b/n3", "a/n4")}}, {time.Second, ok("n2")}, {time.Second, ok("n4")}},
-			want: []string{"emit DomainStarted", "write n1", "write n3"},
+			steps: []step{{0, Loaded{Head: &sluicev1.Head{Revision: r1.Id, Generation: 1, Strategy: &sluicev1.Strategy{MaxParallel: "10", FailureDomain: "dc"}},
+				HeadRev: r1, Presence: zoned("b/n1", "a/n2", "b/n3", "a/n4")}}, {time.Second, ok("n2")}, {time.Second, ok("n4")}},
+			want: []string{"write n1", "write n3", "emit DomainStarted"},
 		},
 		{
 			name:  "a node that never acknowledges times out after the pickup deadline",
-			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", FailureBudget: "5", PickupDeadline: durationpb.New(time.Minute)})}, {61 * time.Second, evTick{}}},
-			want:  []string{"emit NodeTimedOut", "write n2"},
+			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", FailureBudget: "5", PickupDeadline: durationpb.New(time.Minute)})}, {61 * time.Second, Tick{}}},
+			want:  []string{"record n1", "write n2", "emit NodeTimedOut", "emit FingerprintInvalid"},
 		},
 		{
 			name:  "the apply deadline counts from the acknowledgement, not from the write",
-			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", FailureBudget: "5", ApplyDeadline: durationpb.New(time.Minute)})}, {50 * time.Second, ack("n1")}, {100 * time.Second, evTick{}}},
+			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", FailureBudget: "5", ApplyDeadline: durationpb.New(time.Minute)})}, {50 * time.Second, ack("n1")}, {100 * time.Second, Tick{}}},
 			want:  nil,
 		},
 		{
 			name:  "an acknowledged node times out after the apply deadline",
-			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", FailureBudget: "5", ApplyDeadline: durationpb.New(time.Minute)})}, {50 * time.Second, ack("n1")}, {111 * time.Second, evTick{}}},
-			want:  []string{"emit NodeTimedOut", "write n2"},
+			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", FailureBudget: "5", ApplyDeadline: durationpb.New(time.Minute)})}, {50 * time.Second, ack("n1")}, {111 * time.Second, Tick{}}},
+			want:  []string{"record n1", "write n2", "emit NodeTimedOut", "emit FingerprintInvalid"},
 		},
 		{
 			name:  "a timeout over budget reverts",
-			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", PickupDeadline: durationpb.New(time.Minute)})}, {61 * time.Second, evTick{}}},
-			want:  []string{"emit NodeTimedOut", "emit RolloutReverting", "write n1"},
+			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", PickupDeadline: durationpb.New(time.Minute)})}, {61 * time.Second, Tick{}}},
+			want:  []string{"record n1", "write n1", "emit NodeRevertTarget", "emit NodeTimedOut", "emit FingerprintInvalid", "emit RolloutReverting"},
 		},
 		{
 			name: "the progress deadline ends the rollout",
 			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", ProgressDeadline: durationpb.New(time.Minute)})},
-				{61 * time.Second, evTick{}}},
+				{61 * time.Second, Tick{}}},
 			want: []string{"finish Aborted", "emit RolloutAborted"},
 		},
 	}
@@ -137,20 +137,20 @@ func TestDecide_TimeWithoutALeaderDoesNotCount(t *testing.T) {
 	st := &sluicev1.Strategy{MaxParallel: "1", ApplyDeadline: durationpb.New(time.Minute), ProgressDeadline: durationpb.New(10 * time.Minute)}
 	active := &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 1, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
 		Strategy: st, LeaderTime: durationpb.New(8 * time.Minute)}
-	s := newState()
+	s := NewState()
 	// The new leader loads an hour after the write: n1 is acknowledged and still applying.
-	decide(s, evLoaded{head: &sluicev1.Head{Revision: r1.Id, Generation: 1, Strategy: st}, headRev: r1,
-		active: active, activeRev: r1, presence: presence("n1", "n2"),
-		desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1, Rollout: id1}},
-		status:  []*sluicev1.NodeStatus{status("n1", inProgress, fp1, id1)}}, t0.Add(time.Hour))
-	if got := summarize(decide(s, evTick{}, t0.Add(time.Hour+30*time.Second))); len(got) != 0 {
+	Decide(s, Loaded{Head: &sluicev1.Head{Revision: r1.Id, Generation: 1, Strategy: st}, HeadRev: r1,
+		Active: active, ActiveRev: r1, Presence: presence("n1", "n2"),
+		Desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1, Rollout: id1}},
+		Status:  []*sluicev1.NodeStatus{status("n1", inProgress, fp1, id1)}}, t0.Add(time.Hour))
+	if got := summarize(Decide(s, Tick{}, t0.Add(time.Hour+30*time.Second))); len(got) != 0 {
 		t.Fatalf("30s into the new term: %v; want nothing (the deadline restarted)", got)
 	}
-	if got := summarize(decide(s, evTick{}, t0.Add(time.Hour+61*time.Second))); !slices.Contains(got, "emit NodeTimedOut") {
+	if got := summarize(Decide(s, Tick{}, t0.Add(time.Hour+61*time.Second))); !slices.Contains(got, "emit NodeTimedOut") {
 		t.Fatalf("61s into the new term: %v; want n1 timed out", got)
 	}
 	// The progress deadline counts the 8 minutes already run plus this term.
-	if got := summarize(decide(s, evTick{}, t0.Add(time.Hour+2*time.Minute+time.Second))); !slices.Contains(got, "finish Aborted") {
+	if got := summarize(Decide(s, Tick{}, t0.Add(time.Hour+2*time.Minute+time.Second))); !slices.Contains(got, "finish Aborted") {
 		t.Fatalf("8m+2m01s of leader time: %v; want the progress deadline to end it", got)
 	}
 }

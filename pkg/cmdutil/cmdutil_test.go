@@ -1,0 +1,75 @@
+package cmdutil
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+)
+
+func TestSettingsFromFlagsAndEnv(t *testing.T) {
+	tests := []struct {
+		name         string
+		env          map[string]string
+		args         []string
+		wantReplicas int
+		wantLease    time.Duration
+		wantErr      string
+	}{
+		{name: "defaults", wantReplicas: 1, wantLease: 10 * time.Second},
+		{name: "flags", args: []string{"--replicas", "3", "--leader-lease", "4s"}, wantReplicas: 3, wantLease: 4 * time.Second},
+		{name: "env", env: map[string]string{EnvReplicas: "3", EnvLeaderLease: "2s"}, wantReplicas: 3, wantLease: 2 * time.Second},
+		{name: "flag beats env", env: map[string]string{EnvReplicas: "3"}, args: []string{"--replicas", "1"}, wantReplicas: 1, wantLease: 10 * time.Second},
+		{name: "lease under a second", args: []string{"--leader-lease", "900ms"}, wantErr: "--leader-lease 900ms: want at least 1s"},
+		{name: "zero replicas", args: []string{"--replicas", "0"}, wantErr: "--replicas 0: want 1 to 5"},
+		{name: "env not a number", env: map[string]string{EnvReplicas: "three"}, wantErr: `SLUICE_REPLICAS="three": want a number of replicas`},
+		{name: "env not a duration", env: map[string]string{EnvLeaderLease: "10"}, wantErr: `SLUICE_LEADER_LEASE="10": want a duration`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			for k, v := range tc.env {
+				t.Setenv(k, v)
+			}
+			var c Common
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			fs.SetOutput(io.Discard)
+			c.Register(fs)
+			c.RegisterLeaderLease(fs)
+			if err := fs.Parse(tc.args); err != nil {
+				t.Fatal(err)
+			}
+			err := c.Check()
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Check() = %v, want error containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Check() = %v", err)
+			}
+			if s := c.Settings(); s.Replicas != tc.wantReplicas || s.LeaderLease != tc.wantLease {
+				t.Fatalf("settings: replicas %d lease %s, want %d and %s", s.Replicas, s.LeaderLease, tc.wantReplicas, tc.wantLease)
+			}
+		})
+	}
+}
+
+func TestMain_BadSettingsExit2BeforeConnecting(t *testing.T) {
+	var c Common
+	fs := flag.NewFlagSet("sluice-test", flag.ContinueOnError)
+	c.Register(fs)
+	var stderr bytes.Buffer
+	built := false
+	code := c.Main(context.Background(), fs, []string{"--replicas", "9", "--server", "nats://127.0.0.1:1"}, &stderr, nil,
+		func(*nats.Conn, zerolog.Logger) (Service, error) { built = true; return nil, nil })
+	if code != 2 || built || !strings.Contains(stderr.String(), "sluice-test: --replicas 9: want 1 to 5") {
+		t.Fatalf("code %d built %v stderr %q, want 2, nothing built and the flag named", code, built, stderr.String())
+	}
+}

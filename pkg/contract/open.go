@@ -1,0 +1,461 @@
+package contract
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+)
+
+// Components: who opens the buckets. Each bucket and stream has exactly one
+// managing component (Manager); every other component binds to it.
+const (
+	ComponentConfigurator = "configurator"
+	ComponentCoordinator  = "rollout-coordinator"
+	ComponentAgent        = "agent"
+	ComponentReaper       = "reaper"
+	ComponentCLI          = "cli"
+)
+
+// allBuckets lists every bucket in the order they are opened.
+var allBuckets = []string{
+	BucketIntents, BucketRevisions, BucketNodeConfigs, BucketFingerprints,
+	BucketStatus, BucketNodes, BucketRollouts, BucketLeases,
+}
+
+// managers is the one map of who creates and updates what.
+var managers = map[string]string{
+	BucketIntents:      ComponentConfigurator,
+	BucketRevisions:    ComponentConfigurator,
+	StreamEvents:       ComponentConfigurator,
+	BucketNodeConfigs:  ComponentCoordinator,
+	BucketFingerprints: ComponentCoordinator,
+	BucketRollouts:     ComponentCoordinator,
+	BucketLeases:       ComponentCoordinator,
+	BucketStatus:       ComponentCoordinator,
+	BucketNodes:        ComponentCoordinator,
+}
+
+// uses lists what a component binds when it uses less than everything.
+var uses = map[string][]string{
+	ComponentAgent: {BucketNodeConfigs, BucketStatus, BucketNodes, StreamEvents},
+}
+
+// atomicBuckets are the buckets whose streams allow atomic batch publishing:
+// the coordinator writes them in batches fenced by KeyFence.
+var atomicBuckets = []string{BucketNodeConfigs, BucketRollouts, BucketFingerprints}
+
+// Manager returns the component that creates and updates the bucket or
+// stream name, "" if sluice has no such bucket or stream.
+func Manager(name string) string { return managers[name] }
+
+// AllowsAtomicPublish reports whether bucket's stream must allow atomic
+// batch publishing (JetStream's AllowAtomicPublish).
+func AllowsAtomicPublish(bucket string) bool { return slices.Contains(atomicBuckets, bucket) }
+
+// StreamOfBucket is the name of the JetStream stream behind a KV bucket.
+func StreamOfBucket(bucket string) string { return "KV_" + bucket }
+
+// ErrMismatch: a bucket or stream exists with settings a component cannot
+// work with or may not change. Match with errors.Is; the error is a
+// *MismatchError that says what to do.
+var ErrMismatch = errors.New("bucket settings mismatch")
+
+// MismatchError says which setting of which bucket or stream differs, the
+// value found and the value wanted, and what to do about it.
+type MismatchError struct {
+	Kind      string // "bucket" or "stream"
+	Name      string // bucket or stream name
+	Setting   string // replicas, storage, ttl, allow_atomic
+	Found     string
+	Want      string
+	Component string // who found it
+	Manager   string // who manages it
+	Fix       string // what to do
+}
+
+func (e *MismatchError) Error() string {
+	return fmt.Sprintf("%s %s: %s is %s, %s wants %s (managed by %s): %s",
+		e.Kind, e.Name, e.Setting, e.Found, e.Component, e.Want, e.Manager, e.Fix)
+}
+
+// Is makes errors.Is(err, ErrMismatch) hold.
+func (e *MismatchError) Is(target error) bool { return target == ErrMismatch }
+
+// OpenOption changes how Open and Prepare behave.
+type OpenOption func(*openConfig)
+
+type openConfig struct {
+	log                  zerolog.Logger
+	minBackoff, maxDelay time.Duration
+}
+
+// WithLog logs every wait for a bucket another component creates.
+func WithLog(log zerolog.Logger) OpenOption { return func(c *openConfig) { c.log = log } }
+
+// WithBackoff sets the first and the longest wait between tries while a
+// bucket is missing (default 250ms doubling up to 5s).
+func WithBackoff(first, longest time.Duration) OpenOption {
+	return func(c *openConfig) { c.minBackoff, c.maxDelay = first, longest }
+}
+
+// Open makes a JetStream context on nc and prepares the buckets for
+// component (see Prepare): what a service does first.
+func Open(ctx context.Context, nc *nats.Conn, s Settings, component string, opts ...OpenOption) (jetstream.JetStream, *Buckets, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, nil, fmt.Errorf("jetstream: %w", err)
+	}
+	b, err := Prepare(ctx, js, s, component, opts...)
+	if err != nil {
+		return nil, nil, err
+	}
+	return js, b, nil
+}
+
+// Prepare binds, don't manage: it creates the buckets and the stream that
+// component manages when they are missing and updates them when their
+// settings differ from s, never lowering replicas (a MismatchError instead);
+// then it binds every other bucket component uses and verifies it (replicas,
+// storage, and the nodes TTL for agents), waiting with backoff, and a log
+// line each try, while a bucket is missing or its manager has not yet
+// enabled atomic publish on it. It
+// returns the handles of the buckets component uses (an agent gets
+// NodeConfigs, Status and Nodes; every other component gets all). An agent
+// and the CLI manage nothing.
+func Prepare(ctx context.Context, js jetstream.JetStream, s Settings, component string, opts ...OpenOption) (*Buckets, error) {
+	switch component {
+	case ComponentConfigurator, ComponentCoordinator, ComponentAgent, ComponentReaper, ComponentCLI:
+	default:
+		return nil, fmt.Errorf("contract: unknown component %q", component)
+	}
+	c := newOpenConfig(opts)
+	used := uses[component]
+	if used == nil {
+		used = append(slices.Clone(allBuckets), StreamEvents)
+	}
+	// Manage first, then wait for the others: two managers starting together
+	// each create theirs before waiting for the other's.
+	for _, w := range s.wants() {
+		if managers[w.name] == component {
+			if err := c.manage(ctx, js, w, component); err != nil {
+				return nil, err
+			}
+		}
+	}
+	b := &Buckets{}
+	for _, w := range s.wants() {
+		if !slices.Contains(used, w.name) {
+			continue
+		}
+		cfg, err := c.waitFor(ctx, js, w, component)
+		if err != nil {
+			return nil, err
+		}
+		if err := w.verify(cfg, component); err != nil {
+			return nil, err
+		}
+		if w.kv == nil {
+			continue
+		}
+		kv, err := js.KeyValue(ctx, w.name)
+		if err != nil {
+			return nil, fmt.Errorf("open bucket %s: %w", w.name, err)
+		}
+		*b.field(w.name) = kv
+	}
+	return b, nil
+}
+
+// Ensure creates or updates every bucket and the events stream as their
+// managers would (never lowering replicas): for installers, tests and
+// `sluice dev`, which create everything before starting services.
+func Ensure(ctx context.Context, js jetstream.JetStream, s Settings, opts ...OpenOption) error {
+	c := newOpenConfig(opts)
+	for _, w := range s.wants() {
+		if err := c.manage(ctx, js, w, "installer"); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// want is one bucket or stream and the stream config it should have.
+type want struct {
+	name string                    // bucket or stream name
+	kv   *jetstream.KeyValueConfig // nil for a plain stream
+	sc   jetstream.StreamConfig    // the fields sluice manages (see apply)
+}
+
+func (w want) kind() string {
+	if w.kv != nil {
+		return "bucket"
+	}
+	return "stream"
+}
+
+func (w want) stream() string {
+	if w.kv != nil {
+		return StreamOfBucket(w.name)
+	}
+	return w.name
+}
+
+// wants lists every bucket and then the events stream with its wanted config.
+func (s Settings) wants() []want {
+	var out []want
+	for _, cfg := range s.BucketConfigs() {
+		out = append(out, want{name: cfg.Bucket, kv: &cfg, sc: kvStreamConfig(cfg)})
+	}
+	return append(out, want{name: StreamEvents, sc: s.EventsStreamConfig()})
+}
+
+// kvStreamConfig is the part of a KV bucket's stream config sluice manages,
+// computed as nats.go's CreateKeyValue does, plus atomic publish.
+func kvStreamConfig(cfg jetstream.KeyValueConfig) jetstream.StreamConfig {
+	dup := 2 * time.Minute
+	if cfg.TTL > 0 && cfg.TTL < dup {
+		dup = cfg.TTL
+	}
+	return jetstream.StreamConfig{
+		Description:            cfg.Description,
+		MaxMsgsPerSubject:      int64(max(cfg.History, 1)),
+		MaxAge:                 cfg.TTL,
+		Duplicates:             dup,
+		Storage:                cfg.Storage,
+		Replicas:               max(cfg.Replicas, 1),
+		RePublish:              cfg.RePublish,
+		AllowMsgTTL:            cfg.LimitMarkerTTL != 0,
+		SubjectDeleteMarkerTTL: cfg.LimitMarkerTTL,
+		AllowAtomicPublish:     AllowsAtomicPublish(cfg.Bucket),
+	}
+}
+
+// apply returns cur with the fields sluice manages taken from w.
+func (w want) apply(cur jetstream.StreamConfig) jetstream.StreamConfig {
+	next := cur
+	next.Description = w.sc.Description
+	next.MaxAge = w.sc.MaxAge
+	next.Replicas = w.sc.Replicas
+	if w.kv != nil {
+		next.MaxMsgsPerSubject = w.sc.MaxMsgsPerSubject
+		next.Duplicates = w.sc.Duplicates
+		next.RePublish = w.sc.RePublish
+		next.AllowMsgTTL = w.sc.AllowMsgTTL || cur.AllowMsgTTL // the server cannot turn it off
+		next.SubjectDeleteMarkerTTL = w.sc.SubjectDeleteMarkerTTL
+		next.AllowAtomicPublish = w.sc.AllowAtomicPublish
+	} else {
+		next.Subjects = w.sc.Subjects
+		next.Discard = w.sc.Discard
+	}
+	return next
+}
+
+// manage creates the bucket or stream when missing and updates the fields
+// sluice manages when they differ, refusing to lower replicas or to change
+// the storage type.
+func (w want) manage(ctx context.Context, js jetstream.JetStream, component string) error {
+	cur, err := streamConfig(ctx, js, w.stream())
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		if err := w.create(ctx, js); err != nil {
+			return err
+		}
+		if cur, err = streamConfig(ctx, js, w.stream()); err != nil {
+			return fmt.Errorf("%s %s: %w", w.kind(), w.name, err)
+		}
+	} else if err != nil {
+		return fmt.Errorf("%s %s: %w", w.kind(), w.name, err)
+	}
+	if cur.Replicas > w.sc.Replicas {
+		return &MismatchError{
+			Kind: w.kind(), Name: w.name, Setting: "replicas", Component: component, Manager: managers[w.name],
+			Found: fmt.Sprint(cur.Replicas), Want: fmt.Sprint(w.sc.Replicas),
+			Fix: fmt.Sprintf("replicas are never lowered on start; start %s with --replicas %d (env SLUICE_REPLICAS), "+
+				"or scale down on purpose with `nats stream edit %s --replicas %d` and start again",
+				component, cur.Replicas, w.stream(), w.sc.Replicas),
+		}
+	}
+	if cur.Storage != w.sc.Storage {
+		return &MismatchError{
+			Kind: w.kind(), Name: w.name, Setting: "storage", Component: component, Manager: managers[w.name],
+			Found: cur.Storage.String(), Want: w.sc.Storage.String(),
+			Fix: "JetStream cannot change a stream's storage type; start with the storage it has, " +
+				"or back up and delete the " + w.kind() + " to recreate it",
+		}
+	}
+	next := w.apply(cur)
+	if reflect.DeepEqual(next, cur) {
+		return nil
+	}
+	if _, err := js.UpdateStream(ctx, next); err != nil {
+		return fmt.Errorf("update %s %s (replicas %d → %d): %w%s", w.kind(), w.name, cur.Replicas, next.Replicas, err, replicasHint(err, w.sc.Replicas))
+	}
+	return nil
+}
+
+// create creates the bucket or stream; another instance of the manager
+// creating it first is fine.
+func (w want) create(ctx context.Context, js jetstream.JetStream) error {
+	var err error
+	if w.kv != nil {
+		// CreateKeyValue cannot set AllowAtomicPublish; manage's update
+		// right after sets it before any batch can be written.
+		_, err = js.CreateKeyValue(ctx, *w.kv)
+		if errors.Is(err, jetstream.ErrBucketExists) {
+			err = nil
+		}
+	} else {
+		_, err = js.CreateStream(ctx, w.sc)
+		if errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
+			err = nil
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("create %s %s with %d replicas: %w%s", w.kind(), w.name, w.sc.Replicas, err, replicasHint(err, w.sc.Replicas))
+	}
+	return nil
+}
+
+// errCodeReplicasNotSupported: "replicas > 1 not supported in non-clustered mode".
+const errCodeReplicasNotSupported jetstream.ErrorCode = 10074
+
+// replicasHint explains the server's refusal of replicas on a single server.
+func replicasHint(err error, replicas int) string {
+	var apiErr *jetstream.APIError
+	if replicas > 1 && errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeReplicasNotSupported {
+		return fmt.Sprintf(": the NATS server is not clustered; use --replicas 1 with a single server, or a cluster of at least %d servers", replicas)
+	}
+	return ""
+}
+
+// verify checks what a binding component relies on: at least the replicas
+// and the durability of storage it was started with, and for agents the
+// nodes TTL their heartbeat is timed for. (Atomic publish, where the
+// coordinator fences writes, is waited for: see waitFor.)
+func (w want) verify(cur jetstream.StreamConfig, component string) error {
+	mismatch := func(setting, found, want, fix string) error {
+		return &MismatchError{Kind: w.kind(), Name: w.name, Setting: setting, Found: found, Want: want,
+			Component: component, Manager: managers[w.name], Fix: fix}
+	}
+	mgr := managers[w.name]
+	if cur.Replicas < w.sc.Replicas {
+		return mismatch("replicas", fmt.Sprint(cur.Replicas), fmt.Sprintf("at least %d", w.sc.Replicas),
+			fmt.Sprintf("start %s with --replicas %d so that it scales the %s up, or start %s with --replicas %d",
+				mgr, w.sc.Replicas, w.kind(), component, cur.Replicas))
+	}
+	if w.sc.Storage == jetstream.FileStorage && cur.Storage != jetstream.FileStorage {
+		return mismatch("storage", cur.Storage.String(), w.sc.Storage.String(),
+			"the "+w.kind()+" keeps nothing across a server restart; recreate it with file storage")
+	}
+	if component == ComponentAgent && w.name == BucketNodes && cur.MaxAge != w.sc.MaxAge {
+		return mismatch("ttl", cur.MaxAge.String(), w.sc.MaxAge.String(),
+			"start the agent with the node lease the rollout-coordinator uses")
+	}
+	return nil
+}
+
+func newOpenConfig(opts []OpenOption) openConfig {
+	c := openConfig{log: zerolog.Nop(), minBackoff: 250 * time.Millisecond, maxDelay: 5 * time.Second}
+	for _, o := range opts {
+		o(&c)
+	}
+	return c
+}
+
+// manage manages w, retrying while JetStream is not ready (a cluster
+// electing its leaders after a restart).
+func (c openConfig) manage(ctx context.Context, js jetstream.JetStream, w want, component string) error {
+	delay := c.minBackoff
+	for attempt := 1; ; attempt++ {
+		err := w.manage(ctx, js, component)
+		if err == nil || !transient(err) || ctx.Err() != nil {
+			return err
+		}
+		c.log.Info().Str(w.kind(), w.name).Int("attempt", attempt).Dur("retry_in", delay).Err(err).
+			Msgf("waiting for JetStream to manage %s %s", w.kind(), w.name)
+		if err := sleep(ctx, delay); err != nil {
+			return fmt.Errorf("%s %s: %w", w.kind(), w.name, err)
+		}
+		delay = min(2*delay, c.maxDelay)
+	}
+}
+
+// sleep waits d or until ctx ends.
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// waitFor returns the stream config of w, waiting with backoff while it is
+// missing (its manager has not created it yet) or JetStream is not ready.
+func (c openConfig) waitFor(ctx context.Context, js jetstream.JetStream, w want, component string) (jetstream.StreamConfig, error) {
+	delay := c.minBackoff
+	for attempt := 1; ; attempt++ {
+		cfg, err := streamConfig(ctx, js, w.stream())
+		// Between creating a bucket and enabling atomic publish on it
+		// (CreateKeyValue cannot), its manager leaves a moment in which the
+		// bucket exists without it: wait for the update, as for the bucket.
+		// A manager of an older version never makes it: the log says so.
+		upgrading := err == nil && w.sc.AllowAtomicPublish && !cfg.AllowAtomicPublish
+		if err == nil && !upgrading {
+			return cfg, nil
+		}
+		if upgrading {
+			if err := w.verify(cfg, component); err != nil {
+				return cfg, err // a mismatch no waiting mends
+			}
+		}
+		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) && !transient(err) {
+			return cfg, fmt.Errorf("bind %s %s: %w", w.kind(), w.name, err)
+		}
+		ev := c.log.Info().Str(w.kind(), w.name).Str("manager", managers[w.name]).Int("attempt", attempt).Dur("retry_in", delay)
+		switch {
+		case upgrading:
+			ev.Msgf("waiting for bucket %s to allow atomic publish, enabled by %s (start a %s of this version)",
+				w.name, managers[w.name], managers[w.name])
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			ev.Msgf("waiting for %s %s, created by %s", w.kind(), w.name, managers[w.name])
+		default:
+			ev.Err(err).Msgf("waiting for %s %s: JetStream not ready", w.kind(), w.name)
+		}
+		if err := sleep(ctx, delay); err != nil {
+			return cfg, fmt.Errorf("waiting for %s %s, created by %s: %w", w.kind(), w.name, managers[w.name], err)
+		}
+		delay = min(2*delay, c.maxDelay)
+	}
+}
+
+// transient errors pass once the cluster has elected its leaders.
+func transient(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
+		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
+		(errors.As(err, &apiErr) && apiErr.Code == 503)
+}
+
+// streamConfig reads a stream's config with a per-call timeout, so that a
+// cluster still electing a leader is retried rather than waited on forever.
+func streamConfig(ctx context.Context, js jetstream.JetStream, name string) (jetstream.StreamConfig, error) {
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	st, err := js.Stream(cctx, name)
+	if err != nil {
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			return jetstream.StreamConfig{}, fmt.Errorf("stream %s: %w", name, nats.ErrTimeout)
+		}
+		return jetstream.StreamConfig{}, err
+	}
+	return st.CachedInfo().Config, nil
+}

@@ -1,0 +1,417 @@
+package contract_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+)
+
+func streamConfig(t *testing.T, js jetstream.JetStream, bucket string) jetstream.StreamConfig {
+	t.Helper()
+	st, err := js.Stream(context.Background(), contract.StreamOfBucket(bucket))
+	if err != nil {
+		t.Fatalf("stream of %s: %v", bucket, err)
+	}
+	return st.CachedInfo().Config
+}
+
+// syncBuffer is a log destination goroutines may share.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func TestManager_EveryBucketAndTheStreamHasOne(t *testing.T) {
+	tests := []struct {
+		given string
+		want  string
+	}{
+		{contract.BucketIntents, contract.ComponentConfigurator},
+		{contract.BucketRevisions, contract.ComponentConfigurator},
+		{contract.StreamEvents, contract.ComponentConfigurator},
+		{contract.BucketNodeConfigs, contract.ComponentCoordinator},
+		{contract.BucketFingerprints, contract.ComponentCoordinator},
+		{contract.BucketRollouts, contract.ComponentCoordinator},
+		{contract.BucketLeases, contract.ComponentCoordinator},
+		{contract.BucketStatus, contract.ComponentCoordinator},
+		{contract.BucketNodes, contract.ComponentCoordinator},
+		{"sluice-unknown", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.given, func(t *testing.T) {
+			if got := contract.Manager(tc.given); got != tc.want {
+				t.Fatalf("Manager(%s) = %q, want %q", tc.given, got, tc.want)
+			}
+		})
+	}
+	for _, cfg := range contract.DefaultSettings().BucketConfigs() {
+		if contract.Manager(cfg.Bucket) == "" {
+			t.Errorf("bucket %s has no manager", cfg.Bucket)
+		}
+	}
+}
+
+func TestSettingsValidate(t *testing.T) {
+	def := contract.DefaultSettings()
+	with := func(f func(*contract.Settings)) contract.Settings { s := def; f(&s); return s }
+	tests := []struct {
+		name    string
+		given   contract.Settings
+		wantErr string
+	}{
+		{"defaults", def, ""},
+		{"R3", with(func(s *contract.Settings) { s.Replicas = 3 }), ""},
+		{"no replicas", with(func(s *contract.Settings) { s.Replicas = 0 }), "--replicas 0"},
+		{"too many replicas", with(func(s *contract.Settings) { s.Replicas = 7 }), "--replicas 7"},
+		{"lease under a second", with(func(s *contract.Settings) { s.LeaderLease = 500 * time.Millisecond }), "--leader-lease 500ms: want at least 1s"},
+		{"lease of a second", with(func(s *contract.Settings) { s.LeaderLease = time.Second }), ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			err := tc.given.Validate()
+			if tc.wantErr == "" && err != nil || tc.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("Validate() = %v, want error containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+func TestOpen_BinderWaitsForTheManagerAndCreatesNothing(t *testing.T) {
+	env := natstest.StartBare(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	s := contract.DefaultSettings()
+	var logs syncBuffer
+	type result struct {
+		b   *contract.Buckets
+		err error
+	}
+	done := make(chan result, 1)
+	go func() {
+		b, err := contract.Prepare(ctx, env.JS, s, contract.ComponentAgent,
+			contract.WithLog(zerolog.New(&logs)), contract.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
+		done <- result{b, err}
+	}()
+	natstest.Eventually(t, 5*time.Second, "the agent to log that it waits", func() bool {
+		return strings.Contains(logs.String(), "waiting for bucket sluice-nodeconfigs, created by rollout-coordinator")
+	})
+	select {
+	case r := <-done:
+		t.Fatalf("agent returned before any bucket existed: %v", r.err)
+	default:
+	}
+	if names := streamNames(t, env.JS); len(names) != 0 {
+		t.Fatalf("the agent created %v; it must create nothing", names)
+	}
+
+	// The coordinator creates its buckets, then waits for the configurator's.
+	coordDone := make(chan error, 1)
+	go func() {
+		_, err := contract.Prepare(ctx, env.JS, s, contract.ComponentCoordinator, contract.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
+		coordDone <- err
+	}()
+	if _, err := contract.Prepare(ctx, env.JS, s, contract.ComponentConfigurator, contract.WithBackoff(10*time.Millisecond, 50*time.Millisecond)); err != nil {
+		t.Fatalf("configurator: %v", err)
+	}
+	if err := <-coordDone; err != nil {
+		t.Fatalf("coordinator: %v", err)
+	}
+	r := <-done
+	if r.err != nil {
+		t.Fatalf("agent: %v", r.err)
+	}
+	if r.b.NodeConfigs == nil || r.b.Status == nil || r.b.Nodes == nil || r.b.Intents != nil {
+		t.Fatalf("agent buckets: want nodeconfigs, status and nodes only, got %+v", r.b)
+	}
+	if got := len(streamNames(t, env.JS)); got != len(s.BucketConfigs())+1 {
+		t.Fatalf("%d streams, want every bucket and the events stream", got)
+	}
+}
+
+func streamNames(t *testing.T, js jetstream.JetStream) []string {
+	t.Helper()
+	var out []string
+	names := js.StreamNames(context.Background())
+	for n := range names.Name() {
+		out = append(out, n)
+	}
+	if err := names.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func TestOpen_SingleServer(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	def := contract.DefaultSettings()
+
+	t.Run("R3 on a single server is refused with what to do", func(t *testing.T) {
+		env := natstest.StartBare(t)
+		s := def
+		s.Replicas = 3
+		_, err := contract.Prepare(ctx, env.JS, s, contract.ComponentCoordinator)
+		if err == nil || !strings.Contains(err.Error(), "sluice-nodeconfigs") || !strings.Contains(err.Error(), "use --replicas 1") {
+			t.Fatalf("got %v, want an error naming the bucket and --replicas 1", err)
+		}
+	})
+	t.Run("the owner changes a TTL, an agent with another lease refuses to start", func(t *testing.T) {
+		env := natstest.Start(t, def)
+		s := def
+		s.NodeLease = 30 * time.Second
+		var mm *contract.MismatchError
+		_, err := contract.Prepare(ctx, env.JS, s, contract.ComponentAgent)
+		if !errors.As(err, &mm) || mm.Name != contract.BucketNodes || mm.Setting != "ttl" || mm.Found != "15s" || mm.Want != "30s" {
+			t.Fatalf("agent: got %v, want a ttl mismatch on %s (found 15s, want 30s)", err, contract.BucketNodes)
+		}
+		if _, err := contract.Prepare(ctx, env.JS, s, contract.ComponentCoordinator); err != nil {
+			t.Fatalf("coordinator: %v", err)
+		}
+		if got := streamConfig(t, env.JS, contract.BucketNodes).MaxAge; got != 30*time.Second {
+			t.Fatalf("nodes TTL %s after the owner started with 30s", got)
+		}
+		if _, err := contract.Prepare(ctx, env.JS, s, contract.ComponentAgent); err != nil {
+			t.Fatalf("agent after the owner's update: %v", err)
+		}
+	})
+	t.Run("memory buckets are not durable enough for a file-storage binder", func(t *testing.T) {
+		s := def
+		s.Memory = true
+		env := natstest.Start(t, s)
+		_, err := contract.Prepare(ctx, env.JS, def, contract.ComponentReaper)
+		if !errors.Is(err, contract.ErrMismatch) || !strings.Contains(err.Error(), "storage") {
+			t.Fatalf("got %v, want a storage mismatch", err)
+		}
+		_, err = contract.Prepare(ctx, env.JS, def, contract.ComponentConfigurator)
+		if !errors.Is(err, contract.ErrMismatch) || !strings.Contains(err.Error(), "cannot change a stream's storage type") {
+			t.Fatalf("owner: got %v, want a storage mismatch", err)
+		}
+	})
+	t.Run("a second start of the owner changes nothing", func(t *testing.T) {
+		env := natstest.Start(t, def)
+		before := streamConfig(t, env.JS, contract.BucketNodeConfigs)
+		if _, err := contract.Prepare(ctx, env.JS, def, contract.ComponentCoordinator); err != nil {
+			t.Fatal(err)
+		}
+		st, err := env.JS.Stream(ctx, contract.StreamOfBucket(contract.BucketNodeConfigs))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if after := st.CachedInfo().Config; !before.AllowAtomicPublish || !after.AllowAtomicPublish || after.Replicas != before.Replicas {
+			t.Fatalf("before %+v after %+v", before, after)
+		}
+	})
+}
+
+// TestOpen_Cluster runs on one 3-node cluster with R3 buckets.
+func TestOpen_Cluster(t *testing.T) {
+	c := natstest.StartCluster(t, 3, contract.DefaultSettings())
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	r1 := contract.DefaultSettings()
+
+	t.Run("the owner with --replicas 1 on an R3 bucket is a startup error and scales nothing down", func(t *testing.T) {
+		_, err := contract.Prepare(ctx, c.JS, r1, contract.ComponentCoordinator)
+		var mm *contract.MismatchError
+		if !errors.As(err, &mm) || mm.Name != contract.BucketNodeConfigs || mm.Setting != "replicas" || mm.Found != "3" || mm.Want != "1" {
+			t.Fatalf("got %v, want a replicas mismatch on %s found 3 want 1", err, contract.BucketNodeConfigs)
+		}
+		if !strings.Contains(err.Error(), "--replicas 3") {
+			t.Fatalf("error %q does not say what to do", err)
+		}
+		if got := streamConfig(t, c.JS, contract.BucketNodeConfigs).Replicas; got != 3 {
+			t.Fatalf("replicas %d after a refused start, want 3", got)
+		}
+		if err := contract.Ensure(ctx, c.JS, r1); !errors.Is(err, contract.ErrMismatch) {
+			t.Fatalf("Ensure with 1 replica: got %v, want ErrMismatch", err)
+		}
+	})
+	t.Run("a binder with --replicas 1 accepts R3", func(t *testing.T) {
+		if _, err := contract.Prepare(ctx, c.JS, r1, contract.ComponentAgent); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := contract.Prepare(ctx, c.JS, r1, contract.ComponentReaper); err != nil {
+			t.Fatal(err)
+		}
+	})
+	t.Run("an R1 bucket without atomic publish is waited for by binders and upgraded by its owner", func(t *testing.T) {
+		if err := c.JS.DeleteKeyValue(ctx, contract.BucketRollouts); err != nil {
+			t.Fatal(err)
+		}
+		old := r1.BucketConfigs()[6]
+		if old.Bucket != contract.BucketRollouts {
+			t.Fatalf("bucket order changed: %s", old.Bucket)
+		}
+		if _, err := c.JS.CreateKeyValue(ctx, old); err != nil {
+			t.Fatal(err)
+		}
+		r3 := r1
+		r3.Replicas = 3
+		_, err := contract.Prepare(ctx, c.JS, r3, contract.ComponentReaper)
+		var mm *contract.MismatchError
+		if !errors.As(err, &mm) || mm.Name != contract.BucketRollouts || mm.Setting != "replicas" || mm.Want != "at least 3" {
+			t.Fatalf("binder with --replicas 3 on R1: got %v", err)
+		}
+		var logs syncBuffer
+		wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		defer wcancel()
+		_, err = contract.Prepare(wctx, c.JS, r1, contract.ComponentCLI,
+			contract.WithLog(zerolog.New(&logs)), contract.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
+		if !errors.Is(err, context.DeadlineExceeded) ||
+			!strings.Contains(logs.String(), "waiting for bucket sluice-rollouts to allow atomic publish, enabled by rollout-coordinator") {
+			t.Fatalf("binder on a bucket without atomic publish: got %v, logged %s; want it to wait for the manager", err, logs.String())
+		}
+		if _, err := contract.Prepare(ctx, c.JS, r3, contract.ComponentCoordinator); err != nil {
+			t.Fatalf("owner upgrade: %v", err)
+		}
+		got := streamConfig(t, c.JS, contract.BucketRollouts)
+		if got.Replicas != 3 || !got.AllowAtomicPublish {
+			t.Fatalf("after the owner's start: replicas %d allow_atomic %v, want 3 and true", got.Replicas, got.AllowAtomicPublish)
+		}
+		if _, err := contract.Prepare(ctx, c.JS, r3, contract.ComponentReaper); err != nil {
+			t.Fatalf("binder after the upgrade: %v", err)
+		}
+	})
+}
+
+// TestAtomicBatch_CommitsIntoFencedBuckets checks nats-server allows atomic
+// batches on the KV streams the coordinator fences (file and memory, R1 and
+// R3): a batch that checks the fence commits whole, one whose fence moved
+// stores nothing.
+func TestAtomicBatch_CommitsIntoFencedBuckets(t *testing.T) {
+	def := contract.DefaultSettings()
+	mem := def
+	mem.Memory = true
+	tests := []struct {
+		name  string
+		given func(t *testing.T) *natstest.Env
+	}{
+		{"R1 file", func(t *testing.T) *natstest.Env { return natstest.Start(t, def) }},
+		{"R1 memory", func(t *testing.T) *natstest.Env { return natstest.Start(t, mem) }},
+		{"R3 file", func(t *testing.T) *natstest.Env { return natstest.StartCluster(t, 3, def).Env }},
+		{"R3 memory", func(t *testing.T) *natstest.Env { return natstest.StartCluster(t, 3, mem).Env }},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			env := tc.given(t)
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			for _, bucket := range []string{contract.BucketNodeConfigs, contract.BucketRollouts, contract.BucketFingerprints} {
+				if cfg := streamConfig(t, env.JS, bucket); !cfg.AllowAtomicPublish {
+					t.Fatalf("%s: allow_atomic is false", bucket)
+				}
+			}
+			kv := env.Buckets.NodeConfigs
+			sub, err := env.Conn.SubscribeSync(contract.NodeConfigSubject("n1"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fence, err := kv.Create(ctx, contract.KeyFence, []byte(`{"epoch":1}`))
+			if err != nil {
+				t.Fatal(err)
+			}
+			ack := publishFencedBatch(t, env.Conn, "b1", contract.BucketNodeConfigs, fence, map[string]string{
+				contract.DesiredKey("n1"): `{"node":"n1","fingerprint":"a"}`,
+				contract.BackupKey("n1"):  `{"node":"n1","fingerprint":"0"}`,
+			})
+			if ack.Error != nil || ack.Count != 2 {
+				t.Fatalf("fenced batch: %+v", ack)
+			}
+			e, err := kv.Get(ctx, contract.DesiredKey("n1"))
+			if err != nil || !strings.Contains(string(e.Value()), `"a"`) {
+				t.Fatalf("desired after the batch: %v %v", e, err)
+			}
+			if _, err := sub.NextMsg(5 * time.Second); err != nil {
+				t.Fatalf("a batch write is not republished to the agent's subject: %v", err)
+			}
+
+			// A new term moves the fence; a batch of the old term stores nothing.
+			if _, err := kv.Update(ctx, contract.KeyFence, []byte(`{"epoch":2}`), fence); err != nil {
+				t.Fatal(err)
+			}
+			ack = publishFencedBatch(t, env.Conn, "b2", contract.BucketNodeConfigs, fence, map[string]string{
+				contract.DesiredKey("n1"): `{"node":"n1","fingerprint":"stale"}`,
+				contract.BackupKey("n1"):  `{"node":"n1","fingerprint":"stale"}`,
+			})
+			if ack.Error == nil || ack.Error.ErrCode != int(jetstream.JSErrCodeStreamWrongLastSequence) {
+				t.Fatalf("stale batch: got %+v, want wrong last sequence (10071)", ack)
+			}
+			for _, key := range []string{contract.DesiredKey("n1"), contract.BackupKey("n1")} {
+				e, err := kv.Get(ctx, key)
+				if err != nil || strings.Contains(string(e.Value()), "stale") {
+					t.Fatalf("%s after the stale batch: %s %v", key, e.Value(), err)
+				}
+			}
+		})
+	}
+}
+
+type batchAck struct {
+	Error *struct {
+		Code        int    `json:"code"`
+		ErrCode     int    `json:"err_code"`
+		Description string `json:"description"`
+	} `json:"error"`
+	Seq   uint64 `json:"seq"`
+	Batch string `json:"batch"`
+	Count int    `json:"count"`
+}
+
+// publishFencedBatch publishes one atomic batch writing values (in key
+// order), every message checking that the fence key is at revision fence.
+func publishFencedBatch(t *testing.T, nc *nats.Conn, id, bucket string, fence uint64, values map[string]string) batchAck {
+	t.Helper()
+	keys := make([]string, 0, len(values))
+	for k := range values {
+		keys = append(keys, k)
+	}
+	if len(keys) == 2 && keys[0] > keys[1] {
+		keys[0], keys[1] = keys[1], keys[0]
+	}
+	var reply *nats.Msg
+	for i, k := range keys {
+		m := nats.NewMsg("$KV." + bucket + "." + k)
+		m.Data = []byte(values[k])
+		m.Header.Set("Nats-Batch-Id", id)
+		m.Header.Set("Nats-Batch-Sequence", strconv.Itoa(i+1))
+		m.Header.Set("Nats-Expected-Last-Subject-Sequence", strconv.FormatUint(fence, 10))
+		m.Header.Set("Nats-Expected-Last-Subject-Sequence-Subject", "$KV."+bucket+"."+contract.KeyFence)
+		if i == len(keys)-1 {
+			m.Header.Set("Nats-Batch-Commit", "1")
+		}
+		var err error
+		if reply, err = nc.RequestMsg(m, 5*time.Second); err != nil {
+			t.Fatalf("batch %s message %d: %v", id, i+1, err)
+		}
+	}
+	var ack batchAck
+	if err := json.Unmarshal(reply.Data, &ack); err != nil {
+		t.Fatalf("batch %s ack %q: %v", id, reply.Data, err)
+	}
+	return ack
+}

@@ -1,0 +1,29 @@
+package contract
+
+import sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+
+// The rollout phase rules, defined once: the coordinator, the configurator,
+// the CLI and the tests all ask here.
+
+// Terminal reports whether a rollout in phase p has ended. A terminal rollout
+// record is never written again.
+func Terminal(p sluicev1.RolloutPhase) bool {
+	switch p {
+	case sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED,
+		sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED:
+		return true
+	}
+	return false
+}
+
+// InForce reports whether a rollout that ended in phase p left its revision
+// in force, so that it becomes rollouts/last-applied: Succeeded and
+// PartiallyFailed (failures within the budget) do; RolledBack and Aborted do not.
+func InForce(p sluicev1.RolloutPhase) bool {
+	return p == sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED || p == sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED
+}
+
+// Active reports whether a rollout in phase p is still running (progressing or reverting).
+func Active(p sluicev1.RolloutPhase) bool {
+	return p == sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING || p == sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING
+}

@@ -1,0 +1,105 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+func newDesired() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }
+
+// TestBatcher_Fenced runs on R1 and on a 3-node cluster: a batch lands whole
+// or not at all, every op is compare-and-set, and a moved fence rejects it.
+func TestBatcher_Fenced(t *testing.T) {
+	s := contract.DefaultSettings()
+	for _, backend := range []string{"R1", "R3"} {
+		t.Run(backend, func(t *testing.T) {
+			var env *natstest.Env
+			if backend == "R1" {
+				env = natstest.Start(t, s)
+			} else {
+				env = natstest.StartCluster(t, 3, s).Env
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			st := store.New(env.Buckets.NodeConfigs, newDesired)
+			fences := store.New(env.Buckets.NodeConfigs, func() *sluicev1.Fence { return &sluicev1.Fence{} })
+			b := store.NewBatcher(env.Conn, contract.BucketNodeConfigs)
+			fenceRev, err := fences.Create(ctx, contract.KeyFence, &sluicev1.Fence{Epoch: 1, Holder: "a"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			fence := &store.Fence{Key: contract.KeyFence, Check: contract.KeyFence + ".check", Revision: fenceRev}
+
+			revs, err := b.Write(ctx, []store.Op{
+				{Key: "n1.backup", Value: &sluicev1.DesiredConfig{Node: "n1", Fingerprint: "old"}},
+				{Key: "n1.desired", Value: &sluicev1.DesiredConfig{Node: "n1", Fingerprint: "new"}},
+			}, fence)
+			if err != nil {
+				t.Fatalf("first batch: %v", err)
+			}
+			got, err := st.Get(ctx, "n1.desired")
+			if err != nil || got.Value.GetFingerprint() != "new" || got.Revision != revs[1] {
+				t.Fatalf("n1.desired = %v rev %d (%v); want fingerprint new at rev %d", got.Value, got.Revision, err, revs[1])
+			}
+			if bk, _ := st.Get(ctx, "n1.backup"); bk.Revision != revs[0] {
+				t.Fatalf("n1.backup rev %d, want %d", bk.Revision, revs[0])
+			}
+
+			// One stale op fails the whole batch: the backup is not written either.
+			_, err = b.Write(ctx, []store.Op{
+				{Key: "n1.backup", Value: &sluicev1.DesiredConfig{Node: "n1", Fingerprint: "x"}, Revision: revs[0]},
+				{Key: "n1.desired", Value: &sluicev1.DesiredConfig{Node: "n1", Fingerprint: "x"}, Revision: revs[1] - 1},
+			}, fence)
+			if !errors.Is(err, store.ErrConflict) {
+				t.Fatalf("stale op: err = %v, want ErrConflict", err)
+			}
+			if bk, _ := st.Get(ctx, "n1.backup"); bk.Value.GetFingerprint() != "old" {
+				t.Fatalf("a rejected batch wrote the backup: %v", bk.Value)
+			}
+
+			// A new term moves the fence: the old term's batch is rejected.
+			if _, err := fences.Update(ctx, contract.KeyFence, &sluicev1.Fence{Epoch: 2, Holder: "b"}, fenceRev); err != nil {
+				t.Fatal(err)
+			}
+			_, err = b.Write(ctx, []store.Op{{Key: "n1.desired", Value: &sluicev1.DesiredConfig{Node: "n1", Fingerprint: "stale"}, Revision: revs[1]}}, fence)
+			if !errors.Is(err, store.ErrConflict) {
+				t.Fatalf("deposed write: err = %v, want ErrConflict", err)
+			}
+			if d, _ := st.Get(ctx, "n1.desired"); d.Value.GetFingerprint() != "new" {
+				t.Fatalf("a deposed leader's write landed: %v", d.Value)
+			}
+
+			// A single fenced message lands while the fence holds, never after it moved.
+			newFence, _ := fences.Get(ctx, contract.KeyFence)
+			cur := &store.Fence{Key: contract.KeyFence, Check: fence.Check, Revision: newFence.Revision}
+			rev, err := b.WriteFenced(ctx, store.Op{Key: "n2.desired", Value: &sluicev1.DesiredConfig{Node: "n2", Fingerprint: "ok"}}, cur)
+			if err != nil {
+				t.Fatalf("fenced write under the current fence: %v", err)
+			}
+			if d, _ := st.Get(ctx, "n2.desired"); d.Revision != rev {
+				t.Fatalf("n2.desired rev %d, want %d", d.Revision, rev)
+			}
+			if _, err := b.WriteFenced(ctx, store.Op{Key: "n3.desired", Value: &sluicev1.DesiredConfig{Node: "n3"}}, fence); !errors.Is(err, store.ErrConflict) {
+				t.Fatalf("fenced write under a moved fence: err = %v, want ErrConflict", err)
+			}
+			if _, err := st.Get(ctx, "n3.desired"); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("a write under a moved fence landed: %v", err)
+			}
+
+			// A delete in a batch.
+			if _, err := b.Write(ctx, []store.Op{{Key: "n1.backup", Revision: revs[0]}}, nil); err != nil {
+				t.Fatalf("delete: %v", err)
+			}
+			if _, err := st.Get(ctx, "n1.backup"); !errors.Is(err, store.ErrNotFound) {
+				t.Fatalf("after a batch delete: %v, want ErrNotFound", err)
+			}
+		})
+	}
+}

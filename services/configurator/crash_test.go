@@ -1,0 +1,327 @@
+package configurator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/pkg/apiclient"
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/intent"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// smallPayload is the max payload of the servers these tests hit the limit on.
+const smallPayload = 64 << 10
+
+// refused checks that err is a 400 whose description contains every one of
+// wantHas, and that nothing was stored since before was taken.
+func refused(t *testing.T, env *natstest.Env, err error, before snapshot, headBefore uint64, wantHas ...string) {
+	t.Helper()
+	var ae *apiclient.Error
+	if !errors.As(err, &ae) || ae.Code != contract.ErrCodeInvalid {
+		t.Fatalf("apply error = %v, want a 400 *apiclient.Error", err)
+	}
+	for _, w := range wantHas {
+		if !strings.Contains(ae.Description, w) {
+			t.Errorf("description %q does not contain %q", ae.Description, w)
+		}
+	}
+	after := takeSnapshot(t, env)
+	if !maps.Equal(before.intents, after.intents) || !maps.Equal(before.revisions, after.revisions) {
+		t.Errorf("buckets changed:\nbefore %v\nafter  %v", before, after)
+	}
+	if h := getHead(t, env); h.Revision != headBefore {
+		t.Errorf("head moved to %v", h.Value)
+	}
+}
+
+// Issue 9, item 13: an apply whose revision would not fit in a message used
+// to store its journal and intents, fail on the revision and wedge every
+// later apply. Now it is refused before anything is written.
+func TestApply_RevisionOverTheMaxPayload_IsRefusedAndStoresNothing(t *testing.T) {
+	env := startWithMaxPayload(t, smallPayload)
+	start(t, env)
+	first, second := tables("a", 1000, 200), tables("b", 2000, 200)
+	mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: first})
+	if n := encodedSize(t, &sluicev1.Revision{Intents: append(first, second...)}); n <= smallPayload {
+		t.Fatalf("calibration: both batches' revision is %d bytes, want more than %d", n, smallPayload)
+	}
+	before, headBefore := takeSnapshot(t, env), getHead(t, env).Revision
+
+	_, err := apply(t, env.Conn, &sluicev1.ApplyRequest{Intents: second})
+
+	refused(t, env, err, before, headBefore, "the revision", "400 intents", "bytes stored, over the limit of 61,440 bytes", "max_payload 65,536", "nothing was stored")
+	// Nothing is wedged: a batch that fits lands at once.
+	resp := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: second[:10]})
+	if !resp.GetChanged() || resp.GetGeneration() != 2 || len(resp.GetCreated()) != 10 {
+		t.Errorf("next apply = %v, want 10 created in generation 2", resp)
+	}
+}
+
+func TestApply_IntentOverTheMaxPayload_IsRefusedNamingIt(t *testing.T) {
+	env := startWithMaxPayload(t, smallPayload)
+	start(t, env)
+	mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: tables("a", 1000, 3)})
+	// One intent just under the max payload: the request fits, the value
+	// stored for it (with its source and time, and the CAS headers) does not.
+	big := tables("big", 5000, 1)[0]
+	labels := big.GetRoutingTable().GetNodeSelector().GetMatchLabels()
+	for i := 0; encodedSize(t, big) < smallPayload-1500; i++ {
+		labels[fmt.Sprintf("example.com/k%03d", i)] = strings.Repeat("v", 200)
+	}
+	before, headBefore := takeSnapshot(t, env), getHead(t, env).Revision
+
+	_, err := apply(t, env.Conn, &sluicev1.ApplyRequest{Intents: []*sluicev1.Intent{big}})
+
+	refused(t, env, err, before, headBefore, "intent routingtable/big-00000", "bytes", "nothing was stored")
+}
+
+// Issue 9, item 14: 1,000 routing tables on one table id used to produce
+// 999,000 field errors, a reply over the max payload and, at the client,
+// only "context deadline exceeded".
+func TestApply_1000TablesOnOneTableID_ClientGetsOneErrorCountingThem(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	start(t, env)
+	ins := tables("t", 100, 1000)
+	for _, in := range ins {
+		in.GetRoutingTable().TableId = 100
+	}
+	_, err := apply(t, env.Conn, &sluicev1.ApplyRequest{Intents: ins})
+	var ae *apiclient.Error
+	if !errors.As(err, &ae) || ae.Code != contract.ErrCodeInvalid || len(ae.FieldErrors) != 1 {
+		t.Fatalf("apply error = %.500v, want a 400 with one field error", err)
+	}
+	fe := ae.FieldErrors[0]
+	if fe.GetIntent() != "routingtable/t-00000" || fe.GetField() != "spec.tableId" ||
+		!strings.Contains(fe.GetRule(), "table id 100 is used by 1,000 routing tables") || !strings.Contains(fe.GetRule(), "(+997 more)") {
+		t.Errorf("field error = %v", fe)
+	}
+}
+
+func TestApply_ManyProblems_ReplyListsTheFirst100AndCountsAll(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	start(t, env)
+	ins := tables("t", 100, 250)
+	for _, in := range ins {
+		in.GetRoutingTable().TableId = 0 // required: one problem each
+	}
+	_, err := apply(t, env.Conn, &sluicev1.ApplyRequest{Intents: ins})
+	var ae *apiclient.Error
+	if !errors.As(err, &ae) || ae.Code != contract.ErrCodeInvalid {
+		t.Fatalf("apply error = %.300v, want a 400", err)
+	}
+	if len(ae.FieldErrors) != 100 || ae.FieldErrors[0].GetIntent() != "routingtable/t-00000" {
+		t.Errorf("%d field errors listed, first %v; want the first 100", len(ae.FieldErrors), ae.FieldErrors[0])
+	}
+	if !strings.Contains(ae.Description, "250 problems") || !strings.Contains(ae.Description, "the first 100") {
+		t.Errorf("description %q does not count all 250 and say 100 are listed", ae.Description)
+	}
+}
+
+// Issue 9, item 13 as found: a journal left by the configurator before this
+// fix, whose revision cannot be written, with its intents already stored. A
+// restarted configurator used to exit at start; now it rolls the apply back.
+func TestRun_LeftoverJournalThatCannotComplete_IsRolledBackAtStart(t *testing.T) {
+	env := startWithMaxPayload(t, smallPayload)
+	ctx := context.Background()
+	r := start(t, env)
+	first, second := tables("a", 1000, 200), tables("b", 2000, 200)
+	firstResp := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: first})
+	r.stop(t)
+	// What the old configurator left: the journal (an ApplyRequest, no
+	// priors) and every intent of the batch, but no revision.
+	legacy := store.New(env.Buckets.Revisions, func() *sluicev1.ApplyRequest { return &sluicev1.ApplyRequest{} })
+	if _, err := legacy.Create(ctx, contract.KeyPending, &sluicev1.ApplyRequest{Intents: second, Source: "cli"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, in := range second {
+		if _, err := intentsStore(env).Create(ctx, intent.Key(in), &sluicev1.StoredIntent{Intent: in, Source: "cli"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs := watchEvents(t, env.Conn)
+
+	start(t, env) // fails the test if Run returns
+
+	if _, err := journalStore(env).Get(ctx, contract.KeyPending); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("journal still there: %v", err)
+	}
+	for _, in := range second {
+		if _, err := intentsStore(env).Get(ctx, intent.Key(in)); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("intent %s of the rolled-back apply is still stored: %v", intent.Key(in), err)
+		}
+	}
+	for _, in := range first {
+		if got := getStored(t, env, intent.Key(in)); !proto.Equal(got.GetIntent(), in) {
+			t.Fatalf("intent %s = %v", intent.Key(in), got)
+		}
+	}
+	if h := getHead(t, env).Value; h.GetRevision() != firstResp.GetRevision() || h.GetGeneration() != 1 {
+		t.Errorf("head = %v, want the first revision still", h)
+	}
+	natstest.Eventually(t, 5e9, "an ApplyRolledBack event", func() bool { return len(evs.ofType("ApplyRolledBack")) == 1 })
+	if reason := evs.ofType("ApplyRolledBack")[0].GetReason(); !strings.Contains(reason, "200 intents") || !strings.Contains(reason, "bytes") {
+		t.Errorf("rollback reason %q does not say what was rolled back and why", reason)
+	}
+	resp := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: second[:5]})
+	if !resp.GetChanged() || resp.GetGeneration() != 2 {
+		t.Errorf("next apply = %v, want a new revision at generation 2", resp)
+	}
+}
+
+// An apply interrupted after writing some of its intents, whose journal
+// names an intent that someone else has changed since, cannot complete: the
+// intents it wrote are restored exactly as they were.
+func TestRun_JournalNamingAChangedIntent_RestoresWhatTheApplyOverwrote(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	r := start(t, env)
+	ins := examples(t)
+	applied := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: ins})
+	r.stop(t)
+
+	is := intentsStore(env)
+	tenantA, err := is.Get(ctx, "layer2network.tenant-a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	storage, err := is.Get(ctx, "routingtable.storage")
+	if err != nil {
+		t.Fatal(err)
+	}
+	newA := proto.Clone(tenantA.Value.GetIntent()).(*sluicev1.Intent)
+	newA.GetLayer2Network().Mtu = 1600
+	newStorage := proto.Clone(storage.Value.GetIntent()).(*sluicev1.Intent)
+	newStorage.GetRoutingTable().TableId = 4242
+	added := tables("added", 7000, 1)[0]
+	// The journal as apply writes it, then the crash after its first intent.
+	j := &sluicev1.ApplyJournal{
+		Intents: []*sluicev1.Intent{newA, added, newStorage}, Source: "cli", HasPrior: true,
+		Prior: []*sluicev1.PriorIntent{
+			{Key: "layer2network.tenant-a", Value: tenantA.Value, KvRevision: tenantA.Revision},
+			{Key: intent.Key(added)},
+			{Key: "routingtable.storage", Value: storage.Value, KvRevision: storage.Revision},
+		},
+	}
+	if _, err := journalStore(env).Create(ctx, contract.KeyPending, j); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := is.Update(ctx, "layer2network.tenant-a", &sluicev1.StoredIntent{Intent: newA, Source: "cli"}, tenantA.Revision); err != nil {
+		t.Fatal(err)
+	}
+	// Meanwhile someone rewrites routingtable.storage by hand (same spec).
+	byHand := proto.Clone(storage.Value).(*sluicev1.StoredIntent)
+	byHand.Source = "hand"
+	if _, err := is.Update(ctx, "routingtable.storage", byHand, storage.Revision); err != nil {
+		t.Fatal(err)
+	}
+	evs := watchEvents(t, env.Conn)
+
+	start(t, env)
+
+	if got := getStored(t, env, "layer2network.tenant-a"); !proto.Equal(got, tenantA.Value) {
+		t.Errorf("tenant-a = %v, want exactly what it was before the apply: %v", got, tenantA.Value)
+	}
+	if got := getStored(t, env, "routingtable.storage"); !proto.Equal(got, byHand) {
+		t.Errorf("storage = %v, want the hand-written value left alone", got)
+	}
+	if _, err := is.Get(ctx, intent.Key(added)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("%s stored: %v", intent.Key(added), err)
+	}
+	if _, err := journalStore(env).Get(ctx, contract.KeyPending); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("journal still there: %v", err)
+	}
+	if h := getHead(t, env).Value; h.GetRevision() != applied.GetRevision() || h.GetGeneration() != 1 {
+		t.Errorf("head = %v, want it unmoved", h)
+	}
+	natstest.Eventually(t, 5e9, "an ApplyRolledBack event", func() bool { return len(evs.ofType("ApplyRolledBack")) == 1 })
+	reason := evs.ofType("ApplyRolledBack")[0].GetReason()
+	for _, w := range []string{"intent routingtable/storage changed since the apply read it", "restored layer2network/tenant-a", "removed routingtable/added-00000"} {
+		if !strings.Contains(reason, w) {
+			t.Errorf("rollback reason %q does not contain %q", reason, w)
+		}
+	}
+}
+
+// Issue 9, item 12 for the configurator: values that do not decode are
+// skipped and reported, never fatal.
+func TestRun_UndecodableValues_AreSkippedWithAnEventAndAppliesWork(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	r := start(t, env)
+	ins := examples(t)
+	applied := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: ins})
+	r.stop(t)
+	garbage := []byte("{not protojson")
+	for _, w := range []struct {
+		put func(context.Context, string, []byte) (uint64, error)
+		key string
+	}{
+		{env.Buckets.Intents.Put, "routingtable.garbage"},
+		{env.Buckets.Revisions.Put, contract.KeyPending},
+		{env.Buckets.Revisions.Put, applied.GetRevision()}, // the head's own revision
+	} {
+		if _, err := w.put(ctx, w.key, garbage); err != nil {
+			t.Fatal(err)
+		}
+	}
+	evs := watchEvents(t, env.Conn)
+
+	start(t, env)
+
+	extra := tables("extra", 9000, 1)[0]
+	resp := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: []*sluicev1.Intent{extra}})
+	if want := render.RevisionID(append(ins, extra)); !resp.GetChanged() || resp.GetRevision() != want {
+		t.Errorf("apply = %v, want a revision of the examples and %s without the unreadable key", resp, intent.ID(extra))
+	}
+	natstest.Eventually(t, 5e9, "events naming each unreadable key", func() bool {
+		var reasons []string
+		for _, ev := range evs.all() {
+			reasons = append(reasons, ev.GetReason())
+		}
+		all := strings.Join(reasons, "\n")
+		return strings.Contains(all, contract.BucketIntents+"/routingtable.garbage") &&
+			strings.Contains(all, contract.BucketRevisions+"/"+contract.KeyPending) &&
+			strings.Contains(all, contract.BucketRevisions+"/"+applied.GetRevision())
+	})
+	if n := len(evs.ofType("UnreadableIntentSkipped")); n != 1 {
+		t.Errorf("%d UnreadableIntentSkipped events, want 1 (once per value, not once per read)", n)
+	}
+
+	t.Run("an unreadable head is replaced with a later generation", func(t *testing.T) {
+		if _, err := env.Buckets.Revisions.Put(ctx, contract.KeyHead, garbage); err != nil {
+			t.Fatal(err)
+		}
+		resp := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: tables("more", 9100, 1)})
+		if !resp.GetChanged() || resp.GetGeneration() <= 2 {
+			t.Errorf("apply = %v, want a new head with a generation above 2", resp)
+		}
+		if h := getHead(t, env).Value; h.GetRevision() != resp.GetRevision() {
+			t.Errorf("head = %v", h)
+		}
+	})
+
+	t.Run("an unreadable revision is rewritten when its content comes back", func(t *testing.T) {
+		for _, name := range []string{"extra-00000", "more-00000"} {
+			if _, err := del(t, env.Conn, "routingtable", name); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if h := getHead(t, env).Value; h.GetRevision() != applied.GetRevision() {
+			t.Fatalf("head = %v, want the examples' revision %s again", h, applied.GetRevision())
+		}
+		if rev := getRevision(t, env, applied.GetRevision()); len(rev.GetIntents()) != len(ins) {
+			t.Errorf("revision %s holds %d intents, want %d", applied.GetRevision(), len(rev.GetIntents()), len(ins))
+		}
+		natstest.Eventually(t, 5e9, "an UnreadableRevisionRewritten event", func() bool { return len(evs.ofType("UnreadableRevisionRewritten")) == 1 })
+	})
+}

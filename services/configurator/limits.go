@@ -1,0 +1,88 @@
+package configurator
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/pkg/store"
+)
+
+// Every value the configurator stores is one NATS message, so it must fit
+// the server's max_payload. Applies check every value they will write
+// against it before writing any (refusing, not chunking: see
+// docs/intents.md, "Apply and crash consistency").
+const (
+	// headroom is what a KV write carries besides its value: the subject
+	// and the compare-and-set headers take well under 200 bytes.
+	headroom = 4 << 10
+	// maxListedErrors bounds the field errors in one reply; the reply's
+	// description still counts them all.
+	maxListedErrors = 100
+	// maxNamesInReason bounds how many intent IDs a head reason or an event
+	// names before "(+N more)".
+	maxNamesInReason = 10
+)
+
+// maxValue is the largest value the configurator writes: the connection's
+// max payload less headroom.
+func (s *Service) maxValue() int {
+	return int(s.cfg.Conn.MaxPayload()) - headroom
+}
+
+// tooLargeError: a value would not fit in one NATS message.
+type tooLargeError struct {
+	what        string // "the revision (10,500 intents)", "intent routingtable/a"
+	size, limit int
+	maxPayload  int64
+}
+
+func (e *tooLargeError) Error() string {
+	return fmt.Sprintf("%s would be %s bytes stored, over the limit of %s bytes for one value (the NATS server's max_payload %s less %s for headers)",
+		e.what, thousands(e.size), thousands(e.limit), thousands(int(e.maxPayload)), thousands(headroom))
+}
+
+// fits returns a *tooLargeError when v, encoded as it is stored, is larger
+// than maxValue.
+func (s *Service) fits(what string, v proto.Message) error {
+	b, err := store.Marshal(v)
+	if err != nil {
+		return fmt.Errorf("encode %s: %w", what, err)
+	}
+	if limit := s.maxValue(); len(b) > limit {
+		return &tooLargeError{what: what, size: len(b), limit: limit, maxPayload: s.cfg.Conn.MaxPayload()}
+	}
+	return nil
+}
+
+// thousands writes n with comma separators: 8,388,608.
+func thousands(n int) string {
+	s := strconv.Itoa(n)
+	neg := strings.HasPrefix(s, "-")
+	s = strings.TrimPrefix(s, "-")
+	for i := len(s) - 3; i > 0; i -= 3 {
+		s = s[:i] + "," + s[i:]
+	}
+	if neg {
+		return "-" + s
+	}
+	return s
+}
+
+// someIDs joins the first maxNamesInReason ids, then "(+N more)".
+func someIDs(ids []string) string {
+	if len(ids) <= maxNamesInReason {
+		return strings.Join(ids, ", ")
+	}
+	return strings.Join(ids[:maxNamesInReason], ", ") + " (+" + thousands(len(ids)-maxNamesInReason) + " more)"
+}
+
+// plural is "1 intent", "2 intents", "1,000 intents".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return thousands(n) + " " + noun + "s"
+}

@@ -1,0 +1,113 @@
+package rollout
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/render"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// refuseKnownBad checks every target the rollout would write against the
+// invalid set before any node is touched.
+func (s *State) refuseKnownBad(now time.Time) {
+	var bad []*node
+	for _, n := range s.pending {
+		// A fingerprint this very rollout recorded (a failure within its
+		// budget, before a restart) does not stop it: it would not have
+		// stopped it without the restart either.
+		if f := s.invalid[n.target]; f != nil && f.GetRollout() != s.rollout.GetId() {
+			bad = append(bad, n)
+		}
+	}
+	if len(bad) == 0 {
+		return
+	}
+	if s.plan.retryInvalid {
+		seen := map[string]bool{}
+		for _, n := range bad {
+			if seen[n.target] {
+				continue
+			}
+			seen[n.target] = true
+			f := s.invalid[n.target]
+			delete(s.invalid, n.target)
+			s.forgiven[n.target] = now
+			s.do(ForgetInvalid{Fingerprint: n.target})
+			s.emit(&sluicev1.Event{
+				Kind: contract.KindFingerprint, Id: n.target, Type: "FingerprintForgiven", Fingerprint: n.target,
+				Rollout: s.rollout.GetId(), Revision: s.rollout.GetRevision(),
+				Reason: fmt.Sprintf("retried on purpose (retryInvalid); it was recorded invalid (%s) on %s by check %s: %s",
+					orDefault(f.GetCause(), CauseCheckFailed), f.GetNode(), f.GetCheck(), f.GetOutput()),
+			})
+		}
+		return
+	}
+	for _, n := range bad {
+		f := s.invalid[n.target]
+		s.pending = removeNode(s.pending, n, byPlace)
+		s.setProg(n, progRefused)
+		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_REFUSED, f.GetCheck(), f.GetOutput(),
+			fmt.Sprintf("target fingerprint %s is recorded invalid (%s on %s in rollout %s)",
+				render.Short(n.target), orDefault(f.GetCause(), CauseCheckFailed), f.GetNode(), f.GetRollout()))
+	}
+	for _, n := range s.pending {
+		s.setProg(n, progNone) // never started; still counted in the total
+	}
+	s.pending = nil
+	f := s.invalid[bad[0].target]
+	s.stopReason = fmt.Sprintf("refused before touching any node: %d node(s) would get a fingerprint recorded invalid; first %s → %s, "+
+		"which failed on %s (%s, check %s: %s) in rollout %s; fix the intents, or apply with --retry-invalid to try it again on purpose",
+		len(bad), bad[0].name, render.Short(bad[0].target), f.GetNode(), orDefault(f.GetCause(), CauseCheckFailed),
+		f.GetCheck(), truncate(f.GetOutput(), 200), f.GetRollout())
+	// Nodes in flight from before a restart are left to finish; maybeFinish ends it.
+}
+
+// configureStragglers gives every present node outside a rollout the last
+// applied revision's config, e.g. nodes that joined while no rollout ran.
+func (s *State) configureStragglers() {
+	if s.rollout != nil {
+		return
+	}
+	for _, name := range s.sortedNodes() {
+		s.configureStraggler(s.nodes[name], "node is outside any rollout")
+	}
+}
+
+// configureStraggler gives n the configuration in force (the last applied
+// revision's), with an event, unless it already has it or it is known bad.
+func (s *State) configureStraggler(n *node, why string) {
+	if s.lastAppliedRev == nil || !n.present {
+		return
+	}
+	cfg := render.NodeConfig(s.lastAppliedRev, n.labels)
+	fp := render.Fingerprint(cfg)
+	if n.desired.GetFingerprint() == fp || s.invalid[fp] != nil {
+		return
+	}
+	d := &sluicev1.DesiredConfig{
+		Node: n.name, Revision: s.lastApplied.GetRevision(), Rollout: s.lastApplied.GetRollout(),
+		Fingerprint: fp, Config: cfg,
+	}
+	_, save := s.lastGood(n, fp)
+	n.desired = d
+	s.do(WriteDesired{Desired: cloneDesired(d), Backup: save, Events: []*sluicev1.Event{{
+		Kind: contract.KindNode, Id: n.name, Type: "NodeConfigured", Node: n.name,
+		Revision: d.Revision, Rollout: d.Rollout, Fingerprint: fp,
+		Reason: why + " and differs from the configuration in force; it gets the last applied revision " + render.Short(d.Revision),
+	}}})
+}
+
+func cloneDesired(d *sluicev1.DesiredConfig) *sluicev1.DesiredConfig {
+	if d == nil {
+		return nil
+	}
+	return proto.Clone(d).(*sluicev1.DesiredConfig)
+}
+
+func cloneInvalid(f *sluicev1.InvalidFingerprint) *sluicev1.InvalidFingerprint {
+	return proto.Clone(f).(*sluicev1.InvalidFingerprint)
+}

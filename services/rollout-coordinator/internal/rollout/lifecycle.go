@@ -1,0 +1,386 @@
+package rollout
+
+import (
+	"fmt"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/render"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// load takes the whole stored state at the start of a term and acts on the
+// difference: it resumes a running rollout, finishes the bookkeeping of one
+// that ended, and starts the head's rollout only if none was ever started
+// for its generation — so a restart, reconnect or takeover never runs a
+// rollout twice.
+func (s *State) load(ev Loaded, now time.Time) {
+	*s = *NewState()
+	s.lastApplied, s.lastAppliedRev = ev.LastApplied, ev.LastAppliedRev
+	s.startedGen = ev.LastApplied.GetGeneration()
+	for _, f := range ev.Invalid {
+		s.invalid[f.GetFingerprint()] = f
+	}
+	for _, p := range ev.Presence {
+		n := s.nodeOf(p.GetNode())
+		n.present, n.labels = true, p.GetLabels()
+	}
+	for _, st := range ev.Status {
+		s.nodeOf(st.GetNode()).status = st
+	}
+	for _, d := range ev.Desired {
+		s.nodeOf(d.GetNode()).desired = d
+	}
+	backups := map[string]*sluicev1.DesiredConfig{}
+	for _, b := range ev.Backups {
+		backups[b.GetNode()] = b
+		s.nodeOf(b.GetNode()).backup = b
+	}
+	active, activeRev := ev.Active, ev.ActiveRev
+	if hr := ev.HeadRollout; hr != nil {
+		s.startedGen = max(s.startedGen, hr.GetGeneration())
+		if active == nil && contract.Active(hr.GetPhase()) {
+			// The previous leader stopped between creating the record and
+			// pointing rollouts/active at it.
+			active, activeRev = hr, ev.HeadRev
+		}
+	}
+	if active != nil {
+		s.startedGen = max(s.startedGen, active.GetGeneration())
+	}
+	switch {
+	case active == nil:
+	case contract.Terminal(active.GetPhase()):
+		// The previous leader stopped after writing the terminal record:
+		// finish the bookkeeping, never rewrite the record.
+		fin := FinishRollout{ClearActive: active.GetId()}
+		if contract.InForce(active.GetPhase()) && s.lastApplied.GetGeneration() < active.GetGeneration() {
+			s.lastApplied = refOf(active, active.GetFinishedAt())
+			s.lastAppliedRev = activeRev
+			fin.LastApplied = proto.Clone(s.lastApplied).(*sluicev1.RolloutRef)
+		}
+		s.do(fin)
+	case activeRev == nil:
+		// Its revision is gone (only an operator deleting it does that).
+		s.rollout = active
+		s.rollout.Counts = countsOf(s.rollout.Counts)
+		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED,
+			fmt.Sprintf("revision %s of this rollout is no longer stored; nodes are left as they are", render.Short(active.GetRevision())), now)
+	default:
+		// Resume: where each node stands is read off its desired config and
+		// status. Deadlines restart now: time without a leader does not count.
+		s.adopt(active, activeRev, backups, now)
+		if s.rollout != nil {
+			s.emit(s.rolloutEvent("RolloutResumed", fmt.Sprintf("leadership term %d resumes the rollout in phase %s: %s",
+				ev.Term, phaseWord(s.rollout.GetPhase()), s.progressLine())))
+		}
+	}
+	s.head, s.headRev = ev.Head, ev.HeadRev
+	s.headMoved(ev.Head, ev.HeadRev, now)
+	s.recordReportedInvalid(now)
+	s.configureStragglers()
+}
+
+// recordReportedInvalid remembers every rollout target a node reports
+// Invalid that the invalid set does not hold yet (I4): a report that came
+// while no leader ran, e.g. for a rollout superseded meanwhile.
+func (s *State) recordReportedInvalid(now time.Time) {
+	for _, name := range s.sortedNodes() {
+		n := s.nodes[name]
+		st := n.status
+		if st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && s.isRolloutTarget(n, st) {
+			s.recordInvalid(n.name, st.GetFingerprint(), st.GetRollout(), st.GetRevision(),
+				orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), CauseCheckFailed, now)
+		}
+		s.recordCarriedInvalid(n, now)
+	}
+}
+
+// countsOf is c, or empty counts when a record has none.
+func countsOf(c *sluicev1.RolloutCounts) *sluicev1.RolloutCounts {
+	if c == nil {
+		return &sluicev1.RolloutCounts{}
+	}
+	return c
+}
+
+func refOf(r *sluicev1.Rollout, at *timestamppb.Timestamp) *sluicev1.RolloutRef {
+	return &sluicev1.RolloutRef{Rollout: r.GetId(), Revision: r.GetRevision(), Generation: r.GetGeneration(), At: at}
+}
+
+func (s *State) progressLine() string {
+	c := s.rollout.GetCounts()
+	return fmt.Sprintf("%d nodes: %d provisioned, %d in progress, %d pending, %d failed, %d timed out, %d reverted, %d reverting",
+		c.GetTotal(), c.GetProvisioned(), c.GetInProgress(), c.GetPending(), c.GetFailed(), c.GetTimedOut(), c.GetReverted(), c.GetReverting())
+}
+
+// headMoved starts a rollout of the head unless one was already started for
+// its generation (running, or ended in any way).
+func (s *State) headMoved(h *sluicev1.Head, rev *sluicev1.Revision, now time.Time) {
+	if h == nil || rev == nil {
+		return
+	}
+	s.head, s.headRev = h, rev
+	if h.GetGeneration() <= s.startedGen {
+		return
+	}
+	if s.rollout != nil {
+		s.superseding = true // the new rollout places every node: no stragglers in between
+		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED,
+			fmt.Sprintf("superseded by generation %d (revision %s)", h.GetGeneration(), render.Short(h.GetRevision())), now)
+		s.superseding = false
+	}
+	s.startedGen = h.GetGeneration()
+	r := &sluicev1.Rollout{
+		Id:               contract.RolloutID(h.GetGeneration(), h.GetRevision()),
+		Revision:         h.GetRevision(),
+		PreviousRevision: s.lastApplied.GetRevision(),
+		Generation:       h.GetGeneration(),
+		Strategy:         h.GetStrategy(),
+		Phase:            sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+		Reason:           "head moved: " + h.GetReason(),
+		StartedAt:        timestamppb.New(now),
+		Counts:           &sluicev1.RolloutCounts{},
+	}
+	s.rollout, s.rolloutRev = r, rev
+	s.placeAll(nil, now)
+	s.do(StartRollout{Rollout: snapshot(r)})
+	s.emit(s.rolloutEvent("RolloutStarted", fmt.Sprintf("%s; %d nodes, %d already up to date; %s",
+		r.GetReason(), r.GetCounts().GetTotal(), r.GetCounts().GetProvisioned(), s.plan.describe())))
+	s.refuseKnownBad(now)
+}
+
+func (p plan) describe() string {
+	parts := []string{fmt.Sprintf("maxParallel %d", p.maxParallel), fmt.Sprintf("failure budget %d", p.budget)}
+	if p.waves != nil {
+		parts = append(parts, fmt.Sprintf("waves ending at %v nodes", p.waves))
+	}
+	if p.domainKey != "" {
+		parts = append(parts, "one "+p.domainKey+" at a time")
+	}
+	if p.bake > 0 {
+		parts = append(parts, "bake "+p.bake.String())
+	}
+	return strings.Join(parts, ", ")
+}
+
+// adopt resumes r, read back from its record: backups are the revert
+// targets of touched nodes.
+func (s *State) adopt(r *sluicev1.Rollout, rev *sluicev1.Revision, backups map[string]*sluicev1.DesiredConfig, now time.Time) {
+	s.rollout, s.rolloutRev = r, rev
+	if r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING {
+		s.resumeRevert(backups, now)
+		return
+	}
+	s.placeAll(backups, now)
+	if s.failures() > s.plan.budget {
+		s.startRevert(now, fmt.Sprintf("%d node(s) failed while no leader ran, over the failure budget of %d (first: %s)",
+			s.failures(), s.plan.budget, describeFailure(r.GetFailures())))
+		return
+	}
+	s.refuseKnownBad(now)
+}
+
+// placeAll places every present node in the rollout, recounting from scratch.
+func (s *State) placeAll(backups map[string]*sluicev1.DesiredConfig, now time.Time) {
+	r := s.rollout
+	s.pending, s.inFlight, s.started, s.domainSet, s.bakeUntil, s.baked = nil, map[string]*node{}, 0, false, time.Time{}, false
+	s.reverting, s.revertQ, s.stopReason = false, nil, ""
+	s.clockBase, s.clockFrom = r.GetLeaderTime().AsDuration(), now
+	prevFailures, prevSkipped := r.GetFailures(), r.GetSkipped()
+	r.Counts = &sluicev1.RolloutCounts{}
+	r.Failures, r.Skipped = nil, nil
+	var err error
+	if s.plan, err = resolve(r.GetStrategy(), s.countPresent()); err != nil {
+		// The configurator validates strategies; a bad one here is stored
+		// state from elsewhere. Go one node at a time rather than not at all.
+		s.plan = plan{maxParallel: 1, applyDeadline: DefaultApplyDeadline, pickupDeadline: DefaultPickupDeadline, progress: DefaultProgressDeadline}
+	}
+	for _, name := range s.sortedNodes() {
+		n := s.nodes[name]
+		n.prog, n.rev, n.previous, n.writtenAt, n.ackAt, n.touched = progNone, revNone, nil, time.Time{}, time.Time{}, false
+		switch {
+		case n.present:
+			n.previous = backups[name]
+			s.place(n, outcomeOf(prevFailures, name), now)
+		case outcomeOf(prevSkipped, name) != nil && n.desired.GetRollout() == r.GetId():
+			// Left during an earlier term and not back: still skipped.
+			n.touched = true
+			r.Counts.Total++
+			s.setProg(n, progSkipped)
+			s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_SKIPPED, "", "", outcomeOf(prevSkipped, name).GetMessage())
+		}
+	}
+	s.changed()
+}
+
+func (s *State) countPresent() int {
+	c := 0
+	for _, n := range s.nodes {
+		if n.present {
+			c++
+		}
+	}
+	return c
+}
+
+func outcomeOf(list []*sluicev1.NodeOutcome, node string) *sluicev1.NodeOutcome {
+	for _, o := range list {
+		if o.GetNode() == node {
+			return o
+		}
+	}
+	return nil
+}
+
+// place renders the rollout target for a present node and puts it where its
+// desired config, status and earlier outcome (prev, from the record) say it is.
+func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
+	r := s.rollout
+	n.config = render.NodeConfig(s.rolloutRev, n.labels)
+	n.target = render.Fingerprint(n.config)
+	n.forward = n.target
+	n.domain = domainOf(r.GetStrategy().GetFailureDomain(), n.labels)
+	r.Counts.Total++
+	st, d := n.status, n.desired
+	ours := d.GetRollout() == r.GetId() && d.GetFingerprint() == n.target && !d.GetRevert()
+	switch {
+	case ours && prev.GetResult() == sluicev1.NodeResult_NODE_RESULT_TIMED_OUT && prev.GetFingerprint() == n.target:
+		// Timed out in an earlier term: that outcome stands.
+		s.touchedAgain(n)
+		s.setProg(n, progTimedOut)
+		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, prev.GetFailedCheck(), prev.GetOutput(), prev.GetMessage())
+	case st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && d.GetFingerprint() == n.target:
+		if d.GetRollout() == r.GetId() {
+			s.touchedAgain(n)
+		}
+		s.setProg(n, progProvisioned)
+	case ours && st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID:
+		// Failed while no leader ran: its outcome, its fingerprint (I4), and
+		// the budget are taken into account now.
+		s.touchedAgain(n)
+		s.setProg(n, progFailed)
+		check := orDefault(st.GetFailedCheck(), "unknown check")
+		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_INVALID, check, st.GetCheckOutput(), st.GetMessage())
+		s.recordInvalid(n.name, n.target, r.GetId(), r.GetRevision(), check, st.GetCheckOutput(), CauseCheckFailed, now)
+
+	case ours:
+		// Written before a restart: wait for it, with a fresh deadline.
+		s.touchedAgain(n)
+		s.setProg(n, progInFlight)
+		s.inFlight[n.name] = n
+		n.writtenAt = now
+		if st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING {
+			n.ackAt = now
+		}
+	default:
+		s.setProg(n, progPending)
+		s.pending = insertNode(s.pending, n, byPlace)
+	}
+}
+
+// touchedAgain marks a node this rollout wrote in an earlier term; it counts
+// towards the waves already started.
+func (s *State) touchedAgain(n *node) {
+	n.touched = true
+	s.started++
+}
+
+// maybeFinish ends the active rollout once nothing is in flight and nothing
+// more will start.
+func (s *State) maybeFinish(now time.Time) {
+	r := s.rollout
+	if r == nil || len(s.inFlight) > 0 {
+		return
+	}
+	c := r.GetCounts()
+	if s.reverting {
+		if len(s.revertQ) > 0 {
+			return
+		}
+		reason := fmt.Sprintf("%s; %d node(s) reverted to their backups", s.stopReason, c.GetReverted())
+		if n := c.GetRevertFailed(); n > 0 {
+			reason += fmt.Sprintf(", %d could not be reverted (see failures)", n)
+		}
+		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, reason, now)
+		return
+	}
+	if s.stopReason != "" {
+		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, s.stopReason, now)
+		return
+	}
+	if len(s.pending) > 0 {
+		return
+	}
+	if f := s.failures(); f > 0 {
+		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED, fmt.Sprintf(
+			"%d node(s) failed within the failure budget of %d (first: %s); %d provisioned, %d skipped",
+			f, s.plan.budget, describeFailure(r.GetFailures()), c.GetProvisioned(), c.GetSkipped()), now)
+		return
+	}
+	reason := fmt.Sprintf("all %d nodes provisioned", c.GetProvisioned())
+	if c.GetSkipped() > 0 {
+		reason = fmt.Sprintf("%d nodes provisioned, %d skipped (left during the rollout)", c.GetProvisioned(), c.GetSkipped())
+	}
+	s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, reason, now)
+}
+
+func describeFailure(fs []*sluicev1.NodeOutcome) string {
+	if len(fs) == 0 {
+		return "none listed"
+	}
+	f := fs[0]
+	return fmt.Sprintf("%s, %s: %s", f.GetNode(), orDefault(f.GetFailedCheck(), "unknown check"), f.GetMessage())
+}
+
+// finish ends the active rollout in phase. Its one FinishRollout action
+// carries the terminal record and, when the revision is in force, the new
+// last-applied reference. Nodes outside the rollout then get the revision in force.
+func (s *State) finish(phase sluicev1.RolloutPhase, reason string, now time.Time) {
+	r := s.rollout
+	r.Phase, r.Reason, r.FinishedAt = phase, reason, timestamppb.New(now)
+	r.BakeUntil = nil
+	r.LeaderTime = durationpb.New(s.elapsed(now))
+	fin := FinishRollout{Rollout: snapshot(r), ClearActive: r.GetId()}
+	if contract.InForce(phase) {
+		s.lastApplied = refOf(r, timestamppb.New(now))
+		s.lastAppliedRev = s.rolloutRev
+		fin.LastApplied = proto.Clone(s.lastApplied).(*sluicev1.RolloutRef)
+	}
+	s.do(fin)
+	s.emit(s.rolloutEvent("Rollout"+phaseWord(phase), reason))
+	for _, n := range s.nodes {
+		n.prog, n.rev, n.target, n.config, n.previous, n.touched = progNone, revNone, "", nil, nil, false
+	}
+	s.rollout, s.rolloutRev, s.pending, s.inFlight, s.revertQ = nil, nil, nil, map[string]*node{}, nil
+	s.reverting, s.stopReason, s.bakeUntil, s.dirty = false, "", time.Time{}, false
+	if !s.superseding {
+		s.configureStragglers()
+	}
+}
+
+func phaseWord(p sluicev1.RolloutPhase) string {
+	w := strings.TrimPrefix(p.String(), "ROLLOUT_PHASE_")
+	parts := strings.Split(strings.ToLower(w), "_")
+	for i, x := range parts {
+		parts[i] = strings.ToUpper(x[:1]) + x[1:]
+	}
+	return strings.Join(parts, "")
+}
+
+func (s *State) rolloutEvent(typ, reason string) *sluicev1.Event {
+	r := s.rollout
+	return &sluicev1.Event{Kind: contract.KindRollout, Id: r.GetId(), Type: typ, Reason: reason,
+		Rollout: r.GetId(), Revision: r.GetRevision()}
+}
+
+func (s *State) nodeEvent(n *node, typ, reason string) *sluicev1.Event {
+	r := s.rollout
+	return &sluicev1.Event{Kind: contract.KindNode, Id: n.name, Type: typ, Reason: reason, Node: n.name,
+		Rollout: r.GetId(), Revision: r.GetRevision(), Fingerprint: n.target}
+}

@@ -1,0 +1,266 @@
+package rollout
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/pkg/render"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// These tables specify what survives restarts, reconnects and takeovers:
+// each defect found by faults injected by hand is a row here first.
+
+func findAction[T Action](acts []Action) (T, bool) {
+	for _, a := range acts {
+		if x, ok := a.(T); ok {
+			return x, true
+		}
+	}
+	var zero T
+	return zero, false
+}
+
+func TestDecide_Lifecycle(t *testing.T) {
+	r0, r1 := testRev("0000aaaa"), testRev("aaaa1111")
+	fp0, fp1 := targetOf(r0), targetOf(r1)
+	id0, id1 := rolloutID(head(1, r0.Id, "")), rolloutID(head(2, r1.Id, ""))
+	applied0 := &sluicev1.RolloutRef{Rollout: id0, Revision: r0.Id, Generation: 1}
+	ended := func(phase sluicev1.RolloutPhase) *sluicev1.Rollout {
+		return &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: phase, Reason: "kept",
+			Counts: &sluicev1.RolloutCounts{Total: 3, Failed: 1, Reverted: 2}}
+	}
+	onR0 := []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp0, Rollout: id0, Config: render0(r0)},
+		{Node: "n2", Fingerprint: fp0, Rollout: id0, Config: render0(r0)}}
+	tests := []struct {
+		name  string
+		given []Event
+		event Event
+		want  []string
+		check func(t *testing.T, s *State, acts []Action)
+	}{
+		{
+			name: "a head whose rollout rolled back is not started again after a restart",
+			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, HeadRollout: ended(sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK),
+				LastApplied: applied0, LastAppliedRev: r0, Presence: presence("n1", "n2"), Desired: onR0},
+			want: nil,
+		},
+		{
+			name: "a head whose rollout was refused is not started (nor its record rewritten) after a restart",
+			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, HeadRollout: ended(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED),
+				Presence: presence("n1"), Invalid: []*sluicev1.InvalidFingerprint{{Fingerprint: fp1, Node: "n9"}}},
+			want: nil,
+		},
+		{
+			name: "a terminal record still named active is finished without rewriting it",
+			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, HeadRollout: ended(sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK),
+				Active: ended(sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK), ActiveRev: r1,
+				LastApplied: applied0, LastAppliedRev: r0, Presence: presence("n1", "n2"), Desired: onR0},
+			want: []string{"finish (record kept)"},
+			check: func(t *testing.T, s *State, acts []Action) {
+				f, _ := findAction[FinishRollout](acts)
+				if f.Rollout != nil || f.LastApplied != nil || f.ClearActive != id1 {
+					t.Fatalf("finish = %+v; want only the active pointer cleared", f)
+				}
+			},
+		},
+		{
+			name: "a PartiallyFailed rollout still named active becomes last-applied",
+			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, Active: ended(sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED), ActiveRev: r1,
+				LastApplied: applied0, LastAppliedRev: r0, Presence: presence("n1")},
+			// n1 has nothing yet: it gets the revision now in force.
+			want: []string{"finish (record kept)", "write n1", "emit NodeConfigured"},
+			check: func(t *testing.T, s *State, acts []Action) {
+				f, _ := findAction[FinishRollout](acts)
+				if f.LastApplied.GetGeneration() != 2 || s.lastApplied.GetRollout() != id1 {
+					t.Fatalf("last-applied = %v; want the partially failed rollout %s", f.LastApplied, id1)
+				}
+			},
+		},
+		{
+			name: "a rollout ending PartiallyFailed carries the new last-applied in its finish",
+			given: []Event{Loaded{Head: withStrategy(head(2, r1.Id, "2"), &sluicev1.Strategy{MaxParallel: "2", FailureBudget: "1"}), HeadRev: r1,
+				Presence: presence("n1", "n2")}, Status{S: status("n1", invalid, fp1, id1)}},
+			event: Status{S: status("n2", provisioned, fp1, id1)},
+			want:  []string{"finish PartiallyFailed", "emit RolloutPartiallyFailed"},
+			check: func(t *testing.T, s *State, acts []Action) {
+				f, _ := findAction[FinishRollout](acts)
+				if f.LastApplied.GetRollout() != id1 {
+					t.Fatalf("last-applied = %v, want %s", f.LastApplied, id1)
+				}
+			},
+		},
+		{
+			name: "the head's record created but active not yet pointed at it is resumed, not started twice",
+			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1,
+				HeadRollout: &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+					Strategy: &sluicev1.Strategy{MaxParallel: "1"}, Counts: &sluicev1.RolloutCounts{}},
+				Presence: presence("n1")},
+			want: []string{"write n1", "emit RolloutResumed"},
+		},
+		{
+			name: "a node joining while the rollout reverts gets the configuration in force",
+			given: []Event{Loaded{Head: head(2, r1.Id, "2"), HeadRev: r1, LastApplied: applied0, LastAppliedRev: r0,
+				Presence: presence("n1", "n2"), Desired: onR0}, Status{S: status("n1", invalid, fp1, id1)}},
+			event: Presence{Node: "n3", P: presence("n3")[0]},
+			want:  []string{"write n3", "emit NodeConfigured"},
+			check: func(t *testing.T, s *State, acts []Action) {
+				w, _ := findAction[WriteDesired](acts)
+				if w.Desired.GetFingerprint() != fp0 || w.Desired.GetRevision() != r0.Id {
+					t.Fatalf("joiner got %s of %s; want the last applied %s", w.Desired.GetFingerprint(), w.Desired.GetRevision(), fp0)
+				}
+			},
+		},
+		{
+			name: "a node joining after a rollback gets the configuration in force",
+			given: []Event{Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, LastApplied: applied0, LastAppliedRev: r0,
+				Presence: presence("n1"), Desired: onR0[:1]},
+				Status{S: status("n1", invalid, fp1, id1)}, Status{S: status("n1", provisioned, fp0, id1)}},
+			event: Presence{Node: "n3", P: presence("n3")[0]},
+			want:  []string{"write n3", "emit NodeConfigured"},
+		},
+		{
+			name: "a revert without a backup goes to the last applied config, never the empty one",
+			given: []Event{Loaded{Head: head(2, r1.Id, "2"), HeadRev: r1, LastApplied: applied0, LastAppliedRev: r0,
+				Presence: presence("n1", "n2")}},
+			event: Status{S: status("n1", invalid, fp1, id1)},
+			check: func(t *testing.T, s *State, acts []Action) {
+				for _, a := range acts {
+					if w, ok := a.(WriteDesired); ok && (!w.Desired.GetRevert() || w.Desired.GetFingerprint() != fp0) {
+						t.Fatalf("revert of %s wrote %s (revert=%v); want the last applied %s", w.Desired.GetNode(),
+							w.Desired.GetFingerprint(), w.Desired.GetRevert(), fp0)
+					}
+				}
+				if s.rollout.GetCounts().GetReverting() != 2 {
+					t.Fatalf("reverting = %d, want 2", s.rollout.GetCounts().GetReverting())
+				}
+			},
+		},
+		{
+			name: "an Invalid report for a rollout superseded meanwhile is still recorded",
+			given: []Event{Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, Presence: presence("n1", "n2")},
+				HeadMoved{Head: head(3, r0.Id, "1"), Rev: r0}},
+			event: Status{S: status("n1", invalid, fp1, id1)},
+			want:  []string{"record n1", "emit FingerprintInvalid"},
+		},
+		{
+			name: "an Invalid report the agent overwrote before any leader saw it is recorded from the report it carries",
+			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, HeadRollout: ended(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED),
+				LastApplied: applied0, LastAppliedRev: r0, Presence: presence("n1"), Desired: onR0[:1],
+				Status: []*sluicev1.NodeStatus{{Node: "n1", Phase: provisioned, Fingerprint: fp0, Rollout: id0,
+					LastInvalid: &sluicev1.InvalidReport{Fingerprint: fp1, Rollout: id1, Revision: r1.Id, Check: "ping"}}}},
+			want: []string{"record n1", "emit FingerprintInvalid"},
+		},
+		{
+			name: "a timed-out node's fingerprint is recorded with its cause",
+			given: []Event{Loaded{Head: withStrategy(head(2, r1.Id, "1"), &sluicev1.Strategy{MaxParallel: "1",
+				PickupDeadline: durationOf(time.Second), ApplyDeadline: durationOf(time.Second)}), HeadRev: r1, Presence: presence("n1")}},
+			event: Tick{},
+			check: func(t *testing.T, s *State, acts []Action) {
+				rec, ok := findAction[RecordInvalid](acts)
+				if !ok || rec.Fingerprint.GetCause() != CauseTimedOut || rec.Fingerprint.GetNode() != "n1" {
+					t.Fatalf("record = %v; want n1's fingerprint recorded as %s", rec.Fingerprint, CauseTimedOut)
+				}
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewState()
+			for _, ev := range tc.given {
+				Decide(s, ev, t0)
+			}
+			acts := Decide(s, tc.event, t0.Add(5*time.Second))
+			got := summarize(acts)
+			if tc.want != nil || tc.check == nil {
+				if !slices.Equal(got, tc.want) {
+					t.Errorf("actions:\n got  %s\n want %s", strings.Join(got, ", "), strings.Join(tc.want, ", "))
+				}
+			}
+			if tc.check != nil {
+				tc.check(t, s, acts)
+			}
+		})
+	}
+}
+
+// TestDecide_ResumedRevertCountsEveryNodeOnce kills the leader in the middle
+// of a revert: the new term counts nodes reverted before, during and after
+// the gap exactly once, and announces each with one NodeReverted event.
+func TestDecide_ResumedRevertCountsEveryNodeOnce(t *testing.T) {
+	r0, r1 := testRev("0000aaaa"), testRev("aaaa1111")
+	fp0, fp1 := targetOf(r0), targetOf(r1)
+	id1 := rolloutID(head(2, r1.Id, ""))
+	backup := func(n string) *sluicev1.DesiredConfig {
+		return &sluicev1.DesiredConfig{Node: n, Fingerprint: fp0, Revision: r0.Id, Config: render0(r0)}
+	}
+	revertW := func(n string) *sluicev1.DesiredConfig {
+		d := backup(n)
+		d.Revert, d.Rollout = true, id1
+		return d
+	}
+	rec := &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING,
+		Reason: "n1 failed", Strategy: &sluicev1.Strategy{MaxParallel: "2"}, Reverted: []string{"n1"},
+		Counts:   &sluicev1.RolloutCounts{Total: 4, Provisioned: 3, Failed: 1, Reverted: 1, Reverting: 3},
+		Failures: []*sluicev1.NodeOutcome{{Node: "n1", Result: sluicev1.NodeResult_NODE_RESULT_INVALID, Fingerprint: fp1}}}
+	s := NewState()
+	acts := Decide(s, Loaded{Head: head(2, r1.Id, "2"), HeadRev: r1, Active: rec, ActiveRev: r1, Term: 7,
+		Presence: presence("n1", "n2", "n3", "n4"),
+		// n1 reverted and announced before the kill; n2 reverted while no leader ran;
+		// n3's revert was written before the kill; n4 was not written back yet.
+		Desired: []*sluicev1.DesiredConfig{revertW("n1"), revertW("n2"), revertW("n3"),
+			{Node: "n4", Fingerprint: fp1, Rollout: id1, Revision: r1.Id}},
+		Backups: []*sluicev1.DesiredConfig{backup("n1"), backup("n2"), backup("n3"), backup("n4")},
+		Status: []*sluicev1.NodeStatus{status("n1", provisioned, fp0, id1), status("n2", provisioned, fp0, id1),
+			status("n3", inProgress, fp0, id1), status("n4", provisioned, fp1, id1)},
+	}, t0)
+	got := summarize(acts)
+	want := []string{"write n4", "emit NodeReverted", "emit RolloutResumed"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("actions:\n got  %s\n want %s", strings.Join(got, ", "), strings.Join(want, ", "))
+	}
+	var later []Action
+	for _, n := range []string{"n3", "n4"} {
+		later = append(later, Decide(s, Status{S: status(n, provisioned, fp0, id1)}, t0.Add(time.Second))...)
+	}
+	f, ok := findAction[FinishRollout](later)
+	if !ok || s.rollout != nil {
+		t.Fatalf("rollout still running: %s", counts(s))
+	}
+	fin := f.Rollout
+	c := fin.GetCounts()
+	if fin.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK || c.GetReverted() != 4 || c.GetFailed() != 1 || c.GetProvisioned() != 3 {
+		t.Fatalf("final %s: %v; want RolledBack with reverted 4, failed 1, provisioned 3", fin.GetPhase(), c)
+	}
+	if !slices.Equal(fin.GetReverted(), []string{"n1", "n2", "n3", "n4"}) {
+		t.Fatalf("announced reverted nodes = %v", fin.GetReverted())
+	}
+}
+
+func durationOf(d time.Duration) *durationpb.Duration { return durationpb.New(d) }
+
+// render0 is the config rev renders to for a zone-a node.
+func render0(rev *sluicev1.Revision) *sluicev1.NodeConfig {
+	return render.NodeConfig(rev, map[string]string{"zone": "a"})
+}
+
+// TestDecide_TwoTimeoutsInOneTickOverBudget: the first timeout stops the
+// rollout and takes the other in-flight node out of flight; the same tick
+// must not trip over it (found by chaos seed 59 as a nil dereference).
+func TestDecide_TwoTimeoutsInOneTickOverBudget(t *testing.T) {
+	r1 := testRev("aaaa1111")
+	s := NewState()
+	Decide(s, Loaded{Head: withStrategy(head(2, r1.Id, "2"), &sluicev1.Strategy{MaxParallel: "2",
+		PickupDeadline: durationOf(time.Second), ApplyDeadline: durationOf(time.Second)}), HeadRev: r1, Presence: presence("n1", "n2", "n3")}, t0)
+	acts := Decide(s, Tick{}, t0.Add(5*time.Second))
+	if _, ok := findAction[RecordInvalid](acts); !ok || s.rollout.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING {
+		t.Fatalf("phase %s, actions %v; want the first timeout recorded and the rollout reverting", s.rollout.GetPhase(), summarize(acts))
+	}
+	if c := s.rollout.GetCounts(); c.GetTimedOut() != 1 || c.GetFailed() != 1 {
+		t.Fatalf("counts %v; want one node timed out (it stopped the rollout), the other stopped", c)
+	}
+}

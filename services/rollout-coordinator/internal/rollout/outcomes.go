@@ -1,0 +1,262 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/render"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// Causes recorded with an invalid fingerprint.
+const (
+	CauseCheckFailed = "check-failed"
+	CauseTimedOut    = "timed-out"
+)
+
+// statusChanged takes an agent's report.
+func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
+	n := s.nodeOf(st.GetNode())
+	n.status = st
+	phase := st.GetPhase()
+	s.recordCarriedInvalid(n, now)
+	if s.rollout != nil && n.touched && n.prog == progStopped && st.GetFingerprint() == n.forward &&
+		st.GetRollout() == s.rollout.GetId() && phase == sluicev1.NodePhase_NODE_PHASE_INVALID {
+		// In flight when the rollout stopped, and failed after all: that is
+		// what happened to it (I3), while its revert goes on.
+		check := orDefault(st.GetFailedCheck(), "unknown check")
+		s.setProg(n, progFailed)
+		s.recordOutcomeOf(n, n.forward, sluicev1.NodeResult_NODE_RESULT_INVALID, check, st.GetCheckOutput(), st.GetMessage())
+		ev := s.nodeEvent(n, "NodeFailed", fmt.Sprintf("node reported Invalid (%s) after the rollout stopped: %s", check, st.GetMessage()))
+		ev.Fingerprint = n.forward
+		s.emit(ev)
+	}
+	if s.rollout == nil || s.inFlight[n.name] != n || st.GetFingerprint() != n.target {
+		// Not what the active rollout waits for. An Invalid report of a
+		// rollout's config is still remembered (I4), e.g. a late report for
+		// a rollout that was superseded or ended meanwhile.
+		if phase == sluicev1.NodePhase_NODE_PHASE_INVALID && s.isRolloutTarget(n, st) {
+			s.recordInvalid(n.name, st.GetFingerprint(), st.GetRollout(), st.GetRevision(),
+				orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), CauseCheckFailed, now)
+		}
+		return
+	}
+	if phase == sluicev1.NodePhase_NODE_PHASE_PROVISIONING {
+		if n.ackAt.IsZero() {
+			n.ackAt = now
+		}
+		return
+	}
+	if phase != sluicev1.NodePhase_NODE_PHASE_PROVISIONED && phase != sluicev1.NodePhase_NODE_PHASE_INVALID {
+		return
+	}
+	delete(s.inFlight, n.name)
+	if n.rev == revInFlight {
+		if phase == sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
+			s.reverted(n, fmt.Sprintf("backup %s is in force again", render.Short(n.target)))
+			return
+		}
+		s.revertFailed(n, fmt.Sprintf("the agent could not put backup %s in force (%s): %s",
+			render.Short(n.target), orDefault(st.GetFailedCheck(), "unknown check"), st.GetMessage()))
+		return
+	}
+	if phase == sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
+		s.setProg(n, progProvisioned)
+		return
+	}
+	// Invalid: the config failed on this node. Remember its fingerprint.
+	s.setProg(n, progFailed)
+	check := orDefault(st.GetFailedCheck(), "unknown check")
+	s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_INVALID, check, st.GetCheckOutput(), st.GetMessage())
+	s.emit(s.nodeEvent(n, "NodeFailed", fmt.Sprintf("node reported Invalid (%s): %s", check, st.GetMessage())))
+	s.recordInvalid(n.name, n.target, s.rollout.GetId(), s.rollout.GetRevision(), check, st.GetCheckOutput(), CauseCheckFailed, now)
+	s.overBudget(fmt.Sprintf("node %s failed check %s: %s", n.name, check, st.GetMessage()), now)
+}
+
+// isRolloutTarget reports whether st reports on a config a rollout put on
+// n as its target, rather than a revert to its backup.
+func (s *State) isRolloutTarget(n *node, st *sluicev1.NodeStatus) bool {
+	if st.GetRollout() == "" || st.GetFingerprint() == "" {
+		return false
+	}
+	d := n.desired
+	return !(d.GetRevert() && d.GetFingerprint() == st.GetFingerprint())
+}
+
+// recordCarriedInvalid records the last Invalid report the agent carries in
+// its status, if it was a rollout's target and is not recorded yet: the
+// report itself may have been overwritten before any leader saw it.
+func (s *State) recordCarriedInvalid(n *node, now time.Time) {
+	li := n.status.GetLastInvalid()
+	if li == nil || li.GetRevert() || li.GetRollout() == "" {
+		return
+	}
+	if at, ok := s.forgiven[li.GetFingerprint()]; ok && !li.GetAt().AsTime().After(at) {
+		return // an old report of a fingerprint retried on purpose since
+	}
+	s.recordInvalid(n.name, li.GetFingerprint(), li.GetRollout(), li.GetRevision(),
+		orDefault(li.GetCheck(), "unknown check"), li.GetOutput(), CauseCheckFailed, now)
+}
+
+// recordInvalid remembers fp as known bad, once, with why.
+func (s *State) recordInvalid(node, fp, rollout, revision, check, output, cause string, now time.Time) {
+	if fp == "" || s.invalid[fp] != nil {
+		return
+	}
+	f := &sluicev1.InvalidFingerprint{Fingerprint: fp, Revision: revision, Rollout: rollout, Node: node,
+		Check: check, Output: truncate(output, maxOutput), Time: timestamppb.New(now), Cause: cause}
+	s.invalid[fp] = f
+	s.do(RecordInvalid{Fingerprint: cloneInvalid(f)})
+	s.emit(&sluicev1.Event{
+		Kind: contract.KindFingerprint, Id: fp, Type: "FingerprintInvalid", Fingerprint: fp, Node: node,
+		Rollout: rollout, Revision: revision,
+		Reason: fmt.Sprintf("%s on %s, %s: %s", cause, node, check, truncate(output, 200)),
+	})
+}
+
+// overBudget stops and reverts once failures exceed the budget.
+func (s *State) overBudget(what string, now time.Time) {
+	if s.reverting || s.failures() <= s.plan.budget {
+		return
+	}
+	s.startRevert(now, fmt.Sprintf("%s; %d failure(s) exceed the failure budget of %d", what, s.failures(), s.plan.budget))
+}
+
+// tick enforces deadlines and ends bake times.
+func (s *State) tick(now time.Time) {
+	if s.rollout == nil {
+		return
+	}
+	if e := s.elapsed(now); e > s.plan.progress {
+		reason := fmt.Sprintf("progress deadline %s exceeded after %s under a leader", s.plan.progress, e.Round(time.Second))
+		if s.stopReason != "" {
+			reason = s.stopReason + "; then " + reason
+		}
+		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, reason+"; nodes are left as they are", now)
+		return
+	}
+	names := make([]string, 0, len(s.inFlight))
+	for name := range s.inFlight {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		n := s.inFlight[name]
+		if n == nil || s.rollout == nil {
+			continue // an earlier timeout stopped the rollout and took it out of flight
+		}
+		var why string
+		switch {
+		case n.ackAt.IsZero() && now.Sub(n.writtenAt) > s.plan.pickupDeadline:
+			why = fmt.Sprintf("its agent did not acknowledge %s within the pickup deadline %s", render.Short(n.target), s.plan.pickupDeadline)
+		case !n.ackAt.IsZero() && now.Sub(n.ackAt) > s.plan.applyDeadline:
+			why = fmt.Sprintf("no final report within the apply deadline %s after its agent acknowledged", s.plan.applyDeadline)
+		default:
+			continue
+		}
+		delete(s.inFlight, name)
+		if n.rev == revInFlight {
+			s.revertFailed(n, "revert timed out: "+why)
+			continue
+		}
+		s.setProg(n, progTimedOut)
+		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, "deadline", "", why)
+		s.emit(s.nodeEvent(n, "NodeTimedOut", why))
+		s.recordInvalid(n.name, n.target, s.rollout.GetId(), s.rollout.GetRevision(), "deadline", why, CauseTimedOut, now)
+		s.overBudget(fmt.Sprintf("node %s timed out: %s", n.name, why), now)
+	}
+	s.changed() // leader time moved
+}
+
+// recordOutcome lists a node that did not simply succeed in the record.
+func (s *State) recordOutcome(n *node, res sluicev1.NodeResult, check, output, msg string) {
+	s.recordOutcomeOf(n, n.target, res, check, output, msg)
+}
+
+// recordOutcomeOf is recordOutcome for fingerprint fp.
+func (s *State) recordOutcomeOf(n *node, fp string, res sluicev1.NodeResult, check, output, msg string) {
+	o := &sluicev1.NodeOutcome{Node: n.name, Phase: n.status.GetPhase(), Fingerprint: fp, Result: res,
+		FailedCheck: check, Output: truncate(output, maxOutput), Message: msg}
+	s.changed()
+	r := s.rollout
+	if res == sluicev1.NodeResult_NODE_RESULT_SKIPPED {
+		for i, f := range r.Skipped {
+			if f.GetNode() == n.name {
+				r.Skipped[i] = o
+				return
+			}
+		}
+		if len(r.Skipped) < maxListed {
+			r.Skipped = append(r.Skipped, o)
+		}
+		return
+	}
+	for i, f := range r.Failures {
+		if f.GetNode() == n.name && (f.GetFailedCheck() == "revert") == (check == "revert") {
+			r.Failures[i] = o // listed once per rollout step, with its latest outcome
+			return
+		}
+	}
+	if len(r.Failures) < maxListed {
+		r.Failures = append(r.Failures, o)
+	}
+}
+
+// presence takes a node's heartbeat lease being written or expiring.
+func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
+	n := s.nodeOf(name)
+	if p == nil { // lease expired: the node left
+		n.present = false
+		if s.rollout == nil {
+			return
+		}
+		if n.rev == revQueued || n.rev == revInFlight {
+			// It cannot be reverted while away; when it comes back it is.
+			s.revertQ = removeNode(s.revertQ, n, byName)
+			delete(s.inFlight, name)
+			s.setRev(n, revNone)
+			s.emit(s.nodeEvent(n, "NodeRevertDeferred", "node left (presence lease expired) before its revert finished; it is reverted when it comes back"))
+			return
+		}
+		switch n.prog {
+		case progPending:
+			s.pending = removeNode(s.pending, n, byPlace)
+		case progInFlight:
+			delete(s.inFlight, name)
+		default:
+			return
+		}
+		s.setProg(n, progSkipped)
+		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_SKIPPED, "", "", "node left (presence lease expired) before finishing")
+		s.emit(s.nodeEvent(n, "NodeSkipped", "node left (presence lease expired) before finishing; not counted as a failure"))
+		return
+	}
+	joined := !n.present
+	n.present, n.labels = true, p.GetLabels()
+	if !joined {
+		return
+	}
+	switch {
+	case s.rollout == nil:
+		s.configureStraggler(n, "node joined with no rollout running")
+	case s.reverting && n.touched && n.rev == revNone && n.prog != progRefused:
+		// It left after this rollout touched it: put its backup back.
+		s.queueRevert(n)
+		s.emit(s.nodeEvent(n, "NodeJoinedRevert", "node came back while the rollout reverts; it is reverted to its backup"))
+	case s.reverting:
+		if n.rev == revNone && n.prog == progNone {
+			s.configureStraggler(n, "node joined while the rollout reverts")
+		}
+	case n.prog == progNone || n.prog == progSkipped:
+		if n.prog == progSkipped { // it came back: it is in the rollout again
+			s.setProg(n, progNone)
+			s.rollout.Counts.Total--
+		}
+		s.place(n, nil, now)
+		s.emit(s.nodeEvent(n, "NodeJoinedRollout", "node joined during the rollout; it gets the rollout target"))
+	}
+}

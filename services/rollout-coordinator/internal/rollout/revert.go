@@ -1,0 +1,197 @@
+package rollout
+
+import (
+	"fmt"
+	"slices"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/pkg/render"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// startRevert stops starting nodes and queues every node this rollout
+// touched for its backup, written back with the same concurrency limit.
+func (s *State) startRevert(now time.Time, reason string) {
+	r := s.rollout
+	s.reverting, s.stopReason, s.bakeUntil = true, reason, time.Time{}
+	r.Phase, r.Reason, r.BakeUntil = sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING, reason, nil
+	s.revertQ = nil
+	for _, name := range s.sortedNodes() {
+		n := s.nodes[name]
+		if !n.touched || !n.present || n.rev != revNone {
+			continue
+		}
+		switch n.prog {
+		case progInFlight:
+			delete(s.inFlight, n.name)
+			s.setProg(n, progStopped)
+		case progProvisioned, progFailed, progTimedOut:
+		default:
+			continue
+		}
+		s.queueRevert(n)
+	}
+	for _, p := range s.pending {
+		s.setProg(p, progNone) // never started; still counted in the total
+	}
+	s.pending = nil
+	s.changed()
+	s.emit(s.rolloutEvent("RolloutReverting", fmt.Sprintf("%s; reverting %d touched node(s) to their backups, %d at a time",
+		reason, len(s.revertQ), s.plan.maxParallel)))
+}
+
+// queueRevert queues n for its revert target, or fails its revert when the
+// only target it has is known bad.
+func (s *State) queueRevert(n *node) {
+	backup, why := s.revertTarget(n)
+	if s.invalid[backup.GetFingerprint()] != nil {
+		s.revertFailed(n, fmt.Sprintf("its revert target %s is recorded invalid; left on %s",
+			render.Short(backup.GetFingerprint()), render.Short(n.desired.GetFingerprint())))
+		return
+	}
+	n.previous = backup
+	n.target, n.config = backup.GetFingerprint(), backup.GetConfig()
+	n.revertNote = why
+	s.setRev(n, revQueued)
+	s.revertQ = insertNode(s.revertQ, n, byName)
+}
+
+// revertTarget is what a touched node goes back to: its backup; without one,
+// the last applied revision's config for it (a revert never writes the empty
+// config over a node that had one); the empty config only for a node that
+// never had any, as far as anything stored says.
+func (s *State) revertTarget(n *node) (*sluicev1.DesiredConfig, string) {
+	if n.previous != nil {
+		return n.previous, ""
+	}
+	if s.lastAppliedRev != nil {
+		cfg := render.NodeConfig(s.lastAppliedRev, n.labels)
+		return &sluicev1.DesiredConfig{Node: n.name, Revision: s.lastApplied.GetRevision(), Config: cfg, Fingerprint: render.Fingerprint(cfg)},
+			fmt.Sprintf("it has no backup: reverted to the last applied revision %s instead", render.Short(s.lastApplied.GetRevision()))
+	}
+	cfg := &sluicev1.NodeConfig{}
+	return &sluicev1.DesiredConfig{Node: n.name, Config: cfg, Fingerprint: render.Fingerprint(cfg)},
+		"it had no config before this rollout and nothing was ever applied: reverted to the empty config"
+}
+
+// fillRevert writes revert targets while slots are free.
+func (s *State) fillRevert(now time.Time) {
+	r := s.rollout
+	for len(s.inFlight) < s.plan.maxParallel && len(s.revertQ) > 0 {
+		n := s.revertQ[0]
+		s.revertQ = s.revertQ[1:]
+		s.inFlight[n.name] = n
+		n.writtenAt, n.ackAt = now, time.Time{}
+		s.setRev(n, revInFlight)
+		d := proto.Clone(n.previous).(*sluicev1.DesiredConfig)
+		d.Node, d.Rollout, d.Revert, d.WrittenAt, d.LeaderEpoch = n.name, r.GetId(), true, nil, 0
+		n.desired = d
+		w := WriteDesired{Desired: cloneDesired(d)}
+		if n.revertNote != "" {
+			w.Events = append(w.Events, s.nodeEvent(n, "NodeRevertTarget", n.revertNote))
+		}
+		s.do(w)
+	}
+}
+
+func (s *State) reverted(n *node, msg string) {
+	s.setRev(n, revDone)
+	if !slices.Contains(s.rollout.Reverted, n.name) {
+		s.rollout.Reverted = append(s.rollout.Reverted, n.name)
+		s.emit(s.nodeEvent(n, "NodeReverted", msg))
+	}
+}
+
+func (s *State) revertFailed(n *node, msg string) {
+	s.setRev(n, revFailed)
+	s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_REVERT_FAILED, "revert", "", msg)
+	s.emit(s.nodeEvent(n, "NodeRevertFailed", msg+"; the node needs an operator"))
+}
+
+// resumeRevert picks up a REVERTING rollout in a new term. Forward outcomes
+// come from the record (a revert changes none of them); where each touched
+// node stands in the revert is read off its desired config and status, and
+// every node found reverted gets its NodeReverted event exactly once.
+func (s *State) resumeRevert(backups map[string]*sluicev1.DesiredConfig, now time.Time) {
+	r := s.rollout
+	s.pending, s.inFlight, s.revertQ = nil, map[string]*node{}, nil
+	s.reverting, s.stopReason = true, r.GetReason()
+	s.clockBase, s.clockFrom = r.GetLeaderTime().AsDuration(), now
+	c := countsOf(r.GetCounts())
+	r.Counts = &sluicev1.RolloutCounts{Total: c.GetTotal(), Provisioned: c.GetProvisioned(), Failed: c.GetFailed(),
+		TimedOut: c.GetTimedOut(), Skipped: c.GetSkipped()}
+	var err error
+	if s.plan, err = resolve(r.GetStrategy(), int(c.GetTotal())); err != nil {
+		s.plan = plan{maxParallel: 1, applyDeadline: DefaultApplyDeadline, pickupDeadline: DefaultPickupDeadline, progress: DefaultProgressDeadline}
+	}
+	for _, name := range s.sortedNodes() {
+		n := s.nodes[name]
+		n.prog, n.rev, n.writtenAt, n.ackAt, n.touched = progNone, revNone, time.Time{}, time.Time{}, false
+		d, st := n.desired, n.status
+		if d.GetRollout() != r.GetId() {
+			continue // untouched
+		}
+		n.touched = true
+		n.previous = backups[name]
+		n.forward = render.Fingerprint(render.NodeConfig(s.rolloutRev, n.labels))
+		// Its forward outcome: as the record has it; failed while no leader
+		// ran; or stopped in flight (a later Invalid report still counts).
+		switch prev := outcomeOf(r.GetFailures(), name); {
+		case prev.GetResult() == sluicev1.NodeResult_NODE_RESULT_INVALID && prev.GetFailedCheck() != "revert":
+			n.prog = progFailed
+		case prev.GetResult() == sluicev1.NodeResult_NODE_RESULT_TIMED_OUT:
+			n.prog = progTimedOut
+		case !d.GetRevert() && st.GetFingerprint() == n.forward && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID:
+			check := orDefault(st.GetFailedCheck(), "unknown check")
+			s.setProg(n, progFailed)
+			s.recordOutcomeOf(n, n.forward, sluicev1.NodeResult_NODE_RESULT_INVALID, check, st.GetCheckOutput(), st.GetMessage())
+			s.recordInvalid(n.name, n.forward, r.GetId(), r.GetRevision(), check, st.GetCheckOutput(), CauseCheckFailed, now)
+		case st.GetFingerprint() == n.forward && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED:
+			n.prog = progProvisioned
+		default:
+			n.prog = progStopped
+		}
+		if prev := revertOutcomeOf(r.GetFailures(), name); prev != nil {
+			n.target = d.GetFingerprint()
+			n.rev = revFailed
+			r.Counts.RevertFailed++
+			continue
+		}
+		if !d.GetRevert() {
+			// Touched, not yet written back.
+			if n.present {
+				s.queueRevert(n)
+			}
+			continue
+		}
+		n.previous, n.target, n.config = d, d.GetFingerprint(), d.GetConfig()
+		switch {
+		case st.GetFingerprint() == d.GetFingerprint() && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED:
+			s.reverted(n, fmt.Sprintf("backup %s is in force again (reported while no leader ran)", render.Short(n.target)))
+		case st.GetFingerprint() == d.GetFingerprint() && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID:
+			s.revertFailed(n, fmt.Sprintf("the agent could not put backup %s in force (%s): %s",
+				render.Short(n.target), orDefault(st.GetFailedCheck(), "unknown check"), st.GetMessage()))
+		case n.present:
+			// Written back before the restart: wait for it, with a fresh deadline.
+			s.inFlight[n.name] = n
+			s.setRev(n, revInFlight)
+			n.writtenAt = now
+			if st.GetFingerprint() == d.GetFingerprint() && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING {
+				n.ackAt = now
+			}
+		}
+	}
+	s.changed()
+}
+
+// revertOutcomeOf finds node's revert failure in a record's failures.
+func revertOutcomeOf(list []*sluicev1.NodeOutcome, node string) *sluicev1.NodeOutcome {
+	for _, o := range list {
+		if o.GetNode() == node && (o.GetResult() == sluicev1.NodeResult_NODE_RESULT_REVERT_FAILED || o.GetFailedCheck() == "revert") {
+			return o
+		}
+	}
+	return nil
+}

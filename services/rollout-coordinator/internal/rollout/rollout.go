@@ -1,0 +1,164 @@
+// Package rollout is the rollout-coordinator's whole decision logic, as a
+// pure function: Decide(state, event, now) updates the state and returns the
+// actions for the loop to perform. It does no I/O, reads no clock and never
+// depends on map iteration order; its imports are limited to proto, render
+// and contract. Every effect is explicit: the loop performs the actions in
+// order and never re-derives a decision from a phase.
+//
+// The files follow the concerns: state.go (what is known of each node),
+// lifecycle.go (load, start, resume, finish), scheduling.go (waves, domains,
+// bake), outcomes.go (reports, deadlines, presence), revert.go and guards.go
+// (known-bad fingerprints, nodes outside a rollout). docs/rollouts.md draws
+// the state machine.
+package rollout
+
+import (
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// Events.
+type (
+	// Event is something that happened: the loop turns watched changes into events.
+	Event interface{ isEvent() }
+
+	// Loaded is the whole owned state, read at the start of a leadership term.
+	Loaded struct {
+		Head           *sluicev1.Head
+		HeadRev        *sluicev1.Revision
+		HeadRollout    *sluicev1.Rollout // the record of the head's rollout id, if one exists
+		LastApplied    *sluicev1.RolloutRef
+		LastAppliedRev *sluicev1.Revision
+		Active         *sluicev1.Rollout // the record rollouts/active points at
+		ActiveRev      *sluicev1.Revision
+		Presence       []*sluicev1.NodePresence
+		Status         []*sluicev1.NodeStatus
+		Desired        []*sluicev1.DesiredConfig
+		Backups        []*sluicev1.DesiredConfig
+		Invalid        []*sluicev1.InvalidFingerprint
+		Term           uint64 // the leadership term (lease epoch), for the RolloutResumed event
+	}
+	// HeadMoved: the configurator moved revisions/head.
+	HeadMoved struct {
+		Head *sluicev1.Head
+		Rev  *sluicev1.Revision
+	}
+	// Presence: a node's presence was written (P set) or expired (P nil).
+	Presence struct {
+		Node string
+		P    *sluicev1.NodePresence
+	}
+	// Status: a node's agent wrote its status.
+	Status struct{ S *sluicev1.NodeStatus }
+	// Reaped: the reaper deleted a departed node's keys (its status last).
+	Reaped struct{ Node string }
+	// Tick: time passed; deadlines and bake times are checked.
+	Tick struct{}
+)
+
+func (Loaded) isEvent()    {}
+func (HeadMoved) isEvent() {}
+func (Presence) isEvent()  {}
+func (Status) isEvent()    {}
+func (Reaped) isEvent()    {}
+func (Tick) isEvent()      {}
+
+// Actions. Each carries copies, never pointers into the state.
+type (
+	// Action is an effect for the loop to perform.
+	Action interface{ isAction() }
+
+	// WriteDesired writes a node's desired config and, when Backup is set,
+	// first saves Backup (the config it replaces) as the node's backup. A
+	// revert writes the backup back and leaves the backup key alone. Events
+	// are emitted once the write landed.
+	WriteDesired struct {
+		Desired *sluicev1.DesiredConfig
+		Backup  *sluicev1.DesiredConfig
+		Events  []*sluicev1.Event
+	}
+	// StartRollout creates the rollout record and points rollouts/active at it.
+	StartRollout struct{ Rollout *sluicev1.Rollout }
+	// SaveRollout writes the running rollout's record. Flush asks for the
+	// write before the actions that follow (the events describing it);
+	// otherwise the loop may coalesce saves.
+	SaveRollout struct {
+		Rollout *sluicev1.Rollout
+		Flush   bool
+	}
+	// FinishRollout ends a rollout: it writes the terminal record (Rollout;
+	// nil when it was written before, as a terminal record is never written
+	// again), moves rollouts/last-applied (LastApplied; nil leaves it) and
+	// clears rollouts/active if it still names ClearActive.
+	FinishRollout struct {
+		Rollout     *sluicev1.Rollout
+		LastApplied *sluicev1.RolloutRef
+		ClearActive string
+	}
+	// RecordInvalid records a fingerprint as known bad, with why.
+	RecordInvalid struct{ Fingerprint *sluicev1.InvalidFingerprint }
+	// ForgetInvalid deletes a recorded fingerprint (retried on purpose).
+	ForgetInvalid struct{ Fingerprint string }
+	// Emit records a state transition in the events stream.
+	Emit struct{ Event *sluicev1.Event }
+)
+
+func (WriteDesired) isAction()  {}
+func (StartRollout) isAction()  {}
+func (SaveRollout) isAction()   {}
+func (FinishRollout) isAction() {}
+func (RecordInvalid) isAction() {}
+func (ForgetInvalid) isAction() {}
+func (Emit) isAction()          {}
+
+// maxListed bounds the failures and skipped nodes kept in a rollout record.
+const maxListed = 100
+
+// maxOutput bounds a check's output kept in records.
+const maxOutput = 2048
+
+// Decide applies ev to s at time now and returns what to do, in order: the
+// writes, then the running rollout's record, then the events describing them.
+func Decide(s *State, ev Event, now time.Time) []Action {
+	s.out, s.events, s.dirty = nil, nil, false
+	switch ev := ev.(type) {
+	case Loaded:
+		s.load(ev, now)
+	case HeadMoved:
+		s.headMoved(ev.Head, ev.Rev, now)
+	case Presence:
+		s.presence(ev.Node, ev.P, now)
+	case Status:
+		s.statusChanged(ev.S, now)
+	case Reaped:
+		// Its desired config is gone too: if it comes back it is configured afresh.
+		n := s.nodeOf(ev.Node)
+		n.status, n.desired = nil, nil
+	case Tick:
+		s.tick(now)
+	}
+	s.fill(now)
+	s.maybeFinish(now)
+	acts := s.out
+	if s.rollout != nil {
+		s.rollout.LeaderTime = durationpb.New(s.elapsed(now))
+		if s.dirty {
+			acts = append(acts, SaveRollout{Rollout: snapshot(s.rollout), Flush: len(s.events) > 0})
+		}
+	}
+	for _, e := range s.events {
+		acts = append(acts, Emit{Event: e})
+	}
+	s.out, s.events = nil, nil
+	return acts
+}
+
+// do queues an action; emit queues an event, emitted after every write of this step.
+func (s *State) do(a Action)                         { s.out = append(s.out, a) }
+func (s *State) emit(e *sluicev1.Event)              { s.events = append(s.events, e) }
+func (s *State) changed()                            { s.dirty = true }
+func snapshot(r *sluicev1.Rollout) *sluicev1.Rollout { return proto.Clone(r).(*sluicev1.Rollout) }

@@ -1,0 +1,128 @@
+package rollout
+
+import (
+	"fmt"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// fill starts nodes while slots are free: revert writes when reverting,
+// otherwise pending nodes in (failure domain, name) order within the
+// current wave and domain, after any bake time.
+func (s *State) fill(now time.Time) {
+	if s.rollout == nil {
+		return
+	}
+	if s.reverting {
+		s.fillRevert(now)
+		return
+	}
+	if s.stopReason != "" {
+		return
+	}
+	r := s.rollout
+	for len(s.inFlight) < s.plan.maxParallel && len(s.pending) > 0 {
+		if !s.bakeUntil.IsZero() {
+			if now.Before(s.bakeUntil) {
+				break
+			}
+			s.bakeUntil, s.baked = time.Time{}, true
+			r.BakeUntil = nil
+			s.changed()
+		}
+		n := s.pending[0]
+		boundary, what := s.boundary(n)
+		if boundary {
+			if len(s.inFlight) > 0 {
+				break // finish the stage first
+			}
+			if s.plan.bake > 0 && !s.baked && s.started > 0 {
+				s.bakeUntil = now.Add(s.plan.bake)
+				r.BakeUntil = timestamppb.New(s.bakeUntil)
+				s.changed()
+				s.emit(s.rolloutEvent("RolloutBaking", fmt.Sprintf("%s finished; baking %s before %s", s.stageName(), s.plan.bake, what)))
+				break
+			}
+			s.baked = false
+			s.advance(n)
+		}
+		s.pending = s.pending[1:]
+		s.started++
+		s.setProg(n, progInFlight)
+		s.inFlight[n.name] = n
+		n.writtenAt, n.ackAt, n.touched = now, time.Time{}, true
+		d := &sluicev1.DesiredConfig{
+			Node: n.name, Revision: r.GetRevision(), Rollout: r.GetId(), Fingerprint: n.target, Config: n.config,
+		}
+		var save *sluicev1.DesiredConfig
+		n.previous, save = s.lastGood(n, n.target)
+		n.desired = d
+		s.do(WriteDesired{Desired: cloneDesired(d), Backup: save})
+	}
+}
+
+// lastGood is what n goes back to if target is reverted, and the backup to
+// save before writing target (nil: the backup key already holds it). That is
+// its desired config, unless that failed on the node (the agent then runs
+// its own last-good, which the backup key still holds) or is a revert write
+// (the backup key holds it too).
+func (s *State) lastGood(n *node, target string) (revertTo, save *sluicev1.DesiredConfig) {
+	d := n.desired
+	failedHere := n.status.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && n.status.GetFingerprint() == d.GetFingerprint()
+	switch {
+	case d == nil:
+		return nil, nil
+	case (failedHere || s.invalid[d.GetFingerprint()] != nil) && n.backup != nil:
+		return n.backup, nil
+	case d.GetFingerprint() == target || d.GetRevert():
+		return d, nil
+	}
+	n.backup = cloneDesired(d)
+	return d, cloneDesired(d)
+}
+
+// boundary reports whether starting n begins a new wave or failure domain.
+func (s *State) boundary(n *node) (bool, string) {
+	r := s.rollout
+	if s.plan.waves != nil {
+		w := int(r.GetWave())
+		if w == 0 || (w <= len(s.plan.waves) && s.started >= s.plan.waves[w-1]) {
+			return true, fmt.Sprintf("wave %d", w+1)
+		}
+	}
+	if s.plan.domainKey != "" && (!s.domainSet || n.domain > r.GetDomain()) {
+		return true, fmt.Sprintf("%s %s", s.plan.domainKey, domainName(n.domain))
+	}
+	return false, ""
+}
+
+func (s *State) stageName() string {
+	r := s.rollout
+	if s.plan.waves != nil {
+		return fmt.Sprintf("wave %d", r.GetWave())
+	}
+	return fmt.Sprintf("%s %s", s.plan.domainKey, domainName(r.GetDomain()))
+}
+
+// advance moves to the wave and domain n starts.
+func (s *State) advance(n *node) {
+	r := s.rollout
+	if s.plan.waves != nil {
+		w := int(r.GetWave())
+		if w == 0 || (w < len(s.plan.waves) && s.started >= s.plan.waves[w-1]) {
+			r.Wave++
+			size := s.plan.waves[r.Wave-1] - s.started
+			s.changed()
+			s.emit(s.rolloutEvent("WaveStarted", fmt.Sprintf("wave %d: up to %d nodes", r.Wave, size)))
+		}
+	}
+	if s.plan.domainKey != "" && (!s.domainSet || n.domain > r.GetDomain()) {
+		s.domainSet = true
+		r.Domain = n.domain
+		s.changed()
+		s.emit(s.rolloutEvent("DomainStarted", fmt.Sprintf("%s %s", s.plan.domainKey, domainName(n.domain))))
+	}
+}

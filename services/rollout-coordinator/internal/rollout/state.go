@@ -1,0 +1,259 @@
+package rollout
+
+import (
+	"cmp"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// progress is where a node is in the active rollout's forward direction.
+// Once final (provisioned, failed, timed out, skipped, refused) it stays: a
+// revert does not change what happened, so counts stay exact.
+type progress int
+
+const (
+	progNone        progress = iota // not part of the active rollout
+	progPending                     // waiting for a slot
+	progInFlight                    // desired config written, no final report yet
+	progProvisioned                 // reported Provisioned with the target fingerprint
+	progFailed                      // reported Invalid with the target fingerprint
+	progTimedOut                    // no final report within its deadline
+	progSkipped                     // left before finishing
+	progRefused                     // its target is a known-bad fingerprint: never touched
+	progStopped                     // in flight when the rollout stopped: no outcome
+)
+
+func (p progress) String() string {
+	return [...]string{"none", "pending", "in-progress", "provisioned", "failed", "timed-out", "skipped",
+		"refused", "stopped"}[p]
+}
+
+// revertState is where a touched node is in the revert after the rollout stopped.
+type revertState int
+
+const (
+	revNone     revertState = iota
+	revQueued               // waiting for a slot
+	revInFlight             // backup written back, no report yet
+	revDone                 // reported its backup in force
+	revFailed               // the revert failed, timed out or had no safe target
+)
+
+// node is what the coordinator knows of one node.
+type node struct {
+	name    string
+	present bool
+	labels  map[string]string
+	status  *sluicev1.NodeStatus
+	desired *sluicev1.DesiredConfig // as last read or written
+	backup  *sluicev1.DesiredConfig // its backup key, as last read or written
+
+	// Within the active rollout:
+	prog       progress
+	rev        revertState
+	domain     string // sort key of its failure-domain value
+	target     string // fingerprint the rollout (or revert) puts on this node
+	forward    string // the rollout's target for it, kept while it is reverted
+	config     *sluicev1.NodeConfig
+	previous   *sluicev1.DesiredConfig // desired config before this rollout wrote it: the revert target
+	touched    bool                    // this rollout wrote its desired config
+	writtenAt  time.Time               // when its desired config was written, in this leadership term
+	ackAt      time.Time               // when its agent acknowledged (Provisioning); zero before
+	revertNote string                  // why its revert target is not its backup, if it is not
+}
+
+// State is everything Decide needs. The loop owns it; only Decide changes it.
+type State struct {
+	head           *sluicev1.Head
+	headRev        *sluicev1.Revision
+	lastApplied    *sluicev1.RolloutRef
+	lastAppliedRev *sluicev1.Revision
+	invalid        map[string]*sluicev1.InvalidFingerprint
+	// forgiven is when each fingerprint was retried on purpose in this
+	// term: an older Invalid report an agent still carries does not record
+	// it again.
+	forgiven map[string]time.Time
+	// startedGen is the highest head generation a rollout was ever started
+	// for, as far as the stored records say: a generation is rolled out once.
+	startedGen uint64
+
+	rollout    *sluicev1.Rollout // the active rollout, nil when none
+	rolloutRev *sluicev1.Revision
+	plan       plan
+	pending    []*node          // sorted by (domain, name)
+	inFlight   map[string]*node // desired (or revert) written, no outcome yet
+	started    int              // nodes started in this rollout (for waves)
+	domainSet  bool             // a failure-domain value is in progress
+	bakeUntil  time.Time        // no node starts before it
+	baked      bool             // the bake before the next stage is over
+	reverting  bool             // stopped over budget: putting touched nodes back
+	revertQ    []*node          // sorted by name
+	stopReason string           // why the rollout stopped, for the final reason
+	clockBase  time.Duration    // leader time the rollout had at the start of this term
+	clockFrom  time.Time        // start of this term (or of the rollout)
+
+	nodes map[string]*node
+
+	superseding bool // a new head replaces the running rollout
+
+	// One Decide step's output.
+	out    []Action
+	events []*sluicev1.Event
+	dirty  bool // the rollout record changed
+}
+
+// NewState returns an empty state; the Loaded event fills it.
+func NewState() *State {
+	return &State{nodes: map[string]*node{}, invalid: map[string]*sluicev1.InvalidFingerprint{}, inFlight: map[string]*node{},
+		forgiven: map[string]time.Time{}}
+}
+
+func (s *State) nodeOf(name string) *node {
+	n := s.nodes[name]
+	if n == nil {
+		n = &node{name: name}
+		s.nodes[name] = n
+	}
+	return n
+}
+
+// elapsed is the time the active rollout has run under a leader.
+func (s *State) elapsed(now time.Time) time.Duration { return s.clockBase + now.Sub(s.clockFrom) }
+
+// setProg moves n's forward progress to p, keeping the rollout's counts.
+// Failed counts every node that failed, timed out or was refused; TimedOut
+// says how many of those timed out.
+func (s *State) setProg(n *node, p progress) {
+	c := s.rollout.Counts
+	if f := progCounter(c, n.prog); f != nil {
+		*f--
+	}
+	if n.prog == progTimedOut {
+		c.Failed--
+	}
+	n.prog = p
+	if f := progCounter(c, p); f != nil {
+		*f++
+	}
+	if p == progTimedOut {
+		c.Failed++
+	}
+	s.changed()
+}
+
+func progCounter(c *sluicev1.RolloutCounts, p progress) *uint32 {
+	switch p {
+	case progPending:
+		return &c.Pending
+	case progInFlight:
+		return &c.InProgress
+	case progProvisioned:
+		return &c.Provisioned
+	case progFailed, progRefused:
+		return &c.Failed
+	case progTimedOut:
+		return &c.TimedOut
+	case progSkipped:
+		return &c.Skipped
+	}
+	return nil
+}
+
+// setRev moves n's revert state to r, keeping the rollout's counts.
+func (s *State) setRev(n *node, r revertState) {
+	c := s.rollout.Counts
+	if f := revCounter(c, n.rev); f != nil {
+		*f--
+	}
+	n.rev = r
+	if f := revCounter(c, r); f != nil {
+		*f++
+	}
+	s.changed()
+}
+
+func revCounter(c *sluicev1.RolloutCounts, r revertState) *uint32 {
+	switch r {
+	case revQueued, revInFlight:
+		return &c.Reverting
+	case revDone:
+		return &c.Reverted
+	case revFailed:
+		return &c.RevertFailed
+	}
+	return nil
+}
+
+// failures counts the nodes that count against the failure budget.
+func (s *State) failures() int {
+	return int(s.rollout.Counts.GetFailed())
+}
+
+func (s *State) sortedNodes() []string {
+	names := make([]string, 0, len(s.nodes))
+	for name := range s.nodes {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// byPlace orders pending nodes: failure domain, then name. byName orders the revert queue.
+func byPlace(a, b *node) int {
+	return cmp.Or(cmp.Compare(a.domain, b.domain), cmp.Compare(a.name, b.name))
+}
+func byName(a, b *node) int { return cmp.Compare(a.name, b.name) }
+
+// insertNode puts n into xs, sorted by order, once.
+func insertNode(xs []*node, n *node, order func(a, b *node) int) []*node {
+	i, found := slices.BinarySearchFunc(xs, n, order)
+	if found {
+		return xs
+	}
+	return slices.Insert(xs, i, n)
+}
+
+// removeNode takes n out of xs, sorted by order.
+func removeNode(xs []*node, n *node, order func(a, b *node) int) []*node {
+	i, found := slices.BinarySearchFunc(xs, n, order)
+	if !found {
+		return xs
+	}
+	return slices.Delete(xs, i, i+1)
+}
+
+// domainOf is a node's failure-domain sort key: nodes without the label sort last.
+func domainOf(key string, labels map[string]string) string {
+	if key == "" {
+		return ""
+	}
+	if v, ok := labels[key]; ok {
+		return "0" + v
+	}
+	return "1"
+}
+
+func domainName(d string) string {
+	if d == "1" {
+		return "(unlabelled)"
+	}
+	return strings.TrimPrefix(d, "0")
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + "…"
+}

@@ -1,0 +1,543 @@
+package chaos
+
+import (
+	"fmt"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// Observation is everything the checker looks at, gathered by the harness
+// once the system is quiescent: the final state of every bucket, the KV
+// writes the harness's watchers saw in order, what every node's applier was
+// asked to do, and the events stream. Check is a pure function of it, so a
+// hand-made Observation proves each check can fail (check_test.go).
+type Observation struct {
+	Nodes        []NodeObs
+	Rollouts     []*sluicev1.Rollout // every record in the rollouts bucket
+	LastApplied  *sluicev1.RolloutRef
+	Active       *sluicev1.RolloutRef
+	Fingerprints map[string]*sluicev1.InvalidFingerprint
+	Events       []*sluicev1.Event // the events stream, in stream order
+	// ConfigWrites and RolloutWrites are the nodeconfigs and rollouts
+	// buckets' stored operations in stream order, as watchers saw them.
+	ConfigWrites  []KVOp
+	RolloutWrites []KVOp
+	// StatusWrites are the status bucket's stored writes in order.
+	StatusWrites []*sluicev1.NodeStatus
+	// Targets is each rollout's rendered fingerprint per node.
+	Targets map[string]map[string]string
+	// Expect is what the scenario implies for each rollout, by rollout id.
+	Expect map[string]Expectation
+	// EmptyFingerprint is the fingerprint of the empty config.
+	EmptyFingerprint string
+	// NotQuiescent lists what had not settled when the harness gave up waiting.
+	NotQuiescent []string
+}
+
+// NodeObs is one node at rest.
+type NodeObs struct {
+	Name string
+	// Live: the node's agent runs at the end (every leave in a schedule rejoins).
+	Live bool
+	// OnDisk is the fingerprint in the file applier's file ("" = no file):
+	// what the node really runs.
+	OnDisk  string
+	Desired *sluicev1.DesiredConfig // nil = no key
+	Backup  *sluicev1.DesiredConfig
+	Status  *sluicev1.NodeStatus
+	Applies []Apply
+}
+
+// Apply is one call of a node's applier, as the harness's wrapper saw it.
+type Apply struct {
+	At          time.Time
+	Fingerprint string
+	Rollout     string
+	Revert      bool
+	Err         string
+}
+
+// KVOp is one stored operation of a bucket, as a watcher saw it.
+type KVOp struct {
+	Key      string
+	Revision uint64
+	Delete   bool
+	At       time.Time // when the watcher saw it
+	Desired  *sluicev1.DesiredConfig
+	Rollout  *sluicev1.Rollout
+}
+
+// Expectation is what a rollout's end must look like given the scenario.
+type Expectation struct {
+	// Phases are the acceptable end phases; empty = any terminal phase.
+	Phases []sluicev1.RolloutPhase
+	// MayFail are the nodes the scenario makes fail or time out on this
+	// rollout's target; no other node may be recorded failed.
+	MayFail []string
+	// AllFail: every node of MayFail must be recorded failed (with the
+	// budget not exceeded, every failing node is reached).
+	AllFail bool
+	// EventsMayBeLost: a NATS restart happened while this rollout ran, so
+	// events published without waiting for an ack may be missing.
+	EventsMayBeLost bool
+	Why             string // the scenario's reasoning, for the failure message
+}
+
+// Violation is one broken invariant.
+type Violation struct {
+	Invariant string // I1..I6, Outcome, Once, Counts
+	Rollout   string
+	Node      string
+	Detail    string
+}
+
+func (v Violation) String() string {
+	var b strings.Builder
+	b.WriteString(v.Invariant)
+	if v.Rollout != "" {
+		b.WriteString(" rollout=" + v.Rollout)
+	}
+	if v.Node != "" {
+		b.WriteString(" node=" + v.Node)
+	}
+	b.WriteString(": " + v.Detail)
+	return b.String()
+}
+
+// Check returns every violation in o, sorted.
+func Check(o *Observation) []Violation {
+	var vs []Violation
+	add := func(inv, rollout, node, format string, args ...any) {
+		vs = append(vs, Violation{Invariant: inv, Rollout: rollout, Node: node, Detail: fmt.Sprintf(format, args...)})
+	}
+	for _, what := range o.NotQuiescent {
+		add("I2", "", "", "not quiescent: %s", what)
+	}
+	byID := map[string]*sluicev1.Rollout{}
+	for _, r := range o.Rollouts {
+		byID[r.GetId()] = r
+	}
+	checkEnded(o, add)
+	checkApplied(o, byID, add)
+	checkOutcomesKept(o, add)
+	checkFingerprints(o, add)
+	checkReaper(o, add)
+	checkFencing(o, add)
+	checkOnce(o, add)
+	checkExpectations(o, add)
+	checkCounts(o, add)
+	sort.SliceStable(vs, func(i, j int) bool {
+		a, b := vs[i], vs[j]
+		if a.Invariant != b.Invariant {
+			return a.Invariant < b.Invariant
+		}
+		if a.Rollout != b.Rollout {
+			return a.Rollout < b.Rollout
+		}
+		return a.Node < b.Node
+	})
+	return vs
+}
+
+type addFunc func(inv, rollout, node, format string, args ...any)
+
+const shortFP = 12
+
+func short(fp string) string {
+	if len(fp) > shortFP {
+		return fp[:shortFP]
+	}
+	if fp == "" {
+		return "(none)"
+	}
+	return fp
+}
+
+// I2: every rollout ended, within its progress deadline (leader time).
+func checkEnded(o *Observation, add addFunc) {
+	for _, r := range o.Rollouts {
+		if !contract.Terminal(r.GetPhase()) {
+			add("I2", r.GetId(), "", "rollout has not ended: %s at rest", r.GetPhase())
+			continue
+		}
+		if d := r.GetStrategy().GetProgressDeadline(); d != nil && r.GetLeaderTime().AsDuration() > d.AsDuration()+time.Second {
+			add("I2", r.GetId(), "", "ran %s of leader time, past its progress deadline %s", r.GetLeaderTime().AsDuration(), d.AsDuration())
+		}
+	}
+	if o.Active != nil && o.Active.GetRollout() != "" {
+		for _, r := range o.Rollouts {
+			if r.GetId() == o.Active.GetRollout() && contract.Active(r.GetPhase()) {
+				add("I2", r.GetId(), "", "rollouts/active still names it at rest")
+			}
+		}
+	}
+}
+
+// I1: at rest each live node runs the config in force for it (the
+// last-applied rollout's target, or for a node that failed in that rollout
+// its backup), what it runs is on record as its desired or backup config,
+// and a node that ever ran a config is never left on the empty one.
+func checkApplied(o *Observation, byID map[string]*sluicev1.Rollout, add addFunc) {
+	var last *sluicev1.Rollout
+	if o.LastApplied != nil {
+		last = byID[o.LastApplied.GetRollout()]
+	}
+	for _, n := range o.Nodes {
+		if !n.Live {
+			continue
+		}
+		everRan := false
+		for _, a := range n.Applies {
+			if a.Err == "" && a.Fingerprint != o.EmptyFingerprint && a.Fingerprint != "" {
+				everRan = true
+			}
+		}
+		if everRan && (n.OnDisk == o.EmptyFingerprint || n.OnDisk == "") {
+			add("I1", "", n.Name, "runs the empty config %s although it ran a config before (desired %s, backup %s)",
+				short(n.OnDisk), short(n.Desired.GetFingerprint()), short(n.Backup.GetFingerprint()))
+		}
+		if n.Desired != nil && n.OnDisk != n.Desired.GetFingerprint() && n.OnDisk != n.Backup.GetFingerprint() {
+			add("I1", "", n.Name, "runs %s, neither its desired %s nor its backup %s",
+				short(n.OnDisk), short(n.Desired.GetFingerprint()), short(n.Backup.GetFingerprint()))
+		}
+		if n.Status != nil && n.Status.GetAppliedFingerprint() != n.OnDisk {
+			add("I1", "", n.Name, "status says %s in force, the applier's file has %s", short(n.Status.GetAppliedFingerprint()), short(n.OnDisk))
+		}
+		if last == nil {
+			continue
+		}
+		want := o.Targets[last.GetId()][n.Name]
+		if n.OnDisk == want || want == "" {
+			continue
+		}
+		failedThere := slices.ContainsFunc(last.GetFailures(), func(f *sluicev1.NodeOutcome) bool { return f.GetNode() == n.Name })
+		if failedThere && (n.OnDisk == n.Backup.GetFingerprint() || ranBefore(n, n.OnDisk)) {
+			continue // failed within the budget: it keeps its last-good
+		}
+		add("I1", last.GetId(), n.Name, "runs %s at rest; the config in force for it (last-applied %s) is %s%s",
+			short(n.OnDisk), last.GetId(), short(want), whoseTarget(o, n))
+	}
+}
+
+// I3: every final report of a rollout's target, made while the rollout ran,
+// is reflected in its record.
+func checkOutcomesKept(o *Observation, add addFunc) {
+	for _, r := range o.Rollouts {
+		if !contract.Terminal(r.GetPhase()) || r.GetFinishedAt() == nil {
+			continue
+		}
+		end := r.GetFinishedAt().AsTime()
+		invalid, provisioned := map[string]bool{}, map[string]bool{}
+		for _, st := range o.StatusWrites {
+			node := st.GetNode()
+			target := o.Targets[r.GetId()][node]
+			if st.GetRollout() != r.GetId() || target == "" || st.GetFingerprint() != target || !st.GetLastUpdate().AsTime().Before(end) {
+				continue
+			}
+			switch st.GetPhase() {
+			case sluicev1.NodePhase_NODE_PHASE_INVALID:
+				invalid[node] = true
+			case sluicev1.NodePhase_NODE_PHASE_PROVISIONED:
+				provisioned[node] = true
+			}
+		}
+		failures := map[string]sluicev1.NodeResult{}
+		for _, f := range r.GetFailures() {
+			failures[f.GetNode()] = f.GetResult()
+		}
+		for _, node := range sortedKeys(invalid) {
+			if res := failures[node]; res != sluicev1.NodeResult_NODE_RESULT_INVALID && res != sluicev1.NodeResult_NODE_RESULT_TIMED_OUT {
+				add("I3", r.GetId(), node, "reported Invalid for the target while the rollout ran; the record's failures do not list it")
+			}
+		}
+		for _, node := range sortedKeys(provisioned) {
+			if !invalid[node] && failures[node] == sluicev1.NodeResult_NODE_RESULT_INVALID {
+				add("I3", r.GetId(), node, "reported only Provisioned for the target; the record lists it Invalid")
+			}
+		}
+	}
+}
+
+// I4: every failed fingerprint (a failed check or a timeout) is recorded
+// with node, check and output; so is every Invalid report of a rollout target.
+func checkFingerprints(o *Observation, add addFunc) {
+	need := func(rollout, node, fp, why string) {
+		rec := o.Fingerprints[fp]
+		switch {
+		case rec == nil:
+			add("I4", rollout, node, "fingerprint %s (%s) is not recorded as invalid", short(fp), why)
+		case rec.GetNode() == "" || rec.GetCheck() == "" || rec.GetOutput() == "":
+			add("I4", rollout, node, "record of %s lacks node, check or output: node=%q check=%q output=%q",
+				short(fp), rec.GetNode(), rec.GetCheck(), rec.GetOutput())
+		}
+	}
+	for _, r := range o.Rollouts {
+		for _, f := range r.GetFailures() {
+			switch f.GetResult() {
+			case sluicev1.NodeResult_NODE_RESULT_INVALID, sluicev1.NodeResult_NODE_RESULT_TIMED_OUT:
+				if f.GetFailedCheck() == "revert" {
+					continue
+				}
+				need(r.GetId(), f.GetNode(), f.GetFingerprint(), strings.ToLower(strings.TrimPrefix(f.GetResult().String(), "NODE_RESULT_")))
+			}
+		}
+	}
+	seen := map[string]bool{}
+	for _, st := range o.StatusWrites {
+		if st.GetPhase() != sluicev1.NodePhase_NODE_PHASE_INVALID || o.Targets[st.GetRollout()][st.GetNode()] != st.GetFingerprint() {
+			continue
+		}
+		if k := st.GetRollout() + "/" + st.GetNode(); !seen[k] {
+			seen[k] = true
+			need(st.GetRollout(), st.GetNode(), st.GetFingerprint(), "the node reported its target Invalid: "+st.GetFailedCheck())
+		}
+	}
+}
+
+// I5: the reaper never deleted a key of a node the active rollout referenced.
+func checkReaper(o *Observation, add addFunc) {
+	type span struct{ start, end time.Time }
+	active := map[string]*span{}
+	for _, w := range o.RolloutWrites {
+		if w.Rollout == nil || contract.IsControlKey(w.Key) || w.Key == contract.KeyActive || w.Key == contract.KeyLastApplied {
+			continue
+		}
+		s := active[w.Key]
+		if s == nil {
+			s = &span{start: w.At}
+			active[w.Key] = s
+		}
+		if contract.Terminal(w.Rollout.GetPhase()) && s.end.IsZero() {
+			s.end = w.At
+		}
+	}
+	touched := map[string]time.Time{} // rollout/node → first desired write
+	for _, w := range o.ConfigWrites {
+		node, which, ok := contract.NodeOfConfigKey(w.Key)
+		if !ok || contract.IsControlKey(w.Key) {
+			continue
+		}
+		if !w.Delete {
+			if which == "desired" && w.Desired.GetRollout() != "" {
+				k := w.Desired.GetRollout() + "/" + node
+				if _, ok := touched[k]; !ok {
+					touched[k] = w.At
+				}
+			}
+			continue
+		}
+		for _, id := range sortedKeys(active) {
+			s := active[id]
+			first, ok := touched[id+"/"+node]
+			if ok && first.Before(w.At) && !w.At.Before(s.start) && (s.end.IsZero() || w.At.Before(s.end)) {
+				add("I5", id, node, "%s was deleted (revision %d) while the rollout was active and referenced the node", w.Key, w.Revision)
+			}
+		}
+	}
+}
+
+// I6: a deposed leader's write never takes effect: in each bucket the
+// leader epochs of stored desired configs and rollout records never go down
+// (backups are copies of earlier desired configs and keep their epoch).
+func checkFencing(o *Observation, add addFunc) {
+	check := func(bucket string, ops []KVOp) {
+		var maxEpoch uint64
+		var maxKey string
+		for _, w := range ops {
+			if w.Delete || contract.IsControlKey(w.Key) {
+				continue
+			}
+			var e uint64
+			var rollout, node string
+			switch {
+			case w.Desired != nil:
+				if _, which, _ := contract.NodeOfConfigKey(w.Key); which == "backup" {
+					continue // a backup is a copy of an earlier desired config and keeps its epoch
+				}
+				e, rollout, node = w.Desired.GetLeaderEpoch(), w.Desired.GetRollout(), w.Desired.GetNode()
+			case w.Rollout != nil:
+				e, rollout = w.Rollout.GetLeaderEpoch(), w.Rollout.GetId()
+			}
+			if e == 0 {
+				continue
+			}
+			if e < maxEpoch {
+				add("I6", rollout, node, "%s/%s revision %d was written with leader epoch %d after %s was written with epoch %d: a deposed leader's write took effect",
+					bucket, w.Key, w.Revision, e, maxKey, maxEpoch)
+			}
+			if e > maxEpoch {
+				maxEpoch, maxKey = e, w.Key
+			}
+		}
+	}
+	check(contract.BucketNodeConfigs, o.ConfigWrites)
+	check(contract.BucketRollouts, o.RolloutWrites)
+}
+
+// Once: a rollout is started once, its terminal record is never written
+// again, and no node is given the target of a rollout that ended without
+// leaving it in force (RolledBack, Aborted). A rollout that ended in force
+// may give its target to a node that joins later: that is the config in force.
+func checkOnce(o *Observation, add addFunc) {
+	started := map[string]int{}
+	for _, ev := range o.Events {
+		if ev.GetType() == "RolloutStarted" {
+			started[ev.GetRollout()]++
+		}
+	}
+	for _, id := range sortedKeys(started) {
+		if started[id] > 1 {
+			add("Once", id, "", "%d RolloutStarted events: the rollout ran more than once", started[id])
+		}
+	}
+	ended := map[string]KVOp{}
+	for _, w := range o.RolloutWrites {
+		if w.Rollout == nil || w.Delete || w.Key == contract.KeyActive || w.Key == contract.KeyLastApplied || contract.IsControlKey(w.Key) {
+			continue
+		}
+		if prev, ok := ended[w.Key]; ok {
+			add("Once", w.Key, "", "terminal record (%s, revision %d) was written again: now %s %q (revision %d)",
+				prev.Rollout.GetPhase(), prev.Revision, w.Rollout.GetPhase(), w.Rollout.GetReason(), w.Revision)
+			continue
+		}
+		if contract.Terminal(w.Rollout.GetPhase()) {
+			ended[w.Key] = w
+		}
+	}
+	finished := map[string]time.Time{}
+	for _, r := range o.Rollouts {
+		if contract.Terminal(r.GetPhase()) && !contract.InForce(r.GetPhase()) && r.GetFinishedAt() != nil {
+			finished[r.GetId()] = r.GetFinishedAt().AsTime()
+		}
+	}
+	reported := map[string]bool{}
+	for _, w := range o.ConfigWrites {
+		d := w.Desired
+		if d == nil || d.GetRevert() || d.GetWrittenAt() == nil {
+			continue
+		}
+		end, ok := finished[d.GetRollout()]
+		if !ok || !d.GetWrittenAt().AsTime().After(end) || o.Targets[d.GetRollout()][d.GetNode()] != d.GetFingerprint() {
+			continue
+		}
+		if k := d.GetRollout() + "/" + d.GetNode(); !reported[k] {
+			reported[k] = true
+			add("Once", d.GetRollout(), d.GetNode(), "was given the rollout's target %s at %s, after the rollout ended at %s",
+				short(d.GetFingerprint()), d.GetWrittenAt().AsTime().Format("15:04:05.000"), end.Format("15:04:05.000"))
+		}
+	}
+}
+
+// Outcome: each rollout ended as the scenario implies.
+func checkExpectations(o *Observation, add addFunc) {
+	for _, r := range o.Rollouts {
+		x, ok := o.Expect[r.GetId()]
+		if !ok || !contract.Terminal(r.GetPhase()) {
+			continue
+		}
+		if len(x.Phases) > 0 && !slices.Contains(x.Phases, r.GetPhase()) {
+			add("Outcome", r.GetId(), "", "ended %s (%q); the scenario implies %s: %s", r.GetPhase(), r.GetReason(), phaseList(x.Phases), x.Why)
+		}
+		failed := map[string]bool{}
+		for _, f := range r.GetFailures() {
+			if f.GetResult() != sluicev1.NodeResult_NODE_RESULT_INVALID && f.GetResult() != sluicev1.NodeResult_NODE_RESULT_TIMED_OUT {
+				continue
+			}
+			failed[f.GetNode()] = true
+			if !slices.Contains(x.MayFail, f.GetNode()) {
+				add("Outcome", r.GetId(), f.GetNode(), "recorded %s (%s: %s), but the scenario never makes it fail", f.GetResult(), f.GetFailedCheck(), f.GetMessage())
+			}
+		}
+		if x.AllFail {
+			for _, n := range x.MayFail {
+				if !failed[n] {
+					add("Outcome", r.GetId(), n, "the scenario makes it fail and the rollout reached every node, but the record does not list it failed")
+				}
+			}
+		}
+	}
+}
+
+// Counts: the record's counts match what happened.
+func checkCounts(o *Observation, add addFunc) {
+	reverted := map[string]map[string]bool{}
+	for _, ev := range o.Events {
+		if ev.GetType() == "NodeReverted" {
+			if reverted[ev.GetRollout()] == nil {
+				reverted[ev.GetRollout()] = map[string]bool{}
+			}
+			reverted[ev.GetRollout()][ev.GetNode()] = true
+		}
+	}
+	for _, r := range o.Rollouts {
+		if !contract.Terminal(r.GetPhase()) {
+			continue
+		}
+		c := r.GetCounts()
+		failed := map[string]bool{}
+		for _, f := range r.GetFailures() {
+			if f.GetResult() == sluicev1.NodeResult_NODE_RESULT_INVALID || f.GetResult() == sluicev1.NodeResult_NODE_RESULT_TIMED_OUT {
+				failed[f.GetNode()] = true
+			}
+		}
+		if int(c.GetFailed()) != len(failed) {
+			add("Counts", r.GetId(), "", "counts.failed = %d, but %d nodes failed or timed out (%s)", c.GetFailed(), len(failed), strings.Join(sortedKeys(failed), ", "))
+		}
+		if int(c.GetSkipped()) != len(r.GetSkipped()) {
+			add("Counts", r.GetId(), "", "counts.skipped = %d, but %d skipped nodes are listed", c.GetSkipped(), len(r.GetSkipped()))
+		}
+		ev := len(reverted[r.GetId()])
+		x := o.Expect[r.GetId()]
+		switch {
+		case int(c.GetReverted()) == ev:
+		case x.EventsMayBeLost && ev < int(c.GetReverted()):
+			// a NATS restart may have dropped an unacknowledged event
+		default:
+			add("Counts", r.GetId(), "", "counts.reverted = %d, but %d nodes have a NodeReverted event (%s)", c.GetReverted(), ev, strings.Join(sortedKeys(reverted[r.GetId()]), ", "))
+		}
+	}
+}
+
+func phaseList(ps []sluicev1.RolloutPhase) string {
+	s := make([]string, len(ps))
+	for i, p := range ps {
+		s[i] = strings.TrimPrefix(p.String(), "ROLLOUT_PHASE_")
+	}
+	return strings.Join(s, " or ")
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	ks := make([]string, 0, len(m))
+	for k := range m {
+		ks = append(ks, k)
+	}
+	sort.Strings(ks)
+	return ks
+}
+
+// whoseTarget names the rollouts whose target for n is what n runs, to help
+// read an I1 failure (for example a PartiallyFailed rollout that did not
+// become last-applied).
+func whoseTarget(o *Observation, n NodeObs) string {
+	var ids []string
+	for _, r := range o.Rollouts {
+		if o.Targets[r.GetId()][n.Name] == n.OnDisk {
+			ids = append(ids, fmt.Sprintf("%s (ended %s)", r.GetId(), strings.TrimPrefix(r.GetPhase().String(), "ROLLOUT_PHASE_")))
+		}
+	}
+	if len(ids) == 0 {
+		return ""
+	}
+	return "; it runs the target of " + strings.Join(ids, ", ")
+}
+
+// ranBefore reports whether n's applier put fp in force without error at
+// some point: a config it can hold as last-good.
+func ranBefore(n NodeObs, fp string) bool {
+	return slices.ContainsFunc(n.Applies, func(a Apply) bool { return a.Err == "" && a.Fingerprint == fp })
+}

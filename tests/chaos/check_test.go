@@ -1,0 +1,232 @@
+package chaos
+
+import (
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+var t0 = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func at(s float64) time.Time { return t0.Add(time.Duration(s * float64(time.Second))) }
+
+// healthy is a hand-made observation of a correct run: rollout r1 succeeded
+// on node-01 and node-02 (epoch 5), then r2 failed on node-02 beyond its
+// budget and rolled back both nodes (epoch 9, a new leader).
+func healthy() *Observation {
+	const (
+		empty = "empty"
+		a1    = "fp-a1" // r1's target on node-01
+		a2    = "fp-a2"
+		b1    = "fp-b1" // r2's target on node-01
+		b2    = "fp-b2"
+	)
+	desired := func(node, rollout, fp string, revert bool, epoch uint64, written float64) *sluicev1.DesiredConfig {
+		return &sluicev1.DesiredConfig{Node: node, Rollout: rollout, Fingerprint: fp, Revert: revert, LeaderEpoch: epoch, WrittenAt: timestamppb.New(at(written))}
+	}
+	r1 := &sluicev1.Rollout{Id: "r1", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, LeaderEpoch: 5,
+		Strategy:   &sluicev1.Strategy{ProgressDeadline: durationpb.New(30 * time.Second)},
+		LeaderTime: durationpb.New(2 * time.Second), FinishedAt: timestamppb.New(at(2)),
+		Counts: &sluicev1.RolloutCounts{Total: 2, Provisioned: 2}}
+	r2 := &sluicev1.Rollout{Id: "r2", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, LeaderEpoch: 9,
+		Strategy:   &sluicev1.Strategy{ProgressDeadline: durationpb.New(30 * time.Second)},
+		LeaderTime: durationpb.New(3 * time.Second), FinishedAt: timestamppb.New(at(8)),
+		Counts: &sluicev1.RolloutCounts{Total: 2, Failed: 1, Reverted: 2},
+		Failures: []*sluicev1.NodeOutcome{{Node: "node-02", Fingerprint: b2, Result: sluicev1.NodeResult_NODE_RESULT_INVALID,
+			FailedCheck: "connectivity", Message: "gateway unreachable"}}}
+	r2progress := &sluicev1.Rollout{Id: "r2", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, LeaderEpoch: 9}
+	r1progress := &sluicev1.Rollout{Id: "r1", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, LeaderEpoch: 5}
+	status := func(node, rollout, fp, applied string, p sluicev1.NodePhase, s float64) *sluicev1.NodeStatus {
+		return &sluicev1.NodeStatus{Node: node, Rollout: rollout, Fingerprint: fp, AppliedFingerprint: applied, Phase: p, LastUpdate: timestamppb.New(at(s))}
+	}
+	ok, bad := sluicev1.NodePhase_NODE_PHASE_PROVISIONED, sluicev1.NodePhase_NODE_PHASE_INVALID
+	return &Observation{
+		EmptyFingerprint: empty,
+		Rollouts:         []*sluicev1.Rollout{r1, r2},
+		LastApplied:      &sluicev1.RolloutRef{Rollout: "r1"},
+		Targets:          map[string]map[string]string{"r1": {"node-01": a1, "node-02": a2}, "r2": {"node-01": b1, "node-02": b2}},
+		Fingerprints:     map[string]*sluicev1.InvalidFingerprint{b2: {Fingerprint: b2, Node: "node-02", Check: "connectivity", Output: "ping: 100% packet loss"}},
+		Nodes: []NodeObs{
+			{Name: "node-01", Live: true, OnDisk: a1, Desired: desired("node-01", "r2", a1, true, 9, 7), Backup: desired("node-01", "r2", a1, false, 9, 4),
+				Status:  status("node-01", "r2", a1, a1, ok, 7.5),
+				Applies: []Apply{{At: at(1), Fingerprint: a1, Rollout: "r1"}, {At: at(5), Fingerprint: b1, Rollout: "r2"}, {At: at(7.4), Fingerprint: a1, Rollout: "r2", Revert: true}}},
+			{Name: "node-02", Live: true, OnDisk: a2, Desired: desired("node-02", "r2", a2, true, 9, 7), Backup: desired("node-02", "r2", a2, false, 9, 5),
+				Status:  status("node-02", "r2", a2, a2, ok, 7.5),
+				Applies: []Apply{{At: at(1), Fingerprint: a2, Rollout: "r1"}, {At: at(6), Fingerprint: b2, Rollout: "r2"}, {At: at(6.1), Fingerprint: a2, Rollout: "r1"}}},
+		},
+		Events: []*sluicev1.Event{
+			{Type: "RolloutStarted", Rollout: "r1"}, {Type: "RolloutStarted", Rollout: "r2"},
+			{Type: "NodeReverted", Rollout: "r2", Node: "node-01"}, {Type: "NodeReverted", Rollout: "r2", Node: "node-02"},
+			{Type: "NodeReaped", Node: "node-03"},
+		},
+		RolloutWrites: []KVOp{
+			{Key: "r1", Revision: 1, At: at(0), Rollout: r1progress},
+			{Key: "r1", Revision: 2, At: at(2), Rollout: r1},
+			{Key: "r2", Revision: 3, At: at(4), Rollout: r2progress},
+			{Key: "r2", Revision: 4, At: at(8), Rollout: r2},
+		},
+		ConfigWrites: []KVOp{
+			{Key: "node-01.desired", Revision: 1, At: at(0.5), Desired: desired("node-01", "r1", a1, false, 5, 0.5)},
+			{Key: "node-02.desired", Revision: 2, At: at(0.5), Desired: desired("node-02", "r1", a2, false, 5, 0.5)},
+			{Key: "node-03.desired", Revision: 3, At: at(3), Delete: true}, // node-03 was reaped between rollouts
+			{Key: "node-01.desired", Revision: 4, At: at(4.5), Desired: desired("node-01", "r2", b1, false, 9, 4.5)},
+			{Key: "node-02.desired", Revision: 5, At: at(5.5), Desired: desired("node-02", "r2", b2, false, 9, 5.5)},
+			{Key: "node-01.desired", Revision: 6, At: at(7), Desired: desired("node-01", "r2", a1, true, 9, 7)},
+		},
+		StatusWrites: []*sluicev1.NodeStatus{
+			status("node-01", "r2", b1, b1, ok, 5.2),
+			status("node-02", "r2", b2, a2, bad, 6.2),
+		},
+		Expect: map[string]Expectation{
+			"r1": {Phases: []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED}},
+			"r2": {Phases: []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK}, MayFail: []string{"node-02"}},
+		},
+	}
+}
+
+func TestCheck_JoinerGivenTheConfigInForceAfterItsRolloutEndedIsNoViolation(t *testing.T) {
+	o := healthy()
+	o.ConfigWrites = append(o.ConfigWrites,
+		KVOp{Key: "node-02.backup", Revision: 7, At: at(9), Desired: &sluicev1.DesiredConfig{Node: "node-02", Rollout: "r1", Fingerprint: "fp-a2", LeaderEpoch: 5}},
+		KVOp{Key: "node-02.desired", Revision: 8, At: at(9),
+			Desired: &sluicev1.DesiredConfig{Node: "node-02", Rollout: "r1", Fingerprint: "fp-a2", LeaderEpoch: 9, WrittenAt: timestamppb.New(at(9))}})
+	if vs := Check(o); len(vs) != 0 {
+		t.Fatalf("violations: %v", vs)
+	}
+}
+
+func rollout(o *Observation, id string) *sluicev1.Rollout {
+	for _, r := range o.Rollouts {
+		if r.GetId() == id {
+			return r
+		}
+	}
+	panic(id)
+}
+
+func TestCheck_CorrectRunHasNoViolation(t *testing.T) {
+	if vs := Check(healthy()); len(vs) != 0 {
+		t.Fatalf("violations in a correct run: %v", vs)
+	}
+}
+
+// Every check must be able to fail: each case breaks one thing in a correct
+// run and names the invariant that must catch it.
+func TestCheck_EachBrokenInvariantIsReported(t *testing.T) {
+	tests := []struct {
+		name  string
+		given func(o *Observation)
+		want  string // invariant
+		node  string
+	}{
+		{name: "not quiescent", given: func(o *Observation) { o.NotQuiescent = []string{"node-01 is provisioning"} }, want: "I2"},
+		{name: "rollout still progressing at rest", given: func(o *Observation) {
+			rollout(o, "r2").Phase = sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING
+		}, want: "I2"},
+		{name: "past its progress deadline", given: func(o *Observation) {
+			rollout(o, "r2").LeaderTime = durationpb.New(time.Minute)
+		}, want: "I2"},
+		{name: "node runs neither desired nor backup", given: func(o *Observation) { o.Nodes[0].OnDisk = "fp-other" }, want: "I1", node: "node-01"},
+		{name: "node reverted to the empty config", given: func(o *Observation) {
+			o.Nodes[1].OnDisk, o.Nodes[1].Desired.Fingerprint, o.Nodes[1].Status.AppliedFingerprint = "empty", "empty", "empty"
+		}, want: "I1", node: "node-02"},
+		{name: "node left unconfigured although a config is in force", given: func(o *Observation) {
+			o.Nodes[1] = NodeObs{Name: "node-02", Live: true}
+		}, want: "I1", node: "node-02"},
+		{name: "status lies about what is in force", given: func(o *Observation) { o.Nodes[0].Status.AppliedFingerprint = "fp-b1" }, want: "I1", node: "node-01"},
+		{name: "invalid report missing from the record", given: func(o *Observation) {
+			r := rollout(o, "r2")
+			r.Failures, r.Counts.Failed = nil, 0
+		}, want: "I3", node: "node-02"},
+		{name: "provisioned node recorded invalid", given: func(o *Observation) {
+			r := rollout(o, "r2")
+			r.Failures = append(r.Failures, &sluicev1.NodeOutcome{Node: "node-01", Fingerprint: "fp-b1", Result: sluicev1.NodeResult_NODE_RESULT_INVALID, FailedCheck: "connectivity"})
+			r.Counts.Failed = 2
+			o.Fingerprints["fp-b1"] = &sluicev1.InvalidFingerprint{Node: "node-01", Check: "c", Output: "o"}
+		}, want: "I3", node: "node-01"},
+		{name: "failed fingerprint not recorded", given: func(o *Observation) { delete(o.Fingerprints, "fp-b2") }, want: "I4", node: "node-02"},
+		{name: "timed-out fingerprint recorded without output", given: func(o *Observation) {
+			r := rollout(o, "r2")
+			r.Failures[0].Result = sluicev1.NodeResult_NODE_RESULT_TIMED_OUT
+			o.StatusWrites = o.StatusWrites[:1]
+			o.Fingerprints["fp-b2"].Output = ""
+		}, want: "I4", node: "node-02"},
+		{name: "reaper deleted a node of the active rollout", given: func(o *Observation) {
+			o.ConfigWrites = append(o.ConfigWrites, KVOp{Key: "node-02.backup", Revision: 7, At: at(6.5), Delete: true})
+		}, want: "I5", node: "node-02"},
+		{name: "deposed leader's write took effect", given: func(o *Observation) {
+			o.ConfigWrites = append(o.ConfigWrites, KVOp{Key: "node-02.desired", Revision: 7, At: at(7.1),
+				Desired: &sluicev1.DesiredConfig{Node: "node-02", Rollout: "r2", Fingerprint: "fp-b2", LeaderEpoch: 5}})
+		}, want: "I6", node: "node-02"},
+		{name: "deposed leader rewrote a record", given: func(o *Observation) {
+			o.RolloutWrites = append(o.RolloutWrites[:3], KVOp{Key: "r2", Revision: 4, At: at(6), Rollout: &sluicev1.Rollout{Id: "r2", LeaderEpoch: 5,
+				Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING}}, KVOp{Key: "r2", Revision: 5, At: at(8), Rollout: rollout(o, "r2")})
+		}, want: "I6"},
+		{name: "rollout started twice", given: func(o *Observation) {
+			o.Events = append(o.Events, &sluicev1.Event{Type: "RolloutStarted", Rollout: "r1"})
+		}, want: "Once"},
+		{name: "terminal record rewritten", given: func(o *Observation) {
+			o.RolloutWrites = append(o.RolloutWrites, KVOp{Key: "r1", Revision: 5, At: at(9), Rollout: &sluicev1.Rollout{Id: "r1", LeaderEpoch: 9,
+				Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, Reason: "refused"}})
+		}, want: "Once"},
+		{name: "node given the target of a rolled-back rollout after it ended", given: func(o *Observation) {
+			o.ConfigWrites = append(o.ConfigWrites, KVOp{Key: "node-02.desired", Revision: 7, At: at(9),
+				Desired: &sluicev1.DesiredConfig{Node: "node-02", Rollout: "r2", Fingerprint: "fp-b2", LeaderEpoch: 9, WrittenAt: timestamppb.New(at(9))}})
+		}, want: "Once", node: "node-02"},
+		{name: "wrong outcome", given: func(o *Observation) {
+			rollout(o, "r1").Phase = sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED
+		}, want: "Outcome"},
+		{name: "a node the scenario never fails is recorded failed", given: func(o *Observation) {
+			x := o.Expect["r2"]
+			x.MayFail = nil
+			o.Expect["r2"] = x
+		}, want: "Outcome", node: "node-02"},
+		{name: "a failing node within the budget not recorded", given: func(o *Observation) {
+			o.Expect["r1"] = Expectation{MayFail: []string{"node-01"}, AllFail: true}
+		}, want: "Outcome", node: "node-01"},
+		{name: "failed does not count a timeout", given: func(o *Observation) {
+			rollout(o, "r2").Counts.Failed = 0
+		}, want: "Counts"},
+		{name: "reverted count without events", given: func(o *Observation) {
+			rollout(o, "r2").Counts.Reverted = 1
+		}, want: "Counts"},
+		{name: "reverted node without its event", given: func(o *Observation) {
+			o.Events = slices.DeleteFunc(o.Events, func(e *sluicev1.Event) bool { return e.GetType() == "NodeReverted" && e.GetNode() == "node-02" })
+		}, want: "Counts"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := healthy()
+			tt.given(o)
+			vs := Check(o)
+			found := slices.ContainsFunc(vs, func(v Violation) bool {
+				return v.Invariant == tt.want && (tt.node == "" || v.Node == tt.node)
+			})
+			if !found {
+				t.Fatalf("want a %s violation (node %q); got %v", tt.want, tt.node, vs)
+			}
+		})
+	}
+}
+
+func TestPick_SameSeedSameScenario(t *testing.T) {
+	for seed := uint64(1); seed <= 50; seed++ {
+		a, b := Pick(seed), Pick(seed)
+		if a.Describe() != b.Describe() {
+			t.Fatalf("seed %d picked two scenarios:\n%s\n%s", seed, a.Describe(), b.Describe())
+		}
+		if a.Nodes < 3 || a.Nodes > 12 {
+			t.Errorf("seed %d: %d nodes, want 3-12", seed, a.Nodes)
+		}
+		for _, f := range a.Faults {
+			if f.Kind == AgentLeave && a.Changes[f.Change].Behaviour[f.Node] != Healthy {
+				t.Errorf("seed %d: %s leaves during a change it fails", seed, f.Node)
+			}
+		}
+	}
+}

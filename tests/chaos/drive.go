@@ -1,0 +1,390 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/apiclient"
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/intent"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// fleetWide names the routing table every change sets on every node.
+const fleetWide = "fleet-wide"
+
+// applied is a change once the configurator accepted it.
+type applied struct {
+	done       chan struct{} // closed once id is set
+	id         string        // its rollout
+	revision   string
+	superseded bool // the next change was applied while this one still ran
+}
+
+// driver applies the scenario's changes through the configurator's API, as
+// a user would, and waits for each rollout to end.
+type driver struct {
+	sys     *system
+	base    []*sluicev1.Intent
+	changes []*applied
+}
+
+func newDriver(s *system) *driver {
+	base, err := intent.ParseFiles("../../examples")
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	d := &driver{sys: s, base: base}
+	for range s.sc.Changes {
+		d.changes = append(d.changes, &applied{done: make(chan struct{})})
+	}
+	return d
+}
+
+// apply sends change i, retrying while the configurator is away (a user
+// runs the command again); it returns once the configurator answered.
+func (d *driver) apply(ctx context.Context, i int) error {
+	c := d.sys.sc.Changes[i]
+	in := append(append([]*sluicev1.Intent(nil), d.base...),
+		&sluicev1.Intent{Name: fleetWide, Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: c.TableID}}})
+	req := &sluicev1.ApplyRequest{Intents: in, Strategy: c.Strategy, Source: "chaos"}
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	for {
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		resp, err := apiclient.Apply(actx, d.sys.Env().Conn, req)
+		cancel()
+		if err == nil {
+			a := d.changes[i]
+			a.revision, a.id = resp.GetRevision(), contract.RolloutID(resp.GetGeneration(), resp.GetRevision())
+			close(a.done)
+			d.sys.log.add("change %d applied: rollout %s (changed=%v)", i, a.id, resp.GetChanged())
+			return nil
+		}
+		if ae := (*apiclient.Error)(nil); errors.As(err, &ae) && ae.Code == contract.ErrCodeInvalid {
+			return fmt.Errorf("apply change %d: the harness built an invalid request: %w", i, err)
+		}
+		d.sys.log.add("change %d: apply failed, retrying: %v", i, err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("the configurator did not accept change %d within 20s (the last error is in the schedule): %w", i, ctx.Err())
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+}
+
+// rollout reads the record of rollout id (nil if absent or unreadable).
+func (s *system) rollout(ctx context.Context, id string) *sluicev1.Rollout {
+	// Each read gets its own second: a request sent while the server
+	// restarts may never be answered, and must not hold the caller up.
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	e, err := s.Env().Buckets.Rollouts.Get(ctx, id)
+	if err != nil {
+		return nil
+	}
+	r := &sluicev1.Rollout{}
+	if store.Unmarshal(e.Value(), r) != nil {
+		return nil
+	}
+	return r
+}
+
+// waitPhase polls rollout id until cond holds for its record; false if
+// ctx ends first.
+func (s *system) waitPhase(ctx context.Context, id string, cond func(*sluicev1.Rollout) bool) bool {
+	t := time.NewTicker(3 * time.Millisecond)
+	defer t.Stop()
+	for {
+		if r := s.rollout(ctx, id); r != nil && cond(r) {
+			return true
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+func ended(r *sluicev1.Rollout) bool { return contract.Terminal(r.GetPhase()) }
+
+// run applies every change in turn: the first after the fleet registered,
+// each next one after the previous rollout ended, or while it still runs
+// when the change supersedes it.
+func (d *driver) run(ctx context.Context) error {
+	for i, c := range d.sys.sc.Changes {
+		if i > 0 {
+			prev := d.changes[i-1]
+			if c.Supersede {
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(c.After):
+				}
+				if r := d.sys.rollout(ctx, prev.id); r == nil || !ended(r) {
+					prev.superseded = true
+				}
+			} else {
+				wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+				ok := d.sys.waitPhase(wctx, prev.id, ended)
+				cancel()
+				if !ok {
+					return fmt.Errorf("rollout %s of change %d did not end within 30s", prev.id, i-1)
+				}
+				d.sys.log.add("rollout %s of change %d ended", prev.id, i-1)
+			}
+		}
+		if err := d.apply(ctx, i); err != nil {
+			return err
+		}
+		if i == 0 {
+			// The baseline must be in force before faults begin.
+			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+			ok := d.sys.waitPhase(wctx, d.changes[0].id, ended)
+			cancel()
+			if !ok {
+				return fmt.Errorf("baseline rollout %s did not end within 30s", d.changes[0].id)
+			}
+			d.sys.log.add("baseline rollout %s ended", d.changes[0].id)
+		}
+	}
+	last := d.changes[len(d.changes)-1]
+	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if !d.sys.waitPhase(wctx, last.id, ended) {
+		return fmt.Errorf("rollout %s of the last change did not end within 30s", last.id)
+	}
+	d.sys.log.add("rollout %s of change %d ended", last.id, len(d.changes)-1)
+	return nil
+}
+
+// expectations are what each change's rollout must end as.
+func (d *driver) expectations(natsRestarted bool) map[string]Expectation {
+	sc := d.sys.sc
+	out := map[string]Expectation{}
+	leavers := map[string]bool{}
+	for _, f := range sc.Faults {
+		if f.Kind == AgentLeave {
+			leavers[f.Node] = true
+		}
+	}
+	for i, c := range sc.Changes {
+		a := d.changes[i]
+		if a.id == "" {
+			continue
+		}
+		var bad []string
+		ambiguous := false
+		for _, n := range sortedKeys(c.Behaviour) {
+			if c.Behaviour[n] != Healthy {
+				bad = append(bad, n)
+				ambiguous = ambiguous || leavers[n]
+			}
+		}
+		budget := 0
+		fmt.Sscan(c.Strategy.GetFailureBudget(), &budget)
+		x := Expectation{MayFail: bad, EventsMayBeLost: natsRestarted}
+		switch {
+		case a.superseded:
+			x.Why = "superseded by the next change while it ran: any end"
+		case ambiguous:
+			x.Why = "a failing node also left: it may be skipped instead"
+		case len(bad) > budget:
+			x.Phases = []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK}
+			x.Why = fmt.Sprintf("%d failing nodes %v exceed the failure budget %d", len(bad), bad, budget)
+		case len(bad) > 0:
+			x.Phases = []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED}
+			x.AllFail = true
+			x.Why = fmt.Sprintf("%d failing nodes %v within the failure budget %d", len(bad), bad, budget)
+		default:
+			x.Phases = []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED}
+			x.Why = "no node fails this change"
+		}
+		out[a.id] = x
+	}
+	return out
+}
+
+// faults runs the schedule: each fault waits for its trigger in its own
+// goroutine; faults on one component take turns.
+type faults struct {
+	sys      *system
+	drv      *driver
+	watch    *watchers
+	mu       sync.Mutex
+	locks    map[string]*sync.Mutex
+	restarts bool // a NATS restart happened
+}
+
+func (f *faults) lock(name string) func() {
+	f.mu.Lock()
+	l := f.locks[name]
+	if l == nil {
+		l = &sync.Mutex{}
+		f.locks[name] = l
+	}
+	f.mu.Unlock()
+	l.Lock()
+	return l.Unlock
+}
+
+func (f *faults) runAll(ctx context.Context) {
+	var wg sync.WaitGroup
+	for _, ft := range f.sys.sc.Faults {
+		wg.Go(func() { f.one(ctx, ft) })
+	}
+	wg.Wait()
+}
+
+// trigger waits for ft's moment; false (logged) if it never came.
+func (f *faults) trigger(ctx context.Context, ft Fault) bool {
+	a := f.drv.changes[ft.Change]
+	select {
+	case <-ctx.Done():
+		return false
+	case <-a.done:
+	}
+	s := f.sys
+	tctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	switch ft.Trigger {
+	case AfterApply:
+		select {
+		case <-tctx.Done():
+			return false
+		case <-time.After(ft.Delay):
+		}
+		return true
+	case Reverting:
+		var reverting bool
+		s.waitPhase(tctx, a.id, func(r *sluicev1.Rollout) bool {
+			reverting = r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING
+			return reverting || ended(r)
+		})
+		return reverting
+	case Ended:
+		return s.waitPhase(tctx, a.id, ended)
+	case Applying:
+		table := s.sc.Changes[ft.Change].TableID
+		n := s.nodes[ft.Node]
+		t := time.NewTicker(2 * time.Millisecond)
+		defer t.Stop()
+		for i := 0; ; i++ {
+			if n.applying.Load() == table {
+				return true
+			}
+			if i%50 == 0 {
+				if r := s.rollout(tctx, a.id); r != nil && ended(r) {
+					return false
+				}
+			}
+			select {
+			case <-tctx.Done():
+				return false
+			case <-t.C:
+			}
+		}
+	}
+	return false
+}
+
+func (f *faults) one(ctx context.Context, ft Fault) {
+	if !f.trigger(ctx, ft) {
+		f.sys.log.add("fault not reached: %s", ft)
+		return
+	}
+	s := f.sys
+	sleep := func(d time.Duration) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(d):
+		}
+	}
+	switch ft.Kind {
+	case KillLeader:
+		defer f.lock("coordinators")()
+		holder := s.leader(ctx)
+		name := holder
+		if name == "" || !s.running(name) {
+			name = coordinatorA
+		}
+		s.halt(name)
+		s.log.add("%s: stopped %s (lease holder was %q)", ft, name, holder)
+		sleep(ft.Down)
+		s.startCoordinator(name)
+		s.log.add("%s: restarted %s", ft.Kind, name)
+	case KillConfigurator:
+		defer f.lock(configuratorC)()
+		s.halt(configuratorC)
+		s.log.add("%s: stopped", ft)
+		sleep(ft.Down)
+		s.startConfigurator()
+		s.log.add("%s: restarted", ft.Kind)
+	case KillAgent, AgentLeave:
+		defer f.lock(ft.Node)()
+		table := s.nodes[ft.Node].applying.Load()
+		s.halt(ft.Node)
+		s.log.add("%s: stopped (its applier was at table %d)", ft, table)
+		sleep(ft.Down)
+		s.startAgent(ft.Node)
+		s.log.add("%s %s: started again", ft.Kind, ft.Node)
+	case RestartNATS:
+		defer f.lock("nats")()
+		env := s.Env()
+		env.Server.Shutdown()
+		env.Server.WaitForShutdown()
+		f.mu.Lock()
+		f.restarts = true
+		f.mu.Unlock()
+		s.log.add("%s: server shut down", ft)
+		sleep(ft.Down)
+		env2 := startEnvAt(s)
+		s.envMu.Lock()
+		s.env = env2
+		s.envMu.Unlock()
+		f.watch.resume()
+		s.log.add("%s: server up again", ft.Kind)
+	case KillServer:
+		defer f.lock("nats")()
+		var i int
+		fmt.Sscanf(ft.Node, "server-%d", &i)
+		s.cluster.StopServer(s.t, i)
+		s.log.add("%s: stopped", ft)
+		sleep(ft.Down)
+		s.cluster.RestartServer(s.t, i)
+		f.watch.resume()
+		s.log.add("%s %s: restarted", ft.Kind, ft.Node)
+	case PausedLeader:
+		defer f.lock("coordinators")()
+		old := s.leader(ctx)
+		p := s.pausers[old]
+		if p == nil || !s.running(old) {
+			s.log.add("%s: no running leader to pause (holder %q)", ft, old)
+			return
+		}
+		p.pause()
+		s.log.add("%s: paused %s (writes held, clock frozen)", ft, old)
+		// Wake it once the standby holds the lease and had time to write.
+		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
+		defer cancel()
+		for {
+			if h := s.leader(wctx); h != "" && h != old {
+				s.log.add("%s: %s took over", ft.Kind, h)
+				sleep(300 * time.Millisecond)
+				break
+			}
+			if wctx.Err() != nil {
+				s.log.add("%s: no standby took over within 15s", ft.Kind)
+				break
+			}
+			sleep(20 * time.Millisecond)
+		}
+		p.resume()
+		s.log.add("%s: woke %s up (%d writes were held)", ft.Kind, old, p.held.Load())
+	}
+}

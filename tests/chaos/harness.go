@@ -1,0 +1,460 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime/debug"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/agent"
+	"github.com/sluicehq/sluice/services/configurator"
+	"github.com/sluicehq/sluice/services/reaper"
+	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
+)
+
+// Timing of every seed: short, so that a seed takes a few seconds.
+const (
+	leaderLease   = time.Second // the server's minimum TTL
+	tickInterval  = 50 * time.Millisecond
+	saveInterval  = 20 * time.Millisecond
+	resyncEvery   = 2 * time.Second
+	reaperEvery   = 200 * time.Millisecond
+	coordinatorA  = "coord-a"
+	coordinatorB  = "coord-b"
+	configuratorC = "configurator"
+	reaperC       = "reaper"
+)
+
+// system is every sluice service and a fleet of real agents running in
+// this process against one embedded nats-server; each can be stopped and
+// started on its own, and the server restarted on the same store.
+type system struct {
+	t        *testing.T
+	sc       Scenario
+	settings contract.Settings
+	natsDir  string
+	listen   string
+	agentDir string
+	log      *schedule
+	logger   zerolog.Logger
+
+	envMu   sync.Mutex
+	env     *natstest.Env
+	cluster *natstest.Cluster // R3 seeds
+
+	pausers map[string]*pauser // coordinator instance → its pause switch
+
+	mu    sync.Mutex
+	stops map[string]func() // component or node → stop it and wait
+
+	panics atomic.Int32
+
+	nodes map[string]*nodeSim // fixed at start
+	// tables maps a routing-table id to its change, for the appliers.
+	tables map[uint32]int
+}
+
+// nodeSim is what the harness knows of one node: its applier's record.
+type nodeSim struct {
+	name     string
+	index    int
+	mu       sync.Mutex
+	applies  []Apply
+	applying atomic.Uint32 // routing table being applied (0 = none, or an empty config)
+}
+
+func (n *nodeSim) record(a Apply) {
+	n.mu.Lock()
+	n.applies = append(n.applies, a)
+	n.mu.Unlock()
+}
+
+func (n *nodeSim) history() []Apply {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.applies)
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().String()
+}
+
+func newSystem(t *testing.T, sc Scenario, log *schedule) *system {
+	settings := contract.DefaultSettings()
+	settings.LeaderLease = leaderLease
+	settings.NodeLease = sc.NodeLease
+	s := &system{t: t, sc: sc, settings: settings, natsDir: t.TempDir(), listen: freeAddr(t), agentDir: t.TempDir(),
+		log: log, logger: zerolog.Nop(), stops: map[string]func(){}, nodes: map[string]*nodeSim{}, tables: map[uint32]int{}}
+	if path := os.Getenv("CHAOS_LOG_DIR"); path != "" {
+		f, err := os.Create(filepath.Join(path, fmt.Sprintf("seed-%d.log", sc.Seed)))
+		if err == nil {
+			t.Cleanup(func() { f.Close() })
+			s.logger = zerolog.New(f).With().Timestamp().Logger()
+		}
+	}
+	for i, c := range sc.Changes {
+		s.tables[c.TableID] = i
+	}
+	for i := range sc.Nodes {
+		name := NodeName(i)
+		s.nodes[name] = &nodeSim{name: name, index: i}
+	}
+	if sc.Cluster {
+		s.cluster = natstest.StartCluster(t, 3, settings)
+		s.env = s.cluster.Env
+		s.settings = s.cluster.Settings // R3
+	} else {
+		s.env = natstest.StartAt(t, s.natsDir, s.listen, settings)
+	}
+	s.pausers = map[string]*pauser{coordinatorA: newPauser(), coordinatorB: newPauser()}
+	t.Cleanup(s.stopAll)
+	return s
+}
+
+// Env is the current server's environment (it changes on a NATS restart).
+func (s *system) Env() *natstest.Env {
+	s.envMu.Lock()
+	defer s.envMu.Unlock()
+	return s.env
+}
+
+// connect opens a connection that reconnects forever to the (restartable) server.
+func (s *system) connect() *nats.Conn {
+	// A process restarted while NATS is down keeps trying, as a supervisor
+	// restarting it would (and a failed connect here must not end the seed
+	// from a goroutine that cannot fail the test).
+	nc, err := nats.Connect(s.Env().URL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
+	if err != nil {
+		s.t.Errorf("connect: %v", err)
+	}
+	s.t.Cleanup(nc.Close)
+	return nc
+}
+
+func (s *system) run(name string, f func(context.Context) error) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer func() {
+			// A service that panics would take every seed of the run down
+			// with it: report it against this seed instead.
+			if r := recover(); r != nil {
+				s.log.add("%s PANICKED: %v", name, r)
+				s.panics.Add(1)
+				s.t.Errorf("PANIC seed=%d in %s: %v\n%s", s.sc.Seed, name, r, debug.Stack())
+			}
+		}()
+		if err := f(ctx); err != nil && ctx.Err() == nil {
+			s.log.add("%s stopped by itself: %v", name, err)
+		}
+	}()
+	s.mu.Lock()
+	s.stops[name] = func() { cancel(); <-done }
+	s.mu.Unlock()
+}
+
+// halt stops one component or agent and waits for it; false if it was not running.
+func (s *system) halt(name string) bool {
+	s.mu.Lock()
+	stop := s.stops[name]
+	delete(s.stops, name)
+	s.mu.Unlock()
+	if stop != nil {
+		stop()
+	}
+	return stop != nil
+}
+
+func (s *system) running(name string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.stops[name] != nil
+}
+
+func (s *system) stopAll() {
+	s.mu.Lock()
+	names := make([]string, 0, len(s.stops))
+	for n := range s.stops {
+		names = append(names, n)
+	}
+	s.mu.Unlock()
+	var wg sync.WaitGroup
+	for _, n := range names {
+		wg.Go(func() { s.halt(n) })
+	}
+	wg.Wait()
+}
+
+func (s *system) start() {
+	s.startConfigurator()
+	s.startCoordinator(coordinatorA)
+	if s.sc.Standby {
+		s.startCoordinator(coordinatorB)
+	}
+	rp, err := reaper.New(reaper.Config{Conn: s.connect(), Settings: s.settings, Log: s.logger.With().Str("svc", reaperC).Logger(),
+		Grace: s.sc.NodeLease, Interval: reaperEvery})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.run(reaperC, rp.Run)
+	for i := range s.sc.Nodes {
+		s.startAgent(NodeName(i))
+	}
+}
+
+func (s *system) startConfigurator() {
+	c, err := configurator.New(configurator.Config{Conn: s.connect(), Settings: s.settings, Log: s.logger.With().Str("svc", configuratorC).Logger()})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.run(configuratorC, c.Run)
+}
+
+func (s *system) startCoordinator(instance string) {
+	p := s.pausers[instance]
+	p.resume() // a restarted process runs
+	c, err := coordinator.New(coordinator.Config{Conn: s.connect(), Settings: s.settings, Log: s.logger.With().Str("svc", instance).Logger(),
+		Instance: instance, SaveInterval: saveInterval, TickInterval: tickInterval, Now: p.now, BeforeWrite: p.beforeWrite})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.run(instance, c.Run)
+}
+
+// applyDeadline is the longest apply deadline of the scenario; a hanging
+// applier gives up a second after it, as a real one would after its timeout.
+func (s *system) applyTimeout() time.Duration {
+	d := time.Second
+	for _, c := range s.sc.Changes {
+		d = max(d, c.Strategy.GetApplyDeadline().AsDuration())
+	}
+	return d + time.Second
+}
+
+func (s *system) startAgent(name string) {
+	n := s.nodes[name]
+	stateDir := filepath.Join(s.agentDir, name)
+	ap := &chaosApplier{sys: s, node: n, file: agent.NewFileApplier(filepath.Join(stateDir, "config.json")),
+		path: filepath.Join(stateDir, "config.json")}
+	nc := s.connect()
+	a, err := agent.New(agent.Config{Conn: nc, Settings: s.settings, Log: s.logger.With().Str("svc", name).Logger(), Node: name,
+		Labels: NodeLabels(n.index), StateDir: stateDir, Applier: ap, Version: "chaos",
+		ApplyTimeout: s.applyTimeout(), ResyncInterval: resyncEvery, CheckPause: 50 * time.Millisecond,
+		Checks: []agent.CheckSpec{{Check: connectivity{sys: s, node: name}, Timeout: time.Second}}})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	nc.SetReconnectHandler(func(*nats.Conn) { a.Resync() }) // as the agent binary does
+	s.run(name, a.Run)
+}
+
+// onDisk is the fingerprint in node's applier file ("" = none).
+func (s *system) onDisk(node string) string {
+	b, err := os.ReadFile(filepath.Join(s.agentDir, node, "config.json"))
+	if err != nil {
+		return ""
+	}
+	var d sluicev1.DesiredConfig
+	if err := store.Unmarshal(b, &d); err != nil {
+		return "undecodable: " + err.Error()
+	}
+	return d.GetFingerprint()
+}
+
+// tableOf is the fleet-wide routing table id in a config (0 = none).
+func tableOf(d *sluicev1.DesiredConfig) uint32 {
+	for _, in := range d.GetConfig().GetIntents() {
+		if rt := in.GetRoutingTable(); rt != nil && in.GetName() == fleetWide {
+			return rt.GetTableId()
+		}
+	}
+	return 0
+}
+
+// behaviour is how node reacts to a config with routing table id table.
+func (s *system) behaviour(node string, table uint32) Behaviour {
+	i, ok := s.tables[table]
+	if !ok {
+		return Healthy
+	}
+	return s.sc.Changes[i].Behaviour[node]
+}
+
+// chaosApplier wraps the file applier: it takes the scenario's apply time,
+// fails or hangs as the scenario says, and records every call.
+type chaosApplier struct {
+	sys  *system
+	node *nodeSim
+	file agent.Applier
+	path string
+}
+
+// ConfigPath lets checks read the config in force (agent.ConfigFiler).
+func (a *chaosApplier) ConfigPath() string { return a.path }
+
+func (a *chaosApplier) Apply(ctx context.Context, d *sluicev1.DesiredConfig) (err error) {
+	table := tableOf(d)
+	a.node.applying.Store(table)
+	defer a.node.applying.Store(0)
+	defer func() {
+		rec := Apply{At: time.Now(), Fingerprint: d.GetFingerprint(), Rollout: d.GetRollout(), Revert: d.GetRevert()}
+		if err != nil {
+			rec.Err = err.Error()
+		}
+		a.node.record(rec)
+	}()
+	wait := a.sys.sc.ApplyTime + a.sys.sc.Slow[a.node.name]
+	b := a.sys.behaviour(a.node.name, table)
+	if b == Hang {
+		wait = time.Hour // until the agent's apply timeout cancels ctx
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return fmt.Errorf("apply interrupted: %w", ctx.Err())
+	case <-t.C:
+	}
+	if b == FailApply {
+		return errors.New("link tenant-a: no carrier after applying mtu")
+	}
+	return a.file.Apply(ctx, d)
+}
+
+// connectivity is the agents' health check: it fails on the configs the
+// scenario makes fail their check, reading the config in force as a real
+// check would.
+type connectivity struct {
+	sys  *system
+	node string
+}
+
+func (c connectivity) Name() string { return "connectivity" }
+
+func (c connectivity) Run(_ context.Context, env agent.CheckEnv) (string, error) {
+	b, err := os.ReadFile(env.ConfigPath)
+	if err != nil {
+		return "", nil // nothing in force: nothing to check
+	}
+	var d sluicev1.DesiredConfig
+	if err := store.Unmarshal(b, &d); err != nil {
+		return "config in force does not decode: " + err.Error(), err
+	}
+	if c.sys.behaviour(c.node, tableOf(&d)) == FailCheck {
+		return "ping 10.0.0.1: 100% packet loss", errors.New("gateway unreachable")
+	}
+	return "", nil
+}
+
+// leader is the coordinator instance holding the lease ("" = none).
+func (s *system) leader(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	e, err := s.Env().Buckets.Leases.Get(ctx, contract.LeaseCoordinator)
+	if err != nil {
+		return ""
+	}
+	var l sluicev1.LeaderLease
+	if store.Unmarshal(e.Value(), &l) != nil {
+		return ""
+	}
+	return l.GetHolder()
+}
+
+// schedule is the timestamped log of what the harness did, printed with
+// every failure.
+type schedule struct {
+	start time.Time
+	mu    sync.Mutex
+	lines []string
+}
+
+func newSchedule() *schedule { return &schedule{start: time.Now()} }
+
+func (l *schedule) add(format string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.lines = append(l.lines, fmt.Sprintf("%6.2fs ", time.Since(l.start).Seconds())+fmt.Sprintf(format, args...))
+}
+
+func (l *schedule) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Join(l.lines, "\n")
+}
+
+// pauser plays SIGSTOP on an in-process coordinator: while paused, every
+// write it is about to make blocks (coordinator.Config.BeforeWrite) and its
+// clock stands still (Config.Now), so when it wakes up it believes its lease
+// is still valid and goes on with what it had decided.
+type pauser struct {
+	mu     sync.Mutex
+	paused chan struct{} // nil = running; closed on resume
+	frozen time.Time
+	held   atomic.Int32 // writes that were held while paused
+}
+
+func newPauser() *pauser { return &pauser{} }
+
+func (p *pauser) pause() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused == nil {
+		p.paused, p.frozen = make(chan struct{}), time.Now()
+	}
+}
+
+func (p *pauser) resume() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused != nil {
+		close(p.paused)
+		p.paused = nil
+	}
+}
+
+func (p *pauser) now() time.Time {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.paused != nil {
+		return p.frozen
+	}
+	return time.Now()
+}
+
+func (p *pauser) beforeWrite(ctx context.Context) {
+	p.mu.Lock()
+	ch := p.paused
+	p.mu.Unlock()
+	if ch == nil {
+		return
+	}
+	p.held.Add(1)
+	select {
+	case <-ch:
+	case <-ctx.Done():
+	}
+}

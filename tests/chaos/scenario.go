@@ -1,0 +1,267 @@
+package chaos
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// Behaviour is how a node reacts to one change's config.
+type Behaviour int
+
+const (
+	Healthy   Behaviour = iota
+	FailCheck           // the health check fails after the apply
+	FailApply           // the applier returns an error
+	Hang                // the applier never returns (until the agent's apply timeout): the node times out
+)
+
+func (b Behaviour) String() string {
+	return [...]string{"healthy", "fail-check", "fail-apply", "hang"}[b]
+}
+
+// Change is one apply the user makes: a fleet-wide routing table whose id
+// makes every node's config change, with a strategy, and how nodes react.
+type Change struct {
+	TableID   uint32
+	Strategy  *sluicev1.Strategy
+	Behaviour map[string]Behaviour // nodes not listed are healthy
+	// Supersede: applied while the previous change still rolls out, After
+	// its apply; otherwise after the previous rollout ended.
+	Supersede bool
+	After     time.Duration
+}
+
+// FaultKind is one kind of injected fault.
+type FaultKind string
+
+const (
+	KillLeader       FaultKind = "kill-leader"       // stop the lease holder; restart it after Down
+	KillConfigurator FaultKind = "kill-configurator" // stop the configurator; restart it after Down
+	KillAgent        FaultKind = "kill-agent"        // stop a node's agent mid-apply; restart it after Down (< node lease)
+	AgentLeave       FaultKind = "agent-leave"       // stop a node's agent past its lease and the reaper's grace; rejoin after Down
+	RestartNATS      FaultKind = "restart-nats"      // shut the server down; start it again on the same store after Down
+	KillServer       FaultKind = "kill-server"       // R3 seeds: stop one server of the cluster (Node names it); restart it after Down
+	PausedLeader     FaultKind = "paused-leader"     // freeze the leader's writes and clock past its lease; wake it after the standby wrote
+)
+
+// TriggerKind says when a fault fires.
+type TriggerKind string
+
+const (
+	AfterApply TriggerKind = "after-apply" // Delay after change Change was applied
+	Reverting  TriggerKind = "reverting"   // the rollout of change Change is REVERTING
+	Ended      TriggerKind = "ended"       // right after the rollout of change Change wrote its terminal record
+	Applying   TriggerKind = "applying"    // Node's applier is inside Apply for change Change's config
+)
+
+// Fault is one entry of a fault schedule.
+type Fault struct {
+	Kind    FaultKind
+	Trigger TriggerKind
+	Change  int // index into Scenario.Changes
+	Delay   time.Duration
+	Node    string        // for agent faults
+	Down    time.Duration // how long the component stays down
+}
+
+func (f Fault) String() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s", f.Kind)
+	if f.Node != "" {
+		fmt.Fprintf(&b, " %s", f.Node)
+	}
+	fmt.Fprintf(&b, " when %s of change %d", f.Trigger, f.Change)
+	if f.Trigger == AfterApply {
+		fmt.Fprintf(&b, " +%s", f.Delay)
+	}
+	fmt.Fprintf(&b, ", down %s", f.Down)
+	return b.String()
+}
+
+// Scenario is everything a seed decides.
+type Scenario struct {
+	Seed      uint64
+	Nodes     int
+	NodeLease time.Duration
+	Standby   bool // run a second coordinator
+	Cluster   bool // a 3-server cluster with R3 buckets instead of one server
+	Slow      map[string]time.Duration
+	ApplyTime time.Duration // every apply takes this long, plus Slow
+	Changes   []Change
+	Faults    []Fault
+}
+
+// NodeName is the i-th node's name.
+func NodeName(i int) string { return fmt.Sprintf("node-%02d", i+1) }
+
+// NodeLabels spreads nodes over three zones and two racks.
+func NodeLabels(i int) map[string]string {
+	return map[string]string{"zone": fmt.Sprintf("zone-%c", 'a'+i%3), "rack": fmt.Sprintf("rack-%d", 1+i/3%2)}
+}
+
+// Pick derives a scenario from seed, deterministically.
+func Pick(seed uint64) Scenario {
+	rng := rand.New(rand.NewPCG(seed, seed^0x5eed))
+	s := Scenario{
+		Seed:      seed,
+		Nodes:     3 + rng.IntN(10),
+		NodeLease: time.Second + time.Duration(rng.IntN(3))*500*time.Millisecond,
+		Standby:   rng.IntN(2) == 0,
+		Cluster:   rng.IntN(4) == 0,
+		ApplyTime: time.Duration(10+rng.IntN(41)) * time.Millisecond,
+		Slow:      map[string]time.Duration{},
+	}
+	nodes := make([]string, s.Nodes)
+	for i := range nodes {
+		nodes[i] = NodeName(i)
+	}
+	for _, n := range nodes {
+		if rng.IntN(5) == 0 {
+			s.Slow[n] = time.Duration(100+rng.IntN(300)) * time.Millisecond
+		}
+	}
+	// The first change is good and rolls out quickly: the baseline.
+	s.Changes = append(s.Changes, Change{TableID: 100, Strategy: &sluicev1.Strategy{MaxParallel: strconv.Itoa(s.Nodes)}})
+	// The second may fail on some nodes; a third sometimes follows.
+	s.Changes = append(s.Changes, s.pickChange(rng, nodes, 200))
+	if rng.IntN(3) == 0 {
+		c := s.pickChange(rng, nodes, 300)
+		c.Supersede = rng.IntN(2) == 0
+		c.After = time.Duration(100+rng.IntN(900)) * time.Millisecond
+		s.Changes = append(s.Changes, c)
+	}
+	s.Faults = s.pickFaults(rng, nodes)
+	return s
+}
+
+func (s Scenario) pickChange(rng *rand.Rand, nodes []string, table uint32) Change {
+	st := &sluicev1.Strategy{
+		MaxParallel: strconv.Itoa(1 + rng.IntN(4)),
+		// A leaving node must be skipped (its lease expires) before it
+		// could time out, so deadlines are longer than the lease.
+		ApplyDeadline:    durationpb.New(s.NodeLease + 1500*time.Millisecond),
+		PickupDeadline:   durationpb.New(s.NodeLease + 1500*time.Millisecond),
+		ProgressDeadline: durationpb.New(30 * time.Second),
+	}
+	if rng.IntN(2) == 0 {
+		st.FirstWave = uint32(1 + rng.IntN(2))
+		st.WaveGrowth = float64(2 + rng.IntN(2))
+	}
+	if rng.IntN(3) == 0 {
+		st.FailureDomain = []string{"zone", "rack"}[rng.IntN(2)]
+	}
+	if (st.FirstWave > 0 || st.FailureDomain != "") && rng.IntN(2) == 0 { // bake applies between waves or domains
+		st.BakeTime = durationpb.New(time.Duration(50+rng.IntN(200)) * time.Millisecond)
+	}
+	budget := 0
+	if rng.IntN(2) == 0 {
+		budget = 1 + rng.IntN(2)
+		st.FailureBudget = strconv.Itoa(budget)
+	}
+	c := Change{TableID: table + uint32(rng.IntN(50)), Strategy: st, Behaviour: map[string]Behaviour{}}
+	// 0–3 nodes react badly.
+	bad := rng.IntN(4)
+	if rng.IntN(4) == 0 {
+		bad = 0
+	}
+	for _, i := range rng.Perm(len(nodes))[:min(bad, len(nodes)-1)] {
+		c.Behaviour[nodes[i]] = []Behaviour{FailCheck, FailCheck, FailApply, Hang}[rng.IntN(4)]
+	}
+	return c
+}
+
+func (s Scenario) pickFaults(rng *rand.Rand, nodes []string) []Fault {
+	n := 1 + rng.IntN(3)
+	var fs []Fault
+	for range n {
+		change := 1 + rng.IntN(len(s.Changes)-1)
+		f := Fault{Change: change, Trigger: AfterApply, Delay: time.Duration(rng.IntN(800)) * time.Millisecond}
+		switch rng.IntN(12) {
+		case 0, 1, 2:
+			f.Kind = KillLeader
+			f.Trigger = []TriggerKind{AfterApply, AfterApply, Reverting, Ended}[rng.IntN(4)]
+			f.Down = time.Duration(rng.IntN(1500)) * time.Millisecond
+		case 3:
+			f.Kind = KillConfigurator
+			f.Down = time.Duration(100+rng.IntN(500)) * time.Millisecond
+		case 4, 5:
+			f.Kind = KillAgent
+			f.Trigger = Applying
+			f.Node = nodes[rng.IntN(len(nodes))]
+			f.Down = time.Duration(rng.IntN(int(s.NodeLease/2/time.Millisecond))) * time.Millisecond
+		case 6, 7:
+			f.Kind = AgentLeave
+			f.Trigger = []TriggerKind{AfterApply, Reverting, Ended}[rng.IntN(3)]
+			f.Node = s.leaver(rng, nodes, change)
+			// Past the lease and the reaper's grace (= the lease).
+			f.Down = 2*s.NodeLease + time.Duration(500+rng.IntN(1000))*time.Millisecond
+		case 8, 11:
+			f.Kind = RestartNATS
+			f.Trigger = []TriggerKind{AfterApply, Reverting, Ended}[rng.IntN(3)]
+			f.Down = time.Duration(100+rng.IntN(400)) * time.Millisecond
+			if s.Cluster {
+				f.Kind = KillServer
+				f.Node = fmt.Sprintf("server-%d", rng.IntN(3))
+				f.Down = time.Duration(200+rng.IntN(1500)) * time.Millisecond
+			}
+		case 10:
+			// The leader's writes block and its clock stands still (SIGSTOP)
+			// until the standby took over and wrote; then it wakes up.
+			f.Kind = PausedLeader
+			if !s.Standby {
+				f.Kind, f.Down = KillLeader, time.Duration(rng.IntN(1500))*time.Millisecond
+			}
+		case 9:
+			f.Kind = KillLeader
+			f.Trigger = Ended
+			f.Down = 0
+		}
+		fs = append(fs, f)
+	}
+	return fs
+}
+
+// leader picks a node that leaves during change: one the change does not
+// make fail, so that the rollout's expected outcome stays what the failing
+// nodes imply (a failing node that leaves is skipped instead).
+func (s Scenario) leaver(rng *rand.Rand, nodes []string, change int) string {
+	var ok []string
+	for _, n := range nodes {
+		if s.Changes[change].Behaviour[n] == Healthy {
+			ok = append(ok, n)
+		}
+	}
+	return ok[rng.IntN(len(ok))]
+}
+
+// Describe is the scenario in a few lines, printed with every failure.
+func (s Scenario) Describe() string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "seed %d: %d nodes, node lease %s, apply %s, standby coordinator %v, R3 cluster %v\n", s.Seed, s.Nodes, s.NodeLease, s.ApplyTime, s.Standby, s.Cluster)
+	if len(s.Slow) > 0 {
+		fmt.Fprintf(&b, "  slow: %v\n", s.Slow)
+	}
+	for i, c := range s.Changes {
+		st := c.Strategy
+		fmt.Fprintf(&b, "  change %d: table %d, maxParallel %s firstWave %d growth %g domain %q budget %q bake %s",
+			i, c.TableID, st.GetMaxParallel(), st.GetFirstWave(), st.GetWaveGrowth(), st.GetFailureDomain(), st.GetFailureBudget(), st.GetBakeTime().AsDuration())
+		if c.Supersede {
+			fmt.Fprintf(&b, ", supersedes change %d after %s", i-1, c.After)
+		}
+		if len(c.Behaviour) > 0 {
+			fmt.Fprintf(&b, ", bad nodes %v", c.Behaviour)
+		}
+		b.WriteString("\n")
+	}
+	for _, f := range s.Faults {
+		fmt.Fprintf(&b, "  fault: %s\n", f)
+	}
+	return b.String()
+}
