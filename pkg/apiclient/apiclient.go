@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
+	"github.com/nats-io/nuid"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
@@ -52,7 +53,14 @@ var ErrNoConfigurator = errors.New("no configurator is running")
 
 // Apply stores a batch of intents, all or nothing. A rejected batch returns
 // an *Error with code contract.ErrCodeInvalid and every FieldError.
+//
+// A request without a RequestId gets a fresh one, set in req: sending the
+// same req again (after a timeout, when the first may have landed) is then
+// answered with what the first did (resp.Replayed) instead of applying twice.
 func Apply(ctx context.Context, nc *nats.Conn, req *sluicev1.ApplyRequest) (*sluicev1.ApplyResponse, error) {
+	if req.GetRequestId() == "" {
+		req.RequestId = nuid.Next()
+	}
 	resp := &sluicev1.ApplyResponse{}
 	if err := call(ctx, nc, contract.SubjectApply, req, resp); err != nil {
 		return nil, fmt.Errorf("apply: %w", err)

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
@@ -95,13 +94,11 @@ func (b *Batcher) expect(m *nats.Msg, key string, rev uint64) {
 	}
 }
 
-// request sends m (within 5s unless ctx says otherwise) and decodes the JSON reply into v.
+// request sends m (within AttemptTimeout unless ctx ends sooner) and
+// decodes the JSON reply into v.
 func (b *Batcher) request(ctx context.Context, m *nats.Msg, v any) error {
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
-		defer cancel()
-	}
+	ctx, cancel := attempt(ctx)
+	defer cancel()
 	reply, err := b.nc.RequestMsgWithContext(ctx, m)
 	if err != nil {
 		return err
@@ -209,7 +206,7 @@ func (b *Batcher) LastRevision(ctx context.Context, key string) (uint64, error) 
 			Seq uint64 `json:"seq"`
 		} `json:"message"`
 	}
-	if err := b.request(ctx, m, &resp); err != nil {
+	if _, err := read(ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, b.request(ctx, m, &resp) }); err != nil {
 		return 0, fmt.Errorf("last revision of %s/%s: %w", b.bucket, key, err)
 	}
 	if e := resp.Error; e != nil {

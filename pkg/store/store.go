@@ -77,7 +77,7 @@ func (s *Store[T]) decode(e jetstream.KeyValueEntry) (Entry[T], error) {
 
 // Get returns the value at key, or ErrNotFound.
 func (s *Store[T]) Get(ctx context.Context, key string) (Entry[T], error) {
-	e, err := s.kv.Get(ctx, key)
+	e, err := read(ctx, func(ctx context.Context) (jetstream.KeyValueEntry, error) { return s.kv.Get(ctx, key) })
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		return Entry[T]{Key: key}, fmt.Errorf("get %s/%s: %w", s.kv.Bucket(), key, ErrNotFound)
 	}
@@ -93,7 +93,9 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (uint64, error) 
 	if err != nil {
 		return 0, fmt.Errorf("encode %s/%s: %w", s.kv.Bucket(), key, err)
 	}
-	rev, err := s.kv.Create(ctx, key, b)
+	actx, cancel := attempt(ctx)
+	defer cancel()
+	rev, err := s.kv.Create(actx, key, b)
 	return rev, s.wrap("create", key, err)
 }
 
@@ -107,13 +109,17 @@ func (s *Store[T]) Update(ctx context.Context, key string, v T, rev uint64) (uin
 	if err != nil {
 		return 0, fmt.Errorf("encode %s/%s: %w", s.kv.Bucket(), key, err)
 	}
-	nrev, err := s.kv.Update(ctx, key, b, rev)
+	actx, cancel := attempt(ctx)
+	defer cancel()
+	nrev, err := s.kv.Update(actx, key, b, rev)
 	return nrev, s.wrap("update", key, err)
 }
 
 // Delete deletes key only if its current revision is rev; ErrConflict otherwise.
 func (s *Store[T]) Delete(ctx context.Context, key string, rev uint64) error {
-	return s.wrap("delete", key, s.kv.Delete(ctx, key, jetstream.LastRevision(rev)))
+	actx, cancel := attempt(ctx)
+	defer cancel()
+	return s.wrap("delete", key, s.kv.Delete(actx, key, jetstream.LastRevision(rev)))
 }
 
 // Mutate reads key, lets fn change the value (cur is nil-valued when the key
@@ -166,7 +172,7 @@ var ErrUnchanged = errors.New("unchanged")
 
 // Keys returns every key in the bucket; none is not an error.
 func (s *Store[T]) Keys(ctx context.Context) ([]string, error) {
-	keys, err := s.kv.Keys(ctx)
+	keys, err := read(ctx, func(ctx context.Context) ([]string, error) { return s.kv.Keys(ctx) })
 	if errors.Is(err, jetstream.ErrNoKeysFound) {
 		return nil, nil
 	}
@@ -192,23 +198,46 @@ func (s *Store[T]) ListWithDeleted(ctx context.Context, filter string) ([]Entry[
 }
 
 func (s *Store[T]) list(ctx context.Context, filter string, opts ...jetstream.WatchOpt) ([]Entry[T], error) {
-	w, err := s.kv.Watch(ctx, filter, opts...)
+	for n := 0; ; n++ {
+		out, err := s.listOnce(ctx, filter, opts...)
+		if err == nil || !unanswered(ctx, err) {
+			return out, err
+		}
+		if werr := retryPause(ctx, n); werr != nil {
+			return nil, err
+		}
+	}
+}
+
+// listOnce reads through one watcher, abandoned when AttemptTimeout passes
+// without a value (its consumer's creation or a delivery went unanswered).
+func (s *Store[T]) listOnce(ctx context.Context, filter string, opts ...jetstream.WatchOpt) ([]Entry[T], error) {
+	wctx, dog := newWatchdog(ctx)
+	defer dog.stop()
+	fail := func(err error) error {
+		if dog.timedOut() {
+			err = fmt.Errorf("no answer within %s: %w", AttemptTimeout, context.DeadlineExceeded)
+		}
+		return fmt.Errorf("list %s: %w", s.kv.Bucket(), err)
+	}
+	w, err := s.kv.Watch(wctx, filter, opts...)
 	if err != nil {
-		return nil, fmt.Errorf("list %s: %w", s.kv.Bucket(), err)
+		return nil, fail(err)
 	}
 	defer func() { _ = w.Stop() }()
 	var out []Entry[T]
 	for {
 		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("list %s: %w", s.kv.Bucket(), ctx.Err())
+		case <-wctx.Done():
+			return nil, fail(wctx.Err())
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, fmt.Errorf("list %s: watcher closed", s.kv.Bucket())
+				return nil, fail(errors.New("watcher closed"))
 			}
 			if e == nil { // initial values delivered
 				return out, nil
 			}
+			dog.kick()
 			d, err := s.decode(e)
 			if err != nil {
 				d.Err = err
@@ -223,7 +252,7 @@ func (s *Store[T]) list(ctx context.Context, filter string, opts ...jetstream.Wa
 // then live changes (deletes and expiries have Deleted set). A value that
 // does not decode is reported with Err set.
 func (s *Store[T]) Watch(ctx context.Context, filter string, opts ...jetstream.WatchOpt) (<-chan Entry[T], error) {
-	w, err := s.kv.Watch(ctx, filter, opts...)
+	w, err := s.startWatch(ctx, filter, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", s.kv.Bucket(), err)
 	}
@@ -255,6 +284,30 @@ func (s *Store[T]) Watch(ctx context.Context, filter string, opts ...jetstream.W
 		}
 	}()
 	return out, nil
+}
+
+// startWatch creates a watcher, asking again when its consumer's creation
+// goes unanswered. The watcher lives until ctx ends.
+func (s *Store[T]) startWatch(ctx context.Context, filter string, opts ...jetstream.WatchOpt) (jetstream.KeyWatcher, error) {
+	for n := 0; ; n++ {
+		wctx, dog := newWatchdog(ctx)
+		w, err := s.kv.Watch(wctx, filter, opts...)
+		dog.disarm()
+		if err == nil && !dog.timedOut() {
+			return w, nil
+		}
+		dog.stop()
+		if err == nil {
+			_ = w.Stop()
+			err = fmt.Errorf("no answer within %s: %w", AttemptTimeout, context.DeadlineExceeded)
+		}
+		if !unanswered(ctx, err) {
+			return nil, err
+		}
+		if werr := retryPause(ctx, n); werr != nil {
+			return nil, err
+		}
+	}
 }
 
 func (s *Store[T]) wrap(op, key string, err error) error {

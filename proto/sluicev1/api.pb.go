@@ -23,10 +23,14 @@ const (
 
 // ApplyRequest asks the configurator to store a batch of intents, all or nothing.
 type ApplyRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Intents       []*Intent              `protobuf:"bytes,1,rep,name=intents,proto3" json:"intents,omitempty"`
-	Strategy      *Strategy              `protobuf:"bytes,2,opt,name=strategy,proto3" json:"strategy,omitempty"`
-	Source        string                 `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Intents  []*Intent              `protobuf:"bytes,1,rep,name=intents,proto3" json:"intents,omitempty"`
+	Strategy *Strategy              `protobuf:"bytes,2,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	Source   string                 `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	// Names this apply so that sending it again (after a timeout, say) is
+	// answered with what the first one did instead of being applied twice.
+	// Clients set a fresh id per apply and keep it across their retries.
+	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -82,6 +86,13 @@ func (x *ApplyRequest) GetSource() string {
 	return ""
 }
 
+func (x *ApplyRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
 // ApplyJournal is revisions/pending: an apply between its first write and
 // the head move, so that whoever finds it completes it or rolls it back.
 // Fields 1-3 are ApplyRequest's, so a journal that an older configurator
@@ -94,7 +105,8 @@ type ApplyJournal struct {
 	// What the apply overwrites: one entry per intent it writes, as the key was
 	// before, so an apply that cannot complete restores exactly that.
 	Prior         []*PriorIntent `protobuf:"bytes,4,rep,name=prior,proto3" json:"prior,omitempty"`
-	HasPrior      bool           `protobuf:"varint,5,opt,name=has_prior,json=hasPrior,proto3" json:"has_prior,omitempty"` // false: written before priors were recorded
+	HasPrior      bool           `protobuf:"varint,5,opt,name=has_prior,json=hasPrior,proto3" json:"has_prior,omitempty"`   // false: written before priors were recorded
+	RequestId     string         `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // ApplyRequest.request_id, recorded in the head
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -162,6 +174,13 @@ func (x *ApplyJournal) GetHasPrior() bool {
 		return x.HasPrior
 	}
 	return false
+}
+
+func (x *ApplyJournal) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
 }
 
 // PriorIntent is an intents key as it was before an apply wrote it.
@@ -288,14 +307,17 @@ func (x *FieldError) GetRule() string {
 
 // ApplyResponse says what the apply changed.
 type ApplyResponse struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Revision      string                 `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"`
-	Changed       bool                   `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"` // false: the effective content was already the head
-	Generation    uint64                 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
-	Errors        []*FieldError          `protobuf:"bytes,4,rep,name=errors,proto3" json:"errors,omitempty"`       // set when the batch was rejected; nothing was stored
-	Created       []string               `protobuf:"bytes,5,rep,name=created,proto3" json:"created,omitempty"`     // <kind>/<name> of intents created
-	Updated       []string               `protobuf:"bytes,6,rep,name=updated,proto3" json:"updated,omitempty"`     // ... updated
-	Unchanged     []string               `protobuf:"bytes,7,rep,name=unchanged,proto3" json:"unchanged,omitempty"` // ... identical to what was stored
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Revision   string                 `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	Changed    bool                   `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"` // false: the effective content was already the head
+	Generation uint64                 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	Errors     []*FieldError          `protobuf:"bytes,4,rep,name=errors,proto3" json:"errors,omitempty"`       // set when the batch was rejected; nothing was stored
+	Created    []string               `protobuf:"bytes,5,rep,name=created,proto3" json:"created,omitempty"`     // <kind>/<name> of intents created
+	Updated    []string               `protobuf:"bytes,6,rep,name=updated,proto3" json:"updated,omitempty"`     // ... updated
+	Unchanged  []string               `protobuf:"bytes,7,rep,name=unchanged,proto3" json:"unchanged,omitempty"` // ... identical to what was stored
+	// The request id had already moved the head: this is that answer again
+	// (revision and generation), nothing was applied now.
+	Replayed      bool `protobuf:"varint,8,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -377,6 +399,13 @@ func (x *ApplyResponse) GetUnchanged() []string {
 		return x.Unchanged
 	}
 	return nil
+}
+
+func (x *ApplyResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
 }
 
 // DeleteRequest marks an intent for deletion.
@@ -504,17 +533,21 @@ var File_sluice_v1_api_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_api_proto_rawDesc = "" +
 	"\n" +
-	"\x13sluice/v1/api.proto\x12\tsluice.v1\x1a\x16sluice/v1/intent.proto\x1a\x17sluice/v1/rollout.proto\"\x84\x01\n" +
+	"\x13sluice/v1/api.proto\x12\tsluice.v1\x1a\x16sluice/v1/intent.proto\x1a\x17sluice/v1/rollout.proto\"\xa3\x01\n" +
 	"\fApplyRequest\x12+\n" +
 	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\x12/\n" +
 	"\bstrategy\x18\x02 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x12\x16\n" +
-	"\x06source\x18\x03 \x01(\tR\x06source\"\xcf\x01\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\xee\x01\n" +
 	"\fApplyJournal\x12+\n" +
 	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\x12/\n" +
 	"\bstrategy\x18\x02 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x12\x16\n" +
 	"\x06source\x18\x03 \x01(\tR\x06source\x12,\n" +
 	"\x05prior\x18\x04 \x03(\v2\x16.sluice.v1.PriorIntentR\x05prior\x12\x1b\n" +
-	"\thas_prior\x18\x05 \x01(\bR\bhasPrior\"o\n" +
+	"\thas_prior\x18\x05 \x01(\bR\bhasPrior\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"o\n" +
 	"\vPriorIntent\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
 	"\x05value\x18\x02 \x01(\v2\x17.sluice.v1.StoredIntentR\x05value\x12\x1f\n" +
@@ -524,7 +557,7 @@ const file_sluice_v1_api_proto_rawDesc = "" +
 	"FieldError\x12\x16\n" +
 	"\x06intent\x18\x01 \x01(\tR\x06intent\x12\x14\n" +
 	"\x05field\x18\x02 \x01(\tR\x05field\x12\x12\n" +
-	"\x04rule\x18\x03 \x01(\tR\x04rule\"\xe6\x01\n" +
+	"\x04rule\x18\x03 \x01(\tR\x04rule\"\x82\x02\n" +
 	"\rApplyResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x18\n" +
 	"\achanged\x18\x02 \x01(\bR\achanged\x12\x1e\n" +
@@ -534,7 +567,8 @@ const file_sluice_v1_api_proto_rawDesc = "" +
 	"\x06errors\x18\x04 \x03(\v2\x15.sluice.v1.FieldErrorR\x06errors\x12\x18\n" +
 	"\acreated\x18\x05 \x03(\tR\acreated\x12\x18\n" +
 	"\aupdated\x18\x06 \x03(\tR\aupdated\x12\x1c\n" +
-	"\tunchanged\x18\a \x03(\tR\tunchanged\"h\n" +
+	"\tunchanged\x18\a \x03(\tR\tunchanged\x12\x1a\n" +
+	"\breplayed\x18\b \x01(\bR\breplayed\"h\n" +
 	"\rDeleteRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12/\n" +

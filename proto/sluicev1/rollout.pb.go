@@ -348,6 +348,7 @@ type Head struct {
 	Strategy      *Strategy              `protobuf:"bytes,3,opt,name=strategy,proto3" json:"strategy,omitempty"`
 	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
 	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	RequestId     string                 `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // the apply request that moved the head here ("" for others)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -413,6 +414,13 @@ func (x *Head) GetUpdatedAt() *timestamppb.Timestamp {
 func (x *Head) GetReason() string {
 	if x != nil {
 		return x.Reason
+	}
+	return ""
+}
+
+func (x *Head) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
 	}
 	return ""
 }
@@ -1176,7 +1184,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x0fpickup_deadline\x18\b \x01(\v2\x19.google.protobuf.DurationR\x0epickupDeadline\x12F\n" +
 	"\x11progress_deadline\x18\t \x01(\v2\x19.google.protobuf.DurationR\x10progressDeadline\x12#\n" +
 	"\rretry_invalid\x18\n" +
-	" \x01(\bR\fretryInvalid\"\xc6\x01\n" +
+	" \x01(\bR\fretryInvalid\"\xe5\x01\n" +
 	"\x04Head\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x1e\n" +
 	"\n" +
@@ -1185,7 +1193,9 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\bstrategy\x18\x03 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x129\n" +
 	"\n" +
 	"updated_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x16\n" +
-	"\x06reason\x18\x05 \x01(\tR\x06reason\"\xf3\x01\n" +
+	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\"\xf3\x01\n" +
 	"\vNodeOutcome\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12*\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x14.sluice.v1.NodePhaseR\x05phase\x12 \n" +

@@ -60,7 +60,14 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 		}
 	}
 	resp := &sluicev1.ApplyResponse{}
-	journal := &sluicev1.ApplyJournal{Intents: req.GetIntents(), Strategy: req.GetStrategy(), Source: req.GetSource(), HasPrior: true}
+	if id := req.GetRequestId(); id != "" && head.Value.GetRequestId() == id {
+		// The same request again (its sender timed out waiting for the
+		// first answer): answer what it did rather than applying it twice,
+		// which after a rollback would start a re-roll nobody asked for.
+		return &sluicev1.ApplyResponse{Revision: head.Value.GetRevision(), Generation: head.Value.GetGeneration(), Changed: true, Replayed: true}, nil
+	}
+	journal := &sluicev1.ApplyJournal{Intents: req.GetIntents(), Strategy: req.GetStrategy(), Source: req.GetSource(), HasPrior: true,
+		RequestId: req.GetRequestId()}
 	var writes []*sluicev1.Intent
 	for _, in := range render.Sorted(req.GetIntents()) {
 		key := intent.Key(in)
@@ -103,7 +110,7 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	}
 	if len(writes) == 0 {
 		// Only the head moves (a re-roll, or back to a set stored already).
-		next, err := s.advance(ctx, req.GetStrategy(), reroll != "", func(diff) string {
+		next, err := s.advance(ctx, req.GetStrategy(), reroll != "", req.GetRequestId(), func(diff) string {
 			if reroll != "" {
 				return reroll
 			}
@@ -265,7 +272,7 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	next, err := s.advance(ctx, req.GetStrategy(), false, func(diff) string { return "deleted " + id })
+	next, err := s.advance(ctx, req.GetStrategy(), false, "", func(diff) string { return "deleted " + id })
 	if err != nil {
 		return nil, interrupted(err)
 	}

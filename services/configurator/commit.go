@@ -86,7 +86,9 @@ func effective(live map[string]store.Entry[*sluicev1.StoredIntent]) []*sluicev1.
 // advance cuts a revision from the stored effective set and moves the head
 // to it, unless the head already holds that content. why describes the
 // change for the head's reason. It returns the head as it stands after.
-func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, reroll bool, why func(diff) string) (*sluicev1.Head, error) {
+// requestID is the apply request moving the head ("" for other causes); the
+// head records it so that the same request sent again is answered, not re-applied.
+func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, reroll bool, requestID string, why func(diff) string) (*sluicev1.Head, error) {
 	live, _, err := s.liveIntents(ctx)
 	if err != nil {
 		return nil, err
@@ -140,6 +142,7 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, rero
 	}
 	next := &sluicev1.Head{
 		Revision: id, Generation: cur.Value.GetGeneration() + 1, Strategy: strategy, UpdatedAt: now, Reason: why(d),
+		RequestId: requestID,
 	}
 	if _, err := s.st.head.Update(ctx, contract.KeyHead, next, cur.Revision); err != nil {
 		return nil, fmt.Errorf("move head to %s: %w", render.Short(id), err)

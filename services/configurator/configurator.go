@@ -209,7 +209,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	_, err = s.advance(ctx, cur.Value.GetStrategy(), false, func(d diff) string {
+	_, err = s.advance(ctx, cur.Value.GetStrategy(), false, "", func(d diff) string {
 		return fmt.Sprintf("reconciled: the stored intents differ from head revision %s (%s)", shortOrNone(cur.Value.GetRevision()), d)
 	})
 	var inv *invalidStateError

@@ -412,3 +412,43 @@ func TestRun_InvalidStoredIntentsKeepTheHeadAndAreReported(t *testing.T) {
 		t.Fatalf("delete by-hand = %v, %v; want ok and unchanged head content", resp, err)
 	}
 }
+
+// An apply sent again under the same request id (its sender timed out while
+// the first landed) is answered with what the first did, even where applying
+// the same content again would mean something: after its rollout rolled back,
+// a new request re-rolls the head; the retried one must not.
+func TestApply_SameRequestAgain_IsAnsweredNotAppliedTwice(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	start(t, env)
+	req := &sluicev1.ApplyRequest{Intents: examples(t), RequestId: "req-1"}
+	first := mustApply(t, env.Conn, req)
+	if first.GetReplayed() || first.GetGeneration() != 1 {
+		t.Fatalf("first apply = %v", first)
+	}
+	if got := getHead(t, env).Value.GetRequestId(); got != "req-1" {
+		t.Errorf("head records request %q, want req-1", got)
+	}
+	// The coordinator rolled generation 1 back.
+	rolledBack, err := store.Marshal(&sluicev1.Rollout{Id: contract.RolloutID(1, first.GetRevision()), Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Buckets.Rollouts.Put(context.Background(), contract.RolloutID(1, first.GetRevision()), rolledBack); err != nil {
+		t.Fatal(err)
+	}
+	headBefore := getHead(t, env)
+
+	again := mustApply(t, env.Conn, req)
+	if !again.GetReplayed() || again.GetGeneration() != 1 || again.GetRevision() != first.GetRevision() {
+		t.Errorf("retried apply = %v, want the first answer replayed (generation 1)", again)
+	}
+	if h := getHead(t, env); h.Revision != headBefore.Revision {
+		t.Errorf("the retried apply moved the head: %v", h.Value)
+	}
+
+	// Another request with the same content is the operator asking again: a re-roll.
+	reroll := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t), RequestId: "req-2"})
+	if reroll.GetReplayed() || reroll.GetGeneration() != 2 {
+		t.Errorf("new request = %v, want a re-roll at generation 2", reroll)
+	}
+}

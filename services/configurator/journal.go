@@ -73,7 +73,7 @@ func (s *Service) finish(ctx context.Context, j store.Entry[*sluicev1.ApplyJourn
 	created, updated, err := s.writeJournal(ctx, jr)
 	var head *sluicev1.Head
 	if err == nil {
-		head, err = s.advance(ctx, jr.GetStrategy(), false, func(diff) string { return reason(created, updated) })
+		head, err = s.advance(ctx, jr.GetStrategy(), false, jr.GetRequestId(), func(diff) string { return reason(created, updated) })
 	}
 	if err != nil {
 		if !cannotComplete(err) {
