@@ -411,6 +411,42 @@ func TestAgent_DeletedDesired_KeepsWhatIsInForce(t *testing.T) {
 	f.waitStatus(t, "n1", "status unchanged", provisioned("fp-one"))
 }
 
+// The reaper deletes every key of a node whose presence lapsed (a partition
+// longer than the grace) while its agent runs on. When the coordinator then
+// writes the config already in force again, the agent has nothing to apply,
+// but it must report again: its status is gone.
+func TestAgent_ReapedWhileRunning_WritesItsStatusAgain(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	rec := &recorder{}
+	f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: rec, Log: zerolog.Nop()})
+	f.writeDesired(t, desiredConfig("n1", "fp-one", 100))
+	f.waitStatus(t, "n1", "Provisioned", provisioned("fp-one"))
+
+	ctx := context.Background()
+	for _, k := range []struct {
+		del func(context.Context, string, uint64) error
+		get func() (uint64, error)
+		key string
+	}{
+		{f.configs.Delete, func() (uint64, error) { e, err := f.configs.Get(ctx, contract.DesiredKey("n1")); return e.Revision, err }, contract.DesiredKey("n1")},
+		{f.statuses.Delete, func() (uint64, error) { e, err := f.statuses.Get(ctx, "n1"); return e.Revision, err }, "n1"},
+	} {
+		rev, err := k.get()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := k.del(ctx, k.key, rev); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.writeDesired(t, desiredConfig("n1", "fp-one", 100)) // the coordinator configures the returning node
+
+	f.waitStatus(t, "n1", "the status written again", provisioned("fp-one"))
+	if n := rec.count(); n != 1 {
+		t.Errorf("Apply called %d times, want 1: the config was in force", n)
+	}
+}
+
 func TestNew_RejectsBadConfig(t *testing.T) {
 	f := newFleet(t, contract.DefaultSettings())
 	tests := []struct {

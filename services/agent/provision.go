@@ -69,6 +69,7 @@ func (a *Agent) handle(ctx context.Context, d *sluicev1.DesiredConfig) {
 	case actSkip:
 		a.log.Debug().Str(logging.FieldFingerprint, d.GetFingerprint()).Str(logging.FieldRevision, d.GetRevision()).
 			Str("phase", a.worker.status.GetPhase().String()).Msg("desired config already handled and reported")
+		a.ensureStatus(ctx)
 	case actReport:
 		a.report(ctx, d)
 	case actProvision:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -88,6 +89,37 @@ func (a *Agent) writeStatus(ctx context.Context, st *sluicev1.NodeStatus) error 
 		a.log.Warn().Err(err).Uint64("kv_revision", a.worker.statusRev).Msg("status changed under the agent; writing again at its current revision")
 	}
 	return fmt.Errorf("write status of %s: %w", a.cfg.Node, err)
+}
+
+// ensureStatus checks that what the agent last reported is still stored,
+// and writes it again when it is not: the reaper deletes the status of a
+// node whose presence lapsed (a network partition longer than the grace),
+// and a coordinator that then configures the node with the config already
+// in force would otherwise wait for a report the agent believes it made.
+func (a *Agent) ensureStatus(ctx context.Context) {
+	if a.worker.status == nil {
+		return
+	}
+	e, err := a.statuses.Get(ctx, a.cfg.Node)
+	switch {
+	case err == nil && e.Revision == a.worker.statusRev:
+		return
+	case err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrUndecodable):
+		a.warnUnlessDone(ctx, err, "check the stored status; the next resync looks again")
+		return
+	}
+	why := "deleted (the reaper removes the keys of a node whose presence lapsed)"
+	if err == nil {
+		why = fmt.Sprintf("changed by someone else (revision %d, the agent wrote %d)", e.Revision, a.worker.statusRev)
+	}
+	st := proto.Clone(a.worker.status).(*sluicev1.NodeStatus)
+	st.LastUpdate = timestamppb.New(a.cfg.Now())
+	if werr := a.writeStatus(ctx, st); werr != nil {
+		a.warnUnlessDone(ctx, werr, "write the status again; the next resync tries again")
+		return
+	}
+	a.log.Info().Str(logging.FieldReason, "the status key was "+why).Str("phase", st.GetPhase().String()).
+		Msg("status written again")
 }
 
 // statusAtStart is the status the agent can state before it has handled any

@@ -100,6 +100,27 @@ func TestCheck_JoinerGivenTheConfigInForceAfterItsRolloutEndedIsNoViolation(t *t
 	}
 }
 
+// A failing node whose heartbeats stopped (a server stopped under it) is
+// rightly skipped as departed; the rollout may then end within the budget.
+// Only a schedule that can stop heartbeats excuses it.
+func TestCheck_FailingNodeSkippedAsDeparted(t *testing.T) {
+	skippedWithinBudget := func(lapse bool) *Observation {
+		o := healthy()
+		r := rollout(o, "r1")
+		r.Skipped = []*sluicev1.NodeOutcome{{Node: "node-01"}}
+		o.Expect["r1"] = Expectation{Phases: []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK},
+			MayFail: []string{"node-01"}, NodesMayLapse: lapse}
+		return o
+	}
+	isOutcome := func(v Violation) bool { return v.Invariant == "Outcome" }
+	if vs := Check(skippedWithinBudget(true)); slices.ContainsFunc(vs, isOutcome) {
+		t.Errorf("heartbeats could stop: want no Outcome violation, got %v", vs)
+	}
+	if vs := Check(skippedWithinBudget(false)); !slices.ContainsFunc(vs, isOutcome) {
+		t.Errorf("nothing could stop heartbeats: want an Outcome violation, got %v", vs)
+	}
+}
+
 func rollout(o *Observation, id string) *sluicev1.Rollout {
 	for _, r := range o.Rollouts {
 		if r.GetId() == id {

@@ -168,9 +168,15 @@ func (d *driver) expectations(natsRestarted bool) map[string]Expectation {
 	sc := d.sys.sc
 	out := map[string]Expectation{}
 	leavers := map[string]bool{}
+	lapse := false // heartbeats of nodes the schedule does not make leave may stop
 	for _, f := range sc.Faults {
-		if f.Kind == AgentLeave {
+		switch {
+		case f.Kind == AgentLeave:
 			leavers[f.Node] = true
+		case f.Kind == KillServer, f.Kind == RestartNATS:
+			lapse = true
+		case (f.Kind == NetDrop || f.Kind == NetStall) && d.sys.nodes[f.Node] != nil:
+			lapse = true
 		}
 	}
 	for i, c := range sc.Changes {
@@ -188,7 +194,7 @@ func (d *driver) expectations(natsRestarted bool) map[string]Expectation {
 		}
 		budget := 0
 		fmt.Sscan(c.Strategy.GetFailureBudget(), &budget)
-		x := Expectation{MayFail: bad, EventsMayBeLost: natsRestarted}
+		x := Expectation{MayFail: bad, EventsMayBeLost: natsRestarted, NodesMayLapse: lapse}
 		switch {
 		case a.superseded:
 			x.Why = "superseded by the next change while it ran: any end"
@@ -359,6 +365,22 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 		s.cluster.RestartServer(s.t, i)
 		f.watch.resume()
 		s.log.add("%s %s: restarted", ft.Kind, ft.Node)
+	case NetDrop, NetStall:
+		target := ft.Node
+		if target == "leader" {
+			if target = s.leader(ctx); target == "" {
+				s.log.add("%s: no leader to cut off", ft)
+				return
+			}
+		}
+		defer f.lock("net " + target)()
+		if ft.Kind == NetDrop {
+			s.log.add("%s: dropped %d connection(s) of %s", ft, s.proxy.drop(target), target)
+			return
+		}
+		s.log.add("%s: stalling %s", ft, target)
+		s.proxy.stall(target, ft.Down)
+		s.log.add("%s: %s flows again", ft.Kind, target)
 	case PausedLeader:
 		defer f.lock("coordinators")()
 		old := s.leader(ctx)

@@ -57,6 +57,7 @@ type system struct {
 	envMu   sync.Mutex
 	env     *natstest.Env
 	cluster *natstest.Cluster // R3 seeds
+	proxy   *proxy            // single-server seeds: every component connects through it
 
 	pausers map[string]*pauser // coordinator instance → its pause switch
 
@@ -127,6 +128,8 @@ func newSystem(t *testing.T, sc Scenario, log *schedule) *system {
 		s.settings = s.cluster.Settings // R3
 	} else {
 		s.env = natstest.StartAt(t, s.natsDir, s.listen, settings)
+		s.proxy = newProxy(s.listen)
+		t.Cleanup(s.proxy.close)
 	}
 	s.pausers = map[string]*pauser{coordinatorA: newPauser(), coordinatorB: newPauser()}
 	t.Cleanup(s.stopAll)
@@ -140,12 +143,21 @@ func (s *system) Env() *natstest.Env {
 	return s.env
 }
 
-// connect opens a connection that reconnects forever to the (restartable) server.
-func (s *system) connect() *nats.Conn {
+// connect opens component's connection, which reconnects forever to the
+// (restartable) server; on one server it goes through the proxy.
+func (s *system) connect(component string) *nats.Conn {
+	url := s.Env().URL
+	if s.proxy != nil {
+		addr, err := s.proxy.addr(component)
+		if err != nil {
+			s.t.Errorf("proxy for %s: %v", component, err)
+		}
+		url = "nats://" + addr
+	}
 	// A process restarted while NATS is down keeps trying, as a supervisor
 	// restarting it would (and a failed connect here must not end the seed
 	// from a goroutine that cannot fail the test).
-	nc, err := nats.Connect(s.Env().URL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
 	if err != nil {
 		s.t.Errorf("connect: %v", err)
 	}
@@ -214,7 +226,7 @@ func (s *system) start() {
 	if s.sc.Standby {
 		s.startCoordinator(coordinatorB)
 	}
-	rp, err := reaper.New(reaper.Config{Conn: s.connect(), Settings: s.settings, Log: s.logger.With().Str("svc", reaperC).Logger(),
+	rp, err := reaper.New(reaper.Config{Conn: s.connect(reaperC), Settings: s.settings, Log: s.logger.With().Str("svc", reaperC).Logger(),
 		Grace: s.sc.NodeLease, Interval: reaperEvery})
 	if err != nil {
 		s.t.Fatal(err)
@@ -226,7 +238,7 @@ func (s *system) start() {
 }
 
 func (s *system) startConfigurator() {
-	c, err := configurator.New(configurator.Config{Conn: s.connect(), Settings: s.settings, Log: s.logger.With().Str("svc", configuratorC).Logger()})
+	c, err := configurator.New(configurator.Config{Conn: s.connect(configuratorC), Settings: s.settings, Log: s.logger.With().Str("svc", configuratorC).Logger()})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -236,7 +248,7 @@ func (s *system) startConfigurator() {
 func (s *system) startCoordinator(instance string) {
 	p := s.pausers[instance]
 	p.resume() // a restarted process runs
-	c, err := coordinator.New(coordinator.Config{Conn: s.connect(), Settings: s.settings, Log: s.logger.With().Str("svc", instance).Logger(),
+	c, err := coordinator.New(coordinator.Config{Conn: s.connect(instance), Settings: s.settings, Log: s.logger.With().Str("svc", instance).Logger(),
 		Instance: instance, SaveInterval: saveInterval, TickInterval: tickInterval, Now: p.now, BeforeWrite: p.beforeWrite})
 	if err != nil {
 		s.t.Fatal(err)
@@ -259,7 +271,7 @@ func (s *system) startAgent(name string) {
 	stateDir := filepath.Join(s.agentDir, name)
 	ap := &chaosApplier{sys: s, node: n, file: agent.NewFileApplier(filepath.Join(stateDir, "config.json")),
 		path: filepath.Join(stateDir, "config.json")}
-	nc := s.connect()
+	nc := s.connect(name)
 	a, err := agent.New(agent.Config{Conn: nc, Settings: s.settings, Log: s.logger.With().Str("svc", name).Logger(), Node: name,
 		Labels: NodeLabels(n.index), StateDir: stateDir, Applier: ap, Version: "chaos",
 		ApplyTimeout: s.applyTimeout(), ResyncInterval: resyncEvery, CheckPause: 50 * time.Millisecond,

@@ -142,9 +142,13 @@ func (w *watchers) record(bucket string, e jetstream.KeyValueEntry) {
 }
 
 // readProto decodes key of kv into v; an error if absent or unreadable.
+//
+// It reads through a watcher, which the stream's leader serves: a Get is a
+// direct get that any replica may answer, and on an R3 seed a server just
+// restarted can answer with what it had before it caught up.
 func readProto[T proto.Message](ctx context.Context, kv jetstream.KeyValue, key string, v T) (T, error) {
 	var zero T
-	e, err := kv.Get(ctx, key)
+	e, err := leaderGet(ctx, kv, key)
 	if err != nil {
 		return zero, err
 	}
@@ -152,6 +156,34 @@ func readProto[T proto.Message](ctx context.Context, kv jetstream.KeyValue, key 
 		return zero, fmt.Errorf("%s: %w", key, err)
 	}
 	return v, nil
+}
+
+// leaderGet reads key's current value through a watcher;
+// jetstream.ErrKeyNotFound when it has none or was deleted.
+func leaderGet(ctx context.Context, kv jetstream.KeyValue, key string) (jetstream.KeyValueEntry, error) {
+	w, err := kv.Watch(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = w.Stop() }()
+	var last jetstream.KeyValueEntry
+	for {
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case e, ok := <-w.Updates():
+			switch {
+			case !ok:
+				return nil, errors.New("watcher closed")
+			case e != nil:
+				last = e
+				continue
+			case last == nil || last.Operation() != jetstream.KeyValuePut:
+				return nil, jetstream.ErrKeyNotFound
+			}
+			return last, nil
+		}
+	}
 }
 
 // quiescent reports what has not settled yet: a rollout still running, a
@@ -185,7 +217,7 @@ func (s *system) quiescent(ctx context.Context) []string {
 			busy = append(busy, fmt.Sprintf("%s is applying table %d", name, t))
 			continue
 		}
-		if _, err := b.Nodes.Get(ctx, name); err != nil {
+		if _, err := leaderGet(ctx, b.Nodes, name); err != nil {
 			busy = append(busy, name+" has no presence")
 			continue
 		}
@@ -343,7 +375,7 @@ func (s *system) settleRegistered(ctx context.Context, timeout time.Duration) st
 	for {
 		var missing []string
 		for _, name := range sortedKeys(s.nodes) {
-			if _, err := s.Env().Buckets.Nodes.Get(ctx, name); err != nil {
+			if _, err := leaderGet(ctx, s.Env().Buckets.Nodes, name); err != nil {
 				missing = append(missing, name)
 			}
 		}

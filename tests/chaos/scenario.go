@@ -49,6 +49,8 @@ const (
 	RestartNATS      FaultKind = "restart-nats"      // shut the server down; start it again on the same store after Down
 	KillServer       FaultKind = "kill-server"       // R3 seeds: stop one server of the cluster (Node names it); restart it after Down
 	PausedLeader     FaultKind = "paused-leader"     // freeze the leader's writes and clock past its lease; wake it after the standby wrote
+	NetDrop          FaultKind = "net-drop"          // close a component's connections (Node: "leader", configurator, reaper or a node): requests in flight go unanswered
+	NetStall         FaultKind = "net-stall"         // hold a component's traffic for Down: its requests time out, answers arrive late
 )
 
 // TriggerKind says when a fault fires.
@@ -183,7 +185,7 @@ func (s Scenario) pickFaults(rng *rand.Rand, nodes []string) []Fault {
 	for range n {
 		change := 1 + rng.IntN(len(s.Changes)-1)
 		f := Fault{Change: change, Trigger: AfterApply, Delay: time.Duration(rng.IntN(800)) * time.Millisecond}
-		switch rng.IntN(12) {
+		switch rng.IntN(14) {
 		case 0, 1, 2:
 			f.Kind = KillLeader
 			f.Trigger = []TriggerKind{AfterApply, AfterApply, Reverting, Ended}[rng.IntN(4)]
@@ -222,6 +224,15 @@ func (s Scenario) pickFaults(rng *rand.Rand, nodes []string) []Fault {
 			f.Kind = KillLeader
 			f.Trigger = Ended
 			f.Down = 0
+		case 12, 13:
+			// Transient KV errors: one component's link to the server breaks.
+			f.Kind = []FaultKind{NetDrop, NetStall}[rng.IntN(2)]
+			f.Trigger = []TriggerKind{AfterApply, AfterApply, Reverting, Ended}[rng.IntN(4)]
+			f.Node = []string{"leader", "leader", configuratorC, reaperC, nodes[rng.IntN(len(nodes))]}[rng.IntN(5)]
+			f.Down = time.Duration(200+rng.IntN(1800)) * time.Millisecond
+			if s.Cluster { // the proxy is for one server; a cluster loses a server instead
+				f.Kind, f.Node = KillServer, fmt.Sprintf("server-%d", rng.IntN(3))
+			}
 		}
 		fs = append(fs, f)
 	}
