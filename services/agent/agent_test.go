@@ -423,21 +423,19 @@ func TestAgent_ReapedWhileRunning_WritesItsStatusAgain(t *testing.T) {
 	f.waitStatus(t, "n1", "Provisioned", provisioned("fp-one"))
 
 	ctx := context.Background()
-	for _, k := range []struct {
-		del func(context.Context, string, uint64) error
-		get func() (uint64, error)
-		key string
-	}{
-		{f.configs.Delete, func() (uint64, error) { e, err := f.configs.Get(ctx, contract.DesiredKey("n1")); return e.Revision, err }, contract.DesiredKey("n1")},
-		{f.statuses.Delete, func() (uint64, error) { e, err := f.statuses.Get(ctx, "n1"); return e.Revision, err }, "n1"},
-	} {
-		rev, err := k.get()
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := k.del(ctx, k.key, rev); err != nil {
-			t.Fatal(err)
-		}
+	d, err := f.configs.Get(ctx, contract.DesiredKey("n1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, err := f.statuses.Get(ctx, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.configs.Delete(ctx, contract.DesiredKey("n1"), d.Revision); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.statuses.Delete(ctx, "n1", st.Revision); err != nil {
+		t.Fatal(err)
 	}
 	f.writeDesired(t, desiredConfig("n1", "fp-one", 100)) // the coordinator configures the returning node
 
