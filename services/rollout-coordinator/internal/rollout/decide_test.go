@@ -281,6 +281,17 @@ func TestDecide(t *testing.T) {
 			want:  []string{"finish Succeeded", "emit NodeSkipped", "emit RolloutSucceeded"},
 		},
 		{
+			name:  "a skipped node that comes back is in the rollout again and no longer listed skipped",
+			given: []Event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2"), Presence{Node: "n2"}},
+			event: Presence{Node: "n2", P: presence("n2")[0]},
+			want:  []string{"emit NodeJoinedRollout"}, wantCounts: "total=2 pending=1 inprogress=1 provisioned=0 failed=0 skipped=0",
+			check: func(t *testing.T, s *State) {
+				if sk := s.rollout.GetSkipped(); len(sk) != 0 {
+					t.Fatalf("record still lists skipped %v", sk)
+				}
+			},
+		},
+		{
 			name:  "a node joining mid-rollout gets the target",
 			given: []Event{loaded(head(1, r1.Id, "2"), r1, "n1")},
 			event: Presence{Node: "n0", P: presence("n0")[0]},

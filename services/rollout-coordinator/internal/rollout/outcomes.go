@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"time"
 
@@ -252,9 +253,10 @@ func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 			s.configureStraggler(n, "node joined while the rollout reverts")
 		}
 	case n.prog == progNone || n.prog == progSkipped:
-		if n.prog == progSkipped { // it came back: it is in the rollout again
+		if n.prog == progSkipped { // it came back: it is in the rollout again, no longer skipped
 			s.setProg(n, progNone)
 			s.rollout.Counts.Total--
+			s.rollout.Skipped = slices.DeleteFunc(s.rollout.Skipped, func(o *sluicev1.NodeOutcome) bool { return o.GetNode() == n.name })
 		}
 		s.place(n, nil, now)
 		s.emit(s.nodeEvent(n, "NodeJoinedRollout", "node joined during the rollout; it gets the rollout target"))
