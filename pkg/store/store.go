@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -187,7 +188,8 @@ func (s *Store[T]) Keys(ctx context.Context) ([]string, error) {
 // A value that does not decode is returned with Err set (and a zero Value),
 // never failing the whole list: callers quarantine that key and carry on.
 func (s *Store[T]) List(ctx context.Context, filter string) ([]Entry[T], error) {
-	return s.list(ctx, filter, jetstream.IgnoreDeletes())
+	all, err := s.list(ctx, filter)
+	return slices.DeleteFunc(all, func(e Entry[T]) bool { return e.Deleted }), err
 }
 
 // ListWithDeleted is List with deleted keys too, as entries with Deleted set
@@ -197,21 +199,58 @@ func (s *Store[T]) ListWithDeleted(ctx context.Context, filter string) ([]Entry[
 	return s.list(ctx, filter)
 }
 
-func (s *Store[T]) list(ctx context.Context, filter string, opts ...jetstream.WatchOpt) ([]Entry[T], error) {
+func (s *Store[T]) list(ctx context.Context, filter string) ([]Entry[T], error) {
+	var floor uint64
+	if filter == ">" {
+		floor = s.floor(ctx)
+	}
+	caughtUp := time.Now().Add(AttemptTimeout)
 	for n := 0; ; n++ {
-		out, err := s.listOnce(ctx, filter, opts...)
-		if err == nil || !unanswered(ctx, err) {
+		out, last, err := s.listOnce(ctx, filter)
+		if err == nil && (last >= floor || time.Now().After(caughtUp)) {
+			return out, nil
+		}
+		if err != nil && !unanswered(ctx, err) {
 			return out, err
 		}
+		// Unanswered, or served by a replica that has not caught up with
+		// the writes the leader had acknowledged when the listing began.
 		if werr := retryPause(ctx, n); werr != nil {
+			if err == nil {
+				err = fmt.Errorf("list %s: the listing stayed behind revision %d: %w", s.kv.Bucket(), floor, werr)
+			}
 			return nil, err
 		}
 	}
 }
 
+// floor is the revision a listing of the whole bucket must reach to hold
+// every write acknowledged before it began: the last stream sequence, as
+// the stream's leader reports it. A watcher's consumer is an R1 consumer
+// that the server may place on any replica, and a follower may lag; so on
+// a cluster a listing is not read-your-writes unless checked against this.
+// 0 (no check) for a bucket whose values expire (its last message may be
+// gone) or when the leader does not answer.
+func (s *Store[T]) floor(ctx context.Context) uint64 {
+	st, err := read(ctx, s.kv.Status)
+	if err != nil {
+		return 0
+	}
+	bs, ok := st.(*jetstream.KeyValueBucketStatus)
+	if !ok {
+		return 0
+	}
+	info := bs.StreamInfo()
+	if info == nil || info.Config.MaxAge > 0 || info.Config.AllowMsgTTL || info.State.Msgs == 0 {
+		return 0
+	}
+	return info.State.LastSeq
+}
+
 // listOnce reads through one watcher, abandoned when AttemptTimeout passes
 // without a value (its consumer's creation or a delivery went unanswered).
-func (s *Store[T]) listOnce(ctx context.Context, filter string, opts ...jetstream.WatchOpt) ([]Entry[T], error) {
+// It returns the entries, deleted ones included, and the highest revision seen.
+func (s *Store[T]) listOnce(ctx context.Context, filter string) ([]Entry[T], uint64, error) {
 	wctx, dog := newWatchdog(ctx)
 	defer dog.stop()
 	fail := func(err error) error {
@@ -220,24 +259,26 @@ func (s *Store[T]) listOnce(ctx context.Context, filter string, opts ...jetstrea
 		}
 		return fmt.Errorf("list %s: %w", s.kv.Bucket(), err)
 	}
-	w, err := s.kv.Watch(wctx, filter, opts...)
+	w, err := s.kv.Watch(wctx, filter)
 	if err != nil {
-		return nil, fail(err)
+		return nil, 0, fail(err)
 	}
 	defer func() { _ = w.Stop() }()
 	var out []Entry[T]
+	var last uint64
 	for {
 		select {
 		case <-wctx.Done():
-			return nil, fail(wctx.Err())
+			return nil, 0, fail(wctx.Err())
 		case e, ok := <-w.Updates():
 			if !ok {
-				return nil, fail(errors.New("watcher closed"))
+				return nil, 0, fail(errors.New("watcher closed"))
 			}
 			if e == nil { // initial values delivered
-				return out, nil
+				return out, last, nil
 			}
 			dog.kick()
+			last = max(last, e.Revision())
 			d, err := s.decode(e)
 			if err != nil {
 				d.Err = err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -46,6 +48,7 @@ func TestStore(t *testing.T) {
 		{"ValuesAreReadableJSON", testValuesAreReadableJSON},
 		{"ExpiredPresenceIsSeenByWatchers", testExpiredPresenceIsSeenByWatchers},
 		{"NodeConfigWritesAreRepublished", testNodeConfigWritesAreRepublished},
+		{"ListAfterWriteHoldsTheWrite", testListAfterWriteHoldsTheWrite},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {
@@ -297,5 +300,26 @@ func testWritesContinueWithOneServerDown(t *testing.T, c *natstest.Cluster) {
 	got, err := s.Get(ctx, "failover")
 	if err != nil || got.Value.GetGeneration() < 10 {
 		t.Fatalf("after restart: %v %v, want generation at least 10", got.Value, err)
+	}
+}
+
+// A listing's watcher is an R1 consumer that the server may place on a
+// follower, which can lag the leader: on a cluster, a listing right after a
+// write must still hold that write (the configurator cuts revisions from one).
+func testListAfterWriteHoldsTheWrite(t *testing.T, env *natstest.Env) {
+	ctx := context.Background()
+	s := store.New(env.Buckets.Status, newStatus)
+	for i := range 150 {
+		key := fmt.Sprintf("list-after-write-%d", i)
+		if _, err := s.Create(ctx, key, &sluicev1.NodeStatus{Node: key}); err != nil {
+			t.Fatal(err)
+		}
+		all, err := s.List(ctx, ">")
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !slices.ContainsFunc(all, func(e store.Entry[*sluicev1.NodeStatus]) bool { return e.Key == key }) {
+			t.Fatalf("write %d: a listing right after it does not hold %s (%d entries)", i, key, len(all))
+		}
 	}
 }
