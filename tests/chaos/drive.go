@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -192,12 +193,24 @@ func (d *driver) expectations(natsRestarted bool) map[string]Expectation {
 				ambiguous = ambiguous || leavers[n]
 			}
 		}
+		// A node hanging in the apply of the change this one supersedes
+		// cannot pick this one up until its agent gives up: it may time out.
+		var stuck []string
+		if c.Supersede {
+			for _, n := range sortedKeys(sc.Changes[i-1].Behaviour) {
+				if sc.Changes[i-1].Behaviour[n] == Hang && c.Behaviour[n] == Healthy {
+					stuck = append(stuck, n)
+				}
+			}
+		}
 		budget := 0
 		fmt.Sscan(c.Strategy.GetFailureBudget(), &budget)
-		x := Expectation{MayFail: bad, EventsMayBeLost: natsRestarted, NodesMayLapse: lapse}
+		x := Expectation{MayFail: append(slices.Clone(bad), stuck...), EventsMayBeLost: natsRestarted, NodesMayLapse: lapse}
 		switch {
 		case a.superseded:
 			x.Why = "superseded by the next change while it ran: any end"
+		case len(stuck) > 0:
+			x.Why = fmt.Sprintf("%v may still hang in the superseded change's apply and time out: any end", stuck)
 		case ambiguous:
 			x.Why = "a failing node also left: it may be skipped instead"
 		case len(bad) > budget:

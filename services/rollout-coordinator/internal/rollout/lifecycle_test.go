@@ -264,3 +264,42 @@ func TestDecide_TwoTimeoutsInOneTickOverBudget(t *testing.T) {
 		t.Fatalf("counts %v; want one node timed out (it stopped the rollout), the other stopped", c)
 	}
 }
+
+// TestDecide_ResumedRevert_CountsAFailureTheRevertOverwrote: a node reported
+// its forward target Invalid after the last save of the record, and its revert
+// was written before the kill, so its status now describes the revert. The
+// report it carries (last_invalid) still makes it a failure of this rollout
+// (found by chaos seed 126 as an I3 violation).
+func TestDecide_ResumedRevert_CountsAFailureTheRevertOverwrote(t *testing.T) {
+	r0, r1 := testRev("0000aaaa"), testRev("aaaa1111")
+	fp0, fp1 := targetOf(r0), targetOf(r1)
+	id1 := rolloutID(head(2, r1.Id, ""))
+	backup := func(n string) *sluicev1.DesiredConfig {
+		return &sluicev1.DesiredConfig{Node: n, Fingerprint: fp0, Revision: r0.Id, Config: render0(r0)}
+	}
+	revertW := func(n string) *sluicev1.DesiredConfig {
+		d := backup(n)
+		d.Revert, d.Rollout = true, id1
+		return d
+	}
+	rec := &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING,
+		Reason: "n1 failed", Strategy: &sluicev1.Strategy{MaxParallel: "2"},
+		Counts:   &sluicev1.RolloutCounts{Total: 2, Failed: 1, Reverting: 2},
+		Failures: []*sluicev1.NodeOutcome{{Node: "n1", Result: sluicev1.NodeResult_NODE_RESULT_INVALID, Fingerprint: fp1}}}
+	n2 := status("n2", inProgress, fp0, id1)
+	n2.LastInvalid = &sluicev1.InvalidReport{Fingerprint: fp1, Rollout: id1, Revision: r1.Id, Check: "connectivity", Output: "100% packet loss"}
+	s := NewState()
+	Decide(s, Loaded{Head: head(2, r1.Id, "2"), HeadRev: r1, Active: rec, ActiveRev: r1, Term: 3,
+		Presence: presence("n1", "n2"),
+		Desired:  []*sluicev1.DesiredConfig{revertW("n1"), revertW("n2")},
+		Backups:  []*sluicev1.DesiredConfig{backup("n1"), backup("n2")},
+		Status:   []*sluicev1.NodeStatus{status("n1", inProgress, fp0, id1), n2},
+	}, t0)
+	if c := s.rollout.GetCounts(); c.GetFailed() != 2 {
+		t.Errorf("counts %v; want failed 2 (n1 from the record, n2 from the report it carries)", c)
+	}
+	f := outcomeOf(s.rollout.GetFailures(), "n2")
+	if f.GetResult() != sluicev1.NodeResult_NODE_RESULT_INVALID || f.GetFingerprint() != fp1 || f.GetFailedCheck() != "connectivity" {
+		t.Errorf("n2's outcome = %v; want Invalid on %s (connectivity)", f, fp1)
+	}
+}

@@ -114,6 +114,24 @@ func (s *State) revertFailed(n *node, msg string) {
 // come from the record (a revert changes none of them); where each touched
 // node stands in the revert is read off its desired config and status, and
 // every node found reverted gets its NodeReverted event exactly once.
+// forwardFailed is the node's Invalid report on rollout's forward target
+// that the record may not hold (it failed while no leader ran, or after the
+// last save): the status itself while the desired config is still the
+// forward one, or else the last Invalid report the agent carries (its revert
+// may already have overwritten the status). nil when it did not fail.
+func forwardFailed(n *node, rollout string, d *sluicev1.DesiredConfig, st *sluicev1.NodeStatus) *failedReport {
+	if !d.GetRevert() && st.GetFingerprint() == n.forward && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID {
+		return &failedReport{check: st.GetFailedCheck(), output: st.GetCheckOutput(), message: st.GetMessage()}
+	}
+	if li := st.GetLastInvalid(); li != nil && !li.GetRevert() && li.GetRollout() == rollout && li.GetFingerprint() == n.forward {
+		return &failedReport{check: li.GetCheck(), output: li.GetOutput(), message: "reported Invalid while no leader ran; its revert was already written"}
+	}
+	return nil
+}
+
+// failedReport is what a node said about a config that failed on it.
+type failedReport struct{ check, output, message string }
+
 func (s *State) resumeRevert(backups map[string]*sluicev1.DesiredConfig, now time.Time) {
 	r := s.rollout
 	s.pending, s.inFlight, s.revertQ = nil, map[string]*node{}, nil
@@ -143,11 +161,12 @@ func (s *State) resumeRevert(backups map[string]*sluicev1.DesiredConfig, now tim
 			n.prog = progFailed
 		case prev.GetResult() == sluicev1.NodeResult_NODE_RESULT_TIMED_OUT:
 			n.prog = progTimedOut
-		case !d.GetRevert() && st.GetFingerprint() == n.forward && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID:
-			check := orDefault(st.GetFailedCheck(), "unknown check")
+		case forwardFailed(n, r.GetId(), d, st) != nil:
+			f := forwardFailed(n, r.GetId(), d, st)
+			check := orDefault(f.check, "unknown check")
 			s.setProg(n, progFailed)
-			s.recordOutcomeOf(n, n.forward, sluicev1.NodeResult_NODE_RESULT_INVALID, check, st.GetCheckOutput(), st.GetMessage())
-			s.recordInvalid(n.name, n.forward, r.GetId(), r.GetRevision(), check, st.GetCheckOutput(), CauseCheckFailed, now)
+			s.recordOutcomeOf(n, n.forward, sluicev1.NodeResult_NODE_RESULT_INVALID, check, f.output, f.message)
+			s.recordInvalid(n.name, n.forward, r.GetId(), r.GetRevision(), check, f.output, CauseCheckFailed, now)
 		case st.GetFingerprint() == n.forward && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED:
 			n.prog = progProvisioned
 		default:
