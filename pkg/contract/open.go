@@ -302,6 +302,31 @@ func (w want) manage(ctx context.Context, js jetstream.JetStream, component stri
 // create creates the bucket or stream; another instance of the manager
 // creating it first is fine.
 func (w want) create(ctx context.Context, js jetstream.JetStream) error {
+	// A cluster that is still forming (servers started together, as by
+	// compose or `sluice dev --nats-cluster 3`) refuses an R3 placement
+	// until enough peers have joined: wait for them, within formingWait.
+	forming := time.Now().Add(formingWait)
+	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+		err := w.createOnce(ctx, js)
+		var apiErr *jetstream.APIError
+		if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeNoSuitablePeers || time.Now().After(forming) {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(pause):
+		}
+	}
+}
+
+// formingWait bounds the wait for a forming cluster's peers.
+const formingWait = 30 * time.Second
+
+// errCodeNoSuitablePeers: "no suitable peers for placement".
+const errCodeNoSuitablePeers jetstream.ErrorCode = 10005
+
+func (w want) createOnce(ctx context.Context, js jetstream.JetStream) error {
 	var err error
 	if w.kv != nil {
 		// CreateKeyValue cannot set AllowAtomicPublish; manage's update
