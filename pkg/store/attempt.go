@@ -56,7 +56,12 @@ func read[R any](ctx context.Context, f func(context.Context) (R, error)) (R, er
 // retryPause waits a little longer after each unanswered attempt (50 ms,
 // doubling, at most a second), so a restarting server is not hammered.
 func retryPause(ctx context.Context, n int) error {
-	t := time.NewTimer(min(50*time.Millisecond<<min(n, 5), time.Second))
+	return sleep(ctx, min(50*time.Millisecond<<min(n, 5), time.Second))
+}
+
+// sleep waits d, or until ctx ends (returning its error).
+func sleep(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

@@ -157,15 +157,7 @@ func (s *Store[T]) Mutate(ctx context.Context, key string, fn func(cur T) (T, er
 // before a retry, so that writers racing for one key spread out instead of
 // colliding again in lockstep until one of them runs out of attempts.
 func conflictBackoff(ctx context.Context, attempt int) error {
-	d := time.Duration(rand.Int64N(int64(min(time.Millisecond<<attempt, 50*time.Millisecond)))) + 1
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return sleep(ctx, time.Duration(rand.Int64N(int64(min(time.Millisecond<<attempt, 50*time.Millisecond))))+1)
 }
 
 // ErrUnchanged, returned by a Mutate function, means there is nothing to write.

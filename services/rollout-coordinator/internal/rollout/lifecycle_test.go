@@ -195,14 +195,7 @@ func TestDecide_ResumedRevertCountsEveryNodeOnce(t *testing.T) {
 	r0, r1 := testRev("0000aaaa"), testRev("aaaa1111")
 	fp0, fp1 := targetOf(r0), targetOf(r1)
 	id1 := rolloutID(head(2, r1.Id, ""))
-	backup := func(n string) *sluicev1.DesiredConfig {
-		return &sluicev1.DesiredConfig{Node: n, Fingerprint: fp0, Revision: r0.Id, Config: render0(r0)}
-	}
-	revertW := func(n string) *sluicev1.DesiredConfig {
-		d := backup(n)
-		d.Revert, d.Rollout = true, id1
-		return d
-	}
+	backup, revertW := revertHelpers(r0, id1)
 	rec := &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING,
 		Reason: "n1 failed", Strategy: &sluicev1.Strategy{MaxParallel: "2"}, Reverted: []string{"n1"},
 		Counts:   &sluicev1.RolloutCounts{Total: 4, Provisioned: 3, Failed: 1, Reverted: 1, Reverting: 3},
@@ -241,6 +234,20 @@ func TestDecide_ResumedRevertCountsEveryNodeOnce(t *testing.T) {
 	}
 }
 
+// revertHelpers build a node's backup (r0's config) and the coordinator's
+// revert write of it for rollout id.
+func revertHelpers(r0 *sluicev1.Revision, id string) (backup, revertW func(node string) *sluicev1.DesiredConfig) {
+	backup = func(n string) *sluicev1.DesiredConfig {
+		return &sluicev1.DesiredConfig{Node: n, Fingerprint: targetOf(r0), Revision: r0.Id, Config: render0(r0)}
+	}
+	revertW = func(n string) *sluicev1.DesiredConfig {
+		d := backup(n)
+		d.Revert, d.Rollout = true, id
+		return d
+	}
+	return backup, revertW
+}
+
 func durationOf(d time.Duration) *durationpb.Duration { return durationpb.New(d) }
 
 // render0 is the config rev renders to for a zone-a node.
@@ -274,14 +281,7 @@ func TestDecide_ResumedRevert_CountsAFailureTheRevertOverwrote(t *testing.T) {
 	r0, r1 := testRev("0000aaaa"), testRev("aaaa1111")
 	fp0, fp1 := targetOf(r0), targetOf(r1)
 	id1 := rolloutID(head(2, r1.Id, ""))
-	backup := func(n string) *sluicev1.DesiredConfig {
-		return &sluicev1.DesiredConfig{Node: n, Fingerprint: fp0, Revision: r0.Id, Config: render0(r0)}
-	}
-	revertW := func(n string) *sluicev1.DesiredConfig {
-		d := backup(n)
-		d.Revert, d.Rollout = true, id1
-		return d
-	}
+	backup, revertW := revertHelpers(r0, id1)
 	rec := &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING,
 		Reason: "n1 failed", Strategy: &sluicev1.Strategy{MaxParallel: "2"},
 		Counts:   &sluicev1.RolloutCounts{Total: 2, Failed: 1, Reverting: 2},
