@@ -125,15 +125,19 @@ func (x *NodeConfig) GetIntents() []*Intent {
 // DesiredConfig is the value of nodeconfigs/<node>.desired and <node>.backup,
 // written only by the rollout-coordinator.
 type DesiredConfig struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	Revision      string                 `protobuf:"bytes,2,opt,name=revision,proto3" json:"revision,omitempty"`
-	Rollout       string                 `protobuf:"bytes,3,opt,name=rollout,proto3" json:"rollout,omitempty"`
-	Fingerprint   string                 `protobuf:"bytes,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
-	Config        *NodeConfig            `protobuf:"bytes,5,opt,name=config,proto3" json:"config,omitempty"`
-	WrittenAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=written_at,json=writtenAt,proto3" json:"written_at,omitempty"`
-	LeaderEpoch   uint64                 `protobuf:"varint,7,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"` // revision of the leader lease the writer held
-	Revert        bool                   `protobuf:"varint,8,opt,name=revert,proto3" json:"revert,omitempty"`                              // this is the node's backup, written back after the rollout stopped
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Node        string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Revision    string                 `protobuf:"bytes,2,opt,name=revision,proto3" json:"revision,omitempty"`
+	Rollout     string                 `protobuf:"bytes,3,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	Fingerprint string                 `protobuf:"bytes,4,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	Config      *NodeConfig            `protobuf:"bytes,5,opt,name=config,proto3" json:"config,omitempty"`
+	WrittenAt   *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=written_at,json=writtenAt,proto3" json:"written_at,omitempty"`
+	LeaderEpoch uint64                 `protobuf:"varint,7,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"` // revision of the leader lease the writer held
+	Revert      bool                   `protobuf:"varint,8,opt,name=revert,proto3" json:"revert,omitempty"`                              // this is the node's backup, written back after the rollout stopped
+	// Backups only: the node had reported this config Provisioned when it was
+	// saved as its backup, so it is good on this node even if its fingerprint
+	// failed elsewhere (a revert may put it back although it is recorded invalid).
+	Proven        bool `protobuf:"varint,9,opt,name=proven,proto3" json:"proven,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -220,6 +224,13 @@ func (x *DesiredConfig) GetLeaderEpoch() uint64 {
 func (x *DesiredConfig) GetRevert() bool {
 	if x != nil {
 		return x.Revert
+	}
+	return false
+}
+
+func (x *DesiredConfig) GetProven() bool {
+	if x != nil {
+		return x.Proven
 	}
 	return false
 }
@@ -538,7 +549,7 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\x16sluice/v1/config.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/intent.proto\"9\n" +
 	"\n" +
 	"NodeConfig\x12+\n" +
-	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\"\xa0\x02\n" +
+	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\"\xb8\x02\n" +
 	"\rDesiredConfig\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12\x18\n" +
@@ -548,7 +559,8 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\n" +
 	"written_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAt\x12!\n" +
 	"\fleader_epoch\x18\a \x01(\x04R\vleaderEpoch\x12\x16\n" +
-	"\x06revert\x18\b \x01(\bR\x06revert\"\xb9\x02\n" +
+	"\x06revert\x18\b \x01(\bR\x06revert\x12\x16\n" +
+	"\x06proven\x18\t \x01(\bR\x06proven\"\xb9\x02\n" +
 	"\fNodePresence\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12;\n" +
 	"\x06labels\x18\x02 \x03(\v2#.sluice.v1.NodePresence.LabelsEntryR\x06labels\x12#\n" +

@@ -206,7 +206,7 @@ func checkApplied(o *Observation, byID map[string]*sluicev1.Rollout, add addFunc
 			add("I1", "", n.Name, "runs the empty config %s although it ran a config before (desired %s, backup %s)",
 				short(n.OnDisk), short(n.Desired.GetFingerprint()), short(n.Backup.GetFingerprint()))
 		}
-		if n.Desired != nil && n.OnDisk != n.Desired.GetFingerprint() && n.OnDisk != n.Backup.GetFingerprint() {
+		if n.Desired != nil && n.OnDisk != n.Desired.GetFingerprint() && n.OnDisk != n.Backup.GetFingerprint() && !keptOwnLastGood(n) {
 			add("I1", "", n.Name, "runs %s, neither its desired %s nor its backup %s",
 				short(n.OnDisk), short(n.Desired.GetFingerprint()), short(n.Backup.GetFingerprint()))
 		}
@@ -220,7 +220,8 @@ func checkApplied(o *Observation, byID map[string]*sluicev1.Rollout, add addFunc
 		if n.OnDisk == want || want == "" {
 			continue
 		}
-		failedThere := slices.ContainsFunc(last.GetFailures(), func(f *sluicev1.NodeOutcome) bool { return f.GetNode() == n.Name })
+		failedThere := slices.ContainsFunc(last.GetFailures(), func(f *sluicev1.NodeOutcome) bool { return f.GetNode() == n.Name }) ||
+			(n.Status.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && n.Status.GetFingerprint() == want)
 		if failedThere && (n.OnDisk == n.Backup.GetFingerprint() || ranBefore(n, n.OnDisk)) {
 			continue // failed within the budget: it keeps its last-good
 		}
@@ -546,6 +547,16 @@ func whoseTarget(o *Observation, n NodeObs) string {
 
 // ranBefore reports whether n's applier put fp in force without error at
 // some point: a config it can hold as last-good.
+// keptOwnLastGood: the node's desired config failed on it and its agent
+// runs its own last-good, which no backup key names because the node had
+// none (its keys were reaped while it was away, and it was configured
+// afresh when it came back).
+func keptOwnLastGood(n NodeObs) bool {
+	st := n.Status
+	return n.Backup == nil && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID &&
+		st.GetFingerprint() == n.Desired.GetFingerprint() && st.GetAppliedFingerprint() == n.OnDisk && ranBefore(n, n.OnDisk)
+}
+
 func ranBefore(n NodeObs, fp string) bool {
 	return slices.ContainsFunc(n.Applies, func(a Apply) bool { return a.Err == "" && a.Fingerprint == fp })
 }

@@ -251,3 +251,30 @@ func TestPick_SameSeedSameScenario(t *testing.T) {
 		}
 	}
 }
+
+// A node reaped while away is configured afresh with the config in force
+// when it comes back (no backup on record); if that config fails on it, its
+// agent keeps its own last-good, which its status names (chaos seed 342).
+// Running anything else, or a config it never ran, is still a violation.
+func TestCheck_ReapedNodeFailingTheConfigInForceKeepsItsOwnLastGood(t *testing.T) {
+	reapedAndFailed := func(ranOld bool) *Observation {
+		o := healthy()
+		n := &o.Nodes[1]
+		n.Backup = nil
+		n.Desired = &sluicev1.DesiredConfig{Node: "node-02", Rollout: "r1", Fingerprint: "fp-a2", LeaderEpoch: 9}
+		n.OnDisk = "fp-old"
+		n.Status = &sluicev1.NodeStatus{Node: "node-02", Rollout: "r1", Fingerprint: "fp-a2", AppliedFingerprint: "fp-old",
+			Phase: sluicev1.NodePhase_NODE_PHASE_INVALID, LastUpdate: timestamppb.New(at(9.5))}
+		if ranOld {
+			n.Applies = append([]Apply{{At: at(0.1), Fingerprint: "fp-old"}}, n.Applies...)
+		}
+		return o
+	}
+	isI1 := func(v Violation) bool { return v.Invariant == "I1" }
+	if vs := Check(reapedAndFailed(true)); slices.ContainsFunc(vs, isI1) {
+		t.Errorf("it runs a config it ran before, as its status says: want no I1 violation, got %v", vs)
+	}
+	if vs := Check(reapedAndFailed(false)); !slices.ContainsFunc(vs, isI1) {
+		t.Errorf("it runs a config it never ran: want an I1 violation, got %v", vs)
+	}
+}

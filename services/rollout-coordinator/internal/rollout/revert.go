@@ -43,10 +43,11 @@ func (s *State) startRevert(now time.Time, reason string) {
 }
 
 // queueRevert queues n for its revert target, or fails its revert when the
-// only target it has is known bad.
+// only target it has is known bad and the node never proved it (a backup it
+// ran Provisioned is good here even if it failed elsewhere).
 func (s *State) queueRevert(n *node) {
 	backup, why := s.revertTarget(n)
-	if s.invalid[backup.GetFingerprint()] != nil {
+	if s.invalid[backup.GetFingerprint()] != nil && !backup.GetProven() {
 		s.revertFailed(n, fmt.Sprintf("its revert target %s is recorded invalid; left on %s",
 			render.Short(backup.GetFingerprint()), render.Short(n.desired.GetFingerprint())))
 		return
@@ -86,7 +87,7 @@ func (s *State) fillRevert(now time.Time) {
 		n.writtenAt, n.ackAt = now, time.Time{}
 		s.setRev(n, revInFlight)
 		d := proto.Clone(n.previous).(*sluicev1.DesiredConfig)
-		d.Node, d.Rollout, d.Revert, d.WrittenAt, d.LeaderEpoch = n.name, r.GetId(), true, nil, 0
+		d.Node, d.Rollout, d.Revert, d.Proven, d.WrittenAt, d.LeaderEpoch = n.name, r.GetId(), true, false, nil, 0
 		n.desired = d
 		w := WriteDesired{Desired: cloneDesired(d)}
 		if n.revertNote != "" {

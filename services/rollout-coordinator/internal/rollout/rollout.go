@@ -137,7 +137,7 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 	case Reaped:
 		// Its desired config is gone too: if it comes back it is configured afresh.
 		n := s.nodeOf(ev.Node)
-		n.status, n.desired = nil, nil
+		n.status, n.desired, n.backup = nil, nil, nil
 	case Tick:
 		s.tick(now)
 	}

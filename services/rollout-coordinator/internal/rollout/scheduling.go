@@ -65,23 +65,32 @@ func (s *State) fill(now time.Time) {
 }
 
 // lastGood is what n goes back to if target is reverted, and the backup to
-// save before writing target (nil: the backup key already holds it). That is
-// its desired config, unless that failed on the node (the agent then runs
-// its own last-good, which the backup key still holds) or is a revert write
-// (the backup key holds it too).
+// save before writing target (nil: the backup key already holds it). Only a
+// config the node has proven — its status reports it Provisioned — replaces
+// the backup: a desired config that failed on the node, or that it had not
+// finished when this write supersedes it, may not be what it runs (its agent
+// falls back to its own last-good, which the backup key still holds). A
+// proven config stays the node's last-good even when its fingerprint failed
+// on another node (a rollout that partially failed leaves it in force here).
 func (s *State) lastGood(n *node, target string) (revertTo, save *sluicev1.DesiredConfig) {
 	d := n.desired
-	failedHere := n.status.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && n.status.GetFingerprint() == d.GetFingerprint()
+	proven := n.status.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && n.status.GetFingerprint() == d.GetFingerprint()
 	switch {
 	case d == nil:
 		return nil, nil
-	case (failedHere || s.invalid[d.GetFingerprint()] != nil) && n.backup != nil:
-		return n.backup, nil
-	case d.GetFingerprint() == target || d.GetRevert():
+	case d.GetRevert():
+		return d, nil // a revert writes the backup back: the key holds it
+	case d.GetFingerprint() == target:
 		return d, nil
+	case !proven && n.backup != nil:
+		return n.backup, nil
 	}
-	n.backup = cloneDesired(d)
-	return d, cloneDesired(d)
+	// Proven; or the node never had a backup, and its desired config is the
+	// best guess of what it runs.
+	b := cloneDesired(d)
+	b.Proven = proven
+	n.backup = b
+	return cloneDesired(b), cloneDesired(b)
 }
 
 // boundary reports whether starting n begins a new wave or failure domain.

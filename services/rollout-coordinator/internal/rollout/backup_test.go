@@ -1,0 +1,84 @@
+package rollout
+
+import (
+	"testing"
+	"time"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// A node's backup is what it last ran Provisioned: these rows were found by
+// the chaos suite as nodes left running a config that was neither their
+// desired nor their backup config (seed 342), and as a node reverted past
+// its last-good because that config had failed on another node (seed 340).
+
+// writes returns the WriteDesired actions in acts.
+func writes(acts []Action) []WriteDesired {
+	var out []WriteDesired
+	for _, a := range acts {
+		if w, ok := a.(WriteDesired); ok {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+func TestDecide_SupersededWhileInFlight_KeepsTheProvenBackup(t *testing.T) {
+	r0, r1, r2 := testRev("0000aaaa"), testRev("aaaa1111"), testRev("bbbb2222")
+	fp0, fp1, fp2 := targetOf(r0), targetOf(r1), targetOf(r2)
+	id0 := rolloutID(head(1, r0.Id, ""))
+	id1, id2 := rolloutID(head(2, r1.Id, "")), rolloutID(head(3, r2.Id, ""))
+	s := NewState()
+	acts := Decide(s, Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1,
+		LastApplied: &sluicev1.RolloutRef{Rollout: id0, Revision: r0.Id, Generation: 1}, LastAppliedRev: r0,
+		Presence: presence("n1"),
+		Desired:  []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp0, Rollout: id0, Revision: r0.Id, Config: render0(r0)}},
+		Status:   []*sluicev1.NodeStatus{status("n1", provisioned, fp0, id0)},
+	}, t0)
+	ws := writes(acts)
+	if len(ws) != 1 || ws[0].Backup.GetFingerprint() != fp0 || !ws[0].Backup.GetProven() {
+		t.Fatalf("first rollout's write = %+v; want n1's proven config %s saved as its backup", ws, fp0)
+	}
+
+	// Superseded before n1 reported on fp1: fp1 is not proven on n1, so the
+	// backup key keeps fp0 and a revert of the new rollout goes back to it.
+	acts = Decide(s, HeadMoved{Head: head(3, r2.Id, "1"), Rev: r2}, t0.Add(100 * time.Millisecond))
+	ws = writes(acts)
+	if len(ws) != 1 || ws[0].Desired.GetFingerprint() != fp2 || ws[0].Backup != nil {
+		t.Fatalf("superseding write = %+v; want %s written with the backup key left on %s", ws, fp2, fp0)
+	}
+	// n1 had failed fp1 (its agent restored fp0), then fails fp2 too.
+	Decide(s, Status{S: status("n1", invalid, fp1, id1)}, t0.Add(200 * time.Millisecond))
+	acts = Decide(s, Status{S: status("n1", invalid, fp2, id2)}, t0.Add(300 * time.Millisecond))
+	ws = writes(acts)
+	if len(ws) != 1 || !ws[0].Desired.GetRevert() || ws[0].Desired.GetFingerprint() != fp0 {
+		t.Fatalf("revert writes = %+v; want n1 written back to %s, the config it last ran Provisioned", ws, fp0)
+	}
+}
+
+func TestDecide_ProvenBackupThatFailedElsewhere_IsStillTheRevertTarget(t *testing.T) {
+	r1, r2 := testRev("aaaa1111"), testRev("bbbb2222")
+	fp1, fp2 := targetOf(r1), targetOf(r2)
+	id1, id2 := rolloutID(head(2, r1.Id, "")), rolloutID(head(3, r2.Id, ""))
+	s := NewState()
+	// r1 partially failed: it failed on n9, and n1 runs it Provisioned.
+	acts := Decide(s, Loaded{Head: head(3, r2.Id, "1"), HeadRev: r2,
+		LastApplied: &sluicev1.RolloutRef{Rollout: id1, Revision: r1.Id, Generation: 2}, LastAppliedRev: r1,
+		Invalid:  []*sluicev1.InvalidFingerprint{{Fingerprint: fp1, Node: "n9", Rollout: id1}},
+		Presence: presence("n1"),
+		Desired:  []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1, Rollout: id1, Revision: r1.Id, Config: render0(r1)}},
+		Status:   []*sluicev1.NodeStatus{status("n1", provisioned, fp1, id1)},
+	}, t0)
+	ws := writes(acts)
+	if len(ws) != 1 || ws[0].Backup.GetFingerprint() != fp1 || !ws[0].Backup.GetProven() {
+		t.Fatalf("write = %+v; want n1's proven config %s saved as its backup although it failed on n9", ws, fp1)
+	}
+	acts = Decide(s, Status{S: status("n1", invalid, fp2, id2)}, t0.Add(100 * time.Millisecond))
+	ws = writes(acts)
+	if len(ws) != 1 || !ws[0].Desired.GetRevert() || ws[0].Desired.GetFingerprint() != fp1 {
+		t.Fatalf("revert writes = %+v (actions %v); want n1 written back to %s, its last-good", ws, summarize(acts), fp1)
+	}
+	if c := s.rollout.GetCounts(); c.GetRevertFailed() != 0 {
+		t.Fatalf("counts %v; want no failed revert", c)
+	}
+}
