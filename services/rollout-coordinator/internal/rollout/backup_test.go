@@ -42,14 +42,14 @@ func TestDecide_SupersededWhileInFlight_KeepsTheProvenBackup(t *testing.T) {
 
 	// Superseded before n1 reported on fp1: fp1 is not proven on n1, so the
 	// backup key keeps fp0 and a revert of the new rollout goes back to it.
-	acts = Decide(s, HeadMoved{Head: head(3, r2.Id, "1"), Rev: r2}, t0.Add(100 * time.Millisecond))
+	acts = Decide(s, HeadMoved{Head: head(3, r2.Id, "1"), Rev: r2}, t0.Add(100*time.Millisecond))
 	ws = writes(acts)
 	if len(ws) != 1 || ws[0].Desired.GetFingerprint() != fp2 || ws[0].Backup != nil {
 		t.Fatalf("superseding write = %+v; want %s written with the backup key left on %s", ws, fp2, fp0)
 	}
 	// n1 had failed fp1 (its agent restored fp0), then fails fp2 too.
-	Decide(s, Status{S: status("n1", invalid, fp1, id1)}, t0.Add(200 * time.Millisecond))
-	acts = Decide(s, Status{S: status("n1", invalid, fp2, id2)}, t0.Add(300 * time.Millisecond))
+	Decide(s, Status{S: status("n1", invalid, fp1, id1)}, t0.Add(200*time.Millisecond))
+	acts = Decide(s, Status{S: status("n1", invalid, fp2, id2)}, t0.Add(300*time.Millisecond))
 	ws = writes(acts)
 	if len(ws) != 1 || !ws[0].Desired.GetRevert() || ws[0].Desired.GetFingerprint() != fp0 {
 		t.Fatalf("revert writes = %+v; want n1 written back to %s, the config it last ran Provisioned", ws, fp0)
@@ -73,7 +73,7 @@ func TestDecide_ProvenBackupThatFailedElsewhere_IsStillTheRevertTarget(t *testin
 	if len(ws) != 1 || ws[0].Backup.GetFingerprint() != fp1 || !ws[0].Backup.GetProven() {
 		t.Fatalf("write = %+v; want n1's proven config %s saved as its backup although it failed on n9", ws, fp1)
 	}
-	acts = Decide(s, Status{S: status("n1", invalid, fp2, id2)}, t0.Add(100 * time.Millisecond))
+	acts = Decide(s, Status{S: status("n1", invalid, fp2, id2)}, t0.Add(100*time.Millisecond))
 	ws = writes(acts)
 	if len(ws) != 1 || !ws[0].Desired.GetRevert() || ws[0].Desired.GetFingerprint() != fp1 {
 		t.Fatalf("revert writes = %+v (actions %v); want n1 written back to %s, its last-good", ws, summarize(acts), fp1)
