@@ -112,9 +112,9 @@ func (c *Cluster) start(i int) error {
 		s.ConfigureLogger()
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	if !s.ReadyForConnections(readyTimeout) {
 		s.Shutdown()
-		return fmt.Errorf("nats-server %s on port %d did not become ready within 10s", c.opts[i].ServerName, c.opts[i].Port)
+		return fmt.Errorf("nats-server %s on port %d did not become ready within %s", c.opts[i].ServerName, c.opts[i].Port, readyTimeout)
 	}
 	c.mu.Lock()
 	c.servers[i] = s

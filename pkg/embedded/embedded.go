@@ -14,6 +14,10 @@ import (
 // maxPayload allows large rollouts' records and configs.
 const maxPayload = 8 << 20
 
+// readyTimeout bounds a server's start: a restarted server replays its
+// store first, which on a loaded machine can take more than a few seconds.
+const readyTimeout = 30 * time.Second
+
 // Options says where the server listens and stores.
 type Options struct {
 	// Listen is host:port; port -1 picks a free port.
@@ -51,9 +55,9 @@ func Start(o Options) (*server.Server, error) {
 		s.ConfigureLogger()
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	if !s.ReadyForConnections(readyTimeout) {
 		s.Shutdown()
-		return nil, fmt.Errorf("nats-server on %s did not become ready within 10s", o.Listen)
+		return nil, fmt.Errorf("nats-server on %s did not become ready within %s", o.Listen, readyTimeout)
 	}
 	return s, nil
 }
