@@ -5,8 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
@@ -118,8 +120,10 @@ func (b *Batcher) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 	}
 	if e := ack.Error; e != nil {
 		switch e.ErrCode {
-		case errCodeWrongLastSeq, errCodeWrongLastSeqConstant:
+		case errCodeWrongLastSeq:
 			return 0, fmt.Errorf("%s: %w", e.Description, ErrConflict)
+		case errCodeWrongLastSeqConstant:
+			return 0, fmt.Errorf("%s: %w: %w", e.Description, ErrConflict, ErrInFlight)
 		case errCodeAtomicDisabled:
 			return 0, fmt.Errorf("the bucket's stream does not allow atomic publish (its managing service upgrades it): %w", ErrBatchRejected)
 		}
@@ -135,6 +139,31 @@ func (b *Batcher) Write(ctx context.Context, ops []Op, fence *Fence) ([]uint64, 
 	if len(ops) == 0 {
 		return nil, nil
 	}
+	return whileInFlight(ctx, func() ([]uint64, error) { return b.write(ctx, ops, fence) })
+}
+
+// whileInFlight runs send again while the server refuses it because another
+// write checking the same key is in flight (ErrInFlight): on a cluster only
+// one write per checked key may be between proposal and apply, so the
+// writes of one leader that all check its fence take turns. It gives up
+// after AttemptTimeout with the last error.
+func whileInFlight[T any](ctx context.Context, send func() (T, error)) (T, error) {
+	deadline := time.Now().Add(AttemptTimeout)
+	pause := time.Millisecond
+	for {
+		v, err := send()
+		if err == nil || !errors.Is(err, ErrInFlight) || time.Now().After(deadline) {
+			return v, err
+		}
+		// Jittered, so that writers that collided do not collide again.
+		if serr := sleep(ctx, pause/2+rand.N(pause)); serr != nil {
+			return v, err
+		}
+		pause = min(2*pause, 20*time.Millisecond)
+	}
+}
+
+func (b *Batcher) write(ctx context.Context, ops []Op, fence *Fence) ([]uint64, error) {
 	msgs := make([]*nats.Msg, 0, len(ops)+1)
 	for _, op := range ops {
 		m, err := b.msgOf(op)
@@ -186,7 +215,7 @@ func (b *Batcher) WriteFenced(ctx context.Context, op Op, fence *Fence) (uint64,
 		return 0, err
 	}
 	b.expect(m, fence.Key, fence.Revision)
-	rev, err := b.publish(ctx, m)
+	rev, err := whileInFlight(ctx, func() (uint64, error) { return b.publish(ctx, m) })
 	if err != nil {
 		return 0, fmt.Errorf("write %s/%s (fenced on %s): %w", b.bucket, op.Key, fence.Key, err)
 	}

@@ -21,6 +21,12 @@ var (
 	ErrNotFound = errors.New("not found")
 	// ErrConflict: the key changed since the revision the write expected.
 	ErrConflict = errors.New("revision conflict")
+	// ErrInFlight: on a cluster, another write whose expected-sequence check
+	// names the same key was still in flight (JetStream error 10164): this
+	// one was refused without being stored. It also matches ErrConflict. The
+	// Batcher asks again by itself; asking again is safe, since a real
+	// conflict then fails the check outright.
+	ErrInFlight = errors.New("a write checking the same key is in flight")
 	// ErrUndecodable: the stored value is not a valid protojson T. Get
 	// returns it with the entry's Key and Revision set, so the key's owner
 	// can overwrite the value with compare-and-set.

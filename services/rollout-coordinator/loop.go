@@ -46,6 +46,13 @@ type loop struct {
 	writersWG  sync.WaitGroup
 	writeFails chan error
 
+	// Desired-config writes that landed, for Written events: writers add
+	// to landed and signal landedSig; the loop takes them in its own turn
+	// (a writer never blocks on the loop, which may be blocked on it).
+	landedMu  sync.Mutex
+	landed    []rollout.Written
+	landedSig chan struct{}
+
 	reconnected <-chan nats.Status // the connection came back: reload
 	quarantined map[string]bool    // bucket/key already reported unreadable
 	emit        func(*sluicev1.Event)
@@ -67,6 +74,7 @@ func newLoop(b *contract.Buckets, cfg Config, log zerolog.Logger, em *events.Emi
 		refs:        store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }),
 		st:          rollout.NewState(),
 		writeFails:  make(chan error, 1),
+		landedSig:   make(chan struct{}, 1),
 		quarantined: map[string]bool{},
 	}
 	lp.kv = &kvEffects{term: t, now: cfg.Now, before: cfg.BeforeWrite, nodeconfigs: lp.nodeconfigs,
@@ -133,6 +141,11 @@ func (lp *loop) run(ctx context.Context) error {
 			continue
 		case <-tick.C:
 			ev = rollout.Tick{}
+		case <-lp.landedSig:
+			if err := lp.stepLanded(ctx); err != nil {
+				return err
+			}
+			continue
 		case e, ok := <-headW:
 			if !ok {
 				return errors.New("head watcher stopped")
@@ -354,14 +367,49 @@ func (lp *loop) revision(ctx context.Context, id string) (*sluicev1.Revision, er
 	return e.Value, nil
 }
 
-// step runs Decide and performs its actions in order.
+// step runs Decide and performs its actions in order. Without a writer
+// pool the writes landed during the step are taken at once.
 func (lp *loop) step(ctx context.Context, ev rollout.Event) error {
 	for _, a := range rollout.Decide(lp.st, ev, lp.cfg.Now()) {
 		if err := lp.perform(ctx, a); err != nil {
 			return err
 		}
 	}
+	if len(lp.writes) == 0 {
+		return lp.stepLanded(ctx)
+	}
 	return nil
+}
+
+// noteLanded records that w's write landed, for a Written event.
+func (lp *loop) noteLanded(w rollout.WriteDesired) {
+	lp.landedMu.Lock()
+	lp.landed = append(lp.landed, rollout.Written{Node: w.Desired.GetNode(), Fingerprint: w.Desired.GetFingerprint()})
+	lp.landedMu.Unlock()
+	select {
+	case lp.landedSig <- struct{}{}:
+	default:
+	}
+}
+
+// stepLanded feeds every landed write to Decide as a Written event.
+func (lp *loop) stepLanded(ctx context.Context) error {
+	for {
+		lp.landedMu.Lock()
+		batch := lp.landed
+		lp.landed = nil
+		lp.landedMu.Unlock()
+		if len(batch) == 0 {
+			return nil
+		}
+		for _, w := range batch {
+			for _, a := range rollout.Decide(lp.st, w, lp.cfg.Now()) {
+				if err := lp.perform(ctx, a); err != nil {
+					return err
+				}
+			}
+		}
+	}
 }
 
 func (lp *loop) perform(ctx context.Context, a rollout.Action) error {
@@ -404,6 +452,7 @@ func (lp *loop) writeNow(ctx context.Context, w rollout.WriteDesired) error {
 	if err := lp.fx.writeDesired(ctx, w.Desired, w.Backup); err != nil {
 		return err
 	}
+	lp.noteLanded(w)
 	for _, e := range w.Events {
 		lp.emit(e)
 	}

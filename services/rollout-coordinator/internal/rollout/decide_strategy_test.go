@@ -47,6 +47,7 @@ func TestDecide_Strategies(t *testing.T) {
 	}
 	ok := func(n string) Event { return Status{S: status(n, provisioned, fp1, id1)} }
 	ack := func(n string) Event { return Status{S: status(n, inProgress, fp1, id1)} }
+	landed := func(n string) Event { return Written{Node: n, Fingerprint: fp1} }
 	tests := []struct {
 		name  string
 		steps []step
@@ -90,8 +91,16 @@ func TestDecide_Strategies(t *testing.T) {
 		},
 		{
 			name:  "a node that never acknowledges times out after the pickup deadline",
-			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", FailureBudget: "5", PickupDeadline: durationpb.New(time.Minute)})}, {61 * time.Second, Tick{}}},
+			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", FailureBudget: "5", PickupDeadline: durationpb.New(time.Minute)})}, {0, landed("n1")}, {61 * time.Second, Tick{}}},
 			want:  []string{"record n1", "write n2", "emit NodeTimedOut", "emit FingerprintInvalid"},
+		},
+		{
+			// The write itself was held up (a server restart, a slow cluster):
+			// that is the control plane's delay, not the node's.
+			name: "the pickup deadline counts from when the write landed, not from the decision",
+			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", FailureBudget: "5", PickupDeadline: durationpb.New(time.Minute)})},
+				{50 * time.Second, landed("n1")}, {61 * time.Second, Tick{}}, {100 * time.Second, Tick{}}},
+			want: nil,
 		},
 		{
 			name:  "the apply deadline counts from the acknowledgement, not from the write",
@@ -105,7 +114,7 @@ func TestDecide_Strategies(t *testing.T) {
 		},
 		{
 			name:  "a timeout over budget reverts",
-			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", PickupDeadline: durationpb.New(time.Minute)})}, {61 * time.Second, Tick{}}},
+			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", PickupDeadline: durationpb.New(time.Minute)})}, {0, landed("n1")}, {61 * time.Second, Tick{}}},
 			want:  []string{"record n1", "write n1", "emit NodeRevertTarget", "emit NodeTimedOut", "emit FingerprintInvalid", "emit RolloutReverting"},
 		},
 		{

@@ -158,7 +158,8 @@ func TestDecide_Lifecycle(t *testing.T) {
 		{
 			name: "a timed-out node's fingerprint is recorded with its cause",
 			given: []Event{Loaded{Head: withStrategy(head(2, r1.Id, "1"), &sluicev1.Strategy{MaxParallel: "1",
-				PickupDeadline: durationOf(time.Second), ApplyDeadline: durationOf(time.Second)}), HeadRev: r1, Presence: presence("n1")}},
+				PickupDeadline: durationOf(time.Second), ApplyDeadline: durationOf(time.Second)}), HeadRev: r1, Presence: presence("n1")},
+				Written{Node: "n1", Fingerprint: fp1}},
 			event: Tick{},
 			check: func(t *testing.T, s *State, acts []Action) {
 				rec, ok := findAction[RecordInvalid](acts)
@@ -263,6 +264,9 @@ func TestDecide_TwoTimeoutsInOneTickOverBudget(t *testing.T) {
 	s := NewState()
 	Decide(s, Loaded{Head: withStrategy(head(2, r1.Id, "2"), &sluicev1.Strategy{MaxParallel: "2",
 		PickupDeadline: durationOf(time.Second), ApplyDeadline: durationOf(time.Second)}), HeadRev: r1, Presence: presence("n1", "n2", "n3")}, t0)
+	for _, n := range []string{"n1", "n2"} {
+		Decide(s, Written{Node: n, Fingerprint: targetOf(r1)}, t0)
+	}
 	acts := Decide(s, Tick{}, t0.Add(5*time.Second))
 	if _, ok := findAction[RecordInvalid](acts); !ok || s.rollout.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING {
 		t.Fatalf("phase %s, actions %v; want the first timeout recorded and the rollout reverting", s.rollout.GetPhase(), summarize(acts))

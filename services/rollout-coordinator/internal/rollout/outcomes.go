@@ -127,6 +127,14 @@ func (s *State) overBudget(what string, now time.Time) {
 	s.startRevert(now, fmt.Sprintf("%s; %d failure(s) exceed the failure budget of %d", what, s.failures(), s.plan.budget))
 }
 
+// written starts the pickup deadline of a node whose desired config (or
+// revert) write landed, if the rollout still waits for that config.
+func (s *State) written(name, fp string, now time.Time) {
+	if n := s.inFlight[name]; n != nil && n.target == fp && n.writtenAt.IsZero() {
+		n.writtenAt = now
+	}
+}
+
 // tick enforces deadlines and ends bake times.
 func (s *State) tick(now time.Time) {
 	if s.rollout == nil {
@@ -152,7 +160,7 @@ func (s *State) tick(now time.Time) {
 		}
 		var why string
 		switch {
-		case n.ackAt.IsZero() && now.Sub(n.writtenAt) > s.plan.pickupDeadline:
+		case n.ackAt.IsZero() && !n.writtenAt.IsZero() && now.Sub(n.writtenAt) > s.plan.pickupDeadline:
 			why = fmt.Sprintf("its agent did not acknowledge %s within the pickup deadline %s", render.Short(n.target), s.plan.pickupDeadline)
 		case !n.ackAt.IsZero() && now.Sub(n.ackAt) > s.plan.applyDeadline:
 			why = fmt.Sprintf("no final report within the apply deadline %s after its agent acknowledged", s.plan.applyDeadline)

@@ -84,7 +84,7 @@ func (s *State) fillRevert(now time.Time) {
 		n := s.revertQ[0]
 		s.revertQ = s.revertQ[1:]
 		s.inFlight[n.name] = n
-		n.writtenAt, n.ackAt = now, time.Time{}
+		n.writtenAt, n.ackAt = time.Time{}, time.Time{} // the deadline starts when the write lands
 		s.setRev(n, revInFlight)
 		d := proto.Clone(n.previous).(*sluicev1.DesiredConfig)
 		d.Node, d.Rollout, d.Revert, d.Proven, d.WrittenAt, d.LeaderEpoch = n.name, r.GetId(), true, false, nil, 0

@@ -58,6 +58,9 @@ type (
 	Reaped struct{ Node string }
 	// Tick: time passed; deadlines and bake times are checked.
 	Tick struct{}
+	// Written: the loop's write of Node's desired config with Fingerprint
+	// landed; the node's pickup deadline starts now.
+	Written struct{ Node, Fingerprint string }
 )
 
 func (Loaded) isEvent()    {}
@@ -66,6 +69,7 @@ func (Presence) isEvent()  {}
 func (Status) isEvent()    {}
 func (Reaped) isEvent()    {}
 func (Tick) isEvent()      {}
+func (Written) isEvent()   {}
 
 // Actions. Each carries copies, never pointers into the state.
 type (
@@ -140,6 +144,8 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 		n.status, n.desired, n.backup = nil, nil, nil
 	case Tick:
 		s.tick(now)
+	case Written:
+		s.written(ev.Node, ev.Fingerprint, now)
 	}
 	s.fill(now)
 	s.maybeFinish(now)

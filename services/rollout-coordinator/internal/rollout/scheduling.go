@@ -53,7 +53,9 @@ func (s *State) fill(now time.Time) {
 		s.started++
 		s.setProg(n, progInFlight)
 		s.inFlight[n.name] = n
-		n.writtenAt, n.ackAt, n.touched = now, time.Time{}, true
+		// The pickup deadline starts when the write lands (Written), not
+		// now: a write the control plane holds up is not the node's delay.
+		n.writtenAt, n.ackAt, n.touched = time.Time{}, time.Time{}, true
 		d := &sluicev1.DesiredConfig{
 			Node: n.name, Revision: r.GetRevision(), Rollout: r.GetId(), Fingerprint: n.target, Config: n.config,
 		}

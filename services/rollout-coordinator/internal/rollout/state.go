@@ -61,7 +61,7 @@ type node struct {
 	config     *sluicev1.NodeConfig
 	previous   *sluicev1.DesiredConfig // desired config before this rollout wrote it: the revert target
 	touched    bool                    // this rollout wrote its desired config
-	writtenAt  time.Time               // when its desired config was written, in this leadership term
+	writtenAt  time.Time               // when its desired config write landed (Written), in this term; zero before
 	ackAt      time.Time               // when its agent acknowledged (Provisioning); zero before
 	revertNote string                  // why its revert target is not its backup, if it is not
 }
