@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -48,6 +49,18 @@ type Config struct {
 type Service struct {
 	cfg Config
 	log zerolog.Logger
+	cur atomic.Pointer[loop] // the running term's loop, nil while not leading
+}
+
+// Leading reports whether this instance leads with its term's state loaded,
+// and how many desired-config writes it has decided but not yet landed
+// (writes the control plane refuses are retried and stay pending).
+func (s *Service) Leading() (leading bool, pendingWrites int) {
+	lp := s.cur.Load()
+	if lp == nil || !lp.loaded.Load() {
+		return false, 0
+	}
+	return true, int(lp.pending.Load())
 }
 
 // New checks cfg and fills in defaults.
@@ -138,6 +151,8 @@ func (s *Service) term(ctx context.Context, cancel context.CancelFunc, el *elect
 	go el.keep(ctx, l, cancel)
 	lp := newLoop(b, s.cfg, s.log, em, t)
 	lp.reconnected = reconnected
+	s.cur.Store(lp)
+	defer s.cur.Store(nil)
 	return lp.run(ctx)
 }
 

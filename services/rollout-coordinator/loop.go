@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/fnv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -52,6 +53,9 @@ type loop struct {
 	landedMu  sync.Mutex
 	landed    []rollout.Written
 	landedSig chan struct{}
+
+	loaded  atomic.Bool  // the term's state is loaded and its first step done
+	pending atomic.Int64 // desired-config writes queued or being written
 
 	reconnected <-chan nats.Status // the connection came back: reload
 	quarantined map[string]bool    // bucket/key already reported unreadable
@@ -119,6 +123,7 @@ func (lp *loop) run(ctx context.Context) error {
 	if err := lp.step(ctx, loaded); err != nil {
 		return err
 	}
+	lp.loaded.Store(true)
 	save := time.NewTicker(lp.cfg.SaveInterval)
 	defer save.Stop()
 	tick := time.NewTicker(lp.cfg.TickInterval)
@@ -421,9 +426,11 @@ func (lp *loop) perform(ctx context.Context, a rollout.Action) error {
 		}
 		h := fnv.New32a()
 		_, _ = h.Write([]byte(a.Desired.GetNode()))
+		lp.pending.Add(1)
 		select {
 		case lp.writes[h.Sum32()%uint32(len(lp.writes))] <- a:
 		case <-ctx.Done():
+			lp.pending.Add(-1)
 			return ctx.Err()
 		}
 	case rollout.StartRollout:
@@ -475,29 +482,33 @@ func (lp *loop) flush(ctx context.Context) error {
 func (lp *loop) writer(ctx context.Context, q <-chan rollout.WriteDesired) {
 	defer lp.writersWG.Done()
 	for job := range q {
-		d := job.Desired
-		backoff := 50 * time.Millisecond
-		for {
-			err := lp.writeNow(ctx, job)
-			if err == nil {
-				break
-			}
-			if ctx.Err() != nil {
-				break
-			}
-			if errors.Is(err, errDeposed) || lp.term.check(lp.cfg.Now()) != nil {
-				select {
-				case lp.writeFails <- err:
-				default:
-				}
-				break
-			}
-			lp.log.Warn().Err(err).Str(logging.FieldNode, d.GetNode()).Dur("retry_in", backoff).Msg("write desired config: retrying")
-			select {
-			case <-ctx.Done():
-			case <-time.After(backoff):
-			}
-			backoff = min(backoff*2, 5*time.Second)
+		lp.writeJob(ctx, job)
+		lp.pending.Add(-1)
+	}
+}
+
+// writeJob writes one desired config until it lands, the term ends or it
+// was deposed.
+func (lp *loop) writeJob(ctx context.Context, job rollout.WriteDesired) {
+	backoff := 50 * time.Millisecond
+	for {
+		err := lp.writeNow(ctx, job)
+		if err == nil || ctx.Err() != nil {
+			return
 		}
+		if errors.Is(err, errDeposed) || lp.term.check(lp.cfg.Now()) != nil {
+			select {
+			case lp.writeFails <- err:
+			default:
+			}
+			return
+		}
+		lp.log.Warn().Err(err).Str(logging.FieldNode, job.Desired.GetNode()).Dur("retry_in", backoff).Msg("write desired config: retrying")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(backoff*2, 5*time.Second)
 	}
 }

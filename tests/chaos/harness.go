@@ -61,8 +61,9 @@ type system struct {
 
 	pausers map[string]*pauser // coordinator instance → its pause switch
 
-	mu    sync.Mutex
-	stops map[string]func() // component or node → stop it and wait
+	mu     sync.Mutex
+	stops  map[string]func()               // component or node → stop it and wait
+	coords map[string]*coordinator.Service // running coordinator instances
 
 	panics atomic.Int32
 
@@ -107,7 +108,7 @@ func newSystem(t *testing.T, sc Scenario, log *schedule) *system {
 	settings.LeaderLease = leaderLease
 	settings.NodeLease = sc.NodeLease
 	s := &system{t: t, sc: sc, settings: settings, natsDir: t.TempDir(), listen: freeAddr(t), agentDir: t.TempDir(),
-		log: log, logger: zerolog.Nop(), stops: map[string]func(){}, nodes: map[string]*nodeSim{}, tables: map[uint32]int{}}
+		log: log, logger: zerolog.Nop(), stops: map[string]func(){}, coords: map[string]*coordinator.Service{}, nodes: map[string]*nodeSim{}, tables: map[uint32]int{}}
 	if path := os.Getenv("CHAOS_LOG_DIR"); path != "" {
 		f, err := os.Create(filepath.Join(path, fmt.Sprintf("seed-%d.log", sc.Seed)))
 		if err == nil {
@@ -254,6 +255,9 @@ func (s *system) startCoordinator(instance string) {
 		s.t.Fatal(err)
 	}
 	s.run(instance, c.Run)
+	s.mu.Lock()
+	s.coords[instance] = c
+	s.mu.Unlock()
 }
 
 // applyDeadline is the longest apply deadline of the scenario; a hanging

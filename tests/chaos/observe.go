@@ -186,10 +186,27 @@ func leaderGet(ctx context.Context, kv jetstream.KeyValue, key string) (jetstrea
 	}
 }
 
-// quiescent reports what has not settled yet: a rollout still running, a
-// node whose agent has not reported on its desired config or is applying.
+// quiescent reports what has not settled yet: no coordinator leading with
+// its state loaded, or one with desired-config writes still pending, a
+// rollout still running, a node whose agent has not reported on its desired
+// config or is applying.
 func (s *system) quiescent(ctx context.Context) []string {
 	var busy []string
+	leaders, pending := 0, 0
+	s.mu.Lock()
+	for _, c := range s.coords {
+		if ok, n := c.Leading(); ok {
+			leaders++
+			pending += n
+		}
+	}
+	s.mu.Unlock()
+	if leaders == 0 {
+		busy = append(busy, "no coordinator leads")
+	}
+	if pending > 0 {
+		busy = append(busy, fmt.Sprintf("%d desired-config writes pending", pending))
+	}
 	b := s.Env().Buckets
 	keys, err := b.Rollouts.ListKeys(ctx)
 	if err != nil {
