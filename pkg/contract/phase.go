@@ -27,3 +27,13 @@ func InForce(p sluicev1.RolloutPhase) bool {
 func Active(p sluicev1.RolloutPhase) bool {
 	return p == sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING || p == sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING
 }
+
+// What a new head does while another rollout runs (Strategy.while_active).
+const (
+	WhileActiveQueue     = "queue"     // it starts when the running rollout ends (the default)
+	WhileActiveSupersede = "supersede" // the running one starts no more nodes and ends Aborted once its in-flight nodes settled
+)
+
+// Supersedes reports whether a head with strategy s stops a running rollout
+// rather than waiting for it to end.
+func Supersedes(s *sluicev1.Strategy) bool { return s.GetWhileActive() == WhileActiveSupersede }

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -49,6 +50,12 @@ func ValidateStrategy(s *sluicev1.Strategy) []*sluicev1.FieldError {
 	}
 	if fd := s.GetFailureDomain(); fd != "" && (len(fd) > 63 || strings.ContainsFunc(fd, unicode.IsSpace)) {
 		add("failureDomain", "%q is not a label key (at most 63 characters, no spaces)", fd)
+	}
+	switch w := s.GetWhileActive(); w {
+	case "", contract.WhileActiveQueue, contract.WhileActiveSupersede:
+	default:
+		add("whileActive", "%q is not a policy: use %q (wait for the running rollout to end) or %q (stop it once its in-flight nodes settled)",
+			w, contract.WhileActiveQueue, contract.WhileActiveSupersede)
 	}
 	for _, d := range []struct {
 		field string

@@ -317,7 +317,10 @@ type ApplyResponse struct {
 	Unchanged  []string               `protobuf:"bytes,7,rep,name=unchanged,proto3" json:"unchanged,omitempty"` // ... identical to what was stored
 	// The request id had already moved the head: this is that answer again
 	// (revision and generation), nothing was applied now.
-	Replayed      bool `protobuf:"varint,8,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	Replayed bool `protobuf:"varint,8,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	// The rollout that was running when the head moved: the new revision
+	// starts when it ends, or stops it first (strategy whileActive supersede).
+	WaitsFor      string `protobuf:"bytes,9,opt,name=waits_for,json=waitsFor,proto3" json:"waits_for,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -408,6 +411,13 @@ func (x *ApplyResponse) GetReplayed() bool {
 	return false
 }
 
+func (x *ApplyResponse) GetWaitsFor() string {
+	if x != nil {
+		return x.WaitsFor
+	}
+	return ""
+}
+
 // DeleteRequest marks an intent for deletion.
 type DeleteRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -474,6 +484,7 @@ type DeleteResponse struct {
 	Revision      string                 `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"`
 	Changed       bool                   `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
 	Generation    uint64                 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
+	WaitsFor      string                 `protobuf:"bytes,4,opt,name=waits_for,json=waitsFor,proto3" json:"waits_for,omitempty"` // as ApplyResponse.waits_for
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -529,6 +540,13 @@ func (x *DeleteResponse) GetGeneration() uint64 {
 	return 0
 }
 
+func (x *DeleteResponse) GetWaitsFor() string {
+	if x != nil {
+		return x.WaitsFor
+	}
+	return ""
+}
+
 var File_sluice_v1_api_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_api_proto_rawDesc = "" +
@@ -557,7 +575,7 @@ const file_sluice_v1_api_proto_rawDesc = "" +
 	"FieldError\x12\x16\n" +
 	"\x06intent\x18\x01 \x01(\tR\x06intent\x12\x14\n" +
 	"\x05field\x18\x02 \x01(\tR\x05field\x12\x12\n" +
-	"\x04rule\x18\x03 \x01(\tR\x04rule\"\x82\x02\n" +
+	"\x04rule\x18\x03 \x01(\tR\x04rule\"\x9f\x02\n" +
 	"\rApplyResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x18\n" +
 	"\achanged\x18\x02 \x01(\bR\achanged\x12\x1e\n" +
@@ -568,17 +586,19 @@ const file_sluice_v1_api_proto_rawDesc = "" +
 	"\acreated\x18\x05 \x03(\tR\acreated\x12\x18\n" +
 	"\aupdated\x18\x06 \x03(\tR\aupdated\x12\x1c\n" +
 	"\tunchanged\x18\a \x03(\tR\tunchanged\x12\x1a\n" +
-	"\breplayed\x18\b \x01(\bR\breplayed\"h\n" +
+	"\breplayed\x18\b \x01(\bR\breplayed\x12\x1b\n" +
+	"\twaits_for\x18\t \x01(\tR\bwaitsFor\"h\n" +
 	"\rDeleteRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12/\n" +
-	"\bstrategy\x18\x03 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\"f\n" +
+	"\bstrategy\x18\x03 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\"\x83\x01\n" +
 	"\x0eDeleteResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x18\n" +
 	"\achanged\x18\x02 \x01(\bR\achanged\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
-	"generationB4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"generation\x12\x1b\n" +
+	"\twaits_for\x18\x04 \x01(\tR\bwaitsForB4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_api_proto_rawDescOnce sync.Once

@@ -233,7 +233,12 @@ type Strategy struct {
 	PickupDeadline   *durationpb.Duration `protobuf:"bytes,8,opt,name=pickup_deadline,json=pickupDeadline,proto3" json:"pickup_deadline,omitempty"`       // desired written → agent ack; default 10m
 	ProgressDeadline *durationpb.Duration `protobuf:"bytes,9,opt,name=progress_deadline,json=progressDeadline,proto3" json:"progress_deadline,omitempty"` // the whole rollout, counted while a leader runs it; default 1h
 	// Roll out even fingerprints recorded as invalid: forget them first (on purpose).
-	RetryInvalid  bool `protobuf:"varint,10,opt,name=retry_invalid,json=retryInvalid,proto3" json:"retry_invalid,omitempty"`
+	RetryInvalid bool `protobuf:"varint,10,opt,name=retry_invalid,json=retryInvalid,proto3" json:"retry_invalid,omitempty"`
+	// What this revision does while another rollout runs: "queue" (default:
+	// it starts when that one ends) or "supersede" (that one starts no more
+	// nodes, ends Aborted once its in-flight nodes have reported or timed out,
+	// and this one starts).
+	WhileActive   string `protobuf:"bytes,11,opt,name=while_active,json=whileActive,proto3" json:"while_active,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -336,6 +341,13 @@ func (x *Strategy) GetRetryInvalid() bool {
 		return x.RetryInvalid
 	}
 	return false
+}
+
+func (x *Strategy) GetWhileActive() string {
+	if x != nil {
+		return x.WhileActive
+	}
+	return ""
 }
 
 // Head is the value of revisions/head: the revision the operator wants rolled out.
@@ -1170,7 +1182,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
 	"\aintents\x18\x02 \x03(\v2\x11.sluice.v1.IntentR\aintents\x129\n" +
 	"\n" +
-	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xe6\x03\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x89\x04\n" +
 	"\bStrategy\x12!\n" +
 	"\fmax_parallel\x18\x01 \x01(\tR\vmaxParallel\x12\x1d\n" +
 	"\n" +
@@ -1184,7 +1196,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x0fpickup_deadline\x18\b \x01(\v2\x19.google.protobuf.DurationR\x0epickupDeadline\x12F\n" +
 	"\x11progress_deadline\x18\t \x01(\v2\x19.google.protobuf.DurationR\x10progressDeadline\x12#\n" +
 	"\rretry_invalid\x18\n" +
-	" \x01(\bR\fretryInvalid\"\xe5\x01\n" +
+	" \x01(\bR\fretryInvalid\x12!\n" +
+	"\fwhile_active\x18\v \x01(\tR\vwhileActive\"\xe5\x01\n" +
 	"\x04Head\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x1e\n" +
 	"\n" +

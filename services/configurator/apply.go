@@ -121,6 +121,9 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 		}
 		resp.Revision, resp.Generation = next.GetRevision(), next.GetGeneration()
 		resp.Changed = next.GetGeneration() != head.Value.GetGeneration()
+		if resp.Changed {
+			resp.WaitsFor = s.runningRollout(ctx, next)
+		}
 		return resp, nil
 	}
 
@@ -146,7 +149,21 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	}
 	resp.Revision, resp.Generation = done.head.GetRevision(), done.head.GetGeneration()
 	resp.Changed = done.head.GetGeneration() != head.Value.GetGeneration()
+	if resp.Changed {
+		resp.WaitsFor = s.runningRollout(ctx, done.head)
+	}
 	return resp, nil
+}
+
+// runningRollout is the rollout running when the head moved to h, other
+// than h's own: h's rollout waits for it (or stops it). "" when none, or
+// when it cannot be read (the answer is informative only).
+func (s *Service) runningRollout(ctx context.Context, h *sluicev1.Head) string {
+	ref, err := s.st.refs.Get(ctx, contract.KeyActive)
+	if err != nil || ref.Value.GetRollout() == contract.RolloutID(h.GetGeneration(), h.GetRevision()) {
+		return ""
+	}
+	return ref.Value.GetRollout()
 }
 
 // checkFits refuses an apply when a value it would write does not fit in
@@ -276,8 +293,12 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 	if err != nil {
 		return nil, interrupted(err)
 	}
-	return &sluicev1.DeleteResponse{
+	resp := &sluicev1.DeleteResponse{
 		Revision: next.GetRevision(), Generation: next.GetGeneration(),
 		Changed: next.GetRevision() != before.Value.GetRevision(),
-	}, nil
+	}
+	if resp.Changed {
+		resp.WaitsFor = s.runningRollout(ctx, next)
+	}
+	return resp, nil
 }

@@ -89,7 +89,8 @@ type state struct {
 	revisions *store.Store[*sluicev1.Revision]
 	head      *store.Store[*sluicev1.Head]
 	journal   *store.Store[*sluicev1.ApplyJournal]
-	rollouts  *store.Store[*sluicev1.Rollout] // read only: whether the head is in force
+	rollouts  *store.Store[*sluicev1.Rollout]    // read only: whether the head is in force
+	refs      *store.Store[*sluicev1.RolloutRef] // read only: the running rollout
 }
 
 // New checks cfg and fills in defaults; it does no I/O.
@@ -131,6 +132,7 @@ func (s *Service) run(ctx context.Context) error {
 		head:      store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }),
 		journal:   store.New(b.Revisions, func() *sluicev1.ApplyJournal { return &sluicev1.ApplyJournal{} }),
 		rollouts:  store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }),
+		refs:      store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }),
 	}
 	s.events = events.NewEmitter(js, s.cfg.Log, Component, s.cfg.Now)
 	defer func() {

@@ -207,7 +207,7 @@ func (d *driver) expectations(natsRestarted bool) map[string]Expectation {
 		fmt.Sscan(c.Strategy.GetFailureBudget(), &budget)
 		x := Expectation{MayFail: append(slices.Clone(bad), stuck...), EventsMayBeLost: natsRestarted, NodesMayLapse: lapse}
 		switch {
-		case a.superseded:
+		case a.superseded && i+1 < len(sc.Changes) && contract.Supersedes(sc.Changes[i+1].Strategy):
 			x.Why = "superseded by the next change while it ran: any end"
 		case len(stuck) > 0:
 			x.Why = fmt.Sprintf("%v may still hang in the superseded change's apply and time out: any end", stuck)

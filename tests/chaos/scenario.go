@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -33,7 +34,8 @@ type Change struct {
 	Strategy  *sluicev1.Strategy
 	Behaviour map[string]Behaviour // nodes not listed are healthy
 	// Supersede: applied while the previous change still rolls out, After
-	// its apply; otherwise after the previous rollout ended.
+	// its apply (Strategy.whileActive says whether it queues or stops that
+	// rollout); otherwise after the previous rollout ended.
 	Supersede bool
 	After     time.Duration
 }
@@ -140,6 +142,13 @@ func Pick(seed uint64) Scenario {
 		s.Changes = append(s.Changes, c)
 	}
 	s.Faults = s.pickFaults(rng, nodes)
+	// Drawn last, so that adding it kept every earlier draw of a seed.
+	if c := &s.Changes[len(s.Changes)-1]; c.Supersede {
+		c.Strategy.WhileActive = contract.WhileActiveQueue
+		if rng.IntN(2) == 0 {
+			c.Strategy.WhileActive = contract.WhileActiveSupersede
+		}
+	}
 	return s
 }
 
@@ -264,7 +273,7 @@ func (s Scenario) Describe() string {
 		fmt.Fprintf(&b, "  change %d: table %d, maxParallel %s firstWave %d growth %g domain %q budget %q bake %s",
 			i, c.TableID, st.GetMaxParallel(), st.GetFirstWave(), st.GetWaveGrowth(), st.GetFailureDomain(), st.GetFailureBudget(), st.GetBakeTime().AsDuration())
 		if c.Supersede {
-			fmt.Fprintf(&b, ", supersedes change %d after %s", i-1, c.After)
+			fmt.Fprintf(&b, ", applied while change %d runs after %s (whileActive %s)", i-1, c.After, c.Strategy.GetWhileActive())
 		}
 		if len(c.Behaviour) > 0 {
 			fmt.Fprintf(&b, ", bad nodes %v", c.Behaviour)

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
@@ -76,7 +77,7 @@ nothing is stored, and the exit code is 1.`,
 				printFieldErrors(a.streams.Err, resp.GetErrors())
 				return silentExit(1)
 			}
-			printApplied(a.streams.Out, resp)
+			printApplied(a.streams.Out, resp, strategy)
 			return nil
 		},
 	}
@@ -125,7 +126,7 @@ The strategy flags are those of apply, checked the same way.`,
 				return a.rejected(err)
 			}
 			fmt.Fprintf(a.streams.Out, "%s marked for deletion\n", intent.IDOf(kind, name))
-			printRevision(a.streams.Out, resp.GetRevision(), resp.GetGeneration(), resp.GetChanged())
+			printRevision(a.streams.Out, resp.GetRevision(), resp.GetGeneration(), resp.GetChanged(), resp.GetWaitsFor(), strategy)
 			return nil
 		},
 	}
@@ -170,7 +171,7 @@ func printRejected(w io.Writer, n int) {
 }
 
 // printApplied says what an apply changed, intent by intent, then the revision.
-func printApplied(w io.Writer, resp *sluicev1.ApplyResponse) {
+func printApplied(w io.Writer, resp *sluicev1.ApplyResponse, st *sluicev1.Strategy) {
 	for _, x := range []struct {
 		ids  []string
 		verb string
@@ -179,16 +180,23 @@ func printApplied(w io.Writer, resp *sluicev1.ApplyResponse) {
 			fmt.Fprintf(w, "%s %s\n", id, x.verb)
 		}
 	}
-	printRevision(w, resp.GetRevision(), resp.GetGeneration(), resp.GetChanged())
+	printRevision(w, resp.GetRevision(), resp.GetGeneration(), resp.GetChanged(), resp.GetWaitsFor(), st)
 }
 
-func printRevision(w io.Writer, revision string, generation uint64, changed bool) {
-	if !changed {
+func printRevision(w io.Writer, revision string, generation uint64, changed bool, waitsFor string, st *sluicev1.Strategy) {
+	switch {
+	case !changed:
 		fmt.Fprintf(w, "no change: revision %s is already the head\n", short(revision))
-		return
+	case waitsFor != "" && contract.Supersedes(st):
+		fmt.Fprintf(w, "revision %s (generation %d): rollout %s starts no more nodes and stops once its in-flight nodes settle; then this one starts — watch with: sluice rollout status --watch\n",
+			short(revision), generation, waitsFor)
+	case waitsFor != "":
+		fmt.Fprintf(w, "revision %s (generation %d): queued — it starts when rollout %s ends (--while-active supersede stops that one instead)\n",
+			short(revision), generation, waitsFor)
+	default:
+		fmt.Fprintf(w, "revision %s (generation %d): rollout starting — watch with: sluice rollout status --watch\n",
+			short(revision), generation)
 	}
-	fmt.Fprintf(w, "revision %s (generation %d): rollout starting — watch with: sluice rollout status --watch\n",
-		short(revision), generation)
 }
 
 // strategyFlags are the rollout strategy flags of apply and delete;
@@ -196,6 +204,7 @@ func printRevision(w io.Writer, revision string, generation uint64, changed bool
 // (strategy.bakeTime is --bake-time), so a rule broken names its flag.
 type strategyFlags struct {
 	maxParallel, failureDomain, failureBudget string
+	whileActive                               string
 	firstWave                                 uint32
 	waveGrowth                                float64
 	bake, apply, pickup, progress             time.Duration
@@ -213,6 +222,7 @@ func (f *strategyFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.pickup, "pickup-deadline", 0, fmt.Sprintf("per node that never acknowledges, from the write; at least the apply deadline (default %s)", coordinator.DefaultPickupDeadline))
 	fs.DurationVar(&f.progress, "progress-deadline", 0, fmt.Sprintf("the whole rollout, counted while a coordinator runs it (default %s)", coordinator.DefaultProgressDeadline))
 	fs.BoolVar(&f.retryInvalid, "retry-invalid", false, "roll out even fingerprints recorded as invalid, on purpose")
+	fs.StringVar(&f.whileActive, "while-active", "", `while another rollout runs: "queue" (start when it ends; the default) or "supersede" (stop it once its in-flight nodes settle)`)
 }
 
 // strategy is the Strategy the flags set (nil for the defaults), or a usage
@@ -220,7 +230,7 @@ func (f *strategyFlags) register(fs *pflag.FlagSet) {
 // configurator checks the same rules; checking here first needs no server.
 func (f *strategyFlags) strategy(fs *pflag.FlagSet) (*sluicev1.Strategy, error) {
 	st := &sluicev1.Strategy{MaxParallel: f.maxParallel, FirstWave: f.firstWave, WaveGrowth: f.waveGrowth,
-		FailureDomain: f.failureDomain, FailureBudget: f.failureBudget, RetryInvalid: f.retryInvalid}
+		FailureDomain: f.failureDomain, FailureBudget: f.failureBudget, RetryInvalid: f.retryInvalid, WhileActive: f.whileActive}
 	for _, d := range []struct {
 		flag string
 		v    time.Duration

@@ -29,7 +29,8 @@ func TestDecide_SupersededWhileInFlight_KeepsTheProvenBackup(t *testing.T) {
 	id0 := rolloutID(head(1, r0.Id, ""))
 	id1, id2 := rolloutID(head(2, r1.Id, "")), rolloutID(head(3, r2.Id, ""))
 	s := NewState()
-	acts := Decide(s, Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1,
+	acts := Decide(s, Loaded{Head: withStrategy(head(2, r1.Id, "1"), &sluicev1.Strategy{MaxParallel: "1", FailureBudget: "1",
+		PickupDeadline: durationOf(time.Second), ApplyDeadline: durationOf(time.Second)}), HeadRev: r1,
 		LastApplied: &sluicev1.RolloutRef{Rollout: id0, Revision: r0.Id, Generation: 1}, LastAppliedRev: r0,
 		Presence: presence("n1"),
 		Desired:  []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp0, Rollout: id0, Revision: r0.Id, Config: render0(r0)}},
@@ -40,16 +41,20 @@ func TestDecide_SupersededWhileInFlight_KeepsTheProvenBackup(t *testing.T) {
 		t.Fatalf("first rollout's write = %+v; want n1's proven config %s saved as its backup", ws, fp0)
 	}
 
-	// Superseded before n1 reported on fp1: fp1 is not proven on n1, so the
-	// backup key keeps fp0 and a revert of the new rollout goes back to it.
-	acts = Decide(s, HeadMoved{Head: head(3, r2.Id, "1"), Rev: r2}, t0.Add(100*time.Millisecond))
+	// Superseded, and n1 never reported on fp1 (it timed out, within the
+	// budget): fp1 is not proven on n1, so the backup key keeps fp0 and a
+	// revert of the new rollout goes back to it.
+	Decide(s, Written{Node: "n1", Fingerprint: fp1}, t0)
+	Decide(s, HeadMoved{Head: withStrategy(head(3, r2.Id, "1"), &sluicev1.Strategy{MaxParallel: "1", WhileActive: "supersede"}), Rev: r2},
+		t0.Add(100*time.Millisecond))
+	acts = Decide(s, Tick{}, t0.Add(2*time.Second))
 	ws = writes(acts)
 	if len(ws) != 1 || ws[0].Desired.GetFingerprint() != fp2 || ws[0].Backup != nil {
 		t.Fatalf("superseding write = %+v; want %s written with the backup key left on %s", ws, fp2, fp0)
 	}
 	// n1 had failed fp1 (its agent restored fp0), then fails fp2 too.
-	Decide(s, Status{S: status("n1", invalid, fp1, id1)}, t0.Add(200*time.Millisecond))
-	acts = Decide(s, Status{S: status("n1", invalid, fp2, id2)}, t0.Add(300*time.Millisecond))
+	Decide(s, Status{S: status("n1", invalid, fp1, id1)}, t0.Add(2200*time.Millisecond))
+	acts = Decide(s, Status{S: status("n1", invalid, fp2, id2)}, t0.Add(2300*time.Millisecond))
 	ws = writes(acts)
 	if len(ws) != 1 || !ws[0].Desired.GetRevert() || ws[0].Desired.GetFingerprint() != fp0 {
 		t.Fatalf("revert writes = %+v; want n1 written back to %s, the config it last ran Provisioned", ws, fp0)

@@ -250,10 +250,32 @@ func TestDecide(t *testing.T) {
 			want:  []string{"start " + id1, "finish Succeeded", "emit RolloutStarted", "emit RolloutSucceeded"},
 		},
 		{
-			name:  "a new head supersedes the active rollout",
-			given: []Event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
-			event: HeadMoved{Head: head(2, r2.Id, "1"), Rev: r2},
-			want:  []string{"finish Aborted", "start " + id2, "write n1", "emit RolloutAborted", "emit RolloutStarted"},
+			name:       "a new head waits for the active rollout to end (whileActive queue, the default)",
+			given:      []Event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
+			event:      HeadMoved{Head: head(2, r2.Id, "1"), Rev: r2},
+			want:       []string{"emit RolloutQueued"},
+			wantCounts: "total=2 pending=1 inprogress=1 provisioned=0 failed=0 skipped=0",
+		},
+		{
+			name:  "a queued head starts when the active rollout ends",
+			given: []Event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2"), HeadMoved{Head: head(2, r2.Id, "1"), Rev: r2}, Status{S: status("n1", provisioned, fp1, id1)}},
+			event: Status{S: status("n2", provisioned, fp1, id1)},
+			want:  []string{"finish Succeeded", "start " + id2, "write n1", "emit RolloutSucceeded", "emit RolloutStarted"},
+		},
+		{
+			name:       "a superseding head stops the active rollout from starting nodes",
+			given:      []Event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
+			event:      HeadMoved{Head: withStrategy(head(2, r2.Id, "1"), &sluicev1.Strategy{WhileActive: "supersede"}), Rev: r2},
+			want:       []string{"emit RolloutSuperseding"},
+			wantCounts: "total=2 pending=0 inprogress=1 provisioned=0 failed=0 skipped=0",
+		},
+		{
+			name: "a superseded rollout ends Aborted once its in-flight nodes settled, keeping their outcomes; the new head starts",
+			given: []Event{loaded(withStrategy(head(1, r1.Id, "1"), &sluicev1.Strategy{MaxParallel: "1", FailureBudget: "1"}), r1, "n1", "n2"),
+				HeadMoved{Head: withStrategy(head(2, r2.Id, "1"), &sluicev1.Strategy{WhileActive: "supersede"}), Rev: r2}},
+			event: Status{S: status("n1", invalid, fp1, id1)},
+			want: []string{"record n1", "finish Aborted", "start " + id2, "write n1",
+				"emit NodeFailed", "emit FingerprintInvalid", "emit RolloutAborted", "emit RolloutStarted"},
 			check: func(t *testing.T, s *State) {
 				if s.nodes["n1"].target != fp2 {
 					t.Fatalf("n1 target = %s, want the new revision's", s.nodes["n1"].target)

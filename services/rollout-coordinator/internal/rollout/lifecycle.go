@@ -120,7 +120,8 @@ func (s *State) progressLine() string {
 }
 
 // headMoved starts a rollout of the head unless one was already started for
-// its generation (running, or ended in any way).
+// its generation (running, or ended in any way). While another rollout runs
+// the head waits for it (queue), or stops it first (supersede).
 func (s *State) headMoved(h *sluicev1.Head, rev *sluicev1.Revision, now time.Time) {
 	if h == nil || rev == nil {
 		return
@@ -130,11 +131,46 @@ func (s *State) headMoved(h *sluicev1.Head, rev *sluicev1.Revision, now time.Tim
 		return
 	}
 	if s.rollout != nil {
-		s.superseding = true // the new rollout places every node: no stragglers in between
-		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED,
-			fmt.Sprintf("superseded by generation %d (revision %s)", h.GetGeneration(), render.Short(h.GetRevision())), now)
-		s.superseding = false
+		s.wait(h, rev)
+		return
 	}
+	s.start(h, rev, now)
+}
+
+// wait holds h until the running rollout ends. A head that supersedes stops
+// the running rollout: it starts no more nodes and ends Aborted once the
+// nodes in flight have reported or timed out, so that no outcome of theirs
+// is lost; a revert already under way finishes first.
+func (s *State) wait(h *sluicev1.Head, rev *sluicev1.Revision) {
+	s.next, s.nextRev = h, rev
+	r := s.rollout
+	id := contract.RolloutID(h.GetGeneration(), h.GetRevision())
+	queued := &sluicev1.Event{Kind: contract.KindRollout, Id: id, Type: "RolloutQueued", Rollout: id, Revision: h.GetRevision()}
+	if !contract.Supersedes(h.GetStrategy()) {
+		queued.Reason = fmt.Sprintf("generation %d (revision %s) starts when rollout %s ends (whileActive %s)",
+			h.GetGeneration(), render.Short(h.GetRevision()), r.GetId(), contract.WhileActiveQueue)
+		s.emit(queued)
+		return
+	}
+	if s.reverting || s.stopReason != "" {
+		queued.Reason = fmt.Sprintf("generation %d (revision %s) starts when rollout %s has stopped (%s)",
+			h.GetGeneration(), render.Short(h.GetRevision()), r.GetId(), s.stopReason)
+		s.emit(queued)
+		return
+	}
+	s.stopReason = fmt.Sprintf("superseded by generation %d (revision %s)", h.GetGeneration(), render.Short(h.GetRevision()))
+	for _, p := range s.pending {
+		s.setProg(p, progNone) // never started; still counted in the total
+	}
+	s.pending, s.bakeUntil, r.BakeUntil = nil, time.Time{}, nil
+	r.Reason = fmt.Sprintf("%s; waiting for %d in-flight node(s) to settle", s.stopReason, len(s.inFlight))
+	s.changed()
+	s.emit(s.rolloutEvent("RolloutSuperseding", fmt.Sprintf("%s (whileActive %s): no more nodes start; it ends once %d in-flight node(s) settle",
+		s.stopReason, contract.WhileActiveSupersede, len(s.inFlight))))
+}
+
+// start starts the rollout of head h.
+func (s *State) start(h *sluicev1.Head, rev *sluicev1.Revision, now time.Time) {
 	s.startedGen = h.GetGeneration()
 	r := &sluicev1.Rollout{
 		Id:               contract.RolloutID(h.GetGeneration(), h.GetRevision()),
@@ -359,9 +395,13 @@ func (s *State) finish(phase sluicev1.RolloutPhase, reason string, now time.Time
 	}
 	s.rollout, s.rolloutRev, s.pending, s.inFlight, s.revertQ = nil, nil, nil, map[string]*node{}, nil
 	s.reverting, s.stopReason, s.bakeUntil, s.dirty = false, "", time.Time{}, false
-	if !s.superseding {
-		s.configureStragglers()
+	if h, rev := s.next, s.nextRev; h != nil {
+		// The waiting head starts now; it places every node.
+		s.next, s.nextRev = nil, nil
+		s.start(h, rev, now)
+		return
 	}
+	s.configureStragglers()
 }
 
 func phaseWord(p sluicev1.RolloutPhase) string {

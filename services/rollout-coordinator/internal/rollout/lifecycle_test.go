@@ -143,7 +143,8 @@ func TestDecide_Lifecycle(t *testing.T) {
 		{
 			name: "an Invalid report for a rollout superseded meanwhile is still recorded",
 			given: []Event{Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, Presence: presence("n1", "n2")},
-				HeadMoved{Head: head(3, r0.Id, "1"), Rev: r0}},
+				HeadMoved{Head: withStrategy(head(3, r0.Id, "1"), &sluicev1.Strategy{WhileActive: "supersede"}), Rev: r0},
+				Status{S: status("n1", provisioned, fp1, id1)}}, // rollout 2 ends superseded, rollout 3 starts
 			event: Status{S: status("n1", invalid, fp1, id1)},
 			want:  []string{"record n1", "emit FingerprintInvalid"},
 		},

@@ -147,8 +147,16 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 	case Written:
 		s.written(ev.Node, ev.Fingerprint, now)
 	}
-	s.fill(now)
-	s.maybeFinish(now)
+	// A rollout that ends starts the head waiting for it, which may start
+	// nodes, or end at once (nothing to change): until nothing moves.
+	for range 4 {
+		before := s.rollout
+		s.fill(now)
+		s.maybeFinish(now)
+		if s.rollout == before {
+			break
+		}
+	}
 	acts := s.out
 	if s.rollout != nil {
 		s.rollout.LeaderTime = durationpb.New(s.elapsed(now))

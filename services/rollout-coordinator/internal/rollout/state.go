@@ -98,7 +98,10 @@ type State struct {
 
 	nodes map[string]*node
 
-	superseding bool // a new head replaces the running rollout
+	// next is the newest head waiting for the running rollout to end (its
+	// strategy's whileActive says whether it stops that one first).
+	next    *sluicev1.Head
+	nextRev *sluicev1.Revision
 
 	// One Decide step's output.
 	out    []Action
