@@ -138,6 +138,13 @@ type Agent struct {
 	box     mailbox       // desired configs waiting for the worker
 	running atomic.Bool
 
+	// reconnected is closed (and replaced) by Reconnected: a request in
+	// flight when the connection dropped is never answered, so the status
+	// writes of the old connection give up at once instead of waiting out
+	// store.AttemptTimeout while the node's deadline runs.
+	reconnMu    sync.Mutex
+	reconnected chan struct{}
+
 	// Set up by Run before any goroutine starts.
 	em       *events.Emitter
 	nodes    *store.Store[*sluicev1.NodePresence]
@@ -189,8 +196,9 @@ func New(cfg Config) (*Agent, error) {
 	return &Agent{
 		cfg:    cfg,
 		log:    log,
-		resync: make(chan struct{}, 1),
-		box:    mailbox{wake: make(chan struct{}, 1)},
+		resync:      make(chan struct{}, 1),
+		box:         mailbox{wake: make(chan struct{}, 1)},
+		reconnected: make(chan struct{}),
 	}, nil
 }
 
@@ -201,6 +209,37 @@ func (a *Agent) Resync() {
 	case a.resync <- struct{}{}:
 	default:
 	}
+}
+
+// Reconnected is what the connection's reconnect handler calls: the agent
+// fetches its desired config now, and once more a second later, because a
+// republished config sent while it was away is lost, and right after a
+// server restart the replica that answers the first read may not have
+// caught up yet (a direct get may be served by a follower). It never blocks.
+func (a *Agent) Reconnected() {
+	a.reconnMu.Lock()
+	close(a.reconnected)
+	a.reconnected = make(chan struct{})
+	a.reconnMu.Unlock()
+	a.Resync()
+	time.AfterFunc(retryDelay, a.Resync)
+}
+
+// untilReconnect is ctx, also cancelled by the next Reconnected: for a
+// request that the connection it was sent on will never answer.
+func (a *Agent) untilReconnect(ctx context.Context) (context.Context, context.CancelFunc) {
+	a.reconnMu.Lock()
+	gone := a.reconnected
+	a.reconnMu.Unlock()
+	rctx, cancel := context.WithCancel(ctx)
+	go func() {
+		select {
+		case <-gone:
+			cancel()
+		case <-rctx.Done():
+		}
+	}()
+	return rctx, cancel
 }
 
 // retryDelay is how soon a failed control-plane call is retried: a NATS

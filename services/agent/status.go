@@ -64,7 +64,9 @@ func (a *Agent) writeStatus(ctx context.Context, st *sluicev1.NodeStatus) error 
 	var err error
 	for attempt := range 3 {
 		var rev uint64
-		rev, err = a.statuses.Update(ctx, a.cfg.Node, st, a.worker.statusRev)
+		wctx, cancel := a.untilReconnect(ctx)
+		rev, err = a.statuses.Update(wctx, a.cfg.Node, st, a.worker.statusRev)
+		cancel()
 		if err == nil {
 			a.worker.status, a.worker.statusRev = st, rev
 			if a.worker.statusUnreadable != nil {

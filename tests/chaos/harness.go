@@ -283,7 +283,7 @@ func (s *system) startAgent(name string) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	nc.SetReconnectHandler(func(*nats.Conn) { a.Resync() }) // as the agent binary does
+	nc.SetReconnectHandler(func(*nats.Conn) { a.Reconnected() }) // as the agent binary does
 	s.run(name, a.Run)
 }
 

@@ -475,7 +475,7 @@ func (s *System) startAgents(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		nc.SetReconnectHandler(func(*nats.Conn) { a.Resync() })
+		nc.SetReconnectHandler(func(*nats.Conn) { a.Reconnected() })
 		s.nodes = append(s.nodes, node)
 		s.run(ctx, "agent "+node, a.Run)
 	}

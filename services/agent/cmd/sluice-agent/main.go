@@ -59,7 +59,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 2
 	}
 	// After a reconnect, republished writes made while away are lost: fetch.
-	nc.SetReconnectHandler(func(*nats.Conn) { a.Resync() })
+	nc.SetReconnectHandler(func(*nats.Conn) { a.Reconnected() })
 	if err := a.Run(ctx); err != nil {
 		log.Error().Err(err).Msg("agent stopped")
 		return 1

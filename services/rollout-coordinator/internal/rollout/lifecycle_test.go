@@ -214,7 +214,7 @@ func TestDecide_ResumedRevertCountsEveryNodeOnce(t *testing.T) {
 			status("n3", inProgress, fp0, id1), status("n4", provisioned, fp1, id1)},
 	}, t0)
 	got := summarize(acts)
-	want := []string{"write n4", "emit NodeReverted", "emit RolloutResumed"}
+	want := []string{"emit NodeReverted", "write n4", "emit RolloutResumed"}
 	if !slices.Equal(got, want) {
 		t.Fatalf("actions:\n got  %s\n want %s", strings.Join(got, ", "), strings.Join(want, ", "))
 	}

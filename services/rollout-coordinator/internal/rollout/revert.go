@@ -97,11 +97,16 @@ func (s *State) fillRevert(now time.Time) {
 	}
 }
 
+// reverted records that n's backup is in force again. Its NodeReverted
+// event describes the agent's report, which is stored already, so it goes
+// out at once, before the writes of this step: the last revert's step also
+// writes the terminal record, and a leader stopped right after that write
+// never announces what the record says happened (chaos seed 859).
 func (s *State) reverted(n *node, msg string) {
 	s.setRev(n, revDone)
 	if !slices.Contains(s.rollout.Reverted, n.name) {
 		s.rollout.Reverted = append(s.rollout.Reverted, n.name)
-		s.emit(s.nodeEvent(n, "NodeReverted", msg))
+		s.do(Emit{Event: s.nodeEvent(n, "NodeReverted", msg)})
 	}
 }
 
