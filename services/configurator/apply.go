@@ -108,6 +108,10 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 			return resp, nil
 		}
 	}
+	// The head moves: a rollout the coordinator would refuse is refused now.
+	if err := s.refuseKnownBad(ctx, &sluicev1.Revision{Id: target, Intents: set}, req.GetStrategy()); err != nil {
+		return nil, err
+	}
 	if len(writes) == 0 {
 		// Only the head moves (a re-roll, or back to a set stored already).
 		next, err := s.advance(ctx, req.GetStrategy(), reroll != "", req.GetRequestId(), func(diff) string {
@@ -266,6 +270,9 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 		eff := effective(live)
 		if errs := intent.Validate(eff); len(errs) > 0 {
 			return nil, invalid("the intents left after the delete", errs)
+		}
+		if err := s.refuseKnownBad(ctx, &sluicev1.Revision{Id: render.RevisionID(eff), Intents: eff}, req.GetStrategy()); err != nil {
+			return nil, err
 		}
 		var tooLarge *tooLargeError
 		if err := s.fits("the revision ("+plural(len(eff), "intent")+")", &sluicev1.Revision{Id: render.RevisionID(eff), Intents: eff, CreatedAt: nowProto(s.cfg.Now)}); errors.As(err, &tooLarge) {

@@ -89,8 +89,10 @@ type state struct {
 	revisions *store.Store[*sluicev1.Revision]
 	head      *store.Store[*sluicev1.Head]
 	journal   *store.Store[*sluicev1.ApplyJournal]
-	rollouts  *store.Store[*sluicev1.Rollout]    // read only: whether the head is in force
-	refs      *store.Store[*sluicev1.RolloutRef] // read only: the running rollout
+	rollouts  *store.Store[*sluicev1.Rollout]            // read only: whether the head is in force
+	refs      *store.Store[*sluicev1.RolloutRef]         // read only: the running rollout
+	invalid   *store.Store[*sluicev1.InvalidFingerprint] // read only: refusing known-bad revisions
+	nodes     *store.Store[*sluicev1.NodePresence]       // read only: whom a revision would reach
 }
 
 // New checks cfg and fills in defaults; it does no I/O.
@@ -133,6 +135,8 @@ func (s *Service) run(ctx context.Context) error {
 		journal:   store.New(b.Revisions, func() *sluicev1.ApplyJournal { return &sluicev1.ApplyJournal{} }),
 		rollouts:  store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }),
 		refs:      store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }),
+		invalid:   store.New(b.Fingerprints, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }),
+		nodes:     store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }),
 	}
 	s.events = events.NewEmitter(js, s.cfg.Log, Component, s.cfg.Now)
 	defer func() {

@@ -190,21 +190,35 @@ func TestSafeRollout_FailingNodeInWave2RevertsWaves1And2AndRecordsFingerprint(t 
 	assertInvariants(t, s, r)
 }
 
-func TestSafeRollout_ReapplyingKnownBadIntentsIsRefusedBeforeAnyNodeIsTouched(t *testing.T) {
-	s, _, broken := rollOutThenFailInWave2(t)
+func TestSafeRollout_ReapplyingKnownBadIntentsIsRefusedAtRequestTime(t *testing.T) {
+	s, r, broken := rollOutThenFailInWave2(t)
 	ctx := context.Background()
-	desired, _, _ := stores(s.env)
+	desired, _, bad := stores(s.env)
 	before, err := desired.List(ctx, ">")
 	if err != nil {
 		t.Fatal(err)
 	}
-	resp := apply(t, s.env, broken, &sluicev1.Strategy{MaxParallel: "8"})
-	if !resp.GetChanged() {
-		t.Fatalf("re-applying the rolled-back revision must start a new rollout: %v", resp)
+	head := store.New(s.env.Buckets.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} })
+	h0, err := head.Get(ctx, contract.KeyHead)
+	if err != nil {
+		t.Fatal(err)
 	}
-	r := waitRolloutEnd(t, s.env, resp.GetGeneration(), 30*time.Second)
-	if r.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED || !strings.Contains(r.GetReason(), "recorded invalid") {
-		t.Fatalf("rollout ended %s (%s); want ABORTED naming the recorded fingerprint", r.GetPhase(), r.GetReason())
+	keys, err := bad.Keys(ctx)
+	fps := slices.DeleteFunc(keys, contract.IsControlKey)
+	if err != nil || len(fps) != 1 {
+		t.Fatalf("fingerprints recorded: %v, %v; want the wave-2 failure", fps, err)
+	}
+
+	_, err = apiclient.Apply(ctx, s.env.Conn, &sluicev1.ApplyRequest{Intents: broken, Strategy: &sluicev1.Strategy{MaxParallel: "8"}, Source: "e2e"})
+	var apiErr *apiclient.Error
+	if !errors.As(err, &apiErr) || apiErr.Code != contract.ErrCodeInvalid ||
+		!strings.Contains(apiErr.Description, "node-03") || !strings.Contains(apiErr.Description, render.Short(fps[0])) ||
+		!strings.Contains(apiErr.Description, "--retry-invalid") {
+		t.Fatalf("re-applying the rolled-back intents: err = %v; want it refused naming node-03, fingerprint %s and --retry-invalid",
+			err, render.Short(fps[0]))
+	}
+	if h1, err := head.Get(ctx, contract.KeyHead); err != nil || h1.Revision != h0.Revision {
+		t.Fatalf("head rev %d → %d (%v): the refused apply stored something", h0.Revision, h1.Revision, err)
 	}
 	after, err := desired.List(ctx, ">")
 	if err != nil {
@@ -216,10 +230,20 @@ func TestSafeRollout_ReapplyingKnownBadIntentsIsRefusedBeforeAnyNodeIsTouched(t 
 	}
 	for _, e := range after {
 		if revs[e.Key] != e.Revision {
-			t.Errorf("%s was written by the refused rollout", e.Key)
+			t.Errorf("%s was written after the refused apply", e.Key)
 		}
 	}
 	assertInvariants(t, s, r)
+
+	// On purpose, it is rolled out again (and fails again on node-03).
+	resp := apply(t, s.env, broken, &sluicev1.Strategy{MaxParallel: "8", RetryInvalid: true})
+	if !resp.GetChanged() {
+		t.Fatalf("apply with retryInvalid: %v; want a new rollout", resp)
+	}
+	r2 := waitRolloutEnd(t, s.env, resp.GetGeneration(), 30*time.Second)
+	if r2.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK {
+		t.Fatalf("the retried rollout ended %s (%s); want ROLLED_BACK (node-03 fails again)", r2.GetPhase(), r2.GetReason())
+	}
 }
 
 func TestSafeRollout_FailureWithinBudgetEndsPartiallyFailed(t *testing.T) {
