@@ -59,6 +59,17 @@ func tableFixtures() map[string]listing {
 			},
 			active: "2-bbbbbbbbbbbb",
 		},
+		"history": history{
+			items: []*sluicev1.Rollout{
+				{Id: "1-aaaaaaaaaaaa", Revision: revA, Generation: 1, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, Reason: "all 10 nodes provisioned",
+					StartedAt: ago(2 * time.Hour), FinishedAt: ago(118 * time.Minute), Counts: &sluicev1.RolloutCounts{Total: 10, Provisioned: 10}},
+				{Id: "2-bbbbbbbbbbbb", Revision: revB, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Reason: "node-03 failed",
+					StartedAt: ago(time.Hour), FinishedAt: ago(58 * time.Minute), Counts: &sluicev1.RolloutCounts{Total: 10, Provisioned: 2, Failed: 3, Reverted: 4}},
+				{Id: "3-aaaaaaaaaaaa", Revision: revA, Generation: 3, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Reason: "head moved",
+					StartedAt: ago(30 * time.Second), Counts: &sluicev1.RolloutCounts{Total: 10, Provisioned: 4}},
+			},
+			active: "3-aaaaaaaaaaaa", force: "1-aaaaaaaaaaaa",
+		},
 		"fingerprints": fingerprintList{
 			{Fingerprint: fpX, Revision: revB, Rollout: "2-bbbbbbbbbbbb", Node: "node-03", Cause: "timed-out", Check: "ping", Output: strings.Repeat("timeout ", 20), Time: ago(4 * time.Minute)},
 		},
@@ -90,6 +101,12 @@ func TestTable_ShowsEachKindsColumns(t *testing.T) {
 			{"ID", "REVISION", "PHASE", "PROVISIONED/TOTAL", "FAILED", "SKIPPED", "REVERTED", "STARTED", "DURATION", "REASON"},
 			{"2-bbbbbbbbbbbb", "(active)", "bbbbbbbbbbbb", "Progressing", "4/10", "1", "0", "0", "30s", "30s", "head", "moved"},
 			{"1-aaaaaaaaaaaa", "aaaaaaaaaaaa", "RolledBack", "2/10", "3", "1", "4", "60m", "2m", "node-03", "failed"},
+		}},
+		{"history", [][]string{
+			{"GEN", "ROLLOUT", "REVISION", "OUTCOME", "STARTED", "DURATION", "PROVISIONED/TOTAL", "FAILED", "REVERTED", "REASON"},
+			{"1", "1-aaaaaaaaaaaa", "aaaaaaaaaaaa", "Succeeded", "(in", "force)", "120m", "2m", "10/10", "0", "0", "all", "10", "nodes", "provisioned"},
+			{"2", "2-bbbbbbbbbbbb", "bbbbbbbbbbbb", "RolledBack", "60m", "2m", "2/10", "3", "4", "node-03", "failed"},
+			{"3", "3-aaaaaaaaaaaa", "aaaaaaaaaaaa", "Progressing", "(running)", "30s", "30s", "4/10", "0", "0", "head", "moved"},
 		}},
 		{"fingerprints", [][]string{
 			{"FINGERPRINT", "REVISION", "ROLLOUT", "NODE", "CAUSE", "CHECK", "TIME", "OUTPUT"},

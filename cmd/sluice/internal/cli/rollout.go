@@ -19,9 +19,9 @@ import (
 func (a *app) rolloutCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollout",
-		Short: "Follow rollouts",
+		Short: "Follow rollouts and list their history",
 	}
-	cmd.AddCommand(a.rolloutStatusCommand())
+	cmd.AddCommand(a.rolloutStatusCommand(), a.rolloutHistoryCommand())
 	return cmd
 }
 

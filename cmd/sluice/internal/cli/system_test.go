@@ -167,6 +167,10 @@ func TestRolloutStatus_Watch_EndsWithTheOutcome(t *testing.T) {
 	if strings.Count(stdout, "Provisioned") != 2 {
 		t.Errorf("get nodes:\n%s", stdout)
 	}
+	code, stdout, _ = sluice(t, s.URL(), "rollout", "history")
+	if code != 0 || !strings.Contains(stdout, "Succeeded (in force)") || !strings.Contains(stdout, "2/2") {
+		t.Errorf("rollout history (exit %d):\n%s", code, stdout)
+	}
 }
 
 func TestRolloutStatus_NothingApplied_SaysSo(t *testing.T) {

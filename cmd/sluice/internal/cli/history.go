@@ -1,0 +1,111 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+func (a *app) rolloutHistoryCommand() *cobra.Command {
+	var output string
+	var limit int
+	cmd := &cobra.Command{
+		Use:   "history",
+		Short: "List rollouts in the order they started, with their outcomes",
+		Long: `List every stored rollout, oldest first (by head generation): its id,
+revision, outcome, when it started and how long it ran, its node counts, and
+why it ended. "(in force)" marks the rollout whose revision is in force
+(rollouts/last-applied), "(running)" the active one.
+
+Per-node results (failed, timed-out, refused, skipped and reverted nodes,
+with the failed check and its output) are in 'sluice rollout status ID', or
+in the records that -o json and -o yaml print whole.`,
+		Example: "  sluice rollout history\n  sluice rollout history --limit 5 -o yaml",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if !slices.Contains(formats, output) {
+				return &ExitError{Code: 2, Err: fmt.Errorf("unknown output format %q: use one of %s", output, strings.Join(formats, ", "))}
+			}
+			if limit < 0 {
+				return &ExitError{Code: 2, Err: fmt.Errorf("--limit %d: want 0 (all) or more", limit)}
+			}
+			nc, js, err := a.jetStream()
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			h, bad, err := loadHistory(cmd.Context(), js)
+			if err != nil {
+				return err
+			}
+			if limit > 0 && len(h.items) > limit {
+				h.items = h.items[len(h.items)-limit:]
+			}
+			if len(bad) > 0 && output == formatTable {
+				fmt.Fprintln(a.streams.Err, unreadableHint(len(bad)))
+			}
+			return printListing(a.streams.Out, h, bad, output, a.now())
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, json or yaml")
+	cmd.Flags().IntVar(&limit, "limit", 0, "show only the newest N rollouts (0: all)")
+	return cmd
+}
+
+// history is the rollouts oldest first, with the active and in-force ones.
+type history struct {
+	items         []*sluicev1.Rollout
+	active, force string
+}
+
+func loadHistory(ctx context.Context, js jetstream.KeyValueManager) (history, []unreadableKey, error) {
+	items, bad, err := list(ctx, js, contract.BucketRollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }, contract.KeyActive, contract.KeyLastApplied)
+	if err != nil {
+		return history{}, nil, err
+	}
+	slices.SortStableFunc(items, func(a, b *sluicev1.Rollout) int {
+		return cmp.Or(cmp.Compare(a.GetGeneration(), b.GetGeneration()), a.GetStartedAt().AsTime().Compare(b.GetStartedAt().AsTime()))
+	})
+	refs := func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }
+	active, badA, err := getOne(ctx, js, contract.BucketRollouts, contract.KeyActive, refs)
+	if err != nil {
+		return history{}, nil, err
+	}
+	last, badL, err := getOne(ctx, js, contract.BucketRollouts, contract.KeyLastApplied, refs)
+	if err != nil {
+		return history{}, nil, err
+	}
+	return history{items: items, active: active.GetRollout(), force: last.GetRollout()}, append(append(badA, badL...), bad...), nil
+}
+
+func (h history) table(now time.Time) [][]string {
+	rows := [][]string{{"GEN", "ROLLOUT", "REVISION", "OUTCOME", "STARTED", "DURATION", "PROVISIONED/TOTAL", "FAILED", "REVERTED", "REASON"}}
+	for _, r := range h.items {
+		outcome := rolloutPhase(r.GetPhase())
+		switch r.GetId() {
+		case h.active:
+			outcome += " (running)"
+		case h.force:
+			outcome += " (in force)"
+		}
+		c := r.GetCounts()
+		rows = append(rows, []string{
+			fmt.Sprint(r.GetGeneration()), r.GetId(), short(r.GetRevision()), outcome,
+			age(now, r.GetStartedAt()), rolloutDuration(r, now), fmt.Sprintf("%d/%d", c.GetProvisioned(), c.GetTotal()),
+			fmt.Sprint(c.GetFailed()), fmt.Sprint(c.GetReverted()), oneLine(r.GetReason(), 80),
+		})
+	}
+	return rows
+}
+
+func (h history) objects() ([]json.RawMessage, error) { return protoObjects(h.items) }
