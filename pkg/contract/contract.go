@@ -18,6 +18,7 @@ const (
 	BucketNodes        = "sluice-nodes"        // agent of <node>: <node> → NodePresence (TTL = heartbeat lease)
 	BucketRollouts     = "sluice-rollouts"     // coordinator: <id> → Rollout, active / last-applied → RolloutRef
 	BucketLeases       = "sluice-leases"       // whoever holds it: <component> → LeaderLease (TTL = leader lease)
+	BucketControl      = "sluice-control"      // operators (the CLI): abort.<rollout> → AbortRequest, forgive.<fingerprint> → ForgiveRequest; the coordinator acts on them
 	StreamEvents       = "SLUICE_EVENTS"       // everyone: sluice.events.<kind>.<id> → Event
 )
 
@@ -74,6 +75,12 @@ const (
 	ErrCodeConflict    = "409" // state moved under the request; retry
 	ErrCodeUnavailable = "503" // the control plane failed; retry
 )
+
+// AbortKey is the control key asking the coordinator to abort rollout id.
+func AbortKey(rollout string) string { return "abort." + rollout }
+
+// ForgiveKey is the control key asking the coordinator to forgive fingerprint fp.
+func ForgiveKey(fp string) string { return "forgive." + fp }
 
 // DesiredKey is the nodeconfigs key holding the config a node should run.
 func DesiredKey(node string) string { return node + ".desired" }

@@ -26,7 +26,7 @@ const (
 // allBuckets lists every bucket in the order they are opened.
 var allBuckets = []string{
 	BucketIntents, BucketRevisions, BucketNodeConfigs, BucketFingerprints,
-	BucketStatus, BucketNodes, BucketRollouts, BucketLeases,
+	BucketStatus, BucketNodes, BucketRollouts, BucketLeases, BucketControl,
 }
 
 // managers is the one map of who creates and updates what.
@@ -38,6 +38,7 @@ var managers = map[string]string{
 	BucketFingerprints: ComponentCoordinator,
 	BucketRollouts:     ComponentCoordinator,
 	BucketLeases:       ComponentCoordinator,
+	BucketControl:      ComponentCoordinator,
 	BucketStatus:       ComponentCoordinator,
 	BucketNodes:        ComponentCoordinator,
 }

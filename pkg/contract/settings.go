@@ -104,7 +104,8 @@ func (s Settings) BucketConfigs() []jetstream.KeyValueConfig {
 	leases := kv(BucketLeases, "leader leases by component")
 	leases.TTL = s.LeaderLease
 	leases.LimitMarkerTTL = max(s.LeaderLease, time.Second) // the server's minimum
-	return []jetstream.KeyValueConfig{intents, revisions, nodeconfigs, fingerprints, status, nodes, rollouts, leases}
+	control := kv(BucketControl, "operator requests (abort, forgive); written by operators, acted on by the rollout-coordinator")
+	return []jetstream.KeyValueConfig{intents, revisions, nodeconfigs, fingerprints, status, nodes, rollouts, leases, control}
 }
 
 // EventsStreamConfig is the configuration of the events stream.
@@ -123,7 +124,7 @@ func (s Settings) EventsStreamConfig() jetstream.StreamConfig {
 // Buckets holds a handle of every sluice bucket. A component that does not
 // use a bucket (see Open) has nil there.
 type Buckets struct {
-	Intents, Revisions, NodeConfigs, Fingerprints, Status, Nodes, Rollouts, Leases jetstream.KeyValue
+	Intents, Revisions, NodeConfigs, Fingerprints, Status, Nodes, Rollouts, Leases, Control jetstream.KeyValue
 }
 
 // OpenBuckets binds every sluice bucket without verifying its settings; they
@@ -159,6 +160,8 @@ func (b *Buckets) field(name string) *jetstream.KeyValue {
 		return &b.Rollouts
 	case BucketLeases:
 		return &b.Leases
+	case BucketControl:
+		return &b.Control
 	}
 	panic("contract: unknown bucket " + name)
 }

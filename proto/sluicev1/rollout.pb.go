@@ -672,7 +672,10 @@ type Rollout struct {
 	LeaderTime *durationpb.Duration `protobuf:"bytes,18,opt,name=leader_time,json=leaderTime,proto3" json:"leader_time,omitempty"`
 	// Nodes whose NodeReverted event was emitted, so that a resumed revert
 	// announces each reverted node exactly once.
-	Reverted      []string `protobuf:"bytes,19,rep,name=reverted,proto3" json:"reverted,omitempty"`
+	Reverted []string `protobuf:"bytes,19,rep,name=reverted,proto3" json:"reverted,omitempty"`
+	// The operator's abort that stopped it (sluice rollout abort): it ends
+	// ABORTED, after reverting its touched nodes unless the abort said not to.
+	AbortedBy     *AbortRequest `protobuf:"bytes,20,opt,name=aborted_by,json=abortedBy,proto3" json:"aborted_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -840,6 +843,13 @@ func (x *Rollout) GetReverted() []string {
 	return nil
 }
 
+func (x *Rollout) GetAbortedBy() *AbortRequest {
+	if x != nil {
+		return x.AbortedBy
+	}
+	return nil
+}
+
 // RolloutRef is the value of rollouts/active and rollouts/last-applied.
 type RolloutRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -929,8 +939,13 @@ type InvalidFingerprint struct {
 	Time        *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=time,proto3" json:"time,omitempty"`
 	// Why it is known bad: "check-failed" (the agent reported Invalid) or
 	// "timed-out" (no final report within the node's deadline).
-	Cause         string `protobuf:"bytes,8,opt,name=cause,proto3" json:"cause,omitempty"`
-	LeaderEpoch   uint64 `protobuf:"varint,9,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"` // term of the leader that recorded it
+	Cause       string `protobuf:"bytes,8,opt,name=cause,proto3" json:"cause,omitempty"`
+	LeaderEpoch uint64 `protobuf:"varint,9,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"` // term of the leader that recorded it
+	// Set when an operator forgave it (sluice fingerprint forgive) or a
+	// rollout retried it on purpose (retryInvalid): the record stays, for the
+	// audit, but it no longer refuses anything. A failure recorded after the
+	// forgiveness replaces the record.
+	Forgiven      *Forgiveness `protobuf:"bytes,10,opt,name=forgiven,proto3" json:"forgiven,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1028,6 +1043,224 @@ func (x *InvalidFingerprint) GetLeaderEpoch() uint64 {
 	return 0
 }
 
+func (x *InvalidFingerprint) GetForgiven() *Forgiveness {
+	if x != nil {
+		return x.Forgiven
+	}
+	return nil
+}
+
+// Forgiveness says who took a fingerprint out of the invalid set, when and why.
+type Forgiveness struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	By            string                 `protobuf:"bytes,1,opt,name=by,proto3" json:"by,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Forgiveness) Reset() {
+	*x = Forgiveness{}
+	mi := &file_sluice_v1_rollout_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Forgiveness) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Forgiveness) ProtoMessage() {}
+
+func (x *Forgiveness) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_rollout_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Forgiveness.ProtoReflect.Descriptor instead.
+func (*Forgiveness) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *Forgiveness) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *Forgiveness) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Forgiveness) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+// AbortRequest is the value of control/abort.<rollout>, written by an
+// operator (sluice rollout abort): the coordinator stops that rollout if it
+// is still running, and reverts the nodes it touched unless no_revert.
+type AbortRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rollout       string                 `protobuf:"bytes,1,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	NoRevert      bool                   `protobuf:"varint,2,opt,name=no_revert,json=noRevert,proto3" json:"no_revert,omitempty"`
+	Reason        string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	By            string                 `protobuf:"bytes,4,opt,name=by,proto3" json:"by,omitempty"` // who asked (user@host)
+	At            *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AbortRequest) Reset() {
+	*x = AbortRequest{}
+	mi := &file_sluice_v1_rollout_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AbortRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AbortRequest) ProtoMessage() {}
+
+func (x *AbortRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_rollout_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
+func (*AbortRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *AbortRequest) GetRollout() string {
+	if x != nil {
+		return x.Rollout
+	}
+	return ""
+}
+
+func (x *AbortRequest) GetNoRevert() bool {
+	if x != nil {
+		return x.NoRevert
+	}
+	return false
+}
+
+func (x *AbortRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *AbortRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *AbortRequest) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+// ForgiveRequest is the value of control/forgive.<fingerprint>, written by an
+// operator (sluice fingerprint forgive): the coordinator takes the
+// fingerprint out of the invalid set if it was recorded before the request.
+type ForgiveRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Fingerprint   string                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	By            string                 `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ForgiveRequest) Reset() {
+	*x = ForgiveRequest{}
+	mi := &file_sluice_v1_rollout_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ForgiveRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ForgiveRequest) ProtoMessage() {}
+
+func (x *ForgiveRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_rollout_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ForgiveRequest.ProtoReflect.Descriptor instead.
+func (*ForgiveRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *ForgiveRequest) GetFingerprint() string {
+	if x != nil {
+		return x.Fingerprint
+	}
+	return ""
+}
+
+func (x *ForgiveRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *ForgiveRequest) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *ForgiveRequest) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 // LeaderLease is the value of control/leader.<component>.
 type LeaderLease struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -1046,7 +1279,7 @@ type LeaderLease struct {
 
 func (x *LeaderLease) Reset() {
 	*x = LeaderLease{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[8]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1058,7 +1291,7 @@ func (x *LeaderLease) String() string {
 func (*LeaderLease) ProtoMessage() {}
 
 func (x *LeaderLease) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[8]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1071,7 +1304,7 @@ func (x *LeaderLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderLease.ProtoReflect.Descriptor instead.
 func (*LeaderLease) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *LeaderLease) GetHolder() string {
@@ -1124,7 +1357,7 @@ type Fence struct {
 
 func (x *Fence) Reset() {
 	*x = Fence{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[9]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1136,7 +1369,7 @@ func (x *Fence) String() string {
 func (*Fence) ProtoMessage() {}
 
 func (x *Fence) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[9]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1149,7 +1382,7 @@ func (x *Fence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fence.ProtoReflect.Descriptor instead.
 func (*Fence) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Fence) GetEpoch() uint64 {
@@ -1229,7 +1462,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\treverting\x18\b \x01(\rR\treverting\x12\x1a\n" +
 	"\breverted\x18\t \x01(\rR\breverted\x12#\n" +
 	"\rrevert_failed\x18\n" +
-	" \x01(\rR\frevertFailed\"\xa7\x06\n" +
+	" \x01(\rR\frevertFailed\"\xdf\x06\n" +
 	"\aRollout\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12+\n" +
@@ -1257,7 +1490,9 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x06domain\x18\x11 \x01(\tR\x06domain\x12:\n" +
 	"\vleader_time\x18\x12 \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"leaderTime\x12\x1a\n" +
-	"\breverted\x18\x13 \x03(\tR\breverted\"\xb1\x01\n" +
+	"\breverted\x18\x13 \x03(\tR\breverted\x126\n" +
+	"\n" +
+	"aborted_by\x18\x14 \x01(\v2\x17.sluice.v1.AbortRequestR\tabortedBy\"\xb1\x01\n" +
 	"\n" +
 	"RolloutRef\x12\x18\n" +
 	"\arollout\x18\x01 \x01(\tR\arollout\x12\x1a\n" +
@@ -1266,7 +1501,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x12*\n" +
 	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12!\n" +
-	"\fleader_epoch\x18\x05 \x01(\x04R\vleaderEpoch\"\x97\x02\n" +
+	"\fleader_epoch\x18\x05 \x01(\x04R\vleaderEpoch\"\xcb\x02\n" +
 	"\x12InvalidFingerprint\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12\x18\n" +
@@ -1276,7 +1511,24 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x06output\x18\x06 \x01(\tR\x06output\x12.\n" +
 	"\x04time\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x14\n" +
 	"\x05cause\x18\b \x01(\tR\x05cause\x12!\n" +
-	"\fleader_epoch\x18\t \x01(\x04R\vleaderEpoch\"\xcd\x01\n" +
+	"\fleader_epoch\x18\t \x01(\x04R\vleaderEpoch\x122\n" +
+	"\bforgiven\x18\n" +
+	" \x01(\v2\x16.sluice.v1.ForgivenessR\bforgiven\"a\n" +
+	"\vForgiveness\x12\x0e\n" +
+	"\x02by\x18\x01 \x01(\tR\x02by\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x99\x01\n" +
+	"\fAbortRequest\x12\x18\n" +
+	"\arollout\x18\x01 \x01(\tR\arollout\x12\x1b\n" +
+	"\tno_revert\x18\x02 \x01(\bR\bnoRevert\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x0e\n" +
+	"\x02by\x18\x04 \x01(\tR\x02by\x12*\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x86\x01\n" +
+	"\x0eForgiveRequest\x12 \n" +
+	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x0e\n" +
+	"\x02by\x18\x03 \x01(\tR\x02by\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xcd\x01\n" +
 	"\vLeaderLease\x12\x16\n" +
 	"\x06holder\x18\x01 \x01(\tR\x06holder\x12;\n" +
 	"\vacquired_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -1321,7 +1573,7 @@ func file_sluice_v1_rollout_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_rollout_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sluice_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_sluice_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_sluice_v1_rollout_proto_goTypes = []any{
 	(RolloutPhase)(0),             // 0: sluice.v1.RolloutPhase
 	(NodeResult)(0),               // 1: sluice.v1.NodeResult
@@ -1333,44 +1585,52 @@ var file_sluice_v1_rollout_proto_goTypes = []any{
 	(*Rollout)(nil),               // 7: sluice.v1.Rollout
 	(*RolloutRef)(nil),            // 8: sluice.v1.RolloutRef
 	(*InvalidFingerprint)(nil),    // 9: sluice.v1.InvalidFingerprint
-	(*LeaderLease)(nil),           // 10: sluice.v1.LeaderLease
-	(*Fence)(nil),                 // 11: sluice.v1.Fence
-	(*Intent)(nil),                // 12: sluice.v1.Intent
-	(*timestamppb.Timestamp)(nil), // 13: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 14: google.protobuf.Duration
-	(NodePhase)(0),                // 15: sluice.v1.NodePhase
+	(*Forgiveness)(nil),           // 10: sluice.v1.Forgiveness
+	(*AbortRequest)(nil),          // 11: sluice.v1.AbortRequest
+	(*ForgiveRequest)(nil),        // 12: sluice.v1.ForgiveRequest
+	(*LeaderLease)(nil),           // 13: sluice.v1.LeaderLease
+	(*Fence)(nil),                 // 14: sluice.v1.Fence
+	(*Intent)(nil),                // 15: sluice.v1.Intent
+	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
+	(NodePhase)(0),                // 18: sluice.v1.NodePhase
 }
 var file_sluice_v1_rollout_proto_depIdxs = []int32{
-	12, // 0: sluice.v1.Revision.intents:type_name -> sluice.v1.Intent
-	13, // 1: sluice.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	14, // 2: sluice.v1.Strategy.bake_time:type_name -> google.protobuf.Duration
-	14, // 3: sluice.v1.Strategy.apply_deadline:type_name -> google.protobuf.Duration
-	14, // 4: sluice.v1.Strategy.pickup_deadline:type_name -> google.protobuf.Duration
-	14, // 5: sluice.v1.Strategy.progress_deadline:type_name -> google.protobuf.Duration
+	15, // 0: sluice.v1.Revision.intents:type_name -> sluice.v1.Intent
+	16, // 1: sluice.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	17, // 2: sluice.v1.Strategy.bake_time:type_name -> google.protobuf.Duration
+	17, // 3: sluice.v1.Strategy.apply_deadline:type_name -> google.protobuf.Duration
+	17, // 4: sluice.v1.Strategy.pickup_deadline:type_name -> google.protobuf.Duration
+	17, // 5: sluice.v1.Strategy.progress_deadline:type_name -> google.protobuf.Duration
 	3,  // 6: sluice.v1.Head.strategy:type_name -> sluice.v1.Strategy
-	13, // 7: sluice.v1.Head.updated_at:type_name -> google.protobuf.Timestamp
-	15, // 8: sluice.v1.NodeOutcome.phase:type_name -> sluice.v1.NodePhase
+	16, // 7: sluice.v1.Head.updated_at:type_name -> google.protobuf.Timestamp
+	18, // 8: sluice.v1.NodeOutcome.phase:type_name -> sluice.v1.NodePhase
 	1,  // 9: sluice.v1.NodeOutcome.result:type_name -> sluice.v1.NodeResult
 	3,  // 10: sluice.v1.Rollout.strategy:type_name -> sluice.v1.Strategy
 	0,  // 11: sluice.v1.Rollout.phase:type_name -> sluice.v1.RolloutPhase
-	13, // 12: sluice.v1.Rollout.started_at:type_name -> google.protobuf.Timestamp
-	13, // 13: sluice.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
-	13, // 14: sluice.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
+	16, // 12: sluice.v1.Rollout.started_at:type_name -> google.protobuf.Timestamp
+	16, // 13: sluice.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
+	16, // 14: sluice.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
 	6,  // 15: sluice.v1.Rollout.counts:type_name -> sluice.v1.RolloutCounts
 	5,  // 16: sluice.v1.Rollout.failures:type_name -> sluice.v1.NodeOutcome
 	5,  // 17: sluice.v1.Rollout.skipped:type_name -> sluice.v1.NodeOutcome
-	13, // 18: sluice.v1.Rollout.bake_until:type_name -> google.protobuf.Timestamp
-	14, // 19: sluice.v1.Rollout.leader_time:type_name -> google.protobuf.Duration
-	13, // 20: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
-	13, // 21: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
-	13, // 22: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
-	13, // 23: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
-	13, // 24: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
-	25, // [25:25] is the sub-list for method output_type
-	25, // [25:25] is the sub-list for method input_type
-	25, // [25:25] is the sub-list for extension type_name
-	25, // [25:25] is the sub-list for extension extendee
-	0,  // [0:25] is the sub-list for field type_name
+	16, // 18: sluice.v1.Rollout.bake_until:type_name -> google.protobuf.Timestamp
+	17, // 19: sluice.v1.Rollout.leader_time:type_name -> google.protobuf.Duration
+	11, // 20: sluice.v1.Rollout.aborted_by:type_name -> sluice.v1.AbortRequest
+	16, // 21: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
+	16, // 22: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
+	10, // 23: sluice.v1.InvalidFingerprint.forgiven:type_name -> sluice.v1.Forgiveness
+	16, // 24: sluice.v1.Forgiveness.at:type_name -> google.protobuf.Timestamp
+	16, // 25: sluice.v1.AbortRequest.at:type_name -> google.protobuf.Timestamp
+	16, // 26: sluice.v1.ForgiveRequest.at:type_name -> google.protobuf.Timestamp
+	16, // 27: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
+	16, // 28: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
+	16, // 29: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_rollout_proto_init() }
@@ -1386,7 +1646,7 @@ func file_sluice_v1_rollout_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_rollout_proto_rawDesc), len(file_sluice_v1_rollout_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   10,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -27,7 +27,7 @@ type effects interface {
 	saveRollout(ctx context.Context, r *sluicev1.Rollout) error
 	finishRollout(ctx context.Context, f rollout.FinishRollout) error
 	recordInvalid(ctx context.Context, f *sluicev1.InvalidFingerprint) error
-	forgetInvalid(ctx context.Context, fingerprint string) error
+	forgiveInvalid(ctx context.Context, f *sluicev1.InvalidFingerprint) error
 }
 
 // Errors that end a leadership term.
@@ -306,8 +306,8 @@ func (k *kvEffects) recordInvalid(ctx context.Context, f *sluicev1.InvalidFinger
 	if err != nil {
 		return err
 	}
-	if cur != nil {
-		return nil // recorded already
+	if cur != nil && cur.GetForgiven() == nil {
+		return nil // recorded already (a forgiven record is replaced: it failed again)
 	}
 	_, err = k.write(ctx, contract.BucketFingerprints, []store.Op{{Key: f.GetFingerprint(), Value: f, Revision: rev}})
 	if errors.Is(err, store.ErrConflict) {
@@ -319,14 +319,19 @@ func (k *kvEffects) recordInvalid(ctx context.Context, f *sluicev1.InvalidFinger
 	return nil
 }
 
-func (k *kvEffects) forgetInvalid(ctx context.Context, fp string) error {
-	k.forget(contract.BucketFingerprints, fp)
-	rev, _, err := revOf(ctx, k, k.invalid, fp)
-	if err != nil || rev == 0 {
-		return err
-	}
-	if _, err := k.write(ctx, contract.BucketFingerprints, []store.Op{{Key: fp, Revision: rev}}); err != nil {
-		return fmt.Errorf("forget invalid fingerprint %s: %w", fp, err)
+// forgiveInvalid rewrites a recorded fingerprint with its forgiveness; one
+// that is no longer stored is left alone.
+func (k *kvEffects) forgiveInvalid(ctx context.Context, f *sluicev1.InvalidFingerprint) error {
+	f.LeaderEpoch = k.term.epoch
+	err := k.retry(ctx, contract.BucketFingerprints, func() ([]store.Op, error) {
+		rev, _, err := revOf(ctx, k, k.invalid, f.GetFingerprint())
+		if err != nil || rev == 0 {
+			return nil, err
+		}
+		return []store.Op{{Key: f.GetFingerprint(), Value: f, Revision: rev}}, nil
+	})
+	if err != nil {
+		return fmt.Errorf("forgive invalid fingerprint %s: %w", f.GetFingerprint(), err)
 	}
 	return nil
 }

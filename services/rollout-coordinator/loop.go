@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/fnv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -40,6 +41,8 @@ type loop struct {
 	rollouts    *store.Store[*sluicev1.Rollout]
 	invalid     *store.Store[*sluicev1.InvalidFingerprint]
 	refs        *store.Store[*sluicev1.RolloutRef]
+	aborts      *store.Store[*sluicev1.AbortRequest]   // control/abort.<rollout>, written by operators
+	forgives    *store.Store[*sluicev1.ForgiveRequest] // control/forgive.<fingerprint>, written by operators
 
 	st         *rollout.State
 	unsaved    *sluicev1.Rollout           // progress not yet written
@@ -76,6 +79,8 @@ func newLoop(b *contract.Buckets, cfg Config, log zerolog.Logger, em *events.Emi
 		rollouts:    store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }),
 		invalid:     store.New(b.Fingerprints, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }),
 		refs:        store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }),
+		aborts:      store.New(b.Control, func() *sluicev1.AbortRequest { return &sluicev1.AbortRequest{} }),
+		forgives:    store.New(b.Control, func() *sluicev1.ForgiveRequest { return &sluicev1.ForgiveRequest{} }),
 		st:          rollout.NewState(),
 		writeFails:  make(chan error, 1),
 		landedSig:   make(chan struct{}, 1),
@@ -102,9 +107,26 @@ func (lp *loop) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	abortW, err := lp.aborts.Watch(ctx, contract.AbortKey(">"))
+	if err != nil {
+		return err
+	}
+	forgiveW, err := lp.forgives.Watch(ctx, contract.ForgiveKey(">"))
+	if err != nil {
+		return err
+	}
 	loaded, err := lp.load(ctx, nodesW, statusW, headW)
 	if err != nil {
 		return fmt.Errorf("load state: %w", err)
+	}
+	// A request's key names what it is about, whatever its value says.
+	for e := range initial(ctx, lp, contract.BucketControl, abortW) {
+		e.Value.Rollout = strings.TrimPrefix(e.Key, contract.AbortKey(""))
+		loaded.Aborts = append(loaded.Aborts, e.Value)
+	}
+	for e := range initial(ctx, lp, contract.BucketControl, forgiveW) {
+		e.Value.Fingerprint = strings.TrimPrefix(e.Key, contract.ForgiveKey(""))
+		loaded.Forgives = append(loaded.Forgives, e.Value)
 	}
 
 	for range lp.cfg.Writers {
@@ -167,6 +189,32 @@ func (lp *loop) run(ctx context.Context) error {
 				return err
 			}
 			ev = rollout.HeadMoved{Head: e.Value, Rev: rev}
+		case e, ok := <-abortW:
+			if !ok {
+				return errors.New("control watcher stopped")
+			}
+			if e.Err != nil {
+				lp.quarantine(contract.BucketControl, e.Key, e.Err)
+				continue
+			}
+			if e.Value == nil {
+				continue
+			}
+			e.Value.Rollout = strings.TrimPrefix(e.Key, contract.AbortKey(""))
+			ev = rollout.AbortRequested{R: e.Value}
+		case e, ok := <-forgiveW:
+			if !ok {
+				return errors.New("control watcher stopped")
+			}
+			if e.Err != nil {
+				lp.quarantine(contract.BucketControl, e.Key, e.Err)
+				continue
+			}
+			if e.Value == nil {
+				continue
+			}
+			e.Value.Fingerprint = strings.TrimPrefix(e.Key, contract.ForgiveKey(""))
+			ev = rollout.ForgiveRequested{R: e.Value}
 		case e, ok := <-nodesW:
 			if !ok {
 				return errors.New("nodes watcher stopped")
@@ -446,8 +494,8 @@ func (lp *loop) perform(ctx context.Context, a rollout.Action) error {
 		return lp.fx.finishRollout(ctx, a)
 	case rollout.RecordInvalid:
 		return lp.fx.recordInvalid(ctx, a.Fingerprint)
-	case rollout.ForgetInvalid:
-		return lp.fx.forgetInvalid(ctx, a.Fingerprint)
+	case rollout.ForgiveInvalid:
+		return lp.fx.forgiveInvalid(ctx, a.Fingerprint)
 	case rollout.Emit:
 		lp.emit(a.Event)
 	}

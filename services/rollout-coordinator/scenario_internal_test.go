@@ -74,14 +74,16 @@ func (m *memEffects) finishRollout(_ context.Context, f rollout.FinishRollout) e
 }
 
 func (m *memEffects) recordInvalid(_ context.Context, f *sluicev1.InvalidFingerprint) error {
-	if m.invalid[f.GetFingerprint()] == nil {
+	if cur := m.invalid[f.GetFingerprint()]; cur == nil || cur.GetForgiven() != nil {
 		m.invalid[f.GetFingerprint()] = proto.Clone(f).(*sluicev1.InvalidFingerprint)
 	}
 	return nil
 }
 
-func (m *memEffects) forgetInvalid(_ context.Context, fp string) error {
-	delete(m.invalid, fp)
+func (m *memEffects) forgiveInvalid(_ context.Context, f *sluicev1.InvalidFingerprint) error {
+	if m.invalid[f.GetFingerprint()] != nil {
+		m.invalid[f.GetFingerprint()] = proto.Clone(f).(*sluicev1.InvalidFingerprint)
+	}
 	return nil
 }
 

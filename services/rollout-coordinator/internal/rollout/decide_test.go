@@ -71,8 +71,8 @@ func summarize(acts []Action) []string {
 			out = append(out, "finish "+phaseWord(a.Rollout.GetPhase()))
 		case RecordInvalid:
 			out = append(out, "record "+a.Fingerprint.GetNode())
-		case ForgetInvalid:
-			out = append(out, "forget")
+		case ForgiveInvalid:
+			out = append(out, "forgive "+a.Fingerprint.GetNode())
 		case Emit:
 			out = append(out, "emit "+a.Event.GetType())
 		}
@@ -232,9 +232,9 @@ func TestDecide(t *testing.T) {
 			},
 		},
 		{
-			name:  "retryInvalid forgets the recorded fingerprint and rolls out on purpose",
+			name:  "retryInvalid forgives the recorded fingerprint and rolls out on purpose",
 			event: Loaded{Head: &sluicev1.Head{Revision: r1.Id, Generation: 1, Strategy: &sluicev1.Strategy{MaxParallel: "5", RetryInvalid: true}}, HeadRev: r1, Presence: presence("n1"), Invalid: []*sluicev1.InvalidFingerprint{{Fingerprint: fp1, Node: "n7"}}},
-			want:  []string{"start " + id1, "forget", "write n1", "emit RolloutStarted", "emit FingerprintForgiven"},
+			want:  []string{"start " + id1, "forgive n7", "write n1", "emit RolloutStarted", "emit FingerprintForgiven"},
 		},
 		{
 			name:  "the head already rolled out starts nothing",

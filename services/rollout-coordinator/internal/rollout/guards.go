@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/render"
@@ -33,16 +34,8 @@ func (s *State) refuseKnownBad(now time.Time) {
 				continue
 			}
 			seen[n.target] = true
-			f := s.invalid[n.target]
-			delete(s.invalid, n.target)
-			s.forgiven[n.target] = now
-			s.do(ForgetInvalid{Fingerprint: n.target})
-			s.emit(&sluicev1.Event{
-				Kind: contract.KindFingerprint, Id: n.target, Type: "FingerprintForgiven", Fingerprint: n.target,
-				Rollout: s.rollout.GetId(), Revision: s.rollout.GetRevision(),
-				Reason: fmt.Sprintf("retried on purpose (retryInvalid); it was recorded invalid (%s) on %s by check %s: %s",
-					orDefault(f.GetCause(), CauseCheckFailed), f.GetNode(), f.GetCheck(), f.GetOutput()),
-			})
+			s.forgive(s.invalid[n.target], &sluicev1.Forgiveness{By: "rollout " + s.rollout.GetId(),
+				Reason: "retried on purpose (retryInvalid)", At: timestamppb.New(now)})
 		}
 		return
 	}
@@ -110,4 +103,35 @@ func cloneDesired(d *sluicev1.DesiredConfig) *sluicev1.DesiredConfig {
 
 func cloneInvalid(f *sluicev1.InvalidFingerprint) *sluicev1.InvalidFingerprint {
 	return proto.Clone(f).(*sluicev1.InvalidFingerprint)
+}
+
+// forgiveRequested takes an operator's request to forgive a fingerprint:
+// done once, and only for a record made before the request (a failure
+// recorded after it stands).
+func (s *State) forgiveRequested(req *sluicev1.ForgiveRequest, now time.Time) {
+	f := s.invalid[req.GetFingerprint()]
+	if f == nil || f.GetTime().AsTime().After(req.GetAt().AsTime()) {
+		return // not known bad (any more), or recorded again since
+	}
+	s.forgive(f, &sluicev1.Forgiveness{By: orDefault(req.GetBy(), "an operator"), Reason: req.GetReason(), At: req.GetAt()})
+}
+
+// forgive takes f out of the invalid set: its record is rewritten with fg,
+// and an Invalid report the agents still carry from before fg does not
+// record it again.
+func (s *State) forgive(f *sluicev1.InvalidFingerprint, fg *sluicev1.Forgiveness) {
+	fp := f.GetFingerprint()
+	delete(s.invalid, fp)
+	s.forgiven[fp] = fg.GetAt().AsTime()
+	rec := cloneInvalid(f)
+	rec.Forgiven = fg
+	s.do(ForgiveInvalid{Fingerprint: rec})
+	ev := &sluicev1.Event{
+		Kind: contract.KindFingerprint, Id: fp, Type: "FingerprintForgiven", Fingerprint: fp,
+		Rollout: f.GetRollout(), Revision: f.GetRevision(), Node: f.GetNode(),
+		Reason: fmt.Sprintf("forgiven by %s (%s); it was recorded invalid (%s) on %s by check %s: %s",
+			fg.GetBy(), orDefault(fg.GetReason(), "no reason given"), orDefault(f.GetCause(), CauseCheckFailed),
+			f.GetNode(), f.GetCheck(), truncate(f.GetOutput(), 200)),
+	}
+	s.emit(ev)
 }

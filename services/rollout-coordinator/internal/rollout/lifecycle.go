@@ -24,6 +24,10 @@ func (s *State) load(ev Loaded, now time.Time) {
 	s.lastApplied, s.lastAppliedRev = ev.LastApplied, ev.LastAppliedRev
 	s.startedGen = ev.LastApplied.GetGeneration()
 	for _, f := range ev.Invalid {
+		if fg := f.GetForgiven(); fg != nil {
+			s.forgiven[f.GetFingerprint()] = fg.GetAt().AsTime()
+			continue
+		}
 		s.invalid[f.GetFingerprint()] = f
 	}
 	for _, p := range ev.Presence {
@@ -79,6 +83,14 @@ func (s *State) load(ev Loaded, now time.Time) {
 			s.emit(s.rolloutEvent("RolloutResumed", fmt.Sprintf("leadership term %d resumes the rollout in phase %s: %s",
 				ev.Term, phaseWord(s.rollout.GetPhase()), s.progressLine())))
 		}
+	}
+	// Operators' requests: each acts once (a forgiven fingerprint, an
+	// aborted rollout's record say it was done), before anything starts.
+	for _, f := range ev.Forgives {
+		s.forgiveRequested(f, now)
+	}
+	for _, a := range ev.Aborts {
+		s.abortRequested(a, now)
 	}
 	s.head, s.headRev = ev.Head, ev.HeadRev
 	s.headMoved(ev.Head, ev.HeadRev, now)
@@ -214,6 +226,10 @@ func (s *State) adopt(r *sluicev1.Rollout, rev *sluicev1.Revision, backups map[s
 		return
 	}
 	s.placeAll(backups, now)
+	if r.GetAbortedBy() != nil {
+		s.stopForAbort(now) // aborted by an operator in an earlier term
+		return
+	}
 	if s.failures() > s.plan.budget {
 		s.startRevert(now, fmt.Sprintf("%d node(s) failed while no leader ran, over the failure budget of %d (first: %s)",
 			s.failures(), s.plan.budget, describeFailure(r.GetFailures())))
@@ -343,7 +359,11 @@ func (s *State) maybeFinish(now time.Time) {
 		if n := c.GetRevertFailed(); n > 0 {
 			reason += fmt.Sprintf(", %d could not be reverted (see failures)", n)
 		}
-		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, reason, now)
+		phase := sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK
+		if r.GetAbortedBy() != nil {
+			phase = sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED // an operator stopped it, not its failures
+		}
+		s.finish(phase, reason, now)
 		return
 	}
 	if s.stopReason != "" {

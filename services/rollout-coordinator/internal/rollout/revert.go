@@ -220,3 +220,44 @@ func revertOutcomeOf(list []*sluicev1.NodeOutcome, node string) *sluicev1.NodeOu
 	}
 	return nil
 }
+
+// abortRequested takes an operator's request to abort the running rollout:
+// it stops starting nodes and reverts every node it touched (or, with
+// no_revert, ends once its in-flight nodes settled and leaves nodes as they
+// are), then ends ABORTED. A request for a rollout that is not running, or
+// one already acted on, changes nothing.
+func (s *State) abortRequested(req *sluicev1.AbortRequest, now time.Time) {
+	r := s.rollout
+	if r == nil || req.GetRollout() != r.GetId() || r.GetAbortedBy() != nil {
+		return
+	}
+	r.AbortedBy = proto.Clone(req).(*sluicev1.AbortRequest)
+	s.changed()
+	s.stopForAbort(now)
+}
+
+// stopForAbort stops the rollout its record's aborted_by names.
+func (s *State) stopForAbort(now time.Time) {
+	r := s.rollout
+	req := r.GetAbortedBy()
+	why := fmt.Sprintf("aborted by %s: %s", orDefault(req.GetBy(), "an operator"), orDefault(req.GetReason(), "no reason given"))
+	switch {
+	case s.reverting:
+		// Already reverting: the revert finishes, and the rollout ends ABORTED.
+		s.emit(s.rolloutEvent("RolloutAborting", why+"; the revert under way finishes first"))
+	case req.GetNoRevert():
+		if s.stopReason == "" {
+			s.stopReason = why + "; touched nodes keep what they run"
+		}
+		for _, p := range s.pending {
+			s.setProg(p, progNone) // never started; still counted in the total
+		}
+		s.pending, s.bakeUntil, r.BakeUntil = nil, time.Time{}, nil
+		r.Reason = fmt.Sprintf("%s; waiting for %d in-flight node(s) to settle", s.stopReason, len(s.inFlight))
+		s.changed()
+		s.emit(s.rolloutEvent("RolloutAborting", fmt.Sprintf("%s; no more nodes start, nothing is reverted; it ends once %d in-flight node(s) settle",
+			why, len(s.inFlight))))
+	default:
+		s.startRevert(now, why)
+	}
+}

@@ -39,7 +39,9 @@ type (
 		Status         []*sluicev1.NodeStatus
 		Desired        []*sluicev1.DesiredConfig
 		Backups        []*sluicev1.DesiredConfig
-		Invalid        []*sluicev1.InvalidFingerprint
+		Invalid        []*sluicev1.InvalidFingerprint // forgiven ones included
+		Aborts         []*sluicev1.AbortRequest       // operators' requests in the control bucket
+		Forgives       []*sluicev1.ForgiveRequest
 		Term           uint64 // the leadership term (lease epoch), for the RolloutResumed event
 	}
 	// HeadMoved: the configurator moved revisions/head.
@@ -61,6 +63,10 @@ type (
 	// Written: the loop's write of Node's desired config with Fingerprint
 	// landed; the node's pickup deadline starts now.
 	Written struct{ Node, Fingerprint string }
+	// AbortRequested: an operator asked to abort a rollout (control/abort.<id>).
+	AbortRequested struct{ R *sluicev1.AbortRequest }
+	// ForgiveRequested: an operator asked to forgive a fingerprint (control/forgive.<fp>).
+	ForgiveRequested struct{ R *sluicev1.ForgiveRequest }
 )
 
 func (Loaded) isEvent()    {}
@@ -70,6 +76,8 @@ func (Status) isEvent()    {}
 func (Reaped) isEvent()    {}
 func (Tick) isEvent()      {}
 func (Written) isEvent()   {}
+func (AbortRequested) isEvent()   {}
+func (ForgiveRequested) isEvent() {}
 
 // Actions. Each carries copies, never pointers into the state.
 type (
@@ -105,8 +113,9 @@ type (
 	}
 	// RecordInvalid records a fingerprint as known bad, with why.
 	RecordInvalid struct{ Fingerprint *sluicev1.InvalidFingerprint }
-	// ForgetInvalid deletes a recorded fingerprint (retried on purpose).
-	ForgetInvalid struct{ Fingerprint string }
+	// ForgiveInvalid rewrites a recorded fingerprint with who forgave it,
+	// when and why: it stays for the audit and refuses nothing any more.
+	ForgiveInvalid struct{ Fingerprint *sluicev1.InvalidFingerprint }
 	// Emit records a state transition in the events stream.
 	Emit struct{ Event *sluicev1.Event }
 )
@@ -116,7 +125,7 @@ func (StartRollout) isAction()  {}
 func (SaveRollout) isAction()   {}
 func (FinishRollout) isAction() {}
 func (RecordInvalid) isAction() {}
-func (ForgetInvalid) isAction() {}
+func (ForgiveInvalid) isAction() {}
 func (Emit) isAction()          {}
 
 // maxListed bounds the failures and skipped nodes kept in a rollout record.
@@ -146,6 +155,10 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 		s.tick(now)
 	case Written:
 		s.written(ev.Node, ev.Fingerprint, now)
+	case AbortRequested:
+		s.abortRequested(ev.R, now)
+	case ForgiveRequested:
+		s.forgiveRequested(ev.R, now)
 	}
 	// A rollout that ends starts the head waiting for it, which may start
 	// nodes, or end at once (nothing to change): until nothing moves.
