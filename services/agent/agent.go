@@ -194,8 +194,8 @@ func New(cfg Config) (*Agent, error) {
 	cfg.Labels = maps.Clone(cfg.Labels)
 	log := cfg.Log.With().Str(logging.FieldComponent, Component).Str(logging.FieldNode, cfg.Node).Logger()
 	return &Agent{
-		cfg:    cfg,
-		log:    log,
+		cfg:         cfg,
+		log:         log,
 		resync:      make(chan struct{}, 1),
 		box:         mailbox{wake: make(chan struct{}, 1)},
 		reconnected: make(chan struct{}),

@@ -47,7 +47,7 @@ func TestDecide_OperatorRequests(t *testing.T) {
 			want:  []string{"write n1", "emit RolloutReverting"}, // n1 first, n2 (stopped in flight) next: maxParallel 1
 		},
 		{
-			name: "an aborted rollout ends ABORTED once its revert is done, naming who aborted it and why",
+			name:  "an aborted rollout ends ABORTED once its revert is done, naming who aborted it and why",
 			given: []Event{running, Status{S: status("n1", provisioned, fp1, id1)}, abort(id1, false)},
 			event: Status{S: status("n1", provisioned, fp0, id1)}, // n1's revert done: n2's is written
 			want:  []string{"emit NodeReverted", "write n2"},

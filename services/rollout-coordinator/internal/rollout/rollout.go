@@ -69,13 +69,13 @@ type (
 	ForgiveRequested struct{ R *sluicev1.ForgiveRequest }
 )
 
-func (Loaded) isEvent()    {}
-func (HeadMoved) isEvent() {}
-func (Presence) isEvent()  {}
-func (Status) isEvent()    {}
-func (Reaped) isEvent()    {}
-func (Tick) isEvent()      {}
-func (Written) isEvent()   {}
+func (Loaded) isEvent()           {}
+func (HeadMoved) isEvent()        {}
+func (Presence) isEvent()         {}
+func (Status) isEvent()           {}
+func (Reaped) isEvent()           {}
+func (Tick) isEvent()             {}
+func (Written) isEvent()          {}
 func (AbortRequested) isEvent()   {}
 func (ForgiveRequested) isEvent() {}
 
@@ -120,13 +120,13 @@ type (
 	Emit struct{ Event *sluicev1.Event }
 )
 
-func (WriteDesired) isAction()  {}
-func (StartRollout) isAction()  {}
-func (SaveRollout) isAction()   {}
-func (FinishRollout) isAction() {}
-func (RecordInvalid) isAction() {}
+func (WriteDesired) isAction()   {}
+func (StartRollout) isAction()   {}
+func (SaveRollout) isAction()    {}
+func (FinishRollout) isAction()  {}
+func (RecordInvalid) isAction()  {}
 func (ForgiveInvalid) isAction() {}
-func (Emit) isAction()          {}
+func (Emit) isAction()           {}
 
 // maxListed bounds the failures and skipped nodes kept in a rollout record.
 const maxListed = 100
