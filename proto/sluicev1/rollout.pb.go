@@ -1192,13 +1192,16 @@ func (x *AbortRequest) GetAt() *timestamppb.Timestamp {
 
 // ForgiveRequest is the value of control/forgive.<fingerprint>, written by an
 // operator (sluice fingerprint forgive): the coordinator takes the
-// fingerprint out of the invalid set if it was recorded before the request.
+// fingerprint out of the invalid set if its record is the one the operator
+// saw (recorded_at), so a failure recorded again later stands. Without
+// recorded_at (a request written by hand) a record older than at is forgiven.
 type ForgiveRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Fingerprint   string                 `protobuf:"bytes,1,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
 	Reason        string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
 	By            string                 `protobuf:"bytes,3,opt,name=by,proto3" json:"by,omitempty"`
 	At            *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	RecordedAt    *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=recorded_at,json=recordedAt,proto3" json:"recorded_at,omitempty"` // the time of the record being forgiven
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1257,6 +1260,13 @@ func (x *ForgiveRequest) GetBy() string {
 func (x *ForgiveRequest) GetAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.At
+	}
+	return nil
+}
+
+func (x *ForgiveRequest) GetRecordedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.RecordedAt
 	}
 	return nil
 }
@@ -1523,12 +1533,14 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\tno_revert\x18\x02 \x01(\bR\bnoRevert\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x0e\n" +
 	"\x02by\x18\x04 \x01(\tR\x02by\x12*\n" +
-	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x86\x01\n" +
+	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xc3\x01\n" +
 	"\x0eForgiveRequest\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x12\x0e\n" +
 	"\x02by\x18\x03 \x01(\tR\x02by\x12*\n" +
-	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xcd\x01\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12;\n" +
+	"\vrecorded_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"recordedAt\"\xcd\x01\n" +
 	"\vLeaderLease\x12\x16\n" +
 	"\x06holder\x18\x01 \x01(\tR\x06holder\x12;\n" +
 	"\vacquired_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
@@ -1623,14 +1635,15 @@ var file_sluice_v1_rollout_proto_depIdxs = []int32{
 	16, // 24: sluice.v1.Forgiveness.at:type_name -> google.protobuf.Timestamp
 	16, // 25: sluice.v1.AbortRequest.at:type_name -> google.protobuf.Timestamp
 	16, // 26: sluice.v1.ForgiveRequest.at:type_name -> google.protobuf.Timestamp
-	16, // 27: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
-	16, // 28: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
-	16, // 29: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	16, // 27: sluice.v1.ForgiveRequest.recorded_at:type_name -> google.protobuf.Timestamp
+	16, // 28: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
+	16, // 29: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
+	16, // 30: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
+	31, // [31:31] is the sub-list for method output_type
+	31, // [31:31] is the sub-list for method input_type
+	31, // [31:31] is the sub-list for extension type_name
+	31, // [31:31] is the sub-list for extension extendee
+	0,  // [0:31] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_rollout_proto_init() }

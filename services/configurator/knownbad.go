@@ -31,7 +31,7 @@ func (s *Service) refuseKnownBad(ctx context.Context, rev *sluicev1.Revision, st
 	}
 	known := map[string]*sluicev1.InvalidFingerprint{}
 	for _, e := range bad {
-		if e.Err == nil && !contract.IsControlKey(e.Key) {
+		if e.Err == nil && !contract.IsControlKey(e.Key) && e.Value.GetForgiven() == nil {
 			known[e.Key] = e.Value
 		}
 	}

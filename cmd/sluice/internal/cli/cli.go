@@ -107,6 +107,7 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 		a.deleteCommand(),
 		a.getCommand(),
 		a.rolloutCommand(),
+		a.fingerprintCommand(),
 		a.eventsCommand(),
 		a.devCommand(),
 		a.versionCommand(),

@@ -63,9 +63,11 @@ func (a *app) getCommand() *cobra.Command {
   rollouts       ID REVISION PHASE PROVISIONED/TOTAL FAILED SKIPPED REVERTED STARTED
                  DURATION REASON (newest first; the active one is marked;
                  FAILED counts invalid and timed-out nodes)
-  fingerprints   FINGERPRINT REVISION ROLLOUT NODE CHECK TIME OUTPUT
+  fingerprints   FINGERPRINT REVISION ROLLOUT NODE CAUSE CHECK TIME FORGIVEN OUTPUT
                  (configs recorded invalid, newest first; a rollout to one is
-                 refused unless applied with --retry-invalid)
+                 refused unless applied with --retry-invalid, or until it is
+                 forgiven with 'sluice fingerprint forgive': FORGIVEN says by
+                 whom, when and why)
 
 A stored value that does not decode does not stop the listing: the table
 shows it as a row with its key and "<unreadable: bucket/key reason>" (and a

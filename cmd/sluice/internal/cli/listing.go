@@ -284,15 +284,19 @@ func sortRollouts(rs []*sluicev1.Rollout) {
 type fingerprintList []*sluicev1.InvalidFingerprint
 
 func (l fingerprintList) table(now time.Time) [][]string {
-	rows := [][]string{{"FINGERPRINT", "REVISION", "ROLLOUT", "NODE", "CAUSE", "CHECK", "TIME", "OUTPUT"}}
+	rows := [][]string{{"FINGERPRINT", "REVISION", "ROLLOUT", "NODE", "CAUSE", "CHECK", "TIME", "FORGIVEN", "OUTPUT"}}
 	for _, f := range l {
 		cause := f.GetCause()
 		if cause == "" {
 			cause = "check-failed" // recorded before causes were
 		}
+		forgiven := none
+		if fg := f.GetForgiven(); fg != nil {
+			forgiven = oneLine(fmt.Sprintf("by %s %s ago: %s", fg.GetBy(), age(now, fg.GetAt()), orNone(fg.GetReason())), 60)
+		}
 		rows = append(rows, []string{
 			shortN(f.GetFingerprint(), 12), short(f.GetRevision()), orNone(f.GetRollout()), orNone(f.GetNode()),
-			cause, orNone(f.GetCheck()), age(now, f.GetTime()), oneLine(f.GetOutput(), 50),
+			cause, orNone(f.GetCheck()), age(now, f.GetTime()), forgiven, oneLine(f.GetOutput(), 50),
 		})
 	}
 	return rows

@@ -72,6 +72,8 @@ func tableFixtures() map[string]listing {
 		},
 		"fingerprints": fingerprintList{
 			{Fingerprint: fpX, Revision: revB, Rollout: "2-bbbbbbbbbbbb", Node: "node-03", Cause: "timed-out", Check: "ping", Output: strings.Repeat("timeout ", 20), Time: ago(4 * time.Minute)},
+			{Fingerprint: "dddddddddddd4444", Revision: revA, Rollout: "1-aaaaaaaaaaaa", Node: "node-01", Cause: "check-failed", Check: "ping", Output: "100% loss", Time: ago(2 * time.Hour),
+				Forgiven: &sluicev1.Forgiveness{By: "ops@laptop", Reason: "uplink fixed", At: ago(time.Hour)}},
 		},
 	}
 }
@@ -109,8 +111,10 @@ func TestTable_ShowsEachKindsColumns(t *testing.T) {
 			{"3", "3-aaaaaaaaaaaa", "aaaaaaaaaaaa", "Progressing", "(running)", "30s", "30s", "4/10", "0", "0", "head", "moved"},
 		}},
 		{"fingerprints", [][]string{
-			{"FINGERPRINT", "REVISION", "ROLLOUT", "NODE", "CAUSE", "CHECK", "TIME", "OUTPUT"},
-			append([]string{"cccccccccccc", "bbbbbbbbbbbb", "2-bbbbbbbbbbbb", "node-03", "timed-out", "ping", "4m"}, strings.Fields(strings.Repeat("timeout ", 6)+"t…")...),
+			{"FINGERPRINT", "REVISION", "ROLLOUT", "NODE", "CAUSE", "CHECK", "TIME", "FORGIVEN", "OUTPUT"},
+			append([]string{"cccccccccccc", "bbbbbbbbbbbb", "2-bbbbbbbbbbbb", "node-03", "timed-out", "ping", "4m", "-"}, strings.Fields(strings.Repeat("timeout ", 6)+"t…")...),
+			append([]string{"dddddddddddd", "aaaaaaaaaaaa", "1-aaaaaaaaaaaa", "node-01", "check-failed", "ping", "120m", "by", "ops@laptop", "60m", "ago:", "uplink", "fixed"},
+				"100%", "loss"),
 		}},
 	}
 	fixtures := tableFixtures()

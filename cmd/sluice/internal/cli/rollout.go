@@ -19,9 +19,9 @@ import (
 func (a *app) rolloutCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollout",
-		Short: "Follow rollouts and list their history",
+		Short: "Follow, list and abort rollouts",
 	}
-	cmd.AddCommand(a.rolloutStatusCommand(), a.rolloutHistoryCommand())
+	cmd.AddCommand(a.rolloutStatusCommand(), a.rolloutHistoryCommand(), a.rolloutAbortCommand())
 	return cmd
 }
 

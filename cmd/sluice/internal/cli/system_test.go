@@ -322,7 +322,7 @@ func TestRolloutStatus_RolledBackRecord_ListsItsNodesAndExitsWith3(t *testing.T)
 		t.Fatalf("get fingerprints: exit %d: %s", code, stderr)
 	}
 	rows := strings.Split(strings.TrimSpace(stdout), "\n")
-	if len(rows) != 2 || strings.Join(strings.Fields(rows[0]), " ") != "FINGERPRINT REVISION ROLLOUT NODE CAUSE CHECK TIME OUTPUT" {
+	if len(rows) != 2 || strings.Join(strings.Fields(rows[0]), " ") != "FINGERPRINT REVISION ROLLOUT NODE CAUSE CHECK TIME FORGIVEN OUTPUT" {
 		t.Fatalf("get fingerprints:\n%s", stdout)
 	}
 	if got := strings.Fields(rows[1]); len(got) < 8 || got[0] != fpX[:12] || got[1] != revB[:12] || got[2] != r.GetId() ||

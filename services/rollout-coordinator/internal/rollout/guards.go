@@ -106,12 +106,17 @@ func cloneInvalid(f *sluicev1.InvalidFingerprint) *sluicev1.InvalidFingerprint {
 }
 
 // forgiveRequested takes an operator's request to forgive a fingerprint:
-// done once, and only for a record made before the request (a failure
-// recorded after it stands).
+// done once, and only for the record the operator saw (a failure recorded
+// again later stands).
 func (s *State) forgiveRequested(req *sluicev1.ForgiveRequest, now time.Time) {
 	f := s.invalid[req.GetFingerprint()]
-	if f == nil || f.GetTime().AsTime().After(req.GetAt().AsTime()) {
-		return // not known bad (any more), or recorded again since
+	switch {
+	case f == nil:
+		return // not known bad, or forgiven already
+	case req.GetRecordedAt() != nil && !f.GetTime().AsTime().Equal(req.GetRecordedAt().AsTime()):
+		return // recorded again since the operator looked
+	case req.GetRecordedAt() == nil && f.GetTime().AsTime().After(req.GetAt().AsTime()):
+		return
 	}
 	s.forgive(f, &sluicev1.Forgiveness{By: orDefault(req.GetBy(), "an operator"), Reason: req.GetReason(), At: req.GetAt()})
 }

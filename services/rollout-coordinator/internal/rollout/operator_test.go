@@ -121,6 +121,18 @@ func TestDecide_OperatorRequests(t *testing.T) {
 			},
 		},
 		{
+			name:  "a forgive request for an earlier record of the fingerprint (it failed again since) changes nothing",
+			given: []Event{Loaded{Presence: presence("n1"), Invalid: []*sluicev1.InvalidFingerprint{known}}},
+			event: ForgiveRequested{R: &sluicev1.ForgiveRequest{Fingerprint: fp1, By: "ops", At: at(0), RecordedAt: at(-3 * time.Hour)}},
+			want:  nil,
+		},
+		{
+			name:  "a forgive request naming the record it saw forgives it",
+			given: []Event{Loaded{Presence: presence("n1"), Invalid: []*sluicev1.InvalidFingerprint{known}}},
+			event: ForgiveRequested{R: &sluicev1.ForgiveRequest{Fingerprint: fp1, By: "ops", At: at(-2 * time.Hour), RecordedAt: known.GetTime()}},
+			want:  []string{"forgive n9", "emit FingerprintForgiven"},
+		},
+		{
 			name:  "a forgive request older than the record (it failed again since) changes nothing",
 			given: []Event{Loaded{Presence: presence("n1"), Invalid: []*sluicev1.InvalidFingerprint{known}}},
 			event: ForgiveRequested{R: &sluicev1.ForgiveRequest{Fingerprint: fp1, By: "ops", At: at(-2 * time.Hour)}},
