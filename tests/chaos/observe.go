@@ -2,8 +2,10 @@ package chaos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -146,44 +148,54 @@ func (w *watchers) record(bucket string, e jetstream.KeyValueEntry) {
 // It reads through a watcher, which the stream's leader serves: a Get is a
 // direct get that any replica may answer, and on an R3 seed a server just
 // restarted can answer with what it had before it caught up.
-func readProto[T proto.Message](ctx context.Context, kv jetstream.KeyValue, key string, v T) (T, error) {
+func readProto[T proto.Message](ctx context.Context, s *system, kv jetstream.KeyValue, key string, v T) (T, error) {
 	var zero T
-	e, err := leaderGet(ctx, kv, key)
+	data, err := s.leaderGet(ctx, kv, key)
 	if err != nil {
 		return zero, err
 	}
-	if err := store.Unmarshal(e.Value(), v); err != nil {
+	if err := store.Unmarshal(data, v); err != nil {
 		return zero, fmt.Errorf("%s: %w", key, err)
 	}
 	return v, nil
 }
 
-// leaderGet reads key's current value through a watcher;
-// jetstream.ErrKeyNotFound when it has none or was deleted.
-func leaderGet(ctx context.Context, kv jetstream.KeyValue, key string) (jetstream.KeyValueEntry, error) {
-	w, err := kv.Watch(ctx, key)
+// leaderGet reads key's current value from the stream's leader (a message
+// get, not a direct get nor a watcher: either may be served by a replica
+// that has not caught up after a server restart); jetstream.ErrKeyNotFound
+// when it has none or was deleted.
+func (s *system) leaderGet(ctx context.Context, kv jetstream.KeyValue, key string) ([]byte, error) {
+	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + kv.Bucket() + "." + key})
+	rctx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
+	defer cancel()
+	reply, err := s.Env().Conn.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET.KV_"+kv.Bucket(), req)
 	if err != nil {
 		return nil, err
 	}
-	defer func() { _ = w.Stop() }()
-	var last jetstream.KeyValueEntry
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case e, ok := <-w.Updates():
-			switch {
-			case !ok:
-				return nil, errors.New("watcher closed")
-			case e != nil:
-				last = e
-				continue
-			case last == nil || last.Operation() != jetstream.KeyValuePut:
-				return nil, jetstream.ErrKeyNotFound
-			}
-			return last, nil
-		}
+	var resp struct {
+		Error *struct {
+			Code        int    `json:"err_code"`
+			Description string `json:"description"`
+		} `json:"error"`
+		Message struct {
+			Hdrs []byte `json:"hdrs"`
+			Data []byte `json:"data"`
+		} `json:"message"`
 	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil {
+		return nil, fmt.Errorf("get %s/%s: %w", kv.Bucket(), key, err)
+	}
+	if e := resp.Error; e != nil {
+		if e.Code == 10037 { // no message found
+			return nil, jetstream.ErrKeyNotFound
+		}
+		return nil, fmt.Errorf("get %s/%s: %s (%d)", kv.Bucket(), key, e.Description, e.Code)
+	}
+	// A delete, a purge or a TTL's expiry marker: no value.
+	if h := string(resp.Message.Hdrs); strings.Contains(h, "KV-Operation") || strings.Contains(h, "Nats-Marker-Reason") {
+		return nil, jetstream.ErrKeyNotFound
+	}
+	return resp.Message.Data, nil
 }
 
 // quiescent reports what has not settled yet: no coordinator leading with
@@ -224,6 +236,8 @@ func (s *system) quiescent(ctx context.Context) []string {
 			busy = append(busy, fmt.Sprintf("rollout %s is %s", k, r.GetPhase()))
 		}
 	}
+	_, laErr := s.leaderGet(ctx, b.Rollouts, contract.KeyLastApplied)
+	inForce := laErr == nil
 	for _, name := range sortedKeys(s.nodes) {
 		n := s.nodes[name]
 		if !s.running(name) {
@@ -234,15 +248,20 @@ func (s *system) quiescent(ctx context.Context) []string {
 			busy = append(busy, fmt.Sprintf("%s is applying table %d", name, t))
 			continue
 		}
-		if _, err := leaderGet(ctx, b.Nodes, name); err != nil {
+		if _, err := s.leaderGet(ctx, b.Nodes, name); err != nil {
 			busy = append(busy, name+" has no presence")
 			continue
 		}
-		d, derr := readProto(ctx, b.NodeConfigs, contract.DesiredKey(name), &sluicev1.DesiredConfig{})
+		d, derr := readProto(ctx, s, b.NodeConfigs, contract.DesiredKey(name), &sluicev1.DesiredConfig{})
 		if errors.Is(derr, jetstream.ErrKeyNotFound) {
+			if inForce {
+				// A live node gets the config in force (e.g. after its keys
+				// were reaped while it was away): not configured yet.
+				busy = append(busy, name+" has no desired config yet")
+			}
 			continue
 		}
-		st, serr := readProto(ctx, b.Status, name, &sluicev1.NodeStatus{})
+		st, serr := readProto(ctx, s, b.Status, name, &sluicev1.NodeStatus{})
 		switch {
 		case derr != nil || serr != nil:
 			busy = append(busy, fmt.Sprintf("%s: desired %v, status %v", name, derr, serr))
@@ -290,12 +309,12 @@ func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestar
 	for k := range keys.Keys() {
 		switch {
 		case k == contract.KeyActive:
-			o.Active, _ = readProto(ctx, b.Rollouts, k, &sluicev1.RolloutRef{})
+			o.Active, _ = readProto(ctx, s, b.Rollouts, k, &sluicev1.RolloutRef{})
 		case k == contract.KeyLastApplied:
-			o.LastApplied, _ = readProto(ctx, b.Rollouts, k, &sluicev1.RolloutRef{})
+			o.LastApplied, _ = readProto(ctx, s, b.Rollouts, k, &sluicev1.RolloutRef{})
 		case contract.IsControlKey(k):
 		default:
-			if r, err := readProto(ctx, b.Rollouts, k, &sluicev1.Rollout{}); err == nil {
+			if r, err := readProto(ctx, s, b.Rollouts, k, &sluicev1.Rollout{}); err == nil {
 				o.Rollouts = append(o.Rollouts, r)
 			}
 		}
@@ -308,7 +327,7 @@ func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestar
 		if contract.IsControlKey(k) {
 			continue
 		}
-		if f, err := readProto(ctx, b.Fingerprints, k, &sluicev1.InvalidFingerprint{}); err == nil {
+		if f, err := readProto(ctx, s, b.Fingerprints, k, &sluicev1.InvalidFingerprint{}); err == nil {
 			o.Fingerprints[k] = f
 		}
 	}
@@ -317,13 +336,13 @@ func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestar
 		n := s.nodes[name]
 		labels[name] = NodeLabels(n.index)
 		no := NodeObs{Name: name, Live: s.running(name), OnDisk: s.onDisk(name), Applies: n.history()}
-		no.Desired, _ = readProto(ctx, b.NodeConfigs, contract.DesiredKey(name), &sluicev1.DesiredConfig{})
-		no.Backup, _ = readProto(ctx, b.NodeConfigs, contract.BackupKey(name), &sluicev1.DesiredConfig{})
-		no.Status, _ = readProto(ctx, b.Status, name, &sluicev1.NodeStatus{})
+		no.Desired, _ = readProto(ctx, s, b.NodeConfigs, contract.DesiredKey(name), &sluicev1.DesiredConfig{})
+		no.Backup, _ = readProto(ctx, s, b.NodeConfigs, contract.BackupKey(name), &sluicev1.DesiredConfig{})
+		no.Status, _ = readProto(ctx, s, b.Status, name, &sluicev1.NodeStatus{})
 		o.Nodes = append(o.Nodes, no)
 	}
 	for _, r := range o.Rollouts {
-		rev, err := readProto(ctx, b.Revisions, r.GetRevision(), &sluicev1.Revision{})
+		rev, err := readProto(ctx, s, b.Revisions, r.GetRevision(), &sluicev1.Revision{})
 		if err != nil {
 			continue
 		}
@@ -392,7 +411,7 @@ func (s *system) settleRegistered(ctx context.Context, timeout time.Duration) st
 	for {
 		var missing []string
 		for _, name := range sortedKeys(s.nodes) {
-			if _, err := leaderGet(ctx, s.Env().Buckets.Nodes, name); err != nil {
+			if _, err := s.leaderGet(ctx, s.Env().Buckets.Nodes, name); err != nil {
 				missing = append(missing, name)
 			}
 		}

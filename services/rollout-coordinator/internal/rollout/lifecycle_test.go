@@ -157,6 +157,15 @@ func TestDecide_Lifecycle(t *testing.T) {
 			want: []string{"record n1", "emit FingerprintInvalid"},
 		},
 		{
+			// Found by chaos seed 1153: the presence and status watchers are
+			// apart, so the reap can arrive after the node came back.
+			name: "a node that came back before its reap was seen is configured when the reap arrives",
+			given: []Event{Loaded{LastApplied: applied0, LastAppliedRev: r0, Presence: presence("n1"), Desired: onR0[:1],
+				Status: []*sluicev1.NodeStatus{status("n1", provisioned, fp0, id0)}}},
+			event: Reaped{Node: "n1"},
+			want:  []string{"write n1", "emit NodeConfigured"},
+		},
+		{
 			name: "a timed-out node's fingerprint is recorded with its cause",
 			given: []Event{Loaded{Head: withStrategy(head(2, r1.Id, "1"), &sluicev1.Strategy{MaxParallel: "1",
 				PickupDeadline: durationOf(time.Second), ApplyDeadline: durationOf(time.Second)}), HeadRev: r1, Presence: presence("n1")},

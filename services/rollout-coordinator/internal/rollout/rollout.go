@@ -148,9 +148,15 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 	case Status:
 		s.statusChanged(ev.S, now)
 	case Reaped:
-		// Its desired config is gone too: if it comes back it is configured afresh.
+		// Its desired config is gone too: if it comes back it is configured
+		// afresh. If it came back before the reap was seen (the watchers of
+		// presence and status are apart), it joins now.
 		n := s.nodeOf(ev.Node)
 		n.status, n.desired, n.backup = nil, nil, nil
+		if n.present {
+			n.present = false
+			s.presence(n.name, &sluicev1.NodePresence{Node: n.name, Labels: n.labels}, now)
+		}
 	case Tick:
 		s.tick(now)
 	case Written:
