@@ -221,7 +221,10 @@ func checkApplied(o *Observation, byID map[string]*sluicev1.Rollout, add addFunc
 			continue
 		}
 		failedThere := slices.ContainsFunc(last.GetFailures(), func(f *sluicev1.NodeOutcome) bool { return f.GetNode() == n.Name }) ||
-			(n.Status.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && n.Status.GetFingerprint() == want)
+			(n.Status.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && n.Status.GetFingerprint() == want) ||
+			// The config in force for it is known bad (it failed on a node with
+			// the same config): the coordinator does not give it to this one.
+			(n.Desired == nil && o.Fingerprints[want] != nil && o.Fingerprints[want].GetForgiven() == nil)
 		if failedThere && (n.OnDisk == n.Backup.GetFingerprint() || ranBefore(n, n.OnDisk)) {
 			continue // failed within the budget: it keeps its last-good
 		}

@@ -278,3 +278,28 @@ func TestCheck_ReapedNodeFailingTheConfigInForceKeepsItsOwnLastGood(t *testing.T
 		t.Errorf("it runs a config it never ran: want an I1 violation, got %v", vs)
 	}
 }
+
+// A node reaped while away whose config in force is recorded invalid (it
+// failed on a node with the same config) is given nothing and keeps what it
+// ran (chaos seed 1153); with a config in force that is not known bad, the
+// same node is a violation.
+func TestCheck_NodeWhoseConfigInForceIsKnownBadKeepsWhatItRan(t *testing.T) {
+	unconfigured := func(knownBad bool) *Observation {
+		o := healthy()
+		n := &o.Nodes[1]
+		n.Desired, n.Backup, n.Status = nil, nil, nil
+		n.OnDisk = "fp-old"
+		n.Applies = append([]Apply{{At: at(0.1), Fingerprint: "fp-old"}}, n.Applies...)
+		if knownBad {
+			o.Fingerprints["fp-a2"] = &sluicev1.InvalidFingerprint{Fingerprint: "fp-a2", Node: "node-09", Check: "ping", Output: "loss"}
+		}
+		return o
+	}
+	isI1 := func(v Violation) bool { return v.Invariant == "I1" }
+	if vs := Check(unconfigured(true)); slices.ContainsFunc(vs, isI1) {
+		t.Errorf("its config in force is known bad: want no I1 violation, got %v", vs)
+	}
+	if vs := Check(unconfigured(false)); !slices.ContainsFunc(vs, isI1) {
+		t.Errorf("its config in force is fine: want an I1 violation, got %v", vs)
+	}
+}

@@ -254,9 +254,10 @@ func (s *system) quiescent(ctx context.Context) []string {
 		}
 		d, derr := readProto(ctx, s, b.NodeConfigs, contract.DesiredKey(name), &sluicev1.DesiredConfig{})
 		if errors.Is(derr, jetstream.ErrKeyNotFound) {
-			if inForce {
+			if inForce && !s.inForceKnownBad(ctx, n) {
 				// A live node gets the config in force (e.g. after its keys
-				// were reaped while it was away): not configured yet.
+				// were reaped while it was away): not configured yet. Unless
+				// that config is recorded invalid: then it keeps its own.
 				busy = append(busy, name+" has no desired config yet")
 			}
 			continue
@@ -272,6 +273,24 @@ func (s *system) quiescent(ctx context.Context) []string {
 		}
 	}
 	return busy
+}
+
+// inForceKnownBad reports whether the config in force for n (the
+// last-applied revision rendered for its labels) is recorded invalid: the
+// coordinator then gives it nothing rather than a config known to fail.
+func (s *system) inForceKnownBad(ctx context.Context, n *nodeSim) bool {
+	b := s.Env().Buckets
+	ref, err := readProto(ctx, s, b.Rollouts, contract.KeyLastApplied, &sluicev1.RolloutRef{})
+	if err != nil {
+		return false
+	}
+	rev, err := readProto(ctx, s, b.Revisions, ref.GetRevision(), &sluicev1.Revision{})
+	if err != nil {
+		return false
+	}
+	fp := render.Fingerprint(render.NodeConfig(rev, NodeLabels(n.index)))
+	f, err := readProto(ctx, s, b.Fingerprints, fp, &sluicev1.InvalidFingerprint{})
+	return err == nil && f.GetForgiven() == nil
 }
 
 // settle waits until the system is quiescent for a few polls in a row, and
