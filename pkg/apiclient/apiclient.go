@@ -77,6 +77,32 @@ func Delete(ctx context.Context, nc *nats.Conn, req *sluicev1.DeleteRequest) (*s
 	return resp, nil
 }
 
+// Undo makes an earlier revision's intents the head again (see
+// sluicev1.UndoRequest). Like Apply, it sets a fresh RequestId if none.
+func Undo(ctx context.Context, nc *nats.Conn, req *sluicev1.UndoRequest) (*sluicev1.UndoResponse, error) {
+	if req.GetRequestId() == "" {
+		req.RequestId = nuid.Next()
+	}
+	resp := &sluicev1.UndoResponse{}
+	if err := call(ctx, nc, contract.SubjectUndo, req, resp); err != nil {
+		return nil, fmt.Errorf("undo: %w", err)
+	}
+	return resp, nil
+}
+
+// Retry rolls the head out again after its rollout rolled back, was aborted
+// or partially failed. Like Apply, it sets a fresh RequestId if none.
+func Retry(ctx context.Context, nc *nats.Conn, req *sluicev1.RetryRequest) (*sluicev1.RetryResponse, error) {
+	if req.GetRequestId() == "" {
+		req.RequestId = nuid.Next()
+	}
+	resp := &sluicev1.RetryResponse{}
+	if err := call(ctx, nc, contract.SubjectRetry, req, resp); err != nil {
+		return nil, fmt.Errorf("retry: %w", err)
+	}
+	return resp, nil
+}
+
 func call(ctx context.Context, nc *nats.Conn, subject string, req, resp proto.Message) error {
 	body, err := protojson.Marshal(req)
 	if err != nil {

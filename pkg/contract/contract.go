@@ -66,6 +66,10 @@ const (
 	SubjectApply = "sluice.api.configurator.apply"
 	// SubjectDelete takes a DeleteRequest and answers a DeleteResponse (protojson).
 	SubjectDelete = "sluice.api.configurator.delete"
+	// SubjectUndo takes an UndoRequest and answers an UndoResponse (protojson).
+	SubjectUndo = "sluice.api.configurator.undo"
+	// SubjectRetry takes a RetryRequest and answers a RetryResponse (protojson).
+	SubjectRetry = "sluice.api.configurator.retry"
 )
 
 // API error codes carried in the micro Nats-Service-Error-Code header.

@@ -104,9 +104,13 @@ type ApplyJournal struct {
 	Source   string                 `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
 	// What the apply overwrites: one entry per intent it writes, as the key was
 	// before, so an apply that cannot complete restores exactly that.
-	Prior         []*PriorIntent `protobuf:"bytes,4,rep,name=prior,proto3" json:"prior,omitempty"`
-	HasPrior      bool           `protobuf:"varint,5,opt,name=has_prior,json=hasPrior,proto3" json:"has_prior,omitempty"`   // false: written before priors were recorded
-	RequestId     string         `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // ApplyRequest.request_id, recorded in the head
+	Prior     []*PriorIntent `protobuf:"bytes,4,rep,name=prior,proto3" json:"prior,omitempty"`
+	HasPrior  bool           `protobuf:"varint,5,opt,name=has_prior,json=hasPrior,proto3" json:"has_prior,omitempty"`   // false: written before priors were recorded
+	RequestId string         `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // ApplyRequest.request_id, recorded in the head
+	// Keys (<kind>.<name>) to mark for deletion in the same change: an undo
+	// makes an earlier revision's intents the whole set. Their priors are
+	// recorded too.
+	Mark          []string `protobuf:"bytes,7,rep,name=mark,proto3" json:"mark,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -181,6 +185,13 @@ func (x *ApplyJournal) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *ApplyJournal) GetMark() []string {
+	if x != nil {
+		return x.Mark
+	}
+	return nil
 }
 
 // PriorIntent is an intents key as it was before an apply wrote it.
@@ -418,6 +429,294 @@ func (x *ApplyResponse) GetWaitsFor() string {
 	return ""
 }
 
+// UndoRequest makes an earlier revision's intents the stored set again, and
+// so the head (a new generation, rolled out under the same safety rules).
+type UndoRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The revision to go back to (its id, or a unique prefix of 6 or more
+	// characters). Unset: the revision in force (last applied) when the head
+	// is not in force; else the one in force before it.
+	ToRevision    string    `protobuf:"bytes,1,opt,name=to_revision,json=toRevision,proto3" json:"to_revision,omitempty"`
+	Strategy      *Strategy `protobuf:"bytes,2,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	RequestId     string    `protobuf:"bytes,3,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndoRequest) Reset() {
+	*x = UndoRequest{}
+	mi := &file_sluice_v1_api_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndoRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndoRequest) ProtoMessage() {}
+
+func (x *UndoRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_api_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndoRequest.ProtoReflect.Descriptor instead.
+func (*UndoRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *UndoRequest) GetToRevision() string {
+	if x != nil {
+		return x.ToRevision
+	}
+	return ""
+}
+
+func (x *UndoRequest) GetStrategy() *Strategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return nil
+}
+
+func (x *UndoRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type UndoResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Revision      string                 `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	FromRevision  string                 `protobuf:"bytes,3,opt,name=from_revision,json=fromRevision,proto3" json:"from_revision,omitempty"` // the head before
+	Restored      []string               `protobuf:"bytes,4,rep,name=restored,proto3" json:"restored,omitempty"`                             // <kind>/<name> written back as the revision has them
+	Marked        []string               `protobuf:"bytes,5,rep,name=marked,proto3" json:"marked,omitempty"`                                 // ... marked for deletion (not in that revision)
+	WaitsFor      string                 `protobuf:"bytes,6,opt,name=waits_for,json=waitsFor,proto3" json:"waits_for,omitempty"`             // as ApplyResponse.waits_for
+	Replayed      bool                   `protobuf:"varint,7,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UndoResponse) Reset() {
+	*x = UndoResponse{}
+	mi := &file_sluice_v1_api_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UndoResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UndoResponse) ProtoMessage() {}
+
+func (x *UndoResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_api_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UndoResponse.ProtoReflect.Descriptor instead.
+func (*UndoResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *UndoResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *UndoResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *UndoResponse) GetFromRevision() string {
+	if x != nil {
+		return x.FromRevision
+	}
+	return ""
+}
+
+func (x *UndoResponse) GetRestored() []string {
+	if x != nil {
+		return x.Restored
+	}
+	return nil
+}
+
+func (x *UndoResponse) GetMarked() []string {
+	if x != nil {
+		return x.Marked
+	}
+	return nil
+}
+
+func (x *UndoResponse) GetWaitsFor() string {
+	if x != nil {
+		return x.WaitsFor
+	}
+	return ""
+}
+
+func (x *UndoResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
+// RetryRequest rolls the head out again after its rollout rolled back, was
+// aborted or partially failed: a new generation of the same revision, with
+// retry_invalid (its recorded fingerprints are forgiven on purpose).
+type RetryRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Strategy      *Strategy              `protobuf:"bytes,1,opt,name=strategy,proto3" json:"strategy,omitempty"` // unset: the head's strategy
+	RequestId     string                 `protobuf:"bytes,2,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryRequest) Reset() {
+	*x = RetryRequest{}
+	mi := &file_sluice_v1_api_proto_msgTypes[7]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryRequest) ProtoMessage() {}
+
+func (x *RetryRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_api_proto_msgTypes[7]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryRequest.ProtoReflect.Descriptor instead.
+func (*RetryRequest) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{7}
+}
+
+func (x *RetryRequest) GetStrategy() *Strategy {
+	if x != nil {
+		return x.Strategy
+	}
+	return nil
+}
+
+func (x *RetryRequest) GetRequestId() string {
+	if x != nil {
+		return x.RequestId
+	}
+	return ""
+}
+
+type RetryResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Revision      string                 `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Retries       string                 `protobuf:"bytes,3,opt,name=retries,proto3" json:"retries,omitempty"` // the rollout being retried
+	WaitsFor      string                 `protobuf:"bytes,4,opt,name=waits_for,json=waitsFor,proto3" json:"waits_for,omitempty"`
+	Replayed      bool                   `protobuf:"varint,5,opt,name=replayed,proto3" json:"replayed,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryResponse) Reset() {
+	*x = RetryResponse{}
+	mi := &file_sluice_v1_api_proto_msgTypes[8]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryResponse) ProtoMessage() {}
+
+func (x *RetryResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_api_proto_msgTypes[8]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryResponse.ProtoReflect.Descriptor instead.
+func (*RetryResponse) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{8}
+}
+
+func (x *RetryResponse) GetRevision() string {
+	if x != nil {
+		return x.Revision
+	}
+	return ""
+}
+
+func (x *RetryResponse) GetGeneration() uint64 {
+	if x != nil {
+		return x.Generation
+	}
+	return 0
+}
+
+func (x *RetryResponse) GetRetries() string {
+	if x != nil {
+		return x.Retries
+	}
+	return ""
+}
+
+func (x *RetryResponse) GetWaitsFor() string {
+	if x != nil {
+		return x.WaitsFor
+	}
+	return ""
+}
+
+func (x *RetryResponse) GetReplayed() bool {
+	if x != nil {
+		return x.Replayed
+	}
+	return false
+}
+
 // DeleteRequest marks an intent for deletion.
 type DeleteRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -430,7 +729,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_sluice_v1_api_proto_msgTypes[5]
+	mi := &file_sluice_v1_api_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -442,7 +741,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_api_proto_msgTypes[5]
+	mi := &file_sluice_v1_api_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -455,7 +754,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_api_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *DeleteRequest) GetKind() string {
@@ -491,7 +790,7 @@ type DeleteResponse struct {
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_sluice_v1_api_proto_msgTypes[6]
+	mi := &file_sluice_v1_api_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -503,7 +802,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_api_proto_msgTypes[6]
+	mi := &file_sluice_v1_api_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -516,7 +815,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_api_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteResponse) GetRevision() string {
@@ -557,7 +856,7 @@ const file_sluice_v1_api_proto_rawDesc = "" +
 	"\bstrategy\x18\x02 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x12\x16\n" +
 	"\x06source\x18\x03 \x01(\tR\x06source\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"\xee\x01\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\x82\x02\n" +
 	"\fApplyJournal\x12+\n" +
 	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\x12/\n" +
 	"\bstrategy\x18\x02 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x12\x16\n" +
@@ -565,7 +864,8 @@ const file_sluice_v1_api_proto_rawDesc = "" +
 	"\x05prior\x18\x04 \x03(\v2\x16.sluice.v1.PriorIntentR\x05prior\x12\x1b\n" +
 	"\thas_prior\x18\x05 \x01(\bR\bhasPrior\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x06 \x01(\tR\trequestId\"o\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\x12\x12\n" +
+	"\x04mark\x18\a \x03(\tR\x04mark\"o\n" +
 	"\vPriorIntent\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
 	"\x05value\x18\x02 \x01(\v2\x17.sluice.v1.StoredIntentR\x05value\x12\x1f\n" +
@@ -587,7 +887,35 @@ const file_sluice_v1_api_proto_rawDesc = "" +
 	"\aupdated\x18\x06 \x03(\tR\aupdated\x12\x1c\n" +
 	"\tunchanged\x18\a \x03(\tR\tunchanged\x12\x1a\n" +
 	"\breplayed\x18\b \x01(\bR\breplayed\x12\x1b\n" +
-	"\twaits_for\x18\t \x01(\tR\bwaitsFor\"h\n" +
+	"\twaits_for\x18\t \x01(\tR\bwaitsFor\"~\n" +
+	"\vUndoRequest\x12\x1f\n" +
+	"\vto_revision\x18\x01 \x01(\tR\n" +
+	"toRevision\x12/\n" +
+	"\bstrategy\x18\x02 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x03 \x01(\tR\trequestId\"\xdc\x01\n" +
+	"\fUndoResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\tR\brevision\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\x12#\n" +
+	"\rfrom_revision\x18\x03 \x01(\tR\ffromRevision\x12\x1a\n" +
+	"\brestored\x18\x04 \x03(\tR\brestored\x12\x16\n" +
+	"\x06marked\x18\x05 \x03(\tR\x06marked\x12\x1b\n" +
+	"\twaits_for\x18\x06 \x01(\tR\bwaitsFor\x12\x1a\n" +
+	"\breplayed\x18\a \x01(\bR\breplayed\"^\n" +
+	"\fRetryRequest\x12/\n" +
+	"\bstrategy\x18\x01 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x12\x1d\n" +
+	"\n" +
+	"request_id\x18\x02 \x01(\tR\trequestId\"\x9e\x01\n" +
+	"\rRetryResponse\x12\x1a\n" +
+	"\brevision\x18\x01 \x01(\tR\brevision\x12\x1e\n" +
+	"\n" +
+	"generation\x18\x02 \x01(\x04R\n" +
+	"generation\x12\x18\n" +
+	"\aretries\x18\x03 \x01(\tR\aretries\x12\x1b\n" +
+	"\twaits_for\x18\x04 \x01(\tR\bwaitsFor\x12\x1a\n" +
+	"\breplayed\x18\x05 \x01(\bR\breplayed\"h\n" +
 	"\rDeleteRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12/\n" +
@@ -612,33 +940,39 @@ func file_sluice_v1_api_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_api_proto_rawDescData
 }
 
-var file_sluice_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_sluice_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
 var file_sluice_v1_api_proto_goTypes = []any{
 	(*ApplyRequest)(nil),   // 0: sluice.v1.ApplyRequest
 	(*ApplyJournal)(nil),   // 1: sluice.v1.ApplyJournal
 	(*PriorIntent)(nil),    // 2: sluice.v1.PriorIntent
 	(*FieldError)(nil),     // 3: sluice.v1.FieldError
 	(*ApplyResponse)(nil),  // 4: sluice.v1.ApplyResponse
-	(*DeleteRequest)(nil),  // 5: sluice.v1.DeleteRequest
-	(*DeleteResponse)(nil), // 6: sluice.v1.DeleteResponse
-	(*Intent)(nil),         // 7: sluice.v1.Intent
-	(*Strategy)(nil),       // 8: sluice.v1.Strategy
-	(*StoredIntent)(nil),   // 9: sluice.v1.StoredIntent
+	(*UndoRequest)(nil),    // 5: sluice.v1.UndoRequest
+	(*UndoResponse)(nil),   // 6: sluice.v1.UndoResponse
+	(*RetryRequest)(nil),   // 7: sluice.v1.RetryRequest
+	(*RetryResponse)(nil),  // 8: sluice.v1.RetryResponse
+	(*DeleteRequest)(nil),  // 9: sluice.v1.DeleteRequest
+	(*DeleteResponse)(nil), // 10: sluice.v1.DeleteResponse
+	(*Intent)(nil),         // 11: sluice.v1.Intent
+	(*Strategy)(nil),       // 12: sluice.v1.Strategy
+	(*StoredIntent)(nil),   // 13: sluice.v1.StoredIntent
 }
 var file_sluice_v1_api_proto_depIdxs = []int32{
-	7, // 0: sluice.v1.ApplyRequest.intents:type_name -> sluice.v1.Intent
-	8, // 1: sluice.v1.ApplyRequest.strategy:type_name -> sluice.v1.Strategy
-	7, // 2: sluice.v1.ApplyJournal.intents:type_name -> sluice.v1.Intent
-	8, // 3: sluice.v1.ApplyJournal.strategy:type_name -> sluice.v1.Strategy
-	2, // 4: sluice.v1.ApplyJournal.prior:type_name -> sluice.v1.PriorIntent
-	9, // 5: sluice.v1.PriorIntent.value:type_name -> sluice.v1.StoredIntent
-	3, // 6: sluice.v1.ApplyResponse.errors:type_name -> sluice.v1.FieldError
-	8, // 7: sluice.v1.DeleteRequest.strategy:type_name -> sluice.v1.Strategy
-	8, // [8:8] is the sub-list for method output_type
-	8, // [8:8] is the sub-list for method input_type
-	8, // [8:8] is the sub-list for extension type_name
-	8, // [8:8] is the sub-list for extension extendee
-	0, // [0:8] is the sub-list for field type_name
+	11, // 0: sluice.v1.ApplyRequest.intents:type_name -> sluice.v1.Intent
+	12, // 1: sluice.v1.ApplyRequest.strategy:type_name -> sluice.v1.Strategy
+	11, // 2: sluice.v1.ApplyJournal.intents:type_name -> sluice.v1.Intent
+	12, // 3: sluice.v1.ApplyJournal.strategy:type_name -> sluice.v1.Strategy
+	2,  // 4: sluice.v1.ApplyJournal.prior:type_name -> sluice.v1.PriorIntent
+	13, // 5: sluice.v1.PriorIntent.value:type_name -> sluice.v1.StoredIntent
+	3,  // 6: sluice.v1.ApplyResponse.errors:type_name -> sluice.v1.FieldError
+	12, // 7: sluice.v1.UndoRequest.strategy:type_name -> sluice.v1.Strategy
+	12, // 8: sluice.v1.RetryRequest.strategy:type_name -> sluice.v1.Strategy
+	12, // 9: sluice.v1.DeleteRequest.strategy:type_name -> sluice.v1.Strategy
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_api_proto_init() }
@@ -654,7 +988,7 @@ func file_sluice_v1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_api_proto_rawDesc), len(file_sluice_v1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   7,
+			NumMessages:   11,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -99,6 +99,30 @@ func (s *Service) handleDelete(ctx context.Context, r micro.Request) {
 	s.respond(r, "delete", resp, err)
 }
 
+func (s *Service) handleUndo(ctx context.Context, r micro.Request) {
+	req := &sluicev1.UndoRequest{}
+	if err := decodeRequest(r.Data(), req); err != nil {
+		s.respond(r, "undo", nil, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	resp, err := s.undo(ctx, req)
+	s.respond(r, "undo", resp, err)
+}
+
+func (s *Service) handleRetry(ctx context.Context, r micro.Request) {
+	req := &sluicev1.RetryRequest{}
+	if err := decodeRequest(r.Data(), req); err != nil {
+		s.respond(r, "retry", nil, err)
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+	defer cancel()
+	resp, err := s.retry(ctx, req)
+	s.respond(r, "retry", resp, err)
+}
+
 var protoErrPrefix = regexp.MustCompile(`^proto:[\s\x{00a0}]*`)
 
 // decodeRequest reads a protojson request, rejecting unknown fields so that

@@ -165,7 +165,7 @@ func (s *Service) run(ctx context.Context) error {
 	svc, err := micro.AddService(s.cfg.Conn, micro.Config{
 		Name:        contract.ConfiguratorService,
 		Version:     Version,
-		Description: "sluice configurator: apply and delete intents",
+		Description: "sluice configurator: apply, delete, undo and retry",
 	})
 	if err != nil {
 		return fmt.Errorf("start API: %w", err)
@@ -177,6 +177,8 @@ func (s *Service) run(ctx context.Context) error {
 	}{
 		{"apply", contract.SubjectApply, s.handleApply},
 		{"delete", contract.SubjectDelete, s.handleDelete},
+		{"undo", contract.SubjectUndo, s.handleUndo},
+		{"retry", contract.SubjectRetry, s.handleRetry},
 	} {
 		if err := svc.AddEndpoint(ep.name, micro.ContextHandler(ctx, ep.handle), micro.WithEndpointSubject(ep.subject)); err != nil {
 			return fmt.Errorf("start API endpoint %s: %w", ep.name, err)

@@ -142,6 +142,32 @@ func (s *Service) writeJournal(ctx context.Context, jr *sluicev1.ApplyJournal) (
 		}
 		s.events.Emit(&sluicev1.Event{Kind: events.KindIntent, Id: key, Type: evType, Reason: id + " " + why})
 	}
+	for _, key := range jr.GetMark() {
+		cur, err := s.st.intents.Get(ctx, key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue // gone already
+		case err != nil && !errors.Is(err, store.ErrUndecodable):
+			return created, updated, fmt.Errorf("mark intent %s: %w", key, err)
+		}
+		if cur.Value.GetMarkedForDeletion() {
+			continue // marked already, or by an earlier run of this journal
+		}
+		if p, ok := prior[key]; !ok || p.GetKvRevision() != cur.Revision {
+			return created, updated, &changedSinceError{id: key}
+		}
+		marked := &sluicev1.StoredIntent{Intent: cur.Value.GetIntent(), Source: cur.Value.GetSource(), MarkedForDeletion: true,
+			UpdatedAt: timestamppb.New(s.cfg.Now())}
+		if _, err := s.st.intents.Update(ctx, key, marked, cur.Revision); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return created, updated, &changedSinceError{id: key}
+			}
+			return created, updated, fmt.Errorf("mark intent %s: %w", key, err)
+		}
+		s.events.Emit(&sluicev1.Event{Kind: events.KindIntent, Id: key, Type: "IntentMarkedForDeletion",
+			Reason: fmt.Sprintf("%s is not in the revision %s goes back to; the next revision leaves it out and the reaper removes it once nothing references it",
+				key, jr.GetSource())})
+	}
 	return created, updated, nil
 }
 
@@ -172,6 +198,15 @@ func (s *Service) rollBack(ctx context.Context, j store.Entry[*sluicev1.ApplyJou
 	for _, p := range priors {
 		in, ok := wrote[p.GetKey()]
 		if !ok {
+			if slices.Contains(jr.GetMark(), p.GetKey()) {
+				ok, err := s.unmark(ctx, p)
+				if err != nil {
+					return err
+				}
+				if ok {
+					restored = append(restored, p.GetKey())
+				}
+			}
 			continue
 		}
 		id := intent.ID(in)
@@ -219,6 +254,29 @@ func (s *Service) rollBack(ctx context.Context, j store.Entry[*sluicev1.ApplyJou
 		Str(logging.FieldReason, reason).Msg("apply rolled back")
 	s.events.Emit(&sluicev1.Event{Kind: events.KindRevision, Id: contract.KeyPending, Type: "ApplyRolledBack", Reason: reason})
 	return nil
+}
+
+// unmark gives a key the journal marked for deletion its prior value back,
+// if it still holds the mark the journal made; true when it did.
+func (s *Service) unmark(ctx context.Context, p *sluicev1.PriorIntent) (bool, error) {
+	pv := p.GetValue()
+	if pv == nil || pv.GetMarkedForDeletion() {
+		return false, nil // it was not live before: nothing to undo
+	}
+	cur, err := s.st.intents.Get(ctx, p.GetKey())
+	switch {
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrUndecodable):
+		return false, nil
+	case err != nil:
+		return false, err
+	}
+	if !cur.Value.GetMarkedForDeletion() || !proto.Equal(cur.Value.GetIntent(), pv.GetIntent()) {
+		return false, nil // not the journal's mark, or changed by someone since
+	}
+	if _, err := s.st.intents.Update(ctx, p.GetKey(), pv, cur.Revision); err != nil {
+		return false, fmt.Errorf("unmark intent %s: %w", p.GetKey(), err)
+	}
+	return true, nil
 }
 
 // priorsFromHead stands in for the priors an older journal did not record:

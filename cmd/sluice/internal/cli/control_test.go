@@ -101,3 +101,71 @@ exit 0
 func touch(path, name string) error {
 	return os.WriteFile(filepath.Join(filepath.Dir(path), name), nil, 0o644)
 }
+
+// After a rollout rolled back, undo goes back to the revision in force as a
+// new rollout; with the head in force, undo goes back one more, marking the
+// intents that revision did not have. retry re-runs a rolled-back head on
+// purpose.
+func TestRolloutUndoAndRetry(t *testing.T) {
+	check := writeFile(t, "check.sh", `#!/bin/sh
+if [ "$SLUICE_NODE" = node-02 ] && grep -q '"tableId": *101' "$SLUICE_CONFIG"; then
+	echo "ping 10.0.0.1: 100% packet loss"; exit 1
+fi
+exit 0
+`)
+	s, err := dev.Start(context.Background(), dev.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Agents: 2, Stderr: io.Discard,
+		CheckCmds: []string{"sh " + check}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	run := func(want int, args ...string) string {
+		t.Helper()
+		code, out, stderr := sluice(t, s.URL(), args...)
+		if code != want {
+			t.Fatalf("sluice %s: exit %d, want %d\n%s%s", strings.Join(args, " "), code, want, out, stderr)
+		}
+		return out + stderr
+	}
+	tenantB := "---\nkind: Layer2Network\nname: tenant-b\nspec: {vlan: 200, vni: 10200}\n"
+	run(0, "apply", "-f", writeFile(t, "a.yaml", tenantA))
+	run(0, "rollout", "status", "--watch")
+	run(0, "apply", "-f", writeFile(t, "b.yaml", tenantA+tenantB))
+	run(0, "rollout", "status", "--watch")
+
+	// The head is in force: undo goes back to the revision before it.
+	out := run(0, "rollout", "undo")
+	if !strings.Contains(out, "layer2network/tenant-b marked for deletion") {
+		t.Errorf("undo output:\n%s", out)
+	}
+	run(0, "rollout", "status", "--watch")
+	if out := run(0, "get", "intents"); !strings.Contains(out, "deleting") {
+		t.Errorf("tenant-b not marked for deletion:\n%s", out)
+	}
+
+	// A bad head rolls back; undo gets out of it with one command.
+	run(0, "apply", "-f", writeFile(t, "bad.yaml", strings.Replace(tenantA, "tableId: 100", "tableId: 101", 1)))
+	run(ExitRolledBack, "rollout", "status", "--watch")
+	run(1, "apply", "-f", writeFile(t, "bad2.yaml", strings.Replace(tenantA, "tableId: 100", "tableId: 101", 1))) // refused: known bad
+	out = run(0, "rollout", "undo")
+	if !strings.Contains(out, "routingtable/mgmt written back") {
+		t.Errorf("undo output:\n%s", out)
+	}
+	run(0, "rollout", "status", "--watch")
+	if out := run(0, "get", "intents", "-o", "json"); !strings.Contains(out, `"tableId": 100`) {
+		t.Errorf("intents after undo do not hold table 100 again:\n%s", out)
+	}
+
+	// retry: the bad revision again, on purpose; it rolls back again.
+	run(0, "apply", "-f", writeFile(t, "bad3.yaml", strings.Replace(tenantA, "tableId: 100", "tableId: 101", 1)), "--retry-invalid")
+	run(ExitRolledBack, "rollout", "status", "--watch")
+	out = run(0, "rollout", "retry")
+	if !strings.Contains(out, "retrying rollout") {
+		t.Errorf("retry output:\n%s", out)
+	}
+	run(ExitRolledBack, "rollout", "status", "--watch")
+	// It failed again, so it is recorded again; the events say it was forgiven on purpose first.
+	if out := run(0, "events"); !strings.Contains(out, "FingerprintForgiven") || !strings.Contains(out, "retried on purpose") {
+		t.Errorf("no FingerprintForgiven event for the retry:\n%s", out)
+	}
+}

@@ -19,9 +19,9 @@ import (
 func (a *app) rolloutCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "rollout",
-		Short: "Follow, list and abort rollouts",
+		Short: "Follow, list, abort, undo and retry rollouts",
 	}
-	cmd.AddCommand(a.rolloutStatusCommand(), a.rolloutHistoryCommand(), a.rolloutAbortCommand())
+	cmd.AddCommand(a.rolloutStatusCommand(), a.rolloutHistoryCommand(), a.rolloutAbortCommand(), a.rolloutUndoCommand(), a.rolloutRetryCommand())
 	return cmd
 }
 

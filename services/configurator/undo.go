@@ -1,0 +1,239 @@
+package configurator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/intent"
+	"github.com/sluicehq/sluice/pkg/render"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// SourceUndo is the source recorded on intents an undo writes back.
+const SourceUndo = "undo"
+
+// undo makes an earlier revision's intents the stored set again: every
+// intent of that revision is written back as it has it, every other live
+// intent is marked for deletion, and the head moves to it as a new
+// generation — one all-or-nothing change through the apply journal, rolled
+// out under the same safety rules as any apply (a known-bad config is
+// refused now).
+func (s *Service) undo(ctx context.Context, req *sluicev1.UndoRequest) (*sluicev1.UndoResponse, error) {
+	if errs := intent.ValidateStrategy(req.GetStrategy()); len(errs) > 0 {
+		return nil, invalid("the request", errs)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.rollForward(ctx); err != nil {
+		return nil, unavailable(err)
+	}
+	head, err := s.readHead(ctx)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if head.Value == nil {
+		return nil, &apiError{code: contract.ErrCodeNotFound, desc: "nothing has been applied yet: there is nothing to undo"}
+	}
+	if id := req.GetRequestId(); id != "" && head.Value.GetRequestId() == id {
+		return &sluicev1.UndoResponse{Revision: head.Value.GetRevision(), Generation: head.Value.GetGeneration(), Replayed: true}, nil
+	}
+	target, err := s.undoTarget(ctx, head.Value, req.GetToRevision())
+	if err != nil {
+		return nil, err
+	}
+	rev, err := s.st.revisions.Get(ctx, target)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, &apiError{code: contract.ErrCodeNotFound, desc: fmt.Sprintf("revision %s is not stored (sluice get revisions lists them)", render.Short(target))}
+	case err != nil:
+		return nil, unavailable(fmt.Errorf("read revision %s: %w", render.Short(target), err))
+	}
+	if target == head.Value.GetRevision() {
+		return nil, &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf(
+			"revision %s is the head already; to roll it out again after it rolled back or was aborted use: sluice rollout retry", render.Short(target))}
+	}
+	live, unreadable, err := s.liveIntents(ctx)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	set := rev.Value.GetIntents()
+	if errs := intent.Validate(set); len(errs) > 0 {
+		return nil, invalid("revision "+render.Short(target), errs)
+	}
+	if err := s.refuseKnownBad(ctx, &sluicev1.Revision{Id: target, Intents: set}, req.GetStrategy()); err != nil {
+		return nil, err
+	}
+	journal := &sluicev1.ApplyJournal{Strategy: req.GetStrategy(), Source: SourceUndo, HasPrior: true, RequestId: req.GetRequestId()}
+	resp := &sluicev1.UndoResponse{FromRevision: head.Value.GetRevision()}
+	keep := map[string]bool{}
+	for _, in := range render.Sorted(set) {
+		key := intent.Key(in)
+		keep[key] = true
+		cur, ok := live[key]
+		if ok && !cur.Value.GetMarkedForDeletion() && proto.Equal(cur.Value.GetIntent(), in) {
+			continue
+		}
+		journal.Intents = append(journal.Intents, in)
+		resp.Restored = append(resp.Restored, intent.ID(in))
+		p := &sluicev1.PriorIntent{Key: key, KvRevision: unreadable[key]}
+		if ok {
+			p.Value, p.KvRevision = cur.Value, cur.Revision
+		}
+		journal.Prior = append(journal.Prior, p)
+	}
+	keys := make([]string, 0, len(live))
+	for k := range live {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		cur := live[k]
+		if keep[k] || cur.Value.GetMarkedForDeletion() {
+			continue
+		}
+		journal.Mark = append(journal.Mark, k)
+		resp.Marked = append(resp.Marked, intent.ID(cur.Value.GetIntent()))
+		journal.Prior = append(journal.Prior, &sluicev1.PriorIntent{Key: k, Value: cur.Value, KvRevision: cur.Revision})
+	}
+	if err := s.checkFits(journal, journal.GetIntents(), set, target); err != nil {
+		return nil, err
+	}
+	jrev, err := s.st.journal.Create(ctx, contract.KeyPending, journal)
+	if errors.Is(err, store.ErrConflict) {
+		return nil, &apiError{code: contract.ErrCodeConflict, desc: "another configurator is applying right now; retry"}
+	}
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	done, err := s.finish(ctx, store.Entry[*sluicev1.ApplyJournal]{Key: contract.KeyPending, Value: journal, Revision: jrev},
+		func(_, _ []string) string {
+			return fmt.Sprintf("undo: back to revision %s from %s (%d intents written back, %d marked for deletion)",
+				render.Short(target), render.Short(resp.GetFromRevision()), len(resp.GetRestored()), len(resp.GetMarked()))
+		})
+	if err != nil {
+		return nil, interrupted(err)
+	}
+	if done.rolledBack != nil {
+		return nil, rolledBack(done.rolledBack)
+	}
+	resp.Revision, resp.Generation = done.head.GetRevision(), done.head.GetGeneration()
+	resp.WaitsFor = s.runningRollout(ctx, done.head)
+	return resp, nil
+}
+
+// undoTarget is the revision an undo goes back to: the one asked for (an id
+// or a unique prefix), or by default the revision in force when the head is
+// not (its rollout rolled back, was aborted or still runs), else the
+// revision in force before the head's.
+func (s *Service) undoTarget(ctx context.Context, head *sluicev1.Head, asked string) (string, error) {
+	if asked != "" {
+		return s.resolveRevision(ctx, asked)
+	}
+	last, err := s.st.refs.Get(ctx, contract.KeyLastApplied)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return "", &apiError{code: contract.ErrCodeConflict, desc: "no revision has been in force yet: name one with --to-revision (sluice get revisions)"}
+	case err != nil:
+		return "", unavailable(fmt.Errorf("read the revision in force: %w", err))
+	}
+	if last.Value.GetRevision() != head.GetRevision() {
+		return last.Value.GetRevision(), nil
+	}
+	r, err := s.st.rollouts.Get(ctx, last.Value.GetRollout())
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return "", unavailable(fmt.Errorf("read rollout %s: %w", last.Value.GetRollout(), err))
+	}
+	if prev := r.Value.GetPreviousRevision(); prev != "" {
+		return prev, nil
+	}
+	return "", &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf(
+		"the head %s is in force and no earlier revision was: name one with --to-revision (sluice get revisions)", render.Short(head.GetRevision()))}
+}
+
+// resolveRevision finds the stored revision id that is id or starts with it.
+func (s *Service) resolveRevision(ctx context.Context, id string) (string, error) {
+	if len(id) < 6 {
+		return "", &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf("to_revision %q: give at least 6 characters of the revision id", id)}
+	}
+	keys, err := s.st.revisions.Keys(ctx)
+	if err != nil {
+		return "", unavailable(fmt.Errorf("list revisions: %w", err))
+	}
+	var match []string
+	for _, k := range keys {
+		if k != contract.KeyHead && k != contract.KeyPending && !contract.IsControlKey(k) && strings.HasPrefix(k, id) {
+			match = append(match, k)
+		}
+	}
+	switch len(match) {
+	case 0:
+		return "", &apiError{code: contract.ErrCodeNotFound, desc: fmt.Sprintf("no stored revision starts with %s (sluice get revisions lists them)", id)}
+	case 1:
+		return match[0], nil
+	}
+	sort.Strings(match)
+	return "", &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf("%d revisions start with %s: give more characters", len(match), id)}
+}
+
+// retry rolls the head out again after its rollout rolled back, was aborted
+// or partially failed: a new generation of the same revision, with
+// retryInvalid, so that the fingerprints it recorded are forgiven on purpose.
+func (s *Service) retry(ctx context.Context, req *sluicev1.RetryRequest) (*sluicev1.RetryResponse, error) {
+	if errs := intent.ValidateStrategy(req.GetStrategy()); len(errs) > 0 {
+		return nil, invalid("the request", errs)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err := s.rollForward(ctx); err != nil {
+		return nil, unavailable(err)
+	}
+	head, err := s.readHead(ctx)
+	if err != nil {
+		return nil, unavailable(err)
+	}
+	if head.Value == nil {
+		return nil, &apiError{code: contract.ErrCodeNotFound, desc: "nothing has been applied yet: there is nothing to retry"}
+	}
+	if id := req.GetRequestId(); id != "" && head.Value.GetRequestId() == id {
+		return &sluicev1.RetryResponse{Revision: head.Value.GetRevision(), Generation: head.Value.GetGeneration(), Replayed: true}, nil
+	}
+	id := contract.RolloutID(head.Value.GetGeneration(), head.Value.GetRevision())
+	r, err := s.st.rollouts.Get(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil, &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf("the head's rollout %s has not started yet: nothing to retry", id)}
+	case err != nil:
+		return nil, unavailable(fmt.Errorf("read rollout %s: %w", id, err))
+	}
+	phase := r.Value.GetPhase()
+	switch {
+	case contract.Active(phase):
+		return nil, &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf("rollout %s is still running: wait for it, or stop it with sluice rollout abort", id)}
+	case phase == sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED:
+		return nil, &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf("rollout %s succeeded: nothing to retry", id)}
+	}
+	st := req.GetStrategy()
+	if st == nil {
+		st = head.Value.GetStrategy()
+	}
+	st = proto.Clone(st).(*sluicev1.Strategy)
+	if st == nil {
+		st = &sluicev1.Strategy{}
+	}
+	st.RetryInvalid = true
+	next, err := s.advance(ctx, st, true, req.GetRequestId(), func(diff) string {
+		return fmt.Sprintf("retry of rollout %s, which ended %s: %s", id, strings.TrimPrefix(phase.String(), "ROLLOUT_PHASE_"), r.Value.GetReason())
+	})
+	if err != nil {
+		return nil, interrupted(err)
+	}
+	return &sluicev1.RetryResponse{Revision: next.GetRevision(), Generation: next.GetGeneration(), Retries: id,
+		WaitsFor: s.runningRollout(ctx, next)}, nil
+}
