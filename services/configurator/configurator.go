@@ -184,7 +184,8 @@ func (s *Service) run(ctx context.Context) error {
 			return fmt.Errorf("start API endpoint %s: %w", ep.name, err)
 		}
 	}
-	s.log.Info().Str("apply", contract.SubjectApply).Str("delete", contract.SubjectDelete).Msg("serving the configurator API")
+	s.log.Info().Str("apply", contract.SubjectApply).Str("delete", contract.SubjectDelete).Str("undo", contract.SubjectUndo).
+		Str("retry", contract.SubjectRetry).Msg("serving the configurator API")
 
 	for {
 		select {
