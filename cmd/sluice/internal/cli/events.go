@@ -164,7 +164,7 @@ func eventLine(ev *sluicev1.Event) string {
 		id = shortN(id, 12)
 	}
 	line := fmt.Sprintf("%-23s  %-19s  %-24s  %-26s  %s", t, orNone(ev.GetComponent()), orNone(ev.GetType()),
-		orNone(ev.GetKind())+"/"+orNone(id), ev.GetReason())
+		orNone(ev.GetKind())+"/"+orNone(id), strings.Join(strings.Fields(ev.GetReason()), " ")) // one line, whatever a check printed
 	var refs []string
 	for _, r := range []struct{ kind, val, shown string }{
 		{"node", ev.GetNode(), ev.GetNode()},

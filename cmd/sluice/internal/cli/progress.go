@@ -307,7 +307,7 @@ func outcomeLine(r *sluicev1.Rollout) string {
 	}
 	line := fmt.Sprintf("rollout %s %s", r.GetId(), what)
 	if reason := outcomeReason(r); reason != "" {
-		line += ": " + oneLine(reason, 200)
+		line += ": " + strings.Join(strings.Fields(reason), " ") // never cut: the decisive part is often last
 	}
 	return line
 }

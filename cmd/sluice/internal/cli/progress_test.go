@@ -285,3 +285,18 @@ func TestNodeLines_RecordFirstThenLiveNodesByName_OneRowPerNode(t *testing.T) {
 		t.Errorf("the failed node's revert is not on its row: %q", l)
 	}
 }
+
+// The outcome line is never cut (the decisive part of a reason is often
+// last), and an event whose reason holds a check's multi-line output is one line.
+func TestOutcomeAndEventLines_KeepTheWholeReasonOnOneLine(t *testing.T) {
+	reason := strings.Repeat("node node-03 failed check connectivity: ping 10.0.0.1 via mgmt: 100% packet loss; ", 4) +
+		"1 failure(s) exceed the failure budget of 0"
+	r := &sluicev1.Rollout{Id: "2-abc", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Reason: reason}
+	if got := outcomeLine(r); !strings.HasSuffix(got, "exceed the failure budget of 0") {
+		t.Errorf("outcome line cut: %q", got)
+	}
+	ev := &sluicev1.Event{Type: "NodeFailed", Kind: "node", Id: "node-03", Reason: "check connectivity failed:\nPING 10.0.0.1\n100% packet loss\n"}
+	if got := eventLine(ev); strings.Contains(got, "\n") || !strings.Contains(got, "PING 10.0.0.1 100% packet loss") {
+		t.Errorf("event line %q: want one line holding the whole reason", got)
+	}
+}
