@@ -18,7 +18,6 @@ import (
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
-	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
 )
 
 // SourceCLI is the source recorded on intents applied with `sluice apply`.
@@ -214,13 +213,13 @@ type strategyFlags struct {
 func (f *strategyFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.maxParallel, "max-parallel", "", `nodes configured at once: a count ("5") or a share of the nodes ("10%"); default 1`)
 	fs.Uint32Var(&f.firstWave, "first-wave", 0, "nodes in the first wave (the canary); 0: no waves")
-	fs.Float64Var(&f.waveGrowth, "wave-growth", 0, fmt.Sprintf("each next wave is this many times the previous, at least 1 (default %g with --first-wave)", coordinator.DefaultWaveGrowth))
+	fs.Float64Var(&f.waveGrowth, "wave-growth", 0, fmt.Sprintf("each next wave is this many times the previous, at least 1 (default %g with --first-wave)", contract.DefaultWaveGrowth))
 	fs.DurationVar(&f.bake, "bake-time", 0, "pause after each wave or failure domain before the next (needs --first-wave or --failure-domain)")
 	fs.StringVar(&f.failureDomain, "failure-domain", "", "label key, e.g. zone: finish one value before starting the next")
 	fs.StringVar(&f.failureBudget, "failure-budget", "", `failed nodes tolerated before stopping and reverting: a count ("2") or a percentage ("5%"); default 0`)
-	fs.DurationVar(&f.apply, "apply-deadline", 0, fmt.Sprintf("per node, from its agent's acknowledgement to its report (default %s)", coordinator.DefaultApplyDeadline))
-	fs.DurationVar(&f.pickup, "pickup-deadline", 0, fmt.Sprintf("per node that never acknowledges, from the write; at least the apply deadline (default %s)", coordinator.DefaultPickupDeadline))
-	fs.DurationVar(&f.progress, "progress-deadline", 0, fmt.Sprintf("the whole rollout, counted while a coordinator runs it (default %s)", coordinator.DefaultProgressDeadline))
+	fs.DurationVar(&f.apply, "apply-deadline", 0, fmt.Sprintf("per node, from its agent's acknowledgement to its report (default %s)", contract.DefaultApplyDeadline))
+	fs.DurationVar(&f.pickup, "pickup-deadline", 0, fmt.Sprintf("per node that never acknowledges, from the write; at least the apply deadline (default %s)", contract.DefaultPickupDeadline))
+	fs.DurationVar(&f.progress, "progress-deadline", 0, fmt.Sprintf("the whole rollout, counted while a coordinator runs it (default %s)", contract.DefaultProgressDeadline))
 	fs.BoolVar(&f.retryInvalid, "retry-invalid", false, "roll out even fingerprints recorded as invalid, on purpose")
 	fs.StringVar(&f.whileActive, "while-active", "", `while another rollout runs: "queue" (start when it ends; the default) or "supersede" (stop it once its in-flight nodes settle)`)
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
-	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
 )
 
 // Exit codes of `sluice rollout status`, one per outcome.
@@ -81,7 +80,7 @@ func strategyLine(st *sluicev1.Strategy) string {
 	if st.GetFirstWave() > 0 {
 		growth := fmt.Sprintf("×%g", st.GetWaveGrowth())
 		if st.GetWaveGrowth() == 0 {
-			growth = fmt.Sprintf("×%g (default)", coordinator.DefaultWaveGrowth)
+			growth = fmt.Sprintf("×%g (default)", contract.DefaultWaveGrowth)
 		}
 		parts = append(parts, fmt.Sprintf("waves from %d growing %s", st.GetFirstWave(), growth))
 	}

@@ -27,7 +27,7 @@ func (s *State) refuseKnownBad(now time.Time) {
 	if len(bad) == 0 {
 		return
 	}
-	if s.plan.retryInvalid {
+	if s.plan.RetryInvalid {
 		seen := map[string]bool{}
 		for _, n := range bad {
 			if seen[n.target] {

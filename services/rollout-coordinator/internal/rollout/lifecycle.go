@@ -199,22 +199,8 @@ func (s *State) start(h *sluicev1.Head, rev *sluicev1.Revision, now time.Time) {
 	s.placeAll(nil, now)
 	s.do(StartRollout{Rollout: snapshot(r)})
 	s.emit(s.rolloutEvent("RolloutStarted", fmt.Sprintf("%s; %d nodes, %d already up to date; %s",
-		r.GetReason(), r.GetCounts().GetTotal(), r.GetCounts().GetProvisioned(), s.plan.describe())))
+		r.GetReason(), r.GetCounts().GetTotal(), r.GetCounts().GetProvisioned(), s.plan.Describe())))
 	s.refuseKnownBad(now)
-}
-
-func (p plan) describe() string {
-	parts := []string{fmt.Sprintf("maxParallel %d", p.maxParallel), fmt.Sprintf("failure budget %d", p.budget)}
-	if p.waves != nil {
-		parts = append(parts, fmt.Sprintf("waves ending at %v nodes", p.waves))
-	}
-	if p.domainKey != "" {
-		parts = append(parts, "one "+p.domainKey+" at a time")
-	}
-	if p.bake > 0 {
-		parts = append(parts, "bake "+p.bake.String())
-	}
-	return strings.Join(parts, ", ")
 }
 
 // adopt resumes r, read back from its record: backups are the revert
@@ -230,9 +216,9 @@ func (s *State) adopt(r *sluicev1.Rollout, rev *sluicev1.Revision, backups map[s
 		s.stopForAbort(now) // aborted by an operator in an earlier term
 		return
 	}
-	if s.failures() > s.plan.budget {
+	if s.failures() > s.plan.Budget {
 		s.startRevert(now, fmt.Sprintf("%d node(s) failed while no leader ran, over the failure budget of %d (first: %s)",
-			s.failures(), s.plan.budget, describeFailure(r.GetFailures())))
+			s.failures(), s.plan.Budget, describeFailure(r.GetFailures())))
 		return
 	}
 	s.refuseKnownBad(now)
@@ -251,7 +237,7 @@ func (s *State) placeAll(backups map[string]*sluicev1.DesiredConfig, now time.Ti
 	if s.plan, err = resolve(r.GetStrategy(), s.countPresent()); err != nil {
 		// The configurator validates strategies; a bad one here is stored
 		// state from elsewhere. Go one node at a time rather than not at all.
-		s.plan = plan{maxParallel: 1, applyDeadline: DefaultApplyDeadline, pickupDeadline: DefaultPickupDeadline, progress: DefaultProgressDeadline}
+		s.plan = fallbackPlan()
 	}
 	for _, name := range s.sortedNodes() {
 		n := s.nodes[name]
@@ -376,7 +362,7 @@ func (s *State) maybeFinish(now time.Time) {
 	if f := s.failures(); f > 0 {
 		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED, fmt.Sprintf(
 			"%d node(s) failed within the failure budget of %d (first: %s); %d provisioned, %d skipped",
-			f, s.plan.budget, describeFailure(r.GetFailures()), c.GetProvisioned(), c.GetSkipped()), now)
+			f, s.plan.Budget, describeFailure(r.GetFailures()), c.GetProvisioned(), c.GetSkipped()), now)
 		return
 	}
 	reason := fmt.Sprintf("all %d nodes provisioned", c.GetProvisioned())

@@ -121,10 +121,10 @@ func (s *State) recordInvalid(node, fp, rollout, revision, check, output, cause 
 
 // overBudget stops and reverts once failures exceed the budget.
 func (s *State) overBudget(what string, now time.Time) {
-	if s.reverting || s.failures() <= s.plan.budget {
+	if s.reverting || s.failures() <= s.plan.Budget {
 		return
 	}
-	s.startRevert(now, fmt.Sprintf("%s; %d failure(s) exceed the failure budget of %d", what, s.failures(), s.plan.budget))
+	s.startRevert(now, fmt.Sprintf("%s; %d failure(s) exceed the failure budget of %d", what, s.failures(), s.plan.Budget))
 }
 
 // written starts the pickup deadline of a node whose desired config (or
@@ -140,8 +140,8 @@ func (s *State) tick(now time.Time) {
 	if s.rollout == nil {
 		return
 	}
-	if e := s.elapsed(now); e > s.plan.progress {
-		reason := fmt.Sprintf("progress deadline %s exceeded after %s under a leader", s.plan.progress, e.Round(time.Second))
+	if e := s.elapsed(now); e > s.plan.Progress {
+		reason := fmt.Sprintf("progress deadline %s exceeded after %s under a leader", s.plan.Progress, e.Round(time.Second))
 		if s.stopReason != "" {
 			reason = s.stopReason + "; then " + reason
 		}
@@ -160,10 +160,10 @@ func (s *State) tick(now time.Time) {
 		}
 		var why string
 		switch {
-		case n.ackAt.IsZero() && !n.writtenAt.IsZero() && now.Sub(n.writtenAt) > s.plan.pickupDeadline:
-			why = fmt.Sprintf("its agent did not acknowledge %s within the pickup deadline %s", render.Short(n.target), s.plan.pickupDeadline)
-		case !n.ackAt.IsZero() && now.Sub(n.ackAt) > s.plan.applyDeadline:
-			why = fmt.Sprintf("no final report within the apply deadline %s after its agent acknowledged", s.plan.applyDeadline)
+		case n.ackAt.IsZero() && !n.writtenAt.IsZero() && now.Sub(n.writtenAt) > s.plan.PickupDeadline:
+			why = fmt.Sprintf("its agent did not acknowledge %s within the pickup deadline %s", render.Short(n.target), s.plan.PickupDeadline)
+		case !n.ackAt.IsZero() && now.Sub(n.ackAt) > s.plan.ApplyDeadline:
+			why = fmt.Sprintf("no final report within the apply deadline %s after its agent acknowledged", s.plan.ApplyDeadline)
 		default:
 			continue
 		}

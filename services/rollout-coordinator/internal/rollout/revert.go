@@ -39,7 +39,7 @@ func (s *State) startRevert(now time.Time, reason string) {
 	s.pending = nil
 	s.changed()
 	s.emit(s.rolloutEvent("RolloutReverting", fmt.Sprintf("%s; reverting %d touched node(s) to their backups, %d at a time",
-		reason, len(s.revertQ), s.plan.maxParallel)))
+		reason, len(s.revertQ), s.plan.MaxParallel)))
 }
 
 // queueRevert queues n for its revert target, or fails its revert when the
@@ -80,7 +80,7 @@ func (s *State) revertTarget(n *node) (*sluicev1.DesiredConfig, string) {
 // fillRevert writes revert targets while slots are free.
 func (s *State) fillRevert(now time.Time) {
 	r := s.rollout
-	for len(s.inFlight) < s.plan.maxParallel && len(s.revertQ) > 0 {
+	for len(s.inFlight) < s.plan.MaxParallel && len(s.revertQ) > 0 {
 		n := s.revertQ[0]
 		s.revertQ = s.revertQ[1:]
 		s.inFlight[n.name] = n
@@ -148,7 +148,7 @@ func (s *State) resumeRevert(backups map[string]*sluicev1.DesiredConfig, now tim
 		TimedOut: c.GetTimedOut(), Skipped: c.GetSkipped()}
 	var err error
 	if s.plan, err = resolve(r.GetStrategy(), int(c.GetTotal())); err != nil {
-		s.plan = plan{maxParallel: 1, applyDeadline: DefaultApplyDeadline, pickupDeadline: DefaultPickupDeadline, progress: DefaultProgressDeadline}
+		s.plan = fallbackPlan()
 	}
 	for _, name := range s.sortedNodes() {
 		n := s.nodes[name]

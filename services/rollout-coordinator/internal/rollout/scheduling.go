@@ -24,7 +24,7 @@ func (s *State) fill(now time.Time) {
 		return
 	}
 	r := s.rollout
-	for len(s.inFlight) < s.plan.maxParallel && len(s.pending) > 0 {
+	for len(s.inFlight) < s.plan.MaxParallel && len(s.pending) > 0 {
 		if !s.bakeUntil.IsZero() {
 			if now.Before(s.bakeUntil) {
 				break
@@ -39,11 +39,11 @@ func (s *State) fill(now time.Time) {
 			if len(s.inFlight) > 0 {
 				break // finish the stage first
 			}
-			if s.plan.bake > 0 && !s.baked && s.started > 0 {
-				s.bakeUntil = now.Add(s.plan.bake)
+			if s.plan.Bake > 0 && !s.baked && s.started > 0 {
+				s.bakeUntil = now.Add(s.plan.Bake)
 				r.BakeUntil = timestamppb.New(s.bakeUntil)
 				s.changed()
-				s.emit(s.rolloutEvent("RolloutBaking", fmt.Sprintf("%s finished; baking %s before %s", s.stageName(), s.plan.bake, what)))
+				s.emit(s.rolloutEvent("RolloutBaking", fmt.Sprintf("%s finished; baking %s before %s", s.stageName(), s.plan.Bake, what)))
 				break
 			}
 			s.baked = false
@@ -98,42 +98,42 @@ func (s *State) lastGood(n *node, target string) (revertTo, save *sluicev1.Desir
 // boundary reports whether starting n begins a new wave or failure domain.
 func (s *State) boundary(n *node) (bool, string) {
 	r := s.rollout
-	if s.plan.waves != nil {
+	if s.plan.Waves != nil {
 		w := int(r.GetWave())
-		if w == 0 || (w <= len(s.plan.waves) && s.started >= s.plan.waves[w-1]) {
+		if w == 0 || (w <= len(s.plan.Waves) && s.started >= s.plan.Waves[w-1]) {
 			return true, fmt.Sprintf("wave %d", w+1)
 		}
 	}
-	if s.plan.domainKey != "" && (!s.domainSet || n.domain > r.GetDomain()) {
-		return true, fmt.Sprintf("%s %s", s.plan.domainKey, domainName(n.domain))
+	if s.plan.DomainKey != "" && (!s.domainSet || n.domain > r.GetDomain()) {
+		return true, fmt.Sprintf("%s %s", s.plan.DomainKey, domainName(n.domain))
 	}
 	return false, ""
 }
 
 func (s *State) stageName() string {
 	r := s.rollout
-	if s.plan.waves != nil {
+	if s.plan.Waves != nil {
 		return fmt.Sprintf("wave %d", r.GetWave())
 	}
-	return fmt.Sprintf("%s %s", s.plan.domainKey, domainName(r.GetDomain()))
+	return fmt.Sprintf("%s %s", s.plan.DomainKey, domainName(r.GetDomain()))
 }
 
 // advance moves to the wave and domain n starts.
 func (s *State) advance(n *node) {
 	r := s.rollout
-	if s.plan.waves != nil {
+	if s.plan.Waves != nil {
 		w := int(r.GetWave())
-		if w == 0 || (w < len(s.plan.waves) && s.started >= s.plan.waves[w-1]) {
+		if w == 0 || (w < len(s.plan.Waves) && s.started >= s.plan.Waves[w-1]) {
 			r.Wave++
-			size := s.plan.waves[r.Wave-1] - s.started
+			size := s.plan.Waves[r.Wave-1] - s.started
 			s.changed()
 			s.emit(s.rolloutEvent("WaveStarted", fmt.Sprintf("wave %d: up to %d nodes", r.Wave, size)))
 		}
 	}
-	if s.plan.domainKey != "" && (!s.domainSet || n.domain > r.GetDomain()) {
+	if s.plan.DomainKey != "" && (!s.domainSet || n.domain > r.GetDomain()) {
 		s.domainSet = true
 		r.Domain = n.domain
 		s.changed()
-		s.emit(s.rolloutEvent("DomainStarted", fmt.Sprintf("%s %s", s.plan.domainKey, domainName(n.domain))))
+		s.emit(s.rolloutEvent("DomainStarted", fmt.Sprintf("%s %s", s.plan.DomainKey, domainName(n.domain))))
 	}
 }

@@ -1,0 +1,121 @@
+package contract
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// Strategy defaults, documented in docs/rollouts.md.
+const (
+	DefaultWaveGrowth       = 2.0
+	DefaultApplyDeadline    = 5 * time.Minute
+	DefaultPickupDeadline   = 10 * time.Minute
+	DefaultProgressDeadline = time.Hour
+)
+
+// Plan is a rollout strategy resolved against the number of nodes in the
+// rollout: what the coordinator follows, and what a dry run shows. Defined
+// once here so that the two cannot disagree about what "10%" means.
+type Plan struct {
+	MaxParallel    int
+	Budget         int   // failures allowed; one more stops and reverts
+	Waves          []int // cumulative node counts at the end of each wave; nil = no waves
+	Bake           time.Duration
+	DomainKey      string
+	ApplyDeadline  time.Duration
+	PickupDeadline time.Duration
+	Progress       time.Duration
+	RetryInvalid   bool
+}
+
+// ResolveStrategy turns st into a Plan for total nodes. The configurator
+// validates strategies (intent.ValidateStrategy); an error here means a
+// strategy stored by something else.
+func ResolveStrategy(st *sluicev1.Strategy, total int) (Plan, error) {
+	p := Plan{
+		Bake: st.GetBakeTime().AsDuration(), DomainKey: st.GetFailureDomain(), RetryInvalid: st.GetRetryInvalid(),
+		ApplyDeadline:  orDuration(st.GetApplyDeadline().AsDuration(), DefaultApplyDeadline),
+		PickupDeadline: orDuration(st.GetPickupDeadline().AsDuration(), DefaultPickupDeadline),
+		Progress:       orDuration(st.GetProgressDeadline().AsDuration(), DefaultProgressDeadline),
+	}
+	var err error
+	if p.MaxParallel, err = countOrPercent("strategy.maxParallel", st.GetMaxParallel(), total, 1, true); err != nil {
+		return p, err
+	}
+	if p.Budget, err = countOrPercent("strategy.failureBudget", st.GetFailureBudget(), total, 0, false); err != nil {
+		return p, err
+	}
+	if first := int(st.GetFirstWave()); first > 0 {
+		growth := st.GetWaveGrowth()
+		if growth < 1 {
+			growth = DefaultWaveGrowth
+		}
+		size, sum := first, 0
+		for sum < total {
+			sum += size
+			p.Waves = append(p.Waves, min(sum, total))
+			size = int(math.Ceil(float64(size) * growth))
+		}
+	}
+	return p, nil
+}
+
+// ResolveMaxParallel resolves only the strategy's maxParallel.
+func ResolveMaxParallel(st *sluicev1.Strategy, total int) (int, error) {
+	return countOrPercent("strategy.maxParallel", st.GetMaxParallel(), total, 1, true)
+}
+
+// countOrPercent reads "N" or "N%" of total; "" is def. A percentage of
+// maxParallel rounds up and is at least one node; of a budget it rounds down.
+func countOrPercent(field, s string, total, def int, up bool) (int, error) {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return def, nil
+	}
+	lo := 0
+	if up {
+		lo = 1
+	}
+	if p, ok := strings.CutSuffix(s, "%"); ok {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < lo || n > 100 {
+			return 0, fmt.Errorf("%s %q: a percentage must be %d%%-100%%", field, s, lo)
+		}
+		if up {
+			return max(1, (total*n+99)/100), nil
+		}
+		return total * n / 100, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo {
+		return 0, fmt.Errorf("%s %q: must be a count of at least %d or a percentage like 10%%", field, s, lo)
+	}
+	return n, nil
+}
+
+func orDuration(d, def time.Duration) time.Duration {
+	if d <= 0 {
+		return def
+	}
+	return d
+}
+
+// Describe says what the plan does, for a RolloutStarted event or a dry run.
+func (p Plan) Describe() string {
+	parts := []string{fmt.Sprintf("maxParallel %d", p.MaxParallel), fmt.Sprintf("failure budget %d", p.Budget)}
+	if p.Waves != nil {
+		parts = append(parts, fmt.Sprintf("waves ending at %v nodes", p.Waves))
+	}
+	if p.DomainKey != "" {
+		parts = append(parts, "one "+p.DomainKey+" at a time")
+	}
+	if p.Bake > 0 {
+		parts = append(parts, "bake "+p.Bake.String())
+	}
+	return strings.Join(parts, ", ")
+}
