@@ -26,6 +26,7 @@ const SourceCLI = "cli"
 func (a *app) applyCommand() *cobra.Command {
 	var files []string
 	var sf strategyFlags
+	var dry bool
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR [-f ...]",
 		Short: "Store intents and roll the new revision out",
@@ -61,6 +62,9 @@ nothing is stored, and the exit code is 1.`,
 			if len(intents) == 0 {
 				return errors.New("the files hold no intents")
 			}
+			if dry {
+				return a.dryRun(cmd.Context(), intents, strategy)
+			}
 			nc, err := a.connect()
 			if err != nil {
 				return err
@@ -81,6 +85,7 @@ nothing is stored, and the exit code is 1.`,
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "intent file or directory (repeatable)")
+	cmd.Flags().BoolVar(&dry, "dry-run", false, "show what would change, as 'sluice diff' does, and store nothing")
 	sf.register(cmd.Flags())
 	return cmd
 }

@@ -105,6 +105,7 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 	root.AddCommand(
 		a.applyCommand(),
 		a.deleteCommand(),
+		a.diffCommand(),
 		a.getCommand(),
 		a.rolloutCommand(),
 		a.fingerprintCommand(),

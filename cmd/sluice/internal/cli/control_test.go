@@ -169,3 +169,37 @@ exit 0
 		t.Errorf("no FingerprintForgiven event for the retry:\n%s", out)
 	}
 }
+
+// A dry run shows the revision, each changing node with the intents that
+// change in it, and the waves; it stores nothing.
+func TestDiff_ShowsWhatWouldChangeAndStoresNothing(t *testing.T) {
+	s := startSystem(t, 3)
+	if code, _, stderr := sluice(t, s.URL(), "apply", "-f", writeFile(t, "a.yaml", tenantA)); code != 0 {
+		t.Fatalf("apply: %s", stderr)
+	}
+	if code, out, _ := sluice(t, s.URL(), "rollout", "status", "--watch"); code != 0 {
+		t.Fatalf("rollout: %s", out)
+	}
+	_, before, _ := sluice(t, s.URL(), "get", "revisions", "-o", "json")
+	changed := writeFile(t, "b.yaml", strings.Replace(tenantA, "tableId: 100", "tableId: 101", 1))
+	code, out, stderr := sluice(t, s.URL(), "diff", "-f", changed, "--first-wave", "1")
+	if code != 0 {
+		t.Fatalf("diff: exit %d\n%s%s", code, out, stderr)
+	}
+	for _, want := range []string{"1 updated", "~ routingtable/mgmt", "nodes: 3 present, 3 change, 0 unchanged, 0 refused",
+		`~ routingtable/mgmt {"routingTable":{"tableId":100}} → {"routingTable":{"tableId":101}}`,
+		"wave 1: node-01", "wave 2: node-02 node-03", "nothing was stored"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("diff output lacks %q:\n%s", want, out)
+		}
+	}
+	if code, out, _ := sluice(t, s.URL(), "apply", "-f", changed, "--dry-run"); code != 0 || !strings.Contains(out, "nothing was stored") {
+		t.Errorf("apply --dry-run: exit %d\n%s", code, out)
+	}
+	if _, after, _ := sluice(t, s.URL(), "get", "revisions", "-o", "json"); after != before {
+		t.Errorf("the dry run stored a revision:\nbefore\n%s\nafter\n%s", before, after)
+	}
+	if code, out, _ := sluice(t, s.URL(), "diff", "-f", writeFile(t, "same.yaml", tenantA)); code != 0 || !strings.Contains(out, "no change") {
+		t.Errorf("diff of the head's content: exit %d\n%s", code, out)
+	}
+}
