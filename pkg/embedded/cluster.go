@@ -48,6 +48,33 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 	if o.Host == "" {
 		o.Host = "127.0.0.1"
 	}
+	// Ports are found free first, and may be taken (for example by a client
+	// connection's ephemeral port) before a server binds them: a server that
+	// cannot listen never becomes ready. The first start tries fresh ports
+	// twice more before giving up.
+	var c *Cluster
+	for attempt := 1; ; attempt++ {
+		var err error
+		if c, err = startClusterOnce(o, n, firstStartTimeout); err == nil {
+			break
+		}
+		if attempt == 3 {
+			return nil, err
+		}
+	}
+	if err := c.WaitReady(30 * time.Second); err != nil {
+		c.Shutdown()
+		return nil, err
+	}
+	return c, nil
+}
+
+// firstStartTimeout bounds a server's first start: its listeners come up in
+// milliseconds unless a port was taken.
+const firstStartTimeout = 10 * time.Second
+
+// startClusterOnce starts the n servers of o on ports found free now.
+func startClusterOnce(o ClusterOptions, n int, timeout time.Duration) (*Cluster, error) {
 	routePorts, err := freePorts(o.Host, n)
 	if err != nil {
 		return nil, err
@@ -90,20 +117,16 @@ func StartCluster(o ClusterOptions) (*Cluster, error) {
 	}
 	// Start them all before waiting: a lone server cannot elect a leader.
 	for i := range n {
-		if err := c.start(i); err != nil {
+		if err := c.start(i, timeout); err != nil {
 			c.Shutdown()
 			return nil, err
 		}
-	}
-	if err := c.WaitReady(30 * time.Second); err != nil {
-		c.Shutdown()
-		return nil, err
 	}
 	return c, nil
 }
 
 // start creates and starts server i without waiting for JetStream.
-func (c *Cluster) start(i int) error {
+func (c *Cluster) start(i int, timeout time.Duration) error {
 	s, err := server.NewServer(c.opts[i])
 	if err != nil {
 		return fmt.Errorf("nats-server %s: %w", c.opts[i].ServerName, err)
@@ -112,9 +135,9 @@ func (c *Cluster) start(i int) error {
 		s.ConfigureLogger()
 	}
 	go s.Start()
-	if !s.ReadyForConnections(readyTimeout) {
+	if !s.ReadyForConnections(timeout) {
 		s.Shutdown()
-		return fmt.Errorf("nats-server %s on port %d did not become ready within %s", c.opts[i].ServerName, c.opts[i].Port, readyTimeout)
+		return fmt.Errorf("nats-server %s on port %d did not become ready within %s", c.opts[i].ServerName, c.opts[i].Port, timeout)
 	}
 	c.mu.Lock()
 	c.servers[i] = s
@@ -208,7 +231,7 @@ func (c *Cluster) Restart(i int) error {
 	// A copy: the server keeps and changes the options it was given.
 	o := c.opts[i].Clone()
 	c.opts[i] = o
-	if err := c.start(i); err != nil {
+	if err := c.start(i, readyTimeout); err != nil {
 		return err
 	}
 	return c.WaitReady(30 * time.Second)
