@@ -19,6 +19,7 @@ func TestOneRolloutAtATime_NewRevisionQueuesUntilTheRunningOneEnds(t *testing.T)
 	s := startSystem(t, env, t.TempDir(), 4, slowly(200*time.Millisecond))
 	waitRegistered(t, env, 4)
 	first := apply(t, env, examplesWith(t, 300), &sluicev1.Strategy{MaxParallel: "1"})
+	waitApplying(t, env, "node-01", contract.RolloutID(first.GetGeneration(), first.GetRevision()))
 	second := apply(t, env, examplesWith(t, 301), &sluicev1.Strategy{MaxParallel: "2"})
 	if second.GetWaitsFor() != contract.RolloutID(first.GetGeneration(), first.GetRevision()) {
 		t.Errorf("second apply waits for %q; want the running rollout %s", second.GetWaitsFor(),
@@ -45,12 +46,7 @@ func TestOneRolloutAtATime_SupersedeStopsTheRunningOneAfterItsInFlightNodes(t *t
 	s := startSystem(t, env, t.TempDir(), 4, slowly(400*time.Millisecond))
 	waitRegistered(t, env, 4)
 	first := apply(t, env, examplesWith(t, 300), &sluicev1.Strategy{MaxParallel: "1"})
-	_, status, _ := stores(env)
-	natstest.Eventually(t, 10*time.Second, "node-01 to be applying the first revision", func() bool {
-		st, err := status.Get(context.Background(), "node-01")
-		return err == nil && st.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING &&
-			st.Value.GetRollout() == contract.RolloutID(first.GetGeneration(), first.GetRevision())
-	})
+	waitApplying(t, env, "node-01", contract.RolloutID(first.GetGeneration(), first.GetRevision()))
 	second := apply(t, env, examplesWith(t, 301), &sluicev1.Strategy{MaxParallel: "2", WhileActive: contract.WhileActiveSupersede})
 	r1 := waitRolloutEnd(t, env, first.GetGeneration(), 30*time.Second)
 	if r1.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED {
@@ -64,4 +60,14 @@ func TestOneRolloutAtATime_SupersedeStopsTheRunningOneAfterItsInFlightNodes(t *t
 		t.Fatalf("the superseding rollout ended %s (%s) %v; want SUCCEEDED on all 4 nodes", r2.GetPhase(), r2.GetReason(), r2.GetCounts())
 	}
 	assertInvariants(t, s, r2)
+}
+
+// waitApplying waits until node reports it is applying rollout's target.
+func waitApplying(t *testing.T, env *natstest.Env, node, rollout string) {
+	t.Helper()
+	_, status, _ := stores(env)
+	natstest.Eventually(t, 10*time.Second, node+" to be applying rollout "+rollout, func() bool {
+		st, err := status.Get(context.Background(), node)
+		return err == nil && st.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING && st.Value.GetRollout() == rollout
+	})
 }
