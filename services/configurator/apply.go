@@ -134,22 +134,9 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	if err := s.checkFits(journal, writes, set, target); err != nil {
 		return nil, err
 	}
-	// From here the apply is committed: if anything below fails, the
-	// journal makes this apply, the next one or the next start finish it.
-	jrev, err := s.st.journal.Create(ctx, contract.KeyPending, journal)
-	if errors.Is(err, store.ErrConflict) {
-		return nil, &apiError{code: contract.ErrCodeConflict, desc: "another configurator is applying right now; retry"}
-	}
+	done, err := s.commit(ctx, journal, func(created, updated []string) string { return applyReason(len(req.GetIntents()), created, updated) })
 	if err != nil {
-		return nil, unavailable(err)
-	}
-	done, err := s.finish(ctx, store.Entry[*sluicev1.ApplyJournal]{Key: contract.KeyPending, Value: journal, Revision: jrev},
-		func(created, updated []string) string { return applyReason(len(req.GetIntents()), created, updated) })
-	if err != nil {
-		return nil, interrupted(err)
-	}
-	if done.rolledBack != nil {
-		return nil, rolledBack(done.rolledBack)
+		return nil, err
 	}
 	resp.Revision, resp.Generation = done.head.GetRevision(), done.head.GetGeneration()
 	resp.Changed = done.head.GetGeneration() != head.Value.GetGeneration()
@@ -168,6 +155,28 @@ func (s *Service) runningRollout(ctx context.Context, h *sluicev1.Head) string {
 		return ""
 	}
 	return ref.Value.GetRollout()
+}
+
+// commit writes journal and finishes it: from the journal's write on the
+// change is committed, and if anything after fails, the journal makes this
+// request, the next one or the next start finish it (or roll it back). The
+// error is an *apiError for the caller to answer with.
+func (s *Service) commit(ctx context.Context, journal *sluicev1.ApplyJournal, reason func(created, updated []string) string) (finished, error) {
+	jrev, err := s.st.journal.Create(ctx, contract.KeyPending, journal)
+	if errors.Is(err, store.ErrConflict) {
+		return finished{}, &apiError{code: contract.ErrCodeConflict, desc: "another configurator is applying right now; retry"}
+	}
+	if err != nil {
+		return finished{}, unavailable(err)
+	}
+	done, err := s.finish(ctx, store.Entry[*sluicev1.ApplyJournal]{Key: contract.KeyPending, Value: journal, Revision: jrev}, reason)
+	if err != nil {
+		return finished{}, interrupted(err)
+	}
+	if done.rolledBack != nil {
+		return finished{}, rolledBack(done.rolledBack)
+	}
+	return done, nil
 }
 
 // checkFits refuses an apply when a value it would write does not fit in

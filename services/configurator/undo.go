@@ -26,22 +26,13 @@ const SourceUndo = "undo"
 // out under the same safety rules as any apply (a known-bad config is
 // refused now).
 func (s *Service) undo(ctx context.Context, req *sluicev1.UndoRequest) (*sluicev1.UndoResponse, error) {
-	if errs := intent.ValidateStrategy(req.GetStrategy()); len(errs) > 0 {
-		return nil, invalid("the request", errs)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.rollForward(ctx); err != nil {
-		return nil, unavailable(err)
-	}
-	head, err := s.readHead(ctx)
+	head, replayed, err := s.headFor(ctx, "undo", req.GetStrategy(), req.GetRequestId())
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, err
 	}
-	if head.Value == nil {
-		return nil, &apiError{code: contract.ErrCodeNotFound, desc: "nothing has been applied yet: there is nothing to undo"}
-	}
-	if id := req.GetRequestId(); id != "" && head.Value.GetRequestId() == id {
+	if replayed {
 		return &sluicev1.UndoResponse{Revision: head.Value.GetRevision(), Generation: head.Value.GetGeneration(), Replayed: true}, nil
 	}
 	target, err := s.undoTarget(ctx, head.Value, req.GetToRevision())
@@ -105,27 +96,35 @@ func (s *Service) undo(ctx context.Context, req *sluicev1.UndoRequest) (*sluicev
 	if err := s.checkFits(journal, journal.GetIntents(), set, target); err != nil {
 		return nil, err
 	}
-	jrev, err := s.st.journal.Create(ctx, contract.KeyPending, journal)
-	if errors.Is(err, store.ErrConflict) {
-		return nil, &apiError{code: contract.ErrCodeConflict, desc: "another configurator is applying right now; retry"}
-	}
+	done, err := s.commit(ctx, journal, func(_, _ []string) string {
+		return fmt.Sprintf("undo: back to revision %s from %s (%d intents written back, %d marked for deletion)",
+			render.Short(target), render.Short(resp.GetFromRevision()), len(resp.GetRestored()), len(resp.GetMarked()))
+	})
 	if err != nil {
-		return nil, unavailable(err)
-	}
-	done, err := s.finish(ctx, store.Entry[*sluicev1.ApplyJournal]{Key: contract.KeyPending, Value: journal, Revision: jrev},
-		func(_, _ []string) string {
-			return fmt.Sprintf("undo: back to revision %s from %s (%d intents written back, %d marked for deletion)",
-				render.Short(target), render.Short(resp.GetFromRevision()), len(resp.GetRestored()), len(resp.GetMarked()))
-		})
-	if err != nil {
-		return nil, interrupted(err)
-	}
-	if done.rolledBack != nil {
-		return nil, rolledBack(done.rolledBack)
+		return nil, err
 	}
 	resp.Revision, resp.Generation = done.head.GetRevision(), done.head.GetGeneration()
 	resp.WaitsFor = s.runningRollout(ctx, done.head)
 	return resp, nil
+}
+
+// headFor checks a request that moves the head without intents (undo,
+// retry) and reads the head, with s.mu held: replayed says the request id
+// already moved it (answer with the head, do nothing again).
+func (s *Service) headFor(ctx context.Context, what string, st *sluicev1.Strategy, requestID string) (head store.Entry[*sluicev1.Head], replayed bool, err error) {
+	if errs := intent.ValidateStrategy(st); len(errs) > 0 {
+		return head, false, invalid("the request", errs)
+	}
+	if err := s.rollForward(ctx); err != nil {
+		return head, false, unavailable(err)
+	}
+	if head, err = s.readHead(ctx); err != nil {
+		return head, false, unavailable(err)
+	}
+	if head.Value == nil {
+		return head, false, &apiError{code: contract.ErrCodeNotFound, desc: "nothing has been applied yet: there is nothing to " + what}
+	}
+	return head, requestID != "" && head.Value.GetRequestId() == requestID, nil
 }
 
 // undoTarget is the revision an undo goes back to: the one asked for (an id
@@ -186,22 +185,13 @@ func (s *Service) resolveRevision(ctx context.Context, id string) (string, error
 // or partially failed: a new generation of the same revision, with
 // retryInvalid, so that the fingerprints it recorded are forgiven on purpose.
 func (s *Service) retry(ctx context.Context, req *sluicev1.RetryRequest) (*sluicev1.RetryResponse, error) {
-	if errs := intent.ValidateStrategy(req.GetStrategy()); len(errs) > 0 {
-		return nil, invalid("the request", errs)
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if err := s.rollForward(ctx); err != nil {
-		return nil, unavailable(err)
-	}
-	head, err := s.readHead(ctx)
+	head, replayed, err := s.headFor(ctx, "retry", req.GetStrategy(), req.GetRequestId())
 	if err != nil {
-		return nil, unavailable(err)
+		return nil, err
 	}
-	if head.Value == nil {
-		return nil, &apiError{code: contract.ErrCodeNotFound, desc: "nothing has been applied yet: there is nothing to retry"}
-	}
-	if id := req.GetRequestId(); id != "" && head.Value.GetRequestId() == id {
+	if replayed {
 		return &sluicev1.RetryResponse{Revision: head.Value.GetRevision(), Generation: head.Value.GetGeneration(), Replayed: true}, nil
 	}
 	id := contract.RolloutID(head.Value.GetGeneration(), head.Value.GetRevision())

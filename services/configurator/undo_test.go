@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/configurator"
 )
@@ -16,34 +17,7 @@ import (
 // Interrupted after its first mark, it is completed at the next start; if it
 // cannot complete, every mark it made is taken back.
 func TestRun_InterruptedUndoJournal_IsCompletedAtStart(t *testing.T) {
-	env := natstest.Start(t, contract.DefaultSettings())
-	ctx := context.Background()
-	r := start(t, env)
-	mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)})
-	r.stop(t)
-
-	is := intentsStore(env)
-	a, err := is.Get(ctx, "layer2network.tenant-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := is.Get(ctx, "layer2network.tenant-b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := &sluicev1.ApplyJournal{Source: configurator.SourceUndo, HasPrior: true, Mark: []string{"layer2network.tenant-a", "layer2network.tenant-b"},
-		Prior: []*sluicev1.PriorIntent{
-			{Key: "layer2network.tenant-a", Value: a.Value, KvRevision: a.Revision},
-			{Key: "layer2network.tenant-b", Value: b.Value, KvRevision: b.Revision},
-		}}
-	if _, err := journalStore(env).Create(ctx, contract.KeyPending, j); err != nil {
-		t.Fatal(err)
-	}
-	markedA := proto.Clone(a.Value).(*sluicev1.StoredIntent)
-	markedA.MarkedForDeletion = true
-	if _, err := is.Update(ctx, "layer2network.tenant-a", markedA, a.Revision); err != nil {
-		t.Fatal(err) // the crash came after the first mark
-	}
+	env, _, _, _ := undoInterruptedAfterItsFirstMark(t)
 
 	start(t, env)
 
@@ -58,34 +32,8 @@ func TestRun_InterruptedUndoJournal_IsCompletedAtStart(t *testing.T) {
 }
 
 func TestRun_UndoJournalThatCannotComplete_TakesItsMarksBack(t *testing.T) {
-	env := natstest.Start(t, contract.DefaultSettings())
-	ctx := context.Background()
-	r := start(t, env)
-	applied := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)})
-	r.stop(t)
-
-	is := intentsStore(env)
-	a, err := is.Get(ctx, "layer2network.tenant-a")
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := is.Get(ctx, "layer2network.tenant-b")
-	if err != nil {
-		t.Fatal(err)
-	}
-	j := &sluicev1.ApplyJournal{Source: configurator.SourceUndo, HasPrior: true, Mark: []string{"layer2network.tenant-a", "layer2network.tenant-b"},
-		Prior: []*sluicev1.PriorIntent{
-			{Key: "layer2network.tenant-a", Value: a.Value, KvRevision: a.Revision},
-			{Key: "layer2network.tenant-b", Value: b.Value, KvRevision: b.Revision},
-		}}
-	if _, err := journalStore(env).Create(ctx, contract.KeyPending, j); err != nil {
-		t.Fatal(err)
-	}
-	markedA := proto.Clone(a.Value).(*sluicev1.StoredIntent)
-	markedA.MarkedForDeletion = true
-	if _, err := is.Update(ctx, "layer2network.tenant-a", markedA, a.Revision); err != nil {
-		t.Fatal(err)
-	}
+	env, applied, a, b := undoInterruptedAfterItsFirstMark(t)
+	ctx, is := context.Background(), intentsStore(env)
 	// Someone changes tenant-b meanwhile: the undo cannot complete.
 	byHand := proto.Clone(b.Value).(*sluicev1.StoredIntent)
 	byHand.Source = "hand"
@@ -104,4 +52,39 @@ func TestRun_UndoJournalThatCannotComplete_TakesItsMarksBack(t *testing.T) {
 	if h := getHead(t, env).Value; h.GetRevision() != applied.GetRevision() || h.GetGeneration() != 1 {
 		t.Errorf("head = %v, want it unmoved", h)
 	}
+}
+
+// undoInterruptedAfterItsFirstMark stores the examples, then leaves what an
+// undo that marks tenant-a and tenant-b for deletion leaves when it stops
+// after its first mark: its journal, and tenant-a marked. It returns the
+// examples' apply and the two networks as they were.
+func undoInterruptedAfterItsFirstMark(t *testing.T) (env *natstest.Env, applied *sluicev1.ApplyResponse, a, b store.Entry[*sluicev1.StoredIntent]) {
+	t.Helper()
+	env = natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	r := start(t, env)
+	applied = mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)})
+	r.stop(t)
+	is := intentsStore(env)
+	var err error
+	if a, err = is.Get(ctx, "layer2network.tenant-a"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err = is.Get(ctx, "layer2network.tenant-b"); err != nil {
+		t.Fatal(err)
+	}
+	j := &sluicev1.ApplyJournal{Source: configurator.SourceUndo, HasPrior: true, Mark: []string{"layer2network.tenant-a", "layer2network.tenant-b"},
+		Prior: []*sluicev1.PriorIntent{
+			{Key: "layer2network.tenant-a", Value: a.Value, KvRevision: a.Revision},
+			{Key: "layer2network.tenant-b", Value: b.Value, KvRevision: b.Revision},
+		}}
+	if _, err := journalStore(env).Create(ctx, contract.KeyPending, j); err != nil {
+		t.Fatal(err)
+	}
+	markedA := proto.Clone(a.Value).(*sluicev1.StoredIntent)
+	markedA.MarkedForDeletion = true
+	if _, err := is.Update(ctx, "layer2network.tenant-a", markedA, a.Revision); err != nil {
+		t.Fatal(err)
+	}
+	return env, applied, a, b
 }

@@ -190,31 +190,27 @@ func (lp *loop) run(ctx context.Context) error {
 			}
 			ev = rollout.HeadMoved{Head: e.Value, Rev: rev}
 		case e, ok := <-abortW:
-			if !ok {
-				return errors.New("control watcher stopped")
+			ev, err = request(lp, e, ok, contract.AbortKey(""), func(id string, r *sluicev1.AbortRequest) rollout.Event {
+				r.Rollout = id
+				return rollout.AbortRequested{R: r}
+			})
+			if err != nil {
+				return err
 			}
-			if e.Err != nil {
-				lp.quarantine(contract.BucketControl, e.Key, e.Err)
+			if ev == nil {
 				continue
 			}
-			if e.Value == nil {
-				continue
-			}
-			e.Value.Rollout = strings.TrimPrefix(e.Key, contract.AbortKey(""))
-			ev = rollout.AbortRequested{R: e.Value}
 		case e, ok := <-forgiveW:
-			if !ok {
-				return errors.New("control watcher stopped")
+			ev, err = request(lp, e, ok, contract.ForgiveKey(""), func(fp string, r *sluicev1.ForgiveRequest) rollout.Event {
+				r.Fingerprint = fp
+				return rollout.ForgiveRequested{R: r}
+			})
+			if err != nil {
+				return err
 			}
-			if e.Err != nil {
-				lp.quarantine(contract.BucketControl, e.Key, e.Err)
+			if ev == nil {
 				continue
 			}
-			if e.Value == nil {
-				continue
-			}
-			e.Value.Fingerprint = strings.TrimPrefix(e.Key, contract.ForgiveKey(""))
-			ev = rollout.ForgiveRequested{R: e.Value}
 		case e, ok := <-nodesW:
 			if !ok {
 				return errors.New("nodes watcher stopped")
@@ -251,6 +247,22 @@ func (lp *loop) run(ctx context.Context) error {
 			return err
 		}
 	}
+}
+
+// request turns a watched operator request into an event, the key naming
+// what it is about whatever its value says: nil for a deletion or a value
+// that does not decode (quarantined).
+func request[T proto.Message](lp *loop, e store.Entry[T], ok bool, prefix string, event func(subject string, v T) rollout.Event) (rollout.Event, error) {
+	switch {
+	case !ok:
+		return nil, errors.New("control watcher stopped")
+	case e.Err != nil:
+		lp.quarantine(contract.BucketControl, e.Key, e.Err)
+		return nil, nil
+	case !e.Value.ProtoReflect().IsValid():
+		return nil, nil
+	}
+	return event(strings.TrimPrefix(e.Key, prefix), e.Value), nil
 }
 
 // quarantine reports a value that does not decode, once per key: the key is

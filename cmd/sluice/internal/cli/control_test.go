@@ -53,12 +53,7 @@ if [ "$SLUICE_NODE" = node-02 ] && grep -q '"tableId": *101' "$SLUICE_CONFIG" &&
 fi
 exit 0
 `)
-	s, err := dev.Start(context.Background(), dev.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Agents: 2, Stderr: io.Discard,
-		CheckCmds: []string{"sh " + check}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Stop() })
+	s := startWithCheck(t, 2, check)
 	sluice(t, s.URL(), "apply", "-f", writeFile(t, "a.yaml", tenantA))
 	if code, out, _ := sluice(t, s.URL(), "rollout", "status", "--watch"); code != 0 {
 		t.Fatalf("first rollout: exit %d\n%s", code, out)
@@ -113,12 +108,7 @@ if [ "$SLUICE_NODE" = node-02 ] && grep -q '"tableId": *101' "$SLUICE_CONFIG"; t
 fi
 exit 0
 `)
-	s, err := dev.Start(context.Background(), dev.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Agents: 2, Stderr: io.Discard,
-		CheckCmds: []string{"sh " + check}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Stop() })
+	s := startWithCheck(t, 2, check)
 	run := func(want int, args ...string) string {
 		t.Helper()
 		code, out, stderr := sluice(t, s.URL(), args...)
@@ -202,4 +192,17 @@ func TestDiff_ShowsWhatWouldChangeAndStoresNothing(t *testing.T) {
 	if code, out, _ := sluice(t, s.URL(), "diff", "-f", writeFile(t, "same.yaml", tenantA)); code != 0 || !strings.Contains(out, "no change") {
 		t.Errorf("diff of the head's content: exit %d\n%s", code, out)
 	}
+}
+
+// startWithCheck runs sluice dev with agents that run the shell script
+// check as their health check.
+func startWithCheck(t *testing.T, agents int, check string) *dev.System {
+	t.Helper()
+	s, err := dev.Start(context.Background(), dev.Options{DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Agents: agents, Stderr: io.Discard,
+		CheckCmds: []string{"sh " + check}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	return s
 }

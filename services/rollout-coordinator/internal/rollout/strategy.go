@@ -17,7 +17,9 @@ const (
 type plan = contract.Plan
 
 // resolve turns st into a plan for total nodes (contract.ResolveStrategy).
-func resolve(st *sluicev1.Strategy, total int) (plan, error) { return contract.ResolveStrategy(st, total) }
+func resolve(st *sluicev1.Strategy, total int) (plan, error) {
+	return contract.ResolveStrategy(st, total)
+}
 
 // maxParallel resolves only the strategy's maxParallel.
 func maxParallel(st *sluicev1.Strategy, total int) (int, error) {
