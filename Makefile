@@ -42,8 +42,8 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
-run: ## Run everything locally: embedded NATS, all services, 5 agents (sluice dev)
-	$(GO) run ./cmd/sluice dev
+run: ## Run everything locally: embedded NATS, all services, 5 agents (sluice dev; flags in ARGS="...")
+	$(GO) run ./cmd/sluice dev $(ARGS)
 
 .PHONY: test
 test: ## go vet and go test every module of the workspace

@@ -89,6 +89,10 @@ func checkValue(fd protoreflect.FieldDescriptor, v any, path string) []shapeProb
 		}
 	case protoreflect.Uint32Kind, protoreflect.Fixed32Kind:
 		if !wholeNumberIn(v, 0, math.MaxUint32) {
+			if rule, ok := numberRules[fd.FullName()]; ok {
+				// Say the rule the value must meet, not the wire type's range.
+				return []shapeProblem{{path, fmt.Sprintf("must be %s, not %s", rule, describeJSON(v))}}
+			}
 			return bad()
 		}
 	case protoreflect.Int32Kind, protoreflect.Sint32Kind, protoreflect.Sfixed32Kind:
@@ -98,6 +102,17 @@ func checkValue(fd protoreflect.FieldDescriptor, v any, path string) []shapeProb
 	}
 	// 64-bit integers and floats: protojson's own checks are precise enough.
 	return nil
+}
+
+// numberRules are the documented ranges of the numeric fields (validate.go
+// checks them), for a value that is not even a whole number of the field's
+// type: "-1500" for an MTU is outside 1000-9216, not outside 0-4294967295.
+var numberRules = map[protoreflect.FullName]string{
+	"sluice.v1.Layer2Network.vlan":    fmt.Sprintf("a VLAN id from %d to %d", MinVLAN, MaxVLAN),
+	"sluice.v1.Layer2Network.vni":     fmt.Sprintf("a VXLAN VNI from %d to %d", MinVNI, MaxVNI),
+	"sluice.v1.Layer2Network.mtu":     fmt.Sprintf("an MTU from %d to %d (leave it out for the default %d)", MinMTU, MaxMTU, DefaultMTU),
+	"sluice.v1.VRFRoute.sequence":     fmt.Sprintf("a sequence from %d to %d", MinSequence, MaxSequence),
+	"sluice.v1.RoutingTable.table_id": "a routing table id from 1 to 4294967295 except 253-255",
 }
 
 // wholeNumberIn reports whether v is an integer in [lo, hi], written as a

@@ -45,7 +45,8 @@ Exit codes (so scripts can gate on a rollout):
   %d  the status could not be read
   %d  partially failed: some nodes failed, within the failure budget
   %d  rolled back: failures beyond the budget; touched nodes were reverted
-  %d  aborted: stopped by an operator or superseded by a newer revision`,
+  %d  aborted: stopped by an operator (sluice rollout abort), superseded by a newer revision,
+      refused (a target recorded invalid) or past its progress deadline`,
 			ExitSucceeded, ExitUnreadable, ExitPartiallyFailed, ExitRolledBack, ExitAborted),
 		Example: "  sluice rollout status\n  sluice rollout status --watch && echo rolled out",
 		Args:    cobra.MaximumNArgs(1),

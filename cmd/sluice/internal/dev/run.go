@@ -62,7 +62,7 @@ func (s *System) Banner() string {
 		p("  examples  none")
 	}
 	p("")
-	p("Try next:")
+	p("Try next (in another terminal; 'make build && export PATH=$PWD/bin:$PATH' first, so exit codes come through):")
 	if s.URL() != "nats://"+DefaultListen {
 		p("  export SLUICE_NATS_URL=%s", s.URL())
 	}
@@ -74,6 +74,7 @@ func (s *System) Banner() string {
 	p("  sluice rollout status --watch")
 	p("  sluice apply -f %-24s # shows validation errors; nothing is stored", broken)
 	p("  sluice events")
+	p("  sluice rollout history; sluice diff -f <dir>; sluice rollout undo | abort | retry")
 	if len(s.opts.CheckCmds) == 0 {
 		p("  sluice dev --check-cmd examples/checks/node-03-needs-table-10.sh  # then change table mgmt's tableId: node-03 fails its check, the rollout reverts (README: \"Break a node\")")
 	}
