@@ -208,6 +208,7 @@ func (a *Agent) setPhase(ctx context.Context, d *sluicev1.DesiredConfig, started
 	if u.phase == sluicev1.NodePhase_NODE_PHASE_INVALID {
 		st.LastInvalid = &sluicev1.InvalidReport{Fingerprint: d.GetFingerprint(), Rollout: d.GetRollout(), Revision: d.GetRevision(),
 			Check: u.failedCheck, Output: u.output, At: st.LastUpdate, Revert: d.GetRevert()}
+		a.worker.lastInvalid = st.LastInvalid
 	}
 	if err := a.writeStatus(ctx, st); err != nil {
 		a.warnUnlessDone(ctx, err, "write status "+u.phase.String()+"; provisioning again shortly")

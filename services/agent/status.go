@@ -22,6 +22,10 @@ type workState struct {
 	lastGood  *sluicev1.DesiredConfig // the config in force, as persisted; nil = none
 	status    *sluicev1.NodeStatus    // the status last written or read; nil = none or unknown
 	statusRev uint64                  // its revision; 0 = the key does not exist (as far as we know)
+	// lastInvalid is the agent's last Invalid report, made whether or not
+	// its write was known to land (a write whose answer was lost may have
+	// landed and been seen by nobody): every later status carries it.
+	lastInvalid *sluicev1.InvalidReport
 	started   time.Time               // when the provision in progress started
 	// restoredAtStart is why last-good was restored at start; "" = it was not.
 	restoredAtStart string
@@ -59,7 +63,10 @@ func (a *Agent) readStatus(ctx context.Context) {
 // again, twice at most.
 func (a *Agent) writeStatus(ctx context.Context, st *sluicev1.NodeStatus) error {
 	if st.LastInvalid == nil {
-		st.LastInvalid = a.worker.status.GetLastInvalid() // carried until the next Invalid report
+		st.LastInvalid = a.worker.lastInvalid // carried until the next Invalid report
+	}
+	if st.LastInvalid == nil {
+		st.LastInvalid = a.worker.status.GetLastInvalid() // as read at start
 	}
 	var err error
 	for attempt := range 3 {

@@ -87,3 +87,25 @@ func TestDecide_ProvenBackupThatFailedElsewhere_IsStillTheRevertTarget(t *testin
 		t.Fatalf("counts %v; want no failed revert", c)
 	}
 }
+
+// A node in flight when the rollout stopped failed after all, but its
+// Invalid status was overwritten before the coordinator saw it (the agent
+// could not tell its write had landed); the status that follows carries the
+// report, and the failure is counted (I3; chaos seed 27).
+func TestDecide_StoppedNodeFailureCarriedByALaterStatusIsCounted(t *testing.T) {
+	r1 := testRev("aaaa1111")
+	fp1 := targetOf(r1)
+	id1 := rolloutID(head(2, r1.Id, ""))
+	s := NewState()
+	Decide(s, Loaded{Head: head(2, r1.Id, "2"), HeadRev: r1, Presence: presence("n1", "n2")}, t0)
+	Decide(s, Status{S: status("n1", invalid, fp1, id1)}, t0.Add(time.Second)) // over budget: n2, in flight, stops
+	carried := status("n2", provisioned, emptyFP, id1)                         // its revert, reported
+	carried.LastInvalid = &sluicev1.InvalidReport{Fingerprint: fp1, Rollout: id1, Check: "connectivity", Output: "100% loss"}
+	Decide(s, Status{S: carried}, t0.Add(2*time.Second))
+	if c := s.rollout.GetCounts(); c.GetFailed() != 2 {
+		t.Fatalf("counts %v; want n2's carried failure counted", c)
+	}
+	if f := outcomeOf(s.rollout.GetFailures(), "n2"); f.GetResult() != sluicev1.NodeResult_NODE_RESULT_INVALID || f.GetFailedCheck() != "connectivity" {
+		t.Fatalf("n2's outcome = %v; want Invalid (connectivity)", f)
+	}
+}

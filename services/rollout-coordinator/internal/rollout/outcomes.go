@@ -25,14 +25,14 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 	n.status = st
 	phase := st.GetPhase()
 	s.recordCarriedInvalid(n, now)
-	if s.rollout != nil && n.touched && n.prog == progStopped && st.GetFingerprint() == n.forward &&
-		st.GetRollout() == s.rollout.GetId() && phase == sluicev1.NodePhase_NODE_PHASE_INVALID {
+	if f := s.stoppedThenFailed(n, st); f != nil {
 		// In flight when the rollout stopped, and failed after all: that is
-		// what happened to it (I3), while its revert goes on.
-		check := orDefault(st.GetFailedCheck(), "unknown check")
+		// what happened to it (I3), while its revert goes on. The report may
+		// only be carried by a later status (its own write was overwritten).
+		check := orDefault(f.check, "unknown check")
 		s.setProg(n, progFailed)
-		s.recordOutcomeOf(n, n.forward, sluicev1.NodeResult_NODE_RESULT_INVALID, check, st.GetCheckOutput(), st.GetMessage())
-		ev := s.nodeEvent(n, "NodeFailed", fmt.Sprintf("node reported Invalid (%s) after the rollout stopped: %s", check, st.GetMessage()))
+		s.recordOutcomeOf(n, n.forward, sluicev1.NodeResult_NODE_RESULT_INVALID, check, f.output, f.message)
+		ev := s.nodeEvent(n, "NodeFailed", fmt.Sprintf("node reported Invalid (%s) after the rollout stopped: %s", check, f.message))
 		ev.Fingerprint = n.forward
 		s.emit(ev)
 	}
@@ -76,6 +76,23 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 	s.emit(s.nodeEvent(n, "NodeFailed", fmt.Sprintf("node reported Invalid (%s): %s", check, st.GetMessage())))
 	s.recordInvalid(n.name, n.target, s.rollout.GetId(), s.rollout.GetRevision(), check, st.GetCheckOutput(), CauseCheckFailed, now)
 	s.overBudget(fmt.Sprintf("node %s failed check %s: %s", n.name, check, st.GetMessage()), now)
+}
+
+// stoppedThenFailed is the Invalid report on its forward target of a node
+// that was in flight when the active rollout stopped: st itself, or the
+// report st carries; nil when there is none.
+func (s *State) stoppedThenFailed(n *node, st *sluicev1.NodeStatus) *failedReport {
+	if s.rollout == nil || !n.touched || n.prog != progStopped {
+		return nil
+	}
+	id := s.rollout.GetId()
+	if st.GetFingerprint() == n.forward && st.GetRollout() == id && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID {
+		return &failedReport{check: st.GetFailedCheck(), output: st.GetCheckOutput(), message: st.GetMessage()}
+	}
+	if li := st.GetLastInvalid(); li != nil && !li.GetRevert() && li.GetRollout() == id && li.GetFingerprint() == n.forward {
+		return &failedReport{check: li.GetCheck(), output: li.GetOutput(), message: "reported Invalid (carried by a later status: " + st.GetMessage() + ")"}
+	}
+	return nil
 }
 
 // isRolloutTarget reports whether st reports on a config a rollout put on
