@@ -255,17 +255,29 @@ func checkOutcomesKept(o *Observation, add addFunc) {
 				provisioned[node] = true
 			}
 		}
-		failures := map[string]sluicev1.NodeResult{}
+		// A node may be listed twice: its forward outcome, and its revert's.
+		failed, invalidListed, revertFailed := map[string]bool{}, map[string]bool{}, map[string]bool{}
 		for _, f := range r.GetFailures() {
-			failures[f.GetNode()] = f.GetResult()
+			switch f.GetResult() {
+			case sluicev1.NodeResult_NODE_RESULT_INVALID:
+				failed[f.GetNode()], invalidListed[f.GetNode()] = true, true
+			case sluicev1.NodeResult_NODE_RESULT_TIMED_OUT:
+				failed[f.GetNode()] = true
+			case sluicev1.NodeResult_NODE_RESULT_REVERT_FAILED:
+				revertFailed[f.GetNode()] = true
+			}
 		}
 		for _, node := range sortedKeys(invalid) {
-			if res := failures[node]; res != sluicev1.NodeResult_NODE_RESULT_INVALID && res != sluicev1.NodeResult_NODE_RESULT_TIMED_OUT {
+			// A node whose revert the coordinator gave up on (its deadline
+			// passed) may report on its forward target just after the rollout
+			// ended for want of it: that report is recorded as an invalid
+			// fingerprint (I4), not in the terminal record.
+			if !failed[node] && !revertFailed[node] {
 				add("I3", r.GetId(), node, "reported Invalid for the target while the rollout ran; the record's failures do not list it")
 			}
 		}
 		for _, node := range sortedKeys(provisioned) {
-			if !invalid[node] && failures[node] == sluicev1.NodeResult_NODE_RESULT_INVALID {
+			if !invalid[node] && invalidListed[node] {
 				add("I3", r.GetId(), node, "reported only Provisioned for the target; the record lists it Invalid")
 			}
 		}

@@ -303,3 +303,30 @@ func TestCheck_NodeWhoseConfigInForceIsKnownBadKeepsWhatItRan(t *testing.T) {
 		t.Errorf("its config in force is fine: want an I1 violation, got %v", vs)
 	}
 }
+
+// A node listed twice — Invalid on its forward target, then its revert
+// failed — is listed (chaos seed 75); a node the coordinator gave up on
+// (revert failed) may report on its forward target after the rollout ended
+// for want of it; a node listed only as skipped may not.
+func TestCheck_I3_ForwardAndRevertOutcomesOfOneNode(t *testing.T) {
+	withFailures := func(fs ...*sluicev1.NodeOutcome) *Observation {
+		o := healthy()
+		r := rollout(o, "r2")
+		r.Failures = fs
+		r.Counts.Failed = 1
+		return o
+	}
+	isI3 := func(v Violation) bool { return v.Invariant == "I3" }
+	invalid := &sluicev1.NodeOutcome{Node: "node-02", Fingerprint: "fp-b2", Result: sluicev1.NodeResult_NODE_RESULT_INVALID}
+	revertFailed := &sluicev1.NodeOutcome{Node: "node-02", Result: sluicev1.NodeResult_NODE_RESULT_REVERT_FAILED, FailedCheck: "revert"}
+	skipped := &sluicev1.NodeOutcome{Node: "node-02", Result: sluicev1.NodeResult_NODE_RESULT_SKIPPED}
+	if vs := Check(withFailures(invalid, revertFailed)); slices.ContainsFunc(vs, isI3) {
+		t.Errorf("listed Invalid, then its revert failed: want no I3 violation, got %v", vs)
+	}
+	if vs := Check(withFailures(revertFailed)); slices.ContainsFunc(vs, isI3) {
+		t.Errorf("the coordinator gave up on its revert: want no I3 violation, got %v", vs)
+	}
+	if vs := Check(withFailures(skipped)); !slices.ContainsFunc(vs, isI3) {
+		t.Errorf("listed only as skipped: want an I3 violation, got %v", vs)
+	}
+}
