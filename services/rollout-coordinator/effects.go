@@ -311,7 +311,13 @@ func (k *kvEffects) recordInvalid(ctx context.Context, f *sluicev1.InvalidFinger
 	}
 	_, err = k.write(ctx, contract.BucketFingerprints, []store.Op{{Key: f.GetFingerprint(), Value: f, Revision: rev}})
 	if errors.Is(err, store.ErrConflict) {
-		return nil // recorded meanwhile
+		// Recorded meanwhile, or the conflict was something else: ask the
+		// stream's leader (a direct get may be served by a lagging replica).
+		// Not recorded: the error ends the term, and the next one records it
+		// from the node's status (chaos seed 1342).
+		if last, lerr := k.term.batchers[contract.BucketFingerprints].LastRevision(ctx, f.GetFingerprint()); lerr == nil && last != 0 && last != rev {
+			return nil
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("record invalid fingerprint %s: %w", f.GetFingerprint(), err)

@@ -81,11 +81,13 @@ func (t *term) check(now time.Time) error {
 	return nil
 }
 
-// fencedOut reports whether bucket's fence moved past this term's.
+// fencedOut reports whether bucket's fence moved past this term's, as the
+// stream's leader has it (a direct get may be answered by a replica that has
+// not seen the newer term's fence yet).
 func (t *term) fencedOut(ctx context.Context, bucket string) bool {
-	e, err := t.stores[bucket].Get(ctx, contract.KeyFence)
+	last, err := t.batchers[bucket].LastRevision(ctx, contract.KeyFence)
 	if err != nil {
-		return errors.Is(err, store.ErrNotFound) // a deleted fence is no longer ours either
+		return false // unknown: the caller's error stands, and is retried
 	}
-	return e.Revision != t.fences[bucket].Revision
+	return last != t.fences[bucket].Revision // a newer fence, or a deleted one
 }
