@@ -6,8 +6,10 @@ package apiclient
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -144,14 +146,10 @@ func call(ctx context.Context, nc *nats.Conn, subject string, req, resp proto.Me
 // WaitReady waits until a configurator answers the micro ping on nc, or ctx
 // ends. Call it before the first Apply of a freshly started system.
 func WaitReady(ctx context.Context, nc *nats.Conn) error {
-	subject, err := micro.ControlSubject(micro.PingVerb, contract.ConfiguratorService, "")
-	if err != nil {
-		return err
-	}
 	retry := time.NewTicker(20 * time.Millisecond)
 	defer retry.Stop()
 	for {
-		_, err := nc.RequestWithContext(ctx, subject, nil)
+		err := Ready(ctx, nc)
 		if err == nil {
 			return nil
 		}
@@ -161,6 +159,35 @@ func WaitReady(ctx context.Context, nc *nats.Conn) error {
 		case <-retry.C:
 		}
 	}
+}
+
+// apiSubjects are the configurator's endpoints a client may call.
+var apiSubjects = []string{contract.SubjectApply, contract.SubjectDelete, contract.SubjectUndo, contract.SubjectRetry}
+
+// Ready asks once whether a configurator serves every endpoint of its API:
+// its micro service answers pings as soon as it is added, before its
+// endpoints are, so the service's INFO must list them all.
+func Ready(ctx context.Context, nc *nats.Conn) error {
+	subject, err := micro.ControlSubject(micro.InfoVerb, contract.ConfiguratorService, "")
+	if err != nil {
+		return err
+	}
+	rctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+	defer cancel()
+	reply, err := nc.RequestWithContext(rctx, subject, nil)
+	if err != nil {
+		return err
+	}
+	var info micro.Info
+	if err := json.Unmarshal(reply.Data, &info); err != nil {
+		return fmt.Errorf("configurator info: %w", err)
+	}
+	for _, want := range apiSubjects {
+		if !slices.ContainsFunc(info.Endpoints, func(e micro.EndpointInfo) bool { return e.Subject == want }) {
+			return fmt.Errorf("the configurator does not serve %s yet", want)
+		}
+	}
+	return nil
 }
 
 // thousands writes n with comma separators: 8,388,608.

@@ -51,8 +51,7 @@ func start(t *testing.T, env *natstest.Env) *running {
 			t.Fatalf("configurator stopped at start: %v", err)
 		default:
 		}
-		_, err := env.Conn.Request("$SRV.PING."+contract.ConfiguratorService, nil, 200*time.Millisecond)
-		return err == nil
+		return apiclient.Ready(context.Background(), env.Conn) == nil // every endpoint, not just the ping
 	})
 	return r
 }
