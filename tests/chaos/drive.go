@@ -237,7 +237,7 @@ type faults struct {
 	watch    *watchers
 	mu       sync.Mutex
 	locks    map[string]*sync.Mutex
-	restarts bool // a NATS restart happened
+	restarts bool // a NATS restart happened, or a cluster server was stopped
 }
 
 func (f *faults) lock(name string) func() {
@@ -373,6 +373,9 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 		var i int
 		fmt.Sscanf(ft.Node, "server-%d", &i)
 		s.cluster.StopServer(s.t, i)
+		f.mu.Lock()
+		f.restarts = true // an event published async through the stopped server may be lost (seed 76)
+		f.mu.Unlock()
 		s.log.add("%s: stopped", ft)
 		sleep(ft.Down)
 		s.cluster.RestartServer(s.t, i)
