@@ -18,7 +18,8 @@ const (
 	BucketNodes        = "sluice-nodes"        // agent of <node>: <node> → NodePresence (TTL = heartbeat lease)
 	BucketRollouts     = "sluice-rollouts"     // coordinator: <id> → Rollout, active / last-applied → RolloutRef
 	BucketLeases       = "sluice-leases"       // whoever holds it: <component> → LeaderLease (TTL = leader lease)
-	BucketControl      = "sluice-control"      // operators (the CLI): abort.<rollout> → AbortRequest, forgive.<fingerprint> → ForgiveRequest; the coordinator acts on them
+	BucketControl      = "sluice-control"      // operators (the CLI): abort.<rollout> → AbortRequest, forgive.<fingerprint> → ForgiveRequest, pause and pause.<rollout> → PauseRequest
+	BucketInstances    = "sluice-instances"    // each service instance: <component>.<instance> → Instance (TTL = node lease)
 	StreamEvents       = "SLUICE_EVENTS"       // everyone: sluice.events.<kind>.<id> → Event
 )
 
@@ -29,6 +30,7 @@ const (
 	KeyActive        = "active"       // rollouts: the rollout in progress
 	KeyLastApplied   = "last-applied" // rollouts: the last rollout that finished
 	LeaseCoordinator = "coordinator"  // leases: the rollout-coordinator's leader lease
+	KeyPause         = "pause"        // control: the whole control plane's PauseRequest
 )
 
 // KeyFence is the term fence the coordinator keeps in every bucket it writes
@@ -50,6 +52,7 @@ const (
 	KindIntent      = "intent"
 	KindFingerprint = "fingerprint"
 	KindLeader      = "leader"
+	KindInstance    = "instance" // a service instance or agent acknowledging a pause: id <component>.<instance>
 )
 
 // Subjects.
@@ -68,6 +71,11 @@ const (
 	SubjectDelete = "sluice.api.configurator.delete"
 	// SubjectUndo takes an UndoRequest and answers an UndoResponse (protojson).
 	SubjectUndo = "sluice.api.configurator.undo"
+	// SubjectPause is where the control bucket republishes control/pause:
+	// agents listen here with core NATS (and Get the key on start), as they
+	// do for their desired config.
+	SubjectPause = "sluice.control.pause"
+
 	// SubjectRetry takes a RetryRequest and answers a RetryResponse (protojson).
 	SubjectRetry = "sluice.api.configurator.retry"
 )
@@ -85,6 +93,12 @@ func AbortKey(rollout string) string { return "abort." + rollout }
 
 // ForgiveKey is the control key asking the coordinator to forgive fingerprint fp.
 func ForgiveKey(fp string) string { return "forgive." + fp }
+
+// RolloutPauseKey is the control key pausing one rollout's node operations.
+func RolloutPauseKey(rollout string) string { return KeyPause + "." + rollout }
+
+// InstanceKey is the instances key of one service instance.
+func InstanceKey(component, instance string) string { return component + "." + instance }
 
 // DesiredKey is the nodeconfigs key holding the config a node should run.
 func DesiredKey(node string) string { return node + ".desired" }

@@ -26,7 +26,7 @@ const (
 // allBuckets lists every bucket in the order they are opened.
 var allBuckets = []string{
 	BucketIntents, BucketRevisions, BucketNodeConfigs, BucketFingerprints,
-	BucketStatus, BucketNodes, BucketRollouts, BucketLeases, BucketControl,
+	BucketStatus, BucketNodes, BucketRollouts, BucketLeases, BucketControl, BucketInstances,
 }
 
 // managers is the one map of who creates and updates what.
@@ -41,11 +41,12 @@ var managers = map[string]string{
 	BucketControl:      ComponentCoordinator,
 	BucketStatus:       ComponentCoordinator,
 	BucketNodes:        ComponentCoordinator,
+	BucketInstances:    ComponentCoordinator,
 }
 
 // uses lists what a component binds when it uses less than everything.
 var uses = map[string][]string{
-	ComponentAgent: {BucketNodeConfigs, BucketStatus, BucketNodes, StreamEvents},
+	ComponentAgent: {BucketNodeConfigs, BucketStatus, BucketNodes, BucketControl, StreamEvents},
 }
 
 // atomicBuckets are the buckets whose streams allow atomic batch publishing:

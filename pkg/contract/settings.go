@@ -104,8 +104,15 @@ func (s Settings) BucketConfigs() []jetstream.KeyValueConfig {
 	leases := kv(BucketLeases, "leader leases by component")
 	leases.TTL = s.LeaderLease
 	leases.LimitMarkerTTL = max(s.LeaderLease, time.Second) // the server's minimum
-	control := kv(BucketControl, "operator requests (abort, forgive); written by operators, acted on by the rollout-coordinator")
-	return []jetstream.KeyValueConfig{intents, revisions, nodeconfigs, fingerprints, status, nodes, rollouts, leases, control}
+	control := kv(BucketControl, "operator requests (abort, forgive, pause); written by operators, acted on by the rollout-coordinator and every instance")
+	control.RePublish = &jetstream.RePublish{
+		Source:      "$KV." + BucketControl + "." + KeyPause,
+		Destination: SubjectPause,
+	}
+	instances := kv(BucketInstances, "service instance presence and pause acknowledgements; written by each instance")
+	instances.TTL = s.NodeLease
+	instances.LimitMarkerTTL = max(s.NodeLease, time.Second)
+	return []jetstream.KeyValueConfig{intents, revisions, nodeconfigs, fingerprints, status, nodes, rollouts, leases, control, instances}
 }
 
 // EventsStreamConfig is the configuration of the events stream.
@@ -124,7 +131,7 @@ func (s Settings) EventsStreamConfig() jetstream.StreamConfig {
 // Buckets holds a handle of every sluice bucket. A component that does not
 // use a bucket (see Open) has nil there.
 type Buckets struct {
-	Intents, Revisions, NodeConfigs, Fingerprints, Status, Nodes, Rollouts, Leases, Control jetstream.KeyValue
+	Intents, Revisions, NodeConfigs, Fingerprints, Status, Nodes, Rollouts, Leases, Control, Instances jetstream.KeyValue
 }
 
 // OpenBuckets binds every sluice bucket without verifying its settings; they
@@ -162,6 +169,8 @@ func (b *Buckets) field(name string) *jetstream.KeyValue {
 		return &b.Leases
 	case BucketControl:
 		return &b.Control
+	case BucketInstances:
+		return &b.Instances
 	}
 	panic("contract: unknown bucket " + name)
 }

@@ -244,6 +244,7 @@ type NodePresence struct {
 	AgentVersion  string                 `protobuf:"bytes,3,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
 	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	HeartbeatAt   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=heartbeat_at,json=heartbeatAt,proto3" json:"heartbeat_at,omitempty"`
+	Pause         *PauseAck              `protobuf:"bytes,6,opt,name=pause,proto3" json:"pause,omitempty"` // the pause generation this node's agent has reached (see PauseRequest)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -309,6 +310,13 @@ func (x *NodePresence) GetStartedAt() *timestamppb.Timestamp {
 func (x *NodePresence) GetHeartbeatAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.HeartbeatAt
+	}
+	return nil
+}
+
+func (x *NodePresence) GetPause() *PauseAck {
+	if x != nil {
+		return x.Pause
 	}
 	return nil
 }
@@ -546,7 +554,7 @@ var File_sluice_v1_config_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_config_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/config.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/intent.proto\"9\n" +
+	"\x16sluice/v1/config.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17sluice/v1/control.proto\x1a\x16sluice/v1/intent.proto\"9\n" +
 	"\n" +
 	"NodeConfig\x12+\n" +
 	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\"\xb8\x02\n" +
@@ -560,14 +568,15 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"written_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAt\x12!\n" +
 	"\fleader_epoch\x18\a \x01(\x04R\vleaderEpoch\x12\x16\n" +
 	"\x06revert\x18\b \x01(\bR\x06revert\x12\x16\n" +
-	"\x06proven\x18\t \x01(\bR\x06proven\"\xb9\x02\n" +
+	"\x06proven\x18\t \x01(\bR\x06proven\"\xe4\x02\n" +
 	"\fNodePresence\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12;\n" +
 	"\x06labels\x18\x02 \x03(\v2#.sluice.v1.NodePresence.LabelsEntryR\x06labels\x12#\n" +
 	"\ragent_version\x18\x03 \x01(\tR\fagentVersion\x129\n" +
 	"\n" +
 	"started_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12=\n" +
-	"\fheartbeat_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\x1a9\n" +
+	"\fheartbeat_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\x12)\n" +
+	"\x05pause\x18\x06 \x01(\v2\x13.sluice.v1.PauseAckR\x05pause\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x03\n" +
@@ -625,6 +634,7 @@ var file_sluice_v1_config_proto_goTypes = []any{
 	nil,                           // 6: sluice.v1.NodePresence.LabelsEntry
 	(*Intent)(nil),                // 7: sluice.v1.Intent
 	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
+	(*PauseAck)(nil),              // 9: sluice.v1.PauseAck
 }
 var file_sluice_v1_config_proto_depIdxs = []int32{
 	7,  // 0: sluice.v1.NodeConfig.intents:type_name -> sluice.v1.Intent
@@ -633,16 +643,17 @@ var file_sluice_v1_config_proto_depIdxs = []int32{
 	6,  // 3: sluice.v1.NodePresence.labels:type_name -> sluice.v1.NodePresence.LabelsEntry
 	8,  // 4: sluice.v1.NodePresence.started_at:type_name -> google.protobuf.Timestamp
 	8,  // 5: sluice.v1.NodePresence.heartbeat_at:type_name -> google.protobuf.Timestamp
-	0,  // 6: sluice.v1.NodeStatus.phase:type_name -> sluice.v1.NodePhase
-	8,  // 7: sluice.v1.NodeStatus.apply_started_at:type_name -> google.protobuf.Timestamp
-	8,  // 8: sluice.v1.NodeStatus.last_update:type_name -> google.protobuf.Timestamp
-	5,  // 9: sluice.v1.NodeStatus.last_invalid:type_name -> sluice.v1.InvalidReport
-	8,  // 10: sluice.v1.InvalidReport.at:type_name -> google.protobuf.Timestamp
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	9,  // 6: sluice.v1.NodePresence.pause:type_name -> sluice.v1.PauseAck
+	0,  // 7: sluice.v1.NodeStatus.phase:type_name -> sluice.v1.NodePhase
+	8,  // 8: sluice.v1.NodeStatus.apply_started_at:type_name -> google.protobuf.Timestamp
+	8,  // 9: sluice.v1.NodeStatus.last_update:type_name -> google.protobuf.Timestamp
+	5,  // 10: sluice.v1.NodeStatus.last_invalid:type_name -> sluice.v1.InvalidReport
+	8,  // 11: sluice.v1.InvalidReport.at:type_name -> google.protobuf.Timestamp
+	12, // [12:12] is the sub-list for method output_type
+	12, // [12:12] is the sub-list for method input_type
+	12, // [12:12] is the sub-list for extension type_name
+	12, // [12:12] is the sub-list for extension extendee
+	0,  // [0:12] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_config_proto_init() }
@@ -650,6 +661,7 @@ func file_sluice_v1_config_proto_init() {
 	if File_sluice_v1_config_proto != nil {
 		return
 	}
+	file_sluice_v1_control_proto_init()
 	file_sluice_v1_intent_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -675,7 +675,13 @@ type Rollout struct {
 	Reverted []string `protobuf:"bytes,19,rep,name=reverted,proto3" json:"reverted,omitempty"`
 	// The operator's abort that stopped it (sluice rollout abort): it ends
 	// ABORTED, after reverting its touched nodes unless the abort said not to.
-	AbortedBy     *AbortRequest `protobuf:"bytes,20,opt,name=aborted_by,json=abortedBy,proto3" json:"aborted_by,omitempty"`
+	AbortedBy *AbortRequest `protobuf:"bytes,20,opt,name=aborted_by,json=abortedBy,proto3" json:"aborted_by,omitempty"`
+	// The pause in force for this rollout (sluice rollout pause, or the
+	// whole control plane's): while paused it starts no node operation.
+	Pause *PauseRequest `protobuf:"bytes,21,opt,name=pause,proto3" json:"pause,omitempty"`
+	// The coordinator's acknowledgement of pause: held once no node
+	// operation it started is still running.
+	PauseAck      *PauseAck `protobuf:"bytes,22,opt,name=pause_ack,json=pauseAck,proto3" json:"pause_ack,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -846,6 +852,20 @@ func (x *Rollout) GetReverted() []string {
 func (x *Rollout) GetAbortedBy() *AbortRequest {
 	if x != nil {
 		return x.AbortedBy
+	}
+	return nil
+}
+
+func (x *Rollout) GetPause() *PauseRequest {
+	if x != nil {
+		return x.Pause
+	}
+	return nil
+}
+
+func (x *Rollout) GetPauseAck() *PauseAck {
+	if x != nil {
+		return x.PauseAck
 	}
 	return nil
 }
@@ -1420,7 +1440,7 @@ var File_sluice_v1_rollout_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\n" +
-	"\x17sluice/v1/rollout.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/config.proto\x1a\x16sluice/v1/intent.proto\"\x82\x01\n" +
+	"\x17sluice/v1/rollout.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/config.proto\x1a\x17sluice/v1/control.proto\x1a\x16sluice/v1/intent.proto\"\x82\x01\n" +
 	"\bRevision\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
 	"\aintents\x18\x02 \x03(\v2\x11.sluice.v1.IntentR\aintents\x129\n" +
@@ -1472,7 +1492,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\treverting\x18\b \x01(\rR\treverting\x12\x1a\n" +
 	"\breverted\x18\t \x01(\rR\breverted\x12#\n" +
 	"\rrevert_failed\x18\n" +
-	" \x01(\rR\frevertFailed\"\xdf\x06\n" +
+	" \x01(\rR\frevertFailed\"\xc0\a\n" +
 	"\aRollout\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12+\n" +
@@ -1502,7 +1522,9 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"leaderTime\x12\x1a\n" +
 	"\breverted\x18\x13 \x03(\tR\breverted\x126\n" +
 	"\n" +
-	"aborted_by\x18\x14 \x01(\v2\x17.sluice.v1.AbortRequestR\tabortedBy\"\xb1\x01\n" +
+	"aborted_by\x18\x14 \x01(\v2\x17.sluice.v1.AbortRequestR\tabortedBy\x12-\n" +
+	"\x05pause\x18\x15 \x01(\v2\x17.sluice.v1.PauseRequestR\x05pause\x120\n" +
+	"\tpause_ack\x18\x16 \x01(\v2\x13.sluice.v1.PauseAckR\bpauseAck\"\xb1\x01\n" +
 	"\n" +
 	"RolloutRef\x12\x18\n" +
 	"\arollout\x18\x01 \x01(\tR\arollout\x12\x1a\n" +
@@ -1606,6 +1628,8 @@ var file_sluice_v1_rollout_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
 	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
 	(NodePhase)(0),                // 18: sluice.v1.NodePhase
+	(*PauseRequest)(nil),          // 19: sluice.v1.PauseRequest
+	(*PauseAck)(nil),              // 20: sluice.v1.PauseAck
 }
 var file_sluice_v1_rollout_proto_depIdxs = []int32{
 	15, // 0: sluice.v1.Revision.intents:type_name -> sluice.v1.Intent
@@ -1629,21 +1653,23 @@ var file_sluice_v1_rollout_proto_depIdxs = []int32{
 	16, // 18: sluice.v1.Rollout.bake_until:type_name -> google.protobuf.Timestamp
 	17, // 19: sluice.v1.Rollout.leader_time:type_name -> google.protobuf.Duration
 	11, // 20: sluice.v1.Rollout.aborted_by:type_name -> sluice.v1.AbortRequest
-	16, // 21: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
-	16, // 22: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
-	10, // 23: sluice.v1.InvalidFingerprint.forgiven:type_name -> sluice.v1.Forgiveness
-	16, // 24: sluice.v1.Forgiveness.at:type_name -> google.protobuf.Timestamp
-	16, // 25: sluice.v1.AbortRequest.at:type_name -> google.protobuf.Timestamp
-	16, // 26: sluice.v1.ForgiveRequest.at:type_name -> google.protobuf.Timestamp
-	16, // 27: sluice.v1.ForgiveRequest.recorded_at:type_name -> google.protobuf.Timestamp
-	16, // 28: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
-	16, // 29: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
-	16, // 30: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
-	31, // [31:31] is the sub-list for method output_type
-	31, // [31:31] is the sub-list for method input_type
-	31, // [31:31] is the sub-list for extension type_name
-	31, // [31:31] is the sub-list for extension extendee
-	0,  // [0:31] is the sub-list for field type_name
+	19, // 21: sluice.v1.Rollout.pause:type_name -> sluice.v1.PauseRequest
+	20, // 22: sluice.v1.Rollout.pause_ack:type_name -> sluice.v1.PauseAck
+	16, // 23: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
+	16, // 24: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
+	10, // 25: sluice.v1.InvalidFingerprint.forgiven:type_name -> sluice.v1.Forgiveness
+	16, // 26: sluice.v1.Forgiveness.at:type_name -> google.protobuf.Timestamp
+	16, // 27: sluice.v1.AbortRequest.at:type_name -> google.protobuf.Timestamp
+	16, // 28: sluice.v1.ForgiveRequest.at:type_name -> google.protobuf.Timestamp
+	16, // 29: sluice.v1.ForgiveRequest.recorded_at:type_name -> google.protobuf.Timestamp
+	16, // 30: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
+	16, // 31: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
+	16, // 32: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
+	33, // [33:33] is the sub-list for method output_type
+	33, // [33:33] is the sub-list for method input_type
+	33, // [33:33] is the sub-list for extension type_name
+	33, // [33:33] is the sub-list for extension extendee
+	0,  // [0:33] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_rollout_proto_init() }
@@ -1652,6 +1678,7 @@ func file_sluice_v1_rollout_proto_init() {
 		return
 	}
 	file_sluice_v1_config_proto_init()
+	file_sluice_v1_control_proto_init()
 	file_sluice_v1_intent_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{

@@ -150,6 +150,8 @@ type Agent struct {
 	nodes    *store.Store[*sluicev1.NodePresence]
 	statuses *store.Store[*sluicev1.NodeStatus]
 	configs  *store.Store[*sluicev1.DesiredConfig]
+	pauses   *store.Store[*sluicev1.PauseRequest]
+	pz       pausing
 
 	pres   presence  // touched by Run's loop only
 	in     intake    // touched by Run's loop only
@@ -199,6 +201,7 @@ func New(cfg Config) (*Agent, error) {
 		resync:      make(chan struct{}, 1),
 		box:         mailbox{wake: make(chan struct{}, 1)},
 		reconnected: make(chan struct{}),
+		pz:          newPausing(),
 	}, nil
 }
 
@@ -282,6 +285,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.nodes = store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
 	a.statuses = store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
 	a.configs = store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
+	a.pauses = store.New(b.Control, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })
 
 	if err := a.loadLastGood(); err != nil {
 		return err
@@ -296,6 +300,15 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent %s: subscribe %s: %w", a.cfg.Node, contract.NodeConfigSubject(a.cfg.Node), err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
+	pauseMsgs := make(chan *nats.Msg, 4)
+	pauseSub, err := a.cfg.Conn.ChanSubscribe(contract.SubjectPause, pauseMsgs)
+	if err != nil {
+		return fmt.Errorf("agent %s: subscribe %s: %w", a.cfg.Node, contract.SubjectPause, err)
+	}
+	defer func() { _ = pauseSub.Unsubscribe() }()
+	// Before the worker starts: a paused control plane holds the first
+	// desired config too.
+	a.fetchPause(ctx, "start")
 
 	a.pres = presence{started: a.cfg.Now()}
 	a.heartbeat(ctx)
@@ -317,9 +330,15 @@ func (a *Agent) Run(ctx context.Context) error {
 			return nil
 		case m := <-msgs:
 			a.receive(m)
+		case m := <-pauseMsgs:
+			a.receivePause(m)
+		case <-a.pz.kick:
+			a.heartbeat(ctx)
 		case <-a.resync:
+			a.fetchPause(ctx, "resync")
 			a.fetchDesired(ctx, "resync")
 		case <-resync.C:
+			a.fetchPause(ctx, "periodic resync")
 			a.fetchDesired(ctx, "periodic resync")
 			resync.Reset(a.resyncDelay())
 		case <-beat.C:
@@ -350,6 +369,7 @@ func (a *Agent) open(ctx context.Context) (jetstream.JetStream, *contract.Bucket
 		dst  *jetstream.KeyValue
 	}{
 		{contract.BucketNodes, &b.Nodes}, {contract.BucketStatus, &b.Status}, {contract.BucketNodeConfigs, &b.NodeConfigs},
+		{contract.BucketControl, &b.Control},
 	} {
 		kv, err := js.KeyValue(ctx, x.name)
 		if err != nil {

@@ -35,6 +35,7 @@ func (a *Agent) heartbeat(ctx context.Context) {
 		AgentVersion: a.cfg.Version,
 		StartedAt:    timestamppb.New(a.pres.started),
 		HeartbeatAt:  timestamppb.New(a.cfg.Now()),
+		Pause:        a.currentAck(),
 	}
 	if a.pres.rev != 0 {
 		rev, err := a.nodes.Update(ctx, a.cfg.Node, p, a.pres.rev)

@@ -49,18 +49,28 @@ func plan(applied string, st *sluicev1.NodeStatus, d *sluicev1.DesiredConfig) ac
 }
 
 // work applies desired configs one at a time, newest first, until ctx ends.
+// While the control plane is paused it leaves what arrives in the mailbox
+// until resume (pause.go).
 func (a *Agent) work(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-a.box.wake:
+		case <-a.pz.wake:
+		}
+		if a.held() {
+			a.setBusy("")
+			continue
 		}
 		d, ok := a.box.take()
 		if !ok {
+			a.setBusy("")
 			continue
 		}
+		a.setBusy("applying " + describe(d.cfg))
 		a.handle(ctx, d.cfg)
+		a.setBusy("")
 	}
 }
 

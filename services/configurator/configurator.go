@@ -26,6 +26,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -36,6 +37,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/pkg/pause"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -64,6 +66,8 @@ type Config struct {
 	// Source names where applied intents came from when a request names none
 	// (default "api").
 	Source string
+	// Instance names this configurator in the instances bucket (default host-pid).
+	Instance string
 }
 
 // Service is a configurator.
@@ -76,6 +80,9 @@ type Service struct {
 	// Set by Run before the API is served.
 	st     *state
 	events *events.Emitter
+	// gate holds requests and reconciles while the control plane is paused (pause.go).
+	gate    *pause.Gate
+	resumed chan struct{} // the pause was lifted: reconcile (capacity 1)
 
 	// reported holds the KV revision of every unreadable value reported,
 	// by "bucket/key event-type", so that each is reported once.
@@ -108,6 +115,10 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Settings.NodeLease <= 0 {
 		cfg.Settings = contract.DefaultSettings()
+	}
+	if cfg.Instance == "" {
+		host, _ := os.Hostname()
+		cfg.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	return &Service{cfg: cfg, log: cfg.Log.With().Str(logging.FieldComponent, Component).Logger(), reported: map[string]uint64{}}, nil
 }
@@ -145,6 +156,8 @@ func (s *Service) run(ctx context.Context) error {
 		s.events.Flush(fctx)
 	}()
 
+	stopPause := s.startPause(ctx, b)
+	defer stopPause()
 	// Listen before reconciling so that a reconnect during it is not missed.
 	reconnected := s.cfg.Conn.StatusChanged(nats.CONNECTED)
 	defer s.cfg.Conn.RemoveStatusListener(reconnected)
@@ -175,10 +188,10 @@ func (s *Service) run(ctx context.Context) error {
 		name, subject string
 		handle        func(context.Context, micro.Request)
 	}{
-		{"apply", contract.SubjectApply, s.handleApply},
-		{"delete", contract.SubjectDelete, s.handleDelete},
-		{"undo", contract.SubjectUndo, s.handleUndo},
-		{"retry", contract.SubjectRetry, s.handleRetry},
+		{"apply", contract.SubjectApply, s.gated("apply", s.handleApply)},
+		{"delete", contract.SubjectDelete, s.gated("delete", s.handleDelete)},
+		{"undo", contract.SubjectUndo, s.gated("undo", s.handleUndo)},
+		{"retry", contract.SubjectRetry, s.gated("retry", s.handleRetry)},
 	} {
 		if err := svc.AddEndpoint(ep.name, micro.ContextHandler(ctx, ep.handle), micro.WithEndpointSubject(ep.subject)); err != nil {
 			return fmt.Errorf("start API endpoint %s: %w", ep.name, err)
@@ -197,6 +210,11 @@ func (s *Service) run(ctx context.Context) error {
 				s.log.Error().Err(err).Dur("retry_in", reconcileRetry).Msg("reconcile after reconnect")
 				retry.Reset(reconcileRetry)
 			}
+		case <-s.resumed:
+			if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
+				s.log.Error().Err(err).Dur("retry_in", reconcileRetry).Msg("reconcile after resume")
+				retry.Reset(reconcileRetry)
+			}
 		case <-retry.C:
 			if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
 				s.log.Error().Err(err).Dur("retry_in", reconcileRetry).Msg("reconcile")
@@ -209,6 +227,12 @@ func (s *Service) run(ctx context.Context) error {
 // reconcile completes an interrupted apply and moves the head if the stored
 // intents differ from it.
 func (s *Service) reconcile(ctx context.Context) error {
+	end, held := s.gate.Begin()
+	if held != nil {
+		s.log.Info().Str(logging.FieldReason, contract.DescribePause(held)).Msg("reconcile waits for resume: the control plane is paused")
+		return nil
+	}
+	defer end()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.rollForward(ctx); err != nil {

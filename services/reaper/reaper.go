@@ -31,6 +31,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync"
 	"time"
 
@@ -41,6 +42,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/pkg/pause"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -84,6 +86,8 @@ type Config struct {
 	Grace time.Duration
 	// Interval is how often a pass runs (default 30s).
 	Interval time.Duration
+	// Instance names this reaper in the instances bucket (default host-pid).
+	Instance string
 }
 
 // Reaper deletes what departed nodes left behind.
@@ -98,6 +102,10 @@ type Reaper struct {
 	// decoding, so each bad value is reported once, not every pass.
 	unreadable map[string]uint64
 	h          *handles // opened on first use
+
+	// gate holds passes while the control plane is paused: the reaper
+	// acknowledges a pause once no pass runs (Run only; Pass ignores it).
+	gate *pause.Gate
 }
 
 // handles are the buckets and emitter, opened once.
@@ -125,6 +133,10 @@ func New(cfg Config) (*Reaper, error) {
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
+	}
+	if cfg.Instance == "" {
+		host, _ := os.Hostname()
+		cfg.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
 	return &Reaper{
 		cfg:        cfg,
@@ -162,6 +174,20 @@ func (r *Reaper) Run(ctx context.Context) error {
 		defer cancel()
 		h.em.Flush(fctx)
 	}()
+
+	b, err := contract.OpenBuckets(ctx, js)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("reaper: %w", err)
+	}
+	gate, stopPause := pause.Start(ctx, pause.Service{
+		Control: b.Control, Instances: b.Instances, Component: Component, Instance: r.cfg.Instance,
+		What: "pass", Interval: r.cfg.Settings.HeartbeatInterval(), Log: r.log, Now: r.cfg.Now, Emit: h.em.Emit,
+	})
+	defer stopPause()
+	r.gate = gate
 
 	watch := r.watchNodes(ctx, h)
 	r.pass(ctx, "start")
@@ -226,6 +252,12 @@ func (r *Reaper) observe(e store.Entry[*sluicev1.NodePresence]) bool {
 }
 
 func (r *Reaper) pass(ctx context.Context, why string) {
+	end, held := r.gate.Begin()
+	if held != nil {
+		r.log.Debug().Str(logging.FieldReason, contract.DescribePause(held)).Msg("no pass while the control plane is paused")
+		return
+	}
+	defer end()
 	if err := r.Pass(ctx); err != nil && ctx.Err() == nil {
 		r.log.Warn().Err(err).Str(logging.FieldReason, why).Msg("reaper pass; retrying at the next one")
 	}

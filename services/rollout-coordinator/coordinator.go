@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -20,6 +21,9 @@ import (
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/pkg/pause"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/rollout-coordinator/internal/rollout"
 )
 
@@ -50,6 +54,15 @@ type Service struct {
 	cfg Config
 	log zerolog.Logger
 	cur atomic.Pointer[loop] // the running term's loop, nil while not leading
+
+	// The control plane's pause as this instance acknowledges it: a
+	// standby starts nothing, so it reaches every generation at once; the
+	// leader's loop decides when it has (rollout.AckPause).
+	beacon *pause.Beacon
+	ackMu  sync.Mutex
+	req    *sluicev1.PauseRequest // newest control/pause seen
+	ack    *sluicev1.PauseAck     // last announced
+	em     *events.Emitter
 }
 
 // Leading reports whether this instance leads with its term's state loaded,
@@ -103,6 +116,20 @@ func (s *Service) Run(ctx context.Context) error {
 		defer cancel()
 		em.Flush(fctx)
 	}()
+	s.em = em
+	s.beacon = pause.NewBeacon(b.Instances, Component, s.cfg.Instance, "", s.cfg.Settings.HeartbeatInterval(), s.log, s.cfg.Now)
+	s.beacon.Set(nil, RoleStandby)
+	var bg sync.WaitGroup
+	defer bg.Wait()
+	bgCtx, stopBg := context.WithCancel(ctx)
+	defer stopBg()
+	bg.Go(func() { s.beacon.Run(bgCtx) })
+	pauses := store.New(b.Control, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })
+	bg.Go(func() {
+		pause.Follow(bgCtx, pauses, s.pauseSeen, func(err error) {
+			s.log.Warn().Err(err).Msg("watch control/pause; retrying")
+		})
+	})
 	// After a reconnect the watchers may have missed changes (and may take
 	// a while to notice): a reconnect ends the term, which reloads everything.
 	reconnected := s.cfg.Conn.StatusChanged(nats.CONNECTED)
@@ -151,9 +178,62 @@ func (s *Service) term(ctx context.Context, cancel context.CancelFunc, el *elect
 	go el.keep(ctx, l, cancel)
 	lp := newLoop(b, s.cfg, s.log, em, t)
 	lp.reconnected = reconnected
+	lp.acked = func(a *sluicev1.PauseAck) { s.announce(a, RoleLeader) }
+	s.beacon.Set(nil, RoleLeader)
 	s.cur.Store(lp)
-	defer s.cur.Store(nil)
+	defer func() {
+		s.cur.Store(nil)
+		s.standBy()
+	}()
 	return lp.run(ctx)
+}
+
+// Roles in the instance presence.
+const (
+	RoleLeader  = "leader"
+	RoleStandby = "standby"
+)
+
+// pauseSeen takes a change of control/pause: a standby reaches it at once,
+// a leader's loop decides (it watches the key itself).
+func (s *Service) pauseSeen(r *sluicev1.PauseRequest) {
+	s.ackMu.Lock()
+	if r.GetGeneration() >= s.req.GetGeneration() {
+		s.req = r
+	}
+	s.ackMu.Unlock()
+	if s.cur.Load() == nil {
+		s.standBy()
+	}
+}
+
+// standBy announces what a standby reaches: the newest pause, at once.
+func (s *Service) standBy() {
+	s.ackMu.Lock()
+	req := s.req
+	s.ackMu.Unlock()
+	s.announce(contract.NextAck(s.currentAck(), req, "", s.cfg.Now()), RoleStandby)
+}
+
+func (s *Service) currentAck() *sluicev1.PauseAck {
+	s.ackMu.Lock()
+	defer s.ackMu.Unlock()
+	return s.ack
+}
+
+// announce puts ack and role in the instance presence, with an event and a
+// log line when ack reached a new generation.
+func (s *Service) announce(ack *sluicev1.PauseAck, role string) {
+	s.ackMu.Lock()
+	prev := s.ack
+	s.ack = ack
+	s.ackMu.Unlock()
+	s.beacon.Set(ack, role)
+	if ev := pause.AckEvent(Component, s.cfg.Instance, prev, ack); ev != nil {
+		s.log.Info().Uint64("generation", ack.GetGeneration()).Bool("paused", ack.GetPaused()).Str("role", role).
+			Str(logging.FieldReason, ev.GetReason()).Msg("pause acknowledged")
+		s.em.Emit(ev)
+	}
 }
 
 // Strategy defaults, documented in docs/rollouts.md.

@@ -43,6 +43,11 @@ type loop struct {
 	refs        *store.Store[*sluicev1.RolloutRef]
 	aborts      *store.Store[*sluicev1.AbortRequest]   // control/abort.<rollout>, written by operators
 	forgives    *store.Store[*sluicev1.ForgiveRequest] // control/forgive.<fingerprint>, written by operators
+	pauses      *store.Store[*sluicev1.PauseRequest]   // control/pause and pause.<rollout>, written by operators
+
+	// acked announces the control-plane pause generation this leader
+	// reached (its instance presence); nil in tests without one.
+	acked func(*sluicev1.PauseAck)
 
 	st         *rollout.State
 	unsaved    *sluicev1.Rollout           // progress not yet written
@@ -81,6 +86,7 @@ func newLoop(b *contract.Buckets, cfg Config, log zerolog.Logger, em *events.Emi
 		refs:        store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }),
 		aborts:      store.New(b.Control, func() *sluicev1.AbortRequest { return &sluicev1.AbortRequest{} }),
 		forgives:    store.New(b.Control, func() *sluicev1.ForgiveRequest { return &sluicev1.ForgiveRequest{} }),
+		pauses:      store.New(b.Control, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} }),
 		st:          rollout.NewState(),
 		writeFails:  make(chan error, 1),
 		landedSig:   make(chan struct{}, 1),
@@ -115,6 +121,14 @@ func (lp *loop) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	pauseW, err := lp.pauses.Watch(ctx, contract.KeyPause)
+	if err != nil {
+		return err
+	}
+	rolloutPauseW, err := lp.pauses.Watch(ctx, contract.RolloutPauseKey(">"))
+	if err != nil {
+		return err
+	}
 	loaded, err := lp.load(ctx, nodesW, statusW, headW)
 	if err != nil {
 		return fmt.Errorf("load state: %w", err)
@@ -127,6 +141,13 @@ func (lp *loop) run(ctx context.Context) error {
 	for e := range initial(ctx, lp, contract.BucketControl, forgiveW) {
 		e.Value.Fingerprint = strings.TrimPrefix(e.Key, contract.ForgiveKey(""))
 		loaded.Forgives = append(loaded.Forgives, e.Value)
+	}
+	for e := range initial(ctx, lp, contract.BucketControl, pauseW) {
+		loaded.Pause = e.Value
+	}
+	for e := range initial(ctx, lp, contract.BucketControl, rolloutPauseW) {
+		e.Value.Rollout = strings.TrimPrefix(e.Key, contract.RolloutPauseKey(""))
+		loaded.RolloutPauses = append(loaded.RolloutPauses, e.Value)
 	}
 
 	for range lp.cfg.Writers {
@@ -204,6 +225,31 @@ func (lp *loop) run(ctx context.Context) error {
 			ev, err = request(lp, e, ok, contract.ForgiveKey(""), func(fp string, r *sluicev1.ForgiveRequest) rollout.Event {
 				r.Fingerprint = fp
 				return rollout.ForgiveRequested{R: r}
+			})
+			if err != nil {
+				return err
+			}
+			if ev == nil {
+				continue
+			}
+		case e, ok := <-pauseW:
+			switch {
+			case !ok:
+				return errors.New("pause watcher stopped")
+			case e.Err != nil:
+				lp.quarantine(contract.BucketControl, e.Key, e.Err)
+				continue
+			case e.Key == "":
+				continue
+			case e.Deleted:
+				ev = rollout.PauseChanged{}
+			default:
+				ev = rollout.PauseChanged{R: e.Value}
+			}
+		case e, ok := <-rolloutPauseW:
+			ev, err = request(lp, e, ok, contract.RolloutPauseKey(""), func(id string, r *sluicev1.PauseRequest) rollout.Event {
+				r.Rollout = id
+				return rollout.RolloutPauseChanged{R: r}
 			})
 			if err != nil {
 				return err
@@ -508,6 +554,10 @@ func (lp *loop) perform(ctx context.Context, a rollout.Action) error {
 		return lp.fx.recordInvalid(ctx, a.Fingerprint)
 	case rollout.ForgiveInvalid:
 		return lp.fx.forgiveInvalid(ctx, a.Fingerprint)
+	case rollout.AckPause:
+		if lp.acked != nil {
+			lp.acked(a.Ack)
+		}
 	case rollout.Emit:
 		lp.emit(a.Event)
 	}

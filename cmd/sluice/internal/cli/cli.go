@@ -109,6 +109,8 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 		a.getCommand(),
 		a.rolloutCommand(),
 		a.fingerprintCommand(),
+		a.pauseCommand(),
+		a.resumeCommand(),
 		a.eventsCommand(),
 		a.devCommand(),
 		a.versionCommand(),

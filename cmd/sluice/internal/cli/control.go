@@ -75,26 +75,10 @@ func (a *app) rolloutAbort(ctx context.Context, id string, noRevert bool, reason
 		return err
 	}
 	records := store.New(rolloutsKV, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
-	if id == "" {
-		ref, err := store.New(rolloutsKV, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Get(ctx, contract.KeyActive)
-		switch {
-		case errors.Is(err, store.ErrNotFound):
-			return &ExitError{Code: 1, Err: errors.New("no rollout is running: nothing to abort (sluice rollout history lists them)")}
-		case err != nil:
-			return fmt.Errorf("read the active rollout: %w", err)
-		}
-		id = ref.Value.GetRollout()
+	if id, err = runningRollout(ctx, rolloutsKV, id, "nothing to abort"); err != nil {
+		return err
 	}
-	r, err := records.Get(ctx, id)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return &ExitError{Code: 1, Err: fmt.Errorf("rollout %s does not exist (sluice rollout history lists them)", id)}
-	case err != nil:
-		return fmt.Errorf("read rollout %s: %w", id, err)
-	case contract.Terminal(r.Value.GetPhase()):
-		return &ExitError{Code: 1, Err: fmt.Errorf("rollout %s already ended %s (%s): nothing to abort",
-			id, rolloutPhase(r.Value.GetPhase()), r.Value.GetReason())}
-	}
+	var r store.Entry[*sluicev1.Rollout]
 	req := &sluicev1.AbortRequest{Rollout: id, NoRevert: noRevert, Reason: reason, By: operator(), At: timestamppb.New(a.now())}
 	if err := putRequest(ctx, store.New(controlKV, func() *sluicev1.AbortRequest { return &sluicev1.AbortRequest{} }), contract.AbortKey(id), req); err != nil {
 		return err

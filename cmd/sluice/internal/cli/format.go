@@ -8,11 +8,25 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/render"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
+
+// outputFlag registers -o/--output, the format printListing writes.
+func outputFlag(fs *pflag.FlagSet, output *string) {
+	fs.StringVarP(output, "output", "o", formatTable, "output format: table, json or yaml")
+}
+
+// checkFormat is the usage error of an -o value printListing does not write.
+func checkFormat(output string) error {
+	if !slices.Contains(formats, output) {
+		return &ExitError{Code: 2, Err: fmt.Errorf("unknown output format %q: use one of %s", output, strings.Join(formats, ", "))}
+	}
+	return nil
+}
 
 // none is printed for an empty cell, so columns stay readable.
 const none = "-"

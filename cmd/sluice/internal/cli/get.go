@@ -31,6 +31,7 @@ var getKinds = []getKind{
 	{"nodes", []string{"node"}, loadNodes},
 	{"rollouts", []string{"rollout"}, loadRollouts},
 	{"fingerprints", []string{"fingerprint", "fp"}, loadFingerprints},
+	{"pause", []string{"pauses", "instances"}, loadPause},
 }
 
 func findGetKind(s string) (getKind, error) {
@@ -52,8 +53,8 @@ func (a *app) getCommand() *cobra.Command {
 		names = append(names, k.name)
 	}
 	cmd := &cobra.Command{
-		Use:   "get intents|revisions|nodes|rollouts|fingerprints",
-		Short: "List intents, revisions, nodes, rollouts or invalid fingerprints",
+		Use:   "get intents|revisions|nodes|rollouts|fingerprints|pause",
+		Short: "List intents, revisions, nodes, rollouts, invalid fingerprints or the pause",
 		Long: `List what the control plane stores, read straight from its buckets.
 
   intents        KIND NAME STATUS SOURCE UPDATED
@@ -68,6 +69,10 @@ func (a *app) getCommand() *cobra.Command {
                  refused unless applied with --retry-invalid, or until it is
                  forgiven with 'sluice fingerprint forgive': FORGIVEN says by
                  whom, when and why)
+  pause          the requested pause (sluice pause / resume), then every live
+                 instance: COMPONENT INSTANCE ROLE REACHED WAITING-FOR HEARTBEAT
+                 (services, then each node's agent; REACHED is the pause
+                 generation it acknowledged, "not yet" when behind)
 
 A stored value that does not decode does not stop the listing: the table
 shows it as a row with its key and "<unreadable: bucket/key reason>" (and a
@@ -76,7 +81,8 @@ never listed.
 
 -o json and -o yaml print {"items": [...], "unreadable": [...]}: items are the
 stored objects (protojson field names), unreadable the values that do not
-decode, each {bucket, key, reason}.`,
+decode, each {bucket, key, reason}. For pause, items[0] is control/pause ({}
+when never paused) and the rest are instances.`,
 		Example:   "  sluice get nodes\n  sluice get rollouts -o yaml",
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: names,
@@ -85,8 +91,8 @@ decode, each {bucket, key, reason}.`,
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			if !slices.Contains(formats, output) {
-				return &ExitError{Code: 2, Err: fmt.Errorf("unknown output format %q: use one of %s", output, strings.Join(formats, ", "))}
+			if err := checkFormat(output); err != nil {
+				return err
 			}
 			nc, js, err := a.jetStream()
 			if err != nil {
@@ -103,7 +109,7 @@ decode, each {bucket, key, reason}.`,
 			return printListing(a.streams.Out, l, bad, output, a.now())
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, json or yaml")
+	outputFlag(cmd.Flags(), &output)
 	return cmd
 }
 

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -33,8 +32,8 @@ in the records that -o json and -o yaml print whole.`,
 		Example: "  sluice rollout history\n  sluice rollout history --limit 5 -o yaml",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !slices.Contains(formats, output) {
-				return &ExitError{Code: 2, Err: fmt.Errorf("unknown output format %q: use one of %s", output, strings.Join(formats, ", "))}
+			if err := checkFormat(output); err != nil {
+				return err
 			}
 			if limit < 0 {
 				return &ExitError{Code: 2, Err: fmt.Errorf("--limit %d: want 0 (all) or more", limit)}
@@ -57,7 +56,7 @@ in the records that -o json and -o yaml print whole.`,
 			return printListing(a.streams.Out, h, bad, output, a.now())
 		},
 	}
-	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, json or yaml")
+	outputFlag(cmd.Flags(), &output)
 	cmd.Flags().IntVar(&limit, "limit", 0, "show only the newest N rollouts (0: all)")
 	return cmd
 }

@@ -19,6 +19,8 @@ const (
 	ExitPartiallyFailed = 2
 	ExitRolledBack      = 3
 	ExitAborted         = 4
+	// exitInterrupted ends --watch on Ctrl-C, as a shell reports SIGINT.
+	exitInterrupted = 130
 )
 
 // rolloutExitCode maps a rollout's phase to the exit code of `rollout status`.
@@ -275,13 +277,34 @@ func rolloutLines(r *sluicev1.Rollout, live []liveNode, now time.Time) []string 
 	if st := stageLine(r, now); st != "" && !contract.Terminal(r.GetPhase()) {
 		lines = append(lines, "stage     "+st)
 	}
+	if p := pauseLine(r); p != "" {
+		lines = append(lines, "paused    "+p)
+	}
 	lines = append(lines, nodeLines(r, live, now)...)
 	return append(lines, outcomeLine(r))
 }
 
-// progressLine is one line per change, for output that is not a terminal.
-func progressLine(r *sluicev1.Rollout, now time.Time) string {
-	return fmt.Sprintf("%s %s %s %s %s", now.Format(time.TimeOnly), r.GetId(), rolloutPhase(r.GetPhase()),
+// pauseLine says whether a running rollout is held by 'sluice rollout
+// pause', and whether the coordinator has acknowledged it.
+func pauseLine(r *sluicev1.Rollout) string {
+	req := r.GetPause()
+	if !req.GetPaused() || contract.Terminal(r.GetPhase()) {
+		return ""
+	}
+	if contract.PauseReached(r.GetPauseAck(), req.GetGeneration()) {
+		return "held: no node operation in flight, none starts until 'sluice rollout resume' (" + contract.DescribePause(req) + ")"
+	}
+	return "pausing: no node operation starts; waiting for " + orNone(r.GetPauseAck().GetWaitingFor()) + " (" + contract.DescribePause(req) + ")"
+}
+
+// progress is where r is in one line: id, phase, bar and counts. Output
+// that is not a terminal gets it, after the time, each time it changes.
+func progress(r *sluicev1.Rollout) string {
+	phase := rolloutPhase(r.GetPhase())
+	if pauseLine(r) != "" {
+		phase += " (paused)"
+	}
+	return fmt.Sprintf("%s %s %s %s", r.GetId(), phase,
 		progressBar(r.GetCounts().GetProvisioned(), r.GetCounts().GetTotal(), 20), countsLine(r.GetCounts()))
 }
 

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"strconv"
 	"strings"
 	"testing"
@@ -167,6 +168,93 @@ func TestDrawer_NotATerminal_PrintsOneLinePerChangeThenTheOutcomeLast(t *testing
 	}
 	if !strings.HasPrefix(lines[7], "rollout 4-bbbbbbbbbbbb rolled back: ") {
 		t.Errorf("last line %q", lines[7])
+	}
+}
+
+// A rollout's record changes more often than its progress line: a watch
+// piped to a file used to print the same line two or three times in a row.
+func TestDrawer_NotATerminal_PrintsALineOnlyWhenItChanges(t *testing.T) {
+	var out bytes.Buffer
+	d := &drawer{w: &out}
+	r := rolledBack()
+	r.Phase = sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING
+	d.draw(r, now)
+	r.LeaderTime = durationpb.New(time.Minute) // not on the line
+	d.draw(r, now.Add(time.Second))
+	r.Failures = r.Failures[:1]
+	d.draw(r, now.Add(2*time.Second))
+	r.Counts.Provisioned++
+	d.draw(r, now.Add(3*time.Second))
+	d.draw(r, now.Add(4*time.Second))
+	r.Phase = sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING
+	d.draw(r, now.Add(5*time.Second))
+	lines := strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
+	want := []string{"12:00:00 4-bbbbbbbbbbbb Progressing [##########..........] 5/10", "12:00:03 4-bbbbbbbbbbbb Progressing [############........] 6/10",
+		"12:00:05 4-bbbbbbbbbbbb Reverting [############........] 6/10"}
+	if len(lines) != len(want) {
+		t.Fatalf("got %d lines, want %d:\n%s", len(lines), len(want), out.String())
+	}
+	for i, w := range want {
+		if !strings.HasPrefix(lines[i], w+" ") {
+			t.Errorf("line %d %q, want it to start with %q", i, lines[i], w)
+		}
+	}
+}
+
+// The help's exit codes are the codes the command returns: each outcome is
+// listed under rolloutExitCode of the phase the coordinator ends it in.
+func TestRolloutStatusHelp_ListsEachOutcomeUnderItsExitCode(t *testing.T) {
+	var out bytes.Buffer
+	if code := Run(context.Background(), []string{"rollout", "status", "--help"}, Streams{Out: &out, Err: &out}, "test"); code != 0 {
+		t.Fatalf("exit code %d:\n%s", code, out.String())
+	}
+	_, block, ok := strings.Cut(out.String(), "Exit codes")
+	if !ok {
+		t.Fatalf("no exit codes in the help:\n%s", out.String())
+	}
+	block, _, _ = strings.Cut(block, "\n\n")
+	byCode := map[int]string{} // exit code → its text, continuation lines joined
+	code := -1
+	for _, l := range strings.Split(block, "\n")[1:] {
+		f := strings.Fields(l)
+		if n, err := strconv.Atoi(f[0]); err == nil {
+			code, f = n, f[1:]
+		}
+		byCode[code] += " " + strings.Join(f, " ")
+	}
+	tests := []struct {
+		outcome string
+		phase   sluicev1.RolloutPhase
+		want    string
+	}{
+		{"succeeded", sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, "succeeded"},
+		{"still progressing", sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, "still progressing"},
+		{"reverting", sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING, "reverting"},
+		{"partially failed", sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED, "partially failed"},
+		{"rolled back", sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, "rolled back"},
+		{"aborted by an operator", sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, "stopped by an operator"},
+		{"superseded", sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, "superseded"},
+		// The coordinator ends a rollout refused for a known-bad target
+		// ABORTED (rollout.State.refuseKnownBad, then maybeFinish).
+		{"refused", sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, "refused"},
+		{"past its progress deadline", sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, "progress deadline"},
+		{"an unknown phase", sluicev1.RolloutPhase_ROLLOUT_PHASE_UNSPECIFIED, "phase is unknown"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.outcome, func(t *testing.T) {
+			code := rolloutExitCode(tt.phase)
+			if !strings.Contains(byCode[code], tt.want) {
+				t.Errorf("exit %d is listed as %q, which does not say %q", code, byCode[code], tt.want)
+			}
+			for other, text := range byCode {
+				if other != code && strings.Contains(text, tt.want) {
+					t.Errorf("%q is also listed under exit %d: %q", tt.want, other, text)
+				}
+			}
+		})
+	}
+	if !strings.Contains(byCode[exitInterrupted], "interrupted") {
+		t.Errorf("exit %d is listed as %q", exitInterrupted, byCode[exitInterrupted])
 	}
 }
 

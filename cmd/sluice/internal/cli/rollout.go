@@ -21,14 +21,16 @@ func (a *app) rolloutCommand() *cobra.Command {
 		Use:   "rollout",
 		Short: "Follow, list, abort, undo and retry rollouts",
 	}
-	cmd.AddCommand(a.rolloutStatusCommand(), a.rolloutHistoryCommand(), a.rolloutAbortCommand(), a.rolloutUndoCommand(), a.rolloutRetryCommand())
+	cmd.AddCommand(a.rolloutStatusCommand(), a.rolloutHistoryCommand(), a.rolloutAbortCommand(), a.rolloutUndoCommand(), a.rolloutRetryCommand(),
+		a.rolloutPauseCommand(), a.rolloutResumeCommand())
 	return cmd
 }
 
 func (a *app) rolloutStatusCommand() *cobra.Command {
 	var watch bool
+	var output string
 	cmd := &cobra.Command{
-		Use:   "status [ROLLOUT-ID]",
+		Use:   "status [ROLLOUT-ID] [--watch | -o json|yaml]",
 		Short: "Show a rollout's progress; --watch follows it to the end",
 		Long: fmt.Sprintf(`Show a rollout's strategy, phase, wave or failure domain, counts, and a table
 of the nodes that did not simply succeed: failed, timed out, refused and
@@ -37,28 +39,51 @@ on their way or reverted, read from their desired config and status. Without
 an id it shows the active rollout, else the newest one. If the head
 revision's rollout has not started yet, --watch waits for it.
 
-With --watch the status is redrawn on every change until the rollout ends.
-Either way the last line states the outcome, or where the rollout is, and why.
+With --watch the status is redrawn on every change until the rollout ends; when
+the output is not a terminal, a line is printed each time the phase or the
+counts change. Either way the last line states the outcome, or where the
+rollout is, and why.
+
+-o json and -o yaml print the rollout's record as 'sluice get rollouts' does:
+{"items": [record], "unreadable": [...]} (no items while the head's rollout
+has not started). They print it once, so they do not go with --watch.
 
 Exit codes (so scripts can gate on a rollout):
-  %d  succeeded (without --watch: also still progressing or reverting)
-  %d  the status could not be read
-  %d  partially failed: some nodes failed, within the failure budget
-  %d  rolled back: failures beyond the budget; touched nodes were reverted
-  %d  aborted: stopped by an operator (sluice rollout abort), superseded by a newer revision,
-      refused (a target recorded invalid) or past its progress deadline`,
-			ExitSucceeded, ExitUnreadable, ExitPartiallyFailed, ExitRolledBack, ExitAborted),
-		Example: "  sluice rollout status\n  sluice rollout status --watch && echo rolled out",
-		Args:    cobra.MaximumNArgs(1),
+  %[1]d    succeeded (without --watch: also still progressing or reverting, or the
+       head's rollout has not started yet)
+  %[2]d    the status could not be read, or its phase is unknown
+  %[3]d    partially failed: some nodes failed, within the failure budget;
+       also a usage error (a bad flag or argument)
+  %[4]d    rolled back: failures beyond the budget; touched nodes were reverted
+  %[5]d    aborted: stopped by an operator (sluice rollout abort), superseded by a
+       newer revision, refused before touching any node (a target fingerprint
+       is recorded invalid), past its progress deadline, or its revision was
+       deleted
+  %[6]d  interrupted while watching`,
+			ExitSucceeded, ExitUnreadable, ExitPartiallyFailed, ExitRolledBack, ExitAborted, exitInterrupted),
+		Example: "  sluice rollout status\n  sluice rollout status --watch && echo rolled out\n  sluice rollout status -o json",
+		Args: func(cmd *cobra.Command, args []string) error {
+			if err := cobra.MaximumNArgs(1)(cmd, args); err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			return nil
+		},
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkFormat(output); err != nil {
+				return err
+			}
+			if watch && output != formatTable {
+				return &ExitError{Code: 2, Err: fmt.Errorf("-o %s prints the record once: leave out --watch, or -o to follow the rollout", output)}
+			}
 			id := ""
 			if len(args) == 1 {
 				id = args[0]
 			}
-			return a.rolloutStatus(cmd.Context(), id, watch)
+			return a.rolloutStatus(cmd.Context(), id, watch, output)
 		},
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the rollout until it ends")
+	outputFlag(cmd.Flags(), &output)
 	return cmd
 }
 
@@ -70,7 +95,7 @@ type rolloutTarget struct {
 	head    *sluicev1.Head
 }
 
-func (a *app) rolloutStatus(ctx context.Context, id string, watch bool) error {
+func (a *app) rolloutStatus(ctx context.Context, id string, watch bool, output string) error {
 	nc, js, err := a.jetStream()
 	if err != nil {
 		return err
@@ -85,37 +110,51 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool) error {
 	if err != nil {
 		return err
 	}
-	if !watch {
-		if target.id == "" {
-			fmt.Fprintf(a.streams.Out, "revision %s (generation %d) is the head; its rollout has not started yet (is the rollout-coordinator running?)\n",
-				short(target.head.GetRevision()), target.head.GetGeneration())
+	if watch {
+		return a.watchRollout(ctx, rollouts, target)
+	}
+	if target.id == "" {
+		// A listing on stdout stays parseable: the news goes to stderr.
+		w := a.streams.Out
+		if output != formatTable {
+			w = a.streams.Err
+		}
+		fmt.Fprintf(w, "revision %s (generation %d) is the head; its rollout has not started yet (is the rollout-coordinator running?)\n",
+			short(target.head.GetRevision()), target.head.GetGeneration())
+		if output == formatTable {
 			return nil
 		}
-		e, err := rollouts.Get(ctx, target.id)
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("rollout %s not found: list rollouts with `sluice get rollouts`", target.id)
-		}
-		if undecodable(err) {
-			return fmt.Errorf("the record of rollout %s does not decode (%w): look at it with `nats kv get %s %s`",
-				target.id, err, contract.BucketRollouts, target.id)
-		}
-		if err != nil {
+		return printListing(a.streams.Out, rolloutList{}, bad, output, a.now())
+	}
+	e, err := rollouts.Get(ctx, target.id)
+	if errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("rollout %s not found: list rollouts with `sluice get rollouts`", target.id)
+	}
+	if undecodable(err) {
+		return fmt.Errorf("the record of rollout %s does not decode (%w): look at it with `nats kv get %s %s`",
+			target.id, err, contract.BucketRollouts, target.id)
+	}
+	if err != nil {
+		return err
+	}
+	if output != formatTable {
+		if err := printListing(a.streams.Out, rolloutList{items: []*sluicev1.Rollout{e.Value}}, bad, output, a.now()); err != nil {
 			return err
-		}
-		live, badLive, err := liveNodes(ctx, js, target.id)
-		if err != nil {
-			return err
-		}
-		writeLines(a.streams.Out, rolloutLines(e.Value, live, a.now()))
-		if bad = append(bad, badLive...); len(bad) > 0 {
-			fmt.Fprintln(a.streams.Err, unreadableHint(len(bad)))
-			for _, u := range bad {
-				fmt.Fprintln(a.streams.Err, "  "+u.cell())
-			}
 		}
 		return exitFor(e.Value.GetPhase())
 	}
-	return a.watchRollout(ctx, rollouts, target)
+	live, badLive, err := liveNodes(ctx, js, target.id)
+	if err != nil {
+		return err
+	}
+	writeLines(a.streams.Out, rolloutLines(e.Value, live, a.now()))
+	if bad = append(bad, badLive...); len(bad) > 0 {
+		fmt.Fprintln(a.streams.Err, unreadableHint(len(bad)))
+		for _, u := range bad {
+			fmt.Fprintln(a.streams.Err, "  "+u.cell())
+		}
+	}
+	return exitFor(e.Value.GetPhase())
 }
 
 // pickRollout chooses the rollout to show: id when given, else the active
@@ -195,13 +234,13 @@ func (a *app) watchRollout(ctx context.Context, rollouts *store.Store[*sluicev1.
 		var ok bool
 		select {
 		case <-ctx.Done():
-			return silentExit(130)
+			return silentExit(exitInterrupted)
 		case e, ok = <-updates:
 		}
 		switch {
 		case !ok:
 			if ctx.Err() != nil {
-				return silentExit(130)
+				return silentExit(exitInterrupted)
 			}
 			return errors.New("watch of the rollouts bucket ended: the connection to NATS was lost")
 		case e.Key == "": // caught up with the stored values
@@ -247,16 +286,22 @@ func exitFor(p sluicev1.RolloutPhase) error {
 }
 
 // drawer shows successive states of a rollout: on a terminal it redraws the
-// block in place; otherwise it prints one line per change.
+// block in place; otherwise it prints a line when the line would change.
 type drawer struct {
 	w     io.Writer
 	tty   bool
-	lines int // lines of the last block drawn on the terminal
+	lines int    // lines of the last block drawn on the terminal
+	last  string // the last line printed when not on a terminal, without its time
 }
 
 func (d *drawer) draw(r *sluicev1.Rollout, now time.Time) {
 	if !d.tty {
-		fmt.Fprintln(d.w, progressLine(r, now))
+		// The record changes more often than this line shows (its leader
+		// time, a failure's details): print the line only when it differs.
+		if p := progress(r); p != d.last {
+			d.last = p
+			fmt.Fprintln(d.w, now.Format(time.TimeOnly)+" "+p)
+		}
 		return
 	}
 	var b strings.Builder

@@ -158,6 +158,18 @@ func TestRolloutStatus_Watch_EndsWithTheOutcome(t *testing.T) {
 	if last := lines[len(lines)-1]; !strings.HasPrefix(last, "rollout 1-") || !strings.Contains(last, " succeeded") {
 		t.Errorf("last line %q does not state the outcome:\n%s", last, stdout)
 	}
+	// Not a terminal: one line per change of the progress, never the same twice in a row.
+	prev := ""
+	for _, l := range lines {
+		if !strings.Contains(l, " 1-") || !strings.Contains(l, "] ") {
+			continue // not a progress line
+		}
+		_, progress, _ := strings.Cut(l, " ") // after the time
+		if progress == prev {
+			t.Errorf("progress line printed twice in a row: %q\n%s", progress, stdout)
+		}
+		prev = progress
+	}
 
 	code, stdout, _ = sluice(t, s.URL(), "get", "rollouts")
 	if code != 0 || !strings.Contains(stdout, "Succeeded") || !strings.Contains(stdout, "2/2") {
@@ -205,6 +217,11 @@ func TestUsageErrors_ExitWith2(t *testing.T) {
 		{"bad max parallel", []string{"apply", "-f", "x.yaml", "--max-parallel", "0"}, "--max-parallel"},
 		{"apply without files", []string{"apply"}, "nothing to apply"},
 		{"delete of an unknown kind", []string{"delete", "widget", "x"}, `unknown kind "widget"`},
+		{"rollout status: unknown output", []string{"rollout", "status", "-o", "xml"}, `unknown output format "xml"`},
+		{"rollout status: --watch with -o json", []string{"rollout", "status", "--watch", "-o", "json"}, "leave out --watch"},
+		{"rollout status: two ids", []string{"rollout", "status", "1-a", "2-b"}, "accepts at most 1 arg"},
+		{"events: unknown output", []string{"events", "-o", "xml"}, `unknown output format "xml"`},
+		{"events: --follow with -o yaml", []string{"events", "--follow", "-o", "yaml"}, "leave out --follow"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -388,6 +405,55 @@ func TestRolloutStatus_Progressing_ListsTheNodesOnTheirWayAndExits0(t *testing.T
 	lines := strings.Split(strings.TrimSpace(stdout), "\n")
 	if last := lines[len(lines)-1]; last != "rollout 5-bbbbbbbbbbbb is progressing: head moved to generation 5" {
 		t.Errorf("last line %q", last)
+	}
+}
+
+func TestRolloutStatus_JSONAndYAML_PrintTheRecordAndKeepTheExitCode(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	older := &sluicev1.Rollout{Id: "3-aaaaaaaaaaaa", Revision: revA, Generation: 3, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED,
+		StartedAt: timestamppb.New(time.Now().Add(-time.Hour))}
+	r := rolledBack()
+	r.StartedAt, r.FinishedAt = timestamppb.Now(), timestamppb.Now()
+	seed{
+		rollouts: []*sluicev1.Rollout{older, r},
+		// A live node of the rollout: the table lists it, the record does not hold it.
+		desired: []*sluicev1.DesiredConfig{{Node: "node-04", Rollout: r.GetId(), Fingerprint: fpBackup, Revert: true}},
+	}.write(t, env)
+	tests := []struct {
+		name     string
+		args     []string
+		want     *sluicev1.Rollout
+		wantCode int
+	}{
+		{"the newest rollout", nil, r, ExitRolledBack},
+		{"a rollout by id", []string{older.GetId()}, older, ExitSucceeded},
+	}
+	for _, tt := range tests {
+		for _, format := range []string{formatJSON, formatYAML} {
+			t.Run(tt.name+" -o "+format, func(t *testing.T) {
+				code, stdout, stderr := sluice(t, env.URL, append([]string{"rollout", "status", "-o", format}, tt.args...)...)
+				if code != tt.wantCode {
+					t.Fatalf("exit code %d, want %d; stderr %s", code, tt.wantCode, stderr)
+				}
+				got := decodeList(t, format, []byte(stdout), func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
+				if len(got) != 1 || !proto.Equal(got[0], tt.want) {
+					t.Errorf("items = %v, want [%v]:\n%s", got, tt.want, stdout)
+				}
+			})
+		}
+	}
+}
+
+func TestRolloutStatus_JSON_HeadNotStartedYet_IsAnEmptyListAndSaysSoOnStderr(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	seed{rollouts: []*sluicev1.Rollout{{Id: "3-aaaaaaaaaaaa", Revision: revA, Generation: 3, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED}}}.write(t, env)
+	heads := store.New(env.Buckets.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} })
+	if _, err := heads.Create(context.Background(), contract.KeyHead, &sluicev1.Head{Revision: revB, Generation: 4}); err != nil {
+		t.Fatal(err)
+	}
+	code, stdout, stderr := sluice(t, env.URL, "rollout", "status", "-o", "json")
+	if code != ExitSucceeded || stdout != "{\n  \"items\": [],\n  \"unreadable\": []\n}\n" || !strings.Contains(stderr, "its rollout has not started yet") {
+		t.Errorf("exit code %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
 }
 

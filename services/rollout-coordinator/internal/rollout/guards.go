@@ -73,7 +73,7 @@ func (s *State) configureStragglers() {
 // configureStraggler gives n the configuration in force (the last applied
 // revision's), with an event, unless it already has it or it is known bad.
 func (s *State) configureStraggler(n *node, why string) {
-	if s.lastAppliedRev == nil || !n.present {
+	if s.lastAppliedRev == nil || !n.present || s.joinerWaits(n) {
 		return
 	}
 	cfg := render.NodeConfig(s.lastAppliedRev, n.labels)

@@ -21,6 +21,10 @@ import (
 // rollout twice.
 func (s *State) load(ev Loaded, now time.Time) {
 	*s = *NewState()
+	s.pause = clonePause(ev.Pause)
+	for _, r := range ev.RolloutPauses {
+		s.rolloutPause[r.GetRollout()] = clonePause(r)
+	}
 	s.lastApplied, s.lastAppliedRev = ev.LastApplied, ev.LastAppliedRev
 	s.startedGen = ev.LastApplied.GetGeneration()
 	for _, f := range ev.Invalid {
@@ -229,7 +233,7 @@ func (s *State) placeAll(backups map[string]*sluicev1.DesiredConfig, now time.Ti
 	r := s.rollout
 	s.pending, s.inFlight, s.started, s.domainSet, s.bakeUntil, s.baked = nil, map[string]*node{}, 0, false, time.Time{}, false
 	s.reverting, s.revertQ, s.stopReason = false, nil, ""
-	s.clockBase, s.clockFrom = r.GetLeaderTime().AsDuration(), now
+	s.clockBase, s.clockFrom, s.heldAt = r.GetLeaderTime().AsDuration(), now, time.Time{}
 	prevFailures, prevSkipped := r.GetFailures(), r.GetSkipped()
 	r.Counts = &sluicev1.RolloutCounts{}
 	r.Failures, r.Skipped = nil, nil

@@ -177,7 +177,8 @@ func (s *State) tick(now time.Time) {
 		}
 		var why string
 		switch {
-		case n.ackAt.IsZero() && !n.writtenAt.IsZero() && now.Sub(n.writtenAt) > s.plan.PickupDeadline:
+		case n.ackAt.IsZero() && !n.writtenAt.IsZero() && !s.pause.GetPaused() && now.Sub(n.writtenAt) > s.plan.PickupDeadline:
+			// (Under the control plane's pause its agent holds it: not late.)
 			why = fmt.Sprintf("its agent did not acknowledge %s within the pickup deadline %s", render.Short(n.target), s.plan.PickupDeadline)
 		case !n.ackAt.IsZero() && now.Sub(n.ackAt) > s.plan.ApplyDeadline:
 			why = fmt.Sprintf("no final report within the apply deadline %s after its agent acknowledged", s.plan.ApplyDeadline)
@@ -278,6 +279,9 @@ func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 			s.configureStraggler(n, "node joined while the rollout reverts")
 		}
 	case n.prog == progNone || n.prog == progSkipped:
+		if s.pause.GetPaused() && n.desired == nil {
+			s.configureStraggler(n, "node joined while the control plane is paused (joiners last-good)")
+		}
 		if n.prog == progSkipped { // it came back: it is in the rollout again, no longer skipped
 			s.setProg(n, progNone)
 			s.rollout.Counts.Total--

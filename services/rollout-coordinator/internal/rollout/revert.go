@@ -142,7 +142,7 @@ func (s *State) resumeRevert(backups map[string]*sluicev1.DesiredConfig, now tim
 	r := s.rollout
 	s.pending, s.inFlight, s.revertQ = nil, map[string]*node{}, nil
 	s.reverting, s.stopReason = true, r.GetReason()
-	s.clockBase, s.clockFrom = r.GetLeaderTime().AsDuration(), now
+	s.clockBase, s.clockFrom, s.heldAt = r.GetLeaderTime().AsDuration(), now, time.Time{}
 	c := countsOf(r.GetCounts())
 	r.Counts = &sluicev1.RolloutCounts{Total: c.GetTotal(), Provisioned: c.GetProvisioned(), Failed: c.GetFailed(),
 		TimedOut: c.GetTimedOut(), Skipped: c.GetSkipped()}

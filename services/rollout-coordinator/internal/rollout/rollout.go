@@ -42,7 +42,9 @@ type (
 		Invalid        []*sluicev1.InvalidFingerprint // forgiven ones included
 		Aborts         []*sluicev1.AbortRequest       // operators' requests in the control bucket
 		Forgives       []*sluicev1.ForgiveRequest
-		Term           uint64 // the leadership term (lease epoch), for the RolloutResumed event
+		Pause          *sluicev1.PauseRequest   // control/pause, nil when never paused
+		RolloutPauses  []*sluicev1.PauseRequest // control/pause.<rollout>, Rollout set from the key
+		Term           uint64                   // the leadership term (lease epoch), for the RolloutResumed event
 	}
 	// HeadMoved: the configurator moved revisions/head.
 	HeadMoved struct {
@@ -67,17 +69,25 @@ type (
 	AbortRequested struct{ R *sluicev1.AbortRequest }
 	// ForgiveRequested: an operator asked to forgive a fingerprint (control/forgive.<fp>).
 	ForgiveRequested struct{ R *sluicev1.ForgiveRequest }
+	// PauseChanged: an operator paused or resumed the control plane
+	// (control/pause; R nil when the key was deleted).
+	PauseChanged struct{ R *sluicev1.PauseRequest }
+	// RolloutPauseChanged: an operator paused or resumed one rollout
+	// (control/pause.<rollout>; R.Rollout set from the key).
+	RolloutPauseChanged struct{ R *sluicev1.PauseRequest }
 )
 
-func (Loaded) isEvent()           {}
-func (HeadMoved) isEvent()        {}
-func (Presence) isEvent()         {}
-func (Status) isEvent()           {}
-func (Reaped) isEvent()           {}
-func (Tick) isEvent()             {}
-func (Written) isEvent()          {}
-func (AbortRequested) isEvent()   {}
-func (ForgiveRequested) isEvent() {}
+func (Loaded) isEvent()              {}
+func (HeadMoved) isEvent()           {}
+func (Presence) isEvent()            {}
+func (Status) isEvent()              {}
+func (Reaped) isEvent()              {}
+func (Tick) isEvent()                {}
+func (Written) isEvent()             {}
+func (AbortRequested) isEvent()      {}
+func (ForgiveRequested) isEvent()    {}
+func (PauseChanged) isEvent()        {}
+func (RolloutPauseChanged) isEvent() {}
 
 // Actions. Each carries copies, never pointers into the state.
 type (
@@ -116,6 +126,9 @@ type (
 	// ForgiveInvalid rewrites a recorded fingerprint with who forgave it,
 	// when and why: it stays for the audit and refuses nothing any more.
 	ForgiveInvalid struct{ Fingerprint *sluicev1.InvalidFingerprint }
+	// AckPause announces the control-plane pause generation this
+	// coordinator has reached (its instance presence).
+	AckPause struct{ Ack *sluicev1.PauseAck }
 	// Emit records a state transition in the events stream.
 	Emit struct{ Event *sluicev1.Event }
 )
@@ -126,6 +139,7 @@ func (SaveRollout) isAction()    {}
 func (FinishRollout) isAction()  {}
 func (RecordInvalid) isAction()  {}
 func (ForgiveInvalid) isAction() {}
+func (AckPause) isAction()       {}
 func (Emit) isAction()           {}
 
 // maxListed bounds the failures and skipped nodes kept in a rollout record.
@@ -165,6 +179,10 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 		s.abortRequested(ev.R, now)
 	case ForgiveRequested:
 		s.forgiveRequested(ev.R, now)
+	case PauseChanged:
+		s.pauseChanged(ev.R, now)
+	case RolloutPauseChanged:
+		s.rolloutPauseChanged(ev.R)
 	}
 	// A rollout that ends starts the head waiting for it, which may start
 	// nodes, or end at once (nothing to change): until nothing moves.
@@ -176,6 +194,7 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 			break
 		}
 	}
+	s.syncPause(now)
 	acts := s.out
 	if s.rollout != nil {
 		s.rollout.LeaderTime = durationpb.New(s.elapsed(now))

@@ -13,7 +13,7 @@ import (
 // otherwise pending nodes in (failure domain, name) order within the
 // current wave and domain, after any bake time.
 func (s *State) fill(now time.Time) {
-	if s.rollout == nil {
+	if s.rollout == nil || s.holding() {
 		return
 	}
 	if s.reverting {

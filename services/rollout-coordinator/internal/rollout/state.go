@@ -95,6 +95,13 @@ type State struct {
 	stopReason string           // why the rollout stopped, for the final reason
 	clockBase  time.Duration    // leader time the rollout had at the start of this term
 	clockFrom  time.Time        // start of this term (or of the rollout)
+	heldAt     time.Time        // when a pause began holding the rollout: its clock stands still since
+
+	// Pause (pause.go): the control plane's request, each rollout's, and
+	// the acknowledgement of the control plane's last handed to the loop.
+	pause        *sluicev1.PauseRequest
+	rolloutPause map[string]*sluicev1.PauseRequest
+	ack          *sluicev1.PauseAck
 
 	nodes map[string]*node
 
@@ -112,7 +119,7 @@ type State struct {
 // NewState returns an empty state; the Loaded event fills it.
 func NewState() *State {
 	return &State{nodes: map[string]*node{}, invalid: map[string]*sluicev1.InvalidFingerprint{}, inFlight: map[string]*node{},
-		forgiven: map[string]time.Time{}}
+		forgiven: map[string]time.Time{}, rolloutPause: map[string]*sluicev1.PauseRequest{}}
 }
 
 func (s *State) nodeOf(name string) *node {
@@ -125,7 +132,12 @@ func (s *State) nodeOf(name string) *node {
 }
 
 // elapsed is the time the active rollout has run under a leader.
-func (s *State) elapsed(now time.Time) time.Duration { return s.clockBase + now.Sub(s.clockFrom) }
+func (s *State) elapsed(now time.Time) time.Duration {
+	if !s.heldAt.IsZero() {
+		now = s.heldAt
+	}
+	return s.clockBase + now.Sub(s.clockFrom)
+}
 
 // setProg moves n's forward progress to p, keeping the rollout's counts.
 // Failed counts every node that failed, timed out or was refused; TimedOut

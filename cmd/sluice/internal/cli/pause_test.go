@@ -1,0 +1,192 @@
+package cli
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/dev"
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// startSystemWith runs sluice dev with n agents that run checks.
+func startSystemWith(t *testing.T, agents int, checks ...string) *dev.System {
+	t.Helper()
+	s, err := dev.Start(context.Background(), dev.Options{
+		DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Agents: agents, Stderr: io.Discard, CheckCmds: checks,
+	})
+	if err != nil {
+		t.Fatalf("start sluice dev: %v", err)
+	}
+	t.Cleanup(func() {
+		if err := s.Stop(); err != nil {
+			t.Errorf("stop: %v", err)
+		}
+	})
+	return s
+}
+
+// openBuckets binds every bucket of the system at url.
+func openBuckets(t *testing.T, url string) *contract.Buckets {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := contract.OpenBuckets(context.Background(), js)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// heldCheck is a health check that holds a node's apply until the test
+// creates release-<node> in dir.
+func heldCheck(dir string) string {
+	return fmt.Sprintf(`while [ ! -f %s/release-"$SLUICE_NODE" ]; do sleep 0.05; done`, dir)
+}
+
+func release(t *testing.T, dir string, nodes ...string) {
+	t.Helper()
+	for _, n := range nodes {
+		if err := os.WriteFile(filepath.Join(dir, "release-"+n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// pause --wait returns only once the apply in flight settled; while paused
+// no node starts and the configurator refuses applies; resume carries on.
+func TestPause_Wait_ReturnsOnceInFlightNodesSettled_AndNothingStartsUntilResume(t *testing.T) {
+	gate := t.TempDir()
+	s := startSystemWith(t, 3, heldCheck(gate))
+	url := s.URL()
+	b := openBuckets(t, url)
+	if code, _, stderr := sluice(t, url, "apply", "-f", writeFile(t, "a.yaml", tenantA), "--max-parallel", "1"); code != 0 {
+		t.Fatalf("apply: exit %d: %s", code, stderr)
+	}
+	status := store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	desired := store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
+	ctx := context.Background()
+	natstest.Eventually(t, 20*time.Second, "node-01 to be applying", func() bool {
+		st, err := status.Get(ctx, "node-01")
+		return err == nil && st.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING
+	})
+
+	type result struct {
+		code           int
+		stdout, stderr string
+	}
+	done := make(chan result, 1)
+	go func() {
+		code, stdout, stderr := sluice(t, url, "pause", "--reason", "maintenance", "--wait", "--timeout", "30s")
+		done <- result{code, stdout, stderr}
+	}()
+	select {
+	case r := <-done:
+		t.Fatalf("pause --wait returned while node-01's apply runs: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	case <-time.After(1500 * time.Millisecond):
+	}
+	release(t, gate, "node-01", "node-02", "node-03") // whatever starts from now on finishes at once
+	var r result
+	select {
+	case r = <-done:
+	case <-time.After(30 * time.Second):
+		t.Fatal("pause --wait did not return after node-01 settled")
+	}
+	if r.code != 0 || !strings.Contains(r.stdout, "waiting for") || !strings.Contains(r.stdout, "agent node-01 (applying fingerprint") ||
+		!strings.Contains(r.stdout, "every live instance acknowledged generation 1") {
+		t.Fatalf("pause --wait: exit %d, want 0 naming node-01's apply while waiting\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	st, err := status.Get(ctx, "node-01")
+	if err != nil || st.Value.GetPhase() != sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
+		t.Fatalf("node-01 after pause --wait: %v %v; want its apply settled (Provisioned)", st.Value, err)
+	}
+	time.Sleep(time.Second) // nothing may start: every check would pass at once now
+	for _, n := range []string{"node-02", "node-03"} {
+		if d, err := desired.Get(ctx, contract.DesiredKey(n)); err == nil {
+			t.Fatalf("%s got a desired config while paused: %v", n, d.Value)
+		}
+	}
+	code, stdout, _ := sluice(t, url, "get", "pause")
+	if code != 0 || !strings.Contains(stdout, "paused (generation 1) by") || !strings.Contains(stdout, "maintenance") ||
+		strings.Contains(stdout, "not yet") || strings.Count(stdout, "paused (generation 1)") < 7 {
+		t.Fatalf("get pause: exit %d, want the request and 6 instances (coordinator, configurator, reaper, 3 agents) at generation 1:\n%s", code, stdout)
+	}
+	code, _, stderr := sluice(t, url, "apply", "-f", writeFile(t, "b.yaml", strings.Replace(tenantA, "100}", "101}", 1)))
+	if code == 0 || !strings.Contains(stderr, "the control plane is paused (generation 1)") {
+		t.Fatalf("apply while paused: exit %d, want refused naming the pause: %s", code, stderr)
+	}
+
+	if code, stdout, stderr := sluice(t, url, "resume", "--wait", "--timeout", "30s"); code != 0 {
+		t.Fatalf("resume --wait: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = sluice(t, url, "rollout", "status", "--watch")
+	if code != 0 || !strings.Contains(stdout, "succeeded") {
+		t.Fatalf("rollout after resume: exit %d\n%s%s", code, stdout, stderr)
+	}
+}
+
+// rollout pause holds one rollout; the coordinator acknowledges in its
+// record; rollout resume lets it finish.
+func TestRolloutPause_HoldsTheRolloutUntilResumed(t *testing.T) {
+	gate := t.TempDir()
+	s := startSystemWith(t, 2, heldCheck(gate))
+	url := s.URL()
+	b := openBuckets(t, url)
+	if code, _, stderr := sluice(t, url, "apply", "-f", writeFile(t, "a.yaml", tenantA), "--max-parallel", "1"); code != 0 {
+		t.Fatalf("apply: exit %d: %s", code, stderr)
+	}
+	status := store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	ctx := context.Background()
+	natstest.Eventually(t, 20*time.Second, "node-01 to be applying", func() bool {
+		st, err := status.Get(ctx, "node-01")
+		return err == nil && st.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING
+	})
+	go func() {
+		time.Sleep(500 * time.Millisecond)
+		release(t, gate, "node-01")
+	}()
+	code, stdout, stderr := sluice(t, url, "rollout", "pause", "--reason", "look at node-01", "--wait", "--timeout", "30s")
+	if code != 0 || !strings.Contains(stdout, "is paused: no node operation in flight") {
+		t.Fatalf("rollout pause --wait: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if st, err := status.Get(ctx, "node-01"); err != nil || st.Value.GetPhase() != sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
+		t.Fatalf("node-01 once the pause was acknowledged: %v %v; want Provisioned", st.Value, err)
+	}
+	time.Sleep(time.Second)
+	if d, err := store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }).Get(ctx, contract.DesiredKey("node-02")); err == nil {
+		t.Fatalf("node-02 got a desired config while the rollout was paused: %v", d.Value)
+	}
+	release(t, gate, "node-02")
+	code, stdout, _ = sluice(t, url, "rollout", "status")
+	if code != 0 || !strings.Contains(stdout, "paused    held: no node operation in flight") || !strings.Contains(stdout, "look at node-01") {
+		t.Fatalf("rollout status while paused: exit %d\n%s", code, stdout)
+	}
+	if code, stdout, stderr := sluice(t, url, "rollout", "resume", "--wait"); code != 0 || !(strings.Contains(stdout, "is running again") || strings.Contains(stdout, "ended Succeeded meanwhile")) {
+		t.Fatalf("rollout resume --wait: exit %d\n%s%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = sluice(t, url, "rollout", "status", "--watch")
+	if code != 0 || !strings.Contains(stdout, "succeeded") {
+		t.Fatalf("rollout after resume: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := sluice(t, url, "rollout", "pause"); code != 1 || !strings.Contains(stderr, "nothing to pause") {
+		t.Fatalf("rollout pause with no rollout running: exit %d, want 1: %s", code, stderr)
+	}
+}

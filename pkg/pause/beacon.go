@@ -1,0 +1,126 @@
+package pause
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// Beacon keeps one service instance's presence in the instances bucket:
+// written at start, on every change of its role or acknowledgement, and
+// every third of the node lease; deleted when Run returns, so an operator
+// waiting for a pause never waits for an instance that stopped cleanly
+// (one that died is dropped by the bucket's TTL).
+type Beacon struct {
+	st       *store.Store[*sluicev1.Instance]
+	key      string
+	interval time.Duration
+	log      zerolog.Logger
+	now      func() time.Time
+
+	mu   sync.Mutex
+	cur  *sluicev1.Instance
+	kick chan struct{}
+}
+
+// NewBeacon returns the beacon of instance of component in the instances
+// bucket kv, renewed every interval.
+func NewBeacon(kv jetstream.KeyValue, component, instance, version string, interval time.Duration,
+	log zerolog.Logger, now func() time.Time) *Beacon {
+	host, _ := os.Hostname()
+	return &Beacon{
+		st:       store.New(kv, func() *sluicev1.Instance { return &sluicev1.Instance{} }),
+		key:      contract.InstanceKey(component, instance),
+		interval: interval,
+		log:      log,
+		now:      now,
+		cur: &sluicev1.Instance{Component: component, Instance: instance, Host: host, Version: version,
+			StartedAt: timestamppb.New(now())},
+		kick: make(chan struct{}, 1),
+	}
+}
+
+// Set changes what the beacon announces and writes it soon. A nil ack
+// leaves the acknowledgement as it is; role "" leaves the role.
+func (b *Beacon) Set(ack *sluicev1.PauseAck, role string) {
+	b.mu.Lock()
+	if ack != nil {
+		b.cur.Pause = proto.Clone(ack).(*sluicev1.PauseAck)
+	}
+	if role != "" {
+		b.cur.Role = role
+	}
+	b.mu.Unlock()
+	select {
+	case b.kick <- struct{}{}:
+	default:
+	}
+}
+
+// Run writes the presence until ctx ends, then deletes it.
+func (b *Beacon) Run(ctx context.Context) {
+	var rev uint64
+	defer func() {
+		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		if rev != 0 {
+			_ = b.st.Delete(dctx, b.key, rev)
+		}
+	}()
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-b.kick:
+		case <-t.C:
+		}
+		var err error
+		if rev, err = b.write(ctx, rev); err != nil && ctx.Err() == nil {
+			b.log.Warn().Err(err).Str("key", b.key).Msg("write instance presence; retrying")
+			rev = 0
+			t.Reset(time.Second)
+			continue
+		}
+		t.Reset(b.interval)
+	}
+}
+
+// write renews the presence at rev, re-reading it when rev is stale (expired, or 0).
+func (b *Beacon) write(ctx context.Context, rev uint64) (uint64, error) {
+	b.mu.Lock()
+	b.cur.HeartbeatAt = timestamppb.New(b.now())
+	v := proto.Clone(b.cur).(*sluicev1.Instance)
+	b.mu.Unlock()
+	if rev != 0 {
+		n, err := b.st.Update(ctx, b.key, v, rev)
+		if err == nil || (!errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound)) {
+			return n, err
+		}
+	}
+	e, err := b.st.Get(ctx, b.key)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return b.st.Create(ctx, b.key, v)
+	case err != nil && !errors.Is(err, store.ErrUndecodable):
+		return 0, err
+	}
+	n, err := b.st.Update(ctx, b.key, v, e.Revision)
+	if err != nil {
+		return 0, fmt.Errorf("instance %s: %w", b.key, err)
+	}
+	return n, nil
+}

@@ -1,0 +1,141 @@
+package agent
+
+import (
+	"context"
+	"sync"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/pkg/pause"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// pausing is the agent's side of the control plane's pause
+// (docs/operations.md, "Pause"): while paused the worker finishes the
+// apply it is in and starts no other — except, under joiners "last-good",
+// the first config of a node that has none — and the agent acknowledges
+// the pause's generation in its presence once it is idle.
+type pausing struct {
+	mu   sync.Mutex
+	req  *sluicev1.PauseRequest // newest seen; nil = never paused
+	ack  *sluicev1.PauseAck     // what the presence announces
+	busy string                 // what the worker is doing; "" = idle
+	wake chan struct{}          // the worker: the request changed (capacity 1)
+	kick chan struct{}          // Run's loop: write the presence now (capacity 1)
+}
+
+func newPausing() pausing {
+	return pausing{wake: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
+}
+
+// pauseSeen takes a request read from control/pause or its republished copy.
+func (a *Agent) pauseSeen(r *sluicev1.PauseRequest, from string) {
+	p := &a.pz
+	p.mu.Lock()
+	if r.GetGeneration() <= p.req.GetGeneration() {
+		p.mu.Unlock()
+		return
+	}
+	p.req = proto.Clone(r).(*sluicev1.PauseRequest)
+	p.mu.Unlock()
+	a.log.Info().Str(logging.FieldReason, contract.DescribePause(r)).Str("from", from).Msg("control plane pause changed")
+	signal(p.wake)
+	a.updateAck()
+}
+
+// request is the pause request in force.
+func (a *Agent) request() *sluicev1.PauseRequest {
+	a.pz.mu.Lock()
+	defer a.pz.mu.Unlock()
+	return a.pz.req
+}
+
+// held reports whether the worker must not start what the mailbox holds.
+// Only the worker calls it (it reads the worker's state).
+func (a *Agent) held() bool {
+	r := a.request()
+	if !r.GetPaused() {
+		return false
+	}
+	joiner := a.worker.lastGood == nil && a.worker.applied == ""
+	return !(joiner && contract.JoinersGetLastGood(r))
+}
+
+// setBusy records what the worker does ("" = idle) and moves the acknowledgement.
+func (a *Agent) setBusy(what string) {
+	a.pz.mu.Lock()
+	a.pz.busy = what
+	a.pz.mu.Unlock()
+	a.updateAck()
+}
+
+// updateAck recomputes the acknowledgement; a change is written to the
+// presence at once and, when a generation is reached, logged and evented.
+func (a *Agent) updateAck() {
+	p := &a.pz
+	p.mu.Lock()
+	prev := p.ack
+	next := contract.NextAck(prev, p.req, p.busy, a.cfg.Now())
+	p.ack = next
+	p.mu.Unlock()
+	if next == prev {
+		return
+	}
+	signal(p.kick)
+	if ev := pause.AckEvent(Component, a.cfg.Node, prev, next); ev != nil {
+		a.log.Info().Uint64("generation", next.GetGeneration()).Bool("paused", next.GetPaused()).
+			Str(logging.FieldReason, ev.GetReason()).Msg("pause acknowledged")
+		a.em.Emit(ev)
+	}
+}
+
+// currentAck is the acknowledgement for the presence.
+func (a *Agent) currentAck() *sluicev1.PauseAck {
+	a.pz.mu.Lock()
+	defer a.pz.mu.Unlock()
+	if a.pz.ack == nil {
+		return nil
+	}
+	return proto.Clone(a.pz.ack).(*sluicev1.PauseAck)
+}
+
+// receivePause handles control/pause republished on contract.SubjectPause.
+func (a *Agent) receivePause(m *nats.Msg) {
+	if op := m.Header.Get(kvOperationHeader); op == "DEL" || op == "PURGE" {
+		a.log.Warn().Str("operation", op).Msg("control/pause was deleted; the last pause request seen stays in force until a newer one")
+		return
+	}
+	r := &sluicev1.PauseRequest{}
+	if err := store.Unmarshal(m.Data, r); err != nil {
+		a.log.Warn().Err(err).Msg("control/pause does not decode; ignored")
+		return
+	}
+	a.pauseSeen(r, "republished write")
+}
+
+// fetchPause reads control/pause with a Get, in case a republished write
+// was missed (before start, or while disconnected).
+func (a *Agent) fetchPause(ctx context.Context, why string) {
+	r, err := pause.Get(ctx, a.pauses, contract.KeyPause)
+	if err != nil {
+		if ctx.Err() == nil {
+			a.log.Warn().Err(err).Str(logging.FieldReason, why).Msg("read control/pause; retrying shortly")
+			a.resyncSoon(ctx)
+		}
+		return
+	}
+	if r != nil {
+		a.pauseSeen(r, why)
+	}
+}
+
+func signal(c chan struct{}) {
+	select {
+	case c <- struct{}{}:
+	default:
+	}
+}

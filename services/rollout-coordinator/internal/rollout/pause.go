@@ -1,0 +1,144 @@
+package rollout
+
+import (
+	"fmt"
+	"sort"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// Pause: the whole control plane's (control/pause) and one rollout's
+// (control/pause.<rollout>). While either holds the active rollout, no node
+// operation starts — neither a forward write nor a revert — while those in
+// flight finish. The coordinator acknowledges a pause once none it started
+// is still running (contract.NextAck): for the control plane's pause in
+// its instance presence (AckPause), for a rollout's in the rollout record.
+//
+// Deadlines: the progress deadline does not count while held, and under
+// the control plane's pause a node whose write landed but whose (paused)
+// agent has not picked it up is not late: its pickup deadline starts again
+// at resume. Nodes that join while the control plane is paused get nothing
+// (joiners "freeze") or, if they were never configured, the last applied
+// revision (joiners "last-good").
+
+// pauseChanged takes the control plane's pause request (nil: none).
+func (s *State) pauseChanged(r *sluicev1.PauseRequest, now time.Time) {
+	if r.GetGeneration() < s.pause.GetGeneration() {
+		return // read late; a newer one is in force
+	}
+	was := s.pause.GetPaused()
+	s.pause = clonePause(r)
+	if was && !r.GetPaused() {
+		s.resumePickups(now)
+		s.configureStragglers() // nodes frozen while paused get the revision in force
+	}
+	if !was && r.GetPaused() {
+		s.configureStragglers() // under "last-good", joiners already present
+	}
+}
+
+// rolloutPauseChanged takes an operator's pause or resume of one rollout.
+func (s *State) rolloutPauseChanged(r *sluicev1.PauseRequest) {
+	id := r.GetRollout()
+	if cur := s.rolloutPause[id]; r.GetGeneration() < cur.GetGeneration() {
+		return
+	}
+	s.rolloutPause[id] = clonePause(r)
+}
+
+// holding reports whether the active rollout starts no node operation now.
+func (s *State) holding() bool {
+	return s.pause.GetPaused() || s.rolloutPause[s.rollout.GetId()].GetPaused()
+}
+
+// joinerWaits reports whether n, joining now, is left alone: the control
+// plane is paused, and its joiners policy gives n nothing (freeze, or n was
+// configured before and keeps what it runs).
+func (s *State) joinerWaits(n *node) bool {
+	if !s.pause.GetPaused() {
+		return false
+	}
+	return !contract.JoinersGetLastGood(s.pause) || n.desired != nil
+}
+
+// resumePickups restarts the pickup deadline of every node whose write
+// landed during the pause and whose agent, paused too, has not picked it up.
+func (s *State) resumePickups(now time.Time) {
+	for _, n := range s.inFlight {
+		if n.ackAt.IsZero() && !n.writtenAt.IsZero() {
+			n.writtenAt = now
+		}
+	}
+}
+
+// busy says which node operations the coordinator started are still
+// running ("" when none). Under the control plane's pause a write that
+// landed at a node whose agent has not picked it up is not running: that
+// agent, paused too, will not start it.
+func (s *State) busy(controlPlane bool) string {
+	var running []string
+	for name, n := range s.inFlight {
+		if controlPlane && n.ackAt.IsZero() && !n.writtenAt.IsZero() {
+			continue
+		}
+		running = append(running, name)
+	}
+	if len(running) == 0 {
+		return ""
+	}
+	sort.Strings(running)
+	if len(running) > 3 {
+		return fmt.Sprintf("%d node operation(s) in flight (%s, %s, %s, …)", len(running), running[0], running[1], running[2])
+	}
+	return fmt.Sprintf("%d node operation(s) in flight (%v)", len(running), running)
+}
+
+// syncPause runs after every step: it stops or restarts the rollout's
+// clock, and moves the acknowledgements, with their events.
+func (s *State) syncPause(now time.Time) {
+	if next := contract.NextAck(s.ack, s.pause, s.busy(true), now); next != s.ack {
+		s.ack = next
+		s.do(AckPause{Ack: proto.Clone(next).(*sluicev1.PauseAck)})
+	}
+	r := s.rollout
+	if r == nil {
+		s.heldAt = time.Time{}
+		return
+	}
+	switch held := s.holding(); {
+	case held && s.heldAt.IsZero():
+		s.heldAt = now
+	case !held && !s.heldAt.IsZero():
+		s.clockBase, s.clockFrom, s.heldAt = s.elapsed(now), now, time.Time{}
+	}
+	req := s.rolloutPause[r.GetId()]
+	if req == nil {
+		return
+	}
+	prev := r.GetPauseAck()
+	next := contract.NextAck(prev, req, s.busy(false), now)
+	if next == prev && proto.Equal(r.GetPause(), req) {
+		return
+	}
+	r.Pause, r.PauseAck = clonePause(req), next
+	s.changed()
+	switch {
+	case next.GetGeneration() != prev.GetGeneration() && req.GetPaused():
+		s.emit(s.rolloutEvent("RolloutPaused", "no node operation in flight; none starts until resumed ("+contract.DescribePause(req)+")"))
+	case next.GetGeneration() != prev.GetGeneration():
+		s.emit(s.rolloutEvent("RolloutUnpaused", "node operations start again ("+contract.DescribePause(req)+")"))
+	case next.GetWaitingFor() != "" && next.GetWaitingFor() != prev.GetWaitingFor() && prev.GetSeen() != req.GetGeneration():
+		s.emit(s.rolloutEvent("RolloutPausing", "no node operation starts; waiting for "+next.GetWaitingFor()+" ("+contract.DescribePause(req)+")"))
+	}
+}
+
+func clonePause(r *sluicev1.PauseRequest) *sluicev1.PauseRequest {
+	if r == nil {
+		return nil
+	}
+	return proto.Clone(r).(*sluicev1.PauseRequest)
+}
