@@ -171,3 +171,28 @@ func RolloutID(gen uint64, rev string) string {
 	}
 	return fmt.Sprintf("%d-%s", gen, rev)
 }
+
+// CheckDeadline is the failed_check of a node operation stopped at its
+// deadline: by its agent (which then restores last-good) or, when the agent
+// does not answer, given up by the coordinator. Either way the node timed out.
+const CheckDeadline = "deadline"
+
+// Operation kinds (the last token of an operation id).
+const (
+	OpApply  = "apply"
+	OpRevert = "revert"
+)
+
+// OperationID names the node operation a desired-config write asks for:
+// "<rollout>/<node>/apply" or "<rollout>/<node>/revert". A new leader
+// computes the same id for the same write.
+func OperationID(rollout, node, kind string) string { return rollout + "/" + node + "/" + kind }
+
+// ConfigureOperationID names the operation giving a node outside any rollout
+// the configuration in force (fingerprint fp).
+func ConfigureOperationID(fp string) string {
+	if len(fp) > 12 {
+		fp = fp[:12]
+	}
+	return "configure/" + fp
+}

@@ -129,7 +129,7 @@ func Open(ctx context.Context, nc *nats.Conn, s Settings, component string, opts
 // line each try, while a bucket is missing or its manager has not yet
 // enabled atomic publish on it. It
 // returns the handles of the buckets component uses (an agent gets
-// NodeConfigs, Status and Nodes; every other component gets all). An agent
+// NodeConfigs, Status, Nodes and Control; every other component gets all). An agent
 // and the CLI manage nothing.
 func Prepare(ctx context.Context, js jetstream.JetStream, s Settings, component string, opts ...OpenOption) (*Buckets, error) {
 	switch component {

@@ -9,6 +9,7 @@ package sluicev1
 import (
 	protoreflect "google.golang.org/protobuf/reflect/protoreflect"
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
+	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
 	reflect "reflect"
 	sync "sync"
@@ -137,7 +138,17 @@ type DesiredConfig struct {
 	// Backups only: the node had reported this config Provisioned when it was
 	// saved as its backup, so it is good on this node even if its fingerprint
 	// failed elsewhere (a revert may put it back although it is recorded invalid).
-	Proven        bool `protobuf:"varint,9,opt,name=proven,proto3" json:"proven,omitempty"`
+	Proven bool `protobuf:"varint,9,opt,name=proven,proto3" json:"proven,omitempty"`
+	// The node operation this write asks for: "<rollout>/<node>/apply" or
+	// ".../revert", "configure/<fingerprint prefix>" for a node outside a
+	// rollout. The agent's status names it while it works on it.
+	Operation string `protobuf:"bytes,10,opt,name=operation,proto3" json:"operation,omitempty"`
+	// How long the operation may take once the agent acknowledged it (the
+	// strategy's apply deadline): the agent then stops it — killing the
+	// apply's or check's process group —, restores its last-good config and
+	// reports it Invalid with failed_check "deadline". 0 = the agent's own
+	// apply and check timeouts only.
+	Deadline      *durationpb.Duration `protobuf:"bytes,11,opt,name=deadline,proto3" json:"deadline,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -233,6 +244,20 @@ func (x *DesiredConfig) GetProven() bool {
 		return x.Proven
 	}
 	return false
+}
+
+func (x *DesiredConfig) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *DesiredConfig) GetDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
 }
 
 // NodePresence is the value of nodes/<node>: the agent's heartbeat lease.
@@ -338,7 +363,12 @@ type NodeStatus struct {
 	// The last config this node reported Invalid, carried in every later
 	// status: the bucket keeps one revision per key, so a report overwritten
 	// before any coordinator saw it would otherwise be lost (invariant I3/I4).
-	LastInvalid   *InvalidReport `protobuf:"bytes,12,opt,name=last_invalid,json=lastInvalid,proto3" json:"last_invalid,omitempty"`
+	LastInvalid *InvalidReport `protobuf:"bytes,12,opt,name=last_invalid,json=lastInvalid,proto3" json:"last_invalid,omitempty"`
+	Operation   string         `protobuf:"bytes,13,opt,name=operation,proto3" json:"operation,omitempty"` // the operation this status is about (DesiredConfig.operation)
+	// While PROVISIONING: where the operation is ("validating", "applying",
+	// "check 2 of 3: ping", "restoring last-good"), rewritten at most once a
+	// second, so a fast apply costs no extra write.
+	Progress      string `protobuf:"bytes,14,opt,name=progress,proto3" json:"progress,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -457,6 +487,20 @@ func (x *NodeStatus) GetLastInvalid() *InvalidReport {
 	return nil
 }
 
+func (x *NodeStatus) GetOperation() string {
+	if x != nil {
+		return x.Operation
+	}
+	return ""
+}
+
+func (x *NodeStatus) GetProgress() string {
+	if x != nil {
+		return x.Progress
+	}
+	return ""
+}
+
 // InvalidReport is one config a node reported Invalid, and why.
 type InvalidReport struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -554,10 +598,10 @@ var File_sluice_v1_config_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_config_proto_rawDesc = "" +
 	"\n" +
-	"\x16sluice/v1/config.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17sluice/v1/control.proto\x1a\x16sluice/v1/intent.proto\"9\n" +
+	"\x16sluice/v1/config.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17sluice/v1/control.proto\x1a\x16sluice/v1/intent.proto\"9\n" +
 	"\n" +
 	"NodeConfig\x12+\n" +
-	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\"\xb8\x02\n" +
+	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\"\x8d\x03\n" +
 	"\rDesiredConfig\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12\x18\n" +
@@ -568,7 +612,10 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"written_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\twrittenAt\x12!\n" +
 	"\fleader_epoch\x18\a \x01(\x04R\vleaderEpoch\x12\x16\n" +
 	"\x06revert\x18\b \x01(\bR\x06revert\x12\x16\n" +
-	"\x06proven\x18\t \x01(\bR\x06proven\"\xe4\x02\n" +
+	"\x06proven\x18\t \x01(\bR\x06proven\x12\x1c\n" +
+	"\toperation\x18\n" +
+	" \x01(\tR\toperation\x125\n" +
+	"\bdeadline\x18\v \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\xe4\x02\n" +
 	"\fNodePresence\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12;\n" +
 	"\x06labels\x18\x02 \x03(\v2#.sluice.v1.NodePresence.LabelsEntryR\x06labels\x12#\n" +
@@ -579,7 +626,7 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\x05pause\x18\x06 \x01(\v2\x13.sluice.v1.PauseAckR\x05pause\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x03\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x04\n" +
 	"\n" +
 	"NodeStatus\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12*\n" +
@@ -595,7 +642,9 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\fcheck_output\x18\n" +
 	" \x01(\tR\vcheckOutput\x12/\n" +
 	"\x13applied_fingerprint\x18\v \x01(\tR\x12appliedFingerprint\x12;\n" +
-	"\flast_invalid\x18\f \x01(\v2\x18.sluice.v1.InvalidReportR\vlastInvalid\"\xd9\x01\n" +
+	"\flast_invalid\x18\f \x01(\v2\x18.sluice.v1.InvalidReportR\vlastInvalid\x12\x1c\n" +
+	"\toperation\x18\r \x01(\tR\toperation\x12\x1a\n" +
+	"\bprogress\x18\x0e \x01(\tR\bprogress\"\xd9\x01\n" +
 	"\rInvalidReport\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x18\n" +
 	"\arollout\x18\x02 \x01(\tR\arollout\x12\x1a\n" +
@@ -634,26 +683,28 @@ var file_sluice_v1_config_proto_goTypes = []any{
 	nil,                           // 6: sluice.v1.NodePresence.LabelsEntry
 	(*Intent)(nil),                // 7: sluice.v1.Intent
 	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*PauseAck)(nil),              // 9: sluice.v1.PauseAck
+	(*durationpb.Duration)(nil),   // 9: google.protobuf.Duration
+	(*PauseAck)(nil),              // 10: sluice.v1.PauseAck
 }
 var file_sluice_v1_config_proto_depIdxs = []int32{
 	7,  // 0: sluice.v1.NodeConfig.intents:type_name -> sluice.v1.Intent
 	1,  // 1: sluice.v1.DesiredConfig.config:type_name -> sluice.v1.NodeConfig
 	8,  // 2: sluice.v1.DesiredConfig.written_at:type_name -> google.protobuf.Timestamp
-	6,  // 3: sluice.v1.NodePresence.labels:type_name -> sluice.v1.NodePresence.LabelsEntry
-	8,  // 4: sluice.v1.NodePresence.started_at:type_name -> google.protobuf.Timestamp
-	8,  // 5: sluice.v1.NodePresence.heartbeat_at:type_name -> google.protobuf.Timestamp
-	9,  // 6: sluice.v1.NodePresence.pause:type_name -> sluice.v1.PauseAck
-	0,  // 7: sluice.v1.NodeStatus.phase:type_name -> sluice.v1.NodePhase
-	8,  // 8: sluice.v1.NodeStatus.apply_started_at:type_name -> google.protobuf.Timestamp
-	8,  // 9: sluice.v1.NodeStatus.last_update:type_name -> google.protobuf.Timestamp
-	5,  // 10: sluice.v1.NodeStatus.last_invalid:type_name -> sluice.v1.InvalidReport
-	8,  // 11: sluice.v1.InvalidReport.at:type_name -> google.protobuf.Timestamp
-	12, // [12:12] is the sub-list for method output_type
-	12, // [12:12] is the sub-list for method input_type
-	12, // [12:12] is the sub-list for extension type_name
-	12, // [12:12] is the sub-list for extension extendee
-	0,  // [0:12] is the sub-list for field type_name
+	9,  // 3: sluice.v1.DesiredConfig.deadline:type_name -> google.protobuf.Duration
+	6,  // 4: sluice.v1.NodePresence.labels:type_name -> sluice.v1.NodePresence.LabelsEntry
+	8,  // 5: sluice.v1.NodePresence.started_at:type_name -> google.protobuf.Timestamp
+	8,  // 6: sluice.v1.NodePresence.heartbeat_at:type_name -> google.protobuf.Timestamp
+	10, // 7: sluice.v1.NodePresence.pause:type_name -> sluice.v1.PauseAck
+	0,  // 8: sluice.v1.NodeStatus.phase:type_name -> sluice.v1.NodePhase
+	8,  // 9: sluice.v1.NodeStatus.apply_started_at:type_name -> google.protobuf.Timestamp
+	8,  // 10: sluice.v1.NodeStatus.last_update:type_name -> google.protobuf.Timestamp
+	5,  // 11: sluice.v1.NodeStatus.last_invalid:type_name -> sluice.v1.InvalidReport
+	8,  // 12: sluice.v1.InvalidReport.at:type_name -> google.protobuf.Timestamp
+	13, // [13:13] is the sub-list for method output_type
+	13, // [13:13] is the sub-list for method input_type
+	13, // [13:13] is the sub-list for extension type_name
+	13, // [13:13] is the sub-list for extension extendee
+	0,  // [0:13] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_config_proto_init() }

@@ -543,6 +543,7 @@ type RolloutCounts struct {
 	Reverting     uint32                 `protobuf:"varint,8,opt,name=reverting,proto3" json:"reverting,omitempty"`               // revert written, no report yet
 	Reverted      uint32                 `protobuf:"varint,9,opt,name=reverted,proto3" json:"reverted,omitempty"`
 	RevertFailed  uint32                 `protobuf:"varint,10,opt,name=revert_failed,json=revertFailed,proto3" json:"revert_failed,omitempty"` // the revert failed, timed out or had no safe target
+	Attempted     uint32                 `protobuf:"varint,11,opt,name=attempted,proto3" json:"attempted,omitempty"`                           // node operations this rollout started (desired configs written), reverts apart
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -643,6 +644,13 @@ func (x *RolloutCounts) GetReverted() uint32 {
 func (x *RolloutCounts) GetRevertFailed() uint32 {
 	if x != nil {
 		return x.RevertFailed
+	}
+	return 0
+}
+
+func (x *RolloutCounts) GetAttempted() uint32 {
+	if x != nil {
+		return x.Attempted
 	}
 	return 0
 }
@@ -1479,7 +1487,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12!\n" +
 	"\ffailed_check\x18\x05 \x01(\tR\vfailedCheck\x12-\n" +
 	"\x06result\x18\x06 \x01(\x0e2\x15.sluice.v1.NodeResultR\x06result\x12\x16\n" +
-	"\x06output\x18\a \x01(\tR\x06output\"\xb0\x02\n" +
+	"\x06output\x18\a \x01(\tR\x06output\"\xce\x02\n" +
 	"\rRolloutCounts\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\rR\x05total\x12\x18\n" +
 	"\apending\x18\x02 \x01(\rR\apending\x12\x1f\n" +
@@ -1492,7 +1500,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\treverting\x18\b \x01(\rR\treverting\x12\x1a\n" +
 	"\breverted\x18\t \x01(\rR\breverted\x12#\n" +
 	"\rrevert_failed\x18\n" +
-	" \x01(\rR\frevertFailed\"\xc0\a\n" +
+	" \x01(\rR\frevertFailed\x12\x1c\n" +
+	"\tattempted\x18\v \x01(\rR\tattempted\"\xc0\a\n" +
 	"\aRollout\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12+\n" +

@@ -20,7 +20,10 @@
 // not decode; and it overwrites its own status key if that does not decode
 // (docs/agent.md, "Fencing" and "Unreadable values").
 //
-// Files: intake.go (subscription, Get, coalescing mailbox, epoch fence), presence.go
+// While the control plane is paused the worker starts no apply and the
+// agent acknowledges the pause in its presence once idle (pause.go).
+//
+// Files: intake.go (subscription, Get, coalescing mailbox, epoch fence), pause.go, presence.go
 // (heartbeat lease), provision.go (the apply flow and its pure plan),
 // restore.go (marker, restore, validate), check.go (health checks),
 // status.go (compare-and-set status writes), applier.go, exec.go and
@@ -118,6 +121,10 @@ type Config struct {
 	// SLUICE_CONFIG naming the desired config; a non-zero exit makes it
 	// Invalid with failed_check "validate" and nothing is applied.
 	ValidateCmd string
+	// ProgressInterval is how long a step of an operation (validating,
+	// applying, one check) runs before it is written to the status as its
+	// progress (default 1s).
+	ProgressInterval time.Duration
 	// ResyncInterval is how often the desired config is fetched with a Get
 	// in case a republished message was missed (default 30s, jittered ±10%).
 	ResyncInterval time.Duration
@@ -192,6 +199,9 @@ func New(cfg Config) (*Agent, error) {
 	cfg.Checks = slices.Clone(cfg.Checks)
 	if cfg.ResyncInterval <= 0 {
 		cfg.ResyncInterval = DefaultResyncInterval
+	}
+	if cfg.ProgressInterval <= 0 {
+		cfg.ProgressInterval = DefaultProgressInterval
 	}
 	cfg.Labels = maps.Clone(cfg.Labels)
 	log := cfg.Log.With().Str(logging.FieldComponent, Component).Str(logging.FieldNode, cfg.Node).Logger()

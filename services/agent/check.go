@@ -228,15 +228,22 @@ type checkFailure struct {
 
 // runChecks runs specs in order until one fails, each attempt bounded by its
 // timeout, failing attempts retried after pause, all of it within deadline.
-// It returns nil when every check passes.
-func runChecks(ctx context.Context, specs []CheckSpec, deadline, pause time.Duration, env CheckEnv) *checkFailure {
+// It returns nil when every check passes. each, if set, is told which check
+// starts ("check 2 of 3: ping") and returns what to call when it ended.
+func runChecks(ctx context.Context, specs []CheckSpec, deadline, pause time.Duration, env CheckEnv, each func(step string) func()) *checkFailure {
 	if len(specs) == 0 {
 		return nil
 	}
 	dctx, cancel := context.WithTimeout(ctx, deadline)
 	defer cancel()
-	for _, s := range specs {
-		if f := runCheck(dctx, s, pause, env); f != nil {
+	for i, s := range specs {
+		done := func() {}
+		if each != nil {
+			done = each(fmt.Sprintf("check %d of %d: %s", i+1, len(specs), s.Check.Name()))
+		}
+		f := runCheck(dctx, s, pause, env)
+		done()
+		if f != nil {
 			if errors.Is(dctx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 				f.err = fmt.Errorf("checks did not pass within their deadline %s: %w", deadline, f.err)
 			}

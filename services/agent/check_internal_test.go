@@ -62,7 +62,7 @@ func TestRunChecks(t *testing.T) {
 				deadline = 10 * time.Second
 			}
 			start := time.Now()
-			f := runChecks(context.Background(), specs, deadline, time.Millisecond, CheckEnv{})
+			f := runChecks(context.Background(), specs, deadline, time.Millisecond, CheckEnv{}, nil)
 			if took := time.Since(start); took > 5*time.Second {
 				t.Fatalf("took %s", took)
 			}

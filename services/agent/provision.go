@@ -108,26 +108,47 @@ func (a *Agent) provision(ctx context.Context, d *sluicev1.DesiredConfig) outcom
 		return outcome{}
 	}
 	a.worker.started = started
+	// The operation's deadline bounds validate, apply and checks; restoring
+	// last-good after it passed is not bounded by it (ctx, not op).
+	op, stop := a.operation(ctx, d)
+	defer stop()
 	a.markApplying(d)
-	if f := a.validate(ctx, d); f != nil {
+	done := a.progressDuring(ctx, d, "validating")
+	f := a.validate(op, d)
+	done()
+	if f != nil {
 		if ctx.Err() != nil {
 			return outcome{}
 		}
 		a.clearApplying() // nothing was applied
+		if past(op, ctx) {
+			df := deadlineFailure(d, "validating", *f)
+			return a.fail(ctx, d, df, df.err.Error()+"; not applied")
+		}
 		return a.fail(ctx, d, *f, fmt.Sprintf("validate failed: %v; not applied", f.err))
 	}
-	if err := a.apply(ctx, d); err != nil {
+	done = a.progressDuring(ctx, d, "applying")
+	err := a.apply(op, d)
+	done()
+	if err != nil {
 		if ctx.Err() != nil {
 			// The marker stays: the next start restores last-good first.
 			a.log.Info().Str(logging.FieldFingerprint, d.GetFingerprint()).Msg("shutting down mid-apply; a restart restores last-good and provisions again")
 			return outcome{}
 		}
-		return a.rollback(ctx, d, checkFailure{name: "apply", output: err.Error(), err: err})
+		f := checkFailure{name: "apply", output: err.Error(), err: err}
+		if past(op, ctx) {
+			f = deadlineFailure(d, "applying", f)
+		}
+		return a.rollback(ctx, d, f)
 	}
 	a.worker.applied = d.GetFingerprint()
-	if f := a.check(ctx, d); f != nil {
+	if f := a.check(op, d, func(step string) func() { return a.progressDuring(ctx, d, step) }); f != nil {
 		if ctx.Err() != nil {
 			return outcome{}
+		}
+		if past(op, ctx) {
+			*f = deadlineFailure(d, "checking ("+f.name+")", *f)
 		}
 		return a.rollback(ctx, d, *f)
 	}
@@ -214,6 +235,7 @@ func (a *Agent) setPhase(ctx context.Context, d *sluicev1.DesiredConfig, started
 		FailedCheck:        u.failedCheck,
 		CheckOutput:        u.output,
 		AppliedFingerprint: a.worker.applied,
+		Operation:          d.GetOperation(),
 	}
 	if u.phase == sluicev1.NodePhase_NODE_PHASE_INVALID {
 		st.LastInvalid = &sluicev1.InvalidReport{Fingerprint: d.GetFingerprint(), Rollout: d.GetRollout(), Revision: d.GetRevision(),

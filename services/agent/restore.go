@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -137,6 +138,9 @@ func (a *Agent) recordRestoreAtStart(ctx context.Context) {
 func (a *Agent) rollback(ctx context.Context, d *sluicev1.DesiredConfig, f checkFailure) outcome {
 	good, what := a.restoreTarget()
 	msg := fmt.Sprintf("%s failed: %v", f.name, f.err)
+	if f.name == contract.CheckDeadline {
+		msg = f.err.Error()
+	}
 	if err := a.apply(ctx, good); err != nil {
 		if ctx.Err() != nil {
 			return outcome{}
@@ -150,7 +154,7 @@ func (a *Agent) rollback(ctx context.Context, d *sluicev1.DesiredConfig, f check
 	}
 	a.worker.applied = good.GetFingerprint()
 	recheck := "checks pass"
-	if rf := a.check(ctx, good); rf != nil {
+	if rf := a.check(ctx, good, nil); rf != nil {
 		if ctx.Err() != nil {
 			return outcome{}
 		}
@@ -164,8 +168,9 @@ func (a *Agent) rollback(ctx context.Context, d *sluicev1.DesiredConfig, f check
 	return a.fail(ctx, d, f, msg)
 }
 
-// check runs the configured checks against cfg, in force on the node.
-func (a *Agent) check(ctx context.Context, cfg *sluicev1.DesiredConfig) *checkFailure {
+// check runs the configured checks against cfg, in force on the node;
+// each, if set, follows them (see runChecks).
+func (a *Agent) check(ctx context.Context, cfg *sluicev1.DesiredConfig, each func(string) func()) *checkFailure {
 	if len(a.cfg.Checks) == 0 {
 		return nil
 	}
@@ -180,7 +185,7 @@ func (a *Agent) check(ctx context.Context, cfg *sluicev1.DesiredConfig) *checkFa
 		defer cleanup()
 		env.ConfigPath = path
 	}
-	return runChecks(ctx, a.cfg.Checks, a.cfg.CheckDeadline, a.cfg.CheckPause, env)
+	return runChecks(ctx, a.cfg.Checks, a.cfg.CheckDeadline, a.cfg.CheckPause, env, each)
 }
 
 // validate runs ValidateCmd on d before it is applied.

@@ -104,6 +104,9 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 			return nil, unavailable(err)
 		}
 		if reroll == "" {
+			if err := s.refuseStrategyChange(ctx, head.Value, req.GetStrategy()); err != nil {
+				return nil, err
+			}
 			resp.Revision, resp.Generation = target, head.Value.GetGeneration()
 			return resp, nil
 		}
@@ -231,6 +234,40 @@ func (s *Service) rerollReason(ctx context.Context, head *sluicev1.Head, st *slu
 		return fmt.Sprintf("re-applied revision %s to retry invalid fingerprints on purpose", render.Short(head.GetRevision())), nil
 	}
 	return "", nil
+}
+
+// refuseStrategyChange refuses applying the head's own content with another
+// strategy while its rollout runs: a running rollout's strategy is never
+// changed under it. A request without a strategy (no strategy flags) asks
+// for no change.
+func (s *Service) refuseStrategyChange(ctx context.Context, head *sluicev1.Head, st *sluicev1.Strategy) error {
+	if head == nil || proto.Size(st) == 0 || proto.Equal(st, head.GetStrategy()) {
+		return nil
+	}
+	id := contract.RolloutID(head.GetGeneration(), head.GetRevision())
+	r, err := s.st.rollouts.Get(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return nil // not started: nothing runs yet
+	case err != nil:
+		return unavailable(err)
+	}
+	if !contract.Active(r.Value.GetPhase()) {
+		return nil // it ended: its content is in force (or re-applying it would have re-rolled)
+	}
+	return &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf(
+		"rollout %s of these intents is running with strategy %s; a running rollout's strategy cannot be changed, and nothing was stored: "+
+			"let it finish (sluice rollout status --watch), or stop it (sluice rollout abort) and then apply again with the new strategy",
+		id, strategyJSON(head.GetStrategy()))}
+}
+
+// strategyJSON is st as one line of JSON, "{}" for the defaults.
+func strategyJSON(st *sluicev1.Strategy) string {
+	b, err := store.Marshal(st)
+	if err != nil || len(b) == 0 {
+		return "{}"
+	}
+	return string(b)
 }
 
 // delete marks an intent for deletion and moves the head to a revision without it.

@@ -452,3 +452,44 @@ func TestApply_SameRequestAgain_IsAnsweredNotAppliedTwice(t *testing.T) {
 		t.Errorf("new request = %v, want a re-roll at generation 2", reroll)
 	}
 }
+
+// A running rollout's strategy is never changed under it: applying the
+// head's own intents with another strategy while its rollout runs is
+// refused, saying what to do; without strategy flags, or once it ended, it
+// changes nothing.
+func TestApply_SameContentWithAnotherStrategyWhileItsRolloutRuns_IsRefused(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	start(t, env)
+	ins := examples(t)
+	first := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: ins, Strategy: &sluicev1.Strategy{MaxParallel: "1"}})
+	id := contract.RolloutID(first.GetGeneration(), first.GetRevision())
+	records := store.New(env.Buckets.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
+	setPhase := func(p sluicev1.RolloutPhase) {
+		t.Helper()
+		if _, err := records.Mutate(context.Background(), id, func(*sluicev1.Rollout) (*sluicev1.Rollout, error) {
+			return &sluicev1.Rollout{Id: id, Revision: first.GetRevision(), Generation: first.GetGeneration(), Phase: p}, nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	setPhase(sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING)
+	before := takeSnapshot(t, env)
+
+	_, err := apply(t, env.Conn, &sluicev1.ApplyRequest{Intents: ins, Strategy: &sluicev1.Strategy{MaxParallel: "5"}})
+	var apiErr *apiclient.Error
+	if !errors.As(err, &apiErr) || apiErr.Code != contract.ErrCodeConflict ||
+		!strings.Contains(apiErr.Description, "rollout "+id+" of these intents is running with strategy {\"maxParallel\":\"1\"}") ||
+		!strings.Contains(apiErr.Description, "sluice rollout abort") {
+		t.Fatalf("apply with another strategy while running: %v; want 409 naming the rollout, its strategy and what to do", err)
+	}
+	if after := takeSnapshot(t, env); !maps.Equal(before.intents, after.intents) || !maps.Equal(before.revisions, after.revisions) {
+		t.Errorf("buckets changed by a refused request")
+	}
+	if r := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: ins}); r.GetChanged() {
+		t.Errorf("apply without strategy flags while running = %v; want unchanged", r)
+	}
+	setPhase(sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED)
+	if r := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: ins, Strategy: &sluicev1.Strategy{MaxParallel: "5"}}); r.GetChanged() {
+		t.Errorf("apply with another strategy after it succeeded = %v; want unchanged", r)
+	}
+}

@@ -22,7 +22,9 @@
 // published once (ReapPostponed, UnreadableKeySkipped). Control keys ("_"
 // prefix, e.g. the coordinator's "_fence") are never a node's. A delete that
 // loses its compare-and-set race is not an error: the next pass looks again.
-// docs/reaper.md says the same for operators.
+// docs/reaper.md says the same for operators. While the control plane is
+// paused (sluice pause) Run starts no pass, and acknowledges the pause in
+// its instance presence once the pass in progress ended.
 //
 // Entry point: New(cfg).Run(ctx); Pass runs one pass.
 package reaper

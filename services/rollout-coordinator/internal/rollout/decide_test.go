@@ -435,3 +435,34 @@ func TestMaxParallel(t *testing.T) {
 func rolloutID(h *sluicev1.Head) string {
 	return contract.RolloutID(h.GetGeneration(), h.GetRevision())
 }
+
+// A failed check is named once in the reasons, although the agent's message
+// starts with it (the operator experience issue: "failed check ping: ping failed").
+func TestDecide_FailureReasonsNameTheCheckOnce(t *testing.T) {
+	r0, r1 := testRev("0000aaaa"), testRev("aaaa1111")
+	fp1 := targetOf(r1)
+	id1 := rolloutID(head(2, r1.Id, "1"))
+	s := NewState()
+	Decide(s, Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, Presence: presence("n1", "n2"),
+		LastApplied: &sluicev1.RolloutRef{Revision: r0.Id, Generation: 1}, LastAppliedRev: r0}, t0)
+	st := status("n1", invalid, fp1, id1)
+	st.FailedCheck, st.Message = "ping", "ping failed: exit status 1; restored last-good (checks pass)"
+	acts := Decide(s, Status{S: st}, t0.Add(time.Second))
+	var reasons []string
+	for _, a := range acts {
+		if e, ok := a.(Emit); ok {
+			reasons = append(reasons, e.Event.GetReason())
+		}
+	}
+	if len(reasons) == 0 {
+		t.Fatal("no events")
+	}
+	for _, r := range reasons {
+		if strings.Count(r, "ping") > 1 {
+			t.Errorf("reason names the check twice: %q", r)
+		}
+	}
+	if !strings.Contains(strings.Join(reasons, "\n"), "node n1: ping failed: exit status 1") {
+		t.Errorf("reasons %q; want the over-budget reason to say node n1: ping failed: exit status 1", reasons)
+	}
+}

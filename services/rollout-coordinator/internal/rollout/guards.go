@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -83,7 +84,7 @@ func (s *State) configureStraggler(n *node, why string) {
 	}
 	d := &sluicev1.DesiredConfig{
 		Node: n.name, Revision: s.lastApplied.GetRevision(), Rollout: s.lastApplied.GetRollout(),
-		Fingerprint: fp, Config: cfg,
+		Fingerprint: fp, Config: cfg, Operation: contract.ConfigureOperationID(fp), Deadline: durationpb.New(DefaultApplyDeadline),
 	}
 	_, save := s.lastGood(n, fp)
 	n.desired = d

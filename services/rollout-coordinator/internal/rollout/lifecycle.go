@@ -111,7 +111,7 @@ func (s *State) recordReportedInvalid(now time.Time) {
 		st := n.status
 		if st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && s.isRolloutTarget(n, st) {
 			s.recordInvalid(n.name, st.GetFingerprint(), st.GetRollout(), st.GetRevision(),
-				orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), CauseCheckFailed, now)
+				orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), causeOf(st.GetFailedCheck()), now)
 		}
 		s.recordCarriedInvalid(n, now)
 	}
@@ -302,6 +302,14 @@ func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
 			s.touchedAgain(n)
 		}
 		s.setProg(n, progProvisioned)
+	case ours && st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID &&
+		st.GetFailedCheck() == contract.CheckDeadline:
+		// Its agent stopped it at its deadline while no leader ran.
+		s.touchedAgain(n)
+		why := "its agent stopped the operation at its deadline: " + st.GetMessage()
+		s.setProg(n, progTimedOut)
+		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, contract.CheckDeadline, st.GetCheckOutput(), why)
+		s.recordInvalid(n.name, n.target, r.GetId(), r.GetRevision(), contract.CheckDeadline, why, CauseTimedOut, now)
 	case ours && st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID:
 		// Failed while no leader ran: its outcome, its fingerprint (I4), and
 		// the budget are taken into account now.
@@ -331,6 +339,7 @@ func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
 func (s *State) touchedAgain(n *node) {
 	n.touched = true
 	s.started++
+	s.rollout.Counts.Attempted++
 }
 
 // maybeFinish ends the active rollout once nothing is in flight and nothing
@@ -381,7 +390,7 @@ func describeFailure(fs []*sluicev1.NodeOutcome) string {
 		return "none listed"
 	}
 	f := fs[0]
-	return fmt.Sprintf("%s, %s: %s", f.GetNode(), orDefault(f.GetFailedCheck(), "unknown check"), f.GetMessage())
+	return fmt.Sprintf("%s: %s", f.GetNode(), checkFailed(orDefault(f.GetFailedCheck(), "unknown check"), f.GetMessage()))
 }
 
 // finish ends the active rollout in phase. Its one FinishRollout action

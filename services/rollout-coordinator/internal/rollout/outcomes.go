@@ -32,7 +32,7 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 		check := orDefault(f.check, "unknown check")
 		s.setProg(n, progFailed)
 		s.recordOutcomeOf(n, n.forward, sluicev1.NodeResult_NODE_RESULT_INVALID, check, f.output, f.message)
-		ev := s.nodeEvent(n, "NodeFailed", fmt.Sprintf("node reported Invalid (%s) after the rollout stopped: %s", check, f.message))
+		ev := s.nodeEvent(n, "NodeFailed", "node reported Invalid after the rollout stopped: "+checkFailed(check, f.message))
 		ev.Fingerprint = n.forward
 		s.emit(ev)
 	}
@@ -42,7 +42,7 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 		// a rollout that was superseded or ended meanwhile.
 		if phase == sluicev1.NodePhase_NODE_PHASE_INVALID && s.isRolloutTarget(n, st) {
 			s.recordInvalid(n.name, st.GetFingerprint(), st.GetRollout(), st.GetRevision(),
-				orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), CauseCheckFailed, now)
+				orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), causeOf(st.GetFailedCheck()), now)
 		}
 		return
 	}
@@ -61,21 +61,26 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 			s.reverted(n, fmt.Sprintf("backup %s is in force again", render.Short(n.target)))
 			return
 		}
-		s.revertFailed(n, fmt.Sprintf("the agent could not put backup %s in force (%s): %s",
-			render.Short(n.target), orDefault(st.GetFailedCheck(), "unknown check"), st.GetMessage()))
+		s.revertFailed(n, fmt.Sprintf("the agent could not put backup %s in force: %s",
+			render.Short(n.target), checkFailed(orDefault(st.GetFailedCheck(), "unknown check"), st.GetMessage())))
 		return
 	}
 	if phase == sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
 		s.setProg(n, progProvisioned)
 		return
 	}
+	if st.GetFailedCheck() == contract.CheckDeadline {
+		// Its agent stopped the operation at its deadline and restored last-good.
+		s.timedOut(n, "its agent stopped the operation at its deadline: "+st.GetMessage(), st.GetCheckOutput(), now)
+		return
+	}
 	// Invalid: the config failed on this node. Remember its fingerprint.
 	s.setProg(n, progFailed)
 	check := orDefault(st.GetFailedCheck(), "unknown check")
 	s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_INVALID, check, st.GetCheckOutput(), st.GetMessage())
-	s.emit(s.nodeEvent(n, "NodeFailed", fmt.Sprintf("node reported Invalid (%s): %s", check, st.GetMessage())))
+	s.emit(s.nodeEvent(n, "NodeFailed", "node reported Invalid: "+checkFailed(check, st.GetMessage())))
 	s.recordInvalid(n.name, n.target, s.rollout.GetId(), s.rollout.GetRevision(), check, st.GetCheckOutput(), CauseCheckFailed, now)
-	s.overBudget(fmt.Sprintf("node %s failed check %s: %s", n.name, check, st.GetMessage()), now)
+	s.overBudget(fmt.Sprintf("node %s: %s", n.name, checkFailed(check, st.GetMessage())), now)
 }
 
 // stoppedThenFailed is the Invalid report on its forward target of a node
@@ -117,7 +122,7 @@ func (s *State) recordCarriedInvalid(n *node, now time.Time) {
 		return // an old report of a fingerprint retried on purpose since
 	}
 	s.recordInvalid(n.name, li.GetFingerprint(), li.GetRollout(), li.GetRevision(),
-		orDefault(li.GetCheck(), "unknown check"), li.GetOutput(), CauseCheckFailed, now)
+		orDefault(li.GetCheck(), "unknown check"), li.GetOutput(), causeOf(li.GetCheck()), now)
 }
 
 // recordInvalid remembers fp as known bad, once, with why.
@@ -190,13 +195,19 @@ func (s *State) tick(now time.Time) {
 			s.revertFailed(n, "revert timed out: "+why)
 			continue
 		}
-		s.setProg(n, progTimedOut)
-		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, "deadline", "", why)
-		s.emit(s.nodeEvent(n, "NodeTimedOut", why))
-		s.recordInvalid(n.name, n.target, s.rollout.GetId(), s.rollout.GetRevision(), "deadline", why, CauseTimedOut, now)
-		s.overBudget(fmt.Sprintf("node %s timed out: %s", n.name, why), now)
+		s.timedOut(n, why, "", now)
 	}
 	s.changed() // leader time moved
+}
+
+// timedOut records that n's operation did not finish within its deadline:
+// its agent stopped it (and restored last-good), or did not answer in time.
+func (s *State) timedOut(n *node, why, output string, now time.Time) {
+	s.setProg(n, progTimedOut)
+	s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, contract.CheckDeadline, output, why)
+	s.emit(s.nodeEvent(n, "NodeTimedOut", why))
+	s.recordInvalid(n.name, n.target, s.rollout.GetId(), s.rollout.GetRevision(), contract.CheckDeadline, why, CauseTimedOut, now)
+	s.overBudget(fmt.Sprintf("node %s timed out: %s", n.name, why), now)
 }
 
 // recordOutcome lists a node that did not simply succeed in the record.
@@ -290,4 +301,13 @@ func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 		s.place(n, nil, now)
 		s.emit(s.nodeEvent(n, "NodeJoinedRollout", "node joined during the rollout; it gets the rollout target"))
 	}
+}
+
+// causeOf is the cause recorded for a failure reported with check: a node
+// operation its agent stopped at the deadline timed out; anything else failed.
+func causeOf(check string) string {
+	if check == contract.CheckDeadline {
+		return CauseTimedOut
+	}
+	return CauseCheckFailed
 }

@@ -6,7 +6,9 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/render"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -88,6 +90,7 @@ func (s *State) fillRevert(now time.Time) {
 		s.setRev(n, revInFlight)
 		d := proto.Clone(n.previous).(*sluicev1.DesiredConfig)
 		d.Node, d.Rollout, d.Revert, d.Proven, d.WrittenAt, d.LeaderEpoch = n.name, r.GetId(), true, false, nil, 0
+		d.Operation, d.Deadline = contract.OperationID(r.GetId(), n.name, contract.OpRevert), durationpb.New(s.plan.ApplyDeadline)
 		n.desired = d
 		w := WriteDesired{Desired: cloneDesired(d)}
 		if n.revertNote != "" {
@@ -172,7 +175,7 @@ func (s *State) resumeRevert(backups map[string]*sluicev1.DesiredConfig, now tim
 			check := orDefault(f.check, "unknown check")
 			s.setProg(n, progFailed)
 			s.recordOutcomeOf(n, n.forward, sluicev1.NodeResult_NODE_RESULT_INVALID, check, f.output, f.message)
-			s.recordInvalid(n.name, n.forward, r.GetId(), r.GetRevision(), check, f.output, CauseCheckFailed, now)
+			s.recordInvalid(n.name, n.forward, r.GetId(), r.GetRevision(), check, f.output, causeOf(check), now)
 		case st.GetFingerprint() == n.forward && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED:
 			n.prog = progProvisioned
 		default:
@@ -196,8 +199,8 @@ func (s *State) resumeRevert(backups map[string]*sluicev1.DesiredConfig, now tim
 		case st.GetFingerprint() == d.GetFingerprint() && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED:
 			s.reverted(n, fmt.Sprintf("backup %s is in force again (reported while no leader ran)", render.Short(n.target)))
 		case st.GetFingerprint() == d.GetFingerprint() && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID:
-			s.revertFailed(n, fmt.Sprintf("the agent could not put backup %s in force (%s): %s",
-				render.Short(n.target), orDefault(st.GetFailedCheck(), "unknown check"), st.GetMessage()))
+			s.revertFailed(n, fmt.Sprintf("the agent could not put backup %s in force: %s",
+				render.Short(n.target), checkFailed(orDefault(st.GetFailedCheck(), "unknown check"), st.GetMessage())))
 		case n.present:
 			// Written back before the restart: wait for it, with a fresh deadline.
 			s.inFlight[n.name] = n

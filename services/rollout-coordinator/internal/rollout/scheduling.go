@@ -4,8 +4,10 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -58,7 +60,9 @@ func (s *State) fill(now time.Time) {
 		n.writtenAt, n.ackAt, n.touched = time.Time{}, time.Time{}, true
 		d := &sluicev1.DesiredConfig{
 			Node: n.name, Revision: r.GetRevision(), Rollout: r.GetId(), Fingerprint: n.target, Config: n.config,
+			Operation: contract.OperationID(r.GetId(), n.name, contract.OpApply), Deadline: durationpb.New(s.plan.ApplyDeadline),
 		}
+		r.Counts.Attempted++
 		var save *sluicev1.DesiredConfig
 		n.previous, save = s.lastGood(n, n.target)
 		n.desired = d

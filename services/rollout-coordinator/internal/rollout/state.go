@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"cmp"
+	"fmt"
 	"slices"
 	"sort"
 	"strings"
@@ -271,4 +272,14 @@ func truncate(s string, n int) string {
 		return s
 	}
 	return s[:n] + "…"
+}
+
+// checkFailed says that check failed, with the agent's message: the
+// check's name once, whether or not the message starts with it (the
+// agent's does: "ping failed: exit status 1; restored …").
+func checkFailed(check, msg string) string {
+	if strings.HasPrefix(msg, check+" failed") {
+		return msg
+	}
+	return fmt.Sprintf("check %s failed: %s", check, msg)
 }

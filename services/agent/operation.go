@@ -1,0 +1,96 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// A desired config is a node operation (DesiredConfig.operation) with a
+// deadline: once the agent acknowledged it (Provisioning), validate, apply
+// and checks must end within it. At the deadline the step in progress is
+// stopped — an exec applier's or check's whole process group is killed —,
+// last-good is restored and the operation is reported Invalid with
+// failed_check "deadline" (the coordinator counts the node timed out).
+// While it runs, a step that lasts longer than ProgressInterval is written
+// to the status (progress), so `sluice rollout status` shows where it is;
+// a fast operation costs no extra write.
+
+// DefaultProgressInterval is how long a step runs before it is reported.
+const DefaultProgressInterval = time.Second
+
+// operation is ctx bounded by d's deadline (ctx itself without one).
+func (a *Agent) operation(ctx context.Context, d *sluicev1.DesiredConfig) (context.Context, context.CancelFunc) {
+	if dl := d.GetDeadline().AsDuration(); dl > 0 {
+		return context.WithTimeout(ctx, dl)
+	}
+	return context.WithCancel(ctx)
+}
+
+// past reports whether op ended because its deadline passed (and not
+// because the agent is stopping).
+func past(op, ctx context.Context) bool {
+	return errors.Is(op.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+}
+
+// deadlineFailure is f, the failure the deadline caused while step ran.
+func deadlineFailure(d *sluicev1.DesiredConfig, step string, f checkFailure) checkFailure {
+	return checkFailure{name: contract.CheckDeadline, output: f.output, err: fmt.Errorf(
+		"operation %s did not finish within its deadline %s: stopped while %s (%v)",
+		orUnnamed(d.GetOperation()), d.GetDeadline().AsDuration(), step, f.err)}
+}
+
+func orUnnamed(op string) string {
+	if op == "" {
+		return "(unnamed)"
+	}
+	return op
+}
+
+// progressDuring reports step in the status if it is still running after
+// ProgressInterval; done (which waits for the report) marks its end. Only
+// the worker calls it, and the worker touches its state again only after
+// done returned.
+func (a *Agent) progressDuring(ctx context.Context, d *sluicev1.DesiredConfig, step string) (done func()) {
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		t := time.NewTimer(a.cfg.ProgressInterval)
+		defer t.Stop()
+		select {
+		case <-stop:
+		case <-ctx.Done():
+		case <-t.C:
+			a.writeProgress(ctx, d, step)
+		}
+	})
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			close(stop)
+			wg.Wait()
+		})
+	}
+}
+
+// writeProgress rewrites the Provisioning status of d with step.
+func (a *Agent) writeProgress(ctx context.Context, d *sluicev1.DesiredConfig, step string) {
+	cur := a.worker.status
+	if cur.GetPhase() != sluicev1.NodePhase_NODE_PHASE_PROVISIONING || cur.GetOperation() != d.GetOperation() ||
+		cur.GetFingerprint() != d.GetFingerprint() {
+		return // its acknowledgement was not written
+	}
+	st := proto.Clone(cur).(*sluicev1.NodeStatus)
+	st.Progress, st.LastUpdate = step, timestamppb.New(a.cfg.Now())
+	if err := a.writeStatus(ctx, st); err != nil {
+		a.warnUnlessDone(ctx, err, "report progress ("+step+"); the operation goes on")
+	}
+}
