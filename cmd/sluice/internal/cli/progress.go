@@ -68,6 +68,13 @@ func countsLine(c *sluicev1.RolloutCounts) string {
 	return line
 }
 
+// operationsLine counts the node operations the rollout started: completed
+// (provisioned), failed, and cancelled at their deadline (timed out).
+func operationsLine(c *sluicev1.RolloutCounts) string {
+	return fmt.Sprintf("operations %d attempted: %d in progress, %d completed, %d failed, %d cancelled at their deadline",
+		c.GetAttempted(), c.GetInProgress(), min(c.GetProvisioned(), c.GetAttempted()), c.GetFailed()-c.GetTimedOut(), c.GetTimedOut())
+}
+
 // strategyLine describes the strategy: the fields set, and the defaults
 // that always apply (max parallel, failure budget, the growth of waves)
 // marked "(default)".
@@ -246,10 +253,26 @@ func liveState(l liveNode, now time.Time) (result, check, msg, output string, sh
 		}
 		return res, st.GetFailedCheck(), st.GetMessage(), st.GetCheckOutput(), true
 	}
+	msg = "applying for " + age(now, since)
 	if d.GetRevert() {
-		return "reverting", "", "applying its backup for " + age(now, since), "", true
+		msg = "applying its backup for " + age(now, since)
 	}
-	return "in progress", "", "applying for " + age(now, since), "", true
+	if p := st.GetProgress(); p != "" {
+		msg = p + "; " + msg
+	}
+	msg += deadlineNote(d)
+	if d.GetRevert() {
+		return "reverting", "", msg, "", true
+	}
+	return "in progress", "", msg, "", true
+}
+
+// deadlineNote names the deadline of d's operation, if it has one.
+func deadlineNote(d *sluicev1.DesiredConfig) string {
+	if dl := d.GetDeadline().AsDuration(); dl > 0 {
+		return fmt.Sprintf(" (deadline %s)", dl)
+	}
+	return ""
 }
 
 func nodeResult(r sluicev1.NodeResult) string {
@@ -273,6 +296,9 @@ func rolloutLines(r *sluicev1.Rollout, live []liveNode, now time.Time) []string 
 		fmt.Sprintf("phase     %s, started %s ago, ran %s", rolloutPhase(r.GetPhase()), age(now, r.GetStartedAt()), rolloutDuration(r, now)),
 		progressBar(r.GetCounts().GetProvisioned(), r.GetCounts().GetTotal(), barWidth) + " provisioned",
 		countsLine(r.GetCounts()),
+	}
+	if c := r.GetCounts(); c.GetAttempted() > 0 {
+		lines = append(lines, operationsLine(c))
 	}
 	if st := stageLine(r, now); st != "" && !contract.Terminal(r.GetPhase()) {
 		lines = append(lines, "stage     "+st)

@@ -330,6 +330,10 @@ func TestLiveState_SaysWhereANodeIsWithItsDesiredConfig(t *testing.T) {
 		{"status of an older config", liveNode{desired: desired(false, ago(time.Minute)), status: status(provisioned, fpOther)}, "in progress||written 1m ago; the agent has not picked it up|"},
 		{"no write time", liveNode{desired: desired(false, nil), status: nil}, "in progress||the agent has not picked it up|"},
 		{"applying", liveNode{desired: desired(false, nil), status: status(provisioning, fpX)}, "in progress||applying for 20s|"},
+		{"applying, with progress and a deadline", liveNode{
+			desired: &sluicev1.DesiredConfig{Node: "node-01", Fingerprint: fpX, Deadline: durationpb.New(5 * time.Minute)},
+			status:  &sluicev1.NodeStatus{Phase: provisioning, Fingerprint: fpX, ApplyStartedAt: ago(20 * time.Second), Progress: "check 2 of 3: ping"}},
+			"in progress||check 2 of 3: ping; applying for 20s (deadline 5m0s)|"},
 		{"provisioned: simply succeeded", liveNode{desired: desired(false, nil), status: status(provisioned, fpX)}, ""},
 		{"invalid, not yet recorded", liveNode{desired: desired(false, nil), status: status(invalid, fpX)}, "invalid|ping|unreachable|100% loss"},
 		{"revert not picked up", liveNode{desired: desired(true, ago(time.Minute)), status: status(invalid, fpOther)}, "reverting||backup cccccccccccc written 1m ago; the agent has not picked it up|"},

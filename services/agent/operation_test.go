@@ -1,0 +1,90 @@
+package agent_test
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/agent"
+)
+
+// alive reports whether process pid still runs (a zombie does not).
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	f := strings.Fields(string(b)[strings.LastIndexByte(string(b), ')')+1:])
+	return len(f) > 0 && f[0] != "Z"
+}
+
+// A node operation past its deadline is stopped: the hanging apply's whole
+// process group is killed, last-good is restored and the node reports
+// Invalid with failed_check "deadline".
+func TestAgent_OperationPastItsDeadline_KillsTheApplyAndRestoresLastGood(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.json")
+	pidFile := filepath.Join(dir, "child.pid")
+	// fp-two hangs in a child process (as a stuck netlink call or CLI would).
+	cmd := fmt.Sprintf(`if [ "$SLUICE_FINGERPRINT" = fp-two ]; then sleep 60 & echo $! > %s; wait; fi; cat > %s`, pidFile, path)
+	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: agent.ExecApplier{Command: cmd}})
+
+	good := desiredConfig("n1", "fp-one", 100)
+	f.writeDesired(t, good)
+	f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
+
+	hang := desiredConfig("n1", "fp-two", 200)
+	hang.Operation, hang.Deadline = "r2/n1/apply", durationpb.New(700*time.Millisecond)
+	began := time.Now()
+	f.writeDesired(t, hang)
+	st := f.waitStatus(t, "n1", "Invalid fp-two", invalid("fp-two"))
+	if took := time.Since(began); took > 10*time.Second {
+		t.Errorf("the operation was stopped after %s; want about its 700ms deadline", took)
+	}
+	if st.GetFailedCheck() != contract.CheckDeadline || st.GetOperation() != "r2/n1/apply" || st.GetAppliedFingerprint() != "fp-one" ||
+		!strings.Contains(st.GetMessage(), "operation r2/n1/apply did not finish within its deadline 700ms: stopped while applying") ||
+		!strings.Contains(st.GetMessage(), "restored last-good fp-one") {
+		t.Fatalf("status = %v; want Invalid deadline naming the operation and step, fp-one restored", st)
+	}
+	if got := readConfig(t, path); !proto.Equal(got, good) {
+		t.Fatalf("config in force = %v; want last-good fp-one", got)
+	}
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
+	natstest.Eventually(t, 5*time.Second, "the hanging apply's child process to be killed", func() bool { return !alive(pid) })
+	assertNoMarker(t, dir)
+}
+
+// A step that lasts longer than the progress interval is written to the
+// status with the operation it belongs to; a fast one is not.
+func TestAgent_SlowStep_IsReportedAsProgress(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	dir := t.TempDir()
+	slow := agent.ExecCheck{Label: "slow", Command: "sleep 1"}
+	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: agent.NewFileApplier(filepath.Join(dir, "config.json")),
+		Checks: []agent.CheckSpec{{Check: slow}}, ProgressInterval: 200 * time.Millisecond})
+	d := desiredConfig("n1", "fp-one", 100)
+	d.Operation = "r1/n1/apply"
+	f.writeDesired(t, d)
+	st := f.waitStatus(t, "n1", "progress of the slow check", func(s *sluicev1.NodeStatus) bool {
+		return s.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING && s.GetProgress() != ""
+	})
+	if st.GetProgress() != "check 1 of 1: slow" || st.GetOperation() != "r1/n1/apply" {
+		t.Fatalf("progress %q of operation %q; want check 1 of 1: slow of r1/n1/apply", st.GetProgress(), st.GetOperation())
+	}
+	f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
+}

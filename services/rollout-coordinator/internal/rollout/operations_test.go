@@ -1,0 +1,50 @@
+package rollout
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// Every write is a named operation with the strategy's apply deadline, and
+// a node whose agent stopped its operation at that deadline timed out.
+func TestDecide_Operations_NamedWithTheirDeadline_AgentStoppedOneTimesOut(t *testing.T) {
+	r0, r1 := testRev("0000aaaa"), testRev("aaaa1111")
+	fp1 := targetOf(r1)
+	h := withStrategy(head(2, r1.Id, "2"), &sluicev1.Strategy{MaxParallel: "2", ApplyDeadline: durationOf(90 * time.Second), FailureBudget: "1"})
+	id1 := rolloutID(h)
+	s := NewState()
+	acts := Decide(s, Loaded{Head: h, HeadRev: r1, Presence: presence("n1", "n2", "n3"),
+		LastApplied: &sluicev1.RolloutRef{Revision: r0.Id, Generation: 1}, LastAppliedRev: r0}, t0)
+	for _, w := range writes(acts) {
+		if w.Desired.GetOperation() != id1+"/"+w.Desired.GetNode()+"/apply" || w.Desired.GetDeadline().AsDuration() != 90*time.Second {
+			t.Fatalf("write %s: operation %q deadline %s; want %s/%s/apply, 1m30s", w.Desired.GetNode(), w.Desired.GetOperation(),
+				w.Desired.GetDeadline().AsDuration(), id1, w.Desired.GetNode())
+		}
+	}
+	if c := s.rollout.GetCounts(); c.GetAttempted() != 2 || c.GetInProgress() != 2 {
+		t.Fatalf("counts %v; want 2 attempted, 2 in progress", c)
+	}
+	st := status("n1", invalid, fp1, id1)
+	st.FailedCheck, st.Message = contract.CheckDeadline, "operation "+id1+"/n1/apply did not finish within its deadline 1m30s: stopped while applying; restored last-good"
+	acts = Decide(s, Status{S: st}, t0.Add(time.Minute))
+	got := summarize(acts)
+	if !slices.Contains(got, "emit NodeTimedOut") || slices.Contains(got, "emit NodeFailed") {
+		t.Fatalf("actions %v; want NodeTimedOut, not NodeFailed", got)
+	}
+	rec, _ := findAction[RecordInvalid](acts)
+	if rec.Fingerprint.GetCause() != CauseTimedOut || rec.Fingerprint.GetCheck() != contract.CheckDeadline {
+		t.Fatalf("recorded %v; want cause timed-out, check deadline", rec.Fingerprint)
+	}
+	o := outcomeOf(s.rollout.GetFailures(), "n1")
+	if o.GetResult() != sluicev1.NodeResult_NODE_RESULT_TIMED_OUT || !strings.Contains(o.GetMessage(), "its agent stopped the operation at its deadline") {
+		t.Fatalf("outcome %v; want TIMED_OUT saying the agent stopped it", o)
+	}
+	if c := s.rollout.GetCounts(); c.GetTimedOut() != 1 || c.GetFailed() != 1 || c.GetAttempted() != 3 {
+		t.Fatalf("counts %v; want 1 timed out (counted failed), n3 started: 3 attempted", c)
+	}
+}
