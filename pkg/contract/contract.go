@@ -6,6 +6,7 @@ package contract
 import (
 	"fmt"
 	"strings"
+	"time"
 )
 
 // Buckets and streams. Each has exactly one writing service, named beside it.
@@ -196,3 +197,11 @@ func ConfigureOperationID(fp string) string {
 	}
 	return "configure/" + fp
 }
+
+// AgentDeadline is how long an agent lets a node operation run, once it
+// acknowledged it, before stopping it on its own: twice the strategy's
+// apply deadline. At the apply deadline itself the coordinator gives the
+// node up (timed out) and cancels the operation; the agent's own deadline
+// is the backstop for when no coordinator leads to do so — time without a
+// leader does not count against a node, so it is longer.
+func AgentDeadline(applyDeadline time.Duration) time.Duration { return 2 * applyDeadline }

@@ -143,12 +143,17 @@ type DesiredConfig struct {
 	// ".../revert", "configure/<fingerprint prefix>" for a node outside a
 	// rollout. The agent's status names it while it works on it.
 	Operation string `protobuf:"bytes,10,opt,name=operation,proto3" json:"operation,omitempty"`
-	// How long the operation may take once the agent acknowledged it (the
-	// strategy's apply deadline): the agent then stops it — killing the
-	// apply's or check's process group —, restores its last-good config and
-	// reports it Invalid with failed_check "deadline". 0 = the agent's own
-	// apply and check timeouts only.
-	Deadline      *durationpb.Duration `protobuf:"bytes,11,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// How long the agent lets the operation run once it acknowledged it
+	// (contract.AgentDeadline: twice the strategy's apply deadline, a backstop
+	// for when no coordinator leads to cancel it at the apply deadline): it
+	// then stops it — killing the apply's or check's process group —,
+	// restores its last-good config and reports it Invalid with failed_check
+	// "deadline". 0 = the agent's own apply and check timeouts only.
+	Deadline *durationpb.Duration `protobuf:"bytes,11,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// The coordinator gave this operation up at its apply or pickup deadline
+	// (the node timed out): the agent stops it if it is running it — as at
+	// its own deadline — and never starts it.
+	Cancel        bool `protobuf:"varint,12,opt,name=cancel,proto3" json:"cancel,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -258,6 +263,13 @@ func (x *DesiredConfig) GetDeadline() *durationpb.Duration {
 		return x.Deadline
 	}
 	return nil
+}
+
+func (x *DesiredConfig) GetCancel() bool {
+	if x != nil {
+		return x.Cancel
+	}
+	return false
 }
 
 // NodePresence is the value of nodes/<node>: the agent's heartbeat lease.
@@ -601,7 +613,7 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\x16sluice/v1/config.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17sluice/v1/control.proto\x1a\x16sluice/v1/intent.proto\"9\n" +
 	"\n" +
 	"NodeConfig\x12+\n" +
-	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\"\x8d\x03\n" +
+	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\"\xa5\x03\n" +
 	"\rDesiredConfig\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12\x18\n" +
@@ -615,7 +627,8 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\x06proven\x18\t \x01(\bR\x06proven\x12\x1c\n" +
 	"\toperation\x18\n" +
 	" \x01(\tR\toperation\x125\n" +
-	"\bdeadline\x18\v \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\xe4\x02\n" +
+	"\bdeadline\x18\v \x01(\v2\x19.google.protobuf.DurationR\bdeadline\x12\x16\n" +
+	"\x06cancel\x18\f \x01(\bR\x06cancel\"\xe4\x02\n" +
 	"\fNodePresence\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12;\n" +
 	"\x06labels\x18\x02 \x03(\v2#.sluice.v1.NodePresence.LabelsEntryR\x06labels\x12#\n" +

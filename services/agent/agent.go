@@ -159,6 +159,7 @@ type Agent struct {
 	configs  *store.Store[*sluicev1.DesiredConfig]
 	pauses   *store.Store[*sluicev1.PauseRequest]
 	pz       pausing
+	run      running // the operation the worker runs
 
 	pres   presence  // touched by Run's loop only
 	in     intake    // touched by Run's loop only

@@ -140,6 +140,9 @@ func (a *Agent) accept(d desired, from string) {
 		a.staleDesired(d, from)
 		return
 	}
+	if d.cfg.GetCancel() && a.cancelRunning(d.cfg) {
+		a.log.Info().Str("operation", d.cfg.GetOperation()).Str("from", from).Msg("the coordinator cancelled the running operation; stopping it")
+	}
 	if !a.box.offer(d) {
 		a.log.Debug().Uint64("kv_revision", d.rev).Str("from", from).Msg("ignoring desired config older than one already received")
 		return

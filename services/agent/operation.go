@@ -27,25 +27,65 @@ import (
 // DefaultProgressInterval is how long a step runs before it is reported.
 const DefaultProgressInterval = time.Second
 
-// operation is ctx bounded by d's deadline (ctx itself without one).
-func (a *Agent) operation(ctx context.Context, d *sluicev1.DesiredConfig) (context.Context, context.CancelFunc) {
+// errCancelled is the cause of an operation the coordinator cancelled.
+var errCancelled = errors.New("cancelled by the coordinator at its apply deadline")
+
+// running is the operation the worker runs, for a cancel to find it.
+type running struct {
+	mu     sync.Mutex
+	op, fp string
+	cancel context.CancelCauseFunc
+}
+
+// operation is ctx bounded by d's deadline (ctx itself without one) and
+// cancellable by the coordinator (cancelRunning) until stop is called.
+func (a *Agent) operation(ctx context.Context, d *sluicev1.DesiredConfig) (context.Context, func()) {
+	op, cancel := context.WithCancelCause(ctx)
+	stopTimer := func() bool { return true }
 	if dl := d.GetDeadline().AsDuration(); dl > 0 {
-		return context.WithTimeout(ctx, dl)
+		t := time.AfterFunc(dl, func() { cancel(context.DeadlineExceeded) })
+		stopTimer = t.Stop
 	}
-	return context.WithCancel(ctx)
+	r := &a.run
+	r.mu.Lock()
+	r.op, r.fp, r.cancel = d.GetOperation(), d.GetFingerprint(), cancel
+	r.mu.Unlock()
+	return op, func() {
+		r.mu.Lock()
+		r.op, r.fp, r.cancel = "", "", nil
+		r.mu.Unlock()
+		stopTimer()
+		cancel(nil)
+	}
 }
 
-// past reports whether op ended because its deadline passed (and not
-// because the agent is stopping).
+// cancelRunning stops the running operation if d cancels it; it reports
+// whether it did.
+func (a *Agent) cancelRunning(d *sluicev1.DesiredConfig) bool {
+	r := &a.run
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.cancel == nil || r.op != d.GetOperation() || r.fp != d.GetFingerprint() {
+		return false
+	}
+	r.cancel(errCancelled)
+	return true
+}
+
+// past reports whether op was stopped by its deadline or by the
+// coordinator (and not because the agent is stopping).
 func past(op, ctx context.Context) bool {
-	return errors.Is(op.Err(), context.DeadlineExceeded) && ctx.Err() == nil
+	return op.Err() != nil && ctx.Err() == nil
 }
 
-// deadlineFailure is f, the failure the deadline caused while step ran.
-func deadlineFailure(d *sluicev1.DesiredConfig, step string, f checkFailure) checkFailure {
+// deadlineFailure is f, the failure the stop of op caused while step ran.
+func deadlineFailure(op context.Context, d *sluicev1.DesiredConfig, step string, f checkFailure) checkFailure {
+	why := fmt.Sprintf("did not finish within its deadline %s", d.GetDeadline().AsDuration())
+	if errors.Is(context.Cause(op), errCancelled) {
+		why = "was cancelled by the coordinator at its apply deadline"
+	}
 	return checkFailure{name: contract.CheckDeadline, output: f.output, err: fmt.Errorf(
-		"operation %s did not finish within its deadline %s: stopped while %s (%v)",
-		orUnnamed(d.GetOperation()), d.GetDeadline().AsDuration(), step, f.err)}
+		"operation %s %s: stopped while %s (%v)", orUnnamed(d.GetOperation()), why, step, f.err)}
 }
 
 func orUnnamed(op string) string {

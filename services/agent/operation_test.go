@@ -88,3 +88,46 @@ func TestAgent_SlowStep_IsReportedAsProgress(t *testing.T) {
 	}
 	f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
 }
+
+// The coordinator cancels an operation it gave up at its apply deadline:
+// the agent stops it (process group killed), restores last-good, reports
+// it; a cancelled operation it had not started is never started.
+func TestAgent_CancelledOperation_IsStoppedOrNeverStarted(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	dir := t.TempDir()
+	path := filepath.Join(dir, "config.json")
+	cmd := fmt.Sprintf(`if [ "$SLUICE_FINGERPRINT" = fp-two ]; then sleep 60; fi; cat > %s`, path)
+	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: agent.ExecApplier{Command: cmd}})
+	good := desiredConfig("n1", "fp-one", 100)
+	f.writeDesired(t, good)
+	f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
+
+	hang := desiredConfig("n1", "fp-two", 200)
+	hang.Operation = "r2/n1/apply"
+	f.writeDesired(t, hang)
+	f.waitStatus(t, "n1", "Provisioning fp-two", func(s *sluicev1.NodeStatus) bool {
+		return s.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING && s.GetFingerprint() == "fp-two"
+	})
+	cancelled := proto.Clone(hang).(*sluicev1.DesiredConfig)
+	cancelled.Cancel = true
+	f.writeDesired(t, cancelled)
+	st := f.waitStatus(t, "n1", "Invalid fp-two", invalid("fp-two"))
+	if st.GetFailedCheck() != contract.CheckDeadline || st.GetAppliedFingerprint() != "fp-one" ||
+		!strings.Contains(st.GetMessage(), "operation r2/n1/apply was cancelled by the coordinator at its apply deadline: stopped while applying") {
+		t.Fatalf("status = %v; want Invalid deadline, cancelled by the coordinator, fp-one restored", st)
+	}
+	if got := readConfig(t, path); !proto.Equal(got, good) {
+		t.Fatalf("config in force = %v; want last-good fp-one", got)
+	}
+
+	never := desiredConfig("n1", "fp-three", 300)
+	never.Operation, never.Cancel = "r3/n1/apply", true
+	f.writeDesired(t, never)
+	time.Sleep(500 * time.Millisecond)
+	if got := readConfig(t, path); !proto.Equal(got, good) {
+		t.Fatalf("config in force = %v after a cancelled operation arrived; want fp-one, the cancelled one never started", got)
+	}
+	if st := f.waitStatus(t, "n1", "status", func(*sluicev1.NodeStatus) bool { return true }); st.GetFingerprint() == "fp-three" {
+		t.Fatalf("status = %v; want nothing reported for a cancelled operation never started", st)
+	}
+}

@@ -75,6 +75,13 @@ func (a *Agent) work(ctx context.Context) {
 }
 
 func (a *Agent) handle(ctx context.Context, d *sluicev1.DesiredConfig) {
+	if d.GetCancel() && plan(a.worker.applied, a.worker.status, d) == actProvision {
+		// Given up by the coordinator before this agent started it: never start it.
+		a.log.Info().Str("operation", d.GetOperation()).Str(logging.FieldFingerprint, d.GetFingerprint()).
+			Msg("operation cancelled by the coordinator before it started; not applied")
+		a.ensureStatus(ctx)
+		return
+	}
 	switch act := plan(a.worker.applied, a.worker.status, d); act {
 	case actSkip:
 		a.log.Debug().Str(logging.FieldFingerprint, d.GetFingerprint()).Str(logging.FieldRevision, d.GetRevision()).
@@ -112,6 +119,8 @@ func (a *Agent) provision(ctx context.Context, d *sluicev1.DesiredConfig) outcom
 	// last-good after it passed is not bounded by it (ctx, not op).
 	op, stop := a.operation(ctx, d)
 	defer stop()
+	// The stop of op (its deadline, or the coordinator's cancel) makes the
+	// step in progress fail; past() tells that from a genuine failure.
 	a.markApplying(d)
 	done := a.progressDuring(ctx, d, "validating")
 	f := a.validate(op, d)
@@ -122,7 +131,7 @@ func (a *Agent) provision(ctx context.Context, d *sluicev1.DesiredConfig) outcom
 		}
 		a.clearApplying() // nothing was applied
 		if past(op, ctx) {
-			df := deadlineFailure(d, "validating", *f)
+			df := deadlineFailure(op, d, "validating", *f)
 			return a.fail(ctx, d, df, df.err.Error()+"; not applied")
 		}
 		return a.fail(ctx, d, *f, fmt.Sprintf("validate failed: %v; not applied", f.err))
@@ -138,7 +147,7 @@ func (a *Agent) provision(ctx context.Context, d *sluicev1.DesiredConfig) outcom
 		}
 		f := checkFailure{name: "apply", output: err.Error(), err: err}
 		if past(op, ctx) {
-			f = deadlineFailure(d, "applying", f)
+			f = deadlineFailure(op, d, "applying", f)
 		}
 		return a.rollback(ctx, d, f)
 	}
@@ -148,7 +157,7 @@ func (a *Agent) provision(ctx context.Context, d *sluicev1.DesiredConfig) outcom
 			return outcome{}
 		}
 		if past(op, ctx) {
-			*f = deadlineFailure(d, "checking ("+f.name+")", *f)
+			*f = deadlineFailure(op, d, "checking ("+f.name+")", *f)
 		}
 		return a.rollback(ctx, d, *f)
 	}

@@ -49,8 +49,9 @@ func TestDecide_SupersededWhileInFlight_KeepsTheProvenBackup(t *testing.T) {
 		t0.Add(100*time.Millisecond))
 	acts = Decide(s, Tick{}, t0.Add(2*time.Second))
 	ws = writes(acts)
-	if len(ws) != 1 || ws[0].Desired.GetFingerprint() != fp2 || ws[0].Backup != nil {
-		t.Fatalf("superseding write = %+v; want %s written with the backup key left on %s", ws, fp2, fp0)
+	if len(ws) != 2 || !ws[0].Desired.GetCancel() || ws[0].Desired.GetFingerprint() != fp1 || ws[0].Backup != nil ||
+		ws[1].Desired.GetFingerprint() != fp2 || ws[1].Backup != nil {
+		t.Fatalf("writes = %+v; want n1's timed-out %s cancelled, then %s written with the backup key left on %s", ws, fp1, fp2, fp0)
 	}
 	// n1 had failed fp1 (its agent restored fp0), then fails fp2 too.
 	Decide(s, Status{S: status("n1", invalid, fp1, id1)}, t0.Add(2200*time.Millisecond))

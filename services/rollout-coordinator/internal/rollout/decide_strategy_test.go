@@ -92,7 +92,7 @@ func TestDecide_Strategies(t *testing.T) {
 		{
 			name:  "a node that never acknowledges times out after the pickup deadline",
 			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", FailureBudget: "5", PickupDeadline: durationpb.New(time.Minute)})}, {0, landed("n1")}, {61 * time.Second, Tick{}}},
-			want:  []string{"record n1", "write n2", "emit NodeTimedOut", "emit FingerprintInvalid"},
+			want:  []string{"write n1", "emit NodeOperationCancelled", "record n1", "write n2", "emit NodeTimedOut", "emit FingerprintInvalid"},
 		},
 		{
 			// The write itself was held up (a server restart, a slow cluster):
@@ -110,12 +110,12 @@ func TestDecide_Strategies(t *testing.T) {
 		{
 			name:  "an acknowledged node times out after the apply deadline",
 			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", FailureBudget: "5", ApplyDeadline: durationpb.New(time.Minute)})}, {50 * time.Second, ack("n1")}, {111 * time.Second, Tick{}}},
-			want:  []string{"record n1", "write n2", "emit NodeTimedOut", "emit FingerprintInvalid"},
+			want:  []string{"write n1", "emit NodeOperationCancelled", "record n1", "write n2", "emit NodeTimedOut", "emit FingerprintInvalid"},
 		},
 		{
 			name:  "a timeout over budget reverts",
 			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", PickupDeadline: durationpb.New(time.Minute)})}, {0, landed("n1")}, {61 * time.Second, Tick{}}},
-			want:  []string{"record n1", "write n1", "emit NodeRevertTarget", "emit NodeTimedOut", "emit FingerprintInvalid", "emit RolloutReverting"},
+			want:  []string{"write n1", "emit NodeOperationCancelled", "record n1", "write n1", "emit NodeRevertTarget", "emit NodeTimedOut", "emit FingerprintInvalid", "emit RolloutReverting"},
 		},
 		{
 			name: "the progress deadline ends the rollout",

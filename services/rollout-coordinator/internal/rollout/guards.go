@@ -79,12 +79,12 @@ func (s *State) configureStraggler(n *node, why string) {
 	}
 	cfg := render.NodeConfig(s.lastAppliedRev, n.labels)
 	fp := render.Fingerprint(cfg)
-	if n.desired.GetFingerprint() == fp || s.invalid[fp] != nil {
+	if (n.desired.GetFingerprint() == fp && !n.desired.GetCancel()) || s.invalid[fp] != nil {
 		return
 	}
 	d := &sluicev1.DesiredConfig{
 		Node: n.name, Revision: s.lastApplied.GetRevision(), Rollout: s.lastApplied.GetRollout(),
-		Fingerprint: fp, Config: cfg, Operation: contract.ConfigureOperationID(fp), Deadline: durationpb.New(DefaultApplyDeadline),
+		Fingerprint: fp, Config: cfg, Operation: contract.ConfigureOperationID(fp), Deadline: durationpb.New(contract.AgentDeadline(DefaultApplyDeadline)),
 	}
 	_, save := s.lastGood(n, fp)
 	n.desired = d

@@ -297,6 +297,13 @@ func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
 		s.touchedAgain(n)
 		s.setProg(n, progTimedOut)
 		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, prev.GetFailedCheck(), prev.GetOutput(), prev.GetMessage())
+	case ours && d.GetCancel() && !(st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED):
+		// Cancelled at its deadline in an earlier term whose record was not saved.
+		s.touchedAgain(n)
+		why := "its operation " + d.GetOperation() + " was cancelled at its deadline in an earlier term"
+		s.setProg(n, progTimedOut)
+		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, contract.CheckDeadline, "", why)
+		s.recordInvalid(n.name, n.target, r.GetId(), r.GetRevision(), contract.CheckDeadline, why, CauseTimedOut, now)
 	case st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && d.GetFingerprint() == n.target:
 		if d.GetRollout() == r.GetId() {
 			s.touchedAgain(n)

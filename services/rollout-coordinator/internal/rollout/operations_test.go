@@ -21,8 +21,8 @@ func TestDecide_Operations_NamedWithTheirDeadline_AgentStoppedOneTimesOut(t *tes
 	acts := Decide(s, Loaded{Head: h, HeadRev: r1, Presence: presence("n1", "n2", "n3"),
 		LastApplied: &sluicev1.RolloutRef{Revision: r0.Id, Generation: 1}, LastAppliedRev: r0}, t0)
 	for _, w := range writes(acts) {
-		if w.Desired.GetOperation() != id1+"/"+w.Desired.GetNode()+"/apply" || w.Desired.GetDeadline().AsDuration() != 90*time.Second {
-			t.Fatalf("write %s: operation %q deadline %s; want %s/%s/apply, 1m30s", w.Desired.GetNode(), w.Desired.GetOperation(),
+		if w.Desired.GetOperation() != id1+"/"+w.Desired.GetNode()+"/apply" || w.Desired.GetDeadline().AsDuration() != 3*time.Minute {
+			t.Fatalf("write %s: operation %q deadline %s; want %s/%s/apply, 3m (twice the apply deadline)", w.Desired.GetNode(), w.Desired.GetOperation(),
 				w.Desired.GetDeadline().AsDuration(), id1, w.Desired.GetNode())
 		}
 	}

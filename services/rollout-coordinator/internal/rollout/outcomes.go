@@ -191,6 +191,7 @@ func (s *State) tick(now time.Time) {
 			continue
 		}
 		delete(s.inFlight, name)
+		s.cancelOperation(n, why)
 		if n.rev == revInFlight {
 			s.revertFailed(n, "revert timed out: "+why)
 			continue
@@ -198,6 +199,20 @@ func (s *State) tick(now time.Time) {
 		s.timedOut(n, why, "", now)
 	}
 	s.changed() // leader time moved
+}
+
+// cancelOperation asks n's agent to stop the operation of its desired
+// config, given up at its deadline: the same write, marked cancelled. The
+// agent stops it if it runs it (and restores last-good), and never starts it.
+func (s *State) cancelOperation(n *node, why string) {
+	if n.desired == nil || n.desired.GetCancel() {
+		return
+	}
+	d := cloneDesired(n.desired)
+	d.Cancel, d.WrittenAt, d.LeaderEpoch = true, nil, 0
+	n.desired = d
+	s.do(WriteDesired{Desired: cloneDesired(d), Events: []*sluicev1.Event{s.nodeEvent(n, "NodeOperationCancelled",
+		fmt.Sprintf("operation %s cancelled: %s", d.GetOperation(), why))}})
 }
 
 // timedOut records that n's operation did not finish within its deadline:

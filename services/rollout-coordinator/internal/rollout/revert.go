@@ -90,7 +90,7 @@ func (s *State) fillRevert(now time.Time) {
 		s.setRev(n, revInFlight)
 		d := proto.Clone(n.previous).(*sluicev1.DesiredConfig)
 		d.Node, d.Rollout, d.Revert, d.Proven, d.WrittenAt, d.LeaderEpoch = n.name, r.GetId(), true, false, nil, 0
-		d.Operation, d.Deadline = contract.OperationID(r.GetId(), n.name, contract.OpRevert), durationpb.New(s.plan.ApplyDeadline)
+		d.Operation, d.Deadline = contract.OperationID(r.GetId(), n.name, contract.OpRevert), durationpb.New(contract.AgentDeadline(s.plan.ApplyDeadline))
 		n.desired = d
 		w := WriteDesired{Desired: cloneDesired(d)}
 		if n.revertNote != "" {

@@ -60,7 +60,7 @@ func (s *State) fill(now time.Time) {
 		n.writtenAt, n.ackAt, n.touched = time.Time{}, time.Time{}, true
 		d := &sluicev1.DesiredConfig{
 			Node: n.name, Revision: r.GetRevision(), Rollout: r.GetId(), Fingerprint: n.target, Config: n.config,
-			Operation: contract.OperationID(r.GetId(), n.name, contract.OpApply), Deadline: durationpb.New(s.plan.ApplyDeadline),
+			Operation: contract.OperationID(r.GetId(), n.name, contract.OpApply), Deadline: durationpb.New(contract.AgentDeadline(s.plan.ApplyDeadline)),
 		}
 		r.Counts.Attempted++
 		var save *sluicev1.DesiredConfig
