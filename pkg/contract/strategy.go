@@ -119,3 +119,26 @@ func (p Plan) Describe() string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// DomainSortKey is a node's failure-domain sort key for the strategy's
+// failureDomain label key: "0"+value for a labelled node, "1" for one
+// without the label (so unlabelled nodes go last); "" without a key. The
+// rollout record's domain holds it.
+func DomainSortKey(key string, labels map[string]string) string {
+	if key == "" {
+		return ""
+	}
+	if v, ok := labels[key]; ok {
+		return "0" + v
+	}
+	return "1"
+}
+
+// DomainLabel is the value a DomainSortKey stands for, "(unlabelled)" for
+// nodes without the label.
+func DomainLabel(sortKey string) string {
+	if sortKey == "1" {
+		return "(unlabelled)"
+	}
+	return strings.TrimPrefix(sortKey, "0")
+}

@@ -689,7 +689,10 @@ type Rollout struct {
 	Pause *PauseRequest `protobuf:"bytes,21,opt,name=pause,proto3" json:"pause,omitempty"`
 	// The coordinator's acknowledgement of pause: held once no node
 	// operation it started is still running.
-	PauseAck      *PauseAck `protobuf:"bytes,22,opt,name=pause_ack,json=pauseAck,proto3" json:"pause_ack,omitempty"`
+	PauseAck *PauseAck `protobuf:"bytes,22,opt,name=pause_ack,json=pauseAck,proto3" json:"pause_ack,omitempty"`
+	// One entry per wave or failure-domain stage started, in order (empty
+	// without waves and failure domains): what became of its nodes.
+	Stages        []*StageResult `protobuf:"bytes,23,rep,name=stages,proto3" json:"stages,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -878,6 +881,142 @@ func (x *Rollout) GetPauseAck() *PauseAck {
 	return nil
 }
 
+func (x *Rollout) GetStages() []*StageResult {
+	if x != nil {
+		return x.Stages
+	}
+	return nil
+}
+
+// StageResult is one wave or failure-domain stage of a rollout. A stage
+// starts only once every node of the one before has an outcome, so its
+// counts are final when the next one starts (or the rollout ends).
+type StageResult struct {
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Wave        uint32                 `protobuf:"varint,1,opt,name=wave,proto3" json:"wave,omitempty"`    // from 1; 0 without waves
+	Domain      string                 `protobuf:"bytes,2,opt,name=domain,proto3" json:"domain,omitempty"` // the failure-domain value, "" without
+	StartedAt   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	EndedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=ended_at,json=endedAt,proto3" json:"ended_at,omitempty"` // unset while it runs
+	Nodes       uint32                 `protobuf:"varint,5,opt,name=nodes,proto3" json:"nodes,omitempty"`                   // nodes started in it
+	Provisioned uint32                 `protobuf:"varint,6,opt,name=provisioned,proto3" json:"provisioned,omitempty"`
+	Failed      uint32                 `protobuf:"varint,7,opt,name=failed,proto3" json:"failed,omitempty"` // failed or timed out
+	TimedOut    uint32                 `protobuf:"varint,8,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"`
+	Skipped     uint32                 `protobuf:"varint,9,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// The rollout's counts, and its nodes started, when the stage started:
+	// its results are the difference at its end.
+	CountsAtStart *RolloutCounts `protobuf:"bytes,10,opt,name=counts_at_start,json=countsAtStart,proto3" json:"counts_at_start,omitempty"`
+	StartedBefore uint32         `protobuf:"varint,11,opt,name=started_before,json=startedBefore,proto3" json:"started_before,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StageResult) Reset() {
+	*x = StageResult{}
+	mi := &file_sluice_v1_rollout_proto_msgTypes[6]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StageResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StageResult) ProtoMessage() {}
+
+func (x *StageResult) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_rollout_proto_msgTypes[6]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StageResult.ProtoReflect.Descriptor instead.
+func (*StageResult) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{6}
+}
+
+func (x *StageResult) GetWave() uint32 {
+	if x != nil {
+		return x.Wave
+	}
+	return 0
+}
+
+func (x *StageResult) GetDomain() string {
+	if x != nil {
+		return x.Domain
+	}
+	return ""
+}
+
+func (x *StageResult) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *StageResult) GetEndedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EndedAt
+	}
+	return nil
+}
+
+func (x *StageResult) GetNodes() uint32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *StageResult) GetProvisioned() uint32 {
+	if x != nil {
+		return x.Provisioned
+	}
+	return 0
+}
+
+func (x *StageResult) GetFailed() uint32 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *StageResult) GetTimedOut() uint32 {
+	if x != nil {
+		return x.TimedOut
+	}
+	return 0
+}
+
+func (x *StageResult) GetSkipped() uint32 {
+	if x != nil {
+		return x.Skipped
+	}
+	return 0
+}
+
+func (x *StageResult) GetCountsAtStart() *RolloutCounts {
+	if x != nil {
+		return x.CountsAtStart
+	}
+	return nil
+}
+
+func (x *StageResult) GetStartedBefore() uint32 {
+	if x != nil {
+		return x.StartedBefore
+	}
+	return 0
+}
+
 // RolloutRef is the value of rollouts/active and rollouts/last-applied.
 type RolloutRef struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -892,7 +1031,7 @@ type RolloutRef struct {
 
 func (x *RolloutRef) Reset() {
 	*x = RolloutRef{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[6]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +1043,7 @@ func (x *RolloutRef) String() string {
 func (*RolloutRef) ProtoMessage() {}
 
 func (x *RolloutRef) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[6]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1056,7 @@ func (x *RolloutRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutRef.ProtoReflect.Descriptor instead.
 func (*RolloutRef) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RolloutRef) GetRollout() string {
@@ -980,7 +1119,7 @@ type InvalidFingerprint struct {
 
 func (x *InvalidFingerprint) Reset() {
 	*x = InvalidFingerprint{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[7]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -992,7 +1131,7 @@ func (x *InvalidFingerprint) String() string {
 func (*InvalidFingerprint) ProtoMessage() {}
 
 func (x *InvalidFingerprint) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[7]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1005,7 +1144,7 @@ func (x *InvalidFingerprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidFingerprint.ProtoReflect.Descriptor instead.
 func (*InvalidFingerprint) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *InvalidFingerprint) GetFingerprint() string {
@@ -1090,7 +1229,7 @@ type Forgiveness struct {
 
 func (x *Forgiveness) Reset() {
 	*x = Forgiveness{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[8]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1102,7 +1241,7 @@ func (x *Forgiveness) String() string {
 func (*Forgiveness) ProtoMessage() {}
 
 func (x *Forgiveness) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[8]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1115,7 +1254,7 @@ func (x *Forgiveness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Forgiveness.ProtoReflect.Descriptor instead.
 func (*Forgiveness) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Forgiveness) GetBy() string {
@@ -1155,7 +1294,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[9]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1167,7 +1306,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[9]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1180,7 +1319,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *AbortRequest) GetRollout() string {
@@ -1236,7 +1375,7 @@ type ForgiveRequest struct {
 
 func (x *ForgiveRequest) Reset() {
 	*x = ForgiveRequest{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[10]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1248,7 +1387,7 @@ func (x *ForgiveRequest) String() string {
 func (*ForgiveRequest) ProtoMessage() {}
 
 func (x *ForgiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[10]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1261,7 +1400,7 @@ func (x *ForgiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgiveRequest.ProtoReflect.Descriptor instead.
 func (*ForgiveRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ForgiveRequest) GetFingerprint() string {
@@ -1317,7 +1456,7 @@ type LeaderLease struct {
 
 func (x *LeaderLease) Reset() {
 	*x = LeaderLease{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[11]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1468,7 @@ func (x *LeaderLease) String() string {
 func (*LeaderLease) ProtoMessage() {}
 
 func (x *LeaderLease) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[11]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1481,7 @@ func (x *LeaderLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderLease.ProtoReflect.Descriptor instead.
 func (*LeaderLease) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *LeaderLease) GetHolder() string {
@@ -1395,7 +1534,7 @@ type Fence struct {
 
 func (x *Fence) Reset() {
 	*x = Fence{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[12]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1407,7 +1546,7 @@ func (x *Fence) String() string {
 func (*Fence) ProtoMessage() {}
 
 func (x *Fence) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[12]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1420,7 +1559,7 @@ func (x *Fence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fence.ProtoReflect.Descriptor instead.
 func (*Fence) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Fence) GetEpoch() uint64 {
@@ -1501,7 +1640,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\breverted\x18\t \x01(\rR\breverted\x12#\n" +
 	"\rrevert_failed\x18\n" +
 	" \x01(\rR\frevertFailed\x12\x1c\n" +
-	"\tattempted\x18\v \x01(\rR\tattempted\"\xc0\a\n" +
+	"\tattempted\x18\v \x01(\rR\tattempted\"\xf0\a\n" +
 	"\aRollout\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12+\n" +
@@ -1533,7 +1672,22 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\n" +
 	"aborted_by\x18\x14 \x01(\v2\x17.sluice.v1.AbortRequestR\tabortedBy\x12-\n" +
 	"\x05pause\x18\x15 \x01(\v2\x17.sluice.v1.PauseRequestR\x05pause\x120\n" +
-	"\tpause_ack\x18\x16 \x01(\v2\x13.sluice.v1.PauseAckR\bpauseAck\"\xb1\x01\n" +
+	"\tpause_ack\x18\x16 \x01(\v2\x13.sluice.v1.PauseAckR\bpauseAck\x12.\n" +
+	"\x06stages\x18\x17 \x03(\v2\x16.sluice.v1.StageResultR\x06stages\"\x9b\x03\n" +
+	"\vStageResult\x12\x12\n" +
+	"\x04wave\x18\x01 \x01(\rR\x04wave\x12\x16\n" +
+	"\x06domain\x18\x02 \x01(\tR\x06domain\x129\n" +
+	"\n" +
+	"started_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x125\n" +
+	"\bended_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\aendedAt\x12\x14\n" +
+	"\x05nodes\x18\x05 \x01(\rR\x05nodes\x12 \n" +
+	"\vprovisioned\x18\x06 \x01(\rR\vprovisioned\x12\x16\n" +
+	"\x06failed\x18\a \x01(\rR\x06failed\x12\x1b\n" +
+	"\ttimed_out\x18\b \x01(\rR\btimedOut\x12\x18\n" +
+	"\askipped\x18\t \x01(\rR\askipped\x12@\n" +
+	"\x0fcounts_at_start\x18\n" +
+	" \x01(\v2\x18.sluice.v1.RolloutCountsR\rcountsAtStart\x12%\n" +
+	"\x0estarted_before\x18\v \x01(\rR\rstartedBefore\"\xb1\x01\n" +
 	"\n" +
 	"RolloutRef\x12\x18\n" +
 	"\arollout\x18\x01 \x01(\tR\arollout\x12\x1a\n" +
@@ -1616,7 +1770,7 @@ func file_sluice_v1_rollout_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_rollout_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sluice_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_sluice_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_sluice_v1_rollout_proto_goTypes = []any{
 	(RolloutPhase)(0),             // 0: sluice.v1.RolloutPhase
 	(NodeResult)(0),               // 1: sluice.v1.NodeResult
@@ -1626,59 +1780,64 @@ var file_sluice_v1_rollout_proto_goTypes = []any{
 	(*NodeOutcome)(nil),           // 5: sluice.v1.NodeOutcome
 	(*RolloutCounts)(nil),         // 6: sluice.v1.RolloutCounts
 	(*Rollout)(nil),               // 7: sluice.v1.Rollout
-	(*RolloutRef)(nil),            // 8: sluice.v1.RolloutRef
-	(*InvalidFingerprint)(nil),    // 9: sluice.v1.InvalidFingerprint
-	(*Forgiveness)(nil),           // 10: sluice.v1.Forgiveness
-	(*AbortRequest)(nil),          // 11: sluice.v1.AbortRequest
-	(*ForgiveRequest)(nil),        // 12: sluice.v1.ForgiveRequest
-	(*LeaderLease)(nil),           // 13: sluice.v1.LeaderLease
-	(*Fence)(nil),                 // 14: sluice.v1.Fence
-	(*Intent)(nil),                // 15: sluice.v1.Intent
-	(*timestamppb.Timestamp)(nil), // 16: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 17: google.protobuf.Duration
-	(NodePhase)(0),                // 18: sluice.v1.NodePhase
-	(*PauseRequest)(nil),          // 19: sluice.v1.PauseRequest
-	(*PauseAck)(nil),              // 20: sluice.v1.PauseAck
+	(*StageResult)(nil),           // 8: sluice.v1.StageResult
+	(*RolloutRef)(nil),            // 9: sluice.v1.RolloutRef
+	(*InvalidFingerprint)(nil),    // 10: sluice.v1.InvalidFingerprint
+	(*Forgiveness)(nil),           // 11: sluice.v1.Forgiveness
+	(*AbortRequest)(nil),          // 12: sluice.v1.AbortRequest
+	(*ForgiveRequest)(nil),        // 13: sluice.v1.ForgiveRequest
+	(*LeaderLease)(nil),           // 14: sluice.v1.LeaderLease
+	(*Fence)(nil),                 // 15: sluice.v1.Fence
+	(*Intent)(nil),                // 16: sluice.v1.Intent
+	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
+	(NodePhase)(0),                // 19: sluice.v1.NodePhase
+	(*PauseRequest)(nil),          // 20: sluice.v1.PauseRequest
+	(*PauseAck)(nil),              // 21: sluice.v1.PauseAck
 }
 var file_sluice_v1_rollout_proto_depIdxs = []int32{
-	15, // 0: sluice.v1.Revision.intents:type_name -> sluice.v1.Intent
-	16, // 1: sluice.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	17, // 2: sluice.v1.Strategy.bake_time:type_name -> google.protobuf.Duration
-	17, // 3: sluice.v1.Strategy.apply_deadline:type_name -> google.protobuf.Duration
-	17, // 4: sluice.v1.Strategy.pickup_deadline:type_name -> google.protobuf.Duration
-	17, // 5: sluice.v1.Strategy.progress_deadline:type_name -> google.protobuf.Duration
+	16, // 0: sluice.v1.Revision.intents:type_name -> sluice.v1.Intent
+	17, // 1: sluice.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	18, // 2: sluice.v1.Strategy.bake_time:type_name -> google.protobuf.Duration
+	18, // 3: sluice.v1.Strategy.apply_deadline:type_name -> google.protobuf.Duration
+	18, // 4: sluice.v1.Strategy.pickup_deadline:type_name -> google.protobuf.Duration
+	18, // 5: sluice.v1.Strategy.progress_deadline:type_name -> google.protobuf.Duration
 	3,  // 6: sluice.v1.Head.strategy:type_name -> sluice.v1.Strategy
-	16, // 7: sluice.v1.Head.updated_at:type_name -> google.protobuf.Timestamp
-	18, // 8: sluice.v1.NodeOutcome.phase:type_name -> sluice.v1.NodePhase
+	17, // 7: sluice.v1.Head.updated_at:type_name -> google.protobuf.Timestamp
+	19, // 8: sluice.v1.NodeOutcome.phase:type_name -> sluice.v1.NodePhase
 	1,  // 9: sluice.v1.NodeOutcome.result:type_name -> sluice.v1.NodeResult
 	3,  // 10: sluice.v1.Rollout.strategy:type_name -> sluice.v1.Strategy
 	0,  // 11: sluice.v1.Rollout.phase:type_name -> sluice.v1.RolloutPhase
-	16, // 12: sluice.v1.Rollout.started_at:type_name -> google.protobuf.Timestamp
-	16, // 13: sluice.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
-	16, // 14: sluice.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
+	17, // 12: sluice.v1.Rollout.started_at:type_name -> google.protobuf.Timestamp
+	17, // 13: sluice.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
+	17, // 14: sluice.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
 	6,  // 15: sluice.v1.Rollout.counts:type_name -> sluice.v1.RolloutCounts
 	5,  // 16: sluice.v1.Rollout.failures:type_name -> sluice.v1.NodeOutcome
 	5,  // 17: sluice.v1.Rollout.skipped:type_name -> sluice.v1.NodeOutcome
-	16, // 18: sluice.v1.Rollout.bake_until:type_name -> google.protobuf.Timestamp
-	17, // 19: sluice.v1.Rollout.leader_time:type_name -> google.protobuf.Duration
-	11, // 20: sluice.v1.Rollout.aborted_by:type_name -> sluice.v1.AbortRequest
-	19, // 21: sluice.v1.Rollout.pause:type_name -> sluice.v1.PauseRequest
-	20, // 22: sluice.v1.Rollout.pause_ack:type_name -> sluice.v1.PauseAck
-	16, // 23: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
-	16, // 24: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
-	10, // 25: sluice.v1.InvalidFingerprint.forgiven:type_name -> sluice.v1.Forgiveness
-	16, // 26: sluice.v1.Forgiveness.at:type_name -> google.protobuf.Timestamp
-	16, // 27: sluice.v1.AbortRequest.at:type_name -> google.protobuf.Timestamp
-	16, // 28: sluice.v1.ForgiveRequest.at:type_name -> google.protobuf.Timestamp
-	16, // 29: sluice.v1.ForgiveRequest.recorded_at:type_name -> google.protobuf.Timestamp
-	16, // 30: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
-	16, // 31: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
-	16, // 32: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
-	33, // [33:33] is the sub-list for method output_type
-	33, // [33:33] is the sub-list for method input_type
-	33, // [33:33] is the sub-list for extension type_name
-	33, // [33:33] is the sub-list for extension extendee
-	0,  // [0:33] is the sub-list for field type_name
+	17, // 18: sluice.v1.Rollout.bake_until:type_name -> google.protobuf.Timestamp
+	18, // 19: sluice.v1.Rollout.leader_time:type_name -> google.protobuf.Duration
+	12, // 20: sluice.v1.Rollout.aborted_by:type_name -> sluice.v1.AbortRequest
+	20, // 21: sluice.v1.Rollout.pause:type_name -> sluice.v1.PauseRequest
+	21, // 22: sluice.v1.Rollout.pause_ack:type_name -> sluice.v1.PauseAck
+	8,  // 23: sluice.v1.Rollout.stages:type_name -> sluice.v1.StageResult
+	17, // 24: sluice.v1.StageResult.started_at:type_name -> google.protobuf.Timestamp
+	17, // 25: sluice.v1.StageResult.ended_at:type_name -> google.protobuf.Timestamp
+	6,  // 26: sluice.v1.StageResult.counts_at_start:type_name -> sluice.v1.RolloutCounts
+	17, // 27: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
+	17, // 28: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
+	11, // 29: sluice.v1.InvalidFingerprint.forgiven:type_name -> sluice.v1.Forgiveness
+	17, // 30: sluice.v1.Forgiveness.at:type_name -> google.protobuf.Timestamp
+	17, // 31: sluice.v1.AbortRequest.at:type_name -> google.protobuf.Timestamp
+	17, // 32: sluice.v1.ForgiveRequest.at:type_name -> google.protobuf.Timestamp
+	17, // 33: sluice.v1.ForgiveRequest.recorded_at:type_name -> google.protobuf.Timestamp
+	17, // 34: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
+	17, // 35: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
+	17, // 36: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
+	37, // [37:37] is the sub-list for method output_type
+	37, // [37:37] is the sub-list for method input_type
+	37, // [37:37] is the sub-list for extension type_name
+	37, // [37:37] is the sub-list for extension extendee
+	0,  // [0:37] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_rollout_proto_init() }
@@ -1695,7 +1854,7 @@ func file_sluice_v1_rollout_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_rollout_proto_rawDesc), len(file_sluice_v1_rollout_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -183,7 +183,7 @@ func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *
 				orNone(f.GetCause()), orNone(f.GetNode()), orNone(f.GetRollout()), orNone(f.GetCheck()), oneLine(f.GetOutput(), 100)))
 			continue
 		}
-		changes = append(changes, change{node: n.Key, domain: failureDomain(plan.DomainKey, n.Value.GetLabels()),
+		changes = append(changes, change{node: n.Key, domain: contract.DomainSortKey(plan.DomainKey, n.Value.GetLabels()),
 			from: cur.GetConfig(), to: cfg, fpFrom: cur.GetFingerprint(), fpTo: fp})
 	}
 	fmt.Fprintf(w, "nodes: %d present, %d change, %d unchanged, %d refused\n", len(nodes), len(changes), same, len(refused))
@@ -216,11 +216,11 @@ func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *
 				label := "all at once, " + fmt.Sprint(plan.MaxParallel) + " at a time:"
 				switch {
 				case plan.Waves != nil && plan.DomainKey != "":
-					label = fmt.Sprintf("wave %d, %s %s:", wave, plan.DomainKey, domainLabel(c.domain))
+					label = fmt.Sprintf("wave %d, %s %s:", wave, plan.DomainKey, contract.DomainLabel(c.domain))
 				case plan.Waves != nil:
 					label = fmt.Sprintf("wave %d:", wave)
 				case plan.DomainKey != "":
-					label = fmt.Sprintf("%s %s:", plan.DomainKey, domainLabel(c.domain))
+					label = fmt.Sprintf("%s %s:", plan.DomainKey, contract.DomainLabel(c.domain))
 				}
 				line = append(line, label)
 			}
@@ -248,25 +248,6 @@ func waveOf(waves []int, started int) int {
 		return len(waves)
 	}
 	return 0
-}
-
-// failureDomain is a node's sort key for domainKey, as the coordinator orders
-// nodes: its value, unlabelled nodes last.
-func failureDomain(key string, labels map[string]string) string {
-	if key == "" {
-		return ""
-	}
-	if v, ok := labels[key]; ok {
-		return "0" + v
-	}
-	return "1"
-}
-
-func domainLabel(d string) string {
-	if d == "1" {
-		return "(unlabelled)"
-	}
-	return strings.TrimPrefix(d, "0")
 }
 
 // printConfigDiff lists the intents that differ between two node configs:

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -103,8 +104,34 @@ func (h history) table(now time.Time) [][]string {
 			age(now, r.GetStartedAt()), rolloutDuration(r, now), fmt.Sprintf("%d/%d", c.GetProvisioned(), c.GetTotal()),
 			fmt.Sprint(c.GetFailed()), fmt.Sprint(c.GetReverted()), oneLine(r.GetReason(), 80),
 		})
+		// One row per wave or failure-domain stage, under its rollout.
+		for _, st := range r.GetStages() {
+			state, took := "ended", "-"
+			if st.GetEndedAt() == nil {
+				state = "running"
+				if contract.Terminal(r.GetPhase()) {
+					state = "stopped"
+				}
+			} else {
+				took = st.GetEndedAt().AsTime().Sub(st.GetStartedAt().AsTime()).Round(time.Second).String()
+			}
+			rows = append(rows, []string{"", stageName(r, st), "", state, age(now, st.GetStartedAt()), took,
+				fmt.Sprintf("%d/%d", st.GetProvisioned(), st.GetNodes()), fmt.Sprint(st.GetFailed()), "", ""})
+		}
 	}
 	return rows
+}
+
+// stageName names a stage: "wave 2", "zone b", or both.
+func stageName(r *sluicev1.Rollout, st *sluicev1.StageResult) string {
+	var parts []string
+	if st.GetWave() > 0 {
+		parts = append(parts, fmt.Sprintf("wave %d", st.GetWave()))
+	}
+	if d := st.GetDomain(); d != "" {
+		parts = append(parts, domainStage(r, d))
+	}
+	return strings.Join(parts, ", ")
 }
 
 func (h history) objects() ([]json.RawMessage, error) { return protoObjects(h.items) }

@@ -64,7 +64,12 @@ func tableFixtures() map[string]listing {
 				{Id: "1-aaaaaaaaaaaa", Revision: revA, Generation: 1, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, Reason: "all 10 nodes provisioned",
 					StartedAt: ago(2 * time.Hour), FinishedAt: ago(118 * time.Minute), Counts: &sluicev1.RolloutCounts{Total: 10, Provisioned: 10}},
 				{Id: "2-bbbbbbbbbbbb", Revision: revB, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Reason: "node-03 failed",
-					StartedAt: ago(time.Hour), FinishedAt: ago(58 * time.Minute), Counts: &sluicev1.RolloutCounts{Total: 10, Provisioned: 2, Failed: 3, Reverted: 4}},
+					StartedAt: ago(time.Hour), FinishedAt: ago(58 * time.Minute), Counts: &sluicev1.RolloutCounts{Total: 10, Provisioned: 2, Failed: 3, Reverted: 4},
+					Strategy: &sluicev1.Strategy{FailureDomain: "zone"},
+					Stages: []*sluicev1.StageResult{
+						{Wave: 1, Domain: "0a", StartedAt: ago(time.Hour), EndedAt: ago(59 * time.Minute), Nodes: 2, Provisioned: 2},
+						{Wave: 2, Domain: "1", StartedAt: ago(59 * time.Minute), Nodes: 3, Failed: 3},
+					}},
 				{Id: "3-aaaaaaaaaaaa", Revision: revA, Generation: 3, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Reason: "head moved",
 					StartedAt: ago(30 * time.Second), Counts: &sluicev1.RolloutCounts{Total: 10, Provisioned: 4}},
 			},
@@ -108,6 +113,8 @@ func TestTable_ShowsEachKindsColumns(t *testing.T) {
 			{"GEN", "ROLLOUT", "REVISION", "OUTCOME", "STARTED", "DURATION", "PROVISIONED/TOTAL", "FAILED", "REVERTED", "REASON"},
 			{"1", "1-aaaaaaaaaaaa", "aaaaaaaaaaaa", "Succeeded", "(in", "force)", "120m", "2m", "10/10", "0", "0", "all", "10", "nodes", "provisioned"},
 			{"2", "2-bbbbbbbbbbbb", "bbbbbbbbbbbb", "RolledBack", "60m", "2m", "2/10", "3", "4", "node-03", "failed"},
+			{"wave", "1,", "zone", "a", "ended", "60m", "1m0s", "2/2", "0"},
+			{"wave", "2,", "nodes", "without", "zone", "stopped", "59m", "-", "0/3", "3"},
 			{"3", "3-aaaaaaaaaaaa", "aaaaaaaaaaaa", "Progressing", "(running)", "30s", "30s", "4/10", "0", "0", "head", "moved"},
 		}},
 		{"fingerprints", [][]string{

@@ -121,11 +121,7 @@ func stageLine(r *sluicev1.Rollout, now time.Time) string {
 		parts = append(parts, fmt.Sprintf("wave %d", r.GetWave()))
 	}
 	if d := r.GetDomain(); d != "" {
-		if v, ok := strings.CutPrefix(d, "0"); ok {
-			parts = append(parts, r.GetStrategy().GetFailureDomain()+" "+v)
-		} else {
-			parts = append(parts, "nodes without "+r.GetStrategy().GetFailureDomain())
-		}
+		parts = append(parts, domainStage(r, d))
 	}
 	if b := r.GetBakeUntil(); b != nil && b.AsTime().After(now) {
 		parts = append(parts, "baking for "+b.AsTime().Sub(now).Round(time.Second).String())
@@ -306,8 +302,36 @@ func rolloutLines(r *sluicev1.Rollout, live []liveNode, now time.Time) []string 
 	if p := pauseLine(r); p != "" {
 		lines = append(lines, "paused    "+p)
 	}
+	if st := stagesLine(r); st != "" {
+		lines = append(lines, "stages    "+st)
+	}
 	lines = append(lines, nodeLines(r, live, now)...)
 	return append(lines, outcomeLine(r))
+}
+
+// stagesLine sums up each wave or failure-domain stage started:
+// "wave 1: 2/2 provisioned; wave 2: 1/3 provisioned, 2 failed (running)".
+func stagesLine(r *sluicev1.Rollout) string {
+	var parts []string
+	for _, st := range r.GetStages() {
+		if st.GetEndedAt() == nil {
+			state := "running"
+			if contract.Terminal(r.GetPhase()) {
+				state = "stopped"
+			}
+			parts = append(parts, stageName(r, st)+": "+state)
+			continue
+		}
+		p := fmt.Sprintf("%s: %d/%d provisioned", stageName(r, st), st.GetProvisioned(), st.GetNodes())
+		if st.GetFailed() > 0 {
+			p += fmt.Sprintf(", %d failed", st.GetFailed())
+		}
+		if st.GetSkipped() > 0 {
+			p += fmt.Sprintf(", %d skipped", st.GetSkipped())
+		}
+		parts = append(parts, p)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // pauseLine says whether a running rollout is held by 'sluice rollout
@@ -372,4 +396,14 @@ func outcomeReason(r *sluicev1.Rollout) string {
 		what = "failed check " + orNone(f.GetFailedCheck())
 	}
 	return fmt.Sprintf("%s %s: %s", f.GetNode(), what, f.GetMessage())
+}
+
+// domainStage names the failure-domain stage of sort key d ("zone b",
+// "nodes without zone").
+func domainStage(r *sluicev1.Rollout, d string) string {
+	key := r.GetStrategy().GetFailureDomain()
+	if d == contract.DomainSortKey(key, nil) {
+		return "nodes without " + key
+	}
+	return key + " " + contract.DomainLabel(d)
 }

@@ -287,7 +287,7 @@ func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
 	n.config = render.NodeConfig(s.rolloutRev, n.labels)
 	n.target = render.Fingerprint(n.config)
 	n.forward = n.target
-	n.domain = domainOf(r.GetStrategy().GetFailureDomain(), n.labels)
+	n.domain = contract.DomainSortKey(r.GetStrategy().GetFailureDomain(), n.labels)
 	r.Counts.Total++
 	st, d := n.status, n.desired
 	ours := d.GetRollout() == r.GetId() && d.GetFingerprint() == n.target && !d.GetRevert()
@@ -405,6 +405,7 @@ func describeFailure(fs []*sluicev1.NodeOutcome) string {
 // last-applied reference. Nodes outside the rollout then get the revision in force.
 func (s *State) finish(phase sluicev1.RolloutPhase, reason string, now time.Time) {
 	r := s.rollout
+	s.closeStage(now)
 	r.Phase, r.Reason, r.FinishedAt = phase, reason, timestamppb.New(now)
 	r.BakeUntil = nil
 	r.LeaderTime = durationpb.New(s.elapsed(now))

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -46,5 +47,39 @@ func TestDecide_Operations_NamedWithTheirDeadline_AgentStoppedOneTimesOut(t *tes
 	}
 	if c := s.rollout.GetCounts(); c.GetTimedOut() != 1 || c.GetFailed() != 1 || c.GetAttempted() != 3 {
 		t.Fatalf("counts %v; want 1 timed out (counted failed), n3 started: 3 attempted", c)
+	}
+}
+
+// Each wave's results are kept in the record, final when the next starts.
+func TestDecide_StageResults_PerWave(t *testing.T) {
+	r0, r1 := testRev("0000aaaa"), testRev("aaaa1111")
+	fp1 := targetOf(r1)
+	h := withStrategy(head(2, r1.Id, "2"), &sluicev1.Strategy{MaxParallel: "2", FirstWave: 1, WaveGrowth: 2, FailureBudget: "1"})
+	id1 := rolloutID(h)
+	var got []string
+	s := NewState()
+	Decide(s, Loaded{Head: h, HeadRev: r1, Presence: presence("n1", "n2", "n3", "n4"),
+		LastApplied: &sluicev1.RolloutRef{Revision: r0.Id, Generation: 1}, LastAppliedRev: r0}, t0)
+	var acts []Action
+	at := t0
+	for _, step := range []struct {
+		node  string
+		phase sluicev1.NodePhase
+	}{{"n1", provisioned}, {"n2", provisioned}, {"n3", invalid}, {"n4", provisioned}} {
+		at = at.Add(time.Second)
+		acts = Decide(s, Status{S: status(step.node, step.phase, fp1, id1)}, at)
+	}
+	f, ok := findAction[FinishRollout](acts)
+	if !ok {
+		t.Fatal("no FinishRollout")
+	}
+	for _, st := range f.Rollout.GetStages() {
+		got = append(got, fmt.Sprintf("wave %d: %d nodes, %d provisioned, %d failed, ended %v", st.GetWave(), st.GetNodes(),
+			st.GetProvisioned(), st.GetFailed(), st.GetEndedAt() != nil))
+	}
+	want := []string{"wave 1: 1 nodes, 1 provisioned, 0 failed, ended true", "wave 2: 2 nodes, 1 provisioned, 1 failed, ended true",
+		"wave 3: 1 nodes, 1 provisioned, 0 failed, ended true"}
+	if !slices.Equal(got, want) {
+		t.Fatalf("stages:\n got  %v\n want %v", got, want)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -49,7 +50,9 @@ func (s *State) fill(now time.Time) {
 				break
 			}
 			s.baked = false
+			s.closeStage(now)
 			s.advance(n)
+			s.openStage(now)
 		}
 		s.pending = s.pending[1:]
 		s.started++
@@ -109,7 +112,7 @@ func (s *State) boundary(n *node) (bool, string) {
 		}
 	}
 	if s.plan.DomainKey != "" && (!s.domainSet || n.domain > r.GetDomain()) {
-		return true, fmt.Sprintf("%s %s", s.plan.DomainKey, domainName(n.domain))
+		return true, fmt.Sprintf("%s %s", s.plan.DomainKey, contract.DomainLabel(n.domain))
 	}
 	return false, ""
 }
@@ -119,7 +122,7 @@ func (s *State) stageName() string {
 	if s.plan.Waves != nil {
 		return fmt.Sprintf("wave %d", r.GetWave())
 	}
-	return fmt.Sprintf("%s %s", s.plan.DomainKey, domainName(r.GetDomain()))
+	return fmt.Sprintf("%s %s", s.plan.DomainKey, contract.DomainLabel(r.GetDomain()))
 }
 
 // advance moves to the wave and domain n starts.
@@ -138,6 +141,36 @@ func (s *State) advance(n *node) {
 		s.domainSet = true
 		r.Domain = n.domain
 		s.changed()
-		s.emit(s.rolloutEvent("DomainStarted", fmt.Sprintf("%s %s", s.plan.DomainKey, domainName(n.domain))))
+		s.emit(s.rolloutEvent("DomainStarted", fmt.Sprintf("%s %s", s.plan.DomainKey, contract.DomainLabel(n.domain))))
 	}
+}
+
+// openStage starts the record of the wave or domain stage just entered.
+func (s *State) openStage(now time.Time) {
+	r := s.rollout
+	r.Stages = append(r.Stages, &sluicev1.StageResult{Wave: r.GetWave(), Domain: r.GetDomain(), StartedAt: timestamppb.New(now),
+		CountsAtStart: proto.Clone(r.GetCounts()).(*sluicev1.RolloutCounts), StartedBefore: uint32(s.started)})
+	s.changed()
+}
+
+// closeStage ends the stage in progress, if any: every node of it has an
+// outcome (a stage ends only with none in flight, or with the rollout).
+func (s *State) closeStage(now time.Time) {
+	r := s.rollout
+	if len(r.GetStages()) == 0 {
+		return
+	}
+	st := r.Stages[len(r.Stages)-1]
+	if st.GetEndedAt() != nil {
+		return
+	}
+	c, b := r.GetCounts(), st.GetCountsAtStart()
+	diff := func(now, then uint32) uint32 { return now - min(now, then) }
+	st.Nodes = diff(uint32(s.started), st.GetStartedBefore())
+	st.Provisioned = diff(c.GetProvisioned(), b.GetProvisioned())
+	st.Failed = diff(c.GetFailed(), b.GetFailed())
+	st.TimedOut = diff(c.GetTimedOut(), b.GetTimedOut())
+	st.Skipped = diff(c.GetSkipped(), b.GetSkipped())
+	st.EndedAt = timestamppb.New(now)
+	s.changed()
 }

@@ -243,23 +243,6 @@ func removeNode(xs []*node, n *node, order func(a, b *node) int) []*node {
 }
 
 // domainOf is a node's failure-domain sort key: nodes without the label sort last.
-func domainOf(key string, labels map[string]string) string {
-	if key == "" {
-		return ""
-	}
-	if v, ok := labels[key]; ok {
-		return "0" + v
-	}
-	return "1"
-}
-
-func domainName(d string) string {
-	if d == "1" {
-		return "(unlabelled)"
-	}
-	return strings.TrimPrefix(d, "0")
-}
-
 func orDefault(s, def string) string {
 	if s == "" {
 		return def
