@@ -44,6 +44,9 @@ type Config struct {
 	SaveInterval time.Duration
 	// TickInterval is how often deadlines and bake times are checked (default 1s).
 	TickInterval time.Duration
+	// Retention is how many ended rollout records are kept; older ones are
+	// deleted when a rollout finishes (default 100; negative keeps all).
+	Retention int
 	// BeforeWrite, when set, runs before every write a leader makes. Tests
 	// block in it to play a leader whose process is paused (SIGSTOP).
 	BeforeWrite func(ctx context.Context)
@@ -93,6 +96,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.TickInterval <= 0 {
 		cfg.TickInterval = time.Second
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = rollout.DefaultRetention
 	}
 	if cfg.SaveInterval <= 0 {
 		cfg.SaveInterval = 250 * time.Millisecond
@@ -242,4 +248,6 @@ const (
 	DefaultApplyDeadline    = rollout.DefaultApplyDeadline
 	DefaultPickupDeadline   = rollout.DefaultPickupDeadline
 	DefaultProgressDeadline = rollout.DefaultProgressDeadline
+	// DefaultRetention is how many ended rollout records are kept.
+	DefaultRetention = rollout.DefaultRetention
 )

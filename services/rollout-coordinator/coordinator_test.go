@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -225,4 +226,41 @@ func TestCoordinator_StandbyTakesOverAndFinishesTheRollout(t *testing.T) {
 	})
 	stopFirst() // c2 must take over mid-rollout
 	waitRollout(t, env, id, sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED)
+}
+
+// Ended rollout records beyond the retention are deleted when a rollout
+// finishes; the newest (and the one in force) stay.
+func TestCoordinator_KeepsOnlyTheRetainedRolloutRecords(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	svc, err := coordinator.New(coordinator.Config{Conn: env.Connect(t), Settings: env.Settings, Log: zerolog.Nop(),
+		Instance: "keep-2", SaveInterval: 20 * time.Millisecond, Retention: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); _ = svc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var ids []string
+	for gen := uint64(1); gen <= 5; gen++ {
+		rev := moveHead(t, env, gen, "1", table("t", uint32(100+gen)))
+		id := contract.RolloutID(gen, rev.Id)
+		waitRollout(t, env, id, sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED) // no nodes: it ends at once
+		ids = append(ids, id)
+	}
+	rollouts := store.New(env.Buckets.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
+	natstest.Eventually(t, 10*time.Second, "only the newest 2 records to remain", func() bool {
+		keys, err := rollouts.Keys(context.Background())
+		if err != nil {
+			return false
+		}
+		var records []string
+		for _, k := range keys {
+			if !contract.IsControlKey(k) && k != contract.KeyActive && k != contract.KeyLastApplied {
+				records = append(records, k)
+			}
+		}
+		slices.Sort(records)
+		return slices.Equal(records, []string{ids[3], ids[4]})
+	})
 }

@@ -7,10 +7,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/rollout-coordinator/internal/rollout"
@@ -51,6 +53,11 @@ type kvEffects struct {
 	rollouts    *store.Store[*sluicev1.Rollout]
 	refs        *store.Store[*sluicev1.RolloutRef]
 	invalid     *store.Store[*sluicev1.InvalidFingerprint]
+
+	// retention is how many ended rollout records are kept (Config.Retention).
+	retention int
+	log       zerolog.Logger
+	emit      func(*sluicev1.Event)
 
 	mu   sync.Mutex
 	revs map[string]uint64 // bucket/key → revision last read or written (unknownRev: read it again)
@@ -296,6 +303,61 @@ func (k *kvEffects) finishRollout(ctx context.Context, f rollout.FinishRollout) 
 	})
 	if err != nil {
 		return fmt.Errorf("finish rollout %s: %w", f.ClearActive, err)
+	}
+	return k.prune(ctx)
+}
+
+// prune deletes the ended rollout records beyond the retention
+// (rollout.Prune chooses them), fenced like every write. Failing to prune
+// is logged and tried again at the next finish; only being deposed ends
+// the term.
+func (k *kvEffects) prune(ctx context.Context) error {
+	if k.retention <= 0 {
+		return nil
+	}
+	entries, err := k.rollouts.List(ctx, ">")
+	if err != nil {
+		k.log.Warn().Err(err).Msg("list rollout records to prune; trying again at the next finish")
+		return nil
+	}
+	var records []*sluicev1.Rollout
+	revs := map[string]uint64{}
+	for _, e := range entries {
+		if contract.IsControlKey(e.Key) || e.Key == contract.KeyActive || e.Key == contract.KeyLastApplied || e.Err != nil {
+			continue
+		}
+		e.Value.Id = e.Key
+		records = append(records, e.Value)
+		revs[e.Key] = e.Revision
+	}
+	var protect []string
+	if ref, err := k.refs.Get(ctx, contract.KeyLastApplied); err == nil {
+		protect = append(protect, ref.Value.GetRollout())
+	}
+	if ref, err := k.refs.Get(ctx, contract.KeyActive); err == nil {
+		protect = append(protect, ref.Value.GetRollout())
+	}
+	ids := rollout.Prune(records, k.retention, protect...)
+	for len(ids) > 0 {
+		n := min(len(ids), 100)
+		ops := make([]store.Op, 0, n)
+		for _, id := range ids[:n] {
+			ops = append(ops, store.Op{Key: id, Revision: revs[id]})
+		}
+		if _, err := k.write(ctx, contract.BucketRollouts, ops); err != nil {
+			if errors.Is(err, errDeposed) {
+				return err
+			}
+			k.log.Warn().Err(err).Msg("delete old rollout records; trying again at the next finish")
+			return nil
+		}
+		reason := fmt.Sprintf("kept the newest %d ended rollouts; deleted the records of %d older ones (%s … %s)",
+			k.retention, n, ids[0], ids[n-1])
+		k.log.Info().Int("deleted", n).Str(logging.FieldReason, reason).Msg("rollout records pruned")
+		if k.emit != nil {
+			k.emit(&sluicev1.Event{Kind: contract.KindRollout, Id: ids[n-1], Type: "RolloutRecordsPruned", Reason: reason})
+		}
+		ids = ids[n:]
 	}
 	return nil
 }

@@ -93,7 +93,8 @@ func newLoop(b *contract.Buckets, cfg Config, log zerolog.Logger, em *events.Emi
 		quarantined: map[string]bool{},
 	}
 	lp.kv = &kvEffects{term: t, now: cfg.Now, before: cfg.BeforeWrite, nodeconfigs: lp.nodeconfigs,
-		rollouts: lp.rollouts, refs: lp.refs, invalid: lp.invalid, revs: map[string]uint64{}, listed: map[string]bool{}}
+		rollouts: lp.rollouts, refs: lp.refs, invalid: lp.invalid, revs: map[string]uint64{}, listed: map[string]bool{},
+		retention: cfg.Retention, log: log, emit: em.Emit}
 	lp.fx = lp.kv
 	lp.emit = em.Emit
 	return lp

@@ -392,3 +392,19 @@ func TestOutcomeAndEventLines_KeepTheWholeReasonOnOneLine(t *testing.T) {
 		t.Errorf("event line %q: want one line holding the whole reason", got)
 	}
 }
+
+func TestStagesLine_SumsUpEachStage(t *testing.T) {
+	r := &sluicev1.Rollout{Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Stages: []*sluicev1.StageResult{
+		{Wave: 1, StartedAt: ago(time.Minute), EndedAt: ago(50 * time.Second), Nodes: 2, Provisioned: 2},
+		{Wave: 2, StartedAt: ago(50 * time.Second), EndedAt: ago(10 * time.Second), Nodes: 3, Provisioned: 1, Failed: 1, Skipped: 1},
+		{Wave: 3, StartedAt: ago(10 * time.Second)},
+	}}
+	want := "wave 1: 2/2 provisioned; wave 2: 1/3 provisioned, 1 failed, 1 skipped; wave 3: running"
+	if got := stagesLine(r); got != want {
+		t.Errorf("got  %q\nwant %q", got, want)
+	}
+	r.Phase = sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK
+	if got := stagesLine(r); !strings.HasSuffix(got, "wave 3: stopped") {
+		t.Errorf("ended rollout: got %q; want its last stage stopped", got)
+	}
+}

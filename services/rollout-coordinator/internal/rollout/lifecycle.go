@@ -1,7 +1,9 @@
 package rollout
 
 import (
+	"cmp"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -450,4 +452,38 @@ func (s *State) nodeEvent(n *node, typ, reason string) *sluicev1.Event {
 	r := s.rollout
 	return &sluicev1.Event{Kind: contract.KindNode, Id: n.name, Type: typ, Reason: reason, Node: n.name,
 		Rollout: r.GetId(), Revision: r.GetRevision(), Fingerprint: n.target}
+}
+
+// DefaultRetention is how many ended rollout records are kept.
+const DefaultRetention = 100
+
+// Prune chooses the ended rollout records to delete: all but the newest
+// keep (ids are "<generation>-<revision>": the newest have the highest
+// generation), never one named in protect (active, last-applied) — a
+// protected older record is kept besides — nor a running rollout's. It is
+// pure: the loop lists the records and deletes what it returns.
+func Prune(records []*sluicev1.Rollout, keep int, protect ...string) []string {
+	var ended []*sluicev1.Rollout
+	for _, r := range records {
+		if contract.Terminal(r.GetPhase()) {
+			ended = append(ended, r)
+		}
+	}
+	if keep < 0 || len(ended) <= keep {
+		return nil
+	}
+	slices.SortFunc(ended, func(a, b *sluicev1.Rollout) int {
+		if c := cmp.Compare(b.GetGeneration(), a.GetGeneration()); c != 0 {
+			return c
+		}
+		return strings.Compare(b.GetId(), a.GetId())
+	})
+	var out []string
+	for _, r := range ended[keep:] {
+		if !slices.Contains(protect, r.GetId()) {
+			out = append(out, r.GetId())
+		}
+	}
+	slices.Sort(out)
+	return out
 }

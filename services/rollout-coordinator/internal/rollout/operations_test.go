@@ -83,3 +83,29 @@ func TestDecide_StageResults_PerWave(t *testing.T) {
 		t.Fatalf("stages:\n got  %v\n want %v", got, want)
 	}
 }
+
+func TestPrune_KeepsTheNewestAndTheProtected(t *testing.T) {
+	rec := func(gen uint64, phase sluicev1.RolloutPhase) *sluicev1.Rollout {
+		return &sluicev1.Rollout{Id: fmt.Sprintf("%d-r", gen), Generation: gen, Phase: phase}
+	}
+	ok, failed, running := sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING
+	all := []*sluicev1.Rollout{rec(3, failed), rec(1, ok), rec(5, failed), rec(2, failed), rec(4, failed), rec(6, running)}
+	tests := []struct {
+		name    string
+		keep    int
+		protect []string
+		want    []string
+	}{
+		{"the newest 2 ended stay; a running one is never ended", 2, nil, []string{"1-r", "2-r", "3-r"}},
+		{"the one in force is kept besides", 2, []string{"1-r"}, []string{"2-r", "3-r"}},
+		{"fewer than the retention: nothing", 10, nil, nil},
+		{"negative keeps all", -1, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Prune(all, tc.keep, tc.protect...); !slices.Equal(got, tc.want) {
+				t.Errorf("Prune = %v; want %v", got, tc.want)
+			}
+		})
+	}
+}
