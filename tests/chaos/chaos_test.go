@@ -117,6 +117,9 @@ func runSeed(t *testing.T, seed uint64) {
 		return
 	}
 	vs := Check(o)
+	s.findingsMu.Lock()
+	vs = append(vs, s.findings...)
+	s.findingsMu.Unlock()
 	if driveErr != nil {
 		vs = append(vs, Violation{Invariant: "I2", Detail: driveErr.Error()})
 	}

@@ -397,6 +397,8 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 		s.log.add("%s: stalling %s", ft, target)
 		s.proxy.stall(target, ft.Down)
 		s.log.add("%s: %s flows again", ft.Kind, target)
+	case PausePlane:
+		f.pausePlane(ctx, ft)
 	case PausedLeader:
 		defer f.lock("coordinators")()
 		old := s.leader(ctx)

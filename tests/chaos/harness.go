@@ -67,6 +67,9 @@ type system struct {
 
 	panics atomic.Int32
 
+	findingsMu sync.Mutex
+	findings   []Violation // what faults found while they ran (the pause check)
+
 	nodes map[string]*nodeSim // fixed at start
 	// tables maps a routing-table id to its change, for the appliers.
 	tables map[uint32]int

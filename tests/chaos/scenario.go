@@ -53,6 +53,7 @@ const (
 	PausedLeader     FaultKind = "paused-leader"     // freeze the leader's writes and clock past its lease; wake it after the standby wrote
 	NetDrop          FaultKind = "net-drop"          // close a component's connections (Node: "leader", configurator, reaper or a node): requests in flight go unanswered
 	NetStall         FaultKind = "net-stall"         // hold a component's traffic for Down: its requests time out, answers arrive late
+	PausePlane       FaultKind = "pause-plane"       // sluice pause; once every live instance acknowledged, nothing may start for Down; then resume
 )
 
 // TriggerKind says when a fault fires.
@@ -148,6 +149,11 @@ func Pick(seed uint64) Scenario {
 		if rng.IntN(2) == 0 {
 			c.Strategy.WhileActive = contract.WhileActiveSupersede
 		}
+	}
+	// Drawn after everything above, for the same reason.
+	if rng.IntN(3) == 0 {
+		s.Faults = append(s.Faults, Fault{Kind: PausePlane, Trigger: AfterApply, Change: 1 + rng.IntN(len(s.Changes)-1),
+			Delay: time.Duration(rng.IntN(800)) * time.Millisecond, Down: time.Duration(200+rng.IntN(800)) * time.Millisecond})
 	}
 	return s
 }

@@ -1,0 +1,162 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// pausePlane pauses the control plane as `sluice pause` does, waits until
+// every live instance acknowledged, then checks for ft.Down that nothing
+// starts: no applier call and no desired-config write. It resumes after,
+// whatever happened. An acknowledgement that takes longer than 10s (a
+// frozen leader, a dead agent still within its lease) is logged, not a
+// violation: the pause is only checked once acknowledged.
+func (f *faults) pausePlane(ctx context.Context, ft Fault) {
+	s := f.sys
+	env := s.Env()
+	reqs := store.New(env.Buckets.Control, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })
+	set := func(paused bool) uint64 {
+		var gen uint64
+		for ctx.Err() == nil {
+			wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			e, err := reqs.Mutate(wctx, contract.KeyPause, func(cur *sluicev1.PauseRequest) (*sluicev1.PauseRequest, error) {
+				gen = cur.GetGeneration() + 1
+				return &sluicev1.PauseRequest{Paused: paused, Generation: gen, By: "chaos", At: timestamppb.Now()}, nil
+			})
+			cancel()
+			if err == nil {
+				return e.Value.GetGeneration()
+			}
+			s.log.add("%s: write control/pause (paused=%v) failed, retrying: %v", ft.Kind, paused, err)
+			time.Sleep(200 * time.Millisecond)
+		}
+		return gen
+	}
+	gen := set(true)
+	s.log.add("%s: paused (generation %d)", ft.Kind, gen)
+	defer func() {
+		g := set(false)
+		s.log.add("%s: resumed (generation %d)", ft.Kind, g)
+	}()
+
+	var waiting []string
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		waiting = f.notReached(ctx, gen)
+		if len(waiting) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if len(waiting) > 0 {
+		s.log.add("%s: not acknowledged within 10s, not checked; waiting for %s", ft.Kind, strings.Join(waiting, ", "))
+		return
+	}
+	acked := time.Now()
+	seq0, err := f.configSeq(ctx)
+	if err != nil {
+		s.log.add("%s: read the nodeconfigs stream: %v; not checked", ft.Kind, err)
+		return
+	}
+	s.log.add("%s: every live instance acknowledged generation %d; holding %s", ft.Kind, gen, ft.Down)
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(ft.Down):
+	}
+	until := time.Now()
+	seq1, err := f.configSeq(ctx)
+	if err != nil {
+		s.log.add("%s: read the nodeconfigs stream: %v; writes not checked", ft.Kind, err)
+		seq1 = seq0
+	}
+	var found []Violation
+	for name, n := range s.nodes {
+		for _, a := range n.history() {
+			if !a.At.Before(acked) && a.At.Before(until) {
+				found = append(found, Violation{Invariant: "Paused", Node: name, Detail: fmt.Sprintf(
+					"the applier was called for %s at %s, while every instance had acknowledged pause generation %d (%s to %s)",
+					short(a.Fingerprint), a.At.Format("15:04:05.000"), gen, acked.Format("15:04:05.000"), until.Format("15:04:05.000"))})
+			}
+		}
+	}
+	for seq := seq0 + 1; seq <= seq1; seq++ {
+		key, err := f.configKey(ctx, seq)
+		if err != nil || contract.IsControlKey(key) {
+			continue
+		}
+		found = append(found, Violation{Invariant: "Paused", Detail: fmt.Sprintf(
+			"nodeconfigs/%s was written (stream sequence %d) while every instance had acknowledged pause generation %d", key, seq, gen)})
+	}
+	slices.SortFunc(found, func(a, b Violation) int { return strings.Compare(a.String(), b.String()) })
+	s.findingsMu.Lock()
+	s.findings = append(s.findings, found...)
+	s.findingsMu.Unlock()
+}
+
+// notReached lists the live instances (services and agents) that have
+// not acknowledged generation gen, or one line saying why it cannot tell.
+func (f *faults) notReached(ctx context.Context, gen uint64) []string {
+	env := f.sys.Env()
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	var out []string
+	insts, err := store.New(env.Buckets.Instances, func() *sluicev1.Instance { return &sluicev1.Instance{} }).List(rctx, ">")
+	if err != nil {
+		return []string{"(instances unreadable: " + err.Error() + ")"}
+	}
+	for _, e := range insts {
+		if e.Err == nil && !contract.PauseReached(e.Value.GetPause(), gen) {
+			out = append(out, e.Key)
+		}
+	}
+	nodes, err := store.New(env.Buckets.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }).List(rctx, ">")
+	if err != nil {
+		return []string{"(nodes unreadable: " + err.Error() + ")"}
+	}
+	for _, e := range nodes {
+		if e.Err == nil && !contract.PauseReached(e.Value.GetPause(), gen) {
+			out = append(out, "agent."+e.Key)
+		}
+	}
+	return out
+}
+
+// configSeq is the nodeconfigs stream's last sequence.
+func (f *faults) configSeq(ctx context.Context) (uint64, error) {
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	st, err := f.sys.Env().JS.Stream(rctx, contract.StreamOfBucket(contract.BucketNodeConfigs))
+	if err != nil {
+		return 0, err
+	}
+	info, err := st.Info(rctx)
+	if err != nil {
+		return 0, err
+	}
+	return info.State.LastSeq, nil
+}
+
+// configKey is the nodeconfigs key of stream message seq.
+func (f *faults) configKey(ctx context.Context, seq uint64) (string, error) {
+	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	st, err := f.sys.Env().JS.Stream(rctx, contract.StreamOfBucket(contract.BucketNodeConfigs))
+	if err != nil {
+		return "", err
+	}
+	m, err := st.GetMsg(rctx, seq)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimPrefix(m.Subject, "$KV."+contract.BucketNodeConfigs+"."), nil
+}
