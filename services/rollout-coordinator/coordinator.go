@@ -44,6 +44,10 @@ type Config struct {
 	SaveInterval time.Duration
 	// TickInterval is how often deadlines and bake times are checked (default 1s).
 	TickInterval time.Duration
+	// InvalidExpiry, when positive, forgives a fingerprint recorded invalid
+	// that long ago, as an operator's `fingerprint forgive` would, with
+	// "expiry" as who (default 0: records never expire).
+	InvalidExpiry time.Duration
 	// Retention is how many ended rollout records are kept; older ones are
 	// deleted when a rollout finishes (default 100; negative keeps all).
 	Retention int

@@ -328,7 +328,7 @@ func (lp *loop) quarantine(bucket, key string, err error) {
 // follow continue exactly where the read ended.
 func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.NodePresence],
 	statusW <-chan store.Entry[*sluicev1.NodeStatus], headW <-chan store.Entry[*sluicev1.Head]) (rollout.Loaded, error) {
-	ev := rollout.Loaded{Term: lp.term.epoch}
+	ev := rollout.Loaded{Term: lp.term.epoch, InvalidExpiry: lp.cfg.InvalidExpiry}
 	for e := range initial(ctx, lp, contract.BucketNodes, nodesW) {
 		ev.Presence = append(ev.Presence, e.Value)
 	}

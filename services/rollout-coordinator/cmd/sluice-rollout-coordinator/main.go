@@ -28,7 +28,9 @@ func run(ctx context.Context, args []string) int {
 	common.RegisterLeaderLease(fs)
 	instance := fs.String("instance", "", "name in the leader lease (default host-pid)")
 	retention := fs.Int("rollout-retention", coordinator.DefaultRetention, "ended rollout records kept; older ones are deleted when a rollout finishes (-1 keeps all)")
+	expiry := fs.Duration("invalid-expiry", 0, "forgive a fingerprint recorded invalid this long ago (0: never)")
 	return common.Main(ctx, fs, args, os.Stderr, nil, func(nc *nats.Conn, log zerolog.Logger) (cmdutil.Service, error) {
-		return coordinator.New(coordinator.Config{Conn: nc, Settings: common.Settings(), Log: log, Instance: *instance, Retention: *retention})
+		return coordinator.New(coordinator.Config{Conn: nc, Settings: common.Settings(), Log: log, Instance: *instance,
+			Retention: *retention, InvalidExpiry: *expiry})
 	})
 }

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"sort"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -140,4 +141,23 @@ func (s *State) forgive(f *sluicev1.InvalidFingerprint, fg *sluicev1.Forgiveness
 			f.GetNode(), f.GetCheck(), truncate(f.GetOutput(), 200)),
 	}
 	s.emit(ev)
+}
+
+// expireInvalid forgives, on behalf of the expiry, every fingerprint
+// recorded invalid longer than invalidExpiry ago (off when 0).
+func (s *State) expireInvalid(now time.Time) {
+	if s.invalidExpiry <= 0 {
+		return
+	}
+	var fps []string
+	for fp, f := range s.invalid {
+		if f.GetTime() != nil && now.Sub(f.GetTime().AsTime()) > s.invalidExpiry {
+			fps = append(fps, fp)
+		}
+	}
+	sort.Strings(fps)
+	for _, fp := range fps {
+		s.forgive(s.invalid[fp], &sluicev1.Forgiveness{By: "expiry",
+			Reason: fmt.Sprintf("recorded invalid more than %s ago (the coordinator's --invalid-expiry)", s.invalidExpiry), At: timestamppb.New(now)})
+	}
 }

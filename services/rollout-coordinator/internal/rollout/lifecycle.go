@@ -23,6 +23,7 @@ import (
 // rollout twice.
 func (s *State) load(ev Loaded, now time.Time) {
 	*s = *NewState()
+	s.invalidExpiry = ev.InvalidExpiry
 	s.pause = clonePause(ev.Pause)
 	for _, r := range ev.RolloutPauses {
 		s.rolloutPause[r.GetRollout()] = clonePause(r)

@@ -164,3 +164,24 @@ func TestDecide_OperatorRequests(t *testing.T) {
 		})
 	}
 }
+
+// With an expiry set, a fingerprint recorded invalid longer ago is
+// forgiven on behalf of the expiry; without one nothing expires.
+func TestDecide_InvalidExpiry(t *testing.T) {
+	old := &sluicev1.InvalidFingerprint{Fingerprint: "fp-old", Node: "n9", Check: "ping", Output: "loss", Time: timestamppb.New(t0.Add(-25 * time.Hour))}
+	recent := &sluicev1.InvalidFingerprint{Fingerprint: "fp-new", Node: "n9", Check: "ping", Output: "loss", Time: timestamppb.New(t0.Add(-time.Hour))}
+	for _, tc := range []struct {
+		expiry time.Duration
+		want   []string
+	}{{24 * time.Hour, []string{"forgive n9", "emit FingerprintForgiven"}}, {0, nil}} {
+		s := NewState()
+		Decide(s, Loaded{Presence: presence("n1"), Invalid: []*sluicev1.InvalidFingerprint{old, recent}, InvalidExpiry: tc.expiry}, t0)
+		acts := Decide(s, Tick{}, t0.Add(time.Second))
+		if got := summarize(acts); !slices.Equal(got, tc.want) {
+			t.Fatalf("expiry %s: actions %v; want %v", tc.expiry, got, tc.want)
+		}
+		if f, ok := findAction[ForgiveInvalid](acts); ok && (f.Fingerprint.GetFingerprint() != "fp-old" || f.Fingerprint.GetForgiven().GetBy() != "expiry") {
+			t.Fatalf("forgiven %v; want fp-old, by the expiry", f.Fingerprint)
+		}
+	}
+}

@@ -45,6 +45,9 @@ type (
 		Pause          *sluicev1.PauseRequest   // control/pause, nil when never paused
 		RolloutPauses  []*sluicev1.PauseRequest // control/pause.<rollout>, Rollout set from the key
 		Term           uint64                   // the leadership term (lease epoch), for the RolloutResumed event
+		// InvalidExpiry, when positive, forgives a fingerprint recorded
+		// invalid that long ago (Config.InvalidExpiry; off by default).
+		InvalidExpiry time.Duration
 	}
 	// HeadMoved: the configurator moved revisions/head.
 	HeadMoved struct {
@@ -172,6 +175,7 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 			s.presence(n.name, &sluicev1.NodePresence{Node: n.name, Labels: n.labels}, now)
 		}
 	case Tick:
+		s.expireInvalid(now)
 		s.tick(now)
 	case Written:
 		s.written(ev.Node, ev.Fingerprint, now)

@@ -104,6 +104,8 @@ type State struct {
 	rolloutPause map[string]*sluicev1.PauseRequest
 	ack          *sluicev1.PauseAck
 
+	invalidExpiry time.Duration // 0: records of invalid fingerprints never expire
+
 	nodes map[string]*node
 
 	// next is the newest head waiting for the running rollout to end (its
