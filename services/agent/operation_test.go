@@ -127,7 +127,9 @@ func TestAgent_CancelledOperation_IsStoppedOrNeverStarted(t *testing.T) {
 	if got := readConfig(t, path); !proto.Equal(got, good) {
 		t.Fatalf("config in force = %v after a cancelled operation arrived; want fp-one, the cancelled one never started", got)
 	}
-	if st := f.waitStatus(t, "n1", "status", func(*sluicev1.NodeStatus) bool { return true }); st.GetFingerprint() == "fp-three" {
-		t.Fatalf("status = %v; want nothing reported for a cancelled operation never started", st)
+	st = f.waitStatus(t, "n1", "Invalid fp-three", invalid("fp-three"))
+	if st.GetFailedCheck() != contract.CheckDeadline || st.GetAppliedFingerprint() != "fp-one" ||
+		!strings.Contains(st.GetMessage(), "before this agent started it; not applied, fingerprint fp-one stays in force") {
+		t.Fatalf("status = %v; want the cancelled operation reported Invalid deadline, not applied, fp-one in force", st)
 	}
 }

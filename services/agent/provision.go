@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/logging"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -76,10 +77,13 @@ func (a *Agent) work(ctx context.Context) {
 
 func (a *Agent) handle(ctx context.Context, d *sluicev1.DesiredConfig) {
 	if d.GetCancel() && plan(a.worker.applied, a.worker.status, d) == actProvision {
-		// Given up by the coordinator before this agent started it: never start it.
-		a.log.Info().Str("operation", d.GetOperation()).Str(logging.FieldFingerprint, d.GetFingerprint()).
-			Msg("operation cancelled by the coordinator before it started; not applied")
-		a.ensureStatus(ctx)
+		// Given up by the coordinator before this agent started it (or
+		// while a restart held it): never start it, and say so, so that the
+		// status is about it and not a stale Provisioning of an earlier run.
+		a.worker.started = a.cfg.Now()
+		err := fmt.Errorf("operation %s was cancelled by the coordinator at its deadline before this agent started it", orUnnamed(d.GetOperation()))
+		a.fail(ctx, d, checkFailure{name: contract.CheckDeadline, output: err.Error(), err: err},
+			err.Error()+"; not applied, "+inForce(a.worker.applied)+" stays in force")
 		return
 	}
 	switch act := plan(a.worker.applied, a.worker.status, d); act {
@@ -270,4 +274,12 @@ func short(fp string) string {
 		return fp[:12]
 	}
 	return fp
+}
+
+// inForce names the fingerprint in force for a message.
+func inForce(fp string) string {
+	if fp == "" {
+		return "the config in force (unknown)"
+	}
+	return "fingerprint " + short(fp)
 }

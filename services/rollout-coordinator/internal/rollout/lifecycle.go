@@ -39,7 +39,7 @@ func (s *State) load(ev Loaded, now time.Time) {
 	}
 	for _, p := range ev.Presence {
 		n := s.nodeOf(p.GetNode())
-		n.present, n.labels = true, p.GetLabels()
+		n.present, n.labels, n.pauseAck = true, p.GetLabels(), p.GetPause()
 	}
 	for _, st := range ev.Status {
 		s.nodeOf(st.GetNode()).status = st

@@ -182,6 +182,8 @@ func (s *State) tick(now time.Time) {
 		}
 		var why string
 		switch {
+		case s.heldAtAgent(n):
+			continue // its agent, paused and idle, holds the operation: not late
 		case n.ackAt.IsZero() && !n.writtenAt.IsZero() && !s.pause.GetPaused() && now.Sub(n.writtenAt) > s.plan.PickupDeadline:
 			// (Under the control plane's pause its agent holds it: not late.)
 			why = fmt.Sprintf("its agent did not acknowledge %s within the pickup deadline %s", render.Short(n.target), s.plan.PickupDeadline)
@@ -289,7 +291,7 @@ func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 		return
 	}
 	joined := !n.present
-	n.present, n.labels = true, p.GetLabels()
+	n.present, n.labels, n.pauseAck = true, p.GetLabels(), p.GetPause()
 	if !joined {
 		return
 	}

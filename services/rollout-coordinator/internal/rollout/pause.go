@@ -31,9 +31,15 @@ func (s *State) pauseChanged(r *sluicev1.PauseRequest, now time.Time) {
 		return // read late; a newer one is in force
 	}
 	was := s.pause.GetPaused()
+	held := map[string]bool{}
+	for name, n := range s.inFlight {
+		if s.heldAtAgent(n) {
+			held[name] = true
+		}
+	}
 	s.pause = clonePause(r)
 	if was && !r.GetPaused() {
-		s.resumePickups(now)
+		s.resumePickups(held, now)
 		s.configureStragglers() // nodes frozen while paused get the revision in force
 	}
 	if !was && r.GetPaused() {
@@ -65,14 +71,27 @@ func (s *State) joinerWaits(n *node) bool {
 	return !contract.JoinersGetLastGood(s.pause) || n.desired != nil
 }
 
-// resumePickups restarts the pickup deadline of every node whose write
-// landed during the pause and whose agent, paused too, has not picked it up.
-func (s *State) resumePickups(now time.Time) {
-	for _, n := range s.inFlight {
-		if n.ackAt.IsZero() && !n.writtenAt.IsZero() {
+// resumePickups restarts, at resume, the deadlines of every node whose
+// agent held its operation: a write that landed and was not picked up,
+// or an operation its agent (paused, idle — e.g. restarted mid-apply)
+// was not running. Its agent acknowledges it again once it starts it.
+func (s *State) resumePickups(held map[string]bool, now time.Time) {
+	for name, n := range s.inFlight {
+		switch {
+		case held[name]:
+			n.ackAt, n.writtenAt = time.Time{}, now
+		case n.ackAt.IsZero() && !n.writtenAt.IsZero():
 			n.writtenAt = now
 		}
 	}
+}
+
+// heldAtAgent reports whether n's agent has reached the control plane's
+// pause: paused and idle, so whatever the coordinator started there is
+// not running (its deadlines stand still).
+func (s *State) heldAtAgent(n *node) bool {
+	p := s.pause
+	return p.GetPaused() && n.pauseAck.GetPaused() && contract.PauseReached(n.pauseAck, p.GetGeneration())
 }
 
 // busy says which node operations the coordinator started are still
@@ -82,7 +101,7 @@ func (s *State) resumePickups(now time.Time) {
 func (s *State) busy(controlPlane bool) string {
 	var running []string
 	for name, n := range s.inFlight {
-		if controlPlane && n.ackAt.IsZero() && !n.writtenAt.IsZero() {
+		if controlPlane && ((n.ackAt.IsZero() && !n.writtenAt.IsZero()) || s.heldAtAgent(n)) {
 			continue
 		}
 		running = append(running, name)

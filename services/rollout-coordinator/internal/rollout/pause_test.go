@@ -195,3 +195,43 @@ func TestDecide_PauseFoundAtLoad_StartsTheRolloutHeld(t *testing.T) {
 		t.Fatalf("ack = %v; want generation 4 reached at once (nothing in flight)", ack)
 	}
 }
+
+// An agent restarted mid-apply while the control plane is paused holds the
+// operation it was running: once its presence says it reached the pause,
+// the node is neither running (the coordinator acknowledges) nor late
+// (chaos seeds 1, 92, 110, 137, 154, 187), and at resume its deadlines
+// start again.
+func TestDecide_ControlPlanePause_AnAgentThatReachedThePauseHoldsItsOperation(t *testing.T) {
+	r0, r1 := testRev("0000aaaa"), testRev("aaaa1111")
+	fp1 := targetOf(r1)
+	st := &sluicev1.Strategy{MaxParallel: "1", PickupDeadline: durationOf(10 * time.Second), ApplyDeadline: durationOf(5 * time.Second)}
+	h := withStrategy(head(2, r1.Id, "1"), st)
+	id1 := rolloutID(h)
+	s := NewState()
+	Decide(s, Loaded{Head: h, HeadRev: r1, Presence: presence("n1", "n2"),
+		LastApplied: &sluicev1.RolloutRef{Revision: r0.Id, Generation: 1}, LastAppliedRev: r0}, t0)
+	Decide(s, Written{Node: "n1", Fingerprint: fp1}, t0)
+	Decide(s, Status{S: status("n1", inProgress, fp1, id1)}, t0) // acknowledged, then its agent is killed
+	acts := Decide(s, PauseChanged{R: paused(1, "")}, t0.Add(time.Second))
+	if ack, _ := lastAck(acts); ack.GetGeneration() == 1 {
+		t.Fatalf("ack = %v; want generation 1 not reached while n1 may be applying", ack)
+	}
+	// Restarted, its agent holds the operation and reaches the pause.
+	p := presence("n1")[0]
+	p.Pause = &sluicev1.PauseAck{Generation: 1, Paused: true, Seen: 1}
+	acts = Decide(s, Presence{Node: "n1", P: p}, t0.Add(2*time.Second))
+	if ack, ok := lastAck(acts); !ok || ack.GetGeneration() != 1 {
+		t.Fatalf("ack = %v; want generation 1 reached: n1's agent is idle", ack)
+	}
+	if got := summarize(Decide(s, Tick{}, t0.Add(time.Minute))); slices.Contains(got, "emit NodeTimedOut") {
+		t.Fatalf("actions a minute into the pause: %v; want no timeout", got)
+	}
+	Decide(s, PauseChanged{R: resumed(2)}, t0.Add(time.Minute))
+	if got := summarize(Decide(s, Tick{}, t0.Add(time.Minute+6*time.Second))); slices.Contains(got, "emit NodeTimedOut") {
+		t.Fatalf("actions 6s after resume: %v; want none: its agent has 10s to pick the operation up again", got)
+	}
+	Decide(s, Status{S: status("n1", inProgress, fp1, id1)}, t0.Add(time.Minute+7*time.Second))
+	if got := summarize(Decide(s, Status{S: status("n1", provisioned, fp1, id1)}, t0.Add(time.Minute+8*time.Second))); !slices.Contains(got, "write n2") {
+		t.Fatalf("actions once n1 provisioned: %v; want n2 started", got)
+	}
+}

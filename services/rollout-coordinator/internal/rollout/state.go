@@ -65,6 +65,7 @@ type node struct {
 	writtenAt  time.Time               // when its desired config write landed (Written), in this term; zero before
 	ackAt      time.Time               // when its agent acknowledged (Provisioning); zero before
 	revertNote string                  // why its revert target is not its backup, if it is not
+	pauseAck   *sluicev1.PauseAck      // the control-plane pause its agent reached (its presence)
 }
 
 // State is everything Decide needs. The loop owns it; only Decide changes it.
