@@ -63,6 +63,7 @@ func Follow(ctx context.Context, st *store.Store[*sluicev1.PauseRequest], f func
 				f(e.Value)
 			}
 		}
+		sleep(ctx, time.Second) // the watcher stopped: watch again, not in a tight loop
 	}
 }
 

@@ -75,6 +75,7 @@ func (s *System) Banner() string {
 	p("  sluice apply -f %-24s # shows validation errors; nothing is stored", broken)
 	p("  sluice events")
 	p("  sluice rollout history; sluice diff -f <dir>; sluice rollout undo | abort | retry")
+	p("  sluice pause --wait; sluice get pause; sluice resume   # every instance acknowledges")
 	if len(s.opts.CheckCmds) == 0 {
 		p("  sluice dev --check-cmd examples/checks/node-03-needs-table-10.sh  # then change table mgmt's tableId: node-03 fails its check, the rollout reverts (README: \"Break a node\")")
 	}
