@@ -19,19 +19,20 @@ const (
 	BucketNodes        = "sluice-nodes"        // agent of <node>: <node> → NodePresence (TTL = heartbeat lease)
 	BucketRollouts     = "sluice-rollouts"     // coordinator: <id> → Rollout, active / last-applied → RolloutRef
 	BucketLeases       = "sluice-leases"       // whoever holds it: <component> → LeaderLease (TTL = leader lease)
-	BucketControl      = "sluice-control"      // operators (the CLI): abort.<rollout> → AbortRequest, forgive.<fingerprint> → ForgiveRequest, pause and pause.<rollout> → PauseRequest
+	BucketControl      = "sluice-control"      // operators (the CLI): abort.<rollout> → AbortRequest, forgive.<fingerprint> → ForgiveRequest, pause and pause.<rollout> → PauseRequest, reaper.confirm → ReapConfirm
 	BucketInstances    = "sluice-instances"    // each service instance: <component>.<instance> → Instance (TTL = node lease)
 	StreamEvents       = "SLUICE_EVENTS"       // everyone: sluice.events.<kind>.<id> → Event
 )
 
 // Fixed keys.
 const (
-	KeyHead          = "head"         // revisions: the revision to roll out
-	KeyPending       = "pending"      // revisions: the apply in progress (an ApplyJournal), finished or rolled back after a crash
-	KeyActive        = "active"       // rollouts: the rollout in progress
-	KeyLastApplied   = "last-applied" // rollouts: the last rollout that finished
-	LeaseCoordinator = "coordinator"  // leases: the rollout-coordinator's leader lease
-	KeyPause         = "pause"        // control: the whole control plane's PauseRequest
+	KeyHead          = "head"           // revisions: the revision to roll out
+	KeyPending       = "pending"        // revisions: the apply in progress (an ApplyJournal), finished or rolled back after a crash
+	KeyActive        = "active"         // rollouts: the rollout in progress
+	KeyLastApplied   = "last-applied"   // rollouts: the last rollout that finished
+	LeaseCoordinator = "coordinator"    // leases: the rollout-coordinator's leader lease
+	KeyPause         = "pause"          // control: the whole control plane's PauseRequest
+	KeyReapConfirm   = "reaper.confirm" // control: an operator's ReapConfirm of held node deletions
 )
 
 // KeyFence is the term fence the coordinator keeps in every bucket it writes

@@ -123,6 +123,79 @@ func (x *PauseRequest) GetRollout() string {
 	return ""
 }
 
+// ReapConfirm is the value of control/reaper.confirm, written by an operator
+// (sluice reaper confirm): the departed nodes whose keys the reaper may
+// delete although more of the fleet departed at once than its guard allows
+// (a control-plane or network outage looks like that). The reaper deletes
+// the key once every node it names is reaped or back.
+type ReapConfirm struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Nodes         []string               `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	By            string                 `protobuf:"bytes,2,opt,name=by,proto3" json:"by,omitempty"`
+	At            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=at,proto3" json:"at,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ReapConfirm) Reset() {
+	*x = ReapConfirm{}
+	mi := &file_sluice_v1_control_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ReapConfirm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ReapConfirm) ProtoMessage() {}
+
+func (x *ReapConfirm) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_control_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ReapConfirm.ProtoReflect.Descriptor instead.
+func (*ReapConfirm) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_control_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ReapConfirm) GetNodes() []string {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *ReapConfirm) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *ReapConfirm) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *ReapConfirm) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
 // PauseAck is the pause generation one component instance has reached. An
 // instance acknowledges a pause once it has finished what it was doing and
 // starts nothing new (the coordinator: no node operation in flight; an
@@ -143,7 +216,7 @@ type PauseAck struct {
 
 func (x *PauseAck) Reset() {
 	*x = PauseAck{}
-	mi := &file_sluice_v1_control_proto_msgTypes[1]
+	mi := &file_sluice_v1_control_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -155,7 +228,7 @@ func (x *PauseAck) String() string {
 func (*PauseAck) ProtoMessage() {}
 
 func (x *PauseAck) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_control_proto_msgTypes[1]
+	mi := &file_sluice_v1_control_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -168,7 +241,7 @@ func (x *PauseAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseAck.ProtoReflect.Descriptor instead.
 func (*PauseAck) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_control_proto_rawDescGZIP(), []int{1}
+	return file_sluice_v1_control_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *PauseAck) GetGeneration() uint64 {
@@ -226,7 +299,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_sluice_v1_control_proto_msgTypes[2]
+	mi := &file_sluice_v1_control_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -238,7 +311,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_control_proto_msgTypes[2]
+	mi := &file_sluice_v1_control_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -251,7 +324,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_control_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_control_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *Instance) GetComponent() string {
@@ -324,7 +397,12 @@ const file_sluice_v1_control_proto_rawDesc = "" +
 	"\x02by\x18\x04 \x01(\tR\x02by\x12*\n" +
 	"\x02at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x18\n" +
 	"\ajoiners\x18\x06 \x01(\tR\ajoiners\x12\x18\n" +
-	"\arollout\x18\a \x01(\tR\arollout\"\xa3\x01\n" +
+	"\arollout\x18\a \x01(\tR\arollout\"w\n" +
+	"\vReapConfirm\x12\x14\n" +
+	"\x05nodes\x18\x01 \x03(\tR\x05nodes\x12\x0e\n" +
+	"\x02by\x18\x02 \x01(\tR\x02by\x12*\n" +
+	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xa3\x01\n" +
 	"\bPauseAck\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -357,24 +435,26 @@ func file_sluice_v1_control_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_control_proto_rawDescData
 }
 
-var file_sluice_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 3)
+var file_sluice_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
 var file_sluice_v1_control_proto_goTypes = []any{
 	(*PauseRequest)(nil),          // 0: sluice.v1.PauseRequest
-	(*PauseAck)(nil),              // 1: sluice.v1.PauseAck
-	(*Instance)(nil),              // 2: sluice.v1.Instance
-	(*timestamppb.Timestamp)(nil), // 3: google.protobuf.Timestamp
+	(*ReapConfirm)(nil),           // 1: sluice.v1.ReapConfirm
+	(*PauseAck)(nil),              // 2: sluice.v1.PauseAck
+	(*Instance)(nil),              // 3: sluice.v1.Instance
+	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
 }
 var file_sluice_v1_control_proto_depIdxs = []int32{
-	3, // 0: sluice.v1.PauseRequest.at:type_name -> google.protobuf.Timestamp
-	3, // 1: sluice.v1.PauseAck.at:type_name -> google.protobuf.Timestamp
-	3, // 2: sluice.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	3, // 3: sluice.v1.Instance.heartbeat_at:type_name -> google.protobuf.Timestamp
-	1, // 4: sluice.v1.Instance.pause:type_name -> sluice.v1.PauseAck
-	5, // [5:5] is the sub-list for method output_type
-	5, // [5:5] is the sub-list for method input_type
-	5, // [5:5] is the sub-list for extension type_name
-	5, // [5:5] is the sub-list for extension extendee
-	0, // [0:5] is the sub-list for field type_name
+	4, // 0: sluice.v1.PauseRequest.at:type_name -> google.protobuf.Timestamp
+	4, // 1: sluice.v1.ReapConfirm.at:type_name -> google.protobuf.Timestamp
+	4, // 2: sluice.v1.PauseAck.at:type_name -> google.protobuf.Timestamp
+	4, // 3: sluice.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	4, // 4: sluice.v1.Instance.heartbeat_at:type_name -> google.protobuf.Timestamp
+	2, // 5: sluice.v1.Instance.pause:type_name -> sluice.v1.PauseAck
+	6, // [6:6] is the sub-list for method output_type
+	6, // [6:6] is the sub-list for method input_type
+	6, // [6:6] is the sub-list for extension type_name
+	6, // [6:6] is the sub-list for extension extendee
+	0, // [0:6] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_control_proto_init() }
@@ -388,7 +468,7 @@ func file_sluice_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_control_proto_rawDesc), len(file_sluice_v1_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   3,
+			NumMessages:   4,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -263,3 +263,41 @@ func TestReaper_ControlKeys_NeverReaped(t *testing.T) {
 		}
 	}
 }
+
+// More than the guard's share of the fleet departing at once is held (an
+// outage looks like that): nothing is deleted, one event says why, until
+// an operator confirms nodes; a confirmation spent is removed.
+func TestReaper_MassDeparture_HeldUntilConfirmed(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	for _, n := range []string{"a", "b", "c", "d"} {
+		f.seed(t, n)
+	}
+	f.arrive(t, "d")
+	r := f.newReaper(t, c, 0.5)
+	pass(t, r)
+	c.Advance(grace + time.Second)
+	pass(t, r)
+	pass(t, r)
+	for _, n := range []string{"a", "b", "c"} {
+		wantKeys(t, f, n, "desired", "backup", "status") // 3 of 4 departed: held
+	}
+	ev := waitEvents(t, f, contract.KindInstance, contract.InstanceKey(reaper.Component, r.Instance()), reaper.EventReapHeld, 1)[0]
+	if !strings.Contains(ev.GetReason(), "3 of the 4 nodes with keys departed") || !strings.Contains(ev.GetReason(), "held: a, b, c") ||
+		!strings.Contains(ev.GetReason(), "sluice reaper confirm") {
+		t.Errorf("reason %q; want the counts, the held nodes and what to do", ev.GetReason())
+	}
+
+	confirms := store.New(f.env.Buckets.Control, func() *sluicev1.ReapConfirm { return &sluicev1.ReapConfirm{} })
+	if _, err := confirms.Create(context.Background(), contract.KeyReapConfirm, &sluicev1.ReapConfirm{Nodes: []string{"a", "b"}, By: "ops"}); err != nil {
+		t.Fatal(err)
+	}
+	pass(t, r)
+	wantKeys(t, f, "a")
+	wantKeys(t, f, "b")
+	wantKeys(t, f, "c", "desired", "backup", "status") // not confirmed: still held
+	pass(t, r)
+	if _, err := confirms.Get(context.Background(), contract.KeyReapConfirm); err == nil {
+		t.Fatal("the spent confirmation was kept")
+	}
+}

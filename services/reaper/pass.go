@@ -66,6 +66,10 @@ func (r *Reaper) Pass(ctx context.Context) error {
 			due = append(due, n)
 		}
 	}
+	due, err = r.guard(ctx, h, due, owners, present)
+	if err != nil {
+		return err
+	}
 	if len(due) == 0 {
 		return nil
 	}
@@ -288,4 +292,59 @@ func (r *Reaper) reportUnreadable(h *handles, bucket, key, node string, rev uint
 		ev.Kind, ev.Id = events.KindRollout, key
 	}
 	h.em.Emit(ev)
+}
+
+// guard holds a mass deletion: when at least two nodes are due and they
+// are more than HoldShare of the nodes that own keys, only the nodes an
+// operator confirmed (control/reaper.confirm) are reaped; the rest are held,
+// reported once per held set. A confirmation whose nodes are all reaped or
+// back is deleted. Nothing is reaped when the confirmation cannot be read.
+func (r *Reaper) guard(ctx context.Context, h *handles, due []string, owners, present map[string]bool) ([]string, error) {
+	conf, err := h.confirms.Get(ctx, contract.KeyReapConfirm)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrUndecodable):
+		r.reportUnreadable(h, contract.BucketControl, contract.KeyReapConfirm, "", conf.Revision, err, "no held node is reaped until it is readable")
+	case err != nil:
+		return nil, fmt.Errorf("read %s/%s: %w", contract.BucketControl, contract.KeyReapConfirm, err)
+	}
+	confirmed := map[string]bool{}
+	for _, n := range conf.Value.GetNodes() {
+		confirmed[n] = true
+	}
+	if len(confirmed) > 0 && !slices.ContainsFunc(conf.Value.GetNodes(), func(n string) bool { return owners[n] && !present[n] }) {
+		// Every confirmed node is reaped or back: the confirmation is spent.
+		if err := h.confirms.Delete(ctx, contract.KeyReapConfirm, conf.Revision); err == nil {
+			r.log.Info().Strs("nodes", conf.Value.GetNodes()).Msg("reap confirmation spent: every node it names is reaped or back")
+		}
+	}
+	if len(due) < 2 || float64(len(due)) <= r.cfg.HoldShare*float64(len(owners)) {
+		r.holding = ""
+		return due, nil
+	}
+	var reap, hold []string
+	for _, n := range due {
+		if confirmed[n] {
+			reap = append(reap, n)
+		} else {
+			hold = append(hold, n)
+		}
+	}
+	if key := strings.Join(hold, ","); len(hold) > 0 && key != r.holding {
+		r.holding = key
+		reason := fmt.Sprintf("%d of the %d nodes with keys departed more than %s ago (more than the guard's %.0f%%): a control-plane "+
+			"or network outage looks like this, so their keys are kept until they come back or an operator runs `sluice reaper confirm`; held: %s",
+			len(due), len(owners), r.cfg.Grace, 100*r.cfg.HoldShare, listed(hold, 10))
+		r.log.Warn().Int("held", len(hold)).Int("nodes", len(owners)).Str(logging.FieldReason, reason).Msg("mass deletion held")
+		h.em.Emit(&sluicev1.Event{Kind: contract.KindInstance, Id: contract.InstanceKey(Component, r.cfg.Instance), Type: EventReapHeld, Reason: reason})
+	}
+	return reap, nil
+}
+
+// listed names at most n of names, then how many more.
+func listed(names []string, n int) string {
+	if len(names) <= n {
+		return strings.Join(names, ", ")
+	}
+	return strings.Join(names[:n], ", ") + fmt.Sprintf(" and %d more", len(names)-n)
 }

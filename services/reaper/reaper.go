@@ -60,6 +60,11 @@ const (
 	// active rollout still references them (or the reaper cannot tell);
 	// emitted once per node and reason.
 	EventReapPostponed = "ReapPostponed"
+	// EventReapHeld: more of the fleet departed at once than the guard
+	// allows; their keys are kept until they come back or an operator
+	// confirms (sluice reaper confirm). Kind instance, id reaper.<instance>;
+	// emitted once per held set.
+	EventReapHeld = "ReapHeld"
 	// EventUnreadableKeySkipped: a value the reaper needed does not decode;
 	// the key (and the node it belongs to) is left alone. The reason names
 	// bucket and key; emitted once per revision.
@@ -70,6 +75,9 @@ const (
 const (
 	DefaultGrace    = 5 * time.Minute
 	DefaultInterval = 30 * time.Second
+	// DefaultHoldShare: more than half of the nodes departing at once is
+	// held for an operator (see Config.HoldShare).
+	DefaultHoldShare = 0.5
 )
 
 // passDelay is how long after a presence delete or expiry the next pass
@@ -90,6 +98,12 @@ type Config struct {
 	Interval time.Duration
 	// Instance names this reaper in the instances bucket (default host-pid).
 	Instance string
+	// HoldShare guards against mass deletion: when at least two departed
+	// nodes are due and they are more than this share of the nodes that own
+	// keys (a control-plane or network outage looks like that), none is
+	// reaped until it comes back or an operator confirms it (control
+	// reaper.confirm). Default 0.5; 1 or more turns the guard off.
+	HoldShare float64
 }
 
 // Reaper deletes what departed nodes left behind.
@@ -100,6 +114,9 @@ type Reaper struct {
 	mu     sync.Mutex           // serializes passes; guards the fields below
 	absent map[string]time.Time // node → when this process first saw it absent
 	held   map[string]string    // node → why its reap is postponed, as last reported
+	// holding is the set of nodes the mass-deletion guard holds, as last
+	// reported ("" = none).
+	holding string
 	// unreadable is bucket/key → the revision last reported as not
 	// decoding, so each bad value is reported once, not every pass.
 	unreadable map[string]uint64
@@ -116,7 +133,8 @@ type handles struct {
 	nodes    *store.Store[*sluicev1.NodePresence]
 	configs  *store.Store[*sluicev1.DesiredConfig]
 	status   *store.Store[*sluicev1.NodeStatus]
-	rollouts *store.Store[*sluicev1.RolloutRef] // only rollouts/active is read
+	rollouts *store.Store[*sluicev1.RolloutRef]  // only rollouts/active is read
+	confirms *store.Store[*sluicev1.ReapConfirm] // control/reaper.confirm
 }
 
 // New checks cfg and fills in defaults. It does no I/O.
@@ -135,6 +153,9 @@ func New(cfg Config) (*Reaper, error) {
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
+	}
+	if cfg.HoldShare <= 0 {
+		cfg.HoldShare = DefaultHoldShare
 	}
 	if cfg.Instance == "" {
 		host, _ := os.Hostname()
@@ -291,6 +312,10 @@ func (r *Reaper) openWith(ctx context.Context, js jetstream.JetStream) (*handles
 		configs:  store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }),
 		status:   store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }),
 		rollouts: store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }),
+		confirms: store.New(b.Control, func() *sluicev1.ReapConfirm { return &sluicev1.ReapConfirm{} }),
 	}
 	return r.h, nil
 }
+
+// Instance is the name this reaper announces itself under.
+func (r *Reaper) Instance() string { return r.cfg.Instance }

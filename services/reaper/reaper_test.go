@@ -99,9 +99,15 @@ func (f *fleet) keys(t *testing.T, node string) []string {
 	return out
 }
 
-func (f *fleet) newReaper(t *testing.T, c *clock) *reaper.Reaper {
+// newReaper returns a reaper on c's clock with the mass-deletion guard off
+// (these fleets are two or three nodes); guard tests pass a share.
+func (f *fleet) newReaper(t *testing.T, c *clock, holdShare ...float64) *reaper.Reaper {
 	t.Helper()
-	r, err := reaper.New(reaper.Config{Conn: f.env.Conn, Settings: f.env.Settings, Now: c.Now, Grace: grace})
+	share := 1.0
+	if len(holdShare) > 0 {
+		share = holdShare[0]
+	}
+	r, err := reaper.New(reaper.Config{Conn: f.env.Conn, Settings: f.env.Settings, Now: c.Now, Grace: grace, HoldShare: share})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -111,6 +111,7 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 		a.fingerprintCommand(),
 		a.pauseCommand(),
 		a.resumeCommand(),
+		a.reaperCommand(),
 		a.eventsCommand(),
 		a.devCommand(),
 		a.versionCommand(),
