@@ -129,6 +129,10 @@ func TestPause_Wait_ReturnsOnceInFlightNodesSettled_AndNothingStartsUntilResume(
 		strings.Contains(stdout, "not yet") || strings.Count(stdout, "paused (generation 1)") < 7 {
 		t.Fatalf("get pause: exit %d, want the request and 6 instances (coordinator, configurator, reaper, 3 agents) at generation 1:\n%s", code, stdout)
 	}
+	code, stdout, _ = sluice(t, url, "rollout", "status")
+	if !strings.Contains(stdout, "paused    the control plane is paused (generation 1)") {
+		t.Fatalf("rollout status while the control plane is paused does not say so:\n%s", stdout)
+	}
 	code, _, stderr := sluice(t, url, "apply", "-f", writeFile(t, "b.yaml", strings.Replace(tenantA, "100}", "101}", 1)))
 	if code == 0 || !strings.Contains(stderr, "the control plane is paused (generation 1)") {
 		t.Fatalf("apply while paused: exit %d, want refused naming the pause: %s", code, stderr)

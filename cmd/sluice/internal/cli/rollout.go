@@ -147,7 +147,14 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool, output s
 	if err != nil {
 		return err
 	}
-	writeLines(a.streams.Out, rolloutLines(e.Value, live, a.now()))
+	lines := rolloutLines(e.Value, live, a.now())
+	if req, _, err := getOne(ctx, js, contract.BucketControl, contract.KeyPause, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} }); err == nil &&
+		req.GetPaused() && !contract.Terminal(e.Value.GetPhase()) {
+		// Before the outcome, which stays the last line.
+		lines = append(lines[:len(lines)-1:len(lines)-1], "paused    the control plane is "+contract.DescribePause(req)+
+			": no node operation starts until 'sluice resume' (sluice get pause shows who has stopped)", lines[len(lines)-1])
+	}
+	writeLines(a.streams.Out, lines)
 	if bad = append(bad, badLive...); len(bad) > 0 {
 		fmt.Fprintln(a.streams.Err, unreadableHint(len(bad)))
 		for _, u := range bad {
