@@ -135,6 +135,11 @@ type handles struct {
 	status   *store.Store[*sluicev1.NodeStatus]
 	rollouts *store.Store[*sluicev1.RolloutRef]  // only rollouts/active is read
 	confirms *store.Store[*sluicev1.ReapConfirm] // control/reaper.confirm
+	intents  *store.Store[*sluicev1.StoredIntent]
+	revs     *store.Store[*sluicev1.Revision]
+	heads    *store.Store[*sluicev1.Head]
+	// revisions reads revisions/pending (an ApplyJournal), existence only.
+	revisions *store.Store[*sluicev1.ApplyJournal]
 }
 
 // New checks cfg and fills in defaults. It does no I/O.
@@ -281,6 +286,9 @@ func (r *Reaper) pass(ctx context.Context, why string) {
 		return
 	}
 	defer end()
+	if err := r.CollectIntents(ctx); err != nil && ctx.Err() == nil {
+		r.log.Warn().Err(err).Str(logging.FieldReason, why).Msg("collect marked intents; retrying at the next pass")
+	}
 	if err := r.Pass(ctx); err != nil && ctx.Err() == nil {
 		r.log.Warn().Err(err).Str(logging.FieldReason, why).Msg("reaper pass; retrying at the next one")
 	}
@@ -307,12 +315,16 @@ func (r *Reaper) openWith(ctx context.Context, js jetstream.JetStream) (*handles
 		return nil, fmt.Errorf("reaper: %w", err)
 	}
 	r.h = &handles{
-		em:       events.NewEmitter(js, r.cfg.Log, Component, r.cfg.Now),
-		nodes:    store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }),
-		configs:  store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }),
-		status:   store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }),
-		rollouts: store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }),
-		confirms: store.New(b.Control, func() *sluicev1.ReapConfirm { return &sluicev1.ReapConfirm{} }),
+		em:        events.NewEmitter(js, r.cfg.Log, Component, r.cfg.Now),
+		nodes:     store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }),
+		configs:   store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }),
+		status:    store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }),
+		rollouts:  store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }),
+		confirms:  store.New(b.Control, func() *sluicev1.ReapConfirm { return &sluicev1.ReapConfirm{} }),
+		intents:   store.New(b.Intents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} }),
+		revs:      store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} }),
+		heads:     store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }),
+		revisions: store.New(b.Revisions, func() *sluicev1.ApplyJournal { return &sluicev1.ApplyJournal{} }),
 	}
 	return r.h, nil
 }

@@ -1,0 +1,114 @@
+package reaper_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/intent"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/reaper"
+)
+
+func table(name string, id uint32) *sluicev1.Intent {
+	return &sluicev1.Intent{Name: name, Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: id}}}
+}
+
+// A marked intent is deleted once no referenced revision contains it:
+// not the head's, the active or last-applied rollout's, nor any node's
+// desired or backup config's; never while an apply is in progress.
+func TestReaper_CollectIntents_DeletesOnlyTheUnreferenced(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	ctx := context.Background()
+	b := f.env.Buckets
+	intents := store.New(b.Intents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} })
+	revs := store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} })
+	put := func(in *sluicev1.Intent, marked bool) {
+		t.Helper()
+		if _, err := intents.Create(ctx, intent.Key(in), &sluicev1.StoredIntent{Intent: in, Source: "api", MarkedForDeletion: marked}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rev := func(id string, ins ...*sluicev1.Intent) {
+		t.Helper()
+		if _, err := revs.Create(ctx, id, &sluicev1.Revision{Id: id, Intents: ins}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone, inForce, onBackup, live := table("gone", 1), table("in-force", 2), table("on-backup", 3), table("live", 4)
+	put(gone, true)
+	put(inForce, true)
+	put(onBackup, true)
+	put(live, false)
+	rev("rev-head", live)
+	rev("rev-applied", live, inForce)
+	rev("rev-old", live, onBackup, gone)
+	rev("rev-older", gone)
+	if _, err := store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Create(ctx, contract.KeyHead, &sluicev1.Head{Revision: "rev-head", Generation: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Create(ctx, contract.KeyLastApplied, &sluicev1.RolloutRef{Revision: "rev-applied"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.configs.Create(ctx, contract.BackupKey("n1"), &sluicev1.DesiredConfig{Node: "n1", Revision: "rev-old", Fingerprint: "fp"}); err != nil {
+		t.Fatal(err)
+	}
+	r := f.newReaper(t, &clock{t: time.Now()})
+
+	// The node's backup came from "rev-old", which contains gone too: kept.
+	if err := r.CollectIntents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertIntents(t, intents, gone, inForce, onBackup, live)
+
+	// The node moves on to the head: "old" is referenced no more.
+	if _, err := f.configs.Mutate(ctx, contract.BackupKey("n1"), func(*sluicev1.DesiredConfig) (*sluicev1.DesiredConfig, error) {
+		return &sluicev1.DesiredConfig{Node: "n1", Revision: "rev-head", Fingerprint: "fp2"}, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	// An apply in progress holds everything: its rollback may write them back.
+	journals := store.New(b.Revisions, func() *sluicev1.ApplyJournal { return &sluicev1.ApplyJournal{} })
+	jrev, err := journals.Create(ctx, contract.KeyPending, &sluicev1.ApplyJournal{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CollectIntents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertIntents(t, intents, gone, inForce, onBackup, live)
+	if err := journals.Delete(ctx, contract.KeyPending, jrev); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CollectIntents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertIntents(t, intents, inForce, live) // gone and on-backup collected; in-force is last-applied's
+	ev := waitEvents(t, f, contract.KindIntent, intent.Key(gone), reaper.EventIntentReaped, 1)[0]
+	if ev.GetReason() == "" {
+		t.Fatal("IntentReaped without a reason")
+	}
+}
+
+func assertIntents(t *testing.T, st *store.Store[*sluicev1.StoredIntent], want ...*sluicev1.Intent) {
+	t.Helper()
+	keys, err := st.Keys(context.Background())
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		t.Fatal(err)
+	}
+	got := map[string]bool{}
+	for _, k := range keys {
+		got[k] = true
+	}
+	if len(got) != len(want) {
+		t.Fatalf("intents %v; want %d of them", keys, len(want))
+	}
+	for _, in := range want {
+		if !got[intent.Key(in)] {
+			t.Fatalf("intents %v; want %s kept", keys, intent.Key(in))
+		}
+	}
+}
