@@ -50,8 +50,9 @@ var uses = map[string][]string{
 }
 
 // atomicBuckets are the buckets whose streams allow atomic batch publishing:
-// the coordinator writes them in batches fenced by KeyFence.
-var atomicBuckets = []string{BucketNodeConfigs, BucketRollouts, BucketFingerprints}
+// the coordinator writes them in batches fenced by KeyFence; the reaper
+// deletes old revisions in batches fenced on revisions/head.
+var atomicBuckets = []string{BucketNodeConfigs, BucketRollouts, BucketFingerprints, BucketRevisions}
 
 // Manager returns the component that creates and updates the bucket or
 // stream name, "" if sluice has no such bucket or stream.

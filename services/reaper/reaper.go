@@ -98,6 +98,9 @@ type Config struct {
 	Interval time.Duration
 	// Instance names this reaper in the instances bucket (default host-pid).
 	Instance string
+	// RevisionRetention is how many revisions are kept besides the
+	// referenced ones (default 50; negative keeps all).
+	RevisionRetention int
 	// HoldShare guards against mass deletion: when at least two departed
 	// nodes are due and they are more than this share of the nodes that own
 	// keys (a control-plane or network outage looks like that), none is
@@ -140,6 +143,7 @@ type handles struct {
 	heads    *store.Store[*sluicev1.Head]
 	// revisions reads revisions/pending (an ApplyJournal), existence only.
 	revisions *store.Store[*sluicev1.ApplyJournal]
+	records   *store.Store[*sluicev1.Rollout]
 }
 
 // New checks cfg and fills in defaults. It does no I/O.
@@ -158,6 +162,9 @@ func New(cfg Config) (*Reaper, error) {
 	}
 	if cfg.Interval <= 0 {
 		cfg.Interval = DefaultInterval
+	}
+	if cfg.RevisionRetention == 0 {
+		cfg.RevisionRetention = DefaultRevisionRetention
 	}
 	if cfg.HoldShare <= 0 {
 		cfg.HoldShare = DefaultHoldShare
@@ -289,6 +296,9 @@ func (r *Reaper) pass(ctx context.Context, why string) {
 	if err := r.CollectIntents(ctx); err != nil && ctx.Err() == nil {
 		r.log.Warn().Err(err).Str(logging.FieldReason, why).Msg("collect marked intents; retrying at the next pass")
 	}
+	if err := r.CollectRevisions(ctx); err != nil && ctx.Err() == nil {
+		r.log.Warn().Err(err).Str(logging.FieldReason, why).Msg("collect old revisions; retrying at the next pass")
+	}
 	if err := r.Pass(ctx); err != nil && ctx.Err() == nil {
 		r.log.Warn().Err(err).Str(logging.FieldReason, why).Msg("reaper pass; retrying at the next one")
 	}
@@ -325,6 +335,7 @@ func (r *Reaper) openWith(ctx context.Context, js jetstream.JetStream) (*handles
 		revs:      store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} }),
 		heads:     store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }),
 		revisions: store.New(b.Revisions, func() *sluicev1.ApplyJournal { return &sluicev1.ApplyJournal{} }),
+		records:   store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }),
 	}
 	return r.h, nil
 }

@@ -32,6 +32,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	common.Register(fs)
 	grace := fs.Duration("grace", reaper.DefaultGrace, "how long a node's presence must be gone before its keys are deleted")
 	interval := fs.Duration("interval", reaper.DefaultInterval, "how often to look for departed nodes")
+	keepRevs := fs.Int("revision-retention", reaper.DefaultRevisionRetention, "revisions kept besides the referenced ones (-1 keeps all)")
 	holdShare := fs.Float64("hold-share", reaper.DefaultHoldShare, "hold deletions when more than this share of the nodes departed at once (at least two), until `sluice reaper confirm`; 1 turns the guard off")
 	check := func() error {
 		if *grace < time.Second || *interval < time.Second {
@@ -40,6 +41,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return nil
 	}
 	return common.Main(ctx, fs, args, stderr, check, func(nc *nats.Conn, log zerolog.Logger) (cmdutil.Service, error) {
-		return reaper.New(reaper.Config{Conn: nc, Settings: common.Settings(), Log: log, Grace: *grace, Interval: *interval, HoldShare: *holdShare})
+		return reaper.New(reaper.Config{Conn: nc, Settings: common.Settings(), Log: log, Grace: *grace, Interval: *interval, HoldShare: *holdShare,
+			RevisionRetention: *keepRevs})
 	})
 }

@@ -1,0 +1,151 @@
+package reaper
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// EventRevisionsReaped: revisions beyond the retention that nothing
+// referenced were deleted (kind revision, id the newest deleted).
+const EventRevisionsReaped = "RevisionsReaped"
+
+// DefaultRevisionRetention is how many revisions are kept besides the
+// referenced ones.
+const DefaultRevisionRetention = 50
+
+// revisionCheckKey is the throwaway key the head fence of a revision delete
+// is written to (a control key: listings skip it).
+const revisionCheckKey = "_reaper"
+
+// CollectRevisions deletes the revisions beyond the newest
+// RevisionRetention (by creation) that nothing references: not the head,
+// the active or last-applied rollout's, any rollout record's revision or
+// previous revision (history and undo name them), nor any node's desired
+// or backup config's. The deletes are one atomic batch fenced on
+// revisions/head, so a head moved meanwhile (an undo may point it at an old
+// revision) makes the batch fail and the next pass look again; each delete
+// is compare-and-set on the revision it listed. Nothing is collected during
+// an apply in progress or when anything referenced cannot be read.
+func (r *Reaper) CollectRevisions(ctx context.Context) error {
+	if r.cfg.RevisionRetention < 0 {
+		return nil
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	h, err := r.open(ctx)
+	if err != nil {
+		return err
+	}
+	all, err := h.revs.List(ctx, ">")
+	if err != nil {
+		return fmt.Errorf("list revisions: %w", err)
+	}
+	var revs []store.Entry[*sluicev1.Revision]
+	for _, e := range all {
+		if contract.IsControlKey(e.Key) || e.Key == contract.KeyHead || e.Key == contract.KeyPending || e.Err != nil {
+			continue
+		}
+		revs = append(revs, e)
+	}
+	if len(revs) <= r.cfg.RevisionRetention {
+		return nil
+	}
+	if _, err := h.revisions.Get(ctx, contract.KeyPending); !errors.Is(err, store.ErrNotFound) {
+		if err != nil {
+			return fmt.Errorf("read %s/%s: %w", contract.BucketRevisions, contract.KeyPending, err)
+		}
+		return nil // an apply in progress: after it
+	}
+	head, err := h.heads.Get(ctx, contract.KeyHead)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("read the head: %w", err)
+	}
+	used, err := r.referencedRevisions(ctx, h)
+	if err != nil {
+		return err
+	}
+	used[head.Value.GetRevision()] = true
+	// Newest first; the retention keeps the first ones.
+	slices.SortFunc(revs, func(a, b store.Entry[*sluicev1.Revision]) int {
+		if c := b.Value.GetCreatedAt().AsTime().Compare(a.Value.GetCreatedAt().AsTime()); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
+	var ops []store.Op
+	var ids []string
+	for _, e := range revs[r.cfg.RevisionRetention:] {
+		if !used[e.Key] {
+			ops = append(ops, store.Op{Key: e.Key, Revision: e.Revision})
+			ids = append(ids, e.Key)
+		}
+	}
+	if len(ops) == 0 {
+		return nil
+	}
+	ops = ops[:min(len(ops), 100)]
+	ids = ids[:len(ops)]
+	fence := &store.Fence{Key: contract.KeyHead, Check: revisionCheckKey, Revision: head.Revision}
+	if _, err := store.NewBatcher(r.cfg.Conn, contract.BucketRevisions).Write(ctx, ops, fence); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return nil // the head or a revision moved since the listing: the next pass looks again
+		}
+		return fmt.Errorf("delete %d old revisions: %w", len(ops), err)
+	}
+	reason := fmt.Sprintf("kept the newest %d revisions and every referenced one; deleted %d older unreferenced: %s",
+		r.cfg.RevisionRetention, len(ids), listed(ids, 5))
+	r.log.Info().Int("deleted", len(ids)).Str(logging.FieldReason, reason).Msg("revisions reaped")
+	h.em.Emit(&sluicev1.Event{Kind: contract.KindRevision, Id: ids[0], Type: EventRevisionsReaped, Revision: ids[0], Reason: reason})
+	return nil
+}
+
+// referencedRevisions is every revision a rollout pointer, a rollout
+// record or a node config names.
+func (r *Reaper) referencedRevisions(ctx context.Context, h *handles) (map[string]bool, error) {
+	used := map[string]bool{}
+	for _, key := range []string{contract.KeyActive, contract.KeyLastApplied} {
+		ref, err := h.rollouts.Get(ctx, key)
+		switch {
+		case err == nil:
+			used[ref.Value.GetRevision()] = true
+		case !errors.Is(err, store.ErrNotFound):
+			return nil, fmt.Errorf("read rollouts/%s: %w", key, err)
+		}
+	}
+	records, err := h.records.List(ctx, ">")
+	if err != nil {
+		return nil, fmt.Errorf("list rollout records: %w", err)
+	}
+	for _, e := range records {
+		switch {
+		case contract.IsControlKey(e.Key), e.Key == contract.KeyActive, e.Key == contract.KeyLastApplied:
+		case e.Err != nil:
+			return nil, fmt.Errorf("rollout record %s does not decode: which revisions it names is unknown: %w", e.Key, e.Err)
+		default:
+			used[e.Value.GetRevision()], used[e.Value.GetPreviousRevision()] = true, true
+		}
+	}
+	configs, err := h.configs.List(ctx, ">")
+	if err != nil {
+		return nil, fmt.Errorf("list node configs: %w", err)
+	}
+	for _, c := range configs {
+		switch {
+		case contract.IsControlKey(c.Key):
+		case c.Err != nil:
+			return nil, fmt.Errorf("node config %s does not decode: which revision it needs is unknown: %w", c.Key, c.Err)
+		default:
+			used[c.Value.GetRevision()] = true
+		}
+	}
+	delete(used, "")
+	return used, nil
+}

@@ -1,0 +1,66 @@
+package reaper_test
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/reaper"
+)
+
+// Revisions beyond the retention are deleted unless something references
+// them: the head, last-applied, a rollout record, a node's config.
+func TestReaper_CollectRevisions_KeepsTheNewestAndTheReferenced(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	ctx := context.Background()
+	b := f.env.Buckets
+	revs := store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} })
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for i, id := range []string{"r1", "r2", "r3", "r4", "r5", "r6"} {
+		if _, err := revs.Create(ctx, id, &sluicev1.Revision{Id: id, CreatedAt: timestamppb.New(t0.Add(time.Duration(i) * time.Hour))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Create(ctx, contract.KeyHead, &sluicev1.Head{Revision: "r5", Generation: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Create(ctx, contract.KeyLastApplied, &sluicev1.RolloutRef{Revision: "r4"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }).Create(ctx, "4-r4",
+		&sluicev1.Rollout{Id: "4-r4", Revision: "r4", PreviousRevision: "r2", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.configs.Create(ctx, contract.DesiredKey("n1"), &sluicev1.DesiredConfig{Node: "n1", Revision: "r3", Fingerprint: "fp"}); err != nil {
+		t.Fatal(err)
+	}
+	r, err := reaper.New(reaper.Config{Conn: f.env.Conn, Settings: f.env.Settings, RevisionRetention: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CollectRevisions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	keys, err := revs.Keys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, k := range keys {
+		if !contract.IsControlKey(k) && k != contract.KeyHead {
+			got = append(got, k)
+		}
+	}
+	slices.Sort(got)
+	// r6: the newest (retention 1); r5 head, r4 last-applied, r2 a record's previous, r3 n1's config.
+	if want := []string{"r2", "r3", "r4", "r5", "r6"}; !slices.Equal(got, want) {
+		t.Fatalf("revisions %v; want %v (r1 collected)", got, want)
+	}
+	waitEvents(t, f, contract.KindRevision, "r1", reaper.EventRevisionsReaped, 1)
+}
