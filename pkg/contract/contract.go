@@ -117,6 +117,24 @@ func NodeOfConfigKey(key string) (node, which string, ok bool) {
 	return key[:i], key[i+1:], true
 }
 
+// NodesWithKeys names the nodes that own keys: a status (statusKeys, the
+// status bucket's keys) or a desired or backup config (configKeys, the
+// nodeconfigs bucket's). Control keys belong to no node.
+func NodesWithKeys(statusKeys, configKeys []string) map[string]bool {
+	out := map[string]bool{}
+	for _, k := range statusKeys {
+		if !IsControlKey(k) {
+			out[k] = true
+		}
+	}
+	for _, k := range configKeys {
+		if n, _, ok := NodeOfConfigKey(k); ok && !IsControlKey(k) {
+			out[n] = true
+		}
+	}
+	return out
+}
+
 // NodeConfigSubject is the core-NATS subject an agent listens on for its desired config.
 func NodeConfigSubject(node string) string {
 	return NodeConfigSubjectPrefix + "." + DesiredKey(node)

@@ -162,22 +162,27 @@ const (
 	EventResumeReached = "ResumeReached" // the instance works again
 )
 
-// AckEvent is the event announcing that the instance reached ack, or nil
-// when ack reached nothing new since prev (it only waits for more).
-func AckEvent(component, instance string, prev, ack *sluicev1.PauseAck) *sluicev1.Event {
+// Announce logs and emits that the instance reached ack, unless ack
+// reached nothing new since prev (it only waits for more, or was never
+// paused): event PauseReached or ResumeReached, kind instance, id
+// <component>.<instance>. Every component announces through it.
+func Announce(log zerolog.Logger, emit func(*sluicev1.Event), component, instance string, prev, ack *sluicev1.PauseAck) {
 	if ack.GetGeneration() == prev.GetGeneration() && ack.GetPaused() == prev.GetPaused() {
-		return nil
+		return
 	}
 	if ack.GetGeneration() == 0 {
-		return nil // never paused
+		return // never paused
 	}
 	typ, what := EventResumeReached, "works again"
 	if ack.GetPaused() {
 		typ, what = EventPauseReached, "has finished what it was doing and starts nothing new"
 	}
 	id := contract.InstanceKey(component, instance)
-	return &sluicev1.Event{Kind: contract.KindInstance, Id: id, Type: typ,
+	ev := &sluicev1.Event{Kind: contract.KindInstance, Id: id, Type: typ,
 		Reason: fmt.Sprintf("%s %s (pause generation %d)", id, what, ack.GetGeneration())}
+	log.Info().Uint64("generation", ack.GetGeneration()).Bool("paused", ack.GetPaused()).
+		Str(logging.FieldReason, ev.GetReason()).Msg("pause acknowledged")
+	emit(ev)
 }
 
 // Service is what a service that pauses between units of work (the
@@ -205,11 +210,7 @@ func Start(ctx context.Context, c Service) (g *Gate, stop func()) {
 	var prev *sluicev1.PauseAck
 	g = NewGate(c.What, c.Now, func(a *sluicev1.PauseAck) {
 		beacon.Set(a, "")
-		if ev := AckEvent(c.Component, c.Instance, prev, a); ev != nil {
-			c.Log.Info().Uint64("generation", a.GetGeneration()).Bool("paused", a.GetPaused()).
-				Str(logging.FieldReason, ev.GetReason()).Msg("pause acknowledged")
-			c.Emit(ev)
-		}
+		Announce(c.Log, c.Emit, c.Component, c.Instance, prev, a)
 		prev = a
 	})
 	pauses := store.New(c.Control, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })

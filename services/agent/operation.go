@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -85,14 +86,7 @@ func deadlineFailure(op context.Context, d *sluicev1.DesiredConfig, step string,
 		why = "was cancelled by the coordinator at its apply deadline"
 	}
 	return checkFailure{name: contract.CheckDeadline, output: f.output, err: fmt.Errorf(
-		"operation %s %s: stopped while %s (%v)", orUnnamed(d.GetOperation()), why, step, f.err)}
-}
-
-func orUnnamed(op string) string {
-	if op == "" {
-		return "(unnamed)"
-	}
-	return op
+		"operation %s %s: stopped while %s (%v)", cmp.Or(d.GetOperation(), "(unnamed)"), why, step, f.err)}
 }
 
 // progressDuring reports step in the status if it is still running after

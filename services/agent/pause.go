@@ -86,11 +86,7 @@ func (a *Agent) updateAck() {
 		return
 	}
 	signal(p.kick)
-	if ev := pause.AckEvent(Component, a.cfg.Node, prev, next); ev != nil {
-		a.log.Info().Uint64("generation", next.GetGeneration()).Bool("paused", next.GetPaused()).
-			Str(logging.FieldReason, ev.GetReason()).Msg("pause acknowledged")
-		a.em.Emit(ev)
-	}
+	pause.Announce(a.log, a.em.Emit, Component, a.cfg.Node, prev, next)
 }
 
 // currentAck is the acknowledgement for the presence.

@@ -1,6 +1,7 @@
 package agent
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -81,7 +82,7 @@ func (a *Agent) handle(ctx context.Context, d *sluicev1.DesiredConfig) {
 		// while a restart held it): never start it, and say so, so that the
 		// status is about it and not a stale Provisioning of an earlier run.
 		a.worker.started = a.cfg.Now()
-		err := fmt.Errorf("operation %s was cancelled by the coordinator at its deadline before this agent started it", orUnnamed(d.GetOperation()))
+		err := fmt.Errorf("operation %s was cancelled by the coordinator at its deadline before this agent started it", cmp.Or(d.GetOperation(), "(unnamed)"))
 		a.fail(ctx, d, checkFailure{name: contract.CheckDeadline, output: err.Error(), err: err},
 			err.Error()+"; not applied, "+inForce(a.worker.applied)+" stays in force")
 		return

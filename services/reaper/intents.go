@@ -1,9 +1,11 @@
 package reaper
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -45,12 +47,8 @@ func (r *Reaper) CollectIntents(ctx context.Context) error {
 	if len(marked) == 0 {
 		return nil
 	}
-	if _, err := h.revisions.Get(ctx, contract.KeyPending); err == nil || !errors.Is(err, store.ErrNotFound) {
-		if err != nil {
-			return fmt.Errorf("read %s/%s: %w", contract.BucketRevisions, contract.KeyPending, err)
-		}
-		r.log.Debug().Msg("an apply is in progress: marked intents are collected after it")
-		return nil
+	if busy, err := applyInProgress(ctx, h); err != nil || busy {
+		return err // an apply in progress: after it
 	}
 	used, err := r.referencedIntents(ctx, h)
 	if err != nil {
@@ -70,51 +68,21 @@ func (r *Reaper) CollectIntents(ctx context.Context) error {
 			continue
 		}
 		reason := fmt.Sprintf("marked for deletion (source %s) and no longer in the head, the active or the last-applied revision, "+
-			"nor in any node's desired or backup config; deleted", orUnknown(e.Value.GetSource()))
+			"nor in any node's desired or backup config; deleted", cmp.Or(e.Value.GetSource(), "unknown"))
 		r.log.Info().Str("intent", e.Key).Str(logging.FieldReason, reason).Msg("intent reaped")
 		h.em.Emit(&sluicev1.Event{Kind: contract.KindIntent, Id: e.Key, Type: EventIntentReaped, Reason: reason})
 	}
 	return errors.Join(errs...)
 }
 
-// referencedIntents is the set of intent keys in every referenced revision.
+// referencedIntents is the set of intent keys in every revision in use.
 func (r *Reaper) referencedIntents(ctx context.Context, h *handles) (map[string]bool, error) {
-	var revs []string
-	head, err := h.heads.Get(ctx, contract.KeyHead)
-	switch {
-	case err == nil:
-		revs = append(revs, head.Value.GetRevision())
-	case !errors.Is(err, store.ErrNotFound):
-		return nil, fmt.Errorf("read the head: %w", err)
-	}
-	for _, key := range []string{contract.KeyActive, contract.KeyLastApplied} {
-		ref, err := h.rollouts.Get(ctx, key)
-		switch {
-		case err == nil:
-			revs = append(revs, ref.Value.GetRevision())
-		case !errors.Is(err, store.ErrNotFound):
-			return nil, fmt.Errorf("read rollouts/%s: %w", key, err)
-		}
-	}
-	configs, err := h.configs.List(ctx, ">")
+	inUse, err := revisionsInUse(ctx, h)
 	if err != nil {
-		return nil, fmt.Errorf("list node configs: %w", err)
+		return nil, err
 	}
-	for _, c := range configs {
-		switch {
-		case contract.IsControlKey(c.Key):
-		case c.Err != nil:
-			return nil, fmt.Errorf("node config %s does not decode: which revision it needs is unknown: %w", c.Key, c.Err)
-		default:
-			revs = append(revs, c.Value.GetRevision())
-		}
-	}
-	slices.Sort(revs)
 	used := map[string]bool{}
-	for _, id := range slices.Compact(revs) {
-		if id == "" {
-			continue
-		}
+	for _, id := range slices.Sorted(maps.Keys(inUse.revs)) {
 		rev, err := h.revs.Get(ctx, id)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -127,11 +95,4 @@ func (r *Reaper) referencedIntents(ctx context.Context, h *handles) (map[string]
 		}
 	}
 	return used, nil
-}
-
-func orUnknown(s string) string {
-	if s == "" {
-		return "unknown"
-	}
-	return s
 }

@@ -113,29 +113,15 @@ func (r *Reaper) activeRollout(ctx context.Context, h *handles) (active, error) 
 // owners returns the nodes that have a status or a nodeconfigs key. Control
 // keys ("_fence") belong to no node.
 func (r *Reaper) owners(ctx context.Context, h *handles) (map[string]bool, error) {
-	out := map[string]bool{}
 	statusKeys, err := h.status.Keys(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list node statuses: %w", err)
-	}
-	for _, k := range statusKeys {
-		if !contract.IsControlKey(k) {
-			out[k] = true
-		}
 	}
 	configKeys, err := h.configs.Keys(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("list node configs: %w", err)
 	}
-	for _, k := range configKeys {
-		if contract.IsControlKey(k) {
-			continue
-		}
-		if n, _, ok := contract.NodeOfConfigKey(k); ok {
-			out[n] = true
-		}
-	}
-	return out, nil
+	return contract.NodesWithKeys(statusKeys, configKeys), nil
 }
 
 // nodeKey is one key reap deletes, with the revision it was read at.

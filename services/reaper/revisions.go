@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -58,21 +59,18 @@ func (r *Reaper) CollectRevisions(ctx context.Context) error {
 	if len(revs) <= r.cfg.RevisionRetention {
 		return nil
 	}
-	if _, err := h.revisions.Get(ctx, contract.KeyPending); !errors.Is(err, store.ErrNotFound) {
-		if err != nil {
-			return fmt.Errorf("read %s/%s: %w", contract.BucketRevisions, contract.KeyPending, err)
-		}
-		return nil // an apply in progress: after it
+	if busy, err := applyInProgress(ctx, h); err != nil || busy {
+		return err // an apply in progress: after it
 	}
-	head, err := h.heads.Get(ctx, contract.KeyHead)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("read the head: %w", err)
-	}
-	used, err := r.referencedRevisions(ctx, h)
+	inUse, err := revisionsInUse(ctx, h)
 	if err != nil {
 		return err
 	}
-	used[head.Value.GetRevision()] = true
+	used, err := r.recordedRevisions(ctx, h)
+	if err != nil {
+		return err
+	}
+	maps.Copy(used, inUse.revs)
 	// Newest first; the retention keeps the first ones.
 	slices.SortFunc(revs, func(a, b store.Entry[*sluicev1.Revision]) int {
 		if c := b.Value.GetCreatedAt().AsTime().Compare(a.Value.GetCreatedAt().AsTime()); c != 0 {
@@ -93,7 +91,7 @@ func (r *Reaper) CollectRevisions(ctx context.Context) error {
 	}
 	ops = ops[:min(len(ops), 100)]
 	ids = ids[:len(ops)]
-	fence := &store.Fence{Key: contract.KeyHead, Check: revisionCheckKey, Revision: head.Revision}
+	fence := &store.Fence{Key: contract.KeyHead, Check: revisionCheckKey, Revision: inUse.headRev}
 	if _, err := store.NewBatcher(r.cfg.Conn, contract.BucketRevisions).Write(ctx, ops, fence); err != nil {
 		if errors.Is(err, store.ErrConflict) {
 			return nil // the head or a revision moved since the listing: the next pass looks again
@@ -107,23 +105,14 @@ func (r *Reaper) CollectRevisions(ctx context.Context) error {
 	return nil
 }
 
-// referencedRevisions is every revision a rollout pointer, a rollout
-// record or a node config names.
-func (r *Reaper) referencedRevisions(ctx context.Context, h *handles) (map[string]bool, error) {
-	used := map[string]bool{}
-	for _, key := range []string{contract.KeyActive, contract.KeyLastApplied} {
-		ref, err := h.rollouts.Get(ctx, key)
-		switch {
-		case err == nil:
-			used[ref.Value.GetRevision()] = true
-		case !errors.Is(err, store.ErrNotFound):
-			return nil, fmt.Errorf("read rollouts/%s: %w", key, err)
-		}
-	}
+// recordedRevisions is every revision a rollout record names, as its
+// own or as the one before it (rollout history and undo use both).
+func (r *Reaper) recordedRevisions(ctx context.Context, h *handles) (map[string]bool, error) {
 	records, err := h.records.List(ctx, ">")
 	if err != nil {
 		return nil, fmt.Errorf("list rollout records: %w", err)
 	}
+	used := map[string]bool{}
 	for _, e := range records {
 		switch {
 		case contract.IsControlKey(e.Key), e.Key == contract.KeyActive, e.Key == contract.KeyLastApplied:
@@ -133,19 +122,65 @@ func (r *Reaper) referencedRevisions(ctx context.Context, h *handles) (map[strin
 			used[e.Value.GetRevision()], used[e.Value.GetPreviousRevision()] = true, true
 		}
 	}
+	delete(used, "")
+	return used, nil
+}
+
+// inUse is what revisionsInUse found.
+type inUse struct {
+	revs    map[string]bool // revision ids in use
+	headRev uint64          // the KV revision revisions/head was read at (0: no head), for a fence
+}
+
+// revisionsInUse reads the revisions in use: the head's, the active and
+// the last-applied rollout's, and the one every node's desired or backup
+// config came from (a revert may put it back). A node config that does not
+// decode makes it fail: which revision that node needs is unknown.
+func revisionsInUse(ctx context.Context, h *handles) (inUse, error) {
+	u := inUse{revs: map[string]bool{}}
+	head, err := h.heads.Get(ctx, contract.KeyHead)
+	switch {
+	case err == nil:
+		u.revs[head.Value.GetRevision()], u.headRev = true, head.Revision
+	case !errors.Is(err, store.ErrNotFound):
+		return u, fmt.Errorf("read the head: %w", err)
+	}
+	for _, key := range []string{contract.KeyActive, contract.KeyLastApplied} {
+		ref, err := h.rollouts.Get(ctx, key)
+		switch {
+		case err == nil:
+			u.revs[ref.Value.GetRevision()] = true
+		case !errors.Is(err, store.ErrNotFound):
+			return u, fmt.Errorf("read rollouts/%s: %w", key, err)
+		}
+	}
 	configs, err := h.configs.List(ctx, ">")
 	if err != nil {
-		return nil, fmt.Errorf("list node configs: %w", err)
+		return u, fmt.Errorf("list node configs: %w", err)
 	}
 	for _, c := range configs {
 		switch {
 		case contract.IsControlKey(c.Key):
 		case c.Err != nil:
-			return nil, fmt.Errorf("node config %s does not decode: which revision it needs is unknown: %w", c.Key, c.Err)
+			return u, fmt.Errorf("node config %s does not decode: which revision it needs is unknown: %w", c.Key, c.Err)
 		default:
-			used[c.Value.GetRevision()] = true
+			u.revs[c.Value.GetRevision()] = true
 		}
 	}
-	delete(used, "")
-	return used, nil
+	delete(u.revs, "")
+	return u, nil
+}
+
+// applyInProgress reports whether revisions/pending holds an apply's
+// journal: its roll-forward or rollback may write intents and revisions,
+// so nothing of theirs is collected until it is done.
+func applyInProgress(ctx context.Context, h *handles) (bool, error) {
+	_, err := h.revisions.Get(ctx, contract.KeyPending)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read %s/%s: %w", contract.BucketRevisions, contract.KeyPending, err)
+	}
+	return true, nil
 }

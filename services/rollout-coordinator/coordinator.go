@@ -232,18 +232,14 @@ func (s *Service) currentAck() *sluicev1.PauseAck {
 }
 
 // announce puts ack and role in the instance presence, with an event and a
-// log line when ack reached a new generation.
+// log line when ack reached a new generation (pause.Announce).
 func (s *Service) announce(ack *sluicev1.PauseAck, role string) {
 	s.ackMu.Lock()
 	prev := s.ack
 	s.ack = ack
 	s.ackMu.Unlock()
 	s.beacon.Set(ack, role)
-	if ev := pause.AckEvent(Component, s.cfg.Instance, prev, ack); ev != nil {
-		s.log.Info().Uint64("generation", ack.GetGeneration()).Bool("paused", ack.GetPaused()).Str("role", role).
-			Str(logging.FieldReason, ev.GetReason()).Msg("pause acknowledged")
-		s.em.Emit(ev)
-	}
+	pause.Announce(s.log.With().Str("role", role).Logger(), s.em.Emit, Component, s.cfg.Instance, prev, ack)
 }
 
 // Strategy defaults, documented in docs/rollouts.md.

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -103,20 +105,9 @@ func (a *app) setPause(ctx context.Context, paused bool, reason, joiners string,
 		return err
 	}
 	reqs := store.New(controlKV, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })
-	var req *sluicev1.PauseRequest
-	already := false
-	_, err = reqs.Mutate(ctx, contract.KeyPause, func(cur *sluicev1.PauseRequest) (*sluicev1.PauseRequest, error) {
-		if cur.GetPaused() == paused {
-			req, already = cur, true
-			return nil, store.ErrUnchanged
-		}
-		req = &sluicev1.PauseRequest{Paused: paused, Generation: cur.GetGeneration() + 1, Reason: reason, By: operator(),
-			At: timestamppb.New(a.now()), Joiners: joiners}
-		already = false
-		return req, nil
-	})
+	req, already, err := a.storePause(ctx, reqs, contract.KeyPause, &sluicev1.PauseRequest{Paused: paused, Reason: reason, Joiners: joiners})
 	if err != nil {
-		return fmt.Errorf("store the request in %s/%s: %w", contract.BucketControl, contract.KeyPause, err)
+		return err
 	}
 	verb := "resume"
 	if paused {
@@ -157,6 +148,27 @@ func (a *app) setPause(ctx context.Context, paused bool, reason, joiners string,
 	}
 	fmt.Fprintf(a.streams.Out, "every live instance acknowledged generation %d: the control plane is %sd\n", req.GetGeneration(), verb)
 	return nil
+}
+
+// storePause stores the next generation of the pause request at key —
+// want's paused, reason, joiners and rollout, with who and when — unless
+// the stored one already says want's paused: then it returns that one (nil
+// when none was ever stored) and already.
+func (a *app) storePause(ctx context.Context, reqs *store.Store[*sluicev1.PauseRequest], key string,
+	want *sluicev1.PauseRequest) (req *sluicev1.PauseRequest, already bool, err error) {
+	_, err = reqs.Mutate(ctx, key, func(cur *sluicev1.PauseRequest) (*sluicev1.PauseRequest, error) {
+		if cur.GetPaused() == want.GetPaused() {
+			req, already = cur, true
+			return nil, store.ErrUnchanged
+		}
+		req, already = proto.Clone(want).(*sluicev1.PauseRequest), false
+		req.Generation, req.By, req.At = cur.GetGeneration()+1, operator(), timestamppb.New(a.now())
+		return req, nil
+	})
+	if err != nil {
+		return nil, false, fmt.Errorf("store the request in %s/%s: %w", contract.BucketControl, key, err)
+	}
+	return req, already, nil
 }
 
 // notReached lists the instances that have not reached generation gen.
@@ -249,7 +261,7 @@ func (l pauseList) table(now time.Time) [][]string {
 	if l.req != nil {
 		requested = contract.DescribePause(l.req)
 		if l.req.GetPaused() {
-			requested += fmt.Sprintf("; joiners %s", cmpOr(l.req.GetJoiners(), contract.JoinersFreeze))
+			requested += fmt.Sprintf("; joiners %s", cmp.Or(l.req.GetJoiners(), contract.JoinersFreeze))
 		}
 	}
 	rows := [][]string{
@@ -273,13 +285,6 @@ func reached(ack *sluicev1.PauseAck, req *sluicev1.PauseRequest) string {
 	s := fmt.Sprintf("%s (generation %d)", state, ack.GetGeneration())
 	if req != nil && !contract.PauseReached(ack, req.GetGeneration()) {
 		s += " — not yet"
-	}
-	return s
-}
-
-func cmpOr(s, def string) string {
-	if s == "" {
-		return def
 	}
 	return s
 }
@@ -369,18 +374,9 @@ func (a *app) setRolloutPause(ctx context.Context, id string, paused bool, reaso
 	}
 	records := store.New(rolloutsKV, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
 	reqs := store.New(controlKV, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })
-	var req *sluicev1.PauseRequest
-	_, err = reqs.Mutate(ctx, contract.RolloutPauseKey(id), func(cur *sluicev1.PauseRequest) (*sluicev1.PauseRequest, error) {
-		if cur.GetPaused() == paused {
-			req = cur
-			return nil, store.ErrUnchanged
-		}
-		req = &sluicev1.PauseRequest{Paused: paused, Generation: cur.GetGeneration() + 1, Reason: reason, By: operator(),
-			At: timestamppb.New(a.now()), Rollout: id}
-		return req, nil
-	})
+	req, _, err := a.storePause(ctx, reqs, contract.RolloutPauseKey(id), &sluicev1.PauseRequest{Paused: paused, Reason: reason, Rollout: id})
 	if err != nil {
-		return fmt.Errorf("store the request in %s/%s: %w", contract.BucketControl, contract.RolloutPauseKey(id), err)
+		return err
 	}
 	if req == nil {
 		fmt.Fprintf(a.streams.Out, "rollout %s is not paused\n", id)
@@ -406,7 +402,7 @@ func (a *app) setRolloutPause(ctx context.Context, id string, paused bool, reaso
 	switch {
 	case !done:
 		return &ExitError{Code: 1, Err: fmt.Errorf("rollout %s did not acknowledge generation %d within %s: waiting for %s (it stays requested)",
-			id, req.GetGeneration(), timeout, cmpOr(rec.GetPauseAck().GetWaitingFor(), "a coordinator to act on it (is one running?)"))}
+			id, req.GetGeneration(), timeout, cmp.Or(rec.GetPauseAck().GetWaitingFor(), "a coordinator to act on it (is one running?)"))}
 	case contract.Terminal(rec.GetPhase()):
 		fmt.Fprintf(a.streams.Out, "rollout %s ended %s meanwhile: %s\n", id, rolloutPhase(rec.GetPhase()), rec.GetReason())
 	case paused:

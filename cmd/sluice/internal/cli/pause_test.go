@@ -20,7 +20,8 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// startSystemWith runs sluice dev with n agents that run checks.
+// startSystemWith runs sluice dev with n agents that run checks, and no
+// examples, on a fresh data directory and a free port, stopped at cleanup.
 func startSystemWith(t *testing.T, agents int, checks ...string) *dev.System {
 	t.Helper()
 	s, err := dev.Start(context.Background(), dev.Options{
@@ -56,6 +57,15 @@ func openBuckets(t *testing.T, url string) *contract.Buckets {
 	return b
 }
 
+// waitApplying waits until node's agent reports it is applying.
+func waitApplying(t *testing.T, status *store.Store[*sluicev1.NodeStatus], node string) {
+	t.Helper()
+	natstest.Eventually(t, 20*time.Second, node+" to be applying", func() bool {
+		st, err := status.Get(context.Background(), node)
+		return err == nil && st.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING
+	})
+}
+
 // heldCheck is a health check that holds a node's apply until the test
 // creates release-<node> in dir.
 func heldCheck(dir string) string {
@@ -84,10 +94,7 @@ func TestPause_Wait_ReturnsOnceInFlightNodesSettled_AndNothingStartsUntilResume(
 	status := store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
 	desired := store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
 	ctx := context.Background()
-	natstest.Eventually(t, 20*time.Second, "node-01 to be applying", func() bool {
-		st, err := status.Get(ctx, "node-01")
-		return err == nil && st.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING
-	})
+	waitApplying(t, status, "node-01")
 
 	type result struct {
 		code           int
@@ -159,10 +166,7 @@ func TestRolloutPause_HoldsTheRolloutUntilResumed(t *testing.T) {
 	}
 	status := store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
 	ctx := context.Background()
-	natstest.Eventually(t, 20*time.Second, "node-01 to be applying", func() bool {
-		st, err := status.Get(ctx, "node-01")
-		return err == nil && st.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING
-	})
+	waitApplying(t, status, "node-01")
 	go func() {
 		time.Sleep(500 * time.Millisecond)
 		release(t, gate, "node-01")

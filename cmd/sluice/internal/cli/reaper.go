@@ -103,7 +103,6 @@ func departedNodes(ctx context.Context, js jetstream.KeyValueManager) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	owners := map[string]bool{}
 	statuses, err := keysOf(contract.BucketStatus)
 	if err != nil {
 		return nil, err
@@ -112,16 +111,7 @@ func departedNodes(ctx context.Context, js jetstream.KeyValueManager) ([]string,
 	if err != nil {
 		return nil, err
 	}
-	for _, k := range statuses {
-		if !contract.IsControlKey(k) {
-			owners[k] = true
-		}
-	}
-	for _, k := range configs {
-		if n, _, ok := contract.NodeOfConfigKey(k); ok && !contract.IsControlKey(k) {
-			owners[n] = true
-		}
-	}
+	owners := contract.NodesWithKeys(statuses, configs)
 	var out []string
 	for n := range owners {
 		if !slices.Contains(present, n) {

@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"context"
-	"io"
 	"net"
 	"os"
 	"path/filepath"
@@ -26,18 +25,7 @@ import (
 // directory and a free port, stopped at cleanup.
 func startSystem(t *testing.T, agents int) *dev.System {
 	t.Helper()
-	s, err := dev.Start(context.Background(), dev.Options{
-		DataDir: t.TempDir(), Listen: "127.0.0.1:-1", Agents: agents, Stderr: io.Discard,
-	})
-	if err != nil {
-		t.Fatalf("start sluice dev: %v", err)
-	}
-	t.Cleanup(func() {
-		if err := s.Stop(); err != nil {
-			t.Errorf("stop: %v", err)
-		}
-	})
-	return s
+	return startSystemWith(t, agents)
 }
 
 // sluice runs the command line against url and returns its exit code and output.

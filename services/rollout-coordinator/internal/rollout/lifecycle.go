@@ -303,10 +303,7 @@ func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
 	case ours && d.GetCancel() && !(st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED):
 		// Cancelled at its deadline in an earlier term whose record was not saved.
 		s.touchedAgain(n)
-		why := "its operation " + d.GetOperation() + " was cancelled at its deadline in an earlier term"
-		s.setProg(n, progTimedOut)
-		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, contract.CheckDeadline, "", why)
-		s.recordInvalid(n.name, n.target, r.GetId(), r.GetRevision(), contract.CheckDeadline, why, CauseTimedOut, now)
+		s.recordTimedOut(n, "its operation "+d.GetOperation()+" was cancelled at its deadline in an earlier term", "", false, now)
 	case st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && d.GetFingerprint() == n.target:
 		if d.GetRollout() == r.GetId() {
 			s.touchedAgain(n)
@@ -316,10 +313,7 @@ func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
 		st.GetFailedCheck() == contract.CheckDeadline:
 		// Its agent stopped it at its deadline while no leader ran.
 		s.touchedAgain(n)
-		why := "its agent stopped the operation at its deadline: " + st.GetMessage()
-		s.setProg(n, progTimedOut)
-		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, contract.CheckDeadline, st.GetCheckOutput(), why)
-		s.recordInvalid(n.name, n.target, r.GetId(), r.GetRevision(), contract.CheckDeadline, why, CauseTimedOut, now)
+		s.recordTimedOut(n, "its agent stopped the operation at its deadline: "+st.GetMessage(), st.GetCheckOutput(), false, now)
 	case ours && st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID:
 		// Failed while no leader ran: its outcome, its fingerprint (I4), and
 		// the budget are taken into account now.

@@ -220,11 +220,20 @@ func (s *State) cancelOperation(n *node, why string) {
 // timedOut records that n's operation did not finish within its deadline:
 // its agent stopped it (and restored last-good), or did not answer in time.
 func (s *State) timedOut(n *node, why, output string, now time.Time) {
+	s.recordTimedOut(n, why, output, true, now)
+	s.overBudget(fmt.Sprintf("node %s timed out: %s", n.name, why), now)
+}
+
+// recordTimedOut counts n timed out, lists it in the record and records its
+// target as invalid (cause timed-out); announce emits NodeTimedOut (not for
+// an outcome an earlier term already announced, read back at a resume).
+func (s *State) recordTimedOut(n *node, why, output string, announce bool, now time.Time) {
 	s.setProg(n, progTimedOut)
 	s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, contract.CheckDeadline, output, why)
-	s.emit(s.nodeEvent(n, "NodeTimedOut", why))
+	if announce {
+		s.emit(s.nodeEvent(n, "NodeTimedOut", why))
+	}
 	s.recordInvalid(n.name, n.target, s.rollout.GetId(), s.rollout.GetRevision(), contract.CheckDeadline, why, CauseTimedOut, now)
-	s.overBudget(fmt.Sprintf("node %s timed out: %s", n.name, why), now)
 }
 
 // recordOutcome lists a node that did not simply succeed in the record.
