@@ -113,6 +113,7 @@ func newSystem(t *testing.T, sc Scenario, log *schedule) *system {
 	s := &system{t: t, sc: sc, settings: settings, natsDir: t.TempDir(), listen: freeAddr(t), agentDir: t.TempDir(),
 		log: log, logger: zerolog.Nop(), stops: map[string]func(){}, coords: map[string]*coordinator.Service{}, nodes: map[string]*nodeSim{}, tables: map[uint32]int{}}
 	if path := os.Getenv("CHAOS_LOG_DIR"); path != "" {
+		_ = os.MkdirAll(path, 0o755) // a missing directory silently lost seed 49's log once
 		f, err := os.Create(filepath.Join(path, fmt.Sprintf("seed-%d.log", sc.Seed)))
 		if err == nil {
 			t.Cleanup(func() { f.Close() })
