@@ -19,8 +19,9 @@ const (
 	BucketNodes        = "sluice-nodes"        // agent of <node>: <node> → NodePresence (TTL = heartbeat lease)
 	BucketRollouts     = "sluice-rollouts"     // coordinator: <id> → Rollout, active / last-applied → RolloutRef
 	BucketLeases       = "sluice-leases"       // whoever holds it: <component> → LeaderLease (TTL = leader lease)
-	BucketControl      = "sluice-control"      // operators (the CLI): abort.<rollout> → AbortRequest, forgive.<fingerprint> → ForgiveRequest, pause and pause.<rollout> → PauseRequest, reaper.confirm → ReapConfirm
+	BucketControl      = "sluice-control"      // operators (the CLI): abort.<rollout> → AbortRequest, forgive.<fingerprint> → ForgiveRequest, pause and pause.<rollout> → PauseRequest, reaper.confirm → ReapConfirm, registry.<name> → RegistrySpec, registry.<name>.confirm → RegistryConfirm
 	BucketInstances    = "sluice-instances"    // each service instance: <component>.<instance> → Instance (TTL = node lease)
+	BucketRegistries   = "sluice-registries"   // configurator: <name> → RegistryStatus
 	StreamEvents       = "SLUICE_EVENTS"       // everyone: sluice.events.<kind>.<id> → Event
 )
 
@@ -98,6 +99,47 @@ func ForgiveKey(fp string) string { return "forgive." + fp }
 
 // RolloutPauseKey is the control key pausing one rollout's node operations.
 func RolloutPauseKey(rollout string) string { return KeyPause + "." + rollout }
+
+// RegistryKeyPrefix starts every control key of a registry: registry.<name>
+// holds its RegistrySpec, registry.<name>.confirm an operator's RegistryConfirm.
+const RegistryKeyPrefix = "registry."
+
+// RegistryKey is the control key holding registry name's RegistrySpec.
+func RegistryKey(name string) string { return RegistryKeyPrefix + name }
+
+// RegistryConfirmKey is the control key confirming registry name's held deletion.
+func RegistryConfirmKey(name string) string { return RegistryKeyPrefix + name + ".confirm" }
+
+// RegistryOfKey returns the registry a control key belongs to and whether it
+// is the registry's spec (true) or its confirmation (false).
+func RegistryOfKey(key string) (name string, spec, ok bool) {
+	rest, found := strings.CutPrefix(key, RegistryKeyPrefix)
+	if !found || rest == "" {
+		return "", false, false
+	}
+	if n, isConfirm := strings.CutSuffix(rest, ".confirm"); isConfirm {
+		return n, false, n != "" && !strings.Contains(n, ".")
+	}
+	return rest, true, !strings.Contains(rest, ".")
+}
+
+// Intent sources the configurator writes besides registry names.
+const (
+	SourceAPI  = "api"  // sluice apply: the built-in registry
+	SourceUndo = "undo" // sluice undo wrote the intent back
+)
+
+// ValidRegistryName checks a registry name: a valid name that is not a
+// built-in source.
+func ValidRegistryName(name string) error {
+	if err := ValidName(name); err != nil {
+		return err
+	}
+	if name == SourceAPI || name == SourceUndo {
+		return fmt.Errorf("%q is the name of a built-in source; choose another", name)
+	}
+	return nil
+}
 
 // InstanceKey is the instances key of one service instance.
 func InstanceKey(component, instance string) string { return component + "." + instance }

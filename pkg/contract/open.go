@@ -26,7 +26,7 @@ const (
 // allBuckets lists every bucket in the order they are opened.
 var allBuckets = []string{
 	BucketIntents, BucketRevisions, BucketNodeConfigs, BucketFingerprints,
-	BucketStatus, BucketNodes, BucketRollouts, BucketLeases, BucketControl, BucketInstances,
+	BucketStatus, BucketNodes, BucketRollouts, BucketLeases, BucketControl, BucketInstances, BucketRegistries,
 }
 
 // managers is the one map of who creates and updates what.
@@ -42,6 +42,7 @@ var managers = map[string]string{
 	BucketStatus:       ComponentCoordinator,
 	BucketNodes:        ComponentCoordinator,
 	BucketInstances:    ComponentCoordinator,
+	BucketRegistries:   ComponentConfigurator,
 }
 
 // uses lists what a component binds when it uses less than everything.

@@ -112,7 +112,8 @@ func (s Settings) BucketConfigs() []jetstream.KeyValueConfig {
 	instances := kv(BucketInstances, "service instance presence and pause acknowledgements; written by each instance")
 	instances.TTL = s.NodeLease
 	instances.LimitMarkerTTL = max(s.NodeLease, time.Second)
-	return []jetstream.KeyValueConfig{intents, revisions, nodeconfigs, fingerprints, status, nodes, rollouts, leases, control, instances}
+	registries := kv(BucketRegistries, "registry sync status by registry; written by the configurator")
+	return []jetstream.KeyValueConfig{intents, revisions, nodeconfigs, fingerprints, status, nodes, rollouts, leases, control, instances, registries}
 }
 
 // EventsStreamConfig is the configuration of the events stream.
@@ -131,7 +132,7 @@ func (s Settings) EventsStreamConfig() jetstream.StreamConfig {
 // Buckets holds a handle of every sluice bucket. A component that does not
 // use a bucket (see Open) has nil there.
 type Buckets struct {
-	Intents, Revisions, NodeConfigs, Fingerprints, Status, Nodes, Rollouts, Leases, Control, Instances jetstream.KeyValue
+	Intents, Revisions, NodeConfigs, Fingerprints, Status, Nodes, Rollouts, Leases, Control, Instances, Registries jetstream.KeyValue
 }
 
 // OpenBuckets binds every sluice bucket without verifying its settings; they
@@ -171,6 +172,8 @@ func (b *Buckets) field(name string) *jetstream.KeyValue {
 		return &b.Control
 	case BucketInstances:
 		return &b.Instances
+	case BucketRegistries:
+		return &b.Registries
 	}
 	panic("contract: unknown bucket " + name)
 }

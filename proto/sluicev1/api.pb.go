@@ -110,7 +110,10 @@ type ApplyJournal struct {
 	// Keys (<kind>.<name>) to mark for deletion in the same change: an undo
 	// makes an earlier revision's intents the whole set. Their priors are
 	// recorded too.
-	Mark          []string `protobuf:"bytes,7,rep,name=mark,proto3" json:"mark,omitempty"`
+	Mark []string `protobuf:"bytes,7,rep,name=mark,proto3" json:"mark,omitempty"`
+	// A registry sync: where each intent it writes is declared in the
+	// registry (key → StoredIntent.origin).
+	Origins       map[string]string `protobuf:"bytes,8,rep,name=origins,proto3" json:"origins,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -190,6 +193,13 @@ func (x *ApplyJournal) GetRequestId() string {
 func (x *ApplyJournal) GetMark() []string {
 	if x != nil {
 		return x.Mark
+	}
+	return nil
+}
+
+func (x *ApplyJournal) GetOrigins() map[string]string {
+	if x != nil {
+		return x.Origins
 	}
 	return nil
 }
@@ -856,7 +866,7 @@ const file_sluice_v1_api_proto_rawDesc = "" +
 	"\bstrategy\x18\x02 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x12\x16\n" +
 	"\x06source\x18\x03 \x01(\tR\x06source\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"\x82\x02\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\"\xfe\x02\n" +
 	"\fApplyJournal\x12+\n" +
 	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\x12/\n" +
 	"\bstrategy\x18\x02 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x12\x16\n" +
@@ -865,7 +875,11 @@ const file_sluice_v1_api_proto_rawDesc = "" +
 	"\thas_prior\x18\x05 \x01(\bR\bhasPrior\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12\x12\n" +
-	"\x04mark\x18\a \x03(\tR\x04mark\"o\n" +
+	"\x04mark\x18\a \x03(\tR\x04mark\x12>\n" +
+	"\aorigins\x18\b \x03(\v2$.sluice.v1.ApplyJournal.OriginsEntryR\aorigins\x1a:\n" +
+	"\fOriginsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"o\n" +
 	"\vPriorIntent\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12-\n" +
 	"\x05value\x18\x02 \x01(\v2\x17.sluice.v1.StoredIntentR\x05value\x12\x1f\n" +
@@ -940,7 +954,7 @@ func file_sluice_v1_api_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_api_proto_rawDescData
 }
 
-var file_sluice_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 11)
+var file_sluice_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
 var file_sluice_v1_api_proto_goTypes = []any{
 	(*ApplyRequest)(nil),   // 0: sluice.v1.ApplyRequest
 	(*ApplyJournal)(nil),   // 1: sluice.v1.ApplyJournal
@@ -953,26 +967,28 @@ var file_sluice_v1_api_proto_goTypes = []any{
 	(*RetryResponse)(nil),  // 8: sluice.v1.RetryResponse
 	(*DeleteRequest)(nil),  // 9: sluice.v1.DeleteRequest
 	(*DeleteResponse)(nil), // 10: sluice.v1.DeleteResponse
-	(*Intent)(nil),         // 11: sluice.v1.Intent
-	(*Strategy)(nil),       // 12: sluice.v1.Strategy
-	(*StoredIntent)(nil),   // 13: sluice.v1.StoredIntent
+	nil,                    // 11: sluice.v1.ApplyJournal.OriginsEntry
+	(*Intent)(nil),         // 12: sluice.v1.Intent
+	(*Strategy)(nil),       // 13: sluice.v1.Strategy
+	(*StoredIntent)(nil),   // 14: sluice.v1.StoredIntent
 }
 var file_sluice_v1_api_proto_depIdxs = []int32{
-	11, // 0: sluice.v1.ApplyRequest.intents:type_name -> sluice.v1.Intent
-	12, // 1: sluice.v1.ApplyRequest.strategy:type_name -> sluice.v1.Strategy
-	11, // 2: sluice.v1.ApplyJournal.intents:type_name -> sluice.v1.Intent
-	12, // 3: sluice.v1.ApplyJournal.strategy:type_name -> sluice.v1.Strategy
+	12, // 0: sluice.v1.ApplyRequest.intents:type_name -> sluice.v1.Intent
+	13, // 1: sluice.v1.ApplyRequest.strategy:type_name -> sluice.v1.Strategy
+	12, // 2: sluice.v1.ApplyJournal.intents:type_name -> sluice.v1.Intent
+	13, // 3: sluice.v1.ApplyJournal.strategy:type_name -> sluice.v1.Strategy
 	2,  // 4: sluice.v1.ApplyJournal.prior:type_name -> sluice.v1.PriorIntent
-	13, // 5: sluice.v1.PriorIntent.value:type_name -> sluice.v1.StoredIntent
-	3,  // 6: sluice.v1.ApplyResponse.errors:type_name -> sluice.v1.FieldError
-	12, // 7: sluice.v1.UndoRequest.strategy:type_name -> sluice.v1.Strategy
-	12, // 8: sluice.v1.RetryRequest.strategy:type_name -> sluice.v1.Strategy
-	12, // 9: sluice.v1.DeleteRequest.strategy:type_name -> sluice.v1.Strategy
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	11, // 5: sluice.v1.ApplyJournal.origins:type_name -> sluice.v1.ApplyJournal.OriginsEntry
+	14, // 6: sluice.v1.PriorIntent.value:type_name -> sluice.v1.StoredIntent
+	3,  // 7: sluice.v1.ApplyResponse.errors:type_name -> sluice.v1.FieldError
+	13, // 8: sluice.v1.UndoRequest.strategy:type_name -> sluice.v1.Strategy
+	13, // 9: sluice.v1.RetryRequest.strategy:type_name -> sluice.v1.Strategy
+	13, // 10: sluice.v1.DeleteRequest.strategy:type_name -> sluice.v1.Strategy
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_api_proto_init() }
@@ -988,7 +1004,7 @@ func file_sluice_v1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_api_proto_rawDesc), len(file_sluice_v1_api_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   11,
+			NumMessages:   12,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

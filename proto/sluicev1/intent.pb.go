@@ -466,10 +466,13 @@ type StoredIntent struct {
 	state             protoimpl.MessageState `protogen:"open.v1"`
 	Intent            *Intent                `protobuf:"bytes,1,opt,name=intent,proto3" json:"intent,omitempty"`
 	Source            string                 `protobuf:"bytes,2,opt,name=source,proto3" json:"source,omitempty"`                                                   // registry the intent came from, e.g. "api"
-	MarkedForDeletion bool                   `protobuf:"varint,3,opt,name=marked_for_deletion,json=markedForDeletion,proto3" json:"marked_for_deletion,omitempty"` // deleted by the operator; the reaper removes the key later
+	MarkedForDeletion bool                   `protobuf:"varint,3,opt,name=marked_for_deletion,json=markedForDeletion,proto3" json:"marked_for_deletion,omitempty"` // deleted by the operator or gone from its registry; the reaper removes the key later
 	UpdatedAt         *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// Where in its registry the intent is declared: the Redis key or the file
+	// (relative to the registry's directory); "" for sluice apply.
+	Origin        string `protobuf:"bytes,5,opt,name=origin,proto3" json:"origin,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *StoredIntent) Reset() {
@@ -530,6 +533,13 @@ func (x *StoredIntent) GetUpdatedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *StoredIntent) GetOrigin() string {
+	if x != nil {
+		return x.Origin
+	}
+	return ""
+}
+
 var File_sluice_v1_intent_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_intent_proto_rawDesc = "" +
@@ -567,13 +577,14 @@ const file_sluice_v1_intent_proto_rawDesc = "" +
 	"\x0elayer2_network\x18\x02 \x01(\v2\x18.sluice.v1.Layer2NetworkH\x00R\rlayer2Network\x122\n" +
 	"\tvrf_route\x18\x03 \x01(\v2\x13.sluice.v1.VRFRouteH\x00R\bvrfRoute\x12>\n" +
 	"\rrouting_table\x18\x04 \x01(\v2\x17.sluice.v1.RoutingTableH\x00R\froutingTableB\x06\n" +
-	"\x04spec\"\xbc\x01\n" +
+	"\x04spec\"\xd4\x01\n" +
 	"\fStoredIntent\x12)\n" +
 	"\x06intent\x18\x01 \x01(\v2\x11.sluice.v1.IntentR\x06intent\x12\x16\n" +
 	"\x06source\x18\x02 \x01(\tR\x06source\x12.\n" +
 	"\x13marked_for_deletion\x18\x03 \x01(\bR\x11markedForDeletion\x129\n" +
 	"\n" +
-	"updated_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAtB4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"updated_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x16\n" +
+	"\x06origin\x18\x05 \x01(\tR\x06originB4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_intent_proto_rawDescOnce sync.Once
