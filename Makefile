@@ -46,10 +46,21 @@ run: ## Run everything locally: embedded NATS, all services, 5 agents (sluice de
 	$(GO) run ./cmd/sluice dev $(ARGS)
 
 .PHONY: test
-test: ## go vet and go test every module of the workspace
+test: need-redis ## go vet and go test every module of the workspace
 	@echo "modules: $(MODULES)"
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+# Tests of the Redis registry start real redis-server processes (pkg/redistest).
+.PHONY: redis
+redis: ## Install redis-server (needed by make test)
+	@if command -v redis-server >/dev/null; then echo "redis-server is installed: $$(command -v redis-server)"; exit 0; fi; \
+	sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
+	$$sudo apt-get install -y redis-server || { $$sudo apt-get update && $$sudo apt-get install -y redis-server; }
+
+.PHONY: need-redis
+need-redis:
+	@command -v redis-server >/dev/null || { echo "redis-server not found, and the tests start real Redis servers: apt-get install redis-server, or: make redis" >&2; exit 1; }
 
 .PHONY: chaos
 chaos: ## Run SEEDS seeded fault schedules (default 50) against the real services; a failing seed prints its repro line

@@ -97,6 +97,12 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	if errs := intent.Validate(set); len(errs) > 0 {
 		return nil, invalid("the batch together with the stored intents", errs)
 	}
+	if errs := markedDependencies(req.GetIntents(), set, live); len(errs) > 0 {
+		return nil, invalid("the batch, which depends on intents marked for deletion,", errs)
+	}
+	if err := s.refuseOwned(ctx, "apply", keysOf(writes), live); err != nil {
+		return nil, err
+	}
 	target := render.RevisionID(set)
 	reroll := ""
 	if len(writes) == 0 && head.Value.GetRevision() == target {
@@ -306,12 +312,15 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 	case err != nil:
 		return nil, unavailable(err)
 	case !cur.Value.GetMarkedForDeletion():
-		// Removing an intent cannot break a rule, unless the stored set was
-		// already broken by hand; then say so rather than cut a bad revision.
 		live, _, err := s.liveIntents(ctx)
 		if err != nil {
 			return nil, unavailable(err)
 		}
+		if err := s.refuseOwned(ctx, "delete", []string{key}, live); err != nil {
+			return nil, err
+		}
+		// Removing an intent cannot break a rule, unless the stored set was
+		// already broken by hand; then say so rather than cut a bad revision.
 		delete(live, key)
 		eff := effective(live)
 		if errs := intent.Validate(eff); len(errs) > 0 {
@@ -354,4 +363,13 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 		resp.WaitsFor = s.runningRollout(ctx, next)
 	}
 	return resp, nil
+}
+
+// keysOf is the intents keys of ins.
+func keysOf(ins []*sluicev1.Intent) []string {
+	out := make([]string, len(ins))
+	for i, in := range ins {
+		out[i] = intent.Key(in)
+	}
+	return out
 }

@@ -49,7 +49,7 @@ const Component = "configurator"
 const Version = "0.1.0"
 
 // DefaultSource names where intents came from when an apply names none.
-const DefaultSource = "api"
+const DefaultSource = contract.SourceAPI
 
 // requestTimeout bounds the handling of one API request.
 const requestTimeout = 30 * time.Second
@@ -68,6 +68,8 @@ type Config struct {
 	Source string
 	// Instance names this configurator in the instances bucket (default host-pid).
 	Instance string
+	// FetchTimeout bounds one read of a registry (default 30s).
+	FetchTimeout time.Duration
 }
 
 // Service is a configurator.
@@ -83,6 +85,9 @@ type Service struct {
 	// gate holds requests and reconciles while the control plane is paused (pause.go).
 	gate    *pause.Gate
 	resumed chan struct{} // the pause was lifted: reconcile (capacity 1)
+	// ready is closed once every registry had its first sync attempt:
+	// requests wait for it (whenReady).
+	ready chan struct{}
 
 	// reported holds the KV revision of every unreadable value reported,
 	// by "bucket/key event-type", so that each is reported once.
@@ -100,6 +105,7 @@ type state struct {
 	refs      *store.Store[*sluicev1.RolloutRef]         // read only: the running rollout
 	invalid   *store.Store[*sluicev1.InvalidFingerprint] // read only: refusing known-bad revisions
 	nodes     *store.Store[*sluicev1.NodePresence]       // read only: whom a revision would reach
+	specs     *store.Store[*sluicev1.RegistrySpec]       // read only: which registries own intents
 }
 
 // New checks cfg and fills in defaults; it does no I/O.
@@ -109,6 +115,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.FetchTimeout <= 0 {
+		cfg.FetchTimeout = fetchTimeout
 	}
 	if cfg.Source == "" {
 		cfg.Source = DefaultSource
@@ -148,6 +157,7 @@ func (s *Service) run(ctx context.Context) error {
 		refs:      store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }),
 		invalid:   store.New(b.Fingerprints, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }),
 		nodes:     store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }),
+		specs:     store.New(b.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} }),
 	}
 	s.events = events.NewEmitter(js, s.cfg.Log, Component, s.cfg.Now)
 	defer func() {
@@ -175,6 +185,11 @@ func (s *Service) run(ctx context.Context) error {
 		retry.Stop()
 	}
 
+	// Serve the API once the start-up reconcile ran (a leftover journal is
+	// finished first), before the registries' first syncs: a request
+	// arriving meanwhile waits for them (whenReady) rather than finding no
+	// configurator, or racing a registry's first sync.
+	s.ready = make(chan struct{})
 	svc, err := micro.AddService(s.cfg.Conn, micro.Config{
 		Name:        contract.ConfiguratorService,
 		Version:     Version,
@@ -188,17 +203,35 @@ func (s *Service) run(ctx context.Context) error {
 		name, subject string
 		handle        func(context.Context, micro.Request)
 	}{
-		{"apply", contract.SubjectApply, s.gated("apply", s.handleApply)},
-		{"delete", contract.SubjectDelete, s.gated("delete", s.handleDelete)},
-		{"undo", contract.SubjectUndo, s.gated("undo", s.handleUndo)},
-		{"retry", contract.SubjectRetry, s.gated("retry", s.handleRetry)},
+		{"apply", contract.SubjectApply, s.handleApply},
+		{"delete", contract.SubjectDelete, s.handleDelete},
+		{"undo", contract.SubjectUndo, s.handleUndo},
+		{"retry", contract.SubjectRetry, s.handleRetry},
 	} {
-		if err := svc.AddEndpoint(ep.name, micro.ContextHandler(ctx, ep.handle), micro.WithEndpointSubject(ep.subject)); err != nil {
+		h := s.whenReady(ep.name, s.gated(ep.name, ep.handle))
+		if err := svc.AddEndpoint(ep.name, micro.ContextHandler(ctx, h), micro.WithEndpointSubject(ep.subject)); err != nil {
 			return fmt.Errorf("start API endpoint %s: %w", ep.name, err)
 		}
 	}
 	s.log.Info().Str("apply", contract.SubjectApply).Str("delete", contract.SubjectDelete).Str("undo", contract.SubjectUndo).
 		Str("retry", contract.SubjectRetry).Msg("serving the configurator API")
+
+	regs := s.newRegistries(b)
+	regsDone := make(chan struct{})
+	go func() {
+		defer close(regsDone)
+		regs.run(ctx, func(first <-chan struct{}) {
+			go func() {
+				select {
+				case <-first:
+					s.log.Info().Msg("first sync of every registry done: answering requests")
+					close(s.ready)
+				case <-ctx.Done():
+				}
+			}()
+		})
+	}()
+	defer func() { <-regsDone }()
 
 	for {
 		select {
@@ -211,6 +244,7 @@ func (s *Service) run(ctx context.Context) error {
 				retry.Reset(reconcileRetry)
 			}
 		case <-s.resumed:
+			regs.nudgeAll()
 			if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
 				s.log.Error().Err(err).Dur("retry_in", reconcileRetry).Msg("reconcile after resume")
 				retry.Reset(reconcileRetry)

@@ -33,11 +33,13 @@ type running struct {
 }
 
 // start runs a configurator on its own connection to env and waits until it answers.
-func start(t *testing.T, env *natstest.Env) *running {
+func start(t *testing.T, env *natstest.Env, opts ...func(*configurator.Config)) *running {
 	t.Helper()
-	svc, err := configurator.New(configurator.Config{
-		Conn: env.Connect(t), Settings: env.Settings, Log: zerolog.New(zerolog.NewTestWriter(t)),
-	})
+	cfg := configurator.Config{Conn: env.Connect(t), Settings: env.Settings, Log: zerolog.New(zerolog.NewTestWriter(t))}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	svc, err := configurator.New(cfg)
 	if err != nil {
 		t.Fatalf("new configurator: %v", err)
 	}

@@ -118,7 +118,7 @@ func (s *Service) writeJournal(ctx context.Context, jr *sluicev1.ApplyJournal) (
 				return created, updated, &changedSinceError{id: id}
 			}
 		}
-		next := &sluicev1.StoredIntent{Intent: in, Source: jr.GetSource(), UpdatedAt: timestamppb.New(s.cfg.Now())}
+		next := &sluicev1.StoredIntent{Intent: in, Source: jr.GetSource(), Origin: jr.GetOrigins()[key], UpdatedAt: timestamppb.New(s.cfg.Now())}
 		if err := s.fits("intent "+id, next); err != nil {
 			return created, updated, err
 		}
@@ -128,14 +128,22 @@ func (s *Service) writeJournal(ctx context.Context, jr *sluicev1.ApplyJournal) (
 			}
 			return created, updated, fmt.Errorf("write intent %s: %w", id, err)
 		}
-		evType, why := "IntentUpdated", "applied from "+jr.GetSource()+" with a changed spec"
+		from := "applied from " + jr.GetSource()
+		if o := next.GetOrigin(); o != "" {
+			from = "declared by registry " + jr.GetSource() + " in " + o
+		}
+		evType, why := "IntentUpdated", from+" with a changed spec"
 		switch {
 		case cur.Value == nil:
-			evType, why = "IntentCreated", "applied from "+jr.GetSource()
+			evType, why = "IntentCreated", from
 		case cur.Value.GetMarkedForDeletion():
-			evType, why = "IntentCreated", "applied from "+jr.GetSource()+" while marked for deletion; no longer marked"
+			// Explicit, never silent: the intent was on its way out.
+			evType, why = "IntentUnmarked", fmt.Sprintf("%s while marked for deletion (source %s): no longer marked, back in the next revision",
+				from, cur.Value.GetSource())
+		case cur.Value.GetSource() != jr.GetSource():
+			why += " (it came from " + cur.Value.GetSource() + " before)"
 		}
-		if evType == "IntentCreated" {
+		if evType != "IntentUpdated" {
 			created = append(created, id)
 		} else {
 			updated = append(updated, id)
@@ -156,17 +164,23 @@ func (s *Service) writeJournal(ctx context.Context, jr *sluicev1.ApplyJournal) (
 		if p, ok := prior[key]; !ok || p.GetKvRevision() != cur.Revision {
 			return created, updated, &changedSinceError{id: key}
 		}
-		marked := &sluicev1.StoredIntent{Intent: cur.Value.GetIntent(), Source: cur.Value.GetSource(), MarkedForDeletion: true,
-			UpdatedAt: timestamppb.New(s.cfg.Now())}
+		marked := &sluicev1.StoredIntent{Intent: cur.Value.GetIntent(), Source: cur.Value.GetSource(), Origin: cur.Value.GetOrigin(),
+			MarkedForDeletion: true, UpdatedAt: timestamppb.New(s.cfg.Now())}
 		if _, err := s.st.intents.Update(ctx, key, marked, cur.Revision); err != nil {
 			if errors.Is(err, store.ErrConflict) {
 				return created, updated, &changedSinceError{id: key}
 			}
 			return created, updated, fmt.Errorf("mark intent %s: %w", key, err)
 		}
+		why := fmt.Sprintf("%s is not in the revision %s goes back to", key, jr.GetSource())
+		if jr.GetSource() != contract.SourceUndo {
+			why = fmt.Sprintf("%s is no longer declared by registry %s", key, jr.GetSource())
+			if o := cur.Value.GetOrigin(); o != "" {
+				why += " (it was in " + o + ")"
+			}
+		}
 		s.events.Emit(&sluicev1.Event{Kind: events.KindIntent, Id: key, Type: "IntentMarkedForDeletion",
-			Reason: fmt.Sprintf("%s is not in the revision %s goes back to; the next revision leaves it out and the reaper removes it once nothing references it",
-				key, jr.GetSource())})
+			Reason: why + "; the next revision leaves it out and the reaper removes it once nothing references it"})
 	}
 	return created, updated, nil
 }

@@ -17,7 +17,7 @@ import (
 )
 
 // SourceUndo is the source recorded on intents an undo writes back.
-const SourceUndo = "undo"
+const SourceUndo = contract.SourceUndo
 
 // undo makes an earlier revision's intents the stored set again: every
 // intent of that revision is written back as it has it, every other live

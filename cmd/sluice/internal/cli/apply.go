@@ -20,9 +20,6 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// SourceCLI is the source recorded on intents applied with `sluice apply`.
-const SourceCLI = "cli"
-
 func (a *app) applyCommand() *cobra.Command {
 	var files []string
 	var sf strategyFlags
@@ -71,7 +68,7 @@ nothing is stored, and the exit code is 1.`,
 			}
 			defer nc.Close()
 			resp, err := apiclient.Apply(cmd.Context(), nc, &sluicev1.ApplyRequest{
-				Intents: intents, Strategy: strategy, Source: SourceCLI,
+				Intents: intents, Strategy: strategy, Source: contract.SourceAPI,
 			})
 			if err != nil {
 				return a.rejected(err)

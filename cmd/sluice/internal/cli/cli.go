@@ -5,7 +5,9 @@
 //
 // Read commands (get, rollout status, events) read the buckets and the
 // events stream directly; write commands (apply, delete) go through the
-// configurator's API, the only writer of intents.
+// configurator's API, the only writer of intents; operator requests
+// (abort, pause, reaper and registry commands) are stored in the control
+// bucket for the service that acts on them.
 package cli
 
 import (
@@ -112,6 +114,7 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 		a.pauseCommand(),
 		a.resumeCommand(),
 		a.reaperCommand(),
+		a.registryCommand(),
 		a.eventsCommand(),
 		a.devCommand(),
 		a.versionCommand(),

@@ -10,7 +10,9 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/dev"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/registryspec"
 	"github.com/sluicehq/sluice/pkg/contract"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 func (a *app) devCommand() *cobra.Command {
@@ -18,6 +20,7 @@ func (a *app) devCommand() *cobra.Command {
 	var noExamples bool
 	var replicas int
 	var leaderLease time.Duration
+	var redisURL, watchDir string
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run all of sluice in this process, on an embedded NATS server, with simulated agents",
@@ -36,8 +39,13 @@ With --nats-cluster 3, three embedded servers run clustered over loopback
 (DATA/nats-1 … nats-3) and every bucket has 3 replicas: kill -USR1 <pid>
 stops one server and sluice carries on (again restarts it).
 
+With --redis and --watch-dir the configurator also syncs intents from a
+Redis server (registry "redis": one intent per key sluice:intents:<kind>.<name>)
+and from the intent files in a directory (registry "dir", created if
+missing), as 'sluice registry add' would store them (docs/registries.md).
+
 Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
-		Example: "  sluice dev\n  sluice dev --agents 20 --max-parallel 25%\n  sluice dev --nats-cluster 3 --data ./.sluice-r3\n  sluice dev --check-cmd 'test \"$SLUICE_NODE\" != node-03'",
+		Example: "  sluice dev\n  sluice dev --agents 20 --max-parallel 25%\n  sluice dev --redis redis://127.0.0.1:6379/0 --watch-dir ./intents\n  sluice dev --nats-cluster 3 --data ./.sluice-r3\n  sluice dev --check-cmd 'test \"$SLUICE_NODE\" != node-03'",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if noExamples {
@@ -59,6 +67,9 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 				return &ExitError{Code: 2, Err: err}
 			}
 			opts.Settings = settings
+			if opts.Registries, err = a.devRegistries(redisURL, watchDir); err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
 			opts.Stderr = a.streams.Err
 			opts.Version = a.version
 			return dev.Run(cmd.Context(), opts, a.streams.Out)
@@ -76,8 +87,35 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 	f.BoolVarP(&opts.Verbose, "verbose", "v", false, "also print the services' logs to stderr")
 	f.IntVar(&opts.NATSCluster, "nats-cluster", 1, "embedded NATS servers: 1, or 3 clustered over loopback (ports --listen, +1, +2) to show failover")
 	f.IntVar(&replicas, "replicas", 0, "replicas of every bucket (env SLUICE_REPLICAS; default: the number of NATS servers)")
+	f.StringVar(&redisURL, "redis", "", "also sync intents from this Redis server (registry \"redis\"): redis://host:port/db")
+	f.StringVar(&watchDir, "watch-dir", "", "also sync the intent files in this directory (registry \"dir\"; created if missing)")
 	f.DurationVar(&leaderLease, "leader-lease", contract.DefaultSettings().LeaderLease, "the coordinator's leader lease (env SLUICE_LEADER_LEASE; at least 1s)")
 	return cmd
+}
+
+// devRegistries builds the specs of --redis and --watch-dir, named "redis"
+// and "dir", as 'sluice registry add' builds them; the watched directory is
+// created if missing.
+func (a *app) devRegistries(redisURL, watchDir string) ([]*sluicev1.RegistrySpec, error) {
+	var specs []*sluicev1.RegistrySpec
+	if redisURL != "" {
+		spec, err := registryspec.Build("redis", registryspec.Options{Redis: redisURL}, operator(), a.now())
+		if err != nil {
+			return nil, fmt.Errorf("--redis: %w", err)
+		}
+		specs = append(specs, spec)
+	}
+	if watchDir != "" {
+		if err := os.MkdirAll(watchDir, 0o755); err != nil {
+			return nil, fmt.Errorf("--watch-dir: %w", err)
+		}
+		spec, err := registryspec.Build("dir", registryspec.Options{Dir: watchDir}, operator(), a.now())
+		if err != nil {
+			return nil, fmt.Errorf("--watch-dir: %w", err)
+		}
+		specs = append(specs, spec)
+	}
+	return specs, nil
 }
 
 // devSettings are the bucket settings of `sluice dev`: flags win over

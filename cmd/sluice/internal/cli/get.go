@@ -32,6 +32,7 @@ var getKinds = []getKind{
 	{"rollouts", []string{"rollout"}, loadRollouts},
 	{"fingerprints", []string{"fingerprint", "fp"}, loadFingerprints},
 	{"pause", []string{"pauses", "instances"}, loadPause},
+	{"registries", []string{"registry", "reg", "regs"}, loadRegistries},
 }
 
 func findGetKind(s string) (getKind, error) {
@@ -53,11 +54,12 @@ func (a *app) getCommand() *cobra.Command {
 		names = append(names, k.name)
 	}
 	cmd := &cobra.Command{
-		Use:   "get intents|revisions|nodes|rollouts|fingerprints|pause",
-		Short: "List intents, revisions, nodes, rollouts, invalid fingerprints or the pause",
+		Use:   "get intents|revisions|nodes|rollouts|fingerprints|pause|registries",
+		Short: "List intents, revisions, nodes, rollouts, invalid fingerprints, the pause or the registries",
 		Long: `List what the control plane stores, read straight from its buckets.
 
-  intents        KIND NAME STATUS SOURCE UPDATED
+  intents        KIND NAME STATUS SOURCE UPDATED (SOURCE is the registry it
+                 came from, with where in it when known: gitops:tenant-a.yaml)
   revisions      ID INTENTS CREATED HEAD (newest first; * marks the head)
   nodes          NODE PRESENT LABELS PHASE FINGERPRINT REVISION MESSAGE LAST-UPDATE
                  (every node with a presence lease or a status)
@@ -73,6 +75,12 @@ func (a *app) getCommand() *cobra.Command {
                  instance: COMPONENT INSTANCE ROLE REACHED WAITING-FOR HEARTBEAT
                  (services, then each node's agent; REACHED is the pause
                  generation it acknowledged, "not yet" when behind)
+  registries     NAME KIND LOCATION STATE LAST-SYNC INTENTS MARKED: the built-in
+                 source "api" (sluice apply), then every registry added with
+                 'sluice registry add'; below the table, what needs you:
+                 unreachable registries, held deletions (confirm with 'sluice
+                 registry confirm'), invalid intents, conflicts between
+                 sources (shown on both) and notes
 
 A stored value that does not decode does not stop the listing: the table
 shows it as a row with its key and "<unreadable: bucket/key reason>" (and a
@@ -82,8 +90,9 @@ never listed.
 -o json and -o yaml print {"items": [...], "unreadable": [...]}: items are the
 stored objects (protojson field names), unreadable the values that do not
 decode, each {bucket, key, reason}. For pause, items[0] is control/pause ({}
-when never paused) and the rest are instances.`,
-		Example:   "  sluice get nodes\n  sluice get rollouts -o yaml",
+when never paused) and the rest are instances. For registries, each item is
+{name, kind, intents, marked, spec, status}.`,
+		Example:   "  sluice get nodes\n  sluice get rollouts -o yaml\n  sluice get registries",
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: names,
 		RunE: func(cmd *cobra.Command, args []string) error {

@@ -27,6 +27,11 @@ type listing interface {
 	objects() ([]json.RawMessage, error)
 }
 
+// footed is a listing with lines to print below its table, after a blank line.
+type footed interface {
+	footer(now time.Time) []string
+}
+
 // Output formats.
 const (
 	formatTable = "table"
@@ -50,7 +55,16 @@ func printListing(w io.Writer, l listing, unreadable []unreadableKey, format str
 		for _, u := range unreadable {
 			rows = append(rows, []string{u.Key, u.cell()})
 		}
-		return writeTable(w, rows)
+		if err := writeTable(w, rows); err != nil {
+			return err
+		}
+		if f, ok := l.(footed); ok {
+			if lines := f.footer(now); len(lines) > 0 {
+				_, err := fmt.Fprintf(w, "\n%s\n", strings.Join(lines, "\n"))
+				return err
+			}
+		}
+		return nil
 	case formatJSON, formatYAML:
 		objs, err := l.objects()
 		if err != nil {
@@ -115,10 +129,19 @@ func (l intentList) table(now time.Time) [][]string {
 		}
 		rows = append(rows, []string{
 			orNone(intent.Kind(si.GetIntent())), si.GetIntent().GetName(), status,
-			orNone(si.GetSource()), age(now, si.GetUpdatedAt()),
+			intentSource(si), age(now, si.GetUpdatedAt()),
 		})
 	}
 	return rows
+}
+
+// intentSource is the registry an intent came from, with the place in it
+// (Redis key, file) when known: "gitops:tenant-a.yaml".
+func intentSource(si *sluicev1.StoredIntent) string {
+	if o := si.GetOrigin(); o != "" {
+		return orNone(si.GetSource()) + ":" + o
+	}
+	return orNone(si.GetSource())
 }
 
 func (l intentList) objects() ([]json.RawMessage, error) { return protoObjects(l) }

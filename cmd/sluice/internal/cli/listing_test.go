@@ -30,8 +30,8 @@ func tableFixtures() map[string]listing {
 	rt := &sluicev1.Intent{Name: "mgmt", Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: 100}}}
 	return map[string]listing{
 		"intents": intentList{
-			{Intent: l2, Source: "cli", UpdatedAt: ago(90 * time.Second)},
-			{Intent: rt, Source: "examples", MarkedForDeletion: true, UpdatedAt: ago(3 * time.Hour)},
+			{Intent: l2, Source: "api", UpdatedAt: ago(90 * time.Second)},
+			{Intent: rt, Source: "gitops", Origin: "tenant-a.yaml", MarkedForDeletion: true, UpdatedAt: ago(3 * time.Hour)},
 		},
 		"revisions": revisionList{
 			items: []*sluicev1.Revision{
@@ -90,8 +90,8 @@ func TestTable_ShowsEachKindsColumns(t *testing.T) {
 	}{
 		{"intents", [][]string{
 			{"KIND", "NAME", "STATUS", "SOURCE", "UPDATED"},
-			{"Layer2Network", "tenant-a", "active", "cli", "1m30s"},
-			{"RoutingTable", "mgmt", "deleting", "examples", "3h"},
+			{"Layer2Network", "tenant-a", "active", "api", "1m30s"},
+			{"RoutingTable", "mgmt", "deleting", "gitops:tenant-a.yaml", "3h"},
 		}},
 		{"revisions", [][]string{
 			{"ID", "INTENTS", "CREATED", "HEAD"},

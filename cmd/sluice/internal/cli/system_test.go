@@ -114,7 +114,7 @@ func TestApply_PrintsWhatChangedAndTheRevision(t *testing.T) {
 	}
 
 	_, stdout, _ = sluice(t, s.URL(), "get", "intents")
-	if !strings.Contains(stdout, "Layer2Network") || !strings.Contains(stdout, "tenant-a") || !strings.Contains(stdout, "cli") {
+	if !strings.Contains(stdout, "Layer2Network") || !strings.Contains(stdout, "tenant-a") || !strings.Contains(stdout, " api ") {
 		t.Errorf("get intents:\n%s", stdout)
 	}
 	_, stdout, _ = sluice(t, s.URL(), "get", "revision")

@@ -81,6 +81,10 @@ type Options struct {
 	// each apply (agent.ExecCheck: SLUICE_NODE, SLUICE_CONFIG); a failing
 	// one makes the node restore its last-good config.
 	CheckCmds []string
+	// Registries are stored in the control bucket before the services
+	// start (replacing specs of the same name), so that the configurator
+	// syncs them: what --redis and --watch-dir build.
+	Registries []*sluicev1.RegistrySpec
 }
 
 func (o *Options) setDefaults() {
@@ -218,6 +222,9 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 
 	first, err := s.firstStart(runCtx)
 	if err != nil {
+		return nil, err
+	}
+	if err := s.storeRegistries(runCtx); err != nil {
 		return nil, err
 	}
 	if err := s.startServices(runCtx); err != nil {

@@ -1,6 +1,7 @@
 package dev
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -10,7 +11,11 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/registryspec"
+	"github.com/sluicehq/sluice/pkg/intent"
+	"github.com/sluicehq/sluice/pkg/registry"
 	"github.com/sluicehq/sluice/pkg/render"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // Run starts a dev system, prints the banner to out and runs until ctx ends
@@ -53,6 +58,9 @@ func (s *System) Banner() string {
 	for _, c := range s.opts.CheckCmds {
 		p("  check     %s (every agent, after each apply; failing restores last-good)", c)
 	}
+	for _, spec := range s.opts.Registries {
+		p("  registry  %s: %s (%s, synced by the configurator)", spec.GetName(), registryspec.Location(spec), registryspec.Kind(spec))
+	}
 	switch seed := s.seeded; {
 	case seed.Intents > 0:
 		p("  examples  applied %d intents from %s (revision %s)", seed.Intents, s.opts.Examples, render.Short(seed.Revision))
@@ -76,11 +84,37 @@ func (s *System) Banner() string {
 	p("  sluice events")
 	p("  sluice rollout history; sluice diff -f <dir>; sluice rollout undo | abort | retry")
 	p("  sluice pause --wait; sluice get pause; sluice resume   # every instance acknowledges")
+	for _, line := range registryHints(s.opts.Registries) {
+		p("  %s", line)
+	}
 	if len(s.opts.CheckCmds) == 0 {
 		p("  sluice dev --check-cmd examples/checks/node-03-needs-table-10.sh  # then change table mgmt's tableId: node-03 fails its check, the rollout reverts (README: \"Break a node\")")
 	}
 	p("  with the nats CLI: nats kv ls; nats kv get sluice-status %s", firstOr(s.nodes, "node-01"))
 	return b.String()
+}
+
+// registryHints are the banner's commands that change what the registries
+// hold; the configurator syncs every change within seconds.
+func registryHints(specs []*sluicev1.RegistrySpec) []string {
+	var out []string
+	for _, spec := range specs {
+		switch src := spec.GetSource().(type) {
+		case *sluicev1.RegistrySpec_Redis:
+			key := cmp.Or(src.Redis.GetPrefix(), registry.DefaultRedisPrefix) + intent.KeyOf(intent.KindLayer2Network, "tenant-x")
+			out = append(out,
+				fmt.Sprintf(`redis-cli -u %s SET %s '{"kind":"Layer2Network","name":"tenant-x","spec":{"vlan":400,"vni":10400}}'`, src.Redis.GetUrl(), key),
+				fmt.Sprintf("  # registry %s: one intent per key; DEL %s marks it for deletion", spec.GetName(), key))
+		case *sluicev1.RegistrySpec_Directory:
+			out = append(out,
+				fmt.Sprintf(`printf 'kind: RoutingTable\nname: lab\nspec: {tableId: 42}\n' > %s`, filepath.Join(src.Directory.GetPath(), "lab.yaml")),
+				fmt.Sprintf("  # registry %s: add, edit or remove *.yaml files in %s", spec.GetName(), src.Directory.GetPath()))
+		}
+	}
+	if len(out) > 0 {
+		out = append(out, "sluice get registries; sluice get intents   # SOURCE names the registry and the key or file")
+	}
+	return out
 }
 
 func firstOr(xs []string, def string) string {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/registryspec"
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
@@ -17,14 +18,11 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// SourceExamples is the source recorded on intents seeded from the examples.
-const SourceExamples = "examples"
-
 // readyTimeout bounds the wait for the configurator to answer.
 const readyTimeout = 30 * time.Second
 
 // applyExamples applies the intents in the examples directory through the
-// configurator's API, like an operator would.
+// configurator's API, like an operator would: their source is "api".
 func (s *System) applyExamples(ctx context.Context) (Seed, error) {
 	seed := Seed{FirstStart: true}
 	intents, err := intent.ParseFiles(s.opts.Examples)
@@ -38,7 +36,7 @@ func (s *System) applyExamples(ctx context.Context) (Seed, error) {
 	if err != nil {
 		return seed, err
 	}
-	req := &sluicev1.ApplyRequest{Intents: intents, Source: SourceExamples}
+	req := &sluicev1.ApplyRequest{Intents: intents, Source: contract.SourceAPI}
 	if s.opts.MaxParallel != "" {
 		req.Strategy = &sluicev1.Strategy{MaxParallel: s.opts.MaxParallel}
 	}
@@ -50,6 +48,36 @@ func (s *System) applyExamples(ctx context.Context) (Seed, error) {
 	s.log.Info().Int("intents", len(intents)).Str(logging.FieldRevision, resp.GetRevision()).
 		Str("examples", s.opts.Examples).Msg("applied the examples on the first start of the data directory")
 	return seed, nil
+}
+
+// storeRegistries stores the registries of --redis and --watch-dir in the
+// control bucket, replacing what an earlier start stored under their names,
+// as 'sluice registry add --update' does.
+func (s *System) storeRegistries(ctx context.Context) error {
+	if len(s.opts.Registries) == 0 {
+		return nil
+	}
+	nc, err := s.connect("registries")
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return fmt.Errorf("jetstream: %w", err)
+	}
+	control, err := js.KeyValue(ctx, contract.BucketControl)
+	if err != nil {
+		return fmt.Errorf("open bucket %s: %w", contract.BucketControl, err)
+	}
+	for _, spec := range s.opts.Registries {
+		if _, err := registryspec.Put(ctx, control, spec, true); err != nil {
+			return err
+		}
+		s.log.Info().Str("registry", spec.GetName()).Str("kind", registryspec.Kind(spec)).
+			Str("location", registryspec.Location(spec)).Msg("registry stored for the configurator to sync")
+	}
+	return nil
 }
 
 // waitConfigurator waits until the configurator's API answers a ping, so

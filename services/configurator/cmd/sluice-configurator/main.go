@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
@@ -26,7 +27,8 @@ func run(ctx context.Context, args []string) int {
 	var common cmdutil.Common
 	common.Register(fs)
 	source := fs.String("source", configurator.DefaultSource, "source recorded on applied intents when a request names none")
+	fetchTimeout := fs.Duration("registry-fetch-timeout", 30*time.Second, "bound on one read of a registry (Redis, directory); a read that takes longer counts as unreachable")
 	return common.Main(ctx, fs, args, os.Stderr, nil, func(nc *nats.Conn, log zerolog.Logger) (cmdutil.Service, error) {
-		return configurator.New(configurator.Config{Conn: nc, Settings: common.Settings(), Log: log, Source: *source})
+		return configurator.New(configurator.Config{Conn: nc, Settings: common.Settings(), Log: log, Source: *source, FetchTimeout: *fetchTimeout})
 	})
 }

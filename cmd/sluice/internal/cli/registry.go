@@ -1,0 +1,301 @@
+package cli
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/registryspec"
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/registry"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// Registries (docs/registries.md) are sources of intents the configurator
+// syncs besides its own API: an operator stores a RegistrySpec in
+// control/registry.<name>, the configurator reports each sync in
+// registries/<name>, and a mass deletion it holds waits for
+// control/registry.<name>.confirm.
+
+func (a *app) registryCommand() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "registry",
+		Short: "Add, remove and confirm the registries the configurator syncs intents from",
+		Long: `Besides 'sluice apply' (the built-in source "api"), the configurator syncs
+intents from registries: a Redis server (one intent per key) or a directory
+of intent files (a GitOps checkout). Every intent a registry brings is
+stored with the registry's name as its source, and only that registry
+changes it. 'sluice get registries' shows how each one's syncs go.`,
+	}
+	cmd.AddCommand(a.registryAddCommand(), a.registryRemoveCommand(), a.registryConfirmCommand())
+	return cmd
+}
+
+func (a *app) registryAddCommand() *cobra.Command {
+	var o registryspec.Options
+	var update bool
+	cmd := &cobra.Command{
+		Use:   "add NAME (--redis URL [--prefix P] [--password-file F] [--ca-file F] | --dir PATH)",
+		Short: "Have the configurator sync intents from a Redis server or a directory",
+		Long: `Store a registry's spec in sluice-control/registry.NAME; the configurator
+starts syncing it within a few seconds.
+
+--redis reads one intent per key: PREFIX<kind>.<name> (for example
+sluice:intents:layer2network.tenant-a) holds that intent as YAML or JSON,
+in the format of 'sluice apply -f'. A password in the URL is refused: it
+would be readable in the control bucket; give --password-file, a file the
+configurator reads. rediss:// connects with TLS (--ca-file: the CA bundle).
+
+--dir reads the *.yaml, *.yml and *.json files in a directory, as
+'sluice apply -f DIR' does, and watches it. The path is on the
+configurator's host; a relative one is made absolute against the current
+directory.
+
+A sync that would mark more than --hold-share of the registry's intents for
+deletion (or an answer with no intent at all) marks nothing and waits for
+'sluice registry confirm NAME'.
+
+The spec is checked before anything is stored: a bad one is printed with
+its field and the exit code is 1. An existing registry is replaced only
+with --update.`,
+		Example: `  sluice registry add tenants --redis redis://10.0.0.5:6379/0 --password-file /etc/sluice/redis-password
+  sluice registry add gitops --dir /srv/gitops/intents --sync-interval 1m
+  sluice registry add gitops --dir /srv/gitops/intents --hold-share 0.2 --update`,
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkRegistryFlags(o); err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			return a.registryAdd(cmd.Context(), args[0], o, update)
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&o.Redis, "redis", "", "redis://[user@]host:port/db (or rediss:// for TLS) to read intents from")
+	f.StringVar(&o.Prefix, "prefix", "", "with --redis: the prefix of the intents' keys (default "+registry.DefaultRedisPrefix+")")
+	f.StringVar(&o.PasswordFile, "password-file", "", "with --redis: the absolute path of a file on the configurator's host holding the password")
+	f.StringVar(&o.CAFile, "ca-file", "", "with --redis rediss://: the absolute path of a PEM CA bundle on the configurator's host (default: system roots)")
+	f.StringVar(&o.Dir, "dir", "", "a directory of intent files on the configurator's host (made absolute)")
+	f.DurationVar(&o.SyncInterval, "sync-interval", 0, fmt.Sprintf("how often it is read when it announced no change (default %s)", registry.DefaultSyncInterval))
+	f.Float64Var(&o.HoldShare, "hold-share", 0, fmt.Sprintf("the share (0-1) of its intents one sync may mark for deletion without 'sluice registry confirm' (default %v)", registry.DefaultHoldShare))
+	f.BoolVar(&update, "update", false, "replace the registry if it exists")
+	return cmd
+}
+
+// checkRegistryFlags is the usage error of registry add's source flags.
+func checkRegistryFlags(o registryspec.Options) error {
+	switch {
+	case o.Redis != "" && o.Dir != "":
+		return errors.New("give --redis or --dir, not both")
+	case o.Redis == "" && o.Dir == "":
+		return errors.New("say where the registry reads: --redis URL or --dir PATH")
+	case o.Dir != "" && (o.Prefix != "" || o.PasswordFile != "" || o.CAFile != ""):
+		return errors.New("--prefix, --password-file and --ca-file go with --redis, not --dir")
+	}
+	return nil
+}
+
+func (a *app) registryAdd(ctx context.Context, name string, o registryspec.Options, update bool) error {
+	spec, err := registryspec.Build(name, o, operator(), a.now())
+	if err != nil {
+		return &ExitError{Code: 1, Err: fmt.Errorf("%w; nothing was stored", err)}
+	}
+	nc, js, err := a.jetStream()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	controlKV, err := bucket(ctx, js, contract.BucketControl)
+	if err != nil {
+		return err
+	}
+	replaced, err := registryspec.Put(ctx, controlKV, spec, update)
+	switch {
+	case errors.Is(err, registryspec.ErrExists):
+		return &ExitError{Code: 1, Err: fmt.Errorf("%w: pass --update to replace it, or 'sluice registry remove %s' first", err, name)}
+	case err != nil:
+		return err
+	}
+	verb := "stored"
+	if replaced {
+		verb = "replaced"
+	}
+	fmt.Fprintf(a.streams.Out, "%s registry %s in %s/%s:\n", verb, name, contract.BucketControl, contract.RegistryKey(name))
+	describeSpec(a.streams.Out, spec)
+	fmt.Fprintln(a.streams.Out, "the configurator syncs it within a few seconds: sluice get registries")
+	return nil
+}
+
+// describeSpec writes what a stored spec asks for, one aspect per line.
+func describeSpec(w io.Writer, spec *sluicev1.RegistrySpec) {
+	switch src := spec.GetSource().(type) {
+	case *sluicev1.RegistrySpec_Redis:
+		r := src.Redis
+		fmt.Fprintf(w, "  redis       %s, one intent per key %s<kind>.<name>\n", r.GetUrl(), cmp.Or(r.GetPrefix(), registry.DefaultRedisPrefix))
+		if r.GetPasswordFile() != "" {
+			fmt.Fprintf(w, "  password    read from %s on the configurator's host\n", r.GetPasswordFile())
+		}
+		if r.GetCaFile() != "" {
+			fmt.Fprintf(w, "  CA bundle   %s on the configurator's host\n", r.GetCaFile())
+		}
+	case *sluicev1.RegistrySpec_Directory:
+		fmt.Fprintf(w, "  directory   %s on the configurator's host (*.yaml, *.yml, *.json)\n", src.Directory.GetPath())
+	}
+	fmt.Fprintf(w, "  sync        every %s, and sooner when it announces a change\n", registry.SyncInterval(spec))
+	fmt.Fprintf(w, "  hold        a sync marking more than %v of its intents for deletion waits for 'sluice registry confirm %s'\n",
+		registry.HoldShare(spec), spec.GetName())
+}
+
+func (a *app) registryRemoveCommand() *cobra.Command {
+	return &cobra.Command{
+		Use:   "remove NAME",
+		Short: "Stop syncing a registry; its intents stay in force",
+		Long: `Delete sluice-control/registry.NAME (and a confirmation stored for it): the
+configurator stops syncing the registry.
+
+Its intents stay stored and in force: nothing is rolled out because a
+registry was removed. Their source still names the registry, so no sync
+changes them any more; 'sluice apply' can take one over (its source becomes
+"api"), or 'sluice delete' removes it. Exit 0 when removed, 1 when there is
+no such registry.`,
+		Example: "  sluice registry remove gitops",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.registryRemove(cmd.Context(), args[0])
+		},
+	}
+}
+
+func (a *app) registryRemove(ctx context.Context, name string) error {
+	nc, js, err := a.jetStream()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	controlKV, err := bucket(ctx, js, contract.BucketControl)
+	if err != nil {
+		return err
+	}
+	specs := store.New(controlKV, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} })
+	cur, err := specs.Get(ctx, contract.RegistryKey(name))
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return &ExitError{Code: 1, Err: fmt.Errorf("registry %s does not exist: nothing to remove (sluice get registries lists them)", name)}
+	case err != nil && !undecodable(err): // an undecodable spec can be removed
+		return fmt.Errorf("read registry %s: %w", name, err)
+	}
+	intents, _, err := list(ctx, js, contract.BucketIntents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} })
+	if err != nil {
+		return err
+	}
+	if err := deleteKey(ctx, specs, contract.RegistryKey(name), cur.Revision); err != nil {
+		return err
+	}
+	confirms := store.New(controlKV, func() *sluicev1.RegistryConfirm { return &sluicev1.RegistryConfirm{} })
+	if c, err := confirms.Get(ctx, contract.RegistryConfirmKey(name)); err == nil || undecodable(err) {
+		if err := deleteKey(ctx, confirms, contract.RegistryConfirmKey(name), c.Revision); err != nil {
+			return err
+		}
+	} else if !errors.Is(err, store.ErrNotFound) {
+		return fmt.Errorf("read registry %s's confirmation: %w", name, err)
+	}
+	n := 0
+	for _, si := range intents {
+		if si.GetSource() == name && !si.GetMarkedForDeletion() {
+			n++
+		}
+	}
+	fmt.Fprintf(a.streams.Out, "removed registry %s: the configurator stops syncing it\n", name)
+	fmt.Fprintf(a.streams.Out, "its %d intent(s) stay stored and in force with source %s: 'sluice apply' takes one over, 'sluice delete' removes it\n", n, name)
+	return nil
+}
+
+// deleteKey deletes control key if it is still at revision rev.
+func deleteKey[T proto.Message](ctx context.Context, st *store.Store[T], key string, rev uint64) error {
+	if err := st.Delete(ctx, key, rev); err != nil {
+		if errors.Is(err, store.ErrConflict) {
+			return fmt.Errorf("%s/%s changed while it was being deleted; look at it (sluice get registries) and run again: %w", contract.BucketControl, key, err)
+		}
+		return fmt.Errorf("delete %s/%s: %w", contract.BucketControl, key, err)
+	}
+	return nil
+}
+
+func (a *app) registryConfirmCommand() *cobra.Command {
+	var reason string
+	cmd := &cobra.Command{
+		Use:   "confirm NAME [--reason TEXT]",
+		Short: "Let a registry's held mass deletion go ahead",
+		Long: `When one sync of a registry would mark more of its intents for deletion than
+its hold share allows (or the registry answers with no intent at all), the
+configurator marks nothing and holds the deletion: an emptied Redis or a
+bad checkout looks like that. 'sluice get registries' shows what is held.
+
+If the deletion is meant, confirm it: the confirmation names the held
+deletion's digest and is stored in sluice-control/registry.NAME.confirm;
+the configurator then marks those intents for deletion at its next sync
+(the reaper removes them later). If the registry's content changes
+meanwhile, the digest no longer matches and the new deletion is held
+again. Exit 0 when stored, 1 when the registry holds no deletion.`,
+		Example: "  sluice registry confirm gitops --reason 'tenant-b and tenant-c decommissioned'",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			return a.registryConfirm(cmd.Context(), args[0], reason)
+		},
+	}
+	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded with the confirmation")
+	return cmd
+}
+
+func (a *app) registryConfirm(ctx context.Context, name, reason string) error {
+	nc, js, err := a.jetStream()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	spec, bad, err := getOne(ctx, js, contract.BucketControl, contract.RegistryKey(name), func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} })
+	switch {
+	case err != nil:
+		return err
+	case spec == nil && len(bad) == 0:
+		return &ExitError{Code: 1, Err: fmt.Errorf("registry %s does not exist: nothing to confirm (sluice get registries lists them)", name)}
+	}
+	status, bad, err := getOne(ctx, js, contract.BucketRegistries, name, func() *sluicev1.RegistryStatus { return &sluicev1.RegistryStatus{} })
+	switch {
+	case err != nil:
+		return err
+	case len(bad) > 0:
+		return &ExitError{Code: 1, Err: fmt.Errorf("the status of registry %s does not decode (%s): the configurator rewrites it at its next sync; try again then", name, bad[0].Reason)}
+	}
+	held := status.GetHeld()
+	if len(held.GetIntents()) == 0 {
+		return &ExitError{Code: 1, Err: fmt.Errorf("registry %s holds no deletion: nothing to confirm", name)}
+	}
+	controlKV, err := bucket(ctx, js, contract.BucketControl)
+	if err != nil {
+		return err
+	}
+	req := &sluicev1.RegistryConfirm{Digest: held.GetDigest(), By: operator(), At: timestamppb.New(a.now()), Reason: reason}
+	if err := putRequest(ctx, store.New(controlKV, func() *sluicev1.RegistryConfirm { return &sluicev1.RegistryConfirm{} }), contract.RegistryConfirmKey(name), req); err != nil {
+		return err
+	}
+	fmt.Fprintf(a.streams.Out, "confirmed registry %s's held deletion of %d intent(s) (digest %s): %s\n",
+		name, len(held.GetIntents()), shortN(held.GetDigest(), 12), listSome(held.GetIntents(), 10))
+	fmt.Fprintln(a.streams.Out, "the configurator marks them for deletion at its next sync; the reaper removes them once no revision in use refers to them")
+	return nil
+}
+
+// listSome joins the first most items, saying how many more there are.
+func listSome(items []string, most int) string {
+	if len(items) <= most {
+		return strings.Join(items, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(items[:most], ", "), len(items)-most)
+}

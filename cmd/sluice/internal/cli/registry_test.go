@@ -1,0 +1,359 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// The registry commands only touch the control bucket (and read the
+// registries and intents buckets), so their tests run on bare buckets
+// with no service that could change what the test writes.
+
+func specs(env *natstest.Env) *store.Store[*sluicev1.RegistrySpec] {
+	return store.New(env.Buckets.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} })
+}
+
+func confirms(env *natstest.Env) *store.Store[*sluicev1.RegistryConfirm] {
+	return store.New(env.Buckets.Control, func() *sluicev1.RegistryConfirm { return &sluicev1.RegistryConfirm{} })
+}
+
+// storedSpec reads control/registry.<name>; nil when there is none.
+func storedSpec(t *testing.T, env *natstest.Env, name string) *sluicev1.RegistrySpec {
+	t.Helper()
+	e, err := specs(env).Get(context.Background(), contract.RegistryKey(name))
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	return e.Value
+}
+
+// writeStatus stores a registry's status as the configurator would.
+func writeStatus(t *testing.T, env *natstest.Env, st *sluicev1.RegistryStatus) {
+	t.Helper()
+	statuses := store.New(env.Buckets.Registries, func() *sluicev1.RegistryStatus { return &sluicev1.RegistryStatus{} })
+	if _, err := statuses.Mutate(context.Background(), st.GetName(), func(*sluicev1.RegistryStatus) (*sluicev1.RegistryStatus, error) { return st, nil }); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestRegistryAdd_StoresTheSpecItWasGiven(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	work := t.TempDir()
+	if err := os.Mkdir(filepath.Join(work, "intents"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(work)
+	tests := []struct {
+		name string
+		args []string
+		want *sluicev1.RegistrySpec // without by and at
+	}{
+		{
+			name: "redis", args: []string{"tenants", "--redis", "redis://ops@10.0.0.5:6379/2", "--prefix", "t:", "--password-file", "/etc/sluice/redis",
+				"--sync-interval", "1m", "--hold-share", "0.2"},
+			want: &sluicev1.RegistrySpec{Name: "tenants", SyncInterval: durationpb.New(time.Minute), HoldShare: 0.2,
+				Source: &sluicev1.RegistrySpec_Redis{Redis: &sluicev1.RedisRegistry{Url: "redis://ops@10.0.0.5:6379/2", Prefix: "t:", PasswordFile: "/etc/sluice/redis"}}},
+		},
+		{
+			name: "relative directory made absolute", args: []string{"gitops", "--dir", "intents"},
+			want: &sluicev1.RegistrySpec{Name: "gitops",
+				Source: &sluicev1.RegistrySpec_Directory{Directory: &sluicev1.DirectoryRegistry{Path: filepath.Join(work, "intents")}}},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := sluice(t, env.URL, append([]string{"registry", "add"}, tt.args...)...)
+			if code != 0 || !strings.Contains(stdout, "stored registry "+tt.want.GetName()) ||
+				!strings.Contains(stdout, "the configurator syncs it within a few seconds: sluice get registries") {
+				t.Fatalf("registry add: exit %d\n%s%s", code, stdout, stderr)
+			}
+			got := storedSpec(t, env, tt.want.GetName())
+			if got.GetBy() == "" || got.GetAt() == nil {
+				t.Errorf("stored spec %v does not say who added it and when", got)
+			}
+			got.By, got.At = "", nil
+			if !proto.Equal(got, tt.want) {
+				t.Errorf("stored spec\n got %v\nwant %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestRegistryAdd_BadSpec_PrintsTheFieldAndStoresNothing(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	dir := t.TempDir()
+	tests := []struct {
+		name     string
+		args     []string // after registry add
+		wantCode int
+		want     string // in stderr
+	}{
+		{"hold share above 1", []string{"bad", "--dir", dir, "--hold-share", "2"}, 1, "hold_share"},
+		{"password in the URL", []string{"bad", "--redis", "redis://:secret@10.0.0.5:6379/0"}, 1, "redis.url: holds a password"},
+		{"sync interval too short", []string{"bad", "--dir", dir, "--sync-interval", "10ms"}, 1, "sync_interval"},
+		{"built-in name", []string{contract.SourceAPI, "--dir", dir}, 1, "name: \"api\" is the name of a built-in source"},
+		{"both sources", []string{"bad", "--dir", dir, "--redis", "redis://10.0.0.5:6379/0"}, 2, "not both"},
+		{"no source", []string{"bad"}, 2, "--redis URL or --dir PATH"},
+		{"redis flag with a directory", []string{"bad", "--dir", dir, "--prefix", "x:"}, 2, "go with --redis"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, stdout, stderr := sluice(t, env.URL, append([]string{"registry", "add"}, tt.args...)...)
+			if code != tt.wantCode || !strings.Contains(stderr, tt.want) {
+				t.Errorf("exit %d, stderr %q; want %d naming %q\n%s", code, stderr, tt.wantCode, tt.want, stdout)
+			}
+			keys, err := specs(env).Keys(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(keys) > 0 {
+				t.Errorf("stored %v; want nothing", keys)
+			}
+		})
+	}
+}
+
+func TestRegistryAdd_Twice_RefusedUnlessUpdate(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	dir := t.TempDir()
+	if code, _, stderr := sluice(t, env.URL, "registry", "add", "gitops", "--dir", dir); code != 0 {
+		t.Fatalf("first add: exit %d: %s", code, stderr)
+	}
+	code, _, stderr := sluice(t, env.URL, "registry", "add", "gitops", "--dir", dir, "--hold-share", "0.1")
+	if code != 1 || !strings.Contains(stderr, "registry gitops already exists (directory "+dir) || !strings.Contains(stderr, "--update") {
+		t.Errorf("second add: exit %d, stderr %q; want 1 saying it exists and how to replace it", code, stderr)
+	}
+	if got := storedSpec(t, env, "gitops").GetHoldShare(); got != 0 {
+		t.Errorf("a refused add changed the spec: hold share %v", got)
+	}
+	code, stdout, stderr := sluice(t, env.URL, "registry", "add", "gitops", "--dir", dir, "--hold-share", "0.1", "--update")
+	if code != 0 || !strings.Contains(stdout, "replaced registry gitops") {
+		t.Fatalf("add --update: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if got := storedSpec(t, env, "gitops").GetHoldShare(); got != 0.1 {
+		t.Errorf("hold share after --update: %v, want 0.1", got)
+	}
+}
+
+func TestRegistryRemove_DeletesTheSpecAndItsConfirmation(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	if code, _, stderr := sluice(t, env.URL, "registry", "add", "gitops", "--dir", t.TempDir()); code != 0 {
+		t.Fatalf("add: exit %d: %s", code, stderr)
+	}
+	if _, err := confirms(env).Create(ctx, contract.RegistryConfirmKey("gitops"), &sluicev1.RegistryConfirm{Digest: "d1"}); err != nil {
+		t.Fatal(err)
+	}
+	intents := store.New(env.Buckets.Intents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} })
+	l2 := &sluicev1.Intent{Name: "tenant-a", Spec: &sluicev1.Intent_Layer2Network{Layer2Network: &sluicev1.Layer2Network{Vlan: 100, Vni: 10100}}}
+	if _, err := intents.Create(ctx, "layer2network.tenant-a", &sluicev1.StoredIntent{Intent: l2, Source: "gitops", Origin: "a.yaml"}); err != nil {
+		t.Fatal(err)
+	}
+
+	code, stdout, stderr := sluice(t, env.URL, "registry", "remove", "gitops")
+	if code != 0 || !strings.Contains(stdout, "its 1 intent(s) stay stored and in force") {
+		t.Fatalf("remove: exit %d\n%s%s", code, stdout, stderr)
+	}
+	if s := storedSpec(t, env, "gitops"); s != nil {
+		t.Errorf("spec still stored: %v", s)
+	}
+	if _, err := confirms(env).Get(ctx, contract.RegistryConfirmKey("gitops")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("confirmation after remove: %v, want not found", err)
+	}
+	if _, err := intents.Get(ctx, "layer2network.tenant-a"); err != nil {
+		t.Errorf("the registry's intent after remove: %v, want it kept", err)
+	}
+
+	code, _, stderr = sluice(t, env.URL, "registry", "remove", "gitops")
+	if code != 1 || !strings.Contains(stderr, "registry gitops does not exist") {
+		t.Errorf("removing it again: exit %d, stderr %q; want 1 naming it", code, stderr)
+	}
+}
+
+func TestRegistryConfirm_StoresTheHeldDeletionsDigest(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	if code, _, stderr := sluice(t, env.URL, "registry", "add", "gitops", "--dir", t.TempDir()); code != 0 {
+		t.Fatalf("add: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := sluice(t, env.URL, "registry", "confirm", "gitops"); code != 1 || !strings.Contains(stderr, "registry gitops holds no deletion") {
+		t.Errorf("confirm without a status: exit %d, stderr %q; want 1, nothing held", code, stderr)
+	}
+	writeStatus(t, env, &sluicev1.RegistryStatus{Name: "gitops", State: sluicev1.RegistryState_REGISTRY_STATE_SYNCED})
+	if code, _, stderr := sluice(t, env.URL, "registry", "confirm", "gitops"); code != 1 || !strings.Contains(stderr, "registry gitops holds no deletion") {
+		t.Errorf("confirm with nothing held: exit %d, stderr %q; want 1, nothing held", code, stderr)
+	}
+	if _, err := confirms(env).Get(ctx, contract.RegistryConfirmKey("gitops")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("a refused confirm stored something: %v", err)
+	}
+
+	writeStatus(t, env, &sluicev1.RegistryStatus{Name: "gitops", State: sluicev1.RegistryState_REGISTRY_STATE_HELD,
+		Held: &sluicev1.HeldDeletion{Intents: []string{"layer2network/tenant-a", "routingtable/mgmt"}, Digest: "9f86d081884c7d659a2f", Reason: "the answer holds no intent"}})
+	code, stdout, stderr := sluice(t, env.URL, "registry", "confirm", "gitops", "--reason", "checkout emptied on purpose")
+	if code != 0 || !strings.Contains(stdout, "held deletion of 2 intent(s) (digest 9f86d081884c)") {
+		t.Fatalf("confirm: exit %d\n%s%s", code, stdout, stderr)
+	}
+	e, err := confirms(env).Get(ctx, contract.RegistryConfirmKey("gitops"))
+	if err != nil || e.Value.GetDigest() != "9f86d081884c7d659a2f" || e.Value.GetReason() != "checkout emptied on purpose" || e.Value.GetBy() == "" || e.Value.GetAt() == nil {
+		t.Errorf("stored confirmation %v, %v; want the held digest with who, when and why", e.Value, err)
+	}
+}
+
+// registryFixture is what TestGetRegistries reads: two registries with
+// specs, statuses the configurator would write (one of a removed
+// registry), and intents from every source.
+func registryFixture(t *testing.T, env *natstest.Env) {
+	t.Helper()
+	ctx := context.Background()
+	if code, _, stderr := sluice(t, env.URL, "registry", "add", "gitops", "--dir", "/srv/gitops"); code != 0 {
+		t.Fatalf("add: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := sluice(t, env.URL, "registry", "add", "tenants", "--redis", "redis://10.0.0.5:6379/0"); code != 0 {
+		t.Fatalf("add: exit %d: %s", code, stderr)
+	}
+	if code, _, stderr := sluice(t, env.URL, "registry", "add", "fresh", "--dir", "/srv/fresh"); code != 0 {
+		t.Fatalf("add: exit %d: %s", code, stderr)
+	}
+	now := time.Now()
+	writeStatus(t, env, &sluicev1.RegistryStatus{Name: "gitops", Kind: "directory", State: sluicev1.RegistryState_REGISTRY_STATE_HELD,
+		LastSync: timestamppb.New(now.Add(-40 * time.Second)),
+		Held: &sluicev1.HeldDeletion{Intents: []string{"layer2network/tenant-b", "layer2network/tenant-c"}, Digest: "abcdef0123456789",
+			Reason: "the answer drops 2 of 3 intents (hold share 0.5)", Since: timestamppb.New(now.Add(-time.Minute))},
+		Invalid:   []*sluicev1.FieldError{{Intent: "layer2network/bad", Field: "spec.vlan", Rule: "must be 1-4094"}},
+		Conflicts: []*sluicev1.RegistryConflict{{Intent: "layer2network/tenant-a", Owner: "tenants"}, {Intent: "routingtable/mgmt", Owner: "api"}}})
+	writeStatus(t, env, &sluicev1.RegistryStatus{Name: "tenants", Kind: "redis", State: sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE,
+		LastSync: timestamppb.New(now.Add(-10 * time.Minute)), UnreachableSince: timestamppb.New(now.Add(-3 * time.Minute)), Attempts: 4,
+		Error: "dial tcp 10.0.0.5:6379: connect: connection refused", Note: "keyspace notifications are off on the server: polling only"})
+	writeStatus(t, env, &sluicev1.RegistryStatus{Name: "removed", Kind: "redis", State: sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE,
+		UnreachableSince: timestamppb.New(now), Error: "gone"})
+	intents := store.New(env.Buckets.Intents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} })
+	for i, si := range []*sluicev1.StoredIntent{
+		{Source: "api"}, {Source: "undo"}, {Source: "api", MarkedForDeletion: true},
+		{Source: "gitops", Origin: "b.yaml"}, {Source: "gitops", Origin: "c.yaml"}, {Source: "gitops", MarkedForDeletion: true},
+		{Source: "tenants"},
+		{Source: "removed"},
+	} {
+		name := "t" + string(rune('a'+i))
+		si.Intent = &sluicev1.Intent{Name: name, Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: uint32(100 + i)}}}
+		if _, err := intents.Create(ctx, "routingtable."+name, si); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func TestGetRegistries_ShowsEachSourceAndWhatNeedsAnOperator(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	registryFixture(t, env)
+
+	code, stdout, stderr := sluice(t, env.URL, "get", "registries")
+	if code != 0 {
+		t.Fatalf("get registries: exit %d: %s", code, stderr)
+	}
+	table, footer, _ := strings.Cut(stdout, "\n\n")
+	wantRows := [][]string{
+		{"NAME", "KIND", "LOCATION", "STATE", "LAST-SYNC", "INTENTS", "MARKED"},
+		{"api", "api", "sluice", "apply", "-", "-", "2", "1"},
+		{"fresh", "directory", "/srv/fresh", "no", "status", "yet", "-", "0", "0"},
+		{"gitops", "directory", "/srv/gitops", "Held", "40s", "2", "1"},
+		{"tenants", "redis", "redis://10.0.0.5:6379/0", "Unreachable", "10m", "1", "0"},
+	}
+	lines := strings.Split(table, "\n")
+	if len(lines) != len(wantRows) {
+		t.Fatalf("table has %d lines, want %d (the removed registry is not listed):\n%s", len(lines), len(wantRows), stdout)
+	}
+	for i, l := range lines {
+		if got := strings.Join(strings.Fields(l), "|"); got != strings.Join(wantRows[i], "|") {
+			t.Errorf("row %d:\n got %s\nwant %s", i, got, strings.Join(wantRows[i], "|"))
+		}
+	}
+	for _, want := range []string{
+		"gitops holds a deletion of 2 intent(s) (digest abcdef012345) since ",
+		" (1m ago): the answer drops 2 of 3 intents (hold share 0.5) — confirm with: sluice registry confirm gitops\n",
+		"gitops: layer2network/bad: spec.vlan: must be 1-4094\n",
+		"gitops: layer2network/tenant-a is also declared by tenants, which owns it; gitops's version is ignored\n",
+		"tenants: layer2network/tenant-a is also declared by gitops (conflict)\n",
+		"gitops: routingtable/mgmt is also declared by api, which owns it; gitops's version is ignored\n",
+		"api: routingtable/mgmt is also declared by gitops (conflict)\n",
+		"tenants unreachable since ",
+		" (3m ago), 4 failed fetch(es) in a row: dial tcp 10.0.0.5:6379: connect: connection refused\n",
+		"tenants: keyspace notifications are off on the server: polling only\n",
+		"1 intent(s) have source removed, which is not a registry (removed?): they stay in force",
+	} {
+		if !strings.Contains(footer, want) {
+			t.Errorf("below the table, missing %q:\n%s", want, footer)
+		}
+	}
+	if strings.Contains(stdout, "gone") {
+		t.Errorf("the removed registry's status is shown:\n%s", stdout)
+	}
+	// Each registry's lines are together, in the table's order, its state first.
+	if a, g, tn, tc := strings.Index(footer, "api:"), strings.Index(footer, "gitops holds"), strings.Index(footer, "tenants unreachable"),
+		strings.Index(footer, "tenants: layer2network/tenant-a"); !(a < g && g < tn && tn < tc) {
+		t.Errorf("footer not grouped in table order:\n%s", footer)
+	}
+
+	code, stdout, stderr = sluice(t, env.URL, "get", "registries", "-o", "json")
+	if code != 0 {
+		t.Fatalf("-o json: exit %d: %s", code, stderr)
+	}
+	var got struct {
+		Items []struct {
+			Name    string         `json:"name"`
+			Kind    string         `json:"kind"`
+			Intents int            `json:"intents"`
+			Spec    map[string]any `json:"spec"`
+		} `json:"items"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &got); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, stdout)
+	}
+	var names []string
+	for _, it := range got.Items {
+		names = append(names, it.Name+"/"+it.Kind)
+	}
+	if strings.Join(names, ",") != "api/api,fresh/directory,gitops/directory,tenants/redis" || got.Items[2].Intents != 2 || got.Items[2].Spec["name"] != "gitops" {
+		t.Errorf("-o json items %v:\n%s", names, stdout)
+	}
+}
+
+// The configurator's reason may already say how to confirm: it is said
+// once. Invalid intents are listed up to ten, then counted.
+func TestRegistryFooter_HeldOnceAndAtMostTenInvalid(t *testing.T) {
+	var invalid []*sluicev1.FieldError
+	for i := range 12 {
+		invalid = append(invalid, &sluicev1.FieldError{Intent: fmt.Sprintf("routingtable/t%d", i), Field: "spec.tableId", Rule: "must be 1-4294967294"})
+	}
+	l := newRegistryList(map[string]*sluicev1.RegistrySpec{"dir": {Name: "dir"}},
+		[]*sluicev1.RegistryStatus{{Name: "dir", State: sluicev1.RegistryState_REGISTRY_STATE_HELD, Invalid: invalid, Held: &sluicev1.HeldDeletion{
+			Intents: []string{"routingtable/lab"}, Digest: "ce0fc0ecbace99", Since: ago(time.Minute),
+			Reason: "the registry answered with no intent at all. If they are gone, confirm: sluice registry confirm dir."}}}, nil)
+	lines := l.footer(now)
+	if len(lines) != 12 {
+		t.Fatalf("footer has %d lines, want the held one, ten invalid and a count:\n%s", len(lines), strings.Join(lines, "\n"))
+	}
+	if strings.Count(lines[0], "sluice registry confirm dir") != 1 || !strings.Contains(lines[0], "dir holds a deletion of 1 intent(s) (digest ce0fc0ecbace) since ") {
+		t.Errorf("held line %q; want the confirm named once", lines[0])
+	}
+	if lines[10] != "dir: routingtable/t9: spec.tableId: must be 1-4294967294" || lines[11] != "dir: (+2 more invalid intents)" {
+		t.Errorf("invalid lines end with %q, %q", lines[10], lines[11])
+	}
+}

@@ -1,0 +1,65 @@
+package dev
+
+import (
+	"context"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/registryspec"
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// The registries of --redis and --watch-dir are stored for the
+// configurator on every start, replacing what an earlier start stored.
+func TestDev_Registries_StoredOnEveryStartAndShownInTheBanner(t *testing.T) {
+	data, watched := t.TempDir(), t.TempDir()
+	build := func(name string, o registryspec.Options) *sluicev1.RegistrySpec {
+		spec, err := registryspec.Build(name, o, "ops@laptop", time.Now())
+		if err != nil {
+			t.Fatal(err)
+		}
+		return spec
+	}
+	redis := build("redis", registryspec.Options{Redis: "redis://127.0.0.1:1/0"})
+	dir := build("dir", registryspec.Options{Dir: watched})
+	opts := Options{DataDir: data, Listen: "127.0.0.1:-1", Stderr: io.Discard, Registries: []*sluicev1.RegistrySpec{redis, dir}}
+
+	s := start(t, opts)
+	specs := store.New(connect(t, s).b.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} })
+	for _, want := range []*sluicev1.RegistrySpec{redis, dir} {
+		e, err := specs.Get(context.Background(), contract.RegistryKey(want.GetName()))
+		if err != nil || !proto.Equal(e.Value, want) {
+			t.Errorf("registry %s stored as %v, %v; want %v", want.GetName(), e.Value, err, want)
+		}
+	}
+	banner := s.Banner()
+	for _, want := range []string{
+		"registry  redis: redis://127.0.0.1:1/0 (redis, ",
+		"registry  dir: " + watched + " (directory, ",
+		"redis-cli -u redis://127.0.0.1:1/0 SET sluice:intents:layer2network.tenant-x '{",
+		"> " + watched + "/lab.yaml",
+		"sluice get registries",
+	} {
+		if !strings.Contains(banner, want) {
+			t.Errorf("banner lacks %q:\n%s", want, banner)
+		}
+	}
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+
+	// Restarting on the same data directory replaces the stored spec.
+	opts.Registries = []*sluicev1.RegistrySpec{build("dir", registryspec.Options{Dir: watched, HoldShare: 0.9})}
+	s = start(t, opts)
+	e, err := store.New(connect(t, s).b.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} }).
+		Get(context.Background(), contract.RegistryKey("dir"))
+	if err != nil || e.Value.GetHoldShare() != 0.9 {
+		t.Errorf("registry dir after the restart: %v, %v; want hold share 0.9", e.Value, err)
+	}
+}

@@ -1,0 +1,196 @@
+// Directory registry: intents read from the files of one directory on the
+// configurator's host, typically a GitOps checkout.
+//
+// The files read are the *.yaml, *.yml and *.json files directly in the
+// directory (not in subdirectories), in name order, with the extension in
+// any case: the files sluice apply -f DIR reads. Each file is a Document
+// whose Origin is its name; it may hold any number of intents. Changed
+// follows the directory's file system events.
+
+package registry
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/intent"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+const (
+	// dirRetry is the wait before trying again to watch a directory that
+	// could not be watched (missing, or out of inotify watches).
+	dirRetry = 3 * time.Second
+	// dirDebounce gathers the burst of events of one change (a git
+	// checkout writes many files) into one nudge.
+	dirDebounce = 200 * time.Millisecond
+)
+
+// dirExtensions are the extensions of the files read, as intent.ParseFiles
+// reads them from a directory.
+var dirExtensions = []string{".yaml", ".yml", ".json"}
+
+// dirRegistry reads intents from the files of a directory.
+type dirRegistry struct {
+	*changeWatch
+	path string
+}
+
+// checkDir checks a directory registry spec. Whether the directory exists
+// is not checked: it is read on the configurator's host, at each Fetch.
+func checkDir(spec *sluicev1.DirectoryRegistry) error {
+	p := spec.GetPath()
+	if p == "" {
+		return errors.New("directory.path: required, an absolute path such as /srv/sluice/intents")
+	}
+	if !filepath.IsAbs(p) {
+		return fmt.Errorf("directory.path: %q is not an absolute path", p)
+	}
+	return nil
+}
+
+// openDir returns the registry of spec. A missing directory is an error
+// of Fetch, not of openDir.
+func openDir(spec *sluicev1.DirectoryRegistry, log zerolog.Logger) (Registry, error) {
+	if err := checkDir(spec); err != nil {
+		return nil, err
+	}
+	r := &dirRegistry{path: filepath.Clean(spec.GetPath())}
+	r.changeWatch = newChangeWatch(log.With().Str("location", r.path).Logger(), r.watch)
+	return r, nil
+}
+
+func (r *dirRegistry) Kind() string     { return "directory" }
+func (r *dirRegistry) Location() string { return r.path }
+
+// Close stops the watch. It is safe to call twice.
+func (r *dirRegistry) Close() error {
+	r.stop()
+	return nil
+}
+
+// Fetch reads every intent file of the directory. A directory without any
+// is an empty snapshot; one that cannot be listed is an error.
+func (r *dirRegistry) Fetch(ctx context.Context) (Snapshot, error) {
+	entries, err := os.ReadDir(r.path) // sorted by name
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("list intent files: %w", err)
+	}
+	snap := Snapshot{Documents: []Document{}}
+	d := newDigest()
+	vanished := false
+	for _, e := range entries {
+		if err := ctx.Err(); err != nil {
+			return Snapshot{}, fmt.Errorf("read intent files of %s: %w", r.path, err)
+		}
+		name := e.Name()
+		if e.IsDir() || !isIntentFile(name) {
+			continue
+		}
+		data, err := os.ReadFile(filepath.Join(r.path, name))
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			// Removed since the listing (or a dangling symlink, such as an
+			// editor's lock file): not there.
+			vanished = true
+		case err != nil:
+			d.add(name, "unreadable", err.Error())
+			snap.Documents = append(snap.Documents, Document{Origin: name, Err: fmt.Errorf("read %s: %w", name, err)})
+		default:
+			d.add(name, "file", string(data))
+			ins, err := intent.Parse(name, data)
+			snap.Documents = append(snap.Documents, Document{Origin: name, Intents: ins, Err: err})
+		}
+	}
+	if vanished {
+		// Files vanish one by one when the whole directory is removed or
+		// replaced while being read; what was read is then not its content.
+		if _, err := os.Stat(r.path); err != nil {
+			return Snapshot{}, fmt.Errorf("read intent files: %w", err)
+		}
+	}
+	snap.Version = d.String()
+	return snap, nil
+}
+
+// watch follows the directory's events until ctx is done, setting the
+// watch up again every dirRetry while it cannot be.
+func (r *dirRegistry) watch(ctx context.Context) {
+	for again := false; ; again = true {
+		err := r.follow(ctx, again)
+		if ctx.Err() != nil {
+			return
+		}
+		r.setNote(fmt.Sprintf("not watched (%v): changes are seen at the next sync interval", err))
+		if !sleep(ctx, dirRetry) {
+			return
+		}
+	}
+}
+
+// follow watches the directory and nudges for each change of an intent
+// file, gathering bursts, until the watch fails or ctx is done. When the
+// watch is set up again after a failure it nudges at once: the directory
+// may have changed meanwhile.
+func (r *dirRegistry) follow(ctx context.Context, again bool) error {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", r.path, err)
+	}
+	defer w.Close()
+	if err := w.Add(r.path); err != nil {
+		return fmt.Errorf("watch %s: %w", r.path, err)
+	}
+	r.setNote("")
+	if again {
+		r.nudge()
+	}
+
+	var pending <-chan time.Time // set while a nudge waits for its burst to end
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-pending:
+			pending = nil
+			r.nudge()
+		case ev, ok := <-w.Events:
+			if !ok {
+				return errors.New("the watch ended")
+			}
+			if ev.Name == r.path && ev.Has(fsnotify.Remove|fsnotify.Rename) {
+				// The watch is gone with the directory (or follows it
+				// elsewhere): what is at the path now needs a sync and a
+				// new watch.
+				r.nudge()
+				return fmt.Errorf("%s was removed or renamed", r.path)
+			}
+			if isIntentFile(ev.Name) && ev.Has(fsnotify.Create|fsnotify.Write|fsnotify.Remove|fsnotify.Rename) && pending == nil {
+				pending = time.After(dirDebounce)
+			}
+		case err, ok := <-w.Errors:
+			if !ok {
+				return errors.New("the watch ended")
+			}
+			// Events may be lost (the kernel's queue overflowed): only a
+			// sync tells what changed.
+			r.log.Warn().Err(err).Msg("directory watch lost events")
+			r.nudge()
+		}
+	}
+}
+
+// isIntentFile reports whether name has one of dirExtensions, in any case.
+func isIntentFile(name string) bool {
+	return slices.Contains(dirExtensions, strings.ToLower(filepath.Ext(name)))
+}

@@ -1,0 +1,448 @@
+package configurator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/events"
+	"github.com/sluicehq/sluice/pkg/intent"
+	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/pkg/registry"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// Registries are declared by operators in the control bucket
+// (registry.<name> → RegistrySpec, sluice registry add). The configurator
+// follows those keys and runs one syncer per registry: it fetches the
+// registry's whole content every sync interval, or sooner when the registry
+// announces a change, merges it in place (sync.go) and writes the
+// registry's status (registries/<name>, shown by sluice get registries).
+//
+// A fetch that fails changes nothing: the status says unreachable since
+// when, with the error, and the syncer tries again with backoff (1 s,
+// doubling, at most fetchAttempts times), then at the next sync interval.
+
+// fetchAttempts is how many fetches in a row are retried with backoff
+// before the syncer waits for the next sync interval.
+const fetchAttempts = 5
+
+// fetchTimeout bounds one fetch of a registry (Config.FetchTimeout).
+const fetchTimeout = 30 * time.Second
+
+// bootstrapWait bounds how long a request waits for the first sync of
+// every registry before it is answered "starting; retry".
+const bootstrapWait = 20 * time.Second
+
+// kindRegistry is the events' kind for a registry.
+const kindRegistry = "registry"
+
+// registries follows the registry specs and runs their syncers.
+type registries struct {
+	s        *Service
+	specs    *store.Store[*sluicev1.RegistrySpec]
+	confirms *store.Store[*sluicev1.RegistryConfirm]
+	status   *store.Store[*sluicev1.RegistryStatus]
+
+	mu      sync.Mutex
+	running map[string]*syncer
+	wg      sync.WaitGroup
+}
+
+// syncer runs one registry's syncs.
+type syncer struct {
+	spec   *sluicev1.RegistrySpec
+	cancel context.CancelFunc
+	nudge  chan struct{} // sync now (a confirmation arrived, the pause lifted)
+	first  chan struct{} // closed once the first sync attempt ended
+}
+
+func (s *Service) newRegistries(b *contract.Buckets) *registries {
+	return &registries{
+		s:        s,
+		specs:    store.New(b.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} }),
+		confirms: store.New(b.Control, func() *sluicev1.RegistryConfirm { return &sluicev1.RegistryConfirm{} }),
+		status:   store.New(b.Registries, func() *sluicev1.RegistryStatus { return &sluicev1.RegistryStatus{} }),
+		running:  map[string]*syncer{},
+	}
+}
+
+// run follows the specs until ctx ends. known is called once the specs
+// present at start are known, with a channel closed when each of them has
+// had its first sync attempt.
+func (r *registries) run(ctx context.Context, known func(firstRound <-chan struct{})) {
+	defer r.wg.Wait()
+	defer r.stopAll()
+	// One watch covers the specs and the confirmations (registry.>): a
+	// confirmation's value is not a spec, only its key is used.
+	var keys <-chan store.Entry[*sluicev1.RegistrySpec]
+	for {
+		var err error
+		if keys, err = r.specs.Watch(ctx, contract.RegistryKeyPrefix+">"); err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			return
+		}
+		r.s.log.Error().Err(err).Dur("retry_in", reconcileRetry).Msg("follow registry specs")
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(reconcileRetry):
+		}
+	}
+	caughtUp := false
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case e, ok := <-keys:
+			if !ok {
+				return
+			}
+			if e.Key == "" { // caught up: the registries present at start are running
+				if !caughtUp {
+					caughtUp = true
+					known(r.firstRound())
+				}
+				continue
+			}
+			switch name, spec, ok := contract.RegistryOfKey(e.Key); {
+			case !ok:
+			case spec:
+				r.specChanged(ctx, e)
+			case !e.Deleted:
+				r.nudge(name) // a confirmation: sync now
+			}
+		}
+	}
+}
+
+// firstRound is closed once every running syncer's first attempt ended.
+func (r *registries) firstRound() <-chan struct{} {
+	r.mu.Lock()
+	var firsts []chan struct{}
+	for _, sy := range r.running {
+		firsts = append(firsts, sy.first)
+	}
+	r.mu.Unlock()
+	done := make(chan struct{})
+	go func() {
+		for _, f := range firsts {
+			<-f
+		}
+		close(done)
+	}()
+	return done
+}
+
+// specChanged starts, restarts or stops the syncer of the spec in e.
+func (r *registries) specChanged(ctx context.Context, e store.Entry[*sluicev1.RegistrySpec]) {
+	name, isSpec, ok := contract.RegistryOfKey(e.Key)
+	if !ok || !isSpec {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	cur := r.running[name]
+	switch {
+	case e.Deleted:
+		if cur != nil {
+			cur.cancel()
+			delete(r.running, name)
+			r.s.log.Info().Str("registry", name).Msg("registry removed: no longer synced; its intents stay stored and in force")
+			r.s.events.Emit(&sluicev1.Event{Kind: kindRegistry, Id: name, Type: "RegistryRemoved",
+				Reason: fmt.Sprintf("registry %s was removed: no longer synced; the intents it brought stay stored and in force", name)})
+			r.wg.Add(1)
+			go func() { defer r.wg.Done(); r.dropStatus(ctx, name) }()
+		}
+		return
+	case e.Err != nil:
+		r.s.unreadable(r.specs.Bucket(), e.Key, e.Revision, e.Err, kindRegistry, "UnreadableRegistrySpecSkipped",
+			"the registry is not synced until its spec is stored again (sluice registry add --update)")
+		return
+	}
+	spec := e.Value
+	if spec.GetName() == "" {
+		spec.Name = name
+	}
+	if cur != nil && proto.Equal(cur.spec, spec) {
+		return
+	}
+	if cur != nil {
+		cur.cancel()
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	sy := &syncer{spec: spec, cancel: cancel, nudge: make(chan struct{}, 1), first: make(chan struct{})}
+	r.running[name] = sy
+	r.wg.Add(1)
+	go func() {
+		defer r.wg.Done()
+		r.runSyncer(sctx, sy)
+	}()
+}
+
+func (r *registries) nudge(name string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sy := r.running[name]; sy != nil {
+		select {
+		case sy.nudge <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// nudgeAll makes every registry sync now (the pause was lifted).
+func (r *registries) nudgeAll() {
+	r.mu.Lock()
+	names := make([]string, 0, len(r.running))
+	for n := range r.running {
+		names = append(names, n)
+	}
+	r.mu.Unlock()
+	for _, n := range names {
+		r.nudge(n)
+	}
+}
+
+func (r *registries) stopAll() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for name, sy := range r.running {
+		sy.cancel()
+		delete(r.running, name)
+	}
+}
+
+// dropStatus removes a removed registry's status.
+func (r *registries) dropStatus(ctx context.Context, name string) {
+	cur, err := r.status.Get(ctx, name)
+	if err != nil && !errors.Is(err, store.ErrUndecodable) {
+		return
+	}
+	if err := r.status.Delete(ctx, name, cur.Revision); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
+		r.s.log.Warn().Err(err).Str("registry", name).Msg("remove the status of a removed registry")
+	}
+}
+
+// runSyncer syncs one registry until ctx ends.
+func (r *registries) runSyncer(ctx context.Context, sy *syncer) {
+	firstOnce := sync.OnceFunc(func() { close(sy.first) })
+	defer firstOnce()
+	name := sy.spec.GetName()
+	log := r.s.log.With().Str("registry", name).Logger()
+	reg, err := registry.Open(sy.spec, log)
+	if err != nil {
+		log.Error().Err(err).Msg("registry spec cannot be used; not synced until it is fixed (sluice registry add --update)")
+		r.writeStatus(ctx, name, func(st *sluicev1.RegistryStatus) {
+			st.State, st.Error = sluicev1.RegistryState_REGISTRY_STATE_INVALID, err.Error()
+		})
+		firstOnce()
+		<-ctx.Done()
+		return
+	}
+	defer func() { _ = reg.Close() }()
+	log.Info().Str("kind", reg.Kind()).Str("location", reg.Location()).Dur("sync_interval", registry.SyncInterval(sy.spec)).Msg("syncing registry")
+	interval := registry.SyncInterval(sy.spec)
+	failures := 0
+	for {
+		ok := r.syncOnce(ctx, sy.spec, reg, log)
+		firstOnce()
+		wait := interval
+		if ok {
+			failures = 0
+		} else if failures++; failures < fetchAttempts {
+			wait = min(interval, time.Second<<(failures-1)+time.Duration(rand.Int64N(int64(250*time.Millisecond))))
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(wait):
+		case <-sy.nudge:
+		case <-reg.Changed():
+		}
+	}
+}
+
+// syncOnce fetches the registry and merges its answer; false when it
+// should be tried again soon (the fetch or the commit failed).
+func (r *registries) syncOnce(ctx context.Context, spec *sluicev1.RegistrySpec, reg registry.Registry, log zerolog.Logger) bool {
+	end, held := r.s.gate.Begin()
+	if held != nil {
+		log.Debug().Str(logging.FieldReason, contract.DescribePause(held)).Msg("registry sync waits for resume")
+		return true // the resume nudges every syncer
+	}
+	defer end()
+	name := spec.GetName()
+	fctx, cancel := context.WithTimeout(ctx, r.s.cfg.FetchTimeout)
+	snap, err := reg.Fetch(fctx)
+	cancel()
+	if ctx.Err() != nil {
+		return true
+	}
+	if err != nil {
+		r.unreachable(ctx, name, reg, err, log)
+		return false
+	}
+	confirm, cerr := r.confirms.Get(ctx, contract.RegistryConfirmKey(name))
+	if cerr != nil && !errors.Is(cerr, store.ErrNotFound) {
+		if !errors.Is(cerr, store.ErrUndecodable) {
+			log.Warn().Err(cerr).Msg("read the registry's confirmation; syncing without it")
+		}
+		confirm.Value = nil
+	}
+	plan, err := r.s.syncRegistry(ctx, spec, snap, confirm.Value)
+	if err != nil {
+		if ctx.Err() == nil {
+			log.Warn().Err(err).Msg("registry sync could not be committed; nothing changed, retrying")
+		}
+		return false
+	}
+	r.synced(ctx, name, reg, snap, plan, log)
+	return true
+}
+
+// unreachable records a failed fetch: state, since when, the error; an
+// event on the transition only, a log line every time.
+func (r *registries) unreachable(ctx context.Context, name string, reg registry.Registry, err error, log zerolog.Logger) {
+	var was sluicev1.RegistryState
+	st := r.writeStatus(ctx, name, func(st *sluicev1.RegistryStatus) {
+		was = st.GetState()
+		if was != sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE || st.GetUnreachableSince() == nil {
+			st.UnreachableSince = nowProto(r.s.cfg.Now)
+		}
+		st.State, st.Error, st.Attempts = sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE, err.Error(), st.GetAttempts()+1
+		st.Kind, st.Location, st.Note = reg.Kind(), reg.Location(), reg.Note()
+	})
+	log.Warn().Err(err).Uint32("attempts", st.GetAttempts()).Msg("registry unreachable: nothing changed; retrying")
+	if was != sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE {
+		r.s.events.Emit(&sluicev1.Event{Kind: kindRegistry, Id: name, Type: "RegistryUnreachable",
+			Reason: fmt.Sprintf("registry %s (%s) could not be read: %v; nothing was changed, its intents stay as they are", name, reg.Location(), err)})
+	}
+}
+
+// synced records a sync that was merged: its status, and an event and a log
+// line for each change of what it reports.
+func (r *registries) synced(ctx context.Context, name string, reg registry.Registry, snap registry.Snapshot, plan syncPlan, log zerolog.Logger) {
+	owned, marked := r.s.countOwned(ctx, name)
+	var prev *sluicev1.RegistryStatus
+	r.writeStatus(ctx, name, func(st *sluicev1.RegistryStatus) {
+		prev = proto.Clone(st).(*sluicev1.RegistryStatus)
+		st.State = sluicev1.RegistryState_REGISTRY_STATE_SYNCED
+		if plan.held != nil {
+			st.State = sluicev1.RegistryState_REGISTRY_STATE_HELD
+			if prev.GetHeld().GetDigest() == plan.held.GetDigest() && prev.GetHeld().GetSince() != nil {
+				plan.held.Since = prev.GetHeld().GetSince()
+			} else {
+				plan.held.Since = nowProto(r.s.cfg.Now)
+			}
+		}
+		st.LastSync, st.UnreachableSince, st.Error, st.Attempts = nowProto(r.s.cfg.Now), nil, "", 0
+		st.Kind, st.Location, st.Note, st.Version = reg.Kind(), reg.Location(), reg.Note(), snap.Version
+		st.Intents, st.Marked = uint32(owned), uint32(marked)
+		st.Invalid, st.Conflicts, st.Held = plan.invalid, plan.conflicts, plan.held
+	})
+	emit := func(typ, reason string) {
+		r.s.events.Emit(&sluicev1.Event{Kind: kindRegistry, Id: name, Type: typ, Reason: reason})
+	}
+	if prev.GetState() == sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE {
+		reason := fmt.Sprintf("registry %s is reachable again after %d failed fetches", name, prev.GetAttempts())
+		log.Info().Str(logging.FieldReason, reason).Msg("registry reachable")
+		emit("RegistryReachable", reason)
+	}
+	if plan.journal != nil {
+		reason := plan.reason(name)
+		log.Info().Str(logging.FieldReason, reason).Msg("registry synced")
+		emit("RegistrySynced", reason)
+	}
+	if plan.confirmed != "" {
+		reason := fmt.Sprintf("registry %s: the held deletion %s of %s went ahead, confirmed by an operator", name, plan.confirmed, plural(len(plan.marked), "intent"))
+		log.Warn().Str(logging.FieldReason, reason).Msg("held deletion confirmed")
+		emit("RegistryDeletionConfirmed", reason)
+	}
+	if h := plan.held; h != nil && h.GetDigest() != prev.GetHeld().GetDigest() {
+		reason := fmt.Sprintf("%s (%s, digest %s)", h.GetReason(), someIDs(h.GetIntents()), h.GetDigest())
+		log.Warn().Str(logging.FieldReason, reason).Msg("registry deletion held")
+		emit("RegistryDeletionHeld", reason)
+	}
+	if plan.held == nil && prev.GetHeld() != nil && plan.confirmed == "" {
+		reason := fmt.Sprintf("registry %s no longer drops the intents it held a deletion of (digest %s): nothing to confirm", name, prev.GetHeld().GetDigest())
+		log.Info().Str(logging.FieldReason, reason).Msg("registry hold released")
+		emit("RegistryHoldReleased", reason)
+	}
+	for _, c := range plan.conflicts {
+		if !slices.ContainsFunc(prev.GetConflicts(), func(p *sluicev1.RegistryConflict) bool { return proto.Equal(p, c) }) {
+			reason := fmt.Sprintf("%s is declared by registry %s but owned by %s: %s's version stays, %s's is ignored until one of them drops it",
+				c.GetIntent(), name, c.GetOwner(), c.GetOwner(), name)
+			log.Warn().Str("intent", c.GetIntent()).Str("owner", c.GetOwner()).Msg("intent conflict between sources")
+			r.s.events.Emit(&sluicev1.Event{Kind: events.KindIntent, Id: intentKeyOfID(c.GetIntent()), Type: "IntentConflict", Reason: reason})
+		}
+	}
+	var fresh []string
+	for _, fe := range plan.invalid {
+		if !slices.ContainsFunc(prev.GetInvalid(), func(p *sluicev1.FieldError) bool { return proto.Equal(p, fe) }) {
+			fresh = append(fresh, intent.FormatFieldError(fe))
+		}
+	}
+	if len(fresh) > 0 {
+		reason := fmt.Sprintf("registry %s declares %s that cannot be used; the last valid version of each stays in force: %s",
+			name, plural(len(fresh), "problem"), strings.Join(fresh[:min(len(fresh), maxListedErrors)], "; "))
+		log.Warn().Int("problems", len(fresh)).Str(logging.FieldReason, reason).Msg("registry intents invalid")
+		emit("RegistryIntentsInvalid", reason)
+	}
+}
+
+// writeStatus changes registry name's status with compare-and-set and
+// returns it as written (as computed, when the write failed: the next
+// sync writes it again).
+func (r *registries) writeStatus(ctx context.Context, name string, change func(*sluicev1.RegistryStatus)) *sluicev1.RegistryStatus {
+	var out *sluicev1.RegistryStatus
+	_, err := r.status.Mutate(ctx, name, func(cur *sluicev1.RegistryStatus) (*sluicev1.RegistryStatus, error) {
+		next := &sluicev1.RegistryStatus{}
+		if cur != nil {
+			next = proto.Clone(cur).(*sluicev1.RegistryStatus)
+		}
+		next.Name = name
+		change(next)
+		next.UpdatedAt = nowProto(r.s.cfg.Now)
+		out = next
+		return next, nil
+	})
+	if err != nil && ctx.Err() == nil {
+		r.s.log.Warn().Err(err).Str("registry", name).Msg("write registry status")
+	}
+	return out
+}
+
+// countOwned counts the live intents registry name owns, and its marked ones.
+func (s *Service) countOwned(ctx context.Context, name string) (owned, marked int) {
+	live, _, err := s.liveIntents(ctx)
+	if err != nil {
+		return 0, 0
+	}
+	for _, e := range live {
+		if e.Value.GetSource() != name {
+			continue
+		}
+		if e.Value.GetMarkedForDeletion() {
+			marked++
+		} else {
+			owned++
+		}
+	}
+	return owned, marked
+}
+
+// intentKeyOfID turns "<kind>/<name>" into "<kind>.<name>".
+func intentKeyOfID(id string) string { return strings.Replace(id, "/", ".", 1) }

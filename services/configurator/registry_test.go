@@ -1,0 +1,240 @@
+package configurator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/pkg/apiclient"
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/configurator"
+)
+
+// writeNet writes a one-intent file declaring layer2 network name.
+func writeNet(t *testing.T, dir, name string, vlan int) {
+	t.Helper()
+	doc := fmt.Sprintf("kind: Layer2Network\nname: %s\nspec: {vlan: %d, vni: %d}\n", name, vlan, 10000+vlan)
+	if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(doc), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func addRegistry(t *testing.T, env *natstest.Env, spec *sluicev1.RegistrySpec) {
+	t.Helper()
+	specs := store.New(env.Buckets.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} })
+	if _, err := specs.Create(context.Background(), contract.RegistryKey(spec.GetName()), spec); err != nil {
+		t.Fatalf("store registry spec: %v", err)
+	}
+}
+
+func dirSpec(name, dir string) *sluicev1.RegistrySpec {
+	return &sluicev1.RegistrySpec{Name: name, SyncInterval: durationpb.New(time.Second),
+		Source: &sluicev1.RegistrySpec_Directory{Directory: &sluicev1.DirectoryRegistry{Path: dir}}}
+}
+
+func registryStatus(t *testing.T, env *natstest.Env, name string) *sluicev1.RegistryStatus {
+	t.Helper()
+	st := store.New(env.Buckets.Registries, func() *sluicev1.RegistryStatus { return &sluicev1.RegistryStatus{} })
+	e, err := st.Get(context.Background(), name)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("read registry status: %v", err)
+	}
+	return e.Value
+}
+
+// waitStored waits until intents/<key> satisfies cond.
+func waitStored(t *testing.T, env *natstest.Env, key, what string, cond func(*sluicev1.StoredIntent) bool) {
+	t.Helper()
+	s := intentsStore(env)
+	natstest.Eventually(t, 15*time.Second, what, func() bool {
+		e, err := s.Get(context.Background(), key)
+		if errors.Is(err, store.ErrNotFound) {
+			return cond(nil)
+		}
+		return err == nil && cond(e.Value)
+	})
+}
+
+func TestDirectoryRegistry_SyncsInPlace(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	evs := watchEvents(t, env.Conn)
+	dir := t.TempDir()
+	writeNet(t, dir, "red", 100)
+	writeNet(t, dir, "green", 101)
+	writeNet(t, dir, "blue", 102)
+	start(t, env)
+	addRegistry(t, env, dirSpec("gitops", dir))
+
+	waitStored(t, env, "layer2network.blue", "blue synced from the directory", func(v *sluicev1.StoredIntent) bool {
+		return v != nil && v.GetSource() == "gitops" && v.GetOrigin() == "blue.yaml"
+	})
+	natstest.Eventually(t, 10*time.Second, "the head to hold the three networks", func() bool {
+		h := getHead(t, env)
+		return h.Value != nil && len(getRevision(t, env, h.Value.GetRevision()).GetIntents()) == 3
+	})
+	if st := registryStatus(t, env, "gitops"); st.GetState() != sluicev1.RegistryState_REGISTRY_STATE_SYNCED || st.GetIntents() != 3 {
+		t.Fatalf("status %v, want SYNCED with 3 intents", st)
+	}
+
+	// Edit one, add one, remove one: each reflected in place.
+	writeNet(t, dir, "red", 110)
+	writeNet(t, dir, "cyan", 103)
+	if err := os.Remove(filepath.Join(dir, "green.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	waitStored(t, env, "layer2network.red", "red's new VLAN", func(v *sluicev1.StoredIntent) bool {
+		return v.GetIntent().GetLayer2Network().GetVlan() == 110
+	})
+	waitStored(t, env, "layer2network.cyan", "cyan created", func(v *sluicev1.StoredIntent) bool { return v != nil })
+	waitStored(t, env, "layer2network.green", "green marked", func(v *sluicev1.StoredIntent) bool { return v.GetMarkedForDeletion() })
+
+	// The API may not change what the registry owns.
+	_, err := apply(t, env.Conn, &sluicev1.ApplyRequest{Intents: []*sluicev1.Intent{{Name: "red",
+		Spec: &sluicev1.Intent_Layer2Network{Layer2Network: &sluicev1.Layer2Network{Vlan: 999, Vni: 999}}}}})
+	var apiErr *apiclient.Error
+	if !errors.As(err, &apiErr) || apiErr.Code != contract.ErrCodeConflict || !strings.Contains(apiErr.Error(), "owned by registry gitops (declared in red.yaml)") {
+		t.Fatalf("apply of a registry's intent: %v, want 409 naming the registry and file", err)
+	}
+	if _, err := del(t, env.Conn, "Layer2Network", "red"); !errors.As(err, &apiErr) || apiErr.Code != contract.ErrCodeConflict {
+		t.Fatalf("delete of a registry's intent: %v, want 409", err)
+	}
+
+	// Emptying the directory is held, nothing marked, until confirmed.
+	for _, n := range []string{"red", "blue", "cyan"} {
+		if err := os.Remove(filepath.Join(dir, n+".yaml")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var held *sluicev1.HeldDeletion
+	natstest.Eventually(t, 15*time.Second, "the deletion to be held", func() bool {
+		st := registryStatus(t, env, "gitops")
+		held = st.GetHeld()
+		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_HELD
+	})
+	if len(held.GetIntents()) != 3 || held.GetDigest() == "" {
+		t.Fatalf("held %v, want red, blue and cyan", held)
+	}
+	if v := getStored(t, env, "layer2network.red"); v.GetMarkedForDeletion() {
+		t.Fatalf("red was marked although the deletion is held")
+	}
+	if len(evs.ofType("RegistryDeletionHeld")) != 1 {
+		t.Fatalf("events %v, want one RegistryDeletionHeld", evs.waitFor(t, 1))
+	}
+	confirms := store.New(env.Buckets.Control, func() *sluicev1.RegistryConfirm { return &sluicev1.RegistryConfirm{} })
+	if _, err := confirms.Create(context.Background(), contract.RegistryConfirmKey("gitops"), &sluicev1.RegistryConfirm{Digest: held.GetDigest(), By: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	for _, k := range []string{"layer2network.red", "layer2network.blue", "layer2network.cyan"} {
+		waitStored(t, env, k, k+" marked after the confirmation", func(v *sluicev1.StoredIntent) bool { return v.GetMarkedForDeletion() })
+	}
+	natstest.Eventually(t, 10*time.Second, "a RegistryDeletionConfirmed event", func() bool {
+		return len(evs.ofType("RegistryDeletionConfirmed")) == 1
+	})
+	// Every stored intent is still there, marked: the reaper removes them.
+	for _, k := range []string{"layer2network.red", "layer2network.green", "layer2network.blue", "layer2network.cyan"} {
+		if v := getStored(t, env, k); v == nil {
+			t.Fatalf("%s was deleted by the sync; only the reaper deletes", k)
+		}
+	}
+}
+
+func TestDirectoryRegistry_ConflictWithAPIReportedNotOverwritten(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	evs := watchEvents(t, env.Conn)
+	start(t, env)
+	mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: []*sluicev1.Intent{{Name: "red",
+		Spec: &sluicev1.Intent_Layer2Network{Layer2Network: &sluicev1.Layer2Network{Vlan: 100, Vni: 10100}}}}})
+	dir := t.TempDir()
+	writeNet(t, dir, "red", 300)
+	writeNet(t, dir, "blue", 301)
+	addRegistry(t, env, dirSpec("gitops", dir))
+	waitStored(t, env, "layer2network.blue", "blue synced", func(v *sluicev1.StoredIntent) bool { return v != nil })
+	if v := getStored(t, env, "layer2network.red"); v.GetSource() != "api" || v.GetIntent().GetLayer2Network().GetVlan() != 100 {
+		t.Fatalf("red is %v: the api's intent was overwritten", v)
+	}
+	st := registryStatus(t, env, "gitops")
+	if len(st.GetConflicts()) != 1 || st.GetConflicts()[0].GetOwner() != "api" {
+		t.Fatalf("conflicts %v, want red owned by api", st.GetConflicts())
+	}
+	if len(evs.ofType("IntentConflict")) != 1 {
+		t.Fatalf("want one IntentConflict event, got %d", len(evs.ofType("IntentConflict")))
+	}
+}
+
+func TestDirectoryRegistry_InvalidIntentKeepsLastValid(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	start(t, env)
+	dir := t.TempDir()
+	writeNet(t, dir, "red", 100)
+	addRegistry(t, env, dirSpec("gitops", dir))
+	waitStored(t, env, "layer2network.red", "red synced", func(v *sluicev1.StoredIntent) bool { return v != nil })
+	writeNet(t, dir, "red", 5000) // out of range
+	if err := os.WriteFile(filepath.Join(dir, "broken.yaml"), []byte("kind: [\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	writeNet(t, dir, "blue", 101)
+	waitStored(t, env, "layer2network.blue", "blue synced beside the invalid ones", func(v *sluicev1.StoredIntent) bool { return v != nil })
+	if v := getStored(t, env, "layer2network.red"); v.GetIntent().GetLayer2Network().GetVlan() != 100 || v.GetMarkedForDeletion() {
+		t.Fatalf("red is %v, want its last valid version (VLAN 100) in force", v)
+	}
+	st := registryStatus(t, env, "gitops")
+	var got []string
+	for _, fe := range st.GetInvalid() {
+		got = append(got, fe.GetIntent()+" "+fe.GetField())
+	}
+	if len(got) != 2 || !strings.Contains(strings.Join(got, ","), "layer2network/red spec.vlan") || !strings.Contains(strings.Join(got, ","), "broken.yaml") {
+		t.Fatalf("invalid %v, want red's VLAN and broken.yaml", got)
+	}
+}
+
+// A request that arrives before the first sync of every registry is
+// answered after it, not refused and not racing it: here the first fetch
+// hangs (a server that accepts and never answers) until the fetch timeout.
+func TestBootstrap_RequestsWaitForFirstSync(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() }) // accepted, never answered
+		}
+	}()
+	addRegistry(t, env, &sluicev1.RegistrySpec{Name: "slow", Source: &sluicev1.RegistrySpec_Redis{Redis: &sluicev1.RedisRegistry{
+		Url: "redis://" + ln.Addr().String() + "/0"}}})
+	const fetchTimeout = 2 * time.Second
+	began := time.Now()
+	start(t, env, func(c *configurator.Config) { c.FetchTimeout = fetchTimeout })
+	resp := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: []*sluicev1.Intent{{Name: "red",
+		Spec: &sluicev1.Intent_Layer2Network{Layer2Network: &sluicev1.Layer2Network{Vlan: 100, Vni: 10100}}}}})
+	if !resp.GetChanged() {
+		t.Fatalf("apply answered %v, want it applied", resp)
+	}
+	st := registryStatus(t, env, "slow")
+	if st.GetState() != sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE {
+		t.Fatalf("the apply was answered before the registry's first sync attempt ended (status %v)", st)
+	}
+	if waited := time.Since(began); waited < fetchTimeout {
+		t.Fatalf("answered after %s, before the first fetch could time out", waited)
+	}
+}

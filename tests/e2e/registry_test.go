@@ -1,0 +1,220 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/intent"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/redistest"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/reaper"
+)
+
+// netDoc is a layer2 network as a registry document.
+func netDoc(name string, vlan int) string {
+	return fmt.Sprintf("kind: Layer2Network\nname: %s\nspec: {vlan: %d, vni: %d}\n", name, vlan, 10000+vlan)
+}
+
+// fastReaper replaces the system's reaper with one that passes every 300ms.
+func (s *system) fastReaper() {
+	s.halt("reaper")
+	rp, err := reaper.New(reaper.Config{Conn: s.env.Connect(s.t), Settings: s.env.Settings, Log: zerolog.Nop(), Interval: 300 * time.Millisecond})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.run("reaper", rp.Run)
+}
+
+func registryState(t *testing.T, env *natstest.Env, name string) *sluicev1.RegistryStatus {
+	t.Helper()
+	e, err := store.New(env.Buckets.Registries, func() *sluicev1.RegistryStatus { return &sluicev1.RegistryStatus{} }).Get(context.Background(), name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		t.Fatal(err)
+	}
+	return e.Value
+}
+
+func storedIntent(t *testing.T, env *natstest.Env, key string) *sluicev1.StoredIntent {
+	t.Helper()
+	e, err := store.New(env.Buckets.Intents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} }).Get(context.Background(), key)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		t.Fatal(err)
+	}
+	return e.Value
+}
+
+func headOf(t *testing.T, env *natstest.Env) *sluicev1.Head {
+	t.Helper()
+	e, err := store.New(env.Buckets.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Get(context.Background(), contract.KeyHead)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		t.Fatal(err)
+	}
+	return e.Value
+}
+
+// assertNothingReferencedDeleted is I5 for intents and revisions: every
+// revision something references is stored, and every intent of a revision
+// that the head, a rollout pointer or a node's desired or backup config
+// references is stored (marked or not).
+func assertNothingReferencedDeleted(t *testing.T, env *natstest.Env) {
+	t.Helper()
+	ctx := context.Background()
+	revs := store.New(env.Buckets.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} })
+	refs := store.New(env.Buckets.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
+	configs := store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
+	intents := store.New(env.Buckets.Intents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} })
+	referenced := map[string]string{}
+	if h := headOf(t, env); h.GetRevision() != "" {
+		referenced[h.GetRevision()] = "the head"
+	}
+	for _, k := range []string{contract.KeyActive, contract.KeyLastApplied} {
+		if e, err := refs.Get(ctx, k); err == nil {
+			referenced[e.Value.GetRevision()] = "rollouts/" + k
+		}
+	}
+	all, err := configs.List(ctx, ">")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range all {
+		if !contract.IsControlKey(e.Key) && e.Value.GetRevision() != "" {
+			referenced[e.Value.GetRevision()] = "nodeconfigs/" + e.Key
+		}
+	}
+	for id, by := range referenced {
+		rev, err := revs.Get(ctx, id)
+		if err != nil {
+			t.Errorf("I5: revision %.12s, referenced by %s, is gone: %v", id, by, err)
+			continue
+		}
+		for _, in := range rev.Value.GetIntents() {
+			if _, err := intents.Get(ctx, intent.Key(in)); err != nil {
+				t.Errorf("I5: intent %s of revision %.12s (referenced by %s) is gone: %v", intent.ID(in), id, by, err)
+			}
+		}
+	}
+}
+
+// Redis as a registry, through the whole system: an outage changes
+// nothing, an empty answer is held, an intent removed from Redis is marked,
+// rolled off the nodes and, once nothing references it, reaped.
+func TestRedisRegistry_OutageHoldMarkRollOffReap(t *testing.T) {
+	rds := redistest.Start(t, redistest.WithNotifyKeyspaceEvents("KA"))
+	env := natstest.Start(t, contract.DefaultSettings())
+	s := startSystem(t, env, t.TempDir(), 4, nil)
+	s.fastReaper()
+	waitRegistered(t, env, 4)
+	ctx := context.Background()
+	rc := rds.Client()
+	set := func(name string, vlan int) {
+		t.Helper()
+		if err := rc.Set(ctx, "sluice:intents:layer2network."+name, netDoc(name, vlan), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	set("red", 100)
+	set("green", 101)
+	set("blue", 102)
+	specs := store.New(env.Buckets.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} })
+	if _, err := specs.Create(ctx, contract.RegistryKey("cmdb"), &sluicev1.RegistrySpec{Name: "cmdb", SyncInterval: durationpb.New(time.Second),
+		Source: &sluicev1.RegistrySpec_Redis{Redis: &sluicev1.RedisRegistry{Url: rds.URL()}}}); err != nil {
+		t.Fatal(err)
+	}
+	var h1 *sluicev1.Head
+	natstest.Eventually(t, 20*time.Second, "the registry's three networks to be the head", func() bool {
+		h1 = headOf(t, env)
+		return h1 != nil && storedIntent(t, env, "layer2network.blue") != nil
+	})
+	r1 := waitRolloutEnd(t, env, h1.GetGeneration(), 60*time.Second)
+	if r1.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED {
+		t.Fatalf("first rollout %s: %s", r1.GetPhase(), r1.GetReason())
+	}
+
+	// Redis stops: unreachable, and nothing is marked or moved.
+	rds.Stop()
+	natstest.Eventually(t, 20*time.Second, "the registry to be unreachable", func() bool {
+		return registryState(t, env, "cmdb").GetState() == sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE
+	})
+	if st := registryState(t, env, "cmdb"); st.GetUnreachableSince() == nil || st.GetError() == "" {
+		t.Fatalf("unreachable status without since or error: %v", st)
+	}
+	// Redis comes back empty (it keeps nothing on disk here): held.
+	rds.Restart()
+	natstest.Eventually(t, 20*time.Second, "the empty answer to be held", func() bool {
+		return registryState(t, env, "cmdb").GetState() == sluicev1.RegistryState_REGISTRY_STATE_HELD
+	})
+	for _, n := range []string{"red", "green", "blue"} {
+		if v := storedIntent(t, env, "layer2network."+n); v.GetMarkedForDeletion() {
+			t.Fatalf("%s was marked by an outage or an empty answer", n)
+		}
+	}
+	if h := headOf(t, env); h.GetGeneration() != h1.GetGeneration() {
+		t.Fatalf("the head moved during the outage: %v", h)
+	}
+
+	// Two of three come back: green is marked, the hold released.
+	set("red", 100)
+	set("blue", 102)
+	natstest.Eventually(t, 20*time.Second, "green to be marked", func() bool {
+		return storedIntent(t, env, "layer2network.green").GetMarkedForDeletion()
+	})
+	natstest.Eventually(t, 10*time.Second, "the hold to be released", func() bool {
+		st := registryState(t, env, "cmdb")
+		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_SYNCED && st.GetHeld() == nil
+	})
+	h2 := headOf(t, env)
+	r2 := waitRolloutEnd(t, env, h2.GetGeneration(), 60*time.Second)
+	if r2.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED {
+		t.Fatalf("rollout without green %s: %s", r2.GetPhase(), r2.GetReason())
+	}
+	assertNothingReferencedDeleted(t, env)
+	// The nodes' backups still come from the revision with green: it stays.
+	time.Sleep(time.Second) // several reaper passes
+	if storedIntent(t, env, "layer2network.green") == nil {
+		t.Fatalf("green was reaped while the nodes' backups still hold it")
+	}
+
+	// One more change moves the backups past green: now it is reaped.
+	set("cyan", 103)
+	var h3 *sluicev1.Head
+	natstest.Eventually(t, 20*time.Second, "cyan to be the head", func() bool {
+		h3 = headOf(t, env)
+		return h3.GetGeneration() > h2.GetGeneration()
+	})
+	r3 := waitRolloutEnd(t, env, h3.GetGeneration(), 60*time.Second)
+	if r3.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED {
+		t.Fatalf("rollout with cyan %s: %s", r3.GetPhase(), r3.GetReason())
+	}
+	natstest.Eventually(t, 20*time.Second, "green to be reaped", func() bool {
+		return storedIntent(t, env, "layer2network.green") == nil
+	})
+	assertInvariants(t, s, r3)
+	assertNothingReferencedDeleted(t, env)
+	natstest.Eventually(t, 10*time.Second, "the status to count 3 intents and none marked", func() bool {
+		st := registryState(t, env, "cmdb")
+		return st.GetIntents() == 3 && st.GetMarked() == 0
+	})
+	rev := store.New(env.Buckets.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} })
+	e, err := rev.Get(ctx, h3.GetRevision())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, in := range e.Value.GetIntents() {
+		names = append(names, in.GetName())
+	}
+	slices.Sort(names)
+	if !slices.Equal(names, []string{"blue", "cyan", "red"}) {
+		t.Errorf("head revision holds %v, want blue, cyan, red", names)
+	}
+}
