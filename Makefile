@@ -46,21 +46,20 @@ run: ## Run everything locally: embedded NATS, all services, 5 agents (sluice de
 	$(GO) run ./cmd/sluice dev $(ARGS)
 
 .PHONY: test
-test: need-redis ## go vet and go test every module of the workspace
+test: redis ## go vet and go test every module of the workspace (installs redis-server first if missing)
 	@echo "modules: $(MODULES)"
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
-# Tests of the Redis registry start real redis-server processes (pkg/redistest).
+# Tests of the Redis registry start real redis-server processes
+# (pkg/redistest); they fail, never skip, without one.
 .PHONY: redis
-redis: ## Install redis-server (needed by make test)
-	@if command -v redis-server >/dev/null; then echo "redis-server is installed: $$(command -v redis-server)"; exit 0; fi; \
+redis: ## Install Debian's redis-server if it is missing (make test does this first)
+	@command -v redis-server >/dev/null && exit 0; \
+	echo "redis-server not found: the Redis registry's tests need it; installing Debian's redis-server"; \
 	sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
-	$$sudo apt-get install -y redis-server || { $$sudo apt-get update && $$sudo apt-get install -y redis-server; }
-
-.PHONY: need-redis
-need-redis:
-	@command -v redis-server >/dev/null || { echo "redis-server not found, and the tests start real Redis servers: apt-get install redis-server, or: make redis" >&2; exit 1; }
+	$$sudo apt-get install -y redis-server || { $$sudo apt-get update && $$sudo apt-get install -y redis-server; } || \
+	{ echo "could not install redis-server: install it (apt-get install redis-server) and run make test again" >&2; exit 1; }
 
 .PHONY: chaos
 chaos: ## Run SEEDS seeded fault schedules (default 50) against the real services; a failing seed prints its repro line
