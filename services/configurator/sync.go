@@ -5,8 +5,8 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"maps"
 	"slices"
-	"sort"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -356,14 +356,8 @@ func deletionDigest(name string, ids []string) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-func sortedKeys[V any](m map[string]V) []string {
-	out := make([]string, 0, len(m))
-	for k := range m {
-		out = append(out, k)
-	}
-	sort.Strings(out)
-	return out
-}
+// sortedKeys is m's keys in order: decisions never follow map order.
+func sortedKeys[V any](m map[string]V) []string { return slices.Sorted(maps.Keys(m)) }
 
 // declaredCount is how many intents snap declares, broken documents aside:
 // 0 with no broken document is an empty answer.

@@ -12,7 +12,6 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/redistest"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -62,46 +61,11 @@ func headOf(t *testing.T, env *natstest.Env) *sluicev1.Head {
 	return e.Value
 }
 
-// assertNothingReferencedDeleted is I5 for intents and revisions: every
-// revision something references is stored, and every intent of a revision
-// that the head, a rollout pointer or a node's desired or backup config
-// references is stored (marked or not).
+// assertNothingReferencedDeleted is I5 at this moment (see referencesNow).
 func assertNothingReferencedDeleted(t *testing.T, env *natstest.Env) {
 	t.Helper()
-	ctx := context.Background()
-	revs := store.New(env.Buckets.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} })
-	refs := store.New(env.Buckets.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
-	configs := store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
-	intents := store.New(env.Buckets.Intents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} })
-	referenced := map[string]string{}
-	if h := headOf(t, env); h.GetRevision() != "" {
-		referenced[h.GetRevision()] = "the head"
-	}
-	for _, k := range []string{contract.KeyActive, contract.KeyLastApplied} {
-		if e, err := refs.Get(ctx, k); err == nil {
-			referenced[e.Value.GetRevision()] = "rollouts/" + k
-		}
-	}
-	all, err := configs.List(ctx, ">")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, e := range all {
-		if !contract.IsControlKey(e.Key) && e.Value.GetRevision() != "" {
-			referenced[e.Value.GetRevision()] = "nodeconfigs/" + e.Key
-		}
-	}
-	for id, by := range referenced {
-		rev, err := revs.Get(ctx, id)
-		if err != nil {
-			t.Errorf("I5: revision %.12s, referenced by %s, is gone: %v", id, by, err)
-			continue
-		}
-		for _, in := range rev.Value.GetIntents() {
-			if _, err := intents.Get(ctx, intent.Key(in)); err != nil {
-				t.Errorf("I5: intent %s of revision %.12s (referenced by %s) is gone: %v", intent.ID(in), id, by, err)
-			}
-		}
+	for _, v := range referencesNow(t, env) {
+		t.Errorf("I5: %s", v)
 	}
 }
 
