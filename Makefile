@@ -7,7 +7,10 @@ SHELL := bash
 GO      ?= go
 BIN     := $(CURDIR)/bin
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -s -w -X main.version=$(VERSION)
+# The build version: main.version of sluice and sluice-agent, and
+# cmdutil.Version, which every service binary announces (micro service,
+# instance presence, sluice_build_info).
+LDFLAGS := -s -w -X main.version=$(VERSION) -X github.com/sluicehq/sluice/pkg/cmdutil.Version=$(VERSION)
 
 # Every module of the workspace (go.work), as ./path patterns. `go test ./...`
 # from the root covers the root module only, so each module is named.
@@ -25,6 +28,8 @@ pkg.sluice-reaper              := ./services/reaper/cmd/sluice-reaper
 # nats-server is built from the Go module the root module requires, so images
 # need nothing pulled.
 pkg.nats-server                := github.com/nats-io/nats-server/v2
+# probe: the nats-server image's healthcheck (GET a URL, exit 0 on 200).
+pkg.probe                      := ./deploy/probe
 
 SEEDS         ?= 50
 SEED_BASE     ?= 1
@@ -32,6 +37,9 @@ CHAOS_TIMEOUT ?= 15m
 
 IMAGE_PREFIX ?= sluice
 IMAGE_TAG    ?= dev
+REVISION     ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+# The agent image's shell and tools: a static busybox (Debian's busybox-static).
+BUSYBOX      ?= /bin/busybox
 
 PROTOC       ?= protoc
 PROTO_FILES  := $(wildcard proto/sluice/v1/*.proto)
@@ -96,16 +104,27 @@ $(BIN)/protoc-gen-go: go.mod
 build: $(addprefix $(BIN)/,$(BINARIES)) ## Build static binaries into bin/
 
 # Always rebuilt: go build is incremental and knows the real dependencies.
-.PHONY: $(addprefix $(BIN)/,$(BINARIES))
-$(addprefix $(BIN)/,$(BINARIES)):
+.PHONY: $(addprefix $(BIN)/,$(BINARIES) probe)
+$(addprefix $(BIN)/,$(BINARIES) probe):
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ $(pkg.$(notdir $@))
 
+# deploy/build-images.sh stages each image's files under bin/images/<bin>/
+# and builds it with deploy/Dockerfile; docs/deploy.md says what is inside.
 .PHONY: images
-images: build ## Build one FROM-scratch image per binary: sluice/<bin>:dev
-	@for b in $(BINARIES); do \
-		echo "image $(IMAGE_PREFIX)/$$b:$(IMAGE_TAG)"; \
-		docker build --pull=false -q -f deploy/Dockerfile --build-arg BIN=$$b -t $(IMAGE_PREFIX)/$$b:$(IMAGE_TAG) . ; \
-	done
+images: build $(BIN)/probe busybox ## Build one FROM-scratch, non-root image per binary (sluice/<bin>:dev, IMAGE_TAG=…) and list them with version and size
+	BIN='$(BIN)' BINARIES='$(BINARIES)' IMAGE_PREFIX='$(IMAGE_PREFIX)' IMAGE_TAG='$(IMAGE_TAG)' \
+	VERSION='$(VERSION)' REVISION='$(REVISION)' BUSYBOX='$(BUSYBOX)' deploy/build-images.sh
+
+# The agent image needs a statically linked busybox: Debian's busybox
+# package is dynamic (and would not run FROM scratch); busybox-static
+# replaces it.
+.PHONY: busybox
+busybox: ## Install Debian's busybox-static if /bin/busybox (BUSYBOX=…) is missing or dynamically linked (make images needs it)
+	@if [ -x '$(BUSYBOX)' ] && ! ldd '$(BUSYBOX)' >/dev/null 2>&1; then exit 0; fi; \
+	echo "no static busybox at $(BUSYBOX): the agent image needs one; installing Debian's busybox-static"; \
+	sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
+	$$sudo apt-get install -y busybox-static || { $$sudo apt-get update && $$sudo apt-get install -y busybox-static; } || \
+	{ echo "could not install busybox-static: install it (apt-get install busybox-static) or set BUSYBOX=/path/to/static/busybox" >&2; exit 1; }
 
 .PHONY: clean
 clean: ## Remove bin/ (sluice dev's data stays in .sluice: remove it to start over)

@@ -1,6 +1,10 @@
 // Package cmdutil holds what the thin mains of sluice's service binaries
-// share: the --server, --log-level and --replicas flags (and --leader-lease
-// for the coordinator), the logger, the settings and the connection.
+// share: the --server, --log-level, --replicas, --http-addr and --probe
+// flags (and --leader-lease for the coordinator), the logger, the settings,
+// the build Version, and the Process: the health and metrics endpoint and
+// the connection to NATS, retried until it answers (process.go).
+// Entry point: Common.Main (the agent, which builds its own config, uses
+// Common.Start).
 package cmdutil
 
 import (
@@ -14,9 +18,11 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/health"
 	"github.com/sluicehq/sluice/pkg/logging"
 )
 
@@ -25,6 +31,7 @@ const (
 	EnvServer      = "SLUICE_NATS_URL"     // --server
 	EnvReplicas    = "SLUICE_REPLICAS"     // --replicas
 	EnvLeaderLease = "SLUICE_LEADER_LEASE" // --leader-lease
+	EnvHTTPAddr    = "SLUICE_HTTP_ADDR"    // --http-addr
 )
 
 // Common are the flags every service binary takes.
@@ -36,13 +43,19 @@ type Common struct {
 	Replicas int
 	// LeaderLease is set by --leader-lease (RegisterLeaderLease).
 	LeaderLease time.Duration
+	// HTTPAddr is where /healthz, /readyz and /metrics are served ("": nowhere).
+	HTTPAddr string
+	// Probe, when set, is a URL to GET instead of running the service
+	// (ProbeExit): for container probes in images without curl.
+	Probe string
 
 	envErrs []error // environment variables that did not parse
 }
 
 // Register adds --server (default $SLUICE_NATS_URL, else nats://127.0.0.1:4222;
-// a comma-separated list names every server of a cluster), --log-level and
-// --replicas (default $SLUICE_REPLICAS, else 1) to fs.
+// a comma-separated list names every server of a cluster), --log-level,
+// --replicas (default $SLUICE_REPLICAS, else 1), --http-addr (default
+// $SLUICE_HTTP_ADDR, else off) and --probe to fs.
 func (c *Common) Register(fs *flag.FlagSet) {
 	def := os.Getenv(EnvServer)
 	if def == "" {
@@ -60,6 +73,10 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	}
 	fs.IntVar(&c.Replicas, "replicas", replicas,
 		"replicas of every bucket and stream: 1 on a single server, 3 on a cluster across failure domains (env "+EnvReplicas+")")
+	fs.StringVar(&c.HTTPAddr, "http-addr", os.Getenv(EnvHTTPAddr),
+		"address (host:port) to serve /healthz, /readyz and /metrics on; empty: not served (env "+EnvHTTPAddr+")")
+	fs.StringVar(&c.Probe, "probe", "",
+		"GET this URL (e.g. http://127.0.0.1:9090/readyz) within 2s, print the answer and exit 0 on 200, else 1; runs nothing else")
 	c.LeaderLease = contract.DefaultSettings().LeaderLease
 }
 
@@ -100,14 +117,10 @@ func (c *Common) Logger(w io.Writer) (zerolog.Logger, error) {
 	return log, nil
 }
 
-// Connect connects as name, reconnecting forever: a service outlives NATS restarts.
-func (c *Common) Connect(name string, opts ...nats.Option) (*nats.Conn, error) {
-	opts = append([]nats.Option{nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second)}, opts...)
-	nc, err := nats.Connect(c.Server, opts...)
-	if err != nil {
-		return nil, fmt.Errorf("connect to NATS at %s: %w", c.Server, err)
-	}
-	return nc, nil
+// ProbeExit runs the --probe mode: it GETs c.Probe, writes the answer to
+// out and returns the exit code (0 on 200, 1 otherwise).
+func (c *Common) ProbeExit(ctx context.Context, out io.Writer) int {
+	return health.Probe(ctx, c.Probe, out)
 }
 
 // Service is what a binary runs: Run blocks until ctx ends.
@@ -115,16 +128,37 @@ type Service interface {
 	Run(ctx context.Context) error
 }
 
-// Main parses args into fs (on which Register was called), checks the
-// flags with check (may be nil), connects as fs.Name(), builds the service
-// and runs it until ctx ends. It returns the process exit code: 2 for bad
-// flags or configuration, 1 when connecting or running fails, 0 otherwise.
+// Readier is a Service that says whether it is ready (see health.State):
+// /readyz asks it while NATS is connected.
+type Readier interface {
+	Ready() (ok bool, why string)
+}
+
+// Runtime is what Main hands the function that builds the service.
+type Runtime struct {
+	Conn *nats.Conn
+	Log  zerolog.Logger
+	// Metrics is the process's registry, served at /metrics: the service
+	// registers its own metrics on it.
+	Metrics prometheus.Registerer
+}
+
+// Main parses args into fs (on which Register was called) and, with
+// --probe, probes and exits. Otherwise it checks the flags with check (may
+// be nil), serves --http-addr, connects as fs.Name() (retrying until NATS
+// answers), builds the service and runs it until ctx ends. It returns the
+// process exit code: 2 for bad flags or configuration, 1 when serving,
+// connecting or running fails, 0 otherwise (ctx ending while it waits for
+// NATS included).
 func (c *Common) Main(ctx context.Context, fs *flag.FlagSet, args []string, stderr io.Writer,
-	check func() error, build func(nc *nats.Conn, log zerolog.Logger) (Service, error)) int {
+	check func() error, build func(rt Runtime) (Service, error)) int {
 	name := fs.Name()
 	fs.SetOutput(stderr)
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if c.Probe != "" {
+		return c.ProbeExit(ctx, stderr)
 	}
 	log, err := c.Logger(stderr)
 	if err == nil {
@@ -137,16 +171,22 @@ func (c *Common) Main(ctx context.Context, fs *flag.FlagSet, args []string, stde
 		fmt.Fprintf(stderr, "%s: %v\n", name, err)
 		return 2
 	}
-	nc, err := c.Connect(name)
+	p, err := c.Start(ctx, name, log)
 	if err != nil {
+		if ctx.Err() != nil {
+			return 0
+		}
 		log.Error().Err(err).Msg("start")
 		return 1
 	}
-	defer nc.Close()
-	svc, err := build(nc, log)
+	defer p.Close()
+	svc, err := build(Runtime{Conn: p.Conn, Log: log, Metrics: p.Registry})
 	if err != nil {
 		log.Error().Err(err).Msg("configure")
 		return 2
+	}
+	if r, ok := svc.(Readier); ok {
+		p.SetReadiness(r.Ready)
 	}
 	if err := svc.Run(ctx); err != nil {
 		log.Error().Err(err).Msg(name + " stopped")

@@ -8,9 +8,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/rs/zerolog"
 )
 
 func TestSettingsFromFlagsAndEnv(t *testing.T) {
@@ -68,7 +65,7 @@ func TestMain_BadSettingsExit2BeforeConnecting(t *testing.T) {
 	var stderr bytes.Buffer
 	built := false
 	code := c.Main(context.Background(), fs, []string{"--replicas", "9", "--server", "nats://127.0.0.1:1"}, &stderr, nil,
-		func(*nats.Conn, zerolog.Logger) (Service, error) { built = true; return nil, nil })
+		func(Runtime) (Service, error) { built = true; return nil, nil })
 	if code != 2 || built || !strings.Contains(stderr.String(), "sluice-test: --replicas 9: want 1 to 5") {
 		t.Fatalf("code %d built %v stderr %q, want 2, nothing built and the flag named", code, built, stderr.String())
 	}

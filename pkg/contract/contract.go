@@ -5,6 +5,7 @@ package contract
 
 import (
 	"fmt"
+	"regexp"
 	"strings"
 	"time"
 )
@@ -81,7 +82,86 @@ const (
 
 	// SubjectRetry takes a RetryRequest and answers a RetryResponse (protojson).
 	SubjectRetry = "sluice.api.configurator.retry"
+
+	// CoordinatorService is the micro service name every rollout-coordinator
+	// instance registers; its metadata says the instance's role (leader or
+	// standby) and term.
+	CoordinatorService = "sluice-rollout-coordinator"
+	// SubjectCoordinatorStatus answers a CoordinatorStatus (JSON) of the
+	// instance that takes the request.
+	SubjectCoordinatorStatus = "sluice.api.rollout-coordinator.status"
+	// ReaperService is the micro service name of the reaper.
+	ReaperService = "sluice-reaper"
+	// SubjectReaperStatus answers a ReaperStatus (JSON).
+	SubjectReaperStatus = "sluice.api.reaper.status"
 )
+
+// Leader events (kind leader, id rollout-coordinator): the coordinator emits
+// them as its terms start and end; the CLI reads the last one to say since
+// when no coordinator leads.
+const (
+	EventLeadershipAcquired = "LeadershipAcquired" // a term started
+	EventLeadershipLost     = "LeadershipLost"     // the lease was taken, expired or could not be renewed in time
+	EventLeadershipReleased = "LeadershipReleased" // the leader gave the lease up (it stopped)
+)
+
+// CoordinatorStatus is what a rollout-coordinator's status endpoint answers.
+type CoordinatorStatus struct {
+	Instance string `json:"instance"`
+	Version  string `json:"version"`
+	// Role is "leader", "standby" or "" while it has not read the lease.
+	Role string `json:"role"`
+	// Term is the term this instance leads, or the term of the leader it
+	// stands by for.
+	Term uint64 `json:"term"`
+	// LeaseHolder names the instance holding the lease, Since when it has.
+	LeaseHolder string    `json:"lease_holder"`
+	Since       time.Time `json:"since,omitzero"`
+}
+
+// ReaperStatus is what the reaper's status endpoint answers.
+type ReaperStatus struct {
+	Instance string `json:"instance"`
+	Version  string `json:"version"`
+	// LastPass is when the last pass ended, zero before the first.
+	LastPass time.Time `json:"last_pass,omitzero"`
+	// Deleted counts what this process deleted, by kind: nodes, intents, revisions.
+	Deleted map[string]uint64 `json:"deleted"`
+}
+
+// ServiceVersion is a build version as a micro service announces it: micro
+// takes semantic versions only, so "v1.2.3" is "1.2.3", and a version that
+// is not one ("dev", a commit "905dbcc-dirty") is "0.0.0-<it>" with every
+// character semver does not allow replaced by '-'.
+func ServiceVersion(build string) string {
+	v := strings.TrimPrefix(build, "v")
+	if semver.MatchString(v) {
+		return v
+	}
+	var b strings.Builder
+	for _, r := range build {
+		switch {
+		case r >= 'a' && r <= 'z', r >= 'A' && r <= 'Z', r >= '0' && r <= '9', r == '-', r == '.':
+			b.WriteRune(r)
+		default:
+			b.WriteByte('-')
+		}
+	}
+	pre := strings.Trim(b.String(), ".")
+	// Empty identifiers ("a..b") and numeric ones with a leading zero are
+	// not allowed in a pre-release: keep it one identifier of letters.
+	pre = strings.ReplaceAll(pre, ".", "-")
+	if pre == "" {
+		pre = "unknown"
+	}
+	if v := "0.0.0-" + pre; semver.MatchString(v) {
+		return v
+	}
+	return "0.0.0-x" + pre
+}
+
+// semver is the grammar of semver.org, as nats.go's micro checks it.
+var semver = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
 
 // API error codes carried in the micro Nats-Service-Error-Code header.
 const (

@@ -33,3 +33,24 @@ func TestNodeOfConfigKey_NodeNamesWithDots(t *testing.T) {
 		t.Fatalf("got %q %q %v", node, which, ok)
 	}
 }
+
+func TestServiceVersion_IsSemverAsMicroWantsIt(t *testing.T) {
+	tests := []struct{ given, want string }{
+		{"v1.2.3", "1.2.3"},
+		{"1.2.3", "1.2.3"},
+		{"v1.2.3-4-gabcdef0-dirty", "1.2.3-4-gabcdef0-dirty"},
+		{"dev", "0.0.0-dev"},
+		{"905dbcc-dirty", "0.0.0-905dbcc-dirty"},
+		{"0123", "0.0.0-x0123"},
+		{"feature/x y", "0.0.0-feature-x-y"},
+		{"", "0.0.0-unknown"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.given, func(t *testing.T) {
+			got := ServiceVersion(tc.given)
+			if got != tc.want || !semver.MatchString(got) {
+				t.Fatalf("ServiceVersion(%q) = %q, want %q (semver)", tc.given, got, tc.want)
+			}
+		})
+	}
+}

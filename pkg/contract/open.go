@@ -257,6 +257,14 @@ func (w want) apply(cur jetstream.StreamConfig) jetstream.StreamConfig {
 	} else {
 		next.Subjects = w.sc.Subjects
 		next.Discard = w.sc.Discard
+		next.MaxBytes = w.sc.MaxBytes
+		// A byte limit an operator raised on purpose (nats stream edit
+		// --max-bytes) is kept: lowering it would drop the oldest events.
+		// A stream without a limit (-1, as created before there was one)
+		// gets the limit.
+		if cur.MaxBytes > 0 && (w.sc.MaxBytes <= 0 || cur.MaxBytes > w.sc.MaxBytes) {
+			next.MaxBytes = cur.MaxBytes
+		}
 	}
 	return next
 }
@@ -298,7 +306,8 @@ func (w want) manage(ctx context.Context, js jetstream.JetStream, component stri
 		return nil
 	}
 	if _, err := js.UpdateStream(ctx, next); err != nil {
-		return fmt.Errorf("update %s %s (replicas %d → %d): %w%s", w.kind(), w.name, cur.Replicas, next.Replicas, err, replicasHint(err, w.sc.Replicas))
+		return fmt.Errorf("update %s %s (replicas %d → %d): %w%s%s", w.kind(), w.name, cur.Replicas, next.Replicas, err,
+			replicasHint(err, w.sc.Replicas), storageHint(err, next))
 	}
 	return nil
 }
@@ -346,7 +355,8 @@ func (w want) createOnce(ctx context.Context, js jetstream.JetStream) error {
 		}
 	}
 	if err != nil {
-		return fmt.Errorf("create %s %s with %d replicas: %w%s", w.kind(), w.name, w.sc.Replicas, err, replicasHint(err, w.sc.Replicas))
+		return fmt.Errorf("create %s %s with %d replicas: %w%s%s", w.kind(), w.name, w.sc.Replicas, err,
+			replicasHint(err, w.sc.Replicas), storageHint(err, w.sc))
 	}
 	return nil
 }
@@ -361,6 +371,23 @@ func replicasHint(err error, replicas int) string {
 		return fmt.Sprintf(": the NATS server is not clustered; use --replicas 1 with a single server, or a cluster of at least %d servers", replicas)
 	}
 	return ""
+}
+
+// Errors of a server that cannot reserve a stream's byte limit.
+const (
+	errCodeStorageExceeded jetstream.ErrorCode = 10047 // "insufficient storage resources available"
+	errCodeMemoryExceeded  jetstream.ErrorCode = 10028 // "insufficient memory resources available"
+)
+
+// storageHint explains the server's refusal to reserve a stream's byte
+// limit: JetStream reserves MaxBytes on every server holding a replica.
+func storageHint(err error, sc jetstream.StreamConfig) string {
+	var apiErr *jetstream.APIError
+	if sc.MaxBytes <= 0 || !errors.As(err, &apiErr) || (apiErr.ErrorCode != errCodeStorageExceeded && apiErr.ErrorCode != errCodeMemoryExceeded) {
+		return ""
+	}
+	return fmt.Sprintf(": JetStream reserves the stream's byte limit (%d MiB) in the storage of every server that holds a replica; "+
+		"give the NATS servers more JetStream storage (jetstream.max_file_store, or a larger volume)", sc.MaxBytes>>20)
 }
 
 // verify checks what a binding component relies on: at least the replicas

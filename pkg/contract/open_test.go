@@ -90,6 +90,9 @@ func TestSettingsValidate(t *testing.T) {
 		{"too many replicas", with(func(s *contract.Settings) { s.Replicas = 7 }), "--replicas 7"},
 		{"lease under a second", with(func(s *contract.Settings) { s.LeaderLease = 500 * time.Millisecond }), "--leader-lease 500ms: want at least 1s"},
 		{"lease of a second", with(func(s *contract.Settings) { s.LeaderLease = time.Second }), ""},
+		{"events without a byte limit", with(func(s *contract.Settings) { s.EventsMaxBytes = -1 }), ""},
+		{"events byte limit unset", with(func(s *contract.Settings) { s.EventsMaxBytes = 0 }), "events stream max bytes 0: want at least 1048576 (1 MiB), or -1"},
+		{"events byte limit too small", with(func(s *contract.Settings) { s.EventsMaxBytes = 1000 }), "events stream max bytes 1000"},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -297,6 +300,63 @@ func TestOpen_Cluster(t *testing.T) {
 			t.Fatalf("binder after the upgrade: %v", err)
 		}
 	})
+}
+
+// The events stream's byte limit comes to a stream made before it existed
+// by an update, not by recreating it: the events it holds stay. A larger
+// limit an operator set is kept.
+func TestOpen_EventsStreamGetsItsByteLimitInPlace(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	env := natstest.StartBare(t)
+	old := contract.DefaultSettings()
+	old.EventsMaxBytes = -1 // as every stream was created before the limit
+	if err := contract.Ensure(ctx, env.JS, old); err != nil {
+		t.Fatal(err)
+	}
+	events := func() jetstream.StreamInfo {
+		t.Helper()
+		st, err := env.JS.Stream(ctx, contract.StreamEvents)
+		if err != nil {
+			t.Fatal(err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return *info
+	}
+	if _, err := env.JS.Publish(ctx, contract.EventSubject(contract.KindNode, "n1"), []byte(`{"type":"Old"}`)); err != nil {
+		t.Fatal(err)
+	}
+	before := events()
+	if before.Config.MaxBytes != -1 {
+		t.Fatalf("the old stream has max bytes %d, want -1", before.Config.MaxBytes)
+	}
+
+	if _, err := contract.Prepare(ctx, env.JS, contract.DefaultSettings(), contract.ComponentConfigurator); err != nil {
+		t.Fatal(err)
+	}
+	after := events()
+	if after.Config.MaxBytes != contract.DefaultEventsMaxBytes {
+		t.Fatalf("max bytes %d after the manager's start, want %d", after.Config.MaxBytes, int64(contract.DefaultEventsMaxBytes))
+	}
+	if !after.Created.Equal(before.Created) || after.State.Msgs != 1 {
+		t.Fatalf("the stream was recreated or lost events: created %s → %s, %d messages", before.Created, after.Created, after.State.Msgs)
+	}
+
+	// An operator raises the limit on purpose; the manager keeps it.
+	raised := after.Config
+	raised.MaxBytes = 2 * contract.DefaultEventsMaxBytes
+	if _, err := env.JS.UpdateStream(ctx, raised); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := contract.Prepare(ctx, env.JS, contract.DefaultSettings(), contract.ComponentConfigurator); err != nil {
+		t.Fatal(err)
+	}
+	if got := events().Config.MaxBytes; got != 2*contract.DefaultEventsMaxBytes {
+		t.Fatalf("max bytes %d after the manager's restart, want the operator's %d kept", got, int64(2*contract.DefaultEventsMaxBytes))
+	}
 }
 
 // TestAtomicBatch_CommitsIntoFencedBuckets checks nats-server allows atomic

@@ -22,6 +22,10 @@ type Settings struct {
 	LeaderLease time.Duration
 	// EventsMaxAge is how long the events stream keeps events.
 	EventsMaxAge time.Duration
+	// EventsMaxBytes bounds the events stream: beyond it the oldest events
+	// are dropped first; -1 keeps everything EventsMaxAge allows. JetStream
+	// reserves the limit in every server's storage that holds a replica.
+	EventsMaxBytes int64
 }
 
 // Limits of Settings (see Validate).
@@ -31,15 +35,20 @@ const (
 	// MinLeaderLease is the shortest leader lease: the lease bucket's TTL
 	// cannot be shorter than the server's one-second marker TTL minimum.
 	MinLeaderLease = time.Second
+	// MinEventsMaxBytes is the smallest byte limit of the events stream.
+	MinEventsMaxBytes = 1 << 20
+	// DefaultEventsMaxBytes is the events stream's default byte limit: 1 GiB.
+	DefaultEventsMaxBytes = 1 << 30
 )
 
 // DefaultSettings are the settings of a single-server installation.
 func DefaultSettings() Settings {
 	return Settings{
-		Replicas:     1,
-		NodeLease:    15 * time.Second,
-		LeaderLease:  10 * time.Second,
-		EventsMaxAge: 7 * 24 * time.Hour,
+		Replicas:       1,
+		NodeLease:      15 * time.Second,
+		LeaderLease:    10 * time.Second,
+		EventsMaxAge:   7 * 24 * time.Hour,
+		EventsMaxBytes: DefaultEventsMaxBytes,
 	}
 }
 
@@ -55,6 +64,9 @@ func (s Settings) Validate() error {
 	}
 	if s.NodeLease < time.Second {
 		errs = append(errs, fmt.Errorf("node lease %s: want at least 1s", s.NodeLease))
+	}
+	if s.EventsMaxBytes != -1 && s.EventsMaxBytes < MinEventsMaxBytes {
+		errs = append(errs, fmt.Errorf("events stream max bytes %d: want at least %d (1 MiB), or -1 for no limit", s.EventsMaxBytes, MinEventsMaxBytes))
 	}
 	return errors.Join(errs...)
 }
@@ -125,8 +137,18 @@ func (s Settings) EventsStreamConfig() jetstream.StreamConfig {
 		Storage:     s.storage(),
 		Replicas:    s.replicas(),
 		MaxAge:      s.EventsMaxAge,
+		MaxBytes:    s.eventsMaxBytes(),
 		Discard:     jetstream.DiscardOld,
 	}
+}
+
+// eventsMaxBytes is EventsMaxBytes as JetStream takes it: -1 for no limit
+// (also for settings made without DefaultSettings, which leave it 0).
+func (s Settings) eventsMaxBytes() int64 {
+	if s.EventsMaxBytes <= 0 {
+		return -1
+	}
+	return s.EventsMaxBytes
 }
 
 // Buckets holds a handle of every sluice bucket. A component that does not

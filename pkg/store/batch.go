@@ -139,7 +139,9 @@ func (b *Batcher) Write(ctx context.Context, ops []Op, fence *Fence) ([]uint64, 
 	if len(ops) == 0 {
 		return nil, nil
 	}
-	return whileInFlight(ctx, func() ([]uint64, error) { return b.write(ctx, ops, fence) })
+	revs, err := whileInFlight(ctx, func() ([]uint64, error) { return b.write(ctx, ops, fence) })
+	observe(ctx, b.bucket, err)
+	return revs, err
 }
 
 // whileInFlight runs send again while the server refuses it because another
@@ -216,6 +218,7 @@ func (b *Batcher) WriteFenced(ctx context.Context, op Op, fence *Fence) (uint64,
 	}
 	b.expect(m, fence.Key, fence.Revision)
 	rev, err := whileInFlight(ctx, func() (uint64, error) { return b.publish(ctx, m) })
+	observe(ctx, b.bucket, err)
 	if err != nil {
 		return 0, fmt.Errorf("write %s/%s (fenced on %s): %w", b.bucket, op.Key, fence.Key, err)
 	}

@@ -103,7 +103,9 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (uint64, error) 
 	actx, cancel := attempt(ctx)
 	defer cancel()
 	rev, err := s.kv.Create(actx, key, b)
-	return rev, s.wrap("create", key, err)
+	err = s.wrap("create", key, err)
+	observe(ctx, s.kv.Bucket(), err)
+	return rev, err
 }
 
 // Update writes key only if its current revision is rev; ErrConflict otherwise.
@@ -119,14 +121,18 @@ func (s *Store[T]) Update(ctx context.Context, key string, v T, rev uint64) (uin
 	actx, cancel := attempt(ctx)
 	defer cancel()
 	nrev, err := s.kv.Update(actx, key, b, rev)
-	return nrev, s.wrap("update", key, err)
+	err = s.wrap("update", key, err)
+	observe(ctx, s.kv.Bucket(), err)
+	return nrev, err
 }
 
 // Delete deletes key only if its current revision is rev; ErrConflict otherwise.
 func (s *Store[T]) Delete(ctx context.Context, key string, rev uint64) error {
 	actx, cancel := attempt(ctx)
 	defer cancel()
-	return s.wrap("delete", key, s.kv.Delete(actx, key, jetstream.LastRevision(rev)))
+	err := s.wrap("delete", key, s.kv.Delete(actx, key, jetstream.LastRevision(rev)))
+	observe(ctx, s.kv.Bucket(), err)
+	return err
 }
 
 // Mutate reads key, lets fn change the value (cur is nil-valued when the key

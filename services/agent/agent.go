@@ -47,6 +47,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
+	"github.com/sluicehq/sluice/pkg/health"
 	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -57,10 +58,13 @@ const Component = "agent"
 
 // Event types the agent emits (kind node, id the node).
 const (
-	EventNodeRegistered   = "NodeRegistered"
-	EventNodeProvisioning = "NodeProvisioning"
-	EventNodeProvisioned  = "NodeProvisioned"
-	EventNodeInvalid      = "NodeInvalid"
+	EventNodeRegistered = "NodeRegistered"
+	// EventNodeLabelsChanged: the node's labels changed (LabelUpdates) and
+	// its presence carries the new ones; the reason names both.
+	EventNodeLabelsChanged = "NodeLabelsChanged"
+	EventNodeProvisioning  = "NodeProvisioning"
+	EventNodeProvisioned   = "NodeProvisioned"
+	EventNodeInvalid       = "NodeInvalid"
 	// EventNodeRestored: last-good (or an empty config) was put back in
 	// force after a failed apply or check, or after an interrupted apply.
 	EventNodeRestored = "NodeRestored"
@@ -100,6 +104,10 @@ type Config struct {
 	Node string
 	// Labels are the node's labels, published with its presence.
 	Labels map[string]string
+	// LabelUpdates, when set, delivers the node's labels whenever they
+	// change (on Kubernetes: its Node object's, see pkg/kubenode); each
+	// replaces Labels and is published at once.
+	LabelUpdates <-chan map[string]string
 	// StateDir is where the agent keeps last-good.json; "" keeps nothing on
 	// disk (benchmarks with a simulated applier only).
 	StateDir string
@@ -135,6 +143,9 @@ type Config struct {
 	// contract.Ensure, which whoever opened them has done.
 	JetStream jetstream.JetStream
 	Buckets   *contract.Buckets
+
+	// Metrics, when set, times applies and health checks (metrics.go).
+	Metrics *Metrics
 }
 
 // Agent is the agent of one node.
@@ -164,6 +175,8 @@ type Agent struct {
 	pres   presence  // touched by Run's loop only
 	in     intake    // touched by Run's loop only
 	worker workState // touched by the worker only (after Run's setup)
+
+	readiness health.State // what Ready reports
 }
 
 // New checks cfg and fills in defaults. It does no I/O.
@@ -280,6 +293,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 
+	a.readiness.Set(false, "binding the buckets")
 	js, b, err := a.open(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -287,6 +301,7 @@ func (a *Agent) Run(ctx context.Context) error {
 		}
 		return err
 	}
+	a.readiness.Set(true, "buckets bound; node "+a.cfg.Node)
 	a.em = events.NewEmitter(js, a.cfg.Log, Component, a.cfg.Now)
 	defer func() {
 		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -345,6 +360,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.receivePause(m)
 		case <-a.pz.kick:
 			a.heartbeat(ctx)
+		case l := <-a.cfg.LabelUpdates:
+			a.setLabels(ctx, l)
 		case <-a.resync:
 			a.fetchPause(ctx, "resync")
 			a.fetchDesired(ctx, "resync")

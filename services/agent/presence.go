@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -64,6 +65,19 @@ func (a *Agent) heartbeat(ctx context.Context) {
 	case created:
 		a.emit(EventNodeRegistered, fmt.Sprintf("presence lease had expired (no heartbeat within %s); registered again", a.cfg.Settings.NodeLease), nil)
 	}
+}
+
+// setLabels makes l the node's labels and publishes them at once, if they
+// differ from the ones it has.
+func (a *Agent) setLabels(ctx context.Context, l map[string]string) {
+	if maps.Equal(l, a.cfg.Labels) {
+		return
+	}
+	reason := fmt.Sprintf("labels changed from {%s} to {%s}", formatLabels(a.cfg.Labels), formatLabels(l))
+	a.cfg.Labels = maps.Clone(l)
+	a.log.Info().Str(logging.FieldReason, reason).Msg("node labels changed")
+	a.emit(EventNodeLabelsChanged, reason, nil)
+	a.heartbeat(ctx)
 }
 
 // writePresence creates the presence key, or updates it at its current revision if it exists.

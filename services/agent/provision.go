@@ -175,7 +175,9 @@ func (a *Agent) provision(ctx context.Context, d *sluicev1.DesiredConfig) outcom
 func (a *Agent) apply(ctx context.Context, d *sluicev1.DesiredConfig) error {
 	actx, cancel := context.WithTimeout(ctx, a.cfg.ApplyTimeout)
 	defer cancel()
+	start := time.Now()
 	err := a.cfg.Applier.Apply(actx, d)
+	a.cfg.Metrics.applied(time.Since(start), err)
 	if err != nil && errors.Is(actx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
 		return fmt.Errorf("did not finish within %s: %w", a.cfg.ApplyTimeout, err)
 	}

@@ -185,7 +185,7 @@ func (a *Agent) check(ctx context.Context, cfg *sluicev1.DesiredConfig, each fun
 		defer cleanup()
 		env.ConfigPath = path
 	}
-	return runChecks(ctx, a.cfg.Checks, a.cfg.CheckDeadline, a.cfg.CheckPause, env, each)
+	return runChecks(ctx, a.cfg.Metrics.timed(a.cfg.Checks), a.cfg.CheckDeadline, a.cfg.CheckPause, env, each)
 }
 
 // validate runs ValidateCmd on d before it is applied.

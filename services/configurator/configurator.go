@@ -36,6 +36,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
+	"github.com/sluicehq/sluice/pkg/health"
 	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/pause"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -70,6 +71,8 @@ type Config struct {
 	Instance string
 	// FetchTimeout bounds one read of a registry (default 30s).
 	FetchTimeout time.Duration
+	// Metrics, when set, records each registry's sync state (metrics.go).
+	Metrics *Metrics
 }
 
 // Service is a configurator.
@@ -93,7 +96,15 @@ type Service struct {
 	// by "bucket/key event-type", so that each is reported once.
 	reportedMu sync.Mutex
 	reported   map[string]uint64
+
+	// readiness is what Ready reports.
+	readiness health.State
 }
+
+// Ready reports whether the configurator answers requests, and why in one
+// line: once its buckets are bound, the start-up reconcile ran, the API is
+// served and every registry had its first sync attempt.
+func (s *Service) Ready() (bool, string) { return s.readiness.Get() }
 
 // state is the configurator's typed view of its buckets.
 type state struct {
@@ -129,7 +140,9 @@ func New(cfg Config) (*Service, error) {
 		host, _ := os.Hostname()
 		cfg.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	return &Service{cfg: cfg, log: cfg.Log.With().Str(logging.FieldComponent, Component).Logger(), reported: map[string]uint64{}}, nil
+	s := &Service{cfg: cfg, log: cfg.Log.With().Str(logging.FieldComponent, Component).Logger(), reported: map[string]uint64{}}
+	s.readiness.Set(false, "binding the buckets")
+	return s, nil
 }
 
 // Run ensures the buckets, completes an interrupted apply, reconciles the
@@ -148,6 +161,7 @@ func (s *Service) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.readiness.Set(false, "buckets bound; reconciling the stored intents with the head")
 	s.st = &state{
 		intents:   store.New(b.Intents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} }),
 		revisions: store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} }),
@@ -215,6 +229,7 @@ func (s *Service) run(ctx context.Context) error {
 	}
 	s.log.Info().Str("apply", contract.SubjectApply).Str("delete", contract.SubjectDelete).Str("undo", contract.SubjectUndo).
 		Str("retry", contract.SubjectRetry).Msg("serving the configurator API")
+	s.readiness.Set(false, "serving the API; waiting for the first sync of every registry")
 
 	regs := s.newRegistries(b)
 	regsDone := make(chan struct{})
@@ -225,6 +240,7 @@ func (s *Service) run(ctx context.Context) error {
 				select {
 				case <-first:
 					s.log.Info().Msg("first sync of every registry done: answering requests")
+					s.readiness.Set(true, "serving the API")
 					close(s.ready)
 				case <-ctx.Done():
 				}

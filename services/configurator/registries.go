@@ -161,6 +161,7 @@ func (r *registries) specChanged(ctx context.Context, e store.Entry[*sluicev1.Re
 			cur.cancel()
 			delete(r.running, name)
 			r.s.log.Info().Str("registry", name).Msg("registry removed: no longer synced; its intents stay stored and in force")
+			r.s.cfg.Metrics.removed(name)
 			r.s.events.Emit(&sluicev1.Event{Kind: kindRegistry, Id: name, Type: "RegistryRemoved",
 				Reason: fmt.Sprintf("registry %s was removed: no longer synced; the intents it brought stay stored and in force", name)})
 			r.wg.Add(1)
@@ -264,6 +265,9 @@ func (r *registries) runSyncer(ctx context.Context, sy *syncer) {
 			failures = 0
 		} else if failures++; failures < fetchAttempts {
 			wait = min(interval, time.Second<<(failures-1)+time.Duration(rand.Int64N(int64(250*time.Millisecond))))
+		}
+		if ctx.Err() == nil {
+			r.s.cfg.Metrics.failed(name, failures)
 		}
 		select {
 		case <-ctx.Done():
@@ -421,6 +425,9 @@ func (r *registries) writeStatus(ctx context.Context, name string, change func(*
 	})
 	if err != nil && ctx.Err() == nil {
 		r.s.log.Warn().Err(err).Str("registry", name).Msg("write registry status")
+	}
+	if ctx.Err() == nil {
+		r.s.cfg.Metrics.status(out)
 	}
 	return out
 }

@@ -71,6 +71,7 @@ func (r *Reaper) CollectIntents(ctx context.Context) error {
 			"nor in any node's desired or backup config; deleted", cmp.Or(e.Value.GetSource(), "unknown"))
 		r.log.Info().Str("intent", e.Key).Str(logging.FieldReason, reason).Msg("intent reaped")
 		h.em.Emit(&sluicev1.Event{Kind: contract.KindIntent, Id: e.Key, Type: EventIntentReaped, Reason: reason})
+		r.deletedSome(KindIntents, 1)
 	}
 	return errors.Join(errs...)
 }

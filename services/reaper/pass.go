@@ -216,6 +216,7 @@ func (r *Reaper) deleteKeys(ctx context.Context, h *handles, node string, keys [
 		reason += "; kept " + strings.Join(kept, ", ")
 	}
 	h.em.Emit(&sluicev1.Event{Kind: events.KindNode, Id: node, Type: EventNodeReaped, Reason: reason, Node: node})
+	r.deletedSome(KindNodes, 1)
 	return errors.Join(errs...)
 }
 

@@ -31,18 +31,22 @@ package reaper
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
+	"github.com/sluicehq/sluice/pkg/health"
 	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/pause"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -107,6 +111,10 @@ type Config struct {
 	// reaped until it comes back or an operator confirms it (control
 	// reaper.confirm). Default 0.5; 1 or more turns the guard off.
 	HoldShare float64
+	// Version is the build version, announced in the micro service (default "dev").
+	Version string
+	// Metrics, when set, counts deletions (metrics.go).
+	Metrics *Metrics
 }
 
 // Reaper deletes what departed nodes left behind.
@@ -128,6 +136,41 @@ type Reaper struct {
 	// gate holds passes while the control plane is paused: the reaper
 	// acknowledges a pause once no pass runs (Run only; Pass ignores it).
 	gate *pause.Gate
+
+	readiness health.State
+	statusMu  sync.Mutex
+	deleted   map[string]uint64 // by kind (KindNodes, …): the status endpoint's counts
+	lastPass  time.Time
+}
+
+// Ready reports whether Run has bound its buckets and passes, and why in one line.
+func (r *Reaper) Ready() (bool, string) { return r.readiness.Get() }
+
+// deletedSome counts n deletions of kind, in the metrics and the status.
+func (r *Reaper) deletedSome(kind string, n int) {
+	r.statusMu.Lock()
+	r.deleted[kind] += uint64(n)
+	r.statusMu.Unlock()
+	if r.cfg.Metrics != nil {
+		r.cfg.Metrics.deletions.WithLabelValues(kind).Add(float64(n))
+	}
+}
+
+// passEnded records when a pass ended.
+func (r *Reaper) passEnded(at time.Time) {
+	r.statusMu.Lock()
+	r.lastPass = at
+	r.statusMu.Unlock()
+	if r.cfg.Metrics != nil {
+		r.cfg.Metrics.lastPass.Set(float64(at.UnixMilli()) / 1000)
+	}
+}
+
+// Status is what the status endpoint of the reaper's micro service answers.
+func (r *Reaper) Status() contract.ReaperStatus {
+	r.statusMu.Lock()
+	defer r.statusMu.Unlock()
+	return contract.ReaperStatus{Instance: r.cfg.Instance, Version: r.cfg.Version, LastPass: r.lastPass, Deleted: maps.Clone(r.deleted)}
 }
 
 // handles are the buckets and emitter, opened once.
@@ -173,13 +216,19 @@ func New(cfg Config) (*Reaper, error) {
 		host, _ := os.Hostname()
 		cfg.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	return &Reaper{
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	r := &Reaper{
 		cfg:        cfg,
 		log:        cfg.Log.With().Str(logging.FieldComponent, Component).Logger(),
 		absent:     map[string]time.Time{},
 		held:       map[string]string{},
 		unreadable: map[string]uint64{},
-	}, nil
+		deleted:    map[string]uint64{KindNodes: 0, KindIntents: 0, KindRevisions: 0},
+	}
+	r.readiness.Set(false, "binding the buckets")
+	return r, nil
 }
 
 // Run ensures the buckets, then passes every Interval and soon after a node's
@@ -218,11 +267,17 @@ func (r *Reaper) Run(ctx context.Context) error {
 		return fmt.Errorf("reaper: %w", err)
 	}
 	gate, stopPause := pause.Start(ctx, pause.Service{
-		Control: b.Control, Instances: b.Instances, Component: Component, Instance: r.cfg.Instance,
+		Control: b.Control, Instances: b.Instances, Component: Component, Instance: r.cfg.Instance, Version: r.cfg.Version,
 		What: "pass", Interval: r.cfg.Settings.HeartbeatInterval(), Log: r.log, Now: r.cfg.Now, Emit: h.em.Emit,
 	})
 	defer stopPause()
 	r.gate = gate
+	stopAPI, err := r.serveStatus()
+	if err != nil {
+		return err
+	}
+	defer stopAPI()
+	r.readiness.Set(true, fmt.Sprintf("buckets bound; a pass every %s", r.cfg.Interval))
 
 	watch := r.watchNodes(ctx, h)
 	r.pass(ctx, "start")
@@ -302,6 +357,32 @@ func (r *Reaper) pass(ctx context.Context, why string) {
 	if err := r.Pass(ctx); err != nil && ctx.Err() == nil {
 		r.log.Warn().Err(err).Str(logging.FieldReason, why).Msg("reaper pass; retrying at the next one")
 	}
+	r.passEnded(r.cfg.Now())
+}
+
+// serveStatus registers the micro service contract.ReaperService with a
+// status endpoint (contract.ReaperStatus); the returned func unregisters it.
+func (r *Reaper) serveStatus() (func(), error) {
+	svc, err := micro.AddService(r.cfg.Conn, micro.Config{
+		Name:        contract.ReaperService,
+		Version:     contract.ServiceVersion(r.cfg.Version),
+		Description: "sluice reaper: deletes what nothing references; the status endpoint counts what it deleted",
+		Metadata:    map[string]string{"instance": r.cfg.Instance, "build": r.cfg.Version},
+		// `nats micro stats` shows each instance's status.
+		StatsHandler: func(*micro.Endpoint) any { return r.Status() },
+	})
+	if err != nil {
+		return nil, fmt.Errorf("reaper: register micro service %s: %w", contract.ReaperService, err)
+	}
+	err = svc.AddEndpoint("status", micro.HandlerFunc(func(req micro.Request) {
+		b, _ := json.Marshal(r.Status())
+		_ = req.Respond(b)
+	}), micro.WithEndpointSubject(contract.SubjectReaperStatus))
+	if err != nil {
+		_ = svc.Stop()
+		return nil, fmt.Errorf("reaper: status endpoint: %w", err)
+	}
+	return func() { _ = svc.Stop() }, nil
 }
 
 // open opens the buckets once; r.mu must be held.

@@ -102,6 +102,7 @@ func (r *Reaper) CollectRevisions(ctx context.Context) error {
 		r.cfg.RevisionRetention, len(ids), listed(ids, 5))
 	r.log.Info().Int("deleted", len(ids)).Str(logging.FieldReason, reason).Msg("revisions reaped")
 	h.em.Emit(&sluicev1.Event{Kind: contract.KindRevision, Id: ids[0], Type: EventRevisionsReaped, Revision: ids[0], Reason: reason})
+	r.deletedSome(KindRevisions, len(ids))
 	return nil
 }
 

@@ -54,6 +54,11 @@ type Config struct {
 	// BeforeWrite, when set, runs before every write a leader makes. Tests
 	// block in it to play a leader whose process is paused (SIGSTOP).
 	BeforeWrite func(ctx context.Context)
+	// Version is the build version, announced in the instance presence and
+	// the micro service (default "dev").
+	Version string
+	// Metrics, when set, records the role, the rollout and the nodes (metrics.go).
+	Metrics *Metrics
 }
 
 // Service is a rollout-coordinator instance.
@@ -70,7 +75,17 @@ type Service struct {
 	req    *sluicev1.PauseRequest // newest control/pause seen
 	ack    *sluicev1.PauseAck     // last announced
 	em     *events.Emitter
+
+	// roles is who leads as this instance knows it: readiness, metrics and
+	// the micro service (role.go).
+	roles *roles
 }
+
+// Ready reports whether this instance is ready, and why in one line:
+// leading ("ready: leading term 7") or standing by ("ready: standing by,
+// lease held by coord-a since …"); not while it binds its buckets or
+// cannot read the lease.
+func (s *Service) Ready() (bool, string) { return s.roles.ready.Get() }
 
 // Leading reports whether this instance leads with its term's state loaded,
 // and how many desired-config writes it has decided but not yet landed
@@ -110,7 +125,11 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Settings.LeaderLease <= 0 {
 		cfg.Settings = contract.DefaultSettings()
 	}
-	return &Service{cfg: cfg, log: cfg.Log.With().Str(logging.FieldComponent, Component).Logger()}, nil
+	if cfg.Version == "" {
+		cfg.Version = "dev"
+	}
+	log := cfg.Log.With().Str(logging.FieldComponent, Component).Logger()
+	return &Service{cfg: cfg, log: log, roles: newRoles(cfg.Conn, cfg.Instance, cfg.Version, log, cfg.Metrics)}, nil
 }
 
 // Run campaigns for leadership and, while leader, runs rollouts. It returns
@@ -120,6 +139,8 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.roles.bound()
+	defer s.roles.stop()
 	em := events.NewEmitter(js, s.cfg.Log, Component, s.cfg.Now)
 	defer func() {
 		fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -127,7 +148,7 @@ func (s *Service) Run(ctx context.Context) error {
 		em.Flush(fctx)
 	}()
 	s.em = em
-	s.beacon = pause.NewBeacon(b.Instances, Component, s.cfg.Instance, "", s.cfg.Settings.HeartbeatInterval(), s.log, s.cfg.Now)
+	s.beacon = pause.NewBeacon(b.Instances, Component, s.cfg.Instance, s.cfg.Version, s.cfg.Settings.HeartbeatInterval(), s.log, s.cfg.Now)
 	s.beacon.Set(nil, RoleStandby)
 	var bg sync.WaitGroup
 	defer bg.Wait()
@@ -144,7 +165,7 @@ func (s *Service) Run(ctx context.Context) error {
 	// a while to notice): a reconnect ends the term, which reloads everything.
 	reconnected := s.cfg.Conn.StatusChanged(nats.CONNECTED)
 	defer s.cfg.Conn.RemoveStatusListener(reconnected)
-	el := newElection(b.Leases, s.cfg, s.log, em)
+	el := newElection(b.Leases, s.cfg, s.log, em, s.roles)
 	for {
 		l, err := el.acquire(ctx)
 		if err != nil {
@@ -157,6 +178,7 @@ func (s *Service) Run(ctx context.Context) error {
 		err = s.term(termCtx, cancel, el, l, b, em, reconnected)
 		cancel()
 		el.release(l)
+		s.roles.termEnded(l.epoch)
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -185,6 +207,8 @@ func (s *Service) term(ctx context.Context, cancel context.CancelFunc, el *elect
 		return fmt.Errorf("publish term %d in the lease: %w", t.epoch, err)
 	}
 	s.log.Info().Uint64("term", t.epoch).Str("instance", s.cfg.Instance).Msg("leading: buckets fenced for this term")
+	s.roles.leading(t.epoch, l.acquired.AsTime())
+	s.cfg.Metrics.termStarted()
 	go el.keep(ctx, l, cancel)
 	lp := newLoop(b, s.cfg, s.log, em, t)
 	lp.reconnected = reconnected

@@ -26,13 +26,15 @@ type election struct {
 	cfg     Config
 	log     zerolog.Logger
 	em      *events.Emitter
+	roles   *roles // told what this instance learns of who leads
 	session string // random per process: tells two instances of one name apart
 
 	// Standing by: the lease seen last, to log each new holder once and to
 	// tell a dead predecessor of our own name from a live duplicate.
-	seenHolder string
-	seenRev    uint64
-	seenSince  time.Time
+	seenHolder   string
+	seenAcquired time.Time
+	seenRev      uint64
+	seenSince    time.Time
 }
 
 // ErrDuplicateInstance: another live coordinator runs with the same instance name.
@@ -51,10 +53,10 @@ type lease struct {
 // have been renewed recently enough that it cannot have expired on the server.
 func (l *lease) valid(now time.Time) bool { return now.UnixNano() < l.validUntil.Load() }
 
-func newElection(kv jetstream.KeyValue, cfg Config, log zerolog.Logger, em *events.Emitter) *election {
+func newElection(kv jetstream.KeyValue, cfg Config, log zerolog.Logger, em *events.Emitter, r *roles) *election {
 	return &election{
 		leases: store.New(kv, func() *sluicev1.LeaderLease { return &sluicev1.LeaderLease{} }),
-		cfg:    cfg, log: log, em: em, session: nuid.Next(),
+		cfg:    cfg, log: log, em: em, roles: r, session: nuid.Next(),
 	}
 }
 
@@ -70,7 +72,11 @@ func (e *election) acquire(ctx context.Context) (*lease, error) {
 	for {
 		now := e.cfg.Now()
 		v := &sluicev1.LeaderLease{Holder: e.cfg.Instance, Session: e.session, AcquiredAt: timestamppb.New(now), RenewedAt: timestamppb.New(now)}
-		cur, err := e.leases.Get(ctx, contract.LeaseCoordinator)
+		// Bounded: store's reads ask again until their ctx ends, and an
+		// instance that cannot read the lease must say so (not ready).
+		gctx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
+		cur, err := e.leases.Get(gctx, contract.LeaseCoordinator)
+		cancel()
 		var rev uint64
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -99,10 +105,12 @@ func (e *election) acquire(ctx context.Context) (*lease, error) {
 		if err == nil {
 			l := &lease{rev: rev, acquired: v.AcquiredAt}
 			l.validUntil.Store(now.Add(e.margin()).UnixNano())
-			e.seenHolder, e.seenRev = "", 0
+			e.seenHolder, e.seenAcquired, e.seenRev = "", time.Time{}, 0
+			e.roles.acquired()
 			return l, nil
 		}
 		if !errors.Is(err, store.ErrConflict) {
+			e.roles.leaseUnreadable(err)
 			e.log.Warn().Err(err).Msg("leader lease: retrying")
 		}
 		select {
@@ -113,16 +121,19 @@ func (e *election) acquire(ctx context.Context) (*lease, error) {
 	}
 }
 
-// standBy notes the lease someone else holds, logging each new holder once.
+// standBy notes the lease someone else holds, logging when this instance
+// starts standing by and whenever the holder (or its term) changes.
 func (e *election) standBy(cur store.Entry[*sluicev1.LeaderLease], now time.Time) {
 	if cur.Revision != e.seenRev {
 		e.seenRev, e.seenSince = cur.Revision, now
 	}
-	if cur.Value.GetHolder() != e.seenHolder {
-		e.seenHolder = cur.Value.GetHolder()
-		e.log.Info().Str("holder", cur.Value.GetHolder()).Time("since", cur.Value.GetAcquiredAt().AsTime()).
-			Uint64("epoch", cur.Value.GetEpoch()).Msg("standing by: the coordinator lease is held by another instance")
+	holder, since := cur.Value.GetHolder(), cur.Value.GetAcquiredAt().AsTime()
+	if holder != e.seenHolder || !since.Equal(e.seenAcquired) {
+		e.seenHolder, e.seenAcquired = holder, since
+		e.log.Info().Str("holder", holder).Time("since", since).Uint64("term", cur.Value.GetEpoch()).
+			Msgf("standing by: lease held by %s since %s", holder, since.UTC().Format(time.RFC3339))
 	}
+	e.roles.standingBy(holder, since, cur.Value.GetEpoch())
 }
 
 // announce publishes the term's epoch in the lease and emits LeadershipAcquired.
@@ -130,7 +141,7 @@ func (e *election) announce(ctx context.Context, l *lease) error {
 	if err := e.renew(ctx, l); err != nil {
 		return err
 	}
-	e.em.Emit(&sluicev1.Event{Kind: contract.KindLeader, Id: Component, Type: "LeadershipAcquired",
+	e.em.Emit(&sluicev1.Event{Kind: contract.KindLeader, Id: Component, Type: contract.EventLeadershipAcquired,
 		Reason: fmt.Sprintf("instance %s holds the coordinator lease; term %d", e.cfg.Instance, l.epoch)})
 	return nil
 }
@@ -164,13 +175,13 @@ func (e *election) keep(ctx context.Context, l *lease, lost context.CancelFunc) 
 		switch {
 		case err == nil:
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):
-			e.em.Emit(&sluicev1.Event{Kind: contract.KindLeader, Id: Component, Type: "LeadershipLost",
+			e.em.Emit(&sluicev1.Event{Kind: contract.KindLeader, Id: Component, Type: contract.EventLeadershipLost,
 				Reason: "the lease was taken or expired: " + err.Error()})
 			lost()
 			return
 		default:
 			if !l.valid(e.cfg.Now()) {
-				e.em.Emit(&sluicev1.Event{Kind: contract.KindLeader, Id: Component, Type: "LeadershipLost",
+				e.em.Emit(&sluicev1.Event{Kind: contract.KindLeader, Id: Component, Type: contract.EventLeadershipLost,
 					Reason: "could not renew the lease before it could expire: " + err.Error()})
 				lost()
 				return
@@ -186,6 +197,7 @@ func (e *election) release(l *lease) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	if err := e.leases.Delete(ctx, contract.LeaseCoordinator, l.rev); err == nil {
-		e.log.Info().Msg("released the leader lease")
+		e.em.Emit(&sluicev1.Event{Kind: contract.KindLeader, Id: Component, Type: contract.EventLeadershipReleased,
+			Reason: fmt.Sprintf("instance %s gave the coordinator lease up at the end of term %d", e.cfg.Instance, l.epoch)})
 	}
 }

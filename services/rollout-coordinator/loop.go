@@ -281,12 +281,14 @@ func (lp *loop) run(ctx context.Context) error {
 			case e.Deleted:
 				lp.kv.forget(contract.BucketNodeConfigs, contract.DesiredKey(e.Key))
 				lp.kv.forget(contract.BucketNodeConfigs, contract.BackupKey(e.Key))
+				lp.cfg.Metrics.nodePhase(e.Key, nil)
 				ev = rollout.Reaped{Node: e.Key}
 			case e.Value == nil:
 				continue
 			default:
 				// The key names the node, whatever the value says.
 				e.Value.Node = e.Key
+				lp.cfg.Metrics.nodePhase(e.Key, e.Value)
 				ev = rollout.Status{S: e.Value}
 			}
 		}
@@ -335,6 +337,7 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 	for e := range initial(ctx, lp, contract.BucketStatus, statusW) {
 		e.Value.Node = e.Key
 		ev.Status = append(ev.Status, e.Value)
+		lp.cfg.Metrics.nodePhase(e.Key, e.Value)
 	}
 	for e := range initial(ctx, lp, contract.BucketRevisions, headW) {
 		ev.Head = e.Value
@@ -437,6 +440,12 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 		}
 		f.Value.Fingerprint = f.Key
 		ev.Invalid = append(ev.Invalid, f.Value)
+	}
+	// The rollout the metrics show: the active one, else the head's.
+	if ev.Active.GetRevision() != "" {
+		lp.cfg.Metrics.rolloutSeen(ev.Active)
+	} else {
+		lp.cfg.Metrics.rolloutSeen(ev.HeadRollout)
 	}
 	lp.log.Info().Int("nodes", len(ev.Presence)).Int("statuses", len(ev.Status)).Uint64("term", lp.term.epoch).
 		Str(logging.FieldRevision, ev.Head.GetRevision()).Str(logging.FieldRollout, ev.Active.GetId()).
@@ -542,14 +551,17 @@ func (lp *loop) perform(ctx context.Context, a rollout.Action) error {
 		}
 	case rollout.StartRollout:
 		lp.unsaved = nil
+		lp.cfg.Metrics.rolloutSeen(a.Rollout)
 		return lp.fx.startRollout(ctx, a.Rollout)
 	case rollout.SaveRollout:
 		lp.unsaved = a.Rollout
+		lp.cfg.Metrics.rolloutSeen(a.Rollout)
 		if a.Flush {
 			return lp.flush(ctx)
 		}
 	case rollout.FinishRollout:
 		lp.unsaved = nil
+		lp.cfg.Metrics.rolloutSeen(a.Rollout)
 		return lp.fx.finishRollout(ctx, a)
 	case rollout.RecordInvalid:
 		return lp.fx.recordInvalid(ctx, a.Fingerprint)

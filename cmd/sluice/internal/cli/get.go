@@ -115,7 +115,19 @@ when never paused) and the rest are instances. For registries, each item is
 			if len(bad) > 0 && output == formatTable {
 				fmt.Fprintln(a.streams.Err, unreadableHint(len(bad)))
 			}
-			return printListing(a.streams.Out, l, bad, output, a.now())
+			if err := printListing(a.streams.Out, l, bad, output, a.now()); err != nil {
+				return err
+			}
+			if rl, ok := l.(rolloutList); ok {
+				if note := a.noLeaderNote(cmd.Context(), js, rl.activeRollout()); note != "" {
+					if output == formatTable {
+						fmt.Fprintf(a.streams.Out, "\n%s\n", note) // below the table
+					} else {
+						fmt.Fprintln(a.streams.Err, note) // a listing on stdout stays parseable
+					}
+				}
+			}
+			return nil
 		},
 	}
 	outputFlag(cmd.Flags(), &output)

@@ -281,6 +281,16 @@ func (l rolloutList) table(now time.Time) [][]string {
 
 func (l rolloutList) objects() ([]json.RawMessage, error) { return protoObjects(l.items) }
 
+// activeRollout is the record of the active rollout, nil when none.
+func (l rolloutList) activeRollout() *sluicev1.Rollout {
+	for _, r := range l.items {
+		if r.GetId() == l.active && l.active != "" {
+			return r
+		}
+	}
+	return nil
+}
+
 // rolloutDuration is how long r ran, or has run so far.
 func rolloutDuration(r *sluicev1.Rollout, now time.Time) string {
 	if r.GetStartedAt() == nil {

@@ -111,6 +111,14 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool, output s
 		return err
 	}
 	if watch {
+		if target.id != "" {
+			// Said once, before following: without a leader it would follow a rollout that does not move.
+			if e, err := rollouts.Get(ctx, target.id); err == nil {
+				if note := a.noLeaderNote(ctx, js, e.Value); note != "" {
+					fmt.Fprintln(a.streams.Out, note)
+				}
+			}
+		}
 		return a.watchRollout(ctx, rollouts, target)
 	}
 	if target.id == "" {
@@ -141,6 +149,10 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool, output s
 		if err := printListing(a.streams.Out, rolloutList{items: []*sluicev1.Rollout{e.Value}}, bad, output, a.now()); err != nil {
 			return err
 		}
+		// The record stays parseable on stdout: the news goes to stderr.
+		if note := a.noLeaderNote(ctx, js, e.Value); note != "" {
+			fmt.Fprintln(a.streams.Err, note)
+		}
 		return exitFor(e.Value.GetPhase())
 	}
 	live, badLive, err := liveNodes(ctx, js, target.id)
@@ -153,6 +165,9 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool, output s
 		// Before the outcome, which stays the last line.
 		lines = append(lines[:len(lines)-1:len(lines)-1], "paused    the control plane is "+contract.DescribePause(req)+
 			": no node operation starts until 'sluice resume' (sluice get pause shows who has stopped)", lines[len(lines)-1])
+	}
+	if note := a.noLeaderNote(ctx, js, e.Value); note != "" {
+		lines = append(lines[:len(lines)-1:len(lines)-1], "leader    "+note, lines[len(lines)-1])
 	}
 	writeLines(a.streams.Out, lines)
 	if bad = append(bad, badLive...); len(bad) > 0 {

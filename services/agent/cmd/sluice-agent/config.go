@@ -22,6 +22,8 @@ import (
 type options struct {
 	common                                      cmdutil.Common
 	node, labels, stateDir, configFile          string
+	kubeNodeLabels                              bool
+	kubeconfig                                  string
 	applier, configPath, applyCmd, applyMode    string
 	validateCmd                                 string
 	checkCmds, checkTCP, checkHTTP, checkIfaces multi
@@ -34,7 +36,10 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.SetOutput(stderr)
 	o.common.Register(fs)
 	fs.StringVar(&o.node, "node", shortHostname(), "this node's name (default: the short host name, lower-cased)")
-	fs.StringVar(&o.labels, "labels", "", "this node's labels, k=v,k=v")
+	fs.StringVar(&o.labels, "labels", "", "this node's labels, k=v,k=v (with --kube-node-labels: added to the Node's, and winning over them)")
+	fs.BoolVar(&o.kubeNodeLabels, "kube-node-labels", os.Getenv("SLUICE_KUBE_NODE_LABELS") == "true",
+		"publish the labels of the Kubernetes Node named --node, and follow their changes (needs get, list and watch on nodes; env SLUICE_KUBE_NODE_LABELS=true)")
+	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig for --kube-node-labels outside a cluster (default: the in-cluster ServiceAccount)")
 	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/sluice-agent", "directory for the last-good config and the apply marker")
 	fs.StringVar(&o.configFile, "config", "", "YAML file with applier, validate and checks (flags override it; check flags add to its checks)")
 	fs.StringVar(&o.applier, "applier", "file", "how configs are applied: file or exec")

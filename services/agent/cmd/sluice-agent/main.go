@@ -8,12 +8,16 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"os/signal"
 	"syscall"
 
 	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
+	"k8s.io/client-go/kubernetes"
 
+	"github.com/sluicehq/sluice/pkg/kubenode"
 	"github.com/sluicehq/sluice/services/agent"
 )
 
@@ -33,6 +37,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
+	if o.common.Probe != "" {
+		return o.common.ProbeExit(ctx, stderr)
+	}
 	log, err := o.common.Logger(stderr)
 	if err != nil {
 		fmt.Fprintf(stderr, "sluice-agent: %v\n", err)
@@ -46,18 +53,38 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sluice-agent: %v\n", err)
 		return 2
 	}
-	nc, err := o.common.Connect("sluice-agent " + cfg.Node)
+	// Serves --http-addr and waits for NATS (a stop meanwhile is clean).
+	p, err := o.common.Start(ctx, "sluice-agent "+cfg.Node, log)
 	if err != nil {
+		if ctx.Err() != nil {
+			return 0
+		}
 		log.Error().Err(err).Msg("start")
 		return 1
 	}
-	defer nc.Close()
+	defer p.Close()
+	nc := p.Conn
 	cfg.Conn, cfg.Settings, cfg.Log, cfg.Version = nc, o.common.Settings(), log, version
+	cfg.Metrics = agent.NewMetrics(p.Registry)
+	if o.kubeNodeLabels {
+		client, err := kubenode.NewClient(o.kubeconfig)
+		if err == nil {
+			cfg.Labels, cfg.LabelUpdates, err = followNode(ctx, client, cfg.Node, cfg.Labels, log)
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return 0
+			}
+			log.Error().Err(err).Msg("--kube-node-labels")
+			return 1
+		}
+	}
 	a, err := agent.New(cfg)
 	if err != nil {
 		log.Error().Err(err).Msg("configure agent")
 		return 2
 	}
+	p.SetReadiness(a.Ready)
 	// After a reconnect, republished writes made while away are lost: fetch.
 	nc.SetReconnectHandler(func(*nats.Conn) { a.Reconnected() })
 	if err := a.Run(ctx); err != nil {
@@ -65,4 +92,43 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// followNode reads the labels of the Kubernetes Node named node and follows
+// them: the Node's labels with extra (--labels) on top, now and on every
+// change.
+func followNode(ctx context.Context, client kubernetes.Interface, node string, extra map[string]string, log zerolog.Logger) (map[string]string, <-chan map[string]string, error) {
+	in, err := kubenode.Watch(ctx, client, node, log)
+	if err != nil {
+		return nil, nil, err
+	}
+	merge := func(l map[string]string) map[string]string {
+		out := maps.Clone(l)
+		if out == nil {
+			out = map[string]string{}
+		}
+		maps.Copy(out, extra)
+		return out
+	}
+	var first map[string]string
+	select {
+	case l, ok := <-in:
+		if !ok {
+			return nil, nil, ctx.Err()
+		}
+		first = merge(l)
+	case <-ctx.Done():
+		return nil, nil, ctx.Err()
+	}
+	out := make(chan map[string]string)
+	go func() {
+		for l := range in {
+			select {
+			case out <- merge(l):
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return first, out, nil
 }

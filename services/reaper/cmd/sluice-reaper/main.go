@@ -12,9 +12,6 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/rs/zerolog"
-
 	"github.com/sluicehq/sluice/pkg/cmdutil"
 	"github.com/sluicehq/sluice/services/reaper"
 )
@@ -40,8 +37,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		}
 		return nil
 	}
-	return common.Main(ctx, fs, args, stderr, check, func(nc *nats.Conn, log zerolog.Logger) (cmdutil.Service, error) {
-		return reaper.New(reaper.Config{Conn: nc, Settings: common.Settings(), Log: log, Grace: *grace, Interval: *interval, HoldShare: *holdShare,
-			RevisionRetention: *keepRevs})
+	return common.Main(ctx, fs, args, stderr, check, func(rt cmdutil.Runtime) (cmdutil.Service, error) {
+		return reaper.New(reaper.Config{Conn: rt.Conn, Settings: common.Settings(), Log: rt.Log, Grace: *grace, Interval: *interval, HoldShare: *holdShare,
+			RevisionRetention: *keepRevs, Version: cmdutil.Version, Metrics: reaper.NewMetrics(rt.Metrics)})
 	})
 }

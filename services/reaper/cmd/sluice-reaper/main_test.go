@@ -3,12 +3,20 @@ package main
 import (
 	"bytes"
 	"context"
+	"encoding/json"
+	"io"
+	"net"
+	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/micro"
+
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/services/reaper"
 )
 
 func TestRun_StopsCleanlyOnCancel(t *testing.T) {
@@ -62,4 +70,83 @@ func TestRun_ReplicasFromEnvAreVerifiedAgainstTheBuckets(t *testing.T) {
 			t.Fatalf("stderr does not say %q:\n%s", want, stderr.String())
 		}
 	}
+}
+
+func TestRun_ReadyOnceBound_AndAMicroServiceWithItsStatus(t *testing.T) {
+	env := natstest.StartBare(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	_ = ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr lockedBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"--server", env.URL, "--http-addr", addr, "--interval", "1s"}, &stderr)
+	}()
+	readyz := func() (int, string) {
+		resp, err := http.Get("http://" + addr + "/readyz")
+		if err != nil {
+			return 0, ""
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	// No bucket exists yet: the reaper waits for their managers.
+	natstest.Eventually(t, 10*time.Second, "not ready while binding", func() bool {
+		c, body := readyz()
+		return c == http.StatusServiceUnavailable && body == "not ready: binding the buckets\n"
+	})
+	ectx, ecancel := context.WithTimeout(ctx, 30*time.Second)
+	defer ecancel()
+	if err := contract.Ensure(ectx, env.JS, contract.DefaultSettings()); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 15*time.Second, "ready once bound", func() bool {
+		c, body := readyz()
+		return c == http.StatusOK && body == "ready: buckets bound; a pass every 1s\n"
+	})
+	var st contract.ReaperStatus
+	natstest.Eventually(t, 5*time.Second, "a pass in the status", func() bool {
+		msg, err := env.Conn.Request(contract.SubjectReaperStatus, nil, 2*time.Second)
+		return err == nil && json.Unmarshal(msg.Data, &st) == nil && !st.LastPass.IsZero()
+	})
+	if st.Version != "dev" || st.Deleted[reaper.KindNodes] != 0 || len(st.Deleted) != 3 {
+		t.Fatalf("status %+v, want version dev and three kinds counted at 0", st)
+	}
+	infoSubject, _ := micro.ControlSubject(micro.InfoVerb, contract.ReaperService, "")
+	msg, err := env.Conn.Request(infoSubject, nil, 2*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var info micro.Info
+	if err := json.Unmarshal(msg.Data, &info); err != nil || info.Version != "0.0.0-dev" || info.Metadata["instance"] == "" {
+		t.Fatalf("micro info %s (%v), want version 0.0.0-dev and the instance", msg.Data, err)
+	}
+	cancel()
+	if c := <-code; c != 0 {
+		t.Fatalf("exit code %d:\n%s", c, stderr.String())
+	}
+}
+
+// lockedBuffer is a log destination goroutines may share.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }

@@ -4,12 +4,10 @@ package main
 import (
 	"context"
 	"flag"
+	"io"
 	"os"
 	"os/signal"
 	"syscall"
-
-	"github.com/nats-io/nats.go"
-	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/cmdutil"
 	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
@@ -17,11 +15,12 @@ import (
 
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	os.Exit(run(ctx, os.Args[1:]))
+	code := run(ctx, os.Args[1:], os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-func run(ctx context.Context, args []string) int {
+func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fs := flag.NewFlagSet("sluice-rollout-coordinator", flag.ContinueOnError)
 	var common cmdutil.Common
 	common.Register(fs)
@@ -29,8 +28,8 @@ func run(ctx context.Context, args []string) int {
 	instance := fs.String("instance", "", "name in the leader lease (default host-pid)")
 	retention := fs.Int("rollout-retention", coordinator.DefaultRetention, "ended rollout records kept; older ones are deleted when a rollout finishes (-1 keeps all)")
 	expiry := fs.Duration("invalid-expiry", 0, "forgive a fingerprint recorded invalid this long ago (0: never)")
-	return common.Main(ctx, fs, args, os.Stderr, nil, func(nc *nats.Conn, log zerolog.Logger) (cmdutil.Service, error) {
-		return coordinator.New(coordinator.Config{Conn: nc, Settings: common.Settings(), Log: log, Instance: *instance,
-			Retention: *retention, InvalidExpiry: *expiry})
+	return common.Main(ctx, fs, args, stderr, nil, func(rt cmdutil.Runtime) (cmdutil.Service, error) {
+		return coordinator.New(coordinator.Config{Conn: rt.Conn, Settings: common.Settings(), Log: rt.Log, Instance: *instance,
+			Retention: *retention, InvalidExpiry: *expiry, Version: cmdutil.Version, Metrics: coordinator.NewMetrics(rt.Metrics)})
 	})
 }

@@ -1,0 +1,156 @@
+package cli
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// A running rollout moves only while a rollout-coordinator leads. `rollout
+// status` and `get rollouts` say so when none does, computed from what is
+// stored (nothing asks a coordinator):
+//
+//   - The lease key (sluice-leases/coordinator) is present: the server
+//     removes it one lease (the bucket's TTL) after the last renewal, so a
+//     coordinator renewed it within a lease: it leads. Its clock is not
+//     compared with ours.
+//   - The key's delete marker is there (the leader released it, or the
+//     server expired it): no one has led since the marker's time. Within a
+//     lease of it a standby takes over (it polls every third of a lease),
+//     so only a marker older than a lease is reported. Markers live about a
+//     lease themselves, so this case is short.
+//   - Nothing is stored under the key: no one has led for at least a lease.
+//     Since when is then the last leader event of the events stream: a
+//     LeadershipReleased or LeadershipLost with no LeadershipAcquired after
+//     it is when the last leader stopped. A LeadershipAcquired (a leader
+//     that was killed emits nothing more) or the rollout's last write only
+//     bound it: the leader was alive then, so the line says "the last sign
+//     of one was … ago" rather than claim when it died.
+
+// leaderEvidence is what the stored state says about the coordinator lease.
+type leaderEvidence struct {
+	present  bool          // the lease key holds a lease
+	markerAt time.Time     // when the key was deleted or expired, if its marker is still stored
+	expired  bool          // the marker is the server's expiry, not a release
+	ttl      time.Duration // the leases bucket's TTL: the leader lease
+	last     *sluicev1.Event
+}
+
+// noLeaderLine is the line saying that no coordinator leads while rollout r
+// runs, "" when one does (or r is not running).
+func noLeaderLine(r *sluicev1.Rollout, ev leaderEvidence, now time.Time) string {
+	if !contract.Active(r.GetPhase()) || ev.present {
+		return ""
+	}
+	const todo = ": the rollout is not progressing; start a rollout-coordinator"
+	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	if !ev.markerAt.IsZero() {
+		if now.Sub(ev.markerAt) < ev.ttl {
+			return "" // a standby takes over within this
+		}
+		what := "the lease was released"
+		if ev.expired {
+			what = "the lease expired"
+		}
+		return fmt.Sprintf("no coordinator has led for %s (%s at %s)%s", humanDuration(now.Sub(ev.markerAt)), what, at(ev.markerAt), todo)
+	}
+	last := ev.last
+	if last != nil && (last.GetType() == contract.EventLeadershipReleased || last.GetType() == contract.EventLeadershipLost) {
+		what := "the last leader released the lease"
+		if last.GetType() == contract.EventLeadershipLost {
+			what = "the last leader lost the lease"
+		}
+		t := last.GetTime().AsTime()
+		return fmt.Sprintf("no coordinator has led for %s (%s at %s)%s", humanDuration(now.Sub(t)), what, at(t), todo)
+	}
+	// The leader was alive at the latest of these; when it stopped is unknown.
+	var sign time.Time
+	var what string
+	for _, s := range []struct {
+		t    time.Time
+		what string
+	}{
+		{r.GetStartedAt().AsTime(), "rollout " + r.GetId() + " started"},
+		{r.GetUpdatedAt().AsTime(), "rollout " + r.GetId() + " written"},
+		{last.GetTime().AsTime(), "a leader took the lease"},
+	} {
+		if s.t.Unix() > 0 && s.t.After(sign) {
+			sign, what = s.t, s.what
+		}
+	}
+	if sign.IsZero() {
+		return "no coordinator holds the lease" + todo
+	}
+	return fmt.Sprintf("no coordinator holds the lease; the last sign of one was %s ago (%s at %s)%s",
+		humanDuration(now.Sub(sign)), what, at(sign), todo)
+}
+
+// readLeaderEvidence reads the lease key, its bucket's TTL and the last
+// leader event. js must also be a jetstream.StreamManager for the event
+// (a JetStream context is); without it the line says less.
+func readLeaderEvidence(ctx context.Context, js jetstream.KeyValueManager) (leaderEvidence, error) {
+	ev := leaderEvidence{ttl: contract.DefaultSettings().LeaderLease}
+	kv, err := bucket(ctx, js, contract.BucketLeases)
+	if err != nil {
+		return ev, err
+	}
+	if st, err := kv.Status(ctx); err == nil && st.TTL() > 0 {
+		ev.ttl = st.TTL()
+	}
+	// History, not Get: Get hides a delete marker, whose time is wanted.
+	hist, err := kv.History(ctx, contract.LeaseCoordinator)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+	case err != nil:
+		return ev, fmt.Errorf("read the coordinator lease: %w", err)
+	case hist[len(hist)-1].Operation() == jetstream.KeyValuePut:
+		ev.present = true
+		return ev, nil
+	default:
+		last := hist[len(hist)-1]
+		// The server's expiry marker reads as a purge, a release as a delete.
+		ev.markerAt, ev.expired = last.Created(), last.Operation() == jetstream.KeyValuePurge
+	}
+	sm, ok := js.(jetstream.StreamManager)
+	if !ok {
+		return ev, nil
+	}
+	stream, err := sm.Stream(ctx, contract.StreamEvents)
+	if err != nil {
+		return ev, nil // no events stream: the rollout's own times say what they can
+	}
+	msg, err := stream.GetLastMsgForSubject(ctx, contract.EventSubject(contract.KindLeader, contract.ComponentCoordinator))
+	if err != nil {
+		return ev, nil
+	}
+	last := &sluicev1.Event{}
+	if store.Unmarshal(msg.Data, last) == nil {
+		if last.GetTime() == nil {
+			last.Time = timestamppb.New(msg.Time)
+		}
+		ev.last = last
+	}
+	return ev, nil
+}
+
+// noLeaderNote is noLeaderLine for rollout r as stored now; "" when a
+// coordinator leads or the lease cannot be read (the rest of the output
+// does not depend on it).
+func (a *app) noLeaderNote(ctx context.Context, js jetstream.KeyValueManager, r *sluicev1.Rollout) string {
+	if !contract.Active(r.GetPhase()) {
+		return ""
+	}
+	ev, err := readLeaderEvidence(ctx, js)
+	if err != nil {
+		return ""
+	}
+	return noLeaderLine(r, ev, a.now())
+}
