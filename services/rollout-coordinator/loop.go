@@ -269,6 +269,9 @@ func (lp *loop) run(ctx context.Context) error {
 			if e.Value == nil && !e.Deleted {
 				continue
 			}
+			if !e.Deleted && !lp.boundToKey(contract.BucketNodes, e.Key, e.Value.GetNode()) {
+				continue
+			}
 			ev = rollout.Presence{Node: e.Key, P: e.Value}
 		case e, ok := <-statusW:
 			if !ok {
@@ -285,8 +288,9 @@ func (lp *loop) run(ctx context.Context) error {
 				ev = rollout.Reaped{Node: e.Key}
 			case e.Value == nil:
 				continue
+			case !lp.boundToKey(contract.BucketStatus, e.Key, e.Value.GetNode()):
+				continue
 			default:
-				// The key names the node, whatever the value says.
 				e.Value.Node = e.Key
 				lp.cfg.Metrics.nodePhase(e.Key, e.Value)
 				ev = rollout.Status{S: e.Value}
@@ -325,6 +329,24 @@ func (lp *loop) quarantine(bucket, key string, err error) {
 		Reason: fmt.Sprintf("%s/%s does not decode and is skipped until it is rewritten: %v", bucket, key, err)})
 }
 
+// boundToKey reports whether a node's value names the node its key does (or
+// none). A value written under one node's key that names another — what a
+// compromised agent would write to act as another node — is skipped and
+// reported once per key: it never counts for either node.
+func (lp *loop) boundToKey(bucket, key, node string) bool {
+	if node == "" || node == key {
+		delete(lp.quarantined, bucket+"/"+key+" mismatch")
+		return true
+	}
+	if !lp.quarantined[bucket+"/"+key+" mismatch"] {
+		lp.quarantined[bucket+"/"+key+" mismatch"] = true
+		reason := fmt.Sprintf("%s/%s holds a value naming node %q: a value is bound to its key, so it is skipped until the node's agent rewrites it", bucket, key, node)
+		lp.log.Warn().Str(logging.FieldBucket, bucket).Str(logging.FieldKey, key).Str(logging.FieldReason, reason).Msg("value does not match its key")
+		lp.emit(&sluicev1.Event{Kind: contract.KindNode, Id: key, Node: key, Type: "ValueKeyMismatch", Reason: reason})
+	}
+	return false
+}
+
 // load reads everything the coordinator owns or depends on. Presence, status
 // and head come from the watchers' initial values, so the live changes that
 // follow continue exactly where the read ended.
@@ -332,9 +354,16 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 	statusW <-chan store.Entry[*sluicev1.NodeStatus], headW <-chan store.Entry[*sluicev1.Head]) (rollout.Loaded, error) {
 	ev := rollout.Loaded{Term: lp.term.epoch, InvalidExpiry: lp.cfg.InvalidExpiry}
 	for e := range initial(ctx, lp, contract.BucketNodes, nodesW) {
+		if !lp.boundToKey(contract.BucketNodes, e.Key, e.Value.GetNode()) {
+			continue
+		}
+		e.Value.Node = e.Key
 		ev.Presence = append(ev.Presence, e.Value)
 	}
 	for e := range initial(ctx, lp, contract.BucketStatus, statusW) {
+		if !lp.boundToKey(contract.BucketStatus, e.Key, e.Value.GetNode()) {
+			continue
+		}
 		e.Value.Node = e.Key
 		ev.Status = append(ev.Status, e.Value)
 		lp.cfg.Metrics.nodePhase(e.Key, e.Value)

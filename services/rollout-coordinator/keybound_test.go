@@ -1,0 +1,79 @@
+package coordinator_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// A value is bound to its key: a presence or status written under one
+// node's key that names another node (what a compromised agent would write
+// to act as another) counts for neither, and is reported.
+func TestCoordinator_ValueNamingAnotherNode_IsSkippedAndReported(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	startFleet(t, env, 20*time.Millisecond, nil, "n1", "n2", "n3")
+	// "rogue" claims to be the presence of n5, which has no agent: taken at
+	// its word, n5 would be placed in the rollout and time it out.
+	presence := store.New(env.Buckets.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
+	if _, err := presence.Create(ctx, "rogue", &sluicev1.NodePresence{Node: "n5", Labels: map[string]string{"zone": "a"}}); err != nil {
+		t.Fatal(err)
+	}
+	// And a status under "rogue" naming n1 as invalid.
+	status := store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	if _, err := status.Create(ctx, "rogue", &sluicev1.NodeStatus{Node: "n1", Phase: sluicev1.NodePhase_NODE_PHASE_INVALID, Fingerprint: "f"}); err != nil {
+		t.Fatal(err)
+	}
+	evs := watchEventTypes(t, env)
+	startCoordinator(t, env, "c1")
+	rev := moveHead(t, env, 1, "3", table("t1", 100))
+	r := waitRollout(t, env, "1-"+render.Short(rev.Id), sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED)
+	if c := r.GetCounts(); c.GetTotal() != 3 || c.GetProvisioned() != 3 {
+		t.Fatalf("counts %v: want the three real nodes only", c)
+	}
+	natstest.Eventually(t, 5*time.Second, "ValueKeyMismatch for the presence and the status of rogue", func() bool {
+		return evs.count("ValueKeyMismatch") == 2
+	})
+}
+
+// eventTypes counts the events published, by type.
+type eventTypes struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (e *eventTypes) count(typ string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.n[typ]
+}
+
+func watchEventTypes(t *testing.T, env *natstest.Env) *eventTypes {
+	t.Helper()
+	e := &eventTypes{n: map[string]int{}}
+	sub, err := env.Conn.Subscribe(contract.EventsSubjectPrefix+".>", func(m *nats.Msg) {
+		ev := &sluicev1.Event{}
+		if store.Unmarshal(m.Data, ev) == nil {
+			e.mu.Lock()
+			e.n[ev.GetType()]++
+			e.mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := env.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
