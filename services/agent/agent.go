@@ -17,13 +17,15 @@
 //
 // It never applies a desired config written under a lower leader epoch
 // than one it already accepted (a deposed coordinator's), nor one that does
-// not decode; and it overwrites its own status key if that does not decode
+// not decode strictly or whose fingerprint does not match its content; and
+// it overwrites its own status key if that does not decode
 // (docs/agent.md, "Fencing" and "Unreadable values").
 //
 // While the control plane is paused the worker starts no apply and the
 // agent acknowledges the pause in its presence once idle (pause.go).
 //
-// Files: intake.go (subscription, Get, coalescing mailbox, epoch fence), pause.go, presence.go
+// Files: intake.go (subscription, Get, strict decoding and fingerprint
+// check, coalescing mailbox, epoch fence), pause.go, presence.go
 // (heartbeat lease), provision.go (the apply flow and its pure plan),
 // restore.go (marker, restore, validate), check.go (health checks),
 // status.go (compare-and-set status writes), applier.go, exec.go and
@@ -75,9 +77,11 @@ const (
 	// lower than one already seen (a deposed coordinator wrote it); the
 	// node keeps the config in force. The reason names both epochs.
 	EventStaleDesiredIgnored = "StaleDesiredIgnored"
-	// EventUnreadableDesiredIgnored: the node's desired config does not
-	// decode; the node keeps the config in force. The reason names the
-	// bucket and key.
+	// EventUnreadableDesiredIgnored: the node's desired config was refused:
+	// it does not decode strictly (an unknown field included), has no
+	// fingerprint, or its fingerprint does not match its content. The node
+	// keeps the config in force. The reason names the bucket, key, revision
+	// and why.
 	EventUnreadableDesiredIgnored = "UnreadableDesiredIgnored"
 	// EventUnreadableStatusRewritten: the node's status key held a value
 	// that does not decode; the agent overwrote it with its status.
@@ -167,7 +171,7 @@ type Agent struct {
 	em       *events.Emitter
 	nodes    *store.Store[*sluicev1.NodePresence]
 	statuses *store.Store[*sluicev1.NodeStatus]
-	configs  *store.Store[*sluicev1.DesiredConfig]
+	configs  rawGetter // the nodeconfigs bucket, read raw (intake.go)
 	pauses   *store.Store[*sluicev1.PauseRequest]
 	pz       pausing
 	run      running // the operation the worker runs
@@ -310,7 +314,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}()
 	a.nodes = store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
 	a.statuses = store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
-	a.configs = store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
+	a.configs = b.NodeConfigs
 	a.pauses = store.New(b.Control, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })
 
 	if err := a.loadLastGood(); err != nil {

@@ -106,13 +106,17 @@ func provisioned(fp string) func(*sluicev1.NodeStatus) bool {
 	}
 }
 
-func desiredConfig(node, fp string, vlan uint32) *sluicev1.DesiredConfig {
+// desiredConfig is node's desired config called name (its revision is
+// "rev-<name>", its rollout "rollout-<name>"): one layer-2 network
+// "tenant-<name>" on vlan, fingerprinted as the coordinator does. Configs
+// with different names or vlans have different fingerprints.
+func desiredConfig(node, name string, vlan uint32) *sluicev1.DesiredConfig {
+	nc := &sluicev1.NodeConfig{Intents: []*sluicev1.Intent{{
+		Name: "tenant-" + name,
+		Spec: &sluicev1.Intent_Layer2Network{Layer2Network: &sluicev1.Layer2Network{Vlan: vlan, Vni: 10000 + vlan}},
+	}}}
 	return &sluicev1.DesiredConfig{
-		Node: node, Revision: "rev-" + fp, Rollout: "rollout-" + fp, Fingerprint: fp,
-		Config: &sluicev1.NodeConfig{Intents: []*sluicev1.Intent{{
-			Name: "tenant-a",
-			Spec: &sluicev1.Intent_Layer2Network{Layer2Network: &sluicev1.Layer2Network{Vlan: vlan, Vni: 10000 + vlan}},
-		}}},
+		Node: node, Revision: "rev-" + name, Rollout: "rollout-" + name, Fingerprint: render.Fingerprint(nc), Config: nc,
 	}
 }
 
@@ -230,7 +234,7 @@ func TestAgent_AppliesDesiredConfig(t *testing.T) {
 			f := newFleet(t, contract.DefaultSettings())
 			dir := t.TempDir()
 			path := filepath.Join(dir, "config.json")
-			want := desiredConfig("n1", "fp-one", 100)
+			want := desiredConfig("n1", "one", 100)
 			if tt.beforeStart {
 				f.writeDesired(t, want)
 			}
@@ -243,8 +247,8 @@ func TestAgent_AppliesDesiredConfig(t *testing.T) {
 				f.writeDesired(t, want)
 			}
 
-			st := f.waitStatus(t, "n1", "status Provisioned fp-one", provisioned("fp-one"))
-			if st.GetAppliedFingerprint() != "fp-one" || st.GetMessage() != "applied" || st.GetRevision() != want.Revision ||
+			st := f.waitStatus(t, "n1", "status Provisioned one", provisioned(want.Fingerprint))
+			if st.GetAppliedFingerprint() != want.Fingerprint || st.GetMessage() != "applied" || st.GetRevision() != want.Revision ||
 				st.GetRollout() != want.Rollout || st.GetApplyStartedAt() == nil || st.GetLastUpdate() == nil {
 				t.Fatalf("status = %v", st)
 			}
@@ -260,7 +264,7 @@ func TestAgent_AppliesDesiredConfig(t *testing.T) {
 			}
 			natstest.Eventually(t, waitFor, "NodeProvisioned event", func() bool {
 				ev := lastEvent(t, f, "n1")
-				return ev.GetType() == agent.EventNodeProvisioned && ev.GetFingerprint() == "fp-one" && ev.GetRollout() == want.Rollout
+				return ev.GetType() == agent.EventNodeProvisioned && ev.GetFingerprint() == want.Fingerprint && ev.GetRollout() == want.Rollout
 			})
 		})
 	}
@@ -269,8 +273,9 @@ func TestAgent_AppliesDesiredConfig(t *testing.T) {
 func TestAgent_FailingApplier_ReportsInvalidAndDoesNotRetryIt(t *testing.T) {
 	f := newFleet(t, contract.DefaultSettings())
 	logs := &logBuffer{}
-	rec := &recorder{err: errors.New("vlan 100: device busy"), failFP: "fp-bad"}
-	f.writeDesired(t, desiredConfig("n1", "fp-bad", 100))
+	bad := desiredConfig("n1", "bad", 100)
+	rec := &recorder{err: errors.New("vlan 100: device busy"), failFP: bad.Fingerprint}
+	f.writeDesired(t, bad)
 	a, err := agent.New(agent.Config{Conn: f.env.Conn, Settings: f.env.Settings, Log: logs.logger(), Node: "n1", StateDir: t.TempDir(), Applier: rec})
 	if err != nil {
 		t.Fatal(err)
@@ -285,7 +290,7 @@ func TestAgent_FailingApplier_ReportsInvalidAndDoesNotRetryIt(t *testing.T) {
 	})
 	// With no last-good, the node goes back to an empty config.
 	empty := render.Fingerprint(&sluicev1.NodeConfig{})
-	if st.GetFailedCheck() != "apply" || st.GetCheckOutput() != "vlan 100: device busy" || st.GetFingerprint() != "fp-bad" ||
+	if st.GetFailedCheck() != "apply" || st.GetCheckOutput() != "vlan 100: device busy" || st.GetFingerprint() != bad.Fingerprint ||
 		st.GetAppliedFingerprint() != empty || !strings.Contains(st.GetMessage(), "device busy") {
 		t.Fatalf("status = %v, want Invalid with failed_check apply, the error text and the empty config in force", st)
 	}
@@ -299,7 +304,7 @@ func TestAgent_FailingApplier_ReportsInvalidAndDoesNotRetryIt(t *testing.T) {
 	handled := logs.count("already handled")
 	a.Resync()
 	natstest.Eventually(t, waitFor, "resync handled", func() bool { return logs.count("already handled") > handled })
-	if got := rec.fingerprints(); !slices.Equal(got, []string{"fp-bad", empty}) {
+	if got := rec.fingerprints(); !slices.Equal(got, []string{bad.Fingerprint, empty}) {
 		t.Fatalf("applied %v, want the bad config once then the empty one", got)
 	}
 }
@@ -307,11 +312,12 @@ func TestAgent_FailingApplier_ReportsInvalidAndDoesNotRetryIt(t *testing.T) {
 func TestAgent_RestartWithSameDesired_DoesNotReapply(t *testing.T) {
 	f := newFleet(t, contract.DefaultSettings())
 	dir := t.TempDir()
-	f.writeDesired(t, desiredConfig("n1", "fp-one", 100))
+	one := desiredConfig("n1", "one", 100)
+	f.writeDesired(t, one)
 
 	first := &recorder{}
 	stop := f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: first})
-	f.waitStatus(t, "n1", "first run Provisioned", provisioned("fp-one"))
+	f.waitStatus(t, "n1", "first run Provisioned", provisioned(one.Fingerprint))
 	stop()
 	before, err := f.statuses.Get(context.Background(), "n1")
 	if err != nil {
@@ -365,10 +371,11 @@ func TestAgent_CreatesNoJetStreamConsumers(t *testing.T) {
 	f := newFleet(t, contract.DefaultSettings())
 	f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: &recorder{}})
 	f.start(t, agent.Config{Node: "n2", StateDir: t.TempDir(), Applier: &recorder{}})
-	f.writeDesired(t, desiredConfig("n1", "fp-one", 100))
-	f.writeDesired(t, desiredConfig("n2", "fp-two", 200))
-	f.waitStatus(t, "n1", "n1 Provisioned", provisioned("fp-one"))
-	f.waitStatus(t, "n2", "n2 Provisioned", provisioned("fp-two"))
+	one, two := desiredConfig("n1", "one", 100), desiredConfig("n2", "two", 200)
+	f.writeDesired(t, one)
+	f.writeDesired(t, two)
+	f.waitStatus(t, "n1", "n1 Provisioned", provisioned(one.Fingerprint))
+	f.waitStatus(t, "n2", "n2 Provisioned", provisioned(two.Fingerprint))
 
 	ctx := context.Background()
 	names := f.env.JS.StreamNames(ctx)
@@ -394,8 +401,9 @@ func TestAgent_DeletedDesired_KeepsWhatIsInForce(t *testing.T) {
 	f := newFleet(t, contract.DefaultSettings())
 	rec, logs := &recorder{}, &logBuffer{}
 	f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: rec, Log: logs.logger()})
-	f.writeDesired(t, desiredConfig("n1", "fp-one", 100))
-	f.waitStatus(t, "n1", "Provisioned", provisioned("fp-one"))
+	one := desiredConfig("n1", "one", 100)
+	f.writeDesired(t, one)
+	f.waitStatus(t, "n1", "Provisioned", provisioned(one.Fingerprint))
 
 	e, err := f.configs.Get(context.Background(), contract.DesiredKey("n1"))
 	if err != nil {
@@ -408,7 +416,7 @@ func TestAgent_DeletedDesired_KeepsWhatIsInForce(t *testing.T) {
 	if n := rec.count(); n != 1 {
 		t.Fatalf("Apply called %d times, want 1", n)
 	}
-	f.waitStatus(t, "n1", "status unchanged", provisioned("fp-one"))
+	f.waitStatus(t, "n1", "status unchanged", provisioned(one.Fingerprint))
 }
 
 // The reaper deletes every key of a node whose presence lapsed (a partition
@@ -419,8 +427,9 @@ func TestAgent_ReapedWhileRunning_WritesItsStatusAgain(t *testing.T) {
 	f := newFleet(t, contract.DefaultSettings())
 	rec := &recorder{}
 	f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: rec, Log: zerolog.Nop()})
-	f.writeDesired(t, desiredConfig("n1", "fp-one", 100))
-	f.waitStatus(t, "n1", "Provisioned", provisioned("fp-one"))
+	one := desiredConfig("n1", "one", 100)
+	f.writeDesired(t, one)
+	f.waitStatus(t, "n1", "Provisioned", provisioned(one.Fingerprint))
 
 	ctx := context.Background()
 	d, err := f.configs.Get(ctx, contract.DesiredKey("n1"))
@@ -437,9 +446,9 @@ func TestAgent_ReapedWhileRunning_WritesItsStatusAgain(t *testing.T) {
 	if err := f.statuses.Delete(ctx, "n1", st.Revision); err != nil {
 		t.Fatal(err)
 	}
-	f.writeDesired(t, desiredConfig("n1", "fp-one", 100)) // the coordinator configures the returning node
+	f.writeDesired(t, desiredConfig("n1", "one", 100)) // the coordinator configures the returning node
 
-	f.waitStatus(t, "n1", "the status written again", provisioned("fp-one"))
+	f.waitStatus(t, "n1", "the status written again", provisioned(one.Fingerprint))
 	if n := rec.count(); n != 1 {
 		t.Errorf("Apply called %d times, want 1: the config was in force", n)
 	}

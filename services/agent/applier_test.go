@@ -18,7 +18,7 @@ func TestFileApplier_WritesAtomicallyAndRoundTrips(t *testing.T) {
 	path := filepath.Join(dir, "etc", "config.json")
 	ap := agent.NewFileApplier(path)
 	ctx := context.Background()
-	for _, want := range []*sluicev1.DesiredConfig{desiredConfig("n1", "fp-one", 100), desiredConfig("n1", "fp-two", 200)} {
+	for _, want := range []*sluicev1.DesiredConfig{desiredConfig("n1", "one", 100), desiredConfig("n1", "two", 200)} {
 		if err := ap.Apply(ctx, want); err != nil {
 			t.Fatalf("apply %s: %v", want.Fingerprint, err)
 		}
@@ -48,7 +48,7 @@ func TestFileApplier_CancelledContext_WritesNothing(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "config.json")
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if err := agent.NewFileApplier(path).Apply(ctx, desiredConfig("n1", "fp-one", 100)); err == nil {
+	if err := agent.NewFileApplier(path).Apply(ctx, desiredConfig("n1", "one", 100)); err == nil {
 		t.Fatal("Apply with a cancelled context succeeded")
 	}
 	if _, err := os.Stat(path); !os.IsNotExist(err) {

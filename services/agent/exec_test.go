@@ -33,7 +33,7 @@ func TestExecApplier_HandsTheConfigToTheCommand(t *testing.T) {
 			if tt.path {
 				ap.Path = filepath.Join(dir, "etc", "net.json")
 			}
-			want := desiredConfig("n1", "fp-one", 100)
+			want := desiredConfig("n1", "one", 100)
 			if err := ap.Apply(context.Background(), want); err != nil {
 				t.Fatalf("apply: %v", err)
 			}
@@ -63,7 +63,7 @@ func TestExecApplier_FailingCommand_ErrorCarriesItsOutput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			err := tt.given.Apply(context.Background(), desiredConfig("n1", "fp-one", 100))
+			err := tt.given.Apply(context.Background(), desiredConfig("n1", "one", 100))
 			if err == nil {
 				t.Fatal("Apply succeeded")
 			}
@@ -83,7 +83,7 @@ func TestExecApplier_TemporaryFileIsRemoved(t *testing.T) {
 	dir := t.TempDir()
 	t.Setenv("TMPDIR", dir)
 	ap := agent.ExecApplier{Command: `test -s "$SLUICE_CONFIG"`, Mode: agent.ApplyModeFile}
-	if err := ap.Apply(context.Background(), desiredConfig("n1", "fp-one", 100)); err != nil {
+	if err := ap.Apply(context.Background(), desiredConfig("n1", "one", 100)); err != nil {
 		t.Fatal(err)
 	}
 	if entries, _ := os.ReadDir(dir); len(entries) != 0 {

@@ -2,28 +2,47 @@ package agent
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/events"
+	"github.com/sluicehq/sluice/pkg/render"
+	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
+
+// named is n1's desired config whose content is one intent called name,
+// fingerprinted as the coordinator does.
+func named(name string) *sluicev1.DesiredConfig {
+	nc := &sluicev1.NodeConfig{Intents: []*sluicev1.Intent{{Name: name}}}
+	return &sluicev1.DesiredConfig{Node: "n1", Config: nc, Fingerprint: render.Fingerprint(nc)}
+}
+
+// nameOf is the name of d's first intent (see named), "" if it has none.
+func nameOf(d *sluicev1.DesiredConfig) string {
+	if in := d.GetConfig().GetIntents(); len(in) > 0 {
+		return in[0].GetName()
+	}
+	return ""
+}
 
 // TestAccept_LeaderEpochFence covers the reader side of fencing: a desired
 // config written under a lower leader epoch than one already accepted is
 // never handed to the worker; epoch 0 (an older coordinator) always is.
+// A config that fails verify is never handed over and raises no epoch.
 func TestAccept_LeaderEpochFence(t *testing.T) {
 	type in struct {
-		fp    string
+		name  string // "" gives no fingerprint; "!x" content x under another fingerprint
 		epoch uint64
 		rev   uint64
 	}
 	tests := []struct {
 		name      string
 		given     []in
-		want      []string // fingerprints handed to the worker, in order
+		want      []string // names handed to the worker, in order
 		wantEpoch uint64
 	}{
 		{name: "rising epochs are accepted", given: []in{{"a", 3, 1}, {"b", 3, 2}, {"c", 4, 3}}, want: []string{"a", "b", "c"}, wantEpoch: 4},
@@ -32,6 +51,8 @@ func TestAccept_LeaderEpochFence(t *testing.T) {
 		{name: "only epoch 0 (old coordinator)", given: []in{{"a", 0, 1}, {"b", 0, 2}}, want: []string{"a", "b"}, wantEpoch: 0},
 		{name: "stale then current again", given: []in{{"a", 7, 1}, {"b", 6, 2}, {"c", 8, 3}}, want: []string{"a", "c"}, wantEpoch: 8},
 		{name: "no fingerprint is never applied", given: []in{{"", 7, 1}}, want: nil, wantEpoch: 0},
+		{name: "a fingerprint not its content's is never applied nor raises the epoch", given: []in{{"a", 3, 1}, {"!b", 9, 2}, {"c", 4, 3}},
+			want: []string{"a", "c"}, wantEpoch: 4},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -42,13 +63,67 @@ func TestAccept_LeaderEpochFence(t *testing.T) {
 			a.em = events.NewEmitter(nil, zerolog.Nop(), Component, nil)
 			var got []string
 			for _, g := range tt.given {
-				a.accept(desired{cfg: &sluicev1.DesiredConfig{Node: "n1", Fingerprint: g.fp, LeaderEpoch: g.epoch}, rev: g.rev}, "test")
+				d := named(strings.TrimPrefix(g.name, "!"))
+				switch {
+				case g.name == "":
+					d.Fingerprint = ""
+				case strings.HasPrefix(g.name, "!"):
+					d.Fingerprint = named("something else").Fingerprint
+				}
+				d.LeaderEpoch = g.epoch
+				a.accept(desired{cfg: d, rev: g.rev}, "test")
 				if d, ok := a.box.take(); ok {
-					got = append(got, d.cfg.GetFingerprint())
+					got = append(got, nameOf(d.cfg))
 				}
 			}
 			if !slices.Equal(got, tt.want) || a.in.epoch != tt.wantEpoch {
 				t.Fatalf("handed %v with epoch %d; want %v with epoch %d", got, a.in.epoch, tt.want, tt.wantEpoch)
+			}
+		})
+	}
+}
+
+// TestDecodeAndVerify covers what the agent refuses before anything else
+// looks at a desired config: a value that does not decode strictly, one
+// without a fingerprint, and one whose fingerprint is not its content's.
+// A cancel is the same config marked cancelled, and passes.
+func TestDecodeAndVerify(t *testing.T) {
+	good := named("tenant-a")
+	encode := func(d *sluicev1.DesiredConfig) string {
+		b, err := store.Marshal(d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(b)
+	}
+	cancelled := named("tenant-a")
+	cancelled.Cancel, cancelled.Operation = true, "r1/n1/apply"
+	tests := []struct {
+		name    string
+		given   string
+		wantErr string // "" = accepted
+	}{
+		{name: "as the coordinator writes it", given: encode(good)},
+		{name: "a cancel of it", given: encode(cancelled)},
+		{name: "the empty config", given: `{"node":"n1","fingerprint":"` + render.Fingerprint(&sluicev1.NodeConfig{}) + `"}`},
+		{name: "an unknown field", given: `{"node":"n1","fingerprint":"` + good.Fingerprint + `","config":{"intents":[{"name":"tenant-a","layer2Network":{"vlna":100}}]}}`,
+			wantErr: `unknown field "vlna"`},
+		{name: "an unknown top-level field", given: strings.Replace(encode(good), `{`, `{"fingerprnt":"x",`, 1), wantErr: `unknown field "fingerprnt"`},
+		{name: "not json", given: "garbage{", wantErr: "does not decode"},
+		{name: "no fingerprint", given: `{"node":"n1","config":{}}`, wantErr: "it has no fingerprint"},
+		{name: "content changed after fingerprinting", given: strings.Replace(encode(good), "tenant-a", "tenant-b", 1),
+			wantErr: "its fingerprint " + render.Short(good.Fingerprint) + " does not match its content (" + render.Short(named("tenant-b").Fingerprint) + ")"},
+		{name: "a fingerprint that is not hex", given: `{"node":"n1","fingerprint":"ünïcödé-fingerprint-of-any-length","config":{}}`,
+			wantErr: "its fingerprint ünïcödé-fing does not match"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			d, err := decodeDesired([]byte(tt.given))
+			if err == nil {
+				err = verify(d)
+			}
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Fatalf("decode and verify %s: %v; want error containing %q", tt.given, err, tt.wantErr)
 			}
 		})
 	}

@@ -50,9 +50,12 @@ func TestAgent_ManyOnOneConn_TwoGoroutinesEach(t *testing.T) {
 	if extra := runtime.NumGoroutine() - before; extra > 2*n+20 {
 		t.Errorf("%d agents added %d goroutines, want about %d", n, extra, 2*n)
 	}
+	want := map[string]string{} // node → the fingerprint written for it
 	for i := range n {
 		node := fmt.Sprintf("sim-%03d", i)
-		f.writeDesired(t, &sluicev1.DesiredConfig{Node: node, Fingerprint: "fp-" + node})
+		d := desiredConfig(node, node, uint32(100+i))
+		want[node] = d.Fingerprint
+		f.writeDesired(t, d)
 	}
 	natstest.Eventually(t, 30*time.Second, "every agent Provisioned", func() bool {
 		sts, err := f.statuses.List(context.Background(), ">")
@@ -60,7 +63,7 @@ func TestAgent_ManyOnOneConn_TwoGoroutinesEach(t *testing.T) {
 			return false
 		}
 		for _, s := range sts {
-			if s.Value.GetPhase() != sluicev1.NodePhase_NODE_PHASE_PROVISIONED || s.Value.GetFingerprint() != "fp-"+s.Key {
+			if s.Value.GetPhase() != sluicev1.NodePhase_NODE_PHASE_PROVISIONED || s.Value.GetFingerprint() != want[s.Key] {
 				return false
 			}
 		}

@@ -9,9 +9,11 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -66,6 +68,45 @@ func (b *mailbox) take() (desired, bool) {
 	return d, true
 }
 
+// rawGetter is what the agent reads of the nodeconfigs bucket: its desired
+// config's stored bytes, which it decodes itself (decodeDesired).
+type rawGetter interface {
+	Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
+}
+
+// strict decodes desired configs without DiscardUnknown. The other services
+// read values through pkg/store, which drops fields it does not know so that
+// a value written by a newer version still reads; the agent puts what it
+// decodes in force, and a misspelt field dropped silently would put an
+// emptier config in force than the one written.
+var strict = protojson.UnmarshalOptions{}
+
+// decodeDesired decodes a stored desired config strictly: an unknown field
+// is an error naming it.
+func decodeDesired(b []byte) (*sluicev1.DesiredConfig, error) {
+	cfg := &sluicev1.DesiredConfig{}
+	if err := strict.Unmarshal(b, cfg); err != nil {
+		return nil, fmt.Errorf("it does not decode: %w", err)
+	}
+	return cfg, nil
+}
+
+// verify says why d must not be applied, or returns nil: it has no
+// fingerprint (the coordinator fingerprints every config it writes, the
+// empty one included), or its fingerprint is not its content's. A cancel
+// rewrites the same config with cancel set, so it passes.
+func verify(d *sluicev1.DesiredConfig) error {
+	fp := d.GetFingerprint()
+	if fp == "" {
+		return errors.New("it has no fingerprint")
+	}
+	if got := render.Fingerprint(d.GetConfig()); got != fp {
+		// %.12s cuts by runes: the stored fingerprint need not be hex.
+		return fmt.Errorf("its fingerprint %.12s does not match its content (%s)", fp, short(got))
+	}
+	return nil
+}
+
 // receive handles one message republished from the nodeconfigs bucket.
 func (a *Agent) receive(m *nats.Msg) {
 	if op := m.Header.Get(kvOperationHeader); op == "DEL" || op == "PURGE" {
@@ -73,26 +114,24 @@ func (a *Agent) receive(m *nats.Msg) {
 		return
 	}
 	rev, _ := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-	cfg := &sluicev1.DesiredConfig{}
-	if err := store.Unmarshal(m.Data, cfg); err != nil {
-		a.unreadableDesired(rev, fmt.Errorf("decode %s/%s: %w: %w", contract.BucketNodeConfigs, contract.DesiredKey(a.cfg.Node), store.ErrUndecodable, err), "republished write")
+	cfg, err := decodeDesired(m.Data)
+	if err != nil {
+		a.refuseDesired(rev, err, "republished write")
 		return
 	}
 	a.accept(desired{cfg: cfg, rev: rev}, "republished write")
 }
 
 // fetchDesired reads the desired config with a Get, in case a republished
-// write was missed (before start, while disconnected, or dropped).
+// write was missed (before start, while disconnected, or dropped). One
+// attempt, bounded by store.AttemptTimeout: a Get that goes unanswered is
+// asked again shortly, like any failed Get.
 func (a *Agent) fetchDesired(ctx context.Context, why string) {
-	e, err := a.configs.Get(ctx, contract.DesiredKey(a.cfg.Node))
-	if errors.Is(err, store.ErrNotFound) {
+	actx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
+	e, err := a.configs.Get(actx, contract.DesiredKey(a.cfg.Node))
+	cancel()
+	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
 		a.log.Debug().Str(logging.FieldReason, why).Msg("no desired config yet")
-		return
-	}
-	if errors.Is(err, store.ErrUndecodable) {
-		// Retrying soon would read the same value: the next write or the
-		// periodic resync brings a readable one.
-		a.unreadableDesired(e.Revision, err, why)
 		return
 	}
 	if err != nil {
@@ -102,7 +141,14 @@ func (a *Agent) fetchDesired(ctx context.Context, why string) {
 		}
 		return
 	}
-	a.accept(desired{cfg: e.Value, rev: e.Revision}, why)
+	cfg, err := decodeDesired(e.Value())
+	if err != nil {
+		// Retrying soon would read the same value: the next write or the
+		// periodic resync brings another one.
+		a.refuseDesired(e.Revision(), err, why)
+		return
+	}
+	a.accept(desired{cfg: cfg, rev: e.Revision()}, why)
 }
 
 // intake is what Run's loop knows about the desired configs it received;
@@ -115,14 +161,14 @@ type intake struct {
 	// new control plane until its state dir was cleared. A restarted agent
 	// learns the current epoch from the first config it reads.
 	epoch uint64
-	// staleRev and unreadableRev are the nodeconfigs revisions last
-	// reported as stale or unreadable, so a value re-read by every resync is
-	// reported once, not every 30 seconds.
-	staleRev, unreadableRev uint64
+	// staleRev and refusedRev are the nodeconfigs revisions last reported
+	// as stale or refused, so a value re-read by every resync is reported
+	// once, not every 30 seconds.
+	staleRev, refusedRev uint64
 }
 
-// accept hands d to the worker unless it is addressed to another node, is
-// malformed, or was written by a deposed leader: a desired config whose
+// accept hands d to the worker unless it is addressed to another node,
+// fails verify, or was written by a deposed leader: a desired config whose
 // LeaderEpoch is lower than one already accepted. Epoch 0 (written by a
 // version that did not set it) is always accepted.
 func (a *Agent) accept(d desired, from string) {
@@ -130,10 +176,10 @@ func (a *Agent) accept(d desired, from string) {
 		a.log.Warn().Str("for", n).Str("from", from).Msg("ignoring desired config addressed to another node")
 		return
 	}
-	if d.cfg.GetFingerprint() == "" {
-		// The coordinator fingerprints every config it writes, the empty
-		// one included: applying this would put an empty config in force.
-		a.unreadableDesired(d.rev, fmt.Errorf("%s/%s: %w: it has no fingerprint", contract.BucketNodeConfigs, contract.DesiredKey(a.cfg.Node), store.ErrUndecodable), from)
+	// Before the epoch fence: a value that is not what the coordinator
+	// wrote says nothing about the coordinator's epoch.
+	if err := verify(d.cfg); err != nil {
+		a.refuseDesired(d.rev, err, from)
 		return
 	}
 	if e := d.cfg.GetLeaderEpoch(); e != 0 && e < a.in.epoch {
@@ -165,19 +211,19 @@ func (a *Agent) staleDesired(d desired, from string) {
 	a.emit(EventStaleDesiredIgnored, reason, d.cfg)
 }
 
-// unreadableDesired reports a desired config that does not decode (or has
-// no fingerprint), once per revision. It is never applied: the node keeps
-// the config in force until a readable one is written.
-func (a *Agent) unreadableDesired(rev uint64, err error, from string) {
-	if rev != 0 && rev == a.in.unreadableRev {
-		a.log.Debug().Uint64("kv_revision", rev).Str("from", from).Msg("unreadable desired config read again; still ignored")
+// refuseDesired reports a desired config that does not decode or fails
+// verify, once per revision. It is never applied: the node keeps the config
+// in force until the coordinator writes one that passes.
+func (a *Agent) refuseDesired(rev uint64, why error, from string) {
+	if rev != 0 && rev == a.in.refusedRev {
+		a.log.Debug().Uint64("kv_revision", rev).Str("from", from).Msg("refused desired config read again; still refused")
 		return
 	}
-	a.in.unreadableRev = rev
+	a.in.refusedRev = rev
 	key := contract.DesiredKey(a.cfg.Node)
-	reason := fmt.Sprintf("%s/%s (revision %d) is unreadable: %v; ignored, the config in force stays until the coordinator writes a readable one",
-		contract.BucketNodeConfigs, key, rev, err)
-	a.log.Warn().Err(err).Str(logging.FieldBucket, contract.BucketNodeConfigs).Str(logging.FieldKey, key).Uint64("kv_revision", rev).
-		Str("from", from).Msg("ignoring unreadable desired config")
+	reason := fmt.Sprintf("%s/%s (revision %d): %v: refused, the config in force stays until the coordinator writes one that decodes and matches its fingerprint",
+		contract.BucketNodeConfigs, key, rev, why)
+	a.log.Warn().Err(why).Str(logging.FieldBucket, contract.BucketNodeConfigs).Str(logging.FieldKey, key).Uint64("kv_revision", rev).
+		Str("from", from).Str(logging.FieldReason, reason).Msg("refusing desired config")
 	a.emit(EventUnreadableDesiredIgnored, reason, nil)
 }

@@ -91,8 +91,8 @@ func TestAgent_WritesWhileApplying_OnlyNewestAppliedNext(t *testing.T) {
 	applied := make(chan string, 10)
 	a, err := New(Config{Conn: env.Conn, Settings: env.Settings, Node: "n1", Applier: ApplierFunc(
 		func(ctx context.Context, cfg *sluicev1.DesiredConfig) error {
-			applied <- cfg.GetFingerprint()
-			if cfg.GetFingerprint() == "fp1" {
+			applied <- nameOf(cfg)
+			if nameOf(cfg) == "c1" {
 				select {
 				case <-release:
 				case <-ctx.Done():
@@ -110,37 +110,39 @@ func TestAgent_WritesWhileApplying_OnlyNewestAppliedNext(t *testing.T) {
 
 	configs := store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
 	var rev uint64
-	write := func(fp string) {
+	write := func(name string) {
+		d := named(name)
+		d.Revision = "r-" + name
 		var err error
-		rev, err = configs.Update(ctx, contract.DesiredKey("n1"), &sluicev1.DesiredConfig{Node: "n1", Fingerprint: fp, Revision: "r-" + fp}, rev)
+		rev, err = configs.Update(ctx, contract.DesiredKey("n1"), d, rev)
 		if err != nil {
 			t.Fatal(err)
 		}
 	}
-	write("fp1")
-	if got := <-applied; got != "fp1" {
-		t.Fatalf("first apply = %s, want fp1", got)
+	write("c1")
+	if got := <-applied; got != "c1" {
+		t.Fatalf("first apply = %s, want c1", got)
 	}
-	write("fp2")
-	write("fp3")
-	write("fp4")
-	natstest.Eventually(t, 10*time.Second, "fp4 to reach the mailbox", func() bool {
+	write("c2")
+	write("c3")
+	write("c4")
+	natstest.Eventually(t, 10*time.Second, "c4 to reach the mailbox", func() bool {
 		a.box.mu.Lock()
 		defer a.box.mu.Unlock()
 		return a.box.seen == rev
 	})
 	close(release)
-	if got := <-applied; got != "fp4" {
-		t.Fatalf("apply after the blocked one = %s, want fp4", got)
+	if got := <-applied; got != "c4" {
+		t.Fatalf("apply after the blocked one = %s, want c4", got)
 	}
 	statuses := store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
-	natstest.Eventually(t, 10*time.Second, "Provisioned fp4", func() bool {
+	natstest.Eventually(t, 10*time.Second, "Provisioned c4", func() bool {
 		e, err := statuses.Get(ctx, "n1")
-		return err == nil && e.Value.GetFingerprint() == "fp4" && e.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED
+		return err == nil && e.Value.GetFingerprint() == named("c4").Fingerprint && e.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED
 	})
 	select {
-	case fp := <-applied:
-		t.Fatalf("%s applied after fp4", fp)
+	case name := <-applied:
+		t.Fatalf("%s applied after c4", name)
 	default:
 	}
 }

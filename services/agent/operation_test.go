@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent"
 )
@@ -36,29 +37,28 @@ func TestAgent_OperationPastItsDeadline_KillsTheApplyAndRestoresLastGood(t *test
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.json")
 	pidFile := filepath.Join(dir, "child.pid")
-	// fp-two hangs in a child process (as a stuck netlink call or CLI would).
-	cmd := fmt.Sprintf(`if [ "$SLUICE_FINGERPRINT" = fp-two ]; then sleep 60 & echo $! > %s; wait; fi; cat > %s`, pidFile, path)
+	good, hang := desiredConfig("n1", "one", 100), desiredConfig("n1", "two", 200)
+	// hang hangs in a child process (as a stuck netlink call or CLI would).
+	cmd := fmt.Sprintf(`if [ "$SLUICE_FINGERPRINT" = %s ]; then sleep 60 & echo $! > %s; wait; fi; cat > %s`, hang.Fingerprint, pidFile, path)
 	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: agent.ExecApplier{Command: cmd}})
 
-	good := desiredConfig("n1", "fp-one", 100)
 	f.writeDesired(t, good)
-	f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
+	f.waitStatus(t, "n1", "Provisioned good", provisioned(good.Fingerprint))
 
-	hang := desiredConfig("n1", "fp-two", 200)
 	hang.Operation, hang.Deadline = "r2/n1/apply", durationpb.New(700*time.Millisecond)
 	began := time.Now()
 	f.writeDesired(t, hang)
-	st := f.waitStatus(t, "n1", "Invalid fp-two", invalid("fp-two"))
+	st := f.waitStatus(t, "n1", "Invalid hang", invalid(hang.Fingerprint))
 	if took := time.Since(began); took > 10*time.Second {
 		t.Errorf("the operation was stopped after %s; want about its 700ms deadline", took)
 	}
-	if st.GetFailedCheck() != contract.CheckDeadline || st.GetOperation() != "r2/n1/apply" || st.GetAppliedFingerprint() != "fp-one" ||
+	if st.GetFailedCheck() != contract.CheckDeadline || st.GetOperation() != "r2/n1/apply" || st.GetAppliedFingerprint() != good.Fingerprint ||
 		!strings.Contains(st.GetMessage(), "operation r2/n1/apply did not finish within its deadline 700ms: stopped while applying") ||
-		!strings.Contains(st.GetMessage(), "restored last-good fp-one") {
-		t.Fatalf("status = %v; want Invalid deadline naming the operation and step, fp-one restored", st)
+		!strings.Contains(st.GetMessage(), "restored last-good "+render.Short(good.Fingerprint)) {
+		t.Fatalf("status = %v; want Invalid deadline naming the operation and step, good restored", st)
 	}
 	if got := readConfig(t, path); !proto.Equal(got, good) {
-		t.Fatalf("config in force = %v; want last-good fp-one", got)
+		t.Fatalf("config in force = %v; want last-good", got)
 	}
 	b, err := os.ReadFile(pidFile)
 	if err != nil {
@@ -77,7 +77,7 @@ func TestAgent_SlowStep_IsReportedAsProgress(t *testing.T) {
 	slow := agent.ExecCheck{Label: "slow", Command: "sleep 1"}
 	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: agent.NewFileApplier(filepath.Join(dir, "config.json")),
 		Checks: []agent.CheckSpec{{Check: slow}}, ProgressInterval: 200 * time.Millisecond})
-	d := desiredConfig("n1", "fp-one", 100)
+	d := desiredConfig("n1", "one", 100)
 	d.Operation = "r1/n1/apply"
 	f.writeDesired(t, d)
 	st := f.waitStatus(t, "n1", "progress of the slow check", func(s *sluicev1.NodeStatus) bool {
@@ -86,7 +86,7 @@ func TestAgent_SlowStep_IsReportedAsProgress(t *testing.T) {
 	if st.GetProgress() != "check 1 of 1: slow" || st.GetOperation() != "r1/n1/apply" {
 		t.Fatalf("progress %q of operation %q; want check 1 of 1: slow of r1/n1/apply", st.GetProgress(), st.GetOperation())
 	}
-	f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
+	f.waitStatus(t, "n1", "Provisioned", provisioned(d.Fingerprint))
 }
 
 // The coordinator cancels an operation it gave up at its apply deadline:
@@ -96,40 +96,41 @@ func TestAgent_CancelledOperation_IsStoppedOrNeverStarted(t *testing.T) {
 	f := newFleet(t, contract.DefaultSettings())
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.json")
-	cmd := fmt.Sprintf(`if [ "$SLUICE_FINGERPRINT" = fp-two ]; then sleep 60; fi; cat > %s`, path)
+	good, hang := desiredConfig("n1", "one", 100), desiredConfig("n1", "two", 200)
+	cmd := fmt.Sprintf(`if [ "$SLUICE_FINGERPRINT" = %s ]; then sleep 60; fi; cat > %s`, hang.Fingerprint, path)
 	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: agent.ExecApplier{Command: cmd}})
-	good := desiredConfig("n1", "fp-one", 100)
 	f.writeDesired(t, good)
-	f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
+	f.waitStatus(t, "n1", "Provisioned good", provisioned(good.Fingerprint))
 
-	hang := desiredConfig("n1", "fp-two", 200)
 	hang.Operation = "r2/n1/apply"
 	f.writeDesired(t, hang)
-	f.waitStatus(t, "n1", "Provisioning fp-two", func(s *sluicev1.NodeStatus) bool {
-		return s.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING && s.GetFingerprint() == "fp-two"
+	f.waitStatus(t, "n1", "Provisioning hang", func(s *sluicev1.NodeStatus) bool {
+		return s.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING && s.GetFingerprint() == hang.Fingerprint
 	})
+	// The coordinator's cancel: the same config, so its fingerprint still
+	// matches its content.
 	cancelled := proto.Clone(hang).(*sluicev1.DesiredConfig)
 	cancelled.Cancel = true
 	f.writeDesired(t, cancelled)
-	st := f.waitStatus(t, "n1", "Invalid fp-two", invalid("fp-two"))
-	if st.GetFailedCheck() != contract.CheckDeadline || st.GetAppliedFingerprint() != "fp-one" ||
+	st := f.waitStatus(t, "n1", "Invalid hang", invalid(hang.Fingerprint))
+	if st.GetFailedCheck() != contract.CheckDeadline || st.GetAppliedFingerprint() != good.Fingerprint ||
 		!strings.Contains(st.GetMessage(), "operation r2/n1/apply was cancelled by the coordinator at its apply deadline: stopped while applying") {
-		t.Fatalf("status = %v; want Invalid deadline, cancelled by the coordinator, fp-one restored", st)
+		t.Fatalf("status = %v; want Invalid deadline, cancelled by the coordinator, good restored", st)
 	}
 	if got := readConfig(t, path); !proto.Equal(got, good) {
-		t.Fatalf("config in force = %v; want last-good fp-one", got)
+		t.Fatalf("config in force = %v; want last-good", got)
 	}
 
-	never := desiredConfig("n1", "fp-three", 300)
+	never := desiredConfig("n1", "three", 300)
 	never.Operation, never.Cancel = "r3/n1/apply", true
 	f.writeDesired(t, never)
 	time.Sleep(500 * time.Millisecond)
 	if got := readConfig(t, path); !proto.Equal(got, good) {
-		t.Fatalf("config in force = %v after a cancelled operation arrived; want fp-one, the cancelled one never started", got)
+		t.Fatalf("config in force = %v after a cancelled operation arrived; want good, the cancelled one never started", got)
 	}
-	st = f.waitStatus(t, "n1", "Invalid fp-three", invalid("fp-three"))
-	if st.GetFailedCheck() != contract.CheckDeadline || st.GetAppliedFingerprint() != "fp-one" ||
-		!strings.Contains(st.GetMessage(), "before this agent started it; not applied, fingerprint fp-one stays in force") {
-		t.Fatalf("status = %v; want the cancelled operation reported Invalid deadline, not applied, fp-one in force", st)
+	st = f.waitStatus(t, "n1", "Invalid never", invalid(never.Fingerprint))
+	if st.GetFailedCheck() != contract.CheckDeadline || st.GetAppliedFingerprint() != good.Fingerprint ||
+		!strings.Contains(st.GetMessage(), "before this agent started it; not applied, fingerprint "+render.Short(good.Fingerprint)+" stays in force") {
+		t.Fatalf("status = %v; want the cancelled operation reported Invalid deadline, not applied, good in force", st)
 	}
 }

@@ -1,7 +1,11 @@
 package agent_test
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -9,6 +13,8 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
+	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent"
 )
@@ -60,8 +66,9 @@ func TestAgent_UnreadableOwnStatusAtStart_IsOverwrittenAtOnce(t *testing.T) {
 	f.waitStatus(t, "n1", "a readable status", func(s *sluicev1.NodeStatus) bool {
 		return s.GetNode() == "n1" && strings.Contains(s.GetMessage(), "found unreadable")
 	})
-	f.writeDesired(t, desiredConfig("n1", "fp-one", 100))
-	f.waitStatus(t, "n1", "provisioned", provisioned("fp-one"))
+	one := desiredConfig("n1", "one", 100)
+	f.writeDesired(t, one)
+	f.waitStatus(t, "n1", "provisioned", provisioned(one.Fingerprint))
 	evs := eventsOf(t, f, "n1", agent.EventUnreadableStatusRewritten)
 	if len(evs) != 1 || !strings.Contains(evs[0].GetReason(), contract.BucketStatus+"/n1") {
 		t.Fatalf("%s events %v, want one naming %s/n1", agent.EventUnreadableStatusRewritten, evs, contract.BucketStatus)
@@ -74,12 +81,13 @@ func TestAgent_UnreadableOwnStatusAtStart_IsOverwrittenAtOnce(t *testing.T) {
 func TestAgent_StatusTurnsUnreadableWhileRunning_NextWriteOverwritesIt(t *testing.T) {
 	f := newFleet(t, contract.DefaultSettings())
 	f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: &recorder{}})
-	f.writeDesired(t, desiredConfig("n1", "fp-one", 100))
-	f.waitStatus(t, "n1", "provisioned fp-one", provisioned("fp-one"))
+	one, two := desiredConfig("n1", "one", 100), desiredConfig("n1", "two", 200)
+	f.writeDesired(t, one)
+	f.waitStatus(t, "n1", "provisioned one", provisioned(one.Fingerprint))
 
 	putRaw(t, f, contract.BucketStatus, "n1", []byte(`{"phase": 42.5}`))
-	f.writeDesired(t, desiredConfig("n1", "fp-two", 200))
-	f.waitStatus(t, "n1", "provisioned fp-two over the unreadable status", provisioned("fp-two"))
+	f.writeDesired(t, two)
+	f.waitStatus(t, "n1", "provisioned two over the unreadable status", provisioned(two.Fingerprint))
 	if n := len(eventsOf(t, f, "n1", agent.EventUnreadableStatusRewritten)); n != 1 {
 		t.Fatalf("%d %s events, want 1", n, agent.EventUnreadableStatusRewritten)
 	}
@@ -103,8 +111,9 @@ func TestAgent_UnreadableDesired_KeepsTheConfigInForce(t *testing.T) {
 			f := newFleet(t, contract.DefaultSettings())
 			rec := &recorder{}
 			f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: rec, ResyncInterval: 100 * time.Millisecond})
-			f.writeDesired(t, desiredConfig("n1", "fp-one", 100))
-			f.waitStatus(t, "n1", "provisioned fp-one", provisioned("fp-one"))
+			one, two := desiredConfig("n1", "one", 100), desiredConfig("n1", "two", 200)
+			f.writeDesired(t, one)
+			f.waitStatus(t, "n1", "provisioned one", provisioned(one.Fingerprint))
 
 			putRaw(t, f, contract.BucketNodeConfigs, contract.DesiredKey("n1"), tt.given)
 			natstest.Eventually(t, waitFor, "UnreadableDesiredIgnored event", func() bool {
@@ -115,14 +124,117 @@ func TestAgent_UnreadableDesired_KeepsTheConfigInForce(t *testing.T) {
 			if len(evs) != 1 || !strings.Contains(evs[0].GetReason(), contract.BucketNodeConfigs+"/n1.desired") {
 				t.Fatalf("events %v, want one naming %s/n1.desired", evs, contract.BucketNodeConfigs)
 			}
-			if got := rec.fingerprints(); !slices.Equal(got, []string{"fp-one"}) {
-				t.Fatalf("applied %v, want only fp-one", got)
+			if got := rec.fingerprints(); !slices.Equal(got, []string{one.Fingerprint}) {
+				t.Fatalf("applied %v, want only one", got)
 			}
-			f.waitStatus(t, "n1", "status unchanged", provisioned("fp-one"))
+			f.waitStatus(t, "n1", "status unchanged", provisioned(one.Fingerprint))
 
-			f.writeDesired(t, desiredConfig("n1", "fp-two", 200))
-			f.waitStatus(t, "n1", "provisioned fp-two", provisioned("fp-two"))
+			f.writeDesired(t, two)
+			f.waitStatus(t, "n1", "provisioned two", provisioned(two.Fingerprint))
 		})
+	}
+}
+
+// TestAgent_DesiredNotAsWritten_IsRefusedAndNotApplied: a desired config
+// whose content was changed after it was fingerprinted, or that holds a
+// field the agent does not know (a misspelt "vlan" used to decode as an
+// emptier config, and wiped a node), is refused, whether it comes as the
+// republished write or from the Get at start: one event naming the key,
+// its revision and why, the applier never called, status and last-good
+// untouched. The next config as the coordinator writes it is applied.
+func TestAgent_DesiredNotAsWritten_IsRefusedAndNotApplied(t *testing.T) {
+	tampered := desiredConfig("n1", "two", 200)
+	tampered.Config.Intents[0].GetLayer2Network().Vlan = 4094
+	tamperedJSON, err := store.Marshal(tampered)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fingerprinted as what a decoder that drops unknown fields makes of
+	// it (the network without its vlan), so only strict decoding refuses it.
+	lenient := &sluicev1.NodeConfig{Intents: []*sluicev1.Intent{{Name: "tenant-two",
+		Spec: &sluicev1.Intent_Layer2Network{Layer2Network: &sluicev1.Layer2Network{Vni: 10200}}}}}
+	misspelt := []byte(`{"node": "n1", "revision": "rev-two", "rollout": "rollout-two", "fingerprint": "` + render.Fingerprint(lenient) +
+		`", "config": {"intents": [{"name": "tenant-two", "layer2Network": {"vlna": 200, "vni": 10200}}]}}`)
+
+	kinds := []struct {
+		name       string
+		given      []byte
+		wantReason string
+	}{
+		{name: "content changed after fingerprinting", given: tamperedJSON,
+			wantReason: "its fingerprint " + render.Short(tampered.Fingerprint) + " does not match its content (" + render.Short(render.Fingerprint(tampered.Config)) + ")"},
+		{name: "unknown field", given: misspelt, wantReason: `unknown field "vlna"`},
+	}
+	paths := []struct {
+		name    string
+		atStart bool // written while the agent is stopped: found by the Get at start
+	}{
+		{name: "republished write", atStart: false},
+		{name: "Get at start", atStart: true},
+	}
+	for _, kind := range kinds {
+		for _, path := range paths {
+			t.Run(kind.name+", "+path.name, func(t *testing.T) {
+				f := newFleet(t, contract.DefaultSettings())
+				dir := t.TempDir()
+				rec := &recorder{}
+				// While running the resync is too slow to matter: only the
+				// republished write brings the value. At start, resyncs read
+				// it again every 100ms and must not report it again.
+				cfg := agent.Config{Node: "n1", StateDir: dir, Applier: rec}
+				stop := f.start(t, cfg)
+				one := desiredConfig("n1", "one", 100)
+				f.writeDesired(t, one)
+				f.waitStatus(t, "n1", "provisioned one", provisioned(one.Fingerprint))
+				if path.atStart {
+					stop()
+				}
+				before, err := f.statuses.Get(context.Background(), "n1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				lastGood, err := os.ReadFile(filepath.Join(dir, agent.LastGoodFile))
+				if err != nil {
+					t.Fatal(err)
+				}
+
+				rev := putRaw(t, f, contract.BucketNodeConfigs, contract.DesiredKey("n1"), kind.given)
+				if path.atStart {
+					cfg.ResyncInterval = 100 * time.Millisecond
+					f.start(t, cfg)
+				}
+				natstest.Eventually(t, waitFor, "UnreadableDesiredIgnored event", func() bool {
+					return len(eventsOf(t, f, "n1", agent.EventUnreadableDesiredIgnored)) > 0
+				})
+				time.Sleep(500 * time.Millisecond) // a late second report would show by now
+				evs := eventsOf(t, f, "n1", agent.EventUnreadableDesiredIgnored)
+				key := fmt.Sprintf("%s/n1.desired (revision %d)", contract.BucketNodeConfigs, rev)
+				if len(evs) != 1 || !strings.Contains(evs[0].GetReason(), key) || !strings.Contains(evs[0].GetReason(), kind.wantReason) ||
+					!strings.Contains(evs[0].GetReason(), "refused, the config in force stays") {
+					t.Fatalf("events %v, want one naming %s and saying %q", evs, key, kind.wantReason)
+				}
+				if got := rec.fingerprints(); !slices.Equal(got, []string{one.Fingerprint}) {
+					t.Fatalf("applied %v, want only one", got)
+				}
+				after, err := f.statuses.Get(context.Background(), "n1")
+				if err != nil {
+					t.Fatal(err)
+				}
+				if after.Revision != before.Revision || !provisioned(one.Fingerprint)(after.Value) {
+					t.Fatalf("status %v at revision %d, want it untouched: Provisioned one at %d", after.Value, after.Revision, before.Revision)
+				}
+				if b, err := os.ReadFile(filepath.Join(dir, agent.LastGoodFile)); err != nil || !bytes.Equal(b, lastGood) {
+					t.Fatalf("last-good holds %s (%v), want it untouched: %s", b, err, lastGood)
+				}
+
+				three := desiredConfig("n1", "three", 300)
+				f.writeDesired(t, three)
+				f.waitStatus(t, "n1", "provisioned three", provisioned(three.Fingerprint))
+				if got := rec.fingerprints(); !slices.Equal(got, []string{one.Fingerprint, three.Fingerprint}) {
+					t.Fatalf("applied %v, want one then three", got)
+				}
+			})
+		}
 	}
 }
 
@@ -134,32 +246,35 @@ func TestAgent_DesiredFromDeposedLeader_IsIgnoredWithAnEvent(t *testing.T) {
 	f := newFleet(t, contract.DefaultSettings())
 	rec := &recorder{}
 	f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: rec, ResyncInterval: 100 * time.Millisecond})
-	withEpoch := func(fp string, vlan uint32, epoch uint64) *sluicev1.DesiredConfig {
-		d := desiredConfig("n1", fp, vlan)
+	withEpoch := func(name string, vlan uint32, epoch uint64) *sluicev1.DesiredConfig {
+		d := desiredConfig("n1", name, vlan)
 		d.LeaderEpoch = epoch
 		return d
 	}
-	f.writeDesired(t, withEpoch("fp-new-leader", 100, 7))
-	f.waitStatus(t, "n1", "provisioned under epoch 7", provisioned("fp-new-leader"))
+	newLeader, oldLeader := withEpoch("new-leader", 100, 7), withEpoch("old-leader", 200, 5)
+	f.writeDesired(t, newLeader)
+	f.waitStatus(t, "n1", "provisioned under epoch 7", provisioned(newLeader.Fingerprint))
 
-	f.writeDesired(t, withEpoch("fp-old-leader", 200, 5))
+	f.writeDesired(t, oldLeader)
 	natstest.Eventually(t, waitFor, "StaleDesiredIgnored event", func() bool {
 		return len(eventsOf(t, f, "n1", agent.EventStaleDesiredIgnored)) > 0
 	})
 	time.Sleep(500 * time.Millisecond) // resyncs read the stale value again
 	evs := eventsOf(t, f, "n1", agent.EventStaleDesiredIgnored)
-	if len(evs) != 1 || !strings.Contains(evs[0].GetReason(), "leader epoch 5, lower than epoch 7") || evs[0].GetFingerprint() != "fp-old-leader" {
-		t.Fatalf("events %v, want one naming epochs 5 and 7 and fp-old-leader", evs)
+	if len(evs) != 1 || !strings.Contains(evs[0].GetReason(), "leader epoch 5, lower than epoch 7") || evs[0].GetFingerprint() != oldLeader.Fingerprint {
+		t.Fatalf("events %v, want one naming epochs 5 and 7 and the old leader's fingerprint", evs)
 	}
-	if got := rec.fingerprints(); !slices.Equal(got, []string{"fp-new-leader"}) {
-		t.Fatalf("applied %v, want only fp-new-leader", got)
+	if got := rec.fingerprints(); !slices.Equal(got, []string{newLeader.Fingerprint}) {
+		t.Fatalf("applied %v, want only the new leader's", got)
 	}
-	f.waitStatus(t, "n1", "status still the new leader's", provisioned("fp-new-leader"))
+	f.waitStatus(t, "n1", "status still the new leader's", provisioned(newLeader.Fingerprint))
 
-	f.writeDesired(t, withEpoch("fp-epochless", 300, 0))
-	f.waitStatus(t, "n1", "provisioned a config of epoch 0", provisioned("fp-epochless"))
-	f.writeDesired(t, withEpoch("fp-next-term", 400, 8))
-	f.waitStatus(t, "n1", "provisioned under epoch 8", provisioned("fp-next-term"))
+	epochless := withEpoch("epochless", 300, 0)
+	f.writeDesired(t, epochless)
+	f.waitStatus(t, "n1", "provisioned a config of epoch 0", provisioned(epochless.Fingerprint))
+	nextTerm := withEpoch("next-term", 400, 8)
+	f.writeDesired(t, nextTerm)
+	f.waitStatus(t, "n1", "provisioned under epoch 8", provisioned(nextTerm.Fingerprint))
 }
 
 // TestAgent_UnreadableOwnPresence_IsOverwritten: the presence key is the

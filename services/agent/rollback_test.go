@@ -14,6 +14,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent"
@@ -99,18 +100,18 @@ func TestAgent_FailingExecCheck_RestoresLastGoodAndReportsInvalid(t *testing.T) 
 	f := newFleet(t, contract.DefaultSettings())
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.json")
-	check := agent.ExecCheck{Label: "uplink", Command: `if grep -q fp-two "$SLUICE_CONFIG"; then echo "ping 10.0.0.1: no route to host"; exit 1; fi`}
+	good, bad := desiredConfig("n1", "one", 100), desiredConfig("n1", "two", 200)
+	check := agent.ExecCheck{Label: "uplink", Command: `if grep -q ` + bad.Fingerprint + ` "$SLUICE_CONFIG"; then echo "ping 10.0.0.1: no route to host"; exit 1; fi`}
 	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: agent.NewFileApplier(path), Checks: []agent.CheckSpec{{Check: check}}})
 
-	good := desiredConfig("n1", "fp-one", 100)
 	f.writeDesired(t, good)
-	f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
+	f.waitStatus(t, "n1", "Provisioned good", provisioned(good.Fingerprint))
 
-	f.writeDesired(t, desiredConfig("n1", "fp-two", 200))
-	st := f.waitStatus(t, "n1", "Invalid fp-two", invalid("fp-two"))
+	f.writeDesired(t, bad)
+	st := f.waitStatus(t, "n1", "Invalid bad", invalid(bad.Fingerprint))
 	if st.GetFailedCheck() != "uplink" || !strings.Contains(st.GetCheckOutput(), "no route to host") ||
-		st.GetAppliedFingerprint() != "fp-one" || !strings.Contains(st.GetMessage(), "restored last-good fp-one (checks pass)") {
-		t.Fatalf("status = %v, want Invalid by check uplink with its output, fp-one restored and passing", st)
+		st.GetAppliedFingerprint() != good.Fingerprint || !strings.Contains(st.GetMessage(), "restored last-good "+render.Short(good.Fingerprint)+" (checks pass)") {
+		t.Fatalf("status = %v, want Invalid by check uplink with its output, good restored and passing", st)
 	}
 	for _, file := range []string{path, filepath.Join(dir, agent.LastGoodFile)} {
 		if got := readConfig(t, file); !proto.Equal(got, good) {
@@ -122,8 +123,8 @@ func TestAgent_FailingExecCheck_RestoresLastGoodAndReportsInvalid(t *testing.T) 
 		return countEvents(t, f, "n1", agent.EventNodeInvalid) == 1 && countEvents(t, f, "n1", agent.EventNodeRestored) == 1
 	})
 	for _, ev := range nodeEvents(t, f, "n1") {
-		if ev.GetType() == agent.EventNodeRestored && (ev.GetFingerprint() != "fp-one" || !strings.Contains(ev.GetReason(), "uplink")) {
-			t.Fatalf("NodeRestored = %v, want fingerprint fp-one and the failing check named", ev)
+		if ev.GetType() == agent.EventNodeRestored && (ev.GetFingerprint() != good.Fingerprint || !strings.Contains(ev.GetReason(), "uplink")) {
+			t.Fatalf("NodeRestored = %v, want good's fingerprint and the failing check named", ev)
 		}
 	}
 }
@@ -132,20 +133,20 @@ func TestAgent_ApplyError_RestoresLastGoodAndReportsInvalidApply(t *testing.T) {
 	f := newFleet(t, contract.DefaultSettings())
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.json")
-	rec := &recorder{err: errors.New("netlink: file exists"), failFP: "fp-two", next: agent.NewFileApplier(path)}
+	good, bad := desiredConfig("n1", "one", 100), desiredConfig("n1", "two", 200)
+	rec := &recorder{err: errors.New("netlink: file exists"), failFP: bad.Fingerprint, next: agent.NewFileApplier(path)}
 	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: rec})
 
-	good := desiredConfig("n1", "fp-one", 100)
 	f.writeDesired(t, good)
-	f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
-	f.writeDesired(t, desiredConfig("n1", "fp-two", 200))
-	st := f.waitStatus(t, "n1", "Invalid fp-two", invalid("fp-two"))
-	if st.GetFailedCheck() != "apply" || st.GetCheckOutput() != "netlink: file exists" || st.GetAppliedFingerprint() != "fp-one" ||
-		!strings.Contains(st.GetMessage(), "restored last-good fp-one") {
-		t.Fatalf("status = %v, want Invalid apply with fp-one restored", st)
+	f.waitStatus(t, "n1", "Provisioned good", provisioned(good.Fingerprint))
+	f.writeDesired(t, bad)
+	st := f.waitStatus(t, "n1", "Invalid bad", invalid(bad.Fingerprint))
+	if st.GetFailedCheck() != "apply" || st.GetCheckOutput() != "netlink: file exists" || st.GetAppliedFingerprint() != good.Fingerprint ||
+		!strings.Contains(st.GetMessage(), "restored last-good "+render.Short(good.Fingerprint)) {
+		t.Fatalf("status = %v, want Invalid apply with good restored", st)
 	}
-	if got := rec.fingerprints(); !slices.Equal(got, []string{"fp-one", "fp-two", "fp-one"}) {
-		t.Fatalf("applied %v, want fp-one, fp-two, then fp-one restored", got)
+	if got := rec.fingerprints(); !slices.Equal(got, []string{good.Fingerprint, bad.Fingerprint, good.Fingerprint}) {
+		t.Fatalf("applied %v, want good, bad, then good restored", got)
 	}
 	if got := readConfig(t, path); !proto.Equal(got, good) {
 		t.Fatalf("config on disk = %v, want last-good", got)
@@ -160,19 +161,20 @@ func TestAgent_FailingValidate_DoesNotApply(t *testing.T) {
 	f := newFleet(t, contract.DefaultSettings())
 	dir := t.TempDir()
 	rec := &recorder{}
+	good, bad := desiredConfig("n1", "one", 100), desiredConfig("n1", "bad", 4095)
 	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: rec,
-		ValidateCmd: `if grep -q fp-bad "$SLUICE_CONFIG"; then echo "vlan 4095 is reserved" >&2; exit 3; fi`})
+		ValidateCmd: `if grep -q ` + bad.Fingerprint + ` "$SLUICE_CONFIG"; then echo "vlan 4095 is reserved" >&2; exit 3; fi`})
 
-	f.writeDesired(t, desiredConfig("n1", "fp-one", 100))
-	f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
-	f.writeDesired(t, desiredConfig("n1", "fp-bad", 4095))
-	st := f.waitStatus(t, "n1", "Invalid fp-bad", invalid("fp-bad"))
+	f.writeDesired(t, good)
+	f.waitStatus(t, "n1", "Provisioned good", provisioned(good.Fingerprint))
+	f.writeDesired(t, bad)
+	st := f.waitStatus(t, "n1", "Invalid bad", invalid(bad.Fingerprint))
 	if st.GetFailedCheck() != "validate" || !strings.Contains(st.GetCheckOutput(), "vlan 4095 is reserved") ||
-		st.GetAppliedFingerprint() != "fp-one" || !strings.Contains(st.GetMessage(), "not applied") {
-		t.Fatalf("status = %v, want Invalid validate with its output and fp-one still in force", st)
+		st.GetAppliedFingerprint() != good.Fingerprint || !strings.Contains(st.GetMessage(), "not applied") {
+		t.Fatalf("status = %v, want Invalid validate with its output and good still in force", st)
 	}
-	if got := rec.fingerprints(); !slices.Equal(got, []string{"fp-one"}) {
-		t.Fatalf("applied %v, want only fp-one", got)
+	if got := rec.fingerprints(); !slices.Equal(got, []string{good.Fingerprint}) {
+		t.Fatalf("applied %v, want only good", got)
 	}
 	assertNoMarker(t, dir)
 	if n := countEvents(t, f, "n1", agent.EventNodeRestored); n != 0 {
@@ -184,11 +186,11 @@ func TestAgent_KilledMidApply_RestoresLastGoodBeforeAnythingElse(t *testing.T) {
 	f := newFleet(t, contract.DefaultSettings())
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.json")
-	good, interrupted := desiredConfig("n1", "fp-one", 100), desiredConfig("n1", "fp-two", 200)
-	// What a crash halfway through applying fp-two leaves behind.
+	good, interrupted := desiredConfig("n1", "one", 100), desiredConfig("n1", "two", 200)
+	// What a crash halfway through applying interrupted leaves behind.
 	writeConfig(t, filepath.Join(dir, agent.LastGoodFile), good)
 	writeConfig(t, filepath.Join(dir, agent.ApplyingFile), interrupted)
-	if err := os.WriteFile(path, []byte(`{"node": "n1", "fingerprint": "fp-tw`), 0o644); err != nil {
+	if err := os.WriteFile(path, []byte(`{"node": "n1", "fingerprint": "`+interrupted.Fingerprint[:5]), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
@@ -198,12 +200,13 @@ func TestAgent_KilledMidApply_RestoresLastGoodBeforeAnythingElse(t *testing.T) {
 		return countEvents(t, f, "n1", agent.EventNodeRestored) == 1
 	})
 	evs := nodeEvents(t, f, "n1")
-	if first := evs[0]; first.GetType() != agent.EventNodeRestored || first.GetFingerprint() != "fp-one" ||
-		!strings.Contains(first.GetReason(), "interrupted apply of fp-two detected at start; restored last-good fp-one") {
-		t.Fatalf("first event = %v, want NodeRestored of fp-one before registering", first)
+	wantReason := "interrupted apply of " + render.Short(interrupted.Fingerprint) + " detected at start; restored last-good " + render.Short(good.Fingerprint)
+	if first := evs[0]; first.GetType() != agent.EventNodeRestored || first.GetFingerprint() != good.Fingerprint ||
+		!strings.Contains(first.GetReason(), wantReason) {
+		t.Fatalf("first event = %v, want NodeRestored of good before registering", first)
 	}
-	if got := rec.fingerprints(); !slices.Equal(got, []string{"fp-one"}) {
-		t.Fatalf("applied %v, want only the restored fp-one", got)
+	if got := rec.fingerprints(); !slices.Equal(got, []string{good.Fingerprint}) {
+		t.Fatalf("applied %v, want only the restored good", got)
 	}
 	if got := readConfig(t, path); !proto.Equal(got, good) {
 		t.Fatalf("config on disk = %v, want last-good", got)
@@ -212,7 +215,7 @@ func TestAgent_KilledMidApply_RestoresLastGoodBeforeAnythingElse(t *testing.T) {
 
 	// Then it continues normally.
 	f.writeDesired(t, interrupted)
-	f.waitStatus(t, "n1", "Provisioned fp-two", provisioned("fp-two"))
+	f.waitStatus(t, "n1", "Provisioned interrupted", provisioned(interrupted.Fingerprint))
 }
 
 func TestAgent_ExecCheck_SeesNodeAndConfig(t *testing.T) {
@@ -239,9 +242,9 @@ func TestAgent_ExecCheck_SeesNodeAndConfig(t *testing.T) {
 			seen := filepath.Join(t.TempDir(), "seen")
 			check := agent.ExecCheck{Command: `printf '%s\n%s\n' "$SLUICE_NODE" "$SLUICE_CONFIG" > ` + seen + ` && cp "$SLUICE_CONFIG" ` + seen + `.json`}
 			f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: tt.applier(dir), Checks: []agent.CheckSpec{{Check: check}}})
-			want := desiredConfig("n1", "fp-one", 100)
+			want := desiredConfig("n1", "one", 100)
 			f.writeDesired(t, want)
-			f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
+			f.waitStatus(t, "n1", "Provisioned", provisioned(want.Fingerprint))
 
 			b, err := os.ReadFile(seen)
 			if err != nil {
@@ -264,18 +267,19 @@ func TestAgent_CheckStillFailingAfterRestore_SaysSo(t *testing.T) {
 	check := agent.ExecCheck{Label: "uplink", Command: `if [ -e ` + down + ` ]; then echo "carrier lost"; exit 1; fi`}
 	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: agent.NewFileApplier(filepath.Join(dir, "config.json")),
 		Checks: []agent.CheckSpec{{Check: check}}})
-	f.writeDesired(t, desiredConfig("n1", "fp-one", 100))
-	f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
+	good, next := desiredConfig("n1", "one", 100), desiredConfig("n1", "two", 200)
+	f.writeDesired(t, good)
+	f.waitStatus(t, "n1", "Provisioned good", provisioned(good.Fingerprint))
 
 	// The uplink goes down for reasons of its own: last-good does not help.
 	if err := os.WriteFile(down, nil, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	f.writeDesired(t, desiredConfig("n1", "fp-two", 200))
-	st := f.waitStatus(t, "n1", "Invalid fp-two", invalid("fp-two"))
-	if st.GetFailedCheck() != "uplink" || st.GetAppliedFingerprint() != "fp-one" ||
-		!strings.Contains(st.GetMessage(), "restored last-good fp-one (check uplink still fails: exit status 1)") {
-		t.Fatalf("status = %v, want fp-one restored and the re-check's failure in the message", st)
+	f.writeDesired(t, next)
+	st := f.waitStatus(t, "n1", "Invalid next", invalid(next.Fingerprint))
+	if st.GetFailedCheck() != "uplink" || st.GetAppliedFingerprint() != good.Fingerprint ||
+		!strings.Contains(st.GetMessage(), "restored last-good "+render.Short(good.Fingerprint)+" (check uplink still fails: exit status 1)") {
+		t.Fatalf("status = %v, want good restored and the re-check's failure in the message", st)
 	}
 }
 
@@ -292,15 +296,15 @@ func TestAgent_RestoreFails_SaysSoLoudlyAndRestoresAtNextStart(t *testing.T) {
 		return file.Apply(ctx, cfg)
 	})
 	stop := f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: ap})
-	good := desiredConfig("n1", "fp-one", 100)
+	good, bad := desiredConfig("n1", "one", 100), desiredConfig("n1", "two", 200)
 	f.writeDesired(t, good)
-	f.waitStatus(t, "n1", "Provisioned fp-one", provisioned("fp-one"))
+	f.waitStatus(t, "n1", "Provisioned good", provisioned(good.Fingerprint))
 
 	broken.Store(true)
-	f.writeDesired(t, desiredConfig("n1", "fp-two", 200))
-	st := f.waitStatus(t, "n1", "Invalid fp-two", invalid("fp-two"))
+	f.writeDesired(t, bad)
+	st := f.waitStatus(t, "n1", "Invalid bad", invalid(bad.Fingerprint))
 	if st.GetFailedCheck() != "apply" || st.GetAppliedFingerprint() != "" ||
-		!strings.Contains(st.GetMessage(), "RESTORING last-good fp-one FAILED: netlink: device or resource busy") {
+		!strings.Contains(st.GetMessage(), "RESTORING last-good "+render.Short(good.Fingerprint)+" FAILED: netlink: device or resource busy") {
 		t.Fatalf("status = %v, want Invalid apply, the failed restore in capitals and nothing known in force", st)
 	}
 	natstest.Eventually(t, waitFor, "NodeRestoreFailed event", func() bool {
@@ -317,12 +321,12 @@ func TestAgent_RestoreFails_SaysSoLoudlyAndRestoresAtNextStart(t *testing.T) {
 	stop()
 	broken.Store(false)
 	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: ap})
-	st = f.waitStatus(t, "n1", "status naming fp-one in force", func(s *sluicev1.NodeStatus) bool {
-		return s.GetAppliedFingerprint() == "fp-one"
+	st = f.waitStatus(t, "n1", "status naming good in force", func(s *sluicev1.NodeStatus) bool {
+		return s.GetAppliedFingerprint() == good.Fingerprint
 	})
-	if st.GetPhase() != sluicev1.NodePhase_NODE_PHASE_INVALID || st.GetFingerprint() != "fp-two" ||
-		!strings.Contains(st.GetMessage(), "interrupted apply of fp-two detected at start; restored last-good fp-one") {
-		t.Fatalf("status = %v, want fp-two still Invalid, fp-one in force and the restore at start in the message", st)
+	if st.GetPhase() != sluicev1.NodePhase_NODE_PHASE_INVALID || st.GetFingerprint() != bad.Fingerprint ||
+		!strings.Contains(st.GetMessage(), "interrupted apply of "+render.Short(bad.Fingerprint)+" detected at start; restored last-good "+render.Short(good.Fingerprint)) {
+		t.Fatalf("status = %v, want bad still Invalid, good in force and the restore at start in the message", st)
 	}
 	if got := readConfig(t, path); !proto.Equal(got, good) {
 		t.Fatalf("config on disk = %v, want last-good", got)

@@ -13,10 +13,18 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent"
 )
+
+// desired is node's desired config: the empty config, fingerprinted as the
+// coordinator does.
+func desired(node string) *sluicev1.DesiredConfig {
+	nc := &sluicev1.NodeConfig{}
+	return &sluicev1.DesiredConfig{Node: node, Config: nc, Fingerprint: render.Fingerprint(nc)}
+}
 
 func TestRun_RegistersAndWritesConfigFile(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
@@ -35,7 +43,7 @@ func TestRun_RegistersAndWritesConfigFile(t *testing.T) {
 		return err == nil && e.Value.GetLabels()["rack"] == "r1" && e.Value.GetAgentVersion() == version
 	})
 	configs := store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
-	if _, err := configs.Create(context.Background(), contract.DesiredKey("n1"), &sluicev1.DesiredConfig{Node: "n1", Fingerprint: "fp1"}); err != nil {
+	if _, err := configs.Create(context.Background(), contract.DesiredKey("n1"), desired("n1")); err != nil {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, 10*time.Second, "config.json in the state dir", func() bool {
@@ -246,10 +254,10 @@ func TestRun_CheckCmdFailing_ReportsInvalidWithTheCheck(t *testing.T) {
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, []string{"--server", env.URL, "--node", "n1", "--state-dir", t.TempDir(), "--log-level", "warn",
-			"--check-cmd", `grep -q fp1 "$SLUICE_CONFIG"`, "--check-cmd", "echo bgp down; exit 1", "--check-timeout", "5s"}, &stderr)
+			"--check-cmd", `grep -q ` + desired("n1").GetFingerprint() + ` "$SLUICE_CONFIG"`, "--check-cmd", "echo bgp down; exit 1", "--check-timeout", "5s"}, &stderr)
 	}()
 	configs := store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
-	if _, err := configs.Create(context.Background(), contract.DesiredKey("n1"), &sluicev1.DesiredConfig{Node: "n1", Fingerprint: "fp1"}); err != nil {
+	if _, err := configs.Create(context.Background(), contract.DesiredKey("n1"), desired("n1")); err != nil {
 		t.Fatal(err)
 	}
 	statuses := store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
