@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -160,6 +161,32 @@ func readProto[T proto.Message](ctx context.Context, s *system, kv jetstream.Key
 	return v, nil
 }
 
+// leaderKeys lists the keys kv has held, from the stream's leader: a
+// stream info with a subject filter, which the leader answers. KV's
+// ListKeys runs an ordered consumer, which may be placed on a replica still
+// catching up after a server restart and then misses recent keys (seed 27:
+// fingerprints recorded while a server was down were not listed). Deleted
+// keys are listed too: leaderGet answers jetstream.ErrKeyNotFound for them.
+func (s *system) leaderKeys(ctx context.Context, kv jetstream.KeyValue) ([]string, error) {
+	prefix := "$KV." + kv.Bucket() + "."
+	rctx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
+	defer cancel()
+	st, err := s.Env().JS.Stream(rctx, "KV_"+kv.Bucket())
+	if err != nil {
+		return nil, err
+	}
+	info, err := st.Info(rctx, jetstream.WithSubjectFilter(prefix+">"))
+	if err != nil {
+		return nil, err
+	}
+	keys := make([]string, 0, len(info.State.Subjects))
+	for subj := range info.State.Subjects {
+		keys = append(keys, strings.TrimPrefix(subj, prefix))
+	}
+	slices.Sort(keys)
+	return keys, nil
+}
+
 // leaderGet reads key's current value from the stream's leader (a message
 // get, not a direct get nor a watcher: either may be served by a replica
 // that has not caught up after a server restart); jetstream.ErrKeyNotFound
@@ -220,13 +247,15 @@ func (s *system) quiescent(ctx context.Context) []string {
 		busy = append(busy, fmt.Sprintf("%d desired-config writes pending", pending))
 	}
 	b := s.Env().Buckets
-	keys, err := b.Rollouts.ListKeys(ctx)
+	keys, err := s.leaderKeys(ctx, b.Rollouts)
 	if err != nil {
 		return []string{"list rollouts: " + err.Error()}
 	}
-	for k := range keys.Keys() {
+	for _, k := range keys {
 		if k == contract.KeyActive {
-			busy = append(busy, "rollouts/active is set")
+			if _, err := s.leaderGet(ctx, b.Rollouts, k); !errors.Is(err, jetstream.ErrKeyNotFound) {
+				busy = append(busy, "rollouts/active is set")
+			}
 			continue
 		}
 		if k == contract.KeyLastApplied || contract.IsControlKey(k) {
@@ -321,11 +350,11 @@ func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestar
 	b := s.Env().Buckets
 	o := &Observation{Fingerprints: map[string]*sluicev1.InvalidFingerprint{}, Targets: map[string]map[string]string{},
 		EmptyFingerprint: render.Fingerprint(&sluicev1.NodeConfig{}), NotQuiescent: notQuiescent}
-	keys, err := b.Rollouts.ListKeys(ctx)
+	keys, err := s.leaderKeys(ctx, b.Rollouts)
 	if err != nil {
 		return nil, fmt.Errorf("list rollouts: %w", err)
 	}
-	for k := range keys.Keys() {
+	for _, k := range keys {
 		switch {
 		case k == contract.KeyActive:
 			o.Active, _ = readProto(ctx, s, b.Rollouts, k, &sluicev1.RolloutRef{})
@@ -338,11 +367,11 @@ func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestar
 			}
 		}
 	}
-	fkeys, err := b.Fingerprints.ListKeys(ctx)
+	fkeys, err := s.leaderKeys(ctx, b.Fingerprints)
 	if err != nil {
 		return nil, fmt.Errorf("list fingerprints: %w", err)
 	}
-	for k := range fkeys.Keys() {
+	for _, k := range fkeys {
 		if contract.IsControlKey(k) {
 			continue
 		}
