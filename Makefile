@@ -41,13 +41,16 @@ REVISION     ?= $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 # The agent image's shell and tools: a static busybox (Debian's busybox-static).
 BUSYBOX      ?= /bin/busybox
 
+# The nats CLI `make natscli` installs into bin/ (the container tests run it).
+NATSCLI_VERSION ?= v0.5.1
+
 PROTOC       ?= protoc
 PROTO_FILES  := $(wildcard proto/sluice/v1/*.proto)
 PROTO_MODULE := github.com/sluicehq/sluice
 
 .PHONY: help
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-12s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
 run: ## Run everything locally: embedded NATS, all services, 5 agents (sluice dev; flags in ARGS="...")
@@ -72,6 +75,21 @@ redis: ## Install Debian's redis-server if it is missing (make test does this fi
 .PHONY: chaos
 chaos: ## Run SEEDS seeded fault schedules (default 50) against the real services; a failing seed prints its repro line
 	CHAOS_SEEDS=$(SEEDS) CHAOS_SEED_BASE=$(SEED_BASE) $(GO) test ./tests/chaos -run 'TestChaos$$' -count=1 -parallel 2 -timeout $(CHAOS_TIMEOUT) $(CHAOS_FLAGS)
+
+# The container suite (tests/containers, build tag containers, so make test
+# leaves it out): the images on a private Docker network — three NATS
+# servers, R3 buckets, two coordinators, the configurator, the reaper, four
+# agents — with faults put in from outside. docs/deploy.md, "Container tests".
+.PHONY: e2e-containers
+e2e-containers: images natscli ## Build the images and the nats CLI, then run tests/containers: faults in a 3-server NATS cluster of containers
+	$(GO) vet -tags containers ./tests/containers/...
+	SLUICE_IMAGE_PREFIX='$(IMAGE_PREFIX)' SLUICE_IMAGE_TAG='$(IMAGE_TAG)' SLUICE_NATSCLI='$(BIN)/nats' \
+	$(GO) test -tags containers -count=1 -v -timeout 30m ./tests/containers/... $(CONTAINERS_FLAGS)
+
+# From the Go module proxy, at the version NATSCLI_VERSION pins.
+.PHONY: natscli
+natscli: ## Install the nats CLI into bin/nats, at the version NATSCLI_VERSION pins (from the Go module proxy)
+	GOBIN='$(BIN)' $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI_VERSION)
 
 .PHONY: bench
 bench: ## Measure a rollout over 1,000 simulated agents; ends with one line BENCH {json} (BENCH_ARGS="--nodes 10000")
