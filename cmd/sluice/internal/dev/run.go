@@ -90,7 +90,7 @@ func (s *System) Banner() string {
 	if len(s.opts.CheckCmds) == 0 {
 		p("  sluice dev --check-cmd examples/checks/node-03-needs-table-10.sh  # then change table mgmt's tableId: node-03 fails its check, the rollout reverts (README: \"Break a node\")")
 	}
-	p("  with the nats CLI: nats kv ls; nats kv get sluice-status %s", firstOr(s.nodes, "node-01"))
+	p("  with the nats CLI: nats kv ls; nats kv get sluice-status %s --raw", firstOr(s.nodes, "node-01"))
 	return b.String()
 }
 
