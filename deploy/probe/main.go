@@ -10,14 +10,10 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"net/http"
 	"os"
-	"time"
-)
 
-// timeout bounds the whole request; Docker's own healthcheck timeout is the
-// outer bound.
-const timeout = 2 * time.Second
+	"github.com/sluicehq/sluice/pkg/health"
+)
 
 func main() {
 	if len(os.Args) != 2 {
@@ -27,25 +23,5 @@ func main() {
 	os.Exit(probe(os.Args[1], os.Stdout))
 }
 
-// probe GETs url and prints the status and the start of the body to out.
-func probe(url string, out io.Writer) int {
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
-	if err != nil {
-		fmt.Fprintf(out, "probe %s: %v\n", url, err)
-		return 1
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		fmt.Fprintf(out, "probe %s: %v\n", url, err)
-		return 1
-	}
-	defer resp.Body.Close()
-	body, _ := io.ReadAll(io.LimitReader(resp.Body, 512))
-	fmt.Fprintf(out, "%s %s\n", resp.Status, body)
-	if resp.StatusCode != http.StatusOK {
-		return 1
-	}
-	return 0
-}
+// probe is the sluice binaries' --probe: health.Probe (2s bound).
+func probe(url string, out io.Writer) int { return health.Probe(context.Background(), url, out) }

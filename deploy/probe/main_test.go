@@ -23,7 +23,7 @@ func TestProbe(t *testing.T) {
 		wantCode int
 		wantOut  string
 	}{
-		{name: "200", url: srv.URL + "/healthz", wantCode: 0, wantOut: "200 OK"},
+		{name: "200", url: srv.URL + "/healthz", wantCode: 0, wantOut: `{"status":"ok"}`},
 		{name: "503", url: srv.URL + "/other", wantCode: 1, wantOut: "meta leader"},
 		{name: "nothing listening", url: "http://127.0.0.1:1/healthz", wantCode: 1, wantOut: "connection refused"},
 		{name: "not a URL", url: "::", wantCode: 1, wantOut: "missing protocol scheme"},
