@@ -278,7 +278,17 @@ func (w want) manage(ctx context.Context, js jetstream.JetStream, component stri
 		if err := w.create(ctx, js); err != nil {
 			return err
 		}
-		if cur, err = streamConfig(ctx, js, w.stream()); err != nil {
+		// On a cluster a stream just created (by us, or by another manager
+		// starting at the same time: then create saw "already exists") can
+		// be "not found" for a moment where the assignment is not applied
+		// yet: ask again, within formingWait.
+		for pause, until := 50*time.Millisecond, time.Now().Add(formingWait); ; pause = min(2*pause, time.Second) {
+			cur, err = streamConfig(ctx, js, w.stream())
+			if !errors.Is(err, jetstream.ErrStreamNotFound) || time.Now().After(until) || sleep(ctx, pause) != nil {
+				break
+			}
+		}
+		if err != nil {
 			return fmt.Errorf("%s %s: %w", w.kind(), w.name, err)
 		}
 	} else if err != nil {
