@@ -86,9 +86,10 @@ func TestDirectoryRegistry_SyncsInPlace(t *testing.T) {
 		h := getHead(t, env)
 		return h.Value != nil && len(getRevision(t, env, h.Value.GetRevision()).GetIntents()) == 3
 	})
-	if st := registryStatus(t, env, "gitops"); st.GetState() != sluicev1.RegistryState_REGISTRY_STATE_SYNCED || st.GetIntents() != 3 {
-		t.Fatalf("status %v, want SYNCED with 3 intents", st)
-	}
+	natstest.Eventually(t, 10*time.Second, "status SYNCED with 3 intents", func() bool {
+		st := registryStatus(t, env, "gitops")
+		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_SYNCED && st.GetIntents() == 3
+	})
 
 	// Edit one, add one, remove one: each reflected in place.
 	writeNet(t, dir, "red", 110)
@@ -131,9 +132,7 @@ func TestDirectoryRegistry_SyncsInPlace(t *testing.T) {
 	if v := getStored(t, env, "layer2network.red"); v.GetMarkedForDeletion() {
 		t.Fatalf("red was marked although the deletion is held")
 	}
-	if len(evs.ofType("RegistryDeletionHeld")) != 1 {
-		t.Fatalf("events %v, want one RegistryDeletionHeld", evs.waitFor(t, 1))
-	}
+	natstest.Eventually(t, 5*time.Second, "one RegistryDeletionHeld event", func() bool { return len(evs.ofType("RegistryDeletionHeld")) == 1 })
 	confirms := store.New(env.Buckets.Control, func() *sluicev1.RegistryConfirm { return &sluicev1.RegistryConfirm{} })
 	if _, err := confirms.Create(context.Background(), contract.RegistryConfirmKey("gitops"), &sluicev1.RegistryConfirm{Digest: held.GetDigest(), By: "test"}); err != nil {
 		t.Fatal(err)
@@ -166,12 +165,14 @@ func TestDirectoryRegistry_ConflictWithAPIReportedNotOverwritten(t *testing.T) {
 	if v := getStored(t, env, "layer2network.red"); v.GetSource() != "api" || v.GetIntent().GetLayer2Network().GetVlan() != 100 {
 		t.Fatalf("red is %v: the api's intent was overwritten", v)
 	}
-	st := registryStatus(t, env, "gitops")
-	if len(st.GetConflicts()) != 1 || st.GetConflicts()[0].GetOwner() != "api" {
-		t.Fatalf("conflicts %v, want red owned by api", st.GetConflicts())
-	}
-	if len(evs.ofType("IntentConflict")) != 1 {
-		t.Fatalf("want one IntentConflict event, got %d", len(evs.ofType("IntentConflict")))
+	natstest.Eventually(t, 10*time.Second, "the conflict in the status", func() bool {
+		c := registryStatus(t, env, "gitops").GetConflicts()
+		return len(c) == 1 && c[0].GetOwner() == "api"
+	})
+	natstest.Eventually(t, 5*time.Second, "one IntentConflict event", func() bool { return len(evs.ofType("IntentConflict")) == 1 })
+	time.Sleep(1500 * time.Millisecond) // another sync: the conflict is announced once, not every sync
+	if n := len(evs.ofType("IntentConflict")); n != 1 {
+		t.Fatalf("%d IntentConflict events, want one", n)
 	}
 }
 
@@ -191,14 +192,16 @@ func TestDirectoryRegistry_InvalidIntentKeepsLastValid(t *testing.T) {
 	if v := getStored(t, env, "layer2network.red"); v.GetIntent().GetLayer2Network().GetVlan() != 100 || v.GetMarkedForDeletion() {
 		t.Fatalf("red is %v, want its last valid version (VLAN 100) in force", v)
 	}
-	st := registryStatus(t, env, "gitops")
+	// The status is written after the sync that stored blue committed.
 	var got []string
-	for _, fe := range st.GetInvalid() {
-		got = append(got, fe.GetIntent()+" "+fe.GetField())
-	}
-	if len(got) != 2 || !strings.Contains(strings.Join(got, ","), "layer2network/red spec.vlan") || !strings.Contains(strings.Join(got, ","), "broken.yaml") {
-		t.Fatalf("invalid %v, want red's VLAN and broken.yaml", got)
-	}
+	natstest.Eventually(t, 10*time.Second, "the status to report red's VLAN and broken.yaml", func() bool {
+		got = got[:0]
+		for _, fe := range registryStatus(t, env, "gitops").GetInvalid() {
+			got = append(got, fe.GetIntent()+" "+fe.GetField())
+		}
+		all := strings.Join(got, ",")
+		return len(got) == 2 && strings.Contains(all, "layer2network/red spec.vlan") && strings.Contains(all, "broken.yaml")
+	})
 }
 
 // A request that arrives before the first sync of every registry is
