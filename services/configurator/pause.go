@@ -3,7 +3,6 @@ package configurator
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/nats-io/nats.go/micro"
 
@@ -49,31 +48,6 @@ func (s *Service) gated(op string, h func(context.Context, micro.Request)) func(
 			return
 		}
 		defer end()
-		h(ctx, r)
-	}
-}
-
-// whenReady holds a request until every registry had its first sync
-// attempt, at most bootstrapWait; then it is answered 503 with nothing
-// stored.
-func (s *Service) whenReady(op string, h func(context.Context, micro.Request)) func(context.Context, micro.Request) {
-	return func(ctx context.Context, r micro.Request) {
-		select {
-		case <-s.ready:
-		default:
-			t := time.NewTimer(bootstrapWait)
-			defer t.Stop()
-			select {
-			case <-s.ready:
-			case <-t.C:
-				s.respond(r, op, nil, &apiError{code: contract.ErrCodeUnavailable, desc: fmt.Sprintf(
-					"the configurator is starting: the first sync of its registries did not finish within %s (sluice get registries); nothing was stored; retry",
-					bootstrapWait)})
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
 		h(ctx, r)
 	}
 }

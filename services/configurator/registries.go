@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
@@ -453,3 +454,28 @@ func (s *Service) countOwned(ctx context.Context, name string) (owned, marked in
 
 // intentKeyOfID turns "<kind>/<name>" into "<kind>.<name>".
 func intentKeyOfID(id string) string { return strings.Replace(id, "/", ".", 1) }
+
+// whenReady holds a request until every registry had its first sync
+// attempt, at most bootstrapWait; then it is answered 503 with nothing
+// stored.
+func (s *Service) whenReady(op string, h func(context.Context, micro.Request)) func(context.Context, micro.Request) {
+	return func(ctx context.Context, r micro.Request) {
+		select {
+		case <-s.ready:
+		default:
+			t := time.NewTimer(bootstrapWait)
+			defer t.Stop()
+			select {
+			case <-s.ready:
+			case <-t.C:
+				s.respond(r, op, nil, &apiError{code: contract.ErrCodeUnavailable, desc: fmt.Sprintf(
+					"the configurator is starting: the first sync of its registries did not finish within %s (sluice get registries); nothing was stored; retry",
+					bootstrapWait)})
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+		h(ctx, r)
+	}
+}
