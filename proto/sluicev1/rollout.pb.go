@@ -439,14 +439,17 @@ func (x *Head) GetRequestId() string {
 
 // NodeOutcome records a node that did not simply succeed.
 type NodeOutcome struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	Phase         NodePhase              `protobuf:"varint,2,opt,name=phase,proto3,enum=sluice.v1.NodePhase" json:"phase,omitempty"`
-	Fingerprint   string                 `protobuf:"bytes,3,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
-	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
-	FailedCheck   string                 `protobuf:"bytes,5,opt,name=failed_check,json=failedCheck,proto3" json:"failed_check,omitempty"`
-	Result        NodeResult             `protobuf:"varint,6,opt,name=result,proto3,enum=sluice.v1.NodeResult" json:"result,omitempty"`
-	Output        string                 `protobuf:"bytes,7,opt,name=output,proto3" json:"output,omitempty"` // the failing check's output, bounded
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// The phase the node last reported for this fingerprint; unset when its
+	// last report was about another config (a node that left before it
+	// started).
+	Phase         NodePhase  `protobuf:"varint,2,opt,name=phase,proto3,enum=sluice.v1.NodePhase" json:"phase,omitempty"`
+	Fingerprint   string     `protobuf:"bytes,3,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	Message       string     `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"`
+	FailedCheck   string     `protobuf:"bytes,5,opt,name=failed_check,json=failedCheck,proto3" json:"failed_check,omitempty"`
+	Result        NodeResult `protobuf:"varint,6,opt,name=result,proto3,enum=sluice.v1.NodeResult" json:"result,omitempty"`
+	Output        string     `protobuf:"bytes,7,opt,name=output,proto3" json:"output,omitempty"` // the failing check's output, bounded
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }

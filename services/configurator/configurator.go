@@ -46,9 +46,6 @@ import (
 // Component is the configurator's name in logs and events.
 const Component = "configurator"
 
-// Version is the API version the micro service announces.
-const Version = "0.1.0"
-
 // DefaultSource names where intents came from when an apply names none.
 const DefaultSource = contract.SourceAPI
 
@@ -73,6 +70,9 @@ type Config struct {
 	FetchTimeout time.Duration
 	// Metrics, when set, records each registry's sync state (metrics.go).
 	Metrics *Metrics
+	// Version is the build version, announced in the micro service and the
+	// instances bucket (default "dev").
+	Version string
 }
 
 // Service is a configurator.
@@ -135,6 +135,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Settings.NodeLease <= 0 {
 		cfg.Settings = contract.DefaultSettings()
+	}
+	if cfg.Version == "" {
+		cfg.Version = "dev"
 	}
 	if cfg.Instance == "" {
 		host, _ := os.Hostname()
@@ -206,7 +209,8 @@ func (s *Service) run(ctx context.Context) error {
 	s.ready = make(chan struct{})
 	svc, err := micro.AddService(s.cfg.Conn, micro.Config{
 		Name:        contract.ConfiguratorService,
-		Version:     Version,
+		Version:     contract.ServiceVersion(s.cfg.Version),
+		Metadata:    map[string]string{"instance": s.cfg.Instance, "build": s.cfg.Version},
 		Description: "sluice configurator: apply, delete, undo and retry",
 	})
 	if err != nil {

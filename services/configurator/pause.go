@@ -22,7 +22,7 @@ func (s *Service) startPause(ctx context.Context, b *contract.Buckets) func() {
 	s.resumed = make(chan struct{}, 1)
 	var stop func()
 	s.gate, stop = pause.Start(ctx, pause.Service{
-		Control: b.Control, Instances: b.Instances, Component: Component, Instance: s.cfg.Instance, Version: Version,
+		Control: b.Control, Instances: b.Instances, Component: Component, Instance: s.cfg.Instance, Version: s.cfg.Version,
 		What: "request", Interval: s.cfg.Settings.HeartbeatInterval(), Log: s.log, Now: s.cfg.Now, Emit: s.events.Emit,
 		Changed: func(r *sluicev1.PauseRequest) {
 			if !r.GetPaused() {

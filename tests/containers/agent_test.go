@@ -125,6 +125,14 @@ func testAgentCutOffWhileNoCoordinatorLeads(t *testing.T, c *cluster) {
 		t.Errorf("rollout %s: %s counts %v skipped %v failures %v; want SUCCEEDED over the %d nodes present when the next term loaded the state, %s left out",
 			r.GetId(), r.GetPhase(), n, r.GetSkipped(), r.GetFailures(), len(agents)-1, victim)
 	}
+	// The node the previous term counted cannot be named (the rollout never
+	// wrote to it), but the term that resumed says one is gone and why.
+	if !slices.ContainsFunc(c.events(t, leaderless), func(e *sluicev1.Event) bool {
+		return e.GetType() == "RolloutResumed" && e.GetRollout() == a.rollout &&
+			strings.Contains(e.GetReason(), "1 node(s) the previous term counted left while no coordinator led")
+	}) {
+		t.Errorf("no RolloutResumed event of %s says that one counted node left while no coordinator led", a.rollout)
+	}
 	if lt := r.GetLeaderTime().AsDuration(); lt > wall(r)-gap+slack {
 		t.Errorf("leader time %s counts the %s without a leader: the rollout ran %s", lt, gap, wall(r))
 	} else {

@@ -429,7 +429,7 @@ func (s *System) startServices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfgr, err := configurator.New(configurator.Config{Conn: nc, Settings: settings, Log: log})
+	cfgr, err := configurator.New(configurator.Config{Conn: nc, Settings: settings, Log: log, Version: s.opts.Version})
 	if err != nil {
 		return err
 	}
@@ -438,7 +438,7 @@ func (s *System) startServices(ctx context.Context) error {
 	if nc, err = s.connect(coordinator.Component); err != nil {
 		return err
 	}
-	coord, err := coordinator.New(coordinator.Config{Conn: nc, Settings: settings, Log: log, Instance: "dev"})
+	coord, err := coordinator.New(coordinator.Config{Conn: nc, Settings: settings, Log: log, Instance: "dev", Version: s.opts.Version})
 	if err != nil {
 		return err
 	}
@@ -447,7 +447,7 @@ func (s *System) startServices(ctx context.Context) error {
 	if nc, err = s.connect(reaper.Component); err != nil {
 		return err
 	}
-	rp, err := reaper.New(reaper.Config{Conn: nc, Settings: settings, Log: log})
+	rp, err := reaper.New(reaper.Config{Conn: nc, Settings: settings, Log: log, Version: s.opts.Version})
 	if err != nil {
 		return err
 	}

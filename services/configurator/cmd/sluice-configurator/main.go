@@ -29,6 +29,6 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	fetchTimeout := fs.Duration("registry-fetch-timeout", 30*time.Second, "bound on one read of a registry (Redis, directory); a read that takes longer counts as unreachable")
 	return common.Main(ctx, fs, args, stderr, nil, func(rt cmdutil.Runtime) (cmdutil.Service, error) {
 		return configurator.New(configurator.Config{Conn: rt.Conn, Settings: common.Settings(), Log: rt.Log, Source: *source,
-			FetchTimeout: *fetchTimeout, Metrics: configurator.NewMetrics(rt.Metrics)})
+			FetchTimeout: *fetchTimeout, Version: cmdutil.Version, Metrics: configurator.NewMetrics(rt.Metrics)})
 	})
 }

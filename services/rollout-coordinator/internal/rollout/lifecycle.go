@@ -85,10 +85,14 @@ func (s *State) load(ev Loaded, now time.Time) {
 	default:
 		// Resume: where each node stands is read off its desired config and
 		// status. Deadlines restart now: time without a leader does not count.
-		s.adopt(active, activeRev, backups, now)
+		gone := s.adopt(active, activeRev, backups, now)
 		if s.rollout != nil {
-			s.emit(s.rolloutEvent("RolloutResumed", fmt.Sprintf("leadership term %d resumes the rollout in phase %s: %s",
-				ev.Term, phaseWord(s.rollout.GetPhase()), s.progressLine())))
+			why := fmt.Sprintf("leadership term %d resumes the rollout in phase %s: %s",
+				ev.Term, phaseWord(s.rollout.GetPhase()), s.progressLine())
+			if gone > 0 {
+				why += fmt.Sprintf("; %d node(s) the previous term counted left while no coordinator led (presence lease lapsed) and are no longer counted: they get the config in force when they return", gone)
+			}
+			s.emit(s.rolloutEvent("RolloutResumed", why))
 		}
 	}
 	// Operators' requests: each acts once (a forgiven fingerprint, an
@@ -211,24 +215,31 @@ func (s *State) start(h *sluicev1.Head, rev *sluicev1.Revision, now time.Time) {
 }
 
 // adopt resumes r, read back from its record: backups are the revert
-// targets of touched nodes.
-func (s *State) adopt(r *sluicev1.Rollout, rev *sluicev1.Revision, backups map[string]*sluicev1.DesiredConfig, now time.Time) {
+// targets of touched nodes. It returns how many nodes the record counted
+// that are no longer counted: a node the rollout never wrote to leaves no
+// trace of having been in it but the record's total, so one whose lease
+// lapsed while no coordinator led cannot be named (a node the rollout
+// wrote to, or recorded skipped, is still counted and named).
+func (s *State) adopt(r *sluicev1.Rollout, rev *sluicev1.Revision, backups map[string]*sluicev1.DesiredConfig, now time.Time) (gone int) {
 	s.rollout, s.rolloutRev = r, rev
 	if r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING {
 		s.resumeRevert(backups, now)
-		return
+		return 0
 	}
+	before := r.GetCounts().GetTotal()
 	s.placeAll(backups, now)
+	gone = max(0, int(before)-int(r.GetCounts().GetTotal()))
 	if r.GetAbortedBy() != nil {
 		s.stopForAbort(now) // aborted by an operator in an earlier term
-		return
+		return gone
 	}
 	if s.failures() > s.plan.Budget {
 		s.startRevert(now, fmt.Sprintf("%d node(s) failed while no leader ran, over the failure budget of %d (first: %s)",
 			s.failures(), s.plan.Budget, describeFailure(r.GetFailures())))
-		return
+		return gone
 	}
 	s.refuseKnownBad(now)
+	return gone
 }
 
 // placeAll places every present node in the rollout, recounting from scratch.
@@ -253,8 +264,10 @@ func (s *State) placeAll(backups map[string]*sluicev1.DesiredConfig, now time.Ti
 		case n.present:
 			n.previous = backups[name]
 			s.place(n, outcomeOf(prevFailures, name), now)
-		case outcomeOf(prevSkipped, name) != nil && n.desired.GetRollout() == r.GetId():
-			// Left during an earlier term and not back: still skipped.
+		case outcomeOf(prevSkipped, name) != nil:
+			// Left during an earlier term and not back: still skipped
+			// (also a node that left while pending, whose desired config
+			// is still the previous rollout's).
 			n.touched = true
 			r.Counts.Total++
 			s.setProg(n, progSkipped)

@@ -103,6 +103,35 @@ func TestDecide_Lifecycle(t *testing.T) {
 			want: []string{"write n1", "emit RolloutResumed"},
 		},
 		{
+			name: "a node that left while pending, recorded skipped, stays skipped after a takeover",
+			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, LastApplied: applied0, LastAppliedRev: r0,
+				Active: &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+					Strategy: &sluicev1.Strategy{MaxParallel: "1"}, Counts: &sluicev1.RolloutCounts{Total: 2},
+					Skipped: []*sluicev1.NodeOutcome{{Node: "n2", Result: sluicev1.NodeResult_NODE_RESULT_SKIPPED, Message: "node left"}}},
+				ActiveRev: r1, Presence: presence("n1"), Desired: onR0}, // n2's desired config is still r0's
+			want: []string{"write n1", "emit RolloutResumed"},
+			check: func(t *testing.T, s *State, acts []Action) {
+				if c := s.rollout.GetCounts(); c.GetTotal() != 2 || outcomeOf(s.rollout.GetSkipped(), "n2") == nil {
+					t.Fatalf("total %d, skipped %v; want n2 still counted and skipped", c.GetTotal(), s.rollout.GetSkipped())
+				}
+			},
+		},
+		{
+			name: "a node counted by the previous term that left while no leader ran is reported gone",
+			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, LastApplied: applied0, LastAppliedRev: r0,
+				Active: &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+					Strategy: &sluicev1.Strategy{MaxParallel: "1"}, Counts: &sluicev1.RolloutCounts{Total: 3}},
+				ActiveRev: r1, Presence: presence("n1"), Desired: onR0},
+			want: []string{"write n1", "emit RolloutResumed"},
+			check: func(t *testing.T, s *State, acts []Action) {
+				e, _ := findAction[Emit](acts)
+				why := e.Event.GetReason()
+				if s.rollout.GetCounts().GetTotal() != 1 || !strings.Contains(why, "2 node(s) the previous term counted left while no coordinator led") {
+					t.Fatalf("total %d, resumed %q; want 1 counted and the 2 gone named in the reason", s.rollout.GetCounts().GetTotal(), why)
+				}
+			},
+		},
+		{
 			name: "a node joining while the rollout reverts gets the configuration in force",
 			given: []Event{Loaded{Head: head(2, r1.Id, "2"), HeadRev: r1, LastApplied: applied0, LastAppliedRev: r0,
 				Presence: presence("n1", "n2"), Desired: onR0}, Status{S: status("n1", invalid, fp1, id1)}},

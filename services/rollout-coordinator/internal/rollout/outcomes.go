@@ -243,8 +243,13 @@ func (s *State) recordOutcome(n *node, res sluicev1.NodeResult, check, output, m
 
 // recordOutcomeOf is recordOutcome for fingerprint fp.
 func (s *State) recordOutcomeOf(n *node, fp string, res sluicev1.NodeResult, check, output, msg string) {
-	o := &sluicev1.NodeOutcome{Node: n.name, Phase: n.status.GetPhase(), Fingerprint: fp, Result: res,
+	o := &sluicev1.NodeOutcome{Node: n.name, Fingerprint: fp, Result: res,
 		FailedCheck: check, Output: truncate(output, maxOutput), Message: msg}
+	if n.status.GetFingerprint() == fp {
+		// Only a phase reported for this config says anything about it (a
+		// node skipped before it started still reports its previous one).
+		o.Phase = n.status.GetPhase()
+	}
 	s.changed()
 	r := s.rollout
 	if res == sluicev1.NodeResult_NODE_RESULT_SKIPPED {
