@@ -55,6 +55,20 @@ var uses = map[string][]string{
 // deletes old revisions in batches fenced on revisions/head.
 var atomicBuckets = []string{BucketNodeConfigs, BucketRollouts, BucketFingerprints, BucketRevisions}
 
+// AgentBinds lists the streams an agent binds (asks the info of), by
+// stream name: its credentials allow exactly these.
+func AgentBinds() []string {
+	var out []string
+	for _, name := range uses[ComponentAgent] {
+		if name == StreamEvents {
+			out = append(out, name)
+		} else {
+			out = append(out, StreamOfBucket(name))
+		}
+	}
+	return out
+}
+
 // Manager returns the component that creates and updates the bucket or
 // stream name, "" if sluice has no such bucket or stream.
 func Manager(name string) string { return managers[name] }

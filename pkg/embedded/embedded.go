@@ -5,9 +5,11 @@ package embedded
 import (
 	"fmt"
 	"net"
+	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -26,6 +28,18 @@ type Options struct {
 	StoreDir string
 	// Logs turns on the server's own logging to stderr.
 	Logs bool
+	// Trust, when set, runs the server in operator mode: only users of
+	// these accounts connect, with their JWTs' permissions (see pkg/creds).
+	Trust *Trust
+}
+
+// Trust is an operator, its system account and the account JWTs the server
+// starts with. They are kept in a full resolver under StoreDir/jwt, so
+// accounts pushed later (a revocation) are applied at once and kept.
+type Trust struct {
+	Operator      *jwt.OperatorClaims
+	SystemAccount string
+	Accounts      map[string]string // public key → account JWT
 }
 
 // Start starts a server and waits until it accepts connections.
@@ -47,6 +61,11 @@ func Start(o Options) (*server.Server, error) {
 		NoLog:      !o.Logs,
 		MaxPayload: maxPayload,
 	}
+	if o.Trust != nil {
+		if err := o.Trust.configure(opts); err != nil {
+			return nil, err
+		}
+	}
 	s, err := server.NewServer(opts)
 	if err != nil {
 		return nil, fmt.Errorf("nats-server: %w", err)
@@ -60,4 +79,22 @@ func Start(o Options) (*server.Server, error) {
 		return nil, fmt.Errorf("nats-server on %s did not become ready within %s", o.Listen, readyTimeout)
 	}
 	return s, nil
+}
+
+// configure puts the operator, the system account and a full resolver
+// holding the accounts into opts.
+func (t *Trust) configure(opts *server.Options) error {
+	r, err := server.NewDirAccResolver(filepath.Join(opts.StoreDir, "jwt"), 0, 2*time.Minute, server.NoDelete)
+	if err != nil {
+		return fmt.Errorf("account resolver: %w", err)
+	}
+	for pub, tok := range t.Accounts {
+		if err := r.Store(pub, tok); err != nil {
+			return fmt.Errorf("account resolver: store %s: %w", pub, err)
+		}
+	}
+	opts.TrustedOperators = []*jwt.OperatorClaims{t.Operator}
+	opts.SystemAccount = t.SystemAccount
+	opts.AccountResolver = r
+	return nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/embedded"
 )
 
@@ -27,6 +28,11 @@ type Env struct {
 	JS       jetstream.JetStream
 	Buckets  *contract.Buckets
 	Settings contract.Settings
+	// Creds is the credentials setup of a server started by StartSecure;
+	// Conn is then a coordinator user's connection.
+	Creds *creds.Setup
+	// connOpts are the options of every connection Connect opens.
+	connOpts []nats.Option
 }
 
 // Start starts a server on a free port with storage in a fresh t.TempDir,
@@ -48,6 +54,50 @@ func StartAt(t testing.TB, dir, listen string, s contract.Settings) *Env {
 	e := &Env{Server: srv, URL: srv.ClientURL(), StoreDir: dir, Settings: s}
 	e.connectAndEnsure(t, true)
 	return e
+}
+
+// StartSecure is Start on a server in operator mode with a fresh `sluice
+// creds init` setup (Env.Creds): only issued users connect, with their
+// roles' permissions. Conn is a coordinator user's connection (it may do
+// everything); ConnectAs connects as another user.
+func StartSecure(t testing.TB, s contract.Settings) *Env {
+	t.Helper()
+	setup, err := creds.Init(t.TempDir(), creds.InitOptions{})
+	if err != nil {
+		t.Fatalf("creds init: %v", err)
+	}
+	op, sys, accounts, err := setup.Trust()
+	if err != nil {
+		t.Fatal(err)
+	}
+	coordinator, err := setup.Issue(creds.RoleCoordinator, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", StoreDir: dir,
+		Trust: &embedded.Trust{Operator: op, SystemAccount: sys, Accounts: accounts}})
+	if err != nil {
+		t.Fatalf("start nats-server: %v", err)
+	}
+	t.Cleanup(srv.Shutdown)
+	e := &Env{Server: srv, URL: srv.ClientURL(), StoreDir: dir, Settings: s, Creds: setup,
+		connOpts: []nats.Option{nats.UserCredentials(coordinator)}}
+	e.connectAndEnsure(t, true)
+	return e
+}
+
+// ConnectAs opens a connection with the credentials file credsFile (and
+// opts), closed at cleanup; it fails the test when the server refuses it.
+func (e *Env) ConnectAs(t testing.TB, credsFile string, opts ...nats.Option) *nats.Conn {
+	t.Helper()
+	nc, err := nats.Connect(e.URL, append([]nats.Option{nats.UserCredentials(credsFile), nats.MaxReconnects(-1),
+		nats.ReconnectWait(50 * time.Millisecond)}, opts...)...)
+	if err != nil {
+		t.Fatalf("connect with %s: %v", credsFile, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
 }
 
 // StartBare starts a server like Start but creates no bucket and no stream:
@@ -91,7 +141,7 @@ func (e *Env) connectAndEnsure(t testing.TB, ensure bool) {
 // Connect opens another connection to the server, closed at cleanup.
 func (e *Env) Connect(t testing.TB) *nats.Conn {
 	t.Helper()
-	nc, err := nats.Connect(e.URL, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond))
+	nc, err := nats.Connect(e.URL, append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)}, e.connOpts...)...)
 	if err != nil {
 		t.Fatalf("connect: %v", err)
 	}
