@@ -1,6 +1,7 @@
 // Package cmdutil holds what the thin mains of sluice's service binaries
 // share: the --server, --log-level, --replicas, --http-addr and --probe
-// flags (and --leader-lease for the coordinator), the logger, the settings,
+// flags, the connection's credentials and TLS flags (pkg/natsauth), and
+// --leader-lease for the coordinator, the logger, the settings,
 // the build Version, and the Process: the health and metrics endpoint and
 // the connection to NATS, retried until it answers (process.go).
 // Entry point: Common.Main (the agent, which builds its own config, uses
@@ -24,6 +25,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/health"
 	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/pkg/natsauth"
 )
 
 // Environment variables that set flags' defaults.
@@ -48,6 +50,12 @@ type Common struct {
 	// Probe, when set, is a URL to GET instead of running the service
 	// (ProbeExit): for container probes in images without curl.
 	Probe string
+	// Auth are the connection's credentials and TLS (--creds, --tls-ca, …).
+	Auth natsauth.Options
+	// InboxPrefix, when set, is the connection's inbox prefix: an agent's
+	// credentials allow replies under its own prefix only
+	// (creds.NodeInboxPrefix).
+	InboxPrefix string
 
 	envErrs []error // environment variables that did not parse
 }
@@ -78,6 +86,7 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Probe, "probe", "",
 		"GET this URL (e.g. http://127.0.0.1:9090/readyz) within 2s, print the answer and exit 0 on 200, else 1; runs nothing else")
 	c.LeaderLease = contract.DefaultSettings().LeaderLease
+	c.Auth.Register(fs)
 }
 
 // RegisterLeaderLease adds --leader-lease (default $SLUICE_LEADER_LEASE,
@@ -105,7 +114,8 @@ func (c *Common) Settings() contract.Settings {
 // Check reports environment variables that did not parse and settings no
 // bucket can be made with, naming the flag or variable.
 func (c *Common) Check() error {
-	return errors.Join(errors.Join(c.envErrs...), c.Settings().Validate())
+	_, authErr := c.Auth.NATS()
+	return errors.Join(errors.Join(c.envErrs...), c.Settings().Validate(), authErr)
 }
 
 // Logger returns the JSON logger at the chosen level.

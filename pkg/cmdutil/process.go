@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -182,11 +183,28 @@ func (p *Process) Close() {
 // Once connected, the connection reconnects by itself forever
 // (MaxReconnects(-1)): a service outlives NATS restarts.
 func (c *Common) connect(ctx context.Context, name string, p *Process) (*nats.Conn, error) {
-	opts := []nats.Option{
+	auth, err := c.Auth.NATS()
+	if err != nil {
+		return nil, err
+	}
+	opts := append([]nats.Option{
 		nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
 		nats.PingInterval(pingInterval), nats.MaxPingsOutstanding(maxPingsOut),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, _ error) { p.lostAt.Store(time.Now().UnixNano()) }),
+		// A permission the server refuses is a deployment error (wrong
+		// credentials for the role): say it loudly, once per refusal.
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if strings.Contains(err.Error(), "Permissions Violation") {
+				p.log.Error().Err(err).Msg("NATS refused a permission: are these credentials issued for this component's role?")
+				return
+			}
+			p.log.Warn().Err(err).Msg("NATS reported an error")
+		}),
+	}, auth...)
+	if c.InboxPrefix != "" {
+		opts = append(opts, nats.CustomInboxPrefix(c.InboxPrefix))
 	}
+	p.log.Info().Str("server", c.Server).Str("auth", c.Auth.Describe()).Msg("connecting to NATS")
 	wait := connectFirstWait
 	for attempt := 1; ; attempt++ {
 		nc, err := nats.Connect(c.Server, opts...)

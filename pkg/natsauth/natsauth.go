@@ -18,15 +18,14 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nkeys"
 )
 
 // Environment variables that set the flags' defaults.
 const (
 	EnvCreds         = "SLUICE_NATS_CREDS"         // --creds
 	EnvNKey          = "SLUICE_NATS_NKEY"          // --nkey
-	EnvUser          = "SLUICE_NATS_USER"          // --user
-	EnvPasswordFile  = "SLUICE_NATS_PASSWORD_FILE" // --password-file
+	EnvUser          = "SLUICE_NATS_USER"          // --nats-user
+	EnvPasswordFile  = "SLUICE_NATS_PASSWORD_FILE" // --nats-password-file
 	EnvTLSCA         = "SLUICE_NATS_TLS_CA"        // --tls-ca
 	EnvTLSCert       = "SLUICE_NATS_TLS_CERT"      // --tls-cert
 	EnvTLSKey        = "SLUICE_NATS_TLS_KEY"       // --tls-key
@@ -43,14 +42,14 @@ type Options struct {
 	// User and PasswordFile: the simple case, a user and a file holding its
 	// password (never the password itself on a command line).
 	User         string `json:"user,omitempty"`
-	PasswordFile string `json:"password_file,omitempty"`
+	PasswordFile string `json:"passwordFile,omitempty"`
 	// TLS: the CA that signed the servers' certificates, this client's
 	// certificate and key (when the servers verify clients), and the name
 	// the servers' certificates carry when it differs from the URL's host.
-	TLSCA         string `json:"tls_ca,omitempty"`
-	TLSCert       string `json:"tls_cert,omitempty"`
-	TLSKey        string `json:"tls_key,omitempty"`
-	TLSServerName string `json:"tls_server_name,omitempty"`
+	TLSCA         string `json:"tlsCA,omitempty"`
+	TLSCert       string `json:"tlsCert,omitempty"`
+	TLSKey        string `json:"tlsKey,omitempty"`
+	TLSServerName string `json:"tlsServerName,omitempty"`
 }
 
 // FlagSet is what Register needs of a flag set: both the standard
@@ -59,14 +58,14 @@ type FlagSet interface {
 	StringVar(p *string, name, value, usage string)
 }
 
-// Register adds --creds, --nkey, --user, --password-file, --tls-ca,
+// Register adds --creds, --nkey, --nats-user, --nats-password-file, --tls-ca,
 // --tls-cert, --tls-key and --tls-server-name to fs, each defaulting to its
 // environment variable.
 func (o *Options) Register(fs FlagSet) {
 	fs.StringVar(&o.Creds, "creds", os.Getenv(EnvCreds), "NATS credentials file (user JWT and nkey seed, from `sluice creds issue`) (env "+EnvCreds+")")
 	fs.StringVar(&o.NKey, "nkey", os.Getenv(EnvNKey), "file holding a NATS user nkey seed (env "+EnvNKey+")")
-	fs.StringVar(&o.User, "user", os.Getenv(EnvUser), "NATS user, with --password-file (env "+EnvUser+")")
-	fs.StringVar(&o.PasswordFile, "password-file", os.Getenv(EnvPasswordFile), "file holding the NATS user's password (env "+EnvPasswordFile+")")
+	fs.StringVar(&o.User, "nats-user", os.Getenv(EnvUser), "NATS user, with --nats-password-file (env "+EnvUser+")")
+	fs.StringVar(&o.PasswordFile, "nats-password-file", os.Getenv(EnvPasswordFile), "file holding the NATS user's password (env "+EnvPasswordFile+")")
 	fs.StringVar(&o.TLSCA, "tls-ca", os.Getenv(EnvTLSCA), "PEM file of the CA that signed the NATS servers' certificates; turns TLS on (env "+EnvTLSCA+")")
 	fs.StringVar(&o.TLSCert, "tls-cert", os.Getenv(EnvTLSCert), "PEM client certificate, when the NATS servers verify clients (env "+EnvTLSCert+")")
 	fs.StringVar(&o.TLSKey, "tls-key", os.Getenv(EnvTLSKey), "PEM key of --tls-cert (env "+EnvTLSKey+")")
@@ -126,7 +125,7 @@ func (o Options) NATS() ([]nats.Option, error) {
 		}
 	}
 	if set > 1 {
-		errs = append(errs, errors.New("--creds, --nkey and --user are alternatives: give one"))
+		errs = append(errs, errors.New("--creds, --nkey and --nats-user are alternatives: give one"))
 	}
 	switch {
 	case o.Creds != "":
@@ -144,22 +143,22 @@ func (o Options) NATS() ([]nats.Option, error) {
 		}
 	case o.User != "":
 		if o.PasswordFile == "" {
-			errs = append(errs, fmt.Errorf("--user %s needs --password-file", o.User))
+			errs = append(errs, fmt.Errorf("--nats-user %s needs --nats-password-file", o.User))
 			break
 		}
 		b, err := os.ReadFile(o.PasswordFile)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("--password-file: %w", err))
+			errs = append(errs, fmt.Errorf("--nats-password-file: %w", err))
 			break
 		}
 		pw := strings.TrimRight(string(b), "\r\n")
 		if pw == "" {
-			errs = append(errs, fmt.Errorf("--password-file %s: the file is empty", o.PasswordFile))
+			errs = append(errs, fmt.Errorf("--nats-password-file %s: the file is empty", o.PasswordFile))
 			break
 		}
 		opts = append(opts, nats.UserInfo(o.User, pw))
 	case o.PasswordFile != "":
-		errs = append(errs, errors.New("--password-file needs --user"))
+		errs = append(errs, errors.New("--nats-password-file needs --nats-user"))
 	}
 	if t, err := o.tlsConfig(); err != nil {
 		errs = append(errs, err)
@@ -212,8 +211,12 @@ func checkCreds(path string) error {
 	if err != nil {
 		return readable(path, err)
 	}
-	if _, err := jwt.ParseDecoratedJWT(b); err != nil {
-		return fmt.Errorf("no user JWT in it: %w", err)
+	tok, err := jwt.ParseDecoratedJWT(b)
+	if err == nil {
+		_, err = jwt.DecodeUserClaims(tok)
+	}
+	if err != nil {
+		return fmt.Errorf("no user JWT in it (want the file `sluice creds issue` wrote): %w", err)
 	}
 	kp, err := jwt.ParseDecoratedNKey(b)
 	if err != nil {
@@ -250,18 +253,4 @@ func readable(path string, err error) error {
 		return serr
 	}
 	return err
-}
-
-// SeedPublicKey is the public key of the nkey seed in path (for logs and
-// `sluice creds` listings).
-func SeedPublicKey(path string) (string, error) {
-	b, err := os.ReadFile(path)
-	if err != nil {
-		return "", err
-	}
-	kp, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(b))))
-	if err != nil {
-		return "", err
-	}
-	return kp.PublicKey()
 }

@@ -17,9 +17,14 @@ func TestPlan(t *testing.T) {
 		provisioned  = sluicev1.NodePhase_NODE_PHASE_PROVISIONED
 		invalid      = sluicev1.NodePhase_NODE_PHASE_INVALID
 	)
-	d := &sluicev1.DesiredConfig{Node: "n1", Revision: "r2", Rollout: "ro2", Fingerprint: "fp2"}
+	d := &sluicev1.DesiredConfig{Node: "n1", Revision: "r2", Rollout: "ro2", Fingerprint: "fp2", Operation: "op2"}
 	status := func(phase sluicev1.NodePhase, fp, rev, rollout string) *sluicev1.NodeStatus {
 		return &sluicev1.NodeStatus{Node: "n1", Phase: phase, Fingerprint: fp, Revision: rev, Rollout: rollout}
+	}
+	opStatus := func(phase sluicev1.NodePhase, fp, op string) *sluicev1.NodeStatus {
+		st := status(phase, fp, "r2", "ro2")
+		st.Operation = op
+		return st
 	}
 	tests := []struct {
 		name    string
@@ -36,6 +41,8 @@ func TestPlan(t *testing.T) {
 		{name: "applied but Provisioned never written", applied: "fp2", status: status(provisioning, "fp2", "r2", "ro2"), want: actProvision},
 		{name: "its failure already reported", applied: "fp1", status: status(invalid, "fp2", "r2", "ro2"), want: actSkip},
 		{name: "revert to the config in force after a failure", applied: "fp2", status: status(invalid, "fp3", "r3", "ro3"), want: actProvision},
+		{name: "its deadline failure reported, last-good being this config", applied: "fp2", status: opStatus(invalid, "fp2", "op2"), want: actSkip},
+		{name: "a new operation for a config reported invalid (retry)", applied: "fp2", status: opStatus(invalid, "fp2", "op1"), want: actProvision},
 		{name: "status says Provisioned but last-good is gone", applied: "", status: status(provisioned, "fp2", "r2", "ro2"), want: actProvision},
 	}
 	for _, tt := range tests {

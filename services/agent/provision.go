@@ -39,9 +39,14 @@ func plan(applied string, st *sluicev1.NodeStatus, d *sluicev1.DesiredConfig) ac
 	switch {
 	case reported && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && applied == fp:
 		return actSkip
-	case reported && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && applied != fp:
+	case reported && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID &&
+		(applied != fp || st.GetOperation() != "" && st.GetOperation() == d.GetOperation()):
 		// Its failure is on record; the coordinator decides what comes next.
-		// Retrying the same desired config on every resync would flap.
+		// Retrying the same desired config on every resync would flap. That
+		// holds when last-good is this very config too (an earlier apply of
+		// it succeeded but its report was lost, then a retry ran past the
+		// deadline and restored it): the operation reported Invalid is
+		// never run again; a revert or retry is a new operation.
 		return actSkip
 	case applied == fp && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && st.GetFingerprint() == fp:
 		return actReport

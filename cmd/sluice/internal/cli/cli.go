@@ -16,11 +16,15 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/pkg/natsauth"
 )
 
 // DefaultServer is the NATS URL used without --server or SLUICE_NATS_URL.
@@ -56,6 +60,8 @@ type app struct {
 	streams Streams
 	version string
 	server  string
+	auth    natsauth.Options      // --creds, --tls-ca, …
+	denied  atomic.Pointer[error] // the last permission the server refused
 	now     func() time.Time
 }
 
@@ -70,6 +76,11 @@ func Run(ctx context.Context, args []string, s Streams, version string) int {
 	err := root.ExecuteContext(ctx)
 	if err == nil {
 		return 0
+	}
+	if d := a.denied.Load(); d != nil {
+		// The server refused a publish or subscription (the error the
+		// command saw is usually just a timeout): say which, and why.
+		err = fmt.Errorf("%w\nthe NATS server refused it: %v (these credentials' role may not do this: see docs/security.md)", err, *d)
 	}
 	var ee *ExitError
 	if errors.As(err, &ee) {
@@ -104,6 +115,7 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 		server = DefaultServer
 	}
 	root.PersistentFlags().StringVarP(&a.server, "server", "s", server, "NATS URL of the sluice control plane (env SLUICE_NATS_URL)")
+	a.auth.Register(root.PersistentFlags())
 	root.AddCommand(
 		a.applyCommand(),
 		a.deleteCommand(),
@@ -117,6 +129,7 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 		a.registryCommand(),
 		a.eventsCommand(),
 		a.devCommand(),
+		a.credsCommand(),
 		a.versionCommand(),
 	)
 	return root
@@ -125,7 +138,16 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 // connect opens a connection to the control plane, saying what to do when
 // nothing listens.
 func (a *app) connect() (*nats.Conn, error) {
-	nc, err := nats.Connect(a.server, nats.Name("sluice-cli"), nats.Timeout(3*time.Second))
+	auth, err := a.auth.NATS()
+	if err != nil {
+		return nil, &ExitError{Code: 2, Err: err}
+	}
+	onErr := nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(err.Error(), "Permissions Violation") {
+			a.denied.Store(&err)
+		}
+	})
+	nc, err := nats.Connect(a.server, append([]nats.Option{nats.Name("sluice-cli"), nats.Timeout(3 * time.Second), onErr}, auth...)...)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoServers) {
 			return nil, fmt.Errorf("cannot reach NATS at %s: is `sluice dev` (make run) running? (%w)", a.server, err)

@@ -44,8 +44,14 @@ Redis server (registry "redis": one intent per key sluice:intents:<kind>.<name>)
 and from the intent files in a directory (registry "dir", created if
 missing), as 'sluice registry add' would store them (docs/registries.md).
 
+With --secure the server runs in operator mode with a credentials setup in
+DATA/creds (as 'sluice creds init' makes it): each service connects as a user
+of its role and each agent as its own node's, which reads only its own
+desired config and writes only its own status. The banner prints the admin
+credentials for the CLI (SLUICE_NATS_CREDS).
+
 Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
-		Example: "  sluice dev\n  sluice dev --agents 20 --max-parallel 25%\n  sluice dev --redis redis://127.0.0.1:6379/0 --watch-dir ./intents\n  sluice dev --nats-cluster 3 --data ./.sluice-r3\n  sluice dev --check-cmd 'test \"$SLUICE_NODE\" != node-03'",
+		Example: "  sluice dev\n  sluice dev --agents 20 --max-parallel 25%\n  sluice dev --redis redis://127.0.0.1:6379/0 --watch-dir ./intents\n  sluice dev --nats-cluster 3 --data ./.sluice-r3\n  sluice dev --secure --data ./.sluice-secure\n  sluice dev --check-cmd 'test \"$SLUICE_NODE\" != node-03'",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if noExamples {
@@ -89,6 +95,7 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 	f.IntVar(&replicas, "replicas", 0, "replicas of every bucket (env SLUICE_REPLICAS; default: the number of NATS servers)")
 	f.StringVar(&redisURL, "redis", "", "also sync intents from this Redis server (registry \"redis\"): redis://host:port/db")
 	f.StringVar(&watchDir, "watch-dir", "", "also sync the intent files in this directory (registry \"dir\"; created if missing)")
+	f.BoolVar(&opts.Secure, "secure", false, "run NATS in operator mode: every service and agent gets its own role's credentials (kept in DATA/creds); see docs/security.md")
 	f.DurationVar(&leaderLease, "leader-lease", contract.DefaultSettings().LeaderLease, "the coordinator's leader lease (env SLUICE_LEADER_LEASE; at least 1s)")
 	return cmd
 }

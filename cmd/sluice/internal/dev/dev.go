@@ -15,6 +15,7 @@
 package dev
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -32,6 +33,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/embedded"
 	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -85,6 +87,11 @@ type Options struct {
 	// start (replacing specs of the same name), so that the configurator
 	// syncs them: what --redis and --watch-dir build.
 	Registries []*sluicev1.RegistrySpec
+	// Secure runs the server in operator mode with the credentials setup
+	// in DataDir/creds (made on the first secure start, as `sluice creds
+	// init` does): every service, agent and dev's own connections use a
+	// user of their role, each agent its own node's (CredsDir, AdminCreds).
+	Secure bool
 }
 
 func (o *Options) setDefaults() {
@@ -119,6 +126,9 @@ func (o *Options) check() error {
 	}
 	if o.NATSCluster != 1 && o.NATSCluster != 3 {
 		return fmt.Errorf("--nats-cluster %d: want 1 (one server) or 3 (a cluster that survives one server stopping)", o.NATSCluster)
+	}
+	if o.Secure && o.NATSCluster > 1 {
+		return errors.New("--secure runs one NATS server for now: leave out --nats-cluster")
 	}
 	if o.Settings.Replicas > o.NATSCluster {
 		return fmt.Errorf("--replicas %d needs as many servers: pass --nats-cluster 3, or --replicas 1", o.Settings.Replicas)
@@ -160,6 +170,8 @@ type System struct {
 
 	stopOnce sync.Once
 	stopErr  error
+
+	creds *creds.Setup // with --secure
 }
 
 // Seed says what the examples did on this start.
@@ -200,6 +212,11 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 		_ = s.logFile.Close()
 		_ = lock.Close()
 		return nil, fmt.Errorf("log level %q: %w", opts.LogLevel, err)
+	}
+	if err := s.loadCreds(); err != nil {
+		_ = s.logFile.Close()
+		_ = lock.Close()
+		return nil, err
 	}
 	if err := s.startNATS(); err != nil {
 		_ = s.logFile.Close()
@@ -256,7 +273,15 @@ func (s *System) startNATS() error {
 		if err := checkListen(s.opts.Listen); err != nil {
 			return err
 		}
-		srv, err := embedded.Start(embedded.Options{Listen: s.opts.Listen, StoreDir: dirs[0]})
+		o := embedded.Options{Listen: s.opts.Listen, StoreDir: dirs[0]}
+		if s.creds != nil {
+			op, sys, accounts, err := s.creds.Trust()
+			if err != nil {
+				return err
+			}
+			o.Trust = &embedded.Trust{Operator: op, SystemAccount: sys, Accounts: accounts}
+		}
+		srv, err := embedded.Start(o)
 		s.srv = srv
 		return err
 	}
@@ -283,12 +308,19 @@ func (s *System) startNATS() error {
 }
 
 // checkLayout refuses a data directory made with another number of NATS
-// servers: its state is in the other layout's store directories.
+// servers (its state is in the other layout's store directories), or made
+// with --secure when started without, or the other way round (the state is
+// in another account).
 func checkLayout(o Options) error {
 	single := filepath.Join(o.DataDir, "nats")
 	first := filepath.Join(o.DataDir, "nats-1")
 	exists := func(p string) bool { _, err := os.Stat(p); return err == nil }
+	secured := exists(filepath.Join(o.CredsDir(), "operator.nk"))
 	switch {
+	case secured && !o.Secure:
+		return fmt.Errorf("data directory %s was made with --secure: pass --secure, or --data with another directory", o.DataDir)
+	case !secured && o.Secure && (exists(single) || exists(first)):
+		return fmt.Errorf("data directory %s was made without --secure (its state is in the unauthenticated account): start without --secure, or pass --data with another directory", o.DataDir)
 	case o.NATSCluster == 1 && exists(first) && !exists(single):
 		return fmt.Errorf("data directory %s was made with --nats-cluster 3: pass --nats-cluster 3, or --data with another directory", o.DataDir)
 	case o.NATSCluster > 1 && exists(single) && !exists(first):
@@ -358,11 +390,39 @@ func (s *System) Stop() error {
 	return s.stopErr
 }
 
-// connect opens a connection named for its user, closed by Stop.
-func (s *System) connect(name string, opts ...nats.Option) (*nats.Conn, error) {
-	opts = append([]nats.Option{
+// roleOf is the credentials role each of dev's own connections uses with
+// --secure: the services their own, the set-up connection the coordinator's
+// (it creates every bucket, the lease's included), the rest the admin's.
+var roleOf = map[string]string{
+	"setup": creds.RoleCoordinator, configurator.Component: creds.RoleConfigurator,
+	coordinator.Component: creds.RoleCoordinator, reaper.Component: creds.RoleReaper,
+}
+
+// connect opens a connection named for its user, closed by Stop; with
+// --secure, with the credentials of its role (roleOf, else admin).
+func (s *System) connect(name string) (*nats.Conn, error) {
+	return s.connectAs(name, cmp.Or(roleOf[name], creds.RoleAdmin), "")
+}
+
+// connectAs opens a connection named name with the credentials of role
+// (and node, for a node) when --secure, closed by Stop.
+func (s *System) connectAs(name, role, node string) (*nats.Conn, error) {
+	opts := []nats.Option{
 		nats.Name("sluice-dev-" + name), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond),
-	}, opts...)
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			s.log.Error().Err(err).Str("connection", name).Str("role", role).Msg("NATS reported an error")
+		}),
+	}
+	if node != "" {
+		opts = append(opts, nats.CustomInboxPrefix(creds.NodeInboxPrefix(node)))
+	}
+	if s.creds != nil {
+		file, err := s.credsFile(role, node)
+		if err != nil {
+			return nil, fmt.Errorf("credentials for %s: %w", name, err)
+		}
+		opts = append(opts, nats.UserCredentials(file))
+	}
 	nc, err := nats.Connect(s.URL(), opts...)
 	if err != nil {
 		return nil, fmt.Errorf("connect %s: %w", name, err)
@@ -464,7 +524,7 @@ func (s *System) startAgents(ctx context.Context) error {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			return fmt.Errorf("agent %s: %w", node, err)
 		}
-		nc, err := s.connect(node)
+		nc, err := s.connectAs(node, creds.RoleNode, node)
 		if err != nil {
 			return err
 		}
@@ -519,4 +579,55 @@ func checkListen(addr string) error {
 		return fmt.Errorf("cannot listen on %s (%w): is another `sluice dev` running? Stop it, or pass --listen with another port", addr, err)
 	}
 	return l.Close()
+}
+
+// CredsDir is where --secure keeps its credentials setup.
+func (o Options) CredsDir() string { return filepath.Join(o.DataDir, "creds") }
+
+// AdminCreds is the admin user's credentials file with --secure: the
+// CLI's (SLUICE_NATS_CREDS).
+func (s *System) AdminCreds() string {
+	if s.creds == nil {
+		return ""
+	}
+	file, err := s.credsFile(creds.RoleAdmin, "")
+	if err != nil {
+		return ""
+	}
+	return file
+}
+
+// Creds is the credentials setup with --secure, else nil.
+func (s *System) Creds() *creds.Setup { return s.creds }
+
+// loadCreds loads the credentials setup of a --secure data directory,
+// making it on the first secure start.
+func (s *System) loadCreds() error {
+	if !s.opts.Secure {
+		return nil
+	}
+	dir := s.opts.CredsDir()
+	var err error
+	if _, serr := os.Stat(filepath.Join(dir, "operator.nk")); serr == nil {
+		s.creds, err = creds.Load(dir)
+	} else {
+		s.creds, err = creds.Init(dir, creds.InitOptions{ResolverDir: filepath.Join(s.opts.storeDirs()[0], "jwt")})
+	}
+	if err != nil {
+		return fmt.Errorf("--secure: credentials in %s: %w", dir, err)
+	}
+	return nil
+}
+
+// credsFile is the credentials file of a user of role (and node) issued
+// from the setup, issuing one the first time.
+func (s *System) credsFile(role, node string) (string, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, u := range s.creds.Users {
+		if u.Role == role && u.Node == node && u.RevokedAt.IsZero() {
+			return filepath.Join(s.creds.Dir, u.Creds), nil
+		}
+	}
+	return s.creds.Issue(role, node)
 }

@@ -48,6 +48,9 @@ func (s *System) Banner() string {
 		p("  NATS      %s (one server, buckets R%d)", s.URL(), s.opts.Settings.Replicas)
 	}
 	p("  data      %s (remove it to start over)", s.opts.DataDir)
+	if s.creds != nil {
+		p("  secure    operator mode: every service and agent connects as a user of its role, each agent its own node's (credentials in %s)", s.creds.Dir)
+	}
 	switch n := len(s.nodes); n {
 	case 0:
 		p("  agents    none")
@@ -73,6 +76,10 @@ func (s *System) Banner() string {
 	p("Try next (in another terminal; 'make build && export PATH=$PWD/bin:$PATH' first, so exit codes come through):")
 	if s.URL() != "nats://"+DefaultListen {
 		p("  export SLUICE_NATS_URL=%s", s.URL())
+	}
+	if s.creds != nil {
+		p("  export SLUICE_NATS_CREDS=%s   # the admin user; sluice creds issue readonly --dir %s for a read-only one", s.AdminCreds(), s.creds.Dir)
+		p("  sluice creds list --dir %s; sluice creds revoke node-02 --dir %s   # node-02 is cut off at once", s.creds.Dir, s.creds.Dir)
 	}
 	broken := filepath.Join("examples", "broken") + "/"
 	if s.opts.Examples != "" {

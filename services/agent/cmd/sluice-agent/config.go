@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluicehq/sluice/pkg/cmdutil"
+	"github.com/sluicehq/sluice/pkg/creds"
+	"github.com/sluicehq/sluice/pkg/natsauth"
 	"github.com/sluicehq/sluice/services/agent"
 )
 
@@ -154,6 +156,19 @@ func (o *options) agentConfig(fs *flag.FlagSet) (agent.Config, error) {
 	}
 	cfg.Node, cfg.Labels, cfg.StateDir = o.node, lbls, o.stateDir
 	cfg.CheckDeadline = deadline
+	// The connection: a flag on the command line wins over the file, the
+	// file over the environment (the flags' defaults).
+	onCmdLine := natsauth.Options{}
+	for name, dst := range map[string]*string{"creds": &onCmdLine.Creds, "nkey": &onCmdLine.NKey, "nats-user": &onCmdLine.User,
+		"nats-password-file": &onCmdLine.PasswordFile, "tls-ca": &onCmdLine.TLSCA, "tls-cert": &onCmdLine.TLSCert,
+		"tls-key": &onCmdLine.TLSKey, "tls-server-name": &onCmdLine.TLSServerName} {
+		if set[name] {
+			*dst = fs.Lookup(name).Value.String()
+		}
+	}
+	o.common.Auth = onCmdLine.Merge(fc.NATS).Merge(o.common.Auth)
+	// A node's credentials allow replies under its own inbox prefix only.
+	o.common.InboxPrefix = creds.NodeInboxPrefix(o.node)
 	cfg.ValidateCmd = pick("validate-cmd", o.validateCmd, fc.Validate)
 	return cfg, nil
 }
@@ -172,6 +187,8 @@ type fileConfig struct {
 	CheckRetries  int         `json:"checkRetries"`
 	CheckDeadline duration    `json:"checkDeadline"`
 	Checks        []checkSpec `json:"checks"`
+	// NATS: credentials and TLS (the --creds, --tls-* flags win over it).
+	NATS natsauth.Options `json:"nats"`
 }
 
 // checkSpec is one check of the config file (or of a --check-* flag);

@@ -8,10 +8,12 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -120,6 +122,16 @@ func TestRun_RejectsBadSettings_NamingTheField(t *testing.T) {
 		{name: "bad tcp flag", given: []string{"--check-tcp", "gateway"}, wantErr: `--check-tcp gateway: check "tcp: gateway": tcp address "gateway" is not host:port`},
 		{name: "empty check-cmd", given: []string{"--check-cmd", ""}, wantErr: "--check-cmd: empty value"},
 		{name: "zero check timeout", given: []string{"--check-timeout", "0s"}, wantErr: "--check-timeout and --check-deadline must be positive"},
+		{name: "missing credentials file", given: []string{"--creds", filepath.Join(dir, "none.creds")},
+			wantErr: "--creds " + filepath.Join(dir, "none.creds") + ": stat"},
+		{name: "missing credentials file named in the config file", given: []string{"--config", file("creds.yaml", "nats:\n  creds: /nonexistent/n1.creds\n")},
+			wantErr: "--creds /nonexistent/n1.creds: stat /nonexistent/n1.creds: no such file or directory"},
+		{name: "credentials file without a JWT", given: []string{"--creds", file("bad.creds", "hello\n")}, wantErr: "no user JWT in it"},
+		{name: "unknown field under nats", given: []string{"--config", file("natsx.yaml", "nats:\n  cred: /x\n")}, wantErr: "cred"},
+		{name: "user without a password file", given: []string{"--nats-user", "sluice"}, wantErr: "--nats-user sluice needs --nats-password-file"},
+		{name: "empty password file", given: []string{"--nats-user", "sluice", "--nats-password-file", file("pw", "\n")}, wantErr: "the file is empty"},
+		{name: "client certificate without its key", given: []string{"--tls-cert", file("c.pem", "x")}, wantErr: "--tls-cert and --tls-key go together"},
+		{name: "CA file without a certificate", given: []string{"--tls-ca", file("ca.pem", "x")}, wantErr: "no PEM certificate in it"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -270,4 +282,72 @@ func TestRun_CheckCmdFailing_ReportsInvalidWithTheCheck(t *testing.T) {
 	if c := <-code; c != 0 {
 		t.Fatalf("exit code %d, want 0; stderr:\n%s", c, stderr.String())
 	}
+}
+
+// TestRun_WithNodeCredentials_RegistersAndApplies: an agent given only its
+// node's credentials (least privilege: it binds, never creates or updates,
+// a bucket) on a server in operator mode registers, applies its desired
+// config and reports it.
+func TestRun_WithNodeCredentials_RegistersAndApplies(t *testing.T) {
+	env := natstest.StartSecure(t, contract.DefaultSettings())
+	file, err := env.Creds.Issue(creds.RoleNode, "n1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	cfgFile := filepath.Join(dir, "agent.yaml")
+	if err := os.WriteFile(cfgFile, []byte("nats:\n  creds: "+file+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var stderr syncBuffer
+	code := make(chan int, 1)
+	go func() {
+		code <- run(ctx, []string{"--server", env.URL, "--node", "n1", "--state-dir", dir, "--config", cfgFile, "--log-level", "info"}, &stderr)
+	}()
+	nodes := store.New(env.Buckets.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
+	natstest.Eventually(t, 10*time.Second, "n1's presence", func() bool {
+		_, err := nodes.Get(context.Background(), "n1")
+		return err == nil
+	})
+	configs := store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
+	d := desired("n1")
+	d.Rollout, d.Operation = "r1", "op1"
+	if _, err := configs.Create(context.Background(), contract.DesiredKey("n1"), d); err != nil {
+		t.Fatal(err)
+	}
+	statuses := store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	natstest.Eventually(t, 10*time.Second, "n1 provisioned", func() bool {
+		e, err := statuses.Get(context.Background(), "n1")
+		return err == nil && e.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && e.Value.GetFingerprint() == d.GetFingerprint()
+	})
+	cancel()
+	if c := <-code; c != 0 {
+		t.Fatalf("exit code %d, want 0; stderr:\n%s", c, stderr.String())
+	}
+	if strings.Contains(stderr.String(), "Permissions Violation") {
+		t.Fatalf("the agent was refused a permission:\n%s", stderr.String())
+	}
+	if !strings.Contains(stderr.String(), "(user n1)") {
+		t.Fatalf("the start-up log does not say which credentials it connects with:\n%s", stderr.String())
+	}
+}
+
+// syncBuffer is a bytes.Buffer safe for the agent's goroutines and the test.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }

@@ -1,0 +1,201 @@
+package cli
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/spf13/cobra"
+
+	"github.com/sluicehq/sluice/pkg/creds"
+)
+
+// EnvCredsDir sets the default of `sluice creds --dir`.
+const EnvCredsDir = "SLUICE_CREDS_DIR"
+
+func (a *app) credsCommand() *cobra.Command {
+	dir := os.Getenv(EnvCredsDir)
+	if dir == "" {
+		dir = "sluice-creds"
+	}
+	cmd := &cobra.Command{
+		Use:   "creds",
+		Short: "Issue and revoke NATS credentials for sluice's roles and nodes",
+		Long: `sluice authenticates with NATS's decentralized JWT auth: an operator, a
+system account, and the sluice account with one scoped signing key per role.
+A role's key can only issue users with that role's permissions: a node user
+reads only its own desired config, writes only its own status and presence,
+and publishes only its own events (docs/security.md has every role's subjects).
+
+The directory holds the operator's and the accounts' seeds: keep it on an
+operator's machine or in a secret store, never on the nodes. Give nats-server
+its server.conf (include it), and each component its users/<name>.creds.`,
+	}
+	cmd.PersistentFlags().StringVar(&dir, "dir", dir, "the credentials directory (env "+EnvCredsDir+")")
+	cmd.AddCommand(a.credsInitCommand(&dir), a.credsIssueCommand(&dir), a.credsListCommand(&dir),
+		a.credsRevokeCommand(&dir), a.credsPushCommand(&dir))
+	return cmd
+}
+
+func (a *app) credsInitCommand(dir *string) *cobra.Command {
+	var resolverDir string
+	cmd := &cobra.Command{
+		Use:   "init",
+		Short: "Create the operator, the accounts and the roles' signing keys",
+		Long: `Creates, in --dir (which must not hold an operator yet): the operator, the
+system account with a user to push account updates (system.creds), the
+sluice account with one scoped signing key per role, and server.conf, the
+nats-server configuration to include: the operator, the system account and
+a full resolver storing account JWTs in --resolver-dir.`,
+		Example: "  sluice creds init --dir ./sluice-creds\n  sluice creds issue coordinator --dir ./sluice-creds",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := creds.Init(*dir, creds.InitOptions{ResolverDir: resolverDir})
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(a.streams.Out, "created operator, system account and account %s (%s) in %s\n", creds.AccountName, s.AccountPublicKey(), *dir)
+			fmt.Fprintf(a.streams.Out, "nats-server: include %s (resolver dir %s)\n", filepath.Join(*dir, "server.conf"), cmp.Or(resolverDir, "/data/jwt"))
+			fmt.Fprintf(a.streams.Out, "next: sluice creds issue ROLE [--node NAME] --dir %s  (roles: %s)\n", *dir, strings.Join(creds.Roles, ", "))
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&resolverDir, "resolver-dir", "", "where nats-server keeps account JWTs (default /data/jwt, beside the images' JetStream store)")
+	return cmd
+}
+
+func (a *app) credsIssueCommand(dir *string) *cobra.Command {
+	var node string
+	cmd := &cobra.Command{
+		Use:   "issue ROLE [--node NAME]",
+		Short: "Issue a user: " + strings.Join(creds.Roles, ", "),
+		Long: `Issues a user of ROLE and writes its credentials file to --dir/users/
+(printed). Roles: configurator, coordinator, reaper (the services), admin
+(the CLI: everything but the leader lease), readonly (the CLI's get, events
+and rollout status), node (one agent, --node names it). Give the file to the
+component with --creds (env SLUICE_NATS_CREDS) or, for an agent, in its
+config file under nats.creds.`,
+		Example: "  sluice creds issue node --node node-01\n  sluice creds issue readonly",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := creds.Load(*dir)
+			if err != nil {
+				return err
+			}
+			path, err := s.Issue(args[0], node)
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			fmt.Fprintln(a.streams.Out, path)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&node, "node", "", "the node, for role node")
+	return cmd
+}
+
+func (a *app) credsListCommand(dir *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "list",
+		Short: "List the users issued, and which are revoked",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := creds.Load(*dir)
+			if err != nil {
+				return err
+			}
+			w := tabwriter.NewWriter(a.streams.Out, 0, 4, 2, ' ', 0)
+			fmt.Fprintln(w, "NAME\tROLE\tNODE\tISSUED\tREVOKED\tKEY")
+			for _, u := range s.Users {
+				revoked := "-"
+				if !u.RevokedAt.IsZero() {
+					revoked = u.RevokedAt.Format(time.RFC3339)
+				}
+				fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\n", u.Name, u.Role, cmp.Or(u.Node, "-"), u.IssuedAt.Format(time.RFC3339), revoked, u.PublicKey)
+			}
+			return w.Flush()
+		},
+	}
+}
+
+func (a *app) credsRevokeCommand(dir *string) *cobra.Command {
+	var noPush bool
+	cmd := &cobra.Command{
+		Use:   "revoke NAME",
+		Short: "Revoke a user, or every user of a node, at once",
+		Long: `Revokes the user NAME, or every user issued for the node NAME, in the sluice
+account, and pushes the account to the NATS servers at --server (as the
+system user, system.creds): they disconnect the revoked users at once and
+refuse them from then on, without a restart. With --no-push only the
+directory is updated; run 'sluice creds push' later. Issue the node a new
+user afterwards if it should come back (in a later second: a revocation
+covers every user issued up to its second).`,
+		Example: "  sluice creds revoke node-07 --server nats://nats-1:4222",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			s, err := creds.Load(*dir)
+			if err != nil {
+				return err
+			}
+			revoked, err := s.Revoke(args[0])
+			if err != nil {
+				return &ExitError{Code: 1, Err: err}
+			}
+			for _, u := range revoked {
+				fmt.Fprintf(a.streams.Out, "revoked %s (role %s, key %s)\n", u.Name, u.Role, u.PublicKey)
+			}
+			if noPush {
+				fmt.Fprintf(a.streams.Out, "not pushed: run `sluice creds push --dir %s` for the servers to apply it\n", *dir)
+				return nil
+			}
+			return a.pushAccount(s, *dir)
+		},
+	}
+	cmd.Flags().BoolVar(&noPush, "no-push", false, "only update the directory; push later with 'sluice creds push'")
+	return cmd
+}
+
+func (a *app) credsPushCommand(dir *string) *cobra.Command {
+	return &cobra.Command{
+		Use:   "push",
+		Short: "Push the sluice account (its revocations) to the NATS servers",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := creds.Load(*dir)
+			if err != nil {
+				return err
+			}
+			return a.pushAccount(s, *dir)
+		},
+	}
+}
+
+// pushAccount connects to --server as the system user (with the TLS
+// options given) and pushes the account.
+func (a *app) pushAccount(s *creds.Setup, dir string) error {
+	o := a.auth
+	o.Creds, o.NKey, o.User, o.PasswordFile = s.SystemCreds(), "", "", ""
+	opts, err := o.NATS()
+	if err != nil {
+		return err
+	}
+	nc, err := nats.Connect(a.server, append([]nats.Option{nats.Name("sluice-creds"), nats.Timeout(3 * time.Second)}, opts...)...)
+	if err != nil {
+		return fmt.Errorf("connect to %s as the system user to push the account (the directory is updated; retry with `sluice creds push --dir %s`): %w", a.server, dir, err)
+	}
+	defer nc.Close()
+	if err := s.Push(nc, 5*time.Second); err != nil {
+		if errors.Is(err, nats.ErrNoResponders) {
+			err = fmt.Errorf("%w (is the server in operator mode with a full resolver, as server.conf configures?)", err)
+		}
+		return err
+	}
+	fmt.Fprintf(a.streams.Out, "pushed account %s to %s\n", s.AccountPublicKey(), a.server)
+	return nil
+}
