@@ -62,6 +62,25 @@ test: redis ## go vet and go test every module of the workspace (installs redis-
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
+# Fuzz targets: every `func Fuzz...` of a test file, found by name. go test
+# fuzzes one target per run, so each gets FUZZTIME in turn; minimizing a new
+# input is capped at FUZZMINIMIZETIME so that a short run keeps fuzzing. A
+# failing input is written to the package's testdata/fuzz/<target>/: commit
+# it with the fix, and make test runs it from then on (with the seeds).
+FUZZTIME         ?= 10s
+FUZZMINIMIZETIME ?= 5s
+
+.PHONY: fuzz
+fuzz: ## Run every fuzz target for FUZZTIME each (default 10s, e.g. FUZZTIME=1m); a failing input lands in testdata/fuzz/
+	@grep -rl --include='*_test.go' --exclude-dir=testdata --exclude-dir=bin --exclude-dir=.sluice '^func Fuzz' . | sort | \
+	while read -r file; do \
+		dir=$$(dirname "$$file"); \
+		for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$file"); do \
+			echo "fuzz: $$dir $$target for $(FUZZTIME)"; \
+			(cd "$$dir" && $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) .) || exit 1; \
+		done; \
+	done
+
 # Tests of the Redis registry start real redis-server processes
 # (pkg/redistest); they fail, never skip, without one.
 .PHONY: redis
@@ -125,6 +144,21 @@ build: $(addprefix $(BIN)/,$(BINARIES)) ## Build static binaries into bin/
 .PHONY: $(addprefix $(BIN)/,$(BINARIES) probe)
 $(addprefix $(BIN)/,$(BINARIES) probe):
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ $(pkg.$(notdir $@))
+
+# Credentials and certificates for deploy/compose/secure.yaml, made once
+# (remove deploy/compose/secrets to start over). The users' files and the
+# server key are made readable by the containers' user (65532): a demo on
+# this machine; docs/security.md says what production does instead.
+SECRETS := deploy/compose/secrets
+.PHONY: compose-secrets
+compose-secrets: $(BIN)/sluice ## Make NATS credentials (a user per service and per agent) and a local CA for docker-compose with deploy/compose/secure.yaml
+	@if [ -f $(SECRETS)/operator.nk ]; then echo "$(SECRETS) exists: keeping it (remove it to start over)"; exit 0; fi; \
+	set -e; \
+	$(BIN)/sluice creds init --dir $(SECRETS) --resolver-dir /data/jwt; \
+	for role in configurator coordinator coordinator reaper admin readonly; do $(BIN)/sluice creds issue $$role --dir $(SECRETS); done; \
+	for i in 1 2 3 4 5 6; do $(BIN)/sluice creds issue node --node node-0$$i --dir $(SECRETS); done; \
+	$(BIN)/sluice creds tls --dir $(SECRETS) --hosts nats-1,nats-2,nats-3,localhost,127.0.0.1; \
+	chmod a+r $(SECRETS)/users/*.creds $(SECRETS)/tls/server.key; chmod a+rx $(SECRETS) $(SECRETS)/users $(SECRETS)/tls
 
 # deploy/build-images.sh stages each image's files under bin/images/<bin>/
 # and builds it with deploy/Dockerfile; docs/deploy.md says what is inside.

@@ -39,7 +39,7 @@ its server.conf (include it), and each component its users/<name>.creds.`,
 	}
 	cmd.PersistentFlags().StringVar(&dir, "dir", dir, "the credentials directory (env "+EnvCredsDir+")")
 	cmd.AddCommand(a.credsInitCommand(&dir), a.credsIssueCommand(&dir), a.credsListCommand(&dir),
-		a.credsRevokeCommand(&dir), a.credsPushCommand(&dir))
+		a.credsRevokeCommand(&dir), a.credsPushCommand(&dir), a.credsTLSCommand(&dir))
 	return cmd
 }
 
@@ -198,4 +198,31 @@ func (a *app) pushAccount(s *creds.Setup, dir string) error {
 	}
 	fmt.Fprintf(a.streams.Out, "pushed account %s to %s\n", s.AccountPublicKey(), a.server)
 	return nil
+}
+
+func (a *app) credsTLSCommand(dir *string) *cobra.Command {
+	var hosts []string
+	var validFor time.Duration
+	cmd := &cobra.Command{
+		Use:   "tls --hosts NAME,...",
+		Short: "Make a local CA and a certificate for the NATS servers",
+		Long: `Makes a certificate authority in --dir/tls (once; ca.pem and ca.key are kept)
+and a certificate for the NATS servers naming --hosts (DNS names and IP
+addresses), for client connections and the cluster's routes: server.pem and
+server.key. Clients trust it with --tls-ca DIR/tls/ca.pem. For a compose
+stack or a lab; a production fleet's certificates come from its own PKI.`,
+		Example: "  sluice creds tls --hosts nats-1,nats-2,nats-3,localhost,127.0.0.1",
+		Args:    cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			f, err := creds.TLS(*dir, hosts, validFor)
+			if err != nil {
+				return &ExitError{Code: 2, Err: err}
+			}
+			fmt.Fprintf(a.streams.Out, "CA %s\nserver certificate %s (key %s) for %s\n", f.CA, f.Cert, f.Key, strings.Join(hosts, ", "))
+			return nil
+		},
+	}
+	cmd.Flags().StringSliceVar(&hosts, "hosts", nil, "the names and addresses clients reach the servers by (comma-separated)")
+	cmd.Flags().DurationVar(&validFor, "valid-for", 365*24*time.Hour, "how long the server certificate is valid")
+	return cmd
 }
