@@ -5,6 +5,10 @@ package natstest
 
 import (
 	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -33,7 +37,17 @@ type Env struct {
 	Creds *creds.Setup
 	// connOpts are the options of every connection Connect opens.
 	connOpts []nats.Option
+
+	mu         sync.Mutex
+	violations []string // permissions refused on ConnectRole's connections
 }
+
+// EnvSecure, set to 1, makes Start and StartAt run the server in operator
+// mode (as StartSecure): every suite built on them then runs with each
+// component connected as a user of its own role (ConnectRole), and any
+// permission the server refuses fails the test. `make test-secure` runs
+// the end-to-end suite so.
+const EnvSecure = "SLUICE_TEST_SECURE"
 
 // Start starts a server on a free port with storage in a fresh t.TempDir,
 // ensures the sluice buckets with settings s, and stops it all at cleanup.
@@ -43,9 +57,13 @@ func Start(t testing.TB, s contract.Settings) *Env {
 }
 
 // StartAt is Start with a given store directory and listen address, so a
-// test can restart a server on the same data.
+// test can restart a server on the same data (with EnvSecure, on the same
+// credentials setup, kept in dir/creds).
 func StartAt(t testing.TB, dir, listen string, s contract.Settings) *Env {
 	t.Helper()
+	if os.Getenv(EnvSecure) == "1" {
+		return startSecure(t, dir, listen, s)
+	}
 	srv, err := embedded.Start(embedded.Options{Listen: listen, StoreDir: dir})
 	if err != nil {
 		t.Fatalf("start nats-server: %v", err)
@@ -56,35 +74,81 @@ func StartAt(t testing.TB, dir, listen string, s contract.Settings) *Env {
 	return e
 }
 
-// StartSecure is Start on a server in operator mode with a fresh `sluice
-// creds init` setup (Env.Creds): only issued users connect, with their
-// roles' permissions. Conn is a coordinator user's connection (it may do
-// everything); ConnectAs connects as another user.
+// StartSecure is Start on a server in operator mode with a `sluice creds
+// init` setup (Env.Creds): only issued users connect, with their roles'
+// permissions. Conn is a coordinator user's connection (it may do
+// everything); ConnectRole and ConnectAs connect as other users. A
+// permission the server refuses on a connection ConnectRole opened fails
+// the test.
 func StartSecure(t testing.TB, s contract.Settings) *Env {
 	t.Helper()
-	setup, err := creds.Init(t.TempDir(), creds.InitOptions{})
+	return startSecure(t, t.TempDir(), "127.0.0.1:-1", s)
+}
+
+func startSecure(t testing.TB, dir, listen string, s contract.Settings) *Env {
+	t.Helper()
+	credsDir := filepath.Join(dir, "creds")
+	setup, err := creds.Load(credsDir)
 	if err != nil {
-		t.Fatalf("creds init: %v", err)
+		if setup, err = creds.Init(credsDir, creds.InitOptions{}); err != nil {
+			t.Fatalf("creds init: %v", err)
+		}
 	}
 	op, sys, accounts, err := setup.Trust()
 	if err != nil {
 		t.Fatal(err)
 	}
-	coordinator, err := setup.Issue(creds.RoleCoordinator, "")
-	if err != nil {
-		t.Fatal(err)
-	}
-	dir := t.TempDir()
-	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", StoreDir: dir,
+	srv, err := embedded.Start(embedded.Options{Listen: listen, StoreDir: dir,
 		Trust: &embedded.Trust{Operator: op, SystemAccount: sys, Accounts: accounts}})
 	if err != nil {
 		t.Fatalf("start nats-server: %v", err)
 	}
 	t.Cleanup(srv.Shutdown)
-	e := &Env{Server: srv, URL: srv.ClientURL(), StoreDir: dir, Settings: s, Creds: setup,
-		connOpts: []nats.Option{nats.UserCredentials(coordinator)}}
+	e := &Env{Server: srv, URL: srv.ClientURL(), StoreDir: dir, Settings: s, Creds: setup}
+	t.Cleanup(func() {
+		e.mu.Lock()
+		defer e.mu.Unlock()
+		for _, v := range e.violations {
+			t.Errorf("the server refused a permission: %s", v)
+		}
+	})
+	file, err := e.credsFile(creds.RoleCoordinator, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.connOpts = []nats.Option{nats.UserCredentials(file)}
 	e.connectAndEnsure(t, true)
 	return e
+}
+
+// ConnectRole opens a connection for a component of role (and node, for
+// an agent), closed at cleanup: without Creds, a plain Connect; with them,
+// as a user of that role (issued once per role and node), a node's with
+// its own inbox prefix.
+func (e *Env) ConnectRole(t testing.TB, role, node string) *nats.Conn {
+	t.Helper()
+	if e.Creds == nil {
+		return e.Connect(t)
+	}
+	file, err := e.credsFile(role, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	name := role
+	if node != "" {
+		name = node
+	}
+	opts := []nats.Option{nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+		if strings.Contains(err.Error(), "Permissions Violation") {
+			e.mu.Lock()
+			e.violations = append(e.violations, name+": "+err.Error())
+			e.mu.Unlock()
+		}
+	})}
+	if node != "" {
+		opts = append(opts, nats.CustomInboxPrefix(creds.NodeInboxPrefix(node)))
+	}
+	return e.ConnectAs(t, file, opts...)
 }
 
 // ConnectAs opens a connection with the credentials file credsFile (and
@@ -98,6 +162,31 @@ func (e *Env) ConnectAs(t testing.TB, credsFile string, opts ...nats.Option) *na
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// CredsFile is the credentials file of a user of role (and node), issued
+// once; "" without Creds. For binaries started by a test (--creds).
+func (e *Env) CredsFile(t testing.TB, role, node string) string {
+	t.Helper()
+	if e.Creds == nil {
+		return ""
+	}
+	file, err := e.credsFile(role, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+func (e *Env) credsFile(role, node string) (string, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	for _, u := range e.Creds.Users {
+		if u.Role == role && u.Node == node && u.RevokedAt.IsZero() {
+			return filepath.Join(e.Creds.Dir, u.Creds), nil
+		}
+	}
+	return e.Creds.Issue(role, node)
 }
 
 // StartBare starts a server like Start but creates no bucket and no stream:

@@ -19,6 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/cmdutil"
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -43,7 +44,7 @@ type serviceUnderTest interface {
 	Ready() (bool, string)
 }
 
-func startProcess(t *testing.T, env *natstest.Env, name string, build func(p *cmdutil.Process) (serviceUnderTest, error)) *process {
+func startProcess(t *testing.T, env *natstest.Env, name, role, node string, build func(p *cmdutil.Process) (serviceUnderTest, error)) *process {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -52,6 +53,10 @@ func startProcess(t *testing.T, env *natstest.Env, name string, build func(p *cm
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	c := cmdutil.Common{Server: env.URL, HTTPAddr: addr}
+	c.Auth.Creds = env.CredsFile(t, role, node) // with natstest.EnvSecure
+	if node != "" {
+		c.InboxPrefix = creds.NodeInboxPrefix(node)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	p, err := c.Start(ctx, name, zerolog.Nop())
 	if err != nil {
@@ -110,21 +115,21 @@ func TestHealth_EveryServiceIsReadyAndItsMetricsTellTheRollout(t *testing.T) {
 	dir := t.TempDir()
 	check := agent.CheckSpec{Check: agent.ExecCheck{Label: "link", Command: "true"}}
 
-	cfgr := startProcess(t, env, "sluice-configurator", func(p *cmdutil.Process) (serviceUnderTest, error) {
+	cfgr := startProcess(t, env, "sluice-configurator", creds.RoleConfigurator, "", func(p *cmdutil.Process) (serviceUnderTest, error) {
 		return configurator.New(configurator.Config{Conn: p.Conn, Settings: s, Log: zerolog.Nop(), Metrics: configurator.NewMetrics(p.Registry)})
 	})
-	coord := startProcess(t, env, "sluice-rollout-coordinator", func(p *cmdutil.Process) (serviceUnderTest, error) {
+	coord := startProcess(t, env, "sluice-rollout-coordinator", creds.RoleCoordinator, "", func(p *cmdutil.Process) (serviceUnderTest, error) {
 		return coordinator.New(coordinator.Config{Conn: p.Conn, Settings: s, Log: zerolog.Nop(), Instance: "coord-a",
 			SaveInterval: 20 * time.Millisecond, TickInterval: 100 * time.Millisecond, Metrics: coordinator.NewMetrics(p.Registry)})
 	})
-	rp := startProcess(t, env, "sluice-reaper", func(p *cmdutil.Process) (serviceUnderTest, error) {
+	rp := startProcess(t, env, "sluice-reaper", creds.RoleReaper, "", func(p *cmdutil.Process) (serviceUnderTest, error) {
 		return reaper.New(reaper.Config{Conn: p.Conn, Settings: s, Log: zerolog.Nop(), Grace: time.Second, Interval: 300 * time.Millisecond,
 			Metrics: reaper.NewMetrics(p.Registry)})
 	})
 	var agents []*process
 	for i := range 3 {
 		name := nodeName(i)
-		agents = append(agents, startProcess(t, env, "sluice-agent "+name, func(p *cmdutil.Process) (serviceUnderTest, error) {
+		agents = append(agents, startProcess(t, env, "sluice-agent "+name, creds.RoleNode, name, func(p *cmdutil.Process) (serviceUnderTest, error) {
 			return agent.New(agent.Config{Conn: p.Conn, Settings: s, Log: zerolog.Nop(), Node: name, Labels: nodeLabels(i),
 				StateDir: filepath.Join(dir, name), Applier: agent.NewFileApplier(filepath.Join(dir, name, "config.json")),
 				Checks: []agent.CheckSpec{check}, Metrics: agent.NewMetrics(p.Registry)})

@@ -18,6 +18,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -152,7 +153,7 @@ func runI5(t *testing.T, seed uint64) {
 	env := natstest.Start(t, contract.DefaultSettings())
 	s := startSystem(t, env, t.TempDir(), 3, nil)
 	s.halt("reaper")
-	rp, err := reaper.New(reaper.Config{Conn: env.Connect(t), Settings: env.Settings, Log: zerolog.Nop(),
+	rp, err := reaper.New(reaper.Config{Conn: env.ConnectRole(t, creds.RoleReaper, ""), Settings: env.Settings, Log: zerolog.Nop(),
 		Interval: 100 * time.Millisecond, RevisionRetention: 3})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/redistest"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -27,7 +28,7 @@ func netDoc(name string, vlan int) string {
 // fastReaper replaces the system's reaper with one that passes every 300ms.
 func (s *system) fastReaper() {
 	s.halt("reaper")
-	rp, err := reaper.New(reaper.Config{Conn: s.env.Connect(s.t), Settings: s.env.Settings, Log: zerolog.Nop(), Interval: 300 * time.Millisecond})
+	rp, err := reaper.New(reaper.Config{Conn: s.env.ConnectRole(s.t, creds.RoleReaper, ""), Settings: s.env.Settings, Log: zerolog.Nop(), Interval: 300 * time.Millisecond})
 	if err != nil {
 		s.t.Fatal(err)
 	}

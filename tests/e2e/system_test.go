@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/render"
@@ -51,13 +52,13 @@ func startSystem(t *testing.T, env *natstest.Env, dir string, n int, wrap func(s
 	s := &system{t: t, env: env, dir: dir, wrap: wrap, checks: checks, labels: map[string]map[string]string{}, stops: map[string]func(){}}
 	t.Cleanup(s.stop)
 	log := zerolog.Nop()
-	cfgr, err := configurator.New(configurator.Config{Conn: env.Connect(t), Settings: env.Settings, Log: log})
+	cfgr, err := configurator.New(configurator.Config{Conn: env.ConnectRole(t, creds.RoleConfigurator, ""), Settings: env.Settings, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
 	s.run("configurator", cfgr.Run)
 	s.startCoordinator()
-	rp, err := reaper.New(reaper.Config{Conn: env.Connect(t), Settings: env.Settings, Log: log})
+	rp, err := reaper.New(reaper.Config{Conn: env.ConnectRole(t, creds.RoleReaper, ""), Settings: env.Settings, Log: log})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func (s *system) halt(name string) {
 }
 
 func (s *system) startCoordinator() {
-	coord, err := coordinator.New(coordinator.Config{Conn: s.env.Connect(s.t), Settings: s.env.Settings, Log: zerolog.Nop(),
+	coord, err := coordinator.New(coordinator.Config{Conn: s.env.ConnectRole(s.t, creds.RoleCoordinator, ""), Settings: s.env.Settings, Log: zerolog.Nop(),
 		Instance: "e2e", SaveInterval: 20 * time.Millisecond, TickInterval: 100 * time.Millisecond})
 	if err != nil {
 		s.t.Fatal(err)
@@ -112,7 +113,7 @@ func (s *system) startAgent(i int) {
 	s.mu.Lock()
 	s.labels[name] = nodeLabels(i)
 	s.mu.Unlock()
-	nc := s.env.Connect(s.t)
+	nc := s.env.ConnectRole(s.t, creds.RoleNode, name)
 	a, err := agent.New(agent.Config{Conn: nc, Settings: s.env.Settings, Log: zerolog.Nop(), Node: name,
 		Labels: nodeLabels(i), StateDir: stateDir, Applier: ap, Version: "e2e", Checks: s.checks})
 	if err != nil {
