@@ -2,14 +2,17 @@ package charttest
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
 	"net"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -20,15 +23,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// packages are the sluice binaries the chart runs, by image name. They are
-// built from the workspace (go.work), so the chart is checked against the
-// flags and config file the code has now.
+// packages are the sluice binaries the chart runs, by image name, and the
+// CLI, which makes the credentials the auth values mount. They are built
+// from the workspace (go.work), so the chart is checked against the flags,
+// config file and credentials the code has now.
 var packages = map[string]string{
 	"sluice-configurator":        "github.com/sluicehq/sluice/services/configurator/cmd/sluice-configurator",
 	"sluice-rollout-coordinator": "github.com/sluicehq/sluice/services/rollout-coordinator/cmd/sluice-rollout-coordinator",
 	"sluice-reaper":              "github.com/sluicehq/sluice/services/reaper/cmd/sluice-reaper",
 	"sluice-agent":               "github.com/sluicehq/sluice/services/agent/cmd/sluice-agent",
+	"sluice":                     "github.com/sluicehq/sluice/cmd/sluice",
 }
+
+// testNode is the Kubernetes node name every simulated pod runs on.
+const testNode = "test-node"
 
 var (
 	binDir   string
@@ -79,12 +87,15 @@ func binary(t *testing.T, name string) string {
 
 // TestChart_BinariesAcceptRenderedArgs starts every container the chart
 // renders as a local process — its binary built from the workspace, with
-// the rendered arguments and environment, its mounted ConfigMaps written to
-// temporary directories — against a NATS URL where nothing listens. A flag
-// the binary does not know, or an agent config file it refuses, ends the
-// process at once (exit 2); a process that accepts them serves /healthz on
-// --http-addr, is not ready (/readyz) while NATS is away, and stops
-// cleanly on SIGTERM.
+// the rendered arguments and environment, its mounted ConfigMaps, Secrets
+// and host files written to temporary directories (credentials made by
+// `sluice creds`, see credentialFixtures) — against a NATS URL where
+// nothing listens. A flag the binary does not know, an agent config file
+// it refuses, or a credentials or certificate file that is missing or
+// malformed ends the process at once (exit 2); a process that accepts them
+// serves /healthz on --http-addr, connects as its own role's user (its
+// log), is not ready (/readyz) while NATS is away, and stops cleanly on
+// SIGTERM.
 func TestChart_BinariesAcceptRenderedArgs(t *testing.T) {
 	for _, f := range valuesFiles {
 		objs, _ := render(t, f)
@@ -113,11 +124,13 @@ func runContainer(t *testing.T, objs objects, spec corev1.PodSpec, c corev1.Cont
 	for _, e := range c.Env {
 		switch {
 		case e.ValueFrom != nil && e.ValueFrom.FieldRef != nil && e.ValueFrom.FieldRef.FieldPath == "spec.nodeName":
-			env[e.Name] = "test-node"
+			env[e.Name] = testNode
 		case e.ValueFrom != nil:
 			t.Fatalf("env %s: valueFrom %+v is not simulated here", e.Name, e.ValueFrom)
 		default:
-			env[e.Name] = e.Value
+			// Files named in the environment (SLUICE_NATS_CREDS, …) are
+			// where their mounts are here.
+			env[e.Name] = mounts.rewrite(e.Value)
 		}
 	}
 	// Nothing listens there: the process must wait for NATS, not fail.
@@ -168,6 +181,9 @@ func runContainer(t *testing.T, objs objects, spec corev1.PodSpec, c corev1.Cont
 	if code, body := httpGet(base + "/readyz"); code != http.StatusServiceUnavailable {
 		t.Errorf("/readyz without NATS = %d %q, want 503", code, body)
 	}
+	if env["SLUICE_NATS_CREDS"] != "" {
+		checkConnectsAs(t, c.Name, env, &stderr, exited)
+	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
@@ -196,22 +212,45 @@ func (m mounts) rewrite(arg string) string {
 }
 
 // mountDirs makes a directory for each of c's mounts, holding the files of
-// the ConfigMap mounted there when the chart renders it.
+// the ConfigMap mounted there when the chart renders it, or of the Secrets
+// credentialFixtures holds; a hostPath of type File is mounted as the
+// file credentialFixtures holds for that path on the node.
 func mountDirs(t *testing.T, objs objects, spec corev1.PodSpec, c corev1.Container) mounts {
 	t.Helper()
 	var m mounts
 	for _, vm := range c.VolumeMounts {
 		dir := t.TempDir()
 		for _, v := range spec.Volumes {
-			if v.Name != vm.Name || v.ConfigMap == nil {
+			if v.Name != vm.Name {
 				continue
 			}
-			cm, ok := objs["ConfigMap/"+v.ConfigMap.Name].(*corev1.ConfigMap)
-			if !ok {
-				continue // not the chart's (e.g. the operator's scripts): empty here
-			}
-			for file, data := range cm.Data {
-				if err := os.WriteFile(filepath.Join(dir, file), []byte(data), 0o644); err != nil {
+			switch {
+			case v.ConfigMap != nil:
+				cm, ok := objs["ConfigMap/"+v.ConfigMap.Name].(*corev1.ConfigMap)
+				if !ok {
+					continue // not the chart's (e.g. the operator's scripts): empty here
+				}
+				for file, data := range cm.Data {
+					if err := os.WriteFile(filepath.Join(dir, file), []byte(data), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+			case v.Secret != nil:
+				writeSecret(t, dir, v.Secret.SecretName, v.Secret.Items)
+			case v.Projected != nil:
+				for _, src := range v.Projected.Sources {
+					if src.Secret != nil {
+						writeSecret(t, dir, src.Secret.Name, src.Secret.Items)
+					}
+				}
+			case v.HostPath != nil && v.HostPath.Type != nil && *v.HostPath.Type == corev1.HostPathFile:
+				data, ok := credentialFixtures(t).hostFiles[v.HostPath.Path]
+				if !ok {
+					t.Fatalf("volume %s: hostPath file %s on the node is not simulated here", v.Name, v.HostPath.Path)
+				}
+				// The mount is the file itself: map its path to a file.
+				dir = filepath.Join(dir, filepath.Base(vm.MountPath))
+				if err := os.WriteFile(dir, data, 0o440); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -273,4 +312,139 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// writeSecret writes into dir the keys of the Secret name that items
+// project (every key when there are none), as the kubelet does. A Secret
+// credentialFixtures does not hold is left empty, like an operator's
+// ConfigMap; a key it lacks fails, as the kubelet refuses the mount.
+func writeSecret(t *testing.T, dir, name string, items []corev1.KeyToPath) {
+	t.Helper()
+	secret, ok := credentialFixtures(t).secrets[name]
+	if !ok {
+		return
+	}
+	if items == nil {
+		for key := range secret {
+			items = append(items, corev1.KeyToPath{Key: key, Path: key})
+		}
+	}
+	for _, it := range items {
+		data, ok := secret[it.Key]
+		if !ok {
+			t.Fatalf("Secret %s has no key %s (it has %v)", name, it.Key, slices.Sorted(maps.Keys(secret)))
+		}
+		if err := os.WriteFile(filepath.Join(dir, it.Path), data, 0o440); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// credentials are the Secrets (name → key → content) and the files on the
+// node (host path → content) that testdata/auth-tls.yaml names.
+type credentials struct {
+	secrets   map[string]map[string][]byte
+	hostFiles map[string][]byte
+}
+
+var (
+	credsOnce sync.Once
+	creds     credentials
+	credsErr  error
+)
+
+// credentialFixtures makes, once per run, what an operator makes before
+// installing with testdata/auth-tls.yaml, as docs/deploy.md says: `sluice
+// creds init`, a user per service role and one for testNode, and `sluice
+// creds tls`; the services' Secret holds exactly the files `issue` wrote,
+// under their names.
+func credentialFixtures(t *testing.T) credentials {
+	t.Helper()
+	bin := binary(t, "sluice")
+	credsOnce.Do(func() {
+		dir := filepath.Join(binDir, "sluice-creds")
+		run := func(args ...string) string {
+			if credsErr != nil {
+				return ""
+			}
+			out, err := exec.Command(bin, append(args, "--dir", dir)...).CombinedOutput()
+			if err != nil {
+				credsErr = fmt.Errorf("sluice %v: %v\n%s", args, err, out)
+			}
+			return string(out)
+		}
+		read := func(rel string) []byte {
+			if credsErr != nil {
+				return nil
+			}
+			b, err := os.ReadFile(filepath.Join(dir, rel))
+			if err != nil {
+				credsErr = err
+			}
+			return b
+		}
+		run("creds", "init")
+		for _, role := range []string{"configurator", "coordinator", "reaper"} {
+			run("creds", "issue", role)
+		}
+		run("creds", "issue", "node", "--node", testNode)
+		// The server certificate serves for client auth too: the client
+		// certificate here.
+		run("creds", "tls", "--hosts", "nats.example.com")
+		creds = credentials{
+			secrets: map[string]map[string][]byte{
+				"sluice-nats-creds": {
+					"configurator.creds": read("users/configurator.creds"),
+					"coordinator.creds":  read("users/coordinator.creds"),
+					"reaper.creds":       read("users/reaper.creds"),
+				},
+				"sluice-nats-ca":     {"ca.crt": read("tls/ca.pem")},
+				"sluice-nats-client": {"tls.crt": read("tls/server.pem"), "tls.key": read("tls/server.key")},
+			},
+			hostFiles: map[string][]byte{"/etc/sluice/node/agent.creds": read("users/" + testNode + ".creds")},
+		}
+	})
+	if credsErr != nil {
+		t.Fatal(credsErr)
+	}
+	return creds
+}
+
+// users are the NATS users each container must connect as: its own role's,
+// the agent its node's.
+var users = map[string]string{
+	"configurator":        "configurator",
+	"rollout-coordinator": "coordinator",
+	"reaper":              "reaper",
+	"agent":               testNode,
+}
+
+// checkConnectsAs reads the process's "connecting to NATS" log line and
+// checks it names the credentials file from the environment, the user of
+// the container's role and, when a CA is set, TLS.
+func checkConnectsAs(t *testing.T, container string, env map[string]string, stderr *syncBuffer, exited <-chan error) {
+	t.Helper()
+	want := fmt.Sprintf("creds %s (user %s)", env["SLUICE_NATS_CREDS"], users[container])
+	if env["SLUICE_NATS_TLS_CA"] != "" {
+		want += ", TLS"
+	}
+	deadline := time.After(startUp)
+	for {
+		for _, line := range strings.Split(stderr.String(), "\n") {
+			var entry struct{ Message, Auth string }
+			if json.Unmarshal([]byte(line), &entry) == nil && entry.Message == "connecting to NATS" {
+				if entry.Auth != want {
+					t.Errorf("connects with %q, want %q", entry.Auth, want)
+				}
+				return
+			}
+		}
+		select {
+		case err := <-exited:
+			t.Fatalf("exited (%v) before connecting:\n%s", err, stderr.String())
+		case <-deadline:
+			t.Fatalf("no \"connecting to NATS\" line within %s:\n%s", startUp, stderr.String())
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

@@ -163,6 +163,12 @@ func TestChart_RendersStrictKubernetesObjects(t *testing.T) {
 			"Deployment/sl-configurator", "Deployment/sl-reaper", "Deployment/sl-rollout-coordinator",
 			"PodDisruptionBudget/sl-configurator", "PodDisruptionBudget/sl-rollout-coordinator",
 		}},
+		{name: "credentials and TLS", valuesFile: "testdata/auth-tls.yaml", want: []string{
+			"ClusterRole/sl-agent", "ClusterRoleBinding/sl-agent", "ConfigMap/sl-agent", "DaemonSet/sl-agent",
+			"Deployment/sl-configurator", "Deployment/sl-reaper", "Deployment/sl-rollout-coordinator",
+			"PodDisruptionBudget/sl-configurator", "PodDisruptionBudget/sl-reaper", "PodDisruptionBudget/sl-rollout-coordinator",
+			"ServiceAccount/sl-agent",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

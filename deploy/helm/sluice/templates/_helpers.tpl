@@ -35,6 +35,104 @@ app.kubernetes.io/component: {{ .component }}
   value: {{ .Values.nats.replicas | quote }}
 {{- end -}}
 
+{{/*
+NATS credentials and TLS (docs/deploy.md, "Credentials and TLS"). Where the
+files are in every container: credentials under /etc/sluice/creds, the CA
+and the client certificate under /etc/sluice/tls.
+*/}}
+{{- define "sluice.credsDir" -}}/etc/sluice/creds{{- end -}}
+{{- define "sluice.tlsDir" -}}/etc/sluice/tls{{- end -}}
+
+{{/* "true" when the pods mount a TLS Secret (nats.tls.caSecret or clientSecret), else "". */}}
+{{- define "sluice.tlsSecrets" -}}
+{{- if or .Values.nats.tls.caSecret .Values.nats.tls.clientSecret }}true{{ end -}}
+{{- end -}}
+
+{{/* Environment pointing a container at its credentials file (.creds, "" for none) and at the TLS files. */}}
+{{- define "sluice.natsSecurityEnv" -}}
+{{- $tls := .root.Values.nats.tls -}}
+{{- $dir := include "sluice.tlsDir" .root -}}
+{{- with .creds }}
+- name: SLUICE_NATS_CREDS
+  value: {{ . | quote }}
+{{- end }}
+{{- if $tls.caSecret }}
+- name: SLUICE_NATS_TLS_CA
+  value: {{ printf "%s/ca.pem" $dir | quote }}
+{{- end }}
+{{- if $tls.clientSecret }}
+- name: SLUICE_NATS_TLS_CERT
+  value: {{ printf "%s/client.pem" $dir | quote }}
+- name: SLUICE_NATS_TLS_KEY
+  value: {{ printf "%s/client.key" $dir | quote }}
+{{- end }}
+{{- with $tls.serverName }}
+- name: SLUICE_NATS_TLS_SERVER
+  value: {{ . | quote }}
+{{- end }}
+{{- end -}}
+
+{{/* The mount of the TLS volume, when there is one. */}}
+{{- define "sluice.tlsVolumeMount" -}}
+{{- if include "sluice.tlsSecrets" . }}
+- name: nats-tls
+  mountPath: {{ include "sluice.tlsDir" . }}
+  readOnly: true
+{{- end }}
+{{- end -}}
+
+{{/*
+The TLS volume: the CA (ca.pem) and the client certificate (client.pem,
+client.key) from their Secrets. 0440 with the pod's fsGroup 65532: readable
+by the sluice user, not by others.
+*/}}
+{{- define "sluice.tlsVolume" -}}
+{{- $tls := .Values.nats.tls -}}
+{{- if include "sluice.tlsSecrets" . }}
+- name: nats-tls
+  projected:
+    defaultMode: 0440
+    sources:
+      {{- with $tls.caSecret }}
+      - secret:
+          name: {{ . }}
+          items:
+            - key: {{ $tls.caKey }}
+              path: ca.pem
+      {{- end }}
+      {{- with $tls.clientSecret }}
+      - secret:
+          name: {{ . }}
+          items:
+            - key: tls.crt
+              path: client.pem
+            - key: tls.key
+              path: client.key
+      {{- end }}
+{{- end }}
+{{- end -}}
+
+{{/*
+Refuses values that contradict each other, with what to do. Included by
+services.yaml, so it runs once per render.
+*/}}
+{{- define "sluice.validate" -}}
+{{- $auth := .Values.nats.auth -}}
+{{- if and $auth.enabled (not $auth.servicesSecret) -}}
+{{- $names := list -}}
+{{- $keys := list -}}
+{{- range $s := list (list "configurator" .Values.configurator "configurator") (list "rollout-coordinator" .Values.rolloutCoordinator "coordinator") (list "reaper" .Values.reaper "reaper") -}}
+{{- if (index $s 1).enabled -}}
+{{- $names = append $names (index $s 0) -}}
+{{- $keys = append $keys (printf "%s.creds" (index $s 2)) -}}
+{{- end -}}
+{{- end -}}
+{{- with $names -}}
+{{- fail (printf "nats.auth.enabled is true but nats.auth.servicesSecret is empty: it names the Secret with the NATS credentials of the %s (keys %s, from `sluice creds issue ROLE`; docs/deploy.md, Credentials and TLS). Create it and set nats.auth.servicesSecret, or disable those services." (join ", " $names) (join ", " $keys)) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
 {{/* Prometheus scrape annotations for a pod serving /metrics on port. */}}
 {{- define "sluice.metricsAnnotations" -}}
 {{- if .root.Values.metrics.annotations -}}
