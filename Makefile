@@ -62,6 +62,10 @@ test: redis ## go vet and go test every module of the workspace (installs redis-
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
 
+.PHONY: test-secure
+test-secure: ## Run the end-to-end suite on a NATS server in operator mode: each component as its role's user, each agent its node's; a refused permission fails (SLUICE_TEST_SECURE=1)
+	SLUICE_TEST_SECURE=1 $(GO) test -count=1 -timeout 20m ./tests/e2e/...
+
 # Fuzz targets: every `func Fuzz...` of a test file, found by name. go test
 # fuzzes one target per run, so each gets FUZZTIME in turn; minimizing a new
 # input is capped at FUZZMINIMIZETIME so that a short run keeps fuzzing. A

@@ -59,7 +59,14 @@ func ResolveStrategy(st *sluicev1.Strategy, total int) (Plan, error) {
 		for sum < total {
 			sum += size
 			p.Waves = append(p.Waves, min(sum, total))
-			size = int(math.Ceil(float64(size) * growth))
+			// Computed in float and capped at the fleet: a growth past the
+			// range of int (stored state the configurator did not
+			// validate) must not overflow the size and loop forever.
+			if next := math.Ceil(float64(size) * growth); next < float64(total) {
+				size = max(int(next), 1)
+			} else {
+				size = total
+			}
 		}
 	}
 	return p, nil

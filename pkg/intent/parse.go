@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 
+	yamlv2 "go.yaml.in/yaml/v2"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
@@ -64,7 +66,8 @@ var fileExtensions = []string{".yaml", ".yml", ".json"}
 
 // ParseFiles parses intent files. A path that is a directory stands for the
 // *.yaml, *.yml and *.json files directly in it, in name order. Every
-// problem in every file is reported, not only the first.
+// problem in every file is reported, not only the first. A file larger than
+// MaxFileSize is refused without being read whole.
 func ParseFiles(paths ...string) ([]*sluicev1.Intent, error) {
 	var files []string
 	var errs []error
@@ -95,7 +98,7 @@ func ParseFiles(paths ...string) ([]*sluicev1.Intent, error) {
 	}
 	var out []*sluicev1.Intent
 	for _, f := range files {
-		data, err := os.ReadFile(f)
+		data, err := readFile(f)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("read intents: %w", err))
 			continue
@@ -127,6 +130,9 @@ func Parse(name string, data []byte) ([]*sluicev1.Intent, error) {
 	for i, doc := range splitDocuments(data) {
 		loc := ParseError{File: name, Doc: i + 1, Line: doc.line}
 		js, err := yaml.YAMLToJSONStrict(doc.data)
+		if err == nil {
+			err = oneNode(doc.data)
+		}
 		if err != nil {
 			loc.Msg = absoluteYAMLLines(err.Error(), doc.line)
 			errs = append(errs, &loc)
@@ -182,11 +188,36 @@ func splitDocuments(data []byte) []document {
 		if bytes.Equal(line, []byte("---")) || bytes.HasPrefix(line, []byte("--- ")) || bytes.HasPrefix(line, []byte("---\t")) {
 			docs = append(docs, document{data: data[start:off], line: startLine})
 			start, startLine = min(end+1, len(data)), lineNo+1
+			if rest := bytes.TrimLeft(line[3:], " \t"); len(rest) > 0 && rest[0] != '#' {
+				// "--- {kind: …}": the document starts on the marker's line
+				// (it used to be dropped without a word).
+				start, startLine = off+3, lineNo
+			}
 		}
 		off = end + 1
 		lineNo++
 	}
 	return append(docs, document{data: data[start:], line: startLine})
+}
+
+// oneNode fails when a document holds more than one object or list:
+// YAMLToJSON converts the first and drops the rest without a word, so a
+// file of JSON objects one after another (JSON lines) would apply only its
+// first intent.
+func oneNode(doc []byte) error {
+	d := yamlv2.NewDecoder(bytes.NewReader(doc))
+	var v any
+	if err := d.Decode(&v); err != nil {
+		return nil // empty, or not YAML: YAMLToJSONStrict says so
+	}
+	err := d.Decode(&v)
+	switch {
+	case errors.Is(err, io.EOF):
+		return nil
+	case err == nil:
+		err = errors.New("a second document follows")
+	}
+	return fmt.Errorf("more than one object or list (%v): a document holds one intent, or one list of intents; start each next one with a --- line", err)
 }
 
 var yamlLine = regexp.MustCompile(`line (\d+)`)

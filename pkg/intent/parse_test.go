@@ -86,6 +86,18 @@ func TestParse(t *testing.T) {
 		{name: "duplicate keys are rejected", given: "kind: RoutingTable\nname: a\nname: b\nspec: {tableId: 1}\n",
 			wantErr: []string{`"name" already set`}},
 		{name: "a scalar document is not an intent", given: "hello\n", wantErr: []string{"must be an intent object with fields kind, name and spec"}},
+		// Found writing FuzzParse's corpus: YAMLToJSON keeps the first and
+		// drops the rest, so only the first of these intents was applied.
+		{name: "json objects one after another are an error, not only the first",
+			given:   `{"kind": "RoutingTable", "name": "a", "spec": {"tableId": 1}}` + "\n" + `{"kind": "RoutingTable", "name": "b", "spec": {"tableId": 2}}` + "\n",
+			wantErr: []string{"f.yaml: document 1 (line 1): more than one object or list", "start each next one with a --- line"}},
+		{name: "content after a list is an error", given: "[{kind: RoutingTable, name: a, spec: {tableId: 1}}] trailing\n",
+			wantErr: []string{"document 1 (line 1): more than one object or list"}},
+		{name: "a document on the line of its --- marker is read", given: "--- {kind: RoutingTable, name: t100, spec: {tableId: 100}}\n--- # a comment\n" +
+			"kind: RoutingTable\nname: t100\nspec: {tableId: 100}\n", want: []*sluicev1.Intent{t100, t100}},
+		{name: "an error in a document on the line of its --- marker names that line",
+			given:   "kind: RoutingTable\nname: a\nspec: {tableId: 1}\n--- {kind: RoutingTable, name: b, spec: {tabel: 1}}\n",
+			wantErr: []string{"document 2 (line 4): routingtable/b: spec.tabel: unknown field"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -171,5 +183,46 @@ func TestParseFiles_EmptyDirectoryIsAnError(t *testing.T) {
 	dir := t.TempDir()
 	if _, err := intent.ParseFiles(dir); err == nil || !strings.Contains(err.Error(), "has no .yaml, .yml or .json files") {
 		t.Fatalf("ParseFiles(empty dir) error = %v", err)
+	}
+}
+
+// A file over intent.MaxFileSize is refused, naming it and the limit,
+// without being read whole: a 20 MB file by its size, and an endless one
+// (a device) once the limit is passed.
+func TestParseFiles_FileOverTheLimit_IsRefusedBeforeReadingItWhole(t *testing.T) {
+	big := filepath.Join(t.TempDir(), "big.yaml")
+	if err := os.WriteFile(big, []byte("kind: RoutingTable\nname: t\nspec: {tableId: 1}\n#"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Truncate(big, 20_000_000); err != nil { // sparse: no 20 MB written
+		t.Fatal(err)
+	}
+	atLimit := filepath.Join(t.TempDir(), "at-limit.yaml")
+	doc := "kind: RoutingTable\nname: t\nspec: {tableId: 1}\n#"
+	if err := os.WriteFile(atLimit, []byte(doc+strings.Repeat(" ", intent.MaxFileSize-len(doc)-1)+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, given string
+		wantErr     string // "" = parses
+	}{
+		{name: "a 20 MB file", given: big,
+			wantErr: big + " is 20,000,000 bytes, over the limit of 16,777,216 bytes (16 MiB) for one intent file; nothing was read: split it into several files"},
+		{name: "an endless device", given: "/dev/zero", wantErr: "/dev/zero is more than 16,777,216 bytes, over the limit"},
+		{name: "a file of exactly the limit", given: atLimit},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := intent.ParseFiles(tt.given)
+			if tt.wantErr == "" {
+				if err != nil || len(got) != 1 {
+					t.Fatalf("ParseFiles = %d intents, %v; want 1", len(got), err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+				t.Fatalf("ParseFiles error = %v, want %q", err, tt.wantErr)
+			}
+		})
 	}
 }

@@ -13,6 +13,11 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
+// MaxWaveGrowth bounds strategy.waveGrowth: a wave a hundred times the
+// previous one is already the rest of any fleet, and a growth past the
+// range of a node count would overflow the wave sizes.
+const MaxWaveGrowth = 100
+
 // ValidateStrategy checks a rollout strategy. Errors name the field by its
 // protojson name ("strategy.maxParallel"); docs/rollouts.md has the rules.
 func ValidateStrategy(s *sluicev1.Strategy) []*sluicev1.FieldError {
@@ -35,9 +40,11 @@ func ValidateStrategy(s *sluicev1.Strategy) []*sluicev1.FieldError {
 		case s.GetFirstWave() == 0:
 			add("waveGrowth", "applies to waves; set strategy.firstWave too")
 		case math.IsNaN(g) || math.IsInf(g, 0):
-			add("waveGrowth", "%g is not a number; it must be at least 1", g)
+			add("waveGrowth", "%g is not a number; it must be from 1 to %d", g, MaxWaveGrowth)
 		case g < 1:
 			add("waveGrowth", "%g would shrink the waves; it must be at least 1", g)
+		case g > MaxWaveGrowth:
+			add("waveGrowth", "%g is too large; it must be from 1 to %d", g, MaxWaveGrowth)
 		}
 	}
 	if b := s.GetBakeTime(); b != nil {

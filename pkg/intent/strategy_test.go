@@ -39,6 +39,10 @@ func TestValidateStrategy(t *testing.T) {
 		{"waveGrowth one keeps waves equal", &sluicev1.Strategy{FirstWave: 2, WaveGrowth: 1}, "", ""},
 		{"waveGrowth not a number", &sluicev1.Strategy{FirstWave: 2, WaveGrowth: math.NaN()}, "strategy.waveGrowth", "not a number"},
 		{"waveGrowth infinite", &sluicev1.Strategy{FirstWave: 2, WaveGrowth: math.Inf(1)}, "strategy.waveGrowth", "not a number"},
+		{"waveGrowth at the maximum", &sluicev1.Strategy{FirstWave: 1, WaveGrowth: MaxWaveGrowth}, "", ""},
+		// Found by FuzzValidateStrategy: wave sizes past the int range made
+		// the coordinator's plan loop for ever.
+		{"waveGrowth above the maximum", &sluicev1.Strategy{FirstWave: 1, WaveGrowth: 1e19}, "strategy.waveGrowth", "1e+19 is too large; it must be from 1 to 100"},
 		{"firstWave alone uses the default growth", &sluicev1.Strategy{FirstWave: 3}, "", ""},
 		{"bakeTime zero with waves", &sluicev1.Strategy{FirstWave: 1, BakeTime: d(0)}, "", ""},
 		{"bakeTime without stages", &sluicev1.Strategy{BakeTime: d(time.Minute)}, "strategy.bakeTime", "between waves or failure domains"},

@@ -89,6 +89,10 @@ const (
 	// EventUnreadablePresenceRewritten: the node's presence key held a
 	// value that does not decode; the agent overwrote it.
 	EventUnreadablePresenceRewritten = "UnreadablePresenceRewritten"
+	// EventUnreadablePauseIgnored: control/pause holds a value that does
+	// not decode; the pause request in force stays. The reason names the
+	// bucket, key, revision and why.
+	EventUnreadablePauseIgnored = "UnreadablePauseIgnored"
 )
 
 // Defaults.

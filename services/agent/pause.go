@@ -2,9 +2,13 @@ package agent
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"strconv"
 	"sync"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -26,6 +30,10 @@ type pausing struct {
 	busy string                 // what the worker is doing; "" = idle
 	wake chan struct{}          // the worker: the request changed (capacity 1)
 	kick chan struct{}          // Run's loop: write the presence now (capacity 1)
+	// unreadableRev is the control/pause revision last reported as not
+	// decoding, so that a value read again is reported once. Only Run's
+	// loop touches it.
+	unreadableRev uint64
 }
 
 func newPausing() pausing {
@@ -107,7 +115,8 @@ func (a *Agent) receivePause(m *nats.Msg) {
 	}
 	r := &sluicev1.PauseRequest{}
 	if err := store.Unmarshal(m.Data, r); err != nil {
-		a.log.Warn().Err(err).Msg("control/pause does not decode; ignored")
+		rev, _ := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
+		a.unreadablePause(rev, err, "republished write")
 		return
 	}
 	a.pauseSeen(r, "republished write")
@@ -116,17 +125,37 @@ func (a *Agent) receivePause(m *nats.Msg) {
 // fetchPause reads control/pause with a Get, in case a republished write
 // was missed (before start, or while disconnected).
 func (a *Agent) fetchPause(ctx context.Context, why string) {
-	r, err := pause.Get(ctx, a.pauses, contract.KeyPause)
-	if err != nil {
+	e, err := a.pauses.Get(ctx, contract.KeyPause)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrUndecodable):
+		// Not retried soon: it would read the same bytes, from every agent
+		// of the fleet every second. The next write or resync brings another.
+		a.unreadablePause(e.Revision, err, why)
+	case err != nil:
 		if ctx.Err() == nil {
 			a.log.Warn().Err(err).Str(logging.FieldReason, why).Msg("read control/pause; retrying shortly")
 			a.resyncSoon(ctx)
 		}
+	default:
+		a.pauseSeen(e.Value, why)
+	}
+}
+
+// unreadablePause reports, once per stored revision, a control/pause that
+// does not decode. The pause request in force stays until a readable one
+// is written.
+func (a *Agent) unreadablePause(rev uint64, why error, from string) {
+	if rev != 0 && rev == a.pz.unreadableRev {
+		a.log.Debug().Uint64("kv_revision", rev).Str("from", from).Msg("unreadable pause request read again; still ignored")
 		return
 	}
-	if r != nil {
-		a.pauseSeen(r, why)
-	}
+	a.pz.unreadableRev = rev
+	reason := fmt.Sprintf("%s/%s (revision %d) does not decode: %v; ignored, the pause request in force stays until a readable one is written",
+		contract.BucketControl, contract.KeyPause, rev, why)
+	a.log.Warn().Err(why).Str(logging.FieldBucket, contract.BucketControl).Str(logging.FieldKey, contract.KeyPause).Uint64("kv_revision", rev).
+		Str("from", from).Str(logging.FieldReason, reason).Msg("ignoring unreadable pause request")
+	a.emit(EventUnreadablePauseIgnored, reason, nil)
 }
 
 func signal(c chan struct{}) {

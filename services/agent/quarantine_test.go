@@ -105,6 +105,8 @@ func TestAgent_UnreadableDesired_KeepsTheConfigInForce(t *testing.T) {
 		{name: "not json", given: []byte("garbage{")},
 		{name: "wrong field type", given: []byte(`{"node": 7}`)},
 		{name: "no fingerprint", given: []byte(`{"node": "n1", "revision": "r"}`)},
+		{name: "zero bytes", given: []byte{}},
+		{name: "a value of another type", given: []byte(`{"node": "n1", "phase": "NODE_PHASE_PROVISIONED", "fingerprint": "abc"}`)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -291,4 +293,59 @@ func TestAgent_UnreadableOwnPresence_IsOverwritten(t *testing.T) {
 		evs := eventsOf(t, f, "n1", agent.EventUnreadablePresenceRewritten)
 		return len(evs) == 1 && strings.Contains(evs[0].GetReason(), contract.BucketNodes+"/n1")
 	})
+}
+
+// TestAgent_UnreadablePause_IsReportedOnceAndTheAgentCarriesOn: a
+// control/pause that does not decode used to make every agent of the fleet
+// read it again every second, with a warning each time (and its desired
+// config re-read along). Now it is reported once per stored revision, the
+// request in force stays, desired configs are still applied, and the next
+// readable request is followed. A value of another type decodes as a
+// request of generation 0, which changes nothing.
+func TestAgent_UnreadablePause_IsReportedOnceAndTheAgentCarriesOn(t *testing.T) {
+	tests := []struct {
+		name      string
+		given     []byte
+		wantEvent bool
+	}{
+		{name: "not json", given: []byte("{not json"), wantEvent: true},
+		{name: "zero bytes", given: []byte{}, wantEvent: true},
+		{name: "a value of another type", given: []byte(`{"node": "n1", "phase": "NODE_PHASE_PROVISIONED"}`)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFleet(t, contract.DefaultSettings())
+			rev := putRaw(t, f, contract.BucketControl, contract.KeyPause, tt.given)
+			var logs logBuffer
+			f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: &recorder{}, ResyncInterval: 100 * time.Millisecond, Log: logs.logger()})
+			one := desiredConfig("n1", "one", 100)
+			f.writeDesired(t, one)
+			f.waitStatus(t, "n1", "provisioned one", provisioned(one.Fingerprint))
+			time.Sleep(500 * time.Millisecond) // five resyncs read the same value again
+
+			evs := eventsOf(t, f, "n1", agent.EventUnreadablePauseIgnored)
+			switch {
+			case !tt.wantEvent && len(evs) != 0:
+				t.Fatalf("events %v, want none", evs)
+			case tt.wantEvent && (len(evs) != 1 || !strings.Contains(evs[0].GetReason(), fmt.Sprintf("%s/%s (revision %d) does not decode", contract.BucketControl, contract.KeyPause, rev))):
+				t.Fatalf("events %v, want one naming %s/%s and its revision %d", evs, contract.BucketControl, contract.KeyPause, rev)
+			}
+			if n := logs.count("retrying shortly"); n != 0 {
+				t.Errorf("%d reads retried within a second, want none: the same bytes would be read again", n)
+			}
+			if n, want := logs.count("ignoring unreadable pause request"), len(evs); n != want {
+				t.Errorf("%d warnings, want %d", n, want)
+			}
+
+			b, err := store.Marshal(&sluicev1.PauseRequest{Paused: true, Generation: 1, Reason: "test"})
+			if err != nil {
+				t.Fatal(err)
+			}
+			putRaw(t, f, contract.BucketControl, contract.KeyPause, b)
+			natstest.Eventually(t, waitFor, "the presence to acknowledge pause generation 1", func() bool {
+				p, err := f.nodes.Get(context.Background(), "n1")
+				return err == nil && p.Value.GetPause().GetGeneration() == 1 && p.Value.GetPause().GetPaused()
+			})
+		})
+	}
 }

@@ -27,6 +27,10 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	if len(req.GetIntents()) == 0 {
 		return nil, &apiError{code: contract.ErrCodeInvalid, desc: "the request holds no intents"}
 	}
+	// Before anything costs time: validation, and one write per intent.
+	if err := intent.CheckApplySize(len(req.GetIntents())); err != nil {
+		return nil, &apiError{code: contract.ErrCodeInvalid, desc: err.Error() + "; nothing was stored"}
+	}
 	// The batch on its own first: its problems do not depend on what is stored.
 	errs := append(intent.ValidateStrategy(req.GetStrategy()), intent.Validate(req.GetIntents())...)
 	if len(errs) > 0 {
@@ -218,8 +222,9 @@ func (s *Service) checkFits(journal *sluicev1.ApplyJournal, writes, set []*sluic
 
 // rerollReason says why applying the head's own content again should start
 // a new rollout of it, or "" when it should change nothing: the head's
-// rollout ended without putting it in force (RolledBack, Aborted), or the
-// operator asks to retry invalid fingerprints on purpose.
+// rollout ended without putting it in force (RolledBack, Aborted, or a
+// record that does not decode, which the coordinator takes for Aborted), or
+// the operator asks to retry invalid fingerprints on purpose.
 func (s *Service) rerollReason(ctx context.Context, head *sluicev1.Head, st *sluicev1.Strategy) (string, error) {
 	if head == nil {
 		return "", nil
@@ -228,6 +233,14 @@ func (s *Service) rerollReason(ctx context.Context, head *sluicev1.Head, st *slu
 	r, err := s.st.rollouts.Get(ctx, id)
 	if errors.Is(err, store.ErrNotFound) {
 		return "", nil // not started yet: it is on its way
+	}
+	if errors.Is(err, store.ErrUndecodable) {
+		// The coordinator takes a record it cannot read for an aborted
+		// rollout and never runs it again; so does this. Answering "retry"
+		// would refuse every re-apply for as long as the record stays so.
+		s.unreadable(s.st.rollouts.Bucket(), id, r.Revision, err, events.KindRollout, "UnreadableRolloutSkipped",
+			"taken for an ended rollout, as the coordinator takes it: applying its intents again rolls them out again")
+		return fmt.Sprintf("re-applied revision %s: the record of its rollout %s does not decode", render.Short(head.GetRevision()), id), nil
 	}
 	if err != nil {
 		return "", err

@@ -35,6 +35,11 @@ func (e *invalidStateError) Error() string {
 // generation by one).
 func (s *Service) readHead(ctx context.Context) (store.Entry[*sluicev1.Head], error) {
 	e, err := s.st.head.Get(ctx, contract.KeyHead)
+	if err == nil && e.Value.GetRevision() == "" {
+		// Every head written names a revision: this is a value of another
+		// type, decoded as an empty head. Its generation says nothing.
+		err = fmt.Errorf("decode %s/%s: %w: it names no revision (a value of another type?)", s.st.head.Bucket(), contract.KeyHead, store.ErrUndecodable)
+	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return store.Entry[*sluicev1.Head]{Key: contract.KeyHead}, nil
@@ -58,14 +63,18 @@ func (s *Service) liveIntents(ctx context.Context) (map[string]store.Entry[*slui
 	out := make(map[string]store.Entry[*sluicev1.StoredIntent], len(entries))
 	unreadable := map[string]uint64{}
 	for _, e := range entries {
-		switch {
-		case e.Err != nil:
+		if e.Err == nil && intent.Key(e.Value.GetIntent()) != e.Key {
+			// A value of another type decodes as a StoredIntent without an
+			// intent; one holding another key's intent is no better.
+			e.Err = fmt.Errorf("decode %s/%s: %w: it holds no intent of this key (a value of another type?)", s.st.intents.Bucket(), e.Key, store.ErrUndecodable)
+		}
+		if e.Err != nil {
 			unreadable[e.Key] = e.Revision
 			s.unreadable(s.st.intents.Bucket(), e.Key, e.Revision, e.Err, events.KindIntent, "UnreadableIntentSkipped",
 				"left out of every revision until it is applied again (which overwrites it) or deleted")
-		case e.Value.GetIntent() != nil:
-			out[e.Key] = e
+			continue
 		}
+		out[e.Key] = e
 	}
 	return out, unreadable, nil
 }

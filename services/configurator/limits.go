@@ -13,7 +13,9 @@ import (
 // Every value the configurator stores is one NATS message, so it must fit
 // the server's max_payload. Applies check every value they will write
 // against it before writing any (refusing, not chunking: see
-// docs/intents.md, "Apply and crash consistency").
+// docs/intents.md, "Apply and crash consistency"). A request is bounded
+// before that: it is one message too, and carries at most
+// intent.MaxIntentsPerApply intents ("Apply limits").
 const (
 	// headroom is what a KV write carries besides its value: the subject
 	// and the compare-and-set headers take well under 200 bytes.

@@ -139,6 +139,11 @@ func (s *Service) undoTarget(ctx context.Context, head *sluicev1.Head, asked str
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return "", &apiError{code: contract.ErrCodeConflict, desc: "no revision has been in force yet: name one with --to-revision (sluice get revisions)"}
+	case errors.Is(err, store.ErrUndecodable):
+		s.unreadable(s.st.refs.Bucket(), contract.KeyLastApplied, last.Revision, err, contract.KindRollout, "UnreadableRolloutSkipped",
+			"which revision is in force is unknown: an undo names its revision with --to-revision")
+		return "", &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf(
+			"which revision is in force is unknown (%s/%s does not decode): name one with --to-revision (sluice get revisions)", s.st.refs.Bucket(), contract.KeyLastApplied)}
 	case err != nil:
 		return "", unavailable(fmt.Errorf("read the revision in force: %w", err))
 	}
@@ -146,7 +151,7 @@ func (s *Service) undoTarget(ctx context.Context, head *sluicev1.Head, asked str
 		return last.Value.GetRevision(), nil
 	}
 	r, err := s.st.rollouts.Get(ctx, last.Value.GetRollout())
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
+	if err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrUndecodable) { // unreadable: no earlier revision known
 		return "", unavailable(fmt.Errorf("read rollout %s: %w", last.Value.GetRollout(), err))
 	}
 	if prev := r.Value.GetPreviousRevision(); prev != "" {
@@ -199,6 +204,10 @@ func (s *Service) retry(ctx context.Context, req *sluicev1.RetryRequest) (*sluic
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return nil, &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf("the head's rollout %s has not started yet: nothing to retry", id)}
+	case errors.Is(err, store.ErrUndecodable):
+		// Taken for aborted, as the coordinator takes it: it may be retried.
+		s.unreadable(s.st.rollouts.Bucket(), id, r.Revision, err, contract.KindRollout, "UnreadableRolloutSkipped",
+			"taken for an ended rollout, as the coordinator takes it: it may be retried")
 	case err != nil:
 		return nil, unavailable(fmt.Errorf("read rollout %s: %w", id, err))
 	}

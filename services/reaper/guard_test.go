@@ -214,26 +214,41 @@ func (f *fleet) rawKeys(t *testing.T, node string) int {
 
 // TestReaper_UnreadableActiveRollout_KeepsNodesWithADesiredConfig: without
 // knowing the active rollout, only nodes with no desired config are reaped.
+// A value of another type decodes as a pointer to no rollout: it is as
+// unknown (it used to read as "no rollout is active").
 func TestReaper_UnreadableActiveRollout_KeepsNodesWithADesiredConfig(t *testing.T) {
-	f := newFleet(t, contract.DefaultSettings())
-	c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
-	f.seed(t, "configured")
-	if _, err := f.statuses.Create(context.Background(), "status-only", &sluicev1.NodeStatus{Node: "status-only"}); err != nil {
-		t.Fatal(err)
+	for _, g := range garbage {
+		t.Run(g.name, func(t *testing.T) {
+			f := newFleet(t, contract.DefaultSettings())
+			c := &clock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+			f.seed(t, "configured")
+			if _, err := f.statuses.Create(context.Background(), "status-only", &sluicev1.NodeStatus{Node: "status-only"}); err != nil {
+				t.Fatal(err)
+			}
+			f.putRaw(t, contract.BucketRollouts, contract.KeyActive, []byte(g.value))
+			r := f.newReaper(t, c)
+			pass(t, r)
+			c.Advance(grace + time.Second)
+			pass(t, r)
+			pass(t, r)
+			wantKeys(t, f, "configured", "desired", "backup", "status")
+			wantKeys(t, f, "status-only")
+			ev := waitEvents(t, f, "rollout", contract.KeyActive, reaper.EventUnreadableKeySkipped, 1)[0]
+			if !strings.Contains(ev.GetReason(), contract.BucketRollouts+"/"+contract.KeyActive) {
+				t.Errorf("reason %q does not name the key", ev.GetReason())
+			}
+			waitEvents(t, f, "node", "configured", reaper.EventReapPostponed, 1)
+		})
 	}
-	f.putRaw(t, contract.BucketRollouts, contract.KeyActive, []byte("garbage{"))
-	r := f.newReaper(t, c)
-	pass(t, r)
-	c.Advance(grace + time.Second)
-	pass(t, r)
-	pass(t, r)
-	wantKeys(t, f, "configured", "desired", "backup", "status")
-	wantKeys(t, f, "status-only")
-	ev := waitEvents(t, f, "rollout", contract.KeyActive, reaper.EventUnreadableKeySkipped, 1)[0]
-	if !strings.Contains(ev.GetReason(), contract.BucketRollouts+"/"+contract.KeyActive) {
-		t.Errorf("reason %q does not name the key", ev.GetReason())
-	}
-	waitEvents(t, f, "node", "configured", reaper.EventReapPostponed, 1)
+}
+
+// garbage is what a broken writer, a hand edit or another program leaves
+// in a key: bytes that are not JSON, nothing at all, and a value of another
+// type, which decodes (unknown fields are dropped) as an empty value.
+var garbage = []struct{ name, value string }{
+	{"not json", "{not json"},
+	{"zero bytes", ""},
+	{"a value of another type", `{"node":"n1","phase":"NODE_PHASE_PROVISIONED","fingerprint":"abc"}`},
 }
 
 // TestReaper_ControlKeys_NeverReaped: "_fence" and other "_" keys are the

@@ -52,7 +52,7 @@ func (r *Reaper) CollectIntents(ctx context.Context) error {
 	}
 	used, err := r.referencedIntents(ctx, h)
 	if err != nil {
-		return err
+		return r.unreadableStops(h, err)
 	}
 	var errs []error
 	for _, e := range marked {
@@ -88,6 +88,8 @@ func (r *Reaper) referencedIntents(ctx context.Context, h *handles) (map[string]
 		switch {
 		case errors.Is(err, store.ErrNotFound):
 			continue // gone: it contains nothing to keep
+		case errors.Is(err, store.ErrUndecodable):
+			return nil, &unreadableError{bucket: contract.BucketRevisions, key: id, rev: rev.Revision, err: err}
 		case err != nil:
 			return nil, fmt.Errorf("read revision %s: %w", id, err)
 		}

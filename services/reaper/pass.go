@@ -106,6 +106,12 @@ func (r *Reaper) activeRollout(ctx context.Context, h *handles) (active, error) 
 		return active{unreadable: true}, nil
 	case err != nil:
 		return active{}, fmt.Errorf("read the active rollout: %w", err)
+	case e.Value.GetRollout() == "":
+		// A value of another type decodes as a pointer to no rollout: which
+		// rollout is active is as unknown as with one that does not decode.
+		r.reportUnreadable(h, contract.BucketRollouts, contract.KeyActive, "", e.Revision,
+			errors.New("it names no rollout (a value of another type?)"), "no node with a desired config is reaped until it is readable")
+		return active{unreadable: true}, nil
 	}
 	return active{rollout: e.Value.GetRollout()}, nil
 }

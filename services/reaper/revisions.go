@@ -64,11 +64,11 @@ func (r *Reaper) CollectRevisions(ctx context.Context) error {
 	}
 	inUse, err := revisionsInUse(ctx, h)
 	if err != nil {
-		return err
+		return r.unreadableStops(h, err)
 	}
 	used, err := r.recordedRevisions(ctx, h)
 	if err != nil {
-		return err
+		return r.unreadableStops(h, err)
 	}
 	maps.Copy(used, inUse.revs)
 	// Newest first; the retention keeps the first ones.
@@ -118,7 +118,7 @@ func (r *Reaper) recordedRevisions(ctx context.Context, h *handles) (map[string]
 		switch {
 		case contract.IsControlKey(e.Key), e.Key == contract.KeyActive, e.Key == contract.KeyLastApplied:
 		case e.Err != nil:
-			return nil, fmt.Errorf("rollout record %s does not decode: which revisions it names is unknown: %w", e.Key, e.Err)
+			return nil, &unreadableError{bucket: contract.BucketRollouts, key: e.Key, rev: e.Revision, err: e.Err}
 		default:
 			used[e.Value.GetRevision()], used[e.Value.GetPreviousRevision()] = true, true
 		}
@@ -143,6 +143,8 @@ func revisionsInUse(ctx context.Context, h *handles) (inUse, error) {
 	switch {
 	case err == nil:
 		u.revs[head.Value.GetRevision()], u.headRev = true, head.Revision
+	case errors.Is(err, store.ErrUndecodable):
+		return u, &unreadableError{bucket: contract.BucketRevisions, key: contract.KeyHead, rev: head.Revision, err: err}
 	case !errors.Is(err, store.ErrNotFound):
 		return u, fmt.Errorf("read the head: %w", err)
 	}
@@ -151,6 +153,8 @@ func revisionsInUse(ctx context.Context, h *handles) (inUse, error) {
 		switch {
 		case err == nil:
 			u.revs[ref.Value.GetRevision()] = true
+		case errors.Is(err, store.ErrUndecodable):
+			return u, &unreadableError{bucket: contract.BucketRollouts, key: key, rev: ref.Revision, err: err}
 		case !errors.Is(err, store.ErrNotFound):
 			return u, fmt.Errorf("read rollouts/%s: %w", key, err)
 		}
@@ -163,7 +167,7 @@ func revisionsInUse(ctx context.Context, h *handles) (inUse, error) {
 		switch {
 		case contract.IsControlKey(c.Key):
 		case c.Err != nil:
-			return u, fmt.Errorf("node config %s does not decode: which revision it needs is unknown: %w", c.Key, c.Err)
+			return u, &unreadableError{bucket: contract.BucketNodeConfigs, key: c.Key, rev: c.Revision, err: c.Err}
 		default:
 			u.revs[c.Value.GetRevision()] = true
 		}
@@ -184,4 +188,31 @@ func applyInProgress(ctx context.Context, h *handles) (bool, error) {
 		return false, fmt.Errorf("read %s/%s: %w", contract.BucketRevisions, contract.KeyPending, err)
 	}
 	return true, nil
+}
+
+// unreadableError: a value that says what is in use does not decode, so
+// what it references is unknown and nothing is collected.
+type unreadableError struct {
+	bucket, key string
+	rev         uint64
+	err         error
+}
+
+func (e *unreadableError) Error() string {
+	return fmt.Sprintf("%s/%s does not decode, so what it references is unknown: %v", e.bucket, e.key, e.err)
+}
+
+func (e *unreadableError) Unwrap() error { return e.err }
+
+// unreadableStops ends a collection that err (an *unreadableError) stopped:
+// the value is reported once per stored revision (UnreadableKeySkipped and
+// a warning naming bucket and key) rather than as an error every pass, and
+// nothing is collected until it is readable. Other errors are returned.
+func (r *Reaper) unreadableStops(h *handles, err error) error {
+	var ue *unreadableError
+	if !errors.As(err, &ue) {
+		return err
+	}
+	r.reportUnreadable(h, ue.bucket, ue.key, "", ue.rev, ue.err, "no marked intent or old revision is collected until it is readable")
+	return nil
 }

@@ -3,6 +3,7 @@ package reaper_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,4 +64,83 @@ func TestReaper_CollectRevisions_KeepsTheNewestAndTheReferenced(t *testing.T) {
 		t.Fatalf("revisions %v; want %v (r1 collected)", got, want)
 	}
 	waitEvents(t, f, contract.KindRevision, "r1", reaper.EventRevisionsReaped, 1)
+}
+
+// A value that says what is in use but does not decode stops the
+// collection of revisions and marked intents (what it references is
+// unknown). It used to be an error logged at every pass; it is reported
+// once per stored revision with UnreadableKeySkipped naming it, and the
+// collection resumes once the value is readable or gone.
+func TestReaper_Collect_UnreadableReference_NothingCollectedAndReportedOnce(t *testing.T) {
+	tests := []struct {
+		name, bucket, key string
+		blocksIntents     bool // rollout records say nothing about intents
+	}{
+		{"a rollout record", contract.BucketRollouts, "4-r4", false},
+		{"a node config", contract.BucketNodeConfigs, contract.DesiredKey("n1"), true},
+		{"the head", contract.BucketRevisions, contract.KeyHead, true},
+		{"the last-applied rollout", contract.BucketRollouts, contract.KeyLastApplied, true},
+	}
+	for _, tt := range tests {
+		for _, g := range garbage[:2] { // a value of another type decodes: it references nothing
+			t.Run(tt.name+"/"+g.name, func(t *testing.T) {
+				f := newFleet(t, contract.DefaultSettings())
+				ctx := context.Background()
+				b := f.env.Buckets
+				revs := store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} })
+				t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+				for i, id := range []string{"r1", "r2", "r3"} {
+					if _, err := revs.Create(ctx, id, &sluicev1.Revision{Id: id, CreatedAt: timestamppb.New(t0.Add(time.Duration(i) * time.Hour))}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				marked := &sluicev1.StoredIntent{MarkedForDeletion: true,
+					Intent: &sluicev1.Intent{Name: "gone", Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: 7}}}}
+				if _, err := store.New(b.Intents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} }).Create(ctx, "routingtable.gone", marked); err != nil {
+					t.Fatal(err)
+				}
+				f.putRaw(t, tt.bucket, tt.key, []byte(g.value))
+				r, err := reaper.New(reaper.Config{Conn: f.env.Conn, Settings: f.env.Settings, RevisionRetention: 1})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for range 2 {
+					if err := r.CollectRevisions(ctx); err != nil {
+						t.Fatalf("CollectRevisions: %v", err)
+					}
+					if err := r.CollectIntents(ctx); err != nil {
+						t.Fatalf("CollectIntents: %v", err)
+					}
+				}
+				if keys, err := revs.Keys(ctx); err != nil || !slices.Contains(keys, "r1") {
+					t.Fatalf("revisions %v (%v): want r1 kept", keys, err)
+				}
+				if _, err := f.env.Buckets.Intents.Get(ctx, "routingtable.gone"); (err == nil) != tt.blocksIntents {
+					t.Fatalf("marked intent: %v; want it kept: %v", err, tt.blocksIntents)
+				}
+				ev := waitEvents(t, f, contract.KindRollout, tt.key, reaper.EventUnreadableKeySkipped, 1)[0]
+				if !strings.Contains(ev.GetReason(), tt.bucket+"/"+tt.key) {
+					t.Errorf("reason %q does not name %s/%s", ev.GetReason(), tt.bucket, tt.key)
+				}
+
+				// Fixed by hand: a readable head (the fence of the deletes), the rest removed.
+				kv, err := f.env.JS.KeyValue(ctx, tt.bucket)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if tt.key == contract.KeyHead {
+					head, _ := store.Marshal(&sluicev1.Head{Revision: "r3", Generation: 3})
+					f.putRaw(t, tt.bucket, tt.key, head)
+				} else if err := kv.Delete(ctx, tt.key); err != nil {
+					t.Fatal(err)
+				}
+				if err := r.CollectRevisions(ctx); err != nil {
+					t.Fatal(err)
+				}
+				if keys, err := revs.Keys(ctx); err != nil || slices.Contains(keys, "r1") {
+					t.Fatalf("revisions %v (%v): want r1 collected once the value is gone", keys, err)
+				}
+			})
+		}
+	}
 }

@@ -206,9 +206,12 @@ func (lp *loop) run(ctx context.Context) error {
 			if e.Value == nil {
 				continue
 			}
-			rev, err := lp.revision(ctx, e.Value.GetRevision())
+			rev, err := lp.revision(ctx, contract.BucketRevisions, contract.KeyHead, e.Value.GetRevision())
 			if err != nil {
 				return err
+			}
+			if rev == nil {
+				continue // reported: this head is not rolled out; the next one is
 			}
 			ev = rollout.HeadMoved{Head: e.Value, Rev: rev}
 		case e, ok := <-abortW:
@@ -321,12 +324,18 @@ func request[T proto.Message](lp *loop, e store.Entry[T], ok bool, prefix string
 // quarantine reports a value that does not decode, once per key: the key is
 // skipped and everything else carries on.
 func (lp *loop) quarantine(bucket, key string, err error) {
+	lp.skip(bucket, key, fmt.Sprintf("does not decode and is skipped until it is rewritten: %v", err))
+}
+
+// skip reports a stored value the term cannot use, once per key, with a
+// ValueUnreadable event (which Emit also logs): "<bucket>/<key> <why>".
+func (lp *loop) skip(bucket, key, why string) {
 	if lp.quarantined[bucket+"/"+key] {
 		return
 	}
 	lp.quarantined[bucket+"/"+key] = true
 	lp.emit(&sluicev1.Event{Kind: "quarantine", Id: bucket + "." + key, Type: "ValueUnreadable",
-		Reason: fmt.Sprintf("%s/%s does not decode and is skipped until it is rewritten: %v", bucket, key, err)})
+		Reason: bucket + "/" + key + " " + why})
 }
 
 // boundToKey reports whether a node's value names the node its key does (or
@@ -376,7 +385,7 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 	}
 	var err error
 	if ev.Head != nil {
-		if ev.HeadRev, err = lp.revision(ctx, ev.Head.GetRevision()); err != nil {
+		if ev.HeadRev, err = lp.revision(ctx, contract.BucketRevisions, contract.KeyHead, ev.Head.GetRevision()); err != nil {
 			return ev, err
 		}
 		id := contract.RolloutID(ev.Head.GetGeneration(), ev.Head.GetRevision())
@@ -397,7 +406,7 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 	if ref, err := lp.refs.Get(ctx, contract.KeyLastApplied); err == nil {
 		lp.kv.setRev(contract.BucketRollouts, contract.KeyLastApplied, ref.Revision)
 		ev.LastApplied = ref.Value
-		if ev.LastAppliedRev, err = lp.revision(ctx, ref.Value.GetRevision()); err != nil {
+		if ev.LastAppliedRev, err = lp.revision(ctx, contract.BucketRollouts, contract.KeyLastApplied, ref.Value.GetRevision()); err != nil {
 			return ev, err
 		}
 	} else if errors.Is(err, store.ErrUndecodable) {
@@ -406,14 +415,19 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return ev, err
 	}
-	if ref, err := lp.refs.Get(ctx, contract.KeyActive); err == nil {
+	if ref, err := lp.refs.Get(ctx, contract.KeyActive); err == nil && ref.Value.GetRollout() == "" {
+		// A value of another type decodes as a pointer to no rollout: as
+		// one that does not decode, it is reported and written over.
+		lp.skip(contract.BucketRollouts, contract.KeyActive, "names no rollout and is skipped until it is rewritten (a value of another type?)")
+		lp.kv.setRev(contract.BucketRollouts, contract.KeyActive, ref.Revision)
+	} else if err == nil {
 		lp.kv.setRev(contract.BucketRollouts, contract.KeyActive, ref.Revision)
 		r, err := lp.rollouts.Get(ctx, ref.Value.GetRollout())
 		switch {
 		case err == nil:
 			lp.kv.setRev(contract.BucketRollouts, r.Key, r.Revision)
 			ev.Active = r.Value
-			if ev.ActiveRev, err = lp.revision(ctx, r.Value.GetRevision()); err != nil && !errors.Is(err, store.ErrNotFound) {
+			if ev.ActiveRev, err = lp.revision(ctx, contract.BucketRollouts, r.Key, r.Value.GetRevision()); err != nil && !errors.Is(err, store.ErrNotFound) {
 				return ev, err
 			}
 		case errors.Is(err, store.ErrUndecodable), errors.Is(err, store.ErrNotFound):
@@ -509,10 +523,27 @@ func initial[T proto.Message](ctx context.Context, lp *loop, bucket string, w <-
 	}
 }
 
-func (lp *loop) revision(ctx context.Context, id string) (*sluicev1.Revision, error) {
+// revision reads revision id, named by the value at bucket/key. A revision
+// it cannot use is reported (skip) and returned as nil, so that what names
+// it is not rolled out and the term carries on instead of ending on every
+// start: one that does not decode, and one whose id is not its key — a
+// value of another type decodes as an empty Revision, and rolling that out
+// would empty every node. A value naming no revision is reported the same.
+func (lp *loop) revision(ctx context.Context, bucket, key, id string) (*sluicev1.Revision, error) {
+	if id == "" {
+		lp.skip(bucket, key, "names no revision and is skipped until it is rewritten (a value of another type?)")
+		return nil, nil
+	}
 	e, err := lp.revisions.Get(ctx, id)
-	if err != nil {
+	switch {
+	case errors.Is(err, store.ErrUndecodable):
+		lp.quarantine(contract.BucketRevisions, id, err)
+		return nil, nil
+	case err != nil:
 		return nil, fmt.Errorf("revision %s: %w", id, err)
+	case e.Value.GetId() != id:
+		lp.skip(contract.BucketRevisions, id, fmt.Sprintf("holds revision %q, not the one its key names (a value of another type?), and is skipped until it is rewritten", e.Value.GetId()))
+		return nil, nil
 	}
 	return e.Value, nil
 }

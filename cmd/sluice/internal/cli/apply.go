@@ -27,7 +27,7 @@ func (a *app) applyCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR [-f ...]",
 		Short: "Store intents and roll the new revision out",
-		Long: `Apply parses intent files (a directory stands for its *.yaml, *.yml and *.json
+		Long: fmt.Sprintf(`Apply parses intent files (a directory stands for its *.yaml, *.yml and *.json
 files) and sends them to the configurator in one all-or-nothing request. If the
 set of intents changes, a new revision becomes the head and the
 rollout-coordinator rolls it out.
@@ -37,7 +37,12 @@ are checked before anything is sent: a bad value or combination is a usage
 error naming the flag, with exit code 2.
 
 If any intent is invalid, every problem is printed as <intent>: <field>: <rule>,
-nothing is stored, and the exit code is 1.`,
+nothing is stored, and the exit code is 1.
+
+Limits (docs/intents.md, "Apply limits"): an intent file of at most %d MiB,
+at most %d intents in one apply, and a request that fits the NATS server's
+max_payload. Anything larger is refused before it is sent, with exit code 1.`,
+			intent.MaxFileSize>>20, intent.MaxIntentsPerApply),
 		Example: `  sluice apply -f examples/
   sluice apply -f tenant-a.yaml --max-parallel 10%
   sluice apply -f tenant-a.yaml --first-wave 1 --bake-time 2m --failure-domain zone --failure-budget 1`,
@@ -58,6 +63,9 @@ nothing is stored, and the exit code is 1.`,
 			}
 			if len(intents) == 0 {
 				return errors.New("the files hold no intents")
+			}
+			if err := intent.CheckApplySize(len(intents)); err != nil {
+				return fmt.Errorf("%s: %w; nothing was sent", strings.Join(files, ", "), err)
 			}
 			if dry {
 				return a.dryRun(cmd.Context(), intents, strategy)
@@ -215,7 +223,7 @@ type strategyFlags struct {
 func (f *strategyFlags) register(fs *pflag.FlagSet) {
 	fs.StringVar(&f.maxParallel, "max-parallel", "", `nodes configured at once: a count ("5") or a share of the nodes ("10%"); default 1`)
 	fs.Uint32Var(&f.firstWave, "first-wave", 0, "nodes in the first wave (the canary); 0: no waves")
-	fs.Float64Var(&f.waveGrowth, "wave-growth", 0, fmt.Sprintf("each next wave is this many times the previous, at least 1 (default %g with --first-wave)", contract.DefaultWaveGrowth))
+	fs.Float64Var(&f.waveGrowth, "wave-growth", 0, fmt.Sprintf("each next wave is this many times the previous, from 1 to %d (default %g with --first-wave)", intent.MaxWaveGrowth, contract.DefaultWaveGrowth))
 	fs.DurationVar(&f.bake, "bake-time", 0, "pause after each wave or failure domain before the next (needs --first-wave or --failure-domain)")
 	fs.StringVar(&f.failureDomain, "failure-domain", "", "label key, e.g. zone: finish one value before starting the next")
 	fs.StringVar(&f.failureBudget, "failure-budget", "", `failed nodes tolerated before stopping and reverting: a count ("2") or a percentage ("5%"); default 0`)

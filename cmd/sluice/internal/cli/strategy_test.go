@@ -45,6 +45,7 @@ func TestStrategyFlags_BadValues_AreUsageErrorsNamingTheFlag(t *testing.T) {
 		{"max parallel zero", []string{"--max-parallel", "0"}, []string{`--max-parallel: "0" is not a count of at least 1`}},
 		{"wave growth without waves", []string{"--wave-growth", "3"}, []string{"--wave-growth: applies to waves; set --first-wave too"}},
 		{"wave growth below one", []string{"--first-wave", "2", "--wave-growth", "0.5"}, []string{"--wave-growth: 0.5 would shrink the waves"}},
+		{"wave growth whose waves would overflow", []string{"--first-wave", "1", "--wave-growth", "1e19"}, []string{"--wave-growth: 1e+19 is too large; it must be from 1 to 100"}},
 		{"bake time without stages", []string{"--bake-time", "1m"}, []string{"--bake-time: bake time applies between waves or failure domains; set --first-wave or --failure-domain"}},
 		{"negative bake time", []string{"--first-wave", "1", "--bake-time", "-1s"}, []string{"--bake-time: -1s is not a duration of zero or more"}},
 		{"failure domain with a space", []string{"--failure-domain", "my zone"}, []string{`--failure-domain: "my zone" is not a label key`}},

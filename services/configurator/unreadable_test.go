@@ -1,0 +1,146 @@
+package configurator_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/apiclient"
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// garbage is what a broken writer, a hand edit or another program leaves
+// in a key: bytes that are not JSON, nothing at all, and a value of another
+// type, which decodes (unknown fields are dropped) as an empty value.
+var garbage = []struct{ name, value string }{
+	{"not json", "{not json"},
+	{"zero bytes", ""},
+	{"a value of another type", `{"node":"n1","phase":"NODE_PHASE_PROVISIONED","fingerprint":"abc"}`},
+}
+
+// A corrupt or foreign value in the intent an apply writes, and in the
+// head, is reported with an event naming it and written over; the apply
+// lands and the head's generation keeps growing. Before, an intent key
+// holding a value of another type (an intent-less StoredIntent) made every
+// apply of that intent roll back ("changed since the apply read it"), and
+// a head of another type started generations again at 1, below the
+// generation the coordinator had already rolled out, so no new head was
+// rolled out until the count caught up.
+func TestApply_CorruptOrForeignValue_IsReportedAndWrittenOver(t *testing.T) {
+	for _, g := range garbage {
+		t.Run(g.name, func(t *testing.T) {
+			env := natstest.Start(t, contract.DefaultSettings())
+			ctx := context.Background()
+			start(t, env)
+			evs := watchEvents(t, env.Conn)
+			mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)})
+			before := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: tables("extra", 9000, 1)})
+			for _, key := range []string{"routingtable.target-00000"} {
+				if _, err := env.Buckets.Intents.Put(ctx, key, []byte(g.value)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if _, err := env.Buckets.Revisions.Put(ctx, contract.KeyHead, []byte(g.value)); err != nil {
+				t.Fatal(err)
+			}
+
+			resp, err := apply(t, env.Conn, &sluicev1.ApplyRequest{Intents: tables("target", 9100, 1)})
+			if err != nil {
+				t.Fatalf("apply over the bad values: %v", err)
+			}
+			if !resp.GetChanged() || resp.GetGeneration() <= before.GetGeneration() {
+				t.Errorf("apply = %v, want a new head above generation %d", resp, before.GetGeneration())
+			}
+			if h := getHead(t, env).Value; h.GetRevision() != resp.GetRevision() {
+				t.Errorf("head = %v, want revision %s", h, resp.GetRevision())
+			}
+			for _, want := range []struct{ typ, key string }{
+				{"UnreadableIntentSkipped", contract.BucketIntents + "/routingtable.target-00000"},
+				{"UnreadableHeadReplaced", contract.BucketRevisions + "/" + contract.KeyHead},
+			} {
+				natstest.Eventually(t, 5*time.Second, want.typ+" naming "+want.key, func() bool {
+					for _, ev := range evs.ofType(want.typ) {
+						if strings.HasPrefix(ev.GetReason(), want.key+" ") {
+							return true
+						}
+					}
+					return false
+				})
+			}
+		})
+	}
+}
+
+// The record of the head's rollout that does not decode is taken for an
+// ended rollout, as the coordinator takes it (it never runs that rollout
+// again): applying the head's intents again rolls them out again, with an
+// event naming the record. It used to answer 503 "retry" for as long as
+// the record stayed unreadable.
+func TestApply_SameIntentsAgain_UnreadableRolloutRecord_RollsOutAgain(t *testing.T) {
+	for _, g := range garbage[:2] { // a value of another type decodes: a rollout in no phase
+		t.Run(g.name, func(t *testing.T) {
+			env := natstest.Start(t, contract.DefaultSettings())
+			start(t, env)
+			evs := watchEvents(t, env.Conn)
+			first := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)})
+			id := contract.RolloutID(first.GetGeneration(), first.GetRevision())
+			if _, err := env.Buckets.Rollouts.Put(context.Background(), id, []byte(g.value)); err != nil {
+				t.Fatal(err)
+			}
+
+			again, err := apply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)})
+			if err != nil {
+				t.Fatalf("apply the same intents again: %v", err)
+			}
+			if !again.GetChanged() || again.GetRevision() != first.GetRevision() || again.GetGeneration() != first.GetGeneration()+1 {
+				t.Errorf("apply = %v, want revision %s rolled out again at generation %d", again, first.GetRevision(), first.GetGeneration()+1)
+			}
+			natstest.Eventually(t, 5*time.Second, "UnreadableRolloutSkipped naming the record", func() bool {
+				for _, ev := range evs.ofType("UnreadableRolloutSkipped") {
+					if strings.HasPrefix(ev.GetReason(), contract.BucketRollouts+"/"+id+" ") {
+						return true
+					}
+				}
+				return false
+			})
+		})
+	}
+}
+
+// Retry and undo read the rollout records too: a record of the head's
+// rollout that does not decode is taken for an ended rollout and may be
+// retried; an unreadable last-applied pointer makes an undo ask for
+// --to-revision. Both used to answer 503 "retry" for as long as the value
+// stayed unreadable.
+func TestRetryAndUndo_UnreadableRolloutRecords_AreReportedNotRetriedForEver(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	start(t, env)
+	evs := watchEvents(t, env.Conn)
+	first := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)})
+	id := contract.RolloutID(first.GetGeneration(), first.GetRevision())
+	if _, err := env.Buckets.Rollouts.Put(ctx, id, []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	retried, err := apiclient.Retry(ctx, env.Conn, &sluicev1.RetryRequest{})
+	if err != nil || retried.GetRetries() != id || retried.GetGeneration() != first.GetGeneration()+1 {
+		t.Fatalf("retry = %v, %v; want rollout %s retried at generation %d", retried, err, id, first.GetGeneration()+1)
+	}
+
+	if _, err := env.Buckets.Rollouts.Put(ctx, contract.KeyLastApplied, nil); err != nil {
+		t.Fatal(err)
+	}
+	_, err = apiclient.Undo(ctx, env.Conn, &sluicev1.UndoRequest{})
+	var ae *apiclient.Error
+	if !errors.As(err, &ae) || ae.Code != contract.ErrCodeConflict || !strings.Contains(ae.Description, contract.BucketRollouts+"/"+contract.KeyLastApplied+" does not decode") ||
+		!strings.Contains(ae.Description, "--to-revision") {
+		t.Fatalf("undo error = %v, want a 409 naming the unreadable pointer and --to-revision", err)
+	}
+	natstest.Eventually(t, 5*time.Second, "an UnreadableRolloutSkipped event for each", func() bool {
+		return len(evs.ofType("UnreadableRolloutSkipped")) == 2
+	})
+}

@@ -1,0 +1,146 @@
+package coordinator_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// garbage is what a broken writer, a hand edit or another program leaves
+// in a key: bytes that are not JSON, nothing at all, and a value of another
+// type, which decodes (unknown fields are dropped) as an empty value.
+var garbage = []struct{ name, value string }{
+	{"not json", "{not json"},
+	{"zero bytes", ""},
+	{"a value of another type", `{"node":"n1","phase":"NODE_PHASE_PROVISIONED","fingerprint":"abc"}`},
+}
+
+// A corrupt or foreign value in a key the coordinator reads is skipped and
+// reported with a ValueUnreadable event naming it; the term goes on (no
+// second LeadershipAcquired: a term that ended on it would end again on
+// every start) and the next head is rolled out. Before, a head naming an
+// unreadable revision ended the term at every start, a foreign revision was
+// rolled out as an empty config, and a foreign head or rollouts/active ended
+// the term at every start.
+func TestCoordinator_CorruptOrForeignValue_IsSkippedWithAnEventAndTheNextHeadRollsOut(t *testing.T) {
+	for _, g := range garbage {
+		t.Run(g.name, func(t *testing.T) {
+			env := natstest.Start(t, contract.DefaultSettings())
+			startFleet(t, env, 10*time.Millisecond, nil, "n1", "n2")
+			evs := watchEvents(t, env)
+			stop := startCoordinator(t, env, "c1")
+			a := moveHead(t, env, 1, "2", table("a", 100))
+			waitRollout(t, env, "1-"+render.Short(a.Id), sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED)
+
+			// The head moves to a revision whose value is garbage.
+			b := render.RevisionID([]*sluicev1.Intent{table("b", 101)})
+			put(t, env.Buckets.Revisions, b, g.value)
+			putHead(t, env, &sluicev1.Head{Revision: b, Generation: 2})
+			evs.wait(t, "ValueUnreadable", contract.BucketRevisions+"/"+b)
+			// The head itself is garbage.
+			put(t, env.Buckets.Revisions, contract.KeyHead, g.value)
+			evs.wait(t, "ValueUnreadable", contract.BucketRevisions+"/"+contract.KeyHead)
+
+			// At the next start, the rollout pointers are garbage too.
+			stop()
+			put(t, env.Buckets.Rollouts, contract.KeyActive, g.value)
+			put(t, env.Buckets.Rollouts, contract.KeyLastApplied, g.value)
+			startCoordinator(t, env, "c2")
+			evs.wait(t, "ValueUnreadable", contract.BucketRollouts+"/"+contract.KeyActive)
+			evs.wait(t, "ValueUnreadable", contract.BucketRollouts+"/"+contract.KeyLastApplied)
+
+			c := &sluicev1.Revision{Id: render.RevisionID([]*sluicev1.Intent{table("c", 102)}), Intents: []*sluicev1.Intent{table("c", 102)}}
+			cb, err := store.Marshal(c)
+			if err != nil {
+				t.Fatal(err)
+			}
+			put(t, env.Buckets.Revisions, c.Id, string(cb))
+			putHead(t, env, &sluicev1.Head{Revision: c.Id, Generation: 3, Strategy: &sluicev1.Strategy{MaxParallel: "2"}})
+			waitRollout(t, env, "3-"+render.Short(c.Id), sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED)
+			if n := evs.count("LeadershipAcquired", ""); n != 2 {
+				t.Errorf("%d LeadershipAcquired events, want 2 (one per coordinator): a term ended on a bad value", n)
+			}
+			if n := evs.count("RolloutStarted", contract.RolloutID(2, b)); n != 0 {
+				t.Errorf("the head naming revision %s (garbage) was rolled out", render.Short(b))
+			}
+		})
+	}
+}
+
+// put stores value at key as a broken writer would, unchecked.
+func put(t *testing.T, kv interface {
+	Put(context.Context, string, []byte) (uint64, error)
+}, key, value string) {
+	t.Helper()
+	if _, err := kv.Put(context.Background(), key, []byte(value)); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// putHead overwrites the head, whatever it holds.
+func putHead(t *testing.T, env *natstest.Env, h *sluicev1.Head) {
+	t.Helper()
+	h.UpdatedAt = timestamppb.Now()
+	b, err := store.Marshal(h)
+	if err != nil {
+		t.Fatal(err)
+	}
+	put(t, env.Buckets.Revisions, contract.KeyHead, string(b))
+}
+
+// events records the events published.
+type events struct {
+	mu  sync.Mutex
+	all []*sluicev1.Event
+}
+
+func watchEvents(t *testing.T, env *natstest.Env) *events {
+	t.Helper()
+	e := &events{}
+	sub, err := env.Conn.Subscribe(contract.EventsSubjectPrefix+".>", func(m *nats.Msg) {
+		ev := &sluicev1.Event{}
+		if store.Unmarshal(m.Data, ev) == nil {
+			e.mu.Lock()
+			e.all = append(e.all, ev)
+			e.mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := env.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	return e
+}
+
+// count counts the events of type typ whose reason or rollout contains has.
+func (e *events) count(typ, has string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, ev := range e.all {
+		if ev.GetType() == typ && (strings.Contains(ev.GetReason(), has) || strings.Contains(ev.GetRollout(), has)) {
+			n++
+		}
+	}
+	return n
+}
+
+// wait waits for an event of type typ whose reason names key (bucket/key).
+func (e *events) wait(t *testing.T, typ, key string) {
+	t.Helper()
+	natstest.Eventually(t, 10*time.Second, typ+" naming "+key, func() bool { return e.count(typ, key+" ") > 0 })
+}
