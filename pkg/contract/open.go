@@ -182,9 +182,9 @@ func Prepare(ctx context.Context, js jetstream.JetStream, s Settings, component 
 		if w.kv == nil {
 			continue
 		}
-		kv, err := js.KeyValue(ctx, w.name)
+		kv, err := c.bind(ctx, js, w)
 		if err != nil {
-			return nil, fmt.Errorf("open bucket %s: %w", w.name, err)
+			return nil, err
 		}
 		*b.field(w.name) = kv
 	}
@@ -512,6 +512,32 @@ func (c openConfig) waitFor(ctx context.Context, js jetstream.JetStream, w want,
 		}
 		if err := sleep(ctx, delay); err != nil {
 			return cfg, fmt.Errorf("waiting for %s %s, created by %s: %w", w.kind(), w.name, managers[w.name], err)
+		}
+		delay = min(2*delay, c.maxDelay)
+	}
+}
+
+// bind opens the KV handle of w, retrying with backoff while JetStream
+// does not answer in time (a server of the cluster just stopped, leaders
+// being elected): a component starting then waits, it does not fail (chaos
+// seed 186: an agent stopped by itself at "open bucket sluice-control:
+// context deadline exceeded").
+func (c openConfig) bind(ctx context.Context, js jetstream.JetStream, w want) (jetstream.KeyValue, error) {
+	delay := c.minBackoff
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		kv, err := js.KeyValue(cctx, w.name)
+		cancel()
+		if err == nil {
+			return kv, nil
+		}
+		if ctx.Err() != nil || !transient(err) {
+			return nil, fmt.Errorf("open bucket %s: %w", w.name, err)
+		}
+		c.log.Info().Str("bucket", w.name).Int("attempt", attempt).Dur("retry_in", delay).Err(err).
+			Msgf("waiting for bucket %s: JetStream not answering", w.name)
+		if err := sleep(ctx, delay); err != nil {
+			return nil, fmt.Errorf("open bucket %s: %w", w.name, err)
 		}
 		delay = min(2*delay, c.maxDelay)
 	}
