@@ -2,11 +2,9 @@ package coordinator_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
@@ -33,7 +31,7 @@ func TestCoordinator_ValueNamingAnotherNode_IsSkippedAndReported(t *testing.T) {
 	if _, err := status.Create(ctx, "rogue", &sluicev1.NodeStatus{Node: "n1", Phase: sluicev1.NodePhase_NODE_PHASE_INVALID, Fingerprint: "f"}); err != nil {
 		t.Fatal(err)
 	}
-	evs := watchEventTypes(t, env)
+	evs := watchEvents(t, env)
 	startCoordinator(t, env, "c1")
 	rev := moveHead(t, env, 1, "3", table("t1", 100))
 	r := waitRollout(t, env, "1-"+render.Short(rev.Id), sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED)
@@ -41,39 +39,6 @@ func TestCoordinator_ValueNamingAnotherNode_IsSkippedAndReported(t *testing.T) {
 		t.Fatalf("counts %v: want the three real nodes only", c)
 	}
 	natstest.Eventually(t, 5*time.Second, "ValueKeyMismatch for the presence and the status of rogue", func() bool {
-		return evs.count("ValueKeyMismatch") == 2
+		return evs.count("ValueKeyMismatch", "") == 2
 	})
-}
-
-// eventTypes counts the events published, by type.
-type eventTypes struct {
-	mu sync.Mutex
-	n  map[string]int
-}
-
-func (e *eventTypes) count(typ string) int {
-	e.mu.Lock()
-	defer e.mu.Unlock()
-	return e.n[typ]
-}
-
-func watchEventTypes(t *testing.T, env *natstest.Env) *eventTypes {
-	t.Helper()
-	e := &eventTypes{n: map[string]int{}}
-	sub, err := env.Conn.Subscribe(contract.EventsSubjectPrefix+".>", func(m *nats.Msg) {
-		ev := &sluicev1.Event{}
-		if store.Unmarshal(m.Data, ev) == nil {
-			e.mu.Lock()
-			e.n[ev.GetType()]++
-			e.mu.Unlock()
-		}
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = sub.Unsubscribe() })
-	if err := env.Conn.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	return e
 }

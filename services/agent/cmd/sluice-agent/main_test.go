@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"reflect"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -301,7 +300,7 @@ func TestRun_WithNodeCredentials_RegistersAndApplies(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	var stderr syncBuffer
+	var stderr lockedBuffer
 	code := make(chan int, 1)
 	go func() {
 		code <- run(ctx, []string{"--server", env.URL, "--node", "n1", "--state-dir", dir, "--config", cfgFile, "--log-level", "info"}, &stderr)
@@ -332,22 +331,4 @@ func TestRun_WithNodeCredentials_RegistersAndApplies(t *testing.T) {
 	if !strings.Contains(stderr.String(), "(user n1)") {
 		t.Fatalf("the start-up log does not say which credentials it connects with:\n%s", stderr.String())
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the agent's goroutines and the test.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
