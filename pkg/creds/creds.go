@@ -314,17 +314,25 @@ func (s *Setup) Revoke(name string) ([]User, error) {
 	if len(revoked) == 0 {
 		return nil, fmt.Errorf("no user or node %q among the users issued from %s that is not revoked already (see `sluice creds list`)", name, s.Dir)
 	}
-	ac, err := s.accountClaims()
-	if err != nil {
-		return nil, err
-	}
-	if err := s.signAccount(ac); err != nil {
-		return nil, err
-	}
-	if err := os.WriteFile(filepath.Join(s.Dir, "account.jwt"), []byte(s.Account+"\n"), 0o600); err != nil {
+	if err := s.Resign(); err != nil {
 		return nil, err
 	}
 	return revoked, s.saveUsers()
+}
+
+// Resign signs the account again with this version's role permissions and
+// the revocations, and writes it: after an upgrade that changes what a
+// role may do, `sluice creds push` re-signs and pushes it. The preload in
+// server.conf keeps the older JWT; the servers keep the newer one pushed.
+func (s *Setup) Resign() error {
+	ac, err := s.accountClaims()
+	if err != nil {
+		return err
+	}
+	if err := s.signAccount(ac); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(s.Dir, "account.jwt"), []byte(s.Account+"\n"), 0o600)
 }
 
 // AccountPublicKey is the sluice account's public key.

@@ -164,11 +164,18 @@ covers every user issued up to its second).`,
 func (a *app) credsPushCommand(dir *string) *cobra.Command {
 	return &cobra.Command{
 		Use:   "push",
-		Short: "Push the sluice account (its revocations) to the NATS servers",
-		Args:  cobra.NoArgs,
+		Short: "Sign the sluice account again and push it (its revocations, this version's role permissions) to the NATS servers",
+		Long: `Signs the sluice account again with this version's role permissions and the
+revocations in --dir, and pushes it to the NATS servers at --server as the
+system user. Run it after 'revoke --no-push', and after upgrading sluice to a
+version whose roles may do more or less (docs/security.md).`,
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			s, err := creds.Load(*dir)
 			if err != nil {
+				return err
+			}
+			if err := s.Resign(); err != nil {
 				return err
 			}
 			return a.pushAccount(s, *dir)
