@@ -96,3 +96,38 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestCreds_RefusesBadRequestsNamingTheProblem: issuing needs a known role
+// and, for a node, its name; init never replaces an operator.
+func TestCreds_RefusesBadRequestsNamingTheProblem(t *testing.T) {
+	dir := t.TempDir() + "/creds"
+	if code, _, stderr := sluice(t, "nats://127.0.0.1:1", "creds", "init", "--dir", dir); code != 0 {
+		t.Fatalf("creds init: exit %d: %s", code, stderr)
+	}
+	tests := []struct {
+		args    []string
+		code    int
+		wantErr string
+	}{
+		{[]string{"creds", "init", "--dir", dir}, 1, "already holds an operator"},
+		{[]string{"creds", "issue", "node", "--dir", dir}, 2, "--node: a node user is issued for one node"},
+		{[]string{"creds", "issue", "node", "--node", "Node_1", "--dir", dir}, 2, "--node:"},
+		{[]string{"creds", "issue", "admin", "--node", "n1", "--dir", dir}, 2, "--node is for role node only"},
+		{[]string{"creds", "issue", "root", "--dir", dir}, 2, `role "root": want one of`},
+		{[]string{"creds", "revoke", "nobody", "--dir", dir}, 1, `no user or node "nobody"`},
+		{[]string{"creds", "issue", "admin", "--dir", t.TempDir()}, 1, "is this a directory `sluice creds init` made?"},
+		{[]string{"creds", "tls", "--dir", dir}, 2, "--hosts: name at least one host"},
+	}
+	for _, tt := range tests {
+		code, _, stderr := sluice(t, "nats://127.0.0.1:1", tt.args...)
+		if code != tt.code || !strings.Contains(stderr, tt.wantErr) {
+			t.Errorf("sluice %s: exit %d, stderr %q; want exit %d naming %q", strings.Join(tt.args, " "), code, stderr, tt.code, tt.wantErr)
+		}
+	}
+	if code, out, stderr := sluice(t, "nats://127.0.0.1:1", "creds", "issue", "node", "--node", "node-01", "--dir", dir); code != 0 || !strings.HasSuffix(strings.TrimSpace(out), "users/node-01.creds") {
+		t.Fatalf("issue node-01: exit %d, %q %s", code, out, stderr)
+	}
+	if code, out, _ := sluice(t, "nats://127.0.0.1:1", "creds", "list", "--dir", dir); code != 0 || !strings.Contains(out, "node-01") || !strings.Contains(out, "node") {
+		t.Fatalf("list: exit %d\n%s", code, out)
+	}
+}
