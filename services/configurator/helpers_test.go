@@ -159,6 +159,20 @@ func getHead(t *testing.T, env *natstest.Env) store.Entry[*sluicev1.Head] {
 	return e
 }
 
+// headNow is the head, nil while none is stored: for polling, since a
+// sync stores its intents before its head (the journal makes both land).
+func headNow(t *testing.T, env *natstest.Env) *sluicev1.Head {
+	t.Helper()
+	e, err := store.New(env.Buckets.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Get(context.Background(), contract.KeyHead)
+	if errors.Is(err, store.ErrNotFound) {
+		return nil
+	}
+	if err != nil {
+		t.Fatalf("get head: %v", err)
+	}
+	return e.Value
+}
+
 func getRevision(t *testing.T, env *natstest.Env, id string) *sluicev1.Revision {
 	t.Helper()
 	e, err := store.New(env.Buckets.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} }).Get(context.Background(), id)

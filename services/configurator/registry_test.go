@@ -83,8 +83,8 @@ func TestDirectoryRegistry_SyncsInPlace(t *testing.T) {
 		return v != nil && v.GetSource() == "gitops" && v.GetOrigin() == "blue.yaml"
 	})
 	natstest.Eventually(t, 10*time.Second, "the head to hold the three networks", func() bool {
-		h := getHead(t, env)
-		return h.Value != nil && len(getRevision(t, env, h.Value.GetRevision()).GetIntents()) == 3
+		h := headNow(t, env)
+		return h != nil && len(getRevision(t, env, h.GetRevision()).GetIntents()) == 3
 	})
 	natstest.Eventually(t, 10*time.Second, "status SYNCED with 3 intents", func() bool {
 		st := registryStatus(t, env, "gitops")
