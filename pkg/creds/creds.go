@@ -390,7 +390,9 @@ resolver: {
   type: full
   dir: %q
   allow_delete: false
-  interval: "2m"
+  # How often servers compare accounts with their peers: a server that was
+  # down while a revocation was pushed applies it within this of being back.
+  interval: "30s"
 }
 resolver_preload: {
   %s: %s

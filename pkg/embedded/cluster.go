@@ -25,6 +25,10 @@ type ClusterOptions struct {
 	StoreDirs []string
 	// Logs turns on the servers' own logging to stderr.
 	Logs bool
+	// Trust, when set, runs every server in operator mode (see Options):
+	// each keeps the accounts in its own full resolver (StoreDir/jwt), and
+	// the resolvers share the updates pushed to any one of them.
+	Trust *Trust
 }
 
 // Cluster is a running JetStream cluster of embedded servers connected by
@@ -33,6 +37,7 @@ type Cluster struct {
 	mu      sync.Mutex
 	opts    []*server.Options
 	servers []*server.Server // nil where stopped
+	trust   *Trust
 }
 
 // StartCluster starts len(o.StoreDirs) servers clustered with each other and
@@ -96,7 +101,7 @@ func startClusterOnce(o ClusterOptions, n int, timeout time.Duration) (*Cluster,
 	for i, p := range routePorts {
 		routes[i] = "nats-route://" + net.JoinHostPort(o.Host, strconv.Itoa(p))
 	}
-	c := &Cluster{opts: make([]*server.Options, n), servers: make([]*server.Server, n)}
+	c := &Cluster{opts: make([]*server.Options, n), servers: make([]*server.Server, n), trust: o.Trust}
 	for i := range n {
 		c.opts[i] = &server.Options{
 			ServerName: fmt.Sprintf("%s-%d", o.Name, i+1),
@@ -127,6 +132,13 @@ func startClusterOnce(o ClusterOptions, n int, timeout time.Duration) (*Cluster,
 
 // start creates and starts server i without waiting for JetStream.
 func (c *Cluster) start(i int, timeout time.Duration) error {
+	if c.trust != nil {
+		// A resolver per start: a stopped server closed its own. Accounts
+		// pushed since are kept in its directory (the newer JWT wins).
+		if err := c.trust.configure(c.opts[i]); err != nil {
+			return fmt.Errorf("nats-server %s: %w", c.opts[i].ServerName, err)
+		}
+	}
 	s, err := server.NewServer(c.opts[i])
 	if err != nil {
 		return fmt.Errorf("nats-server %s: %w", c.opts[i].ServerName, err)

@@ -33,6 +33,12 @@ type Options struct {
 	Trust *Trust
 }
 
+// resolverSync is how often a server's account resolver compares its
+// accounts with its peers': a server that was stopped while an account
+// update (a revocation) was pushed learns it from them within this much of
+// being back. Short here: embedded servers are for dev and tests.
+const resolverSync = 5 * time.Second
+
 // Trust is an operator, its system account and the account JWTs the server
 // starts with. They are kept in a full resolver under StoreDir/jwt, so
 // accounts pushed later (a revocation) are applied at once and kept.
@@ -84,7 +90,7 @@ func Start(o Options) (*server.Server, error) {
 // configure puts the operator, the system account and a full resolver
 // holding the accounts into opts.
 func (t *Trust) configure(opts *server.Options) error {
-	r, err := server.NewDirAccResolver(filepath.Join(opts.StoreDir, "jwt"), 0, 2*time.Minute, server.NoDelete)
+	r, err := server.NewDirAccResolver(filepath.Join(opts.StoreDir, "jwt"), 0, resolverSync, server.NoDelete)
 	if err != nil {
 		return fmt.Errorf("account resolver: %w", err)
 	}
@@ -93,6 +99,9 @@ func (t *Trust) configure(opts *server.Options) error {
 			return fmt.Errorf("account resolver: store %s: %w", pub, err)
 		}
 	}
+	// A restart reuses options the server filled in: the keys it derived
+	// from the operator would conflict with setting the operator again.
+	opts.TrustedKeys = nil
 	opts.TrustedOperators = []*jwt.OperatorClaims{t.Operator}
 	opts.SystemAccount = t.SystemAccount
 	opts.AccountResolver = r

@@ -127,9 +127,6 @@ func (o *Options) check() error {
 	if o.NATSCluster != 1 && o.NATSCluster != 3 {
 		return fmt.Errorf("--nats-cluster %d: want 1 (one server) or 3 (a cluster that survives one server stopping)", o.NATSCluster)
 	}
-	if o.Secure && o.NATSCluster > 1 {
-		return errors.New("--secure runs one NATS server for now: leave out --nats-cluster")
-	}
 	if o.Settings.Replicas > o.NATSCluster {
 		return fmt.Errorf("--replicas %d needs as many servers: pass --nats-cluster 3, or --replicas 1", o.Settings.Replicas)
 	}
@@ -273,15 +270,11 @@ func (s *System) startNATS() error {
 		if err := checkListen(s.opts.Listen); err != nil {
 			return err
 		}
-		o := embedded.Options{Listen: s.opts.Listen, StoreDir: dirs[0]}
-		if s.creds != nil {
-			op, sys, accounts, err := s.creds.Trust()
-			if err != nil {
-				return err
-			}
-			o.Trust = &embedded.Trust{Operator: op, SystemAccount: sys, Accounts: accounts}
+		trust, err := s.trust()
+		if err != nil {
+			return err
 		}
-		srv, err := embedded.Start(o)
+		srv, err := embedded.Start(embedded.Options{Listen: s.opts.Listen, StoreDir: dirs[0], Trust: trust})
 		s.srv = srv
 		return err
 	}
@@ -303,7 +296,11 @@ func (s *System) startNATS() error {
 			}
 		}
 	}
-	s.cluster, err = embedded.StartCluster(embedded.ClusterOptions{Name: "sluice-dev", Host: host, Ports: ports, StoreDirs: dirs})
+	co := embedded.ClusterOptions{Name: "sluice-dev", Host: host, Ports: ports, StoreDirs: dirs}
+	if co.Trust, err = s.trust(); err != nil {
+		return err
+	}
+	s.cluster, err = embedded.StartCluster(co)
 	return err
 }
 
@@ -630,4 +627,16 @@ func (s *System) credsFile(role, node string) (string, error) {
 		}
 	}
 	return s.creds.Issue(role, node)
+}
+
+// trust is what the embedded servers trust with --secure, nil without.
+func (s *System) trust() (*embedded.Trust, error) {
+	if s.creds == nil {
+		return nil, nil
+	}
+	op, sys, accounts, err := s.creds.Trust()
+	if err != nil {
+		return nil, err
+	}
+	return &embedded.Trust{Operator: op, SystemAccount: sys, Accounts: accounts}, nil
 }

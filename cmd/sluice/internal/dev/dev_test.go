@@ -39,7 +39,11 @@ type client struct {
 
 func connect(t *testing.T, s *System) client {
 	t.Helper()
-	nc, err := nats.Connect(s.URL())
+	var opts []nats.Option
+	if f := s.AdminCreds(); f != "" {
+		opts = append(opts, nats.UserCredentials(f))
+	}
+	nc, err := nats.Connect(s.URL(), opts...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -334,5 +338,57 @@ func TestDev_NATSCluster3_ReplicatesEveryBucketAndRestartsOnTheSameDataDir(t *te
 	_, err = Start(context.Background(), Options{DataDir: data, Listen: "127.0.0.1:-1", Stderr: io.Discard})
 	if err == nil || !strings.Contains(err.Error(), "was made with --nats-cluster 3") {
 		t.Errorf("single server on a cluster data directory: got %v", err)
+	}
+}
+
+// TestDev_SecureCluster_RollsOutAndKeepsARevocationAcrossAServerRestart:
+// --secure with --nats-cluster 3: the examples roll out with every
+// component as its role's user; a node revoked while one server is stopped
+// is refused by that server too once it is back (its resolver learns the
+// account from the others, or keeps what it stored).
+func TestDev_SecureCluster_RollsOutAndKeepsARevocationAcrossAServerRestart(t *testing.T) {
+	data, exDir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(exDir, "intents.yaml"), []byte(examples), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	s := start(t, Options{DataDir: data, Listen: "127.0.0.1:-1", NATSCluster: 3, Agents: 2, Examples: exDir, Stderr: io.Discard, Secure: true})
+	c := connect(t, s)
+	natstest.Eventually(t, 30*time.Second, "the examples rolled out", func() bool {
+		return c.lastApplied(t).GetGeneration() == 1
+	})
+	node1 := ""
+	for _, u := range s.Creds().Users {
+		if u.Node == "node-01" {
+			node1 = filepath.Join(s.Creds().Dir, u.Creds)
+		}
+	}
+	s.Cluster().Stop(2)
+	if _, err := s.Creds().Revoke("node-01"); err != nil {
+		t.Fatal(err)
+	}
+	sys, err := nats.Connect(s.Cluster().ClientURLs()[0], nats.UserCredentials(s.Creds().SystemCreds()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	if err := s.Creds().Push(sys, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Cluster().Restart(2); err != nil {
+		t.Fatal(err)
+	}
+	url := s.Cluster().ClientURLs()[2]
+	natstest.Eventually(t, 20*time.Second, "the restarted server to refuse node-01", func() bool {
+		nc, err := nats.Connect(url, nats.UserCredentials(node1), nats.NoReconnect())
+		if err == nil {
+			nc.Close()
+			return false
+		}
+		return strings.Contains(strings.ToLower(err.Error()), "authorization")
+	})
+	if nc, err := nats.Connect(url, nats.UserCredentials(s.AdminCreds())); err != nil {
+		t.Fatalf("the admin on the restarted server: %v", err)
+	} else {
+		nc.Close()
 	}
 }
