@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/render"

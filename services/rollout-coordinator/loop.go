@@ -61,6 +61,10 @@ type loop struct {
 	landedMu  sync.Mutex
 	landed    []rollout.Written
 	landedSig chan struct{}
+	// statusRev is the newest status revision seen per node, so that a
+	// status read again (recheckOverdue) never hands decide an older one
+	// than the watch did.
+	statusRev map[string]uint64
 
 	loaded  atomic.Bool  // the term's state is loaded and its first step done
 	pending atomic.Int64 // desired-config writes queued or being written
@@ -90,6 +94,7 @@ func newLoop(b *contract.Buckets, cfg Config, log zerolog.Logger, em *events.Emi
 		st:          rollout.NewState(),
 		writeFails:  make(chan error, 1),
 		landedSig:   make(chan struct{}, 1),
+		statusRev:   map[string]uint64{},
 		quarantined: map[string]bool{},
 	}
 	lp.kv = &kvEffects{term: t, now: cfg.Now, before: cfg.BeforeWrite, nodeconfigs: lp.nodeconfigs,
@@ -189,6 +194,9 @@ func (lp *loop) run(ctx context.Context) error {
 			}
 			continue
 		case <-tick.C:
+			if err := lp.recheckOverdue(ctx); err != nil {
+				return err
+			}
 			ev = rollout.Tick{}
 		case <-lp.landedSig:
 			if err := lp.stepLanded(ctx); err != nil {
@@ -279,6 +287,9 @@ func (lp *loop) run(ctx context.Context) error {
 		case e, ok := <-statusW:
 			if !ok {
 				return errors.New("status watcher stopped")
+			}
+			if e.Revision > lp.statusRev[e.Key] {
+				lp.statusRev[e.Key] = e.Revision
 			}
 			switch {
 			case e.Err != nil:
@@ -694,4 +705,42 @@ func (lp *loop) writeJob(ctx context.Context, job rollout.WriteDesired) {
 		}
 		backoff = min(backoff*2, 5*time.Second)
 	}
+}
+
+// recheckOverdue reads, from the bucket, the status of every node the next
+// Tick would time out, and steps each one newer than the watch delivered:
+// the deadline rule is decide's (State.Overdue), the reads are the loop's.
+// The reads run together, bounded by AttemptTimeout; one that fails or
+// finds nothing changes nothing, and the deadline takes its course.
+func (lp *loop) recheckOverdue(ctx context.Context) error {
+	late := lp.st.Overdue(lp.cfg.Now())
+	if len(late) == 0 {
+		return nil
+	}
+	got := make([]store.Entry[*sluicev1.NodeStatus], len(late))
+	rctx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
+	defer cancel()
+	var wg sync.WaitGroup
+	for i, node := range late {
+		wg.Go(func() {
+			if e, err := lp.status.Get(rctx, node); err == nil {
+				got[i] = e
+			}
+		})
+	}
+	wg.Wait()
+	for _, e := range got {
+		if e.Value == nil || e.Revision <= lp.statusRev[e.Key] || !lp.boundToKey(contract.BucketStatus, e.Key, e.Value.GetNode()) {
+			continue // nothing read, or the watch delivered it (or newer)
+		}
+		lp.statusRev[e.Key] = e.Revision
+		e.Value.Node = e.Key
+		lp.cfg.Metrics.nodePhase(e.Key, e.Value)
+		lp.log.Info().Str("node", e.Key).Uint64("kv_revision", e.Revision).Str("phase", e.Value.GetPhase().String()).
+			Msg("status read again at its deadline: the watch had not delivered it")
+		if err := lp.step(ctx, rollout.Status{S: e.Value}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

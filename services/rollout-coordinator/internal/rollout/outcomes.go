@@ -180,16 +180,8 @@ func (s *State) tick(now time.Time) {
 		if n == nil || s.rollout == nil {
 			continue // an earlier timeout stopped the rollout and took it out of flight
 		}
-		var why string
-		switch {
-		case s.heldAtAgent(n):
-			continue // its agent, paused and idle, holds the operation: not late
-		case n.ackAt.IsZero() && !n.writtenAt.IsZero() && !s.pause.GetPaused() && now.Sub(n.writtenAt) > s.plan.PickupDeadline:
-			// (Under the control plane's pause its agent holds it: not late.)
-			why = fmt.Sprintf("its agent did not acknowledge %s within the pickup deadline %s", render.Short(n.target), s.plan.PickupDeadline)
-		case !n.ackAt.IsZero() && now.Sub(n.ackAt) > s.plan.ApplyDeadline:
-			why = fmt.Sprintf("no final report within the apply deadline %s after its agent acknowledged", s.plan.ApplyDeadline)
-		default:
+		why := s.late(n, now)
+		if why == "" {
 			continue
 		}
 		delete(s.inFlight, name)
@@ -201,6 +193,39 @@ func (s *State) tick(now time.Time) {
 		s.timedOut(n, why, "", now)
 	}
 	s.changed() // leader time moved
+}
+
+// late says why in-flight node n is past its deadline at now, "" when it
+// is not: the one rule that tick enforces and Overdue reports.
+func (s *State) late(n *node, now time.Time) string {
+	switch {
+	case s.heldAtAgent(n):
+		return "" // its agent, paused and idle, holds the operation: not late
+	case n.ackAt.IsZero() && !n.writtenAt.IsZero() && !s.pause.GetPaused() && now.Sub(n.writtenAt) > s.plan.PickupDeadline:
+		// (Under the control plane's pause its agent holds it: not late.)
+		return fmt.Sprintf("its agent did not acknowledge %s within the pickup deadline %s", render.Short(n.target), s.plan.PickupDeadline)
+	case !n.ackAt.IsZero() && now.Sub(n.ackAt) > s.plan.ApplyDeadline:
+		return fmt.Sprintf("no final report within the apply deadline %s after its agent acknowledged", s.plan.ApplyDeadline)
+	}
+	return ""
+}
+
+// Overdue lists the in-flight nodes a Tick at now would time out, sorted.
+// The loop reads their statuses from the bucket first and hands them in
+// as Status events: a report the watch missed (its consumer sat on a
+// server that stopped: chaos seed 12) must not time a healthy node out.
+func (s *State) Overdue(now time.Time) []string {
+	if s.rollout == nil || s.elapsed(now) > s.plan.Progress {
+		return nil
+	}
+	var out []string
+	for name, n := range s.inFlight {
+		if s.late(n, now) != "" {
+			out = append(out, name)
+		}
+	}
+	sort.Strings(out)
+	return out
 }
 
 // cancelOperation asks n's agent to stop the operation of its desired
