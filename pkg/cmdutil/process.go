@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/http"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -16,6 +15,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/health"
+	"github.com/sluicehq/sluice/pkg/natsauth"
 	"github.com/sluicehq/sluice/pkg/store"
 )
 
@@ -194,7 +194,7 @@ func (c *Common) connect(ctx context.Context, name string, p *Process) (*nats.Co
 		// A permission the server refuses is a deployment error (wrong
 		// credentials for the role): say it loudly, once per refusal.
 		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-			if strings.Contains(err.Error(), "Permissions Violation") {
+			if natsauth.IsPermissionViolation(err) {
 				p.log.Error().Err(err).Msg("NATS refused a permission: are these credentials issued for this component's role?")
 				return
 			}

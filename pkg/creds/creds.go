@@ -259,6 +259,19 @@ func (s *Setup) Issue(role, node string) (string, error) {
 	return filepath.Join(s.Dir, rel), s.saveUsers()
 }
 
+// UserFile is the credentials file of a user of role (and node, for a
+// node) issued from this setup and not revoked, issuing one the first
+// time: for `sluice dev --secure` and tests, which want one user per
+// component.
+func (s *Setup) UserFile(role, node string) (string, error) {
+	for _, u := range s.Users {
+		if u.Role == role && u.Node == node && u.RevokedAt.IsZero() {
+			return filepath.Join(s.Dir, u.Creds), nil
+		}
+	}
+	return s.Issue(role, node)
+}
+
 // newUser makes a user signed by signer: scoped (its permissions are the
 // signer's template) for the sluice account, plain for the system account.
 func (s *Setup) newUser(name, role, node string, signer nkeys.KeyPair, scoped bool) ([]byte, error) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/creds"
+	"github.com/sluicehq/sluice/pkg/natsauth"
 	"github.com/sluicehq/sluice/pkg/natstest"
 )
 
@@ -24,7 +25,7 @@ type denials struct {
 }
 
 func (d *denials) handler(_ *nats.Conn, _ *nats.Subscription, err error) {
-	if errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(err.Error(), "Permissions Violation") {
+	if natsauth.IsPermissionViolation(err) {
 		d.mu.Lock()
 		d.seen = append(d.seen, err.Error())
 		d.mu.Unlock()

@@ -254,3 +254,9 @@ func readable(path string, err error) error {
 	}
 	return err
 }
+
+// IsPermissionViolation reports whether err, as a connection's error
+// handler gets it, is the server refusing a publish or subscription.
+func IsPermissionViolation(err error) bool {
+	return errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(err.Error(), "Permissions Violation")
+}

@@ -7,7 +7,6 @@ import (
 	"context"
 	"os"
 	"path/filepath"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/embedded"
+	"github.com/sluicehq/sluice/pkg/natsauth"
 )
 
 // Env is a running test server (or cluster) and a connection to it.
@@ -139,7 +139,7 @@ func (e *Env) ConnectRole(t testing.TB, role, node string) *nats.Conn {
 		name = node
 	}
 	opts := []nats.Option{nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-		if strings.Contains(err.Error(), "Permissions Violation") {
+		if natsauth.IsPermissionViolation(err) {
 			e.mu.Lock()
 			e.violations = append(e.violations, name+": "+err.Error())
 			e.mu.Unlock()
@@ -181,12 +181,7 @@ func (e *Env) CredsFile(t testing.TB, role, node string) string {
 func (e *Env) credsFile(role, node string) (string, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	for _, u := range e.Creds.Users {
-		if u.Role == role && u.Node == node && u.RevokedAt.IsZero() {
-			return filepath.Join(e.Creds.Dir, u.Creds), nil
-		}
-	}
-	return e.Creds.Issue(role, node)
+	return e.Creds.UserFile(role, node)
 }
 
 // StartBare starts a server like Start but creates no bucket and no stream:

@@ -16,7 +16,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync/atomic"
 	"time"
 
@@ -143,7 +142,7 @@ func (a *app) connect() (*nats.Conn, error) {
 		return nil, &ExitError{Code: 2, Err: err}
 	}
 	onErr := nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
-		if errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(err.Error(), "Permissions Violation") {
+		if natsauth.IsPermissionViolation(err) {
 			a.denied.Store(&err)
 		}
 	})

@@ -621,12 +621,7 @@ func (s *System) loadCreds() error {
 func (s *System) credsFile(role, node string) (string, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, u := range s.creds.Users {
-		if u.Role == role && u.Node == node && u.RevokedAt.IsZero() {
-			return filepath.Join(s.creds.Dir, u.Creds), nil
-		}
-	}
-	return s.creds.Issue(role, node)
+	return s.creds.UserFile(role, node)
 }
 
 // trust is what the embedded servers trust with --secure, nil without.

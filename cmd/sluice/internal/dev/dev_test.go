@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -356,11 +357,9 @@ func TestDev_SecureCluster_RollsOutAndKeepsARevocationAcrossAServerRestart(t *te
 	natstest.Eventually(t, 30*time.Second, "the examples rolled out", func() bool {
 		return c.lastApplied(t).GetGeneration() == 1
 	})
-	node1 := ""
-	for _, u := range s.Creds().Users {
-		if u.Node == "node-01" {
-			node1 = filepath.Join(s.Creds().Dir, u.Creds)
-		}
+	node1, err := s.Creds().UserFile(creds.RoleNode, "node-01") // the agent's own
+	if err != nil {
+		t.Fatal(err)
 	}
 	s.Cluster().Stop(2)
 	if _, err := s.Creds().Revoke("node-01"); err != nil {
