@@ -99,6 +99,16 @@ redis: ## Install Debian's redis-server if it is missing (make test does this fi
 chaos: ## Run SEEDS seeded fault schedules (default 50) against the real services; a failing seed prints its repro line
 	CHAOS_SEEDS=$(SEEDS) CHAOS_SEED_BASE=$(SEED_BASE) $(GO) test ./tests/chaos -run 'TestChaos$$' -count=1 -parallel 2 -timeout $(CHAOS_TIMEOUT) $(CHAOS_FLAGS)
 
+# The netlink applier in network namespaces (needs root, as make test has
+# here): docs/agent.md, "Trying the netlink applier".
+.PHONY: netns-demo
+netns-demo: ## As root: 3 nodes as network namespaces on a fabric; a VXLAN network rolls out through the netlink applier, then a broken VNI is caught by the gateway check and rolled back (prints each step)
+	$(GO) test -count=1 -v -run 'TestEndToEnd_NetlinkApplier' ./tests/e2e/
+
+.PHONY: chaos-secure
+chaos-secure: ## The chaos suite on NATS in operator mode: each service as its role's user, each agent its node's; a refused permission fails the seed (SEEDS, SEED_BASE as chaos)
+	SLUICE_TEST_SECURE=1 CHAOS_SEEDS=$(SEEDS) CHAOS_SEED_BASE=$(SEED_BASE) $(GO) test ./tests/chaos -run 'TestChaos$$' -count=1 -parallel 2 -timeout $(CHAOS_TIMEOUT) $(CHAOS_FLAGS)
+
 # The container suite (tests/containers, build tag containers, so make test
 # leaves it out): the images on a private Docker network — three NATS
 # servers, R3 buckets, two coordinators, the configurator, the reaper, four
@@ -107,6 +117,12 @@ chaos: ## Run SEEDS seeded fault schedules (default 50) against the real service
 e2e-containers: images natscli ## Build the images and the nats CLI, then run tests/containers: faults in a 3-server NATS cluster of containers
 	$(GO) vet -tags containers ./tests/containers/...
 	SLUICE_IMAGE_PREFIX='$(IMAGE_PREFIX)' SLUICE_IMAGE_TAG='$(IMAGE_TAG)' SLUICE_NATSCLI='$(BIN)/nats' \
+	$(GO) test -tags containers -count=1 -v -timeout 30m ./tests/containers/... $(CONTAINERS_FLAGS)
+
+.PHONY: e2e-containers-secure
+e2e-containers-secure: images natscli ## tests/containers with deploy/nats-secure.conf: operator mode, TLS, each container its own user; a refused permission fails
+	$(GO) vet -tags containers ./tests/containers/...
+	SLUICE_TEST_SECURE=1 SLUICE_IMAGE_PREFIX='$(IMAGE_PREFIX)' SLUICE_IMAGE_TAG='$(IMAGE_TAG)' SLUICE_NATSCLI='$(BIN)/nats' \
 	$(GO) test -tags containers -count=1 -v -timeout 30m ./tests/containers/... $(CONTAINERS_FLAGS)
 
 # From the Go module proxy, at the version NATSCLI_VERSION pins.

@@ -13,6 +13,7 @@ require (
 	github.com/sluicehq/sluice/services/reaper v0.0.0-00010101000000-000000000000
 	github.com/sluicehq/sluice/services/rollout-coordinator v0.0.0-00010101000000-000000000000
 	github.com/testcontainers/testcontainers-go v0.45.0
+	github.com/vishvananda/netns v0.0.5
 	google.golang.org/protobuf v1.36.12
 )
 
@@ -71,6 +72,7 @@ require (
 	github.com/stretchr/testify v1.12.1 // indirect
 	github.com/tklauser/go-sysconf v0.4.0 // indirect
 	github.com/tklauser/numcpus v0.12.0 // indirect
+	github.com/vishvananda/netlink v1.3.1 // indirect
 	github.com/yusufpapurcu/wmi v1.2.4 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.69.0 // indirect
@@ -81,6 +83,7 @@ require (
 	go.yaml.in/yaml/v2 v2.4.4 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/crypto v0.58.0 // indirect
+	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.49.0 // indirect
 	golang.org/x/time v0.16.0 // indirect
 	sigs.k8s.io/yaml v1.6.0 // indirect

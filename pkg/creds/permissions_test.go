@@ -133,6 +133,9 @@ func TestNodeUser_ReachesItsOwnKeysAndNothingElse(t *testing.T) {
 	if _, err := u.js.Publish(ctx, contract.EventSubject(contract.KindNode, "node-01"), []byte(`{}`)); err != nil {
 		t.Fatalf("node-01 publishes its events: %v", err)
 	}
+	if _, err := u.js.Publish(ctx, contract.EventSubject(contract.KindInstance, contract.InstanceKey(contract.ComponentAgent, "node-01")), []byte(`{}`)); err != nil {
+		t.Fatalf("node-01 publishes its pause acknowledgement: %v", err)
+	}
 	sub, err := u.nc.SubscribeSync(contract.NodeConfigSubject("node-01"))
 	if err != nil {
 		t.Fatal(err)
@@ -167,6 +170,11 @@ func TestNodeUser_ReachesItsOwnKeysAndNothingElse(t *testing.T) {
 	})
 	refused(t, u, "write its own desired config", kvSubj(contract.BucketNodeConfigs, contract.DesiredKey("node-01")), func(ctx context.Context) error {
 		_, err := configs.Put(ctx, contract.DesiredKey("node-01"), []byte(`{}`))
+		return err
+	})
+	ack02 := contract.EventSubject(contract.KindInstance, contract.InstanceKey(contract.ComponentAgent, "node-02"))
+	refused(t, u, "publish node-02's pause acknowledgement", ack02, func(ctx context.Context) error {
+		_, err := u.js.Publish(ctx, ack02, []byte(`{}`))
 		return err
 	})
 	refused(t, u, "publish node-02's events", contract.EventSubject(contract.KindNode, "node-02"), func(ctx context.Context) error {

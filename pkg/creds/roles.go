@@ -101,6 +101,8 @@ func permissions(role string) (jwt.Permissions, error) {
 			kv(contract.BucketStatus, node),
 			kv(contract.BucketNodes, node),
 			contract.EventSubject(contract.KindNode, node),
+			// Its acknowledgement of a pause (PauseReached, ResumeReached).
+			contract.EventSubject(contract.KindInstance, contract.InstanceKey(contract.ComponentAgent, node)),
 		)
 		p.Sub.Allow.Add(contract.NodeConfigSubject(node), contract.SubjectPause, "_INBOX_"+inbox+".>")
 	default:

@@ -87,6 +87,22 @@ func StartSecure(t testing.TB, s contract.Settings) *Env {
 
 func startSecure(t testing.TB, dir, listen string, s contract.Settings) *Env {
 	t.Helper()
+	setup, trust := secureSetup(t, dir)
+	srv, err := embedded.Start(embedded.Options{Listen: listen, StoreDir: dir, Trust: trust})
+	if err != nil {
+		t.Fatalf("start nats-server: %v", err)
+	}
+	t.Cleanup(srv.Shutdown)
+	e := &Env{Server: srv, URL: srv.ClientURL(), StoreDir: dir, Settings: s}
+	e.secure(t, setup)
+	e.connectAndEnsure(t, true)
+	return e
+}
+
+// secureSetup loads the credentials setup kept in dir/creds, or makes one
+// there, and returns it with the trust a server in operator mode needs.
+func secureSetup(t testing.TB, dir string) (*creds.Setup, *embedded.Trust) {
+	t.Helper()
 	credsDir := filepath.Join(dir, "creds")
 	setup, err := creds.Load(credsDir)
 	if err != nil {
@@ -98,13 +114,15 @@ func startSecure(t testing.TB, dir, listen string, s contract.Settings) *Env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := embedded.Start(embedded.Options{Listen: listen, StoreDir: dir,
-		Trust: &embedded.Trust{Operator: op, SystemAccount: sys, Accounts: accounts}})
-	if err != nil {
-		t.Fatalf("start nats-server: %v", err)
-	}
-	t.Cleanup(srv.Shutdown)
-	e := &Env{Server: srv, URL: srv.ClientURL(), StoreDir: dir, Settings: s, Creds: setup}
+	return setup, &embedded.Trust{Operator: op, SystemAccount: sys, Accounts: accounts}
+}
+
+// secure makes e connect as a coordinator user of setup, and fails the
+// test at cleanup for every permission the server refused a connection
+// opened with RoleOptions.
+func (e *Env) secure(t testing.TB, setup *creds.Setup) {
+	t.Helper()
+	e.Creds = setup
 	t.Cleanup(func() {
 		e.mu.Lock()
 		defer e.mu.Unlock()
@@ -117,18 +135,34 @@ func startSecure(t testing.TB, dir, listen string, s contract.Settings) *Env {
 		t.Fatal(err)
 	}
 	e.connOpts = []nats.Option{nats.UserCredentials(file)}
-	e.connectAndEnsure(t, true)
-	return e
 }
 
 // ConnectRole opens a connection for a component of role (and node, for
 // an agent), closed at cleanup: without Creds, a plain Connect; with them,
-// as a user of that role (issued once per role and node), a node's with
-// its own inbox prefix.
+// as a user of that role (see RoleOptions).
 func (e *Env) ConnectRole(t testing.TB, role, node string) *nats.Conn {
 	t.Helper()
 	if e.Creds == nil {
 		return e.Connect(t)
+	}
+	nc, err := nats.Connect(e.URL, append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond)},
+		e.RoleOptions(t, role, node)...)...)
+	if err != nil {
+		t.Fatalf("connect as %s %s: %v", role, node, err)
+	}
+	t.Cleanup(nc.Close)
+	return nc
+}
+
+// RoleOptions are the options of a connection for a component of role
+// (and node): none without Creds; with them, the credentials of a user of
+// that role (issued once per role and node), an error handler that records
+// every permission the server refuses (the test fails at cleanup), and a
+// node's own inbox prefix. For harnesses that connect their own way.
+func (e *Env) RoleOptions(t testing.TB, role, node string) []nats.Option {
+	t.Helper()
+	if e.Creds == nil {
+		return nil
 	}
 	file, err := e.credsFile(role, node)
 	if err != nil {
@@ -138,7 +172,7 @@ func (e *Env) ConnectRole(t testing.TB, role, node string) *nats.Conn {
 	if node != "" {
 		name = node
 	}
-	opts := []nats.Option{nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+	opts := []nats.Option{nats.UserCredentials(file), nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		if natsauth.IsPermissionViolation(err) {
 			e.mu.Lock()
 			e.violations = append(e.violations, name+": "+err.Error())
@@ -148,7 +182,7 @@ func (e *Env) ConnectRole(t testing.TB, role, node string) *nats.Conn {
 	if node != "" {
 		opts = append(opts, nats.CustomInboxPrefix(creds.NodeInboxPrefix(node)))
 	}
-	return e.ConnectAs(t, file, opts...)
+	return opts
 }
 
 // ConnectAs opens a connection with the credentials file credsFile (and

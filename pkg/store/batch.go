@@ -229,25 +229,38 @@ func (b *Batcher) WriteFenced(ctx context.Context, op Op, fence *Fence) (uint64,
 // delete or purge marker (0 when the key never existed): the revision a
 // compare-and-set over a deleted key must name.
 func (b *Batcher) LastRevision(ctx context.Context, key string) (uint64, error) {
+	rev, _, err := b.Last(ctx, key)
+	return rev, err
+}
+
+// Last returns the revision of key's last message and whether the key is
+// live (that message is a value, not a delete or purge marker; false when
+// the key never existed), as the stream's leader has it: unlike a direct
+// get, which any replica may answer, possibly one still catching up, and
+// unlike a key listing, which may end early under concurrent writes.
+func (b *Batcher) Last(ctx context.Context, key string) (rev uint64, live bool, err error) {
 	req, _ := json.Marshal(map[string]string{"last_by_subj": b.subject(key)})
 	m := nats.NewMsg("$JS.API.STREAM.MSG.GET.KV_" + b.bucket)
 	m.Data = req
 	var resp struct {
 		Error   *apiError `json:"error,omitempty"`
 		Message struct {
-			Seq uint64 `json:"seq"`
+			Seq  uint64 `json:"seq"`
+			Hdrs []byte `json:"hdrs"`
 		} `json:"message"`
 	}
 	if _, err := read(ctx, func(ctx context.Context) (struct{}, error) { return struct{}{}, b.request(ctx, m, &resp) }); err != nil {
-		return 0, fmt.Errorf("last revision of %s/%s: %w", b.bucket, key, err)
+		return 0, false, fmt.Errorf("last revision of %s/%s: %w", b.bucket, key, err)
 	}
 	if e := resp.Error; e != nil {
 		if e.ErrCode == errCodeNoMessageFound {
-			return 0, nil
+			return 0, false, nil
 		}
-		return 0, fmt.Errorf("last revision of %s/%s: %s (%d)", b.bucket, key, e.Description, e.ErrCode)
+		return 0, false, fmt.Errorf("last revision of %s/%s: %s (%d)", b.bucket, key, e.Description, e.ErrCode)
 	}
-	return resp.Message.Seq, nil
+	h := string(resp.Message.Hdrs)
+	marker := strings.Contains(h, "KV-Operation: DEL") || strings.Contains(h, "KV-Operation: PURGE") || strings.Contains(h, "Nats-Marker-Reason:")
+	return resp.Message.Seq, !marker, nil
 }
 
 // errCodeNoMessageFound is JetStream's "no message found".

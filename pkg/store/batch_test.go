@@ -148,3 +148,38 @@ func TestBatcher_ConcurrentFencedWrites(t *testing.T) {
 		})
 	}
 }
+
+// TestBatcher_Last: the leader's last message of a key, and whether it is a
+// value or a delete/purge marker.
+func TestBatcher_Last(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	b := store.NewBatcher(env.Conn, contract.BucketNodeConfigs)
+	kv := env.Buckets.NodeConfigs
+	check := func(what, key string, wantLive bool, wantRev uint64) {
+		t.Helper()
+		rev, live, err := b.Last(ctx, key)
+		if err != nil || live != wantLive || rev != wantRev {
+			t.Fatalf("%s: rev %d, live %v, %v; want rev %d, live %v", what, rev, live, err, wantRev, wantLive)
+		}
+	}
+	check("never written", "n1.desired", false, 0)
+	rev, err := kv.Put(ctx, "n1.desired", []byte(`{}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	check("written", "n1.desired", true, rev)
+	if err := kv.Delete(ctx, "n1.desired"); err != nil {
+		t.Fatal(err)
+	}
+	check("deleted", "n1.desired", false, rev+1)
+	if _, err := kv.Put(ctx, "n2.desired", []byte(`{}`)); err != nil {
+		t.Fatal(err)
+	}
+	if err := kv.Purge(ctx, "n2.desired"); err != nil {
+		t.Fatal(err)
+	}
+	if _, live, err := b.Last(ctx, "n2.desired"); err != nil || live {
+		t.Fatalf("purged: live %v, %v; want not live", live, err)
+	}
+}

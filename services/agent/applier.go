@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/agent/internal/atomicfile"
 )
 
 // Applier puts a rendered config in force on the node.
@@ -62,41 +63,7 @@ func marshalReadable(cfg *sluicev1.DesiredConfig) ([]byte, error) {
 	return append(b, '\n'), nil
 }
 
-// writeFileAtomic replaces path with data: it writes a temporary file in the
-// same directory, syncs it, renames it over path and syncs the directory, so
-// that after a crash path holds either the old or the new content.
-func writeFileAtomic(path string, data []byte, perm os.FileMode) (err error) {
-	dir, base := filepath.Dir(path), filepath.Base(path)
-	f, err := os.CreateTemp(dir, "."+base+".tmp-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	defer func() {
-		if err != nil {
-			_ = f.Close()
-			_ = os.Remove(tmp)
-		}
-	}()
-	if _, err = f.Write(data); err != nil {
-		return err
-	}
-	if err = f.Chmod(perm); err != nil {
-		return err
-	}
-	if err = f.Sync(); err != nil {
-		return err
-	}
-	if err = f.Close(); err != nil {
-		return err
-	}
-	if err = os.Rename(tmp, path); err != nil {
-		return err
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer func() { _ = d.Close() }()
-	return d.Sync()
+// writeFileAtomic replaces path with data (atomicfile.Write).
+func writeFileAtomic(path string, data []byte, perm os.FileMode) error {
+	return atomicfile.Write(path, data, perm)
 }

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // Check defaults.
@@ -39,6 +41,9 @@ type CheckEnv struct {
 	ConfigPath string
 	// Fingerprint is the applied config's fingerprint (SLUICE_FINGERPRINT).
 	Fingerprint string
+	// Config is the applied config itself, for checks built into the agent
+	// (those reading the gateways and VRFs in force); never changed by one.
+	Config *sluicev1.DesiredConfig
 }
 
 func (e CheckEnv) environ() []string {

@@ -174,7 +174,7 @@ func (a *Agent) check(ctx context.Context, cfg *sluicev1.DesiredConfig, each fun
 	if len(a.cfg.Checks) == 0 {
 		return nil
 	}
-	env := CheckEnv{Node: a.cfg.Node, Fingerprint: cfg.GetFingerprint()}
+	env := CheckEnv{Node: a.cfg.Node, Fingerprint: cfg.GetFingerprint(), Config: cfg}
 	if cf, ok := a.cfg.Applier.(ConfigFiler); ok && cf.ConfigPath() != "" {
 		env.ConfigPath = cf.ConfigPath()
 	} else {

@@ -44,6 +44,10 @@ type Config struct {
 	SaveInterval time.Duration
 	// TickInterval is how often deadlines and bake times are checked (default 1s).
 	TickInterval time.Duration
+	// VerifyInterval is how often the leader compares the desired configs
+	// it believes in the bucket with the bucket's keys, and configures afresh
+	// a node whose key was deleted without its hearing of it (default 1m).
+	VerifyInterval time.Duration
 	// InvalidExpiry, when positive, forgives a fingerprint recorded invalid
 	// that long ago, as an operator's `fingerprint forgive` would, with
 	// "expiry" as who (default 0: records never expire).
@@ -115,6 +119,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.TickInterval <= 0 {
 		cfg.TickInterval = time.Second
+	}
+	if cfg.VerifyInterval <= 0 {
+		cfg.VerifyInterval = time.Minute
 	}
 	if cfg.Retention == 0 {
 		cfg.Retention = rollout.DefaultRetention

@@ -60,6 +60,7 @@ type loop struct {
 	// (a writer never blocks on the loop, which may be blocked on it).
 	landedMu  sync.Mutex
 	landed    []rollout.Written
+	landedAt  map[string]time.Time // when each node's last write landed (for verify)
 	landedSig chan struct{}
 	// statusRev is the newest status revision seen per node, so that a
 	// status read again (recheckOverdue) never hands decide an older one
@@ -68,6 +69,13 @@ type loop struct {
 
 	loaded  atomic.Bool  // the term's state is loaded and its first step done
 	pending atomic.Int64 // desired-config writes queued or being written
+	// writing counts each node's desired-config writes queued or being
+	// written, so that a returning node's key is read only when none is.
+	writingMu sync.Mutex
+	writing   map[string]int
+	// desiredLast reads a nodeconfigs key's last message from the stream's
+	// leader (store.Batcher.Last): whether a desired config is really gone.
+	desiredLast func(ctx context.Context, key string) (rev uint64, live bool, err error)
 
 	reconnected <-chan nats.Status // the connection came back: reload
 	quarantined map[string]bool    // bucket/key already reported unreadable
@@ -102,6 +110,7 @@ func newLoop(b *contract.Buckets, cfg Config, log zerolog.Logger, em *events.Emi
 		retention: cfg.Retention, log: log, emit: em.Emit}
 	lp.fx = lp.kv
 	lp.emit = em.Emit
+	lp.desiredLast = t.batchers[contract.BucketNodeConfigs].Last
 	return lp
 }
 
@@ -177,6 +186,10 @@ func (lp *loop) run(ctx context.Context) error {
 	defer save.Stop()
 	tick := time.NewTicker(lp.cfg.TickInterval)
 	defer tick.Stop()
+	verify := time.NewTicker(lp.cfg.VerifyInterval)
+	defer verify.Stop()
+	listed := make(chan desiredKeys, 1)
+	listing := false
 	for {
 		var ev rollout.Event
 		select {
@@ -198,6 +211,18 @@ func (lp *loop) run(ctx context.Context) error {
 				return err
 			}
 			ev = rollout.Tick{}
+		case <-verify.C:
+			if !listing {
+				listing = true
+				go func() { listed <- lp.listDesired(ctx) }()
+			}
+			continue
+		case keys := <-listed:
+			listing = false
+			if err := lp.verify(ctx, keys); err != nil {
+				return err
+			}
+			continue
 		case <-lp.landedSig:
 			if err := lp.stepLanded(ctx); err != nil {
 				return err
@@ -283,6 +308,11 @@ func (lp *loop) run(ctx context.Context) error {
 			if !e.Deleted && !lp.boundToKey(contract.BucketNodes, e.Key, e.Value.GetNode()) {
 				continue
 			}
+			if !e.Deleted {
+				if err := lp.returning(ctx, e.Key, e.Value); err != nil {
+					return err
+				}
+			}
 			ev = rollout.Presence{Node: e.Key, P: e.Value}
 		case e, ok := <-statusW:
 			if !ok {
@@ -296,8 +326,7 @@ func (lp *loop) run(ctx context.Context) error {
 				lp.quarantine(contract.BucketStatus, e.Key, e.Err)
 				continue
 			case e.Deleted:
-				lp.kv.forget(contract.BucketNodeConfigs, contract.DesiredKey(e.Key))
-				lp.kv.forget(contract.BucketNodeConfigs, contract.BackupKey(e.Key))
+				lp.forgetConfigs(e.Key)
 				lp.cfg.Metrics.nodePhase(e.Key, nil)
 				ev = rollout.Reaped{Node: e.Key}
 			case e.Value == nil:
@@ -577,6 +606,10 @@ func (lp *loop) step(ctx context.Context, ev rollout.Event) error {
 func (lp *loop) noteLanded(w rollout.WriteDesired) {
 	lp.landedMu.Lock()
 	lp.landed = append(lp.landed, rollout.Written{Node: w.Desired.GetNode(), Fingerprint: w.Desired.GetFingerprint()})
+	if lp.landedAt == nil {
+		lp.landedAt = map[string]time.Time{}
+	}
+	lp.landedAt[w.Desired.GetNode()] = time.Now()
 	lp.landedMu.Unlock()
 	select {
 	case lp.landedSig <- struct{}{}:
@@ -613,11 +646,11 @@ func (lp *loop) perform(ctx context.Context, a rollout.Action) error {
 		}
 		h := fnv.New32a()
 		_, _ = h.Write([]byte(a.Desired.GetNode()))
-		lp.pending.Add(1)
+		lp.writingNode(a.Desired.GetNode(), 1)
 		select {
 		case lp.writes[h.Sum32()%uint32(len(lp.writes))] <- a:
 		case <-ctx.Done():
-			lp.pending.Add(-1)
+			lp.writingNode(a.Desired.GetNode(), -1)
 			return ctx.Err()
 		}
 	case rollout.StartRollout:
@@ -677,8 +710,139 @@ func (lp *loop) writer(ctx context.Context, q <-chan rollout.WriteDesired) {
 	defer lp.writersWG.Done()
 	for job := range q {
 		lp.writeJob(ctx, job)
-		lp.pending.Add(-1)
+		lp.writingNode(job.Desired.GetNode(), -1)
 	}
+}
+
+// writingNode adds delta to node's count of desired-config writes queued
+// or being written, and to the count of all of them (pending).
+func (lp *loop) writingNode(node string, delta int) {
+	lp.pending.Add(int64(delta))
+	lp.writingMu.Lock()
+	defer lp.writingMu.Unlock()
+	if lp.writing == nil {
+		lp.writing = map[string]int{}
+	}
+	if lp.writing[node] += delta; lp.writing[node] <= 0 {
+		delete(lp.writing, node)
+	}
+}
+
+// forgetConfigs forgets the revisions of node's desired and backup keys,
+// deleted: the next write of each reads its revision first.
+func (lp *loop) forgetConfigs(node string) {
+	lp.kv.forget(contract.BucketNodeConfigs, contract.DesiredKey(node))
+	lp.kv.forget(contract.BucketNodeConfigs, contract.BackupKey(node))
+}
+
+// busyWriting says whether a desired-config write of node is queued or
+// being written.
+func (lp *loop) busyWriting(node string) bool {
+	lp.writingMu.Lock()
+	defer lp.writingMu.Unlock()
+	return lp.writing[node] > 0
+}
+
+// desiredKeys is one listing of the nodeconfigs bucket's keys.
+type desiredKeys struct {
+	started time.Time // when the listing began
+	keys    map[string]bool
+	err     error
+}
+
+// listDesired lists the nodeconfigs bucket's keys (off the loop's
+// goroutine: a fleet's listing takes a while).
+func (lp *loop) listDesired(ctx context.Context) desiredKeys {
+	out := desiredKeys{started: time.Now(), keys: map[string]bool{}}
+	lctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	keys, err := lp.nodeconfigs.Keys(lctx)
+	for _, k := range keys {
+		out.keys[k] = true
+	}
+	out.err = err
+	return out
+}
+
+// verify compares the desired configs the state believes in the bucket
+// with a listing of its keys, and steps a node whose key is gone as
+// reaped, so that it is configured afresh: a deletion the loop never heard
+// of (the reaper deletes a node's keys, and only a status deletion tells
+// the loop; chaos seed 160) must not leave a node unconfigured until its
+// agent restarts. A node with a write of the loop's own queued, or landed
+// since the listing began, is left alone: the listing may predate it.
+func (lp *loop) verify(ctx context.Context, l desiredKeys) error {
+	if l.err != nil {
+		lp.log.Warn().Err(l.err).Msg("verify desired configs: listing the bucket failed; trying again later")
+		return nil
+	}
+	for _, node := range lp.st.Configured() {
+		if l.keys[contract.DesiredKey(node)] {
+			continue
+		}
+		busy := lp.busyWriting(node)
+		lp.landedMu.Lock()
+		recent := !lp.landedAt[node].Before(l.started)
+		lp.landedMu.Unlock()
+		if busy || recent {
+			continue
+		}
+		// A listing may end early (under concurrent writes, and on a
+		// cluster): only the stream leader's word that the key is gone counts.
+		if gone, err := lp.desiredGone(ctx, node); err != nil || !gone {
+			if err != nil {
+				lp.log.Warn().Err(err).Str(logging.FieldNode, node).Msg("verify desired configs: could not confirm a key missing from the listing; trying again later")
+			} else {
+				lp.log.Debug().Str(logging.FieldNode, node).Msg("verify desired configs: the listing missed its key; the stream's leader has it")
+			}
+			continue
+		}
+		lp.log.Info().Str(logging.FieldNode, node).Msg("its desired config is gone from the bucket (deleted while this coordinator did not hear of it): configured afresh")
+		lp.forgetConfigs(node)
+		if err := lp.step(ctx, rollout.Reaped{Node: node}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// desiredGone reads, from the nodeconfigs stream's leader, whether node's
+// desired config is gone (never written, deleted or purged), bounded by
+// AttemptTimeout.
+func (lp *loop) desiredGone(ctx context.Context, node string) (bool, error) {
+	rctx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
+	defer cancel()
+	_, live, err := lp.desiredLast(rctx, contract.DesiredKey(node))
+	return !live, err
+}
+
+// returning reads the desired config of a node coming back (or whose
+// agent restarted), before the state trusts the one it last wrote there
+// (State.Returning): the reaper
+// may have deleted it after the reap the state saw (chaos seed 160: a
+// lagging presence view configured the departed node, the reaper deleted
+// that write too, no status deletion told the loop, and the node came back
+// to a coordinator that believed it configured). A key found gone is
+// stepped as a reap, so the node is configured afresh. A write of the
+// loop's own still in flight is the truth to come: nothing is read then. A
+// read that fails changes nothing.
+func (lp *loop) returning(ctx context.Context, node string, p *sluicev1.NodePresence) error {
+	if !lp.st.Returning(node, p) {
+		return nil
+	}
+	if lp.busyWriting(node) {
+		return nil
+	}
+	gone, err := lp.desiredGone(ctx, node)
+	switch {
+	case err == nil && gone:
+		lp.log.Info().Str(logging.FieldNode, node).Msg("node back and its desired config is gone (reaped while it was away): it is configured afresh")
+		lp.forgetConfigs(node)
+		return lp.step(ctx, rollout.Reaped{Node: node})
+	case err != nil:
+		lp.log.Warn().Err(err).Str(logging.FieldNode, node).Msg("node back: reading its desired config failed; trusting the last one written")
+	}
+	return nil
 }
 
 // writeJob writes one desired config until it lands, the term ends or it

@@ -19,6 +19,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -30,15 +31,18 @@ import (
 
 // Timing of every seed: short, so that a seed takes a few seconds.
 const (
-	leaderLease   = time.Second // the server's minimum TTL
-	tickInterval  = 50 * time.Millisecond
-	saveInterval  = 20 * time.Millisecond
-	resyncEvery   = 2 * time.Second
-	reaperEvery   = 200 * time.Millisecond
-	coordinatorA  = "coord-a"
-	coordinatorB  = "coord-b"
-	configuratorC = "configurator"
-	reaperC       = "reaper"
+	leaderLease  = time.Second // the server's minimum TTL
+	tickInterval = 50 * time.Millisecond
+	saveInterval = 20 * time.Millisecond
+	// verifyInterval: the leader compares its desired configs with the
+	// bucket's keys this often (a minute in production), so seeds exercise it.
+	verifyInterval = time.Second
+	resyncEvery    = 2 * time.Second
+	reaperEvery    = 200 * time.Millisecond
+	coordinatorA   = "coord-a"
+	coordinatorB   = "coord-b"
+	configuratorC  = "configurator"
+	reaperC        = "reaper"
 )
 
 // system is every sluice service and a fleet of real agents running in
@@ -162,12 +166,32 @@ func (s *system) connect(component string) *nats.Conn {
 	// A process restarted while NATS is down keeps trying, as a supervisor
 	// restarting it would (and a failed connect here must not end the seed
 	// from a goroutine that cannot fail the test).
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(50*time.Millisecond), nats.RetryOnFailedConnect(true))
+	role, node := s.roleOf(component)
+	opts := append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond), nats.RetryOnFailedConnect(true)},
+		s.Env().RoleOptions(s.t, role, node)...)
+	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		s.t.Errorf("connect: %v", err)
 	}
 	s.t.Cleanup(nc.Close)
 	return nc
+}
+
+// roleOf is the credentials role (and node) component connects as when
+// the server runs in operator mode (SLUICE_TEST_SECURE=1).
+func (s *system) roleOf(component string) (role, node string) {
+	switch component {
+	case configuratorC:
+		return creds.RoleConfigurator, ""
+	case coordinatorA, coordinatorB:
+		return creds.RoleCoordinator, ""
+	case reaperC:
+		return creds.RoleReaper, ""
+	}
+	if _, ok := s.nodes[component]; !ok {
+		s.t.Errorf("connect: %q is no component of the harness", component)
+	}
+	return creds.RoleNode, component
 }
 
 func (s *system) run(name string, f func(context.Context) error) {
@@ -254,7 +278,7 @@ func (s *system) startCoordinator(instance string) {
 	p := s.pausers[instance]
 	p.resume() // a restarted process runs
 	c, err := coordinator.New(coordinator.Config{Conn: s.connect(instance), Settings: s.settings, Log: s.logger.With().Str("svc", instance).Logger(),
-		Instance: instance, SaveInterval: saveInterval, TickInterval: tickInterval, Now: p.now, BeforeWrite: p.beforeWrite})
+		Instance: instance, SaveInterval: saveInterval, TickInterval: tickInterval, VerifyInterval: verifyInterval, Now: p.now, BeforeWrite: p.beforeWrite})
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/testcontainers/testcontainers-go/wait"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/creds"
 )
 
 const (
@@ -89,6 +90,7 @@ type cluster struct {
 	off   map[string]bool // agents disconnected from the network
 
 	natsURLs []string // nats://127.0.0.1:<port> of each server, as published
+	sec      *secrets // with SLUICE_TEST_SECURE=1: credentials and TLS (secure_test.go)
 	nc       *nats.Conn
 	js       jetstream.JetStream
 	b        *contract.Buckets
@@ -115,7 +117,7 @@ func startCluster(t *testing.T) *cluster {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
 	c := &cluster{t: t, prefix: fmt.Sprintf("sluice-ct-%d-", time.Now().UnixNano()%1e6),
-		ctrs: map[string]*testcontainers.DockerContainer{}, off: map[string]bool{}}
+		ctrs: map[string]*testcontainers.DockerContainer{}, off: map[string]bool{}, sec: secureFromEnv(t)}
 	t.Cleanup(c.cleanup)
 	began := time.Now()
 
@@ -144,24 +146,39 @@ func startCluster(t *testing.T) *cluster {
 	for i, name := range natsNames {
 		c.natsURLs = append(c.natsURLs, "nats://127.0.0.1:"+ports[i])
 		specs = append(specs, natsSpec(name, ports[i]))
+		if c.sec != nil {
+			c.sec.natsServer(&specs[i])
+		}
 	}
 	// A server is healthy only once the cluster has a JetStream meta leader,
 	// so the three start together.
 	c.startAll(ctx, specs)
 
 	specs = specs[:0]
-	specs = append(specs, serviceSpec("configurator", "sluice-configurator"))
-	for _, name := range []string{"coordinator-1", "coordinator-2"} {
-		specs = append(specs, serviceSpec(name, "sluice-rollout-coordinator", "--leader-lease", leaderLease.String(), "--instance", name))
+	users := []struct{ role, node string }{}
+	add := func(sp spec, role, node string) {
+		specs, users = append(specs, sp), append(users, struct{ role, node string }{role, node})
 	}
-	specs = append(specs, serviceSpec("reaper", "sluice-reaper"))
+	add(serviceSpec("configurator", "sluice-configurator"), creds.RoleConfigurator, "")
+	for _, name := range []string{"coordinator-1", "coordinator-2"} {
+		add(serviceSpec(name, "sluice-rollout-coordinator", "--leader-lease", leaderLease.String(), "--instance", name), creds.RoleCoordinator, "")
+	}
+	add(serviceSpec("reaper", "sluice-reaper"), creds.RoleReaper, "")
 	for _, a := range agents {
-		specs = append(specs, agentSpec(a.node, a.zone, a.rack))
+		add(agentSpec(a.node, a.zone, a.rack), creds.RoleNode, a.node)
+	}
+	if c.sec != nil {
+		for i, u := range users {
+			c.sec.client(t, &specs[i], u.role, u.node)
+		}
 	}
 	c.startAll(ctx, specs)
 
-	c.nc, err = nats.Connect(strings.Join(c.natsURLs, ","), nats.Name("sluice container tests"),
-		nats.MaxReconnects(-1), nats.ReconnectWait(250*time.Millisecond))
+	opts := []nats.Option{nats.Name("sluice container tests"), nats.MaxReconnects(-1), nats.ReconnectWait(250 * time.Millisecond)}
+	if c.sec != nil {
+		opts = append(opts, c.sec.hostOptions(t)...)
+	}
+	c.nc, err = nats.Connect(strings.Join(c.natsURLs, ","), opts...)
 	if err != nil {
 		t.Fatalf("connect to %v: %v", c.natsURLs, err)
 	}
@@ -171,7 +188,11 @@ func startCluster(t *testing.T) *cluster {
 	if c.b, err = contract.OpenBuckets(ctx, c.js); err != nil {
 		t.Fatalf("bind the buckets from the host: %v", err)
 	}
-	t.Logf("cluster up in %s: %s", time.Since(began).Round(100*time.Millisecond), strings.Join(c.roles, " "))
+	secured := ""
+	if c.sec != nil {
+		secured = " (operator mode, TLS: each a user of its own role)"
+	}
+	t.Logf("cluster up in %s%s: %s", time.Since(began).Round(100*time.Millisecond), secured, strings.Join(c.roles, " "))
 	return c
 }
 
@@ -456,6 +477,11 @@ func (c *cluster) monitorURL(ctx context.Context, name string) (string, error) {
 // cleanup writes out every container's log when the test failed, then
 // removes the containers and the network.
 func (c *cluster) cleanup() {
+	if c.sec != nil {
+		for _, line := range c.refusals() {
+			c.t.Errorf("the server refused a permission: %s", line)
+		}
+	}
 	if c.t.Failed() {
 		c.dumpLogs()
 	}
@@ -503,19 +529,11 @@ func (c *cluster) dumpLogs() {
 		return
 	}
 	abs, _ := filepath.Abs(dir)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	c.mu.Lock()
-	roles := append([]string(nil), c.roles...)
-	c.mu.Unlock()
-	for _, role := range roles {
-		rc, err := c.ctrs[role].Logs(ctx)
+	c.eachLog(func(role string, b []byte, err error) {
 		if err != nil {
 			c.t.Logf("logs of %s: %v", role, err)
-			continue
+			return
 		}
-		b, _ := io.ReadAll(rc)
-		rc.Close()
 		if err := os.WriteFile(filepath.Join(dir, role+".log"), b, 0o644); err != nil {
 			c.t.Logf("logs of %s: %v", role, err)
 		}
@@ -525,6 +543,26 @@ func (c *cluster) dumpLogs() {
 		}
 		lines = lines[max(0, len(lines)-logTail):]
 		c.t.Logf("--- %s: last %d lines (all in %s)\n%s", role, len(lines), filepath.Join(abs, role+".log"), strings.Join(lines, "\n"))
+	})
+}
+
+// eachLog reads the whole log of every container, in start order, and
+// hands it to each (or the error reading it).
+func (c *cluster) eachLog(each func(role string, log []byte, err error)) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	c.mu.Lock()
+	roles := append([]string(nil), c.roles...)
+	c.mu.Unlock()
+	for _, role := range roles {
+		rc, err := c.ctrs[role].Logs(ctx)
+		if err != nil {
+			each(role, nil, err)
+			continue
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		each(role, b, err)
 	}
 }
 

@@ -44,6 +44,9 @@ func (c *cluster) nats(t *testing.T, bin string, args ...string) string {
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin, args...)
 	cmd.Env = append(os.Environ(), "NATS_URL="+strings.Join(c.natsURLs, ","), "XDG_CONFIG_HOME="+t.TempDir(), "NO_COLOR=1")
+	if c.sec != nil {
+		cmd.Env = append(cmd.Env, c.sec.natsCLIEnv(t)...)
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("nats %s: %v\n%s", strings.Join(args, " "), err, out)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -34,9 +35,11 @@ type system struct {
 	dir    string // agents' state directories live under it
 	wrap   func(node string, a agent.Applier) agent.Applier
 	checks []agent.CheckSpec // run by every agent after each apply
-	labels map[string]map[string]string
-	mu     sync.Mutex
-	stops  map[string]func() // component or node → stop it and wait
+	// nodeChecks, if set, are a node's own checks, after checks.
+	nodeChecks func(node string) []agent.CheckSpec
+	labels     map[string]map[string]string
+	mu         sync.Mutex
+	stops      map[string]func() // component or node → stop it and wait
 }
 
 // nodeLabels spreads nodes over three zones and two racks.
@@ -49,7 +52,14 @@ func nodeName(i int) string { return fmt.Sprintf("node-%02d", i+1) }
 // startSystem starts the services and n agents whose applier is wrap(node, file applier).
 func startSystem(t *testing.T, env *natstest.Env, dir string, n int, wrap func(string, agent.Applier) agent.Applier, checks ...agent.CheckSpec) *system {
 	t.Helper()
-	s := &system{t: t, env: env, dir: dir, wrap: wrap, checks: checks, labels: map[string]map[string]string{}, stops: map[string]func(){}}
+	return startSystemWith(t, env, dir, n, wrap, nil, checks...)
+}
+
+// startSystemWith is startSystem with each node's own checks too.
+func startSystemWith(t *testing.T, env *natstest.Env, dir string, n int, wrap func(string, agent.Applier) agent.Applier,
+	nodeChecks func(string) []agent.CheckSpec, checks ...agent.CheckSpec) *system {
+	t.Helper()
+	s := &system{t: t, env: env, dir: dir, wrap: wrap, checks: checks, nodeChecks: nodeChecks, labels: map[string]map[string]string{}, stops: map[string]func(){}}
 	t.Cleanup(s.stop)
 	log := zerolog.Nop()
 	cfgr, err := configurator.New(configurator.Config{Conn: env.ConnectRole(t, creds.RoleConfigurator, ""), Settings: env.Settings, Log: log})
@@ -113,9 +123,13 @@ func (s *system) startAgent(i int) {
 	s.mu.Lock()
 	s.labels[name] = nodeLabels(i)
 	s.mu.Unlock()
+	checks := s.checks
+	if s.nodeChecks != nil {
+		checks = append(slices.Clone(checks), s.nodeChecks(name)...)
+	}
 	nc := s.env.ConnectRole(s.t, creds.RoleNode, name)
 	a, err := agent.New(agent.Config{Conn: nc, Settings: s.env.Settings, Log: zerolog.Nop(), Node: name,
-		Labels: nodeLabels(i), StateDir: stateDir, Applier: ap, Version: "e2e", Checks: s.checks})
+		Labels: nodeLabels(i), StateDir: stateDir, Applier: ap, Version: "e2e", Checks: checks})
 	if err != nil {
 		s.t.Fatal(err)
 	}

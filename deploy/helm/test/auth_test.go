@@ -261,32 +261,12 @@ func TestChart_AuthWithAgentsOnly_NeedsNoServicesSecret(t *testing.T) {
 // a message that says what to do. Its first line is the message wanted
 // ("# want: …").
 func TestChart_TemplatesRefuseInconsistentValues(t *testing.T) {
-	files, err := filepath.Glob("testdata/inconsistent/*.yaml")
-	if err != nil || len(files) == 0 {
-		t.Fatalf("no inconsistent values files: %v", err)
-	}
-	for _, f := range files {
-		t.Run(filepath.Base(f), func(t *testing.T) {
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			first, _, _ := strings.Cut(string(b), "\n")
-			want, ok := strings.CutPrefix(first, "# want: ")
-			if !ok {
-				t.Fatalf("%s: first line %q is not \"# want: …\"", f, first)
-			}
-			_, err = install(f)
-			if err == nil {
-				t.Fatal("rendered; want the templates to refuse it")
-			}
-			t.Logf("refused: %v", err)
-			if strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
-				t.Errorf("refused by the schema, want the templates' own message %q: %v", want, err)
-			}
-			if !strings.Contains(err.Error(), want) {
-				t.Errorf("error %q: want %q", err, want)
-			}
-		})
-	}
+	eachRefused(t, "testdata/inconsistent", "the templates", func(t *testing.T, err error, want string) {
+		if strings.Contains(err.Error(), "values don't meet the specifications of the schema") {
+			t.Errorf("refused by the schema, want the templates' own message %q: %v", want, err)
+		}
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q: want %q", err, want)
+		}
+	})
 }

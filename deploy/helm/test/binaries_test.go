@@ -214,7 +214,7 @@ func (m mounts) rewrite(arg string) string {
 // mountDirs makes a directory for each of c's mounts, holding the files of
 // the ConfigMap mounted there when the chart renders it, or of the Secrets
 // credentialFixtures holds; a hostPath of type File is mounted as the
-// file credentialFixtures holds for that path on the node.
+// file nodeFiles or credentialFixtures holds for that path on the node.
 func mountDirs(t *testing.T, objs objects, spec corev1.PodSpec, c corev1.Container) mounts {
 	t.Helper()
 	var m mounts
@@ -244,7 +244,10 @@ func mountDirs(t *testing.T, objs objects, spec corev1.PodSpec, c corev1.Contain
 					}
 				}
 			case v.HostPath != nil && v.HostPath.Type != nil && *v.HostPath.Type == corev1.HostPathFile:
-				data, ok := credentialFixtures(t).hostFiles[v.HostPath.Path]
+				data, ok := nodeFiles[v.HostPath.Path]
+				if !ok {
+					data, ok = credentialFixtures(t).hostFiles[v.HostPath.Path]
+				}
 				if !ok {
 					t.Fatalf("volume %s: hostPath file %s on the node is not simulated here", v.Name, v.HostPath.Path)
 				}
@@ -338,6 +341,14 @@ func writeSecret(t *testing.T, dir, name string, items []corev1.KeyToPath) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// nodeFiles are the files on the node, by host path, that values files
+// other than testdata/auth-tls.yaml name: the node's own netlink settings
+// of testdata/agent-netlink.yaml (its --netlink-file, read strictly and
+// checked at the agent's start).
+var nodeFiles = map[string][]byte{
+	"/etc/sluice/netlink.yaml": []byte("vtepAddress: 192.0.2.11\nnodeAddresses: {100: 10.100.0.11/24, 200: \"fd00:200::11/64\"}\n"),
 }
 
 // credentials are the Secrets (name → key → content) and the files on the

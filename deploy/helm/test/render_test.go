@@ -159,6 +159,12 @@ func TestChart_RendersStrictKubernetesObjects(t *testing.T) {
 			"PodDisruptionBudget/sl-configurator", "PodDisruptionBudget/sl-reaper", "PodDisruptionBudget/sl-rollout-coordinator",
 			"ServiceAccount/sl-agent",
 		}},
+		{name: "agent with the netlink applier", valuesFile: "testdata/agent-netlink.yaml", want: []string{
+			"ClusterRole/sl-agent", "ClusterRoleBinding/sl-agent", "ConfigMap/sl-agent", "DaemonSet/sl-agent",
+			"Deployment/sl-configurator", "Deployment/sl-reaper", "Deployment/sl-rollout-coordinator",
+			"PodDisruptionBudget/sl-configurator", "PodDisruptionBudget/sl-reaper", "PodDisruptionBudget/sl-rollout-coordinator",
+			"ServiceAccount/sl-agent",
+		}},
 		{name: "services scaled, no agent", valuesFile: "testdata/services-scaled.yaml", want: []string{
 			"Deployment/sl-configurator", "Deployment/sl-reaper", "Deployment/sl-rollout-coordinator",
 			"PodDisruptionBudget/sl-configurator", "PodDisruptionBudget/sl-rollout-coordinator",
@@ -494,9 +500,22 @@ func TestChart_ServicesScaled(t *testing.T) {
 // Every file in testdata/invalid breaks values.schema.json; its first line
 // says what the error must name ("# want: …").
 func TestChart_SchemaRefusesBadValues(t *testing.T) {
-	files, err := filepath.Glob("testdata/invalid/*.yaml")
+	eachRefused(t, "testdata/invalid", "values.schema.json", func(t *testing.T, err error, want string) {
+		if !strings.Contains(err.Error(), "values don't meet the specifications of the schema") || !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q: want a schema error naming %q", err, want)
+		}
+	})
+}
+
+// eachRefused installs every values file in dir, each in a subtest, and
+// hands check the error refusing it and the message wanted, which the
+// file's first line gives ("# want: …"); a file that renders fails, saying
+// it wanted refuser to refuse it.
+func eachRefused(t *testing.T, dir, refuser string, check func(t *testing.T, err error, want string)) {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no invalid values files: %v", err)
+		t.Fatalf("no values files in %s: %v", dir, err)
 	}
 	for _, f := range files {
 		t.Run(filepath.Base(f), func(t *testing.T) {
@@ -511,12 +530,10 @@ func TestChart_SchemaRefusesBadValues(t *testing.T) {
 			}
 			_, err = install(f)
 			if err == nil {
-				t.Fatal("rendered; want values.schema.json to refuse it")
+				t.Fatalf("rendered; want %s to refuse it", refuser)
 			}
 			t.Logf("refused: %v", err)
-			if !strings.Contains(err.Error(), "values don't meet the specifications of the schema") || !strings.Contains(err.Error(), want) {
-				t.Errorf("error %q: want a schema error naming %q", err, want)
-			}
+			check(t, err, want)
 		})
 	}
 }

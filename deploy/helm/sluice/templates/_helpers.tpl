@@ -131,7 +131,47 @@ services.yaml, so it runs once per render.
 {{- fail (printf "nats.auth.enabled is true but nats.auth.servicesSecret is empty: it names the Secret with the NATS credentials of the %s (keys %s, from `sluice creds issue ROLE`; docs/deploy.md, Credentials and TLS). Create it and set nats.auth.servicesSecret, or disable those services." (join ", " $names) (join ", " $keys)) -}}
 {{- end -}}
 {{- end -}}
+{{- if and .Values.agent.enabled (eq .Values.agent.applier.kind "netlink") -}}
+{{- include "sluice.validateNetlink" . -}}
 {{- end -}}
+{{- end -}}
+
+{{/*
+The netlink applier changes the node's own network. Without the node's
+network namespace it would configure the pod's own; without root, NET_ADMIN
+and NET_RAW every apply and every ping fails; without an uplink or a VTEP
+address no agent starts. Refused here, at install, naming the values to
+set, rather than by every node at its first rollout.
+*/}}
+{{- define "sluice.validateNetlink" -}}
+{{- $a := .Values.agent -}}
+{{- $missing := list -}}
+{{- if not $a.hostNetwork }}{{ $missing = append $missing "agent.hostNetwork is false (the pod would change its own network namespace, not the node's)" }}{{ end -}}
+{{- if not $a.runAsRoot }}{{ $missing = append $missing "agent.runAsRoot is false (Kubernetes gives a non-root container no capabilities)" }}{{ end -}}
+{{- $caps := list -}}
+{{- range list "NET_ADMIN" "NET_RAW" }}{{ if not (has . $a.capabilities) }}{{ $caps = append $caps . }}{{ end }}{{ end -}}
+{{- with $caps }}{{ $missing = append $missing (printf "agent.capabilities lacks %s (NET_ADMIN: links and addresses; NET_RAW: the ping of the gateway and peer checks)" (join " and " .)) }}{{ end -}}
+{{- with $missing -}}
+{{- fail (printf "agent.applier.kind is netlink, which configures the node's own network, but %s. Set agent.hostNetwork: true, agent.runAsRoot: true and agent.capabilities: [NET_ADMIN, NET_RAW] (docs/deploy.md, The netlink applier), or use another applier." (join "; " .)) -}}
+{{- end -}}
+{{- $nl := $a.netlink | default dict -}}
+{{- $hostFlags := false -}}
+{{- range $a.extraArgs }}{{ if regexMatch "^--?(uplink|vtep-address|netlink-file)([= ]|$)" . }}{{ $hostFlags = true }}{{ end }}{{ end -}}
+{{- if not (or $nl.uplink $nl.vtepAddress $a.netlinkHostPath $hostFlags) -}}
+{{- fail "agent.applier.kind is netlink but nothing gives the VXLAN devices their source: set agent.netlink.uplink (the interface they send from, the same name on every node) or agent.netlinkHostPath (a file on each node with its vtepAddress; docs/deploy.md, The netlink applier)." -}}
+{{- end -}}
+{{- with $nl.routingDaemonFile -}}
+{{- $dir := dir . -}}
+{{- range list "/var/lib/sluice-agent" "/etc/sluice-agent" "/etc/sluice" "/tmp" -}}
+{{- if or (eq $dir .) (hasPrefix (printf "%s/" .) $dir) (hasPrefix (printf "%s/" $dir) .) -}}
+{{- fail (printf "agent.netlink.routingDaemonFile %s: its directory %s is mounted from the node at the same path, and would overlap the agent's own %s. Pick a directory of its own, e.g. /run/sluice/routing.json." $nl.routingDaemonFile $dir .) -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Where the agent finds its node's own netlink settings (agent.netlinkHostPath). */}}
+{{- define "sluice.netlinkFile" -}}/etc/sluice/netlink.yaml{{- end -}}
 
 {{/* Prometheus scrape annotations for a pod serving /metrics on port. */}}
 {{- define "sluice.metricsAnnotations" -}}
@@ -160,16 +200,21 @@ readinessProbe:
   failureThreshold: 3
 {{- end -}}
 
-{{/* The agent's --config file: applier, validate and checks, with unset fields left out (the agent reads it strictly). */}}
+{{/* The agent's --config file: applier (with the netlink section for the netlink applier), validate and checks, with unset fields left out (the agent reads it strictly). */}}
 {{- define "sluice.agentConfig" -}}
 {{- $a := .Values.agent -}}
 {{- $applier := dict "kind" $a.applier.kind -}}
+{{- if ne $a.applier.kind "netlink" }}
 {{- with $a.applier.path }}{{ $_ := set $applier "path" . }}{{ end -}}
+{{- end -}}
 {{- if eq $a.applier.kind "exec" }}
 {{- $_ := set $applier "command" $a.applier.command -}}
 {{- $_ := set $applier "mode" $a.applier.mode -}}
 {{- end -}}
 {{- $cfg := dict "applier" $applier -}}
+{{- if eq $a.applier.kind "netlink" }}
+{{- with $a.netlink }}{{ $_ := set $cfg "netlink" . }}{{ end -}}
+{{- end -}}
 {{- with $a.validate }}{{ $_ := set $cfg "validate" . }}{{ end -}}
 {{- with $a.checkTimeout }}{{ $_ := set $cfg "checkTimeout" . }}{{ end -}}
 {{- with $a.checkRetries }}{{ $_ := set $cfg "checkRetries" . }}{{ end -}}

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/natsauth"
 	"github.com/sluicehq/sluice/services/agent"
+	"github.com/sluicehq/sluice/services/agent/hostnet"
 )
 
 // options are the command line.
@@ -31,6 +32,10 @@ type options struct {
 	checkCmds, checkTCP, checkHTTP, checkIfaces multi
 	checkTimeout, checkDeadline                 time.Duration
 	checkRetries                                int
+	netlink                                     netlinkFlags
+	netChecks                                   netCheckFlags
+	// warnings found while building the config, logged at start.
+	warnings []string
 }
 
 func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
@@ -44,7 +49,7 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig for --kube-node-labels outside a cluster (default: the in-cluster ServiceAccount)")
 	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/sluice-agent", "directory for the last-good config and the apply marker")
 	fs.StringVar(&o.configFile, "config", "", "YAML file with applier, validate and checks (flags override it; check flags add to its checks)")
-	fs.StringVar(&o.applier, "applier", "file", "how configs are applied: file or exec")
+	fs.StringVar(&o.applier, "applier", "file", "how configs are applied: file, exec or netlink (the host's network through netlink: docs/agent.md)")
 	fs.StringVar(&o.configPath, "config-path", "", "file the file applier writes (default <state-dir>/config.json); with --apply-mode file, where the exec applier writes it")
 	fs.StringVar(&o.applyCmd, "apply-cmd", "", "exec applier: shell command that applies the config (SLUICE_NODE, SLUICE_FINGERPRINT; SLUICE_CONFIG in file mode)")
 	fs.StringVar(&o.applyMode, "apply-mode", "stdin", "exec applier: how the config reaches --apply-cmd: stdin or file")
@@ -53,9 +58,11 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.Var(&o.checkTCP, "check-tcp", "health check (repeatable): TCP connect to host:port; host:port,refused also accepts a refused connection")
 	fs.Var(&o.checkHTTP, "check-http", "health check (repeatable): GET URL[=status] (default status 200)")
 	fs.Var(&o.checkIfaces, "check-interface", "health check (repeatable): network interface present and up")
+	o.netChecks.register(fs)
 	fs.DurationVar(&o.checkTimeout, "check-timeout", agent.DefaultCheckTimeout, "timeout of one attempt of a check")
 	fs.IntVar(&o.checkRetries, "check-retries", 0, "further attempts a failing check gets")
 	fs.DurationVar(&o.checkDeadline, "check-deadline", agent.DefaultCheckDeadline, "time all checks of one apply may take, retries included")
+	o.netlink.register(fs)
 	return fs
 }
 
@@ -97,8 +104,20 @@ func (o *options) agentConfig(fs *flag.FlagSet) (agent.Config, error) {
 			return cfg, fmt.Errorf("--apply-mode (applier.mode) %q: want stdin or file", mode)
 		}
 		cfg.Applier = agent.ExecApplier{Command: cmd, Mode: agent.ApplyMode(mode), Path: path}
+	case "netlink":
+		h, err := o.netlink.host(set, fc.Netlink)
+		if err != nil {
+			return cfg, fmt.Errorf("--applier netlink: %w", err)
+		}
+		var warning string
+		if cfg.Applier, warning, err = netlinkApplier(h); err != nil {
+			return cfg, err
+		}
+		if warning != "" {
+			o.warnings = append(o.warnings, warning)
+		}
 	default:
-		return cfg, fmt.Errorf("--applier (applier.kind) %q: want file or exec", kind)
+		return cfg, fmt.Errorf("--applier (applier.kind) %q: want file, exec or netlink", kind)
 	}
 
 	if o.checkRetries < 0 {
@@ -154,6 +173,11 @@ func (o *options) agentConfig(fs *flag.FlagSet) (agent.Config, error) {
 			}
 		}
 	}
+	netChecks, err := o.netChecks.specs(timeout, retries)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Checks = append(cfg.Checks, netChecks...)
 	cfg.Node, cfg.Labels, cfg.StateDir = o.node, lbls, o.stateDir
 	cfg.CheckDeadline = deadline
 	// The connection: a flag on the command line wins over the file, the
@@ -177,7 +201,7 @@ func (o *options) agentConfig(fs *flag.FlagSet) (agent.Config, error) {
 // checked. Unknown fields are errors.
 type fileConfig struct {
 	Applier struct {
-		Kind    string `json:"kind"`    // file | exec
+		Kind    string `json:"kind"`    // file | exec | netlink
 		Path    string `json:"path"`    // file: the file written; exec file mode: where the config is written
 		Command string `json:"command"` // exec: the command
 		Mode    string `json:"mode"`    // exec: stdin | file
@@ -189,10 +213,14 @@ type fileConfig struct {
 	Checks        []checkSpec `json:"checks"`
 	// NATS: credentials and TLS (the --creds, --tls-* flags win over it).
 	NATS natsauth.Options `json:"nats"`
+	// Netlink: the host's network settings of the netlink applier (the
+	// --uplink, --vtep-address, … flags win over it).
+	Netlink hostnet.Host `json:"netlink"`
 }
 
 // checkSpec is one check of the config file (or of a --check-* flag);
-// exactly one of Exec, TCP, HTTP and Interface is set.
+// exactly one of Exec, TCP, HTTP, Interface and the network checks
+// (Gateway, Peer, Uplink) is set.
 type checkSpec struct {
 	Name               string   `json:"name"`
 	Exec               string   `json:"exec"`
@@ -203,6 +231,7 @@ type checkSpec struct {
 	Interface          string   `json:"interface"`
 	Timeout            duration `json:"timeout"`
 	Retries            *int     `json:"retries"`
+	netCheckFields
 }
 
 // invalid is an error in s's fields, naming s when it has a name (as the
@@ -230,9 +259,14 @@ func (s checkSpec) spec(timeout time.Duration, retries int) (agent.CheckSpec, er
 	if s.Interface != "" {
 		kinds = append(kinds, agent.InterfaceCheck{Label: s.Name, Interface: s.Interface})
 	}
+	nets, err := s.netCheckFields.checks(s.Name)
+	if err != nil {
+		return agent.CheckSpec{}, s.invalid("%w", err)
+	}
+	kinds = append(kinds, nets...)
 	switch {
 	case len(kinds) != 1:
-		return agent.CheckSpec{}, s.invalid("set exactly one of exec, tcp, http, interface")
+		return agent.CheckSpec{}, s.invalid("set exactly one of exec, tcp, http, interface, gateway, peer, uplink")
 	case s.RefusedIsReachable && s.TCP == "":
 		return agent.CheckSpec{}, s.invalid("refusedIsReachable: only for a tcp check")
 	case s.ExpectStatus != 0 && s.HTTP == "":

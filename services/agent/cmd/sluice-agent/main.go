@@ -53,6 +53,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "sluice-agent: %v\n", err)
 		return 2
 	}
+	for _, w := range o.warnings {
+		log.Warn().Msg(w)
+	}
 	// Serves --http-addr and waits for NATS (a stop meanwhile is clean).
 	p, err := o.common.Start(ctx, "sluice-agent "+cfg.Node, log)
 	if err != nil {

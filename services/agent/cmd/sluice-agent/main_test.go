@@ -3,7 +3,10 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
+	"flag"
 	"io"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -18,6 +21,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent"
+	"github.com/sluicehq/sluice/services/agent/hostnet"
 )
 
 // desired is node's desired config: the empty config, fingerprinted as the
@@ -98,7 +102,27 @@ func TestRun_RejectsBadSettings_NamingTheField(t *testing.T) {
 		given   []string
 		wantErr string
 	}{
-		{name: "unknown applier", given: []string{"--applier", "netlink"}, wantErr: `--applier (applier.kind) "netlink"`},
+		{name: "unknown applier", given: []string{"--applier", "nftables"}, wantErr: `--applier (applier.kind) "nftables": want file, exec or netlink`},
+		{name: "netlink applier without uplink or VTEP address", given: []string{"--applier", "netlink", "--vrfs", "off"},
+			wantErr: "--applier netlink: invalid host network settings: uplink: one of uplink and vtepAddress is required"},
+		{name: "netlink: bad VTEP address", given: []string{"--applier", "netlink", "--vtep-address", "192.0.2"}, wantErr: `--vtep-address "192.0.2": not an IP address`},
+		{name: "netlink: bad node address", given: []string{"--applier", "netlink", "--uplink", "eth0", "--node-address", "100:10.0.0.1/24"},
+			wantErr: `--node-address "100:10.0.0.1/24": want VLAN=CIDR`},
+		{name: "netlink: node address without a prefix length", given: []string{"--applier", "netlink", "--uplink", "eth0", "--node-address", "100=10.0.0.1"},
+			wantErr: `--node-address "100=10.0.0.1": "10.0.0.1" is not an address with its prefix length`},
+		{name: "netlink: VLAN out of range", given: []string{"--applier", "netlink", "--uplink", "eth0", "--node-address", "5000=10.0.0.1/24"},
+			wantErr: `VLAN "5000": want 1-4094`},
+		{name: "netlink: bad flood peer", given: []string{"--applier", "netlink", "--uplink", "eth0", "--flood-peers", "192.0.2.2,peer"},
+			wantErr: `--flood-peers: "peer" is not an IP address`},
+		{name: "netlink: port 0", given: []string{"--applier", "netlink", "--uplink", "eth0", "--vxlan-port", "0"}, wantErr: "--vxlan-port 0: want 1-65535"},
+		{name: "netlink: bad vrfs", given: []string{"--applier", "netlink", "--uplink", "eth0", "--vrfs", "maybe"}, wantErr: "vrfs"},
+		{name: "netlink: missing host file", given: []string{"--applier", "netlink", "--uplink", "eth0", "--netlink-file", filepath.Join(dir, "no-such-netlink.yaml")},
+			wantErr: "--netlink-file: open " + filepath.Join(dir, "no-such-netlink.yaml")},
+		{name: "netlink: unknown field in the host file", given: []string{"--applier", "netlink", "--uplink", "eth0", "--netlink-file", file("own.yaml", "nodeAdresses: {}\n")},
+			wantErr: "nodeAdresses"},
+		{name: "netlink: unknown field in the file", given: []string{"--applier", "netlink", "--config", file("nl.yaml", "netlink:\n  uplnk: eth0\n")}, wantErr: "uplnk"},
+		{name: "netlink: multicast anycast MAC in the file", given: []string{"--config", file("mac.yaml", "applier: {kind: netlink}\nnetlink: {uplink: eth0, vrfs: 'off', anycastMAC: '01:00:5e:00:00:01'}\n")},
+			wantErr: "anycastMAC"},
 		{name: "exec applier without a command", given: []string{"--applier", "exec"}, wantErr: "--apply-cmd (applier.command): required"},
 		{name: "bad apply mode", given: []string{"--applier", "exec", "--apply-cmd", "true", "--apply-mode", "pipe"}, wantErr: `--apply-mode (applier.mode) "pipe"`},
 		{name: "negative retries", given: []string{"--check-retries", "-1"}, wantErr: "--check-retries"},
@@ -106,9 +130,9 @@ func TestRun_RejectsBadSettings_NamingTheField(t *testing.T) {
 		{name: "missing config file", given: []string{"--config", filepath.Join(dir, "none.yaml")}, wantErr: "--config"},
 		{name: "unknown field", given: []string{"--config", file("unknown.yaml", "chekcs: []\n")}, wantErr: "chekcs"},
 		{name: "check with two kinds", given: []string{"--config", file("two.yaml", "checks:\n- exec: 'true'\n- tcp: a:1\n  interface: lo\n")},
-			wantErr: "checks[1]: set exactly one of exec, tcp, http, interface"},
+			wantErr: "checks[1]: set exactly one of exec, tcp, http, interface, gateway, peer, uplink"},
 		{name: "check with no kind", given: []string{"--config", file("none.yaml", "checks:\n- name: uplink\n")},
-			wantErr: `checks[0]: check "uplink": set exactly one of exec, tcp, http, interface`},
+			wantErr: `checks[0]: check "uplink": set exactly one of exec, tcp, http, interface, gateway, peer, uplink`},
 		{name: "option of another kind", given: []string{"--config", file("opt.yaml", "checks:\n- {name: gw, exec: 'true', refusedIsReachable: true}\n")},
 			wantErr: `checks[0]: check "gw": refusedIsReachable: only for a tcp check`},
 		{name: "tcp address without port", given: []string{"--config", file("tcp.yaml", "checks:\n- {name: gw, tcp: 10.0.0.1}\n")},
@@ -330,5 +354,95 @@ func TestRun_WithNodeCredentials_RegistersAndApplies(t *testing.T) {
 	}
 	if !strings.Contains(stderr.String(), "(user n1)") {
 		t.Fatalf("the start-up log does not say which credentials it connects with:\n%s", stderr.String())
+	}
+}
+
+// TestNetlinkHost_FileAndFlags: the netlink applier's host settings come
+// from the --config file's netlink section, each flag given winning over it.
+func TestNetlinkHost_FileAndFlags(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "agent.yaml")
+	body := `applier: {kind: netlink}
+netlink:
+  uplink: eth1
+  vxlanPort: 4790
+  floodPeers: [192.0.2.2, 192.0.2.3]
+  nodeAddresses: {100: 10.100.0.11/24}
+  vrfs: "off"
+  routingDaemonFile: /run/sluice/routing.json
+`
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hostOf := func(args ...string) hostnet.Host {
+		t.Helper()
+		var o options
+		fs := o.flagSet(io.Discard)
+		if err := fs.Parse(append([]string{"--node", "n1", "--config", p}, args...)); err != nil {
+			t.Fatal(err)
+		}
+		fc, err := loadConfig(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		set := map[string]bool{}
+		fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+		h, err := o.netlink.host(set, fc.Netlink)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return h
+	}
+	fromFile := hostnet.Host{Uplink: "eth1", VXLANPort: 4790,
+		FloodPeers:    []netip.Addr{netip.MustParseAddr("192.0.2.2"), netip.MustParseAddr("192.0.2.3")},
+		NodeAddresses: map[uint32]netip.Prefix{100: netip.MustParsePrefix("10.100.0.11/24")}, VRFs: "off", RoutingDaemonFile: "/run/sluice/routing.json"}
+	if got := hostOf(); !reflect.DeepEqual(got, fromFile) {
+		t.Errorf("from the file:\n got %+v\nwant %+v", got, fromFile)
+	}
+	withFlags := fromFile
+	withFlags.Uplink, withFlags.VTEPAddress, withFlags.FloodPeers = "eth2", netip.MustParseAddr("192.0.2.1"), []netip.Addr{netip.MustParseAddr("192.0.2.9")}
+	withFlags.NodeAddresses = map[uint32]netip.Prefix{100: netip.MustParsePrefix("10.100.0.12/24"), 200: netip.MustParsePrefix("fd00:200::12/64")}
+	if got := hostOf("--uplink", "eth2", "--vtep-address", "192.0.2.1", "--flood-peers", "192.0.2.9",
+		"--node-address", "100=10.100.0.12/24", "--node-address", "200=fd00:200::12/64"); !reflect.DeepEqual(got, withFlags) {
+		t.Errorf("flags over the file:\n got %+v\nwant %+v", got, withFlags)
+	}
+	// A host's own file (--netlink-file) over the section, flags over both.
+	own := filepath.Join(t.TempDir(), "netlink.yaml")
+	if err := os.WriteFile(own, []byte("vtepAddress: 192.0.2.7\nnodeAddresses: {100: 10.100.0.17/24}\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	withOwn := fromFile
+	withOwn.VTEPAddress, withOwn.NodeAddresses = netip.MustParseAddr("192.0.2.7"), map[uint32]netip.Prefix{100: netip.MustParsePrefix("10.100.0.17/24")}
+	if got := hostOf("--netlink-file", own); !reflect.DeepEqual(got, withOwn) {
+		t.Errorf("the host's own file over the section:\n got %+v\nwant %+v", got, withOwn)
+	}
+	withOwn.Uplink = "eth3"
+	if got := hostOf("--netlink-file", own, "--uplink", "eth3"); !reflect.DeepEqual(got, withOwn) {
+		t.Errorf("a flag over the host's own file:\n got %+v\nwant %+v", got, withOwn)
+	}
+	// The whole config builds the netlink applier (vrfs off: no VRF probe).
+	cfg, err := agentConfigOf(t, "--config", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := cfg.Applier.(*hostnet.Applier); !ok {
+		t.Fatalf("applier %T; want *hostnet.Applier", cfg.Applier)
+	}
+}
+
+// TestNetlinkApplier_WithoutKernelVRFs: with VRF devices (the default) on a
+// kernel that cannot make them, the agent does not start, and says why and
+// what to set; where the kernel can, it starts.
+func TestNetlinkApplier_WithoutKernelVRFs(t *testing.T) {
+	_, err := agentConfigOf(t, "--applier", "netlink", "--uplink", "eth0")
+	probe := hostnet.ProbeVRF()
+	switch {
+	case probe == nil && err != nil:
+		t.Fatalf("the kernel has VRFs, yet: %v", err)
+	case probe != nil && errors.Is(probe, hostnet.ErrNoVRFSupport):
+		if err == nil || !strings.Contains(err.Error(), "CONFIG_NET_VRF") || !strings.Contains(err.Error(), "vrfs: off") {
+			t.Fatalf("got %v; want the missing CONFIG_NET_VRF and vrfs: off named", err)
+		}
+	case probe != nil:
+		t.Skipf("cannot tell whether the kernel has VRFs (needs CAP_NET_ADMIN and CAP_SYS_ADMIN): %v", probe)
 	}
 }

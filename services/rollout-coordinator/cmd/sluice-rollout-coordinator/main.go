@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	"time"
 
 	"github.com/sluicehq/sluice/pkg/cmdutil"
 	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
@@ -28,8 +29,9 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	instance := fs.String("instance", "", "name in the leader lease (default host-pid)")
 	retention := fs.Int("rollout-retention", coordinator.DefaultRetention, "ended rollout records kept; older ones are deleted when a rollout finishes (-1 keeps all)")
 	expiry := fs.Duration("invalid-expiry", 0, "forgive a fingerprint recorded invalid this long ago (0: never)")
+	verify := fs.Duration("verify-interval", time.Minute, "how often the leader lists the nodeconfigs keys and configures afresh a node whose desired config was deleted unheard")
 	return common.Main(ctx, fs, args, stderr, nil, func(rt cmdutil.Runtime) (cmdutil.Service, error) {
 		return coordinator.New(coordinator.Config{Conn: rt.Conn, Settings: common.Settings(), Log: rt.Log, Instance: *instance,
-			Retention: *retention, InvalidExpiry: *expiry, Version: cmdutil.Version, Metrics: coordinator.NewMetrics(rt.Metrics)})
+			Retention: *retention, InvalidExpiry: *expiry, VerifyInterval: *verify, Version: cmdutil.Version, Metrics: coordinator.NewMetrics(rt.Metrics)})
 	})
 }

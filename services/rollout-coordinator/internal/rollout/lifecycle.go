@@ -39,7 +39,7 @@ func (s *State) load(ev Loaded, now time.Time) {
 	}
 	for _, p := range ev.Presence {
 		n := s.nodeOf(p.GetNode())
-		n.present, n.labels, n.pauseAck = true, p.GetLabels(), p.GetPause()
+		n.present, n.labels, n.pauseAck, n.startedAt = true, p.GetLabels(), p.GetPause(), p.GetStartedAt().AsTime()
 	}
 	for _, st := range ev.Status {
 		s.nodeOf(st.GetNode()).status = st

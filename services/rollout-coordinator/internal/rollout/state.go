@@ -66,6 +66,7 @@ type node struct {
 	ackAt      time.Time               // when its agent acknowledged (Provisioning); zero before
 	revertNote string                  // why its revert target is not its backup, if it is not
 	pauseAck   *sluicev1.PauseAck      // the control-plane pause its agent reached (its presence)
+	startedAt  time.Time               // when its agent started, as its presence last said
 }
 
 // State is everything Decide needs. The loop owns it; only Decide changes it.
