@@ -92,7 +92,12 @@ type Result struct {
 	TakeoverLeaseMS      int64   `json:"takeover_lease_ms,omitempty"`
 	TakeoverLeaseRatio   float64 `json:"takeover_lease_ratio,omitempty"` // takeover_ms / takeover_lease_ms
 	FailoverNewTermNodes int     `json:"failover_new_term_nodes,omitempty"`
-	FailoverPhase        string  `json:"failover_phase,omitempty"`
+	// The coordinator's verify pass: listing the nodeconfigs bucket's keys
+	// (every node's desired config, and its backup after the failure
+	// scenario), which the leader does every --verify-interval.
+	VerifyListMS  float64 `json:"verify_list_ms"`
+	VerifyKeys    int     `json:"verify_keys"`
+	FailoverPhase string  `json:"failover_phase,omitempty"`
 }
 
 // Run performs one measured rollout.
@@ -300,6 +305,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			return res, fmt.Errorf("failure scenario: %w", err)
 		}
 	}
+	// The leader's verify pass (--verify-interval, once a minute by
+	// default) lists the nodeconfigs keys off its loop: the same listing,
+	// timed here once every node has its desired config (and, after the
+	// failure scenario, its backup).
+	if res.VerifyListMS, res.VerifyKeys, err = verifyListing(ctx, b); err != nil {
+		return res, fmt.Errorf("verify listing: %w", err)
+	}
 	// The failover scenario runs its own two coordinators: the measured one
 	// stops first (releasing its lease) and reports its heap.
 	if res.CoordinatorHeapMB, err = stopCoordinator(); err != nil {
@@ -311,6 +323,15 @@ func Run(ctx context.Context, o Options) (Result, error) {
 		}
 	}
 	return res, nil
+}
+
+// verifyListing times one listing of the nodeconfigs keys, as the
+// coordinator's verify pass makes it (store.Store.Keys).
+func verifyListing(ctx context.Context, b *contract.Buckets) (ms float64, keys int, err error) {
+	configs := store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
+	start := time.Now()
+	ks, err := configs.Keys(ctx)
+	return float64(time.Since(start).Microseconds()) / 1000, len(ks), err
 }
 
 // Waves of the failure scenario: 10 nodes, then 20, 40, ...

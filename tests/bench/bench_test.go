@@ -43,6 +43,11 @@ func TestBench_SmallRunReportsConsistentFigures(t *testing.T) {
 	if res.Touched < 11 || res.Touched > 30 || res.RevertMS <= 0 {
 		t.Errorf("failure scenario: %d touched nodes, revert_ms %.1f; want 11-30 touched and a positive time", res.Touched, res.RevertMS)
 	}
+	// The verify listing sees every node's desired config and the backup
+	// of every node the failure scenario touched, and the term's fence key.
+	if want := 40 + res.Touched + 1; res.VerifyKeys != want || res.VerifyListMS <= 0 {
+		t.Errorf("verify listing: %d keys in %.1fms; want %d (40 desired + %d backups + the fence) and a positive time", res.VerifyKeys, res.VerifyListMS, want, res.Touched)
+	}
 	// The coordinator's leader watches presence, status, head and the
 	// control keys (abort, forgive, pause, rollout pauses); its instance and
 	// the configurator's follow control/pause, and the configurator follows

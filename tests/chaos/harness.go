@@ -121,7 +121,12 @@ func newSystem(t *testing.T, sc Scenario, log *schedule) *system {
 		f, err := os.Create(filepath.Join(path, fmt.Sprintf("seed-%d.log", sc.Seed)))
 		if err == nil {
 			t.Cleanup(func() { f.Close() })
-			s.logger = zerolog.New(f).With().Timestamp().Logger()
+			// "t" is the schedule's clock (seconds since the seed began, to the
+			// millisecond), so a log line reads against the fault schedule.
+			at := zerolog.HookFunc(func(e *zerolog.Event, _ zerolog.Level, _ string) {
+				e.Str("t", fmt.Sprintf("%.3fs", time.Since(log.start).Seconds()))
+			})
+			s.logger = zerolog.New(f).Hook(at).With().Timestamp().Logger()
 		}
 	}
 	for i, c := range sc.Changes {
@@ -311,7 +316,12 @@ func (s *system) startAgent(name string) {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	nc.SetReconnectHandler(func(*nats.Conn) { a.Reconnected() }) // as the agent binary does
+	nlog := s.logger.With().Str("svc", name).Str("component", "harness").Logger()
+	nc.SetDisconnectErrHandler(func(_ *nats.Conn, err error) { nlog.Debug().Err(err).Msg("NATS connection lost") })
+	nc.SetReconnectHandler(func(c *nats.Conn) {
+		nlog.Debug().Str("server", c.ConnectedUrlRedacted()).Msg("NATS connection back")
+		a.Reconnected() // as the agent binary does
+	})
 	s.run(name, a.Run)
 }
 

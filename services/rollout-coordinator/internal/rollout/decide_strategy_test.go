@@ -118,6 +118,21 @@ func TestDecide_Strategies(t *testing.T) {
 			want:  []string{"write n1", "emit NodeOperationCancelled", "record n1", "write n1", "emit NodeRevertTarget", "emit NodeTimedOut", "emit FingerprintInvalid", "emit RolloutReverting"},
 		},
 		{
+			// Its desired config is the node's backup: the config it should
+			// run however late its agent gets to it (chaos seed 82: its
+			// acknowledgement was held up by a stream leader's election).
+			name: "a revert that misses its deadline is not cancelled; the rollout stops waiting for it",
+			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", PickupDeadline: durationpb.New(time.Minute)})}, {0, landed("n1")},
+				{time.Second, Status{S: status("n1", invalid, fp1, id1)}}, {2 * time.Second, Written{Node: "n1", Fingerprint: emptyFP}},
+				{63 * time.Second, Tick{}}},
+			want: []string{"finish RolledBack", "emit NodeRevertFailed", "emit RolloutRolledBack"},
+			check: func(t *testing.T, s *State) {
+				if d := s.nodes["n1"].desired; !d.GetRevert() || d.GetCancel() {
+					t.Fatalf("n1's desired config must stay its revert, not cancelled: %v", d)
+				}
+			},
+		},
+		{
 			name: "the progress deadline ends the rollout",
 			steps: []step{{0, strat(&sluicev1.Strategy{MaxParallel: "1", ProgressDeadline: durationpb.New(time.Minute)})},
 				{61 * time.Second, Tick{}}},

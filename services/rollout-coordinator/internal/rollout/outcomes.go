@@ -62,7 +62,7 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 			return
 		}
 		s.revertFailed(n, fmt.Sprintf("the agent could not put backup %s in force: %s",
-			render.Short(n.target), checkFailed(orDefault(st.GetFailedCheck(), "unknown check"), st.GetMessage())))
+			render.Short(n.target), checkFailed(orDefault(st.GetFailedCheck(), "unknown check"), st.GetMessage())), needsOperator)
 		return
 	}
 	if phase == sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
@@ -185,11 +185,18 @@ func (s *State) tick(now time.Time) {
 			continue
 		}
 		delete(s.inFlight, name)
-		s.cancelOperation(n, why)
 		if n.rev == revInFlight {
-			s.revertFailed(n, "revert timed out: "+why)
+			// A revert is never cancelled: what it writes is the node's
+			// backup, the config it should run however late its agent gets
+			// to it (a status write held up by a stream's leader election
+			// must not leave a healthy node on the rolled-back config: chaos
+			// seed 82). The rollout stops waiting for it; the agent's own
+			// deadline still bounds the operation.
+			s.revertFailed(n, fmt.Sprintf("revert timed out: %s; it is not cancelled: its agent puts backup %s in force when it gets to it",
+				why, render.Short(n.target)), "if it does not report it, the node needs an operator")
 			continue
 		}
+		s.cancelOperation(n, why)
 		s.timedOut(n, why, "", now)
 	}
 	s.changed() // leader time moved

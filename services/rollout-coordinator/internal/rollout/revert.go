@@ -51,7 +51,7 @@ func (s *State) queueRevert(n *node) {
 	backup, why := s.revertTarget(n)
 	if s.invalid[backup.GetFingerprint()] != nil && !backup.GetProven() {
 		s.revertFailed(n, fmt.Sprintf("its revert target %s is recorded invalid; left on %s",
-			render.Short(backup.GetFingerprint()), render.Short(n.desired.GetFingerprint())))
+			render.Short(backup.GetFingerprint()), render.Short(n.desired.GetFingerprint())), needsOperator)
 		return
 	}
 	n.previous = backup
@@ -113,10 +113,15 @@ func (s *State) reverted(n *node, msg string) {
 	}
 }
 
-func (s *State) revertFailed(n *node, msg string) {
+// needsOperator is what a failed revert's event says to do.
+const needsOperator = "the node needs an operator"
+
+// revertFailed records that n's revert failed (msg: how), and emits
+// NodeRevertFailed with msg and what to do (todo).
+func (s *State) revertFailed(n *node, msg, todo string) {
 	s.setRev(n, revFailed)
 	s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_REVERT_FAILED, "revert", "", msg)
-	s.emit(s.nodeEvent(n, "NodeRevertFailed", msg+"; the node needs an operator"))
+	s.emit(s.nodeEvent(n, "NodeRevertFailed", msg+"; "+todo))
 }
 
 // resumeRevert picks up a REVERTING rollout in a new term. Forward outcomes
@@ -200,7 +205,7 @@ func (s *State) resumeRevert(backups map[string]*sluicev1.DesiredConfig, now tim
 			s.reverted(n, fmt.Sprintf("backup %s is in force again (reported while no leader ran)", render.Short(n.target)))
 		case st.GetFingerprint() == d.GetFingerprint() && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID:
 			s.revertFailed(n, fmt.Sprintf("the agent could not put backup %s in force: %s",
-				render.Short(n.target), checkFailed(orDefault(st.GetFailedCheck(), "unknown check"), st.GetMessage())))
+				render.Short(n.target), checkFailed(orDefault(st.GetFailedCheck(), "unknown check"), st.GetMessage())), needsOperator)
 		case n.present:
 			// Written back before the restart: wait for it, with a fresh deadline.
 			s.inFlight[n.name] = n
