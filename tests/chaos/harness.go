@@ -127,6 +127,7 @@ func newSystem(t *testing.T, sc Scenario, log *schedule) *system {
 				e.Str("t", fmt.Sprintf("%.3fs", time.Since(log.start).Seconds()))
 			})
 			s.logger = zerolog.New(f).Hook(at).With().Timestamp().Logger()
+			log.mirrorTo(&s.logger)
 		}
 	}
 	for i, c := range sc.Changes {
@@ -441,9 +442,10 @@ func (s *system) leader(ctx context.Context) string {
 // schedule is the timestamped log of what the harness did, printed with
 // every failure.
 type schedule struct {
-	start time.Time
-	mu    sync.Mutex
-	lines []string
+	start  time.Time
+	mu     sync.Mutex
+	lines  []string
+	mirror *zerolog.Logger // the seed's log (CHAOS_LOG_DIR), nil without
 }
 
 func newSchedule() *schedule { return &schedule{start: time.Now()} }
@@ -451,7 +453,19 @@ func newSchedule() *schedule { return &schedule{start: time.Now()} }
 func (l *schedule) add(format string, args ...any) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.lines = append(l.lines, fmt.Sprintf("%6.2fs ", time.Since(l.start).Seconds())+fmt.Sprintf(format, args...))
+	line := fmt.Sprintf(format, args...)
+	l.lines = append(l.lines, fmt.Sprintf("%6.2fs ", time.Since(l.start).Seconds())+line)
+	if l.mirror != nil {
+		l.mirror.Info().Str("component", "schedule").Msg(line)
+	}
+}
+
+// mirrorTo writes every line added from now on to the seed's log too, so
+// the log reads with the faults in place.
+func (l *schedule) mirrorTo(logger *zerolog.Logger) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.mirror = logger
 }
 
 func (l *schedule) String() string {
