@@ -26,9 +26,9 @@ func attempt(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(ctx, AttemptTimeout)
 }
 
-// unanswered says whether err is a request that got no answer in time (or no
+// Unanswered says whether err is a request that got no answer in time (or no
 // responder, as while JetStream starts): worth asking again.
-func unanswered(ctx context.Context, err error) bool {
+func Unanswered(ctx context.Context, err error) bool {
 	if ctx.Err() != nil {
 		return false // the caller's own deadline or cancel
 	}
@@ -44,7 +44,7 @@ func read[R any](ctx context.Context, f func(context.Context) (R, error)) (R, er
 		actx, cancel := attempt(ctx)
 		r, err := f(actx)
 		cancel()
-		if err == nil || !unanswered(ctx, err) {
+		if err == nil || !Unanswered(ctx, err) {
 			return r, err
 		}
 		if werr := retryPause(ctx, n); werr != nil {

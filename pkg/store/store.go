@@ -214,10 +214,10 @@ func (s *Store[T]) list(ctx context.Context, filter string) ([]Entry[T], error) 
 		if err == nil && (last >= floor || time.Now().After(caughtUp)) {
 			return out, nil
 		}
-		if err != nil && !unanswered(ctx, err) {
+		if err != nil && !Unanswered(ctx, err) {
 			return out, err
 		}
-		// Unanswered, or served by a replica that has not caught up with
+		// unanswered, or served by a replica that has not caught up with
 		// the writes the leader had acknowledged when the listing began.
 		if werr := retryPause(ctx, n); werr != nil {
 			if err == nil {
@@ -346,7 +346,7 @@ func (s *Store[T]) startWatch(ctx context.Context, filter string, opts ...jetstr
 			_ = w.Stop()
 			err = fmt.Errorf("no answer within %s: %w", AttemptTimeout, context.DeadlineExceeded)
 		}
-		if !unanswered(ctx, err) {
+		if !Unanswered(ctx, err) {
 			return nil, err
 		}
 		if werr := retryPause(ctx, n); werr != nil {

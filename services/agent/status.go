@@ -60,7 +60,10 @@ func (a *Agent) readStatus(ctx context.Context) {
 // writeStatus stores st with compare-and-set on the revision the agent last
 // wrote. The agent is the key's only writer, so a conflict means the key was
 // deleted (by the reaper) or rewritten by hand: re-read the revision and try
-// again, twice at most.
+// again. A write left unanswered within statusAttempt (or cut by a
+// reconnect) is checked the same way: the value read is st → it landed and
+// only its answer was lost; anything else → written again at the revision
+// read. Four attempts at most.
 func (a *Agent) writeStatus(ctx context.Context, st *sluicev1.NodeStatus) error {
 	if st.LastInvalid == nil {
 		st.LastInvalid = a.worker.lastInvalid // carried until the next Invalid report
@@ -69,19 +72,19 @@ func (a *Agent) writeStatus(ctx context.Context, st *sluicev1.NodeStatus) error 
 		st.LastInvalid = a.worker.status.GetLastInvalid() // as read at start
 	}
 	var err error
-	for attempt := range 3 {
+	for attempt := range 4 {
 		var rev uint64
 		wctx, cancel := a.untilReconnect(ctx)
+		wctx, cancelAttempt := context.WithTimeout(wctx, statusAttempt())
 		rev, err = a.statuses.Update(wctx, a.cfg.Node, st, a.worker.statusRev)
+		cancelAttempt()
 		cancel()
 		if err == nil {
-			a.worker.status, a.worker.statusRev = st, rev
-			if a.worker.statusUnreadable != nil {
-				a.reportStatusRewritten(st)
-			}
+			a.wroteStatus(st, rev)
 			return nil
 		}
-		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) || attempt == 2 {
+		lost := store.Unanswered(ctx, err)
+		if !lost && !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) || attempt == 3 {
 			break
 		}
 		cur, gerr := a.statuses.Get(ctx, a.cfg.Node)
@@ -92,13 +95,38 @@ func (a *Agent) writeStatus(ctx context.Context, st *sluicev1.NodeStatus) error 
 			a.worker.statusRev, a.worker.statusUnreadable = cur.Revision, gerr
 		case gerr != nil:
 			return fmt.Errorf("write status of %s: %w", a.cfg.Node, gerr)
+		case lost && proto.Equal(cur.Value, st):
+			a.log.Debug().Err(err).Uint64("kv_revision", cur.Revision).Msg("status write unanswered, but it landed")
+			a.wroteStatus(st, cur.Revision)
+			return nil
 		default:
 			a.worker.statusRev = cur.Revision
 		}
-		a.log.Warn().Err(err).Uint64("kv_revision", a.worker.statusRev).Msg("status changed under the agent; writing again at its current revision")
+		if lost {
+			a.log.Warn().Err(err).Uint64("kv_revision", a.worker.statusRev).Msg("status write unanswered and not stored; writing again")
+		} else {
+			a.log.Warn().Err(err).Uint64("kv_revision", a.worker.statusRev).Msg("status changed under the agent; writing again at its current revision")
+		}
 	}
 	return fmt.Errorf("write status of %s: %w", a.cfg.Node, err)
 }
+
+// wroteStatus records that st is stored at rev.
+func (a *Agent) wroteStatus(st *sluicev1.NodeStatus, rev uint64) {
+	a.worker.status, a.worker.statusRev = st, rev
+	if a.worker.statusUnreadable != nil {
+		a.reportStatusRewritten(st)
+	}
+}
+
+// statusAttempt bounds one status write: a fifth of store.AttemptTimeout
+// (1 s). A write's answer is lost when the stream's leader stops after
+// taking it or the message is lost on the way to it; waiting the whole
+// AttemptTimeout (5 s) for that answer held a node's acknowledgement past
+// a short pickup deadline, and a healthy node was timed out and its config
+// recorded invalid (chaos seed 76; seed 82 for a revert). A status write
+// normally takes milliseconds.
+func statusAttempt() time.Duration { return store.AttemptTimeout / 5 }
 
 // ensureStatus checks that what the agent last reported is still stored,
 // and writes it again when it is not: the reaper deletes the status of a
