@@ -378,8 +378,7 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.fetchDesired(ctx, "periodic resync")
 			resync.Reset(a.resyncDelay())
 		case <-beat.C:
-			a.heartbeat(ctx)
-			beat.Reset(a.cfg.Settings.HeartbeatInterval())
+			beat.Reset(a.beatAfter(a.heartbeat(ctx)))
 		}
 	}
 }

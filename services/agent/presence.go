@@ -27,9 +27,13 @@ type presence struct {
 
 // heartbeat writes the node's presence: an Update on the revision last
 // written, or, when that fails because the key moved or expired, a re-read
-// and Create or Update. A failure is logged and retried on the next beat;
-// the lease is three beats long.
-func (a *Agent) heartbeat(ctx context.Context) {
+// and Create or Update. It is bounded by beatAttempt: a beat is a small
+// write, and one whose answer is lost (the stream's leader stopped after
+// taking it) must not hold the agent's loop — which receives desired
+// configs — for the whole request timeout. A failure is logged, and
+// heartbeat reports it so the next beat comes soon (beatAfter); the lease
+// is three beats long.
+func (a *Agent) heartbeat(ctx context.Context) (ok bool) {
 	p := &sluicev1.NodePresence{
 		Node:         a.cfg.Node,
 		Labels:       a.cfg.Labels,
@@ -38,23 +42,25 @@ func (a *Agent) heartbeat(ctx context.Context) {
 		HeartbeatAt:  timestamppb.New(a.cfg.Now()),
 		Pause:        a.currentAck(),
 	}
+	bctx, cancel := context.WithTimeout(ctx, a.beatAttempt())
+	defer cancel()
 	if a.pres.rev != 0 {
-		rev, err := a.nodes.Update(ctx, a.cfg.Node, p, a.pres.rev)
+		rev, err := a.nodes.Update(bctx, a.cfg.Node, p, a.pres.rev)
 		if err == nil {
 			a.pres.rev = rev
-			return
+			return true
 		}
 		if !errors.Is(err, store.ErrConflict) && !errors.Is(err, store.ErrNotFound) {
-			a.warnUnlessDone(ctx, err, "renew presence; retrying at the next heartbeat")
-			return
+			a.warnUnlessDone(ctx, err, "renew presence; retrying shortly")
+			return false
 		}
 	}
-	rev, created, err := a.writePresence(ctx, p)
+	rev, created, foreign, err := a.writePresence(bctx, p)
 	if err != nil {
-		a.warnUnlessDone(ctx, err, "register presence; retrying at the next heartbeat")
-		return
+		a.warnUnlessDone(ctx, err, "register presence; retrying shortly")
+		return false
 	}
-	if a.pres.rev != 0 && !created {
+	if foreign {
 		a.log.Warn().Msg("presence was rewritten by someone else; is another agent running with this node name?")
 	}
 	a.pres.rev = rev
@@ -65,6 +71,23 @@ func (a *Agent) heartbeat(ctx context.Context) {
 	case created:
 		a.emit(EventNodeRegistered, fmt.Sprintf("presence lease had expired (no heartbeat within %s); registered again", a.cfg.Settings.NodeLease), nil)
 	}
+	return true
+}
+
+// beatAttempt bounds one heartbeat: statusAttempt (1 s), or the heartbeat
+// interval if shorter.
+func (a *Agent) beatAttempt() time.Duration {
+	return min(statusAttempt(), a.cfg.Settings.HeartbeatInterval())
+}
+
+// beatAfter is when the next heartbeat is due: the interval after one
+// that was written, retryDelay (or the interval if shorter) after one that
+// failed.
+func (a *Agent) beatAfter(ok bool) time.Duration {
+	if ok {
+		return a.cfg.Settings.HeartbeatInterval()
+	}
+	return min(retryDelay, a.cfg.Settings.HeartbeatInterval())
 }
 
 // setLabels makes l the node's labels and publishes them at once, if they
@@ -80,8 +103,11 @@ func (a *Agent) setLabels(ctx context.Context, l map[string]string) {
 	a.heartbeat(ctx)
 }
 
-// writePresence creates the presence key, or updates it at its current revision if it exists.
-func (a *Agent) writePresence(ctx context.Context, p *sluicev1.NodePresence) (rev uint64, created bool, err error) {
+// writePresence creates the presence key, or updates it at its current
+// revision if it exists; foreign says the value it replaced was not this
+// agent's (another start time: another agent with this node name, or a
+// hand edit), not one of its own beats whose answer was lost.
+func (a *Agent) writePresence(ctx context.Context, p *sluicev1.NodePresence) (rev uint64, created, foreign bool, err error) {
 	for range 3 {
 		cur, err := a.nodes.Get(ctx, a.cfg.Node)
 		switch {
@@ -98,16 +124,17 @@ func (a *Agent) writePresence(ctx context.Context, p *sluicev1.NodePresence) (re
 				a.emit(EventUnreadablePresenceRewritten, reason, nil)
 			}
 		case err != nil:
-			return 0, false, err
+			return 0, false, false, err
 		default:
 			rev, err = a.nodes.Update(ctx, a.cfg.Node, p, cur.Revision)
 			created = false
+			foreign = a.pres.rev != 0 && !cur.Value.GetStartedAt().AsTime().Equal(p.GetStartedAt().AsTime())
 		}
 		if !errors.Is(err, store.ErrConflict) {
-			return rev, created, err
+			return rev, created, foreign, err
 		}
 	}
-	return 0, false, fmt.Errorf("write presence of %s: kept changing under the agent: %w", a.cfg.Node, store.ErrConflict)
+	return 0, false, false, fmt.Errorf("write presence of %s: kept changing under the agent: %w", a.cfg.Node, store.ErrConflict)
 }
 
 func (a *Agent) versionOrUnknown() string {

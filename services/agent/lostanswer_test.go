@@ -1,0 +1,156 @@
+package agent_test
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/agent"
+)
+
+// lossyKV is a bucket with the answer of the first Update that follows
+// arm lost: the write lands (landed) or does not, and the caller hears
+// nothing until its context ends, as when the stream's leader stops after
+// taking a write or the message is lost on the way.
+type lossyKV struct {
+	jetstream.KeyValue
+	landed bool
+
+	mu      sync.Mutex
+	armed   bool
+	updates int // Update calls since arm
+}
+
+func (l *lossyKV) arm() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.armed, l.updates = true, 0
+}
+
+func (l *lossyKV) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.updates
+}
+
+func (l *lossyKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	l.mu.Lock()
+	lose := l.armed
+	l.armed = false
+	l.updates++
+	l.mu.Unlock()
+	if !lose {
+		return l.KeyValue.Update(ctx, key, value, last)
+	}
+	if l.landed {
+		if _, err := l.KeyValue.Update(context.Background(), key, value, last); err != nil {
+			return 0, err
+		}
+	}
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+// A status write whose answer is lost costs one short attempt, not the
+// whole request timeout (store.AttemptTimeout, 5 s): the agent reads the key
+// and finds its write there (landed) or writes again (lost). Waiting out
+// the timeout held a node's acknowledgement past a short pickup deadline
+// (chaos seeds 76 and 82).
+func TestAgent_StatusWriteWhoseAnswerIsLost_IsCheckedAndNotWaitedOut(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		landed      bool
+		wantUpdates int
+		wantLog     string
+	}{
+		{name: "the write landed", landed: true, wantUpdates: 1, wantLog: "status write unanswered, but it landed"},
+		{name: "the write was lost", landed: false, wantUpdates: 2, wantLog: "status write unanswered and not stored; writing again"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleet(t, contract.DefaultSettings())
+			b := *f.env.Buckets
+			lossy := &lossyKV{KeyValue: b.Status, landed: tc.landed}
+			b.Status = lossy
+			var logs logBuffer
+			f.start(t, agent.Config{Node: "node-01", Applier: &recorder{}, StateDir: t.TempDir(), Log: logs.logger(),
+				JetStream: f.env.JS, Buckets: &b})
+			first := desiredConfig("node-01", "a", 100)
+			f.writeDesired(t, first)
+			f.waitStatus(t, "node-01", "first config provisioned", provisioned(first.Fingerprint))
+
+			lossy.arm() // the Provisioning acknowledgement of the next config
+			second := desiredConfig("node-01", "b", 200)
+			written := time.Now()
+			f.writeDesired(t, second)
+			// Well under store.AttemptTimeout: the lost answer was not waited out.
+			within := store.AttemptTimeout * 4 / 5
+			natstest.Eventually(t, within, "second config provisioned", func() bool {
+				e, err := f.statuses.Get(context.Background(), "node-01")
+				return err == nil && provisioned(second.Fingerprint)(e.Value)
+			})
+			t.Logf("provisioned %s after the write", time.Since(written).Round(time.Millisecond))
+			if n := logs.count(tc.wantLog); n != 1 {
+				t.Errorf("log %q seen %d times, want 1", tc.wantLog, n)
+			}
+			// Provisioning (its lost attempt, and a second one if it was lost) and Provisioned.
+			if got := lossy.count(); got != tc.wantUpdates+1 {
+				t.Errorf("%d status writes since the answer was lost, want %d", got, tc.wantUpdates+1)
+			}
+		})
+	}
+}
+
+// A heartbeat whose answer is lost gives up within the heartbeat interval
+// (the agent's loop, which receives desired configs, waits on it) and the
+// next beat comes soon; finding its own earlier beat in the key is no sign
+// of another agent. A presence written with another start time is.
+func TestAgent_HeartbeatWhoseAnswerIsLost_IsRetriedSoonAndIsNoForeignWrite(t *testing.T) {
+	s := contract.DefaultSettings()
+	s.NodeLease = 1500 * time.Millisecond // a beat every 500 ms
+	f := newFleet(t, s)
+	b := *f.env.Buckets
+	lossy := &lossyKV{KeyValue: b.Nodes, landed: true}
+	b.Nodes = lossy
+	var logs logBuffer
+	rec := &recorder{}
+	f.start(t, agent.Config{Node: "node-01", Applier: rec, StateDir: t.TempDir(), Log: logs.logger(),
+		JetStream: f.env.JS, Buckets: &b})
+	natstest.Eventually(t, waitFor, "registered", func() bool {
+		_, err := f.nodes.Get(context.Background(), "node-01")
+		return err == nil
+	})
+	lossy.arm()
+	natstest.Eventually(t, waitFor, "a beat under way", func() bool { return lossy.count() == 1 })
+	// Written while the agent's loop waits on that beat: taken once it gives up.
+	d := desiredConfig("node-01", "a", 100)
+	f.writeDesired(t, d)
+	natstest.Eventually(t, store.AttemptTimeout/2, "the config provisioned while a beat's answer was lost", func() bool {
+		e, err := f.statuses.Get(context.Background(), "node-01")
+		return err == nil && provisioned(d.Fingerprint)(e.Value)
+	})
+	natstest.Eventually(t, waitFor, "a beat unanswered", func() bool { return logs.count("renew presence; retrying shortly") == 1 })
+	// The beats after it renew the lease at their usual pace.
+	natstest.Eventually(t, waitFor, "three beats written since", func() bool { return lossy.count() >= 4 })
+	if n := logs.count("presence was rewritten by someone else"); n != 0 {
+		t.Errorf("its own beat, landed unanswered, was taken %d time(s) for another agent's", n)
+	}
+	e, err := f.nodes.Get(context.Background(), "node-01")
+	if err != nil {
+		t.Fatalf("presence after the lost answer: %v", err)
+	}
+	// Another agent with this node name (another start time) writes the key.
+	other := &sluicev1.NodePresence{Node: "node-01", StartedAt: timestamppb.New(e.Value.GetStartedAt().AsTime().Add(time.Hour)),
+		HeartbeatAt: timestamppb.Now()}
+	if _, err := f.nodes.Update(context.Background(), "node-01", other, e.Revision); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, waitFor, "the foreign write noticed", func() bool { return logs.count("presence was rewritten by someone else") == 1 })
+}
