@@ -1,0 +1,104 @@
+package creds_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/jwt/v2"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/creds"
+	"github.com/sluicehq/sluice/pkg/natstest"
+)
+
+// TestPushedRolePermissions_ReachConnectedUsersThroughAReconnect: the role
+// permissions live in the account JWT as scoped signing key templates. A
+// push of a changed account (what `sluice creds push` does after an
+// upgrade) makes the server close the connections of the users signed by a
+// changed role's key (nats-server: an altered scope evicts its users); they
+// reconnect at once, as every sluice binary does, under the new
+// permissions. Users of the other roles keep their connections. No restart.
+func TestPushedRolePermissions_ReachConnectedUsersThroughAReconnect(t *testing.T) {
+	t.Parallel()
+	env := natstest.StartSecure(t, contract.DefaultSettings())
+	n1 := connectAs(t, env, creds.RoleNode, "node-01")
+	admin := connectAs(t, env, creds.RoleAdmin, "")
+	subject := contract.EventSubject(contract.KindNode, "node-01")
+	got, err := admin.nc.SubscribeSync(subject)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := admin.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	sys, err := nats.Connect(env.URL, nats.UserCredentials(env.Creds.SystemCreds()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sys.Close()
+	delivered := func() bool {
+		if err := n1.nc.Publish(subject, []byte("{}")); err != nil {
+			t.Fatal(err)
+		}
+		_, err := got.NextMsg(200 * time.Millisecond)
+		return err == nil
+	}
+	if !delivered() {
+		t.Fatalf("node-01 cannot publish %s before the change", subject)
+	}
+
+	// The node role, changed: its own events are denied.
+	ac, err := jwt.DecodeAccountClaims(env.Creds.Account)
+	if err != nil {
+		t.Fatal(err)
+	}
+	changed := 0
+	for key := range ac.SigningKeys {
+		scope, ok := ac.SigningKeys.GetScope(key)
+		if us, isUser := scope.(*jwt.UserScope); ok && isUser && us.Role == creds.RoleNode {
+			us.Template.Pub.Deny.Add("sluice.events.>")
+			changed++
+		}
+	}
+	if changed != 1 {
+		t.Fatalf("found %d node-role scoped keys in the account, want 1", changed)
+	}
+	seed, err := os.ReadFile(filepath.Join(env.Creds.Dir, "operator.nk"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	operator, err := nkeys.FromSeed([]byte(strings.TrimSpace(string(seed))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if env.Creds.Account, err = ac.Encode(operator); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Creds.Push(sys, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 5*time.Second, "node-01, still connected, refused "+subject, func() bool {
+		return !delivered() && n1.d.has(subject)
+	})
+
+	// Signed again with this version's permissions and pushed: allowed again.
+	if err := env.Creds.Resign(); err != nil {
+		t.Fatal(err)
+	}
+	if err := env.Creds.Push(sys, 5*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 5*time.Second, "node-01, still connected, may publish "+subject+" again", delivered)
+	// One eviction per push that changed its role; the admin role never changed.
+	if r := n1.nc.Stats().Reconnects; r != 2 || !n1.nc.IsConnected() {
+		t.Errorf("node-01 reconnected %d time(s) (connected now: %v); want 2, one per push that changed its role", r, n1.nc.IsConnected())
+	}
+	if r := admin.nc.Stats().Reconnects; r != 0 {
+		t.Errorf("the admin user, whose role did not change, reconnected %d time(s); want 0", r)
+	}
+}
