@@ -10,7 +10,7 @@ import (
 // refused, with an error naming the limit, before it costs memory and time.
 // docs/intents.md ("Apply limits") documents them.
 const (
-	// MaxFileSize bounds one intent file ParseFiles reads, checked before
+	// MaxFileSize bounds one intent file ReadFile reads, checked before
 	// the file is read whole. A request must in any case fit the NATS
 	// server's max_payload (8 MiB in sluice's configuration).
 	MaxFileSize = 16 << 20
@@ -28,10 +28,11 @@ func CheckApplySize(n int) error {
 		thousands(n), thousands(MaxIntentsPerApply), thousands(MaxIntentsPerApply))
 }
 
-// readFile reads an intent file of at most MaxFileSize bytes. It stops
-// reading past the limit, so that a file that grows, or a device without a
-// size, costs no more memory than an allowed file.
-func readFile(name string) ([]byte, error) {
+// ReadFile reads an intent file of at most MaxFileSize bytes (`sluice
+// apply -f`, and a directory registry's files). It stops reading past the
+// limit, so that a file that grows, or a device without a size, costs no
+// more memory than an allowed file.
+func ReadFile(name string) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err

@@ -98,7 +98,7 @@ func ParseFiles(paths ...string) ([]*sluicev1.Intent, error) {
 	}
 	var out []*sluicev1.Intent
 	for _, f := range files {
-		data, err := readFile(f)
+		data, err := ReadFile(f)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("read intents: %w", err))
 			continue

@@ -97,7 +97,7 @@ func (r *dirRegistry) Fetch(ctx context.Context) (Snapshot, error) {
 		if e.IsDir() || !isIntentFile(name) {
 			continue
 		}
-		data, err := os.ReadFile(filepath.Join(r.path, name))
+		data, err := intent.ReadFile(filepath.Join(r.path, name)) // at most intent.MaxFileSize
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			// Removed since the listing (or a dangling symlink, such as an

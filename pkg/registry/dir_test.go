@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/registry"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -225,5 +226,29 @@ func TestCheck_Directory(t *testing.T) {
 				t.Errorf("err = %v, want one with %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// A file over intent.MaxFileSize is not read (the same bound as sluice
+// apply -f): its document is an error naming the file and the limit, and
+// the other files read as usual.
+func TestDir_FileOverTheLimitIsNotRead(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, dir, "a.yaml", tenantAYAML)
+	f, err := os.Create(filepath.Join(dir, "big.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Truncate(intent.MaxFileSize + 1); err != nil { // sparse: nothing is written
+		t.Fatal(err)
+	}
+	f.Close()
+	snap := fetch(t, open(t, &sluicev1.DirectoryRegistry{Path: dir}))
+	if got := ids(document(t, snap, "a.yaml")); !slices.Equal(got, []string{"layer2network/tenant-a"}) {
+		t.Errorf("a.yaml: intents %q", got)
+	}
+	d := document(t, snap, "big.yaml")
+	if d.Err == nil || !strings.Contains(d.Err.Error(), "big.yaml is 16,777,217 bytes, over the limit of 16,777,216 bytes (16 MiB)") || len(d.Intents) != 0 {
+		t.Errorf("big.yaml: err %v, intents %q; want the size and the limit named, and none", d.Err, ids(d))
 	}
 }

@@ -15,13 +15,14 @@
 // Document whose Origin is the full key. It is an error of that Document,
 // naming the key, when the key holds no intent, more than one, an intent
 // whose kind and name are not those of the key, a document that does not
-// parse, or a value that is not a string. Keys outside the prefix are not
-// read.
+// parse, a value that is not a string, or a value over MaxKeyBytes (1 MiB,
+// not read: STRLEN comes first). Keys outside the prefix are not read.
 //
 // # Reading and watching
 //
 // Fetch lists the keys with SCAN MATCH <prefix>* and reads them with MGET
-// in batches; a key deleted in between is simply absent. Changed follows
+// in batches of at most 500 keys and 16 MiB; a key deleted in between is
+// simply absent. Changed follows
 // the keyspace notifications of the keys (PSUBSCRIBE
 // __keyspace@<db>__:<prefix>*), which the server publishes only when its
 // notify-keyspace-events setting has K and the g and $ classes (KA has
@@ -40,6 +41,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -58,8 +60,10 @@ const (
 	redisTimeout = 5 * time.Second
 	// redisScanCount is the COUNT hint of each SCAN call.
 	redisScanCount = 1000
-	// redisMGetBatch is the number of keys read by one MGET.
+	// redisMGetBatch is the most keys read by one MGET.
 	redisMGetBatch = 500
+	// redisMGetBytes is the most value bytes one MGET reads (by STRLEN).
+	redisMGetBytes = 16 << 20
 	// redisIdlePing is how long the subscription may be silent before a
 	// PING checks that the connection still works.
 	redisIdlePing = 30 * time.Second
@@ -215,6 +219,12 @@ func (r *redisRegistry) Fetch(ctx context.Context) (Snapshot, error) {
 	snap := Snapshot{Documents: make([]Document, 0, len(entries))}
 	d := newDigest()
 	for _, e := range entries { // in key order
+		if e.tooLarge > 0 {
+			d.add(e.key, "too-large", strconv.FormatInt(e.tooLarge, 10))
+			snap.Documents = append(snap.Documents, Document{Origin: e.key,
+				Err: fmt.Errorf("key %s holds %d bytes, over the limit of %d bytes (1 MiB) for one intent; it was not read", e.key, e.tooLarge, MaxKeyBytes)})
+			continue
+		}
 		d.add(e.key, e.typ, e.value)
 		if e.typ != "string" {
 			snap.Documents = append(snap.Documents, Document{Origin: e.key,
@@ -248,38 +258,107 @@ func (r *redisRegistry) scan(ctx context.Context, c *redis.Client) ([]string, er
 	return slices.Compact(keys), nil
 }
 
-// entry is one key as read: its type and, for a string, its value.
-type entry struct{ key, typ, value string }
+// MaxKeyBytes bounds the value of one Redis registry key (one intent):
+// a longer value is not read, and its document is an error naming the key
+// and its size. docs/registries.md documents it.
+const MaxKeyBytes = 1 << 20
+
+// entry is one key as read: its type and, for a string, its value — or,
+// for a string over MaxKeyBytes, its size (value not read).
+type entry struct {
+	key, typ, value string
+	tooLarge        int64
+}
 
 // read reads keys, in their order. A key that no longer exists is left
-// out; a key that is not a string is an entry of its type.
+// out; a key that is not a string is an entry of its type; a string over
+// MaxKeyBytes is an entry of its size. STRLEN first, so that no value over
+// the bound is read, and each MGET reads at most redisMGetBytes.
 func (r *redisRegistry) read(ctx context.Context, c *redis.Client, keys []string) ([]entry, error) {
 	out := make([]entry, 0, len(keys))
 	for batch := range slices.Chunk(keys, redisMGetBatch) {
-		vals, err := c.MGet(ctx, batch...).Result()
-		if err != nil {
-			return nil, fmt.Errorf("mget: %w", err)
-		}
-		// MGET answers nil both for a key that was deleted since SCAN and
-		// for a key that is not a string: TYPE tells which.
-		var unknown []string
-		for i, v := range vals {
-			if v == nil {
-				unknown = append(unknown, batch[i])
-			}
-		}
-		types, err := r.types(ctx, c, unknown)
+		sizes, err := r.strlens(ctx, c, batch)
 		if err != nil {
 			return nil, err
 		}
-		for i, v := range vals {
-			key := batch[i]
-			switch s, ok := v.(string); {
-			case ok:
-				out = append(out, entry{key: key, typ: "string", value: s})
-			case types[key] != "none":
-				out = append(out, entry{key: key, typ: types[key]})
+		var small []string
+		var bytes int64
+		for i, key := range batch {
+			if sizes[i] > MaxKeyBytes {
+				out = append(out, entry{key: key, typ: "string", tooLarge: sizes[i]})
+				continue
 			}
+			if len(small) > 0 && bytes+sizes[i] > redisMGetBytes {
+				if out, err = r.mget(ctx, c, small, out); err != nil {
+					return nil, err
+				}
+				small, bytes = nil, 0
+			}
+			small, bytes = append(small, key), bytes+sizes[i]
+		}
+		if out, err = r.mget(ctx, c, small, out); err != nil {
+			return nil, err
+		}
+	}
+	slices.SortFunc(out, func(a, b entry) int { return strings.Compare(a.key, b.key) })
+	return out, nil
+}
+
+// strlens returns the STRLEN of each key, in one round trip: 0 for a key
+// that does not exist or is not a string (its MGET answer tells which).
+func (r *redisRegistry) strlens(ctx context.Context, c *redis.Client, keys []string) ([]int64, error) {
+	cmds := make([]*redis.IntCmd, len(keys))
+	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			cmds[i] = p.StrLen(ctx, k)
+		}
+		return nil
+	})
+	if err != nil && !isWrongType(err) {
+		return nil, fmt.Errorf("strlen: %w", err)
+	}
+	out := make([]int64, len(keys))
+	for i, cmd := range cmds {
+		if err := cmd.Err(); err != nil && !isWrongType(err) {
+			return nil, fmt.Errorf("strlen %s: %w", keys[i], err)
+		}
+		out[i] = cmd.Val() // 0 on WRONGTYPE
+	}
+	return out, nil
+}
+
+// isWrongType says whether err is Redis's answer to a command on a key of
+// another type.
+func isWrongType(err error) bool { return strings.HasPrefix(err.Error(), "WRONGTYPE") }
+
+// mget reads keys with one MGET and appends their entries to out.
+func (r *redisRegistry) mget(ctx context.Context, c *redis.Client, batch []string, out []entry) ([]entry, error) {
+	if len(batch) == 0 {
+		return out, nil
+	}
+	vals, err := c.MGet(ctx, batch...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("mget: %w", err)
+	}
+	// MGET answers nil both for a key that was deleted since SCAN and
+	// for a key that is not a string: TYPE tells which.
+	var unknown []string
+	for i, v := range vals {
+		if v == nil {
+			unknown = append(unknown, batch[i])
+		}
+	}
+	types, err := r.types(ctx, c, unknown)
+	if err != nil {
+		return nil, err
+	}
+	for i, v := range vals {
+		key := batch[i]
+		switch s, ok := v.(string); {
+		case ok:
+			out = append(out, entry{key: key, typ: "string", value: s})
+		case types[key] != "none":
+			out = append(out, entry{key: key, typ: types[key]})
 		}
 	}
 	return out, nil

@@ -400,3 +400,55 @@ func TestRedis_KindAndLocation(t *testing.T) {
 		t.Errorf("first close: %v", err)
 	}
 }
+
+// A value over MaxKeyBytes is not read: its document is an error naming the
+// key, its size and the limit, and the other keys read as usual. A size
+// change changes the version.
+func TestRedis_Fetch_ValueOverTheLimitIsNotRead(t *testing.T) {
+	s := redistest.Start(t)
+	c := s.Client()
+	big := "sluice:intents:layer2network.tenant-b"
+	set(t, c, "sluice:intents:layer2network.tenant-a", tenantAYAML, big, tenantBYAML+"#"+strings.Repeat("x", registry.MaxKeyBytes))
+	r := open(t, &sluicev1.RedisRegistry{Url: s.URL()})
+	snap := fetch(t, r)
+	if got := ids(document(t, snap, "sluice:intents:layer2network.tenant-a")); !slices.Equal(got, []string{"layer2network/tenant-a"}) {
+		t.Errorf("the key under the limit: intents %q", got)
+	}
+	d := document(t, snap, big)
+	size := len(tenantBYAML) + 1 + registry.MaxKeyBytes
+	want := fmt.Sprintf("key %s holds %d bytes, over the limit of %d bytes (1 MiB) for one intent; it was not read", big, size, registry.MaxKeyBytes)
+	if d.Err == nil || d.Err.Error() != want || len(d.Intents) != 0 {
+		t.Fatalf("the key over the limit: err %v, intents %q; want %q and none", d.Err, ids(d), want)
+	}
+	set(t, c, big, tenantBYAML+"#"+strings.Repeat("x", registry.MaxKeyBytes+1))
+	if again := fetch(t, r); again.Version == snap.Version {
+		t.Error("the version did not change when the value over the limit grew")
+	}
+	set(t, c, big, tenantBYAML)
+	if got := ids(document(t, fetch(t, r), big)); !slices.Equal(got, []string{"layer2network/tenant-b"}) {
+		t.Errorf("the key back under the limit: intents %q, want it read", got)
+	}
+}
+
+// Values near the limit are read in MGETs of at most 16 MiB: twenty keys of
+// almost 1 MiB each all read, once each, in key order.
+func TestRedis_Fetch_LargeValuesAreReadInBoundedBatches(t *testing.T) {
+	s := redistest.Start(t)
+	c := s.Client()
+	var want []string
+	for i := range 20 {
+		name := fmt.Sprintf("tenant-%02d", i)
+		doc := fmt.Sprintf("kind: Layer2Network\nname: %s\nspec: {vlan: %d, vni: %d}\n#", name, 100+i, 10100+i)
+		set(t, c, "sluice:intents:layer2network."+name, doc+strings.Repeat("x", registry.MaxKeyBytes-len(doc)))
+		want = append(want, "sluice:intents:layer2network."+name)
+	}
+	snap := fetch(t, open(t, &sluicev1.RedisRegistry{Url: s.URL()}))
+	if got := origins(snap); !slices.Equal(got, want) {
+		t.Fatalf("origins = %q, want %q", got, want)
+	}
+	for _, d := range snap.Documents {
+		if d.Err != nil || len(d.Intents) != 1 {
+			t.Errorf("%s: err %v, %d intents; want one intent", d.Origin, d.Err, len(d.Intents))
+		}
+	}
+}
