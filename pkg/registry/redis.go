@@ -20,10 +20,10 @@
 //
 // # Reading and watching
 //
-// Fetch lists the keys with SCAN MATCH <prefix>* and reads them with MGET
-// in batches of at most 500 keys and 16 MiB; a key deleted in between is
-// simply absent. Changed follows
-// the keyspace notifications of the keys (PSUBSCRIBE
+// Fetch lists the keys with SCAN MATCH <prefix>*, asks their TYPE and
+// STRLEN in one pipeline per 500 keys, and reads the strings with MGETs of
+// at most 500 keys and 16 MiB; a key deleted in between is simply absent.
+// Changed follows the keyspace notifications of the keys (PSUBSCRIBE
 // __keyspace@<db>__:<prefix>*), which the server publishes only when its
 // notify-keyspace-events setting has K and the g and $ classes (KA has
 // all); Note says when it does not, or when that cannot be told.
@@ -270,33 +270,38 @@ type entry struct {
 	tooLarge        int64
 }
 
-// read reads keys, in their order. A key that no longer exists is left
-// out; a key that is not a string is an entry of its type; a string over
-// MaxKeyBytes is an entry of its size. STRLEN first, so that no value over
-// the bound is read, and each MGET reads at most redisMGetBytes.
+// read reads keys, in their order. One pipeline asks every key's TYPE and
+// STRLEN; then only the strings within MaxKeyBytes are read, by MGETs of at
+// most redisMGetBatch keys and redisMGetBytes. A key gone since SCAN is
+// left out; a key that is not a string is an entry of its type; a string
+// over MaxKeyBytes is an entry of its size, never read.
 func (r *redisRegistry) read(ctx context.Context, c *redis.Client, keys []string) ([]entry, error) {
 	out := make([]entry, 0, len(keys))
 	for batch := range slices.Chunk(keys, redisMGetBatch) {
-		sizes, err := r.strlens(ctx, c, batch)
+		types, sizes, err := r.describe(ctx, c, batch)
 		if err != nil {
 			return nil, err
 		}
 		var small []string
 		var bytes int64
 		for i, key := range batch {
-			if sizes[i] > MaxKeyBytes {
+			switch {
+			case types[i] == "none": // deleted since SCAN
+			case types[i] != "string":
+				out = append(out, entry{key: key, typ: types[i]})
+			case sizes[i] > MaxKeyBytes:
 				out = append(out, entry{key: key, typ: "string", tooLarge: sizes[i]})
-				continue
-			}
-			if len(small) > 0 && bytes+sizes[i] > redisMGetBytes {
-				if out, err = r.mget(ctx, c, small, out); err != nil {
-					return nil, err
+			default:
+				if len(small) > 0 && bytes+sizes[i] > redisMGetBytes {
+					if out, err = mget(ctx, c, small, out); err != nil {
+						return nil, err
+					}
+					small, bytes = nil, 0
 				}
-				small, bytes = nil, 0
+				small, bytes = append(small, key), bytes+sizes[i]
 			}
-			small, bytes = append(small, key), bytes+sizes[i]
 		}
-		if out, err = r.mget(ctx, c, small, out); err != nil {
+		if out, err = mget(ctx, c, small, out); err != nil {
 			return nil, err
 		}
 	}
@@ -304,35 +309,41 @@ func (r *redisRegistry) read(ctx context.Context, c *redis.Client, keys []string
 	return out, nil
 }
 
-// strlens returns the STRLEN of each key, in one round trip: 0 for a key
-// that does not exist or is not a string (its MGET answer tells which).
-func (r *redisRegistry) strlens(ctx context.Context, c *redis.Client, keys []string) ([]int64, error) {
-	cmds := make([]*redis.IntCmd, len(keys))
-	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
+// describe returns the TYPE and STRLEN of each key, in one round trip
+// (STRLEN is 0 for a key that is not a string).
+func (r *redisRegistry) describe(ctx context.Context, c *redis.Client, keys []string) (types []string, sizes []int64, err error) {
+	typeCmds := make([]*redis.StatusCmd, len(keys))
+	lenCmds := make([]*redis.IntCmd, len(keys))
+	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
-			cmds[i] = p.StrLen(ctx, k)
+			typeCmds[i], lenCmds[i] = p.Type(ctx, k), p.StrLen(ctx, k)
 		}
 		return nil
 	})
 	if err != nil && !isWrongType(err) {
-		return nil, fmt.Errorf("strlen: %w", err)
+		return nil, nil, fmt.Errorf("type and strlen: %w", err)
 	}
-	out := make([]int64, len(keys))
-	for i, cmd := range cmds {
-		if err := cmd.Err(); err != nil && !isWrongType(err) {
-			return nil, fmt.Errorf("strlen %s: %w", keys[i], err)
+	types, sizes = make([]string, len(keys)), make([]int64, len(keys))
+	for i, k := range keys {
+		if err := typeCmds[i].Err(); err != nil {
+			return nil, nil, fmt.Errorf("type %s: %w", k, err)
 		}
-		out[i] = cmd.Val() // 0 on WRONGTYPE
+		if err := lenCmds[i].Err(); err != nil && !isWrongType(err) {
+			return nil, nil, fmt.Errorf("strlen %s: %w", k, err)
+		}
+		types[i], sizes[i] = typeCmds[i].Val(), lenCmds[i].Val()
 	}
-	return out, nil
+	return types, sizes, nil
 }
 
 // isWrongType says whether err is Redis's answer to a command on a key of
-// another type.
+// another type (STRLEN of a hash).
 func isWrongType(err error) bool { return strings.HasPrefix(err.Error(), "WRONGTYPE") }
 
-// mget reads keys with one MGET and appends their entries to out.
-func (r *redisRegistry) mget(ctx context.Context, c *redis.Client, batch []string, out []entry) ([]entry, error) {
+// mget reads the string keys batch with one MGET and appends their entries
+// to out; a key deleted (or no longer a string) since describe is left out,
+// for the next sync to see.
+func mget(ctx context.Context, c *redis.Client, batch []string, out []entry) ([]entry, error) {
 	if len(batch) == 0 {
 		return out, nil
 	}
@@ -340,48 +351,10 @@ func (r *redisRegistry) mget(ctx context.Context, c *redis.Client, batch []strin
 	if err != nil {
 		return nil, fmt.Errorf("mget: %w", err)
 	}
-	// MGET answers nil both for a key that was deleted since SCAN and
-	// for a key that is not a string: TYPE tells which.
-	var unknown []string
 	for i, v := range vals {
-		if v == nil {
-			unknown = append(unknown, batch[i])
+		if s, ok := v.(string); ok {
+			out = append(out, entry{key: batch[i], typ: "string", value: s})
 		}
-	}
-	types, err := r.types(ctx, c, unknown)
-	if err != nil {
-		return nil, err
-	}
-	for i, v := range vals {
-		key := batch[i]
-		switch s, ok := v.(string); {
-		case ok:
-			out = append(out, entry{key: key, typ: "string", value: s})
-		case types[key] != "none":
-			out = append(out, entry{key: key, typ: types[key]})
-		}
-	}
-	return out, nil
-}
-
-// types returns the TYPE of each key, in one round trip.
-func (r *redisRegistry) types(ctx context.Context, c *redis.Client, keys []string) (map[string]string, error) {
-	if len(keys) == 0 {
-		return nil, nil
-	}
-	cmds := make([]*redis.StatusCmd, len(keys))
-	_, err := c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			cmds[i] = p.Type(ctx, k)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, fmt.Errorf("type: %w", err)
-	}
-	out := make(map[string]string, len(keys))
-	for i, k := range keys {
-		out[k] = cmds[i].Val()
 	}
 	return out, nil
 }

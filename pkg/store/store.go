@@ -217,7 +217,7 @@ func (s *Store[T]) list(ctx context.Context, filter string) ([]Entry[T], error) 
 		if err != nil && !Unanswered(ctx, err) {
 			return out, err
 		}
-		// unanswered, or served by a replica that has not caught up with
+		// Unanswered, or served by a replica that has not caught up with
 		// the writes the leader had acknowledged when the listing began.
 		if werr := retryPause(ctx, n); werr != nil {
 			if err == nil {
