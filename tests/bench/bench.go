@@ -475,7 +475,7 @@ func waitFor(ctx context.Context, timeout time.Duration, cond func() (bool, erro
 			return nil
 		}
 		if time.Now().After(deadline) {
-			return errors.New("timed out")
+			return fmt.Errorf("timed out after %s", timeout)
 		}
 		select {
 		case <-ctx.Done():

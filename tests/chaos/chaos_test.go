@@ -2,8 +2,10 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -67,36 +69,67 @@ func TestChaos(t *testing.T) {
 	for _, seed := range all {
 		t.Run(fmt.Sprintf("seed=%d", seed), func(t *testing.T) {
 			t.Parallel()
-			runSeed(t, seed)
+			why := runSeed(t, seed)
 			if t.Failed() {
+				if why == "" {
+					why = "see its output (a panic, or a failure outside the checker)"
+				}
 				mu.Lock()
-				failed = append(failed, Repro(seed))
+				failed = append(failed, Repro(seed)+"   # "+why)
 				mu.Unlock()
 			}
 		})
 	}
 }
 
-func runSeed(t *testing.T, seed uint64) {
+// runSeed runs seed and says why it failed: the invariants broken, or
+// "harness failure" when the harness could not do its part (restart a
+// server, observe the system at rest) and no invariant was found broken.
+func runSeed(t *testing.T, seed uint64) string {
 	sc := Pick(seed)
 	log := newSchedule()
 	start := time.Now()
-	fail := func(invariants []string, details string) {
+	var f *faults
+	// after names the servers the schedule restarted: a read that fails
+	// after them is what a harness failure most likely follows from.
+	after := func() string {
+		if f == nil || len(f.restarted()) == 0 {
+			return " (no server was restarted)"
+		}
+		return " after restarting " + strings.Join(f.restarted(), ", ")
+	}
+	fail := func(invariants []string, details string) string {
 		t.Errorf("CHAOS FAIL seed=%d invariants=%s repro: %s\n%s\n%s\nschedule:\n%s",
 			seed, strings.Join(invariants, ","), Repro(seed), details, sc.Describe(), log)
+		return "invariants " + strings.Join(invariants, ",")
+	}
+	harnessFail := func(errs ...error) string {
+		var lines []string
+		for _, err := range errs {
+			lines = append(lines, err.Error())
+		}
+		t.Errorf("CHAOS HARNESS FAIL seed=%d (the harness's own failure, not a broken invariant) repro: %s\n%s\n%s\nschedule:\n%s",
+			seed, Repro(seed), strings.Join(lines, "\n"), sc.Describe(), log)
+		return "harness failure"
 	}
 	s := newSystem(t, sc, log)
 	w := newWatchers(s)
 	defer w.stop()
 	s.start()
-	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	// Bounds the driver and the faults; each wait inside has its own.
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
-	if busy := s.settleRegistered(ctx, 20*time.Second); busy != "" {
-		fail([]string{"setup"}, busy)
-		return
+	rctx, rcancel := context.WithTimeout(ctx, registerWithin+readPatience+10*time.Second)
+	missing, err := await(rctx, registerWithin, 1, s.unregistered)
+	rcancel()
+	switch {
+	case err != nil:
+		return harnessFail(harnessErr("could not tell whether every agent registered: %w", err))
+	case len(missing) > 0:
+		return fail([]string{"setup"}, fmt.Sprintf("agents did not register within %s: %v", registerWithin, missing))
 	}
 	d := newDriver(s)
-	f := &faults{sys: s, drv: d, watch: w, locks: map[string]*sync.Mutex{}}
+	f = &faults{sys: s, drv: d, watch: w, locks: map[string]*sync.Mutex{}}
 	faultsDone := make(chan struct{})
 	go func() { defer close(faultsDone); f.runAll(ctx) }()
 	driveErr := d.run(ctx)
@@ -105,16 +138,25 @@ func runSeed(t *testing.T, seed uint64) {
 	if driveErr != nil {
 		log.add("driver: %v", driveErr)
 	}
-	sctx, scancel := context.WithTimeout(context.Background(), 40*time.Second)
+	s.findingsMu.Lock()
+	harness := slices.Clone(s.harness)
+	s.findingsMu.Unlock()
+	if he := (*harnessError)(nil); errors.As(driveErr, &he) {
+		harness = append(harness, driveErr)
+		driveErr = nil
+	}
+	sctx, scancel := context.WithTimeout(context.Background(), settleWithin+readPatience+10*time.Second)
 	defer scancel()
-	busy := s.settle(sctx, 20*time.Second)
-	log.add("settled (%d things busy)", len(busy))
-	octx, ocancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer ocancel()
-	o, err := s.observe(octx, w, d, f.restarts, busy)
+	busy, err := s.settle(sctx, settleWithin)
 	if err != nil {
-		fail([]string{"observe"}, err.Error())
-		return
+		return harnessFail(append(harness, harnessErr("could not tell whether the system is at rest%s: %w", after(), err))...)
+	}
+	log.add("settled (%d things busy)", len(busy))
+	octx, ocancel := context.WithTimeout(context.Background(), 2*readPatience)
+	defer ocancel()
+	o, err := s.observe(octx, w, d, len(f.restarted()) > 0, busy)
+	if err != nil {
+		return harnessFail(append(harness, harnessErr("could not observe the system at rest%s: %w", after(), err))...)
 	}
 	vs := Check(o)
 	s.findingsMu.Lock()
@@ -134,8 +176,20 @@ func runSeed(t *testing.T, seed uint64) {
 			}
 			lines = append(lines, "  "+v.String())
 		}
-		fail(names, "violations:\n"+strings.Join(lines, "\n"))
-		return
+		details := "violations:\n" + strings.Join(lines, "\n")
+		if len(harness) > 0 {
+			// Found with the harness failing too: they may follow from it.
+			var hl []string
+			for _, err := range harness {
+				hl = append(hl, "  "+err.Error())
+			}
+			details += "\nthe harness failed too (the violations may follow from it):\n" + strings.Join(hl, "\n")
+		}
+		return fail(names, details)
+	}
+	if len(harness) > 0 {
+		return harnessFail(harness...)
 	}
 	t.Logf("seed %d passed in %s: %d rollouts, %d faults", seed, time.Since(start).Round(10*time.Millisecond), len(o.Rollouts), len(sc.Faults))
+	return ""
 }

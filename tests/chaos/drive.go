@@ -8,6 +8,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
@@ -53,7 +55,7 @@ func (d *driver) apply(ctx context.Context, i int) error {
 	in := append(append([]*sluicev1.Intent(nil), d.base...),
 		&sluicev1.Intent{Name: fleetWide, Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: c.TableID}}})
 	req := &sluicev1.ApplyRequest{Intents: in, Strategy: c.Strategy, Source: "chaos"}
-	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, acceptWithin)
 	defer cancel()
 	for {
 		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
@@ -72,41 +74,65 @@ func (d *driver) apply(ctx context.Context, i int) error {
 		d.sys.log.add("change %d: apply failed, retrying: %v", i, err)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("the configurator did not accept change %d within 20s (the last error is in the schedule): %w", i, ctx.Err())
+			return fmt.Errorf("the configurator did not accept change %d within %s (the last error is in the schedule): %w", i, acceptWithin, ctx.Err())
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
 }
 
-// rollout reads the record of rollout id (nil if absent or unreadable).
-func (s *system) rollout(ctx context.Context, id string) *sluicev1.Rollout {
+// rollout reads the record of rollout id: nil if absent or undecodable;
+// its error is a read that failed.
+func (s *system) rollout(ctx context.Context, id string) (*sluicev1.Rollout, error) {
 	// Each read gets its own second: a request sent while the server
 	// restarts may never be answered, and must not hold the caller up.
 	ctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
 	e, err := s.Env().Buckets.Rollouts.Get(ctx, id)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
 	if err != nil {
-		return nil
+		return nil, fmt.Errorf("read rollout %s: %w", id, err)
 	}
 	r := &sluicev1.Rollout{}
 	if store.Unmarshal(e.Value(), r) != nil {
-		return nil
+		return nil, nil
 	}
-	return r
+	return r, nil
 }
 
-// waitPhase polls rollout id until cond holds for its record; false if
-// ctx ends first.
-func (s *system) waitPhase(ctx context.Context, id string, cond func(*sluicev1.Rollout) bool) bool {
+// waitPhase polls rollout id until cond holds for its record (true). It
+// gives up (false) once within has passed with the record read. While the
+// reads fail (a server the harness restarted is coming back) it goes on
+// past within, for up to readPatience of failed reads in a row; then, or
+// if ctx ends while they fail, its error is the harness's.
+func (s *system) waitPhase(ctx context.Context, id string, within time.Duration, cond func(*sluicev1.Rollout) bool) (bool, error) {
+	deadline := time.Now().Add(within)
+	var failing time.Time // when the reads began failing; zero while they read
 	t := time.NewTicker(3 * time.Millisecond)
 	defer t.Stop()
 	for {
-		if r := s.rollout(ctx, id); r != nil && cond(r) {
-			return true
+		r, err := s.rollout(ctx, id)
+		switch {
+		case err == nil:
+			failing = time.Time{}
+		case failing.IsZero():
+			failing = time.Now()
+		}
+		if r != nil && cond(r) {
+			return true, nil
+		}
+		if err != nil && (time.Since(failing) >= readPatience || ctx.Err() != nil) {
+			return false, harnessErr("could not read rollout %s for %s: %w", id, time.Since(failing).Round(time.Millisecond), err)
+		}
+		if err == nil && time.Now().After(deadline) {
+			return false, nil
 		}
 		select {
 		case <-ctx.Done():
-			return false
+			if err == nil {
+				return false, ctx.Err()
+			}
 		case <-t.C:
 		}
 	}
@@ -127,15 +153,20 @@ func (d *driver) run(ctx context.Context) error {
 					return ctx.Err()
 				case <-time.After(c.After):
 				}
-				if r := d.sys.rollout(ctx, prev.id); r == nil || !ended(r) {
+				var r *sluicev1.Rollout
+				err := retry(ctx, func(ctx context.Context) (err error) {
+					r, err = d.sys.rollout(ctx, prev.id)
+					return err
+				})
+				if err != nil {
+					return harnessErr("could not tell whether change %d superseded rollout %s: %w", i, prev.id, err)
+				}
+				if r == nil || !ended(r) {
 					prev.superseded = true
 				}
 			} else {
-				wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-				ok := d.sys.waitPhase(wctx, prev.id, ended)
-				cancel()
-				if !ok {
-					return fmt.Errorf("rollout %s of change %d did not end within 30s", prev.id, i-1)
+				if err := d.waitEnded(ctx, prev.id, fmt.Sprintf("of change %d", i-1)); err != nil {
+					return err
 				}
 				d.sys.log.add("rollout %s of change %d ended", prev.id, i-1)
 			}
@@ -145,22 +176,30 @@ func (d *driver) run(ctx context.Context) error {
 		}
 		if i == 0 {
 			// The baseline must be in force before faults begin.
-			wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-			ok := d.sys.waitPhase(wctx, d.changes[0].id, ended)
-			cancel()
-			if !ok {
-				return fmt.Errorf("baseline rollout %s did not end within 30s", d.changes[0].id)
+			if err := d.waitEnded(ctx, d.changes[0].id, "of the baseline"); err != nil {
+				return err
 			}
 			d.sys.log.add("baseline rollout %s ended", d.changes[0].id)
 		}
 	}
 	last := d.changes[len(d.changes)-1]
-	wctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	if !d.sys.waitPhase(wctx, last.id, ended) {
-		return fmt.Errorf("rollout %s of the last change did not end within 30s", last.id)
+	if err := d.waitEnded(ctx, last.id, "of the last change"); err != nil {
+		return err
 	}
 	d.sys.log.add("rollout %s of change %d ended", last.id, len(d.changes)-1)
+	return nil
+}
+
+// waitEnded waits up to endWithin for rollout id (of what) to end. Its
+// error says it did not, or is the harness's (waitPhase).
+func (d *driver) waitEnded(ctx context.Context, id, of string) error {
+	ok, err := d.sys.waitPhase(ctx, id, endWithin, ended)
+	switch {
+	case err != nil:
+		return fmt.Errorf("wait for rollout %s %s to end: %w", id, of, err)
+	case !ok:
+		return fmt.Errorf("rollout %s %s did not end within %s", id, of, endWithin)
+	}
 	return nil
 }
 
@@ -237,7 +276,22 @@ type faults struct {
 	watch    *watchers
 	mu       sync.Mutex
 	locks    map[string]*sync.Mutex
-	restarts bool // a NATS restart happened, or a cluster server was stopped
+	restarts []string // NATS restarts and cluster servers stopped, as "server-1 at 3.20s"
+}
+
+// restarted lists the servers the schedule restarted or stopped so far.
+func (f *faults) restarted() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return slices.Clone(f.restarts)
+}
+
+// restart records that server (a cluster server's name, or "the server")
+// was stopped now.
+func (f *faults) restart(server string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.restarts = append(f.restarts, fmt.Sprintf("%s at %.2fs", server, time.Since(f.sys.log.start).Seconds()))
 }
 
 func (f *faults) lock(name string) func() {
@@ -281,13 +335,20 @@ func (f *faults) trigger(ctx context.Context, ft Fault) bool {
 		return true
 	case Reverting:
 		var reverting bool
-		s.waitPhase(tctx, a.id, func(r *sluicev1.Rollout) bool {
+		_, err := s.waitPhase(ctx, a.id, 30*time.Second, func(r *sluicev1.Rollout) bool {
 			reverting = r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING
 			return reverting || ended(r)
 		})
+		if err != nil {
+			s.log.add("%s: %v", ft, err)
+		}
 		return reverting
 	case Ended:
-		return s.waitPhase(tctx, a.id, ended)
+		ok, err := s.waitPhase(ctx, a.id, 30*time.Second, ended)
+		if err != nil {
+			s.log.add("%s: %v", ft, err)
+		}
+		return ok
 	case Applying:
 		table := s.sc.Changes[ft.Change].TableID
 		n := s.nodes[ft.Node]
@@ -298,7 +359,7 @@ func (f *faults) trigger(ctx context.Context, ft Fault) bool {
 				return true
 			}
 			if i%50 == 0 {
-				if r := s.rollout(tctx, a.id); r != nil && ended(r) {
+				if r, _ := s.rollout(tctx, a.id); r != nil && ended(r) { // unread: asked again 100ms later
 					return false
 				}
 			}
@@ -327,7 +388,10 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 	switch ft.Kind {
 	case KillLeader:
 		defer f.lock("coordinators")()
-		holder := s.leader(ctx)
+		holder, err := s.leader(ctx)
+		if err != nil {
+			s.log.add("%s: %v", ft, err)
+		}
 		name := holder
 		if name == "" || !s.running(name) {
 			name = coordinatorA
@@ -357,9 +421,7 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 		env := s.Env()
 		env.Server.Shutdown()
 		env.Server.WaitForShutdown()
-		f.mu.Lock()
-		f.restarts = true
-		f.mu.Unlock()
+		f.restart("the server")
 		s.log.add("%s: server shut down", ft)
 		sleep(ft.Down)
 		env2 := startEnvAt(s)
@@ -373,18 +435,24 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 		var i int
 		fmt.Sscanf(ft.Node, "server-%d", &i)
 		s.cluster.StopServer(s.t, i)
-		f.mu.Lock()
-		f.restarts = true // an event published async through the stopped server may be lost (seed 76)
-		f.mu.Unlock()
+		f.restart(ft.Node) // an event published async through the stopped server may be lost (seed 76)
 		s.log.add("%s: stopped", ft)
 		sleep(ft.Down)
-		s.cluster.RestartServer(s.t, i)
+		if err := s.restartServer(ctx, i); err != nil {
+			s.harnessFailed(harnessErr("could not restart %s: %w", ft.Node, err))
+			s.log.add("%s %s: could not restart: %v", ft.Kind, ft.Node, err)
+			return
+		}
 		f.watch.resume()
 		s.log.add("%s %s: restarted", ft.Kind, ft.Node)
 	case NetDrop, NetStall:
 		target := ft.Node
 		if target == "leader" {
-			if target = s.leader(ctx); target == "" {
+			holder, err := s.leader(ctx)
+			if err != nil {
+				s.log.add("%s: %v", ft, err)
+			}
+			if target = holder; target == "" {
 				s.log.add("%s: no leader to cut off", ft)
 				return
 			}
@@ -401,7 +469,10 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 		f.pausePlane(ctx, ft)
 	case PausedLeader:
 		defer f.lock("coordinators")()
-		old := s.leader(ctx)
+		old, err := s.leader(ctx)
+		if err != nil {
+			s.log.add("%s: %v", ft, err)
+		}
 		p := s.pausers[old]
 		if p == nil || !s.running(old) {
 			s.log.add("%s: no running leader to pause (holder %q)", ft, old)
@@ -413,12 +484,16 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
 		for {
-			if h := s.leader(wctx); h != "" && h != old {
+			h, err := s.leader(wctx)
+			if h != "" && h != old {
 				s.log.add("%s: %s took over", ft.Kind, h)
 				sleep(300 * time.Millisecond)
 				break
 			}
 			if wctx.Err() != nil {
+				if err != nil {
+					s.log.add("%s: %v", ft.Kind, err)
+				}
 				s.log.add("%s: no standby took over within 15s", ft.Kind)
 				break
 			}

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -43,6 +44,18 @@ const (
 	coordinatorB   = "coord-b"
 	configuratorC  = "configurator"
 	reaperC        = "reaper"
+)
+
+// Margins of the harness's own waits. Each is a poll that returns as soon
+// as its condition holds, so a passing seed never waits one out; each is
+// long against the seconds a seed's work takes, for a loaded 2-core
+// machine. They are not the product's deadlines: the invariants judge
+// those (in leader time, I2).
+const (
+	registerWithin = 60 * time.Second // every agent registered, before any fault
+	acceptWithin   = 60 * time.Second // the configurator accepted a change
+	endWithin      = 60 * time.Second // a rollout the driver waits for ended
+	settleWithin   = 40 * time.Second // the system at rest after the faults
 )
 
 // system is every sluice service and a fleet of real agents running in
@@ -73,6 +86,7 @@ type system struct {
 
 	findingsMu sync.Mutex
 	findings   []Violation // what faults found while they ran (the pause check)
+	harness    []error     // the harness's own failures while faults ran (harnessFailed)
 
 	nodes map[string]*nodeSim // fixed at start
 	// tables maps a routing-table id to its change, for the appliers.
@@ -424,19 +438,46 @@ func (c connectivity) Run(_ context.Context, env agent.CheckEnv) (string, error)
 	return "", nil
 }
 
-// leader is the coordinator instance holding the lease ("" = none).
-func (s *system) leader(ctx context.Context) string {
-	ctx, cancel := context.WithTimeout(ctx, time.Second)
-	defer cancel()
-	e, err := s.Env().Buckets.Leases.Get(ctx, contract.LeaseCoordinator)
-	if err != nil {
-		return ""
+// leader is the coordinator instance holding the lease ("" = none). A
+// faulted server may not answer yet: a read that fails is retried (retry),
+// and its error is the last one.
+func (s *system) leader(ctx context.Context) (string, error) {
+	var holder string
+	err := retry(ctx, func(ctx context.Context) error {
+		e, err := s.Env().Buckets.Leases.Get(ctx, contract.LeaseCoordinator)
+		if err != nil {
+			return fmt.Errorf("read the leader lease: %w", err)
+		}
+		var l sluicev1.LeaderLease
+		if store.Unmarshal(e.Value(), &l) == nil {
+			holder = l.GetHolder()
+		}
+		return nil
+	})
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return "", nil
 	}
-	var l sluicev1.LeaderLease
-	if store.Unmarshal(e.Value(), &l) != nil {
-		return ""
-	}
-	return l.GetHolder()
+	return holder, err
+}
+
+// restartServer starts cluster server i again and waits until the
+// cluster is ready; a failed start or wait is tried again for up to
+// readPatience (retry).
+func (s *system) restartServer(ctx context.Context, i int) error {
+	return retry(ctx, func(context.Context) error {
+		if s.cluster.Nodes.Server(i) == nil {
+			return s.cluster.Nodes.Restart(i)
+		}
+		return s.cluster.Nodes.WaitReady(10 * time.Second)
+	})
+}
+
+// harnessFailed records that the harness failed at its own part while the
+// seed ran (runSeed reports it so).
+func (s *system) harnessFailed(err error) {
+	s.findingsMu.Lock()
+	defer s.findingsMu.Unlock()
+	s.harness = append(s.harness, err)
 }
 
 // schedule is the timestamped log of what the harness did, printed with

@@ -144,11 +144,9 @@ func (w *watchers) record(bucket string, e jetstream.KeyValueEntry) {
 	w.ops[bucket] = append(w.ops[bucket], op)
 }
 
-// readProto decodes key of kv into v; an error if absent or unreadable.
-//
-// It reads through a watcher, which the stream's leader serves: a Get is a
-// direct get that any replica may answer, and on an R3 seed a server just
-// restarted can answer with what it had before it caught up.
+// readProto decodes key of kv, read from the stream's leader (leaderGet),
+// into v: jetstream.ErrKeyNotFound if absent, errUndecodable if it does not
+// decode, or the read's error. One attempt: callers poll, or wrap it in retry.
 func readProto[T proto.Message](ctx context.Context, s *system, kv jetstream.KeyValue, key string, v T) (T, error) {
 	var zero T
 	data, err := s.leaderGet(ctx, kv, key)
@@ -156,9 +154,15 @@ func readProto[T proto.Message](ctx context.Context, s *system, kv jetstream.Key
 		return zero, err
 	}
 	if err := store.Unmarshal(data, v); err != nil {
-		return zero, fmt.Errorf("%s: %w", key, err)
+		return zero, fmt.Errorf("%s/%s: %w: %w", kv.Bucket(), key, errUndecodable, err)
 	}
 	return v, nil
+}
+
+// unread reports whether err is a failed read: not an answer (a value,
+// none, or one that does not decode).
+func unread(err error) bool {
+	return err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) && !errors.Is(err, errUndecodable)
 }
 
 // leaderKeys lists the keys kv has held, from the stream's leader: a
@@ -173,11 +177,11 @@ func (s *system) leaderKeys(ctx context.Context, kv jetstream.KeyValue) ([]strin
 	defer cancel()
 	st, err := s.Env().JS.Stream(rctx, "KV_"+kv.Bucket())
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list %s: %w", kv.Bucket(), err)
 	}
 	info, err := st.Info(rctx, jetstream.WithSubjectFilter(prefix+">"))
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("list %s: %w", kv.Bucket(), err)
 	}
 	keys := make([]string, 0, len(info.State.Subjects))
 	for subj := range info.State.Subjects {
@@ -197,7 +201,7 @@ func (s *system) leaderGet(ctx context.Context, kv jetstream.KeyValue, key strin
 	defer cancel()
 	reply, err := s.Env().Conn.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET.KV_"+kv.Bucket(), req)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("get %s/%s: %w", kv.Bucket(), key, err)
 	}
 	var resp struct {
 		Error *struct {
@@ -228,8 +232,9 @@ func (s *system) leaderGet(ctx context.Context, kv jetstream.KeyValue, key strin
 // quiescent reports what has not settled yet: no coordinator leading with
 // its state loaded, or one with desired-config writes still pending, a
 // rollout still running, a node whose agent has not reported on its desired
-// config or is applying.
-func (s *system) quiescent(ctx context.Context) []string {
+// config or is applying. Its error is a read that failed (one attempt:
+// await polls), and then it cannot tell.
+func (s *system) quiescent(ctx context.Context) ([]string, error) {
 	var busy []string
 	leaders, pending := 0, 0
 	s.mu.Lock()
@@ -249,23 +254,34 @@ func (s *system) quiescent(ctx context.Context) []string {
 	b := s.Env().Buckets
 	keys, err := s.leaderKeys(ctx, b.Rollouts)
 	if err != nil {
-		return []string{"list rollouts: " + err.Error()}
+		return nil, err
 	}
 	for _, k := range keys {
-		if k == contract.KeyActive {
-			if _, err := s.leaderGet(ctx, b.Rollouts, k); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		switch {
+		case k == contract.KeyLastApplied || contract.IsControlKey(k):
+			continue
+		case k == contract.KeyActive:
+			_, err := s.leaderGet(ctx, b.Rollouts, k)
+			if unread(err) {
+				return nil, err
+			}
+			if err == nil {
 				busy = append(busy, "rollouts/active is set")
 			}
 			continue
 		}
-		if k == contract.KeyLastApplied || contract.IsControlKey(k) {
-			continue
+		r, err := readProto(ctx, s, b.Rollouts, k, &sluicev1.Rollout{})
+		if unread(err) {
+			return nil, err
 		}
-		if r := s.rollout(ctx, k); r != nil && !ended(r) {
+		if err == nil && !ended(r) {
 			busy = append(busy, fmt.Sprintf("rollout %s is %s", k, r.GetPhase()))
 		}
 	}
 	_, laErr := s.leaderGet(ctx, b.Rollouts, contract.KeyLastApplied)
+	if unread(laErr) {
+		return nil, laErr
+	}
 	inForce := laErr == nil
 	for _, name := range sortedKeys(s.nodes) {
 		n := s.nodes[name]
@@ -278,12 +294,25 @@ func (s *system) quiescent(ctx context.Context) []string {
 			continue
 		}
 		if _, err := s.leaderGet(ctx, b.Nodes, name); err != nil {
+			if unread(err) {
+				return nil, err
+			}
 			busy = append(busy, name+" has no presence")
 			continue
 		}
 		d, derr := readProto(ctx, s, b.NodeConfigs, contract.DesiredKey(name), &sluicev1.DesiredConfig{})
+		if unread(derr) {
+			return nil, derr
+		}
 		if errors.Is(derr, jetstream.ErrKeyNotFound) {
-			if inForce && !s.inForceKnownBad(ctx, n) {
+			if !inForce {
+				continue
+			}
+			bad, err := s.inForceKnownBad(ctx, n)
+			if err != nil {
+				return nil, err
+			}
+			if !bad {
 				// A live node gets the config in force (e.g. after its keys
 				// were reaped while it was away): not configured yet. Unless
 				// that config is recorded invalid: then it keeps its own.
@@ -292,6 +321,9 @@ func (s *system) quiescent(ctx context.Context) []string {
 			continue
 		}
 		st, serr := readProto(ctx, s, b.Status, name, &sluicev1.NodeStatus{})
+		if unread(serr) {
+			return nil, serr
+		}
 		switch {
 		case derr != nil || serr != nil:
 			busy = append(busy, fmt.Sprintf("%s: desired %v, status %v", name, derr, serr))
@@ -301,81 +333,165 @@ func (s *system) quiescent(ctx context.Context) []string {
 			busy = append(busy, name+" is provisioning")
 		}
 	}
-	return busy
+	return busy, nil
 }
 
 // inForceKnownBad reports whether the config in force for n (the
 // last-applied revision rendered for its labels) is recorded invalid: the
 // coordinator then gives it nothing rather than a config known to fail.
-func (s *system) inForceKnownBad(ctx context.Context, n *nodeSim) bool {
+// Its error is a read that failed.
+func (s *system) inForceKnownBad(ctx context.Context, n *nodeSim) (bool, error) {
 	b := s.Env().Buckets
 	ref, err := readProto(ctx, s, b.Rollouts, contract.KeyLastApplied, &sluicev1.RolloutRef{})
 	if err != nil {
-		return false
+		return false, failed(err)
 	}
 	rev, err := readProto(ctx, s, b.Revisions, ref.GetRevision(), &sluicev1.Revision{})
 	if err != nil {
-		return false
+		return false, failed(err)
 	}
 	fp := render.Fingerprint(render.NodeConfig(rev, NodeLabels(n.index)))
 	f, err := readProto(ctx, s, b.Fingerprints, fp, &sluicev1.InvalidFingerprint{})
-	return err == nil && f.GetForgiven() == nil
-}
-
-// settle waits until the system is quiescent for a few polls in a row, and
-// returns what had not settled if it never was.
-func (s *system) settle(ctx context.Context, timeout time.Duration) []string {
-	deadline := time.Now().Add(timeout)
-	calm := 0
-	var busy []string
-	for time.Now().Before(deadline) && ctx.Err() == nil {
-		qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-		busy = s.quiescent(qctx)
-		cancel()
-		if len(busy) == 0 {
-			calm++
-			if calm >= 4 {
-				return nil
-			}
-		} else {
-			calm = 0
-		}
-		time.Sleep(60 * time.Millisecond)
+	if err != nil {
+		return false, failed(err)
 	}
-	return busy
+	return f.GetForgiven() == nil, nil
 }
 
-// observe gathers the Observation at rest.
+// failed is err if it is a failed read, nil if an answer (unread).
+func failed(err error) error {
+	if unread(err) {
+		return err
+	}
+	return nil
+}
+
+// settle waits until the system is quiescent for four polls in a row, and
+// returns what had not settled if it never was within timeout; its error
+// is the harness's failure to read (await).
+func (s *system) settle(ctx context.Context, timeout time.Duration) ([]string, error) {
+	return await(ctx, timeout, 4, s.quiescent)
+}
+
+// await polls poll until it reports nothing busy calm times in a row, and
+// returns what was busy if that did not happen within timeout. A poll whose
+// reads failed (servers the harness restarted are still coming back) tells
+// nothing either way: await goes on past timeout until a poll reads, for
+// up to readPatience of failed polls in a row, and then fails with the last
+// poll's error. It gives up when ctx ends: give ctx timeout + readPatience
+// and some.
+func await(ctx context.Context, timeout time.Duration, calm int, poll func(context.Context) ([]string, error)) ([]string, error) {
+	start := time.Now()
+	quiet := 0
+	var busy []string
+	var failing time.Time // when the polls began failing; zero while they read
+	var polls int         // failed polls since failing
+	var last error
+	for {
+		pctx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
+		b, err := poll(pctx)
+		cancel()
+		switch {
+		case err != nil:
+			if failing.IsZero() {
+				failing, polls = time.Now(), 0
+			}
+			quiet, last = 0, err
+			polls++
+		case len(b) == 0:
+			failing = time.Time{}
+			if quiet++; quiet >= calm {
+				return nil, nil
+			}
+		default:
+			failing, quiet, busy = time.Time{}, 0, b
+			if time.Since(start) > timeout {
+				return busy, nil
+			}
+		}
+		if !failing.IsZero() && (time.Since(failing) >= readPatience || ctx.Err() != nil) {
+			return nil, fmt.Errorf("%w (%s)", last, tries(polls, "failed poll", "failed polls in a row", time.Since(failing)))
+		}
+		if ctx.Err() != nil {
+			return nil, fmt.Errorf("still polling %s after it began (%d calm in a row, %d wanted): %w",
+				time.Since(start).Round(time.Millisecond), quiet, calm, ctx.Err())
+		}
+		t := time.NewTimer(50 * time.Millisecond)
+		select {
+		case <-ctx.Done():
+		case <-t.C:
+		}
+		t.Stop()
+	}
+}
+
+// reader makes observe's reads, each retried (retry). The first read that
+// still fails is kept in err and makes every later one a no-op: observe
+// checks err once, and a read that failed is never taken for an absent
+// key, which the checker would judge.
+type reader struct {
+	s   *system
+	err error
+}
+
+// keys lists kv's keys from its stream's leader (leaderKeys).
+func (r *reader) keys(ctx context.Context, kv jetstream.KeyValue) []string {
+	if r.err != nil {
+		return nil
+	}
+	var keys []string
+	r.err = retry(ctx, func(ctx context.Context) (err error) {
+		keys, err = r.s.leaderKeys(ctx, kv)
+		return err
+	})
+	return keys
+}
+
+// get reads key of kv into v: nil if it is absent or does not decode, or
+// if a read failed (r.err).
+func get[T proto.Message](ctx context.Context, r *reader, kv jetstream.KeyValue, key string, v T) T {
+	var zero T
+	if r.err != nil {
+		return zero
+	}
+	err := retry(ctx, func(ctx context.Context) error {
+		_, err := readProto(ctx, r.s, kv, key, v)
+		return err
+	})
+	if err != nil {
+		if unread(err) {
+			r.err = err
+		}
+		return zero
+	}
+	return v
+}
+
+// observe gathers the Observation at rest. Its error is a read that failed
+// for readPatience: the harness's failure, not the system's.
 func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestarted bool, notQuiescent []string) (*Observation, error) {
 	b := s.Env().Buckets
 	o := &Observation{Fingerprints: map[string]*sluicev1.InvalidFingerprint{}, Targets: map[string]map[string]string{},
 		EmptyFingerprint: render.Fingerprint(&sluicev1.NodeConfig{}), NotQuiescent: notQuiescent}
-	keys, err := s.leaderKeys(ctx, b.Rollouts)
-	if err != nil {
-		return nil, fmt.Errorf("list rollouts: %w", err)
-	}
-	for _, k := range keys {
+	r := &reader{s: s}
+	for _, k := range r.keys(ctx, b.Rollouts) {
 		switch {
 		case k == contract.KeyActive:
-			o.Active, _ = readProto(ctx, s, b.Rollouts, k, &sluicev1.RolloutRef{})
+			o.Active = get(ctx, r, b.Rollouts, k, &sluicev1.RolloutRef{})
 		case k == contract.KeyLastApplied:
-			o.LastApplied, _ = readProto(ctx, s, b.Rollouts, k, &sluicev1.RolloutRef{})
+			o.LastApplied = get(ctx, r, b.Rollouts, k, &sluicev1.RolloutRef{})
 		case contract.IsControlKey(k):
 		default:
-			if r, err := readProto(ctx, s, b.Rollouts, k, &sluicev1.Rollout{}); err == nil {
-				o.Rollouts = append(o.Rollouts, r)
+			if rec := get(ctx, r, b.Rollouts, k, &sluicev1.Rollout{}); rec != nil {
+				o.Rollouts = append(o.Rollouts, rec)
 			}
 		}
 	}
-	fkeys, err := s.leaderKeys(ctx, b.Fingerprints)
-	if err != nil {
-		return nil, fmt.Errorf("list fingerprints: %w", err)
-	}
-	for _, k := range fkeys {
+	for _, k := range r.keys(ctx, b.Fingerprints) {
 		if contract.IsControlKey(k) {
 			continue
 		}
-		if f, err := readProto(ctx, s, b.Fingerprints, k, &sluicev1.InvalidFingerprint{}); err == nil {
+		if f := get(ctx, r, b.Fingerprints, k, &sluicev1.InvalidFingerprint{}); f != nil {
 			o.Fingerprints[k] = f
 		}
 	}
@@ -384,38 +500,34 @@ func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestar
 		n := s.nodes[name]
 		labels[name] = NodeLabels(n.index)
 		no := NodeObs{Name: name, Live: s.running(name), OnDisk: s.onDisk(name), Applies: n.history()}
-		no.Desired, _ = readProto(ctx, s, b.NodeConfigs, contract.DesiredKey(name), &sluicev1.DesiredConfig{})
-		no.Backup, _ = readProto(ctx, s, b.NodeConfigs, contract.BackupKey(name), &sluicev1.DesiredConfig{})
-		no.Status, _ = readProto(ctx, s, b.Status, name, &sluicev1.NodeStatus{})
+		no.Desired = get(ctx, r, b.NodeConfigs, contract.DesiredKey(name), &sluicev1.DesiredConfig{})
+		no.Backup = get(ctx, r, b.NodeConfigs, contract.BackupKey(name), &sluicev1.DesiredConfig{})
+		no.Status = get(ctx, r, b.Status, name, &sluicev1.NodeStatus{})
 		o.Nodes = append(o.Nodes, no)
 	}
-	for _, r := range o.Rollouts {
-		rev, err := readProto(ctx, s, b.Revisions, r.GetRevision(), &sluicev1.Revision{})
-		if err != nil {
+	for _, ro := range o.Rollouts {
+		rev := get(ctx, r, b.Revisions, ro.GetRevision(), &sluicev1.Revision{})
+		if rev == nil {
 			continue
 		}
 		t := map[string]string{}
 		for node, l := range labels {
 			t[node] = render.Fingerprint(render.NodeConfig(rev, l))
 		}
-		o.Targets[r.GetId()] = t
+		o.Targets[ro.GetId()] = t
 	}
-	// On a cluster the stream may have no leader for a moment after a
-	// server came back: try a few times.
-	var evs []*sluicev1.Event
-	for try := 0; ; try++ {
-		rctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-		evs, err = readEvents(rctx, s.Env().JS)
-		cancel()
-		if err == nil || try == 3 {
-			break
-		}
-		time.Sleep(500 * time.Millisecond)
+	if r.err != nil {
+		return nil, r.err
 	}
+	// On a cluster the stream may have no leader for a while after a
+	// server came back: retry.
+	err := retry(ctx, func(ctx context.Context) (err error) {
+		o.Events, err = readEvents(ctx, s.Env().JS)
+		return err
+	})
 	if err != nil {
 		return nil, err
 	}
-	o.Events = evs
 	w.mu.Lock()
 	o.ConfigWrites = append([]KVOp(nil), w.ops[contract.BucketNodeConfigs]...)
 	o.RolloutWrites = append([]KVOp(nil), w.ops[contract.BucketRollouts]...)
@@ -452,23 +564,18 @@ func readEvents(ctx context.Context, js jetstream.JetStream) ([]*sluicev1.Event,
 	return out, nil
 }
 
-// settleRegistered waits until every agent registered; it returns what is
-// missing if they did not in time.
-func (s *system) settleRegistered(ctx context.Context, timeout time.Duration) string {
-	deadline := time.Now().Add(timeout)
-	for {
-		var missing []string
-		for _, name := range sortedKeys(s.nodes) {
-			if _, err := s.leaderGet(ctx, s.Env().Buckets.Nodes, name); err != nil {
-				missing = append(missing, name)
-			}
+// unregistered lists the agents that have no presence yet; its error is a
+// read that failed.
+func (s *system) unregistered(ctx context.Context) ([]string, error) {
+	var missing []string
+	for _, name := range sortedKeys(s.nodes) {
+		_, err := s.leaderGet(ctx, s.Env().Buckets.Nodes, name)
+		if unread(err) {
+			return nil, err
 		}
-		if len(missing) == 0 {
-			return ""
+		if err != nil {
+			missing = append(missing, name)
 		}
-		if time.Now().After(deadline) {
-			return fmt.Sprintf("agents did not register within %s: %v", timeout, missing)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
+	return missing, nil
 }

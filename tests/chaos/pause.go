@@ -2,11 +2,13 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -91,7 +93,11 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault) {
 	}
 	for seq := seq0 + 1; seq <= seq1; seq++ {
 		key, err := f.configKey(ctx, seq)
-		if err != nil || contract.IsControlKey(key) {
+		if err != nil {
+			s.log.add("%s: %v; writes from it on not checked", ft.Kind, err)
+			break
+		}
+		if key == "" || contract.IsControlKey(key) {
 			continue
 		}
 		found = append(found, Violation{Invariant: "Paused", Detail: fmt.Sprintf(
@@ -131,32 +137,44 @@ func (f *faults) notReached(ctx context.Context, gen uint64) []string {
 	return out
 }
 
-// configSeq is the nodeconfigs stream's last sequence.
+// configSeq is the nodeconfigs stream's last sequence. Faults may overlap
+// (a server restart): a read that fails is retried (retry).
 func (f *faults) configSeq(ctx context.Context) (uint64, error) {
-	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	st, err := f.sys.Env().JS.Stream(rctx, contract.StreamOfBucket(contract.BucketNodeConfigs))
-	if err != nil {
-		return 0, err
-	}
-	info, err := st.Info(rctx)
-	if err != nil {
-		return 0, err
-	}
-	return info.State.LastSeq, nil
+	var last uint64
+	err := retry(ctx, func(ctx context.Context) error {
+		st, err := f.sys.Env().JS.Stream(ctx, contract.StreamOfBucket(contract.BucketNodeConfigs))
+		if err != nil {
+			return fmt.Errorf("nodeconfigs stream: %w", err)
+		}
+		info, err := st.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("nodeconfigs stream info: %w", err)
+		}
+		last = info.State.LastSeq
+		return nil
+	})
+	return last, err
 }
 
-// configKey is the nodeconfigs key of stream message seq.
+// configKey is the nodeconfigs key of stream message seq, read as
+// configSeq is; "" if the stream no longer holds it (a bucket keeps one
+// revision per key: the key was written again since, at a later sequence).
 func (f *faults) configKey(ctx context.Context, seq uint64) (string, error) {
-	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
-	defer cancel()
-	st, err := f.sys.Env().JS.Stream(rctx, contract.StreamOfBucket(contract.BucketNodeConfigs))
-	if err != nil {
-		return "", err
-	}
-	m, err := st.GetMsg(rctx, seq)
-	if err != nil {
-		return "", err
-	}
-	return strings.TrimPrefix(m.Subject, "$KV."+contract.BucketNodeConfigs+"."), nil
+	var key string
+	err := retry(ctx, func(ctx context.Context) error {
+		st, err := f.sys.Env().JS.Stream(ctx, contract.StreamOfBucket(contract.BucketNodeConfigs))
+		if err != nil {
+			return fmt.Errorf("nodeconfigs stream: %w", err)
+		}
+		m, err := st.GetMsg(ctx, seq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("nodeconfigs stream message %d: %w", seq, err)
+		}
+		key = strings.TrimPrefix(m.Subject, "$KV."+contract.BucketNodeConfigs+".")
+		return nil
+	})
+	return key, err
 }

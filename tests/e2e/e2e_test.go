@@ -89,7 +89,7 @@ func TestEndToEnd_RestartMidRolloutFinishesTheRollout(t *testing.T) {
 	resp := applyExamples(t, env, "2")
 
 	status := store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
-	natstest.Eventually(t, 30*time.Second, "some nodes provisioned", func() bool {
+	natstest.Eventually(t, 60*time.Second, "some nodes provisioned", func() bool {
 		all, _ := status.List(context.Background(), ">")
 		done := 0
 		for _, e := range all {

@@ -81,7 +81,7 @@ func startProcess(t *testing.T, env *natstest.Env, name, role, node string, buil
 
 func (p *process) get(t *testing.T, path string) (int, string) {
 	t.Helper()
-	c := http.Client{Timeout: 2 * time.Second}
+	c := http.Client{Timeout: 10 * time.Second} // margin: a loopback answer, milliseconds unloaded
 	resp, err := c.Get(p.base + path)
 	if err != nil {
 		t.Fatalf("%s %s: %v", p.name, path, err)
@@ -146,7 +146,7 @@ func TestHealth_EveryServiceIsReadyAndItsMetricsTellTheRollout(t *testing.T) {
 		{rp, "ready: buckets bound; a pass every 300ms\n"},
 		{agents[0], "ready: buckets bound; node node-01\n"},
 	} {
-		natstest.Eventually(t, 20*time.Second, tc.p.name+" to be ready", func() bool {
+		natstest.Eventually(t, 60*time.Second, tc.p.name+" to be ready", func() bool {
 			code, body := tc.p.get(t, "/readyz")
 			return code == http.StatusOK && strings.HasPrefix(body, tc.want)
 		})
@@ -168,7 +168,7 @@ func TestHealth_EveryServiceIsReadyAndItsMetricsTellTheRollout(t *testing.T) {
 		t.Fatal(err)
 	}
 	var head *sluicev1.Head
-	natstest.Eventually(t, 20*time.Second, "the registry's networks to be the head", func() bool {
+	natstest.Eventually(t, 60*time.Second, "the registry's networks to be the head", func() bool {
 		head = headOf(t, env)
 		return head != nil
 	})
@@ -216,12 +216,12 @@ func TestHealth_EveryServiceIsReadyAndItsMetricsTellTheRollout(t *testing.T) {
 
 	// An agent stops for good: its presence expires, the reaper deletes its keys.
 	agents[2].stop()
-	natstest.Eventually(t, 30*time.Second, "the reaper to count the departed node", func() bool {
+	natstest.Eventually(t, 60*time.Second, "the reaper to count the departed node", func() bool {
 		_, metrics := rp.get(t, "/metrics")
 		v, _ := sample(metrics, "sluice_reaper_deletions_total", `{kind="nodes"}`)
 		return v == 1
 	})
-	natstest.Eventually(t, 10*time.Second, "the coordinator to stop counting its status", func() bool {
+	natstest.Eventually(t, 60*time.Second, "the coordinator to stop counting its status", func() bool {
 		_, metrics := coord.get(t, "/metrics")
 		v, _ := sample(metrics, "sluice_nodes", `{phase="provisioned"}`)
 		return v == 2

@@ -16,7 +16,9 @@ import (
 
 func TestOneRolloutAtATime_NewRevisionQueuesUntilTheRunningOneEnds(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
-	s := startSystem(t, env, t.TempDir(), 4, slowly(200*time.Millisecond))
+	// Margin: the second apply must land while the first rollout runs;
+	// one node at a time, 1s each, leaves it 3s after node-01 is seen applying.
+	s := startSystem(t, env, t.TempDir(), 4, slowly(time.Second))
 	waitRegistered(t, env, 4)
 	first := apply(t, env, examplesWith(t, 300), &sluicev1.Strategy{MaxParallel: "1"})
 	waitApplying(t, env, "node-01", contract.RolloutID(first.GetGeneration(), first.GetRevision()))
@@ -25,12 +27,12 @@ func TestOneRolloutAtATime_NewRevisionQueuesUntilTheRunningOneEnds(t *testing.T)
 		t.Errorf("second apply waits for %q; want the running rollout %s", second.GetWaitsFor(),
 			contract.RolloutID(first.GetGeneration(), first.GetRevision()))
 	}
-	r1 := waitRolloutEnd(t, env, first.GetGeneration(), 30*time.Second)
+	r1 := waitRolloutEnd(t, env, first.GetGeneration(), 60*time.Second)
 	if r1.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED || r1.GetCounts().GetProvisioned() != 4 {
 		t.Fatalf("the running rollout ended %s (%s) %v; want it to finish on all 4 nodes before the queued one starts",
 			r1.GetPhase(), r1.GetReason(), r1.GetCounts())
 	}
-	r2 := waitRolloutEnd(t, env, second.GetGeneration(), 30*time.Second)
+	r2 := waitRolloutEnd(t, env, second.GetGeneration(), 60*time.Second)
 	if r2.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED {
 		t.Fatalf("the queued rollout ended %s (%s); want SUCCEEDED", r2.GetPhase(), r2.GetReason())
 	}
@@ -43,30 +45,34 @@ func TestOneRolloutAtATime_NewRevisionQueuesUntilTheRunningOneEnds(t *testing.T)
 
 func TestOneRolloutAtATime_SupersedeStopsTheRunningOneAfterItsInFlightNodes(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
-	s := startSystem(t, env, t.TempDir(), 4, slowly(400*time.Millisecond))
+	// Margin: the superseding apply must land while node-01 applies (1s)
+	// and before the others are done (3s more).
+	s := startSystem(t, env, t.TempDir(), 4, slowly(time.Second))
 	waitRegistered(t, env, 4)
 	first := apply(t, env, examplesWith(t, 300), &sluicev1.Strategy{MaxParallel: "1"})
 	waitApplying(t, env, "node-01", contract.RolloutID(first.GetGeneration(), first.GetRevision()))
 	second := apply(t, env, examplesWith(t, 301), &sluicev1.Strategy{MaxParallel: "2", WhileActive: contract.WhileActiveSupersede})
-	r1 := waitRolloutEnd(t, env, first.GetGeneration(), 30*time.Second)
+	r1 := waitRolloutEnd(t, env, first.GetGeneration(), 60*time.Second)
 	if r1.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED {
 		t.Fatalf("the superseded rollout ended %s (%s); want ABORTED", r1.GetPhase(), r1.GetReason())
 	}
 	if c := r1.GetCounts(); c.GetProvisioned() == 0 || c.GetProvisioned() == 4 || c.GetInProgress() != 0 {
 		t.Errorf("superseded rollout counts %v; want the node in flight at the supersede provisioned, not all 4, none left in progress", c)
 	}
-	r2 := waitRolloutEnd(t, env, second.GetGeneration(), 30*time.Second)
+	r2 := waitRolloutEnd(t, env, second.GetGeneration(), 60*time.Second)
 	if r2.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED || r2.GetCounts().GetProvisioned() != 4 {
 		t.Fatalf("the superseding rollout ended %s (%s) %v; want SUCCEEDED on all 4 nodes", r2.GetPhase(), r2.GetReason(), r2.GetCounts())
 	}
 	assertInvariants(t, s, r2)
 }
 
-// waitApplying waits until node reports it is applying rollout's target.
+// waitApplying waits until node reports it is applying rollout's target:
+// a phase that lasts as long as its apply, so the callers' applies take a
+// second, many of this poll's reads even on a loaded machine.
 func waitApplying(t *testing.T, env *natstest.Env, node, rollout string) {
 	t.Helper()
 	_, status, _ := stores(env)
-	natstest.Eventually(t, 10*time.Second, node+" to be applying rollout "+rollout, func() bool {
+	natstest.Eventually(t, 60*time.Second, node+" to be applying rollout "+rollout, func() bool {
 		st, err := status.Get(context.Background(), node)
 		return err == nil && st.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING && st.Value.GetRollout() == rollout
 	})

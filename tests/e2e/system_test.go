@@ -155,7 +155,9 @@ func applyExamples(t *testing.T, env *natstest.Env, maxParallel string) *sluicev
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// Margin: WaitReady returns once the configurator serves, and an
+	// apply takes milliseconds; 30s is for a cold start on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := apiclient.WaitReady(ctx, env.Conn); err != nil {
 		t.Fatal(err)
@@ -170,10 +172,15 @@ func applyExamples(t *testing.T, env *natstest.Env, maxParallel string) *sluicev
 	return resp
 }
 
+// Waits in this suite are polls that return as soon as their condition
+// holds (natstest.Eventually, waitRegistered, waitRolloutEnd): their
+// timeouts are margins, a minute or more against seconds of work, that a
+// loaded 2-core machine cannot miss and a passing test never waits out.
+
 func waitRegistered(t *testing.T, env *natstest.Env, n int) {
 	t.Helper()
 	nodes := store.New(env.Buckets.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
-	natstest.Eventually(t, 20*time.Second, fmt.Sprintf("%d agents to register", n), func() bool {
+	natstest.Eventually(t, 60*time.Second, fmt.Sprintf("%d agents to register", n), func() bool {
 		keys, err := nodes.Keys(context.Background())
 		return err == nil && len(keys) == n
 	})
