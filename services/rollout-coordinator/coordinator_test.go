@@ -55,6 +55,11 @@ func startFleet(t *testing.T, env *natstest.Env, delay time.Duration, fail map[s
 		}
 		t.Cleanup(func() { _ = sub.Unsubscribe() })
 	}
+	// The coordinator publishes on its own connection: the server must
+	// hold these subscriptions before it writes a node's first config.
+	if err := env.Conn.Flush(); err != nil {
+		t.Fatal(err)
+	}
 	return f
 }
 
@@ -66,7 +71,7 @@ func (f *fakeFleet) apply(ctx context.Context, d *sluicev1.DesiredConfig, delay 
 			break
 		}
 	}
-	time.Sleep(delay)
+	time.Sleep(delay) // the apply itself, not a wait for a condition
 	f.applying.Add(-1)
 	phase := sluicev1.NodePhase_NODE_PHASE_PROVISIONED
 	if f.fail[d.GetNode()] && !d.GetRevert() {
@@ -124,7 +129,9 @@ func waitRollout(t *testing.T, env *natstest.Env, id string, want sluicev1.Rollo
 	t.Helper()
 	rollouts := store.New(env.Buckets.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
 	var got *sluicev1.Rollout
-	natstest.Eventually(t, 20*time.Second, "rollout "+id+" to reach "+want.String(), func() bool {
+	// margin: the poll ends as soon as the phase is reached; 60s is many
+	// times what a rollout of a few fake nodes takes on a loaded machine.
+	natstest.Eventually(t, 60*time.Second, "rollout "+id+" to reach "+want.String(), func() bool {
 		e, err := rollouts.Get(context.Background(), id)
 		got = e.Value
 		return err == nil && e.Value.GetPhase() == want
@@ -135,7 +142,9 @@ func waitRollout(t *testing.T, env *natstest.Env, id string, want sluicev1.Rollo
 func TestCoordinator_RollsOutWithinMaxParallel(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
 	nodes := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
-	fleet := startFleet(t, env, 50*time.Millisecond, nil, nodes...)
+	// margin: an apply lasts 300ms, so the two configs of a wave, written
+	// together, overlap at the fleet unless one is delivered 300ms late.
+	fleet := startFleet(t, env, 300*time.Millisecond, nil, nodes...)
 	startCoordinator(t, env, "c1")
 	rev := moveHead(t, env, 1, "2", table("t1", 100))
 
@@ -155,7 +164,8 @@ func TestCoordinator_RollsOutWithinMaxParallel(t *testing.T) {
 		}
 	}
 	refs := store.New(env.Buckets.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
-	natstest.Eventually(t, 5*time.Second, "last-applied to name the revision", func() bool {
+	// margin: the poll ends as soon as last-applied is written.
+	natstest.Eventually(t, 30*time.Second, "last-applied to name the revision", func() bool {
 		e, err := refs.Get(ctx, contract.KeyLastApplied)
 		return err == nil && e.Value.GetRevision() == rev.Id
 	})
@@ -212,7 +222,8 @@ func TestCoordinator_StandbyTakesOverAndFinishesTheRollout(t *testing.T) {
 	startFleet(t, env, 100*time.Millisecond, nil, "n1", "n2", "n3", "n4", "n5")
 	stopFirst := startCoordinator(t, env, "c1")
 	leases := store.New(env.Buckets.Leases, func() *sluicev1.LeaderLease { return &sluicev1.LeaderLease{} })
-	natstest.Eventually(t, 5*time.Second, "c1 to lead", func() bool {
+	// margin: each poll below ends as soon as its condition holds.
+	natstest.Eventually(t, 30*time.Second, "c1 to lead", func() bool {
 		e, err := leases.Get(context.Background(), contract.LeaseCoordinator)
 		return err == nil && e.Value.GetHolder() == "c1"
 	})
@@ -220,7 +231,7 @@ func TestCoordinator_StandbyTakesOverAndFinishesTheRollout(t *testing.T) {
 	rev := moveHead(t, env, 1, "1", table("t1", 100))
 	id := "1-" + render.Short(rev.Id)
 	status := store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
-	natstest.Eventually(t, 10*time.Second, "first node provisioned", func() bool {
+	natstest.Eventually(t, 30*time.Second, "first node provisioned", func() bool {
 		_, err := status.Get(context.Background(), "n1")
 		return err == nil
 	})
@@ -249,7 +260,8 @@ func TestCoordinator_KeepsOnlyTheRetainedRolloutRecords(t *testing.T) {
 		ids = append(ids, id)
 	}
 	rollouts := store.New(env.Buckets.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
-	natstest.Eventually(t, 10*time.Second, "only the newest 2 records to remain", func() bool {
+	// margin: the poll ends as soon as the old records are gone.
+	natstest.Eventually(t, 30*time.Second, "only the newest 2 records to remain", func() bool {
 		keys, err := rollouts.Keys(context.Background())
 		if err != nil {
 			return false

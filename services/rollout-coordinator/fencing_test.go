@@ -83,13 +83,17 @@ func (p *pausable) beforeWrite(ctx context.Context) {
 // its writes lands in any bucket.
 func TestFencing_PausedLeaderThatWakesUpWritesNothing(t *testing.T) {
 	s := contract.DefaultSettings()
-	s.LeaderLease = time.Second
+	// margin: the new leader keeps its term (the record's epoch is checked)
+	// unless a renewal, due every second, is 2s late (with 1s, 670ms late
+	// was enough); the old lease still expires soon enough for a short test.
+	s.LeaderLease = 3 * time.Second
 	env := natstest.Start(t, s)
 	nodes := []string{"n1", "n2", "n3", "n4", "n5", "n6", "n7", "n8"}
 	startFleet(t, env, 150*time.Millisecond, nil, nodes...)
 
 	old := newPausable()
-	svc, err := coordinator.New(coordinator.Config{Conn: env.Connect(t), Settings: s, Log: zerolog.Nop(), Instance: "old",
+	oldConn := env.Connect(t)
+	svc, err := coordinator.New(coordinator.Config{Conn: oldConn, Settings: s, Log: zerolog.Nop(), Instance: "old",
 		SaveInterval: 20 * time.Millisecond, TickInterval: 50 * time.Millisecond, Now: old.now, BeforeWrite: old.beforeWrite})
 	if err != nil {
 		t.Fatal(err)
@@ -104,19 +108,20 @@ func TestFencing_PausedLeaderThatWakesUpWritesNothing(t *testing.T) {
 		e, _ := leases.Get(context.Background(), contract.LeaseCoordinator)
 		return e.Value
 	}
-	natstest.Eventually(t, 5*time.Second, "the old leader to publish its term", func() bool { return holder().GetEpoch() != 0 })
+	// margin: each poll below ends as soon as its condition holds.
+	natstest.Eventually(t, 30*time.Second, "the old leader to publish its term", func() bool { return holder().GetEpoch() != 0 })
 	oldEpoch := holder().GetEpoch()
 
 	rev := moveHead(t, env, 1, "1", table("t1", 100))
 	id := "1-" + render.Short(rev.Id)
 	status := store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
-	natstest.Eventually(t, 10*time.Second, "the first node to be provisioned", func() bool {
+	natstest.Eventually(t, 30*time.Second, "the first node to be provisioned", func() bool {
 		_, err := status.Get(context.Background(), "n1")
 		return err == nil
 	})
 	old.pause()
 	startCoordinator(t, env, "new")
-	natstest.Eventually(t, 10*time.Second, "the standby to take over", func() bool {
+	natstest.Eventually(t, 60*time.Second, "the standby to take over", func() bool {
 		return holder().GetHolder() == "new" && holder().GetEpoch() > oldEpoch
 	})
 	newEpoch := holder().GetEpoch()
@@ -128,7 +133,15 @@ func TestFencing_PausedLeaderThatWakesUpWritesNothing(t *testing.T) {
 	// Wake the old leader up: it believes its lease valid (its clock stood
 	// still) and goes on writing what it had decided.
 	old.resume()
-	time.Sleep(time.Second) // let every write it had pending be tried
+	// Its term ends once a write or renewal fails on the fence; by then
+	// every write of the term has been tried (its writers are waited for).
+	natstest.Eventually(t, 30*time.Second, "the old leader's term to end", func() bool {
+		leading, _ := svc.Leading()
+		return !leading
+	})
+	if err := oldConn.Flush(); err != nil { // what it sent has reached the server
+		t.Fatal(err)
+	}
 
 	for _, bucket := range []jetstream.KeyValue{env.Buckets.NodeConfigs, env.Buckets.Rollouts, env.Buckets.Fingerprints} {
 		fence, err := bucket.Get(context.Background(), contract.KeyFence)
@@ -181,12 +194,16 @@ func epochOf(t *testing.T, bucket string, b []byte) uint64 {
 // TestElection_DuplicateInstanceNameIsAStartupError: two coordinators with
 // the same --instance do not take the lease from each other; the second stops.
 func TestElection_DuplicateInstanceNameIsAStartupError(t *testing.T) {
+	// margin: the second instance takes a lease of its name that goes
+	// unrenewed for 1.5 renew intervals for a dead predecessor's. With the
+	// default 10s lease (renewed every 3.3s) the first would have to renew
+	// 1.7s late for that; with the 1s lease it had, 170ms was enough.
 	s := contract.DefaultSettings()
-	s.LeaderLease = time.Second
 	env := natstest.Start(t, s)
 	startCoordinator(t, env, "same")
 	leases := store.New(env.Buckets.Leases, func() *sluicev1.LeaderLease { return &sluicev1.LeaderLease{} })
-	natstest.Eventually(t, 5*time.Second, "the first to lead", func() bool {
+	// margin: the poll ends as soon as the first leads.
+	natstest.Eventually(t, 30*time.Second, "the first to lead", func() bool {
 		e, err := leases.Get(context.Background(), contract.LeaseCoordinator)
 		return err == nil && e.Value.GetEpoch() != 0
 	})
@@ -195,7 +212,9 @@ func TestElection_DuplicateInstanceNameIsAStartupError(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	// margin: Run returns once it saw the lease renewed, within two renew
+	// intervals (about 7s); the deadline only stops a Run that never does.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	err = svc.Run(ctx)
 	if !errors.Is(err, coordinator.ErrDuplicateInstance) {

@@ -37,7 +37,8 @@ func TestCoordinator_ValueNamingAnotherNode_IsSkippedAndReported(t *testing.T) {
 	if c := r.GetCounts(); c.GetTotal() != 3 || c.GetProvisioned() != 3 {
 		t.Fatalf("counts %v: want the three real nodes only", c)
 	}
-	natstest.Eventually(t, 5*time.Second, "ValueKeyMismatch for the presence and the status of rogue", func() bool {
+	// margin: the poll ends as soon as both events arrived.
+	natstest.Eventually(t, 30*time.Second, "ValueKeyMismatch for the presence and the status of rogue", func() bool {
 		return evs.count("ValueKeyMismatch", "") == 2
 	})
 }

@@ -142,5 +142,6 @@ func (e *events) count(typ, has string) int {
 // wait waits for an event of type typ whose reason names key (bucket/key).
 func (e *events) wait(t *testing.T, typ, key string) {
 	t.Helper()
-	natstest.Eventually(t, 10*time.Second, typ+" naming "+key, func() bool { return e.count(typ, key+" ") > 0 })
+	// margin: the poll ends as soon as the event arrives.
+	natstest.Eventually(t, 30*time.Second, typ+" naming "+key, func() bool { return e.count(typ, key+" ") > 0 })
 }

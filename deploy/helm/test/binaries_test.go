@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"net"
 	"net/http"
 	"os"
 	"os/exec"
@@ -38,11 +37,13 @@ var packages = map[string]string{
 // testNode is the Kubernetes node name every simulated pod runs on.
 const testNode = "test-node"
 
+// margin: startUp and stopWait end polls that return as soon as the
+// process serves or stops; they only bound one that never does.
 var (
 	binDir   string
 	builds   sync.Map // binary name → *build
-	startUp  = 20 * time.Second
-	stopWait = 10 * time.Second
+	startUp  = 60 * time.Second
+	stopWait = 30 * time.Second
 )
 
 type build struct {
@@ -119,7 +120,6 @@ func runContainer(t *testing.T, objs objects, spec corev1.PodSpec, c corev1.Cont
 	bin := binary(t, image)
 
 	mounts := mountDirs(t, objs, spec, c)
-	httpPort := freePort(t)
 	env := map[string]string{}
 	for _, e := range c.Env {
 		switch {
@@ -134,13 +134,15 @@ func runContainer(t *testing.T, objs objects, spec corev1.PodSpec, c corev1.Cont
 		}
 	}
 	// Nothing listens there: the process must wait for NATS, not fail.
-	env["SLUICE_NATS_URL"] = fmt.Sprintf("nats://127.0.0.1:%d", freePort(t))
+	env["SLUICE_NATS_URL"] = "nats://" + refusingAddr(t)
 
 	var args []string
 	for _, a := range c.Args {
 		a = expandEnv(a, env)
 		if strings.HasPrefix(a, "--http-addr=") {
-			a = fmt.Sprintf("--http-addr=127.0.0.1:%d", httpPort)
+			// Port 0, the address read from the log: a port found free and
+			// closed first could be taken by another process meanwhile.
+			a = "--http-addr=127.0.0.1:0"
 		}
 		args = append(args, mounts.rewrite(a))
 	}
@@ -164,17 +166,22 @@ func runContainer(t *testing.T, objs objects, spec corev1.PodSpec, c corev1.Cont
 		}
 	})
 
-	base := fmt.Sprintf("http://127.0.0.1:%d", httpPort)
+	base := ""
 	deadline := time.After(startUp)
 	for {
-		if code, _ := httpGet(base + "/healthz"); code == http.StatusOK {
-			break
+		if base == "" {
+			base = servedAt(stderr.String())
+		}
+		if base != "" {
+			if code, _ := httpGet(base + "/healthz"); code == http.StatusOK {
+				break
+			}
 		}
 		select {
 		case err := <-exited:
 			t.Fatalf("%s %s exited (%v) instead of serving /healthz:\n%s", image, strings.Join(args, " "), err, stderr.String())
 		case <-deadline:
-			t.Fatalf("%s %s: no /healthz on %s within %s:\n%s", image, strings.Join(args, " "), base, startUp, stderr.String())
+			t.Fatalf("%s %s: no /healthz on %q (the address its log says) within %s:\n%s", image, strings.Join(args, " "), base, startUp, stderr.String())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -277,18 +284,41 @@ func expandEnv(s string, env map[string]string) string {
 	})
 }
 
-func freePort(t *testing.T) int {
+// refusingAddr is a loopback address where nothing listens for as long as
+// the test runs: a socket bound to it but not listening holds the port (a
+// port found free and closed could be taken by another process meanwhile)
+// and the kernel refuses connections to it.
+func refusingAddr(t *testing.T) string {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
+}
+
+// servedAt is the base URL the process's log says /healthz is served at,
+// "" until it says.
+func servedAt(logs string) string {
+	for _, line := range strings.Split(logs, "\n") {
+		var entry struct{ Message, Addr string }
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Message == "serving /healthz, /readyz and /metrics" && entry.Addr != "" {
+			return "http://" + entry.Addr
+		}
+	}
+	return ""
 }
 
 func httpGet(url string) (int, string) {
-	c := http.Client{Timeout: 2 * time.Second}
+	c := http.Client{Timeout: 10 * time.Second} // margin: the process answers at once
 	resp, err := c.Get(url)
 	if err != nil {
 		return 0, err.Error()

@@ -67,7 +67,14 @@ type app struct {
 // Run runs the sluice command line with args (without the program name) and
 // returns the exit code.
 func Run(ctx context.Context, args []string, s Streams, version string) int {
-	a := &app{streams: s, version: version, now: time.Now}
+	return run(ctx, args, s, version, time.Now)
+}
+
+// run is Run with the clock the commands read ages and times from: tests
+// fix it, so that an age printed in seconds does not depend on how long
+// the command took.
+func run(ctx context.Context, args []string, s Streams, version string, now func() time.Time) int {
+	a := &app{streams: s, version: version, now: now}
 	root := a.rootCommand()
 	root.SetArgs(args)
 	root.SetOut(s.Out)

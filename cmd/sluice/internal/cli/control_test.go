@@ -27,7 +27,9 @@ func TestRolloutAbort_RevertsTheTouchedNodesAndEndsAborted(t *testing.T) {
 	if code, _, stderr := sluice(t, s.URL(), "apply", "-f", writeFile(t, "b.yaml", changed), "--first-wave", "1", "--bake-time", "1m"); code != 0 {
 		t.Fatalf("apply: %s", stderr)
 	}
-	natstest.Eventually(t, 10*time.Second, "the first wave to bake", func() bool {
+	// margin: the poll ends as soon as the wave bakes, and the bake lasts a
+	// minute, so it cannot be missed.
+	natstest.Eventually(t, 45*time.Second, "the first wave to bake", func() bool {
 		_, out, _ := sluice(t, s.URL(), "rollout", "status")
 		return strings.Contains(out, "baking")
 	})

@@ -113,13 +113,26 @@ func (h history) table(now time.Time) [][]string {
 					state = "stopped"
 				}
 			} else {
-				took = st.GetEndedAt().AsTime().Sub(st.GetStartedAt().AsTime()).Round(time.Second).String()
+				took = stageTook(st.GetEndedAt().AsTime().Sub(st.GetStartedAt().AsTime()))
 			}
 			rows = append(rows, []string{"", stageName(r, st), "", state, age(now, st.GetStartedAt()), took,
 				fmt.Sprintf("%d/%d", st.GetProvisioned(), st.GetNodes()), fmt.Sprint(st.GetFailed()), "", ""})
 		}
 	}
 	return rows
+}
+
+// stageTook is how long a stage ran, to the second: "<1s" rather than
+// "0s" under half a second, and "-" (unknown) rather than a negative
+// duration, when another coordinator's clock ended it before it started.
+func stageTook(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "-"
+	case d < time.Second/2:
+		return "<1s"
+	}
+	return d.Round(time.Second).String()
 }
 
 // stageName names a stage: "wave 2", "zone b", or both.

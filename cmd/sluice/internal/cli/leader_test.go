@@ -69,10 +69,15 @@ func TestNoLeaderLine(t *testing.T) {
 
 func TestRolloutStatusAndGetRollouts_SayWhenNoCoordinatorLeads(t *testing.T) {
 	s := contract.DefaultSettings()
-	s.LeaderLease = time.Second // a released lease's marker is gone within a second
+	// margin: the lease is the bucket's TTL, and its delete marker's. The
+	// checks that a held lease, and a marker younger than a lease, give no
+	// line run three commands (milliseconds) within 5s of the write; the
+	// marker is gone about 5s later.
+	s.LeaderLease = 5 * time.Second
 	env := natstest.Start(t, s)
 	ctx := context.Background()
 	r := &sluicev1.Rollout{Id: "5-bbbbbbbbbbbb", Revision: revB, Generation: 5, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+		// margin: "5h ago" holds for the hour after this.
 		Reason: "head moved to generation 5", StartedAt: timestamppb.New(time.Now().Add(-5 * time.Hour)),
 		Counts: &sluicev1.RolloutCounts{Total: 2, Pending: 2}}
 	seed{rollouts: []*sluicev1.Rollout{r}}.write(t, env)
@@ -130,7 +135,9 @@ func TestRolloutStatusAndGetRollouts_SayWhenNoCoordinatorLeads(t *testing.T) {
 	publishEvents(t, env, &sluicev1.Event{Kind: contract.KindLeader, Id: contract.ComponentCoordinator, Type: contract.EventLeadershipReleased,
 		Time: timestamppb.New(time.Now().Add(-2 * time.Minute)), Reason: "stopped"})
 	t.Run("released within a lease: a standby may take over yet", func(t *testing.T) { check(t, "") })
-	natstest.Eventually(t, 10*time.Second, "the release marker to age out", func() bool {
+	// margin: the poll ends as soon as the marker is gone (about a lease);
+	// within 30s the release, 2m before the delete, still reads "2m…".
+	natstest.Eventually(t, 30*time.Second, "the release marker to age out", func() bool {
 		_, err := env.Buckets.Leases.History(ctx, contract.LeaseCoordinator)
 		return errors.Is(err, jetstream.ErrKeyNotFound)
 	})

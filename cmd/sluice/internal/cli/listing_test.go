@@ -306,3 +306,28 @@ func TestHumanDuration(t *testing.T) {
 		})
 	}
 }
+
+func TestStageTook_NeverZeroOrNegative(t *testing.T) {
+	tests := []struct {
+		given time.Duration
+		want  string
+	}{
+		{-3 * time.Second, "-"}, // ended by another coordinator's clock
+		{0, "<1s"},
+		{400 * time.Millisecond, "<1s"},
+		{600 * time.Millisecond, "1s"},
+		{90 * time.Second, "1m30s"},
+	}
+	for _, tt := range tests {
+		if got := stageTook(tt.given); got != tt.want {
+			t.Errorf("stageTook(%s) = %q, want %q", tt.given, got, tt.want)
+		}
+	}
+}
+
+func TestStageLine_BakingNeverFor0s(t *testing.T) {
+	r := &sluicev1.Rollout{Wave: 2, BakeUntil: timestamppb.New(now.Add(300 * time.Millisecond))}
+	if got, want := stageLine(r, now), "wave 2, baking for 1s"; got != want {
+		t.Errorf("stageLine = %q, want %q", got, want)
+	}
+}

@@ -60,7 +60,9 @@ func openBuckets(t *testing.T, url string) *contract.Buckets {
 // waitApplying waits until node's agent reports it is applying.
 func waitApplying(t *testing.T, status *store.Store[*sluicev1.NodeStatus], node string) {
 	t.Helper()
-	natstest.Eventually(t, 20*time.Second, node+" to be applying", func() bool {
+	// margin: the poll ends as soon as the agent reports; 60s covers a
+	// cold start of the system on a loaded machine many times over.
+	natstest.Eventually(t, 60*time.Second, node+" to be applying", func() bool {
 		st, err := status.Get(context.Background(), node)
 		return err == nil && st.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING
 	})
@@ -81,6 +83,34 @@ func release(t *testing.T, dir string, nodes ...string) {
 	}
 }
 
+// running is a command started with startSluice: its output so far, and its
+// exit code once it ended.
+type running struct {
+	out, err lockedBuffer
+	done     chan int
+}
+
+// startSluice runs the command line against url in the background.
+func startSluice(url string, args ...string) *running {
+	r := &running{done: make(chan int, 1)}
+	go func() {
+		r.done <- Run(context.Background(), append([]string{"--server", url}, args...), Streams{Out: &r.out, Err: &r.err}, "test")
+	}()
+	return r
+}
+
+// wait waits for the command to end and returns its exit code.
+func (r *running) wait(t *testing.T, what string) int {
+	t.Helper()
+	select {
+	case code := <-r.done:
+		return code
+	case <-time.After(60 * time.Second): // margin: it ends at once once what it waits for happened
+		t.Fatalf("%s did not return:\n%s%s", what, r.out.String(), r.err.String())
+		return 0
+	}
+}
+
 // pause --wait returns only once the apply in flight settled; while paused
 // no node starts and the configurator refuses applies; resume carries on.
 func TestPause_Wait_ReturnsOnceInFlightNodesSettled_AndNothingStartsUntilResume(t *testing.T) {
@@ -96,36 +126,37 @@ func TestPause_Wait_ReturnsOnceInFlightNodesSettled_AndNothingStartsUntilResume(
 	ctx := context.Background()
 	waitApplying(t, status, "node-01")
 
-	type result struct {
-		code           int
-		stdout, stderr string
-	}
-	done := make(chan result, 1)
-	go func() {
-		code, stdout, stderr := sluice(t, url, "pause", "--reason", "maintenance", "--wait", "--timeout", "30s")
-		done <- result{code, stdout, stderr}
-	}()
-	select {
-	case r := <-done:
-		t.Fatalf("pause --wait returned while node-01's apply runs: exit %d\n%s%s", r.code, r.stdout, r.stderr)
-	case <-time.After(1500 * time.Millisecond):
-	}
+	p := startSluice(url, "pause", "--reason", "maintenance", "--wait", "--timeout", "60s")
+	// Release only once every instance has seen the pause and the command
+	// waits for node-01's apply: released sooner, the coordinator could
+	// start node-02 before it saw the pause, and the command might never
+	// have seen node-01 applying. margin: the poll ends as soon as it holds.
+	natstest.Eventually(t, 60*time.Second, "pause --wait to wait for node-01's apply, every instance having seen the pause", func() bool {
+		select {
+		case code := <-p.done:
+			t.Fatalf("pause --wait returned while node-01's apply runs: exit %d\n%s%s", code, p.out.String(), p.err.String())
+		default:
+		}
+		for _, l := range strings.Split(p.out.String(), "\n") {
+			if strings.Contains(l, "agent node-01 (applying fingerprint") && !strings.Contains(l, "has not seen it yet") {
+				return true
+			}
+		}
+		return false
+	})
 	release(t, gate, "node-01", "node-02", "node-03") // whatever starts from now on finishes at once
-	var r result
-	select {
-	case r = <-done:
-	case <-time.After(30 * time.Second):
-		t.Fatal("pause --wait did not return after node-01 settled")
-	}
-	if r.code != 0 || !strings.Contains(r.stdout, "waiting for") || !strings.Contains(r.stdout, "agent node-01 (applying fingerprint") ||
-		!strings.Contains(r.stdout, "every live instance acknowledged generation 1") {
-		t.Fatalf("pause --wait: exit %d, want 0 naming node-01's apply while waiting\n%s%s", r.code, r.stdout, r.stderr)
+	code := p.wait(t, "pause --wait after node-01 settled")
+	if stdout := p.out.String(); code != 0 || !strings.Contains(stdout, "every live instance acknowledged generation 1") {
+		t.Fatalf("pause --wait: exit %d, want 0\n%s%s", code, stdout, p.err.String())
 	}
 	st, err := status.Get(ctx, "node-01")
 	if err != nil || st.Value.GetPhase() != sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
 		t.Fatalf("node-01 after pause --wait: %v %v; want its apply settled (Provisioned)", st.Value, err)
 	}
-	time.Sleep(time.Second) // nothing may start: every check would pass at once now
+	// Nothing may start. A coordinator that ignored the pause would have
+	// written node-02 when node-01 settled, before the pause returned; the
+	// second more lets a write already on its way land.
+	time.Sleep(time.Second)
 	for _, n := range []string{"node-02", "node-03"} {
 		if d, err := desired.Get(ctx, contract.DesiredKey(n)); err == nil {
 			t.Fatalf("%s got a desired config while paused: %v", n, d.Value)
@@ -145,7 +176,7 @@ func TestPause_Wait_ReturnsOnceInFlightNodesSettled_AndNothingStartsUntilResume(
 		t.Fatalf("apply while paused: exit %d, want refused naming the pause: %s", code, stderr)
 	}
 
-	if code, stdout, stderr := sluice(t, url, "resume", "--wait", "--timeout", "30s"); code != 0 {
+	if code, stdout, stderr := sluice(t, url, "resume", "--wait", "--timeout", "60s"); code != 0 {
 		t.Fatalf("resume --wait: exit %d\n%s%s", code, stdout, stderr)
 	}
 	code, stdout, stderr = sluice(t, url, "rollout", "status", "--watch")
@@ -167,23 +198,37 @@ func TestRolloutPause_HoldsTheRolloutUntilResumed(t *testing.T) {
 	status := store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
 	ctx := context.Background()
 	waitApplying(t, status, "node-01")
-	go func() {
-		time.Sleep(500 * time.Millisecond)
-		release(t, gate, "node-01")
-	}()
-	code, stdout, stderr := sluice(t, url, "rollout", "pause", "--reason", "look at node-01", "--wait", "--timeout", "30s")
-	if code != 0 || !strings.Contains(stdout, "is paused: no node operation in flight") {
-		t.Fatalf("rollout pause --wait: exit %d\n%s%s", code, stdout, stderr)
+	p := startSluice(url, "rollout", "pause", "--reason", "look at node-01", "--wait", "--timeout", "60s")
+	// Release node-01 only once the coordinator has seen the pause: released
+	// sooner, node-02 could start first, and the pause would wait for it
+	// forever. margin: the poll ends as soon as it holds.
+	refs := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
+	rollouts := store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
+	natstest.Eventually(t, 60*time.Second, "the coordinator to see the rollout's pause", func() bool {
+		ref, err := refs.Get(ctx, contract.KeyActive)
+		if err != nil {
+			return false
+		}
+		e, err := rollouts.Get(ctx, ref.Value.GetRollout())
+		return err == nil && e.Value.GetPauseAck().GetSeen() >= 1
+	})
+	release(t, gate, "node-01")
+	code := p.wait(t, "rollout pause --wait")
+	if stdout := p.out.String(); code != 0 || !strings.Contains(stdout, "is paused: no node operation in flight") {
+		t.Fatalf("rollout pause --wait: exit %d\n%s%s", code, stdout, p.err.String())
 	}
 	if st, err := status.Get(ctx, "node-01"); err != nil || st.Value.GetPhase() != sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
 		t.Fatalf("node-01 once the pause was acknowledged: %v %v; want Provisioned", st.Value, err)
 	}
+	// node-02 may not start. A coordinator that ignored the pause would
+	// have written it when node-01 settled, before the pause was
+	// acknowledged; the second more lets a write already on its way land.
 	time.Sleep(time.Second)
 	if d, err := store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }).Get(ctx, contract.DesiredKey("node-02")); err == nil {
 		t.Fatalf("node-02 got a desired config while the rollout was paused: %v", d.Value)
 	}
 	release(t, gate, "node-02")
-	code, stdout, _ = sluice(t, url, "rollout", "status")
+	code, stdout, stderr := sluice(t, url, "rollout", "status")
 	if code != 0 || !strings.Contains(stdout, "paused    held: no node operation in flight") || !strings.Contains(stdout, "look at node-01") {
 		t.Fatalf("rollout status while paused: exit %d\n%s", code, stdout)
 	}

@@ -124,7 +124,8 @@ func stageLine(r *sluicev1.Rollout, now time.Time) string {
 		parts = append(parts, domainStage(r, d))
 	}
 	if b := r.GetBakeUntil(); b != nil && b.AsTime().After(now) {
-		parts = append(parts, "baking for "+b.AsTime().Sub(now).Round(time.Second).String())
+		// Never "baking for 0s": under half a second left still rounds to 1s.
+		parts = append(parts, "baking for "+max(b.AsTime().Sub(now).Round(time.Second), time.Second).String())
 	}
 	return strings.Join(parts, ", ")
 }

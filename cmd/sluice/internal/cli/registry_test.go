@@ -220,8 +220,9 @@ func TestRegistryConfirm_StoresTheHeldDeletionsDigest(t *testing.T) {
 
 // registryFixture is what TestGetRegistries reads: two registries with
 // specs, statuses the configurator would write (one of a removed
-// registry), and intents from every source.
-func registryFixture(t *testing.T, env *natstest.Env) {
+// registry), and intents from every source. The statuses' times are
+// relative to the time it returns.
+func registryFixture(t *testing.T, env *natstest.Env) time.Time {
 	t.Helper()
 	ctx := context.Background()
 	if code, _, stderr := sluice(t, env.URL, "registry", "add", "gitops", "--dir", "/srv/gitops"); code != 0 {
@@ -258,13 +259,16 @@ func registryFixture(t *testing.T, env *natstest.Env) {
 			t.Fatal(err)
 		}
 	}
+	return now
 }
 
 func TestGetRegistries_ShowsEachSourceAndWhatNeedsAnOperator(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
-	registryFixture(t, env)
+	now := registryFixture(t, env)
 
-	code, stdout, stderr := sluice(t, env.URL, "get", "registries")
+	// injected clock: "40s" and "(1m ago)" read the fixture's time, not
+	// how long the fixture and the command took.
+	code, stdout, stderr := sluiceAt(t, env.URL, now, "get", "registries")
 	if code != 0 {
 		t.Fatalf("get registries: exit %d: %s", code, stderr)
 	}

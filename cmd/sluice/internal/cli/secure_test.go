@@ -66,8 +66,9 @@ func TestDevSecure_RollsOutWithLeastPrivilege_AndTheCLIActsByRole(t *testing.T) 
 	if code, out, stderr := sluice(t, s.URL(), "creds", "revoke", "node-02", "--dir", s.Creds().Dir); code != 0 || !strings.Contains(out, "pushed") {
 		t.Fatalf("creds revoke node-02: exit %d\n%s%s", code, out, stderr)
 	}
-	// node-02's lease is no longer renewed: it leaves the fleet.
-	natstest.Eventually(t, 30*time.Second, "node-02 to leave (PRESENT no)", func() bool {
+	// node-02's lease is no longer renewed: it leaves the fleet. margin:
+	// the poll ends as soon as it left, about a node lease (15s) from now.
+	natstest.Eventually(t, 90*time.Second, "node-02 to leave (PRESENT no)", func() bool {
 		_, out, _ := as(admin, "get", "nodes")
 		for _, line := range strings.Split(out, "\n") {
 			if f := strings.Fields(line); len(f) > 1 && f[0] == "node-02" {

@@ -3,11 +3,12 @@ package cli
 import (
 	"bytes"
 	"context"
-	"net"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -31,8 +32,19 @@ func startSystem(t *testing.T, agents int) *dev.System {
 // sluice runs the command line against url and returns its exit code and output.
 func sluice(t *testing.T, url string, args ...string) (code int, stdout, stderr string) {
 	t.Helper()
+	return sluiceAt(t, url, time.Time{}, args...)
+}
+
+// sluiceAt is sluice with the command's clock stopped at now (the real
+// clock when now is zero).
+func sluiceAt(t *testing.T, url string, now time.Time, args ...string) (code int, stdout, stderr string) {
+	t.Helper()
+	clock := time.Now
+	if !now.IsZero() {
+		clock = func() time.Time { return now }
+	}
 	var out, errOut bytes.Buffer
-	code = Run(context.Background(), append([]string{"--server", url}, args...), Streams{Out: &out, Err: &errOut}, "test")
+	code = run(context.Background(), append([]string{"--server", url}, args...), Streams{Out: &out, Err: &errOut}, "test", clock)
 	return code, out.String(), errOut.String()
 }
 
@@ -182,16 +194,32 @@ func TestRolloutStatus_NothingApplied_SaysSo(t *testing.T) {
 }
 
 func TestConnect_NothingListening_SaysToStartSluiceDev(t *testing.T) {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	url := "nats://" + l.Addr().String()
-	_ = l.Close()
+	url := "nats://" + refusingAddr(t)
 	code, _, stderr := sluice(t, url, "get", "nodes")
 	if code != 1 || !strings.Contains(stderr, "cannot reach NATS at "+url+": is `sluice dev` (make run) running?") {
 		t.Errorf("exit code %d, stderr %q", code, stderr)
 	}
+}
+
+// refusingAddr is a loopback address where nothing listens for as long as
+// the test runs: a socket bound to it but not listening holds the port (a
+// port found free and closed could be taken by another process meanwhile)
+// and the kernel refuses connections to it.
+func refusingAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
 func TestUsageErrors_ExitWith2(t *testing.T) {
@@ -272,6 +300,7 @@ func TestRolloutStatus_RolledBackRecord_ListsItsNodesAndExitsWith3(t *testing.T)
 		desired: []*sluicev1.DesiredConfig{
 			// The failed node is back on its backup; another node is still reverting.
 			{Node: "node-03", Rollout: r.GetId(), Fingerprint: fpBackup, Revert: true},
+			// margin: "5h ago" holds for the hour after this is written.
 			{Node: "node-04", Rollout: r.GetId(), Fingerprint: fpBackup, Revert: true, WrittenAt: timestamppb.New(time.Now().Add(-5 * time.Hour))},
 			// A node of an older rollout is not this rollout's business.
 			{Node: "node-05", Rollout: "3-aaaaaaaaaaaa", Fingerprint: fpOther},
@@ -348,7 +377,7 @@ func TestRolloutStatus_RolledBackRecord_ListsItsNodesAndExitsWith3(t *testing.T)
 
 func TestRolloutStatus_Progressing_ListsTheNodesOnTheirWayAndExits0(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
-	started := timestamppb.New(time.Now().Add(-5 * time.Hour))
+	started := timestamppb.New(time.Now().Add(-5 * time.Hour)) // margin: "5h" holds for the hour after this
 	r := &sluicev1.Rollout{
 		Id: "5-bbbbbbbbbbbb", Revision: revB, Generation: 5, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Reason: "head moved to generation 5",
 		Strategy:  &sluicev1.Strategy{FirstWave: 1, FailureBudget: "1"},
@@ -475,7 +504,8 @@ func TestRolloutStatus_Watch_FollowsRevertingToRolledBackAndExitsWith3(t *testin
 	go func() {
 		done <- Run(context.Background(), []string{"--server", env.URL, "rollout", "status", "--watch", r.GetId()}, Streams{Out: &out, Err: &errOut}, "test")
 	}()
-	natstest.Eventually(t, 10*time.Second, "the watch to show the reverting rollout", func() bool { return strings.Contains(out.String(), "Reverting") })
+	// margin: the poll ends as soon as the watch printed it.
+	natstest.Eventually(t, 30*time.Second, "the watch to show the reverting rollout", func() bool { return strings.Contains(out.String(), "Reverting") })
 	select {
 	case code := <-done:
 		t.Fatalf("watch ended with %d while the rollout was reverting:\n%s%s", code, out.String(), errOut.String())
@@ -495,7 +525,7 @@ func TestRolloutStatus_Watch_FollowsRevertingToRolledBackAndExitsWith3(t *testin
 		if code != ExitRolledBack {
 			t.Errorf("exit code %d, want %d; stderr %s", code, ExitRolledBack, errOut.String())
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second): // margin: the watch ends as soon as it sees the outcome
 		t.Fatalf("watch did not end after the rollout rolled back:\n%s", out.String())
 	}
 	lines := strings.Split(strings.TrimSpace(out.String()), "\n")

@@ -2,6 +2,7 @@ package dev
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -94,10 +95,14 @@ func (s *System) waitConfigurator(ctx context.Context) error {
 	go func() { ready <- apiclient.WaitReady(ctx, nc) }()
 	select {
 	case err := <-ready:
-		if err != nil {
+		switch {
+		case err == nil:
+			return nil
+		case errors.Is(ctx.Err(), context.DeadlineExceeded):
 			return fmt.Errorf("the configurator did not answer within %s (see %s): %w", readyTimeout, s.logPath, err)
+		default: // stopped meanwhile, or failed: not a timeout
+			return fmt.Errorf("wait for the configurator to answer: %w", err)
 		}
-		return nil
 	case <-s.done:
 		cancel()
 		<-ready
@@ -139,6 +144,9 @@ func (s *System) waitAgents(ctx context.Context, since time.Time) error {
 		select {
 		case <-time.After(50 * time.Millisecond):
 		case <-ctx.Done():
+			if !errors.Is(ctx.Err(), context.DeadlineExceeded) {
+				return fmt.Errorf("stopped waiting for agents %s to register: %w", strings.Join(missing, ", "), ctx.Err())
+			}
 			return fmt.Errorf("agents %s did not register within %s (see %s)", strings.Join(missing, ", "), readyTimeout, s.logPath)
 		case <-s.done:
 			return fmt.Errorf("sluice dev stopped while starting: %w", s.Stop())

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"strconv"
 	"strings"
@@ -48,19 +47,31 @@ type binary struct {
 
 func start(t *testing.T, url, instance string) *binary {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
 	ctx, cancel := context.WithCancel(context.Background())
-	c := &binary{base: "http://" + addr, logs: &syncBuffer{}, cancel: cancel, code: make(chan int, 1)}
+	c := &binary{logs: &syncBuffer{}, cancel: cancel, code: make(chan int, 1)}
+	// Port 0, the address read from the log: a port found free and closed
+	// first could be taken by another process before run listens on it.
 	go func() {
-		c.code <- run(ctx, []string{"--server", url, "--http-addr", addr, "--instance", instance, "--leader-lease", "3s"}, c.logs)
+		c.code <- run(ctx, []string{"--server", url, "--http-addr", "127.0.0.1:0", "--instance", instance, "--leader-lease", "3s"}, c.logs)
 	}()
 	t.Cleanup(func() { c.stop(t) })
+	// margin: the poll ends as soon as the line is logged.
+	natstest.Eventually(t, 30*time.Second, instance+"'s listening address in its log", func() bool {
+		c.base = servedAt(c.logs.String())
+		return c.base != ""
+	})
 	return c
+}
+
+// servedAt is the base URL the log says /healthz is served at, "" until it says.
+func servedAt(logs string) string {
+	for _, line := range strings.Split(logs, "\n") {
+		var entry struct{ Message, Addr string }
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Message == "serving /healthz, /readyz and /metrics" && entry.Addr != "" {
+			return "http://" + entry.Addr
+		}
+	}
+	return ""
 }
 
 func (c *binary) stop(t *testing.T) {
@@ -71,13 +82,13 @@ func (c *binary) stop(t *testing.T) {
 			t.Errorf("exit code %d, want 0:\n%s", code, c.logs.String())
 		}
 		c.code <- code // stop may be called again at cleanup
-	case <-time.After(15 * time.Second):
+	case <-time.After(60 * time.Second): // margin: run returns as soon as it stopped
 		t.Error("run did not return after cancel")
 	}
 }
 
 func (c *binary) get(path string) (int, string) {
-	cl := http.Client{Timeout: 2 * time.Second}
+	cl := http.Client{Timeout: 10 * time.Second} // margin: answered in-process, in milliseconds
 	resp, err := cl.Get(c.base + path)
 	if err != nil {
 		return 0, err.Error()
@@ -89,7 +100,9 @@ func (c *binary) get(path string) (int, string) {
 
 func (c *binary) waitReady(t *testing.T, code int, prefix string) string {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
+	// margin: the poll ends as soon as the answer is the one wanted; a
+	// takeover or a lost lease bucket shows within a few seconds.
+	deadline := time.Now().Add(60 * time.Second)
 	for {
 		got, b := c.get("/readyz")
 		if got == code && strings.HasPrefix(b, prefix) {
@@ -119,7 +132,8 @@ func TestRun_ReadyWhileLeadingOrStandingBy_NotWithoutBucketsOrLease(t *testing.T
 	term := strings.TrimSpace(strings.TrimPrefix(a.waitReady(t, http.StatusOK, "ready: leading term "), "ready: leading term "))
 	b := start(t, env.URL, "coord-b")
 	b.waitReady(t, http.StatusOK, "ready: standing by, lease held by coord-a since ")
-	natstest.Eventually(t, 5*time.Second, "the standby's log line", func() bool {
+	// margin: logged before the standby said it was ready; the poll ends at once.
+	natstest.Eventually(t, 30*time.Second, "the standby's log line", func() bool {
 		return strings.Count(b.logs.String(), "standing by: lease held by coord-a since ") == 1
 	})
 
@@ -142,11 +156,11 @@ func TestRun_ReadyWhileLeadingOrStandingBy_NotWithoutBucketsOrLease(t *testing.T
 	}
 
 	// Both are micro services; their metadata says who leads.
-	roles := microInfo(t, env)
+	roles := microInfo(t, env, 2)
 	if roles["coord-a"] != "leader/"+term || roles["coord-b"] != "standby/"+term {
 		t.Fatalf("micro info roles %v, want coord-a leader/%s and coord-b standby/%s", roles, term, term)
 	}
-	msg, err := env.Conn.Request(contract.SubjectCoordinatorStatus, nil, 2*time.Second)
+	msg, err := env.Conn.Request(contract.SubjectCoordinatorStatus, nil, 10*time.Second) // margin: answered at once
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +178,7 @@ func TestRun_ReadyWhileLeadingOrStandingBy_NotWithoutBucketsOrLease(t *testing.T
 	if _, metrics := b.get("/metrics"); !strings.Contains(metrics, "sluice_coordinator_is_leader 1\n") {
 		t.Fatalf("the new leader's is_leader is not 1")
 	}
-	if roles := microInfo(t, env); roles["coord-b"] != "leader/"+term2 || len(roles) != 1 {
+	if roles := microInfo(t, env, 1); roles["coord-b"] != "leader/"+term2 || len(roles) != 1 {
 		t.Fatalf("micro info roles %v, want coord-b leader/%s only", roles, term2)
 	}
 
@@ -185,8 +199,9 @@ func atoi(t *testing.T, s string) int {
 }
 
 // microInfo asks every instance of the coordinator's micro service for its
-// info: instance → "role/term".
-func microInfo(t *testing.T, env *natstest.Env) map[string]string {
+// info: instance → "role/term". It waits for the answers of want instances,
+// then briefly for any more.
+func microInfo(t *testing.T, env *natstest.Env, want int) map[string]string {
 	t.Helper()
 	subject, err := micro.ControlSubject(micro.InfoVerb, contract.CoordinatorService, "")
 	if err != nil {
@@ -202,8 +217,17 @@ func microInfo(t *testing.T, env *natstest.Env) map[string]string {
 		t.Fatal(err)
 	}
 	out := map[string]string{}
+	// margin: the wanted answers come at once; the deadline only ends a
+	// wait for one that never comes. Then 500ms for more (an instance that
+	// should have stopped): each instance answers at once, and a stopped
+	// one has closed its connection, so it cannot answer late.
+	deadline := time.Now().Add(30 * time.Second)
 	for {
-		msg, err := sub.NextMsg(500 * time.Millisecond)
+		wait := time.Until(deadline)
+		if len(out) >= want {
+			wait = 500 * time.Millisecond
+		}
+		msg, err := sub.NextMsg(max(wait, time.Millisecond))
 		if err != nil {
 			return out
 		}
