@@ -340,6 +340,14 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent %s: subscribe %s: %w", a.cfg.Node, contract.SubjectPause, err)
 	}
 	defer func() { _ = pauseSub.Unsubscribe() }()
+	// Subscribing only queues the interest: flush so the server holds it
+	// before the first Get (which may go out on cfg.JetStream's own
+	// connection), else a write in between is heard at the next resync.
+	fctx, fcancel := context.WithTimeout(ctx, store.AttemptTimeout)
+	if err := a.cfg.Conn.FlushWithContext(fctx); err != nil {
+		a.warnUnlessDone(ctx, err, "flush the subscriptions; a write missed meanwhile is read at the next resync")
+	}
+	fcancel()
 	// Before the worker starts: a paused control plane holds the first
 	// desired config too.
 	a.fetchPause(ctx, "start")

@@ -23,7 +23,10 @@ import (
 	"github.com/sluicehq/sluice/services/agent"
 )
 
-const waitFor = 10 * time.Second
+// waitFor bounds every wait on the agent. Margin: each wait returns as soon
+// as its condition holds, and 30s is far more than the agent needs to
+// register, apply or report on a loaded 2-core machine.
+const waitFor = 30 * time.Second
 
 // fleet is a test server and typed views of the buckets the agent touches.
 type fleet struct {
@@ -47,6 +50,13 @@ func newFleet(t *testing.T, s contract.Settings) *fleet {
 // test ends), and checks Run returned nil.
 func (f *fleet) start(t *testing.T, cfg agent.Config) (stop func()) {
 	t.Helper()
+	_, stop = f.run(t, cfg)
+	return stop
+}
+
+// run is start that also returns the agent, for a test to call Resync.
+func (f *fleet) run(t *testing.T, cfg agent.Config) (*agent.Agent, func()) {
+	t.Helper()
 	cfg.Conn = f.env.Conn
 	cfg.Settings = f.env.Settings
 	a, err := agent.New(cfg)
@@ -57,7 +67,7 @@ func (f *fleet) start(t *testing.T, cfg agent.Config) (stop func()) {
 	done := make(chan error, 1)
 	go func() { done <- a.Run(ctx) }()
 	var once sync.Once
-	stop = func() {
+	stop := func() {
 		once.Do(func() {
 			cancel()
 			select {
@@ -71,7 +81,7 @@ func (f *fleet) start(t *testing.T, cfg agent.Config) (stop func()) {
 		})
 	}
 	t.Cleanup(stop)
-	return stop
+	return a, stop
 }
 
 // writeDesired writes node's desired config as the coordinator does.
@@ -343,15 +353,17 @@ func TestAgent_RestartWithSameDesired_DoesNotReapply(t *testing.T) {
 
 func TestAgent_PresenceExpiresAfterStop(t *testing.T) {
 	s := contract.DefaultSettings()
-	s.NodeLease = time.Second
+	// Margin: a beat every second renews a 3s lease, so only a beat more
+	// than 2s late (not a loaded machine's scheduling) lets it lapse.
+	s.NodeLease = 3 * time.Second
 	f := newFleet(t, s)
 	stop := f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: &recorder{}})
 	natstest.Eventually(t, waitFor, "presence", func() bool {
 		_, err := f.nodes.Get(context.Background(), "n1")
 		return err == nil
 	})
-	// While running, heartbeats keep the 1s lease alive past several leases.
-	renewed := time.Now().Add(2500 * time.Millisecond)
+	// While running, heartbeats keep the lease alive past two leases.
+	renewed := time.Now().Add(2 * s.NodeLease)
 	natstest.Eventually(t, waitFor, "presence to outlive its lease while running", func() bool {
 		_, err := f.nodes.Get(context.Background(), "n1")
 		if err != nil {

@@ -92,7 +92,10 @@ func TestMailbox_KeepsNewest(t *testing.T) {
 // newest of them is applied after it.
 func TestAgent_WritesWhileApplying_OnlyNewestAppliedNext(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// Margin: every wait below returns as soon as its condition holds; a
+	// minute is far beyond what a loaded machine needs for it all.
+	const wait = time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	release := make(chan struct{})
 	applied := make(chan string, 10)
@@ -133,7 +136,7 @@ func TestAgent_WritesWhileApplying_OnlyNewestAppliedNext(t *testing.T) {
 	write("c2")
 	write("c3")
 	write("c4")
-	natstest.Eventually(t, 10*time.Second, "c4 to reach the mailbox", func() bool {
+	natstest.Eventually(t, wait, "c4 to reach the mailbox", func() bool {
 		a.box.mu.Lock()
 		defer a.box.mu.Unlock()
 		return a.box.seen == rev
@@ -143,7 +146,7 @@ func TestAgent_WritesWhileApplying_OnlyNewestAppliedNext(t *testing.T) {
 		t.Fatalf("apply after the blocked one = %s, want c4", got)
 	}
 	statuses := store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
-	natstest.Eventually(t, 10*time.Second, "Provisioned c4", func() bool {
+	natstest.Eventually(t, wait, "Provisioned c4", func() bool {
 		e, err := statuses.Get(ctx, "n1")
 		return err == nil && e.Value.GetFingerprint() == named("c4").Fingerprint && e.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED
 	})

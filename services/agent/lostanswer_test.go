@@ -26,7 +26,8 @@ type lossyKV struct {
 
 	mu      sync.Mutex
 	armed   bool
-	updates int // Update calls since arm
+	updates int           // Update calls since arm
+	budget  time.Duration // how long the lost Update's caller was ready to wait
 }
 
 func (l *lossyKV) arm() {
@@ -41,11 +42,22 @@ func (l *lossyKV) count() int {
 	return l.updates
 }
 
+// lostBudget is how long the caller of the lost Update was ready to wait
+// for its answer (0: none lost yet, or no deadline).
+func (l *lossyKV) lostBudget() time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.budget
+}
+
 func (l *lossyKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
 	l.mu.Lock()
 	lose := l.armed
 	l.armed = false
 	l.updates++
+	if dl, ok := ctx.Deadline(); ok && lose {
+		l.budget = time.Until(dl)
+	}
 	l.mu.Unlock()
 	if !lose {
 		return l.KeyValue.Update(ctx, key, value, last)
@@ -90,13 +102,15 @@ func TestAgent_StatusWriteWhoseAnswerIsLost_IsCheckedAndNotWaitedOut(t *testing.
 			second := desiredConfig("node-01", "b", 200)
 			written := time.Now()
 			f.writeDesired(t, second)
-			// Well under store.AttemptTimeout: the lost answer was not waited out.
-			within := store.AttemptTimeout * 4 / 5
-			natstest.Eventually(t, within, "second config provisioned", func() bool {
-				e, err := f.statuses.Get(context.Background(), "node-01")
-				return err == nil && provisioned(second.Fingerprint)(e.Value)
-			})
+			f.waitStatus(t, "node-01", "second config provisioned", provisioned(second.Fingerprint))
 			t.Logf("provisioned %s after the write", time.Since(written).Round(time.Millisecond))
+			// The lost answer was not waited out: its attempt was ready to
+			// wait one short attempt, not store.AttemptTimeout. Read from the
+			// attempt's deadline, not the clock, so a loaded machine cannot
+			// blur a 1s attempt into the 5s timeout.
+			if b := lossy.lostBudget(); b <= 0 || b > store.AttemptTimeout/2 {
+				t.Errorf("the lost status write was ready to wait %s, want one short attempt (at most %s)", b, store.AttemptTimeout/2)
+			}
 			if n := logs.count(tc.wantLog); n != 1 {
 				t.Errorf("log %q seen %d times, want 1", tc.wantLog, n)
 			}
@@ -114,7 +128,8 @@ func TestAgent_StatusWriteWhoseAnswerIsLost_IsCheckedAndNotWaitedOut(t *testing.
 // of another agent. A presence written with another start time is.
 func TestAgent_HeartbeatWhoseAnswerIsLost_IsRetriedSoonAndIsNoForeignWrite(t *testing.T) {
 	s := contract.DefaultSettings()
-	s.NodeLease = 1500 * time.Millisecond // a beat every 500 ms
+	// A beat every second; margin: the lease lapses only if one is 2s late.
+	s.NodeLease = 3 * time.Second
 	f := newFleet(t, s)
 	b := *f.env.Buckets
 	lossy := &lossyKV{KeyValue: b.Nodes, landed: true}
@@ -132,10 +147,12 @@ func TestAgent_HeartbeatWhoseAnswerIsLost_IsRetriedSoonAndIsNoForeignWrite(t *te
 	// Written while the agent's loop waits on that beat: taken once it gives up.
 	d := desiredConfig("node-01", "a", 100)
 	f.writeDesired(t, d)
-	natstest.Eventually(t, store.AttemptTimeout/2, "the config provisioned while a beat's answer was lost", func() bool {
-		e, err := f.statuses.Get(context.Background(), "node-01")
-		return err == nil && provisioned(d.Fingerprint)(e.Value)
-	})
+	f.waitStatus(t, "node-01", "the config provisioned while a beat's answer was lost", provisioned(d.Fingerprint))
+	// The loop gave up on the beat within the heartbeat interval, not
+	// store.AttemptTimeout: read from the beat's deadline, not the clock.
+	if b := lossy.lostBudget(); b <= 0 || b > s.HeartbeatInterval() {
+		t.Errorf("the lost beat was ready to wait %s, want at most the heartbeat interval %s", b, s.HeartbeatInterval())
+	}
 	natstest.Eventually(t, waitFor, "a beat unanswered", func() bool { return logs.count("renew presence; retrying shortly") == 1 })
 	// The beats after it renew the lease at their usual pace.
 	natstest.Eventually(t, waitFor, "three beats written since", func() bool { return lossy.count() >= 4 })

@@ -45,15 +45,19 @@ func TestAgent_OperationPastItsDeadline_KillsTheApplyAndRestoresLastGood(t *test
 	f.writeDesired(t, good)
 	f.waitStatus(t, "n1", "Provisioned good", provisioned(good.Fingerprint))
 
-	hang.Operation, hang.Deadline = "r2/n1/apply", durationpb.New(700*time.Millisecond)
+	// Margin: 2s for the apply's shell to start and record its child, which
+	// a loaded machine takes well under a second to do.
+	hang.Operation, hang.Deadline = "r2/n1/apply", durationpb.New(2*time.Second)
 	began := time.Now()
 	f.writeDesired(t, hang)
 	st := f.waitStatus(t, "n1", "Invalid hang", invalid(hang.Fingerprint))
-	if took := time.Since(began); took > 10*time.Second {
-		t.Errorf("the operation was stopped after %s; want about its 700ms deadline", took)
+	// Margin: 20s is 10 times the deadline; without the stop the apply
+	// would hang its full minute.
+	if took := time.Since(began); took > 20*time.Second {
+		t.Errorf("the operation was stopped after %s; want about its 2s deadline", took)
 	}
 	if st.GetFailedCheck() != contract.CheckDeadline || st.GetOperation() != "r2/n1/apply" || st.GetAppliedFingerprint() != good.Fingerprint ||
-		!strings.Contains(st.GetMessage(), "operation r2/n1/apply did not finish within its deadline 700ms: stopped while applying") ||
+		!strings.Contains(st.GetMessage(), "operation r2/n1/apply did not finish within its deadline 2s: stopped while applying") ||
 		!strings.Contains(st.GetMessage(), "restored last-good "+render.Short(good.Fingerprint)) {
 		t.Fatalf("status = %v; want Invalid deadline naming the operation and step, good restored", st)
 	}
@@ -65,7 +69,7 @@ func TestAgent_OperationPastItsDeadline_KillsTheApplyAndRestoresLastGood(t *test
 		t.Fatal(err)
 	}
 	pid, _ := strconv.Atoi(strings.TrimSpace(string(b)))
-	natstest.Eventually(t, 5*time.Second, "the hanging apply's child process to be killed", func() bool { return !alive(pid) })
+	natstest.Eventually(t, waitFor, "the hanging apply's child process to be killed", func() bool { return !alive(pid) })
 	assertNoMarker(t, dir)
 }
 
@@ -74,17 +78,23 @@ func TestAgent_OperationPastItsDeadline_KillsTheApplyAndRestoresLastGood(t *test
 func TestAgent_SlowStep_IsReportedAsProgress(t *testing.T) {
 	f := newFleet(t, contract.DefaultSettings())
 	dir := t.TempDir()
-	slow := agent.ExecCheck{Label: "slow", Command: "sleep 1"}
+	// The check lasts until the test has seen its progress, so no poll can
+	// miss it; on a loaded machine another step may be reported first.
+	release := filepath.Join(t.TempDir(), "release")
+	slow := agent.ExecCheck{Label: "slow", Command: "while [ ! -e " + release + " ]; do sleep 0.05; done"}
 	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: agent.NewFileApplier(filepath.Join(dir, "config.json")),
-		Checks: []agent.CheckSpec{{Check: slow}}, ProgressInterval: 200 * time.Millisecond})
+		Checks: []agent.CheckSpec{{Check: slow, Timeout: waitFor}}, ProgressInterval: 200 * time.Millisecond})
 	d := desiredConfig("n1", "one", 100)
 	d.Operation = "r1/n1/apply"
 	f.writeDesired(t, d)
 	st := f.waitStatus(t, "n1", "progress of the slow check", func(s *sluicev1.NodeStatus) bool {
-		return s.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING && s.GetProgress() != ""
+		return s.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING && s.GetProgress() == "check 1 of 1: slow"
 	})
-	if st.GetProgress() != "check 1 of 1: slow" || st.GetOperation() != "r1/n1/apply" {
+	if st.GetOperation() != "r1/n1/apply" {
 		t.Fatalf("progress %q of operation %q; want check 1 of 1: slow of r1/n1/apply", st.GetProgress(), st.GetOperation())
+	}
+	if err := os.WriteFile(release, nil, 0o644); err != nil {
+		t.Fatal(err)
 	}
 	f.waitStatus(t, "n1", "Provisioned", provisioned(d.Fingerprint))
 }
@@ -97,15 +107,20 @@ func TestAgent_CancelledOperation_IsStoppedOrNeverStarted(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "config.json")
 	good, hang := desiredConfig("n1", "one", 100), desiredConfig("n1", "two", 200)
-	cmd := fmt.Sprintf(`if [ "$SLUICE_FINGERPRINT" = %s ]; then sleep 60; fi; cat > %s`, hang.Fingerprint, path)
+	started := filepath.Join(t.TempDir(), "started")
+	cmd := fmt.Sprintf(`if [ "$SLUICE_FINGERPRINT" = %s ]; then touch %s; sleep 60; fi; cat > %s`, hang.Fingerprint, started, path)
 	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: agent.ExecApplier{Command: cmd}})
 	f.writeDesired(t, good)
 	f.waitStatus(t, "n1", "Provisioned good", provisioned(good.Fingerprint))
 
 	hang.Operation = "r2/n1/apply"
 	f.writeDesired(t, hang)
-	f.waitStatus(t, "n1", "Provisioning hang", func(s *sluicev1.NodeStatus) bool {
-		return s.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING && s.GetFingerprint() == hang.Fingerprint
+	// The apply itself, not the Provisioning status written just before
+	// the operation is set up: a cancel arriving in between finds nothing
+	// to stop.
+	natstest.Eventually(t, waitFor, "the hanging apply to start", func() bool {
+		_, err := os.Stat(started)
+		return err == nil
 	})
 	// The coordinator's cancel: the same config, so its fingerprint still
 	// matches its content.
@@ -124,11 +139,12 @@ func TestAgent_CancelledOperation_IsStoppedOrNeverStarted(t *testing.T) {
 	never := desiredConfig("n1", "three", 300)
 	never.Operation, never.Cancel = "r3/n1/apply", true
 	f.writeDesired(t, never)
-	time.Sleep(500 * time.Millisecond)
+	// Its report comes after the worker decided: had it applied never, the
+	// file would hold it by now.
+	st = f.waitStatus(t, "n1", "Invalid never", invalid(never.Fingerprint))
 	if got := readConfig(t, path); !proto.Equal(got, good) {
 		t.Fatalf("config in force = %v after a cancelled operation arrived; want good, the cancelled one never started", got)
 	}
-	st = f.waitStatus(t, "n1", "Invalid never", invalid(never.Fingerprint))
 	if st.GetFailedCheck() != contract.CheckDeadline || st.GetAppliedFingerprint() != good.Fingerprint ||
 		!strings.Contains(st.GetMessage(), "before this agent started it; not applied, fingerprint "+render.Short(good.Fingerprint)+" stays in force") {
 		t.Fatalf("status = %v; want the cancelled operation reported Invalid deadline, not applied, good in force", st)

@@ -201,12 +201,23 @@ func (a *Agent) commit(d *sluicev1.DesiredConfig) {
 }
 
 func (a *Agent) succeed(ctx context.Context, d *sluicev1.DesiredConfig, started time.Time) outcome {
-	took := a.cfg.Now().Sub(started).Round(time.Millisecond)
 	a.setPhase(ctx, d, started, statusUpdate{
 		phase:   sluicev1.NodePhase_NODE_PHASE_PROVISIONED,
 		message: "applied",
-	}, EventNodeProvisioned, fmt.Sprintf("applied %s in %s", describe(d), took))
+	}, EventNodeProvisioned, fmt.Sprintf("applied %s in %s", describe(d), took(a.cfg.Now().Sub(started))))
 	return outcome{phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED}
+}
+
+// took says how long d lasted for a message: "under 1ms" rather than "0s",
+// and no negative time when an injected clock went back.
+func took(d time.Duration) string {
+	switch {
+	case d < 0:
+		return "an unknown time (the clock went back)"
+	case d < time.Millisecond:
+		return "under 1ms"
+	}
+	return d.Round(time.Millisecond).String()
 }
 
 // fail reports d Invalid because of f; msg says what happened and what is

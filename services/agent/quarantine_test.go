@@ -54,6 +54,21 @@ func putRaw(t *testing.T, f *fleet, bucket, key string, b []byte) uint64 {
 	return rev
 }
 
+// rereadRefused is what the agent logs when it reads a refused desired
+// config again.
+const rereadRefused = "refused desired config read again"
+
+// waitRereads waits until the agent logged msg n more times than before:
+// that many reads of the same value since, each of which would have
+// reported it again. It stands for a sleep, which a loaded machine can
+// pass without a single resync.
+func waitRereads(t *testing.T, logs *logBuffer, msg string, before, n int) {
+	t.Helper()
+	natstest.Eventually(t, waitFor, fmt.Sprintf("%d more reads of the same value, each logged %q and not reported again", n, msg), func() bool {
+		return logs.count(msg) >= before+n
+	})
+}
+
 // TestAgent_UnreadableOwnStatusAtStart_IsOverwrittenAtOnce covers issue 9
 // item 12: a status key holding garbage used to stop the agent from ever
 // writing its status again. It is overwritten at start, before any desired
@@ -69,6 +84,10 @@ func TestAgent_UnreadableOwnStatusAtStart_IsOverwrittenAtOnce(t *testing.T) {
 	one := desiredConfig("n1", "one", 100)
 	f.writeDesired(t, one)
 	f.waitStatus(t, "n1", "provisioned", provisioned(one.Fingerprint))
+	// Events are stored apart from the status: the event may trail it.
+	natstest.Eventually(t, waitFor, agent.EventUnreadableStatusRewritten+" event", func() bool {
+		return len(eventsOf(t, f, "n1", agent.EventUnreadableStatusRewritten)) > 0
+	})
 	evs := eventsOf(t, f, "n1", agent.EventUnreadableStatusRewritten)
 	if len(evs) != 1 || !strings.Contains(evs[0].GetReason(), contract.BucketStatus+"/n1") {
 		t.Fatalf("%s events %v, want one naming %s/n1", agent.EventUnreadableStatusRewritten, evs, contract.BucketStatus)
@@ -88,6 +107,10 @@ func TestAgent_StatusTurnsUnreadableWhileRunning_NextWriteOverwritesIt(t *testin
 	putRaw(t, f, contract.BucketStatus, "n1", []byte(`{"phase": 42.5}`))
 	f.writeDesired(t, two)
 	f.waitStatus(t, "n1", "provisioned two over the unreadable status", provisioned(two.Fingerprint))
+	// Events are stored apart from the status: the event may trail it.
+	natstest.Eventually(t, waitFor, agent.EventUnreadableStatusRewritten+" event", func() bool {
+		return len(eventsOf(t, f, "n1", agent.EventUnreadableStatusRewritten)) > 0
+	})
 	if n := len(eventsOf(t, f, "n1", agent.EventUnreadableStatusRewritten)); n != 1 {
 		t.Fatalf("%d %s events, want 1", n, agent.EventUnreadableStatusRewritten)
 	}
@@ -111,8 +134,8 @@ func TestAgent_UnreadableDesired_KeepsTheConfigInForce(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			f := newFleet(t, contract.DefaultSettings())
-			rec := &recorder{}
-			f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: rec, ResyncInterval: 100 * time.Millisecond})
+			rec, logs := &recorder{}, &logBuffer{}
+			f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: rec, ResyncInterval: 100 * time.Millisecond, Log: logs.logger()})
 			one, two := desiredConfig("n1", "one", 100), desiredConfig("n1", "two", 200)
 			f.writeDesired(t, one)
 			f.waitStatus(t, "n1", "provisioned one", provisioned(one.Fingerprint))
@@ -121,7 +144,7 @@ func TestAgent_UnreadableDesired_KeepsTheConfigInForce(t *testing.T) {
 			natstest.Eventually(t, waitFor, "UnreadableDesiredIgnored event", func() bool {
 				return len(eventsOf(t, f, "n1", agent.EventUnreadableDesiredIgnored)) > 0
 			})
-			time.Sleep(500 * time.Millisecond) // five resyncs read the same value again
+			waitRereads(t, logs, rereadRefused, 0, 5) // five resyncs read the same value again
 			evs := eventsOf(t, f, "n1", agent.EventUnreadableDesiredIgnored)
 			if len(evs) != 1 || !strings.Contains(evs[0].GetReason(), contract.BucketNodeConfigs+"/n1.desired") {
 				t.Fatalf("events %v, want one naming %s/n1.desired", evs, contract.BucketNodeConfigs)
@@ -179,12 +202,13 @@ func TestAgent_DesiredNotAsWritten_IsRefusedAndNotApplied(t *testing.T) {
 			t.Run(kind.name+", "+path.name, func(t *testing.T) {
 				f := newFleet(t, contract.DefaultSettings())
 				dir := t.TempDir()
-				rec := &recorder{}
-				// While running the resync is too slow to matter: only the
-				// republished write brings the value. At start, resyncs read
-				// it again every 100ms and must not report it again.
-				cfg := agent.Config{Node: "n1", StateDir: dir, Applier: rec}
-				stop := f.start(t, cfg)
+				rec, logs := &recorder{}, &logBuffer{}
+				// While running the resync (30s) is too slow to matter: only
+				// the republished write brings the value, and one Resync then
+				// reads it again. At start, resyncs read it again every 100ms.
+				// Neither may report it again.
+				cfg := agent.Config{Node: "n1", StateDir: dir, Applier: rec, Log: logs.logger()}
+				a, stop := f.run(t, cfg)
 				one := desiredConfig("n1", "one", 100)
 				f.writeDesired(t, one)
 				f.waitStatus(t, "n1", "provisioned one", provisioned(one.Fingerprint))
@@ -208,7 +232,12 @@ func TestAgent_DesiredNotAsWritten_IsRefusedAndNotApplied(t *testing.T) {
 				natstest.Eventually(t, waitFor, "UnreadableDesiredIgnored event", func() bool {
 					return len(eventsOf(t, f, "n1", agent.EventUnreadableDesiredIgnored)) > 0
 				})
-				time.Sleep(500 * time.Millisecond) // a late second report would show by now
+				if path.atStart {
+					waitRereads(t, logs, rereadRefused, 0, 5)
+				} else {
+					a.Resync()
+					waitRereads(t, logs, rereadRefused, 0, 1)
+				}
 				evs := eventsOf(t, f, "n1", agent.EventUnreadableDesiredIgnored)
 				key := fmt.Sprintf("%s/n1.desired (revision %d)", contract.BucketNodeConfigs, rev)
 				if len(evs) != 1 || !strings.Contains(evs[0].GetReason(), key) || !strings.Contains(evs[0].GetReason(), kind.wantReason) ||
@@ -246,8 +275,8 @@ func TestAgent_DesiredNotAsWritten_IsRefusedAndNotApplied(t *testing.T) {
 // and a config of epoch 0 (an older coordinator) is still applied.
 func TestAgent_DesiredFromDeposedLeader_IsIgnoredWithAnEvent(t *testing.T) {
 	f := newFleet(t, contract.DefaultSettings())
-	rec := &recorder{}
-	f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: rec, ResyncInterval: 100 * time.Millisecond})
+	rec, logs := &recorder{}, &logBuffer{}
+	f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: rec, ResyncInterval: 100 * time.Millisecond, Log: logs.logger()})
 	withEpoch := func(name string, vlan uint32, epoch uint64) *sluicev1.DesiredConfig {
 		d := desiredConfig("n1", name, vlan)
 		d.LeaderEpoch = epoch
@@ -261,7 +290,7 @@ func TestAgent_DesiredFromDeposedLeader_IsIgnoredWithAnEvent(t *testing.T) {
 	natstest.Eventually(t, waitFor, "StaleDesiredIgnored event", func() bool {
 		return len(eventsOf(t, f, "n1", agent.EventStaleDesiredIgnored)) > 0
 	})
-	time.Sleep(500 * time.Millisecond) // resyncs read the stale value again
+	waitRereads(t, logs, "stale desired config read again", 0, 5) // resyncs read the stale value again
 	evs := eventsOf(t, f, "n1", agent.EventStaleDesiredIgnored)
 	if len(evs) != 1 || !strings.Contains(evs[0].GetReason(), "leader epoch 5, lower than epoch 7") || evs[0].GetFingerprint() != oldLeader.Fingerprint {
 		t.Fatalf("events %v, want one naming epochs 5 and 7 and the old leader's fingerprint", evs)
@@ -321,7 +350,9 @@ func TestAgent_UnreadablePause_IsReportedOnceAndTheAgentCarriesOn(t *testing.T) 
 			one := desiredConfig("n1", "one", 100)
 			f.writeDesired(t, one)
 			f.waitStatus(t, "n1", "provisioned one", provisioned(one.Fingerprint))
-			time.Sleep(500 * time.Millisecond) // five resyncs read the same value again
+			// Five resyncs read the same value again: each reads the pause,
+			// then the desired config, which is logged as already handled.
+			waitRereads(t, &logs, "already handled", logs.count("already handled"), 5)
 
 			evs := eventsOf(t, f, "n1", agent.EventUnreadablePauseIgnored)
 			switch {

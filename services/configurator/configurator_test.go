@@ -7,7 +7,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/nats-io/nats.go/micro"
 	"google.golang.org/protobuf/proto"
@@ -202,7 +201,7 @@ func TestAPI_MalformedRequestsAreRejectedWithTheProblem(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			msg, err := env.Conn.Request(tt.subject, []byte(tt.body), 5*time.Second)
+			msg, err := env.Conn.Request(tt.subject, []byte(tt.body), wait)
 			if err != nil {
 				t.Fatal(err)
 			}

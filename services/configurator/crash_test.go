@@ -168,7 +168,7 @@ func TestRun_LeftoverJournalThatCannotComplete_IsRolledBackAtStart(t *testing.T)
 	if h := getHead(t, env).Value; h.GetRevision() != firstResp.GetRevision() || h.GetGeneration() != 1 {
 		t.Errorf("head = %v, want the first revision still", h)
 	}
-	natstest.Eventually(t, 5e9, "an ApplyRolledBack event", func() bool { return len(evs.ofType("ApplyRolledBack")) == 1 })
+	natstest.Eventually(t, wait, "an ApplyRolledBack event", func() bool { return len(evs.ofType("ApplyRolledBack")) == 1 })
 	if reason := evs.ofType("ApplyRolledBack")[0].GetReason(); !strings.Contains(reason, "200 intents") || !strings.Contains(reason, "bytes") {
 		t.Errorf("rollback reason %q does not say what was rolled back and why", reason)
 	}
@@ -243,7 +243,7 @@ func TestRun_JournalNamingAChangedIntent_RestoresWhatTheApplyOverwrote(t *testin
 	if h := getHead(t, env).Value; h.GetRevision() != applied.GetRevision() || h.GetGeneration() != 1 {
 		t.Errorf("head = %v, want it unmoved", h)
 	}
-	natstest.Eventually(t, 5e9, "an ApplyRolledBack event", func() bool { return len(evs.ofType("ApplyRolledBack")) == 1 })
+	natstest.Eventually(t, wait, "an ApplyRolledBack event", func() bool { return len(evs.ofType("ApplyRolledBack")) == 1 })
 	reason := evs.ofType("ApplyRolledBack")[0].GetReason()
 	for _, w := range []string{"intent routingtable/storage changed since the apply read it", "restored layer2network/tenant-a", "removed routingtable/added-00000"} {
 		if !strings.Contains(reason, w) {
@@ -283,7 +283,7 @@ func TestRun_UndecodableValues_AreSkippedWithAnEventAndAppliesWork(t *testing.T)
 	if want := render.RevisionID(append(ins, extra)); !resp.GetChanged() || resp.GetRevision() != want {
 		t.Errorf("apply = %v, want a revision of the examples and %s without the unreadable key", resp, intent.ID(extra))
 	}
-	natstest.Eventually(t, 5e9, "events naming each unreadable key", func() bool {
+	natstest.Eventually(t, wait, "events naming each unreadable key", func() bool {
 		var reasons []string
 		for _, ev := range evs.all() {
 			reasons = append(reasons, ev.GetReason())
@@ -322,6 +322,6 @@ func TestRun_UndecodableValues_AreSkippedWithAnEventAndAppliesWork(t *testing.T)
 		if rev := getRevision(t, env, applied.GetRevision()); len(rev.GetIntents()) != len(ins) {
 			t.Errorf("revision %s holds %d intents, want %d", applied.GetRevision(), len(rev.GetIntents()), len(ins))
 		}
-		natstest.Eventually(t, 5e9, "an UnreadableRevisionRewritten event", func() bool { return len(evs.ofType("UnreadableRevisionRewritten")) == 1 })
+		natstest.Eventually(t, wait, "an UnreadableRevisionRewritten event", func() bool { return len(evs.ofType("UnreadableRevisionRewritten")) == 1 })
 	})
 }

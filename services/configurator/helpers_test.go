@@ -24,6 +24,11 @@ import (
 	"github.com/sluicehq/sluice/services/configurator"
 )
 
+// wait bounds every wait on the configurator or the server. Margin: each
+// wait returns as soon as its condition holds, and 30s is far more than a
+// cold start, an apply or a sync takes on a loaded 2-core machine.
+const wait = 30 * time.Second
+
 // running is a configurator started by a test.
 type running struct {
 	cancel context.CancelFunc
@@ -47,7 +52,7 @@ func start(t *testing.T, env *natstest.Env, opts ...func(*configurator.Config)) 
 	r := &running{cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- svc.Run(ctx) }()
 	t.Cleanup(func() { r.stop(t) })
-	natstest.Eventually(t, 10*time.Second, "the configurator to answer pings", func() bool {
+	natstest.Eventually(t, wait, "the configurator to answer pings", func() bool {
 		select {
 		case err := <-r.done:
 			t.Fatalf("configurator stopped at start: %v", err)
@@ -65,8 +70,8 @@ func (r *running) stop(t *testing.T) {
 		r.cancel()
 		select {
 		case r.err = <-r.done:
-		case <-time.After(10 * time.Second):
-			r.err = errors.New("Run did not return within 10s of cancel")
+		case <-time.After(wait):
+			r.err = fmt.Errorf("Run did not return within %s of cancel", wait)
 		}
 	})
 	if r.err != nil {
@@ -76,14 +81,14 @@ func (r *running) stop(t *testing.T) {
 
 func apply(t *testing.T, nc *nats.Conn, req *sluicev1.ApplyRequest) (*sluicev1.ApplyResponse, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	return apiclient.Apply(ctx, nc, req)
 }
 
 func del(t *testing.T, nc *nats.Conn, kind, name string) (*sluicev1.DeleteResponse, error) {
 	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	return apiclient.Delete(ctx, nc, &sluicev1.DeleteRequest{Kind: kind, Name: name})
 }
@@ -227,7 +232,7 @@ func watchEvents(t *testing.T, nc *nats.Conn) *eventLog {
 // waitFor waits until n events arrived and returns them as "Type id" strings.
 func (l *eventLog) waitFor(t *testing.T, n int) []string {
 	t.Helper()
-	natstest.Eventually(t, 5*time.Second, "events", func() bool {
+	natstest.Eventually(t, wait, "events", func() bool {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		return len(l.evs) >= n
@@ -259,8 +264,8 @@ func startWithMaxPayload(t *testing.T, maxPayload int32) *natstest.Env {
 		t.Fatalf("nats-server: %v", err)
 	}
 	go srv.Start()
-	if !srv.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready within 10s")
+	if !srv.ReadyForConnections(wait) {
+		t.Fatalf("nats-server not ready within %s", wait)
 	}
 	t.Cleanup(srv.Shutdown)
 	env := &natstest.Env{Server: srv, URL: srv.ClientURL(), StoreDir: dir, Settings: contract.DefaultSettings()}
@@ -268,7 +273,7 @@ func startWithMaxPayload(t *testing.T, maxPayload int32) *natstest.Env {
 	if env.JS, err = jetstream.New(env.Conn); err != nil {
 		t.Fatal(err)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	if err := contract.Ensure(ctx, env.JS, env.Settings); err != nil {
 		t.Fatalf("ensure buckets: %v", err)

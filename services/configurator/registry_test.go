@@ -56,11 +56,28 @@ func registryStatus(t *testing.T, env *natstest.Env, name string) *sluicev1.Regi
 	return e.Value
 }
 
+// waitSyncs waits until registry name has synced n more times, told by
+// the last_sync its status records after each sync.
+func waitSyncs(t *testing.T, env *natstest.Env, name string, n int) {
+	t.Helper()
+	last := registryStatus(t, env, name).GetLastSync().AsTime()
+	for i := range n {
+		natstest.Eventually(t, wait, fmt.Sprintf("sync %d of %d more of registry %s", i+1, n, name), func() bool {
+			at := registryStatus(t, env, name).GetLastSync().AsTime()
+			if !at.After(last) {
+				return false
+			}
+			last = at
+			return true
+		})
+	}
+}
+
 // waitStored waits until intents/<key> satisfies cond.
 func waitStored(t *testing.T, env *natstest.Env, key, what string, cond func(*sluicev1.StoredIntent) bool) {
 	t.Helper()
 	s := intentsStore(env)
-	natstest.Eventually(t, 15*time.Second, what, func() bool {
+	natstest.Eventually(t, wait, what, func() bool {
 		e, err := s.Get(context.Background(), key)
 		if errors.Is(err, store.ErrNotFound) {
 			return cond(nil)
@@ -82,11 +99,11 @@ func TestDirectoryRegistry_SyncsInPlace(t *testing.T) {
 	waitStored(t, env, "layer2network.blue", "blue synced from the directory", func(v *sluicev1.StoredIntent) bool {
 		return v != nil && v.GetSource() == "gitops" && v.GetOrigin() == "blue.yaml"
 	})
-	natstest.Eventually(t, 10*time.Second, "the head to hold the three networks", func() bool {
+	natstest.Eventually(t, wait, "the head to hold the three networks", func() bool {
 		h := headNow(t, env)
 		return h != nil && len(getRevision(t, env, h.GetRevision()).GetIntents()) == 3
 	})
-	natstest.Eventually(t, 10*time.Second, "status SYNCED with 3 intents", func() bool {
+	natstest.Eventually(t, wait, "status SYNCED with 3 intents", func() bool {
 		st := registryStatus(t, env, "gitops")
 		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_SYNCED && st.GetIntents() == 3
 	})
@@ -121,7 +138,7 @@ func TestDirectoryRegistry_SyncsInPlace(t *testing.T) {
 		}
 	}
 	var held *sluicev1.HeldDeletion
-	natstest.Eventually(t, 15*time.Second, "the deletion to be held", func() bool {
+	natstest.Eventually(t, wait, "the deletion to be held", func() bool {
 		st := registryStatus(t, env, "gitops")
 		held = st.GetHeld()
 		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_HELD
@@ -132,7 +149,7 @@ func TestDirectoryRegistry_SyncsInPlace(t *testing.T) {
 	if v := getStored(t, env, "layer2network.red"); v.GetMarkedForDeletion() {
 		t.Fatalf("red was marked although the deletion is held")
 	}
-	natstest.Eventually(t, 5*time.Second, "one RegistryDeletionHeld event", func() bool { return len(evs.ofType("RegistryDeletionHeld")) == 1 })
+	natstest.Eventually(t, wait, "one RegistryDeletionHeld event", func() bool { return len(evs.ofType("RegistryDeletionHeld")) == 1 })
 	confirms := store.New(env.Buckets.Control, func() *sluicev1.RegistryConfirm { return &sluicev1.RegistryConfirm{} })
 	if _, err := confirms.Create(context.Background(), contract.RegistryConfirmKey("gitops"), &sluicev1.RegistryConfirm{Digest: held.GetDigest(), By: "test"}); err != nil {
 		t.Fatal(err)
@@ -140,7 +157,7 @@ func TestDirectoryRegistry_SyncsInPlace(t *testing.T) {
 	for _, k := range []string{"layer2network.red", "layer2network.blue", "layer2network.cyan"} {
 		waitStored(t, env, k, k+" marked after the confirmation", func(v *sluicev1.StoredIntent) bool { return v.GetMarkedForDeletion() })
 	}
-	natstest.Eventually(t, 10*time.Second, "a RegistryDeletionConfirmed event", func() bool {
+	natstest.Eventually(t, wait, "a RegistryDeletionConfirmed event", func() bool {
 		return len(evs.ofType("RegistryDeletionConfirmed")) == 1
 	})
 	// Every stored intent is still there, marked: the reaper removes them.
@@ -165,12 +182,14 @@ func TestDirectoryRegistry_ConflictWithAPIReportedNotOverwritten(t *testing.T) {
 	if v := getStored(t, env, "layer2network.red"); v.GetSource() != "api" || v.GetIntent().GetLayer2Network().GetVlan() != 100 {
 		t.Fatalf("red is %v: the api's intent was overwritten", v)
 	}
-	natstest.Eventually(t, 10*time.Second, "the conflict in the status", func() bool {
+	natstest.Eventually(t, wait, "the conflict in the status", func() bool {
 		c := registryStatus(t, env, "gitops").GetConflicts()
 		return len(c) == 1 && c[0].GetOwner() == "api"
 	})
-	natstest.Eventually(t, 5*time.Second, "one IntentConflict event", func() bool { return len(evs.ofType("IntentConflict")) == 1 })
-	time.Sleep(1500 * time.Millisecond) // another sync: the conflict is announced once, not every sync
+	natstest.Eventually(t, wait, "one IntentConflict event", func() bool { return len(evs.ofType("IntentConflict")) == 1 })
+	// Two more syncs: the first would announce the conflict again, and its
+	// event arrives long before the second's status (a sync interval later).
+	waitSyncs(t, env, "gitops", 2)
 	if n := len(evs.ofType("IntentConflict")); n != 1 {
 		t.Fatalf("%d IntentConflict events, want one", n)
 	}
@@ -194,7 +213,7 @@ func TestDirectoryRegistry_InvalidIntentKeepsLastValid(t *testing.T) {
 	}
 	// The status is written after the sync that stored blue committed.
 	var got []string
-	natstest.Eventually(t, 10*time.Second, "the status to report red's VLAN and broken.yaml", func() bool {
+	natstest.Eventually(t, wait, "the status to report red's VLAN and broken.yaml", func() bool {
 		got = got[:0]
 		for _, fe := range registryStatus(t, env, "gitops").GetInvalid() {
 			got = append(got, fe.GetIntent()+" "+fe.GetField())
@@ -225,6 +244,8 @@ func TestBootstrap_RequestsWaitForFirstSync(t *testing.T) {
 	}()
 	addRegistry(t, env, &sluicev1.RegistrySpec{Name: "slow", Source: &sluicev1.RegistrySpec_Redis{Redis: &sluicev1.RedisRegistry{
 		Url: "redis://" + ln.Addr().String() + "/0"}}})
+	// Margin: the wall clock bounds the answer from below only (the fetch
+	// must time out first), which load can only make longer.
 	const fetchTimeout = 2 * time.Second
 	began := time.Now()
 	start(t, env, func(c *configurator.Config) { c.FetchTimeout = fetchTimeout })

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -62,7 +61,7 @@ func TestApply_CorruptOrForeignValue_IsReportedAndWrittenOver(t *testing.T) {
 				{"UnreadableIntentSkipped", contract.BucketIntents + "/routingtable.target-00000"},
 				{"UnreadableHeadReplaced", contract.BucketRevisions + "/" + contract.KeyHead},
 			} {
-				natstest.Eventually(t, 5*time.Second, want.typ+" naming "+want.key, func() bool {
+				natstest.Eventually(t, wait, want.typ+" naming "+want.key, func() bool {
 					for _, ev := range evs.ofType(want.typ) {
 						if strings.HasPrefix(ev.GetReason(), want.key+" ") {
 							return true
@@ -99,7 +98,7 @@ func TestApply_SameIntentsAgain_UnreadableRolloutRecord_RollsOutAgain(t *testing
 			if !again.GetChanged() || again.GetRevision() != first.GetRevision() || again.GetGeneration() != first.GetGeneration()+1 {
 				t.Errorf("apply = %v, want revision %s rolled out again at generation %d", again, first.GetRevision(), first.GetGeneration()+1)
 			}
-			natstest.Eventually(t, 5*time.Second, "UnreadableRolloutSkipped naming the record", func() bool {
+			natstest.Eventually(t, wait, "UnreadableRolloutSkipped naming the record", func() bool {
 				for _, ev := range evs.ofType("UnreadableRolloutSkipped") {
 					if strings.HasPrefix(ev.GetReason(), contract.BucketRollouts+"/"+id+" ") {
 						return true
@@ -140,7 +139,7 @@ func TestRetryAndUndo_UnreadableRolloutRecords_AreReportedNotRetriedForEver(t *t
 		!strings.Contains(ae.Description, "--to-revision") {
 		t.Fatalf("undo error = %v, want a 409 naming the unreadable pointer and --to-revision", err)
 	}
-	natstest.Eventually(t, 5*time.Second, "an UnreadableRolloutSkipped event for each", func() bool {
+	natstest.Eventually(t, wait, "an UnreadableRolloutSkipped event for each", func() bool {
 		return len(evs.ofType("UnreadableRolloutSkipped")) == 2
 	})
 }

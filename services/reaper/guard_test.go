@@ -86,7 +86,7 @@ func nodeEvents(t *testing.T, f *fleet, kind, id, typ string) []*sluicev1.Event 
 func waitEvents(t *testing.T, f *fleet, kind, id, typ string, want int) []*sluicev1.Event {
 	t.Helper()
 	var got []*sluicev1.Event
-	natstest.Eventually(t, 10*time.Second, typ+" events", func() bool {
+	natstest.Eventually(t, wait, typ+" events", func() bool {
 		got = nodeEvents(t, f, kind, id, typ)
 		return len(got) >= want
 	})

@@ -17,6 +17,12 @@ import (
 
 const grace = 5 * time.Minute
 
+// wait bounds the waits on a reaper's output. Margin: each wait returns as
+// soon as its condition holds, and 30s is far more than a pass and its
+// events take on a loaded 2-core machine. Passes themselves run on an
+// injected clock (clock) unless a test says otherwise.
+const wait = 30 * time.Second
+
 // clock is a fake clock the test moves by hand.
 type clock struct {
 	mu sync.Mutex
@@ -157,7 +163,7 @@ func TestReaper_AbsentNode(t *testing.T) {
 				return
 			}
 			wantKeys(t, f, "gone")
-			natstest.Eventually(t, 10*time.Second, "NodeReaped event", func() bool {
+			natstest.Eventually(t, wait, "NodeReaped event", func() bool {
 				st, err := f.env.JS.Stream(context.Background(), contract.StreamEvents)
 				if err != nil {
 					t.Fatal(err)
@@ -218,6 +224,9 @@ func TestReaper_Run_ReapsNodeWhosePresenceExpired(t *testing.T) {
 	f := newFleet(t, s)
 	f.seed(t, "n1")
 	f.arrive(t, "n1") // expires after the 1s lease: nobody renews it
+	// Run on the wall clock (its own timer is under test). Margin: lease,
+	// grace and interval add up to under 2s, and the wait below returns as
+	// soon as the keys are gone.
 	r, err := reaper.New(reaper.Config{Conn: f.env.Conn, Settings: s, Grace: 300 * time.Millisecond, Interval: 200 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
@@ -226,14 +235,14 @@ func TestReaper_Run_ReapsNodeWhosePresenceExpired(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- r.Run(ctx) }()
 
-	natstest.Eventually(t, 15*time.Second, "n1's keys to be reaped", func() bool { return len(f.keys(t, "n1")) == 0 })
+	natstest.Eventually(t, wait, "n1's keys to be reaped", func() bool { return len(f.keys(t, "n1")) == 0 })
 	cancel()
 	select {
 	case err := <-done:
 		if err != nil {
 			t.Fatalf("Run returned %v, want nil on cancel", err)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(wait):
 		t.Fatal("Run did not return after cancel")
 	}
 }

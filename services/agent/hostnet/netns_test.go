@@ -17,7 +17,9 @@ import (
 )
 
 // pingWait is how long a ping that should work waits for its reply.
-const pingWait = 5 * time.Second
+// Margin: the ping returns at the first reply; 30s covers neighbour
+// discovery and a loaded machine many times over.
+const pingWait = 30 * time.Second
 
 // node is one node namespace of a test fabric with its applier.
 type node struct {
@@ -104,6 +106,9 @@ func (n *node) ping(t *testing.T, src, dst netip.Addr) {
 }
 
 // noPing fails the test if a ping from n's address src to dst is answered.
+// Margin: callers ping the same path with success first, so neighbours are
+// known and a path still open answers the first of the ~7 echoes within
+// milliseconds; 1.5s of silence shows it is closed.
 func (n *node) noPing(t *testing.T, src, dst netip.Addr) {
 	t.Helper()
 	if err := hostnettest.Ping(n.NS, src, dst, 1500*time.Millisecond); err == nil {

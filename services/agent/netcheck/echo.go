@@ -165,6 +165,10 @@ func (p *pinger) echo(ctx context.Context, dsts []netip.Addr, wait time.Duration
 		switch {
 		case res[i].sent == 0 && sendErr[i] != nil:
 			res[i].err = fail(ErrUnreachable, "cannot send an echo: %v", bare(sendErr[i]))
+		case res[i].sent == 0:
+			// The check's deadline passed before its first echo: a wait
+			// computed from it would be zero or negative.
+			res[i].err = fail(ErrNoReply, "no echo sent: the check's time ran out %s before it could send one", roundMs(time.Since(end)))
 		case ctx.Err() != nil && time.Now().Before(end):
 			res[i].err = fail(ErrNoReply, "no reply before the check was stopped after %s (%v)", roundMs(time.Since(start)), ctx.Err())
 		case sendErr[i] != nil:

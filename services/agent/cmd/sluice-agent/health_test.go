@@ -6,8 +6,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -15,16 +17,29 @@ import (
 	"github.com/sluicehq/sluice/pkg/natstest"
 )
 
-// freeAddr is a loopback address nothing listens on (yet).
-func freeAddr(t *testing.T) string {
+// reserveAddr returns a loopback address nothing listens on yet, kept
+// bound (SO_REUSEADDR, not listening) until the test ends: the listener
+// the test starts on it later can bind it, but no other test's ":0"
+// listener is given it meanwhile, as it could be a port closed again.
+func reserveAddr(t *testing.T) string {
 	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
-	return addr
+	syscall.CloseOnExec(fd)
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }
 
 // lockedBuffer is a log destination goroutines may share.
@@ -45,8 +60,13 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// waitFor bounds the waits on the agent. Margin: each returns as soon as
+// its condition holds; 30s covers a cold start on a loaded 2-core machine
+// and the agent's backoff between connect attempts many times over.
+const waitFor = 30 * time.Second
+
 func getURL(url string) (int, string) {
-	c := http.Client{Timeout: 2 * time.Second}
+	c := http.Client{Timeout: 10 * time.Second} // margin: a local handler answers in milliseconds
 	resp, err := c.Get(url)
 	if err != nil {
 		return 0, ""
@@ -64,7 +84,7 @@ func probe(url string) (int, string) {
 }
 
 func TestRun_WaitsForNATSThenIsReady_AndProbesSaySo(t *testing.T) {
-	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
+	natsAddr, httpAddr := reserveAddr(t), reserveAddr(t)
 	readyz := "http://" + httpAddr + "/readyz"
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -74,7 +94,7 @@ func TestRun_WaitsForNATSThenIsReady_AndProbesSaySo(t *testing.T) {
 		code <- run(ctx, []string{"--server", "nats://" + natsAddr, "--http-addr", httpAddr, "--node", "n1", "--state-dir", t.TempDir()}, &logs)
 	}()
 
-	natstest.Eventually(t, 5*time.Second, "/readyz to say NATS is not reachable yet", func() bool {
+	natstest.Eventually(t, waitFor, "/readyz to say NATS is not reachable yet", func() bool {
 		st, body := getURL(readyz)
 		return st == http.StatusServiceUnavailable && strings.HasPrefix(body, "not ready: NATS not reachable yet (attempt ")
 	})
@@ -86,7 +106,7 @@ func TestRun_WaitsForNATSThenIsReady_AndProbesSaySo(t *testing.T) {
 	}
 
 	natstest.StartAt(t, t.TempDir(), natsAddr, contract.DefaultSettings())
-	natstest.Eventually(t, 15*time.Second, "the agent to be ready once NATS listens", func() bool {
+	natstest.Eventually(t, waitFor, "the agent to be ready once NATS listens", func() bool {
 		st, body := getURL(readyz)
 		return st == http.StatusOK && body == "ready: buckets bound; node n1\n"
 	})
@@ -103,7 +123,7 @@ func TestRun_WaitsForNATSThenIsReady_AndProbesSaySo(t *testing.T) {
 		if c != 0 {
 			t.Fatalf("exit code %d, want 0:\n%s", c, logs.String())
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitFor):
 		t.Fatal("run did not return after cancel")
 	}
 	if c, _ := probe(readyz); c != 1 {

@@ -36,7 +36,7 @@ func TestFollowNode_MergesFlagLabelsOverTheNodes(t *testing.T) {
 		if want := map[string]string{"zone": "b", "rack": "override", "role": "edge"}; !maps.Equal(got, want) {
 			t.Fatalf("updated labels %v, want %v", got, want)
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(waitFor):
 		t.Fatal("no update after the Node's labels changed")
 	}
 	if _, _, err := followNode(ctx, client, "missing", nil, zerolog.Nop()); err == nil {

@@ -43,7 +43,7 @@ func TestRun_RegistersAndWritesConfigFile(t *testing.T) {
 	}()
 
 	nodes := store.New(env.Buckets.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
-	natstest.Eventually(t, 10*time.Second, "presence with labels", func() bool {
+	natstest.Eventually(t, waitFor, "presence with labels", func() bool {
 		e, err := nodes.Get(context.Background(), "n1")
 		return err == nil && e.Value.GetLabels()["rack"] == "r1" && e.Value.GetAgentVersion() == version
 	})
@@ -51,7 +51,7 @@ func TestRun_RegistersAndWritesConfigFile(t *testing.T) {
 	if _, err := configs.Create(context.Background(), contract.DesiredKey("n1"), desired("n1")); err != nil {
 		t.Fatal(err)
 	}
-	natstest.Eventually(t, 10*time.Second, "config.json in the state dir", func() bool {
+	natstest.Eventually(t, waitFor, "config.json in the state dir", func() bool {
 		_, err := os.Stat(filepath.Join(dir, "config.json"))
 		return err == nil
 	})
@@ -296,7 +296,7 @@ func TestRun_CheckCmdFailing_ReportsInvalidWithTheCheck(t *testing.T) {
 		t.Fatal(err)
 	}
 	statuses := store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
-	natstest.Eventually(t, 10*time.Second, "Invalid by the second check", func() bool {
+	natstest.Eventually(t, waitFor, "Invalid by the second check", func() bool {
 		e, err := statuses.Get(context.Background(), "n1")
 		return err == nil && e.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID &&
 			e.Value.GetFailedCheck() == "exec: echo bgp down; exit 1" && strings.Contains(e.Value.GetCheckOutput(), "bgp down")
@@ -330,7 +330,7 @@ func TestRun_WithNodeCredentials_RegistersAndApplies(t *testing.T) {
 		code <- run(ctx, []string{"--server", env.URL, "--node", "n1", "--state-dir", dir, "--config", cfgFile, "--log-level", "info"}, &stderr)
 	}()
 	nodes := store.New(env.Buckets.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
-	natstest.Eventually(t, 10*time.Second, "n1's presence", func() bool {
+	natstest.Eventually(t, waitFor, "n1's presence", func() bool {
 		_, err := nodes.Get(context.Background(), "n1")
 		return err == nil
 	})
@@ -341,7 +341,7 @@ func TestRun_WithNodeCredentials_RegistersAndApplies(t *testing.T) {
 		t.Fatal(err)
 	}
 	statuses := store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
-	natstest.Eventually(t, 10*time.Second, "n1 provisioned", func() bool {
+	natstest.Eventually(t, waitFor, "n1 provisioned", func() bool {
 		e, err := statuses.Get(context.Background(), "n1")
 		return err == nil && e.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && e.Value.GetFingerprint() == d.GetFingerprint()
 	})

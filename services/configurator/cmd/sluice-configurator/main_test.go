@@ -6,7 +6,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -32,14 +34,14 @@ func (l *lockedBuffer) String() string {
 	return l.b.String()
 }
 
+// wait bounds the waits on the configurator. Margin: each wait returns as
+// soon as its condition holds; 30s covers a cold start on a loaded 2-core
+// machine many times over.
+const wait = 30 * time.Second
+
 func TestRun_NotReadyUntilBoundAndServing(t *testing.T) {
 	env := natstest.StartBare(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := reserveAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stderr lockedBuffer
@@ -55,19 +57,19 @@ func TestRun_NotReadyUntilBoundAndServing(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	// It creates its own buckets, then waits for the coordinator's.
-	natstest.Eventually(t, 10*time.Second, "not ready while binding", func() bool {
+	natstest.Eventually(t, wait, "not ready while binding", func() bool {
 		c, body := get("/readyz")
 		return c == http.StatusServiceUnavailable && body == "not ready: binding the buckets\n"
 	})
 	if c, _ := get("/healthz"); c != http.StatusOK {
 		t.Fatalf("/healthz %d while binding", c)
 	}
-	ectx, ecancel := context.WithTimeout(ctx, 30*time.Second)
+	ectx, ecancel := context.WithTimeout(ctx, wait)
 	defer ecancel()
 	if err := contract.Ensure(ectx, env.JS, contract.DefaultSettings()); err != nil {
 		t.Fatal(err)
 	}
-	natstest.Eventually(t, 15*time.Second, "ready once serving", func() bool {
+	natstest.Eventually(t, wait, "ready once serving", func() bool {
 		c, body := get("/readyz")
 		return c == http.StatusOK && body == "ready: serving the API\n"
 	})
@@ -77,7 +79,32 @@ func TestRun_NotReadyUntilBoundAndServing(t *testing.T) {
 		if c != 0 {
 			t.Fatalf("exit code %d:\n%s", c, stderr.String())
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(wait):
 		t.Fatal("run did not return after cancel")
 	}
+}
+
+// reserveAddr returns a loopback address nothing listens on yet, kept
+// bound (SO_REUSEADDR, not listening) until the test ends: the listener
+// the test starts on it later can bind it, but no other test's ":0"
+// listener is given it meanwhile, as it could be a port closed again.
+func reserveAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.CloseOnExec(fd)
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }

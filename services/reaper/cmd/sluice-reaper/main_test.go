@@ -7,8 +7,10 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -19,6 +21,11 @@ import (
 	"github.com/sluicehq/sluice/services/reaper"
 )
 
+// wait bounds the waits on the reaper. Margin: each wait returns as soon as
+// its condition holds; 30s covers a cold start on a loaded 2-core machine
+// many times over.
+const wait = 30 * time.Second
+
 func TestRun_StopsCleanlyOnCancel(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
 	ctx, cancel := context.WithCancel(context.Background())
@@ -26,7 +33,7 @@ func TestRun_StopsCleanlyOnCancel(t *testing.T) {
 	code := make(chan int, 1)
 	go func() { code <- run(ctx, []string{"--server", env.URL, "--interval", "1s"}, &stderr) }()
 	// The reaper has started once it has connected under its name.
-	natstest.Eventually(t, 10*time.Second, "reaper connection", func() bool {
+	natstest.Eventually(t, wait, "reaper connection", func() bool {
 		cz, err := env.Server.Connz(nil)
 		if err != nil {
 			return false
@@ -44,7 +51,7 @@ func TestRun_StopsCleanlyOnCancel(t *testing.T) {
 		if c != 0 {
 			t.Fatalf("exit code %d, want 0; stderr:\n%s", c, stderr.String())
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(wait):
 		t.Fatal("run did not return after cancel")
 	}
 }
@@ -59,7 +66,7 @@ func TestRun_RejectsTooShortGrace(t *testing.T) {
 func TestRun_ReplicasFromEnvAreVerifiedAgainstTheBuckets(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings()) // R1 buckets
 	t.Setenv("SLUICE_REPLICAS", "3")
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
 	var stderr bytes.Buffer
 	if c := run(ctx, []string{"--server", env.URL}, &stderr); c != 1 {
@@ -74,12 +81,7 @@ func TestRun_ReplicasFromEnvAreVerifiedAgainstTheBuckets(t *testing.T) {
 
 func TestRun_ReadyOnceBound_AndAMicroServiceWithItsStatus(t *testing.T) {
 	env := natstest.StartBare(t)
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	addr := ln.Addr().String()
-	_ = ln.Close()
+	addr := reserveAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stderr lockedBuffer
@@ -97,29 +99,29 @@ func TestRun_ReadyOnceBound_AndAMicroServiceWithItsStatus(t *testing.T) {
 		return resp.StatusCode, string(b)
 	}
 	// No bucket exists yet: the reaper waits for their managers.
-	natstest.Eventually(t, 10*time.Second, "not ready while binding", func() bool {
+	natstest.Eventually(t, wait, "not ready while binding", func() bool {
 		c, body := readyz()
 		return c == http.StatusServiceUnavailable && body == "not ready: binding the buckets\n"
 	})
-	ectx, ecancel := context.WithTimeout(ctx, 30*time.Second)
+	ectx, ecancel := context.WithTimeout(ctx, wait)
 	defer ecancel()
 	if err := contract.Ensure(ectx, env.JS, contract.DefaultSettings()); err != nil {
 		t.Fatal(err)
 	}
-	natstest.Eventually(t, 15*time.Second, "ready once bound", func() bool {
+	natstest.Eventually(t, wait, "ready once bound", func() bool {
 		c, body := readyz()
 		return c == http.StatusOK && body == "ready: buckets bound; a pass every 1s\n"
 	})
 	var st contract.ReaperStatus
-	natstest.Eventually(t, 5*time.Second, "a pass in the status", func() bool {
-		msg, err := env.Conn.Request(contract.SubjectReaperStatus, nil, 2*time.Second)
+	natstest.Eventually(t, wait, "a pass in the status", func() bool {
+		msg, err := env.Conn.Request(contract.SubjectReaperStatus, nil, 5*time.Second)
 		return err == nil && json.Unmarshal(msg.Data, &st) == nil && !st.LastPass.IsZero()
 	})
 	if st.Version != "dev" || st.Deleted[reaper.KindNodes] != 0 || len(st.Deleted) != 3 {
 		t.Fatalf("status %+v, want version dev and three kinds counted at 0", st)
 	}
 	infoSubject, _ := micro.ControlSubject(micro.InfoVerb, contract.ReaperService, "")
-	msg, err := env.Conn.Request(infoSubject, nil, 2*time.Second)
+	msg, err := env.Conn.Request(infoSubject, nil, wait)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -149,4 +151,29 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
+}
+
+// reserveAddr returns a loopback address nothing listens on yet, kept
+// bound (SO_REUSEADDR, not listening) until the test ends: the listener
+// the test starts on it later can bind it, but no other test's ":0"
+// listener is given it meanwhile, as it could be a port closed again.
+func reserveAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.CloseOnExec(fd)
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }
