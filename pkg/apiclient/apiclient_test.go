@@ -46,7 +46,7 @@ func TestApply_MicroErrorBecomesTypedErrorWithFieldErrors(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = svc.Stop() })
 
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // margin: returns with the answer
 	defer cancel()
 	_, err = apiclient.Apply(ctx, env.Conn, &sluicev1.ApplyRequest{})
 	var ae *apiclient.Error

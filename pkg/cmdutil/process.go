@@ -143,7 +143,7 @@ func (p *Process) Ready() (bool, string) {
 		why := "NATS disconnected"
 		if at := p.lostAt.Load(); at != 0 {
 			t := time.Unix(0, at)
-			why += fmt.Sprintf(" since %s (%s ago)", t.UTC().Format(time.RFC3339), time.Since(t).Round(time.Second))
+			why += fmt.Sprintf(" since %s (%s)", t.UTC().Format(time.RFC3339), ago(time.Since(t)))
 		}
 		return false, health.Line(false, why)
 	}
@@ -151,6 +151,16 @@ func (p *Process) Ready() (bool, string) {
 		return (*r)()
 	}
 	return true, health.Line(true, "connected to NATS")
+}
+
+// ago says how long ago something happened, d before now. Under a second
+// (or "before now" on a wall clock that was set back) it says "just now",
+// never "0s ago" or a negative duration.
+func ago(d time.Duration) string {
+	if d < time.Second {
+		return "just now"
+	}
+	return d.Round(time.Second).String() + " ago"
 }
 
 // Close closes the connection, stops the endpoint and stops counting KV

@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -33,9 +34,59 @@ func freeAddr(t *testing.T) string {
 	return addr
 }
 
+// holdAddr keeps a loopback address for a server the test starts later:
+// until release, it listens there and closes every connection at once, so
+// a client finds no NATS, and no other process can take the port during
+// the test's waits (as it could a port found free and closed). release
+// hands the port over, to be listened on right away; it runs at cleanup too.
+func holdAddr(t *testing.T) (addr string, release func()) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			_ = c.Close()
+		}
+	}()
+	var once sync.Once
+	release = func() {
+		once.Do(func() {
+			_ = ln.Close()
+			<-done
+		})
+	}
+	t.Cleanup(release)
+	return ln.Addr().String(), release
+}
+
+// servedAddr is the address Main's endpoint listens on, from its log line
+// (it was started on port 0, so no other process can hold the port).
+func servedAddr(t *testing.T, logs *syncBuffer) string {
+	t.Helper()
+	re := regexp.MustCompile(`"addr":"([^"]+)"[^\n]*"serving /healthz`)
+	var addr string
+	// margin: the poll ends as soon as Main logs the line, right after it listens.
+	natstest.Eventually(t, 30*time.Second, "the endpoint to listen", func() bool {
+		m := re.FindStringSubmatch(logs.String())
+		if m != nil {
+			addr = m[1]
+		}
+		return m != nil
+	})
+	return addr
+}
+
 // get GETs url and returns the status code and body ("" and 0 when nothing answers).
 func get(url string) (int, string) {
-	c := http.Client{Timeout: 2 * time.Second}
+	c := http.Client{Timeout: 30 * time.Second} // margin: returns with the answer; only catches a hang
 	resp, err := c.Get(url)
 	if err != nil {
 		return 0, ""
@@ -97,8 +148,7 @@ func (f *fakeService) Ready() (bool, string) {
 }
 
 func TestMain_RetriesNATSUntilItListens_ServingHealthMeanwhile(t *testing.T) {
-	natsAddr, httpAddr := freeAddr(t), freeAddr(t)
-	base := "http://" + httpAddr
+	natsAddr, release := holdAddr(t)
 	var c Common
 	fs := flag.NewFlagSet("sluice-test", flag.ContinueOnError)
 	c.Register(fs)
@@ -107,13 +157,18 @@ func TestMain_RetriesNATSUntilItListens_ServingHealthMeanwhile(t *testing.T) {
 	var logs syncBuffer
 	code := make(chan int, 1)
 	go func() {
-		code <- c.Main(ctx, fs, []string{"--server", "nats://" + natsAddr, "--http-addr", httpAddr}, &logs, nil,
+		code <- c.Main(ctx, fs, []string{"--server", "nats://" + natsAddr, "--http-addr", "127.0.0.1:0"}, &logs, nil,
 			func(rt Runtime) (Service, error) { return &fakeService{rt: rt, running: make(chan struct{})}, nil })
 	}()
+	base := "http://" + servedAddr(t, &logs)
 
-	natstest.Eventually(t, 5*time.Second, "/readyz to say NATS is not reachable yet", func() bool {
+	// margin: every poll below ends as soon as /readyz says it. Any attempt
+	// will do: on a loaded machine the first poll may come after the
+	// second attempt (a second after the first).
+	natstest.Eventually(t, 30*time.Second, "/readyz to say NATS is not reachable yet", func() bool {
 		st, body := get(base + "/readyz")
-		return st == http.StatusServiceUnavailable && strings.HasPrefix(body, "not ready: NATS not reachable yet (attempt 1): connect to NATS at nats://"+natsAddr)
+		return st == http.StatusServiceUnavailable && strings.HasPrefix(body, "not ready: NATS not reachable yet (attempt ") &&
+			strings.Contains(body, "): connect to NATS at nats://"+natsAddr)
 	})
 	if st, body := get(base + "/healthz"); st != http.StatusOK {
 		t.Fatalf("/healthz while NATS is unreachable: %d %q, want 200", st, body)
@@ -123,8 +178,10 @@ func TestMain_RetriesNATSUntilItListens_ServingHealthMeanwhile(t *testing.T) {
 		t.Fatalf("no log line for the first attempt with its error and wait:\n%s", logs.String())
 	}
 
+	release()
 	env := natstest.StartAt(t, t.TempDir(), natsAddr, contract.DefaultSettings())
-	natstest.Eventually(t, 10*time.Second, "/readyz to be ready once NATS listens", func() bool {
+	// The next attempt may be 1, 2, 4 or 8s away, after a slow server start.
+	natstest.Eventually(t, 60*time.Second, "/readyz to be ready once NATS listens", func() bool {
 		st, body := get(base + "/readyz")
 		return st == http.StatusOK && body == "ready: fake running\n"
 	})
@@ -142,7 +199,7 @@ func TestMain_RetriesNATSUntilItListens_ServingHealthMeanwhile(t *testing.T) {
 	}
 
 	env.Server.Shutdown()
-	natstest.Eventually(t, 10*time.Second, "/readyz to say NATS is disconnected", func() bool {
+	natstest.Eventually(t, 30*time.Second, "/readyz to say NATS is disconnected", func() bool {
 		st, body := get(base + "/readyz")
 		return st == http.StatusServiceUnavailable && strings.HasPrefix(body, "not ready: NATS disconnected since ")
 	})
@@ -152,7 +209,7 @@ func TestMain_RetriesNATSUntilItListens_ServingHealthMeanwhile(t *testing.T) {
 		if c != 0 {
 			t.Fatalf("exit code %d, want 0:\n%s", c, logs.String())
 		}
-	case <-time.After(10 * time.Second):
+	case <-time.After(30 * time.Second): // margin: Main returns at once; this only catches a hang
 		t.Fatal("Main did not return after cancel")
 	}
 	if st, _ := get(base + "/healthz"); st != 0 {
@@ -168,18 +225,20 @@ func TestMain_StopWhileWaitingForNATS_ExitsZeroWithoutBuilding(t *testing.T) {
 	var logs syncBuffer
 	code := make(chan int, 1)
 	built := make(chan struct{}, 1)
+	natsAddr, _ := holdAddr(t)
 	go func() {
-		code <- c.Main(ctx, fs, []string{"--server", "nats://" + freeAddr(t)}, &logs, nil,
+		code <- c.Main(ctx, fs, []string{"--server", "nats://" + natsAddr}, &logs, nil,
 			func(Runtime) (Service, error) { built <- struct{}{}; return nil, nil })
 	}()
-	natstest.Eventually(t, 5*time.Second, "a failed attempt", func() bool { return strings.Contains(logs.String(), "NATS not reachable yet") })
+	// margin: the poll ends with the first attempt's log line.
+	natstest.Eventually(t, 30*time.Second, "a failed attempt", func() bool { return strings.Contains(logs.String(), "NATS not reachable yet") })
 	cancel()
 	select {
 	case c := <-code:
 		if c != 0 || len(built) != 0 {
 			t.Fatalf("exit code %d, built %v; want 0 and nothing built", c, len(built) != 0)
 		}
-	case <-time.After(5 * time.Second):
+	case <-time.After(30 * time.Second): // margin: Main returns at once; this only catches a hang
 		t.Fatal("Main kept waiting for NATS after cancel")
 	}
 }
@@ -207,7 +266,7 @@ func TestProbe_ExitCodes(t *testing.T) {
 		case "/ok":
 			_, _ = io.WriteString(w, "ready: leading term 7\n")
 		case "/slow":
-			time.Sleep(3 * time.Second)
+			<-r.Context().Done() // no answer before the probe gives up, however slow the machine
 		default:
 			w.WriteHeader(http.StatusServiceUnavailable)
 			_, _ = io.WriteString(w, "not ready: NATS disconnected\n")
@@ -221,10 +280,12 @@ func TestProbe_ExitCodes(t *testing.T) {
 	}{
 		{"200", srv.URL + "/ok", 0, "ready: leading term 7\n"},
 		{"503", srv.URL + "/no", 1, "not ready: NATS disconnected\nprobe " + srv.URL + "/no: 503 Service Unavailable\n"},
-		{"slower than 2s", srv.URL + "/slow", 1, "context deadline exceeded"},
+		{"no answer within the probe timeout", srv.URL + "/slow", 1, "context deadline exceeded"},
 		{"nothing listening", "http://" + freeAddr(t) + "/readyz", 1, "connection refused"},
 		{"not a URL", "::", 1, "probe ::"},
 	}
+	// margin: health.ProbeTimeout (2s) bounds the probes that answer too;
+	// a loopback GET takes milliseconds.
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			// Through Main, as an image's probe runs it; other flags and
@@ -266,5 +327,23 @@ func TestHTTPAddr_FromEnvUnlessTheFlagIsGiven(t *testing.T) {
 				t.Fatalf("HTTPAddr %q, want %q", c.HTTPAddr, tc.want)
 			}
 		})
+	}
+}
+
+func TestAgo_NeverZeroOrNegative(t *testing.T) {
+	tests := []struct {
+		given time.Duration
+		want  string
+	}{
+		{-3 * time.Second, "just now"}, // a wall clock set back
+		{0, "just now"},
+		{400 * time.Millisecond, "just now"},
+		{1400 * time.Millisecond, "1s ago"},
+		{90 * time.Second, "1m30s ago"},
+	}
+	for _, tc := range tests {
+		if got := ago(tc.given); got != tc.want {
+			t.Errorf("ago(%s) = %q, want %q", tc.given, got, tc.want)
+		}
 	}
 }

@@ -106,7 +106,8 @@ func TestSettingsValidate(t *testing.T) {
 
 func TestOpen_BinderWaitsForTheManagerAndCreatesNothing(t *testing.T) {
 	env := natstest.StartBare(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// margin: every wait below ends as soon as its condition holds.
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
 	s := contract.DefaultSettings()
 	var logs syncBuffer
@@ -120,7 +121,7 @@ func TestOpen_BinderWaitsForTheManagerAndCreatesNothing(t *testing.T) {
 			contract.WithLog(zerolog.New(&logs)), contract.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
 		done <- result{b, err}
 	}()
-	natstest.Eventually(t, 5*time.Second, "the agent to log that it waits", func() bool {
+	natstest.Eventually(t, 30*time.Second, "the agent to log that it waits", func() bool {
 		return strings.Contains(logs.String(), "waiting for bucket sluice-nodeconfigs, created by rollout-coordinator")
 	})
 	select {
@@ -170,7 +171,8 @@ func streamNames(t *testing.T, js jetstream.JetStream) []string {
 }
 
 func TestOpen_SingleServer(t *testing.T) {
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	// margin: only bounds a hang, across the subtests' server starts.
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	def := contract.DefaultSettings()
 
@@ -234,7 +236,8 @@ func TestOpen_SingleServer(t *testing.T) {
 // TestOpen_Cluster runs on one 3-node cluster with R3 buckets.
 func TestOpen_Cluster(t *testing.T) {
 	c := natstest.StartCluster(t, 3, contract.DefaultSettings())
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	// margin: only bounds a hang; every call returns with its answer.
+	ctx, cancel := context.WithTimeout(context.Background(), 120*time.Second)
 	defer cancel()
 	r1 := contract.DefaultSettings()
 
@@ -280,14 +283,25 @@ func TestOpen_Cluster(t *testing.T) {
 		if !errors.As(err, &mm) || mm.Name != contract.BucketRollouts || mm.Setting != "replicas" || mm.Want != "at least 3" {
 			t.Fatalf("binder with --replicas 3 on R1: got %v", err)
 		}
+		// The binder waits until it is stopped: stopped once it said what it
+		// waits for (a timeout could end it before it got that far).
 		var logs syncBuffer
-		wctx, wcancel := context.WithTimeout(ctx, 300*time.Millisecond)
+		wctx, wcancel := context.WithCancel(ctx)
 		defer wcancel()
-		_, err = contract.Prepare(wctx, c.JS, r1, contract.ComponentCLI,
-			contract.WithLog(zerolog.New(&logs)), contract.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
-		if !errors.Is(err, context.DeadlineExceeded) ||
-			!strings.Contains(logs.String(), "waiting for bucket sluice-rollouts to allow atomic publish, enabled by rollout-coordinator") {
-			t.Fatalf("binder on a bucket without atomic publish: got %v, logged %s; want it to wait for the manager", err, logs.String())
+		waited := make(chan error, 1)
+		go func() {
+			_, err := contract.Prepare(wctx, c.JS, r1, contract.ComponentCLI,
+				contract.WithLog(zerolog.New(&logs)), contract.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
+			waited <- err
+		}()
+		// margin: the poll ends as soon as the line is logged.
+		natstest.Eventually(t, 30*time.Second, "the binder to wait for the manager", func() bool {
+			return strings.Contains(logs.String(), "waiting for bucket sluice-rollouts to allow atomic publish, enabled by rollout-coordinator") ||
+				len(waited) > 0
+		})
+		wcancel()
+		if err := <-waited; !errors.Is(err, context.Canceled) {
+			t.Fatalf("binder on a bucket without atomic publish: got %v, logged %s; want it to wait for the manager until stopped", err, logs.String())
 		}
 		if _, err := contract.Prepare(ctx, c.JS, r3, contract.ComponentCoordinator); err != nil {
 			t.Fatalf("owner upgrade: %v", err)
@@ -306,6 +320,7 @@ func TestOpen_Cluster(t *testing.T) {
 // by an update, not by recreating it: the events it holds stay. A larger
 // limit an operator set is kept.
 func TestOpen_EventsStreamGetsItsByteLimitInPlace(t *testing.T) {
+	// margin: only bounds a hang; every call returns with its answer.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	env := natstest.StartBare(t)
@@ -379,7 +394,8 @@ func TestAtomicBatch_CommitsIntoFencedBuckets(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			env := tc.given(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			// margin: only bounds a hang; every call returns with its answer.
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			for _, bucket := range []string{contract.BucketNodeConfigs, contract.BucketRollouts, contract.BucketFingerprints} {
 				if cfg := streamConfig(t, env.JS, bucket); !cfg.AllowAtomicPublish {
@@ -402,11 +418,10 @@ func TestAtomicBatch_CommitsIntoFencedBuckets(t *testing.T) {
 			if ack.Error != nil || ack.Count != 2 {
 				t.Fatalf("fenced batch: %+v", ack)
 			}
-			e, err := kv.Get(ctx, contract.DesiredKey("n1"))
-			if err != nil || !strings.Contains(string(e.Value()), `"a"`) {
-				t.Fatalf("desired after the batch: %v %v", e, err)
+			if v := leaderGet(t, env.Conn, contract.BucketNodeConfigs, contract.DesiredKey("n1")); !strings.Contains(v, `"a"`) {
+				t.Fatalf("desired after the batch: %s", v)
 			}
-			if _, err := sub.NextMsg(5 * time.Second); err != nil {
+			if _, err := sub.NextMsg(30 * time.Second); err != nil { // margin: returns as soon as it comes
 				t.Fatalf("a batch write is not republished to the agent's subject: %v", err)
 			}
 
@@ -422,13 +437,38 @@ func TestAtomicBatch_CommitsIntoFencedBuckets(t *testing.T) {
 				t.Fatalf("stale batch: got %+v, want wrong last sequence (10071)", ack)
 			}
 			for _, key := range []string{contract.DesiredKey("n1"), contract.BackupKey("n1")} {
-				e, err := kv.Get(ctx, key)
-				if err != nil || strings.Contains(string(e.Value()), "stale") {
-					t.Fatalf("%s after the stale batch: %s %v", key, e.Value(), err)
+				if v := leaderGet(t, env.Conn, contract.BucketNodeConfigs, key); strings.Contains(v, "stale") {
+					t.Fatalf("%s after the stale batch: %s", key, v)
 				}
 			}
 		})
 	}
+}
+
+// leaderGet is key's last value as the stream's leader has it. A KV Get is
+// a direct get, which on R3 any replica may answer, one that has not caught
+// up with the write just acknowledged included.
+func leaderGet(t *testing.T, nc *nats.Conn, bucket, key string) string {
+	t.Helper()
+	req, err := json.Marshal(map[string]string{"last_by_subj": "$KV." + bucket + "." + key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// margin: returns with the leader's answer.
+	reply, err := nc.Request("$JS.API.STREAM.MSG.GET."+contract.StreamOfBucket(bucket), req, 30*time.Second)
+	if err != nil {
+		t.Fatalf("get %s/%s from the leader: %v", bucket, key, err)
+	}
+	var resp struct {
+		Error   *struct{ Description string } `json:"error"`
+		Message struct {
+			Data []byte `json:"data"`
+		} `json:"message"`
+	}
+	if err := json.Unmarshal(reply.Data, &resp); err != nil || resp.Error != nil {
+		t.Fatalf("get %s/%s from the leader: %s (%v)", bucket, key, reply.Data, err)
+	}
+	return string(resp.Message.Data)
 }
 
 type batchAck struct {
@@ -465,7 +505,9 @@ func publishFencedBatch(t *testing.T, nc *nats.Conn, id, bucket string, fence ui
 			m.Header.Set("Nats-Batch-Commit", "1")
 		}
 		var err error
-		if reply, err = nc.RequestMsg(m, 5*time.Second); err != nil {
+		// margin: returns with the answer; an R3 commit on a loaded machine
+		// can take seconds.
+		if reply, err = nc.RequestMsg(m, 30*time.Second); err != nil {
 			t.Fatalf("batch %s message %d: %v", id, i+1, err)
 		}
 	}

@@ -1,8 +1,10 @@
 package creds_test
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,14 +43,29 @@ func TestPushedRolePermissions_ReachConnectedUsersThroughAReconnect(t *testing.T
 		t.Fatal(err)
 	}
 	defer sys.Close()
-	delivered := func() bool {
-		if err := n1.nc.Publish(subject, []byte("{}")); err != nil {
+	// delivered publishes a numbered message and says whether the admin
+	// receives it within wait. Messages of earlier tries that arrive late
+	// are skipped: only this try's message counts.
+	sent := 0
+	delivered := func(wait time.Duration) bool {
+		sent++
+		id := []byte(strconv.Itoa(sent))
+		if err := n1.nc.Publish(subject, id); err != nil {
 			t.Fatal(err)
 		}
-		_, err := got.NextMsg(200 * time.Millisecond)
-		return err == nil
+		until := time.Now().Add(wait)
+		for {
+			m, err := got.NextMsg(max(time.Until(until), time.Millisecond))
+			if err != nil {
+				return false
+			}
+			if bytes.Equal(m.Data, id) {
+				return true
+			}
+		}
 	}
-	if !delivered() {
+	// margin: returns as soon as the message comes.
+	if !delivered(30 * time.Second) {
 		t.Fatalf("node-01 cannot publish %s before the change", subject)
 	}
 
@@ -79,21 +96,29 @@ func TestPushedRolePermissions_ReachConnectedUsersThroughAReconnect(t *testing.T
 	if env.Creds.Account, err = ac.Encode(operator); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Creds.Push(sys, 5*time.Second); err != nil {
+	// margin: Push returns with the server's answer and each poll as soon
+	// as its condition holds; the bounds only catch a hang.
+	if err := env.Creds.Push(sys, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	natstest.Eventually(t, 5*time.Second, "node-01, still connected, refused "+subject, func() bool {
-		return !delivered() && n1.d.has(subject)
+	natstest.Eventually(t, 30*time.Second, "node-01, still connected, refused "+subject, func() bool {
+		// Each try publishes. The refusal the server reports proves it; not
+		// receiving the message within 200ms only backs it up (a refused
+		// message never comes, and one merely late makes the poll try again).
+		return !delivered(200*time.Millisecond) && n1.d.has(subject)
 	})
 
 	// Signed again with this version's permissions and pushed: allowed again.
 	if err := env.Creds.Resign(); err != nil {
 		t.Fatal(err)
 	}
-	if err := env.Creds.Push(sys, 5*time.Second); err != nil {
+	if err := env.Creds.Push(sys, 30*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	natstest.Eventually(t, 5*time.Second, "node-01, still connected, may publish "+subject+" again", delivered)
+	// Each try waits a second for its own message: one published before the
+	// reconnect is refused, and the next try's is not.
+	natstest.Eventually(t, 30*time.Second, "node-01, still connected, may publish "+subject+" again",
+		func() bool { return delivered(time.Second) })
 	// One eviction per push that changed its role; the admin role never changed.
 	if r := n1.nc.Stats().Reconnects; r != 2 || !n1.nc.IsConnected() {
 		t.Errorf("node-01 reconnected %d time(s) (connected now: %v); want 2, one per push that changed its role", r, n1.nc.IsConnected())

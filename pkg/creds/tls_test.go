@@ -25,12 +25,12 @@ func TestTLS_ServerCertificateFromTheLocalCA(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the server loads its certificate: %v", err)
 	}
-	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, TLS: true, TLSConfig: tc, TLSTimeout: 2})
+	s, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, NoLog: true, NoSigs: true, TLS: true, TLSConfig: tc, TLSTimeout: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	if !s.ReadyForConnections(30 * time.Second) { // margin: returns once it listens
 		t.Fatal("server not ready")
 	}
 	defer s.Shutdown()
@@ -39,7 +39,9 @@ func TestTLS_ServerCertificateFromTheLocalCA(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		nc, err := nats.Connect(s.ClientURL(), append(opts, nats.Timeout(3*time.Second))...)
+		// margin: a handshake takes milliseconds; the refused ones fail on
+		// the certificate at once, not on these timeouts.
+		nc, err := nats.Connect(s.ClientURL(), append(opts, nats.Timeout(10*time.Second))...)
 		if err == nil {
 			nc.Close()
 		}

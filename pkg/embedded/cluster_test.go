@@ -7,6 +7,8 @@ import (
 	"testing"
 )
 
+// margin: StartCluster and Restart wait up to 30s (readyTimeout, WaitReady)
+// for what comes within a second or two.
 func TestCluster_StopAndRestartOneServer(t *testing.T) {
 	base := t.TempDir()
 	dirs := []string{filepath.Join(base, "1"), filepath.Join(base, "2"), filepath.Join(base, "3")}

@@ -24,10 +24,14 @@ import (
 	"github.com/sluicehq/sluice/pkg/kubenode"
 )
 
-// wait is how long a test waits for a label set that must come.
-const wait = 10 * time.Second
+// wait is how long a test waits for a label set that must come. margin: a
+// wait ends as soon as the set comes, within milliseconds of the change.
+const wait = 30 * time.Second
 
 // quiet is how long a test watches for a label set that must not come.
+// It suffices because the fake client delivers an event to the informer
+// within milliseconds; a slower machine could only let a wrong set go
+// unseen (a missed failure), never fail a correct watch.
 const quiet = 300 * time.Millisecond
 
 func testNode(name string, labels map[string]string) *corev1.Node {

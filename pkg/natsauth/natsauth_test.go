@@ -29,7 +29,7 @@ func startServer(t *testing.T, o *server.Options) string {
 		t.Fatal(err)
 	}
 	go s.Start()
-	if !s.ReadyForConnections(10 * time.Second) {
+	if !s.ReadyForConnections(30 * time.Second) { // margin: returns once it listens
 		t.Fatal("server not ready")
 	}
 	t.Cleanup(s.Shutdown)
@@ -42,7 +42,9 @@ func connect(t *testing.T, url string, o Options) error {
 	if err != nil {
 		t.Fatalf("options: %v", err)
 	}
-	nc, err := nats.Connect(url, append(opts, nats.Timeout(3*time.Second))...)
+	// margin: a handshake takes milliseconds; the refused ones fail on the
+	// credentials or certificate at once, not on this timeout.
+	nc, err := nats.Connect(url, append(opts, nats.Timeout(10*time.Second))...)
 	if err == nil {
 		nc.Close()
 	}
@@ -98,7 +100,7 @@ func TestTLS_TrustsTheGivenCA(t *testing.T) {
 		Certificates: []tls.Certificate{{Certificate: [][]byte{srvCert.Raw}, PrivateKey: srvKey}},
 		ClientCAs:    pool, ClientAuth: tls.RequireAndVerifyClientCert, MinVersion: tls.VersionTLS12,
 	}
-	url := startServer(t, &server.Options{TLSConfig: serverTLS, TLS: true, TLSVerify: true, TLSTimeout: 2})
+	url := startServer(t, &server.Options{TLSConfig: serverTLS, TLS: true, TLSVerify: true, TLSTimeout: 10})
 	keyFile := write(t, dir, "node.key", keyPEM(t, cliKey))
 	certFile := write(t, dir, "node.pem", cliPEM)
 

@@ -267,7 +267,9 @@ func (e *Env) Connect(t testing.TB) *nats.Conn {
 	return nc
 }
 
-// Eventually polls cond every 10ms until it holds or timeout passes.
+// Eventually polls cond every 10ms until it holds or timeout passes. It
+// returns as soon as cond holds, so a generous timeout (30s) costs nothing
+// and survives a loaded machine.
 func Eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)

@@ -29,7 +29,9 @@ import (
 const Binary = "redis-server"
 
 const (
-	startTimeout  = 10 * time.Second
+	// startTimeout bounds a start; it ends as soon as the server answers,
+	// so it can be long enough for a loaded machine.
+	startTimeout  = 30 * time.Second
 	portAttempts  = 5
 	addrInUseText = "Address already in use"
 )
@@ -200,7 +202,7 @@ func (s *Server) start() error {
 		close(p.exited)
 	}()
 
-	if err := waitReady(p, s.Addr(), s.cfg.password); err != nil {
+	if err := waitReady(p, s.Addr(), s.cfg.password, p.cmd.Process.Pid); err != nil {
 		_ = p.cmd.Process.Kill()
 		<-p.exited
 		out := p.out.String()
@@ -216,7 +218,9 @@ func (s *Server) start() error {
 }
 
 // waitReady polls PING until it answers, the process exits or time is up.
-func waitReady(p *process, addr, password string) error {
+// The answer must come from process pid: another server that took the port
+// first would answer PING too while this one exits, port in use.
+func waitReady(p *process, addr, password string, pid int) error {
 	opts := clientOptions(addr, password)
 	opts.MaxRetries = -1 // one try per poll; the loop is the retry
 	opts.DialTimeout = 500 * time.Millisecond
@@ -229,8 +233,15 @@ func waitReady(p *process, addr, password string) error {
 	for {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		err := c.Ping(ctx).Err()
+		var info string
+		if err == nil {
+			info, err = c.Info(ctx, "server").Result()
+		}
 		cancel()
 		if err == nil {
+			if !strings.Contains(info, "process_id:"+strconv.Itoa(pid)+"\r\n") {
+				return fmt.Errorf("%w: another server answers on %s", errPortTaken, addr)
+			}
 			return nil
 		}
 		if time.Now().After(deadline) {

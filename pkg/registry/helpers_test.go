@@ -21,7 +21,10 @@ const (
 )
 
 // waitFor is how long a test waits for something a goroutine does.
-const waitFor = 10 * time.Second
+// margin: every wait ends as soon as it happens; a redis-server restart
+// and the watch's reconnect backoff (1s doubling) on a loaded machine
+// take seconds.
+const waitFor = 30 * time.Second
 
 // open opens the registry of source and closes it at cleanup.
 func open(t *testing.T, source any) registry.Registry {
@@ -100,7 +103,8 @@ func waitNudge(t *testing.T, ch <-chan struct{}, after string) {
 }
 
 // untilNudge does change until ch receives, for changes made before the
-// watch goroutine may be watching. Each try must be a change.
+// watch goroutine may be watching. Each try must be a change. A try that
+// was heard late only adds a try: 300ms is a pace, not a deadline.
 func untilNudge(t *testing.T, ch <-chan struct{}, change func(try int)) {
 	t.Helper()
 	deadline := time.After(waitFor)
@@ -117,7 +121,10 @@ func untilNudge(t *testing.T, ch <-chan struct{}, change func(try int)) {
 }
 
 // settle drains ch until it has been quiet for a while, so the next
-// nudge belongs to the next change.
+// nudge belongs to the next change. 600ms is three times the directory
+// watch's debounce (dirDebounce, 200ms); a nudge later than that only makes
+// the next waitNudge return early, and the Fetch after it reads the
+// change anyway (it reads the source, not the nudge).
 func settle(ch <-chan struct{}) {
 	for {
 		select {

@@ -251,6 +251,9 @@ func TestRedis_Changed_FiresOnSetAndDelWhenNotificationsAreOn(t *testing.T) {
 
 	settle(changed)
 	set(t, c, "other:layer2network.tenant-a", tenantAYAML)
+	// 500ms: a notification reaches the watch within milliseconds of the
+	// SET (the nudges above did); a slower one can only go unseen, never
+	// fail the test wrongly.
 	select {
 	case <-changed:
 		t.Error("a key outside the prefix announced a change")

@@ -27,8 +27,11 @@ func TestBatcher_Fenced(t *testing.T) {
 			} else {
 				env = natstest.StartCluster(t, 3, s).Env
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			// margin: only bounds a hang; every call returns with its answer.
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
+			// Reads go through latest: on R3 a Get may come from a replica
+			// that has not caught up with the write just made.
 			st := store.New(env.Buckets.NodeConfigs, newDesired)
 			fences := store.New(env.Buckets.NodeConfigs, func() *sluicev1.Fence { return &sluicev1.Fence{} })
 			b := store.NewBatcher(env.Conn, contract.BucketNodeConfigs)
@@ -45,11 +48,11 @@ func TestBatcher_Fenced(t *testing.T) {
 			if err != nil {
 				t.Fatalf("first batch: %v", err)
 			}
-			got, err := st.Get(ctx, "n1.desired")
+			got, err := latest(t, env, st, "n1.desired")
 			if err != nil || got.Value.GetFingerprint() != "new" || got.Revision != revs[1] {
 				t.Fatalf("n1.desired = %v rev %d (%v); want fingerprint new at rev %d", got.Value, got.Revision, err, revs[1])
 			}
-			if bk, _ := st.Get(ctx, "n1.backup"); bk.Revision != revs[0] {
+			if bk, _ := latest(t, env, st, "n1.backup"); bk.Revision != revs[0] {
 				t.Fatalf("n1.backup rev %d, want %d", bk.Revision, revs[0])
 			}
 
@@ -61,7 +64,7 @@ func TestBatcher_Fenced(t *testing.T) {
 			if !errors.Is(err, store.ErrConflict) {
 				t.Fatalf("stale op: err = %v, want ErrConflict", err)
 			}
-			if bk, _ := st.Get(ctx, "n1.backup"); bk.Value.GetFingerprint() != "old" {
+			if bk, _ := latest(t, env, st, "n1.backup"); bk.Value.GetFingerprint() != "old" {
 				t.Fatalf("a rejected batch wrote the backup: %v", bk.Value)
 			}
 
@@ -73,24 +76,24 @@ func TestBatcher_Fenced(t *testing.T) {
 			if !errors.Is(err, store.ErrConflict) {
 				t.Fatalf("deposed write: err = %v, want ErrConflict", err)
 			}
-			if d, _ := st.Get(ctx, "n1.desired"); d.Value.GetFingerprint() != "new" {
+			if d, _ := latest(t, env, st, "n1.desired"); d.Value.GetFingerprint() != "new" {
 				t.Fatalf("a deposed leader's write landed: %v", d.Value)
 			}
 
 			// A single fenced message lands while the fence holds, never after it moved.
-			newFence, _ := fences.Get(ctx, contract.KeyFence)
+			newFence, _ := latest(t, env, fences, contract.KeyFence)
 			cur := &store.Fence{Key: contract.KeyFence, Check: fence.Check, Revision: newFence.Revision}
 			rev, err := b.WriteFenced(ctx, store.Op{Key: "n2.desired", Value: &sluicev1.DesiredConfig{Node: "n2", Fingerprint: "ok"}}, cur)
 			if err != nil {
 				t.Fatalf("fenced write under the current fence: %v", err)
 			}
-			if d, _ := st.Get(ctx, "n2.desired"); d.Revision != rev {
+			if d, _ := latest(t, env, st, "n2.desired"); d.Revision != rev {
 				t.Fatalf("n2.desired rev %d, want %d", d.Revision, rev)
 			}
 			if _, err := b.WriteFenced(ctx, store.Op{Key: "n3.desired", Value: &sluicev1.DesiredConfig{Node: "n3"}}, fence); !errors.Is(err, store.ErrConflict) {
 				t.Fatalf("fenced write under a moved fence: err = %v, want ErrConflict", err)
 			}
-			if _, err := st.Get(ctx, "n3.desired"); !errors.Is(err, store.ErrNotFound) {
+			if _, err := latest(t, env, st, "n3.desired"); !errors.Is(err, store.ErrNotFound) {
 				t.Fatalf("a write under a moved fence landed: %v", err)
 			}
 
@@ -98,7 +101,7 @@ func TestBatcher_Fenced(t *testing.T) {
 			if _, err := b.Write(ctx, []store.Op{{Key: "n1.backup", Revision: revs[0]}}, nil); err != nil {
 				t.Fatalf("delete: %v", err)
 			}
-			if _, err := st.Get(ctx, "n1.backup"); !errors.Is(err, store.ErrNotFound) {
+			if _, err := latest(t, env, st, "n1.backup"); !errors.Is(err, store.ErrNotFound) {
 				t.Fatalf("after a batch delete: %v, want ErrNotFound", err)
 			}
 		})
@@ -120,7 +123,8 @@ func TestBatcher_ConcurrentFencedWrites(t *testing.T) {
 			} else {
 				env = natstest.StartCluster(t, 3, s).Env
 			}
-			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			// margin: only bounds a hang; every call returns with its answer.
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 			defer cancel()
 			fences := store.New(env.Buckets.NodeConfigs, func() *sluicev1.Fence { return &sluicev1.Fence{} })
 			fenceRev, err := fences.Create(ctx, contract.KeyFence, &sluicev1.Fence{Epoch: 1, Holder: "a"})

@@ -38,6 +38,7 @@ func TestWriteObserver_IsToldOfEveryFailedWriteByBucketAndKind(t *testing.T) {
 	obs := &failures{}
 	store.SetWriteObserver(obs)
 	t.Cleanup(func() { store.SetWriteObserver(nil) })
+	// margin: only bounds a hang; every write returns with its answer.
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	st := store.New(env.Buckets.Status, newStatus)
