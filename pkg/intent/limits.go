@@ -1,9 +1,11 @@
 package intent
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"syscall"
 )
 
 // Bounds on what one apply carries, so that a mistaken or hostile input is
@@ -28,16 +30,64 @@ func CheckApplySize(n int) error {
 		thousands(n), thousands(MaxIntentsPerApply), thousands(MaxIntentsPerApply))
 }
 
+// ErrNotRegular is the error of ReadRegular for a path that is not a
+// regular file: a named pipe, a device or a socket.
+var ErrNotRegular = errors.New("not a regular file")
+
 // ReadFile reads an intent file of at most MaxFileSize bytes (`sluice
-// apply -f`, and a directory registry's files). It stops reading past the
-// limit, so that a file that grows, or a device without a size, costs no
-// more memory than an allowed file.
+// apply -f FILE`). It stops reading past the limit, so that a file that
+// grows, or a device without a size, costs no more memory than an allowed
+// file. name may be a pipe (`sluice apply -f <(...)`).
 func ReadFile(name string) ([]byte, error) {
 	f, err := os.Open(name)
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
+	return readLimited(f, name)
+}
+
+// ReadRegular is ReadFile for a file found in a directory (`sluice apply -f
+// DIR`, a directory registry): anything but a regular file, or a symlink to
+// one, is an ErrNotRegular naming what it is, and is never read — opening a
+// named pipe for reading would wait for a writer for ever. The open does
+// not block and the kind is taken from the open file, so a file replaced by
+// a pipe in between is caught too.
+func ReadRegular(name string) ([]byte, error) {
+	f, err := os.OpenFile(name, os.O_RDONLY|syscall.O_NONBLOCK, 0)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is %s, %w: skipped", name, fileKind(st.Mode()), ErrNotRegular)
+	}
+	return readLimited(f, name)
+}
+
+// fileKind names the kind of a file that is not a regular one.
+func fileKind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "a named pipe (FIFO)"
+	case m&os.ModeSocket != 0:
+		return "a socket"
+	case m&os.ModeCharDevice != 0:
+		return "a character device"
+	case m&os.ModeDevice != 0:
+		return "a block device"
+	case m.IsDir():
+		return "a directory"
+	}
+	return "of mode " + m.Type().String()
+}
+
+// readLimited reads f, named name in errors, up to MaxFileSize bytes.
+func readLimited(f *os.File, name string) ([]byte, error) {
 	tooLarge := func(size string) error {
 		return fmt.Errorf("%s is %s bytes, over the limit of %s bytes (16 MiB) for one intent file; nothing was read: split it into several files",
 			name, size, thousands(MaxFileSize))

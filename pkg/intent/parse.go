@@ -70,6 +70,7 @@ var fileExtensions = []string{".yaml", ".yml", ".json"}
 // MaxFileSize is refused without being read whole.
 func ParseFiles(paths ...string) ([]*sluicev1.Intent, error) {
 	var files []string
+	inDir := map[string]bool{} // files found in a directory, not named
 	var errs []error
 	for _, p := range paths {
 		st, err := os.Stat(p)
@@ -89,7 +90,9 @@ func ParseFiles(paths ...string) ([]*sluicev1.Intent, error) {
 		n := len(files)
 		for _, e := range entries { // ReadDir sorts by name
 			if !e.IsDir() && slices.Contains(fileExtensions, strings.ToLower(filepath.Ext(e.Name()))) {
-				files = append(files, filepath.Join(p, e.Name()))
+				f := filepath.Join(p, e.Name())
+				files = append(files, f)
+				inDir[f] = true
 			}
 		}
 		if len(files) == n {
@@ -98,7 +101,11 @@ func ParseFiles(paths ...string) ([]*sluicev1.Intent, error) {
 	}
 	var out []*sluicev1.Intent
 	for _, f := range files {
-		data, err := ReadFile(f)
+		read := ReadFile // a named file may be a pipe: sluice apply -f <(...)
+		if inDir[f] {
+			read = ReadRegular
+		}
+		data, err := read(f)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("read intents: %w", err))
 			continue

@@ -3,7 +3,10 @@
 //
 // The files read are the *.yaml, *.yml and *.json files directly in the
 // directory (not in subdirectories), in name order, with the extension in
-// any case: the files sluice apply -f DIR reads. Each file is a Document
+// any case: the files sluice apply -f DIR reads. Only regular files (or
+// symlinks to them) are read; a named pipe, device or socket with such a
+// name is reported, never opened for a read that could wait for ever. A
+// Fetch's reads run under its deadline. Each file is a Document
 // whose Origin is its name; it may hold any number of intents. Changed
 // follows the directory's file system events.
 
@@ -18,6 +21,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -44,6 +48,12 @@ var dirExtensions = []string{".yaml", ".yml", ".json"}
 type dirRegistry struct {
 	*changeWatch
 	path string
+
+	readFile func(string) ([]byte, error) // intent.ReadRegular; tests hang it
+
+	mu        sync.Mutex
+	reading   string    // the path a Fetch's read is on; "" between reads
+	readSince time.Time // when that Fetch began
 }
 
 // checkDir checks a directory registry spec. Whether the directory exists
@@ -65,7 +75,7 @@ func openDir(spec *sluicev1.DirectoryRegistry, log zerolog.Logger) (Registry, er
 	if err := checkDir(spec); err != nil {
 		return nil, err
 	}
-	r := &dirRegistry{path: filepath.Clean(spec.GetPath())}
+	r := &dirRegistry{path: filepath.Clean(spec.GetPath()), readFile: intent.ReadRegular}
 	r.changeWatch = newChangeWatch(log.With().Str("location", r.path).Logger(), r.watch)
 	return r, nil
 }
@@ -79,9 +89,53 @@ func (r *dirRegistry) Close() error {
 	return nil
 }
 
-// Fetch reads every intent file of the directory. A directory without any
-// is an empty snapshot; one that cannot be listed is an error.
+// Fetch reads every intent file of the directory, within ctx: a read that
+// does not finish in time (a hung network file system) is an error, and
+// while it hangs every later Fetch fails at once naming it, so that one
+// stuck read is never joined by another. A directory without any intent
+// file is an empty snapshot; one that cannot be listed is an error.
 func (r *dirRegistry) Fetch(ctx context.Context) (Snapshot, error) {
+	r.mu.Lock()
+	if r.reading != "" {
+		stuck, since := r.reading, r.readSince
+		r.mu.Unlock()
+		return Snapshot{}, fmt.Errorf("read intent files of %s: an earlier read, stuck on %s, has not returned since %s", r.path, stuck, since.Format(time.RFC3339))
+	}
+	r.reading, r.readSince = r.path, time.Now()
+	r.mu.Unlock()
+
+	type result struct {
+		snap Snapshot
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		snap, err := r.read(ctx)
+		r.mu.Lock()
+		r.reading = ""
+		r.mu.Unlock()
+		done <- result{snap, err}
+	}()
+	select {
+	case res := <-done:
+		return res.snap, res.err
+	case <-ctx.Done():
+		r.mu.Lock()
+		stuck := r.reading
+		r.mu.Unlock()
+		if stuck == "" { // it returned meanwhile
+			res := <-done
+			return res.snap, res.err
+		}
+		return Snapshot{}, fmt.Errorf("read intent files of %s: %s did not return in time: %w", r.path, stuck, ctx.Err())
+	}
+}
+
+// read reads the directory, noting in r.reading the file being read. Only
+// regular files (or symlinks to them) are read: a named pipe, a device or
+// a socket with an intent file's name is a document in error (its intents
+// stay as they were), never opened for a read that could wait for ever.
+func (r *dirRegistry) read(ctx context.Context) (Snapshot, error) {
 	entries, err := os.ReadDir(r.path) // sorted by name
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("list intent files: %w", err)
@@ -97,7 +151,11 @@ func (r *dirRegistry) Fetch(ctx context.Context) (Snapshot, error) {
 		if e.IsDir() || !isIntentFile(name) {
 			continue
 		}
-		data, err := intent.ReadFile(filepath.Join(r.path, name)) // at most intent.MaxFileSize
+		path := filepath.Join(r.path, name)
+		r.mu.Lock()
+		r.reading = path
+		r.mu.Unlock()
+		data, err := r.readFile(path) // at most intent.MaxFileSize
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			// Removed since the listing (or a dangling symlink, such as an

@@ -153,6 +153,8 @@ func TestDir_AddEditRemove_ChangeVersionAndAnnounce(t *testing.T) {
 	}
 
 	writeFile(t, dir, "notes.txt", "not an intent file\n")
+	// 600ms: an announcement would come 200ms (dirDebounce) after the
+	// write; a slower one can only go unseen, never fail the test wrongly.
 	select {
 	case <-changed:
 		t.Error("a change of a file that is not read was announced")
