@@ -73,11 +73,9 @@ func (b *Beacon) Set(ack *sluicev1.PauseAck, role string) {
 func (b *Beacon) Run(ctx context.Context) {
 	var rev uint64
 	defer func() {
-		dctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		dctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		if rev != 0 {
-			_ = b.st.Delete(dctx, b.key, rev)
-		}
+		b.remove(dctx, rev)
 	}()
 	t := time.NewTimer(0)
 	defer t.Stop()
@@ -88,14 +86,38 @@ func (b *Beacon) Run(ctx context.Context) {
 		case <-b.kick:
 		case <-t.C:
 		}
-		var err error
-		if rev, err = b.write(ctx, rev); err != nil && ctx.Err() == nil {
+		n, err := b.write(ctx, rev)
+		if err != nil {
+			if ctx.Err() != nil {
+				return // a renewal cut short: remove reads the key again
+			}
 			b.log.Warn().Err(err).Str("key", b.key).Msg("write instance presence; retrying")
 			rev = 0
 			t.Reset(time.Second)
 			continue
 		}
+		rev = n
 		t.Reset(b.interval)
+	}
+}
+
+// remove deletes the presence at stop. The key is this instance's alone,
+// so when rev is not its revision — a renewal cut short by the stop may
+// have landed without its answer, or none was known — it deletes the
+// revision it reads: a stopped instance must not stay listed until the
+// bucket's TTL, holding up sluice pause --wait.
+func (b *Beacon) remove(ctx context.Context, rev uint64) {
+	if rev != 0 {
+		if err := b.st.Delete(ctx, b.key, rev); !errors.Is(err, store.ErrConflict) {
+			return
+		}
+	}
+	e, err := b.st.Get(ctx, b.key)
+	if err != nil && !errors.Is(err, store.ErrUndecodable) {
+		return // not there, or unreachable: the TTL ends it
+	}
+	if err := b.st.Delete(ctx, b.key, e.Revision); err != nil && !errors.Is(err, store.ErrNotFound) {
+		b.log.Warn().Err(err).Str("key", b.key).Msg("remove instance presence at stop; it ends with the bucket's TTL")
 	}
 }
 
