@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -159,15 +160,21 @@ func TestAgent_HeartbeatWhoseAnswerIsLost_IsRetriedSoonAndIsNoForeignWrite(t *te
 	if n := logs.count("presence was rewritten by someone else"); n != 0 {
 		t.Errorf("its own beat, landed unanswered, was taken %d time(s) for another agent's", n)
 	}
-	e, err := f.nodes.Get(context.Background(), "node-01")
-	if err != nil {
-		t.Fatalf("presence after the lost answer: %v", err)
-	}
-	// Another agent with this node name (another start time) writes the key.
-	other := &sluicev1.NodePresence{Node: "node-01", StartedAt: timestamppb.New(e.Value.GetStartedAt().AsTime().Add(time.Hour)),
-		HeartbeatAt: timestamppb.Now()}
-	if _, err := f.nodes.Update(context.Background(), "node-01", other, e.Revision); err != nil {
-		t.Fatal(err)
-	}
+	// Another agent with this node name (another start time) writes the
+	// key; the agent beats every second, so a beat may land between the
+	// read and the write: read again and retry on a conflict.
+	natstest.Eventually(t, waitFor, "a foreign presence written", func() bool {
+		e, err := f.nodes.Get(context.Background(), "node-01")
+		if err != nil {
+			t.Fatalf("presence after the lost answer: %v", err)
+		}
+		other := &sluicev1.NodePresence{Node: "node-01", StartedAt: timestamppb.New(e.Value.GetStartedAt().AsTime().Add(time.Hour)),
+			HeartbeatAt: timestamppb.Now()}
+		_, err = f.nodes.Update(context.Background(), "node-01", other, e.Revision)
+		if err != nil && !errors.Is(err, store.ErrConflict) {
+			t.Fatal(err)
+		}
+		return err == nil
+	})
 	natstest.Eventually(t, waitFor, "the foreign write noticed", func() bool { return logs.count("presence was rewritten by someone else") == 1 })
 }
