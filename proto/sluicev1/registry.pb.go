@@ -349,11 +349,20 @@ type RegistryStatus struct {
 	Version          string                 `protobuf:"bytes,11,opt,name=version,proto3" json:"version,omitempty"`   // digest of the last answer
 	// Intents of the last answer that are not in force as given: field or
 	// parse errors; the last valid version of each stays in force.
-	Invalid       []*FieldError          `protobuf:"bytes,12,rep,name=invalid,proto3" json:"invalid,omitempty"`
-	Conflicts     []*RegistryConflict    `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
-	Held          *HeldDeletion          `protobuf:"bytes,14,opt,name=held,proto3" json:"held,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	Note          string                 `protobuf:"bytes,16,opt,name=note,proto3" json:"note,omitempty"` // e.g. keyspace notifications off: polling only
+	Invalid   []*FieldError          `protobuf:"bytes,12,rep,name=invalid,proto3" json:"invalid,omitempty"`
+	Conflicts []*RegistryConflict    `protobuf:"bytes,13,rep,name=conflicts,proto3" json:"conflicts,omitempty"`
+	Held      *HeldDeletion          `protobuf:"bytes,14,opt,name=held,proto3" json:"held,omitempty"`
+	UpdatedAt *timestamppb.Timestamp `protobuf:"bytes,15,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	Note      string                 `protobuf:"bytes,16,opt,name=note,proto3" json:"note,omitempty"` // e.g. keyspace notifications off: polling only
+	// Intents the registry owns that its answers no longer declare, waiting
+	// for the settle period (--registry-delete-after) before they are marked
+	// for deletion; by intent. An empty, held or failed answer empties it.
+	Pending       []*PendingDeletion `protobuf:"bytes,17,rep,name=pending,proto3" json:"pending,omitempty"`
+	PendingDigest string             `protobuf:"bytes,18,opt,name=pending_digest,json=pendingDigest,proto3" json:"pending_digest,omitempty"` // what a confirmation names to mark them at once
+	// Intents the last successful answer declared (a document that does not
+	// parse counts one): an answer declaring more restarts every pending
+	// deletion's settle period.
+	Declared      uint32 `protobuf:"varint,19,opt,name=declared,proto3" json:"declared,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -500,6 +509,90 @@ func (x *RegistryStatus) GetNote() string {
 	return ""
 }
 
+func (x *RegistryStatus) GetPending() []*PendingDeletion {
+	if x != nil {
+		return x.Pending
+	}
+	return nil
+}
+
+func (x *RegistryStatus) GetPendingDigest() string {
+	if x != nil {
+		return x.PendingDigest
+	}
+	return ""
+}
+
+func (x *RegistryStatus) GetDeclared() uint32 {
+	if x != nil {
+		return x.Declared
+	}
+	return 0
+}
+
+// PendingDeletion is an intent missing from a registry's answers, marked
+// for deletion only if it stays missing from every answer until
+// effective_at.
+type PendingDeletion struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Intent        string                 `protobuf:"bytes,1,opt,name=intent,proto3" json:"intent,omitempty"`                                 // <kind>/<name>
+	MissingSince  *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=missing_since,json=missingSince,proto3" json:"missing_since,omitempty"` // the first answer of the period that lacked it
+	EffectiveAt   *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=effective_at,json=effectiveAt,proto3" json:"effective_at,omitempty"`    // missing_since + the settle period
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PendingDeletion) Reset() {
+	*x = PendingDeletion{}
+	mi := &file_sluice_v1_registry_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PendingDeletion) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PendingDeletion) ProtoMessage() {}
+
+func (x *PendingDeletion) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_registry_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PendingDeletion.ProtoReflect.Descriptor instead.
+func (*PendingDeletion) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *PendingDeletion) GetIntent() string {
+	if x != nil {
+		return x.Intent
+	}
+	return ""
+}
+
+func (x *PendingDeletion) GetMissingSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.MissingSince
+	}
+	return nil
+}
+
+func (x *PendingDeletion) GetEffectiveAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.EffectiveAt
+	}
+	return nil
+}
+
 // RegistryConflict is an intent declared by this registry that another
 // source owns: the owner's version stays, nothing is overwritten.
 type RegistryConflict struct {
@@ -512,7 +605,7 @@ type RegistryConflict struct {
 
 func (x *RegistryConflict) Reset() {
 	*x = RegistryConflict{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[4]
+	mi := &file_sluice_v1_registry_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -524,7 +617,7 @@ func (x *RegistryConflict) String() string {
 func (*RegistryConflict) ProtoMessage() {}
 
 func (x *RegistryConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[4]
+	mi := &file_sluice_v1_registry_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -537,7 +630,7 @@ func (x *RegistryConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryConflict.ProtoReflect.Descriptor instead.
 func (*RegistryConflict) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RegistryConflict) GetIntent() string {
@@ -569,7 +662,7 @@ type HeldDeletion struct {
 
 func (x *HeldDeletion) Reset() {
 	*x = HeldDeletion{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[5]
+	mi := &file_sluice_v1_registry_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +674,7 @@ func (x *HeldDeletion) String() string {
 func (*HeldDeletion) ProtoMessage() {}
 
 func (x *HeldDeletion) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[5]
+	mi := &file_sluice_v1_registry_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +687,7 @@ func (x *HeldDeletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldDeletion.ProtoReflect.Descriptor instead.
 func (*HeldDeletion) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *HeldDeletion) GetIntents() []string {
@@ -640,7 +733,7 @@ type RegistryConfirm struct {
 
 func (x *RegistryConfirm) Reset() {
 	*x = RegistryConfirm{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[6]
+	mi := &file_sluice_v1_registry_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -652,7 +745,7 @@ func (x *RegistryConfirm) String() string {
 func (*RegistryConfirm) ProtoMessage() {}
 
 func (x *RegistryConfirm) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[6]
+	mi := &file_sluice_v1_registry_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -665,7 +758,7 @@ func (x *RegistryConfirm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryConfirm.ProtoReflect.Descriptor instead.
 func (*RegistryConfirm) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegistryConfirm) GetDigest() string {
@@ -717,7 +810,7 @@ const file_sluice_v1_registry_proto_rawDesc = "" +
 	"\rpassword_file\x18\x03 \x01(\tR\fpasswordFile\x12\x17\n" +
 	"\aca_file\x18\x04 \x01(\tR\x06caFile\"'\n" +
 	"\x11DirectoryRegistry\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\"\xec\x04\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\"\xe5\x05\n" +
 	"\x0eRegistryStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1a\n" +
@@ -736,7 +829,14 @@ const file_sluice_v1_registry_proto_rawDesc = "" +
 	"\x04held\x18\x0e \x01(\v2\x17.sluice.v1.HeldDeletionR\x04held\x129\n" +
 	"\n" +
 	"updated_at\x18\x0f \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x12\n" +
-	"\x04note\x18\x10 \x01(\tR\x04note\"@\n" +
+	"\x04note\x18\x10 \x01(\tR\x04note\x124\n" +
+	"\apending\x18\x11 \x03(\v2\x1a.sluice.v1.PendingDeletionR\apending\x12%\n" +
+	"\x0epending_digest\x18\x12 \x01(\tR\rpendingDigest\x12\x1a\n" +
+	"\bdeclared\x18\x13 \x01(\rR\bdeclared\"\xa9\x01\n" +
+	"\x0fPendingDeletion\x12\x16\n" +
+	"\x06intent\x18\x01 \x01(\tR\x06intent\x12?\n" +
+	"\rmissing_since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\fmissingSince\x12=\n" +
+	"\feffective_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\veffectiveAt\"@\n" +
 	"\x10RegistryConflict\x12\x16\n" +
 	"\x06intent\x18\x01 \x01(\tR\x06intent\x12\x14\n" +
 	"\x05owner\x18\x02 \x01(\tR\x05owner\"\x8a\x01\n" +
@@ -771,39 +871,43 @@ func file_sluice_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_sluice_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_sluice_v1_registry_proto_goTypes = []any{
 	(RegistryState)(0),            // 0: sluice.v1.RegistryState
 	(*RegistrySpec)(nil),          // 1: sluice.v1.RegistrySpec
 	(*RedisRegistry)(nil),         // 2: sluice.v1.RedisRegistry
 	(*DirectoryRegistry)(nil),     // 3: sluice.v1.DirectoryRegistry
 	(*RegistryStatus)(nil),        // 4: sluice.v1.RegistryStatus
-	(*RegistryConflict)(nil),      // 5: sluice.v1.RegistryConflict
-	(*HeldDeletion)(nil),          // 6: sluice.v1.HeldDeletion
-	(*RegistryConfirm)(nil),       // 7: sluice.v1.RegistryConfirm
-	(*durationpb.Duration)(nil),   // 8: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
-	(*FieldError)(nil),            // 10: sluice.v1.FieldError
+	(*PendingDeletion)(nil),       // 5: sluice.v1.PendingDeletion
+	(*RegistryConflict)(nil),      // 6: sluice.v1.RegistryConflict
+	(*HeldDeletion)(nil),          // 7: sluice.v1.HeldDeletion
+	(*RegistryConfirm)(nil),       // 8: sluice.v1.RegistryConfirm
+	(*durationpb.Duration)(nil),   // 9: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*FieldError)(nil),            // 11: sluice.v1.FieldError
 }
 var file_sluice_v1_registry_proto_depIdxs = []int32{
 	2,  // 0: sluice.v1.RegistrySpec.redis:type_name -> sluice.v1.RedisRegistry
 	3,  // 1: sluice.v1.RegistrySpec.directory:type_name -> sluice.v1.DirectoryRegistry
-	8,  // 2: sluice.v1.RegistrySpec.sync_interval:type_name -> google.protobuf.Duration
-	9,  // 3: sluice.v1.RegistrySpec.at:type_name -> google.protobuf.Timestamp
+	9,  // 2: sluice.v1.RegistrySpec.sync_interval:type_name -> google.protobuf.Duration
+	10, // 3: sluice.v1.RegistrySpec.at:type_name -> google.protobuf.Timestamp
 	0,  // 4: sluice.v1.RegistryStatus.state:type_name -> sluice.v1.RegistryState
-	9,  // 5: sluice.v1.RegistryStatus.last_sync:type_name -> google.protobuf.Timestamp
-	9,  // 6: sluice.v1.RegistryStatus.unreachable_since:type_name -> google.protobuf.Timestamp
-	10, // 7: sluice.v1.RegistryStatus.invalid:type_name -> sluice.v1.FieldError
-	5,  // 8: sluice.v1.RegistryStatus.conflicts:type_name -> sluice.v1.RegistryConflict
-	6,  // 9: sluice.v1.RegistryStatus.held:type_name -> sluice.v1.HeldDeletion
-	9,  // 10: sluice.v1.RegistryStatus.updated_at:type_name -> google.protobuf.Timestamp
-	9,  // 11: sluice.v1.HeldDeletion.since:type_name -> google.protobuf.Timestamp
-	9,  // 12: sluice.v1.RegistryConfirm.at:type_name -> google.protobuf.Timestamp
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	10, // 5: sluice.v1.RegistryStatus.last_sync:type_name -> google.protobuf.Timestamp
+	10, // 6: sluice.v1.RegistryStatus.unreachable_since:type_name -> google.protobuf.Timestamp
+	11, // 7: sluice.v1.RegistryStatus.invalid:type_name -> sluice.v1.FieldError
+	6,  // 8: sluice.v1.RegistryStatus.conflicts:type_name -> sluice.v1.RegistryConflict
+	7,  // 9: sluice.v1.RegistryStatus.held:type_name -> sluice.v1.HeldDeletion
+	10, // 10: sluice.v1.RegistryStatus.updated_at:type_name -> google.protobuf.Timestamp
+	5,  // 11: sluice.v1.RegistryStatus.pending:type_name -> sluice.v1.PendingDeletion
+	10, // 12: sluice.v1.PendingDeletion.missing_since:type_name -> google.protobuf.Timestamp
+	10, // 13: sluice.v1.PendingDeletion.effective_at:type_name -> google.protobuf.Timestamp
+	10, // 14: sluice.v1.HeldDeletion.since:type_name -> google.protobuf.Timestamp
+	10, // 15: sluice.v1.RegistryConfirm.at:type_name -> google.protobuf.Timestamp
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_registry_proto_init() }
@@ -822,7 +926,7 @@ func file_sluice_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_registry_proto_rawDesc), len(file_sluice_v1_registry_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -68,6 +68,11 @@ type Config struct {
 	Instance string
 	// FetchTimeout bounds one read of a registry (default 30s).
 	FetchTimeout time.Duration
+	// DeleteAfter is how long an intent must be missing from every answer
+	// of its registry before it is marked for deletion (settle.go); 0 marks
+	// it at the first answer without it. nil: per registry twice its sync
+	// interval, at least 30s.
+	DeleteAfter *time.Duration
 	// Metrics, when set, records each registry's sync state (metrics.go).
 	Metrics *Metrics
 	// Version is the build version, announced in the micro service and the
@@ -126,6 +131,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.Now == nil {
 		cfg.Now = time.Now
+	}
+	if cfg.DeleteAfter != nil && *cfg.DeleteAfter < 0 {
+		return nil, fmt.Errorf("configurator: DeleteAfter %s is negative: give 0 (mark a missing intent at once) or a settle period", *cfg.DeleteAfter)
 	}
 	if cfg.FetchTimeout <= 0 {
 		cfg.FetchTimeout = fetchTimeout

@@ -255,11 +255,13 @@ func (r *registries) runSyncer(ctx context.Context, sy *syncer) {
 		return
 	}
 	defer func() { _ = reg.Close() }()
-	log.Info().Str("kind", reg.Kind()).Str("location", reg.Location()).Dur("sync_interval", registry.SyncInterval(sy.spec)).Msg("syncing registry")
+	log.Info().Str("kind", reg.Kind()).Str("location", reg.Location()).Dur("sync_interval", registry.SyncInterval(sy.spec)).
+		Dur("delete_after", r.s.cfg.deleteAfter(sy.spec)).Msg("syncing registry")
 	interval := registry.SyncInterval(sy.spec)
+	pend := r.loadPending(ctx, name, log)
 	failures := 0
 	for {
-		ok := r.syncOnce(ctx, sy.spec, reg, log)
+		ok := r.syncOnce(ctx, sy.spec, reg, &pend, log)
 		firstOnce()
 		wait := interval
 		if ok {
@@ -280,9 +282,22 @@ func (r *registries) runSyncer(ctx context.Context, sy *syncer) {
 	}
 }
 
+// loadPending reads the deletions a registry's status says are pending,
+// so that a restarted configurator (or syncer) carries on with them. What
+// it cannot read starts its settle period again: safe, a deletion only
+// waits longer.
+func (r *registries) loadPending(ctx context.Context, name string, log zerolog.Logger) pendingState {
+	cur, err := r.status.Get(ctx, name)
+	if err != nil && !errors.Is(err, store.ErrNotFound) && ctx.Err() == nil {
+		log.Info().Err(err).Msg("the registry's pending deletions could not be read: each starts its settle period again")
+	}
+	return pendingOf(cur.Value)
+}
+
 // syncOnce fetches the registry and merges its answer; false when it
-// should be tried again soon (the fetch or the commit failed).
-func (r *registries) syncOnce(ctx context.Context, spec *sluicev1.RegistrySpec, reg registry.Registry, log zerolog.Logger) bool {
+// should be tried again soon (the fetch or the commit failed). pend is
+// the registry's pending deletions, carried from one answer to the next.
+func (r *registries) syncOnce(ctx context.Context, spec *sluicev1.RegistrySpec, reg registry.Registry, pend *pendingState, log zerolog.Logger) bool {
 	end, held := r.s.gate.Begin()
 	if held != nil {
 		log.Debug().Str(logging.FieldReason, contract.DescribePause(held)).Msg("registry sync waits for resume")
@@ -297,7 +312,9 @@ func (r *registries) syncOnce(ctx context.Context, spec *sluicev1.RegistrySpec, 
 		return true
 	}
 	if err != nil {
-		r.unreachable(ctx, name, reg, err, log)
+		dropped := len(pend.since)
+		*pend = pend.afterFailure()
+		r.unreachable(ctx, name, reg, err, dropped, log)
 		return false
 	}
 	confirm, cerr := r.confirms.Get(ctx, contract.RegistryConfirmKey(name))
@@ -307,20 +324,22 @@ func (r *registries) syncOnce(ctx context.Context, spec *sluicev1.RegistrySpec, 
 		}
 		confirm.Value = nil
 	}
-	plan, err := r.s.syncRegistry(ctx, spec, snap, confirm.Value)
+	plan, err := r.s.syncRegistry(ctx, spec, snap, confirm.Value, settling{pendingState: *pend, now: r.s.cfg.Now(), after: r.s.cfg.deleteAfter(spec)})
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn().Err(err).Msg("registry sync could not be committed; nothing changed, retrying")
 		}
 		return false
 	}
+	*pend = afterAnswer(plan, snap)
 	r.synced(ctx, name, reg, snap, plan, log)
 	return true
 }
 
 // unreachable records a failed fetch: state, since when, the error; an
-// event on the transition only, a log line every time.
-func (r *registries) unreachable(ctx context.Context, name string, reg registry.Registry, err error, log zerolog.Logger) {
+// event on the transition only, a log line every time. dropped is how many
+// pending deletions the failure emptied.
+func (r *registries) unreachable(ctx context.Context, name string, reg registry.Registry, err error, dropped int, log zerolog.Logger) {
 	var was sluicev1.RegistryState
 	st := r.writeStatus(ctx, name, func(st *sluicev1.RegistryStatus) {
 		was = st.GetState()
@@ -329,11 +348,18 @@ func (r *registries) unreachable(ctx context.Context, name string, reg registry.
 		}
 		st.State, st.Error, st.Attempts = sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE, err.Error(), st.GetAttempts()+1
 		st.Kind, st.Location, st.Note = reg.Kind(), reg.Location(), reg.Note()
+		st.Pending, st.PendingDigest = nil, ""
 	})
 	log.Warn().Err(err).Uint32("attempts", st.GetAttempts()).Msg("registry unreachable: nothing changed; retrying")
+	var restart string
+	if dropped > 0 {
+		restart = fmt.Sprintf("; the settle period of its %s pending deletion starts again with the next answer that lacks them", plural(dropped, "intent"))
+		log.Info().Int("pending", dropped).Str(logging.FieldReason, "registry unreachable: a failed answer is no evidence that an intent is gone").
+			Msg("pending deletions reset")
+	}
 	if was != sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE {
 		r.s.events.Emit(&sluicev1.Event{Kind: kindRegistry, Id: name, Type: "RegistryUnreachable",
-			Reason: fmt.Sprintf("registry %s (%s) could not be read: %v; nothing was changed, its intents stay as they are", name, reg.Location(), err)})
+			Reason: fmt.Sprintf("registry %s (%s) could not be read: %v; nothing was changed, its intents stay as they are%s", name, reg.Location(), err, restart)})
 	}
 }
 
@@ -357,6 +383,8 @@ func (r *registries) synced(ctx context.Context, name string, reg registry.Regis
 		st.Kind, st.Location, st.Note, st.Version = reg.Kind(), reg.Location(), reg.Note(), snap.Version
 		st.Intents, st.Marked = uint32(owned), uint32(marked)
 		st.Invalid, st.Conflicts, st.Held = plan.invalid, plan.conflicts, plan.held
+		st.Pending, st.PendingDigest = pendingList(plan.pending, plan.after), pendingDigest(name, plan.pending)
+		st.Declared = uint32(declaredCount(snap))
 	})
 	emit := func(typ, reason string) {
 		r.s.events.Emit(&sluicev1.Event{Kind: kindRegistry, Id: name, Type: typ, Reason: reason})
@@ -372,10 +400,15 @@ func (r *registries) synced(ctx context.Context, name string, reg registry.Regis
 		emit("RegistrySynced", reason)
 	}
 	if plan.confirmed != "" {
-		reason := fmt.Sprintf("registry %s: the held deletion %s of %s went ahead, confirmed by an operator", name, plan.confirmed, plural(len(plan.marked), "intent"))
-		log.Warn().Str(logging.FieldReason, reason).Msg("held deletion confirmed")
+		what := "held"
+		if plan.confirmedPending {
+			what = "pending"
+		}
+		reason := fmt.Sprintf("registry %s: the %s deletion %s of %s went ahead, confirmed by an operator", name, what, plan.confirmed, plural(len(plan.marked), "intent"))
+		log.Warn().Str(logging.FieldReason, reason).Msg(what + " deletion confirmed")
 		emit("RegistryDeletionConfirmed", reason)
 	}
+	r.settleReport(name, plan, log, emit)
 	if h := plan.held; h != nil && h.GetDigest() != prev.GetHeld().GetDigest() {
 		reason := fmt.Sprintf("%s (%s, digest %s)", h.GetReason(), someIDs(h.GetIntents()), h.GetDigest())
 		log.Warn().Str(logging.FieldReason, reason).Msg("registry deletion held")
@@ -406,6 +439,50 @@ func (r *registries) synced(ctx context.Context, name string, reg registry.Regis
 		log.Warn().Int("problems", len(fresh)).Str(logging.FieldReason, reason).Msg("registry intents invalid")
 		emit("RegistryIntentsInvalid", reason)
 	}
+}
+
+// settleReport logs, and publishes, each change of the pending deletions
+// one sync made (once: each is a transition of this sync's plan).
+func (r *registries) settleReport(name string, plan syncPlan, log zerolog.Logger, emit func(typ, reason string)) {
+	if len(plan.cancelled) > 0 {
+		reason := fmt.Sprintf("registry %s declares %s again: %s within the settle period, so the answer that dropped %s was partial; nothing was marked",
+			name, someIDs(plan.cancelled), pluralVerb(len(plan.cancelled), "it came back", "they came back"), pluralVerb(len(plan.cancelled), "it", "them"))
+		log.Info().Strs("intents", plan.cancelled).Str(logging.FieldReason, reason).Msg("pending deletion cancelled")
+		emit("RegistryDeletionCancelled", reason)
+	}
+	var parts []string
+	if len(plan.entered) > 0 {
+		parts = append(parts, fmt.Sprintf("registry %s no longer declares %s", name, whenList(plan.pending, plan.after, plan.entered)))
+	}
+	if len(plan.restarted) > 0 {
+		parts = append(parts, fmt.Sprintf("registry %s's answer grew (it declares more, or a pending intent again), so the settle period starts again for %s",
+			name, whenList(plan.pending, plan.after, plan.restarted)))
+	}
+	if len(parts) > 0 {
+		reason := strings.Join(parts, "; ") + fmt.Sprintf(
+			"; each is marked for deletion only if every answer until then lacks it (the settle period, %s): a source that is recovering answers partially. To mark them at once: sluice registry confirm %s",
+			plan.after, name)
+		log.Info().Strs("intents", append(slices.Clone(plan.entered), plan.restarted...)).Str(logging.FieldReason, reason).Msg("registry deletion pending")
+		emit("RegistryDeletionPending", reason)
+	}
+	if len(plan.reset) > 0 {
+		log.Info().Strs("intents", plan.reset).Str(logging.FieldReason, fmt.Sprintf(
+			"registry %s's answer is held (%s): it is no evidence either way, so the pending deletions are reset and their settle period starts again once the hold is released",
+			name, plan.held.GetReason())).Msg("pending deletions reset")
+	}
+	if len(plan.settled) > 0 {
+		log.Info().Strs("intents", plan.settled).Str(logging.FieldReason, fmt.Sprintf(
+			"registry %s's answers lacked %s for the whole settle period (%s): marked for deletion", name, someIDs(plan.settled), plan.after)).
+			Msg("pending deletion effective")
+	}
+}
+
+// pluralVerb is one when n is 1, else many.
+func pluralVerb(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
 }
 
 // writeStatus changes registry name's status with compare-and-set and

@@ -93,7 +93,9 @@ func TestDirectoryRegistry_SyncsInPlace(t *testing.T) {
 	writeNet(t, dir, "red", 100)
 	writeNet(t, dir, "green", 101)
 	writeNet(t, dir, "blue", 102)
-	start(t, env)
+	// A removed file is marked once every answer lacked it for 1s: with
+	// the 1s sync interval, a second answer or two.
+	start(t, env, func(c *configurator.Config) { c.DeleteAfter = new(time.Second) })
 	addRegistry(t, env, dirSpec("gitops", dir))
 
 	waitStored(t, env, "layer2network.blue", "blue synced from the directory", func(v *sluicev1.StoredIntent) bool {
@@ -118,7 +120,11 @@ func TestDirectoryRegistry_SyncsInPlace(t *testing.T) {
 		return v.GetIntent().GetLayer2Network().GetVlan() == 110
 	})
 	waitStored(t, env, "layer2network.cyan", "cyan created", func(v *sluicev1.StoredIntent) bool { return v != nil })
-	waitStored(t, env, "layer2network.green", "green marked", func(v *sluicev1.StoredIntent) bool { return v.GetMarkedForDeletion() })
+	waitStored(t, env, "layer2network.green", "green marked after the settle period", func(v *sluicev1.StoredIntent) bool { return v.GetMarkedForDeletion() })
+	natstest.Eventually(t, wait, "green announced pending first", func() bool {
+		p := evs.ofType("RegistryDeletionPending")
+		return len(p) > 0 && strings.Contains(p[0].GetReason(), "layer2network/green at ")
+	})
 
 	// The API may not change what the registry owns.
 	_, err := apply(t, env.Conn, &sluicev1.ApplyRequest{Intents: []*sluicev1.Intent{{Name: "red",
@@ -260,5 +266,41 @@ func TestBootstrap_RequestsWaitForFirstSync(t *testing.T) {
 	}
 	if waited := time.Since(began); waited < fetchTimeout {
 		t.Fatalf("answered after %s, before the first fetch could time out", waited)
+	}
+}
+
+// The pending deletions live in the registry's status: a configurator
+// started again carries on with them, from when each went missing.
+func TestDirectoryRegistry_PendingDeletionSurvivesARestart(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	dir := t.TempDir()
+	writeNet(t, dir, "red", 100)
+	writeNet(t, dir, "green", 101)
+	writeNet(t, dir, "blue", 102)
+	hour := func(c *configurator.Config) { c.DeleteAfter = new(time.Hour) }
+	first := start(t, env, hour)
+	addRegistry(t, env, dirSpec("gitops", dir))
+	waitStored(t, env, "layer2network.blue", "blue synced", func(v *sluicev1.StoredIntent) bool { return v != nil })
+	if err := os.Remove(filepath.Join(dir, "green.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	var before *sluicev1.PendingDeletion
+	natstest.Eventually(t, wait, "green pending", func() bool {
+		p := registryStatus(t, env, "gitops").GetPending()
+		if len(p) == 1 {
+			before = p[0]
+		}
+		return before != nil
+	})
+	first.stop(t)
+
+	start(t, env, hour)
+	waitSyncs(t, env, "gitops", 2)
+	p := registryStatus(t, env, "gitops").GetPending()
+	if len(p) != 1 || p[0].GetIntent() != "layer2network/green" || !p[0].GetMissingSince().AsTime().Equal(before.GetMissingSince().AsTime()) {
+		t.Fatalf("pending after a restart %v, want green missing since %v, as before", p, before.GetMissingSince().AsTime())
+	}
+	if v := getStored(t, env, "layer2network.green"); v.GetMarkedForDeletion() {
+		t.Fatalf("green marked before its settle period ended")
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"maps"
 	"slices"
 	"strings"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -25,13 +26,17 @@ import (
 //   - an intent in the answer that the registry does not hold yet, or holds
 //     with another spec, is written with the registry as its source;
 //   - an intent the registry owns (its source) that left the answer is
-//     marked for deletion: the next revision leaves it out and the reaper
-//     removes it once nothing references it;
+//     marked for deletion, once the settle period says it is really gone:
+//     the next revision leaves it out and the reaper removes it once
+//     nothing references it;
 //   - an intent another source owns is left alone: a conflict, reported in
 //     the registry's status, never a silent winner;
 //   - an intent that does not parse or breaks a rule is left as it is (its
 //     last valid version stays in force) and reported per intent; so is
 //     every intent last declared in a document that does not parse now;
+//   - an owned intent missing from the answer is marked only once it has
+//     been missing from every answer for the settle period (settle.go);
+//     until then it is pending, and a partial answer deletes nothing;
 //   - marking more than the registry's hold share of its intents (or all of
 //     them, when the answer is empty) is held until an operator confirms
 //     exactly that deletion (sluice registry confirm).
@@ -47,7 +52,18 @@ type syncPlan struct {
 	invalid   []*sluicev1.FieldError
 	conflicts []*sluicev1.RegistryConflict
 	held      *sluicev1.HeldDeletion
-	confirmed string // the digest of a held deletion this sync carries out
+	confirmed string // the digest of a held or pending deletion this sync carries out
+	// confirmedPending: the confirmation named the pending set, not a hold.
+	confirmedPending bool
+
+	// Deletions waiting for the settle period (settle.go).
+	pending   map[string]time.Time // key → missing from every answer since, after this sync
+	after     time.Duration        // the settle period
+	entered   []string             // IDs pending from this answer on
+	restarted []string             // IDs whose period starts again: the answer grew
+	cancelled []string             // IDs pending that this answer declares again
+	reset     []string             // IDs pending that a held answer took out of pending
+	settled   []string             // IDs marked after missing for the whole period
 }
 
 // declared is one intent of a registry's answer.
@@ -58,9 +74,11 @@ type declared struct {
 
 // syncRegistry merges snap, registry spec's answer, into the stored
 // intents and moves the head when the effective set changed. confirm is the
-// operator's confirmation of a held deletion, if any. The plan says what it
+// operator's confirmation of a held or pending deletion, if any; st the
+// deletions pending before this answer and the time. The plan says what it
 // did; an error means nothing was committed (or the journal completes it).
-func (s *Service) syncRegistry(ctx context.Context, spec *sluicev1.RegistrySpec, snap registry.Snapshot, confirm *sluicev1.RegistryConfirm) (syncPlan, error) {
+func (s *Service) syncRegistry(ctx context.Context, spec *sluicev1.RegistrySpec, snap registry.Snapshot, confirm *sluicev1.RegistryConfirm,
+	st settling) (syncPlan, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.rollForward(ctx); err != nil {
@@ -74,7 +92,7 @@ func (s *Service) syncRegistry(ctx context.Context, spec *sluicev1.RegistrySpec,
 	if err != nil {
 		return syncPlan{}, err
 	}
-	plan := planSync(spec, snap, live, unreadable, confirm)
+	plan := planSync(spec, snap, live, unreadable, confirm, st)
 	if plan.journal == nil {
 		return plan, nil
 	}
@@ -104,16 +122,23 @@ func (p syncPlan) reason(name string) string {
 	if len(parts) > 0 {
 		why += ": " + strings.Join(parts, "; ")
 	}
-	if p.confirmed != "" {
+	switch {
+	case p.confirmedPending:
+		why += " (a pending deletion confirmed by an operator)"
+	case p.confirmed != "":
 		why += " (a held deletion confirmed by an operator)"
+	case len(p.settled) > 0:
+		why += fmt.Sprintf(" (%s missing from every answer for the settle period, %s)", someIDs(p.settled), p.after)
 	}
 	return why
 }
 
-// planSync decides a sync from the registry's answer and the stored
-// intents. It is pure: the same inputs give the same plan.
+// planSync decides a sync from the registry's answer, the stored intents
+// and the deletions pending before it (st, with the time: a zero settle
+// period marks what left the answer at once). It is pure: the same inputs
+// give the same plan.
 func planSync(spec *sluicev1.RegistrySpec, snap registry.Snapshot, live map[string]store.Entry[*sluicev1.StoredIntent],
-	unreadable map[string]uint64, confirm *sluicev1.RegistryConfirm) syncPlan {
+	unreadable map[string]uint64, confirm *sluicev1.RegistryConfirm, st settling) syncPlan {
 	name := spec.GetName()
 	var plan syncPlan
 
@@ -183,9 +208,11 @@ func planSync(spec *sluicev1.RegistrySpec, snap registry.Snapshot, live map[stri
 		jr.Prior = append(jr.Prior, prior(key))
 	}
 
-	// What left the answer.
+	// What left the answer, and which pending deletions it declares again
+	// (an intent in a document that does not parse counts as declared:
+	// nothing says it is gone).
 	owned := 0
-	var gone []string
+	var gone, back []string
 	for _, key := range sortedKeys(live) {
 		cur := live[key].Value
 		if cur.GetSource() != name || cur.GetMarkedForDeletion() {
@@ -193,39 +220,23 @@ func planSync(spec *sluicev1.RegistrySpec, snap registry.Snapshot, live map[stri
 		}
 		owned++
 		if _, ok := answer[key]; ok || protectedKeys[key] || protectedOrigins[cur.GetOrigin()] {
+			if _, ok := st.since[key]; ok {
+				back = append(back, key)
+			}
 			continue
 		}
 		gone = append(gone, key)
 	}
-	if len(gone) > 0 {
-		ids := make([]string, len(gone))
-		for i, key := range gone {
-			ids[i] = intent.ID(live[key].Value.GetIntent())
-		}
-		digest := deletionDigest(name, ids)
-		share := registry.HoldShare(spec)
-		var why string
-		switch {
-		case declaredCount(snap) == 0:
-			why = fmt.Sprintf("registry %s answered with no intent at all while it owns %s", name, plural(owned, "intent"))
-		case len(gone) >= 2 && float64(len(gone)) > share*float64(owned):
-			why = fmt.Sprintf("registry %s dropped %d of its %s (more than its hold share %.0f%%)", name, len(gone),
-				plural(owned, "intent"), share*100)
-		}
-		switch {
-		case why != "" && confirm.GetDigest() != digest:
-			plan.held = &sluicev1.HeldDeletion{Intents: ids, Digest: digest,
-				Reason: why + "; nothing was marked: a registry outage or a bad commit looks like that. If the intents are really gone, confirm: sluice registry confirm " + name}
-		default:
-			if why != "" {
-				plan.confirmed = digest
-			}
-			plan.marked = ids
-			jr.Mark = gone
-			for _, key := range gone {
-				jr.Prior = append(jr.Prior, prior(key))
-			}
-		}
+	// A pending key neither gone nor back is no longer the registry's (its
+	// owner changed, or it was marked): it leaves the pending set quietly.
+	d := decideDeletions(spec, gone, back, owned, declaredCount(snap), confirm, st)
+	plan.held, plan.confirmed, plan.confirmedPending = d.held, d.confirmed, d.confirmedPending
+	plan.pending, plan.after = d.pending, st.after
+	plan.entered, plan.restarted, plan.cancelled, plan.reset, plan.settled = d.entered, d.restarted, d.cancelled, d.reset, d.settled
+	for _, key := range d.mark {
+		plan.marked = append(plan.marked, intent.ID(live[key].Value.GetIntent()))
+		jr.Mark = append(jr.Mark, key)
+		jr.Prior = append(jr.Prior, prior(key))
 	}
 
 	// The whole set must stay valid: an upsert that breaks a rule together

@@ -39,6 +39,8 @@ func doc(origin string, ins ...*sluicev1.Intent) registry.Document {
 	return registry.Document{Origin: origin, Intents: ins}
 }
 
+// The merge's tests pass settling{}: no settle period, so what leaves the
+// answer is marked at once; settle_test.go covers the period.
 var gitops = &sluicev1.RegistrySpec{Name: "gitops", Source: &sluicev1.RegistrySpec_Directory{Directory: &sluicev1.DirectoryRegistry{Path: "/x"}}}
 
 func TestPlanSync_MergesInPlace(t *testing.T) {
@@ -51,7 +53,7 @@ func TestPlanSync_MergesInPlace(t *testing.T) {
 	)
 	// b changed, c gone, e new, a unchanged, d unchanged.
 	plan := planSync(gitops, docs(doc("a.yaml", l2("a", 100)), doc("b.yaml", l2("b", 111)), doc("d.yaml", l2("d", 103)), doc("e.yaml", l2("e", 104))),
-		live, nil, nil)
+		live, nil, nil, settling{})
 	if got, want := plan.created, []string{"layer2network/e"}; !slices.Equal(got, want) {
 		t.Errorf("created %v, want %v", got, want)
 	}
@@ -81,14 +83,14 @@ func TestPlanSync_MergesInPlace(t *testing.T) {
 
 func TestPlanSync_NothingChangedWritesNothing(t *testing.T) {
 	live := stored(owned("gitops", "a.yaml", l2("a", 100)))
-	if plan := planSync(gitops, docs(doc("a.yaml", l2("a", 100))), live, nil, nil); plan.journal != nil {
+	if plan := planSync(gitops, docs(doc("a.yaml", l2("a", 100))), live, nil, nil, settling{}); plan.journal != nil {
 		t.Fatalf("journal %v for an unchanged answer", plan.journal)
 	}
 }
 
 func TestPlanSync_ConflictKeepsTheOwner(t *testing.T) {
 	live := stored(owned("api", "", l2("shared", 100)))
-	plan := planSync(gitops, docs(doc("s.yaml", l2("shared", 300))), live, nil, nil)
+	plan := planSync(gitops, docs(doc("s.yaml", l2("shared", 300))), live, nil, nil, settling{})
 	if plan.journal != nil {
 		t.Fatalf("journal %v: another source's intent was overwritten", plan.journal)
 	}
@@ -100,7 +102,7 @@ func TestPlanSync_ConflictKeepsTheOwner(t *testing.T) {
 func TestPlanSync_MarkedIntentOfAnotherSourceIsAdopted(t *testing.T) {
 	m := owned("api", "", l2("old", 100))
 	m.MarkedForDeletion = true
-	plan := planSync(gitops, docs(doc("o.yaml", l2("old", 100))), stored(m), nil, nil)
+	plan := planSync(gitops, docs(doc("o.yaml", l2("old", 100))), stored(m), nil, nil, settling{})
 	if !slices.Equal(plan.created, []string{"layer2network/old"}) || len(plan.conflicts) > 0 {
 		t.Fatalf("created %v conflicts %v: a marked intent is nobody's, the registry takes it", plan.created, plan.conflicts)
 	}
@@ -113,7 +115,7 @@ func TestPlanSync_InvalidKeepsLastValidVersion(t *testing.T) {
 		doc("a.yaml", bad),
 		registry.Document{Origin: "b.yaml", Err: errors.New("b.yaml: line 3: mapping values are not allowed here")},
 		doc("c.yaml", l2("c", 102)),
-	), live, nil, nil)
+	), live, nil, nil, settling{})
 	if plan.journal != nil {
 		t.Fatalf("journal %v: an invalid intent or a broken document changed what is stored", plan.journal)
 	}
@@ -129,7 +131,7 @@ func TestPlanSync_InvalidKeepsLastValidVersion(t *testing.T) {
 func TestPlanSync_ClashWithStoredIntentLeavesOnlyTheClashOut(t *testing.T) {
 	live := stored(owned("api", "", l2("api-net", 100)))
 	// "x" takes VLAN 100 on every node, like api-net; "y" is fine.
-	plan := planSync(gitops, docs(doc("x.yaml", l2("x", 100)), doc("y.yaml", l2("y", 101))), live, nil, nil)
+	plan := planSync(gitops, docs(doc("x.yaml", l2("x", 100)), doc("y.yaml", l2("y", 101))), live, nil, nil, settling{})
 	if !slices.Equal(plan.created, []string{"layer2network/y"}) {
 		t.Fatalf("created %v, want only layer2network/y", plan.created)
 	}
@@ -157,7 +159,7 @@ func TestPlanSync_MassDeletionHeldUntilConfirmed(t *testing.T) {
 		{"two of four gone (the share, not more)", docs(doc("a.yaml", l2("a", 100)), doc("b.yaml", l2("b", 101))), 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			plan := planSync(gitops, tc.snap, live, nil, nil)
+			plan := planSync(gitops, tc.snap, live, nil, nil, settling{})
 			if tc.held == 0 {
 				if plan.held != nil || len(plan.marked) != 2 {
 					t.Fatalf("held %v marked %v, want 2 marked", plan.held, plan.marked)
@@ -171,10 +173,10 @@ func TestPlanSync_MassDeletionHeldUntilConfirmed(t *testing.T) {
 				t.Errorf("reason %q does not say how to confirm", plan.held.GetReason())
 			}
 			// A confirmation of another deletion does not release it; of this one does.
-			if p := planSync(gitops, tc.snap, live, nil, &sluicev1.RegistryConfirm{Digest: "other"}); p.held == nil {
+			if p := planSync(gitops, tc.snap, live, nil, &sluicev1.RegistryConfirm{Digest: "other"}, settling{}); p.held == nil {
 				t.Fatalf("a confirmation of another digest released the hold")
 			}
-			p := planSync(gitops, tc.snap, live, nil, &sluicev1.RegistryConfirm{Digest: plan.held.GetDigest()})
+			p := planSync(gitops, tc.snap, live, nil, &sluicev1.RegistryConfirm{Digest: plan.held.GetDigest()}, settling{})
 			if p.held != nil || len(p.marked) != tc.held || p.confirmed != plan.held.GetDigest() {
 				t.Fatalf("confirmed: held %v marked %v confirmed %q", p.held, p.marked, p.confirmed)
 			}
@@ -185,14 +187,14 @@ func TestPlanSync_MassDeletionHeldUntilConfirmed(t *testing.T) {
 func TestPlanSync_BrokenDocumentProtectsItsIntents(t *testing.T) {
 	live := stored(owned("gitops", "all.yaml", l2("a", 100)), owned("gitops", "all.yaml", l2("b", 101)), owned("gitops", "c.yaml", l2("c", 102)))
 	plan := planSync(gitops, docs(registry.Document{Origin: "all.yaml", Intents: []*sluicev1.Intent{l2("a", 100)}, Err: errors.New("doc 2: bad")},
-		doc("c.yaml", l2("c", 102))), live, nil, nil)
+		doc("c.yaml", l2("c", 102))), live, nil, nil, settling{})
 	if plan.journal != nil || plan.held != nil {
 		t.Fatalf("journal %v held %v: b is in a document that did not parse, its last version stays", plan.journal, plan.held)
 	}
 }
 
 func TestPlanSync_DeclaredTwice(t *testing.T) {
-	plan := planSync(gitops, docs(doc("1.yaml", l2("a", 100)), doc("2.yaml", l2("a", 100))), stored(), nil, nil)
+	plan := planSync(gitops, docs(doc("1.yaml", l2("a", 100)), doc("2.yaml", l2("a", 100))), stored(), nil, nil, settling{})
 	if plan.journal != nil || len(plan.invalid) != 1 || !strings.Contains(plan.invalid[0].GetRule(), "1.yaml and 2.yaml") {
 		t.Fatalf("journal %v invalid %v, want a's double declaration reported naming both files", plan.journal, plan.invalid)
 	}

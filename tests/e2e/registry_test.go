@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/types/known/durationpb"
 
@@ -17,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/redistest"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/configurator"
 	"github.com/sluicehq/sluice/services/reaper"
 )
 
@@ -33,6 +36,54 @@ func (s *system) fastReaper() {
 		s.t.Fatal(err)
 	}
 	s.run("reaper", rp.Run)
+}
+
+// deletingAfter replaces the system's configurator with one that marks
+// an intent missing from a registry's answers once every answer lacked it
+// for d (the settle period), so that a test need not wait the default.
+func (s *system) deletingAfter(d time.Duration) {
+	s.halt("configurator")
+	cfgr, err := configurator.New(configurator.Config{Conn: s.env.ConnectRole(s.t, creds.RoleConfigurator, ""), Settings: s.env.Settings,
+		Log: zerolog.Nop(), DeleteAfter: &d})
+	if err != nil {
+		s.t.Fatal(err)
+	}
+	s.run("configurator", cfgr.Run)
+}
+
+// eventTypes records the type and id of every event published from now on,
+// in the order they arrive (one publisher per component: in its order).
+type eventTypes struct {
+	mu  sync.Mutex
+	got []string // "Type id"
+}
+
+func recordEvents(t *testing.T, env *natstest.Env) *eventTypes {
+	t.Helper()
+	l := &eventTypes{}
+	sub, err := env.Conn.Subscribe(contract.EventsSubjectPrefix+".>", func(m *nats.Msg) {
+		ev := &sluicev1.Event{}
+		if store.Unmarshal(m.Data, ev) == nil {
+			l.mu.Lock()
+			l.got = append(l.got, ev.GetType()+" "+ev.GetId())
+			l.mu.Unlock()
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = sub.Unsubscribe() })
+	if err := env.Conn.Flush(); err != nil { // the server has the interest before anything is published
+		t.Fatal(err)
+	}
+	return l
+}
+
+// index is where "Type id" first arrived, -1 if it did not.
+func (l *eventTypes) index(typeAndID string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Index(l.got, typeAndID)
 }
 
 func registryState(t *testing.T, env *natstest.Env, name string) *sluicev1.RegistryStatus {
@@ -71,13 +122,16 @@ func assertNothingReferencedDeleted(t *testing.T, env *natstest.Env) {
 }
 
 // Redis as a registry, through the whole system: an outage changes
-// nothing, an empty answer is held, an intent removed from Redis is marked,
+// nothing, an empty answer is held, an intent removed from Redis is
+// pending, then marked once every answer lacked it for the settle period,
 // rolled off the nodes and, once nothing references it, reaped.
 func TestRedisRegistry_OutageHoldMarkRollOffReap(t *testing.T) {
 	rds := redistest.Start(t, redistest.WithNotifyKeyspaceEvents("KA"))
 	env := natstest.Start(t, contract.DefaultSettings())
+	evs := recordEvents(t, env)
 	s := startSystem(t, env, t.TempDir(), 4, nil)
 	s.fastReaper()
+	s.deletingAfter(2 * time.Second) // two answers or so at the 1s sync interval
 	waitRegistered(t, env, 4)
 	ctx := context.Background()
 	rc := rds.Client()
@@ -127,15 +181,26 @@ func TestRedisRegistry_OutageHoldMarkRollOffReap(t *testing.T) {
 		t.Fatalf("the head moved during the outage: %v", h)
 	}
 
-	// Two of three come back: green is marked, the hold released.
+	// Two of three come back: the hold released, green pending, then
+	// marked once the answers lacked it for the settle period.
 	set("red", 100)
 	set("blue", 102)
 	natstest.Eventually(t, 60*time.Second, "green to be marked", func() bool {
 		return storedIntent(t, env, "layer2network.green").GetMarkedForDeletion()
 	})
-	natstest.Eventually(t, 60*time.Second, "the hold to be released", func() bool {
+	natstest.Eventually(t, 60*time.Second, "green's IntentMarkedForDeletion event", func() bool {
+		return evs.index("IntentMarkedForDeletion layer2network.green") >= 0
+	})
+	if p, m := evs.index("RegistryDeletionPending cmdb"), evs.index("IntentMarkedForDeletion layer2network.green"); p < 0 || p > m {
+		t.Fatalf("green marked without being pending first (RegistryDeletionPending at %d, marked at %d)", p, m)
+	}
+	// The status is written after the sync's commit moved the head: once
+	// it counts green marked and nothing pending, the head is without it.
+	// (Green's mark alone is not enough: it is stored before the head moves.)
+	natstest.Eventually(t, 60*time.Second, "the hold released and green's deletion committed", func() bool {
 		st := registryState(t, env, "cmdb")
-		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_SYNCED && st.GetHeld() == nil
+		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_SYNCED && st.GetHeld() == nil &&
+			len(st.GetPending()) == 0 && st.GetMarked() == 1
 	})
 	h2 := headOf(t, env)
 	r2 := waitRolloutEnd(t, env, h2.GetGeneration(), 60*time.Second)

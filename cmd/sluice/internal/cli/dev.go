@@ -21,6 +21,7 @@ func (a *app) devCommand() *cobra.Command {
 	var replicas int
 	var leaderLease time.Duration
 	var redisURL, watchDir string
+	var deleteAfter time.Duration
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run all of sluice in this process, on an embedded NATS server, with simulated agents",
@@ -43,6 +44,9 @@ With --redis and --watch-dir the configurator also syncs intents from a
 Redis server (registry "redis": one intent per key sluice:intents:<kind>.<name>)
 and from the intent files in a directory (registry "dir", created if
 missing), as 'sluice registry add' would store them (docs/registries.md).
+An intent removed from one is marked for deletion once every answer has
+lacked it for the settle period: --registry-delete-after, by default 1m
+here (twice the sync interval); 'sluice registry confirm' marks it at once.
 
 With --secure the server runs in operator mode with a credentials setup in
 DATA/creds (as 'sluice creds init' makes it): each service connects as a user
@@ -76,6 +80,12 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 			if opts.Registries, err = a.devRegistries(redisURL, watchDir); err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
+			if cmd.Flags().Changed("registry-delete-after") {
+				if deleteAfter < 0 {
+					return &ExitError{Code: 2, Err: fmt.Errorf("--registry-delete-after %s is negative: give 0 (mark a missing intent at once) or more, such as 1m", deleteAfter)}
+				}
+				opts.RegistryDeleteAfter = &deleteAfter
+			}
 			opts.Stderr = a.streams.Err
 			opts.Version = a.version
 			return dev.Run(cmd.Context(), opts, a.streams.Out)
@@ -95,6 +105,7 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 	f.IntVar(&replicas, "replicas", 0, "replicas of every bucket (env SLUICE_REPLICAS; default: the number of NATS servers)")
 	f.StringVar(&redisURL, "redis", "", "also sync intents from this Redis server (registry \"redis\"): redis://host:port/db")
 	f.StringVar(&watchDir, "watch-dir", "", "also sync the intent files in this directory (registry \"dir\"; created if missing)")
+	f.DurationVar(&deleteAfter, "registry-delete-after", 0, "how long an intent must be missing from every answer of its registry before it is marked for deletion; 0 marks it at once (default: twice the registry's sync interval, at least 30s)")
 	f.BoolVar(&opts.Secure, "secure", false, "run NATS in operator mode: every service and agent gets its own role's credentials (kept in DATA/creds); see docs/security.md")
 	f.DurationVar(&leaderLease, "leader-lease", contract.DefaultSettings().LeaderLease, "the coordinator's leader lease (env SLUICE_LEADER_LEASE; at least 1s)")
 	return cmd

@@ -232,18 +232,23 @@ func (a *app) registryConfirmCommand() *cobra.Command {
 	var reason string
 	cmd := &cobra.Command{
 		Use:   "confirm NAME [--reason TEXT]",
-		Short: "Let a registry's held mass deletion go ahead",
+		Short: "Let a registry's held or pending deletion go ahead now",
 		Long: `When one sync of a registry would mark more of its intents for deletion than
 its hold share allows (or the registry answers with no intent at all), the
 configurator marks nothing and holds the deletion: an emptied Redis or a
-bad checkout looks like that. 'sluice get registries' shows what is held.
+bad checkout looks like that. A smaller deletion is pending: an intent
+missing from the registry's answers is marked only once every answer has
+lacked it for the settle period (the configurator's
+--registry-delete-after), as a recovering source answers partially.
+'sluice get registries' shows what is held or pending.
 
-If the deletion is meant, confirm it: the confirmation names the held
-deletion's digest and is stored in sluice-control/registry.NAME.confirm;
-the configurator then marks those intents for deletion at its next sync
-(the reaper removes them later). If the registry's content changes
-meanwhile, the digest no longer matches and the new deletion is held
-again. Exit 0 when stored, 1 when the registry holds no deletion.`,
+If the deletion is meant, confirm it: the confirmation names the held (or
+else the pending) deletion's digest and is stored in
+sluice-control/registry.NAME.confirm; the configurator then marks those
+intents for deletion at its next sync, at once (the reaper removes them
+later). If the registry's content changes meanwhile, the digest no longer
+matches and nothing is marked on it. Exit 0 when stored, 1 when the
+registry holds no deletion and has none pending.`,
 		Example: "  sluice registry confirm gitops --reason 'tenant-b and tenant-c decommissioned'",
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -274,21 +279,29 @@ func (a *app) registryConfirm(ctx context.Context, name, reason string) error {
 	case len(bad) > 0:
 		return &ExitError{Code: 1, Err: fmt.Errorf("the status of registry %s does not decode (%s): the configurator rewrites it at its next sync; try again then", name, bad[0].Reason)}
 	}
-	held := status.GetHeld()
-	if len(held.GetIntents()) == 0 {
-		return &ExitError{Code: 1, Err: fmt.Errorf("registry %s holds no deletion: nothing to confirm", name)}
+	// A held deletion, or else the pending one: a hold empties the pending
+	// set, so the status never shows both.
+	what, digest, ids := "held", status.GetHeld().GetDigest(), status.GetHeld().GetIntents()
+	if len(ids) == 0 && len(status.GetPending()) > 0 {
+		what, digest, ids = "pending", status.GetPendingDigest(), nil
+		for _, p := range status.GetPending() {
+			ids = append(ids, p.GetIntent())
+		}
+	}
+	if len(ids) == 0 {
+		return &ExitError{Code: 1, Err: fmt.Errorf("registry %s holds no deletion and has none pending: nothing to confirm", name)}
 	}
 	controlKV, err := bucket(ctx, js, contract.BucketControl)
 	if err != nil {
 		return err
 	}
-	req := &sluicev1.RegistryConfirm{Digest: held.GetDigest(), By: operator(), At: timestamppb.New(a.now()), Reason: reason}
+	req := &sluicev1.RegistryConfirm{Digest: digest, By: operator(), At: timestamppb.New(a.now()), Reason: reason}
 	if err := putRequest(ctx, store.New(controlKV, func() *sluicev1.RegistryConfirm { return &sluicev1.RegistryConfirm{} }), contract.RegistryConfirmKey(name), req); err != nil {
 		return err
 	}
-	fmt.Fprintf(a.streams.Out, "confirmed registry %s's held deletion of %d intent(s) (digest %s): %s\n",
-		name, len(held.GetIntents()), shortN(held.GetDigest(), 12), listSome(held.GetIntents(), 10))
-	fmt.Fprintln(a.streams.Out, "the configurator marks them for deletion at its next sync; the reaper removes them once no revision in use refers to them")
+	fmt.Fprintf(a.streams.Out, "confirmed registry %s's %s deletion of %d intent(s) (digest %s): %s\n",
+		name, what, len(ids), shortN(digest, 12), listSome(ids, 10))
+	fmt.Fprintln(a.streams.Out, "the configurator marks them for deletion at its next sync (at once: it watches for confirmations); the reaper removes them once no revision in use refers to them")
 	return nil
 }
 

@@ -148,8 +148,8 @@ func (l registryList) table(now time.Time) [][]string {
 }
 
 // footer says, registry by registry, what needs an operator: unreachable
-// or unusable registries, held deletions, invalid intents, conflicts (on
-// both sides) and notes; then sources that are not a registry.
+// or unusable registries, held and pending deletions, invalid intents,
+// conflicts (on both sides) and notes; then sources that are not a registry.
 func (l registryList) footer(now time.Time) []string {
 	// A registry's own lines, then the conflicts it wins, which the other
 	// registry's status records.
@@ -178,6 +178,9 @@ func (l registryList) footer(now time.Time) []string {
 			}
 			add(name, "%s", line)
 		}
+		if p := st.GetPending(); len(p) > 0 {
+			add(name, "%s", pendingLine(now, name, p))
+		}
 		for i, fe := range st.GetInvalid() {
 			if i == mostInvalid {
 				add(name, "%s: (+%d more invalid intents)", name, len(st.GetInvalid())-mostInvalid)
@@ -204,6 +207,28 @@ func (l registryList) footer(now time.Time) []string {
 			s.intents, s.source))
 	}
 	return out
+}
+
+// pendingLine says which intents a registry no longer declares and when
+// each is marked for deletion unless an answer declares it again.
+func pendingLine(now time.Time, name string, pending []*sluicev1.PendingDeletion) string {
+	var when []string
+	for i, p := range pending {
+		if i == mostInvalid {
+			when = append(when, fmt.Sprintf("and %d more", len(pending)-mostInvalid))
+			break
+		}
+		at := p.GetEffectiveAt()
+		w := fmt.Sprintf("%s at %s", p.GetIntent(), at.AsTime().Local().Format(time.DateTime))
+		if d := at.AsTime().Sub(now); d > 0 {
+			w += " (in " + humanDuration(d) + ")"
+		} else {
+			w += " (due: at the registry's next sync)"
+		}
+		when = append(when, w)
+	}
+	return fmt.Sprintf("%s: %d intent(s) pending deletion, no longer declared: %s; each is marked then unless an answer declares it again — to mark them at once: sluice registry confirm %s",
+		name, len(pending), strings.Join(when, ", "), name)
 }
 
 // since says when something about a registry began: " since 2026-03-01

@@ -361,3 +361,53 @@ func TestRegistryFooter_HeldOnceAndAtMostTenInvalid(t *testing.T) {
 		t.Errorf("invalid lines end with %q, %q", lines[10], lines[11])
 	}
 }
+
+// A registry with a deletion pending (no hold): get registries says when
+// each intent becomes effective, -o json carries the same, and confirm
+// names the pending set's digest.
+func TestRegistryPending_ShownAndConfirmed(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	if code, _, stderr := sluice(t, env.URL, "registry", "add", "cmdb", "--redis", "redis://10.0.0.5:6379/0"); code != 0 {
+		t.Fatalf("add: exit %d: %s", code, stderr)
+	}
+	at := now.Add(25 * time.Second)
+	writeStatus(t, env, &sluicev1.RegistryStatus{Name: "cmdb", Kind: "redis", State: sluicev1.RegistryState_REGISTRY_STATE_SYNCED,
+		LastSync: ago(5 * time.Second), PendingDigest: "0123456789abcdef", Declared: 2,
+		Pending: []*sluicev1.PendingDeletion{{Intent: "layer2network/tenant-v", MissingSince: ago(5 * time.Second), EffectiveAt: timestamppb.New(at)}}})
+
+	// injected clock: "(in 25s)" reads the status's times against now.
+	code, stdout, stderr := sluiceAt(t, env.URL, now, "get", "registries")
+	if code != 0 {
+		t.Fatalf("get registries: exit %d: %s", code, stderr)
+	}
+	want := "cmdb: 1 intent(s) pending deletion, no longer declared: layer2network/tenant-v at " + at.Local().Format(time.DateTime) +
+		" (in 25s); each is marked then unless an answer declares it again — to mark them at once: sluice registry confirm cmdb"
+	if !strings.Contains(stdout, want) {
+		t.Errorf("get registries does not say what is pending and when:\nwant %s\n%s", want, stdout)
+	}
+	// injected clock: after the effective time it says when it happens, never a negative duration.
+	if _, stdout, _ := sluiceAt(t, env.URL, at.Add(time.Minute), "get", "registries"); !strings.Contains(stdout, "(due: at the registry's next sync)") {
+		t.Errorf("get registries past the effective time:\n%s", stdout)
+	}
+	code, stdout, stderr = sluice(t, env.URL, "get", "registries", "-o", "json")
+	if code != 0 || !strings.Contains(stdout, `"intent": "layer2network/tenant-v"`) || !strings.Contains(stdout, `"effectiveAt": "`+at.UTC().Format(time.RFC3339)+`"`) {
+		t.Errorf("-o json: exit %d, want the pending deletion with its effective time:\n%s%s", code, stdout, stderr)
+	}
+
+	code, stdout, stderr = sluice(t, env.URL, "registry", "confirm", "cmdb", "--reason", "tenant-v retired")
+	if code != 0 || !strings.Contains(stdout, "confirmed registry cmdb's pending deletion of 1 intent(s) (digest 0123456789ab): layer2network/tenant-v") {
+		t.Fatalf("confirm: exit %d\n%s%s", code, stdout, stderr)
+	}
+	e, err := confirms(env).Get(ctx, contract.RegistryConfirmKey("cmdb"))
+	if err != nil || e.Value.GetDigest() != "0123456789abcdef" || e.Value.GetReason() != "tenant-v retired" {
+		t.Errorf("stored confirmation %v, %v; want the pending set's digest", e.Value, err)
+	}
+}
+
+func TestDev_NegativeRegistryDeleteAfter_RefusedNamingTheFlag(t *testing.T) {
+	code, _, stderr := sluice(t, "nats://127.0.0.1:1", "dev", "--no-examples", "--data", t.TempDir(), "--registry-delete-after", "-5s")
+	if code != 2 || !strings.Contains(stderr, "--registry-delete-after -5s is negative") {
+		t.Fatalf("exit %d, stderr %q; want 2 naming the flag", code, stderr)
+	}
+}

@@ -87,6 +87,10 @@ type Options struct {
 	// start (replacing specs of the same name), so that the configurator
 	// syncs them: what --redis and --watch-dir build.
 	Registries []*sluicev1.RegistrySpec
+	// RegistryDeleteAfter is the configurator's settle period for intents
+	// missing from a registry's answers (--registry-delete-after); nil: per
+	// registry twice its sync interval, at least 30s.
+	RegistryDeleteAfter *time.Duration
 	// Secure runs the server in operator mode with the credentials setup
 	// in DataDir/creds (made on the first secure start, as `sluice creds
 	// init` does): every service, agent and dev's own connections use a
@@ -126,6 +130,9 @@ func (o *Options) check() error {
 	}
 	if o.NATSCluster != 1 && o.NATSCluster != 3 {
 		return fmt.Errorf("--nats-cluster %d: want 1 (one server) or 3 (a cluster that survives one server stopping)", o.NATSCluster)
+	}
+	if o.RegistryDeleteAfter != nil && *o.RegistryDeleteAfter < 0 {
+		return fmt.Errorf("--registry-delete-after %s is negative: give 0 (mark a missing intent at once) or more, such as 1m", *o.RegistryDeleteAfter)
 	}
 	if o.Settings.Replicas > o.NATSCluster {
 		return fmt.Errorf("--replicas %d needs as many servers: pass --nats-cluster 3, or --replicas 1", o.Settings.Replicas)
@@ -486,7 +493,7 @@ func (s *System) startServices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfgr, err := configurator.New(configurator.Config{Conn: nc, Settings: settings, Log: log, Version: s.opts.Version})
+	cfgr, err := configurator.New(configurator.Config{Conn: nc, Settings: settings, Log: log, Version: s.opts.Version, DeleteAfter: s.opts.RegistryDeleteAfter})
 	if err != nil {
 		return err
 	}

@@ -3,6 +3,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"io"
 	"os"
@@ -27,8 +28,28 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	common.Register(fs)
 	source := fs.String("source", configurator.DefaultSource, "source recorded on applied intents when a request names none")
 	fetchTimeout := fs.Duration("registry-fetch-timeout", 30*time.Second, "bound on one read of a registry (Redis, directory); a read that takes longer counts as unreachable")
+	var deleteAfter *time.Duration // nil: the per-registry default
+	fs.Func("registry-delete-after", "how long an intent must be missing from every answer of its registry before it is marked for deletion; 0 marks it at the first answer without it (default: per registry twice its sync interval, at least 30s)",
+		func(v string) error {
+			d, err := parseDeleteAfter(v)
+			deleteAfter = &d
+			return err
+		})
 	return common.Main(ctx, fs, args, stderr, nil, func(rt cmdutil.Runtime) (cmdutil.Service, error) {
 		return configurator.New(configurator.Config{Conn: rt.Conn, Settings: common.Settings(), Log: rt.Log, Source: *source,
-			FetchTimeout: *fetchTimeout, Version: cmdutil.Version, Metrics: configurator.NewMetrics(rt.Metrics)})
+			FetchTimeout: *fetchTimeout, DeleteAfter: deleteAfter, Version: cmdutil.Version, Metrics: configurator.NewMetrics(rt.Metrics)})
 	})
+}
+
+// parseDeleteAfter reads --registry-delete-after: a duration, 0 or more.
+// The flag package prefixes the error with the flag's name and value.
+func parseDeleteAfter(v string) (time.Duration, error) {
+	d, err := time.ParseDuration(v)
+	switch {
+	case err != nil:
+		return 0, errors.New("want a duration such as 1m (0 marks a missing intent at once)")
+	case d < 0:
+		return 0, errors.New("a settle period cannot be negative: give 0 (mark a missing intent at once) or more, such as 1m")
+	}
+	return d, nil
 }

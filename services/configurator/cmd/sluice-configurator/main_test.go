@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -107,4 +108,17 @@ func reserveAddr(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
+}
+
+func TestRun_NegativeDeleteAfterRefusedNamingTheFlag(t *testing.T) {
+	for _, v := range []string{"-5s", "soon"} {
+		var stderr lockedBuffer
+		code := run(context.Background(), []string{"--registry-delete-after", v}, &stderr)
+		if code != 2 || !strings.Contains(stderr.String(), `invalid value "`+v+`" for flag -registry-delete-after`) {
+			t.Errorf("--registry-delete-after %s: exit %d, stderr %q; want 2 naming the flag", v, code, stderr.String())
+		}
+	}
+	if d, err := parseDeleteAfter("0"); err != nil || d != 0 {
+		t.Errorf("--registry-delete-after 0: %s, %v; want 0 (used as given)", d, err)
+	}
 }
