@@ -55,6 +55,9 @@ var uses = map[string][]string{
 // deletes old revisions in batches fenced on revisions/head.
 var atomicBuckets = []string{BucketNodeConfigs, BucketRollouts, BucketFingerprints, BucketRevisions}
 
+// AllBuckets lists every KV bucket sluice has, in the order they are opened.
+func AllBuckets() []string { return slices.Clone(allBuckets) }
+
 // AgentBinds lists the streams an agent binds (asks the info of), by
 // stream name: its credentials allow exactly these.
 func AgentBinds() []string {

@@ -9,11 +9,19 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 func newDesired() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }
+
+// desiredOf is a well-formed desired config of node, told apart by its
+// revision tag (its config and fingerprint follow from it).
+func desiredOf(node, tag string) *sluicev1.DesiredConfig {
+	cfg := &sluicev1.NodeConfig{Intents: []*sluicev1.Intent{{Name: tag}}}
+	return &sluicev1.DesiredConfig{Node: node, Revision: tag, Config: cfg, Fingerprint: render.Fingerprint(cfg)}
+}
 
 // TestBatcher_Fenced runs on R1 and on a 3-node cluster: a batch lands whole
 // or not at all, every op is compare-and-set, and a moved fence rejects it.
@@ -42,14 +50,14 @@ func TestBatcher_Fenced(t *testing.T) {
 			fence := &store.Fence{Key: contract.KeyFence, Check: contract.KeyFence + ".check", Revision: fenceRev}
 
 			revs, err := b.Write(ctx, []store.Op{
-				{Key: "n1.backup", Value: &sluicev1.DesiredConfig{Node: "n1", Fingerprint: "old"}},
-				{Key: "n1.desired", Value: &sluicev1.DesiredConfig{Node: "n1", Fingerprint: "new"}},
+				{Key: "n1.backup", Value: desiredOf("n1", "old")},
+				{Key: "n1.desired", Value: desiredOf("n1", "new")},
 			}, fence)
 			if err != nil {
 				t.Fatalf("first batch: %v", err)
 			}
 			got, err := latest(t, env, st, "n1.desired")
-			if err != nil || got.Value.GetFingerprint() != "new" || got.Revision != revs[1] {
+			if err != nil || got.Value.GetRevision() != "new" || got.Revision != revs[1] {
 				t.Fatalf("n1.desired = %v rev %d (%v); want fingerprint new at rev %d", got.Value, got.Revision, err, revs[1])
 			}
 			if bk, _ := latest(t, env, st, "n1.backup"); bk.Revision != revs[0] {
@@ -58,13 +66,13 @@ func TestBatcher_Fenced(t *testing.T) {
 
 			// One stale op fails the whole batch: the backup is not written either.
 			_, err = b.Write(ctx, []store.Op{
-				{Key: "n1.backup", Value: &sluicev1.DesiredConfig{Node: "n1", Fingerprint: "x"}, Revision: revs[0]},
-				{Key: "n1.desired", Value: &sluicev1.DesiredConfig{Node: "n1", Fingerprint: "x"}, Revision: revs[1] - 1},
+				{Key: "n1.backup", Value: desiredOf("n1", "x"), Revision: revs[0]},
+				{Key: "n1.desired", Value: desiredOf("n1", "x"), Revision: revs[1] - 1},
 			}, fence)
 			if !errors.Is(err, store.ErrConflict) {
 				t.Fatalf("stale op: err = %v, want ErrConflict", err)
 			}
-			if bk, _ := latest(t, env, st, "n1.backup"); bk.Value.GetFingerprint() != "old" {
+			if bk, _ := latest(t, env, st, "n1.backup"); bk.Value.GetRevision() != "old" {
 				t.Fatalf("a rejected batch wrote the backup: %v", bk.Value)
 			}
 
@@ -72,18 +80,18 @@ func TestBatcher_Fenced(t *testing.T) {
 			if _, err := fences.Update(ctx, contract.KeyFence, &sluicev1.Fence{Epoch: 2, Holder: "b"}, fenceRev); err != nil {
 				t.Fatal(err)
 			}
-			_, err = b.Write(ctx, []store.Op{{Key: "n1.desired", Value: &sluicev1.DesiredConfig{Node: "n1", Fingerprint: "stale"}, Revision: revs[1]}}, fence)
+			_, err = b.Write(ctx, []store.Op{{Key: "n1.desired", Value: desiredOf("n1", "stale"), Revision: revs[1]}}, fence)
 			if !errors.Is(err, store.ErrConflict) {
 				t.Fatalf("deposed write: err = %v, want ErrConflict", err)
 			}
-			if d, _ := latest(t, env, st, "n1.desired"); d.Value.GetFingerprint() != "new" {
+			if d, _ := latest(t, env, st, "n1.desired"); d.Value.GetRevision() != "new" {
 				t.Fatalf("a deposed leader's write landed: %v", d.Value)
 			}
 
 			// A single fenced message lands while the fence holds, never after it moved.
 			newFence, _ := latest(t, env, fences, contract.KeyFence)
 			cur := &store.Fence{Key: contract.KeyFence, Check: fence.Check, Revision: newFence.Revision}
-			rev, err := b.WriteFenced(ctx, store.Op{Key: "n2.desired", Value: &sluicev1.DesiredConfig{Node: "n2", Fingerprint: "ok"}}, cur)
+			rev, err := b.WriteFenced(ctx, store.Op{Key: "n2.desired", Value: desiredOf("n2", "ok")}, cur)
 			if err != nil {
 				t.Fatalf("fenced write under the current fence: %v", err)
 			}

@@ -47,7 +47,7 @@ func TestWriteObserver_IsToldOfEveryFailedWriteByBucketAndKind(t *testing.T) {
 	cancelled, stop := context.WithCancel(ctx)
 	stop()
 
-	rev, err := st.Create(ctx, "obs", &sluicev1.NodeStatus{Node: "n1"})
+	rev, err := st.Create(ctx, "obs", &sluicev1.NodeStatus{Node: "obs"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -57,15 +57,15 @@ func TestWriteObserver_IsToldOfEveryFailedWriteByBucketAndKind(t *testing.T) {
 		want  []string
 	}{
 		{"a write that lands", func() error {
-			_, err := st.Update(ctx, "obs", &sluicev1.NodeStatus{Node: "n1", Message: "x"}, rev)
+			_, err := st.Update(ctx, "obs", &sluicev1.NodeStatus{Node: "obs", Message: "x"}, rev)
 			return err
 		}, nil},
 		{"create of an existing key", func() error {
-			_, err := st.Create(ctx, "obs", &sluicev1.NodeStatus{Node: "n1"})
+			_, err := st.Create(ctx, "obs", &sluicev1.NodeStatus{Node: "obs"})
 			return err
 		}, []string{contract.BucketStatus + " conflict"}},
 		{"update at a stale revision", func() error {
-			_, err := st.Update(ctx, "obs", &sluicev1.NodeStatus{Node: "n1"}, rev)
+			_, err := st.Update(ctx, "obs", &sluicev1.NodeStatus{Node: "obs"}, rev)
 			return err
 		}, []string{contract.BucketStatus + " conflict"}},
 		{"delete at a stale revision", func() error { return st.Delete(ctx, "obs", rev) }, []string{contract.BucketStatus + " conflict"}},

@@ -13,6 +13,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/pkg/contract/wellformed"
 )
 
 // Errors, matched with errors.Is.
@@ -27,9 +29,11 @@ var (
 	// Batcher asks again by itself; asking again is safe, since a real
 	// conflict then fails the check outright.
 	ErrInFlight = errors.New("a write checking the same key is in flight")
-	// ErrUndecodable: the stored value is not a valid protojson T. Get
-	// returns it with the entry's Key and Revision set, so the key's owner
-	// can overwrite the value with compare-and-set.
+	// ErrUndecodable: the stored value is not a valid protojson T, or it
+	// decodes but is not well-formed for its key (wellformed.Check: valid
+	// JSON of another type decodes as an empty T). Get returns it with the
+	// entry's Key and Revision set, so the key's owner can overwrite the
+	// value with compare-and-set; the error says why.
 	ErrUndecodable = errors.New("value does not decode")
 )
 
@@ -42,7 +46,21 @@ var (
 func Marshal(m proto.Message) ([]byte, error) { return marshal.Marshal(m) }
 
 // Unmarshal decodes a stored value, ignoring fields newer versions added.
+// It does not check the value against its key: Decode does.
 func Unmarshal(b []byte, m proto.Message) error { return unmarshal.Unmarshal(b, m) }
+
+// Decode decodes b, the value of bucket/key read outside a Store (a
+// republished write), into m and checks it as a Store's reads do: an error
+// matching ErrUndecodable says why the value is not usable.
+func Decode(bucket, key string, b []byte, m proto.Message) error {
+	if err := unmarshal.Unmarshal(b, m); err != nil {
+		return fmt.Errorf("decode %s/%s: %w: %w", bucket, key, ErrUndecodable, err)
+	}
+	if err := wellformed.Check(bucket, key, m); err != nil {
+		return fmt.Errorf("decode %s/%s: %w: not well-formed for its key: %w", bucket, key, ErrUndecodable, err)
+	}
+	return nil
+}
 
 // Entry is one decoded value with the revision a CAS write must name.
 type Entry[T proto.Message] struct {
@@ -54,7 +72,10 @@ type Entry[T proto.Message] struct {
 	Err      error // the stored value did not decode (Value is zero)
 }
 
-// Store is a typed view of one bucket.
+// Store is a typed view of one bucket. Every value it reads is checked
+// against the bucket's rules (pkg/contract/wellformed, looked up by the
+// bucket's name): one that fails is handed out as undecodable, never as a
+// value, so no reader can forget the check.
 type Store[T proto.Message] struct {
 	kv   jetstream.KeyValue
 	newT func() T
@@ -75,8 +96,8 @@ func (s *Store[T]) decode(e jetstream.KeyValueEntry) (Entry[T], error) {
 		return out, nil
 	}
 	v := s.newT()
-	if err := unmarshal.Unmarshal(e.Value(), v); err != nil {
-		return out, fmt.Errorf("decode %s/%s: %w: %w", s.kv.Bucket(), e.Key(), ErrUndecodable, err)
+	if err := Decode(s.kv.Bucket(), e.Key(), e.Value(), v); err != nil {
+		return out, err
 	}
 	out.Value = v
 	return out, nil

@@ -93,17 +93,17 @@ func testWritesAreCompareAndSet(t *testing.T, env *natstest.Env) {
 	ctx := context.Background()
 	s := store.New(env.Buckets.Status, newStatus)
 
-	rev, err := s.Create(ctx, "cas", &sluicev1.NodeStatus{Node: "n1", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONING})
+	rev, err := s.Create(ctx, "cas", &sluicev1.NodeStatus{Node: "cas", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONING})
 	if err != nil {
 		t.Fatalf("create: %v", err)
 	}
-	if _, err := s.Create(ctx, "cas", &sluicev1.NodeStatus{Node: "n1"}); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.Create(ctx, "cas", &sluicev1.NodeStatus{Node: "cas"}); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("second create: got %v, want ErrConflict", err)
 	}
-	if _, err := s.Update(ctx, "cas", &sluicev1.NodeStatus{Node: "n1"}, rev+5); !errors.Is(err, store.ErrConflict) {
+	if _, err := s.Update(ctx, "cas", &sluicev1.NodeStatus{Node: "cas"}, rev+5); !errors.Is(err, store.ErrConflict) {
 		t.Fatalf("update at stale revision: got %v, want ErrConflict", err)
 	}
-	if _, err := s.Update(ctx, "cas", &sluicev1.NodeStatus{Node: "n1", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED}, rev); err != nil {
+	if _, err := s.Update(ctx, "cas", &sluicev1.NodeStatus{Node: "cas", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED}, rev); err != nil {
 		t.Fatalf("update at current revision: %v", err)
 	}
 	got, err := latest(t, env, s, "cas")
@@ -118,7 +118,7 @@ func testWritesAreCompareAndSet(t *testing.T, env *natstest.Env) {
 func testMutateRetriesOnConflict(t *testing.T, env *natstest.Env) {
 	ctx := context.Background()
 	s := store.New(env.Buckets.Status, newStatus)
-	rev, err := s.Create(ctx, "mutate", &sluicev1.NodeStatus{Node: "n1", Message: "a"})
+	rev, err := s.Create(ctx, "mutate", &sluicev1.NodeStatus{Node: "mutate", Message: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,11 +126,11 @@ func testMutateRetriesOnConflict(t *testing.T, env *natstest.Env) {
 	_, err = s.Mutate(ctx, "mutate", func(cur *sluicev1.NodeStatus) (*sluicev1.NodeStatus, error) {
 		calls++
 		if calls == 1 { // a concurrent writer gets in between our read and write
-			if _, err := s.Update(ctx, "mutate", &sluicev1.NodeStatus{Node: "n1", Message: "b"}, rev); err != nil {
+			if _, err := s.Update(ctx, "mutate", &sluicev1.NodeStatus{Node: "mutate", Message: "b"}, rev); err != nil {
 				t.Fatal(err)
 			}
 		}
-		return &sluicev1.NodeStatus{Node: "n1", Message: cur.GetMessage() + "+"}, nil
+		return &sluicev1.NodeStatus{Node: "mutate", Message: cur.GetMessage() + "+"}, nil
 	})
 	if err != nil {
 		t.Fatalf("mutate: %v", err)
@@ -147,7 +147,7 @@ func testMutateRetriesOnConflict(t *testing.T, env *natstest.Env) {
 func testValuesAreReadableJSON(t *testing.T, env *natstest.Env) {
 	ctx := context.Background()
 	s := store.New(env.Buckets.Status, newStatus)
-	rev, err := s.Create(ctx, "json", &sluicev1.NodeStatus{Node: "n1", Phase: sluicev1.NodePhase_NODE_PHASE_INVALID})
+	rev, err := s.Create(ctx, "json", &sluicev1.NodeStatus{Node: "json", Phase: sluicev1.NodePhase_NODE_PHASE_INVALID})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -163,8 +163,8 @@ func testValuesAreReadableJSON(t *testing.T, env *natstest.Env) {
 	if err := json.Unmarshal(e.Value(), &got); err != nil {
 		t.Fatalf("stored value is not JSON: %s: %v", e.Value(), err)
 	}
-	if got["node"] != "n1" || got["phase"] != "NODE_PHASE_INVALID" || len(got) != 2 {
-		t.Fatalf("stored %s, want node n1 and phase NODE_PHASE_INVALID", e.Value())
+	if got["node"] != "json" || got["phase"] != "NODE_PHASE_INVALID" || len(got) != 2 {
+		t.Fatalf("stored %s, want node json and phase NODE_PHASE_INVALID", e.Value())
 	}
 }
 
@@ -230,20 +230,20 @@ func testParallelMutatesLoseNoIncrement(t *testing.T, env *natstest.Env) {
 	var calls atomic.Int64
 	inc := func(cur *sluicev1.Head) (*sluicev1.Head, error) {
 		calls.Add(1)
-		return &sluicev1.Head{Generation: cur.GetGeneration() + 1}, nil
+		return &sluicev1.Head{Revision: "r", Generation: cur.GetGeneration() + 1}, nil
 	}
 	var wg sync.WaitGroup
 	errs := make(chan error, workers)
 	for range workers {
 		wg.Go(func() {
 			for range each {
-				_, err := s.Mutate(ctx, "counter", inc)
+				_, err := s.Mutate(ctx, contract.KeyHead, inc)
 				// Mutate gives up after 20 lost compare-and-sets, having written
 				// nothing; eight writers of one key on a loaded cluster, whose
 				// reads may come from a replica behind, can lose that often.
 				// The caller tries again: no increment may be lost either way.
 				for errors.Is(err, store.ErrConflict) && ctx.Err() == nil {
-					_, err = s.Mutate(ctx, "counter", inc)
+					_, err = s.Mutate(ctx, contract.KeyHead, inc)
 				}
 				if err != nil {
 					errs <- err
@@ -257,7 +257,7 @@ func testParallelMutatesLoseNoIncrement(t *testing.T, env *natstest.Env) {
 	for err := range errs {
 		t.Fatalf("mutate: %v", err)
 	}
-	got, err := latest(t, env, s, "counter")
+	got, err := latest(t, env, s, contract.KeyHead)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -324,7 +324,7 @@ func testWritesContinueWithOneServerDown(t *testing.T, c *natstest.Cluster) {
 	defer cancel()
 	s := store.New(c.Buckets.Revisions, newHead)
 	inc := func(cur *sluicev1.Head) (*sluicev1.Head, error) {
-		return &sluicev1.Head{Generation: cur.GetGeneration() + 1}, nil
+		return &sluicev1.Head{Revision: "r", Generation: cur.GetGeneration() + 1}, nil
 	}
 	// The server most likely to lead is as good a victim as any: stop the first.
 	c.StopServer(t, 0)
@@ -336,7 +336,7 @@ func testWritesContinueWithOneServerDown(t *testing.T, c *natstest.Cluster) {
 		natstest.Eventually(t, 60*time.Second, "a write with one server down", func() bool {
 			actx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
 			defer cancel()
-			_, err := s.Mutate(actx, "failover", inc)
+			_, err := s.Mutate(actx, contract.KeyHead, inc)
 			if err != nil {
 				t.Logf("write %d: %v", i, err)
 			}
@@ -344,7 +344,7 @@ func testWritesContinueWithOneServerDown(t *testing.T, c *natstest.Cluster) {
 		})
 	}
 	c.RestartServer(t, 0)
-	got, err := latest(t, c.Env, s, "failover") // the restarted server may answer before it caught up
+	got, err := latest(t, c.Env, s, contract.KeyHead) // the restarted server may answer before it caught up
 	if err != nil || got.Value.GetGeneration() < 10 {
 		t.Fatalf("after restart: %v %v, want generation at least 10", got.Value, err)
 	}

@@ -114,7 +114,8 @@ func (a *Agent) receivePause(m *nats.Msg) {
 		return
 	}
 	r := &sluicev1.PauseRequest{}
-	if err := store.Unmarshal(m.Data, r); err != nil {
+	// Checked as a Get is (store.Decode): a value of another type is unreadable.
+	if err := store.Decode(contract.BucketControl, contract.KeyPause, m.Data, r); err != nil {
 		rev, _ := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
 		a.unreadablePause(rev, err, "republished write")
 		return

@@ -329,8 +329,9 @@ func TestAgent_UnreadableOwnPresence_IsOverwritten(t *testing.T) {
 // read it again every second, with a warning each time (and its desired
 // config re-read along). Now it is reported once per stored revision, the
 // request in force stays, desired configs are still applied, and the next
-// readable request is followed. A value of another type decodes as a
-// request of generation 0, which changes nothing.
+// readable request is followed. So is a value of another type: it would
+// decode as a request of generation 0, and is not well-formed for the key
+// (pkg/contract/wellformed).
 func TestAgent_UnreadablePause_IsReportedOnceAndTheAgentCarriesOn(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -339,7 +340,7 @@ func TestAgent_UnreadablePause_IsReportedOnceAndTheAgentCarriesOn(t *testing.T) 
 	}{
 		{name: "not json", given: []byte("{not json"), wantEvent: true},
 		{name: "zero bytes", given: []byte{}, wantEvent: true},
-		{name: "a value of another type", given: []byte(`{"node": "n1", "phase": "NODE_PHASE_PROVISIONED"}`)},
+		{name: "a value of another type", given: []byte(`{"node": "n1", "phase": "NODE_PHASE_PROVISIONED"}`), wantEvent: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

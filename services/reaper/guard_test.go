@@ -27,7 +27,7 @@ func (f *fleet) setActive(t *testing.T, id string) {
 		}
 		return
 	}
-	if _, err := refs.Update(ctx, contract.KeyActive, &sluicev1.RolloutRef{Rollout: id}, cur.Revision); err != nil {
+	if _, err := refs.Update(ctx, contract.KeyActive, &sluicev1.RolloutRef{Rollout: id, Revision: "rev-" + id}, cur.Revision); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -106,12 +106,12 @@ func TestReaper_NodeOfTheActiveRollout_KeptUntilTheRolloutEnds(t *testing.T) {
 		active  string
 		want    []string // keys left after two passes past grace
 	}{
-		{name: "desired of the active rollout", desired: &sluicev1.DesiredConfig{Node: "gone", Fingerprint: "fp", Rollout: "7-aaaa"}, active: "7-aaaa",
+		{name: "desired of the active rollout", desired: formed(&sluicev1.DesiredConfig{Node: "gone", Fingerprint: "fp", Rollout: "7-aaaa"}), active: "7-aaaa",
 			want: []string{"desired", "backup", "status"}},
-		{name: "revert of the active rollout", desired: &sluicev1.DesiredConfig{Node: "gone", Fingerprint: "fp-backup", Rollout: "7-aaaa", Revert: true}, active: "7-aaaa",
+		{name: "revert of the active rollout", desired: formed(&sluicev1.DesiredConfig{Node: "gone", Fingerprint: "fp-backup", Rollout: "7-aaaa", Revert: true}), active: "7-aaaa",
 			want: []string{"desired", "backup", "status"}},
-		{name: "desired of an older rollout", desired: &sluicev1.DesiredConfig{Node: "gone", Fingerprint: "fp", Rollout: "6-bbbb"}, active: "7-aaaa"},
-		{name: "no active rollout", desired: &sluicev1.DesiredConfig{Node: "gone", Fingerprint: "fp", Rollout: "7-aaaa"}},
+		{name: "desired of an older rollout", desired: formed(&sluicev1.DesiredConfig{Node: "gone", Fingerprint: "fp", Rollout: "6-bbbb"}), active: "7-aaaa"},
+		{name: "no active rollout", desired: formed(&sluicev1.DesiredConfig{Node: "gone", Fingerprint: "fp", Rollout: "7-aaaa"})},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -50,10 +50,10 @@ func TestReaper_CollectIntents_DeletesOnlyTheUnreferenced(t *testing.T) {
 	if _, err := store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Create(ctx, contract.KeyHead, &sluicev1.Head{Revision: "rev-head", Generation: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Create(ctx, contract.KeyLastApplied, &sluicev1.RolloutRef{Revision: "rev-applied"}); err != nil {
+	if _, err := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Create(ctx, contract.KeyLastApplied, &sluicev1.RolloutRef{Rollout: "2-applied", Revision: "rev-applied"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.configs.Create(ctx, contract.BackupKey("n1"), &sluicev1.DesiredConfig{Node: "n1", Revision: "rev-old", Fingerprint: "fp"}); err != nil {
+	if _, err := f.configs.Create(ctx, contract.BackupKey("n1"), formed(&sluicev1.DesiredConfig{Node: "n1", Revision: "rev-old", Fingerprint: "fp"})); err != nil {
 		t.Fatal(err)
 	}
 	r := f.newReaper(t, &clock{t: time.Now()})
@@ -66,13 +66,13 @@ func TestReaper_CollectIntents_DeletesOnlyTheUnreferenced(t *testing.T) {
 
 	// The node moves on to the head: "old" is referenced no more.
 	if _, err := f.configs.Mutate(ctx, contract.BackupKey("n1"), func(*sluicev1.DesiredConfig) (*sluicev1.DesiredConfig, error) {
-		return &sluicev1.DesiredConfig{Node: "n1", Revision: "rev-head", Fingerprint: "fp2"}, nil
+		return formed(&sluicev1.DesiredConfig{Node: "n1", Revision: "rev-head", Fingerprint: "fp2"}), nil
 	}); err != nil {
 		t.Fatal(err)
 	}
 	// An apply in progress holds everything: its rollback may write them back.
 	journals := store.New(b.Revisions, func() *sluicev1.ApplyJournal { return &sluicev1.ApplyJournal{} })
-	jrev, err := journals.Create(ctx, contract.KeyPending, &sluicev1.ApplyJournal{})
+	jrev, err := journals.Create(ctx, contract.KeyPending, &sluicev1.ApplyJournal{Source: "api"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -63,7 +64,7 @@ func TestDeleteKeys_KeyChangedSinceRead_IsKeptWithoutAnError(t *testing.T) {
 	}
 	configs := store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
 	statuses := store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
-	if _, err := configs.Create(ctx, contract.DesiredKey("n1"), &sluicev1.DesiredConfig{Node: "n1", Fingerprint: "fp"}); err != nil {
+	if _, err := configs.Create(ctx, contract.DesiredKey("n1"), formed(&sluicev1.DesiredConfig{Node: "n1", Fingerprint: "fp"})); err != nil {
 		t.Fatal(err)
 	}
 	rev, err := statuses.Create(ctx, "n1", &sluicev1.NodeStatus{Node: "n1"})
@@ -97,4 +98,13 @@ func TestDeleteKeys_KeyChangedSinceRead_IsKeptWithoutAnError(t *testing.T) {
 	if _, ok := r.absent["n1"]; !ok {
 		t.Error("absence timer cleared; want it kept so the next pass looks again")
 	}
+}
+
+// formed gives d, a test's desired config, a config its fingerprint is
+// the fingerprint of, as the store requires (pkg/contract/wellformed): the
+// config is named after the test's fingerprint tag.
+func formed(d *sluicev1.DesiredConfig) *sluicev1.DesiredConfig {
+	d.Config = &sluicev1.NodeConfig{Intents: []*sluicev1.Intent{{Name: d.GetFingerprint()}}}
+	d.Fingerprint = render.Fingerprint(d.Config)
+	return d
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/reaper"
@@ -64,7 +65,7 @@ func (f *fleet) seed(t *testing.T, node string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, key := range []string{contract.DesiredKey(node), contract.BackupKey(node)} {
-		if _, err := f.configs.Create(ctx, key, &sluicev1.DesiredConfig{Node: node, Fingerprint: "fp"}); err != nil {
+		if _, err := f.configs.Create(ctx, key, formed(&sluicev1.DesiredConfig{Node: node, Fingerprint: "fp"})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -251,4 +252,13 @@ func TestNew_RequiresConn(t *testing.T) {
 	if _, err := reaper.New(reaper.Config{}); err == nil {
 		t.Fatal("New without Conn succeeded")
 	}
+}
+
+// formed gives d, a test's desired config, a config its fingerprint is
+// the fingerprint of, as the store requires (pkg/contract/wellformed): the
+// config is named after the test's fingerprint tag.
+func formed(d *sluicev1.DesiredConfig) *sluicev1.DesiredConfig {
+	d.Config = &sluicev1.NodeConfig{Intents: []*sluicev1.Intent{{Name: d.GetFingerprint()}}}
+	d.Fingerprint = render.Fingerprint(d.Config)
+	return d
 }

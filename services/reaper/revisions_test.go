@@ -31,14 +31,14 @@ func TestReaper_CollectRevisions_KeepsTheNewestAndTheReferenced(t *testing.T) {
 	if _, err := store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Create(ctx, contract.KeyHead, &sluicev1.Head{Revision: "r5", Generation: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Create(ctx, contract.KeyLastApplied, &sluicev1.RolloutRef{Revision: "r4"}); err != nil {
+	if _, err := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Create(ctx, contract.KeyLastApplied, &sluicev1.RolloutRef{Rollout: "4-r4", Revision: "r4"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }).Create(ctx, "4-r4",
 		&sluicev1.Rollout{Id: "4-r4", Revision: "r4", PreviousRevision: "r2", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.configs.Create(ctx, contract.DesiredKey("n1"), &sluicev1.DesiredConfig{Node: "n1", Revision: "r3", Fingerprint: "fp"}); err != nil {
+	if _, err := f.configs.Create(ctx, contract.DesiredKey("n1"), formed(&sluicev1.DesiredConfig{Node: "n1", Revision: "r3", Fingerprint: "fp"})); err != nil {
 		t.Fatal(err)
 	}
 	r, err := reaper.New(reaper.Config{Conn: f.env.Conn, Settings: f.env.Settings, RevisionRetention: 1})

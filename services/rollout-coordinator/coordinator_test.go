@@ -21,8 +21,9 @@ import (
 )
 
 // fakeFleet plays the agents' side of the contract: presence, and a status
-// report for each desired config after a fixed delay. It records how many
-// nodes were applying at once.
+// report for each desired config after a fixed delay. Like an agent, it
+// ignores a desired config whose fingerprint is not its config's. It records
+// how many nodes were applying at once.
 type fakeFleet struct {
 	env       *natstest.Env
 	status    *store.Store[*sluicev1.NodeStatus]
@@ -31,12 +32,34 @@ type fakeFleet struct {
 	fail      map[string]bool
 	mu        sync.Mutex
 	statusRev map[string]uint64
+	held      map[string]*sluicev1.DesiredConfig // node → the apply held (not reported) by hold
+}
+
+// hold makes node's next applies go unreported until release.
+func (f *fakeFleet) hold(node string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.held[node] = nil
+}
+
+// release reports node's last held apply, failed (Invalid) when fail is set.
+func (f *fakeFleet) release(ctx context.Context, node string, fail bool) {
+	f.mu.Lock()
+	d := f.held[node]
+	delete(f.held, node)
+	if fail {
+		f.fail = map[string]bool{node: true}
+	}
+	f.mu.Unlock()
+	if d != nil {
+		f.apply(ctx, d, 0)
+	}
 }
 
 func startFleet(t *testing.T, env *natstest.Env, delay time.Duration, fail map[string]bool, nodes ...string) *fakeFleet {
 	t.Helper()
 	ctx := context.Background()
-	f := &fakeFleet{env: env, fail: fail, statusRev: map[string]uint64{},
+	f := &fakeFleet{env: env, fail: fail, statusRev: map[string]uint64{}, held: map[string]*sluicev1.DesiredConfig{},
 		status: store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })}
 	presence := store.New(env.Buckets.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
 	for _, n := range nodes {
@@ -45,8 +68,8 @@ func startFleet(t *testing.T, env *natstest.Env, delay time.Duration, fail map[s
 		}
 		sub, err := env.Conn.Subscribe(contract.NodeConfigSubject(n), func(m *nats.Msg) {
 			var d sluicev1.DesiredConfig
-			if err := store.Unmarshal(m.Data, &d); err != nil {
-				return
+			if err := store.Unmarshal(m.Data, &d); err != nil || d.GetFingerprint() == "" || render.Fingerprint(d.GetConfig()) != d.GetFingerprint() {
+				return // an agent refuses it (UnreadableDesiredIgnored)
 			}
 			go f.apply(ctx, &d, delay)
 		})
@@ -73,12 +96,16 @@ func (f *fakeFleet) apply(ctx context.Context, d *sluicev1.DesiredConfig, delay 
 	}
 	time.Sleep(delay) // the apply itself, not a wait for a condition
 	f.applying.Add(-1)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if _, held := f.held[d.GetNode()]; held {
+		f.held[d.GetNode()] = d
+		return
+	}
 	phase := sluicev1.NodePhase_NODE_PHASE_PROVISIONED
 	if f.fail[d.GetNode()] && !d.GetRevert() {
 		phase = sluicev1.NodePhase_NODE_PHASE_INVALID
 	}
-	f.mu.Lock()
-	defer f.mu.Unlock()
 	rev, err := f.status.Update(ctx, d.GetNode(), &sluicev1.NodeStatus{
 		Node: d.GetNode(), Phase: phase, Fingerprint: d.GetFingerprint(), Revision: d.GetRevision(),
 		Rollout: d.GetRollout(), LastUpdate: timestamppb.Now(), Message: "fake", FailedCheck: "fake-check",

@@ -8,6 +8,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -41,7 +42,7 @@ func TestEffects_DeposedTermWritesNothingEvenToUntouchedKeys(t *testing.T) {
 			}
 			ctx := context.Background()
 			old := testEffects(t, env, 5, "old")
-			if err := old.writeDesired(ctx, &sluicev1.DesiredConfig{Node: "n1", Fingerprint: "a", Config: &sluicev1.NodeConfig{}}, nil); err != nil {
+			if err := old.writeDesired(ctx, desiredOf("n1", "a"), nil); err != nil {
 				t.Fatalf("the leader's own write: %v", err)
 			}
 			nu := testEffects(t, env, 6, "new")
@@ -51,10 +52,10 @@ func TestEffects_DeposedTermWritesNothingEvenToUntouchedKeys(t *testing.T) {
 
 			writes := map[string]func() error{
 				"desired config of an untouched node": func() error {
-					return old.writeDesired(ctx, &sluicev1.DesiredConfig{Node: "n2", Fingerprint: "stale", Config: &sluicev1.NodeConfig{}}, nil)
+					return old.writeDesired(ctx, desiredOf("n2", "stale"), nil)
 				},
 				"desired config it knows the revision of": func() error {
-					return old.writeDesired(ctx, &sluicev1.DesiredConfig{Node: "n1", Fingerprint: "stale", Config: &sluicev1.NodeConfig{}}, nil)
+					return old.writeDesired(ctx, desiredOf("n1", "stale"), nil)
 				},
 				"invalid fingerprint": func() error {
 					return old.recordInvalid(ctx, &sluicev1.InvalidFingerprint{Fingerprint: "deadbeef", Node: "n2"})
@@ -73,8 +74,8 @@ func TestEffects_DeposedTermWritesNothingEvenToUntouchedKeys(t *testing.T) {
 					t.Errorf("%s exists after the deposed term's write: %v", key, err)
 				}
 			}
-			if d, _ := old.nodeconfigs.Get(ctx, "n1.desired"); d.Value.GetFingerprint() != "a" {
-				t.Errorf("n1.desired = %s, want the old term's last legitimate write", d.Value.GetFingerprint())
+			if d, _ := old.nodeconfigs.Get(ctx, "n1.desired"); d.Value.GetRevision() != "a" {
+				t.Errorf("n1.desired = %s, want the old term's last legitimate write", d.Value.GetRevision())
 			}
 			if _, err := old.invalid.Get(ctx, "deadbeef"); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("the deposed term recorded a fingerprint: %v", err)
@@ -82,9 +83,16 @@ func TestEffects_DeposedTermWritesNothingEvenToUntouchedKeys(t *testing.T) {
 			if _, err := old.rollouts.Get(ctx, "9-stale"); !errors.Is(err, store.ErrNotFound) {
 				t.Errorf("the deposed term created a rollout: %v", err)
 			}
-			if err := nu.writeDesired(ctx, &sluicev1.DesiredConfig{Node: "n2", Fingerprint: "b", Config: &sluicev1.NodeConfig{}}, nil); err != nil {
+			if err := nu.writeDesired(ctx, desiredOf("n2", "b"), nil); err != nil {
 				t.Fatalf("the new term's write: %v", err)
 			}
 		})
 	}
+}
+
+// desiredOf is a well-formed desired config of node, told apart by its
+// revision tag (its config and fingerprint follow from it).
+func desiredOf(node, tag string) *sluicev1.DesiredConfig {
+	cfg := &sluicev1.NodeConfig{Intents: []*sluicev1.Intent{{Name: tag}}}
+	return &sluicev1.DesiredConfig{Node: node, Revision: tag, Config: cfg, Fingerprint: render.Fingerprint(cfg)}
 }

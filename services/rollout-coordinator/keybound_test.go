@@ -14,7 +14,8 @@ import (
 
 // A value is bound to its key: a presence or status written under one
 // node's key that names another node (what a compromised agent would write
-// to act as another) counts for neither, and is reported.
+// to act as another) counts for neither, and is reported as unreadable (the
+// store's check, pkg/contract/wellformed).
 func TestCoordinator_ValueNamingAnotherNode_IsSkippedAndReported(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
 	ctx := context.Background()
@@ -38,7 +39,6 @@ func TestCoordinator_ValueNamingAnotherNode_IsSkippedAndReported(t *testing.T) {
 		t.Fatalf("counts %v: want the three real nodes only", c)
 	}
 	// margin: the poll ends as soon as both events arrived.
-	natstest.Eventually(t, 30*time.Second, "ValueKeyMismatch for the presence and the status of rogue", func() bool {
-		return evs.count("ValueKeyMismatch", "") == 2
-	})
+	evs.wait(t, "ValueUnreadable", contract.BucketNodes+"/rogue")
+	evs.wait(t, "ValueUnreadable", contract.BucketStatus+"/rogue")
 }

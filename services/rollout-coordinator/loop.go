@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/contract/wellformed"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -305,9 +306,6 @@ func (lp *loop) run(ctx context.Context) error {
 			if e.Value == nil && !e.Deleted {
 				continue
 			}
-			if !e.Deleted && !lp.boundToKey(contract.BucketNodes, e.Key, e.Value.GetNode()) {
-				continue
-			}
 			if !e.Deleted {
 				if err := lp.returning(ctx, e.Key, e.Value); err != nil {
 					return err
@@ -330,8 +328,6 @@ func (lp *loop) run(ctx context.Context) error {
 				lp.cfg.Metrics.nodePhase(e.Key, nil)
 				ev = rollout.Reaped{Node: e.Key}
 			case e.Value == nil:
-				continue
-			case !lp.boundToKey(contract.BucketStatus, e.Key, e.Value.GetNode()):
 				continue
 			default:
 				e.Value.Node = e.Key
@@ -378,41 +374,20 @@ func (lp *loop) skip(bucket, key, why string) {
 		Reason: bucket + "/" + key + " " + why})
 }
 
-// boundToKey reports whether a node's value names the node its key does (or
-// none). A value written under one node's key that names another — what a
-// compromised agent would write to act as another node — is skipped and
-// reported once per key: it never counts for either node.
-func (lp *loop) boundToKey(bucket, key, node string) bool {
-	if node == "" || node == key {
-		delete(lp.quarantined, bucket+"/"+key+" mismatch")
-		return true
-	}
-	if !lp.quarantined[bucket+"/"+key+" mismatch"] {
-		lp.quarantined[bucket+"/"+key+" mismatch"] = true
-		reason := fmt.Sprintf("%s/%s holds a value naming node %q: a value is bound to its key, so it is skipped until the node's agent rewrites it", bucket, key, node)
-		lp.log.Warn().Str(logging.FieldBucket, bucket).Str(logging.FieldKey, key).Str(logging.FieldReason, reason).Msg("value does not match its key")
-		lp.emit(&sluicev1.Event{Kind: contract.KindNode, Id: key, Node: key, Type: "ValueKeyMismatch", Reason: reason})
-	}
-	return false
-}
-
 // load reads everything the coordinator owns or depends on. Presence, status
 // and head come from the watchers' initial values, so the live changes that
 // follow continue exactly where the read ended.
 func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.NodePresence],
 	statusW <-chan store.Entry[*sluicev1.NodeStatus], headW <-chan store.Entry[*sluicev1.Head]) (rollout.Loaded, error) {
 	ev := rollout.Loaded{Term: lp.term.epoch, InvalidExpiry: lp.cfg.InvalidExpiry}
+	// The store bound every value to its key (a presence or status naming
+	// another node — what a compromised agent would write to act as
+	// another — is unreadable: pkg/contract/wellformed).
 	for e := range initial(ctx, lp, contract.BucketNodes, nodesW) {
-		if !lp.boundToKey(contract.BucketNodes, e.Key, e.Value.GetNode()) {
-			continue
-		}
 		e.Value.Node = e.Key
 		ev.Presence = append(ev.Presence, e.Value)
 	}
 	for e := range initial(ctx, lp, contract.BucketStatus, statusW) {
-		if !lp.boundToKey(contract.BucketStatus, e.Key, e.Value.GetNode()) {
-			continue
-		}
 		e.Value.Node = e.Key
 		ev.Status = append(ev.Status, e.Value)
 		lp.cfg.Metrics.nodePhase(e.Key, e.Value)
@@ -455,12 +430,7 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return ev, err
 	}
-	if ref, err := lp.refs.Get(ctx, contract.KeyActive); err == nil && ref.Value.GetRollout() == "" {
-		// A value of another type decodes as a pointer to no rollout: as
-		// one that does not decode, it is reported and written over.
-		lp.skip(contract.BucketRollouts, contract.KeyActive, "names no rollout and is skipped until it is rewritten (a value of another type?)")
-		lp.kv.setRev(contract.BucketRollouts, contract.KeyActive, ref.Revision)
-	} else if err == nil {
+	if ref, err := lp.refs.Get(ctx, contract.KeyActive); err == nil {
 		lp.kv.setRev(contract.BucketRollouts, contract.KeyActive, ref.Revision)
 		r, err := lp.rollouts.Get(ctx, ref.Value.GetRollout())
 		switch {
@@ -495,6 +465,12 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 			continue
 		}
 		if c.Err != nil {
+			if _, which, _ := contract.NodeOfConfigKey(c.Key); which == "backup" {
+				// Treated as no backup: a revert of the node takes the last
+				// applied revision's config for it, as after a reap.
+				lp.skip(contract.BucketNodeConfigs, c.Key, fmt.Sprintf("is unreadable (%v): the node is treated as having no backup, and a revert gives it the last applied revision's config", c.Err))
+				continue
+			}
 			lp.quarantine(contract.BucketNodeConfigs, c.Key, c.Err)
 			continue
 		}
@@ -563,27 +539,20 @@ func initial[T proto.Message](ctx context.Context, lp *loop, bucket string, w <-
 	}
 }
 
-// revision reads revision id, named by the value at bucket/key. A revision
-// it cannot use is reported (skip) and returned as nil, so that what names
-// it is not rolled out and the term carries on instead of ending on every
-// start: one that does not decode, and one whose id is not its key — a
-// value of another type decodes as an empty Revision, and rolling that out
-// would empty every node. A value naming no revision is reported the same.
+// revision reads revision id, named by the value at bucket/key (the store
+// checked that value names one). A revision it cannot use — unreadable or
+// not well-formed (pkg/contract/wellformed: a value of another type would
+// read as an empty Revision, and rolling that out would empty every node) —
+// is reported and returned as nil, so that what names it is not rolled out
+// and the term carries on instead of ending on every start.
 func (lp *loop) revision(ctx context.Context, bucket, key, id string) (*sluicev1.Revision, error) {
-	if id == "" {
-		lp.skip(bucket, key, "names no revision and is skipped until it is rewritten (a value of another type?)")
-		return nil, nil
-	}
 	e, err := lp.revisions.Get(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrUndecodable):
 		lp.quarantine(contract.BucketRevisions, id, err)
 		return nil, nil
 	case err != nil:
-		return nil, fmt.Errorf("revision %s: %w", id, err)
-	case e.Value.GetId() != id:
-		lp.skip(contract.BucketRevisions, id, fmt.Sprintf("holds revision %q, not the one its key names (a value of another type?), and is skipped until it is rewritten", e.Value.GetId()))
-		return nil, nil
+		return nil, fmt.Errorf("revision %s (named by %s/%s): %w", id, bucket, key, err)
 	}
 	return e.Value, nil
 }
@@ -640,6 +609,9 @@ func (lp *loop) stepLanded(ctx context.Context) error {
 func (lp *loop) perform(ctx context.Context, a rollout.Action) error {
 	switch a := a.(type) {
 	case rollout.WriteDesired:
+		if !lp.writable(&a) {
+			return nil
+		}
 		if len(lp.writes) == 0 {
 			// No writer pool (scenario tests): write now, in order.
 			return lp.writeNow(ctx, a)
@@ -679,6 +651,37 @@ func (lp *loop) perform(ctx context.Context, a rollout.Action) error {
 		lp.emit(a.Event)
 	}
 	return nil
+}
+
+// writable checks a desired-config write against the rule every reader
+// applies (wellformed.DesiredConfig) before it is queued: defence in depth,
+// since a value Decide built from something unreadable would be refused by
+// the agent and leave the node waiting for a config that never comes. A
+// desired config that fails is not written, with an error event naming the
+// node (the node's deadlines then run as for any write that never lands); a
+// backup that fails is left out, and the backup key keeps what it holds.
+func (lp *loop) writable(w *rollout.WriteDesired) bool {
+	node := w.Desired.GetNode()
+	refuse := func(what string, err error) {
+		reason := fmt.Sprintf("refused to write %s of node %s: %v", what, node, err)
+		lp.log.Error().Str(logging.FieldNode, node).Str(logging.FieldReason, reason).Msg("desired-config write refused")
+		lp.emit(&sluicev1.Event{Kind: contract.KindNode, Id: node, Node: node, Type: "DesiredWriteRefused",
+			Rollout: w.Desired.GetRollout(), Revision: w.Desired.GetRevision(), Reason: reason})
+	}
+	if err := wellformed.DesiredConfig(node, w.Desired); err != nil || node == "" {
+		if err == nil {
+			err = errors.New("it names no node")
+		}
+		refuse("the desired config", err)
+		return false
+	}
+	if w.Backup != nil {
+		if err := wellformed.DesiredConfig(node, w.Backup); err != nil {
+			refuse("the backup", fmt.Errorf("%w; the desired config is written without it", err))
+			w.Backup = nil
+		}
+	}
+	return true
 }
 
 // writeNow writes one desired config and emits its events once it landed.
@@ -894,7 +897,7 @@ func (lp *loop) recheckOverdue(ctx context.Context) error {
 	}
 	wg.Wait()
 	for _, e := range got {
-		if e.Value == nil || e.Revision <= lp.statusRev[e.Key] || !lp.boundToKey(contract.BucketStatus, e.Key, e.Value.GetNode()) {
+		if e.Value == nil || e.Revision <= lp.statusRev[e.Key] {
 			continue // nothing read, or the watch delivered it (or newer)
 		}
 		lp.statusRev[e.Key] = e.Revision

@@ -145,3 +145,50 @@ func (e *events) wait(t *testing.T, typ, key string) {
 	// margin: the poll ends as soon as the event arrives.
 	natstest.Eventually(t, 30*time.Second, typ+" naming "+key, func() bool { return e.count(typ, key+" ") > 0 })
 }
+
+// A value of another type in a node's backup key (here a fence, which
+// decodes as an empty DesiredConfig) is not taken as the node's backup by
+// the next term: it is reported with a ValueUnreadable event naming the
+// key, and when the rollout fails the node is reverted to the last applied
+// revision's config, as a node without a backup is, so the rollout ends
+// RolledBack at once. Before, the revert wrote a desired config with no
+// fingerprint and no config, which the agent refuses: the rollout hung in
+// Reverting until its revert deadline (10 minutes).
+func TestCoordinator_ForeignBackup_IsNoBackupAndTheRevertEnds(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	fleet := startFleet(t, env, 10*time.Millisecond, nil, "n1")
+	evs := watchEvents(t, env)
+	stop := startCoordinator(t, env, "c1")
+	a := moveHead(t, env, 1, "1", table("a", 100))
+	waitRollout(t, env, "1-"+render.Short(a.Id), sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED)
+
+	// The next rollout reaches n1, whose apply is still running when the
+	// leader stops.
+	fleet.hold("n1")
+	b := moveHead(t, env, 2, "1", table("b", 101))
+	cfgs := store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
+	// margin: the poll ends as soon as the write lands.
+	natstest.Eventually(t, 30*time.Second, "n1's desired config of the second revision", func() bool {
+		d, err := cfgs.Get(ctx, contract.DesiredKey("n1"))
+		return err == nil && d.Value.GetRevision() == b.Id
+	})
+	stop()
+	put(t, env.Buckets.NodeConfigs, contract.BackupKey("n1"), `{"holder":"x","epoch":"5"}`)
+
+	startCoordinator(t, env, "c2")
+	fleet.release(ctx, "n1", true)
+
+	// waitRollout's 60 s margin is far below the 10-minute revert deadline
+	// the rollout hung until before.
+	r := waitRollout(t, env, "2-"+render.Short(b.Id), sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK)
+	if c := r.GetCounts(); c.GetReverted() != 1 {
+		t.Fatalf("counts = %v; want n1 reverted", c)
+	}
+	want := render.Fingerprint(render.NodeConfig(a, map[string]string{"zone": "a"}))
+	d, err := cfgs.Get(ctx, contract.DesiredKey("n1"))
+	if err != nil || !d.Value.GetRevert() || d.Value.GetFingerprint() != want || d.Value.GetRevision() != a.Id {
+		t.Fatalf("n1 desired = %v, %v; want a revert to the last applied revision %s (fingerprint %s)", d.Value, err, render.Short(a.Id), render.Short(want))
+	}
+	evs.wait(t, "ValueUnreadable", contract.BucketNodeConfigs+"/"+contract.BackupKey("n1"))
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/sluice/internal/dev"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -262,6 +263,19 @@ func (sd seed) write(t *testing.T, env *natstest.Env) {
 	t.Helper()
 	ctx := context.Background()
 	b := env.Buckets
+	// A desired config is read only if its fingerprint is its config's
+	// (pkg/contract/wellformed): a made-up fingerprint stands for the
+	// config named after it (fixtureFP), in statuses too.
+	for _, d := range sd.desired {
+		if d.Config == nil {
+			d.Config, d.Fingerprint = fixtureConfig(d.GetFingerprint()), fixtureFP(d.GetFingerprint())
+		}
+	}
+	for _, st := range sd.statuses {
+		if st.GetFingerprint() != "" {
+			st.Fingerprint = fixtureFP(st.GetFingerprint())
+		}
+	}
 	for _, r := range sd.rollouts {
 		if _, err := store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }).Create(ctx, r.GetId(), r); err != nil {
 			t.Fatal(err)
@@ -283,6 +297,14 @@ func (sd seed) write(t *testing.T, env *natstest.Env) {
 		}
 	}
 }
+
+// fixtureConfig is the config a test's made-up fingerprint fp stands for.
+func fixtureConfig(fp string) *sluicev1.NodeConfig {
+	return &sluicev1.NodeConfig{Intents: []*sluicev1.Intent{{Name: "fixture-" + fp}}}
+}
+
+// fixtureFP is the real fingerprint of fixtureConfig(fp).
+func fixtureFP(fp string) string { return render.Fingerprint(fixtureConfig(fp)) }
 
 const (
 	fpBackup = "dddddddddddd4444444444444444444444444444444444444444444444444444"
@@ -334,8 +356,8 @@ func TestRolloutStatus_RolledBackRecord_ListsItsNodesAndExitsWith3(t *testing.T)
 		{"node-03", "invalid,", "reverted", "ping", "10.0.0.1", "unreachable", "|", "output:", "100%", "packet", "loss"},
 		{"node-07", "timed", "out", "deadline", "no", "final", "report", "within", "the", "apply", "deadline", "5m0s"},
 		{"node-09", "skipped", "-", "left", "during", "the", "rollout", "(not", "a", "failure)"},
-		{"node-04", "reverting", "-", "backup", "dddddddddddd", "written", "5h", "ago;", "the", "agent", "has", "not", "picked", "it", "up"},
-		{"node-06", "reverted", "-", "backup", "dddddddddddd", "is", "in", "force", "again"},
+		{"node-04", "reverting", "-", "backup", fixtureFP(fpBackup)[:12], "written", "5h", "ago;", "the", "agent", "has", "not", "picked", "it", "up"},
+		{"node-06", "reverted", "-", "backup", fixtureFP(fpBackup)[:12], "is", "in", "force", "again"},
 	}
 	if len(table) != len(want) {
 		t.Fatalf("node table has %d lines, want %d:\n%s", len(table), len(want), stdout)

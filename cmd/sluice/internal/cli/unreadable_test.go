@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"strings"
@@ -37,6 +38,7 @@ func TestGet_UnreadableValue_IsShownAndTheRestListed(t *testing.T) {
 		kind     string
 		bucket   string
 		badKey   string
+		badValue string // "" = "garbage{"
 		seed     func(t *testing.T, env *natstest.Env)
 		wantItem string // a word of the readable item's row
 		items    int
@@ -66,6 +68,15 @@ func TestGet_UnreadableValue_IsShownAndTheRestListed(t *testing.T) {
 			},
 		},
 		{
+			// Valid JSON of another type (a fence) decodes as an empty
+			// record: it is unreadable, never listed as a record.
+			name: "fingerprints, a value of another type", kind: "fingerprints", bucket: contract.BucketFingerprints, badKey: fpOther,
+			badValue: `{"holder":"x","epoch":"5"}`, wantItem: fpX[:12], items: 1,
+			seed: func(t *testing.T, env *natstest.Env) {
+				seed{fingerprints: []*sluicev1.InvalidFingerprint{{Fingerprint: fpX, Revision: revB, Node: "node-03", Check: "ping", Time: timestamppb.Now()}}}.write(t, env)
+			},
+		},
+		{
 			name: "revisions", kind: "revisions", bucket: contract.BucketRevisions, badKey: revB, wantItem: revA[:12], items: 1,
 			seed: func(t *testing.T, env *natstest.Env) {
 				revs := store.New(env.Buckets.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} })
@@ -88,7 +99,8 @@ func TestGet_UnreadableValue_IsShownAndTheRestListed(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			env := natstest.Start(t, contract.DefaultSettings())
 			tt.seed(t, env)
-			putRaw(t, env, tt.bucket, tt.badKey, []byte("garbage{"))
+			bad := cmp.Or(tt.badValue, "garbage{")
+			putRaw(t, env, tt.bucket, tt.badKey, []byte(bad))
 			putRaw(t, env, tt.bucket, contract.KeyFence, []byte(`{"leaderEpoch": "4"}`))
 
 			code, stdout, stderr := sluice(t, env.URL, "get", tt.kind)
@@ -151,7 +163,7 @@ func TestRolloutStatus_UnreadableStatus_NodeShownAndExitCodeUnchanged(t *testing
 	putRaw(t, env, contract.BucketRollouts, contract.KeyFence, []byte(`{"leaderEpoch": "4"}`))
 	for _, k := range []string{contract.KeyActive} {
 		refs := store.New(env.Buckets.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
-		if _, err := refs.Create(context.Background(), k, &sluicev1.RolloutRef{Rollout: r.GetId(), Generation: 5}); err != nil {
+		if _, err := refs.Create(context.Background(), k, &sluicev1.RolloutRef{Rollout: r.GetId(), Revision: revB, Generation: 5}); err != nil {
 			t.Fatal(err)
 		}
 	}
