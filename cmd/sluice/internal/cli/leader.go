@@ -106,7 +106,7 @@ func readLeaderEvidence(ctx context.Context, js jetstream.KeyValueManager) (lead
 		ev.ttl = st.TTL()
 	}
 	// History, not Get: Get hides a delete marker, whose time is wanted.
-	hist, err := kv.History(ctx, contract.LeaseCoordinator)
+	hist, err := leaseHistory(ctx, kv)
 	switch {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 	case err != nil:
@@ -153,4 +153,19 @@ func (a *app) noLeaderNote(ctx context.Context, js jetstream.KeyValueManager, r 
 		return ""
 	}
 	return noLeaderLine(r, ev, a.now())
+}
+
+// leaseHistory reads the coordinator lease's history. A History that
+// starts while the server expires the marker can wait for a message that
+// is gone, so each try has its own deadline and a stalled one is tried
+// again (the marker is then gone: ErrKeyNotFound).
+func leaseHistory(ctx context.Context, kv jetstream.KeyValue) ([]jetstream.KeyValueEntry, error) {
+	for try := 1; ; try++ {
+		actx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		hist, err := kv.History(actx, contract.LeaseCoordinator)
+		cancel()
+		if err == nil || try == 3 || ctx.Err() != nil || !errors.Is(err, context.DeadlineExceeded) {
+			return hist, err
+		}
+	}
 }

@@ -138,7 +138,12 @@ func TestRolloutStatusAndGetRollouts_SayWhenNoCoordinatorLeads(t *testing.T) {
 	// margin: the poll ends as soon as the marker is gone (about a lease);
 	// within 30s the release, 2m before the delete, still reads "2m…".
 	natstest.Eventually(t, 30*time.Second, "the release marker to age out", func() bool {
-		_, err := env.Buckets.Leases.History(ctx, contract.LeaseCoordinator)
+		// Each attempt has its own deadline: a History that starts while
+		// the marker expires can wait for a message that is gone (seen
+		// hung until the package's timeout).
+		actx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		_, err := env.Buckets.Leases.History(actx, contract.LeaseCoordinator)
 		return errors.Is(err, jetstream.ErrKeyNotFound)
 	})
 	t.Run("released longer than a lease ago", func(t *testing.T) {
