@@ -298,12 +298,18 @@ func (r *registries) loadPending(ctx context.Context, name string, log zerolog.L
 // should be tried again soon (the fetch or the commit failed). pend is
 // the registry's pending deletions, carried from one answer to the next.
 func (r *registries) syncOnce(ctx context.Context, spec *sluicev1.RegistrySpec, reg registry.Registry, pend *pendingState, log zerolog.Logger) bool {
-	end, held := r.s.gate.Begin()
-	if held != nil {
+	waits := func(held *sluicev1.PauseRequest) bool {
 		log.Debug().Str(logging.FieldReason, contract.DescribePause(held)).Msg("registry sync waits for resume")
 		return true // the resume nudges every syncer
 	}
-	defer end()
+	end, held := r.s.gate.Begin()
+	if held != nil {
+		return waits(held)
+	}
+	end()
+	// The fetch runs outside the gate: it changes nothing, so a pause (and
+	// its acknowledgement) never waits on a slow or stuck registry; only
+	// the commit below is a request the pause counts.
 	name := spec.GetName()
 	fctx, cancel := context.WithTimeout(ctx, r.s.cfg.FetchTimeout)
 	snap, err := reg.Fetch(fctx)
@@ -311,6 +317,10 @@ func (r *registries) syncOnce(ctx context.Context, spec *sluicev1.RegistrySpec, 
 	if ctx.Err() != nil {
 		return true
 	}
+	if end, held = r.s.gate.Begin(); held != nil {
+		return waits(held)
+	}
+	defer end()
 	if err != nil {
 		dropped := len(pend.since)
 		*pend = pend.afterFailure()

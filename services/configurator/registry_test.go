@@ -304,3 +304,52 @@ func TestDirectoryRegistry_PendingDeletionSurvivesARestart(t *testing.T) {
 		t.Fatalf("green marked before its settle period ended")
 	}
 }
+
+// A pause is acknowledged while a registry's fetch hangs: the fetch changes
+// nothing, so only the commit after it is a request the pause waits for
+// (a stuck registry once held sluice pause --wait for good).
+func TestPause_IsNotHeldByAHungFetch(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	accepted := make(chan struct{}, 1)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() }) // accepted, never answered
+			select {
+			case accepted <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	// Redis's own read timeout (5 s) would end each try and let the pause
+	// in between them: the URL lifts it, so the fetch hangs for real.
+	addRegistry(t, env, &sluicev1.RegistrySpec{Name: "stuck", Source: &sluicev1.RegistrySpec_Redis{Redis: &sluicev1.RedisRegistry{
+		Url: "redis://" + ln.Addr().String() + "/0?read_timeout=10m"}}})
+	// Margin: the fetch hangs for its whole timeout, 5 minutes; the pause
+	// must be acknowledged long before (within the 30 s wait).
+	start(t, env, func(c *configurator.Config) { c.FetchTimeout = 5 * time.Minute; c.Instance = "c1" })
+	select {
+	case <-accepted:
+	case <-time.After(wait):
+		t.Fatal("the registry's fetch never reached the server")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	reqs := store.New(env.Buckets.Control, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })
+	if _, err := reqs.Create(ctx, contract.KeyPause, &sluicev1.PauseRequest{Paused: true, Generation: 1}); err != nil {
+		t.Fatal(err)
+	}
+	insts := store.New(env.Buckets.Instances, func() *sluicev1.Instance { return &sluicev1.Instance{} })
+	natstest.Eventually(t, wait, "the configurator to acknowledge the pause while its fetch hangs", func() bool {
+		e, err := insts.Get(ctx, contract.InstanceKey(configurator.Component, "c1"))
+		return err == nil && e.Value.GetPause().GetGeneration() == 1 && e.Value.GetPause().GetPaused()
+	})
+}
