@@ -5,37 +5,15 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/testaddr"
 	"github.com/sluicehq/sluice/services/agent"
 )
-
-// closedPort returns a loopback address nothing listens on. The port stays
-// bound, without listening, until the test ends: a port closed again
-// could be taken by another test's listener before the check dials it.
-func closedPort(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syscall.CloseOnExec(fd)
-	t.Cleanup(func() { _ = syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
-}
 
 func TestChecks(t *testing.T) {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -51,7 +29,7 @@ func TestChecks(t *testing.T) {
 		_, _ = w.Write([]byte("ok"))
 	}))
 	t.Cleanup(srv.Close)
-	closed := closedPort(t)
+	closed := testaddr.Held(t)
 
 	tests := []struct {
 		name       string

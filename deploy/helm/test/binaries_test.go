@@ -20,6 +20,8 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+
+	"github.com/sluicehq/sluice/pkg/testaddr"
 )
 
 // packages are the sluice binaries the chart runs, by image name, and the
@@ -134,7 +136,7 @@ func runContainer(t *testing.T, objs objects, spec corev1.PodSpec, c corev1.Cont
 		}
 	}
 	// Nothing listens there: the process must wait for NATS, not fail.
-	env["SLUICE_NATS_URL"] = "nats://" + refusingAddr(t)
+	env["SLUICE_NATS_URL"] = "nats://" + testaddr.Held(t)
 
 	var args []string
 	for _, a := range c.Args {
@@ -282,27 +284,6 @@ func expandEnv(s string, env map[string]string) string {
 		}
 		return ref
 	})
-}
-
-// refusingAddr is a loopback address where nothing listens for as long as
-// the test runs: a socket bound to it but not listening holds the port (a
-// port found free and closed could be taken by another process meanwhile)
-// and the kernel refuses connections to it.
-func refusingAddr(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
 // servedAt is the base URL the process's log says /healthz is served at,

@@ -3,12 +3,10 @@ package cli
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -20,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/testaddr"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -195,32 +194,11 @@ func TestRolloutStatus_NothingApplied_SaysSo(t *testing.T) {
 }
 
 func TestConnect_NothingListening_SaysToStartSluiceDev(t *testing.T) {
-	url := "nats://" + refusingAddr(t)
+	url := "nats://" + testaddr.Held(t)
 	code, _, stderr := sluice(t, url, "get", "nodes")
 	if code != 1 || !strings.Contains(stderr, "cannot reach NATS at "+url+": is `sluice dev` (make run) running?") {
 		t.Errorf("exit code %d, stderr %q", code, stderr)
 	}
-}
-
-// refusingAddr is a loopback address where nothing listens for as long as
-// the test runs: a socket bound to it but not listening holds the port (a
-// port found free and closed could be taken by another process meanwhile)
-// and the kernel refuses connections to it.
-func refusingAddr(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = syscall.Close(fd) })
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
 func TestUsageErrors_ExitWith2(t *testing.T) {

@@ -4,43 +4,16 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/testaddr"
 )
-
-// reserveAddr returns a loopback address nothing listens on yet, kept
-// bound (SO_REUSEADDR, not listening) until the test ends: the listener
-// the test starts on it later can bind it, but no other test's ":0"
-// listener is given it meanwhile, as it could be a port closed again.
-func reserveAddr(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syscall.CloseOnExec(fd)
-	t.Cleanup(func() { _ = syscall.Close(fd) })
-	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
-}
 
 // lockedBuffer is a log destination goroutines may share.
 type lockedBuffer struct {
@@ -84,7 +57,7 @@ func probe(url string) (int, string) {
 }
 
 func TestRun_WaitsForNATSThenIsReady_AndProbesSaySo(t *testing.T) {
-	natsAddr, httpAddr := reserveAddr(t), reserveAddr(t)
+	natsAddr, httpAddr := testaddr.Held(t), testaddr.Held(t)
 	readyz := "http://" + httpAddr + "/readyz"
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

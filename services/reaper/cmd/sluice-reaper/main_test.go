@@ -5,12 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"io"
-	"net"
 	"net/http"
-	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -18,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/testaddr"
 	"github.com/sluicehq/sluice/services/reaper"
 )
 
@@ -81,7 +79,7 @@ func TestRun_ReplicasFromEnvAreVerifiedAgainstTheBuckets(t *testing.T) {
 
 func TestRun_ReadyOnceBound_AndAMicroServiceWithItsStatus(t *testing.T) {
 	env := natstest.StartBare(t)
-	addr := reserveAddr(t)
+	addr := testaddr.Held(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var stderr lockedBuffer
@@ -151,29 +149,4 @@ func (l *lockedBuffer) String() string {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.b.String()
-}
-
-// reserveAddr returns a loopback address nothing listens on yet, kept
-// bound (SO_REUSEADDR, not listening) until the test ends: the listener
-// the test starts on it later can bind it, but no other test's ":0"
-// listener is given it meanwhile, as it could be a port closed again.
-func reserveAddr(t *testing.T) string {
-	t.Helper()
-	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	syscall.CloseOnExec(fd)
-	t.Cleanup(func() { _ = syscall.Close(fd) })
-	if err := syscall.SetsockoptInt(fd, syscall.SOL_SOCKET, syscall.SO_REUSEADDR, 1); err != nil {
-		t.Fatal(err)
-	}
-	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
-		t.Fatal(err)
-	}
-	sa, err := syscall.Getsockname(fd)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return net.JoinHostPort("127.0.0.1", strconv.Itoa(sa.(*syscall.SockaddrInet4).Port))
 }
