@@ -26,9 +26,8 @@ import (
 //   - an intent in the answer that the registry does not hold yet, or holds
 //     with another spec, is written with the registry as its source;
 //   - an intent the registry owns (its source) that left the answer is
-//     marked for deletion, once the settle period says it is really gone:
-//     the next revision leaves it out and the reaper removes it once
-//     nothing references it;
+//     marked for deletion (see the settle period below): the next revision
+//     leaves it out and the reaper removes it once nothing references it;
 //   - an intent another source owns is left alone: a conflict, reported in
 //     the registry's status, never a silent winner;
 //   - an intent that does not parse or breaks a rule is left as it is (its
@@ -51,19 +50,10 @@ type syncPlan struct {
 	marked    []string
 	invalid   []*sluicev1.FieldError
 	conflicts []*sluicev1.RegistryConflict
-	held      *sluicev1.HeldDeletion
-	confirmed string // the digest of a held or pending deletion this sync carries out
-	// confirmedPending: the confirmation named the pending set, not a hold.
-	confirmedPending bool
-
-	// Deletions waiting for the settle period (settle.go).
-	pending   map[string]time.Time // key → missing from every answer since, after this sync
-	after     time.Duration        // the settle period
-	entered   []string             // IDs pending from this answer on
-	restarted []string             // IDs whose period starts again: the answer grew
-	cancelled []string             // IDs pending that this answer declares again
-	reset     []string             // IDs pending that a held answer took out of pending
-	settled   []string             // IDs marked after missing for the whole period
+	// deletions is the decision on what left the answer (settle.go): held,
+	// confirmed, or pending for the settle period, after.
+	deletions
+	after time.Duration
 }
 
 // declared is one intent of a registry's answer.
@@ -229,11 +219,8 @@ func planSync(spec *sluicev1.RegistrySpec, snap registry.Snapshot, live map[stri
 	}
 	// A pending key neither gone nor back is no longer the registry's (its
 	// owner changed, or it was marked): it leaves the pending set quietly.
-	d := decideDeletions(spec, gone, back, owned, declaredCount(snap), confirm, st)
-	plan.held, plan.confirmed, plan.confirmedPending = d.held, d.confirmed, d.confirmedPending
-	plan.pending, plan.after = d.pending, st.after
-	plan.entered, plan.restarted, plan.cancelled, plan.reset, plan.settled = d.entered, d.restarted, d.cancelled, d.reset, d.settled
-	for _, key := range d.mark {
+	plan.deletions, plan.after = decideDeletions(spec, gone, back, owned, declaredCount(snap), confirm, st), st.after
+	for _, key := range plan.mark {
 		plan.marked = append(plan.marked, intent.ID(live[key].Value.GetIntent()))
 		jr.Mark = append(jr.Mark, key)
 		jr.Prior = append(jr.Prior, prior(key))
