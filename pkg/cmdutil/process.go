@@ -2,10 +2,12 @@ package cmdutil
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -83,7 +85,7 @@ func (c *Common) Start(ctx context.Context, name string, log zerolog.Logger) (*P
 				log.Error().Err(err).Str("addr", c.HTTPAddr).Msg("health and metrics endpoint stopped")
 			}
 		}()
-		log.Info().Str("addr", ln.Addr().String()).Msg("serving /healthz, /readyz and /metrics")
+		log.Info().Str("addr", ln.Addr().String()).Msg(msgServing)
 	}
 	// Every failed KV write of this process counts (one service per process).
 	store.SetWriteObserver(p)
@@ -151,6 +153,23 @@ func (p *Process) Ready() (bool, string) {
 		return (*r)()
 	}
 	return true, health.Line(true, "connected to NATS")
+}
+
+// msgServing is the log line that says where the endpoint listens.
+const msgServing = "serving /healthz, /readyz and /metrics"
+
+// ServedAt is the base URL ("http://127.0.0.1:40123") a process's JSON
+// log, logs, says its /healthz, /readyz and /metrics endpoint listens at,
+// or "" until it says: how a test (or a wrapper) finds an endpoint started
+// with --http-addr 127.0.0.1:0.
+func ServedAt(logs string) string {
+	for _, line := range strings.Split(logs, "\n") {
+		var entry struct{ Message, Addr string }
+		if json.Unmarshal([]byte(line), &entry) == nil && entry.Message == msgServing && entry.Addr != "" {
+			return "http://" + entry.Addr
+		}
+	}
+	return ""
 }
 
 // ago says how long ago something happened, d before now. Under a second

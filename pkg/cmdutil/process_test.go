@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
-	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -71,17 +70,13 @@ func holdAddr(t *testing.T) (addr string, release func()) {
 // (it was started on port 0, so no other process can hold the port).
 func servedAddr(t *testing.T, logs *syncBuffer) string {
 	t.Helper()
-	re := regexp.MustCompile(`"addr":"([^"]+)"[^\n]*"serving /healthz`)
-	var addr string
+	var base string
 	// margin: the poll ends as soon as Main logs the line, right after it listens.
 	natstest.Eventually(t, 30*time.Second, "the endpoint to listen", func() bool {
-		m := re.FindStringSubmatch(logs.String())
-		if m != nil {
-			addr = m[1]
-		}
-		return m != nil
+		base = ServedAt(logs.String())
+		return base != ""
 	})
-	return addr
+	return strings.TrimPrefix(base, "http://")
 }
 
 // get GETs url and returns the status code and body ("" and 0 when nothing answers).

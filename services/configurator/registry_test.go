@@ -234,22 +234,9 @@ func TestDirectoryRegistry_InvalidIntentKeepsLastValid(t *testing.T) {
 // hangs (a server that accepts and never answers) until the fetch timeout.
 func TestBootstrap_RequestsWaitForFirstSync(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { _ = c.Close() }) // accepted, never answered
-		}
-	}()
+	addr, _ := silentServer(t)
 	addRegistry(t, env, &sluicev1.RegistrySpec{Name: "slow", Source: &sluicev1.RegistrySpec_Redis{Redis: &sluicev1.RedisRegistry{
-		Url: "redis://" + ln.Addr().String() + "/0"}}})
+		Url: "redis://" + addr + "/0"}}})
 	// Margin: the wall clock bounds the answer from below only (the fetch
 	// must time out first), which load can only make longer.
 	const fetchTimeout = 2 * time.Second
@@ -310,29 +297,11 @@ func TestDirectoryRegistry_PendingDeletionSurvivesARestart(t *testing.T) {
 // (a stuck registry once held sluice pause --wait for good).
 func TestPause_IsNotHeldByAHungFetch(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ln.Close() })
-	accepted := make(chan struct{}, 1)
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			t.Cleanup(func() { _ = c.Close() }) // accepted, never answered
-			select {
-			case accepted <- struct{}{}:
-			default:
-			}
-		}
-	}()
+	addr, accepted := silentServer(t)
 	// Redis's own read timeout (5 s) would end each try and let the pause
 	// in between them: the URL lifts it, so the fetch hangs for real.
 	addRegistry(t, env, &sluicev1.RegistrySpec{Name: "stuck", Source: &sluicev1.RegistrySpec_Redis{Redis: &sluicev1.RedisRegistry{
-		Url: "redis://" + ln.Addr().String() + "/0?read_timeout=10m"}}})
+		Url: "redis://" + addr + "/0?read_timeout=10m"}}})
 	// Margin: the fetch hangs for its whole timeout, 5 minutes; the pause
 	// must be acknowledged long before (within the 30 s wait).
 	start(t, env, func(c *configurator.Config) { c.FetchTimeout = 5 * time.Minute; c.Instance = "c1" })
@@ -352,4 +321,31 @@ func TestPause_IsNotHeldByAHungFetch(t *testing.T) {
 		e, err := insts.Get(ctx, contract.InstanceKey(configurator.Component, "c1"))
 		return err == nil && e.Value.GetPause().GetGeneration() == 1 && e.Value.GetPause().GetPaused()
 	})
+}
+
+// silentServer listens on a loopback address and accepts every connection
+// without ever answering, until the test ends; accepted receives once a
+// connection was accepted.
+func silentServer(t *testing.T) (addr string, accepted <-chan struct{}) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ln.Close() })
+	ch := make(chan struct{}, 1)
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			t.Cleanup(func() { _ = c.Close() }) // accepted, never answered
+			select {
+			case ch <- struct{}{}:
+			default:
+			}
+		}
+	}()
+	return ln.Addr().String(), ch
 }

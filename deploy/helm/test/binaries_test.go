@@ -21,6 +21,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sluicehq/sluice/pkg/cmdutil"
 	"github.com/sluicehq/sluice/pkg/testaddr"
 )
 
@@ -172,7 +173,7 @@ func runContainer(t *testing.T, objs objects, spec corev1.PodSpec, c corev1.Cont
 	deadline := time.After(startUp)
 	for {
 		if base == "" {
-			base = servedAt(stderr.String())
+			base = cmdutil.ServedAt(stderr.String())
 		}
 		if base != "" {
 			if code, _ := httpGet(base + "/healthz"); code == http.StatusOK {
@@ -284,18 +285,6 @@ func expandEnv(s string, env map[string]string) string {
 		}
 		return ref
 	})
-}
-
-// servedAt is the base URL the process's log says /healthz is served at,
-// "" until it says.
-func servedAt(logs string) string {
-	for _, line := range strings.Split(logs, "\n") {
-		var entry struct{ Message, Addr string }
-		if json.Unmarshal([]byte(line), &entry) == nil && entry.Message == "serving /healthz, /readyz and /metrics" && entry.Addr != "" {
-			return "http://" + entry.Addr
-		}
-	}
-	return ""
 }
 
 func httpGet(url string) (int, string) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sluicehq/sluice/pkg/cmdutil"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
 )
@@ -57,21 +58,10 @@ func start(t *testing.T, url, instance string) *binary {
 	t.Cleanup(func() { c.stop(t) })
 	// margin: the poll ends as soon as the line is logged.
 	natstest.Eventually(t, 30*time.Second, instance+"'s listening address in its log", func() bool {
-		c.base = servedAt(c.logs.String())
+		c.base = cmdutil.ServedAt(c.logs.String())
 		return c.base != ""
 	})
 	return c
-}
-
-// servedAt is the base URL the log says /healthz is served at, "" until it says.
-func servedAt(logs string) string {
-	for _, line := range strings.Split(logs, "\n") {
-		var entry struct{ Message, Addr string }
-		if json.Unmarshal([]byte(line), &entry) == nil && entry.Message == "serving /healthz, /readyz and /metrics" && entry.Addr != "" {
-			return "http://" + entry.Addr
-		}
-	}
-	return ""
 }
 
 func (c *binary) stop(t *testing.T) {
