@@ -57,6 +57,9 @@ const (
 	KindFingerprint = "fingerprint"
 	KindLeader      = "leader"
 	KindInstance    = "instance" // a service instance or agent acknowledging a pause: id <component>.<instance>
+	// KindQuarantine: a stored value refused at intake (ValueUnreadable):
+	// id <bucket>.<key>.
+	KindQuarantine = "quarantine"
 )
 
 // Subjects.

@@ -25,6 +25,7 @@ const (
 	KindIntent      = contract.KindIntent
 	KindFingerprint = contract.KindFingerprint
 	KindLeader      = contract.KindLeader
+	KindQuarantine  = contract.KindQuarantine
 )
 
 // Publisher is what the emitter needs of JetStream.
@@ -52,15 +53,19 @@ func NewEmitter(pub Publisher, log zerolog.Logger, component string, now func() 
 // Emit logs ev once at info and publishes it without waiting for the ack:
 // state is already stored when an event is emitted, so a lost event loses
 // history, never state. The ID field names the subject token.
-func (e *Emitter) Emit(ev *sluicev1.Event) {
+func (e *Emitter) Emit(ev *sluicev1.Event) { e.emit(ev, zerolog.InfoLevel) }
+
+// emit is Emit with the level of its log line.
+func (e *Emitter) emit(ev *sluicev1.Event, level zerolog.Level) {
 	if ev.Time == nil {
 		ev.Time = timestamppb.New(e.now())
 	}
 	ev.Component = e.component
-	l := e.log.Info().Str(logging.FieldComponent, e.component).Str(logging.FieldEvent, ev.Type)
+	l := e.log.WithLevel(level).Str(logging.FieldComponent, e.component).Str(logging.FieldEvent, ev.Type)
 	for _, f := range []struct{ k, v string }{
 		{logging.FieldNode, ev.Node}, {logging.FieldRevision, ev.Revision},
 		{logging.FieldRollout, ev.Rollout}, {logging.FieldFingerprint, ev.Fingerprint},
+		{logging.FieldBucket, ev.Bucket}, {logging.FieldKey, ev.Key},
 	} {
 		if f.v != "" {
 			l = l.Str(f.k, f.v)

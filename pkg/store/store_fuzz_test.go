@@ -2,6 +2,7 @@ package store
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"strings"
 	"testing"
@@ -18,99 +19,100 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// storedType is one type of value the services keep in a bucket and read
-// back through a Store (store.New(bucket, newT)).
-type storedType struct {
-	bucket string
-	newT   func() proto.Message
+// stored is one value the services keep in a bucket and read back through
+// a Store (store.New(bucket, newT)), with the key it is stored under: every
+// value is checked against its key's rule (pkg/contract/wellformed), so a
+// value decoded under a key that holds another type would be refused before
+// the decoder's round trip is ever tried.
+type stored struct {
+	bucket, key string
+	v           proto.Message
 }
 
-// storedTypes are every value type a service reads from KV, by the bucket
-// that holds it (pkg/contract's bucket comments; grep store.New for the
-// readers), and the events stream's Event, which the CLI decodes the same way.
-var storedTypes = []storedType{
-	{contract.BucketIntents, func() proto.Message { return &sluicev1.StoredIntent{} }},
-	{contract.BucketRevisions, func() proto.Message { return &sluicev1.Revision{} }},
-	{contract.BucketRevisions, func() proto.Message { return &sluicev1.Head{} }},
-	{contract.BucketRevisions, func() proto.Message { return &sluicev1.ApplyJournal{} }},
-	{contract.BucketNodeConfigs, func() proto.Message { return &sluicev1.DesiredConfig{} }},
-	{contract.BucketNodeConfigs, func() proto.Message { return &sluicev1.Fence{} }},
-	{contract.BucketFingerprints, func() proto.Message { return &sluicev1.InvalidFingerprint{} }},
-	{contract.BucketStatus, func() proto.Message { return &sluicev1.NodeStatus{} }},
-	{contract.BucketNodes, func() proto.Message { return &sluicev1.NodePresence{} }},
-	{contract.BucketRollouts, func() proto.Message { return &sluicev1.Rollout{} }},
-	{contract.BucketRollouts, func() proto.Message { return &sluicev1.RolloutRef{} }},
-	{contract.BucketLeases, func() proto.Message { return &sluicev1.LeaderLease{} }},
-	{contract.BucketControl, func() proto.Message { return &sluicev1.AbortRequest{} }},
-	{contract.BucketControl, func() proto.Message { return &sluicev1.ForgiveRequest{} }},
-	{contract.BucketControl, func() proto.Message { return &sluicev1.PauseRequest{} }},
-	{contract.BucketControl, func() proto.Message { return &sluicev1.ReapConfirm{} }},
-	{contract.BucketControl, func() proto.Message { return &sluicev1.RegistrySpec{} }},
-	{contract.BucketControl, func() proto.Message { return &sluicev1.RegistryConfirm{} }},
-	{contract.BucketInstances, func() proto.Message { return &sluicev1.Instance{} }},
-	{contract.BucketRegistries, func() proto.Message { return &sluicev1.RegistryStatus{} }},
-	{contract.StreamEvents, func() proto.Message { return &sluicev1.Event{} }},
+// newT returns an empty value of s's type, as the reading Store's newT does.
+func (s stored) newT() proto.Message { return s.v.ProtoReflect().New().Interface() }
+
+func (s stored) String() string {
+	return fmt.Sprintf("%s %s/%s", s.v.ProtoReflect().Descriptor().FullName(), s.bucket, s.key)
 }
 
-// FuzzStoredValue decodes arbitrary bytes as every stored value type, the
-// way Get, List and Watch do. Decoding never panics; a value that does not
-// decode is ErrUndecodable naming bucket and key, with the entry's key and
-// revision kept (its owner overwrites it with compare-and-set); a value that
-// decodes encodes again and decodes to an equal message.
+// FuzzStoredValue decodes arbitrary bytes as every stored value type under
+// a key that holds it, the way Get, List and Watch do. Decoding never
+// panics; a value that does not decode or is not well-formed for its key is
+// ErrUndecodable naming bucket and key, with the entry's key and revision
+// kept (its owner overwrites it with compare-and-set); a value that decodes
+// encodes again and decodes to an equal message.
 func FuzzStoredValue(f *testing.F) {
-	for _, v := range storedSeeds(f) {
-		b, err := Marshal(v)
+	seeds := storedSeeds(f)
+	for _, s := range seeds {
+		b, err := Marshal(s.v)
 		if err != nil {
-			f.Fatalf("seed %T: %v", v, err)
+			f.Fatalf("seed %s: %v", s, err)
 		}
 		f.Add(b)
 	}
 	for _, garbage := range []string{"", "{not json", "{}", "null", "[]", `{"intents": 5}`, `{"createdAt": "yesterday"}`,
 		`{"node": "n1", "phase": "NODE_PHASE_PROVISIONED"}`, // a NodeStatus: a value of another type, for the others
+		`{"holder":"x","epoch":"5"}`,                        // a fence: likewise
 	} {
 		f.Add([]byte(garbage))
 	}
 	f.Fuzz(func(t *testing.T, data []byte) {
-		for _, typ := range storedTypes {
+		for _, typ := range seeds {
 			s := &Store[proto.Message]{kv: bucketOnly{name: typ.bucket}, newT: typ.newT}
-			e, err := s.decode(entry{key: "k.1", value: data, revision: 7})
-			if e.Key != "k.1" || e.Revision != 7 {
-				t.Fatalf("%s: entry lost its key or revision: %+v", typeName(typ), e)
+			e, err := s.decode(entry{key: typ.key, value: data, revision: 7})
+			if e.Key != typ.key || e.Revision != 7 {
+				t.Fatalf("%s: entry lost its key or revision: %+v", typ, e)
 			}
 			if err != nil {
-				if !errors.Is(err, ErrUndecodable) || !strings.Contains(err.Error(), typ.bucket+"/k.1") {
-					t.Fatalf("%s: error %q is not ErrUndecodable naming %s/k.1", typeName(typ), err, typ.bucket)
+				if !errors.Is(err, ErrUndecodable) || !strings.Contains(err.Error(), typ.bucket+"/"+typ.key) {
+					t.Fatalf("%s: error %q is not ErrUndecodable naming %s/%s", typ, err, typ.bucket, typ.key)
 				}
 				if e.Value != nil {
-					t.Fatalf("%s: undecodable value came back as %v", typeName(typ), e.Value)
+					t.Fatalf("%s: undecodable value came back as %v", typ, e.Value)
 				}
 				continue
 			}
 			b, err := Marshal(e.Value)
 			if err != nil {
-				t.Fatalf("%s: %q decoded to %v, which does not encode: %v", typeName(typ), data, e.Value, err)
+				t.Fatalf("%s: %q decoded to %v, which does not encode: %v", typ, data, e.Value, err)
 			}
-			again, err := s.decode(entry{key: "k.1", value: b, revision: 8})
+			again, err := s.decode(entry{key: typ.key, value: b, revision: 8})
 			if err != nil {
-				t.Fatalf("%s: re-encoded %q does not decode: %v", typeName(typ), b, err)
+				t.Fatalf("%s: re-encoded %q does not decode: %v", typ, b, err)
 			}
 			if !proto.Equal(e.Value, again.Value) {
-				t.Fatalf("%s: round trip changed the value:\n  %v\n  %v", typeName(typ), e.Value, again.Value)
+				t.Fatalf("%s: round trip changed the value:\n  %v\n  %v", typ, e.Value, again.Value)
 			}
 		}
 	})
 }
 
-func typeName(typ storedType) string {
-	return string(typ.newT().ProtoReflect().Descriptor().FullName())
+// Every seed is well-formed under its key: otherwise the fuzz target's
+// round trip would never run for its type (and the seeds would not be what
+// the services write).
+func TestStoredSeeds_AreWellFormedUnderTheirKeys(t *testing.T) {
+	for _, s := range storedSeeds(t) {
+		b, err := Marshal(s.v)
+		if err != nil {
+			t.Fatalf("%s: %v", s, err)
+		}
+		st := &Store[proto.Message]{kv: bucketOnly{name: s.bucket}, newT: s.newT}
+		if _, err := st.decode(entry{key: s.key, value: b, revision: 1}); err != nil {
+			t.Errorf("%s: %v", s, err)
+		}
+	}
 }
 
-// storedSeeds are realistic values of every stored type, built from the
-// repository's examples as the services would write them.
-func storedSeeds(f *testing.F) []proto.Message {
+// storedSeeds are realistic values of every stored type (the readers:
+// grep store.New; pkg/contract's bucket comments), each under the key it is
+// stored at, built from the repository's examples as the services would
+// write them, and the events stream's Event, which the CLI decodes the same
+// way.
+func storedSeeds(tb testing.TB) []stored {
 	ins, err := intent.ParseFiles("../../examples")
 	if err != nil {
-		f.Fatal(err)
+		tb.Fatal(err)
 	}
 	render.Sort(ins)
 	at := timestamppb.New(time.Date(2025, 3, 1, 12, 0, 0, 0, time.UTC))
@@ -122,47 +124,47 @@ func storedSeeds(f *testing.F) []proto.Message {
 	strategy := &sluicev1.Strategy{MaxParallel: "10%", FirstWave: 1, WaveGrowth: 2.5, BakeTime: durationpb.New(time.Minute),
 		FailureDomain: "zone", FailureBudget: "1", ApplyDeadline: durationpb.New(5 * time.Minute), WhileActive: contract.WhileActiveSupersede}
 	ack := &sluicev1.PauseAck{Generation: 2, Paused: true, At: at, WaitingFor: "2 nodes", Seen: 2}
-	pause := &sluicev1.PauseRequest{Paused: true, Generation: 2, Reason: "maintenance", By: "ops@host", At: at, Joiners: "hold", Rollout: rolloutID}
+	pause := &sluicev1.PauseRequest{Paused: true, Generation: 2, Reason: "maintenance", By: "ops@host", At: at, Joiners: "last-good", Rollout: rolloutID}
 	outcome := &sluicev1.NodeOutcome{Node: "node-02", Phase: sluicev1.NodePhase_NODE_PHASE_INVALID, Fingerprint: fp,
 		FailedCheck: "ping", Result: sluicev1.NodeResult_NODE_RESULT_INVALID, Output: "100% packet loss\n"}
-	return []proto.Message{
-		&sluicev1.StoredIntent{Intent: ins[0], Source: contract.SourceAPI, UpdatedAt: at, Origin: "tenant-a.yaml"},
-		rev,
-		&sluicev1.Head{Revision: rev.GetId(), Generation: 3, Strategy: strategy, UpdatedAt: at, Reason: "applied 7 intents", RequestId: "req-1"},
-		&sluicev1.ApplyJournal{Intents: ins[:2], Strategy: strategy, Source: contract.SourceAPI, HasPrior: true, RequestId: "req-1",
-			Prior: []*sluicev1.PriorIntent{{Key: intent.Key(ins[0]), KvRevision: 4, Value: &sluicev1.StoredIntent{Intent: ins[0]}}, {Key: intent.Key(ins[1])}}},
-		&sluicev1.DesiredConfig{Node: "node-01", Revision: rev.GetId(), Rollout: rolloutID, Fingerprint: fp, Config: cfg, WrittenAt: at,
-			LeaderEpoch: 12, Operation: "op-1", Deadline: durationpb.New(90 * time.Second)},
-		&sluicev1.Fence{Epoch: 12, Holder: "coordinator-a", At: at},
-		&sluicev1.InvalidFingerprint{Fingerprint: fp, Revision: rev.GetId(), Rollout: rolloutID, Node: "node-02", Check: "ping",
-			Output: "timeout", Time: at, Cause: "check", LeaderEpoch: 12, Forgiven: &sluicev1.Forgiveness{By: "ops@host", Reason: "fixed", At: at}},
-		&sluicev1.NodeStatus{Node: "node-01", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED, Revision: rev.GetId(), Rollout: rolloutID,
+	return []stored{
+		{contract.BucketIntents, intent.Key(ins[0]), &sluicev1.StoredIntent{Intent: ins[0], Source: contract.SourceAPI, UpdatedAt: at, Origin: "tenant-a.yaml"}},
+		{contract.BucketRevisions, rev.GetId(), rev},
+		{contract.BucketRevisions, contract.KeyHead, &sluicev1.Head{Revision: rev.GetId(), Generation: 3, Strategy: strategy, UpdatedAt: at, Reason: "applied 7 intents", RequestId: "req-1"}},
+		{contract.BucketRevisions, contract.KeyPending, &sluicev1.ApplyJournal{Intents: ins[:2], Strategy: strategy, Source: contract.SourceAPI, HasPrior: true, RequestId: "req-1",
+			Prior: []*sluicev1.PriorIntent{{Key: intent.Key(ins[0]), KvRevision: 4, Value: &sluicev1.StoredIntent{Intent: ins[0]}}, {Key: intent.Key(ins[1])}}}},
+		{contract.BucketNodeConfigs, contract.DesiredKey("node-01"), &sluicev1.DesiredConfig{Node: "node-01", Revision: rev.GetId(), Rollout: rolloutID, Fingerprint: fp, Config: cfg, WrittenAt: at,
+			LeaderEpoch: 12, Operation: "op-1", Deadline: durationpb.New(90 * time.Second)}},
+		{contract.BucketNodeConfigs, contract.KeyFence, &sluicev1.Fence{Epoch: 12, Holder: "coordinator-a", At: at}},
+		{contract.BucketFingerprints, fp, &sluicev1.InvalidFingerprint{Fingerprint: fp, Revision: rev.GetId(), Rollout: rolloutID, Node: "node-02", Check: "ping",
+			Output: "timeout", Time: at, Cause: "check", LeaderEpoch: 12, Forgiven: &sluicev1.Forgiveness{By: "ops@host", Reason: "fixed", At: at}}},
+		{contract.BucketStatus, "node-01", &sluicev1.NodeStatus{Node: "node-01", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED, Revision: rev.GetId(), Rollout: rolloutID,
 			Fingerprint: fp, ApplyStartedAt: at, LastUpdate: at, Message: "applied", AppliedFingerprint: fp,
-			LastInvalid: &sluicev1.InvalidReport{Fingerprint: fp, Check: "ping", At: at, Revert: true}, Operation: "op-1", Progress: "3/7"},
-		&sluicev1.NodePresence{Node: "node-01", Labels: labels, AgentVersion: "v1.2.3", StartedAt: at, HeartbeatAt: at, Pause: ack},
-		&sluicev1.Rollout{Id: rolloutID, Revision: rev.GetId(), Generation: 3, Strategy: strategy, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED,
+			LastInvalid: &sluicev1.InvalidReport{Fingerprint: fp, Check: "ping", At: at, Revert: true}, Operation: "op-1", Progress: "3/7"}},
+		{contract.BucketNodes, "node-01", &sluicev1.NodePresence{Node: "node-01", Labels: labels, AgentVersion: "v1.2.3", StartedAt: at, HeartbeatAt: at, Pause: ack}},
+		{contract.BucketRollouts, rolloutID, &sluicev1.Rollout{Id: rolloutID, Revision: rev.GetId(), Generation: 3, Strategy: strategy, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED,
 			Reason: "1 node failed", StartedAt: at, UpdatedAt: at, FinishedAt: at, LeaderEpoch: 12, Wave: 2, Domain: "zone-a",
 			Counts:   &sluicev1.RolloutCounts{Total: 5, Provisioned: 4, Failed: 1, Attempted: 5},
 			Failures: []*sluicev1.NodeOutcome{outcome}, LeaderTime: durationpb.New(time.Hour), Reverted: []string{"node-03"},
 			AbortedBy: &sluicev1.AbortRequest{Rollout: rolloutID, Reason: "stop", By: "ops@host", At: at}, Pause: pause, PauseAck: ack,
-			Stages: []*sluicev1.StageResult{{Wave: 1, StartedAt: at, EndedAt: at, Nodes: 1, Provisioned: 1}}},
-		&sluicev1.RolloutRef{Rollout: rolloutID, Revision: rev.GetId(), Generation: 3, At: at, LeaderEpoch: 12},
-		&sluicev1.LeaderLease{Holder: "coordinator-a", Session: "s1", AcquiredAt: at, RenewedAt: at, Epoch: 12},
-		&sluicev1.AbortRequest{Rollout: rolloutID, NoRevert: true, Reason: "stop", By: "ops@host", At: at},
-		&sluicev1.ForgiveRequest{Fingerprint: fp, Reason: "fixed", By: "ops@host", At: at, RecordedAt: at},
-		pause,
-		&sluicev1.ReapConfirm{Nodes: []string{"node-04"}, By: "ops@host", At: at, Reason: "decommissioned"},
-		&sluicev1.RegistrySpec{Name: "gitops", Source: &sluicev1.RegistrySpec_Directory{Directory: &sluicev1.DirectoryRegistry{Path: "/srv/intents"}},
-			SyncInterval: durationpb.New(30 * time.Second), HoldShare: 0.25, By: "ops@host", At: at},
-		&sluicev1.RegistrySpec{Name: "redis", Source: &sluicev1.RegistrySpec_Redis{Redis: &sluicev1.RedisRegistry{Url: "rediss://r:6380/0", Prefix: "x:"}},
-			HoldShare: math.Inf(1)},
-		&sluicev1.RegistryConfirm{Digest: "abc", By: "ops@host", At: at, Reason: "yes"},
-		&sluicev1.Instance{Component: "configurator", Instance: "c-1", Host: "h", Version: "v1", StartedAt: at, HeartbeatAt: at, Role: "leader", Pause: ack},
-		&sluicev1.RegistryStatus{Name: "gitops", Kind: "directory", Location: "/srv/intents", State: sluicev1.RegistryState_REGISTRY_STATE_HELD,
+			Stages: []*sluicev1.StageResult{{Wave: 1, StartedAt: at, EndedAt: at, Nodes: 1, Provisioned: 1}}}},
+		{contract.BucketRollouts, contract.KeyActive, &sluicev1.RolloutRef{Rollout: rolloutID, Revision: rev.GetId(), Generation: 3, At: at, LeaderEpoch: 12}},
+		{contract.BucketLeases, contract.LeaseCoordinator, &sluicev1.LeaderLease{Holder: "coordinator-a", Session: "s1", AcquiredAt: at, RenewedAt: at, Epoch: 12}},
+		{contract.BucketControl, contract.AbortKey(rolloutID), &sluicev1.AbortRequest{Rollout: rolloutID, NoRevert: true, Reason: "stop", By: "ops@host", At: at}},
+		{contract.BucketControl, contract.ForgiveKey(fp), &sluicev1.ForgiveRequest{Fingerprint: fp, Reason: "fixed", By: "ops@host", At: at, RecordedAt: at}},
+		{contract.BucketControl, contract.RolloutPauseKey(rolloutID), pause},
+		{contract.BucketControl, contract.KeyReapConfirm, &sluicev1.ReapConfirm{Nodes: []string{"node-04"}, By: "ops@host", At: at, Reason: "decommissioned"}},
+		{contract.BucketControl, contract.RegistryKey("gitops"), &sluicev1.RegistrySpec{Name: "gitops", Source: &sluicev1.RegistrySpec_Directory{Directory: &sluicev1.DirectoryRegistry{Path: "/srv/intents"}},
+			SyncInterval: durationpb.New(30 * time.Second), HoldShare: 0.25, By: "ops@host", At: at}},
+		{contract.BucketControl, contract.RegistryKey("redis"), &sluicev1.RegistrySpec{Name: "redis", Source: &sluicev1.RegistrySpec_Redis{Redis: &sluicev1.RedisRegistry{Url: "rediss://r:6380/0", Prefix: "x:"}},
+			HoldShare: math.Inf(1)}},
+		{contract.BucketControl, contract.RegistryConfirmKey("gitops"), &sluicev1.RegistryConfirm{Digest: "abc", By: "ops@host", At: at, Reason: "yes"}},
+		{contract.BucketInstances, contract.InstanceKey("configurator", "c-1"), &sluicev1.Instance{Component: "configurator", Instance: "c-1", Host: "h", Version: "v1", StartedAt: at, HeartbeatAt: at, Role: "leader", Pause: ack}},
+		{contract.BucketRegistries, "gitops", &sluicev1.RegistryStatus{Name: "gitops", Kind: "directory", Location: "/srv/intents", State: sluicev1.RegistryState_REGISTRY_STATE_HELD,
 			LastSync: at, Attempts: 2, Intents: 7, Version: "d1", Invalid: []*sluicev1.FieldError{{Intent: "layer2network/a", Field: "spec.vlan", Rule: "5000 is outside 1-4094"}},
 			Conflicts: []*sluicev1.RegistryConflict{{Intent: "routingtable/t", Owner: "api"}},
-			Held:      &sluicev1.HeldDeletion{Intents: []string{"routingtable/t"}, Digest: "abc", Reason: "half", Since: at}, UpdatedAt: at},
-		&sluicev1.Event{Kind: contract.KindRollout, Id: rolloutID, Type: "RolloutStarted", Reason: "head moved", Time: at, Rollout: rolloutID},
+			Held:      &sluicev1.HeldDeletion{Intents: []string{"routingtable/t"}, Digest: "abc", Reason: "half", Since: at}, UpdatedAt: at}},
+		{contract.StreamEvents, "7", &sluicev1.Event{Kind: contract.KindRollout, Id: rolloutID, Type: "RolloutStarted", Reason: "head moved", Time: at, Rollout: rolloutID}},
 	}
 }
 

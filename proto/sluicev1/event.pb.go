@@ -24,17 +24,21 @@ const (
 
 // Event is one state transition, published on sluice.events.<kind>.<id>.
 type Event struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Time          *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
-	Component     string                 `protobuf:"bytes,2,opt,name=component,proto3" json:"component,omitempty"` // configurator, rollout-coordinator, agent, reaper
-	Kind          string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`           // node, rollout, revision, intent, fingerprint
-	Id            string                 `protobuf:"bytes,4,opt,name=id,proto3" json:"id,omitempty"`               // the node, rollout, revision ... the event is about
-	Type          string                 `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`           // e.g. NodeProvisioned, RolloutSucceeded
-	Reason        string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`       // why the transition happened, for operators
-	Node          string                 `protobuf:"bytes,7,opt,name=node,proto3" json:"node,omitempty"`
-	Revision      string                 `protobuf:"bytes,8,opt,name=revision,proto3" json:"revision,omitempty"`
-	Rollout       string                 `protobuf:"bytes,9,opt,name=rollout,proto3" json:"rollout,omitempty"`
-	Fingerprint   string                 `protobuf:"bytes,10,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	state       protoimpl.MessageState `protogen:"open.v1"`
+	Time        *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	Component   string                 `protobuf:"bytes,2,opt,name=component,proto3" json:"component,omitempty"` // configurator, rollout-coordinator, agent, reaper
+	Kind        string                 `protobuf:"bytes,3,opt,name=kind,proto3" json:"kind,omitempty"`           // node, rollout, revision, intent, fingerprint, quarantine ...
+	Id          string                 `protobuf:"bytes,4,opt,name=id,proto3" json:"id,omitempty"`               // the node, rollout, revision ... the event is about
+	Type        string                 `protobuf:"bytes,5,opt,name=type,proto3" json:"type,omitempty"`           // e.g. NodeProvisioned, RolloutSucceeded
+	Reason      string                 `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`       // why the transition happened, for operators
+	Node        string                 `protobuf:"bytes,7,opt,name=node,proto3" json:"node,omitempty"`
+	Revision    string                 `protobuf:"bytes,8,opt,name=revision,proto3" json:"revision,omitempty"`
+	Rollout     string                 `protobuf:"bytes,9,opt,name=rollout,proto3" json:"rollout,omitempty"`
+	Fingerprint string                 `protobuf:"bytes,10,opt,name=fingerprint,proto3" json:"fingerprint,omitempty"`
+	// bucket and key name the stored value the event is about, when it is
+	// about one value (ValueUnreadable: a value refused at intake).
+	Bucket        string `protobuf:"bytes,11,opt,name=bucket,proto3" json:"bucket,omitempty"`
+	Key           string `protobuf:"bytes,12,opt,name=key,proto3" json:"key,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -139,11 +143,25 @@ func (x *Event) GetFingerprint() string {
 	return ""
 }
 
+func (x *Event) GetBucket() string {
+	if x != nil {
+		return x.Bucket
+	}
+	return ""
+}
+
+func (x *Event) GetKey() string {
+	if x != nil {
+		return x.Key
+	}
+	return ""
+}
+
 var File_sluice_v1_event_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x15sluice/v1/event.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\x91\x02\n" +
+	"\x15sluice/v1/event.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbb\x02\n" +
 	"\x05Event\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1c\n" +
 	"\tcomponent\x18\x02 \x01(\tR\tcomponent\x12\x12\n" +
@@ -155,7 +173,9 @@ const file_sluice_v1_event_proto_rawDesc = "" +
 	"\brevision\x18\b \x01(\tR\brevision\x12\x18\n" +
 	"\arollout\x18\t \x01(\tR\arollout\x12 \n" +
 	"\vfingerprint\x18\n" +
-	" \x01(\tR\vfingerprintB4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	" \x01(\tR\vfingerprint\x12\x16\n" +
+	"\x06bucket\x18\v \x01(\tR\x06bucket\x12\x10\n" +
+	"\x03key\x18\f \x01(\tR\x03keyB4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_event_proto_rawDescOnce sync.Once

@@ -17,8 +17,9 @@
 //
 // It never applies a desired config written under a lower leader epoch
 // than one it already accepted (a deposed coordinator's), nor one that does
-// not decode strictly or whose fingerprint does not match its content; and
-// it overwrites its own status key if that does not decode
+// not decode strictly or is not well-formed for its key (it names another
+// node, or its fingerprint does not match its config: pkg/contract/
+// wellformed); and it overwrites its own status key if that does not decode
 // (docs/agent.md, "Fencing" and "Unreadable values").
 //
 // While the control plane is paused the worker starts no apply and the
@@ -77,22 +78,6 @@ const (
 	// lower than one already seen (a deposed coordinator wrote it); the
 	// node keeps the config in force. The reason names both epochs.
 	EventStaleDesiredIgnored = "StaleDesiredIgnored"
-	// EventUnreadableDesiredIgnored: the node's desired config was refused:
-	// it does not decode strictly (an unknown field included), has no
-	// fingerprint, or its fingerprint does not match its content. The node
-	// keeps the config in force. The reason names the bucket, key, revision
-	// and why.
-	EventUnreadableDesiredIgnored = "UnreadableDesiredIgnored"
-	// EventUnreadableStatusRewritten: the node's status key held a value
-	// that does not decode; the agent overwrote it with its status.
-	EventUnreadableStatusRewritten = "UnreadableStatusRewritten"
-	// EventUnreadablePresenceRewritten: the node's presence key held a
-	// value that does not decode; the agent overwrote it.
-	EventUnreadablePresenceRewritten = "UnreadablePresenceRewritten"
-	// EventUnreadablePauseIgnored: control/pause holds a value that does
-	// not decode; the pause request in force stays. The reason names the
-	// bucket, key, revision and why.
-	EventUnreadablePauseIgnored = "UnreadablePauseIgnored"
 )
 
 // Defaults.
@@ -172,13 +157,17 @@ type Agent struct {
 	reconnected chan struct{}
 
 	// Set up by Run before any goroutine starts.
-	em       *events.Emitter
-	nodes    *store.Store[*sluicev1.NodePresence]
-	statuses *store.Store[*sluicev1.NodeStatus]
-	configs  rawGetter // the nodeconfigs bucket, read raw (intake.go)
-	pauses   *store.Store[*sluicev1.PauseRequest]
-	pz       pausing
-	run      running // the operation the worker runs
+	em *events.Emitter
+	// quarantine reports stored values refused at intake (the desired
+	// config, the pause request) once per revision, and rewrites of the
+	// agent's own keys that held one.
+	quarantine *events.Quarantine
+	nodes      *store.Store[*sluicev1.NodePresence]
+	statuses   *store.Store[*sluicev1.NodeStatus]
+	configs    rawGetter // the nodeconfigs bucket, read raw (intake.go)
+	pauses     *store.Store[*sluicev1.PauseRequest]
+	pz         pausing
+	run        running // the operation the worker runs
 
 	pres   presence  // touched by Run's loop only
 	in     intake    // touched by Run's loop only
@@ -311,6 +300,7 @@ func (a *Agent) Run(ctx context.Context) error {
 	}
 	a.readiness.Set(true, "buckets bound; node "+a.cfg.Node)
 	a.em = events.NewEmitter(js, a.cfg.Log, Component, a.cfg.Now)
+	a.quarantine = events.NewQuarantine(a.em)
 	defer func() {
 		fctx, fcancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer fcancel()

@@ -61,6 +61,7 @@ func TestAccept_LeaderEpochFence(t *testing.T) {
 				t.Fatal(err)
 			}
 			a.em = events.NewEmitter(nil, zerolog.Nop(), Component, nil)
+			a.quarantine = events.NewQuarantine(a.em)
 			var got []string
 			for _, g := range tt.given {
 				d := named(strings.TrimPrefix(g.name, "!"))
@@ -71,7 +72,11 @@ func TestAccept_LeaderEpochFence(t *testing.T) {
 					d.Fingerprint = named("something else").Fingerprint
 				}
 				d.LeaderEpoch = g.epoch
-				a.accept(desired{cfg: d, rev: g.rev}, "test")
+				b, err := store.Marshal(d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a.intake(b, g.rev, "test")
 				if d, ok := a.box.take(); ok {
 					got = append(got, nameOf(d.cfg))
 				}
@@ -83,11 +88,14 @@ func TestAccept_LeaderEpochFence(t *testing.T) {
 	}
 }
 
-// TestDecodeAndVerify covers what the agent refuses before anything else
-// looks at a desired config: a value that does not decode strictly, one
-// without a fingerprint, and one whose fingerprint is not its content's.
-// A cancel is the same config marked cancelled, and passes.
-func TestDecodeAndVerify(t *testing.T) {
+// TestDecodeDesired covers what the agent refuses before anything else
+// looks at a desired config: a value that does not decode strictly, and one
+// the nodeconfigs bucket's rule refuses (pkg/contract/wellformed): without
+// a fingerprint or a config, one whose fingerprint is not its config's, one
+// naming another node or none (a value of another type, or one copied from
+// another node's key). A cancel is the same config marked cancelled, and
+// passes.
+func TestDecodeDesired(t *testing.T) {
 	good := named("tenant-a")
 	encode := func(d *sluicev1.DesiredConfig) string {
 		b, err := store.Marshal(d)
@@ -105,23 +113,25 @@ func TestDecodeAndVerify(t *testing.T) {
 	}{
 		{name: "as the coordinator writes it", given: encode(good)},
 		{name: "a cancel of it", given: encode(cancelled)},
-		{name: "the empty config", given: `{"node":"n1","fingerprint":"` + render.Fingerprint(&sluicev1.NodeConfig{}) + `"}`},
+		{name: "the empty config", given: `{"node":"n1","fingerprint":"` + render.Fingerprint(&sluicev1.NodeConfig{}) + `","config":{}}`},
+		{name: "no config", given: `{"node":"n1","fingerprint":"` + render.Fingerprint(&sluicev1.NodeConfig{}) + `"}`,
+			wantErr: "not well-formed for its key: it carries no fingerprint or no config"},
+		{name: "another node's", given: strings.Replace(encode(good), `"n1"`, `"n2"`, 1), wantErr: `it names node "n2", not "n1"`},
+		{name: "no node", given: strings.Replace(encode(good), `"node":"n1",`, ``, 1), wantErr: `it names node "", not "n1"`},
+		{name: "a value of another type", given: `{"holder":"x","epoch":"5"}`, wantErr: `unknown field "holder"`},
 		{name: "an unknown field", given: `{"node":"n1","fingerprint":"` + good.Fingerprint + `","config":{"intents":[{"name":"tenant-a","layer2Network":{"vlna":100}}]}}`,
 			wantErr: `unknown field "vlna"`},
 		{name: "an unknown top-level field", given: strings.Replace(encode(good), `{`, `{"fingerprnt":"x",`, 1), wantErr: `unknown field "fingerprnt"`},
 		{name: "not json", given: "garbage{", wantErr: "does not decode"},
-		{name: "no fingerprint", given: `{"node":"n1","config":{}}`, wantErr: "it has no fingerprint"},
+		{name: "no fingerprint", given: `{"node":"n1","config":{}}`, wantErr: "it carries no fingerprint or no config"},
 		{name: "content changed after fingerprinting", given: strings.Replace(encode(good), "tenant-a", "tenant-b", 1),
-			wantErr: "its fingerprint " + render.Short(good.Fingerprint) + " does not match its content (" + render.Short(named("tenant-b").Fingerprint) + ")"},
+			wantErr: "its fingerprint " + render.Short(good.Fingerprint) + " does not match its config (" + render.Short(named("tenant-b").Fingerprint) + ")"},
 		{name: "a fingerprint that is not hex", given: `{"node":"n1","fingerprint":"ünïcödé-fingerprint-of-any-length","config":{}}`,
 			wantErr: "its fingerprint ünïcödé-fing does not match"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			d, err := decodeDesired([]byte(tt.given))
-			if err == nil {
-				err = verify(d)
-			}
+			_, err := decodeDesired("n1", []byte(tt.given))
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Fatalf("decode and verify %s: %v; want error containing %q", tt.given, err, tt.wantErr)
 			}

@@ -12,8 +12,8 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/contract/wellformed"
 	"github.com/sluicehq/sluice/pkg/logging"
-	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -81,30 +81,35 @@ type rawGetter interface {
 // emptier config in force than the one written.
 var strict = protojson.UnmarshalOptions{}
 
-// decodeDesired decodes a stored desired config strictly: an unknown field
-// is an error naming it.
-func decodeDesired(b []byte) (*sluicev1.DesiredConfig, error) {
+// decodeDesired decodes node's stored desired config strictly (an unknown
+// field is an error naming it) and checks it by the nodeconfigs bucket's
+// one rule (pkg/contract/wellformed, the rule every service's reads apply):
+// it names node, carries a config and a fingerprint, and the fingerprint is
+// its config's. A cancel rewrites the same config with cancel set, so it
+// passes.
+func decodeDesired(node string, b []byte) (*sluicev1.DesiredConfig, error) {
 	cfg := &sluicev1.DesiredConfig{}
 	if err := strict.Unmarshal(b, cfg); err != nil {
 		return nil, fmt.Errorf("it does not decode: %w", err)
 	}
+	if err := wellformed.Check(contract.BucketNodeConfigs, contract.DesiredKey(node), cfg); err != nil {
+		return nil, fmt.Errorf("not well-formed for its key: %w", err)
+	}
 	return cfg, nil
 }
 
-// verify says why d must not be applied, or returns nil: it has no
-// fingerprint (the coordinator fingerprints every config it writes, the
-// empty one included), or its fingerprint is not its content's. A cancel
-// rewrites the same config with cancel set, so it passes.
-func verify(d *sluicev1.DesiredConfig) error {
-	fp := d.GetFingerprint()
-	if fp == "" {
-		return errors.New("it has no fingerprint")
+// intake reads one stored value of the node's desired config (rev is its
+// nodeconfigs revision, 0 when unknown): refused and reported when it does
+// not decode or is not well-formed, else handed to accept.
+func (a *Agent) intake(b []byte, rev uint64, from string) {
+	cfg, err := decodeDesired(a.cfg.Node, b)
+	if err != nil {
+		// Retrying soon would read the same value: the next write or the
+		// periodic resync brings another one.
+		a.refuseDesired(rev, err, from)
+		return
 	}
-	if got := render.Fingerprint(d.GetConfig()); got != fp {
-		// %.12s cuts by runes: the stored fingerprint need not be hex.
-		return fmt.Errorf("its fingerprint %.12s does not match its content (%s)", fp, short(got))
-	}
-	return nil
+	a.accept(desired{cfg: cfg, rev: rev}, from)
 }
 
 // receive handles one message republished from the nodeconfigs bucket.
@@ -114,12 +119,7 @@ func (a *Agent) receive(m *nats.Msg) {
 		return
 	}
 	rev, _ := strconv.ParseUint(m.Header.Get(jetstream.SequenceHeader), 10, 64)
-	cfg, err := decodeDesired(m.Data)
-	if err != nil {
-		a.refuseDesired(rev, err, "republished write")
-		return
-	}
-	a.accept(desired{cfg: cfg, rev: rev}, "republished write")
+	a.intake(m.Data, rev, "republished write")
 }
 
 // fetchDesired reads the desired config with a Get, in case a republished
@@ -141,14 +141,7 @@ func (a *Agent) fetchDesired(ctx context.Context, why string) {
 		}
 		return
 	}
-	cfg, err := decodeDesired(e.Value())
-	if err != nil {
-		// Retrying soon would read the same value: the next write or the
-		// periodic resync brings another one.
-		a.refuseDesired(e.Revision(), err, why)
-		return
-	}
-	a.accept(desired{cfg: cfg, rev: e.Revision()}, why)
+	a.intake(e.Value(), e.Revision(), why)
 }
 
 // intake is what Run's loop knows about the desired configs it received;
@@ -161,27 +154,18 @@ type intake struct {
 	// new control plane until its state dir was cleared. A restarted agent
 	// learns the current epoch from the first config it reads.
 	epoch uint64
-	// staleRev and refusedRev are the nodeconfigs revisions last reported
-	// as stale or refused, so a value re-read by every resync is reported
-	// once, not every 30 seconds.
-	staleRev, refusedRev uint64
+	// staleRev is the nodeconfigs revision last reported as stale, so a
+	// value re-read by every resync is reported once, not every 30 seconds
+	// (a refused value is reported once by the agent's quarantine).
+	staleRev uint64
 }
 
-// accept hands d to the worker unless it is addressed to another node,
-// fails verify, or was written by a deposed leader: a desired config whose
-// LeaderEpoch is lower than one already accepted. Epoch 0 (written by a
-// version that did not set it) is always accepted.
+// accept hands d, read by intake, to the worker unless it was written by a
+// deposed leader: a desired config whose LeaderEpoch is lower than one
+// already accepted. Epoch 0 (written by a version that did not set it) is
+// always accepted. (intake refused a value that is not what the coordinator
+// wrote before this fence: it says nothing about the coordinator's epoch.)
 func (a *Agent) accept(d desired, from string) {
-	if n := d.cfg.GetNode(); n != "" && n != a.cfg.Node {
-		a.log.Warn().Str("for", n).Str("from", from).Msg("ignoring desired config addressed to another node")
-		return
-	}
-	// Before the epoch fence: a value that is not what the coordinator
-	// wrote says nothing about the coordinator's epoch.
-	if err := verify(d.cfg); err != nil {
-		a.refuseDesired(d.rev, err, from)
-		return
-	}
 	if e := d.cfg.GetLeaderEpoch(); e != 0 && e < a.in.epoch {
 		a.staleDesired(d, from)
 		return
@@ -211,19 +195,12 @@ func (a *Agent) staleDesired(d desired, from string) {
 	a.emit(EventStaleDesiredIgnored, reason, d.cfg)
 }
 
-// refuseDesired reports a desired config that does not decode or fails
-// verify, once per revision. It is never applied: the node keeps the config
-// in force until the coordinator writes one that passes.
+// refuseDesired reports a desired config that intake refused, once per
+// revision (the agent's quarantine). It is never applied: the node keeps
+// the config in force until the coordinator writes one that passes.
 func (a *Agent) refuseDesired(rev uint64, why error, from string) {
-	if rev != 0 && rev == a.in.refusedRev {
+	if !a.quarantine.Report(contract.BucketNodeConfigs, contract.DesiredKey(a.cfg.Node), rev, why,
+		"refused: the config in force stays until the coordinator writes one that decodes and matches its fingerprint") {
 		a.log.Debug().Uint64("kv_revision", rev).Str("from", from).Msg("refused desired config read again; still refused")
-		return
 	}
-	a.in.refusedRev = rev
-	key := contract.DesiredKey(a.cfg.Node)
-	reason := fmt.Sprintf("%s/%s (revision %d): %v: refused, the config in force stays until the coordinator writes one that decodes and matches its fingerprint",
-		contract.BucketNodeConfigs, key, rev, why)
-	a.log.Warn().Err(why).Str(logging.FieldBucket, contract.BucketNodeConfigs).Str(logging.FieldKey, key).Uint64("kv_revision", rev).
-		Str("from", from).Str(logging.FieldReason, reason).Msg("refusing desired config")
-	a.emit(EventUnreadableDesiredIgnored, reason, nil)
 }

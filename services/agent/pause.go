@@ -3,7 +3,6 @@ package agent
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strconv"
 	"sync"
 
@@ -30,10 +29,6 @@ type pausing struct {
 	busy string                 // what the worker is doing; "" = idle
 	wake chan struct{}          // the worker: the request changed (capacity 1)
 	kick chan struct{}          // Run's loop: write the presence now (capacity 1)
-	// unreadableRev is the control/pause revision last reported as not
-	// decoding, so that a value read again is reported once. Only Run's
-	// loop touches it.
-	unreadableRev uint64
 }
 
 func newPausing() pausing {
@@ -143,20 +138,14 @@ func (a *Agent) fetchPause(ctx context.Context, why string) {
 	}
 }
 
-// unreadablePause reports, once per stored revision, a control/pause that
-// does not decode. The pause request in force stays until a readable one
-// is written.
+// unreadablePause reports, once per stored revision (the agent's
+// quarantine), a control/pause refused at intake. The pause request in
+// force stays until a readable one is written.
 func (a *Agent) unreadablePause(rev uint64, why error, from string) {
-	if rev != 0 && rev == a.pz.unreadableRev {
+	if !a.quarantine.Report(contract.BucketControl, contract.KeyPause, rev, why,
+		"ignored: the pause request in force stays until a readable one is written") {
 		a.log.Debug().Uint64("kv_revision", rev).Str("from", from).Msg("unreadable pause request read again; still ignored")
-		return
 	}
-	a.pz.unreadableRev = rev
-	reason := fmt.Sprintf("%s/%s (revision %d) does not decode: %v; ignored, the pause request in force stays until a readable one is written",
-		contract.BucketControl, contract.KeyPause, rev, why)
-	a.log.Warn().Err(why).Str(logging.FieldBucket, contract.BucketControl).Str(logging.FieldKey, contract.KeyPause).Uint64("kv_revision", rev).
-		Str("from", from).Str(logging.FieldReason, reason).Msg("ignoring unreadable pause request")
-	a.emit(EventUnreadablePauseIgnored, reason, nil)
 }
 
 func signal(c chan struct{}) {

@@ -119,9 +119,7 @@ func (a *Agent) writePresence(ctx context.Context, p *sluicev1.NodePresence) (re
 			// the node could never register again.
 			bad := err
 			if rev, err = a.nodes.Update(ctx, a.cfg.Node, p, cur.Revision); err == nil {
-				reason := fmt.Sprintf("%s/%s held a value that does not decode (%v); overwrote it with the node's presence", contract.BucketNodes, a.cfg.Node, bad)
-				a.log.Warn().Str(logging.FieldBucket, contract.BucketNodes).Str(logging.FieldKey, a.cfg.Node).Str(logging.FieldReason, reason).Msg("overwrote unreadable presence")
-				a.emit(EventUnreadablePresenceRewritten, reason, nil)
+				a.quarantine.Rewritten(contract.BucketNodes, a.cfg.Node, cur.Revision, bad, "the node's presence")
 			}
 		case err != nil:
 			return 0, false, false, err

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -24,6 +25,36 @@ func eventsOf(t *testing.T, f *fleet, node, typ string) []*sluicev1.Event {
 	t.Helper()
 	var out []*sluicev1.Event
 	for _, ev := range nodeEvents(t, f, node) {
+		if ev.GetType() == typ {
+			out = append(out, ev)
+		}
+	}
+	return out
+}
+
+// valueEvents returns the events of type typ (events.TypeValueUnreadable,
+// TypeValueRewritten) about the stored value at bucket/key, oldest first.
+func valueEvents(t *testing.T, f *fleet, typ, bucket, key string) []*sluicev1.Event {
+	t.Helper()
+	ctx := context.Background()
+	st, err := f.env.JS.Stream(ctx, contract.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*sluicev1.Event
+	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
+		m, err := st.GetMsg(ctx, seq)
+		if err != nil || m.Subject != contract.EventSubject(contract.KindQuarantine, bucket+"."+key) {
+			continue
+		}
+		ev := &sluicev1.Event{}
+		if err := store.Unmarshal(m.Data, ev); err != nil {
+			t.Fatal(err)
+		}
 		if ev.GetType() == typ {
 			out = append(out, ev)
 		}
@@ -85,12 +116,12 @@ func TestAgent_UnreadableOwnStatusAtStart_IsOverwrittenAtOnce(t *testing.T) {
 	f.writeDesired(t, one)
 	f.waitStatus(t, "n1", "provisioned", provisioned(one.Fingerprint))
 	// Events are stored apart from the status: the event may trail it.
-	natstest.Eventually(t, waitFor, agent.EventUnreadableStatusRewritten+" event", func() bool {
-		return len(eventsOf(t, f, "n1", agent.EventUnreadableStatusRewritten)) > 0
+	natstest.Eventually(t, waitFor, events.TypeValueRewritten+" event", func() bool {
+		return len(valueEvents(t, f, events.TypeValueRewritten, contract.BucketStatus, "n1")) > 0
 	})
-	evs := eventsOf(t, f, "n1", agent.EventUnreadableStatusRewritten)
+	evs := valueEvents(t, f, events.TypeValueRewritten, contract.BucketStatus, "n1")
 	if len(evs) != 1 || !strings.Contains(evs[0].GetReason(), contract.BucketStatus+"/n1") {
-		t.Fatalf("%s events %v, want one naming %s/n1", agent.EventUnreadableStatusRewritten, evs, contract.BucketStatus)
+		t.Fatalf("%s events %v, want one naming %s/n1", events.TypeValueRewritten, evs, contract.BucketStatus)
 	}
 }
 
@@ -108,11 +139,11 @@ func TestAgent_StatusTurnsUnreadableWhileRunning_NextWriteOverwritesIt(t *testin
 	f.writeDesired(t, two)
 	f.waitStatus(t, "n1", "provisioned two over the unreadable status", provisioned(two.Fingerprint))
 	// Events are stored apart from the status: the event may trail it.
-	natstest.Eventually(t, waitFor, agent.EventUnreadableStatusRewritten+" event", func() bool {
-		return len(eventsOf(t, f, "n1", agent.EventUnreadableStatusRewritten)) > 0
+	natstest.Eventually(t, waitFor, events.TypeValueRewritten+" event", func() bool {
+		return len(valueEvents(t, f, events.TypeValueRewritten, contract.BucketStatus, "n1")) > 0
 	})
-	if n := len(eventsOf(t, f, "n1", agent.EventUnreadableStatusRewritten)); n != 1 {
-		t.Fatalf("%d %s events, want 1", n, agent.EventUnreadableStatusRewritten)
+	if n := len(valueEvents(t, f, events.TypeValueRewritten, contract.BucketStatus, "n1")); n != 1 {
+		t.Fatalf("%d %s events, want 1", n, events.TypeValueRewritten)
 	}
 }
 
@@ -141,11 +172,11 @@ func TestAgent_UnreadableDesired_KeepsTheConfigInForce(t *testing.T) {
 			f.waitStatus(t, "n1", "provisioned one", provisioned(one.Fingerprint))
 
 			putRaw(t, f, contract.BucketNodeConfigs, contract.DesiredKey("n1"), tt.given)
-			natstest.Eventually(t, waitFor, "UnreadableDesiredIgnored event", func() bool {
-				return len(eventsOf(t, f, "n1", agent.EventUnreadableDesiredIgnored)) > 0
+			natstest.Eventually(t, waitFor, "ValueUnreadable event", func() bool {
+				return len(valueEvents(t, f, events.TypeValueUnreadable, contract.BucketNodeConfigs, contract.DesiredKey("n1"))) > 0
 			})
 			waitRereads(t, logs, rereadRefused, 0, 5) // five resyncs read the same value again
-			evs := eventsOf(t, f, "n1", agent.EventUnreadableDesiredIgnored)
+			evs := valueEvents(t, f, events.TypeValueUnreadable, contract.BucketNodeConfigs, contract.DesiredKey("n1"))
 			if len(evs) != 1 || !strings.Contains(evs[0].GetReason(), contract.BucketNodeConfigs+"/n1.desired") {
 				t.Fatalf("events %v, want one naming %s/n1.desired", evs, contract.BucketNodeConfigs)
 			}
@@ -187,7 +218,7 @@ func TestAgent_DesiredNotAsWritten_IsRefusedAndNotApplied(t *testing.T) {
 		wantReason string
 	}{
 		{name: "content changed after fingerprinting", given: tamperedJSON,
-			wantReason: "its fingerprint " + render.Short(tampered.Fingerprint) + " does not match its content (" + render.Short(render.Fingerprint(tampered.Config)) + ")"},
+			wantReason: "its fingerprint " + render.Short(tampered.Fingerprint) + " does not match its config (" + render.Short(render.Fingerprint(tampered.Config)) + ")"},
 		{name: "unknown field", given: misspelt, wantReason: `unknown field "vlna"`},
 	}
 	paths := []struct {
@@ -229,8 +260,8 @@ func TestAgent_DesiredNotAsWritten_IsRefusedAndNotApplied(t *testing.T) {
 					cfg.ResyncInterval = 100 * time.Millisecond
 					f.start(t, cfg)
 				}
-				natstest.Eventually(t, waitFor, "UnreadableDesiredIgnored event", func() bool {
-					return len(eventsOf(t, f, "n1", agent.EventUnreadableDesiredIgnored)) > 0
+				natstest.Eventually(t, waitFor, "ValueUnreadable event", func() bool {
+					return len(valueEvents(t, f, events.TypeValueUnreadable, contract.BucketNodeConfigs, contract.DesiredKey("n1"))) > 0
 				})
 				if path.atStart {
 					waitRereads(t, logs, rereadRefused, 0, 5)
@@ -238,10 +269,10 @@ func TestAgent_DesiredNotAsWritten_IsRefusedAndNotApplied(t *testing.T) {
 					a.Resync()
 					waitRereads(t, logs, rereadRefused, 0, 1)
 				}
-				evs := eventsOf(t, f, "n1", agent.EventUnreadableDesiredIgnored)
+				evs := valueEvents(t, f, events.TypeValueUnreadable, contract.BucketNodeConfigs, contract.DesiredKey("n1"))
 				key := fmt.Sprintf("%s/n1.desired (revision %d)", contract.BucketNodeConfigs, rev)
 				if len(evs) != 1 || !strings.Contains(evs[0].GetReason(), key) || !strings.Contains(evs[0].GetReason(), kind.wantReason) ||
-					!strings.Contains(evs[0].GetReason(), "refused, the config in force stays") {
+					!strings.Contains(evs[0].GetReason(), "refused: the config in force stays") {
 					t.Fatalf("events %v, want one naming %s and saying %q", evs, key, kind.wantReason)
 				}
 				if got := rec.fingerprints(); !slices.Equal(got, []string{one.Fingerprint}) {
@@ -318,8 +349,8 @@ func TestAgent_UnreadableOwnPresence_IsOverwritten(t *testing.T) {
 		e, err := f.nodes.Get(context.Background(), "n1")
 		return err == nil && e.Value.GetNode() == "n1"
 	})
-	natstest.Eventually(t, waitFor, agent.EventUnreadablePresenceRewritten+" event", func() bool {
-		evs := eventsOf(t, f, "n1", agent.EventUnreadablePresenceRewritten)
+	natstest.Eventually(t, waitFor, events.TypeValueRewritten+" event", func() bool {
+		evs := valueEvents(t, f, events.TypeValueRewritten, contract.BucketNodes, "n1")
 		return len(evs) == 1 && strings.Contains(evs[0].GetReason(), contract.BucketNodes+"/n1")
 	})
 }
@@ -355,17 +386,17 @@ func TestAgent_UnreadablePause_IsReportedOnceAndTheAgentCarriesOn(t *testing.T) 
 			// then the desired config, which is logged as already handled.
 			waitRereads(t, &logs, "already handled", logs.count("already handled"), 5)
 
-			evs := eventsOf(t, f, "n1", agent.EventUnreadablePauseIgnored)
+			evs := valueEvents(t, f, events.TypeValueUnreadable, contract.BucketControl, contract.KeyPause)
 			switch {
 			case !tt.wantEvent && len(evs) != 0:
 				t.Fatalf("events %v, want none", evs)
-			case tt.wantEvent && (len(evs) != 1 || !strings.Contains(evs[0].GetReason(), fmt.Sprintf("%s/%s (revision %d) does not decode", contract.BucketControl, contract.KeyPause, rev))):
+			case tt.wantEvent && (len(evs) != 1 || !strings.Contains(evs[0].GetReason(), fmt.Sprintf("%s/%s (revision %d) is unreadable", contract.BucketControl, contract.KeyPause, rev))):
 				t.Fatalf("events %v, want one naming %s/%s and its revision %d", evs, contract.BucketControl, contract.KeyPause, rev)
 			}
 			if n := logs.count("retrying shortly"); n != 0 {
 				t.Errorf("%d reads retried within a second, want none: the same bytes would be read again", n)
 			}
-			if n, want := logs.count("ignoring unreadable pause request"), len(evs); n != want {
+			if n, want := logs.count(`"message":"ValueUnreadable"`), len(evs); n != want {
 				t.Errorf("%d warnings, want %d", n, want)
 			}
 

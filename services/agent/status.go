@@ -113,9 +113,10 @@ func (a *Agent) writeStatus(ctx context.Context, st *sluicev1.NodeStatus) error 
 
 // wroteStatus records that st is stored at rev.
 func (a *Agent) wroteStatus(st *sluicev1.NodeStatus, rev uint64) {
+	over := a.worker.statusRev // the revision the write replaced
 	a.worker.status, a.worker.statusRev = st, rev
 	if a.worker.statusUnreadable != nil {
-		a.reportStatusRewritten(st)
+		a.reportStatusRewritten(st, over)
 	}
 }
 
@@ -175,16 +176,14 @@ func (a *Agent) statusAtStart() *sluicev1.NodeStatus {
 	return st
 }
 
-// reportStatusRewritten logs and records that the unreadable value in the
-// status key was overwritten with st.
-func (a *Agent) reportStatusRewritten(st *sluicev1.NodeStatus) {
+// reportStatusRewritten reports that the unreadable value in the status
+// key, at KV revision over, was overwritten with st.
+func (a *Agent) reportStatusRewritten(st *sluicev1.NodeStatus, over uint64) {
 	why := a.worker.statusUnreadable
 	a.worker.statusUnreadable = nil
-	reason := fmt.Sprintf("%s/%s held a value that does not decode (%v); overwrote it with the agent's status (%s)",
-		contract.BucketStatus, a.cfg.Node, why, st.GetPhase())
-	a.log.Warn().Str(logging.FieldBucket, contract.BucketStatus).Str(logging.FieldKey, a.cfg.Node).
-		Str(logging.FieldReason, reason).Msg("overwrote unreadable status")
-	a.emit(EventUnreadableStatusRewritten, reason, &sluicev1.DesiredConfig{
-		Revision: st.GetRevision(), Rollout: st.GetRollout(), Fingerprint: st.GetFingerprint(),
-	})
+	with := fmt.Sprintf("the agent's status (%s", st.GetPhase())
+	if st.GetFingerprint() != "" {
+		with += ", fingerprint " + short(st.GetFingerprint())
+	}
+	a.quarantine.Rewritten(contract.BucketStatus, a.cfg.Node, over, why, with+")")
 }

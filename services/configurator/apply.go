@@ -238,7 +238,7 @@ func (s *Service) rerollReason(ctx context.Context, head *sluicev1.Head, st *slu
 		// The coordinator takes a record it cannot read for an aborted
 		// rollout and never runs it again; so does this. Answering "retry"
 		// would refuse every re-apply for as long as the record stays so.
-		s.unreadable(s.st.rollouts.Bucket(), id, r.Revision, err, events.KindRollout, "UnreadableRolloutSkipped",
+		s.quarantine.Report(s.st.rollouts.Bucket(), id, r.Revision, err,
 			"taken for an ended rollout, as the coordinator takes it: applying its intents again rolls them out again")
 		return fmt.Sprintf("re-applied revision %s: the record of its rollout %s does not decode", render.Short(head.GetRevision()), id), nil
 	}

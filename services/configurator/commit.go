@@ -35,16 +35,11 @@ func (e *invalidStateError) Error() string {
 // generation by one).
 func (s *Service) readHead(ctx context.Context) (store.Entry[*sluicev1.Head], error) {
 	e, err := s.st.head.Get(ctx, contract.KeyHead)
-	if err == nil && e.Value.GetRevision() == "" {
-		// Every head written names a revision: this is a value of another
-		// type, decoded as an empty head. Its generation says nothing.
-		err = fmt.Errorf("decode %s/%s: %w: it names no revision (a value of another type?)", s.st.head.Bucket(), contract.KeyHead, store.ErrUndecodable)
-	}
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 		return store.Entry[*sluicev1.Head]{Key: contract.KeyHead}, nil
 	case errors.Is(err, store.ErrUndecodable):
-		s.unreadable(s.st.head.Bucket(), contract.KeyHead, e.Revision, err, events.KindRevision, "UnreadableHeadReplaced",
+		s.quarantine.Report(s.st.head.Bucket(), contract.KeyHead, e.Revision, err,
 			fmt.Sprintf("treated as no head at generation %d; the next revision replaces it", e.Revision))
 		return store.Entry[*sluicev1.Head]{Key: contract.KeyHead, Revision: e.Revision, Value: &sluicev1.Head{Generation: e.Revision}}, nil
 	}
@@ -63,14 +58,9 @@ func (s *Service) liveIntents(ctx context.Context) (map[string]store.Entry[*slui
 	out := make(map[string]store.Entry[*sluicev1.StoredIntent], len(entries))
 	unreadable := map[string]uint64{}
 	for _, e := range entries {
-		if e.Err == nil && intent.Key(e.Value.GetIntent()) != e.Key {
-			// A value of another type decodes as a StoredIntent without an
-			// intent; one holding another key's intent is no better.
-			e.Err = fmt.Errorf("decode %s/%s: %w: it holds no intent of this key (a value of another type?)", s.st.intents.Bucket(), e.Key, store.ErrUndecodable)
-		}
 		if e.Err != nil {
 			unreadable[e.Key] = e.Revision
-			s.unreadable(s.st.intents.Bucket(), e.Key, e.Revision, e.Err, events.KindIntent, "UnreadableIntentSkipped",
+			s.quarantine.Report(s.st.intents.Bucket(), e.Key, e.Revision, e.Err,
 				"left out of every revision until it is applied again (which overwrites it) or deleted")
 			continue
 		}
@@ -127,7 +117,7 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, rero
 		p, err := s.st.revisions.Get(ctx, prevID)
 		switch {
 		case errors.Is(err, store.ErrUndecodable):
-			s.unreadable(s.st.revisions.Bucket(), prevID, p.Revision, err, events.KindRevision, "UnreadableRevisionSkipped",
+			s.quarantine.Report(s.st.revisions.Bucket(), prevID, p.Revision, err,
 				"the head's revision is unreadable: the next revision's changes are described as if it held no intent")
 		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return nil, err
@@ -173,11 +163,11 @@ func (s *Service) repairRevision(ctx context.Context, rev *sluicev1.Revision) er
 	case !errors.Is(err, store.ErrUndecodable):
 		return fmt.Errorf("read revision %s: %w", render.Short(rev.GetId()), err)
 	}
-	s.unreadable(s.st.revisions.Bucket(), rev.GetId(), e.Revision, err, events.KindRevision, "UnreadableRevisionRewritten",
-		"rewritten from the stored intents, whose content has this id")
 	if _, err := s.st.revisions.Update(ctx, rev.GetId(), rev, e.Revision); err != nil {
 		return fmt.Errorf("rewrite unreadable revision %s: %w", render.Short(rev.GetId()), err)
 	}
+	s.quarantine.Rewritten(s.st.revisions.Bucket(), rev.GetId(), e.Revision, err,
+		"the revision made from the stored intents, whose content has this id")
 	return nil
 }
 

@@ -18,7 +18,7 @@
 // rolls it back when it cannot complete (journal.go). Run also reconciles
 // level-triggered at start and on every reconnect: if the stored intents
 // differ from the head revision, it cuts a revision and moves the head. A
-// stored value that does not decode is reported and skipped (quarantine.go);
+// stored value refused at intake is reported (events.Quarantine) and skipped;
 // nothing stored stops the configurator from starting.
 package configurator
 
@@ -97,10 +97,9 @@ type Service struct {
 	// requests wait for it (whenReady).
 	ready chan struct{}
 
-	// reported holds the KV revision of every unreadable value reported,
-	// by "bucket/key event-type", so that each is reported once.
-	reportedMu sync.Mutex
-	reported   map[string]uint64
+	// quarantine reports stored values refused at intake (they do not
+	// decode, or are not well-formed for their key), once per revision.
+	quarantine *events.Quarantine
 
 	// readiness is what Ready reports.
 	readiness health.State
@@ -151,7 +150,7 @@ func New(cfg Config) (*Service, error) {
 		host, _ := os.Hostname()
 		cfg.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	s := &Service{cfg: cfg, log: cfg.Log.With().Str(logging.FieldComponent, Component).Logger(), reported: map[string]uint64{}}
+	s := &Service{cfg: cfg, log: cfg.Log.With().Str(logging.FieldComponent, Component).Logger()}
 	s.readiness.Set(false, "binding the buckets")
 	return s, nil
 }
@@ -185,6 +184,7 @@ func (s *Service) run(ctx context.Context) error {
 		specs:     store.New(b.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} }),
 	}
 	s.events = events.NewEmitter(js, s.cfg.Log, Component, s.cfg.Now)
+	s.quarantine = events.NewQuarantine(s.events)
 	defer func() {
 		fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()

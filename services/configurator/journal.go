@@ -305,7 +305,7 @@ func (s *Service) priorsFromHead(ctx context.Context, jr *sluicev1.ApplyJournal)
 		rev, err := s.st.revisions.Get(ctx, id)
 		switch {
 		case errors.Is(err, store.ErrUndecodable):
-			s.unreadable(s.st.revisions.Bucket(), id, rev.Revision, err, events.KindRevision, "UnreadableRevisionSkipped",
+			s.quarantine.Report(s.st.revisions.Bucket(), id, rev.Revision, err,
 				"rolling back an older apply journal as if the head revision held no intent")
 		case err != nil && !errors.Is(err, store.ErrNotFound):
 			return nil, "", err
@@ -336,7 +336,7 @@ func (s *Service) rollForward(ctx context.Context) error {
 	case errors.Is(err, store.ErrNotFound):
 		return nil
 	case errors.Is(err, store.ErrUndecodable):
-		s.unreadable(s.st.journal.Bucket(), contract.KeyPending, j.Revision, err, events.KindRevision, "UnreadableJournalDiscarded",
+		s.quarantine.Report(s.st.journal.Bucket(), contract.KeyPending, j.Revision, err,
 			"removed it: the apply it recorded can be neither completed nor rolled back; the stored intents are reconciled as they are")
 		if derr := s.st.journal.Delete(ctx, contract.KeyPending, j.Revision); derr != nil && !errors.Is(derr, store.ErrNotFound) {
 			return fmt.Errorf("remove unreadable apply journal: %w", derr)

@@ -170,7 +170,7 @@ func (r *registries) specChanged(ctx context.Context, e store.Entry[*sluicev1.Re
 		}
 		return
 	case e.Err != nil:
-		r.s.unreadable(r.specs.Bucket(), e.Key, e.Revision, e.Err, kindRegistry, "UnreadableRegistrySpecSkipped",
+		r.s.quarantine.Report(r.specs.Bucket(), e.Key, e.Revision, e.Err,
 			"the registry is not synced until its spec is stored again (sluice registry add --update)")
 		return
 	}

@@ -140,7 +140,7 @@ func (s *Service) undoTarget(ctx context.Context, head *sluicev1.Head, asked str
 	case errors.Is(err, store.ErrNotFound):
 		return "", &apiError{code: contract.ErrCodeConflict, desc: "no revision has been in force yet: name one with --to-revision (sluice get revisions)"}
 	case errors.Is(err, store.ErrUndecodable):
-		s.unreadable(s.st.refs.Bucket(), contract.KeyLastApplied, last.Revision, err, contract.KindRollout, "UnreadableRolloutSkipped",
+		s.quarantine.Report(s.st.refs.Bucket(), contract.KeyLastApplied, last.Revision, err,
 			"which revision is in force is unknown: an undo names its revision with --to-revision")
 		return "", &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf(
 			"which revision is in force is unknown (%s/%s does not decode): name one with --to-revision (sluice get revisions)", s.st.refs.Bucket(), contract.KeyLastApplied)}
@@ -206,7 +206,7 @@ func (s *Service) retry(ctx context.Context, req *sluicev1.RetryRequest) (*sluic
 		return nil, &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf("the head's rollout %s has not started yet: nothing to retry", id)}
 	case errors.Is(err, store.ErrUndecodable):
 		// Taken for aborted, as the coordinator takes it: it may be retried.
-		s.unreadable(s.st.rollouts.Bucket(), id, r.Revision, err, contract.KindRollout, "UnreadableRolloutSkipped",
+		s.quarantine.Report(s.st.rollouts.Bucket(), id, r.Revision, err,
 			"taken for an ended rollout, as the coordinator takes it: it may be retried")
 	case err != nil:
 		return nil, unavailable(fmt.Errorf("read rollout %s: %w", id, err))

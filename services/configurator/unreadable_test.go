@@ -58,8 +58,8 @@ func TestApply_CorruptOrForeignValue_IsReportedAndWrittenOver(t *testing.T) {
 				t.Errorf("head = %v, want revision %s", h, resp.GetRevision())
 			}
 			for _, want := range []struct{ typ, key string }{
-				{"UnreadableIntentSkipped", contract.BucketIntents + "/routingtable.target-00000"},
-				{"UnreadableHeadReplaced", contract.BucketRevisions + "/" + contract.KeyHead},
+				{"ValueUnreadable", contract.BucketIntents + "/routingtable.target-00000"},
+				{"ValueUnreadable", contract.BucketRevisions + "/" + contract.KeyHead},
 			} {
 				natstest.Eventually(t, wait, want.typ+" naming "+want.key, func() bool {
 					for _, ev := range evs.ofType(want.typ) {
@@ -98,8 +98,8 @@ func TestApply_SameIntentsAgain_UnreadableRolloutRecord_RollsOutAgain(t *testing
 			if !again.GetChanged() || again.GetRevision() != first.GetRevision() || again.GetGeneration() != first.GetGeneration()+1 {
 				t.Errorf("apply = %v, want revision %s rolled out again at generation %d", again, first.GetRevision(), first.GetGeneration()+1)
 			}
-			natstest.Eventually(t, wait, "UnreadableRolloutSkipped naming the record", func() bool {
-				for _, ev := range evs.ofType("UnreadableRolloutSkipped") {
+			natstest.Eventually(t, wait, "ValueUnreadable naming the record", func() bool {
+				for _, ev := range evs.ofType("ValueUnreadable") {
 					if strings.HasPrefix(ev.GetReason(), contract.BucketRollouts+"/"+id+" ") {
 						return true
 					}
@@ -139,7 +139,7 @@ func TestRetryAndUndo_UnreadableRolloutRecords_AreReportedNotRetriedForEver(t *t
 		!strings.Contains(ae.Description, "--to-revision") {
 		t.Fatalf("undo error = %v, want a 409 naming the unreadable pointer and --to-revision", err)
 	}
-	natstest.Eventually(t, wait, "an UnreadableRolloutSkipped event for each", func() bool {
-		return len(evs.ofType("UnreadableRolloutSkipped")) == 2
+	natstest.Eventually(t, wait, "a ValueUnreadable event for each", func() bool {
+		return len(evs.ofType("ValueUnreadable")) == 2
 	})
 }

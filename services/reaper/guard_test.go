@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -185,7 +186,7 @@ func TestReaper_UnreadableValue_NodeKeptAndReportedOnce(t *testing.T) {
 			if got := f.rawKeys(t, "bad"); got != 3 {
 				t.Fatalf("%d keys of the node with an unreadable value left, want 3", got)
 			}
-			ev := waitEvents(t, f, "node", "bad", reaper.EventUnreadableKeySkipped, 1)[0]
+			ev := waitEvents(t, f, contract.KindQuarantine, tt.bucket+"."+tt.key, events.TypeValueUnreadable, 1)[0]
 			if !strings.Contains(ev.GetReason(), tt.bucket+"/"+tt.key) {
 				t.Errorf("reason %q does not name %s/%s", ev.GetReason(), tt.bucket, tt.key)
 			}
@@ -233,7 +234,7 @@ func TestReaper_UnreadableActiveRollout_KeepsNodesWithADesiredConfig(t *testing.
 			pass(t, r)
 			wantKeys(t, f, "configured", "desired", "backup", "status")
 			wantKeys(t, f, "status-only")
-			ev := waitEvents(t, f, "rollout", contract.KeyActive, reaper.EventUnreadableKeySkipped, 1)[0]
+			ev := waitEvents(t, f, contract.KindQuarantine, contract.BucketRollouts+"."+contract.KeyActive, events.TypeValueUnreadable, 1)[0]
 			if !strings.Contains(ev.GetReason(), contract.BucketRollouts+"/"+contract.KeyActive) {
 				t.Errorf("reason %q does not name the key", ev.GetReason())
 			}

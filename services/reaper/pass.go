@@ -101,17 +101,11 @@ func (r *Reaper) activeRollout(ctx context.Context, h *handles) (active, error) 
 	case errors.Is(err, store.ErrNotFound):
 		return active{}, nil
 	case errors.Is(err, store.ErrUndecodable):
-		r.reportUnreadable(h, contract.BucketRollouts, contract.KeyActive, "", e.Revision, err,
+		h.quarantine.Report(contract.BucketRollouts, contract.KeyActive, e.Revision, err,
 			"no node with a desired config is reaped until it is readable")
 		return active{unreadable: true}, nil
 	case err != nil:
 		return active{}, fmt.Errorf("read the active rollout: %w", err)
-	case e.Value.GetRollout() == "":
-		// A value of another type decodes as a pointer to no rollout: which
-		// rollout is active is as unknown as with one that does not decode.
-		r.reportUnreadable(h, contract.BucketRollouts, contract.KeyActive, "", e.Revision,
-			errors.New("it names no rollout (a value of another type?)"), "no node with a desired config is reaped until it is readable")
-		return active{unreadable: true}, nil
 	}
 	return active{rollout: e.Value.GetRollout()}, nil
 }
@@ -155,7 +149,7 @@ func (r *Reaper) reap(ctx context.Context, h *handles, node string, act active) 
 	}
 	for _, k := range keys {
 		if k.err != nil {
-			r.reportUnreadable(h, k.bucket, k.key, node, k.rev, k.err, "the node's keys are kept until it is readable or removed by hand")
+			h.quarantine.Report(k.bucket, k.key, k.rev, k.err, "the node's keys are kept until it is readable or removed by hand")
 			return nil
 		}
 	}
@@ -269,24 +263,6 @@ func (r *Reaper) postpone(h *handles, node, why string) {
 		Reason: fmt.Sprintf("presence lease expired at least %s ago, but %s", r.cfg.Grace, why)})
 }
 
-// reportUnreadable reports, once per revision, a value that does not
-// decode; node is the node it belongs to ("" for none).
-func (r *Reaper) reportUnreadable(h *handles, bucket, key, node string, rev uint64, err error, consequence string) {
-	id := bucket + "/" + key
-	if r.unreadable[id] == rev {
-		return
-	}
-	r.unreadable[id] = rev
-	r.log.Warn().Err(err).Str(logging.FieldBucket, bucket).Str(logging.FieldKey, key).Str(logging.FieldNode, node).
-		Uint64("kv_revision", rev).Msg("skipping a value that does not decode; " + consequence)
-	ev := &sluicev1.Event{Kind: events.KindNode, Id: node, Type: EventUnreadableKeySkipped, Node: node,
-		Reason: fmt.Sprintf("%s (revision %d) does not decode: %v; %s", id, rev, err, consequence)}
-	if node == "" {
-		ev.Kind, ev.Id = events.KindRollout, key
-	}
-	h.em.Emit(ev)
-}
-
 // guard holds a mass deletion: when at least two nodes are due and they
 // are more than HoldShare of the nodes that own keys, only the nodes an
 // operator confirmed (control/reaper.confirm) are reaped; the rest are held,
@@ -297,7 +273,7 @@ func (r *Reaper) guard(ctx context.Context, h *handles, due []string, owners, pr
 	switch {
 	case errors.Is(err, store.ErrNotFound):
 	case errors.Is(err, store.ErrUndecodable):
-		r.reportUnreadable(h, contract.BucketControl, contract.KeyReapConfirm, "", conf.Revision, err, "no held node is reaped until it is readable")
+		h.quarantine.Report(contract.BucketControl, contract.KeyReapConfirm, conf.Revision, err, "no held node is reaped until it is readable")
 	case err != nil:
 		return nil, fmt.Errorf("read %s/%s: %w", contract.BucketControl, contract.KeyReapConfirm, err)
 	}

@@ -17,9 +17,9 @@
 // It never deletes what is referenced or what it cannot read: a departed
 // node whose desired config belongs to the active rollout (rollouts/active),
 // a revert included, keeps its keys until that rollout ends; so does a node
-// with a key that does not decode, and every node with a desired config
-// while rollouts/active itself does not decode. Each wait is logged and
-// published once (ReapPostponed, UnreadableKeySkipped). Control keys ("_"
+// with a key refused at intake, and every node with a desired config
+// while rollouts/active itself is refused. Each wait is logged and
+// published once (ReapPostponed, ValueUnreadable). Control keys ("_"
 // prefix, e.g. the coordinator's "_fence") are never a node's. A delete that
 // loses its compare-and-set race is not an error: the next pass looks again.
 // docs/reaper.md says the same for operators. While the control plane is
@@ -69,10 +69,6 @@ const (
 	// confirms (sluice reaper confirm). Kind instance, id reaper.<instance>;
 	// emitted once per held set.
 	EventReapHeld = "ReapHeld"
-	// EventUnreadableKeySkipped: a value the reaper needed does not decode;
-	// the key (and the node it belongs to) is left alone. The reason names
-	// bucket and key; emitted once per revision.
-	EventUnreadableKeySkipped = "UnreadableKeySkipped"
 )
 
 // Defaults.
@@ -128,10 +124,7 @@ type Reaper struct {
 	// holding is the set of nodes the mass-deletion guard holds, as last
 	// reported ("" = none).
 	holding string
-	// unreadable is bucket/key → the revision last reported as not
-	// decoding, so each bad value is reported once, not every pass.
-	unreadable map[string]uint64
-	h          *handles // opened on first use
+	h       *handles // opened on first use
 
 	// gate holds passes while the control plane is paused: the reaper
 	// acknowledges a pause once no pass runs (Run only; Pass ignores it).
@@ -175,15 +168,19 @@ func (r *Reaper) Status() contract.ReaperStatus {
 
 // handles are the buckets and emitter, opened once.
 type handles struct {
-	em       *events.Emitter
-	nodes    *store.Store[*sluicev1.NodePresence]
-	configs  *store.Store[*sluicev1.DesiredConfig]
-	status   *store.Store[*sluicev1.NodeStatus]
-	rollouts *store.Store[*sluicev1.RolloutRef]  // only rollouts/active is read
-	confirms *store.Store[*sluicev1.ReapConfirm] // control/reaper.confirm
-	intents  *store.Store[*sluicev1.StoredIntent]
-	revs     *store.Store[*sluicev1.Revision]
-	heads    *store.Store[*sluicev1.Head]
+	em *events.Emitter
+	// quarantine reports values refused at intake (a value the reaper
+	// needed is left alone, with the key and the node it belongs to), once
+	// per revision, not every pass.
+	quarantine *events.Quarantine
+	nodes      *store.Store[*sluicev1.NodePresence]
+	configs    *store.Store[*sluicev1.DesiredConfig]
+	status     *store.Store[*sluicev1.NodeStatus]
+	rollouts   *store.Store[*sluicev1.RolloutRef]  // only rollouts/active is read
+	confirms   *store.Store[*sluicev1.ReapConfirm] // control/reaper.confirm
+	intents    *store.Store[*sluicev1.StoredIntent]
+	revs       *store.Store[*sluicev1.Revision]
+	heads      *store.Store[*sluicev1.Head]
 	// revisions reads revisions/pending (an ApplyJournal), existence only.
 	revisions *store.Store[*sluicev1.ApplyJournal]
 	records   *store.Store[*sluicev1.Rollout]
@@ -220,12 +217,11 @@ func New(cfg Config) (*Reaper, error) {
 		cfg.Version = "dev"
 	}
 	r := &Reaper{
-		cfg:        cfg,
-		log:        cfg.Log.With().Str(logging.FieldComponent, Component).Logger(),
-		absent:     map[string]time.Time{},
-		held:       map[string]string{},
-		unreadable: map[string]uint64{},
-		deleted:    map[string]uint64{KindNodes: 0, KindIntents: 0, KindRevisions: 0},
+		cfg:     cfg,
+		log:     cfg.Log.With().Str(logging.FieldComponent, Component).Logger(),
+		absent:  map[string]time.Time{},
+		held:    map[string]string{},
+		deleted: map[string]uint64{KindNodes: 0, KindIntents: 0, KindRevisions: 0},
 	}
 	r.readiness.Set(false, "binding the buckets")
 	return r, nil
@@ -405,18 +401,20 @@ func (r *Reaper) openWith(ctx context.Context, js jetstream.JetStream) (*handles
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", err)
 	}
+	em := events.NewEmitter(js, r.cfg.Log, Component, r.cfg.Now)
 	r.h = &handles{
-		em:        events.NewEmitter(js, r.cfg.Log, Component, r.cfg.Now),
-		nodes:     store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }),
-		configs:   store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }),
-		status:    store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }),
-		rollouts:  store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }),
-		confirms:  store.New(b.Control, func() *sluicev1.ReapConfirm { return &sluicev1.ReapConfirm{} }),
-		intents:   store.New(b.Intents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} }),
-		revs:      store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} }),
-		heads:     store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }),
-		revisions: store.New(b.Revisions, func() *sluicev1.ApplyJournal { return &sluicev1.ApplyJournal{} }),
-		records:   store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }),
+		em:         em,
+		quarantine: events.NewQuarantine(em),
+		nodes:      store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }),
+		configs:    store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }),
+		status:     store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }),
+		rollouts:   store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }),
+		confirms:   store.New(b.Control, func() *sluicev1.ReapConfirm { return &sluicev1.ReapConfirm{} }),
+		intents:    store.New(b.Intents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} }),
+		revs:       store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} }),
+		heads:      store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }),
+		revisions:  store.New(b.Revisions, func() *sluicev1.ApplyJournal { return &sluicev1.ApplyJournal{} }),
+		records:    store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }),
 	}
 	return r.h, nil
 }

@@ -205,7 +205,7 @@ func (e *unreadableError) Error() string {
 func (e *unreadableError) Unwrap() error { return e.err }
 
 // unreadableStops ends a collection that err (an *unreadableError) stopped:
-// the value is reported once per stored revision (UnreadableKeySkipped and
+// the value is reported once per stored revision (ValueUnreadable and
 // a warning naming bucket and key) rather than as an error every pass, and
 // nothing is collected until it is readable. Other errors are returned.
 func (r *Reaper) unreadableStops(h *handles, err error) error {
@@ -213,6 +213,6 @@ func (r *Reaper) unreadableStops(h *handles, err error) error {
 	if !errors.As(err, &ue) {
 		return err
 	}
-	r.reportUnreadable(h, ue.bucket, ue.key, "", ue.rev, ue.err, "no marked intent or old revision is collected until it is readable")
+	h.quarantine.Report(ue.bucket, ue.key, ue.rev, ue.err, "no marked intent or old revision is collected until it is readable")
 	return nil
 }

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/reaper"
@@ -69,7 +70,7 @@ func TestReaper_CollectRevisions_KeepsTheNewestAndTheReferenced(t *testing.T) {
 // A value that says what is in use but does not decode stops the
 // collection of revisions and marked intents (what it references is
 // unknown). It used to be an error logged at every pass; it is reported
-// once per stored revision with UnreadableKeySkipped naming it, and the
+// once per stored revision with ValueUnreadable naming it, and the
 // collection resumes once the value is readable or gone.
 func TestReaper_Collect_UnreadableReference_NothingCollectedAndReportedOnce(t *testing.T) {
 	tests := []struct {
@@ -118,7 +119,7 @@ func TestReaper_Collect_UnreadableReference_NothingCollectedAndReportedOnce(t *t
 				if _, err := f.env.Buckets.Intents.Get(ctx, "routingtable.gone"); (err == nil) != tt.blocksIntents {
 					t.Fatalf("marked intent: %v; want it kept: %v", err, tt.blocksIntents)
 				}
-				ev := waitEvents(t, f, contract.KindRollout, tt.key, reaper.EventUnreadableKeySkipped, 1)[0]
+				ev := waitEvents(t, f, contract.KindQuarantine, tt.bucket+"."+tt.key, events.TypeValueUnreadable, 1)[0]
 				if !strings.Contains(ev.GetReason(), tt.bucket+"/"+tt.key) {
 					t.Errorf("reason %q does not name %s/%s", ev.GetReason(), tt.bucket, tt.key)
 				}

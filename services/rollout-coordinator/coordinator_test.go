@@ -69,7 +69,7 @@ func startFleet(t *testing.T, env *natstest.Env, delay time.Duration, fail map[s
 		sub, err := env.Conn.Subscribe(contract.NodeConfigSubject(n), func(m *nats.Msg) {
 			var d sluicev1.DesiredConfig
 			if err := store.Unmarshal(m.Data, &d); err != nil || d.GetFingerprint() == "" || render.Fingerprint(d.GetConfig()) != d.GetFingerprint() {
-				return // an agent refuses it (UnreadableDesiredIgnored)
+				return // an agent refuses it (ValueUnreadable)
 			}
 			go f.apply(ctx, &d, delay)
 		})

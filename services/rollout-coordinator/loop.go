@@ -79,7 +79,7 @@ type loop struct {
 	desiredLast func(ctx context.Context, key string) (rev uint64, live bool, err error)
 
 	reconnected <-chan nats.Status // the connection came back: reload
-	quarantined map[string]bool    // bucket/key already reported unreadable
+	quarantine  *events.Quarantine // reports values refused at intake, once per revision
 	emit        func(*sluicev1.Event)
 }
 
@@ -104,13 +104,13 @@ func newLoop(b *contract.Buckets, cfg Config, log zerolog.Logger, em *events.Emi
 		writeFails:  make(chan error, 1),
 		landedSig:   make(chan struct{}, 1),
 		statusRev:   map[string]uint64{},
-		quarantined: map[string]bool{},
 	}
 	lp.kv = &kvEffects{term: t, now: cfg.Now, before: cfg.BeforeWrite, nodeconfigs: lp.nodeconfigs,
 		rollouts: lp.rollouts, refs: lp.refs, invalid: lp.invalid, revs: map[string]uint64{}, listed: map[string]bool{},
 		retention: cfg.Retention, log: log, emit: em.Emit}
 	lp.fx = lp.kv
 	lp.emit = em.Emit
+	lp.quarantine = events.NewQuarantine(em)
 	lp.desiredLast = t.batchers[contract.BucketNodeConfigs].Last
 	return lp
 }
@@ -234,7 +234,7 @@ func (lp *loop) run(ctx context.Context) error {
 				return errors.New("head watcher stopped")
 			}
 			if e.Err != nil {
-				lp.quarantine(contract.BucketRevisions, e.Key, e.Err)
+				lp.quarantine.Report(contract.BucketRevisions, e.Key, e.Revision, e.Err, skipped)
 				continue
 			}
 			if e.Value == nil {
@@ -275,7 +275,7 @@ func (lp *loop) run(ctx context.Context) error {
 			case !ok:
 				return errors.New("pause watcher stopped")
 			case e.Err != nil:
-				lp.quarantine(contract.BucketControl, e.Key, e.Err)
+				lp.quarantine.Report(contract.BucketControl, e.Key, e.Revision, e.Err, skipped)
 				continue
 			case e.Key == "":
 				continue
@@ -300,7 +300,7 @@ func (lp *loop) run(ctx context.Context) error {
 				return errors.New("nodes watcher stopped")
 			}
 			if e.Err != nil {
-				lp.quarantine(contract.BucketNodes, e.Key, e.Err)
+				lp.quarantine.Report(contract.BucketNodes, e.Key, e.Revision, e.Err, skipped)
 				continue
 			}
 			if e.Value == nil && !e.Deleted {
@@ -321,7 +321,7 @@ func (lp *loop) run(ctx context.Context) error {
 			}
 			switch {
 			case e.Err != nil:
-				lp.quarantine(contract.BucketStatus, e.Key, e.Err)
+				lp.quarantine.Report(contract.BucketStatus, e.Key, e.Revision, e.Err, skipped)
 				continue
 			case e.Deleted:
 				lp.forgetConfigs(e.Key)
@@ -349,7 +349,7 @@ func request[T proto.Message](lp *loop, e store.Entry[T], ok bool, prefix string
 	case !ok:
 		return nil, errors.New("control watcher stopped")
 	case e.Err != nil:
-		lp.quarantine(contract.BucketControl, e.Key, e.Err)
+		lp.quarantine.Report(contract.BucketControl, e.Key, e.Revision, e.Err, skipped)
 		return nil, nil
 	case !e.Value.ProtoReflect().IsValid():
 		return nil, nil
@@ -357,22 +357,10 @@ func request[T proto.Message](lp *loop, e store.Entry[T], ok bool, prefix string
 	return event(strings.TrimPrefix(e.Key, prefix), e.Value), nil
 }
 
-// quarantine reports a value that does not decode, once per key: the key is
-// skipped and everything else carries on.
-func (lp *loop) quarantine(bucket, key string, err error) {
-	lp.skip(bucket, key, fmt.Sprintf("does not decode and is skipped until it is rewritten: %v", err))
-}
-
-// skip reports a stored value the term cannot use, once per key, with a
-// ValueUnreadable event (which Emit also logs): "<bucket>/<key> <why>".
-func (lp *loop) skip(bucket, key, why string) {
-	if lp.quarantined[bucket+"/"+key] {
-		return
-	}
-	lp.quarantined[bucket+"/"+key] = true
-	lp.emit(&sluicev1.Event{Kind: "quarantine", Id: bucket + "." + key, Type: "ValueUnreadable",
-		Reason: bucket + "/" + key + " " + why})
-}
+// skipped is what the coordinator does with a value refused at intake
+// (reported by lp.quarantine, once per revision): the key is skipped and
+// everything else carries on.
+const skipped = "skipped until it is rewritten"
 
 // load reads everything the coordinator owns or depends on. Presence, status
 // and head come from the watchers' initial values, so the live changes that
@@ -411,7 +399,7 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 			lp.kv.setRev(contract.BucketRollouts, id, r.Revision)
 		case errors.Is(err, store.ErrUndecodable):
 			// Its record exists: the head's rollout was started. Never run it again.
-			lp.quarantine(contract.BucketRollouts, id, err)
+			lp.quarantine.Report(contract.BucketRollouts, id, r.Revision, err, "the head's rollout is taken as ended (aborted): it was started and is never run again")
 			ev.HeadRollout = &sluicev1.Rollout{Id: id, Generation: ev.Head.GetGeneration(), Revision: ev.Head.GetRevision(),
 				Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED}
 		case !errors.Is(err, store.ErrNotFound):
@@ -425,7 +413,7 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 			return ev, err
 		}
 	} else if errors.Is(err, store.ErrUndecodable) {
-		lp.quarantine(contract.BucketRollouts, contract.KeyLastApplied, err)
+		lp.quarantine.Report(contract.BucketRollouts, contract.KeyLastApplied, ref.Revision, err, "no rollout is taken as the last applied")
 		lp.kv.setRev(contract.BucketRollouts, contract.KeyLastApplied, ref.Revision)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return ev, err
@@ -442,13 +430,19 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 			}
 		case errors.Is(err, store.ErrUndecodable), errors.Is(err, store.ErrNotFound):
 			// Nothing to resume from: the pointer is cleared as an ended rollout's.
-			lp.quarantine(contract.BucketRollouts, ref.Value.GetRollout(), err)
+			const cleared = "the active rollout is taken as ended (aborted) and rollouts/active is cleared"
+			if errors.Is(err, store.ErrNotFound) {
+				lp.quarantine.Report(contract.BucketRollouts, contract.KeyActive, ref.Revision,
+					fmt.Errorf("it names rollout %s, which is not stored", ref.Value.GetRollout()), cleared)
+			} else {
+				lp.quarantine.Report(contract.BucketRollouts, ref.Value.GetRollout(), r.Revision, err, cleared)
+			}
 			ev.Active = &sluicev1.Rollout{Id: ref.Value.GetRollout(), Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED}
 		default:
 			return ev, fmt.Errorf("active rollout: %w", err)
 		}
 	} else if errors.Is(err, store.ErrUndecodable) {
-		lp.quarantine(contract.BucketRollouts, contract.KeyActive, err)
+		lp.quarantine.Report(contract.BucketRollouts, contract.KeyActive, ref.Revision, err, "no rollout is taken as active")
 		lp.kv.setRev(contract.BucketRollouts, contract.KeyActive, ref.Revision)
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return ev, err
@@ -468,10 +462,11 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 			if _, which, _ := contract.NodeOfConfigKey(c.Key); which == "backup" {
 				// Treated as no backup: a revert of the node takes the last
 				// applied revision's config for it, as after a reap.
-				lp.skip(contract.BucketNodeConfigs, c.Key, fmt.Sprintf("is unreadable (%v): the node is treated as having no backup, and a revert gives it the last applied revision's config", c.Err))
+				lp.quarantine.Report(contract.BucketNodeConfigs, c.Key, c.Revision, c.Err,
+					"the node is treated as having no backup, and a revert gives it the last applied revision's config")
 				continue
 			}
-			lp.quarantine(contract.BucketNodeConfigs, c.Key, c.Err)
+			lp.quarantine.Report(contract.BucketNodeConfigs, c.Key, c.Revision, c.Err, skipped)
 			continue
 		}
 		switch node, which, _ := contract.NodeOfConfigKey(c.Key); which {
@@ -494,7 +489,7 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 		}
 		lp.kv.setRev(contract.BucketFingerprints, f.Key, f.Revision)
 		if f.Err != nil {
-			lp.quarantine(contract.BucketFingerprints, f.Key, f.Err)
+			lp.quarantine.Report(contract.BucketFingerprints, f.Key, f.Revision, f.Err, skipped)
 			continue
 		}
 		f.Value.Fingerprint = f.Key
@@ -525,7 +520,7 @@ func initial[T proto.Message](ctx context.Context, lp *loop, bucket string, w <-
 					return
 				}
 				if e.Err != nil {
-					lp.quarantine(bucket, e.Key, e.Err)
+					lp.quarantine.Report(bucket, e.Key, e.Revision, e.Err, skipped)
 					continue
 				}
 				if e.Deleted {
@@ -549,7 +544,7 @@ func (lp *loop) revision(ctx context.Context, bucket, key, id string) (*sluicev1
 	e, err := lp.revisions.Get(ctx, id)
 	switch {
 	case errors.Is(err, store.ErrUndecodable):
-		lp.quarantine(contract.BucketRevisions, id, err)
+		lp.quarantine.Report(contract.BucketRevisions, id, e.Revision, err, "what names it ("+bucket+"/"+key+") is not rolled out")
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("revision %s (named by %s/%s): %w", id, bucket, key, err)

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -45,7 +46,7 @@ func TestLoop_AtItsDeadline_ANodesStatusIsReadAgain(t *testing.T) {
 			lp := &loop{cfg: Config{Now: func() time.Time { return now }}, fx: m, st: rollout.NewState(), log: zerolog.Nop(),
 				emit:      func(e *sluicev1.Event) { emitted = append(emitted, e) },
 				status:    store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }),
-				statusRev: map[string]uint64{}, quarantined: map[string]bool{}}
+				statusRev: map[string]uint64{}, quarantine: events.NewQuarantine(events.NewEmitter(nil, zerolog.Nop(), "test", nil))}
 			if err := lp.step(ctx, rollout.Loaded{Head: head, HeadRev: rev, Term: 1,
 				Presence: []*sluicev1.NodePresence{{Node: "n1"}}}); err != nil {
 				t.Fatal(err)
@@ -120,7 +121,7 @@ func TestLoop_ANodeComingBack_HasItsDesiredConfigReadFirst(t *testing.T) {
 			lp := &loop{cfg: Config{Now: time.Now}, fx: m, st: rollout.NewState(), log: zerolog.Nop(),
 				emit: func(*sluicev1.Event) {}, nodeconfigs: nodeconfigs,
 				desiredLast: store.NewBatcher(env.Conn, contract.BucketNodeConfigs).Last,
-				statusRev:   map[string]uint64{}, quarantined: map[string]bool{}}
+				statusRev:   map[string]uint64{}, quarantine: events.NewQuarantine(events.NewEmitter(nil, zerolog.Nop(), "test", nil))}
 			if err := lp.step(ctx, rollout.Loaded{Head: head, HeadRev: rev, Term: 1}); err != nil {
 				t.Fatal(err)
 			}
@@ -176,7 +177,7 @@ func TestLoop_Verify_ConfiguresAfreshANodeWhoseKeyWasDeletedUnheard(t *testing.T
 	env := natstest.Start(t, contract.DefaultSettings())
 	m := newMemEffects()
 	lp := &loop{cfg: Config{Now: time.Now}, fx: m, st: rollout.NewState(), log: zerolog.Nop(),
-		emit: func(*sluicev1.Event) {}, statusRev: map[string]uint64{}, quarantined: map[string]bool{},
+		emit: func(*sluicev1.Event) {}, statusRev: map[string]uint64{}, quarantine: events.NewQuarantine(events.NewEmitter(nil, zerolog.Nop(), "test", nil)),
 		desiredLast: store.NewBatcher(env.Conn, contract.BucketNodeConfigs).Last}
 	if err := lp.step(ctx, rollout.Loaded{Head: head, HeadRev: rev, Term: 1,
 		Presence: []*sluicev1.NodePresence{{Node: "n1"}, {Node: "n2"}, {Node: "n3"}}}); err != nil {
