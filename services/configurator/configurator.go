@@ -131,8 +131,10 @@ func New(cfg Config) (*Service, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if cfg.DeleteAfter != nil && *cfg.DeleteAfter < 0 {
-		return nil, fmt.Errorf("configurator: DeleteAfter %s is negative: give 0 (mark a missing intent at once) or a settle period", *cfg.DeleteAfter)
+	if cfg.DeleteAfter != nil {
+		if err := CheckDeleteAfter(*cfg.DeleteAfter); err != nil {
+			return nil, fmt.Errorf("configurator: DeleteAfter %s: %w", *cfg.DeleteAfter, err)
+		}
 	}
 	if cfg.FetchTimeout <= 0 {
 		cfg.FetchTimeout = fetchTimeout

@@ -3,6 +3,7 @@ package configurator
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -220,4 +221,14 @@ func whenList(pending map[string]time.Time, after time.Duration, ids []string) s
 		parts = append(parts, fmt.Sprintf("(+%s more)", thousands(len(ids)-maxNamesInReason)))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// CheckDeleteAfter is the one rule for a settle period (Config.DeleteAfter,
+// --registry-delete-after wherever it is given): 0 or more. Callers name
+// the flag or field and its value before the error.
+func CheckDeleteAfter(d time.Duration) error {
+	if d < 0 {
+		return errors.New("a settle period cannot be negative: give 0 (mark a missing intent at once) or more, such as 1m")
+	}
+	return nil
 }

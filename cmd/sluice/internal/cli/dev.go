@@ -13,6 +13,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/sluice/internal/registryspec"
 	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/configurator"
 )
 
 func (a *app) devCommand() *cobra.Command {
@@ -81,8 +82,8 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 				return &ExitError{Code: 2, Err: err}
 			}
 			if cmd.Flags().Changed("registry-delete-after") {
-				if deleteAfter < 0 {
-					return &ExitError{Code: 2, Err: fmt.Errorf("--registry-delete-after %s is negative: give 0 (mark a missing intent at once) or more, such as 1m", deleteAfter)}
+				if err := configurator.CheckDeleteAfter(deleteAfter); err != nil {
+					return &ExitError{Code: 2, Err: fmt.Errorf("--registry-delete-after %s: %w", deleteAfter, err)}
 				}
 				opts.RegistryDeleteAfter = &deleteAfter
 			}

@@ -407,7 +407,7 @@ func TestRegistryPending_ShownAndConfirmed(t *testing.T) {
 
 func TestDev_NegativeRegistryDeleteAfter_RefusedNamingTheFlag(t *testing.T) {
 	code, _, stderr := sluice(t, "nats://127.0.0.1:1", "dev", "--no-examples", "--data", t.TempDir(), "--registry-delete-after", "-5s")
-	if code != 2 || !strings.Contains(stderr, "--registry-delete-after -5s is negative") {
+	if code != 2 || !strings.Contains(stderr, "--registry-delete-after -5s: a settle period cannot be negative") {
 		t.Fatalf("exit %d, stderr %q; want 2 naming the flag", code, stderr)
 	}
 }

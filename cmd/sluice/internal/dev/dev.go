@@ -131,8 +131,10 @@ func (o *Options) check() error {
 	if o.NATSCluster != 1 && o.NATSCluster != 3 {
 		return fmt.Errorf("--nats-cluster %d: want 1 (one server) or 3 (a cluster that survives one server stopping)", o.NATSCluster)
 	}
-	if o.RegistryDeleteAfter != nil && *o.RegistryDeleteAfter < 0 {
-		return fmt.Errorf("--registry-delete-after %s is negative: give 0 (mark a missing intent at once) or more, such as 1m", *o.RegistryDeleteAfter)
+	if o.RegistryDeleteAfter != nil {
+		if err := configurator.CheckDeleteAfter(*o.RegistryDeleteAfter); err != nil {
+			return fmt.Errorf("--registry-delete-after %s: %w", *o.RegistryDeleteAfter, err)
+		}
 	}
 	if o.Settings.Replicas > o.NATSCluster {
 		return fmt.Errorf("--replicas %d needs as many servers: pass --nats-cluster 3, or --replicas 1", o.Settings.Replicas)

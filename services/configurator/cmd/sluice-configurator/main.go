@@ -45,11 +45,8 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 // The flag package prefixes the error with the flag's name and value.
 func parseDeleteAfter(v string) (time.Duration, error) {
 	d, err := time.ParseDuration(v)
-	switch {
-	case err != nil:
+	if err != nil {
 		return 0, errors.New("want a duration such as 1m (0 marks a missing intent at once)")
-	case d < 0:
-		return 0, errors.New("a settle period cannot be negative: give 0 (mark a missing intent at once) or more, such as 1m")
 	}
-	return d, nil
+	return d, configurator.CheckDeleteAfter(d)
 }
