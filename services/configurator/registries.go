@@ -383,11 +383,6 @@ func (r *registries) synced(ctx context.Context, name string, reg registry.Regis
 		st.State = sluicev1.RegistryState_REGISTRY_STATE_SYNCED
 		if plan.held != nil {
 			st.State = sluicev1.RegistryState_REGISTRY_STATE_HELD
-			if prev.GetHeld().GetDigest() == plan.held.GetDigest() && prev.GetHeld().GetSince() != nil {
-				plan.held.Since = prev.GetHeld().GetSince()
-			} else {
-				plan.held.Since = nowProto(r.s.cfg.Now)
-			}
 		}
 		st.LastSync, st.UnreachableSince, st.Error, st.Attempts = nowProto(r.s.cfg.Now), nil, "", 0
 		st.Kind, st.Location, st.Note, st.Version = reg.Kind(), reg.Location(), reg.Note(), snap.Version

@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -43,23 +44,27 @@ import (
 const minDeleteAfter = 30 * time.Second
 
 // pendingState is what a registry's syncer keeps between answers: the
-// intents missing from every answer since when, and how many intents the
-// previous answer declared.
+// intents missing from every answer since when, how many intents the
+// previous answer declared, and the deletion held (nil: none), whose start
+// a hold of the same intents keeps.
 type pendingState struct {
 	since    map[string]time.Time // intent key → missing from every answer since
 	declared int                  // declaredCount of the previous answer
+	held     *sluicev1.HeldDeletion
 }
 
 // afterAnswer is the pending state a merged answer leaves.
 func afterAnswer(plan syncPlan, snap registry.Snapshot) pendingState {
-	return pendingState{since: plan.pending, declared: declaredCount(snap)}
+	return pendingState{since: plan.pending, declared: declaredCount(snap), held: plan.held}
 }
 
-// afterFailure is the pending state a failed fetch leaves: empty. A failed
-// answer is no evidence either way, so what was pending starts its period
-// again with the next answer that lacks it.
+// afterFailure is the pending state a failed fetch leaves: no pending
+// deletion. A failed answer is no evidence either way, so what was pending
+// starts its period again with the next answer that lacks it. A hold
+// stays: the same partial answer after an outage is the same hold, and a
+// confirmation of it still applies.
 func (p pendingState) afterFailure() pendingState {
-	return pendingState{since: map[string]time.Time{}, declared: p.declared}
+	return pendingState{since: map[string]time.Time{}, declared: p.declared, held: p.held}
 }
 
 // settling is what planSync needs to decide deletions that wait: the
@@ -105,8 +110,14 @@ func decideDeletions(spec *sluicev1.RegistrySpec, gone, back []string, owned, de
 	}
 
 	// A mass deletion is held, and a hold says the answer cannot be
-	// trusted: nothing stays pending.
-	digest := deletionDigest(name, ids)
+	// trusted: nothing stays pending. A hold of the same intents as the
+	// last one keeps its start; its digest names both, so a confirmation
+	// of an earlier hold, left stored, never confirms a later one.
+	since := st.now
+	if h := st.held; h != nil && h.GetSince() != nil && slices.Equal(h.GetIntents(), ids) {
+		since = h.GetSince().AsTime()
+	}
+	digest := deletionDigest(name, ids, since)
 	share := registry.HoldShare(spec)
 	var why string
 	switch {
@@ -121,7 +132,7 @@ func decideDeletions(spec *sluicev1.RegistrySpec, gone, back []string, owned, de
 		d.mark, d.confirmed = gone, digest
 		return d
 	case why != "":
-		d.held = &sluicev1.HeldDeletion{Intents: ids, Digest: digest,
+		d.held = &sluicev1.HeldDeletion{Intents: ids, Digest: digest, Since: timestamppb.New(since),
 			Reason: why + "; nothing was marked: a registry outage or a bad commit looks like that. If the intents are really gone, confirm: sluice registry confirm " + name}
 		for _, key := range gone {
 			if _, ok := st.since[key]; ok {
@@ -169,7 +180,7 @@ func (c Config) deleteAfter(spec *sluicev1.RegistrySpec) time.Duration {
 
 // pendingOf reads the pending state a registry's status recorded.
 func pendingOf(st *sluicev1.RegistryStatus) pendingState {
-	p := pendingState{since: map[string]time.Time{}, declared: int(st.GetDeclared())}
+	p := pendingState{since: map[string]time.Time{}, declared: int(st.GetDeclared()), held: st.GetHeld()}
 	for _, pd := range st.GetPending() {
 		if pd.GetMissingSince() == nil {
 			continue // unknown: its period starts again

@@ -241,6 +241,45 @@ func TestSettle_StaleConfirmationDoesNotMatchALaterPendingSet(t *testing.T) {
 	}
 }
 
+// The same for a held deletion: the registry answered empty, an operator
+// confirmed the hold and the intents were marked; the registry declared
+// them again (they were restored), and months later answers empty again.
+// The confirmation left stored names the first hold: the second, of the
+// same intents, is held, not carried out. It used to be carried out at
+// once (the digest named only the registry and the intents).
+func TestSettle_StaleConfirmationDoesNotMatchALaterHold(t *testing.T) {
+	live := stored(owned("gitops", "v.yaml", l2("v", 100)), owned("gitops", "y.yaml", l2("y", 101)))
+	empty := docs()
+	first := planSync(gitops, empty, live, nil, nil, settling{pendingState: pendingState{declared: 2}, now: t0, after: 30 * time.Second})
+	if first.held == nil {
+		t.Fatalf("an empty answer was not held: %+v", first)
+	}
+	confirm := &sluicev1.RegistryConfirm{Digest: first.held.GetDigest()}
+	pend := afterAnswer(first, empty)
+	// The same hold after an outage keeps its start, and its confirmation applies.
+	pend = pend.afterFailure()
+	carried := planSync(gitops, empty, live, nil, confirm, settling{pendingState: pend, now: t0.Add(time.Minute), after: 30 * time.Second})
+	if len(carried.marked) != 2 || carried.confirmed != first.held.GetDigest() {
+		t.Fatalf("the confirmed hold: marked %v confirmed %q, want both marked", carried.marked, carried.confirmed)
+	}
+	// Declared again, then dropped again much later: a new hold.
+	again := docs(doc("v.yaml", l2("v", 100)), doc("y.yaml", l2("y", 101)))
+	back := planSync(gitops, again, live, nil, confirm, settling{pendingState: afterAnswer(carried, empty), now: t0.Add(time.Hour), after: 30 * time.Second})
+	later := planSync(gitops, empty, live, nil, confirm, settling{pendingState: afterAnswer(back, again), now: t0.Add(90 * 24 * time.Hour), after: 30 * time.Second})
+	if later.held == nil || len(later.marked) > 0 || later.confirmed != "" {
+		t.Fatalf("the later hold: held %v marked %v confirmed %q; want held, nothing marked", later.held, later.marked, later.confirmed)
+	}
+	if later.held.GetDigest() == first.held.GetDigest() {
+		t.Fatalf("the later hold has the first hold's digest %s", first.held.GetDigest())
+	}
+	// A restarted configurator reads the hold back from the status: the same digest.
+	restarted := planSync(gitops, empty, live, nil, nil, settling{pendingState: pendingOf(&sluicev1.RegistryStatus{Held: later.held, Declared: 0}),
+		now: t0.Add(91 * 24 * time.Hour), after: 30 * time.Second})
+	if restarted.held.GetDigest() != later.held.GetDigest() {
+		t.Fatalf("after a restart the hold's digest is %s, want %s (the status's)", restarted.held.GetDigest(), later.held.GetDigest())
+	}
+}
+
 // What the status records of a pending set: each intent with when it
 // becomes effective, and a digest to confirm.
 func TestSettle_PendingListAndRoundTrip(t *testing.T) {

@@ -341,16 +341,18 @@ func applyPlan(set []*sluicev1.Intent, jr *sluicev1.ApplyJournal) []*sluicev1.In
 	return out
 }
 
-// deletionDigest names a held deletion: the registry and the intents it
-// would mark. A confirmation names it, so an operator confirms exactly the
-// deletion they saw, not whatever the next answer drops.
-func deletionDigest(name string, ids []string) string {
+// deletionDigest names a held deletion: the registry, the intents it would
+// mark and when the hold began. A confirmation names it, so an operator
+// confirms exactly the deletion they saw, not whatever the next answer
+// drops, nor a later hold of the same intents.
+func deletionDigest(name string, ids []string, since time.Time) string {
 	h := sha256.New()
 	h.Write([]byte(name))
 	for _, id := range ids {
 		h.Write([]byte{0})
 		h.Write([]byte(id))
 	}
+	fmt.Fprintf(h, "\x00%d", since.UnixNano())
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
