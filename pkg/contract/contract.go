@@ -58,9 +58,13 @@ const (
 	KindLeader      = "leader"
 	KindInstance    = "instance" // a service instance or agent acknowledging a pause: id <component>.<instance>
 	// KindQuarantine: a stored value refused at intake (ValueUnreadable):
-	// id <bucket>.<key>.
+	// id QuarantineID(bucket, key).
 	KindQuarantine = "quarantine"
 )
+
+// QuarantineID is the id of the events about the stored value at
+// bucket/key (kind quarantine): "<bucket>.<key>".
+func QuarantineID(bucket, key string) string { return bucket + "." + key }
 
 // Subjects.
 const (

@@ -155,6 +155,15 @@ func TestNodeUser_ReachesItsOwnKeysAndNothingElse(t *testing.T) {
 	if _, err := u.js.Publish(ctx, contract.EventSubject(contract.KindInstance, contract.InstanceKey(contract.ComponentAgent, "node-01")), []byte(`{}`)); err != nil {
 		t.Fatalf("node-01 publishes its pause acknowledgement: %v", err)
 	}
+	for _, k := range []struct{ bucket, key string }{
+		{contract.BucketNodeConfigs, contract.DesiredKey("node-01")}, {contract.BucketStatus, "node-01"},
+		{contract.BucketNodes, "node-01"}, {contract.BucketControl, contract.KeyPause},
+	} {
+		subj := contract.EventSubject(contract.KindQuarantine, contract.QuarantineID(k.bucket, k.key))
+		if _, err := u.js.Publish(ctx, subj, []byte(`{}`)); err != nil {
+			t.Fatalf("node-01 reports an unreadable value it read (%s): %v", subj, err)
+		}
+	}
 	sub, err := u.nc.SubscribeSync(contract.NodeConfigSubject("node-01"))
 	if err != nil {
 		t.Fatal(err)
@@ -199,6 +208,11 @@ func TestNodeUser_ReachesItsOwnKeysAndNothingElse(t *testing.T) {
 	ack02 := contract.EventSubject(contract.KindInstance, contract.InstanceKey(contract.ComponentAgent, "node-02"))
 	refused(t, u, "publish node-02's pause acknowledgement", ack02, func(ctx context.Context) error {
 		_, err := u.js.Publish(ctx, ack02, []byte(`{}`))
+		return err
+	})
+	q02 := contract.EventSubject(contract.KindQuarantine, contract.QuarantineID(contract.BucketStatus, "node-02"))
+	refused(t, u, "report node-02's status unreadable", q02, func(ctx context.Context) error {
+		_, err := u.js.Publish(ctx, q02, []byte(`{}`))
 		return err
 	})
 	refused(t, u, "publish node-02's events", contract.EventSubject(contract.KindNode, "node-02"), func(ctx context.Context) error {

@@ -103,6 +103,11 @@ func permissions(role string) (jwt.Permissions, error) {
 			contract.EventSubject(contract.KindNode, node),
 			// Its acknowledgement of a pause (PauseReached, ResumeReached).
 			contract.EventSubject(contract.KindInstance, contract.InstanceKey(contract.ComponentAgent, node)),
+			// ValueUnreadable and ValueRewritten about the keys it reads or owns.
+			contract.EventSubject(contract.KindQuarantine, contract.QuarantineID(contract.BucketNodeConfigs, contract.DesiredKey(node))),
+			contract.EventSubject(contract.KindQuarantine, contract.QuarantineID(contract.BucketStatus, node)),
+			contract.EventSubject(contract.KindQuarantine, contract.QuarantineID(contract.BucketNodes, node)),
+			contract.EventSubject(contract.KindQuarantine, contract.QuarantineID(contract.BucketControl, contract.KeyPause)),
 		)
 		p.Sub.Allow.Add(contract.NodeConfigSubject(node), contract.SubjectPause, "_INBOX_"+inbox+".>")
 	default:

@@ -68,7 +68,7 @@ func (q *Quarantine) Report(bucket, key string, rev uint64, cause error, doing s
 		at = fmt.Sprintf(" (revision %d)", rev)
 	}
 	q.em.emit(&sluicev1.Event{
-		Kind: KindQuarantine, Id: bucket + "." + key, Type: TypeValueUnreadable,
+		Kind: KindQuarantine, Id: contract.QuarantineID(bucket, key), Type: TypeValueUnreadable,
 		Bucket: bucket, Key: key, Node: nodeOf(bucket, key),
 		Reason: fmt.Sprintf("%s%s is unreadable (%s); %s", id, at, why, doing),
 	}, zerolog.WarnLevel)
@@ -85,7 +85,7 @@ func (q *Quarantine) Rewritten(bucket, key string, rev uint64, cause error, with
 		at = fmt.Sprintf(" (revision %d)", rev)
 	}
 	q.em.emit(&sluicev1.Event{
-		Kind: KindQuarantine, Id: bucket + "." + key, Type: TypeValueRewritten,
+		Kind: KindQuarantine, Id: contract.QuarantineID(bucket, key), Type: TypeValueRewritten,
 		Bucket: bucket, Key: key, Node: nodeOf(bucket, key),
 		Reason: fmt.Sprintf("%s%s held an unreadable value (%s); overwrote it with %s", id, at, why, with),
 	}, zerolog.WarnLevel)
