@@ -40,6 +40,7 @@ var (
 var (
 	marshal   = protojson.MarshalOptions{}
 	unmarshal = protojson.UnmarshalOptions{DiscardUnknown: true}
+	strict    = protojson.UnmarshalOptions{}
 )
 
 // Marshal encodes a value the way every bucket stores it.
@@ -52,9 +53,22 @@ func Unmarshal(b []byte, m proto.Message) error { return unmarshal.Unmarshal(b, 
 // Decode decodes b, the value of bucket/key read outside a Store (a
 // republished write), into m and checks it as a Store's reads do: an error
 // matching ErrUndecodable says why the value is not usable.
+//
+// A value is decoded strictly first (what this version writes has no field
+// it does not know): only one with unknown fields pays for a second, lenient
+// decode, which keeps a newer version's value readable, and for the check
+// that none of them is another stored type's field (wellformed.Foreign).
 func Decode(bucket, key string, b []byte, m proto.Message) error {
-	if err := unmarshal.Unmarshal(b, m); err != nil {
-		return fmt.Errorf("decode %s/%s: %w: %w", bucket, key, ErrUndecodable, err)
+	if strict.Unmarshal(b, m) != nil {
+		proto.Reset(m)
+		if err := unmarshal.Unmarshal(b, m); err != nil {
+			return fmt.Errorf("decode %s/%s: %w: %w", bucket, key, ErrUndecodable, err)
+		}
+		if wellformed.Known(bucket) {
+			if err := wellformed.Foreign(m, b); err != nil {
+				return fmt.Errorf("decode %s/%s: %w: not well-formed for its key: %w", bucket, key, ErrUndecodable, err)
+			}
+		}
 	}
 	if err := wellformed.Check(bucket, key, m); err != nil {
 		return fmt.Errorf("decode %s/%s: %w: not well-formed for its key: %w", bucket, key, ErrUndecodable, err)

@@ -17,11 +17,15 @@
 package wellformed
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/reflect/protoreflect"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
@@ -198,8 +202,10 @@ func rollouts(key string, v proto.Message) error {
 
 func leases(_ string, v proto.Message) error {
 	return check(v, func(l *sluicev1.LeaderLease) error {
-		if l.GetHolder() == "" {
-			return errors.New("the lease names no holder (a value of another type?)")
+		if l.GetHolder() == "" || l.GetSession() == "" || l.GetAcquiredAt() == nil {
+			// A fence has a holder and an epoch too; only a lease has a
+			// session and the time it was acquired.
+			return errors.New("the lease names no holder, session or time acquired (a value of another type?)")
 		}
 		return nil
 	})
@@ -266,4 +272,64 @@ func pause(p *sluicev1.PauseRequest, rollout string) error {
 		}
 	}
 	return contract.ValidJoiners(p.GetJoiners())
+}
+
+// storedTypes are the types of every value kept in a sluice bucket (one per
+// key, as the rules above say).
+var storedTypes = []proto.Message{
+	&sluicev1.StoredIntent{}, &sluicev1.Revision{}, &sluicev1.Head{}, &sluicev1.ApplyJournal{},
+	&sluicev1.DesiredConfig{}, &sluicev1.Fence{}, &sluicev1.InvalidFingerprint{}, &sluicev1.NodeStatus{},
+	&sluicev1.NodePresence{}, &sluicev1.Rollout{}, &sluicev1.RolloutRef{}, &sluicev1.LeaderLease{},
+	&sluicev1.AbortRequest{}, &sluicev1.ForgiveRequest{}, &sluicev1.PauseRequest{}, &sluicev1.ReapConfirm{},
+	&sluicev1.RegistrySpec{}, &sluicev1.RegistryConfirm{}, &sluicev1.Instance{}, &sluicev1.RegistryStatus{},
+}
+
+// fieldOwners maps each top-level field name of a stored type (its JSON
+// and its proto name) to the types that have it.
+var fieldOwners = func() map[string][]string {
+	out := map[string][]string{}
+	for _, m := range storedTypes {
+		d := m.ProtoReflect().Descriptor()
+		fields := d.Fields()
+		for i := range fields.Len() {
+			f := fields.Get(i)
+			for _, n := range []string{f.JSONName(), string(f.Name())} {
+				if !slices.Contains(out[n], string(d.Name())) {
+					out[n] = append(out[n], string(d.Name()))
+				}
+			}
+		}
+	}
+	return out
+}()
+
+// Foreign reports a value of another type: b decoded as v only once its
+// unknown fields were dropped (the caller found that out), and one of them
+// is a field of another stored type. Values are read with unknown fields
+// dropped so that a value written by a newer version, with fields this one
+// does not know, still reads; a field another stored type has is no such
+// field, but the sign that the value is not v's type at all (a status
+// written to a presence key reads as a presence with no labels). A newer
+// version must therefore not name a new field as another stored type's.
+// A minimal value of another type with no foreign field (a fence
+// {"holder","epoch"} at a lease key) is left to the bucket's rule (Check).
+func Foreign(v proto.Message, b []byte) error {
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(b, &top); err != nil {
+		return nil // not an object: the decoder refused it already
+	}
+	d := v.ProtoReflect().Descriptor()
+	var foreign []string
+	for _, name := range slices.Sorted(maps.Keys(top)) {
+		if d.Fields().ByJSONName(name) != nil || d.Fields().ByName(protoreflect.Name(name)) != nil {
+			continue
+		}
+		if owners := fieldOwners[name]; len(owners) > 0 {
+			foreign = append(foreign, fmt.Sprintf("%q (a field of %s)", name, strings.Join(owners, ", ")))
+		}
+	}
+	if len(foreign) > 0 {
+		return fmt.Errorf("it carries %s, which a %s does not have: a value of another type", strings.Join(foreign, ", "), d.Name())
+	}
+	return nil
 }

@@ -72,7 +72,8 @@ func TestCheck(t *testing.T) {
 		{"empty last-applied", contract.BucketRollouts, contract.KeyLastApplied, &sluicev1.RolloutRef{}, "names no rollout"},
 		{"active read as a rollout", contract.BucketRollouts, contract.KeyActive, &sluicev1.Rollout{Id: "active"}, "holds a RolloutRef"},
 
-		{"lease", contract.BucketLeases, contract.LeaseCoordinator, &sluicev1.LeaderLease{Holder: "c1"}, ""},
+		{"lease", contract.BucketLeases, contract.LeaseCoordinator, &sluicev1.LeaderLease{Holder: "c1", Session: "s", AcquiredAt: timestamppb.Now()}, ""},
+		{"a fence at the lease key", contract.BucketLeases, contract.LeaseCoordinator, &sluicev1.LeaderLease{Holder: "c1", Epoch: 5}, "names no holder, session or time acquired"},
 		{"empty lease", contract.BucketLeases, contract.LeaseCoordinator, &sluicev1.LeaderLease{}, "names no holder"},
 		{"instance", contract.BucketInstances, "agent.n1", &sluicev1.Instance{Component: "agent", Instance: "n1"}, ""},
 		{"empty instance", contract.BucketInstances, "agent.n1", &sluicev1.Instance{}, "names instance"},

@@ -122,7 +122,7 @@ func TestRolloutStatusAndGetRollouts_SayWhenNoCoordinatorLeads(t *testing.T) {
 	t.Run("nothing stored of a leader: the rollout's start is the last sign of one", func(t *testing.T) {
 		check(t, "no coordinator holds the lease; the last sign of one was 5h ago (rollout 5-bbbbbbbbbbbb started at ")
 	})
-	rev, err := leases.Create(ctx, contract.LeaseCoordinator, &sluicev1.LeaderLease{Holder: "coord-a", AcquiredAt: timestamppb.Now(), RenewedAt: timestamppb.Now()})
+	rev, err := leases.Create(ctx, contract.LeaseCoordinator, &sluicev1.LeaderLease{Holder: "coord-a", Session: "s1", AcquiredAt: timestamppb.Now(), RenewedAt: timestamppb.Now()})
 	if err != nil {
 		t.Fatal(err)
 	}
