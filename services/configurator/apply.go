@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
@@ -98,6 +99,15 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 		set = append(set, in)
 	}
 	render.Sort(set)
+	// A stored intent that is unreadable, and that the batch does not
+	// overwrite, keeps its version in force (keepInForce).
+	keep := maps.Clone(unreadable)
+	for _, in := range req.GetIntents() {
+		delete(keep, intent.Key(in))
+	}
+	if set, err = s.keepInForce(ctx, set, keep, head.Value); err != nil {
+		return nil, err
+	}
 	if errs := intent.Validate(set); len(errs) > 0 {
 		return nil, invalid("the batch together with the stored intents", errs)
 	}

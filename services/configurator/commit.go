@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -48,7 +49,8 @@ func (s *Service) readHead(ctx context.Context) (store.Entry[*sluicev1.Head], er
 
 // liveIntents returns every readable stored intent by key, marked ones
 // included, and the KV revision of every key whose value does not decode:
-// those are reported and left out of every set, and an apply of that intent
+// those are reported and left out of the sets read here (a revision cut
+// keeps their version in force: advance), and an apply of that intent
 // overwrites them.
 func (s *Service) liveIntents(ctx context.Context) (map[string]store.Entry[*sluicev1.StoredIntent], map[string]uint64, error) {
 	entries, err := s.st.intents.List(ctx, ">")
@@ -61,7 +63,7 @@ func (s *Service) liveIntents(ctx context.Context) (map[string]store.Entry[*slui
 		if e.Err != nil {
 			unreadable[e.Key] = e.Revision
 			s.quarantine.Report(s.st.intents.Bucket(), e.Key, e.Revision, e.Err,
-				"left out of every revision until it is applied again (which overwrites it) or deleted")
+				"its version in the head's revision stays in force until it is applied again (which overwrites it) or deleted")
 			continue
 		}
 		out[e.Key] = e
@@ -82,18 +84,52 @@ func effective(live map[string]store.Entry[*sluicev1.StoredIntent]) []*sluicev1.
 	return out
 }
 
+// keepInForce adds to eff the head revision's version of every intent
+// whose stored value is unreadable: what cannot be read is no evidence that
+// it is gone, and leaving it out would remove it from every node. It stays
+// as it is in force until it is applied again (which overwrites it) or
+// deleted. When the head's revision cannot be read either, no revision is
+// cut: the error names the keys.
+func (s *Service) keepInForce(ctx context.Context, eff []*sluicev1.Intent, unreadable map[string]uint64, head *sluicev1.Head) ([]*sluicev1.Intent, error) {
+	if len(unreadable) == 0 || head.GetRevision() == "" {
+		return eff, nil // nothing unreadable, or nothing in force to keep
+	}
+	e, err := s.st.revisions.Get(ctx, head.GetRevision())
+	if err != nil {
+		ids := make([]string, 0, len(unreadable))
+		for _, k := range slices.Sorted(maps.Keys(unreadable)) {
+			ids = append(ids, idOfKey(k))
+		}
+		return nil, &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf(
+			"the stored values of %s are unreadable, and the head's revision %s, which holds the version in force, cannot be read (%v): "+
+				"no revision is cut, so that nothing is removed from the nodes by mistake; apply them again or delete them (sluice delete), then retry",
+			strings.Join(ids, ", "), render.Short(head.GetRevision()), err)}
+	}
+	out := slices.Clone(eff)
+	for _, in := range e.Value.GetIntents() {
+		if _, ok := unreadable[intent.Key(in)]; ok {
+			out = append(out, in)
+		}
+	}
+	render.Sort(out)
+	return out, nil
+}
+
 // advance cuts a revision from the stored effective set and moves the head
 // to it, unless the head already holds that content. why describes the
 // change for the head's reason. It returns the head as it stands after.
 // requestID is the apply request moving the head ("" for other causes); the
 // head records it so that the same request sent again is answered, not re-applied.
 func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, reroll bool, requestID string, why func(diff) string) (*sluicev1.Head, error) {
-	live, _, err := s.liveIntents(ctx)
+	live, unreadable, err := s.liveIntents(ctx)
 	if err != nil {
 		return nil, err
 	}
-	eff := effective(live)
 	cur, err := s.readHead(ctx)
+	if err != nil {
+		return nil, err
+	}
+	eff, err := s.keepInForce(ctx, effective(live), unreadable, cur.Value)
 	if err != nil {
 		return nil, err
 	}

@@ -317,7 +317,7 @@ func TestDeleteAfter_DefaultIsTwiceTheSyncIntervalAtLeast30s(t *testing.T) {
 			t.Errorf("%s: %s, want %s", tc.name, got, tc.want)
 		}
 	}
-	if _, err := New(Config{Conn: &nats.Conn{}, DeleteAfter: new(-time.Second)}); err == nil || !strings.Contains(err.Error(), "DeleteAfter -1s is negative") {
+	if _, err := New(Config{Conn: &nats.Conn{}, DeleteAfter: new(-time.Second)}); err == nil || !strings.Contains(err.Error(), "DeleteAfter -1s: a settle period cannot be negative") {
 		t.Errorf("New with a negative DeleteAfter: %v, want an error naming the field", err)
 	}
 }

@@ -3,12 +3,14 @@ package configurator_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -142,4 +144,37 @@ func TestRetryAndUndo_UnreadableRolloutRecords_AreReportedNotRetriedForEver(t *t
 	natstest.Eventually(t, wait, "a ValueUnreadable event for each", func() bool {
 		return len(evs.ofType("ValueUnreadable")) == 2
 	})
+}
+
+// An intent whose stored value turns unreadable keeps its version in force:
+// the next revision the configurator cuts (an apply of another intent, a
+// restart) holds it as the head's revision did. It used to be left out,
+// and the rollout of that revision removed it from every node (chaos seeds
+// 20, 36, 113, 116, 158: invariant I8).
+func TestUnreadableIntent_KeepsItsVersionInForce(t *testing.T) {
+	for _, g := range garbage {
+		t.Run(g.name, func(t *testing.T) {
+			env := natstest.Start(t, contract.DefaultSettings())
+			ctx := context.Background()
+			r := start(t, env)
+			ins := examples(t)
+			first := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: ins})
+			if _, err := env.Buckets.Intents.Put(ctx, "layer2network.tenant-a", []byte(g.value)); err != nil {
+				t.Fatal(err)
+			}
+			extra := tables("extra", 9000, 1)
+			resp := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: extra})
+			rev := getRevision(t, env, resp.GetRevision())
+			if want := render.RevisionID(append(slices.Clone(ins), extra...)); resp.GetRevision() != want {
+				t.Fatalf("revision %s holds %d intents; want %s: the examples (layer2network/tenant-a as in force) and the new one",
+					render.Short(resp.GetRevision()), len(rev.GetIntents()), render.Short(want))
+			}
+			r.stop(t)
+			start(t, env)
+			if h := getHead(t, env).Value; h.GetRevision() != resp.GetRevision() {
+				t.Fatalf("after a restart the head is %s (generation %d), want %s still (first %s)", render.Short(h.GetRevision()),
+					h.GetGeneration(), render.Short(resp.GetRevision()), render.Short(first.GetRevision()))
+			}
+		})
+	}
 }
