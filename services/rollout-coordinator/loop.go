@@ -429,15 +429,22 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 				return ev, err
 			}
 		case errors.Is(err, store.ErrUndecodable), errors.Is(err, store.ErrNotFound):
-			// Nothing to resume from: the pointer is cleared as an ended rollout's.
-			const cleared = "the active rollout is taken as ended (aborted) and rollouts/active is cleared"
+			// Its record cannot be read: the decider stops the rollout and
+			// reverts what it touched (rollout.LostRollout); the terminal
+			// record is written over the unreadable one.
+			const stopped = "the rollout is stopped, the nodes it touched are reverted, and its record is written again"
+			why := err
 			if errors.Is(err, store.ErrNotFound) {
-				lp.quarantine.Report(contract.BucketRollouts, contract.KeyActive, ref.Revision,
-					fmt.Errorf("it names rollout %s, which is not stored", ref.Value.GetRollout()), cleared)
+				why = fmt.Errorf("rollouts/active names rollout %s, which is not stored", ref.Value.GetRollout())
+				lp.quarantine.Report(contract.BucketRollouts, contract.KeyActive, ref.Revision, why, stopped)
 			} else {
-				lp.quarantine.Report(contract.BucketRollouts, ref.Value.GetRollout(), r.Revision, err, cleared)
+				lp.kv.setRev(contract.BucketRollouts, r.Key, r.Revision)
+				lp.quarantine.Report(contract.BucketRollouts, ref.Value.GetRollout(), r.Revision, err, stopped)
 			}
-			ev.Active = &sluicev1.Rollout{Id: ref.Value.GetRollout(), Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED}
+			ev.ActiveLost = &rollout.LostRollout{Ref: ref.Value, Why: strings.TrimPrefix(why.Error(), "get ")}
+			if ev.ActiveRev, err = lp.revision(ctx, contract.BucketRollouts, contract.KeyActive, ref.Value.GetRevision()); err != nil && !errors.Is(err, store.ErrNotFound) {
+				return ev, err
+			}
 		default:
 			return ev, fmt.Errorf("active rollout: %w", err)
 		}

@@ -53,6 +53,9 @@ func (s *State) load(ev Loaded, now time.Time) {
 		s.nodeOf(b.GetNode()).backup = b
 	}
 	active, activeRev := ev.Active, ev.ActiveRev
+	if l := ev.ActiveLost; active == nil && l != nil {
+		active = lostRecord(l, ev.Head, now)
+	}
 	if hr := ev.HeadRollout; hr != nil {
 		s.startedGen = max(s.startedGen, hr.GetGeneration())
 		if active == nil && contract.Active(hr.GetPhase()) {
@@ -80,6 +83,7 @@ func (s *State) load(ev Loaded, now time.Time) {
 		// Its revision is gone (only an operator deleting it does that).
 		s.rollout = active
 		s.rollout.Counts = countsOf(s.rollout.Counts)
+		s.clockBase, s.clockFrom, s.heldAt = active.GetLeaderTime().AsDuration(), now, time.Time{}
 		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED,
 			fmt.Sprintf("revision %s of this rollout is no longer stored; nodes are left as they are", render.Short(active.GetRevision())), now)
 	default:
@@ -107,6 +111,24 @@ func (s *State) load(ev Loaded, now time.Time) {
 	s.headMoved(ev.Head, ev.HeadRev, now)
 	s.recordReportedInvalid(now)
 	s.configureStragglers()
+}
+
+// lostRecord stands in for the record of the active rollout that cannot be
+// read: the rollout rollouts/active names, stopped as an operator's abort
+// stops one. Resumed from it, the term reverts every node whose desired
+// config names the rollout (adopt, stopForAbort) and writes the terminal
+// record over the unreadable one: a rollout whose record is lost can be
+// neither resumed nor left running. Its strategy is the head's when the
+// head is that rollout's, else the defaults (it only paces the revert).
+func lostRecord(l *LostRollout, head *sluicev1.Head, now time.Time) *sluicev1.Rollout {
+	r := &sluicev1.Rollout{Id: l.Ref.GetRollout(), Revision: l.Ref.GetRevision(), Generation: l.Ref.GetGeneration(),
+		Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, StartedAt: l.Ref.GetAt(), LeaderEpoch: l.Ref.GetLeaderEpoch(),
+		AbortedBy: &sluicev1.AbortRequest{Rollout: l.Ref.GetRollout(), By: contract.ComponentCoordinator, At: timestamppb.New(now),
+			Reason: fmt.Sprintf("its record cannot be read (%s): it can be neither resumed nor left running", l.Why)}}
+	if head.GetGeneration() == l.Ref.GetGeneration() && head.GetRevision() == l.Ref.GetRevision() {
+		r.Strategy = head.GetStrategy()
+	}
+	return r
 }
 
 // recordReportedInvalid remembers every rollout target a node reports

@@ -103,6 +103,43 @@ func TestDecide_Lifecycle(t *testing.T) {
 			want: []string{"write n1", "emit RolloutResumed"},
 		},
 		{
+			// Chaos seeds 2 and 5: the record was taken as ended, with no
+			// terminal record and no event, and the rollout never ended.
+			name: "an active rollout whose record cannot be read is stopped and the nodes it touched are reverted",
+			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, LastApplied: applied0, LastAppliedRev: r0,
+				ActiveLost: &LostRollout{Ref: &sluicev1.RolloutRef{Rollout: id1, Revision: r1.Id, Generation: 2}, Why: "garbage"},
+				ActiveRev:  r1, Presence: presence("n1", "n2"),
+				Desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1, Rollout: id1, Revision: r1.Id, Config: render0(r1)}, onR0[1]},
+				Backups: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp0, Rollout: id0, Revision: r0.Id, Config: render0(r0)}}},
+			want: []string{"write n1", "emit RolloutReverting", "emit RolloutResumed"},
+			check: func(t *testing.T, s *State, acts []Action) {
+				if !s.reverting || s.rollout.GetAbortedBy().GetBy() != "rollout-coordinator" ||
+					!strings.Contains(s.rollout.GetAbortedBy().GetReason(), "its record cannot be read (garbage)") {
+					t.Fatalf("reverting %v, aborted by %v; want a revert of the rollout whose record is lost", s.reverting, s.rollout.GetAbortedBy())
+				}
+				w, ok := findAction[WriteDesired](acts)
+				if !ok || w.Desired.GetNode() != "n1" || w.Desired.GetFingerprint() != fp0 {
+					t.Fatalf("write = %+v; want n1 reverted to its backup %s", w, fp0)
+				}
+			},
+		},
+		{
+			// Chaos seed 43: the leader time came out as 2562047h.
+			name: "an active rollout whose record and revision cannot be read ends Aborted, with a leader time that adds up",
+			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, LastApplied: applied0, LastAppliedRev: r0,
+				ActiveLost: &LostRollout{Ref: &sluicev1.RolloutRef{Rollout: id1, Revision: r1.Id, Generation: 2}, Why: "garbage"},
+				Presence:   presence("n1"), Desired: onR0},
+			want: []string{"finish Aborted", "emit RolloutAborted"},
+			check: func(t *testing.T, s *State, acts []Action) {
+				f, _ := findAction[FinishRollout](acts)
+				r := f.Rollout
+				if r.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED || r.GetId() != id1 || f.ClearActive != id1 ||
+					r.GetLeaderTime().AsDuration() < 0 || r.GetLeaderTime().AsDuration() > time.Minute {
+					t.Fatalf("finish = %+v; want %s written Aborted, with a leader time of about 0", f, id1)
+				}
+			},
+		},
+		{
 			name: "a node that left while pending, recorded skipped, stays skipped after a takeover",
 			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, LastApplied: applied0, LastAppliedRev: r0,
 				Active: &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,

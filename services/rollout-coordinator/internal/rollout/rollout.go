@@ -35,16 +35,19 @@ type (
 		LastAppliedRev *sluicev1.Revision
 		Active         *sluicev1.Rollout // the record rollouts/active points at
 		ActiveRev      *sluicev1.Revision
-		Presence       []*sluicev1.NodePresence
-		Status         []*sluicev1.NodeStatus
-		Desired        []*sluicev1.DesiredConfig
-		Backups        []*sluicev1.DesiredConfig
-		Invalid        []*sluicev1.InvalidFingerprint // forgiven ones included
-		Aborts         []*sluicev1.AbortRequest       // operators' requests in the control bucket
-		Forgives       []*sluicev1.ForgiveRequest
-		Pause          *sluicev1.PauseRequest   // control/pause, nil when never paused
-		RolloutPauses  []*sluicev1.PauseRequest // control/pause.<rollout>, Rollout set from the key
-		Term           uint64                   // the leadership term (lease epoch), for the RolloutResumed event
+		// ActiveLost: rollouts/active names a rollout whose record cannot
+		// be read (Active is then nil; ActiveRev is the ref's revision).
+		ActiveLost    *LostRollout
+		Presence      []*sluicev1.NodePresence
+		Status        []*sluicev1.NodeStatus
+		Desired       []*sluicev1.DesiredConfig
+		Backups       []*sluicev1.DesiredConfig
+		Invalid       []*sluicev1.InvalidFingerprint // forgiven ones included
+		Aborts        []*sluicev1.AbortRequest       // operators' requests in the control bucket
+		Forgives      []*sluicev1.ForgiveRequest
+		Pause         *sluicev1.PauseRequest   // control/pause, nil when never paused
+		RolloutPauses []*sluicev1.PauseRequest // control/pause.<rollout>, Rollout set from the key
+		Term          uint64                   // the leadership term (lease epoch), for the RolloutResumed event
 		// InvalidExpiry, when positive, forgives a fingerprint recorded
 		// invalid that long ago (Config.InvalidExpiry; off by default).
 		InvalidExpiry time.Duration
@@ -218,3 +221,10 @@ func (s *State) do(a Action)                         { s.out = append(s.out, a) 
 func (s *State) emit(e *sluicev1.Event)              { s.events = append(s.events, e) }
 func (s *State) changed()                            { s.dirty = true }
 func snapshot(r *sluicev1.Rollout) *sluicev1.Rollout { return proto.Clone(r).(*sluicev1.Rollout) }
+
+// LostRollout is the active rollout whose record cannot be read: what
+// rollouts/active says of it, and why the record is unusable.
+type LostRollout struct {
+	Ref *sluicev1.RolloutRef
+	Why string
+}
