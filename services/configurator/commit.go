@@ -182,6 +182,7 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, rero
 	if _, err := s.st.head.Update(ctx, contract.KeyHead, next, cur.Revision); err != nil {
 		return nil, fmt.Errorf("move head to %s: %w", render.Short(id), err)
 	}
+	s.lastHead.Store(next)
 	s.events.Emit(&sluicev1.Event{Kind: events.KindRevision, Id: id, Type: "HeadMoved", Revision: id,
 		Reason: fmt.Sprintf("head moved from %s to %s, generation %d: %s",
 			shortOrNone(cur.Value.GetRevision()), render.Short(id), next.Generation, next.Reason)})

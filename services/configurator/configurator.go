@@ -28,6 +28,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -39,6 +40,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/health"
 	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/pause"
+	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -96,6 +98,10 @@ type Service struct {
 	// ready is closed once every registry had its first sync attempt:
 	// requests wait for it (whenReady).
 	ready chan struct{}
+
+	// lastHead is the head this process last wrote (nil: none yet), so
+	// that an unreadable head is written again as it was (repairHead).
+	lastHead atomic.Pointer[sluicev1.Head]
 
 	// quarantine reports stored values refused at intake (they do not
 	// decode, or are not well-formed for their key), once per revision.
@@ -263,10 +269,27 @@ func (s *Service) run(ctx context.Context) error {
 	}()
 	defer func() { <-regsDone }()
 
+	// The head is this configurator's key: one that turns unreadable is
+	// written again at once (repairHead), or the coordinator, which skips
+	// it, would never roll out what it names.
+	heads, err := s.st.head.Watch(ctx, contract.KeyHead)
+	if err != nil {
+		return fmt.Errorf("watch %s/%s: %w", s.st.head.Bucket(), contract.KeyHead, err)
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case e, ok := <-heads:
+			switch {
+			case !ok:
+				heads = nil // the watch ended with ctx
+			case e.Err != nil:
+				if err := s.repairHead(ctx); err != nil && ctx.Err() == nil {
+					s.log.Error().Err(err).Dur("retry_in", reconcileRetry).Msg("repair the unreadable head")
+					retry.Reset(reconcileRetry)
+				}
+			}
 		case <-reconnected:
 			// Whatever happened while disconnected, act on the state as it is.
 			if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
@@ -286,6 +309,37 @@ func (s *Service) run(ctx context.Context) error {
 			}
 		}
 	}
+}
+
+// repairHead writes revisions/head again when it holds a value that does
+// not decode or is not well-formed: the head this process last wrote, at
+// the same generation (nothing else wrote the head since, or the value
+// would be that write), or, if this process wrote none, a head cut from
+// the stored intents as at start (reconcile: the next generation).
+func (s *Service) repairHead(ctx context.Context) error {
+	end, held := s.gate.Begin()
+	if held != nil {
+		return nil // the resume reconciles
+	}
+	defer end()
+	s.mu.Lock()
+	e, err := s.st.head.Get(ctx, contract.KeyHead)
+	last := s.lastHead.Load()
+	switch {
+	case !errors.Is(err, store.ErrUndecodable):
+		s.mu.Unlock()
+		return nil // readable again, or gone, or unknown: nothing to repair here
+	case last != nil:
+		defer s.mu.Unlock()
+		if _, uerr := s.st.head.Update(ctx, contract.KeyHead, last, e.Revision); uerr != nil {
+			return fmt.Errorf("rewrite the unreadable head: %w", uerr)
+		}
+		s.quarantine.Rewritten(s.st.head.Bucket(), contract.KeyHead, e.Revision, err,
+			fmt.Sprintf("the head this configurator last wrote (revision %s, generation %d)", render.Short(last.GetRevision()), last.GetGeneration()))
+		return nil
+	}
+	s.mu.Unlock()
+	return s.reconcile(ctx)
 }
 
 // reconcile completes an interrupted apply and moves the head if the stored

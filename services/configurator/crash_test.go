@@ -342,6 +342,14 @@ func TestRun_UndecodableValues_AreSkippedWithAnEventAndAppliesWork(t *testing.T)
 		if rev := getRevision(t, env, applied.GetRevision()); len(rev.GetIntents()) != len(ins) {
 			t.Errorf("revision %s holds %d intents, want %d", applied.GetRevision(), len(rev.GetIntents()), len(ins))
 		}
-		natstest.Eventually(t, wait, "a ValueRewritten event", func() bool { return len(evs.ofType("ValueRewritten")) == 1 })
+		natstest.Eventually(t, wait, "a ValueRewritten event for the revision", func() bool {
+			n := 0
+			for _, ev := range evs.ofType("ValueRewritten") {
+				if ev.GetBucket() == contract.BucketRevisions && ev.GetKey() == applied.GetRevision() {
+					n++
+				}
+			}
+			return n == 1
+		})
 	})
 }
