@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -146,17 +147,15 @@ func call(ctx context.Context, nc *nats.Conn, subject string, req, resp proto.Me
 // WaitReady waits until a configurator answers the micro ping on nc, or ctx
 // ends. Call it before the first Apply of a freshly started system.
 func WaitReady(ctx context.Context, nc *nats.Conn) error {
-	retry := time.NewTicker(20 * time.Millisecond)
-	defer retry.Stop()
+	// 20 ms to 500 ms: a configurator starting takes a few hundred ms; one that does not answer is not asked 50 times a second.
+	retry := backoff.New(backoff.Policy{Base: 20 * time.Millisecond, Cap: 500 * time.Millisecond})
 	for {
 		err := Ready(ctx, nc)
 		if err == nil {
 			return nil
 		}
-		select {
-		case <-ctx.Done():
+		if retry.Wait(ctx) != nil {
 			return fmt.Errorf("no configurator answered on %s: %w", nc.ConnectedUrlRedacted(), err)
-		case <-retry.C:
 		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/health"
 	"github.com/sluicehq/sluice/pkg/natsauth"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -27,11 +28,11 @@ import (
 // instance presence and micro service (as contract.ServiceVersion).
 var Version = "dev"
 
-// Backoff of the first connection to NATS: 1s, doubling, at most 30s.
-const (
-	connectFirstWait = time.Second
-	connectMaxWait   = 30 * time.Second
-)
+// connectRetry: 1 s to 30 s: a fleet of services started before NATS must not hammer it, and one started after it waits little.
+var connectRetry = backoff.Policy{Base: time.Second, Cap: 30 * time.Second}
+
+// reconnectRetry: 1 s to 10 s between rounds over the servers: a lost server is dialled less often, a restarted one is back within seconds.
+var reconnectRetry = backoff.Policy{Base: time.Second, Cap: 10 * time.Second}
 
 // A connection pings the server every pingInterval and gives it up as dead
 // after maxPingsOut unanswered pings, then reconnects: a connection whose
@@ -210,14 +211,17 @@ func (p *Process) Close() {
 // starts only on a live connection, every attempt says what failed, /readyz
 // says which attempt failed how, and ctx (SIGTERM) ends the wait at once.
 // Once connected, the connection reconnects by itself forever
-// (MaxReconnects(-1)): a service outlives NATS restarts.
+// (MaxReconnects(-1)): a service outlives NATS restarts. Its reconnect
+// attempts back off too (reconnectRetry), so that a fleet that lost its
+// server does not dial it in lockstep every second for as long as it is down.
 func (c *Common) connect(ctx context.Context, name string, p *Process) (*nats.Conn, error) {
 	auth, err := c.Auth.NATS()
 	if err != nil {
 		return nil, err
 	}
 	opts := append([]nats.Option{
-		nats.Name(name), nats.MaxReconnects(-1), nats.ReconnectWait(time.Second),
+		nats.Name(name), nats.MaxReconnects(-1),
+		nats.CustomReconnectDelay(func(attempts int) time.Duration { return reconnectRetry.Delay(attempts - 1) }),
 		nats.PingInterval(pingInterval), nats.MaxPingsOutstanding(maxPingsOut),
 		nats.DisconnectErrHandler(func(_ *nats.Conn, _ error) { p.lostAt.Store(time.Now().UnixNano()) }),
 		// A permission the server refuses is a deployment error (wrong
@@ -234,7 +238,7 @@ func (c *Common) connect(ctx context.Context, name string, p *Process) (*nats.Co
 		opts = append(opts, nats.CustomInboxPrefix(c.InboxPrefix))
 	}
 	p.log.Info().Str("server", c.Server).Str("auth", c.Auth.Describe()).Msg("connecting to NATS")
-	wait := connectFirstWait
+	retry := backoff.New(connectRetry)
 	for attempt := 1; ; attempt++ {
 		nc, err := nats.Connect(c.Server, opts...)
 		if err == nil {
@@ -245,6 +249,7 @@ func (c *Common) connect(ctx context.Context, name string, p *Process) (*nats.Co
 		}
 		err = fmt.Errorf("connect to NATS at %s: %w", c.Server, err)
 		p.connecting.Set(false, fmt.Sprintf("NATS not reachable yet (attempt %d): %v", attempt, err))
+		wait := retry.Next()
 		p.log.Warn().Err(err).Int("attempt", attempt).Dur("retry_in", wait).Msg("NATS not reachable yet; retrying")
 		t := time.NewTimer(wait)
 		select {
@@ -253,6 +258,5 @@ func (c *Common) connect(ctx context.Context, name string, p *Process) (*nats.Co
 			return nil, ctx.Err()
 		case <-t.C:
 		}
-		wait = min(2*wait, connectMaxWait)
 	}
 }

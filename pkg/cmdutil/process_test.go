@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -168,9 +170,13 @@ func TestMain_RetriesNATSUntilItListens_ServingHealthMeanwhile(t *testing.T) {
 	if st, body := get(base + "/healthz"); st != http.StatusOK {
 		t.Fatalf("/healthz while NATS is unreachable: %d %q, want 200", st, body)
 	}
-	if !strings.Contains(logs.String(), `"attempt":1`) || !strings.Contains(logs.String(), `"retry_in":1000`) ||
-		!strings.Contains(logs.String(), "NATS not reachable yet; retrying") {
+	// The first wait: 1 s with equal jitter (pkg/backoff), so 500-1000 ms.
+	first := regexp.MustCompile(`"attempt":1,"retry_in":(\d+)`).FindStringSubmatch(logs.String())
+	if first == nil || !strings.Contains(logs.String(), "NATS not reachable yet; retrying") {
 		t.Fatalf("no log line for the first attempt with its error and wait:\n%s", logs.String())
+	}
+	if ms, _ := strconv.Atoi(first[1]); ms < 500 || ms > 1000 {
+		t.Errorf("first retry_in %s ms, want 500-1000 (1 s, jittered)", first[1])
 	}
 
 	release()

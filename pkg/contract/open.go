@@ -11,6 +11,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/backoff"
 )
 
 // Components: who opens the buckets. Each bucket and stream has exactly one
@@ -121,7 +123,7 @@ type openConfig struct {
 func WithLog(log zerolog.Logger) OpenOption { return func(c *openConfig) { c.log = log } }
 
 // WithBackoff sets the first and the longest wait between tries while a
-// bucket is missing (default 250ms doubling up to 5s).
+// bucket is missing (default 250ms doubling up to 5s, jittered).
 func WithBackoff(first, longest time.Duration) OpenOption {
 	return func(c *openConfig) { c.minBackoff, c.maxDelay = first, longest }
 }
@@ -299,9 +301,9 @@ func (w want) manage(ctx context.Context, js jetstream.JetStream, component stri
 		// starting at the same time: then create saw "already exists") can
 		// be "not found" for a moment where the assignment is not applied
 		// yet: ask again, within formingWait.
-		for pause, until := 50*time.Millisecond, time.Now().Add(formingWait); ; pause = min(2*pause, time.Second) {
+		for n, until := 0, time.Now().Add(formingWait); ; n++ {
 			cur, err = streamConfig(ctx, js, w.stream())
-			if !errors.Is(err, jetstream.ErrStreamNotFound) || time.Now().After(until) || sleep(ctx, pause) != nil {
+			if !errors.Is(err, jetstream.ErrStreamNotFound) || time.Now().After(until) || sleep(ctx, formingRetry.Delay(n)) != nil {
 				break
 			}
 		}
@@ -346,22 +348,23 @@ func (w want) create(ctx context.Context, js jetstream.JetStream) error {
 	// compose or `sluice dev --nats-cluster 3`) refuses an R3 placement
 	// until enough peers have joined: wait for them, within formingWait.
 	forming := time.Now().Add(formingWait)
-	for pause := 50 * time.Millisecond; ; pause = min(2*pause, time.Second) {
+	for n := 0; ; n++ {
 		err := w.createOnce(ctx, js)
 		var apiErr *jetstream.APIError
 		if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeNoSuitablePeers || time.Now().After(forming) {
 			return err
 		}
-		select {
-		case <-ctx.Done():
+		if sleep(ctx, formingRetry.Delay(n)) != nil {
 			return err
-		case <-time.After(pause):
 		}
 	}
 }
 
 // formingWait bounds the wait for a forming cluster's peers.
 const formingWait = 30 * time.Second
+
+// formingRetry: 50 ms to 1 s: peers join and assignments apply within a second or two, all within formingWait.
+var formingRetry = backoff.Policy{Base: 50 * time.Millisecond, Cap: time.Second}
 
 // errCodeNoSuitablePeers: "no suitable peers for placement".
 const errCodeNoSuitablePeers jetstream.ErrorCode = 10005
@@ -443,6 +446,11 @@ func (w want) verify(cur jetstream.StreamConfig, component string) error {
 	return nil
 }
 
+// retry: minBackoff to maxDelay (250 ms to 5 s by default): JetStream starting or electing leaders answers within seconds.
+func (c openConfig) retry() *backoff.Backoff {
+	return backoff.New(backoff.Policy{Base: c.minBackoff, Cap: c.maxDelay})
+}
+
 func newOpenConfig(opts []OpenOption) openConfig {
 	c := openConfig{log: zerolog.Nop(), minBackoff: 250 * time.Millisecond, maxDelay: 5 * time.Second}
 	for _, o := range opts {
@@ -454,18 +462,18 @@ func newOpenConfig(opts []OpenOption) openConfig {
 // manage manages w, retrying while JetStream is not ready (a cluster
 // electing its leaders after a restart).
 func (c openConfig) manage(ctx context.Context, js jetstream.JetStream, w want, component string) error {
-	delay := c.minBackoff
+	retry := c.retry()
 	for attempt := 1; ; attempt++ {
 		err := w.manage(ctx, js, component)
 		if err == nil || !transient(err) || ctx.Err() != nil {
 			return err
 		}
+		delay := retry.Next()
 		c.log.Info().Str(w.kind(), w.name).Int("attempt", attempt).Dur("retry_in", delay).Err(err).
 			Msgf("waiting for JetStream to manage %s %s", w.kind(), w.name)
 		if err := sleep(ctx, delay); err != nil {
 			return fmt.Errorf("%s %s: %w", w.kind(), w.name, err)
 		}
-		delay = min(2*delay, c.maxDelay)
 	}
 }
 
@@ -484,7 +492,7 @@ func sleep(ctx context.Context, d time.Duration) error {
 // waitFor returns the stream config of w, waiting with backoff while it is
 // missing (its manager has not created it yet) or JetStream is not ready.
 func (c openConfig) waitFor(ctx context.Context, js jetstream.JetStream, w want, component string) (jetstream.StreamConfig, error) {
-	delay := c.minBackoff
+	retry := c.retry()
 	for attempt := 1; ; attempt++ {
 		cfg, err := streamConfig(ctx, js, w.stream())
 		// Between creating a bucket and enabling atomic publish on it
@@ -503,6 +511,7 @@ func (c openConfig) waitFor(ctx context.Context, js jetstream.JetStream, w want,
 		if err != nil && !errors.Is(err, jetstream.ErrStreamNotFound) && !transient(err) {
 			return cfg, fmt.Errorf("bind %s %s: %w", w.kind(), w.name, err)
 		}
+		delay := retry.Next()
 		ev := c.log.Info().Str(w.kind(), w.name).Str("manager", managers[w.name]).Int("attempt", attempt).Dur("retry_in", delay)
 		switch {
 		case upgrading:
@@ -516,7 +525,6 @@ func (c openConfig) waitFor(ctx context.Context, js jetstream.JetStream, w want,
 		if err := sleep(ctx, delay); err != nil {
 			return cfg, fmt.Errorf("waiting for %s %s, created by %s: %w", w.kind(), w.name, managers[w.name], err)
 		}
-		delay = min(2*delay, c.maxDelay)
 	}
 }
 
@@ -526,7 +534,7 @@ func (c openConfig) waitFor(ctx context.Context, js jetstream.JetStream, w want,
 // seed 186: an agent stopped by itself at "open bucket sluice-control:
 // context deadline exceeded").
 func (c openConfig) bind(ctx context.Context, js jetstream.JetStream, w want) (jetstream.KeyValue, error) {
-	delay := c.minBackoff
+	retry := c.retry()
 	for attempt := 1; ; attempt++ {
 		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		kv, err := js.KeyValue(cctx, w.name)
@@ -537,12 +545,12 @@ func (c openConfig) bind(ctx context.Context, js jetstream.JetStream, w want) (j
 		if ctx.Err() != nil || !transient(err) {
 			return nil, fmt.Errorf("open bucket %s: %w", w.name, err)
 		}
+		delay := retry.Next()
 		c.log.Info().Str("bucket", w.name).Int("attempt", attempt).Dur("retry_in", delay).Err(err).
 			Msgf("waiting for bucket %s: JetStream not answering", w.name)
 		if err := sleep(ctx, delay); err != nil {
 			return nil, fmt.Errorf("open bucket %s: %w", w.name, err)
 		}
-		delay = min(2*delay, c.maxDelay)
 	}
 }
 

@@ -39,22 +39,25 @@ func JoinersGetLastGood(p *sluicev1.PauseRequest) bool {
 // "" (nothing left to finish). While a pause is not reached yet the
 // acknowledgement keeps the generation last reached and says what it waits
 // for. It returns prev itself when nothing changed, so callers write only
-// changes. A nil req (never paused) is generation 0, running.
+// changes (and allocates nothing then: it runs on every coordinator step).
+// A nil req (never paused) is generation 0, running. busy is read only
+// when req pauses: a caller may pass "" otherwise.
 func NextAck(prev *sluicev1.PauseAck, req *sluicev1.PauseRequest, busy string, now time.Time) *sluicev1.PauseAck {
-	next := &sluicev1.PauseAck{Generation: prev.GetGeneration(), Paused: prev.GetPaused(), At: prev.GetAt(), Seen: req.GetGeneration()}
+	gen, paused, waiting := prev.GetGeneration(), prev.GetPaused(), ""
 	switch {
 	case req.GetGeneration() < prev.GetGeneration():
 		return prev // an older request read late: what was reached stands
 	case !req.GetPaused() || busy == "":
-		next.Generation, next.Paused = req.GetGeneration(), req.GetPaused()
+		gen, paused = req.GetGeneration(), req.GetPaused()
 	default:
-		next.WaitingFor = busy
+		waiting = busy
 	}
-	if prev != nil && next.GetGeneration() == prev.GetGeneration() && next.GetPaused() == prev.GetPaused() &&
-		next.GetWaitingFor() == prev.GetWaitingFor() && next.GetSeen() == prev.GetSeen() {
+	if prev != nil && gen == prev.GetGeneration() && paused == prev.GetPaused() &&
+		waiting == prev.GetWaitingFor() && req.GetGeneration() == prev.GetSeen() {
 		return prev
 	}
-	if prev == nil || next.GetGeneration() != prev.GetGeneration() || next.GetPaused() != prev.GetPaused() {
+	next := &sluicev1.PauseAck{Generation: gen, Paused: paused, At: prev.GetAt(), Seen: req.GetGeneration(), WaitingFor: waiting}
+	if prev == nil || gen != prev.GetGeneration() || paused != prev.GetPaused() {
 		next.At = timestamppb.New(now)
 	}
 	return next

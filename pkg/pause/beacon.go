@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -77,6 +78,8 @@ func (b *Beacon) Run(ctx context.Context) {
 		defer cancel()
 		b.remove(dctx, rev)
 	}()
+	// Retries: 1 s up to the renewal interval: the presence outlives a few missed renewals, and a failing write is not repeated faster than renewals.
+	retry := backoff.New(backoff.Policy{Base: min(time.Second, b.interval), Cap: b.interval})
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -93,10 +96,11 @@ func (b *Beacon) Run(ctx context.Context) {
 			}
 			b.log.Warn().Err(err).Str("key", b.key).Msg("write instance presence; retrying")
 			rev = 0
-			t.Reset(time.Second)
+			t.Reset(retry.Next())
 			continue
 		}
 		rev = n
+		retry.Reset()
 		t.Reset(b.interval)
 	}
 }

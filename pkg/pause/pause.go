@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -44,13 +45,15 @@ func Get(ctx context.Context, st *store.Store[*sluicev1.PauseRequest], key strin
 // change (nil when deleted) until ctx ends, watching again after an error.
 // A value that does not decode is skipped with a call to bad.
 func Follow(ctx context.Context, st *store.Store[*sluicev1.PauseRequest], f func(*sluicev1.PauseRequest), bad func(error)) {
+	retry := backoff.New(followRetry)
 	for ctx.Err() == nil {
 		w, err := st.Watch(ctx, contract.KeyPause)
 		if err != nil {
 			bad(err)
-			sleep(ctx, time.Second)
+			sleep(ctx, retry.Next())
 			continue
 		}
+		retry.Reset()
 		for e := range w {
 			switch {
 			case e.Key == "":
@@ -63,9 +66,12 @@ func Follow(ctx context.Context, st *store.Store[*sluicev1.PauseRequest], f func
 				f(e.Value)
 			}
 		}
-		sleep(ctx, time.Second) // the watcher stopped: watch again, not in a tight loop
+		sleep(ctx, retry.Next()) // the watcher stopped: watch again, not in a tight loop
 	}
 }
+
+// followRetry: 1 s to 5 s: a pause must be seen soon after JetStream answers again, without a tight loop while it does not.
+var followRetry = backoff.Policy{Base: time.Second, Cap: 5 * time.Second}
 
 func sleep(ctx context.Context, d time.Duration) {
 	t := time.NewTimer(d)

@@ -27,6 +27,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/intent"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -39,6 +40,9 @@ const (
 	// checkout writes many files) into one nudge.
 	dirDebounce = 200 * time.Millisecond
 )
+
+// dirWatchRetry: dirRetry (3 s) without growth: a watch costs only the local kernel, and a directory that appears is watched soon.
+var dirWatchRetry = backoff.Policy{Base: dirRetry, Cap: dirRetry}
 
 // dirExtensions are the extensions of the files read, as intent.ParseFiles
 // reads them from a directory.
@@ -182,7 +186,7 @@ func (r *dirRegistry) read(ctx context.Context) (Snapshot, error) {
 }
 
 // watch follows the directory's events until ctx is done, setting the
-// watch up again every dirRetry while it cannot be.
+// watch up again every dirRetry (jittered) while it cannot be.
 func (r *dirRegistry) watch(ctx context.Context) {
 	for again := false; ; again = true {
 		err := r.follow(ctx, again)
@@ -190,7 +194,7 @@ func (r *dirRegistry) watch(ctx context.Context) {
 			return
 		}
 		r.setNote(fmt.Sprintf("not watched (%v): changes are seen at the next sync interval", err))
-		if !sleep(ctx, dirRetry) {
+		if !sleep(ctx, dirWatchRetry.Delay(0)) {
 			return
 		}
 	}

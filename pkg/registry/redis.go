@@ -50,6 +50,7 @@ import (
 	"github.com/redis/go-redis/v9/maintnotifications"
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/intent"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -70,6 +71,9 @@ const (
 	// redisMaxBackoff is the longest wait between subscription attempts.
 	redisMaxBackoff = 30 * time.Second
 )
+
+// redisRetry: 1 s to redisMaxBackoff (30 s): a Redis that refuses the subscription is down or failing over; syncs cover the gap.
+var redisRetry = backoff.Policy{Base: time.Second, Cap: redisMaxBackoff}
 
 // redisRegistry reads intents from a Redis database: see the key layout
 // at the top of this file.
@@ -381,20 +385,19 @@ func (r *redisRegistry) document(key, value string) Document {
 // watch follows the keyspace notifications of the prefix's keys until ctx
 // is done, subscribing again with a growing wait after each failure.
 func (r *redisRegistry) watch(ctx context.Context) {
-	backoff := time.Second
+	retry := backoff.New(redisRetry)
 	for reconnect := false; ; reconnect = true {
 		subscribed, err := r.follow(ctx, reconnect)
 		if ctx.Err() != nil {
 			return
 		}
 		if subscribed {
-			backoff = time.Second
+			retry.Reset()
 		}
 		r.setNote(fmt.Sprintf("change notifications are not received (%v): changes are seen at the next sync interval", err))
-		if !sleep(ctx, backoff) {
+		if !sleep(ctx, retry.Next()) {
 			return
 		}
-		backoff = min(2*backoff, redisMaxBackoff)
 	}
 }
 

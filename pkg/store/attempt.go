@@ -8,6 +8,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/sluicehq/sluice/pkg/backoff"
 )
 
 // AttemptTimeout bounds one request to the server. NATS requests are
@@ -54,10 +56,14 @@ func read[R any](ctx context.Context, f func(context.Context) (R, error)) (R, er
 }
 
 // retryPause waits a little longer after each unanswered attempt (50 ms,
-// doubling, at most a second), so a restarting server is not hammered.
+// doubling, at most a second, jittered), so a restarting server is not
+// hammered, nor by every reader at the same instant.
 func retryPause(ctx context.Context, n int) error {
-	return sleep(ctx, min(50*time.Millisecond<<min(n, 5), time.Second))
+	return sleep(ctx, unansweredRetry.Delay(n))
 }
+
+// unansweredRetry: 50 ms to 1 s: the unanswered attempt already waited; a server restarts or elects within seconds.
+var unansweredRetry = backoff.Policy{Base: 50 * time.Millisecond, Cap: time.Second}
 
 // sleep waits d, or until ctx ends (returning its error).
 func sleep(ctx context.Context, d time.Duration) error {

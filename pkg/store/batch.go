@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"strconv"
 	"strings"
 	"time"
@@ -13,6 +12,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nuid"
 	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/pkg/backoff"
 )
 
 // This file writes several keys of one bucket as a JetStream atomic batch
@@ -151,19 +152,20 @@ func (b *Batcher) Write(ctx context.Context, ops []Op, fence *Fence) ([]uint64, 
 // after AttemptTimeout with the last error.
 func whileInFlight[T any](ctx context.Context, send func() (T, error)) (T, error) {
 	deadline := time.Now().Add(AttemptTimeout)
-	pause := time.Millisecond
-	for {
+	for n := 0; ; n++ {
 		v, err := send()
 		if err == nil || !errors.Is(err, ErrInFlight) || time.Now().After(deadline) {
 			return v, err
 		}
 		// Jittered, so that writers that collided do not collide again.
-		if serr := sleep(ctx, pause/2+rand.N(pause)); serr != nil {
+		if serr := sleep(ctx, inFlightRetry.Delay(n)); serr != nil {
 			return v, err
 		}
-		pause = min(2*pause, 20*time.Millisecond)
 	}
 }
+
+// inFlightRetry: 1 ms to 20 ms: the write in the way is applied within milliseconds; the leader's writes keep flowing.
+var inFlightRetry = backoff.Policy{Base: time.Millisecond, Cap: 20 * time.Millisecond}
 
 func (b *Batcher) write(ctx context.Context, ops []Op, fence *Fence) ([]uint64, error) {
 	msgs := make([]*nats.Msg, 0, len(ops)+1)

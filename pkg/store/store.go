@@ -6,7 +6,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"time"
 
@@ -14,6 +13,7 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/contract/wellformed"
 )
 
@@ -204,8 +204,11 @@ func (s *Store[T]) Mutate(ctx context.Context, key string, fn func(cur T) (T, er
 // before a retry, so that writers racing for one key spread out instead of
 // colliding again in lockstep until one of them runs out of attempts.
 func conflictBackoff(ctx context.Context, attempt int) error {
-	return sleep(ctx, time.Duration(rand.Int64N(int64(min(time.Millisecond<<attempt, 50*time.Millisecond))))+1)
+	return sleep(ctx, conflictRetry.Delay(attempt))
 }
+
+// conflictRetry: 1 ms to 50 ms, full jitter: writers racing for one key spread widest; 20 tries stay within a second.
+var conflictRetry = backoff.Policy{Base: time.Millisecond, Cap: 50 * time.Millisecond, Jitter: backoff.Full}
 
 // ErrUnchanged, returned by a Mutate function, means there is nothing to write.
 var ErrUnchanged = errors.New("unchanged")

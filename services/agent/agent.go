@@ -48,6 +48,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/health"
@@ -156,6 +157,10 @@ type Agent struct {
 	reconnMu    sync.Mutex
 	reconnected chan struct{}
 
+	// retry spaces the resyncs after failed control-plane calls
+	// (resyncSoon), from the Run loop and the worker alike.
+	retry *backoff.Backoff
+
 	// Set up by Run before any goroutine starts.
 	em *events.Emitter
 	// quarantine reports stored values refused at intake (the desired
@@ -222,6 +227,7 @@ func New(cfg Config) (*Agent, error) {
 		resync:      make(chan struct{}, 1),
 		box:         mailbox{wake: make(chan struct{}, 1)},
 		reconnected: make(chan struct{}),
+		retry:       backoff.New(controlRetry),
 		pz:          newPausing(),
 	}, nil
 }
@@ -266,16 +272,21 @@ func (a *Agent) untilReconnect(ctx context.Context) (context.Context, context.Ca
 	return rctx, cancel
 }
 
-// retryDelay is how soon a failed control-plane call is retried: a NATS
-// outage must not leave an outcome unreported until the periodic resync.
+// retryDelay is how soon a failed control-plane call is retried first: a
+// NATS outage must not leave an outcome unreported until the periodic resync.
 const retryDelay = time.Second
 
-// resyncSoon triggers a resync after retryDelay, unless ctx ends first.
+// controlRetry: retryDelay (1 s) to 5 s: a failed fetch or status write is tried again soon, less often while JetStream stays slow; deadlines are minutes.
+var controlRetry = backoff.Policy{Base: retryDelay, Cap: 5 * time.Second}
+
+// resyncSoon triggers a resync after the next delay of a.retry (1 s,
+// growing while calls keep failing; a success resets it), unless ctx ends
+// first.
 func (a *Agent) resyncSoon(ctx context.Context) {
 	if ctx.Err() != nil {
 		return
 	}
-	time.AfterFunc(retryDelay, a.Resync) // harmless after Run returns: Resync never blocks
+	time.AfterFunc(a.retry.Next(), a.Resync) // harmless after Run returns: Resync never blocks
 }
 
 // Run registers the node, then receives and applies its desired configs

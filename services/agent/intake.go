@@ -131,6 +131,7 @@ func (a *Agent) fetchDesired(ctx context.Context, why string) {
 	e, err := a.configs.Get(actx, contract.DesiredKey(a.cfg.Node))
 	cancel()
 	if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+		a.retry.Reset() // answered: the control plane works
 		a.log.Debug().Str(logging.FieldReason, why).Msg("no desired config yet")
 		return
 	}
@@ -141,6 +142,7 @@ func (a *Agent) fetchDesired(ctx context.Context, why string) {
 		}
 		return
 	}
+	a.retry.Reset()
 	a.intake(e.Value(), e.Revision(), why)
 }
 

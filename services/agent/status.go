@@ -113,6 +113,8 @@ func (a *Agent) writeStatus(ctx context.Context, st *sluicev1.NodeStatus) error 
 
 // wroteStatus records that st is stored at rev.
 func (a *Agent) wroteStatus(st *sluicev1.NodeStatus, rev uint64) {
+	// The control plane answers again: retries start from the first delay.
+	a.retry.Reset()
 	over := a.worker.statusRev // the revision the write replaced
 	a.worker.status, a.worker.statusRev = st, rev
 	if a.worker.statusUnreadable != nil {

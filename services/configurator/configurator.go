@@ -35,6 +35,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/health"
@@ -54,8 +55,12 @@ const DefaultSource = contract.SourceAPI
 // requestTimeout bounds the handling of one API request.
 const requestTimeout = 30 * time.Second
 
-// reconcileRetry is how long Run waits to reconcile again after a failure.
+// reconcileRetry is how long Run waits first to reconcile again after a
+// failure (and to follow the registry specs again).
 const reconcileRetry = 5 * time.Second
+
+// reconcileAgain: reconcileRetry (5 s) to 1 min: a reconcile reads every intent; while JetStream fails it is asked less often.
+var reconcileAgain = backoff.Policy{Base: reconcileRetry, Cap: time.Minute}
 
 // Config configures the configurator.
 type Config struct {
@@ -207,16 +212,25 @@ func (s *Service) run(ctx context.Context) error {
 
 	// A failed reconcile is retried, never fatal: the API serves meanwhile,
 	// and every apply finishes a leftover journal first anyway.
-	retry := time.NewTimer(reconcileRetry)
+	retry := time.NewTimer(time.Hour)
+	retry.Stop() // armed by a failure
 	defer retry.Stop()
-	if err := s.reconcile(ctx); err != nil {
-		if ctx.Err() != nil {
-			return nil
+	again := backoff.New(reconcileAgain)
+	reconciled := func(err error, what string) {
+		switch {
+		case err == nil:
+			again.Reset()
+		case ctx.Err() == nil:
+			wait := again.Next()
+			s.log.Error().Err(err).Dur("retry_in", wait).Msg(what)
+			retry.Reset(wait)
 		}
-		s.log.Error().Err(err).Dur("retry_in", reconcileRetry).Msg("reconcile at start failed; serving the API and retrying")
-	} else {
-		retry.Stop()
 	}
+	startErr := s.reconcile(ctx)
+	if startErr != nil && ctx.Err() != nil {
+		return nil
+	}
+	reconciled(startErr, "reconcile at start failed; serving the API and retrying")
 
 	// Serve the API once the start-up reconcile ran (a leftover journal is
 	// finished first), before the registries' first syncs: a request
@@ -285,28 +299,16 @@ func (s *Service) run(ctx context.Context) error {
 			case !ok:
 				heads = nil // the watch ended with ctx
 			case e.Err != nil:
-				if err := s.repairHead(ctx); err != nil && ctx.Err() == nil {
-					s.log.Error().Err(err).Dur("retry_in", reconcileRetry).Msg("repair the unreadable head")
-					retry.Reset(reconcileRetry)
-				}
+				reconciled(s.repairHead(ctx), "repair the unreadable head")
 			}
 		case <-reconnected:
 			// Whatever happened while disconnected, act on the state as it is.
-			if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
-				s.log.Error().Err(err).Dur("retry_in", reconcileRetry).Msg("reconcile after reconnect")
-				retry.Reset(reconcileRetry)
-			}
+			reconciled(s.reconcile(ctx), "reconcile after reconnect")
 		case <-s.resumed:
 			regs.nudgeAll()
-			if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
-				s.log.Error().Err(err).Dur("retry_in", reconcileRetry).Msg("reconcile after resume")
-				retry.Reset(reconcileRetry)
-			}
+			reconciled(s.reconcile(ctx), "reconcile after resume")
 		case <-retry.C:
-			if err := s.reconcile(ctx); err != nil && ctx.Err() == nil {
-				s.log.Error().Err(err).Dur("retry_in", reconcileRetry).Msg("reconcile")
-				retry.Reset(reconcileRetry)
-			}
+			reconciled(s.reconcile(ctx), "reconcile")
 		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math/rand/v2"
 	"slices"
 	"strings"
 	"sync"
@@ -14,6 +13,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/intent"
@@ -32,11 +32,15 @@ import (
 //
 // A fetch that fails changes nothing: the status says unreachable since
 // when, with the error, and the syncer tries again with backoff (1 s,
-// doubling, at most fetchAttempts times), then at the next sync interval.
+// doubling, jittered, at most fetchAttempts times), then at the next sync
+// interval.
 
 // fetchAttempts is how many fetches in a row are retried with backoff
 // before the syncer waits for the next sync interval.
 const fetchAttempts = 5
+
+// fetchRetry: 1 s to 8 s (fetchAttempts−1 doublings), never past the sync interval: a registry blip is mended soon, an outage waits for the interval.
+var fetchRetry = backoff.Policy{Base: time.Second, Cap: time.Second << (fetchAttempts - 2)}
 
 // fetchTimeout bounds one fetch of a registry (Config.FetchTimeout).
 const fetchTimeout = 30 * time.Second
@@ -87,6 +91,7 @@ func (r *registries) run(ctx context.Context, known func(firstRound <-chan struc
 	// One watch covers the specs and the confirmations (registry.>): a
 	// confirmation's value is not a spec, only its key is used.
 	var keys <-chan store.Entry[*sluicev1.RegistrySpec]
+	retry := backoff.New(reconcileAgain)
 	for {
 		var err error
 		if keys, err = r.specs.Watch(ctx, contract.RegistryKeyPrefix+">"); err == nil {
@@ -95,11 +100,10 @@ func (r *registries) run(ctx context.Context, known func(firstRound <-chan struc
 		if ctx.Err() != nil {
 			return
 		}
-		r.s.log.Error().Err(err).Dur("retry_in", reconcileRetry).Msg("follow registry specs")
-		select {
-		case <-ctx.Done():
+		wait := retry.Next()
+		r.s.log.Error().Err(err).Dur("retry_in", wait).Msg("follow registry specs")
+		if backoff.Sleep(ctx, wait, nil) != nil {
 			return
-		case <-time.After(reconcileRetry):
 		}
 	}
 	caughtUp := false
@@ -267,7 +271,7 @@ func (r *registries) runSyncer(ctx context.Context, sy *syncer) {
 		if ok {
 			failures = 0
 		} else if failures++; failures < fetchAttempts {
-			wait = min(interval, time.Second<<(failures-1)+time.Duration(rand.Int64N(int64(250*time.Millisecond))))
+			wait = min(interval, fetchRetry.Delay(failures-1))
 		}
 		if ctx.Err() == nil {
 			r.s.cfg.Metrics.failed(name, failures)

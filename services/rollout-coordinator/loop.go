@@ -14,6 +14,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/contract/wellformed"
 	"github.com/sluicehq/sluice/pkg/events"
@@ -853,7 +854,7 @@ func (lp *loop) returning(ctx context.Context, node string, p *sluicev1.NodePres
 // writeJob writes one desired config until it lands, the term ends or it
 // was deposed.
 func (lp *loop) writeJob(ctx context.Context, job rollout.WriteDesired) {
-	backoff := 50 * time.Millisecond
+	retry := backoff.New(writeRetry)
 	for {
 		err := lp.writeNow(ctx, job)
 		if err == nil || ctx.Err() != nil {
@@ -866,15 +867,16 @@ func (lp *loop) writeJob(ctx context.Context, job rollout.WriteDesired) {
 			}
 			return
 		}
-		lp.log.Warn().Err(err).Str(logging.FieldNode, job.Desired.GetNode()).Dur("retry_in", backoff).Msg("write desired config: retrying")
-		select {
-		case <-ctx.Done():
+		wait := retry.Next()
+		lp.log.Warn().Err(err).Str(logging.FieldNode, job.Desired.GetNode()).Dur("retry_in", wait).Msg("write desired config: retrying")
+		if backoff.Sleep(ctx, wait, nil) != nil {
 			return
-		case <-time.After(backoff):
 		}
-		backoff = min(backoff*2, 5*time.Second)
 	}
 }
+
+// writeRetry: 50 ms to 5 s: a write that failed under load is sent less and less often; the node's deadlines start when it lands.
+var writeRetry = backoff.Policy{Base: 50 * time.Millisecond, Cap: 5 * time.Second}
 
 // recheckOverdue reads, from the bucket, the status of every node the next
 // Tick would time out, and steps each one newer than the watch delivered:

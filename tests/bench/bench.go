@@ -6,6 +6,7 @@ package bench
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
@@ -62,7 +63,7 @@ type Result struct {
 	ApplyMS            int64   `json:"apply_ms"`
 	WallMS             float64 `json:"wall_ms"`
 	IdealMS            int64   `json:"ideal_ms"`
-	OverheadRatio      float64 `json:"overhead_ratio"`
+	OverheadRatio      float64 `json:"overhead_ratio,omitempty"` // absent when ideal_ms is 0 (apply_ms 0)
 	KVWritesPerNode    float64 `json:"kv_writes_per_node"`
 	HeartbeatWrites    uint64  `json:"heartbeat_writes"`
 	JetStreamConsumers int     `json:"jetstream_consumers"`
@@ -291,7 +292,7 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.StartMS = float64(final.GetStartedAt().AsTime().Sub(start).Microseconds()) / 1000
 	res.WallMS = float64(wall.Microseconds()) / 1000
 	res.IdealMS = int64(math.Ceil(float64(o.Nodes)/float64(o.MaxParallel))) * o.ApplyLatency.Milliseconds()
-	res.OverheadRatio = math.Round(res.WallMS/float64(res.IdealMS)*1000) / 1000
+	res.OverheadRatio = overheadRatio(res.WallMS, res.IdealMS)
 	res.KVWritesPerNode = math.Round(float64(after-before)/float64(o.Nodes)*100) / 100
 	res.HeartbeatWrites = beats1 - beats0
 	if err := timeline(ctx, b, o, &res); err != nil {
@@ -533,6 +534,27 @@ func timeline(ctx context.Context, b *contract.Buckets, o Options, res *Result) 
 	}
 	res.AgentMS, res.HandoffMS = median(agent), median(handoff)
 	return nil
+}
+
+// overheadRatio is wall / ideal, rounded to 3 decimals; 0 (left out of
+// the BENCH line) when the ideal is 0: with no apply latency there is no
+// ideal to compare with, and the division would be +Inf, which JSON cannot
+// carry.
+func overheadRatio(wallMS float64, idealMS int64) float64 {
+	if idealMS <= 0 {
+		return 0
+	}
+	return math.Round(wallMS/float64(idealMS)*1000) / 1000
+}
+
+// Line is the result as the bench prints it: BENCH {json}. A figure JSON
+// cannot carry (NaN, ±Inf) is an error, never an empty line.
+func (r Result) Line() (string, error) {
+	b, err := json.Marshal(r)
+	if err != nil {
+		return "", fmt.Errorf("encode the BENCH line: %w", err)
+	}
+	return "BENCH " + string(b), nil
 }
 
 func median(xs []float64) float64 {

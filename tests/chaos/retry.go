@@ -8,8 +8,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/store"
 )
+
+// readRetry: 100 ms to 2 s: a restarted server answers within seconds; the harness must not load the cluster it checks.
+var readRetry = backoff.Policy{Base: 100 * time.Millisecond, Cap: 2 * time.Second}
 
 // readPatience bounds how long the harness keeps retrying a read that
 // fails: long enough for servers it just restarted to be back with stream
@@ -51,7 +55,7 @@ func tries(n int, one, many string, d time.Duration) string {
 // (which names what it read) with how many attempts over how long.
 func retry(ctx context.Context, read func(context.Context) error) error {
 	start := time.Now()
-	wait := 100 * time.Millisecond
+	again := backoff.New(readRetry)
 	for n := 1; ; n++ {
 		actx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
 		err := read(actx)
@@ -59,6 +63,7 @@ func retry(ctx context.Context, read func(context.Context) error) error {
 		if err == nil || errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, errUndecodable) {
 			return err
 		}
+		wait := again.Next()
 		if ctx.Err() != nil || time.Since(start)+wait > readPatience {
 			return fmt.Errorf("%w (%s)", err, tries(n, "attempt", "attempts", time.Since(start)))
 		}
@@ -68,6 +73,5 @@ func retry(ctx context.Context, read func(context.Context) error) error {
 		case <-t.C:
 		}
 		t.Stop()
-		wait = min(2*wait, 2*time.Second)
 	}
 }

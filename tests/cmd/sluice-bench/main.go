@@ -76,13 +76,17 @@ func run(ctx context.Context, args []string) int {
 		Nodes: *nodes, MaxParallel: *maxPar, ApplyLatency: time.Duration(*applyMS) * time.Millisecond, AgentsPerConn: *perConn, FailWave: *failWave,
 		LeaderLease: *lease, Failover: *failover, StartCoordinator: childCoordinator(*logLevel), Log: log,
 	})
-	b, _ := json.Marshal(res)
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
-		fmt.Printf("BENCH %s\n", b)
+	line, lerr := res.Line()
+	if lerr != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v (%+v)\n", lerr, res)
 		return 1
 	}
-	fmt.Printf("BENCH %s\n", b)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+		fmt.Println(line)
+		return 1
+	}
+	fmt.Println(line)
 	return 0
 }
 

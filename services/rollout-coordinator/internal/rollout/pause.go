@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"fmt"
-	"sort"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -97,29 +96,70 @@ func (s *State) heldAtAgent(n *node) bool {
 // busy says which node operations the coordinator started are still
 // running ("" when none). Under the control plane's pause a write that
 // landed at a node whose agent has not picked it up is not running: that
-// agent, paused too, will not start it.
+// agent, paused too, will not start it. It is asked only while a pause is
+// requested (syncPause), and its answer is kept across steps that cannot
+// change it (Decide): per event it costs nothing unless paused, and one
+// pass over the nodes in flight, with no sort, when a step changed them.
 func (s *State) busy(controlPlane bool) string {
-	var running []string
+	i := 0
+	if controlPlane {
+		i = 1
+	}
+	if !s.busyKnown[i] {
+		s.busyWhy[i], s.busyKnown[i] = s.running(controlPlane), true
+	}
+	return s.busyWhy[i]
+}
+
+// running is busy's answer, worked out: how many node operations run and
+// the first three nodes by name.
+func (s *State) running(controlPlane bool) string {
+	count := 0
+	var first [3]string // the first names in order, of min(count, 3)
 	for name, n := range s.inFlight {
 		if controlPlane && ((n.ackAt.IsZero() && !n.writtenAt.IsZero()) || s.heldAtAgent(n)) {
 			continue
 		}
-		running = append(running, name)
+		i := min(count, len(first))
+		count++
+		for i > 0 && name < first[i-1] {
+			i--
+		}
+		if i < len(first) {
+			copy(first[i+1:], first[i:]) // the last one drops out
+			first[i] = name
+		}
 	}
-	if len(running) == 0 {
+	switch {
+	case count == 0:
 		return ""
+	case count > len(first):
+		return fmt.Sprintf("%d node operation(s) in flight (%s, %s, %s, …)", count, first[0], first[1], first[2])
 	}
-	sort.Strings(running)
-	if len(running) > 3 {
-		return fmt.Sprintf("%d node operation(s) in flight (%s, %s, %s, …)", len(running), running[0], running[1], running[2])
+	return fmt.Sprintf("%d node operation(s) in flight (%v)", count, first[:count])
+}
+
+// quietBeat reports whether ev is a presence heartbeat of a node already
+// present that carries the pause acknowledgement the state holds: it
+// changes nothing busy depends on.
+func (s *State) quietBeat(ev Event) bool {
+	p, ok := ev.(Presence)
+	if !ok || p.P == nil {
+		return false
 	}
-	return fmt.Sprintf("%d node operation(s) in flight (%v)", len(running), running)
+	n := s.nodes[p.Node]
+	ack := p.P.GetPause()
+	return n != nil && n.present && n.pauseAck.GetPaused() == ack.GetPaused() && n.pauseAck.GetGeneration() == ack.GetGeneration()
 }
 
 // syncPause runs after every step: it stops or restarts the rollout's
 // clock, and moves the acknowledgements, with their events.
 func (s *State) syncPause(now time.Time) {
-	if next := contract.NextAck(s.ack, s.pause, s.busy(true), now); next != s.ack {
+	busy := ""
+	if s.pause.GetPaused() { // NextAck reads busy only then
+		busy = s.busy(true)
+	}
+	if next := contract.NextAck(s.ack, s.pause, busy, now); next != s.ack {
 		s.ack = next
 		s.do(AckPause{Ack: proto.Clone(next).(*sluicev1.PauseAck)})
 	}
@@ -139,7 +179,11 @@ func (s *State) syncPause(now time.Time) {
 		return
 	}
 	prev := r.GetPauseAck()
-	next := contract.NextAck(prev, req, s.busy(false), now)
+	busy = ""
+	if req.GetPaused() {
+		busy = s.busy(false)
+	}
+	next := contract.NextAck(prev, req, busy, now)
 	if next == prev && proto.Equal(r.GetPause(), req) {
 		return
 	}

@@ -2,7 +2,6 @@ package rollout
 
 import (
 	"fmt"
-	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -107,10 +106,27 @@ func (s *State) fillRevert(now time.Time) {
 // never announces what the record says happened (chaos seed 859).
 func (s *State) reverted(n *node, msg string) {
 	s.setRev(n, revDone)
-	if !slices.Contains(s.rollout.Reverted, n.name) {
+	if !s.announcedReverted(n.name) {
 		s.rollout.Reverted = append(s.rollout.Reverted, n.name)
+		s.announced[n.name], s.announcedLen = true, len(s.rollout.Reverted)
 		s.do(Emit{Event: s.nodeEvent(n, "NodeReverted", msg)})
 	}
+}
+
+// announcedReverted reports whether the active rollout's record lists node
+// as announced reverted, from a set kept beside the list (built from it
+// once per rollout and term): a lookup in the list itself would cost every
+// revert report the length of the list.
+func (s *State) announcedReverted(node string) bool {
+	r := s.rollout
+	if s.announced == nil || s.announcedFor != r.GetId() || s.announcedLen != len(r.GetReverted()) {
+		s.announcedFor, s.announcedLen = r.GetId(), len(r.GetReverted())
+		s.announced = make(map[string]bool, len(r.GetReverted()))
+		for _, name := range r.GetReverted() {
+			s.announced[name] = true
+		}
+	}
+	return s.announced[node]
 }
 
 // needsOperator is what a failed revert's event says to do.

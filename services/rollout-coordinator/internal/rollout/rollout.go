@@ -158,6 +158,7 @@ const maxOutput = 2048
 // writes, then the running rollout's record, then the events describing them.
 func Decide(s *State, ev Event, now time.Time) []Action {
 	s.out, s.events, s.dirty = nil, nil, false
+	quiet := s.quietBeat(ev)
 	switch ev := ev.(type) {
 	case Loaded:
 		s.load(ev, now)
@@ -201,6 +202,13 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 			break
 		}
 	}
+	if !quiet || len(s.out) > 0 || len(s.events) > 0 || s.dirty {
+		// The nodes in flight, their progress or the pauses may have
+		// changed: busy works its answer out again, if it is asked. A
+		// heartbeat that changed nothing keeps it (no node started or
+		// ended: that queues an action or changes the record).
+		s.busyKnown = [2]bool{}
+	}
 	s.syncPause(now)
 	acts := s.out
 	if s.rollout != nil {
@@ -217,10 +225,27 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 }
 
 // do queues an action; emit queues an event, emitted after every write of this step.
-func (s *State) do(a Action)                         { s.out = append(s.out, a) }
-func (s *State) emit(e *sluicev1.Event)              { s.events = append(s.events, e) }
-func (s *State) changed()                            { s.dirty = true }
-func snapshot(r *sluicev1.Rollout) *sluicev1.Rollout { return proto.Clone(r).(*sluicev1.Rollout) }
+func (s *State) do(a Action)            { s.out = append(s.out, a) }
+func (s *State) emit(e *sluicev1.Event) { s.events = append(s.events, e) }
+func (s *State) changed()               { s.dirty = true }
+
+// snapshot copies r for an action, on every step that changed it. What
+// grows with the fleet is shared rather than copied: the list of reverted
+// nodes (the state only appends to it, and the copy's capacity ends at its
+// length, so what the state appends later is never part of the copy) and
+// the ended stages (one per wave or failure domain; closeStage changes only
+// the open one, the last, which is copied).
+func snapshot(r *sluicev1.Rollout) *sluicev1.Rollout {
+	reverted, stages := r.Reverted, r.Stages
+	r.Reverted, r.Stages = nil, nil
+	c := proto.Clone(r).(*sluicev1.Rollout)
+	r.Reverted, r.Stages = reverted, stages
+	c.Reverted = reverted[:len(reverted):len(reverted)]
+	if n := len(stages); n > 0 {
+		c.Stages = append(stages[:n-1:n-1], proto.Clone(stages[n-1]).(*sluicev1.StageResult))
+	}
+	return c
+}
 
 // LostRollout is the active rollout whose record cannot be read: what
 // rollouts/active says of it, and why the record is unusable.

@@ -105,6 +105,16 @@ type State struct {
 	pause        *sluicev1.PauseRequest
 	rolloutPause map[string]*sluicev1.PauseRequest
 	ack          *sluicev1.PauseAck
+	// busyWhy is busy's answer for a rollout's pause [0] and the control
+	// plane's [1], while busyKnown; Decide forgets it after any step that
+	// may have changed the nodes in flight.
+	busyWhy   [2]string
+	busyKnown [2]bool
+	// announced is the set of the nodes in the Reverted list of rollout
+	// announcedFor's record, of announcedLen entries (revert.go).
+	announced    map[string]bool
+	announcedFor string
+	announcedLen int
 
 	invalidExpiry time.Duration // 0: records of invalid fingerprints never expire
 
