@@ -68,7 +68,18 @@ func (e *election) margin() time.Duration {
 // held under our own instance name by another process is taken over only
 // once it has stopped being renewed (our predecessor died); while it is
 // renewed, a live duplicate runs and acquire fails with ErrDuplicateInstance.
+//
+// While standing by it watches the lease key: a release (a clean stop of
+// the leader deletes it) or an expiry (the bucket's TTL marker) is acted on
+// at once, not at the next poll; a renewal makes it look again. It still
+// looks every renew interval, for a watch that failed or missed a change.
 func (e *election) acquire(ctx context.Context) (*lease, error) {
+	wctx, stopWatch := context.WithCancel(ctx)
+	defer stopWatch()
+	changes, werr := e.leases.Watch(wctx, contract.LeaseCoordinator)
+	if werr != nil {
+		e.log.Debug().Err(werr).Msg("watch the leader lease; polling it every renew interval instead")
+	}
 	for {
 		now := e.cfg.Now()
 		v := &sluicev1.LeaderLease{Holder: e.cfg.Instance, Session: e.session, AcquiredAt: timestamppb.New(now), RenewedAt: timestamppb.New(now)}
@@ -116,6 +127,10 @@ func (e *election) acquire(ctx context.Context) (*lease, error) {
 		select {
 		case <-ctx.Done():
 			return nil, ctx.Err()
+		case _, ok := <-changes:
+			if !ok {
+				changes = nil // the watch ended: poll
+			}
 		case <-time.After(e.cfg.Settings.RenewInterval()):
 		}
 	}
