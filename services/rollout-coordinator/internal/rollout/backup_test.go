@@ -110,3 +110,74 @@ func TestDecide_StoppedNodeFailureCarriedByALaterStatusIsCounted(t *testing.T) {
 		t.Fatalf("n2's outcome = %v; want Invalid (connectivity)", f)
 	}
 }
+
+// A node's status key that holds garbage is quarantined at intake, so a new
+// term loads no status for it until its agent writes one again. The node
+// reported Provisioned on the config in force before the garbage; a rollout
+// that starts it and is then rolled back must put it back on that config,
+// not on the older backup the key still held (chaos seed 100, I1: node-04
+// was reverted to rollout 1's config while rollout 2's was in force). Where
+// the records do say the desired config is not the node's last-good — it is
+// known bad, or not the config in force — the backup stays the revert target.
+func TestDecide_UnreadableStatus_RevertTargetIsWhatTheRecordsSay(t *testing.T) {
+	r0, r1, r2 := testRev("0000aaaa"), testRev("aaaa1111"), testRev("bbbb2222")
+	fp0, fp1, fp2 := targetOf(r0), targetOf(r1), targetOf(r2)
+	id0, id1, id2 := rolloutID(head(1, r0.Id, "")), rolloutID(head(2, r1.Id, "")), rolloutID(head(3, r2.Id, ""))
+	onR1 := &sluicev1.DesiredConfig{Node: "n1", Fingerprint: fp1, Rollout: id1, Revision: r1.Id, Config: render0(r1)}
+	backupR0 := &sluicev1.DesiredConfig{Node: "n1", Fingerprint: fp0, Rollout: id0, Revision: r0.Id, Config: render0(r0), Proven: true}
+	ref := func(id string, rev *sluicev1.Revision, gen uint64) *sluicev1.RolloutRef {
+		return &sluicev1.RolloutRef{Rollout: id, Revision: rev.Id, Generation: gen}
+	}
+	tests := []struct {
+		name       string
+		given      Loaded // n1's status is not among the loaded ones: its key is unreadable
+		wantBackup string // the backup key once n1 is started
+		wantRevert string // what n1 is reverted to
+	}{
+		{
+			name: "its desired config is the one in force: that is its revert target and its backup",
+			given: Loaded{LastApplied: ref(id1, r1, 2), LastAppliedRev: r1,
+				Desired: []*sluicev1.DesiredConfig{onR1}, Backups: []*sluicev1.DesiredConfig{backupR0}},
+			wantBackup: fp1, wantRevert: fp1,
+		},
+		{
+			// Seed 100 had garbage over that revision too: the term cannot read it.
+			name: "its desired config is of the revision in force, whose content cannot be read: the same",
+			given: Loaded{LastApplied: ref(id1, r1, 2),
+				Desired: []*sluicev1.DesiredConfig{onR1}, Backups: []*sluicev1.DesiredConfig{backupR0}},
+			wantBackup: fp1, wantRevert: fp1,
+		},
+		{
+			name: "its desired config is recorded invalid: the backup stays",
+			given: Loaded{LastApplied: ref(id1, r1, 2), LastAppliedRev: r1,
+				Invalid: []*sluicev1.InvalidFingerprint{{Fingerprint: fp1, Node: "n1", Rollout: id1}},
+				Desired: []*sluicev1.DesiredConfig{onR1}, Backups: []*sluicev1.DesiredConfig{backupR0}},
+			wantBackup: fp0, wantRevert: fp0,
+		},
+		{
+			name: "its desired config is not the one in force: the backup stays",
+			given: Loaded{LastApplied: ref(id0, r0, 1), LastAppliedRev: r0,
+				Desired: []*sluicev1.DesiredConfig{onR1}, Backups: []*sluicev1.DesiredConfig{backupR0}},
+			wantBackup: fp0, wantRevert: fp0,
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewState()
+			ev := tc.given
+			ev.Head, ev.HeadRev, ev.Presence = head(3, r2.Id, "1"), r2, presence("n1")
+			ws := writes(Decide(s, ev, t0))
+			if len(ws) != 1 || ws[0].Desired.GetFingerprint() != fp2 {
+				t.Fatalf("writes = %+v; want n1 started on %s", ws, fp2)
+			}
+			if got := s.nodes["n1"].backup.GetFingerprint(); got != tc.wantBackup {
+				t.Errorf("backup = %s; want %s", got, tc.wantBackup)
+			}
+			acts := Decide(s, Status{S: status("n1", invalid, fp2, id2)}, t0.Add(time.Second))
+			ws = writes(acts)
+			if len(ws) != 1 || !ws[0].Desired.GetRevert() || ws[0].Desired.GetFingerprint() != tc.wantRevert {
+				t.Fatalf("revert writes = %+v (actions %v); want n1 written back to %s", ws, summarize(acts), tc.wantRevert)
+			}
+		})
+	}
+}

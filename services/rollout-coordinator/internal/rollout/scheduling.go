@@ -81,6 +81,8 @@ func (s *State) fill(now time.Time) {
 // falls back to its own last-good, which the backup key still holds). A
 // proven config stays the node's last-good even when its fingerprint failed
 // on another node (a rollout that partially failed leaves it in force here).
+// A node with no status to go by is judged by the records alone
+// (unreportedInForce): the absence of a report is not a report.
 func (s *State) lastGood(n *node, target string) (revertTo, save *sluicev1.DesiredConfig) {
 	d := n.desired
 	proven := n.status.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && n.status.GetFingerprint() == d.GetFingerprint()
@@ -91,15 +93,33 @@ func (s *State) lastGood(n *node, target string) (revertTo, save *sluicev1.Desir
 		return d, nil // a revert writes the backup back: the key holds it
 	case d.GetFingerprint() == target:
 		return d, nil
-	case !proven && n.backup != nil:
+	case !proven && n.backup != nil && !s.unreportedInForce(n, d):
 		return n.backup, nil
 	}
 	// Proven; or the node never had a backup, and its desired config is the
-	// best guess of what it runs.
+	// best guess of what it runs; or it has no status and the records say
+	// its desired config is its last-good.
 	b := cloneDesired(d)
 	b.Proven = proven
 	n.backup = b
 	return cloneDesired(b), cloneDesired(b)
+}
+
+// unreportedInForce reports whether n has no status to go by while its
+// desired config d is of the revision in force and not known bad. A status
+// key holding a value that is not well-formed is quarantined at intake, so a
+// new term loads no status for the node until its agent writes one again (its
+// next status write or resync). Until then the records are all there is, and
+// they make d its last-good: the rollout that put d's revision in force ended,
+// and d failing there would have been recorded invalid (I4); a cancelled d
+// may never have run. Taking the absence for "d not proven" gave a node that
+// had run d Provisioned its older backup, and a rollback left it on a config
+// no longer in force (chaos seed 100, I1). The revision is compared by id:
+// its content may be unreadable too (seed 100 had both). A d of another
+// revision (a rollout rolled back while the node was away) leaves the backup.
+func (s *State) unreportedInForce(n *node, d *sluicev1.DesiredConfig) bool {
+	return n.status == nil && !d.GetCancel() && s.invalid[d.GetFingerprint()] == nil &&
+		d.GetRevision() != "" && d.GetRevision() == s.lastApplied.GetRevision()
 }
 
 // boundary reports whether starting n begins a new wave or failure domain.
