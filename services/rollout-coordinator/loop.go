@@ -159,8 +159,16 @@ func (lp *loop) run(ctx context.Context) error {
 		e.Value.Fingerprint = strings.TrimPrefix(e.Key, contract.ForgiveKey(""))
 		loaded.Forgives = append(loaded.Forgives, e.Value)
 	}
-	for e := range initial(ctx, lp, contract.BucketControl, pauseW) {
+	pauseUnreadable := false
+	for e := range initialWith(ctx, lp, contract.BucketControl, pauseW, func(store.Entry[*sluicev1.PauseRequest]) { pauseUnreadable = true }) {
 		loaded.Pause = e.Value
+	}
+	if pauseUnreadable && loaded.Pause == nil {
+		// Whether the operators paused the control plane is unknown: a new
+		// term holds as if they had, until a readable request is written
+		// (sluice pause or resume). Generation 0 acknowledges no request.
+		loaded.Pause = &sluicev1.PauseRequest{Paused: true, Joiners: contract.JoinersFreeze,
+			Reason: contract.BucketControl + "/" + contract.KeyPause + " is unreadable: held as paused until a readable request is written (sluice pause or sluice resume)"}
 	}
 	for e := range initial(ctx, lp, contract.BucketControl, rolloutPauseW) {
 		e.Value.Rollout = strings.TrimPrefix(e.Key, contract.RolloutPauseKey(""))
@@ -518,6 +526,13 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 // initial yields a watcher's initial values, up to its caught-up marker;
 // values that do not decode are quarantined.
 func initial[T proto.Message](ctx context.Context, lp *loop, bucket string, w <-chan store.Entry[T]) func(func(store.Entry[T]) bool) {
+	return initialWith(ctx, lp, bucket, w, nil)
+}
+
+// initialWith is initial that also hands each quarantined entry to
+// unreadable (nil: none).
+func initialWith[T proto.Message](ctx context.Context, lp *loop, bucket string, w <-chan store.Entry[T],
+	unreadable func(store.Entry[T])) func(func(store.Entry[T]) bool) {
 	return func(yield func(store.Entry[T]) bool) {
 		for {
 			select {
@@ -529,6 +544,9 @@ func initial[T proto.Message](ctx context.Context, lp *loop, bucket string, w <-
 				}
 				if e.Err != nil {
 					lp.quarantine.Report(bucket, e.Key, e.Revision, e.Err, skipped)
+					if unreadable != nil {
+						unreadable(e)
+					}
 					continue
 				}
 				if e.Deleted {

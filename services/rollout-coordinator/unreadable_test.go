@@ -2,6 +2,7 @@ package coordinator_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync"
 	"testing"
@@ -191,4 +192,47 @@ func TestCoordinator_ForeignBackup_IsNoBackupAndTheRevertEnds(t *testing.T) {
 		t.Fatalf("n1 desired = %v, %v; want a revert to the last applied revision %s (fingerprint %s)", d.Value, err, render.Short(a.Id), render.Short(want))
 	}
 	evs.wait(t, "ValueUnreadable", contract.BucketNodeConfigs+"/"+contract.BackupKey("n1"))
+}
+
+// A control/pause the new term cannot read leaves whether the operators
+// paused unknown: the term holds as if they had (no desired config is
+// written), until a readable request is written. It used to take the
+// unreadable request for "never paused" and write during a pause (chaos
+// seed 103, the Paused check: garbage over control/pause during a pause,
+// then a takeover).
+func TestCoordinator_UnreadablePauseAtStart_HoldsUntilARequestIsWritten(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	if _, err := env.Buckets.Control.Put(ctx, contract.KeyPause, []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	startFleet(t, env, 10*time.Millisecond, nil, "n1")
+	startCoordinator(t, env, "c1")
+	instances := store.New(env.Buckets.Instances, func() *sluicev1.Instance { return &sluicev1.Instance{} })
+	// margin: each poll below ends as soon as its condition holds.
+	natstest.Eventually(t, 30*time.Second, "c1 to announce itself paused", func() bool {
+		e, err := instances.Get(ctx, contract.InstanceKey(contract.ComponentCoordinator, "c1"))
+		return err == nil && e.Value.GetPause().GetPaused()
+	})
+	rev := moveHead(t, env, 1, "1", table("t1", 100))
+	id := contract.RolloutID(1, rev.Id)
+	configs := store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
+	// The head was read (the rollout's record exists) and nothing written.
+	rollouts := store.New(env.Buckets.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
+	natstest.Eventually(t, 30*time.Second, "rollout "+id+" to be recorded", func() bool {
+		_, err := rollouts.Get(ctx, id)
+		return err == nil
+	})
+	if _, err := configs.Get(ctx, contract.DesiredKey("n1")); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("n1's desired config while control/pause is unreadable: %v; want none written", err)
+	}
+	resume := &sluicev1.PauseRequest{Paused: false, Generation: 1, Reason: "test"}
+	b, err := store.Marshal(resume)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Buckets.Control.Put(ctx, contract.KeyPause, b); err != nil {
+		t.Fatal(err)
+	}
+	waitRollout(t, env, id, sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED)
 }

@@ -84,6 +84,20 @@ func (s *State) load(ev Loaded, now time.Time) {
 		s.rollout = active
 		s.rollout.Counts = countsOf(s.rollout.Counts)
 		s.clockBase, s.clockFrom, s.heldAt = active.GetLeaderTime().AsDuration(), now, time.Time{}
+		// What its nodes reported of it stays on record (I3), though its
+		// revision, and perhaps its record, cannot be read.
+		for _, name := range s.sortedNodes() {
+			n := s.nodes[name]
+			st := n.status
+			if st.GetPhase() != sluicev1.NodePhase_NODE_PHASE_INVALID || st.GetRollout() != active.GetId() {
+				continue
+			}
+			if outcomeOf(s.rollout.GetFailures(), name) == nil {
+				s.rollout.Counts.Failed++
+			}
+			s.recordOutcomeOf(n, st.GetFingerprint(), sluicev1.NodeResult_NODE_RESULT_INVALID,
+				orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), "reported invalid: "+st.GetMessage())
+		}
 		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED,
 			fmt.Sprintf("revision %s of this rollout is no longer stored; nodes are left as they are", render.Short(active.GetRevision())), now)
 	default:

@@ -128,14 +128,18 @@ func TestDecide_Lifecycle(t *testing.T) {
 			name: "an active rollout whose record and revision cannot be read ends Aborted, with a leader time that adds up",
 			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, LastApplied: applied0, LastAppliedRev: r0,
 				ActiveLost: &LostRollout{Ref: &sluicev1.RolloutRef{Rollout: id1, Revision: r1.Id, Generation: 2}, Why: "garbage"},
-				Presence:   presence("n1"), Desired: onR0},
-			want: []string{"finish Aborted", "emit RolloutAborted"},
+				Presence:   presence("n1", "n2"), Desired: onR0, Status: []*sluicev1.NodeStatus{status("n2", invalid, fp1, id1)}},
+			want: []string{"finish Aborted", "record n2", "emit RolloutAborted", "emit FingerprintInvalid"},
 			check: func(t *testing.T, s *State, acts []Action) {
 				f, _ := findAction[FinishRollout](acts)
 				r := f.Rollout
 				if r.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED || r.GetId() != id1 || f.ClearActive != id1 ||
 					r.GetLeaderTime().AsDuration() < 0 || r.GetLeaderTime().AsDuration() > time.Minute {
 					t.Fatalf("finish = %+v; want %s written Aborted, with a leader time of about 0", f, id1)
+				}
+				// Chaos seed 5 (I3): n2 reported its target Invalid; the record lists it.
+				if o := outcomeOf(r.GetFailures(), "n2"); o == nil || o.GetResult() != sluicev1.NodeResult_NODE_RESULT_INVALID || r.GetCounts().GetFailed() != 1 {
+					t.Fatalf("failures %v, counts %v; want n2 listed Invalid and counted", r.GetFailures(), r.GetCounts())
 				}
 			},
 		},
