@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"sort"
 	"strings"
@@ -37,7 +38,41 @@ type Observation struct {
 	EmptyFingerprint string
 	// NotQuiescent lists what had not settled when the harness gave up waiting.
 	NotQuiescent []string
+	// Spoiled are the garbage values the harness wrote (garbage-value), in
+	// order, each with the value its key held before and whether it was
+	// still there at rest. The bucket reads above see such a key as it is
+	// at rest: unreadable, so absent (nil).
+	Spoiled []Spoil
+	// IntentWrites are the intents bucket's stored operations in stream
+	// order (Intent set), as a watcher saw them.
+	IntentWrites []KVOp
+	// Registry is the scenario's registry, nil without one.
+	Registry *RegistryObs
+	// RevisionIntents are the intents (intents-bucket keys) of each
+	// rollout's revision, by rollout id.
+	RevisionIntents map[string][]string
+	// Declared are the intents every change of the driver declares (it
+	// never deletes one); every rollout from head generation DeclaredFrom
+	// (its first change's) on rolls them out. 0: no change was accepted.
+	Declared     []string
+	DeclaredFrom uint64
 }
+
+// RegistryObs is the scenario's registry as the harness drove it.
+type RegistryObs struct {
+	Name   string
+	Settle time.Duration // the configurator's settle period
+	// Intents are the intents it declares (intents-bucket keys).
+	Intents []string
+	// Absent says when the harness had each intent's file out of the
+	// registry (partial-registry), in order: From taken before the file
+	// left, To after it came back (zero if it never did). Outside these
+	// spans every answer of the registry declared the intent.
+	Absent map[string][]Span
+}
+
+// Span is a stretch of time.
+type Span struct{ From, To time.Time }
 
 // NodeObs is one node at rest.
 type NodeObs struct {
@@ -70,6 +105,7 @@ type KVOp struct {
 	At       time.Time // when the watcher saw it
 	Desired  *sluicev1.DesiredConfig
 	Rollout  *sluicev1.Rollout
+	Intent   *sluicev1.StoredIntent
 }
 
 // Expectation is what a rollout's end must look like given the scenario.
@@ -95,7 +131,7 @@ type Expectation struct {
 
 // Violation is one broken invariant.
 type Violation struct {
-	Invariant string // I1..I6, Outcome, Once, Counts
+	Invariant string // I1..I8, Outcome, Once, Counts
 	Rollout   string
 	Node      string
 	Detail    string
@@ -116,6 +152,7 @@ func (v Violation) String() string {
 
 // Check returns every violation in o, sorted.
 func Check(o *Observation) []Violation {
+	o = judgeSpoiled(o)
 	var vs []Violation
 	add := func(inv, rollout, node, format string, args ...any) {
 		vs = append(vs, Violation{Invariant: inv, Rollout: rollout, Node: node, Detail: fmt.Sprintf(format, args...)})
@@ -136,6 +173,8 @@ func Check(o *Observation) []Violation {
 	checkOnce(o, add)
 	checkExpectations(o, add)
 	checkCounts(o, add)
+	checkPartialAnswers(o, add)
+	checkDeclared(o, add)
 	sort.SliceStable(vs, func(i, j int) bool {
 		a, b := vs[i], vs[j]
 		if a.Invariant != b.Invariant {
@@ -464,6 +503,26 @@ func checkExpectations(o *Observation, add addFunc) {
 		if x.NodesMayLapse && slices.ContainsFunc(r.GetSkipped(), func(n *sluicev1.NodeOutcome) bool { return slices.Contains(x.MayFail, n.GetNode()) }) {
 			x.Phases, x.AllFail = nil, false // a failing node lapsed and was skipped: it may not count
 		}
+		// A node whose desired key got garbage while the rollout ran may
+		// never have read its config (its agent refuses the garbage): it
+		// may time out, and then the rollout may end any way.
+		spoiled := desiredSpoiledWhile(o, r)
+		if slices.ContainsFunc(r.GetFailures(), func(f *sluicev1.NodeOutcome) bool {
+			return f.GetResult() == sluicev1.NodeResult_NODE_RESULT_TIMED_OUT && spoiled[f.GetNode()]
+		}) {
+			x.Phases, x.AllFail = nil, false
+		}
+		// A rollout whose revision got garbage before it ended cannot render
+		// its nodes' configs in a new term, and one whose record did cannot
+		// be resumed (the term stops it as an abort and reverts what it
+		// touched: rollout.LostRollout): either may stop there, Aborted.
+		if len(x.Phases) > 0 && slices.ContainsFunc(o.Spoiled, func(sp Spoil) bool {
+			spoilsIt := sp.Bucket == contract.BucketRevisions && sp.Key == r.GetRevision() ||
+				sp.Bucket == contract.BucketRollouts && sp.Key == r.GetId()
+			return spoilsIt && (r.GetFinishedAt() == nil || sp.At.Before(r.GetFinishedAt().AsTime()))
+		}) {
+			x.Phases, x.AllFail = append(slices.Clone(x.Phases), sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED), false
+		}
 		if len(x.Phases) > 0 && !slices.Contains(x.Phases, r.GetPhase()) {
 			add("Outcome", r.GetId(), "", "ended %s (%q); the scenario implies %s: %s", r.GetPhase(), r.GetReason(), phaseList(x.Phases), x.Why)
 		}
@@ -473,6 +532,9 @@ func checkExpectations(o *Observation, add addFunc) {
 				continue
 			}
 			failed[f.GetNode()] = true
+			if f.GetResult() == sluicev1.NodeResult_NODE_RESULT_TIMED_OUT && spoiled[f.GetNode()] {
+				continue
+			}
 			if !slices.Contains(x.MayFail, f.GetNode()) {
 				add("Outcome", r.GetId(), f.GetNode(), "recorded %s (%s: %s), but the scenario never makes it fail", f.GetResult(), f.GetFailedCheck(), f.GetMessage())
 			}
@@ -505,20 +567,35 @@ func checkCounts(o *Observation, add addFunc) {
 		c := r.GetCounts()
 		failed := map[string]bool{}
 		for _, f := range r.GetFailures() {
-			if f.GetResult() == sluicev1.NodeResult_NODE_RESULT_INVALID || f.GetResult() == sluicev1.NodeResult_NODE_RESULT_TIMED_OUT {
+			// docs/rollouts.md: failed counts every node that failed, timed
+			// out, or was refused (its target recorded invalid).
+			switch f.GetResult() {
+			case sluicev1.NodeResult_NODE_RESULT_INVALID, sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, sluicev1.NodeResult_NODE_RESULT_REFUSED:
 				failed[f.GetNode()] = true
 			}
 		}
 		if int(c.GetFailed()) != len(failed) {
-			add("Counts", r.GetId(), "", "counts.failed = %d, but %d nodes failed or timed out (%s)", c.GetFailed(), len(failed), strings.Join(sortedKeys(failed), ", "))
+			add("Counts", r.GetId(), "", "counts.failed = %d, but %d nodes failed, timed out or were refused (%s)", c.GetFailed(), len(failed), strings.Join(sortedKeys(failed), ", "))
 		}
 		if int(c.GetSkipped()) != len(r.GetSkipped()) {
 			add("Counts", r.GetId(), "", "counts.skipped = %d, but %d skipped nodes are listed", c.GetSkipped(), len(r.GetSkipped()))
 		}
 		ev := len(reverted[r.GetId()])
 		x := o.Expect[r.GetId()]
+		// A node whose desired key got garbage while the rollout ran may
+		// have been reverted by a term whose successor cannot read that
+		// revert (the garbage is all its key holds): the successor's record
+		// may not count it.
+		unknowable := 0
+		spoiled := desiredSpoiledWhile(o, r)
+		for n := range reverted[r.GetId()] {
+			if spoiled[n] {
+				unknowable++
+			}
+		}
 		switch {
 		case int(c.GetReverted()) == ev:
+		case int(c.GetReverted()) < ev && int(c.GetReverted()) >= ev-unknowable:
 		case x.EventsMayBeLost && ev < int(c.GetReverted()):
 			// a NATS restart may have dropped an unacknowledged event
 		default:
@@ -574,4 +651,178 @@ func keptOwnLastGood(n NodeObs) bool {
 
 func ranBefore(n NodeObs, fp string) bool {
 	return slices.ContainsFunc(n.Applies, func(a Apply) bool { return a.Err == "" && a.Fingerprint == fp })
+}
+
+// judgeSpoiled returns o as the checker judges it. A key that still holds
+// a garbage value the harness wrote (garbage-value) is judged by the value
+// its owner stored there before: nobody rewrote it, its owner still goes by
+// that value, and every reader sees the key as unreadable. So a node whose
+// desired config, backup or status key holds garbage is judged by its
+// coordinator's or agent's last write there (I1), a rollout record or
+// pointer by the coordinator's last one (I1–I4, Outcome, Counts), a failed
+// fingerprint by its record (I4). A key whose garbage was rewritten is
+// read as rewritten: nothing changes for it.
+func judgeSpoiled(o *Observation) *Observation {
+	if !slices.ContainsFunc(o.Spoiled, func(sp Spoil) bool { return sp.AtRest && sp.Before != nil }) {
+		return o
+	}
+	c := *o
+	c.Nodes = slices.Clone(o.Nodes)
+	c.Rollouts = slices.Clone(o.Rollouts)
+	c.Fingerprints = maps.Clone(o.Fingerprints)
+	node := func(name string) *NodeObs {
+		for i := range c.Nodes {
+			if c.Nodes[i].Name == name {
+				return &c.Nodes[i]
+			}
+		}
+		return nil
+	}
+	for _, sp := range o.Spoiled {
+		if !sp.AtRest {
+			continue
+		}
+		switch v := sp.Before.(type) {
+		case *sluicev1.DesiredConfig:
+			name, which, _ := contract.NodeOfConfigKey(sp.Key)
+			if n := node(name); n != nil && which == "desired" && n.Desired == nil {
+				n.Desired = v
+			} else if n != nil && which == "backup" && n.Backup == nil {
+				n.Backup = v
+			}
+		case *sluicev1.NodeStatus:
+			if n := node(sp.Key); n != nil && n.Status == nil {
+				n.Status = v
+			}
+		case *sluicev1.Rollout:
+			if !slices.ContainsFunc(c.Rollouts, func(r *sluicev1.Rollout) bool { return r.GetId() == sp.Key }) {
+				c.Rollouts = append(c.Rollouts, v)
+			}
+		case *sluicev1.RolloutRef:
+			switch {
+			case sp.Key == contract.KeyActive && c.Active == nil:
+				c.Active = v
+			case sp.Key == contract.KeyLastApplied && c.LastApplied == nil:
+				c.LastApplied = v
+			}
+		case *sluicev1.InvalidFingerprint:
+			if c.Fingerprints[sp.Key] == nil {
+				c.Fingerprints[sp.Key] = v
+			}
+		}
+	}
+	return &c
+}
+
+// desiredSpoiledWhile names the nodes whose desired key the harness wrote
+// garbage into while rollout r ran (from its first stored write to its end).
+func desiredSpoiledWhile(o *Observation, r *sluicev1.Rollout) map[string]bool {
+	out := map[string]bool{}
+	if len(o.Spoiled) == 0 {
+		return out
+	}
+	var start time.Time
+	for _, w := range o.RolloutWrites {
+		if w.Key == r.GetId() && w.Rollout != nil {
+			start = w.At
+			break
+		}
+	}
+	end := r.GetFinishedAt().AsTime()
+	for _, sp := range o.Spoiled {
+		name, which, ok := contract.NodeOfConfigKey(sp.Key)
+		if sp.Bucket != contract.BucketNodeConfigs || !ok || which != "desired" {
+			continue
+		}
+		if (start.IsZero() || !sp.At.Before(start)) && (r.GetFinishedAt() == nil || sp.At.Before(end)) {
+			out[name] = true
+		}
+	}
+	return out
+}
+
+// I7: no intent is marked for deletion because of a registry answer that
+// later proved partial. The harness knows when each registry intent's file
+// was absent (Registry.Absent); every other answer declared it. A mark is
+// one only an answer lacking the intent can cause, so it must follow an
+// absence that had lasted the whole settle period by then, and that lasted
+// at least the settle period in all: a file back within the settle period
+// proves the answers that lacked it partial. Marks are read from the
+// intents bucket's writes (a write that marks an unmarked intent) and from
+// IntentMarkedForDeletion events (their time is the configurator's).
+func checkPartialAnswers(o *Observation, add addFunc) {
+	reg := o.Registry
+	if reg == nil {
+		return
+	}
+	marks := map[string][]time.Time{}
+	marked := map[string]bool{}
+	for _, w := range o.IntentWrites {
+		if w.Intent == nil {
+			continue
+		}
+		m := w.Intent.GetMarkedForDeletion()
+		if m && !marked[w.Key] {
+			marks[w.Key] = append(marks[w.Key], w.At)
+		}
+		marked[w.Key] = m
+	}
+	for _, ev := range o.Events {
+		if ev.GetType() == "IntentMarkedForDeletion" && ev.GetTime() != nil {
+			marks[ev.GetId()] = append(marks[ev.GetId()], ev.GetTime().AsTime())
+		}
+	}
+	for _, key := range reg.Intents {
+		ms := marks[key]
+		slices.SortFunc(ms, func(a, b time.Time) int { return a.Compare(b) })
+		for _, m := range ms {
+			var span *Span
+			for i, sp := range reg.Absent[key] {
+				if !sp.From.After(m) {
+					span = &reg.Absent[key][i]
+				}
+			}
+			var why string
+			switch {
+			case span == nil:
+				why = "no answer of the registry lacked it: its file was never removed"
+			case m.Before(span.From.Add(reg.Settle)):
+				why = fmt.Sprintf("its file had been gone %s, less than the settle period %s", m.Sub(span.From).Round(time.Millisecond), reg.Settle)
+			case !span.To.IsZero() && span.To.Sub(span.From) < reg.Settle:
+				why = fmt.Sprintf("its file came back %s after it left, within the settle period %s: the answers that lacked it were partial",
+					span.To.Sub(span.From).Round(time.Millisecond), reg.Settle)
+			default:
+				continue // missing for the whole settle period: a deletion
+			}
+			add("I7", "", "", "registry %s's intent %s was marked for deletion at %s; %s", reg.Name, key, m.Format("15:04:05.000"), why)
+			break // once per intent
+		}
+	}
+}
+
+// I8, as far as a run shows it: a value that is not well-formed for its key
+// never reaches a decision. The driver declares the same intents in every
+// change and never deletes one, so every revision rolled out from its first
+// change on holds each of them; one that lacks an intent was cut from a
+// stored set that took an unreadable value (garbage-value) for no intent.
+func checkDeclared(o *Observation, add addFunc) {
+	if o.DeclaredFrom == 0 {
+		return
+	}
+	for _, r := range o.Rollouts {
+		have, ok := o.RevisionIntents[r.GetId()]
+		if !ok || r.GetGeneration() < o.DeclaredFrom {
+			continue
+		}
+		var lacks []string
+		for _, k := range o.Declared {
+			if !slices.Contains(have, k) {
+				lacks = append(lacks, k)
+			}
+		}
+		if len(lacks) > 0 {
+			add("I8", r.GetId(), "", "its revision %s leaves out %s, which every change declares and nothing deleted (generation %d; an unreadable stored intent taken for none?)",
+				short(r.GetRevision()), strings.Join(lacks, ", "), r.GetGeneration())
+		}
+	}
 }

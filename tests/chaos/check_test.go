@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -210,6 +211,11 @@ func TestCheck_EachBrokenInvariantIsReported(t *testing.T) {
 		{name: "a failing node within the budget not recorded", given: func(o *Observation) {
 			o.Expect["r1"] = Expectation{MayFail: []string{"node-01"}, AllFail: true}
 		}, want: "Outcome", node: "node-01"},
+		{name: "failed does not count a refused node", given: func(o *Observation) {
+			r := rollout(o, "r1")
+			r.Phase, r.Failures = sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, []*sluicev1.NodeOutcome{{Node: "node-01", Fingerprint: "fp-b2", Result: sluicev1.NodeResult_NODE_RESULT_REFUSED}}
+			o.Expect["r1"] = Expectation{}
+		}, want: "Counts"},
 		{name: "failed does not count a timeout", given: func(o *Observation) {
 			rollout(o, "r2").Counts.Failed = 0
 		}, want: "Counts"},
@@ -328,5 +334,247 @@ func TestCheck_I3_ForwardAndRevertOutcomesOfOneNode(t *testing.T) {
 	}
 	if vs := Check(withFailures(skipped)); !slices.ContainsFunc(vs, isI3) {
 		t.Errorf("listed only as skipped: want an I3 violation, got %v", vs)
+	}
+}
+
+// withRegistry adds to a correct run a registry owning routingtable.reg-1
+// and routingtable.reg-2, whose files the harness dropped at 3s; reg-1
+// came back at 4s, reg-2 at tail seconds. The intents bucket saw them
+// created at 0.1s and unmarked since, unless marks add writes that mark
+// reg-1 or reg-2 at the given times.
+func withRegistry(tail float64, marks map[string]float64) *Observation {
+	o := healthy()
+	o.Registry = &RegistryObs{Name: "gitops", Settle: 6 * time.Second, Intents: []string{"routingtable.reg-1", "routingtable.reg-2"},
+		Absent: map[string][]Span{"routingtable.reg-1": {{From: at(3), To: at(4)}}, "routingtable.reg-2": {{From: at(3), To: at(tail)}}}}
+	stored := func(key string, marked bool) *sluicev1.StoredIntent {
+		return &sluicev1.StoredIntent{Source: "gitops", MarkedForDeletion: marked,
+			Intent: &sluicev1.Intent{Name: key[len("routingtable."):], Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: 60}}}}
+	}
+	for i, key := range o.Registry.Intents {
+		o.IntentWrites = append(o.IntentWrites, KVOp{Key: key, Revision: uint64(i + 1), At: at(0.1), Intent: stored(key, false)})
+	}
+	for _, key := range sortedKeys(marks) {
+		o.IntentWrites = append(o.IntentWrites, KVOp{Key: key, Revision: uint64(len(o.IntentWrites) + 1), At: at(marks[key]), Intent: stored(key, true)})
+	}
+	return o
+}
+
+func TestCheck_I7_NoDeletionOnAPartialAnswer(t *testing.T) {
+	tests := []struct {
+		name   string
+		given  *Observation
+		wantI7 bool
+	}{
+		{name: "files dropped and back within the settle period, nothing marked", given: withRegistry(5, nil)},
+		{name: "a file gone for longer than the settle period, marked after it", given: withRegistry(12, map[string]float64{"routingtable.reg-2": 9.5})},
+		{name: "marked within its absence, back within the settle period", given: withRegistry(5, map[string]float64{"routingtable.reg-1": 3.5}), wantI7: true},
+		{name: "marked before the settle period ran out, back later", given: withRegistry(12, map[string]float64{"routingtable.reg-2": 5}), wantI7: true},
+		{name: "marked just after it came back (the answer before was partial)", given: withRegistry(5, map[string]float64{"routingtable.reg-1": 4.01}), wantI7: true},
+		{name: "marked although its file never left", given: withRegistry(5, map[string]float64{"routingtable.reg-1": 1}), wantI7: true},
+		{name: "marked: only the configurator's event tells", wantI7: true, given: func() *Observation {
+			o := withRegistry(5, nil)
+			o.Events = append(o.Events, &sluicev1.Event{Type: "IntentMarkedForDeletion", Id: "routingtable.reg-2", Time: timestamppb.New(at(4.5))})
+			return o
+		}()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vs := Check(tt.given)
+			if got := slices.ContainsFunc(vs, func(v Violation) bool { return v.Invariant == "I7" }); got != tt.wantI7 {
+				t.Fatalf("want an I7 violation: %v; got %v", tt.wantI7, vs)
+			}
+		})
+	}
+}
+
+// A key that still holds garbage at rest (garbage-value) is judged by what
+// its owner stored there before: the checks hold for it as for any key, and
+// still fail when that value is wrong. Garbage rewritten since changes
+// nothing.
+func TestCheck_SpoiledKeysAreJudgedByTheirOwnersLastValue(t *testing.T) {
+	spoil := func(o *Observation, bucket, key string, before proto.Message, atRest bool) {
+		o.Spoiled = append(o.Spoiled, Spoil{Bucket: bucket, Key: key, Revision: 99, At: at(9), What: "empty", Before: before, AtRest: atRest})
+	}
+	tests := []struct {
+		name  string
+		given func(o *Observation)
+		want  string // invariant; "" = none
+		node  string
+	}{
+		{name: "desired and status hold garbage", given: func(o *Observation) {
+			n := &o.Nodes[0]
+			spoil(o, "sluice-nodeconfigs", "node-01.desired", n.Desired, true)
+			spoil(o, "sluice-status", "node-01", n.Status, true)
+			n.Desired, n.Status = nil, nil
+		}},
+		{name: "desired holds garbage; the config before it is not what the node runs", given: func(o *Observation) {
+			n := &o.Nodes[0]
+			spoil(o, "sluice-nodeconfigs", "node-01.desired", n.Desired, true)
+			n.Desired, n.OnDisk, n.Status.AppliedFingerprint = nil, "fp-other", "fp-other"
+		}, want: "I1", node: "node-01"},
+		{name: "status holds garbage; the status before it lies", given: func(o *Observation) {
+			n := &o.Nodes[0]
+			before := proto.Clone(n.Status).(*sluicev1.NodeStatus)
+			before.AppliedFingerprint = "fp-b1"
+			spoil(o, "sluice-status", "node-01", before, true)
+			n.Status = nil
+		}, want: "I1", node: "node-01"},
+		{name: "a failed fingerprint's record holds garbage", given: func(o *Observation) {
+			spoil(o, "sluice-fingerprints", "fp-b2", o.Fingerprints["fp-b2"], true)
+			delete(o.Fingerprints, "fp-b2")
+		}},
+		{name: "a failed fingerprint's record held garbage, since deleted", given: func(o *Observation) {
+			spoil(o, "sluice-fingerprints", "fp-b2", o.Fingerprints["fp-b2"], false)
+			delete(o.Fingerprints, "fp-b2")
+		}, want: "I4", node: "node-02"},
+		{name: "last-applied and a rollout record hold garbage", given: func(o *Observation) {
+			spoil(o, "sluice-rollouts", "last-applied", o.LastApplied, true)
+			spoil(o, "sluice-rollouts", "r1", rollout(o, "r1"), true)
+			o.LastApplied, o.Rollouts = nil, o.Rollouts[1:]
+		}},
+		{name: "last-applied holds garbage; the node does not run the config in force before it", given: func(o *Observation) {
+			spoil(o, "sluice-rollouts", "last-applied", o.LastApplied, true)
+			o.LastApplied = nil
+			o.Nodes[0].OnDisk, o.Nodes[0].Status.AppliedFingerprint, o.Nodes[0].Desired.Fingerprint = "fp-b1", "fp-b1", "fp-b1"
+		}, want: "I1", node: "node-01"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := healthy()
+			tt.given(o)
+			vs := Check(o)
+			if tt.want == "" {
+				if len(vs) > 0 {
+					t.Fatalf("violations: %v", vs)
+				}
+				return
+			}
+			if !slices.ContainsFunc(vs, func(v Violation) bool { return v.Invariant == tt.want && (tt.node == "" || v.Node == tt.node) }) {
+				t.Fatalf("want a %s violation (node %q); got %v", tt.want, tt.node, vs)
+			}
+		})
+	}
+}
+
+// A node whose desired key got garbage while a rollout ran may never have
+// read its config, and time out: that is no Outcome violation. A node
+// whose key got garbage after the rollout ended, or that is recorded
+// Invalid, still is.
+func TestCheck_DesiredSpoiledWhileTheRolloutRanMayTimeOut(t *testing.T) {
+	timedOut := func(spoiledAt float64) *Observation {
+		o := healthy()
+		r := rollout(o, "r1")
+		r.Phase = sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED
+		r.Failures = []*sluicev1.NodeOutcome{{Node: "node-01", Fingerprint: "fp-a1", Result: sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, FailedCheck: "deadline"}}
+		r.Counts.Failed = 1
+		o.Fingerprints["fp-a1"] = &sluicev1.InvalidFingerprint{Node: "node-01", Check: "deadline", Output: "no report"}
+		o.Spoiled = []Spoil{{Bucket: "sluice-nodeconfigs", Key: "node-01.desired", Revision: 3, At: at(spoiledAt), What: "empty"}}
+		return o
+	}
+	isOutcome := func(v Violation) bool { return v.Invariant == "Outcome" }
+	if vs := Check(timedOut(0.6)); slices.ContainsFunc(vs, isOutcome) {
+		t.Errorf("its desired key got garbage while r1 ran: want no Outcome violation, got %v", vs)
+	}
+	if vs := Check(timedOut(2.5)); !slices.ContainsFunc(vs, isOutcome) {
+		t.Errorf("its desired key got garbage after r1 ended: want an Outcome violation, got %v", vs)
+	}
+	invalid := timedOut(0.6)
+	rollout(invalid, "r1").Failures[0].Result = sluicev1.NodeResult_NODE_RESULT_INVALID
+	if vs := Check(invalid); !slices.ContainsFunc(vs, isOutcome) {
+		t.Errorf("recorded Invalid: want an Outcome violation, got %v", vs)
+	}
+}
+
+// Every revision rolled out from the driver's first change on holds every
+// intent the driver declares; a rollout before it (a registry's first sync)
+// need not.
+func TestCheck_I8_RevisionsHoldEveryDeclaredIntent(t *testing.T) {
+	declared := func(r2 []string) *Observation {
+		o := healthy()
+		o.Declared, o.DeclaredFrom = []string{"layer2network.tenant-a", "routingtable.fleet-wide"}, 2
+		rollout(o, "r1").Generation, rollout(o, "r2").Generation = 1, 2
+		o.RevisionIntents = map[string][]string{"r1": {"routingtable.reg-1"}, "r2": r2}
+		return o
+	}
+	isI8 := func(v Violation) bool { return v.Invariant == "I8" }
+	if vs := Check(declared([]string{"layer2network.tenant-a", "routingtable.fleet-wide", "routingtable.reg-1"})); slices.ContainsFunc(vs, isI8) {
+		t.Errorf("r2's revision holds every declared intent: want no I8 violation, got %v", vs)
+	}
+	if vs := Check(declared([]string{"routingtable.fleet-wide"})); !slices.ContainsFunc(vs, isI8) {
+		t.Errorf("r2's revision lacks layer2network.tenant-a: want an I8 violation, got %v", vs)
+	}
+}
+
+// A node reverted by one term whose desired key then got garbage cannot be
+// known reverted by the next term: the record may count it out. Any other
+// node's NodeReverted event without a count is still a violation.
+func TestCheck_RevertedNodeWhoseDesiredKeyGotGarbageMayBeUncounted(t *testing.T) {
+	uncounted := func(spoiled string) *Observation {
+		o := healthy()
+		rollout(o, "r2").Counts.Reverted = 1
+		o.Spoiled = []Spoil{{Bucket: "sluice-nodeconfigs", Key: spoiled + ".desired", Revision: 7, At: at(7.2), What: "truncated"}}
+		return o
+	}
+	isCounts := func(v Violation) bool { return v.Invariant == "Counts" }
+	if vs := Check(uncounted("node-01")); slices.ContainsFunc(vs, isCounts) {
+		t.Errorf("node-01's desired key got garbage while r2 ran: want no Counts violation, got %v", vs)
+	}
+	if vs := Check(uncounted("node-03")); !slices.ContainsFunc(vs, isCounts) {
+		t.Errorf("no reverted node's key got garbage: want a Counts violation, got %v", vs)
+	}
+}
+
+// A rollout whose revision got garbage before it ended may end Aborted (a
+// new term cannot render its targets); without that, Aborted is still an
+// Outcome violation.
+func TestCheck_RolloutWhoseRevisionGotGarbageMayEndAborted(t *testing.T) {
+	aborted := func(spoiled bool) *Observation {
+		o := healthy()
+		r := rollout(o, "r1")
+		r.Phase, r.Revision = sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, "rev-1"
+		if spoiled {
+			o.Spoiled = []Spoil{{Bucket: "sluice-revisions", Key: "rev-1", Revision: 4, At: at(1), What: "truncated"}}
+		}
+		return o
+	}
+	isOutcome := func(v Violation) bool { return v.Invariant == "Outcome" }
+	if vs := Check(aborted(true)); slices.ContainsFunc(vs, isOutcome) {
+		t.Errorf("its revision got garbage while it ran: want no Outcome violation, got %v", vs)
+	}
+	if vs := Check(aborted(false)); !slices.ContainsFunc(vs, isOutcome) {
+		t.Errorf("nothing happened to its revision: want an Outcome violation, got %v", vs)
+	}
+}
+
+// So may one whose record got garbage (a new term stops it as an abort:
+// rollout.LostRollout); garbage in another rollout's record changes nothing.
+func TestCheck_RolloutWhoseRecordGotGarbageMayEndAborted(t *testing.T) {
+	aborted := func(key string) *Observation {
+		o := healthy()
+		r := rollout(o, "r1")
+		r.Phase = sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED
+		o.Spoiled = []Spoil{{Bucket: "sluice-rollouts", Key: key, Revision: 4, At: at(1), What: "truncated"}}
+		return o
+	}
+	isOutcome := func(v Violation) bool { return v.Invariant == "Outcome" }
+	if vs := Check(aborted("r1")); slices.ContainsFunc(vs, isOutcome) {
+		t.Errorf("its record got garbage while it ran: want no Outcome violation, got %v", vs)
+	}
+	if vs := Check(aborted("r2")); !slices.ContainsFunc(vs, isOutcome) {
+		t.Errorf("another rollout's record got garbage: want an Outcome violation, got %v", vs)
+	}
+}
+
+// A rollout refused before touching any node counts its refused nodes as
+// failed (docs/rollouts.md).
+func TestCheck_RefusedNodesCountAsFailed(t *testing.T) {
+	o := healthy()
+	r := rollout(o, "r1")
+	r.Phase = sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED
+	r.Failures = []*sluicev1.NodeOutcome{{Node: "node-01", Fingerprint: "fp-b2", Result: sluicev1.NodeResult_NODE_RESULT_REFUSED}}
+	r.Counts.Failed = 1
+	o.Expect["r1"] = Expectation{}
+	if vs := Check(o); slices.ContainsFunc(vs, func(v Violation) bool { return v.Invariant == "Counts" }) {
+		t.Fatalf("one node refused, counted failed: want no Counts violation, got %v", vs)
 	}
 }

@@ -24,6 +24,7 @@ const fleetWide = "fleet-wide"
 type applied struct {
 	done       chan struct{} // closed once id is set
 	id         string        // its rollout
+	gen        uint64        // its head's generation
 	revision   string
 	superseded bool // the next change was applied while this one still ran
 }
@@ -63,7 +64,7 @@ func (d *driver) apply(ctx context.Context, i int) error {
 		cancel()
 		if err == nil {
 			a := d.changes[i]
-			a.revision, a.id = resp.GetRevision(), contract.RolloutID(resp.GetGeneration(), resp.GetRevision())
+			a.revision, a.id, a.gen = resp.GetRevision(), contract.RolloutID(resp.GetGeneration(), resp.GetRevision()), resp.GetGeneration()
 			close(a.done)
 			d.sys.log.add("change %d applied: rollout %s (changed=%v)", i, a.id, resp.GetChanged())
 			return nil
@@ -78,6 +79,17 @@ func (d *driver) apply(ctx context.Context, i int) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// declared are the intents-bucket keys of the intents every change
+// declares: the examples and the fleet-wide routing table.
+func (d *driver) declared() []string {
+	keys := []string{intent.Key(&sluicev1.Intent{Name: fleetWide, Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{}}})}
+	for _, in := range d.base {
+		keys = append(keys, intent.Key(in))
+	}
+	slices.Sort(keys)
+	return keys
 }
 
 // rollout reads the record of rollout id: nil if absent or undecodable;
@@ -95,8 +107,8 @@ func (s *system) rollout(ctx context.Context, id string) (*sluicev1.Rollout, err
 		return nil, fmt.Errorf("read rollout %s: %w", id, err)
 	}
 	r := &sluicev1.Rollout{}
-	if store.Unmarshal(e.Value(), r) != nil {
-		return nil, nil
+	if store.Decode(contract.BucketRollouts, id, e.Value(), r) != nil {
+		return nil, nil // quarantined (garbage-value): as if not written yet
 	}
 	return r, nil
 }
@@ -144,6 +156,11 @@ func ended(r *sluicev1.Rollout) bool { return contract.Terminal(r.GetPhase()) }
 // each next one after the previous rollout ended, or while it still runs
 // when the change supersedes it.
 func (d *driver) run(ctx context.Context) error {
+	if d.sys.sc.Registry != nil {
+		if err := d.declareRegistry(ctx); err != nil {
+			return err
+		}
+	}
 	for i, c := range d.sys.sc.Changes {
 		if i > 0 {
 			prev := d.changes[i-1]
@@ -277,6 +294,7 @@ type faults struct {
 	mu       sync.Mutex
 	locks    map[string]*sync.Mutex
 	restarts []string // NATS restarts and cluster servers stopped, as "server-1 at 3.20s"
+	pauseGen uint64   // the last control/pause generation pausePlane wrote
 }
 
 // restarted lists the servers the schedule restarted or stopped so far.
@@ -467,6 +485,10 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 		s.log.add("%s: %s flows again", ft.Kind, target)
 	case PausePlane:
 		f.pausePlane(ctx, ft)
+	case GarbageValue:
+		f.garbage(ctx, ft)
+	case PartialRegistry:
+		f.partialRegistry(ctx, ft)
 	case PausedLeader:
 		defer f.lock("coordinators")()
 		old, err := s.leader(ctx)

@@ -91,6 +91,9 @@ type system struct {
 	nodes map[string]*nodeSim // fixed at start
 	// tables maps a routing-table id to its change, for the appliers.
 	tables map[uint32]int
+
+	spoiled spoils    // the garbage values written (garbage-value)
+	reg     *registry // the scenario's registry; nil without one
 }
 
 // nodeSim is what the harness knows of one node: its applier's record.
@@ -146,6 +149,9 @@ func newSystem(t *testing.T, sc Scenario, log *schedule) *system {
 	}
 	for i, c := range sc.Changes {
 		s.tables[c.TableID] = i
+	}
+	if sc.Registry != nil {
+		s.reg = newRegistry(t)
 	}
 	for i := range sc.Nodes {
 		name := NodeName(i)
@@ -287,7 +293,9 @@ func (s *system) start() {
 }
 
 func (s *system) startConfigurator() {
-	c, err := configurator.New(configurator.Config{Conn: s.connect(configuratorC), Settings: s.settings, Log: s.logger.With().Str("svc", configuratorC).Logger()})
+	settle := registrySettle
+	c, err := configurator.New(configurator.Config{Conn: s.connect(configuratorC), Settings: s.settings, Log: s.logger.With().Str("svc", configuratorC).Logger(),
+		DeleteAfter: &settle})
 	if err != nil {
 		s.t.Fatal(err)
 	}
@@ -449,8 +457,8 @@ func (s *system) leader(ctx context.Context) (string, error) {
 			return fmt.Errorf("read the leader lease: %w", err)
 		}
 		var l sluicev1.LeaderLease
-		if store.Unmarshal(e.Value(), &l) == nil {
-			holder = l.GetHolder()
+		if store.Decode(contract.BucketLeases, contract.LeaseCoordinator, e.Value(), &l) == nil {
+			holder = l.GetHolder() // a garbage value (garbage-value) names no one
 		}
 		return nil
 	})

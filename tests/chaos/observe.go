@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -24,9 +25,12 @@ func startEnvAt(s *system) *natstest.Env {
 	return natstest.StartAt(s.t, s.natsDir, s.listen, s.settings)
 }
 
-// watchers record every stored write of the nodeconfigs, rollouts and
-// status buckets in stream order, from before the first apply to the end.
-// After a NATS restart they resume from the revision after the last seen.
+// watchers record every stored write of the nodeconfigs, rollouts, status
+// and intents buckets in stream order, from before the first apply to the
+// end. After a NATS restart they resume from the revision after the last
+// seen. Values are decoded as sluice reads them (store.Decode): a value that
+// is not well-formed for its key (garbage-value) is recorded as an op with
+// no value, and a status that is not is left out.
 type watchers struct {
 	sys    *system
 	mu     sync.Mutex
@@ -37,7 +41,7 @@ type watchers struct {
 	wg     sync.WaitGroup
 }
 
-var watched = []string{contract.BucketNodeConfigs, contract.BucketRollouts, contract.BucketStatus}
+var watched = []string{contract.BucketNodeConfigs, contract.BucketRollouts, contract.BucketStatus, contract.BucketIntents}
 
 func newWatchers(s *system) *watchers {
 	w := &watchers{sys: s, ops: map[string][]KVOp{}, last: map[string]uint64{}}
@@ -123,38 +127,74 @@ func (w *watchers) record(bucket string, e jetstream.KeyValueEntry) {
 		switch bucket {
 		case contract.BucketNodeConfigs:
 			d := &sluicev1.DesiredConfig{}
-			if store.Unmarshal(e.Value(), d) == nil {
+			if store.Decode(bucket, e.Key(), e.Value(), d) == nil {
 				op.Desired = d
 			}
 		case contract.BucketRollouts:
 			if e.Key() != contract.KeyActive && e.Key() != contract.KeyLastApplied {
 				r := &sluicev1.Rollout{}
-				if store.Unmarshal(e.Value(), r) == nil {
+				if store.Decode(bucket, e.Key(), e.Value(), r) == nil {
 					op.Rollout = r
 				}
 			}
 		case contract.BucketStatus:
 			st := &sluicev1.NodeStatus{}
-			if store.Unmarshal(e.Value(), st) == nil {
+			if store.Decode(bucket, e.Key(), e.Value(), st) == nil {
 				w.status = append(w.status, st)
 			}
 			return
+		case contract.BucketIntents:
+			in := &sluicev1.StoredIntent{}
+			if store.Decode(bucket, e.Key(), e.Value(), in) == nil {
+				op.Intent = in
+			}
 		}
 	}
 	w.ops[bucket] = append(w.ops[bucket], op)
 }
 
 // readProto decodes key of kv, read from the stream's leader (leaderGet),
-// into v: jetstream.ErrKeyNotFound if absent, errUndecodable if it does not
-// decode, or the read's error. One attempt: callers poll, or wrap it in retry.
+// into v as sluice reads it (store.Decode): jetstream.ErrKeyNotFound if
+// absent, errUndecodable if it does not decode or is not well-formed for
+// its key (quarantined), or the read's error. One attempt: callers poll,
+// or wrap it in retry.
 func readProto[T proto.Message](ctx context.Context, s *system, kv jetstream.KeyValue, key string, v T) (T, error) {
 	var zero T
-	data, err := s.leaderGet(ctx, kv, key)
+	m, err := s.leaderMsg(ctx, kv, map[string]any{"last_by_subj": kvSubject(kv, key)})
+	if err == nil && m.deleted {
+		err = jetstream.ErrKeyNotFound
+	}
 	if err != nil {
 		return zero, err
 	}
-	if err := store.Unmarshal(data, v); err != nil {
-		return zero, fmt.Errorf("%s/%s: %w: %w", kv.Bucket(), key, errUndecodable, err)
+	if err := store.Decode(kv.Bucket(), key, m.data, v); err != nil {
+		return zero, fmt.Errorf("%s/%s revision %d: %w: %w", kv.Bucket(), key, m.seq, errUndecodable, err)
+	}
+	return v, nil
+}
+
+// readRest is readProto for judging the system at rest: a key that still
+// holds a garbage value the harness wrote (garbage-value) reads as the
+// value its owner stored there before — nobody rewrote it, and that is
+// what its owner still goes by — or as absent if it held none.
+func readRest[T proto.Message](ctx context.Context, s *system, kv jetstream.KeyValue, key string, v T) (T, error) {
+	var zero T
+	m, err := s.leaderMsg(ctx, kv, map[string]any{"last_by_subj": kvSubject(kv, key)})
+	if err == nil && m.deleted {
+		err = jetstream.ErrKeyNotFound
+	}
+	if err != nil {
+		return zero, err
+	}
+	if err := store.Decode(kv.Bucket(), key, m.data, v); err != nil {
+		sp := s.spoiled.at(kv.Bucket(), key, m.seq)
+		if sp == nil {
+			return zero, fmt.Errorf("%s/%s revision %d: %w: %w", kv.Bucket(), key, m.seq, errUndecodable, err)
+		}
+		if b, ok := sp.Before.(T); ok {
+			return b, nil
+		}
+		return zero, jetstream.ErrKeyNotFound
 	}
 	return v, nil
 }
@@ -196,12 +236,33 @@ func (s *system) leaderKeys(ctx context.Context, kv jetstream.KeyValue) ([]strin
 // that has not caught up after a server restart); jetstream.ErrKeyNotFound
 // when it has none or was deleted.
 func (s *system) leaderGet(ctx context.Context, kv jetstream.KeyValue, key string) ([]byte, error) {
-	req, _ := json.Marshal(map[string]string{"last_by_subj": "$KV." + kv.Bucket() + "." + key})
+	m, err := s.leaderMsg(ctx, kv, map[string]any{"last_by_subj": kvSubject(kv, key)})
+	if err == nil && m.deleted {
+		err = jetstream.ErrKeyNotFound
+	}
+	return m.data, err
+}
+
+// kvSubject is the stream subject of key of kv.
+func kvSubject(kv jetstream.KeyValue, key string) string { return "$KV." + kv.Bucket() + "." + key }
+
+// streamMsg is one message of a bucket's stream.
+type streamMsg struct {
+	seq     uint64 // its sequence: the key's KV revision
+	data    []byte
+	deleted bool // a delete, a purge or a TTL's expiry marker: no value
+}
+
+// leaderMsg is a message get req (e.g. {"last_by_subj": subject}) of kv's
+// stream, answered by its leader; jetstream.ErrKeyNotFound when no message
+// matches.
+func (s *system) leaderMsg(ctx context.Context, kv jetstream.KeyValue, req map[string]any) (streamMsg, error) {
+	body, _ := json.Marshal(req)
 	rctx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
 	defer cancel()
-	reply, err := s.Env().Conn.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET.KV_"+kv.Bucket(), req)
+	reply, err := s.Env().Conn.RequestWithContext(rctx, "$JS.API.STREAM.MSG.GET.KV_"+kv.Bucket(), body)
 	if err != nil {
-		return nil, fmt.Errorf("get %s/%s: %w", kv.Bucket(), key, err)
+		return streamMsg{}, fmt.Errorf("get %s %s: %w", kv.Bucket(), body, err)
 	}
 	var resp struct {
 		Error *struct {
@@ -209,31 +270,31 @@ func (s *system) leaderGet(ctx context.Context, kv jetstream.KeyValue, key strin
 			Description string `json:"description"`
 		} `json:"error"`
 		Message struct {
+			Seq  uint64 `json:"seq"`
 			Hdrs []byte `json:"hdrs"`
 			Data []byte `json:"data"`
 		} `json:"message"`
 	}
 	if err := json.Unmarshal(reply.Data, &resp); err != nil {
-		return nil, fmt.Errorf("get %s/%s: %w", kv.Bucket(), key, err)
+		return streamMsg{}, fmt.Errorf("get %s %s: %w", kv.Bucket(), body, err)
 	}
 	if e := resp.Error; e != nil {
 		if e.Code == 10037 { // no message found
-			return nil, jetstream.ErrKeyNotFound
+			return streamMsg{}, jetstream.ErrKeyNotFound
 		}
-		return nil, fmt.Errorf("get %s/%s: %s (%d)", kv.Bucket(), key, e.Description, e.Code)
+		return streamMsg{}, fmt.Errorf("get %s %s: %s (%d)", kv.Bucket(), body, e.Description, e.Code)
 	}
-	// A delete, a purge or a TTL's expiry marker: no value.
-	if h := string(resp.Message.Hdrs); strings.Contains(h, "KV-Operation") || strings.Contains(h, "Nats-Marker-Reason") {
-		return nil, jetstream.ErrKeyNotFound
-	}
-	return resp.Message.Data, nil
+	h := string(resp.Message.Hdrs)
+	return streamMsg{seq: resp.Message.Seq, data: resp.Message.Data,
+		deleted: strings.Contains(h, "KV-Operation") || strings.Contains(h, "Nats-Marker-Reason")}, nil
 }
 
 // quiescent reports what has not settled yet: no coordinator leading with
 // its state loaded, or one with desired-config writes still pending, a
 // rollout still running, a node whose agent has not reported on its desired
 // config or is applying. Its error is a read that failed (one attempt:
-// await polls), and then it cannot tell.
+// await polls), and then it cannot tell. A key still holding a garbage
+// value the harness wrote is judged by its owner's value before (readRest).
 func (s *system) quiescent(ctx context.Context) ([]string, error) {
 	var busy []string
 	leaders, pending := 0, 0
@@ -261,16 +322,20 @@ func (s *system) quiescent(ctx context.Context) ([]string, error) {
 		case k == contract.KeyLastApplied || contract.IsControlKey(k):
 			continue
 		case k == contract.KeyActive:
-			_, err := s.leaderGet(ctx, b.Rollouts, k)
-			if unread(err) {
+			m, err := s.leaderMsg(ctx, b.Rollouts, map[string]any{"last_by_subj": kvSubject(b.Rollouts, k)})
+			switch {
+			case errors.Is(err, jetstream.ErrKeyNotFound) || err == nil && m.deleted:
+			case err != nil:
 				return nil, err
-			}
-			if err == nil {
+			case !wellFormed(b.Rollouts.Bucket(), k, m.data) && s.spoiled.at(b.Rollouts.Bucket(), k, m.seq) != nil:
+				// Garbage the harness wrote over the pointer: what matters is
+				// whether the rollout it named before still runs (below).
+			default:
 				busy = append(busy, "rollouts/active is set")
 			}
 			continue
 		}
-		r, err := readProto(ctx, s, b.Rollouts, k, &sluicev1.Rollout{})
+		r, err := readRest(ctx, s, b.Rollouts, k, &sluicev1.Rollout{})
 		if unread(err) {
 			return nil, err
 		}
@@ -278,11 +343,11 @@ func (s *system) quiescent(ctx context.Context) ([]string, error) {
 			busy = append(busy, fmt.Sprintf("rollout %s is %s", k, r.GetPhase()))
 		}
 	}
-	_, laErr := s.leaderGet(ctx, b.Rollouts, contract.KeyLastApplied)
+	_, laErr := readRest(ctx, s, b.Rollouts, contract.KeyLastApplied, &sluicev1.RolloutRef{})
 	if unread(laErr) {
 		return nil, laErr
 	}
-	inForce := laErr == nil
+	inForce := !errors.Is(laErr, jetstream.ErrKeyNotFound)
 	for _, name := range sortedKeys(s.nodes) {
 		n := s.nodes[name]
 		if !s.running(name) {
@@ -300,7 +365,7 @@ func (s *system) quiescent(ctx context.Context) ([]string, error) {
 			busy = append(busy, name+" has no presence")
 			continue
 		}
-		d, derr := readProto(ctx, s, b.NodeConfigs, contract.DesiredKey(name), &sluicev1.DesiredConfig{})
+		d, derr := readRest(ctx, s, b.NodeConfigs, contract.DesiredKey(name), &sluicev1.DesiredConfig{})
 		if unread(derr) {
 			return nil, derr
 		}
@@ -320,7 +385,7 @@ func (s *system) quiescent(ctx context.Context) ([]string, error) {
 			}
 			continue
 		}
-		st, serr := readProto(ctx, s, b.Status, name, &sluicev1.NodeStatus{})
+		st, serr := readRest(ctx, s, b.Status, name, &sluicev1.NodeStatus{})
 		if unread(serr) {
 			return nil, serr
 		}
@@ -342,16 +407,16 @@ func (s *system) quiescent(ctx context.Context) ([]string, error) {
 // Its error is a read that failed.
 func (s *system) inForceKnownBad(ctx context.Context, n *nodeSim) (bool, error) {
 	b := s.Env().Buckets
-	ref, err := readProto(ctx, s, b.Rollouts, contract.KeyLastApplied, &sluicev1.RolloutRef{})
+	ref, err := readRest(ctx, s, b.Rollouts, contract.KeyLastApplied, &sluicev1.RolloutRef{})
 	if err != nil {
 		return false, failed(err)
 	}
-	rev, err := readProto(ctx, s, b.Revisions, ref.GetRevision(), &sluicev1.Revision{})
+	rev, err := readRest(ctx, s, b.Revisions, ref.GetRevision(), &sluicev1.Revision{})
 	if err != nil {
 		return false, failed(err)
 	}
 	fp := render.Fingerprint(render.NodeConfig(rev, NodeLabels(n.index)))
-	f, err := readProto(ctx, s, b.Fingerprints, fp, &sluicev1.InvalidFingerprint{})
+	f, err := readRest(ctx, s, b.Fingerprints, fp, &sluicev1.InvalidFingerprint{})
 	if err != nil {
 		return false, failed(err)
 	}
@@ -467,11 +532,32 @@ func get[T proto.Message](ctx context.Context, r *reader, kv jetstream.KeyValue,
 	return v
 }
 
+// atRest reports whether key of kv still holds the value stored at rev
+// (a spoil nobody rewrote).
+func (r *reader) atRest(ctx context.Context, kv jetstream.KeyValue, key string, rev uint64) bool {
+	if r.err != nil {
+		return false
+	}
+	var m streamMsg
+	err := retry(ctx, func(ctx context.Context) (err error) {
+		m, err = r.s.leaderMsg(ctx, kv, map[string]any{"last_by_subj": kvSubject(kv, key)})
+		if errors.Is(err, jetstream.ErrKeyNotFound) {
+			m, err = streamMsg{deleted: true}, nil
+		}
+		return err
+	})
+	if err != nil {
+		r.err = err
+		return false
+	}
+	return !m.deleted && m.seq == rev
+}
+
 // observe gathers the Observation at rest. Its error is a read that failed
 // for readPatience: the harness's failure, not the system's.
 func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestarted bool, notQuiescent []string) (*Observation, error) {
 	b := s.Env().Buckets
-	o := &Observation{Fingerprints: map[string]*sluicev1.InvalidFingerprint{}, Targets: map[string]map[string]string{},
+	o := &Observation{Fingerprints: map[string]*sluicev1.InvalidFingerprint{}, Targets: map[string]map[string]string{}, RevisionIntents: map[string][]string{},
 		EmptyFingerprint: render.Fingerprint(&sluicev1.NodeConfig{}), NotQuiescent: notQuiescent}
 	r := &reader{s: s}
 	for _, k := range r.keys(ctx, b.Rollouts) {
@@ -505,10 +591,34 @@ func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestar
 		no.Status = get(ctx, r, b.Status, name, &sluicev1.NodeStatus{})
 		o.Nodes = append(o.Nodes, no)
 	}
-	for _, ro := range o.Rollouts {
+	// The garbage the harness wrote, and whether each is still there: the
+	// checker judges such a key by what its owner stored there before.
+	o.Spoiled = s.spoiled.all()
+	for i := range o.Spoiled {
+		sp := &o.Spoiled[i]
+		sp.AtRest = r.atRest(ctx, bucketKV(b, sp.Bucket), sp.Key, sp.Revision)
+	}
+	// Targets of every rollout, those whose record is garbage at rest too
+	// (by the record before), from their revisions (the one before, if
+	// garbage at rest).
+	rolls := slices.Clone(o.Rollouts)
+	for _, sp := range o.Spoiled {
+		if rec, ok := sp.Before.(*sluicev1.Rollout); ok && sp.AtRest {
+			rolls = append(rolls, rec)
+		}
+	}
+	for _, ro := range rolls {
 		rev := get(ctx, r, b.Revisions, ro.GetRevision(), &sluicev1.Revision{})
+		for _, sp := range o.Spoiled {
+			if before, ok := sp.Before.(*sluicev1.Revision); ok && rev == nil && sp.AtRest && sp.Bucket == contract.BucketRevisions && sp.Key == ro.GetRevision() {
+				rev = before
+			}
+		}
 		if rev == nil {
 			continue
+		}
+		for _, in := range rev.GetIntents() {
+			o.RevisionIntents[ro.GetId()] = append(o.RevisionIntents[ro.GetId()], intent.Key(in))
 		}
 		t := map[string]string{}
 		for node, l := range labels {
@@ -532,8 +642,13 @@ func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestar
 	o.ConfigWrites = append([]KVOp(nil), w.ops[contract.BucketNodeConfigs]...)
 	o.RolloutWrites = append([]KVOp(nil), w.ops[contract.BucketRollouts]...)
 	o.StatusWrites = append([]*sluicev1.NodeStatus(nil), w.status...)
+	o.IntentWrites = append([]KVOp(nil), w.ops[contract.BucketIntents]...)
 	w.mu.Unlock()
+	if s.sc.Registry != nil {
+		o.Registry = s.reg.observed(s.sc.Registry.Intents)
+	}
 	o.Expect = d.expectations(natsRestarted)
+	o.Declared, o.DeclaredFrom = d.declared(), d.changes[0].gen
 	return o, nil
 }
 

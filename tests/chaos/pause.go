@@ -34,8 +34,18 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault) {
 				gen = cur.GetGeneration() + 1
 				return &sluicev1.PauseRequest{Paused: paused, Generation: gen, By: "chaos", At: timestamppb.Now()}, nil
 			})
+			if errors.Is(err, store.ErrUndecodable) {
+				// A garbage value (garbage-value) over the key: written over at
+				// its revision, one generation past the last this harness
+				// wrote (it is the only writer of control/pause).
+				gen = f.pauseGen + 1
+				var rev uint64
+				rev, err = reqs.Update(wctx, contract.KeyPause, &sluicev1.PauseRequest{Paused: paused, Generation: gen, By: "chaos", At: timestamppb.Now()}, e.Revision)
+				e.Revision, e.Value = rev, &sluicev1.PauseRequest{Generation: gen}
+			}
 			cancel()
 			if err == nil {
+				f.pauseGen = e.Value.GetGeneration()
 				return e.Value.GetGeneration()
 			}
 			s.log.add("%s: write control/pause (paused=%v) failed, retrying: %v", ft.Kind, paused, err)
@@ -97,8 +107,8 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault) {
 			s.log.add("%s: %v; writes from it on not checked", ft.Kind, err)
 			break
 		}
-		if key == "" || contract.IsControlKey(key) {
-			continue
+		if key == "" || contract.IsControlKey(key) || s.spoiled.at(contract.BucketNodeConfigs, key, seq) != nil {
+			continue // gone since, a control key, or the harness's own garbage (garbage-value)
 		}
 		found = append(found, Violation{Invariant: "Paused", Detail: fmt.Sprintf(
 			"nodeconfigs/%s was written (stream sequence %d) while every instance had acknowledged pause generation %d", key, seq, gen)})
@@ -120,8 +130,11 @@ func (f *faults) notReached(ctx context.Context, gen uint64) []string {
 	if err != nil {
 		return []string{"(instances unreadable: " + err.Error() + ")"}
 	}
+	// A key holding garbage (garbage-value) says nothing about its
+	// instance: it has not acknowledged as far as anyone can tell, until it
+	// writes its key again. A fresh garbage key is no instance.
 	for _, e := range insts {
-		if e.Err == nil && !contract.PauseReached(e.Value.GetPause(), gen) {
+		if e.Err != nil && !f.sys.spoiledFresh(contract.BucketInstances, e.Key) || e.Err == nil && !contract.PauseReached(e.Value.GetPause(), gen) {
 			out = append(out, e.Key)
 		}
 	}
@@ -130,7 +143,7 @@ func (f *faults) notReached(ctx context.Context, gen uint64) []string {
 		return []string{"(nodes unreadable: " + err.Error() + ")"}
 	}
 	for _, e := range nodes {
-		if e.Err == nil && !contract.PauseReached(e.Value.GetPause(), gen) {
+		if e.Err != nil && !f.sys.spoiledFresh(contract.BucketNodes, e.Key) || e.Err == nil && !contract.PauseReached(e.Value.GetPause(), gen) {
 			out = append(out, "agent."+e.Key)
 		}
 	}

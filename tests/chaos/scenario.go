@@ -54,6 +54,8 @@ const (
 	NetDrop          FaultKind = "net-drop"          // close a component's connections (Node: "leader", configurator, reaper or a node): requests in flight go unanswered
 	NetStall         FaultKind = "net-stall"         // hold a component's traffic for Down: its requests time out, answers arrive late
 	PausePlane       FaultKind = "pause-plane"       // sluice pause; once every live instance acknowledged, nothing may start for Down; then resume
+	GarbageValue     FaultKind = "garbage-value"     // raw Puts of values not well-formed for their keys (Garbage), into existing and fresh keys of every bucket
+	PartialRegistry  FaultKind = "partial-registry"  // the registry's directory drops files (Trickle), which then come back one at a time within the settle period
 )
 
 // TriggerKind says when a fault fires.
@@ -72,8 +74,65 @@ type Fault struct {
 	Trigger TriggerKind
 	Change  int // index into Scenario.Changes
 	Delay   time.Duration
-	Node    string        // for agent faults
-	Down    time.Duration // how long the component stays down
+	Node    string         // for agent faults
+	Down    time.Duration  // how long the component stays down
+	Garbage []GarbageWrite // garbage-value: the writes, in order
+	Trickle *Trickle       // partial-registry: what the directory drops and how it comes back
+}
+
+// GarbageWrite is one raw Put of a value that is not well-formed for its
+// key, as a bug or an attacker with write access would make it (no
+// compare-and-set). The key is drawn here but found when the fault fires:
+// Pick indexes the bucket's keys at that moment, or numbers a fresh key.
+type GarbageWrite struct {
+	Bucket string
+	Fresh  bool   // a key that does not exist; else one the bucket holds
+	Pick   uint32 // which existing key (index mod their number, sorted), or the fresh key's number
+	Value  Garbage
+	From   int // foreign: the first candidate tried (garbageCandidates)
+}
+
+// Garbage is the kind of value a GarbageWrite puts.
+type Garbage string
+
+const (
+	Foreign   Garbage = "foreign"   // valid JSON of another type: another message, or a value of another bucket
+	Truncated Garbage = "truncated" // the key's value (or a foreign one) cut short
+	Empty     Garbage = "empty"     // no bytes
+)
+
+func (g GarbageWrite) String() string {
+	which := fmt.Sprintf("key #%d", g.Pick)
+	if g.Fresh {
+		which = fmt.Sprintf("fresh key #%d", g.Pick)
+	}
+	return fmt.Sprintf("%s %s %s", strings.TrimPrefix(g.Bucket, "sluice-"), which, g.Value)
+}
+
+// RegistryPlan: the scenario declares some intents through a directory
+// registry (registryName), one file each, besides the driver's own. Their
+// routing tables select no node, so they change no node's config: what
+// the partial-registry fault can break is only visible as a deletion (I7).
+type RegistryPlan struct {
+	Intents int // reg-1 … reg-N, in reg-<i>.yaml
+}
+
+// Trickle is what a partial-registry fault does to the registry's
+// directory: Drop some of its files, all of them (an empty answer), or the
+// directory itself (an unreachable registry); then the dropped files come
+// back one at a time in Back's order, Gaps[i] before the i-th.
+type Trickle struct {
+	Drop string // "some", "all" or "gone"
+	Back []int  // the dropped files (index into reg-1 … reg-N), in the order they come back
+	Gaps []time.Duration
+}
+
+func (t *Trickle) String() string {
+	var back []string
+	for i, f := range t.Back {
+		back = append(back, fmt.Sprintf("+%s reg-%d", t.Gaps[i], f+1))
+	}
+	return fmt.Sprintf("drops %s, back: %s", t.Drop, strings.Join(back, ", "))
 }
 
 func (f Fault) String() string {
@@ -86,7 +145,18 @@ func (f Fault) String() string {
 	if f.Trigger == AfterApply {
 		fmt.Fprintf(&b, " +%s", f.Delay)
 	}
-	fmt.Fprintf(&b, ", down %s", f.Down)
+	switch {
+	case f.Kind == GarbageValue:
+		ws := make([]string, len(f.Garbage))
+		for i, g := range f.Garbage {
+			ws[i] = g.String()
+		}
+		fmt.Fprintf(&b, ": %s", strings.Join(ws, "; "))
+	case f.Trickle != nil:
+		fmt.Fprintf(&b, ": %s", f.Trickle)
+	default:
+		fmt.Fprintf(&b, ", down %s", f.Down)
+	}
 	return b.String()
 }
 
@@ -101,6 +171,7 @@ type Scenario struct {
 	ApplyTime time.Duration // every apply takes this long, plus Slow
 	Changes   []Change
 	Faults    []Fault
+	Registry  *RegistryPlan // nil: no registry; the driver declares every intent
 }
 
 // NodeName is the i-th node's name.
@@ -155,7 +226,60 @@ func Pick(seed uint64) Scenario {
 		s.Faults = append(s.Faults, Fault{Kind: PausePlane, Trigger: AfterApply, Change: 1 + rng.IntN(len(s.Changes)-1),
 			Delay: time.Duration(rng.IntN(800)) * time.Millisecond, Down: time.Duration(200+rng.IntN(800)) * time.Millisecond})
 	}
+	// Drawn after everything above, for the same reason: a third of the
+	// seeds declare intents through a registry, and most of those make its
+	// answers partial; a third write garbage into the buckets.
+	if rng.IntN(3) == 0 {
+		s.Registry = &RegistryPlan{Intents: 3 + rng.IntN(3)}
+		if rng.IntN(3) != 0 {
+			s.Faults = append(s.Faults, s.pickTrickle(rng))
+		}
+	}
+	if rng.IntN(3) == 0 {
+		s.Faults = append(s.Faults, s.pickGarbage(rng))
+	}
 	return s
+}
+
+// garbageBuckets are the buckets a garbage-value fault writes into: every
+// sluice bucket.
+var garbageBuckets = []string{contract.BucketIntents, contract.BucketRevisions, contract.BucketNodeConfigs,
+	contract.BucketFingerprints, contract.BucketStatus, contract.BucketNodes, contract.BucketRollouts,
+	contract.BucketLeases, contract.BucketControl, contract.BucketInstances, contract.BucketRegistries}
+
+// pickGarbage draws a garbage-value fault: 3–8 writes, most into existing
+// keys, the node configs (desired and backup keys) twice as often as any
+// other bucket.
+func (s Scenario) pickGarbage(rng *rand.Rand) Fault {
+	f := Fault{Kind: GarbageValue, Change: 1 + rng.IntN(len(s.Changes)-1),
+		Trigger: []TriggerKind{AfterApply, AfterApply, Reverting, Ended}[rng.IntN(4)],
+		Delay:   time.Duration(rng.IntN(800)) * time.Millisecond}
+	for range 3 + rng.IntN(6) {
+		b := rng.IntN(len(garbageBuckets) + 1)
+		g := GarbageWrite{Bucket: contract.BucketNodeConfigs, Fresh: rng.IntN(4) == 0, Pick: rng.Uint32() % 1000,
+			Value: []Garbage{Foreign, Foreign, Truncated, Empty}[rng.IntN(4)], From: rng.IntN(len(garbageCandidates) + 1)}
+		if b < len(garbageBuckets) {
+			g.Bucket = garbageBuckets[b]
+		}
+		f.Garbage = append(f.Garbage, g)
+	}
+	return f
+}
+
+// pickTrickle draws a partial-registry fault over the scenario's registry.
+func (s Scenario) pickTrickle(rng *rand.Rand) Fault {
+	n := s.Registry.Intents
+	t := &Trickle{Drop: []string{"some", "some", "all", "gone"}[rng.IntN(4)]}
+	perm := rng.Perm(n)
+	if t.Drop == "some" {
+		perm = perm[:1+rng.IntN(n-1)]
+	}
+	t.Back = perm
+	for range perm {
+		t.Gaps = append(t.Gaps, time.Duration(100+rng.IntN(400))*time.Millisecond)
+	}
+	return Fault{Kind: PartialRegistry, Change: 1 + rng.IntN(len(s.Changes)-1), Trigger: AfterApply,
+		Delay: time.Duration(rng.IntN(800)) * time.Millisecond, Trickle: t}
 }
 
 func (s Scenario) pickChange(rng *rand.Rand, nodes []string, table uint32) Change {
@@ -285,6 +409,9 @@ func (s Scenario) Describe() string {
 			fmt.Fprintf(&b, ", bad nodes %v", c.Behaviour)
 		}
 		b.WriteString("\n")
+	}
+	if s.Registry != nil {
+		fmt.Fprintf(&b, "  registry %s: %d intents (reg-1 … reg-%d), settle period %s\n", registryName, s.Registry.Intents, s.Registry.Intents, registrySettle)
 	}
 	for _, f := range s.Faults {
 		fmt.Fprintf(&b, "  fault: %s\n", f)

@@ -1,0 +1,232 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/intent"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// The scenario's directory registry (Scenario.Registry) and the
+// partial-registry fault. The registry is declared as `sluice registry
+// add` does (a RegistrySpec in the control bucket) before the baseline, so
+// that its intents are part of every revision the driver's changes cut;
+// the fault then makes its answers partial and records, for the checker
+// (I7), when each intent's file was absent.
+const (
+	registryName = "gitops"
+	// registrySync is the registry's sync interval: the shortest a spec
+	// may have (the directory's file-system events make most syncs sooner).
+	registrySync = time.Second
+	// registrySettle is the configurator's settle period
+	// (--registry-delete-after): an intent missing from every answer this
+	// long is marked for deletion. A trickle brings every file back within
+	// 2.5 s (Trickle.Gaps: 5 files at most, 0.1–0.5 s each); the margin is
+	// for a loaded machine. Setting it to 0 (mark at the first answer that
+	// lacks an intent, as before the rule) is the deliberate bug I7 catches.
+	registrySettle = 6 * time.Second
+)
+
+// regName is the i-th registry intent's name (reg-1 …).
+func regName(i int) string { return fmt.Sprintf("reg-%d", i+1) }
+
+// regFile is the file declaring the i-th registry intent.
+func regFile(i int) string { return regName(i) + ".yaml" }
+
+// regIntent is the i-th registry intent: a routing table on no node (no
+// node has the label), so the registry changes no node's config.
+func regIntent(i int) *sluicev1.Intent {
+	return &sluicev1.Intent{Name: regName(i), Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{
+		TableId: uint32(60 + i), NodeSelector: &sluicev1.NodeSelector{MatchLabels: map[string]string{"chaos": "never"}}}}}
+}
+
+// regKey is the intents-bucket key of the i-th registry intent.
+func regKey(i int) string { return intent.Key(regIntent(i)) }
+
+func regDoc(i int) []byte {
+	return fmt.Appendf(nil, "kind: RoutingTable\nname: %s\nspec:\n  tableId: %d\n  nodeSelector:\n    matchLabels:\n      chaos: never\n",
+		regName(i), 60+i)
+}
+
+// registry is the harness's side of the scenario's registry: the
+// directory the configurator reads, and when each intent's file was absent.
+type registry struct {
+	dir  string // the registry's directory
+	away string // where dropped files wait to come back
+	mu   sync.Mutex
+	gone map[string][]Span // intent key → when its file was absent, in order
+}
+
+func newRegistry(t interface{ TempDir() string }) *registry {
+	root := t.TempDir()
+	return &registry{dir: filepath.Join(root, "intents"), away: filepath.Join(root, "away"), gone: map[string][]Span{}}
+}
+
+// absent records that intent i's file is gone from the directory as of
+// from (taken before the change, so that no answer lacking it predates it).
+func (r *registry) absent(i int, from time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.gone[regKey(i)] = append(r.gone[regKey(i)], Span{From: from})
+}
+
+// back records that intent i's file is back as of to (taken after the
+// change: no answer after it lacks the file).
+func (r *registry) back(i int, to time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if sp := r.gone[regKey(i)]; len(sp) > 0 && sp[len(sp)-1].To.IsZero() {
+		sp[len(sp)-1].To = to
+	}
+}
+
+// observed is what the checker gets: the registry, its settle period, its
+// intents and their absences.
+func (r *registry) observed(n int) *RegistryObs {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	o := &RegistryObs{Name: registryName, Settle: registrySettle, Absent: map[string][]Span{}}
+	for i := range n {
+		o.Intents = append(o.Intents, regKey(i))
+		o.Absent[regKey(i)] = slices.Clone(r.gone[regKey(i)])
+	}
+	return o
+}
+
+// writeFile puts a file in place atomically: written under a name the
+// registry does not read, then renamed, so that no answer sees it half
+// written (an empty file would be a partial answer the harness did not
+// record).
+func writeFile(dir, name string, data []byte) error {
+	tmp := filepath.Join(dir, "."+name+".tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		return err
+	}
+	return os.Rename(tmp, filepath.Join(dir, name))
+}
+
+// declareRegistry writes the registry's files, declares it as `sluice
+// registry add gitops --dir DIR --sync-interval 1s` does, and waits until
+// the configurator stored each of its intents (owned by the registry).
+func (d *driver) declareRegistry(ctx context.Context) error {
+	s, plan := d.sys, d.sys.sc.Registry
+	if err := os.MkdirAll(s.reg.dir, 0o755); err != nil {
+		return harnessErr("registry directory: %w", err)
+	}
+	if err := os.MkdirAll(s.reg.away, 0o755); err != nil {
+		return harnessErr("registry directory: %w", err)
+	}
+	for i := range plan.Intents {
+		if err := writeFile(s.reg.dir, regFile(i), regDoc(i)); err != nil {
+			return harnessErr("registry file: %w", err)
+		}
+	}
+	spec := &sluicev1.RegistrySpec{Name: registryName, Source: &sluicev1.RegistrySpec_Directory{Directory: &sluicev1.DirectoryRegistry{Path: s.reg.dir}},
+		SyncInterval: durationpb.New(registrySync), By: "chaos", At: timestamppb.Now()}
+	err := retry(ctx, func(ctx context.Context) error {
+		specs := store.New(s.Env().Buckets.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} })
+		_, err := specs.Create(ctx, contract.RegistryKey(registryName), spec)
+		if errors.Is(err, store.ErrConflict) {
+			return nil // an earlier attempt landed
+		}
+		return err
+	})
+	if err != nil {
+		return harnessErr("declare registry %s: %w", registryName, err)
+	}
+	s.log.add("registry %s declared: %d intents in %s, sync every %s, settle period %s", registryName, plan.Intents, s.reg.dir, registrySync, registrySettle)
+	wctx, cancel := context.WithTimeout(ctx, acceptWithin+readPatience)
+	defer cancel()
+	missing, err := await(wctx, acceptWithin, 1, func(ctx context.Context) ([]string, error) {
+		var missing []string
+		for i := range plan.Intents {
+			in, err := readProto(ctx, s, s.Env().Buckets.Intents, regKey(i), &sluicev1.StoredIntent{})
+			if unread(err) {
+				return nil, err
+			}
+			if err != nil || in.GetSource() != registryName || in.GetMarkedForDeletion() {
+				missing = append(missing, regKey(i))
+			}
+		}
+		return missing, nil
+	})
+	switch {
+	case err != nil:
+		return harnessErr("could not tell whether registry %s synced: %w", registryName, err)
+	case len(missing) > 0:
+		return fmt.Errorf("registry %s: the configurator did not store %v within %s", registryName, missing, acceptWithin)
+	}
+	s.log.add("registry %s synced: its %d intents are stored", registryName, plan.Intents)
+	return nil
+}
+
+// partialRegistry makes the registry's answers partial: it drops files
+// (some, all, or the whole directory), then brings them back one at a time
+// (rename: atomic), recording when each intent was absent.
+func (f *faults) partialRegistry(ctx context.Context, ft Fault) {
+	s, t := f.sys, ft.Trickle
+	defer f.lock("registry")()
+	move := func(from, to string, i int) bool {
+		if err := os.Rename(filepath.Join(from, regFile(i)), filepath.Join(to, regFile(i))); err != nil {
+			s.harnessFailed(harnessErr("%s: move %s: %w", ft.Kind, regFile(i), err))
+			return false
+		}
+		return true
+	}
+	if t.Drop == "gone" {
+		from := time.Now()
+		if err := os.Rename(s.reg.dir, s.reg.away+".dir"); err != nil {
+			s.harnessFailed(harnessErr("%s: move the directory away: %w", ft.Kind, err))
+			return
+		}
+		for _, i := range t.Back {
+			s.reg.absent(i, from)
+		}
+		s.log.add("%s: the registry's directory is gone", ft)
+	} else {
+		for _, i := range t.Back {
+			from := time.Now()
+			if !move(s.reg.dir, s.reg.away, i) {
+				return
+			}
+			s.reg.absent(i, from)
+		}
+		s.log.add("%s: dropped %d of %d files", ft, len(t.Back), s.sc.Registry.Intents)
+	}
+	for k, i := range t.Back {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(t.Gaps[k]):
+		}
+		if t.Drop == "gone" {
+			if k == 0 {
+				// The directory comes back empty, then fills up: a checkout
+				// being made again.
+				if err := os.Mkdir(s.reg.dir, 0o755); err != nil {
+					s.harnessFailed(harnessErr("%s: make the directory again: %w", ft.Kind, err))
+					return
+				}
+			}
+			if !move(s.reg.away+".dir", s.reg.dir, i) {
+				return
+			}
+		} else if !move(s.reg.away, s.reg.dir, i) {
+			return
+		}
+		s.reg.back(i, time.Now())
+		s.log.add("%s: %s is back (%d of %d)", ft.Kind, regFile(i), k+1, len(t.Back))
+	}
+}
