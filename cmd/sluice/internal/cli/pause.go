@@ -165,6 +165,24 @@ func (a *app) storePause(ctx context.Context, reqs *store.Store[*sluicev1.PauseR
 		req.Generation, req.By, req.At = cur.GetGeneration()+1, operator(), timestamppb.New(a.now())
 		return req, nil
 	})
+	if errors.Is(err, store.ErrUndecodable) {
+		// The stored request cannot be read (a hand edit, a broken tool):
+		// write over it at its revision. Its generation is unknown; the
+		// key's KV revision is above every generation it ever held (each
+		// took a write), so the new one is above them too and no instance
+		// takes it for an old request.
+		cur, gerr := reqs.Get(ctx, key)
+		if !errors.Is(gerr, store.ErrUndecodable) {
+			return nil, false, fmt.Errorf("store the request in %s/%s: %w", contract.BucketControl, key, err)
+		}
+		req = proto.Clone(want).(*sluicev1.PauseRequest)
+		req.Generation, req.By, req.At = cur.Revision+1, operator(), timestamppb.New(a.now())
+		if _, err = reqs.Update(ctx, key, req, cur.Revision); err == nil {
+			fmt.Fprintf(a.streams.Err, "%s/%s held a value that cannot be read (%v); written over with generation %d\n",
+				contract.BucketControl, key, gerr, req.Generation)
+			return req, false, nil
+		}
+	}
 	if err != nil {
 		return nil, false, fmt.Errorf("store the request in %s/%s: %w", contract.BucketControl, key, err)
 	}

@@ -243,3 +243,41 @@ func TestRolloutPause_HoldsTheRolloutUntilResumed(t *testing.T) {
 		t.Fatalf("rollout pause with no rollout running: exit %d, want 1: %s", code, stderr)
 	}
 }
+
+// A control/pause that cannot be read is written over by sluice pause and
+// resume, with a generation above any it held: instances that acknowledged
+// an earlier generation do not take the new request for an old one. Before,
+// both failed ("does not decode"), and a coordinator that held as paused
+// while the request was unreadable could not be resumed with sluice.
+func TestPause_OverAnUnreadableRequest_WritesAHigherGeneration(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	reqs := store.New(env.Buckets.Control, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })
+	for gen := uint64(1); gen <= 3; gen++ { // generations 1-3 were stored and acknowledged
+		b, err := store.Marshal(&sluicev1.PauseRequest{Paused: gen%2 == 1, Generation: gen})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := env.Buckets.Control.Put(ctx, contract.KeyPause, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rev, err := env.Buckets.Control.Put(ctx, contract.KeyPause, []byte("{not json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	code, _, stderr := sluice(t, env.URL, "pause", "--reason", "over garbage")
+	if code != 0 || !strings.Contains(stderr, "cannot be read") {
+		t.Fatalf("sluice pause over an unreadable request: exit %d, stderr %q; want 0 and a line saying it was written over", code, stderr)
+	}
+	e, err := reqs.Get(ctx, contract.KeyPause)
+	if err != nil || !e.Value.GetPaused() || e.Value.GetGeneration() != rev+1 || e.Value.GetGeneration() <= 3 {
+		t.Fatalf("stored %v (%v); want paused at generation %d, above the 3 acknowledged", e.Value, err, rev+1)
+	}
+	if code, _, stderr := sluice(t, env.URL, "resume"); code != 0 {
+		t.Fatalf("sluice resume: exit %d, %s", code, stderr)
+	}
+	if e, err := reqs.Get(ctx, contract.KeyPause); err != nil || e.Value.GetPaused() || e.Value.GetGeneration() != rev+2 {
+		t.Fatalf("after resume: %v (%v); want running at generation %d", e.Value, err, rev+2)
+	}
+}
