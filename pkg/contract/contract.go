@@ -57,10 +57,14 @@ const (
 	KindFingerprint = "fingerprint"
 	KindLeader      = "leader"
 	KindInstance    = "instance" // a service instance or agent acknowledging a pause: id <component>.<instance>
+	KindRegistry    = "registry" // a registry the configurator syncs: id its name
 	// KindQuarantine: a stored value refused at intake (ValueUnreadable):
 	// id QuarantineID(bucket, key).
 	KindQuarantine = "quarantine"
 )
+
+// EventKinds are every kind of event, in the order `sluice events` lists them.
+var EventKinds = []string{KindNode, KindRollout, KindRevision, KindIntent, KindFingerprint, KindLeader, KindRegistry, KindInstance, KindQuarantine}
 
 // QuarantineID is the id of the events about the stored value at
 // bucket/key (kind quarantine): "<bucket>.<key>".

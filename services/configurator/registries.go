@@ -50,7 +50,7 @@ const fetchTimeout = 30 * time.Second
 const bootstrapWait = 20 * time.Second
 
 // kindRegistry is the events' kind for a registry.
-const kindRegistry = "registry"
+const kindRegistry = contract.KindRegistry
 
 // registries follows the registry specs and runs their syncers.
 type registries struct {

@@ -16,6 +16,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -138,7 +139,34 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 		a.credsCommand(),
 		a.versionCommand(),
 	)
+	refuseUnknownSubcommands(root)
 	return root
+}
+
+// refuseUnknownSubcommands makes a mistyped subcommand of a command group
+// (`sluice rollout statsu`) a usage error with suggestions, as cobra makes
+// one of the root (`sluice aply`); cobra would print the group's help and
+// exit 0. A group given no subcommand prints its help.
+func refuseUnknownSubcommands(c *cobra.Command) {
+	for _, sub := range c.Commands() {
+		refuseUnknownSubcommands(sub)
+	}
+	if !c.HasParent() || !c.HasSubCommands() || c.Run != nil || c.RunE != nil {
+		return
+	}
+	c.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		if cmd.SuggestionsMinimumDistance <= 0 {
+			cmd.SuggestionsMinimumDistance = 2 // cobra's default, which it sets for the root only
+		}
+		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
+		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
+		}
+		return &ExitError{Code: 2, Err: fmt.Errorf("%s\nRun '%s --help' for usage", msg, cmd.CommandPath())}
+	}
 }
 
 // connect opens a connection to the control plane, saying what to do when

@@ -47,8 +47,8 @@ reason}. They print the stored events once, so they do not go with --follow.`,
 		Example: "  sluice events --last 20\n  sluice events --follow --kind rollout\n  sluice events --kind node -o json",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if strings.ContainsAny(kind, ".*> ") {
-				return &ExitError{Code: 2, Err: fmt.Errorf("--kind %q: want one word such as node or rollout", kind)}
+			if kind != "" && !slices.Contains(contract.EventKinds, kind) {
+				return &ExitError{Code: 2, Err: fmt.Errorf("--kind %q: want one of %s", kind, strings.Join(contract.EventKinds, ", "))}
 			}
 			if last < 0 {
 				return &ExitError{Code: 2, Err: fmt.Errorf("--last %d: want 0 or more", last)}
