@@ -131,3 +131,15 @@ func Sleep(ctx context.Context, d time.Duration, after func(time.Duration) <-cha
 		return nil
 	}
 }
+
+// Spread returns d moved by a uniform share of up to frac of it either way
+// (frac 0.1: 0.9d to 1.1d), for periodic work that must not run in step
+// across a fleet started together; the mean stays d. r returns a number in
+// [0, 1) (nil: math/rand/v2's Float64).
+func Spread(d time.Duration, frac float64, r func() float64) time.Duration {
+	if r == nil {
+		r = rand.Float64
+	}
+	x := min(max(r(), 0), 1)
+	return d + time.Duration((2*x-1)*frac*float64(d))
+}

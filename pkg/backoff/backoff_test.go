@@ -166,3 +166,27 @@ func TestBackoff_SharedByGoroutines(t *testing.T) {
 		t.Errorf("after 800 retries Next = %s, want the cap", d)
 	}
 }
+
+func TestSpread_StaysWithinTheShareAroundTheMean(t *testing.T) {
+	d := 50 * time.Second
+	for _, tc := range []struct {
+		x    float64
+		want time.Duration
+	}{{0, 45 * time.Second}, {0.5, 50 * time.Second}, {0.999999, 55 * time.Second}} {
+		got := Spread(d, 0.1, func() float64 { return tc.x })
+		if diff := got - tc.want; diff < -time.Millisecond || diff > time.Millisecond {
+			t.Errorf("Spread(50s, 0.1) with rand %v = %s, want %s", tc.x, got, tc.want)
+		}
+	}
+	var sum time.Duration
+	for range 1000 {
+		got := Spread(d, 0.1, nil)
+		if got < 45*time.Second || got > 55*time.Second {
+			t.Fatalf("Spread(50s, 0.1) = %s, outside 45s-55s", got)
+		}
+		sum += got
+	}
+	if mean := sum / 1000; mean < 49*time.Second || mean > 51*time.Second {
+		t.Errorf("mean of 1000 spreads %s, want about 50s", mean)
+	}
+}

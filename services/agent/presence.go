@@ -82,8 +82,8 @@ func (a *Agent) beatAttempt() time.Duration {
 	return min(statusAttempt(), a.cfg.Settings.HeartbeatInterval())
 }
 
-// beatAfter is when the next heartbeat is due: the interval after one
-// that was written; after one that failed, retryDelay (or the interval if
+// beatAfter is when the next heartbeat is due: the interval (±10%) after
+// one that was written; after one that failed, retryDelay (or the interval if
 // shorter), growing to twice that while beats keep failing, jittered: a
 // fleet whose beats fail together (JetStream slower than beatAttempt) does
 // not come back together.
@@ -104,7 +104,9 @@ func (a *Agent) beatAfter(ok bool) time.Duration {
 	}
 	if ok {
 		a.pres.retry.Reset()
-		return interval
+		// ±10%: a fleet started together (a DaemonSet rollout, a power
+		// cycle) does not beat in step; the mean rate stays one a beat.
+		return backoff.Spread(interval, 0.1, nil)
 	}
 	return a.pres.retry.Next()
 }
