@@ -225,16 +225,24 @@ func (s *system) spoil(ctx context.Context, g GarbageWrite) error {
 		if err != nil {
 			return err
 		}
+		// Written over exactly the value read (compare-and-set on its
+		// revision, Create for a fresh key), so that before is what the
+		// garbage replaced: an owner's write landing in between makes the
+		// write fail, and it is tried again on what the owner wrote. To
+		// sluice it is the same foreign write as a plain Put. (With a Put,
+		// a terminal record written in those milliseconds was erased, and
+		// the key was judged by the running record before it: seed 19.)
 		pctx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
-		rev, err := kv.Put(pctx, key, value)
+		var rev uint64
+		if beforeRev == 0 {
+			rev, err = kv.Create(pctx, key, value) // never written
+		} else {
+			rev, err = kv.Update(pctx, key, value, beforeRev) // live, or its delete marker
+		}
 		cancel()
 		if err != nil {
-			return fmt.Errorf("put %s/%s: %w", g.Bucket, key, err)
+			return fmt.Errorf("write %s/%s over revision %d: %w", g.Bucket, key, beforeRev, err)
 		}
-		// before was read just before the Put: an owner's write landing in
-		// the milliseconds between is not seen (a bucket keeps one revision
-		// per key, so the Put erased it), and that key is then judged by
-		// the value before it.
 		sp := Spoil{Bucket: g.Bucket, Key: key, Revision: rev, At: time.Now(), What: what, Fresh: before == nil, Before: decodeAs(g.Bucket, key, before)}
 		if prev := s.spoiled.at(g.Bucket, key, beforeRev); prev != nil && sp.Before == nil {
 			sp.Before = prev.Before // the key held an earlier garbage value: its owner's value is older
