@@ -303,7 +303,7 @@ func (w want) manage(ctx context.Context, js jetstream.JetStream, component stri
 		// yet: ask again, within formingWait.
 		for n, until := 0, time.Now().Add(formingWait); ; n++ {
 			cur, err = streamConfig(ctx, js, w.stream())
-			if !errors.Is(err, jetstream.ErrStreamNotFound) || time.Now().After(until) || sleep(ctx, formingRetry.Delay(n)) != nil {
+			if !errors.Is(err, jetstream.ErrStreamNotFound) || time.Now().After(until) || backoff.Sleep(ctx, formingRetry.Delay(n), nil) != nil {
 				break
 			}
 		}
@@ -354,7 +354,7 @@ func (w want) create(ctx context.Context, js jetstream.JetStream) error {
 		if err == nil || !errors.As(err, &apiErr) || apiErr.ErrorCode != errCodeNoSuitablePeers || time.Now().After(forming) {
 			return err
 		}
-		if sleep(ctx, formingRetry.Delay(n)) != nil {
+		if backoff.Sleep(ctx, formingRetry.Delay(n), nil) != nil {
 			return err
 		}
 	}
@@ -471,21 +471,9 @@ func (c openConfig) manage(ctx context.Context, js jetstream.JetStream, w want, 
 		delay := retry.Next()
 		c.log.Info().Str(w.kind(), w.name).Int("attempt", attempt).Dur("retry_in", delay).Err(err).
 			Msgf("waiting for JetStream to manage %s %s", w.kind(), w.name)
-		if err := sleep(ctx, delay); err != nil {
+		if err := backoff.Sleep(ctx, delay, nil); err != nil {
 			return fmt.Errorf("%s %s: %w", w.kind(), w.name, err)
 		}
-	}
-}
-
-// sleep waits d or until ctx ends.
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
 	}
 }
 
@@ -522,7 +510,7 @@ func (c openConfig) waitFor(ctx context.Context, js jetstream.JetStream, w want,
 		default:
 			ev.Err(err).Msgf("waiting for %s %s: JetStream not ready", w.kind(), w.name)
 		}
-		if err := sleep(ctx, delay); err != nil {
+		if err := backoff.Sleep(ctx, delay, nil); err != nil {
 			return cfg, fmt.Errorf("waiting for %s %s, created by %s: %w", w.kind(), w.name, managers[w.name], err)
 		}
 	}
@@ -548,7 +536,7 @@ func (c openConfig) bind(ctx context.Context, js jetstream.JetStream, w want) (j
 		delay := retry.Next()
 		c.log.Info().Str("bucket", w.name).Int("attempt", attempt).Dur("retry_in", delay).Err(err).
 			Msgf("waiting for bucket %s: JetStream not answering", w.name)
-		if err := sleep(ctx, delay); err != nil {
+		if err := backoff.Sleep(ctx, delay, nil); err != nil {
 			return nil, fmt.Errorf("open bucket %s: %w", w.name, err)
 		}
 	}

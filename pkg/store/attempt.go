@@ -59,23 +59,11 @@ func read[R any](ctx context.Context, f func(context.Context) (R, error)) (R, er
 // doubling, at most a second, jittered), so a restarting server is not
 // hammered, nor by every reader at the same instant.
 func retryPause(ctx context.Context, n int) error {
-	return sleep(ctx, unansweredRetry.Delay(n))
+	return backoff.Sleep(ctx, unansweredRetry.Delay(n), nil)
 }
 
 // unansweredRetry: 50 ms to 1 s: the unanswered attempt already waited; a server restarts or elects within seconds.
 var unansweredRetry = backoff.Policy{Base: 50 * time.Millisecond, Cap: time.Second}
-
-// sleep waits d, or until ctx ends (returning its error).
-func sleep(ctx context.Context, d time.Duration) error {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
-}
 
 // watchdog cancels a context unless kicked within AttemptTimeout: a watcher
 // whose consumer was never created, or that stopped delivering before it

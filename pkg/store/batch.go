@@ -158,7 +158,7 @@ func whileInFlight[T any](ctx context.Context, send func() (T, error)) (T, error
 			return v, err
 		}
 		// Jittered, so that writers that collided do not collide again.
-		if serr := sleep(ctx, inFlightRetry.Delay(n)); serr != nil {
+		if serr := backoff.Sleep(ctx, inFlightRetry.Delay(n), nil); serr != nil {
 			return v, err
 		}
 	}

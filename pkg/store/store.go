@@ -204,7 +204,7 @@ func (s *Store[T]) Mutate(ctx context.Context, key string, fn func(cur T) (T, er
 // before a retry, so that writers racing for one key spread out instead of
 // colliding again in lockstep until one of them runs out of attempts.
 func conflictBackoff(ctx context.Context, attempt int) error {
-	return sleep(ctx, conflictRetry.Delay(attempt))
+	return backoff.Sleep(ctx, conflictRetry.Delay(attempt), nil)
 }
 
 // conflictRetry: 1 ms to 50 ms, full jitter: writers racing for one key spread widest; 20 tries stay within a second.
