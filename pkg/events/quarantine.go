@@ -61,33 +61,32 @@ func (q *Quarantine) Report(bucket, key string, rev uint64, cause error, doing s
 	}
 	q.seen[id] = rev
 	q.mu.Unlock()
-	// The store's error names bucket and key already; the reason names them once.
-	why := strings.TrimPrefix(cause.Error(), "decode "+id+": ")
-	at := ""
-	if rev != 0 {
-		at = fmt.Sprintf(" (revision %d)", rev)
-	}
-	q.em.emit(&sluicev1.Event{
-		Kind: KindQuarantine, Id: contract.QuarantineID(bucket, key), Type: TypeValueUnreadable,
-		Bucket: bucket, Key: key, Node: nodeOf(bucket, key),
-		Reason: fmt.Sprintf("%s%s is unreadable (%s); %s", id, at, why, doing),
-	}, zerolog.WarnLevel)
+	q.emit(bucket, key, TypeValueUnreadable, func(value, why string) string {
+		return fmt.Sprintf("%s is unreadable (%s); %s", value, why, doing)
+	}, rev, cause)
 	return true
 }
 
 // Rewritten reports that the value at bucket/key, refused for cause at KV
 // revision rev, was overwritten; with says with what.
 func (q *Quarantine) Rewritten(bucket, key string, rev uint64, cause error, with string) {
-	id := bucket + "/" + key
-	why := strings.TrimPrefix(cause.Error(), "decode "+id+": ")
-	at := ""
+	q.emit(bucket, key, TypeValueRewritten, func(value, why string) string {
+		return fmt.Sprintf("%s held an unreadable value (%s); overwrote it with %s", value, why, with)
+	}, rev, cause)
+}
+
+// emit publishes one event of type typ about the value at bucket/key, with
+// the reason reason makes of "<bucket>/<key> (revision N)" and cause (the
+// store's error names bucket and key already: the reason names them once).
+func (q *Quarantine) emit(bucket, key, typ string, reason func(value, why string) string, rev uint64, cause error) {
+	value := bucket + "/" + key
+	why := strings.TrimPrefix(cause.Error(), "decode "+value+": ")
 	if rev != 0 {
-		at = fmt.Sprintf(" (revision %d)", rev)
+		value += fmt.Sprintf(" (revision %d)", rev)
 	}
 	q.em.emit(&sluicev1.Event{
-		Kind: KindQuarantine, Id: contract.QuarantineID(bucket, key), Type: TypeValueRewritten,
-		Bucket: bucket, Key: key, Node: nodeOf(bucket, key),
-		Reason: fmt.Sprintf("%s%s held an unreadable value (%s); overwrote it with %s", id, at, why, with),
+		Kind: KindQuarantine, Id: contract.QuarantineID(bucket, key), Type: typ,
+		Bucket: bucket, Key: key, Node: nodeOf(bucket, key), Reason: reason(value, why),
 	}, zerolog.WarnLevel)
 }
 

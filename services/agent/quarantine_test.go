@@ -36,25 +36,8 @@ func eventsOf(t *testing.T, f *fleet, node, typ string) []*sluicev1.Event {
 // TypeValueRewritten) about the stored value at bucket/key, oldest first.
 func valueEvents(t *testing.T, f *fleet, typ, bucket, key string) []*sluicev1.Event {
 	t.Helper()
-	ctx := context.Background()
-	st, err := f.env.JS.Stream(ctx, contract.StreamEvents)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []*sluicev1.Event
-	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
-		m, err := st.GetMsg(ctx, seq)
-		if err != nil || m.Subject != contract.EventSubject(contract.KindQuarantine, bucket+"."+key) {
-			continue
-		}
-		ev := &sluicev1.Event{}
-		if err := store.Unmarshal(m.Data, ev); err != nil {
-			t.Fatal(err)
-		}
+	for _, ev := range subjectEvents(t, f, contract.EventSubject(contract.KindQuarantine, contract.QuarantineID(bucket, key))) {
 		if ev.GetType() == typ {
 			out = append(out, ev)
 		}

@@ -23,6 +23,12 @@ import (
 // nodeEvents returns every event of node on the EVENTS stream, oldest first.
 func nodeEvents(t *testing.T, f *fleet, node string) []*sluicev1.Event {
 	t.Helper()
+	return subjectEvents(t, f, contract.EventSubject("node", node))
+}
+
+// subjectEvents returns every event stored under subject, oldest first.
+func subjectEvents(t *testing.T, f *fleet, subject string) []*sluicev1.Event {
+	t.Helper()
 	ctx := context.Background()
 	st, err := f.env.JS.Stream(ctx, contract.StreamEvents)
 	if err != nil {
@@ -35,7 +41,7 @@ func nodeEvents(t *testing.T, f *fleet, node string) []*sluicev1.Event {
 	var out []*sluicev1.Event
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
 		m, err := st.GetMsg(ctx, seq)
-		if err != nil || m.Subject != contract.EventSubject("node", node) {
+		if err != nil || m.Subject != subject {
 			continue
 		}
 		ev := &sluicev1.Event{}
