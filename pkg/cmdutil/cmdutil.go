@@ -33,6 +33,7 @@ const (
 	EnvServer      = "SLUICE_NATS_URL"     // --server
 	EnvReplicas    = "SLUICE_REPLICAS"     // --replicas
 	EnvLeaderLease = "SLUICE_LEADER_LEASE" // --leader-lease
+	EnvNodeLease   = "SLUICE_NODE_LEASE"   // --node-lease
 	EnvHTTPAddr    = "SLUICE_HTTP_ADDR"    // --http-addr
 )
 
@@ -43,6 +44,8 @@ type Common struct {
 	// Replicas of the buckets this service manages, and the least it
 	// accepts on the buckets it binds.
 	Replicas int
+	// NodeLease is set by --node-lease (RegisterLeaderLease).
+	NodeLease time.Duration
 	// LeaderLease is set by --leader-lease (RegisterLeaderLease).
 	LeaderLease time.Duration
 	// HTTPAddr is where /healthz, /readyz and /metrics are served ("": nowhere).
@@ -86,28 +89,41 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Probe, "probe", "",
 		"GET this URL (e.g. http://127.0.0.1:9090/readyz) within 2s, print the answer and exit 0 on 200, else 1; runs nothing else")
 	c.LeaderLease = contract.DefaultSettings().LeaderLease
+	c.NodeLease = contract.DefaultSettings().NodeLease
 	c.Auth.Register(fs)
 }
 
-// RegisterLeaderLease adds --leader-lease (default $SLUICE_LEADER_LEASE,
-// else 10s; at least 1s) to fs: for the rollout-coordinator.
+// RegisterLeaderLease adds the rollout-coordinator's leases to fs:
+// --leader-lease (default $SLUICE_LEADER_LEASE, else 2s; at least 1s) and
+// --node-lease (default $SLUICE_NODE_LEASE, else 3m; at least 1s), the TTL
+// of the nodes bucket it manages, which agents take as they find it.
 func (c *Common) RegisterLeaderLease(fs *flag.FlagSet) {
-	lease := contract.DefaultSettings().LeaderLease
-	if v, ok := os.LookupEnv(EnvLeaderLease); ok {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			c.envErrs = append(c.envErrs, fmt.Errorf("%s=%q: want a duration such as 10s", EnvLeaderLease, v))
-		}
-		lease = d
+	def := contract.DefaultSettings()
+	fs.DurationVar(&c.LeaderLease, "leader-lease", c.envDuration(EnvLeaderLease, def.LeaderLease),
+		"how long the leader's lease lasts without renewal (renewed every quarter of it); a standby takes over within about this after the leader dies, at once after a clean stop (env "+EnvLeaderLease+", at least 1s)")
+	fs.DurationVar(&c.NodeLease, "node-lease", c.envDuration(EnvNodeLease, def.NodeLease),
+		"how long a node's presence lasts without a heartbeat (agents beat every third of it): a node that stops is skipped by a rollout within it; "+
+			"3m keeps heartbeats at 17 writes/s per 1,000 nodes (env "+EnvNodeLease+", at least 1s)")
+}
+
+// envDuration is the duration in the environment variable name, else def;
+// one that does not parse is reported by Check.
+func (c *Common) envDuration(name string, def time.Duration) time.Duration {
+	v, ok := os.LookupEnv(name)
+	if !ok {
+		return def
 	}
-	fs.DurationVar(&c.LeaderLease, "leader-lease", lease,
-		"how long the leader's lease lasts without renewal; a standby takes over within about twice this (env "+EnvLeaderLease+", at least 1s)")
+	d, err := time.ParseDuration(v)
+	if err != nil {
+		c.envErrs = append(c.envErrs, fmt.Errorf("%s=%q: want a duration such as %s", name, v, def))
+	}
+	return d
 }
 
 // Settings are the contract settings the flags ask for.
 func (c *Common) Settings() contract.Settings {
 	s := contract.DefaultSettings()
-	s.Replicas, s.LeaderLease = c.Replicas, c.LeaderLease
+	s.Replicas, s.LeaderLease, s.NodeLease = c.Replicas, c.LeaderLease, c.NodeLease
 	return s
 }
 

@@ -8,22 +8,28 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/sluicehq/sluice/pkg/contract"
 )
 
 func TestSettingsFromFlagsAndEnv(t *testing.T) {
+	def := contract.DefaultSettings()
 	tests := []struct {
 		name         string
 		env          map[string]string
 		args         []string
 		wantReplicas int
 		wantLease    time.Duration
+		wantNode     time.Duration // zero: the default
 		wantErr      string
 	}{
-		{name: "defaults", wantReplicas: 1, wantLease: 10 * time.Second},
-		{name: "flags", args: []string{"--replicas", "3", "--leader-lease", "4s"}, wantReplicas: 3, wantLease: 4 * time.Second},
-		{name: "env", env: map[string]string{EnvReplicas: "3", EnvLeaderLease: "2s"}, wantReplicas: 3, wantLease: 2 * time.Second},
-		{name: "flag beats env", env: map[string]string{EnvReplicas: "3"}, args: []string{"--replicas", "1"}, wantReplicas: 1, wantLease: 10 * time.Second},
+		{name: "defaults", wantReplicas: 1, wantLease: def.LeaderLease},
+		{name: "flags", args: []string{"--replicas", "3", "--leader-lease", "4s", "--node-lease", "30s"}, wantReplicas: 3, wantLease: 4 * time.Second, wantNode: 30 * time.Second},
+		{name: "env", env: map[string]string{EnvReplicas: "3", EnvLeaderLease: "2s", EnvNodeLease: "1m"}, wantReplicas: 3, wantLease: 2 * time.Second, wantNode: time.Minute},
+		{name: "flag beats env", env: map[string]string{EnvReplicas: "3", EnvNodeLease: "1m"}, args: []string{"--replicas", "1", "--node-lease", "2m"}, wantReplicas: 1, wantLease: def.LeaderLease, wantNode: 2 * time.Minute},
 		{name: "lease under a second", args: []string{"--leader-lease", "900ms"}, wantErr: "--leader-lease 900ms: want at least 1s"},
+		{name: "node lease under a second", args: []string{"--node-lease", "500ms"}, wantErr: "--node-lease 500ms: want at least 1s"},
+		{name: "node lease env not a duration", env: map[string]string{EnvNodeLease: "180"}, wantErr: `SLUICE_NODE_LEASE="180": want a duration`},
 		{name: "zero replicas", args: []string{"--replicas", "0"}, wantErr: "--replicas 0: want 1 to 5"},
 		{name: "env not a number", env: map[string]string{EnvReplicas: "three"}, wantErr: `SLUICE_REPLICAS="three": want a number of replicas`},
 		{name: "env not a duration", env: map[string]string{EnvLeaderLease: "10"}, wantErr: `SLUICE_LEADER_LEASE="10": want a duration`},
@@ -51,8 +57,13 @@ func TestSettingsFromFlagsAndEnv(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Check() = %v", err)
 			}
-			if s := c.Settings(); s.Replicas != tc.wantReplicas || s.LeaderLease != tc.wantLease {
-				t.Fatalf("settings: replicas %d lease %s, want %d and %s", s.Replicas, s.LeaderLease, tc.wantReplicas, tc.wantLease)
+			wantNode := tc.wantNode
+			if wantNode == 0 {
+				wantNode = def.NodeLease
+			}
+			if s := c.Settings(); s.Replicas != tc.wantReplicas || s.LeaderLease != tc.wantLease || s.NodeLease != wantNode {
+				t.Fatalf("settings: replicas %d, lease %s, node lease %s; want %d, %s and %s",
+					s.Replicas, s.LeaderLease, s.NodeLease, tc.wantReplicas, tc.wantLease, wantNode)
 			}
 		})
 	}

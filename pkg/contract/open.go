@@ -146,12 +146,12 @@ func Open(ctx context.Context, nc *nats.Conn, s Settings, component string, opts
 // component manages when they are missing and updates them when their
 // settings differ from s, never lowering replicas (a MismatchError instead);
 // then it binds every other bucket component uses and verifies it (replicas,
-// storage, and the nodes TTL for agents), waiting with backoff, and a log
+// storage), waiting with backoff, and a log
 // line each try, while a bucket is missing or its manager has not yet
 // enabled atomic publish on it. It
 // returns the handles of the buckets component uses (an agent gets
-// NodeConfigs, Status, Nodes and Control; every other component gets all). An agent
-// and the CLI manage nothing.
+// NodeConfigs, Status, Nodes and Control; every other component gets all)
+// and the node lease in force. An agent and the CLI manage nothing.
 func Prepare(ctx context.Context, js jetstream.JetStream, s Settings, component string, opts ...OpenOption) (*Buckets, error) {
 	switch component {
 	case ComponentConfigurator, ComponentCoordinator, ComponentAgent, ComponentReaper, ComponentCLI:
@@ -186,6 +186,9 @@ func Prepare(ctx context.Context, js jetstream.JetStream, s Settings, component 
 		}
 		if w.kv == nil {
 			continue
+		}
+		if w.name == BucketNodes {
+			b.NodeLease = cfg.MaxAge
 		}
 		kv, err := c.bind(ctx, js, w)
 		if err != nil {
@@ -421,8 +424,8 @@ func storageHint(err error, sc jetstream.StreamConfig) string {
 }
 
 // verify checks what a binding component relies on: at least the replicas
-// and the durability of storage it was started with, and for agents the
-// nodes TTL their heartbeat is timed for. (Atomic publish, where the
+// and the durability of storage it was started with. (The nodes TTL is not
+// checked: an agent takes it as it finds it, Buckets.NodeLease.) (Atomic publish, where the
 // coordinator fences writes, is waited for: see waitFor.)
 func (w want) verify(cur jetstream.StreamConfig, component string) error {
 	mismatch := func(setting, found, want, fix string) error {
@@ -438,10 +441,6 @@ func (w want) verify(cur jetstream.StreamConfig, component string) error {
 	if w.sc.Storage == jetstream.FileStorage && cur.Storage != jetstream.FileStorage {
 		return mismatch("storage", cur.Storage.String(), w.sc.Storage.String(),
 			"the "+w.kind()+" keeps nothing across a server restart; recreate it with file storage")
-	}
-	if component == ComponentAgent && w.name == BucketNodes && cur.MaxAge != w.sc.MaxAge {
-		return mismatch("ttl", cur.MaxAge.String(), w.sc.MaxAge.String(),
-			"start the agent with the node lease the rollout-coordinator uses")
 	}
 	return nil
 }
@@ -548,6 +547,16 @@ func transient(err error) bool {
 	return errors.Is(err, nats.ErrTimeout) || errors.Is(err, context.DeadlineExceeded) ||
 		errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
 		(errors.As(err, &apiErr) && apiErr.Code == 503)
+}
+
+// NodeLease reads the node lease in force: the nodes bucket's TTL, which its
+// manager (the rollout-coordinator, --node-lease) sets.
+func NodeLease(ctx context.Context, js jetstream.JetStream) (time.Duration, error) {
+	cfg, err := streamConfig(ctx, js, StreamOfBucket(BucketNodes))
+	if err != nil {
+		return 0, fmt.Errorf("read the node lease (bucket %s): %w", BucketNodes, err)
+	}
+	return cfg.MaxAge, nil
 }
 
 // streamConfig reads a stream's config with a per-call timeout, so that a

@@ -185,14 +185,13 @@ func TestOpen_SingleServer(t *testing.T) {
 			t.Fatalf("got %v, want an error naming the bucket and --replicas 1", err)
 		}
 	})
-	t.Run("the owner changes a TTL, an agent with another lease refuses to start", func(t *testing.T) {
+	t.Run("the owner changes the node lease, an agent takes the one in force", func(t *testing.T) {
 		env := natstest.Start(t, def)
 		s := def
 		s.NodeLease = 30 * time.Second
-		var mm *contract.MismatchError
-		_, err := contract.Prepare(ctx, env.JS, s, contract.ComponentAgent)
-		if !errors.As(err, &mm) || mm.Name != contract.BucketNodes || mm.Setting != "ttl" || mm.Found != "15s" || mm.Want != "30s" {
-			t.Fatalf("agent: got %v, want a ttl mismatch on %s (found 15s, want 30s)", err, contract.BucketNodes)
+		b, err := contract.Prepare(ctx, env.JS, s, contract.ComponentAgent)
+		if err != nil || b.NodeLease != def.NodeLease {
+			t.Fatalf("agent started with 30s: node lease %s, %v; want the bucket's %s", b.GetNodeLease(), err, def.NodeLease)
 		}
 		if _, err := contract.Prepare(ctx, env.JS, s, contract.ComponentCoordinator); err != nil {
 			t.Fatalf("coordinator: %v", err)
@@ -200,8 +199,12 @@ func TestOpen_SingleServer(t *testing.T) {
 		if got := streamConfig(t, env.JS, contract.BucketNodes).MaxAge; got != 30*time.Second {
 			t.Fatalf("nodes TTL %s after the owner started with 30s", got)
 		}
-		if _, err := contract.Prepare(ctx, env.JS, s, contract.ComponentAgent); err != nil {
-			t.Fatalf("agent after the owner's update: %v", err)
+		b, err = contract.Prepare(ctx, env.JS, def, contract.ComponentAgent)
+		if err != nil || b.NodeLease != 30*time.Second {
+			t.Fatalf("agent after the owner's update: node lease %s, %v; want 30s", b.GetNodeLease(), err)
+		}
+		if got, err := contract.NodeLease(ctx, env.JS); err != nil || got != 30*time.Second {
+			t.Fatalf("NodeLease: %s, %v; want 30s", got, err)
 		}
 	})
 	t.Run("memory buckets are not durable enough for a file-storage binder", func(t *testing.T) {

@@ -16,8 +16,12 @@ type Settings struct {
 	Replicas int
 	// Memory stores everything in memory (benchmarks only): nothing survives a restart.
 	Memory bool
-	// NodeLease is how long a node's presence lives without a heartbeat.
+	// NodeLease is how long a node's presence lives without a heartbeat;
+	// its agent beats every third of it (HeartbeatInterval).
 	NodeLease time.Duration
+	// InstanceLease is how long a service instance's presence (and the
+	// pause acknowledgement it carries) lives without a renewal.
+	InstanceLease time.Duration
 	// LeaderLease is how long a leader keeps its lease without renewing it.
 	LeaderLease time.Duration
 	// EventsMaxAge is how long the events stream keeps events.
@@ -39,21 +43,38 @@ const (
 	MinEventsMaxBytes = 1 << 20
 	// DefaultEventsMaxBytes is the events stream's default byte limit: 1 GiB.
 	DefaultEventsMaxBytes = 1 << 30
+	// DefaultLeaderLease is 2 s, renewed every 500 ms: a leader killed
+	// outright is replaced within about 2.5 s, and a leader whose process
+	// stalls for 1 s (or whose renewal is answered 1 s late) keeps its
+	// lease (docs/architecture.md, "The leader lease").
+	DefaultLeaderLease = 2 * time.Second
+	// MinLease is the shortest node or instance lease (the server's marker TTL minimum).
+	MinLease = time.Second
+	// DefaultNodeLease is three minutes, a heartbeat a minute: 16.7 presence
+	// writes/s per 1,000 nodes, 1,667/s at 100,000 (docs/architecture.md,
+	// "Heartbeats"). A node that dies is noticed (and skipped by a rollout)
+	// within it.
+	DefaultNodeLease = 3 * time.Minute
+	// DefaultInstanceLease is short: service instances are few, and a pause
+	// waits for every live instance's acknowledgement, so a dead instance
+	// must drop out of "live" quickly.
+	DefaultInstanceLease = 15 * time.Second
 )
 
 // DefaultSettings are the settings of a single-server installation.
 func DefaultSettings() Settings {
 	return Settings{
 		Replicas:       1,
-		NodeLease:      15 * time.Second,
-		LeaderLease:    10 * time.Second,
+		NodeLease:      DefaultNodeLease,
+		InstanceLease:  DefaultInstanceLease,
+		LeaderLease:    DefaultLeaderLease,
 		EventsMaxAge:   7 * 24 * time.Hour,
 		EventsMaxBytes: DefaultEventsMaxBytes,
 	}
 }
 
 // Validate reports settings no bucket can be made with, naming the flag
-// that sets each (--replicas, --leader-lease).
+// that sets each (--replicas, --leader-lease, --node-lease).
 func (s Settings) Validate() error {
 	var errs []error
 	if s.Replicas < 1 || s.Replicas > MaxReplicas {
@@ -62,8 +83,11 @@ func (s Settings) Validate() error {
 	if s.LeaderLease < MinLeaderLease {
 		errs = append(errs, fmt.Errorf("--leader-lease %s: want at least %s", s.LeaderLease, MinLeaderLease))
 	}
-	if s.NodeLease < time.Second {
-		errs = append(errs, fmt.Errorf("node lease %s: want at least 1s", s.NodeLease))
+	if s.NodeLease < MinLease {
+		errs = append(errs, fmt.Errorf("--node-lease %s: want at least %s", s.NodeLease, MinLease))
+	}
+	if s.InstanceLease < MinLease {
+		errs = append(errs, fmt.Errorf("instance lease %s: want at least %s", s.InstanceLease, MinLease))
 	}
 	if s.EventsMaxBytes != -1 && s.EventsMaxBytes < MinEventsMaxBytes {
 		errs = append(errs, fmt.Errorf("events stream max bytes %d: want at least %d (1 MiB), or -1 for no limit", s.EventsMaxBytes, MinEventsMaxBytes))
@@ -74,8 +98,14 @@ func (s Settings) Validate() error {
 // HeartbeatInterval is how often an agent renews its presence: a third of the lease.
 func (s Settings) HeartbeatInterval() time.Duration { return s.NodeLease / 3 }
 
-// RenewInterval is how often a leader renews its lease: a third of the lease.
-func (s Settings) RenewInterval() time.Duration { return s.LeaderLease / 3 }
+// InstanceInterval is how often a service instance renews its presence: a
+// third of the instance lease.
+func (s Settings) InstanceInterval() time.Duration { return s.InstanceLease / 3 }
+
+// RenewInterval is how often a leader renews its lease: a quarter of the
+// lease, so that a renewal held up by a whole second (a stalled process, a
+// slow answer) still lands with half a second to spare at the default.
+func (s Settings) RenewInterval() time.Duration { return s.LeaderLease / 4 }
 
 func (s Settings) storage() jetstream.StorageType {
 	if s.Memory {
@@ -122,8 +152,8 @@ func (s Settings) BucketConfigs() []jetstream.KeyValueConfig {
 		Destination: SubjectPause,
 	}
 	instances := kv(BucketInstances, "service instance presence and pause acknowledgements; written by each instance")
-	instances.TTL = s.NodeLease
-	instances.LimitMarkerTTL = max(s.NodeLease, time.Second)
+	instances.TTL = s.InstanceLease
+	instances.LimitMarkerTTL = max(s.InstanceLease, time.Second)
 	registries := kv(BucketRegistries, "registry sync status by registry; written by the configurator")
 	return []jetstream.KeyValueConfig{intents, revisions, nodeconfigs, fingerprints, status, nodes, rollouts, leases, control, instances, registries}
 }
@@ -155,6 +185,19 @@ func (s Settings) eventsMaxBytes() int64 {
 // use a bucket (see Open) has nil there.
 type Buckets struct {
 	Intents, Revisions, NodeConfigs, Fingerprints, Status, Nodes, Rollouts, Leases, Control, Instances, Registries jetstream.KeyValue
+	// NodeLease is the nodes bucket's TTL as Prepare found it: the node
+	// lease in force, set by the bucket's manager (the rollout-coordinator's
+	// --node-lease). Agents time their heartbeats by it. Zero when the nodes
+	// bucket was not bound through Prepare.
+	NodeLease time.Duration
+}
+
+// GetNodeLease is b.NodeLease, zero for a nil b.
+func (b *Buckets) GetNodeLease() time.Duration {
+	if b == nil {
+		return 0
+	}
+	return b.NodeLease
 }
 
 // OpenBuckets binds every sluice bucket without verifying its settings; they

@@ -335,6 +335,22 @@ func (s *Store[T]) listOnce(ctx context.Context, filter string) ([]Entry[T], uin
 // then live changes (deletes and expiries have Deleted set). A value that
 // does not decode is reported with Err set.
 func (s *Store[T]) Watch(ctx context.Context, filter string, opts ...jetstream.WatchOpt) (<-chan Entry[T], error) {
+	return s.watch(ctx, filter, s.decode, opts...)
+}
+
+// WatchKeys is Watch without the values: keys, revisions and deletes (an
+// Entry's Value is always nil). The server sends headers only
+// (jetstream.MetaOnly), so a reader that needs to know which keys exist —
+// the reaper, of node presence — neither receives nor decodes the bytes
+// of every heartbeat.
+func (s *Store[T]) WatchKeys(ctx context.Context, filter string) (<-chan Entry[T], error) {
+	meta := func(e jetstream.KeyValueEntry) (Entry[T], error) {
+		return Entry[T]{Key: e.Key(), Revision: e.Revision(), Created: e.Created(), Deleted: e.Operation() != jetstream.KeyValuePut}, nil
+	}
+	return s.watch(ctx, filter, meta, jetstream.MetaOnly())
+}
+
+func (s *Store[T]) watch(ctx context.Context, filter string, decode func(jetstream.KeyValueEntry) (Entry[T], error), opts ...jetstream.WatchOpt) (<-chan Entry[T], error) {
 	w, err := s.startWatch(ctx, filter, opts...)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", s.kv.Bucket(), err)
@@ -354,7 +370,7 @@ func (s *Store[T]) Watch(ctx context.Context, filter string, opts ...jetstream.W
 				var d Entry[T]
 				if e != nil {
 					var err error
-					if d, err = s.decode(e); err != nil {
+					if d, err = decode(e); err != nil {
 						d.Err = err
 					}
 				}

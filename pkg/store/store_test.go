@@ -174,26 +174,38 @@ func testExpiredPresenceIsSeenByWatchers(t *testing.T, env *natstest.Env) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	nodes := store.New(env.Buckets.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
-	w, err := nodes.Watch(ctx, ">")
+	values, err := nodes.Watch(ctx, ">")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e := <-w; e.Key != "" {
-		t.Fatalf("want caught-up marker first, got %q", e.Key)
-	}
-	if _, err := nodes.Create(ctx, "n1", &sluicev1.NodePresence{Node: "n1"}); err != nil {
+	keys, err := nodes.WatchKeys(ctx, ">") // headers only: the reaper's
+	if err != nil {
 		t.Fatal(err)
 	}
-	if e := <-w; e.Key != "n1" || e.Deleted {
-		t.Fatalf("want put of n1, got %+v", e)
-	}
-	select {
-	case e := <-w:
-		if e.Key != "n1" || !e.Deleted {
-			t.Fatalf("want expiry of n1, got %+v", e)
+	for name, w := range map[string]<-chan store.Entry[*sluicev1.NodePresence]{"Watch": values, "WatchKeys": keys} {
+		if e := <-w; e.Key != "" {
+			t.Fatalf("%s: want caught-up marker first, got %q", name, e.Key)
 		}
-	case <-ctx.Done():
-		t.Fatal("lease expiry never reached the watcher")
+	}
+	rev, err := nodes.Create(ctx, "n1", &sluicev1.NodePresence{Node: "n1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e := <-values; e.Key != "n1" || e.Deleted || e.Revision != rev || e.Value.GetNode() != "n1" {
+		t.Fatalf("Watch: want put of n1 at %d with its value, got %+v", rev, e)
+	}
+	if e := <-keys; e.Key != "n1" || e.Deleted || e.Revision != rev || e.Value != nil || e.Err != nil {
+		t.Fatalf("WatchKeys: want put of n1 at %d without a value, got %+v", rev, e)
+	}
+	for name, w := range map[string]<-chan store.Entry[*sluicev1.NodePresence]{"Watch": values, "WatchKeys": keys} {
+		select {
+		case e := <-w:
+			if e.Key != "n1" || !e.Deleted {
+				t.Fatalf("%s: want expiry of n1, got %+v", name, e)
+			}
+		case <-ctx.Done():
+			t.Fatalf("%s: lease expiry never reached the watcher", name)
+		}
 	}
 }
 

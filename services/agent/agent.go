@@ -167,6 +167,7 @@ type Agent struct {
 	// config, the pause request) once per revision, and rewrites of the
 	// agent's own keys that held one.
 	quarantine *events.Quarantine
+	js         jetstream.JetStream // for the node lease in force (adoptLease)
 	nodes      *store.Store[*sluicev1.NodePresence]
 	statuses   *store.Store[*sluicev1.NodeStatus]
 	configs    rawGetter // the nodeconfigs bucket, read raw (intake.go)
@@ -310,6 +311,8 @@ func (a *Agent) Run(ctx context.Context) error {
 		return err
 	}
 	a.readiness.Set(true, "buckets bound; node "+a.cfg.Node)
+	a.js = js
+	a.adoptLease(b.NodeLease)
 	a.em = events.NewEmitter(js, a.cfg.Log, Component, a.cfg.Now)
 	a.quarantine = events.NewQuarantine(a.em)
 	defer func() {

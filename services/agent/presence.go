@@ -72,35 +72,40 @@ func (a *Agent) heartbeat(ctx context.Context) (ok bool) {
 		a.emit(EventNodeRegistered, fmt.Sprintf("agent %s started with labels {%s}", a.versionOrUnknown(), formatLabels(a.cfg.Labels)), nil)
 	case created:
 		a.emit(EventNodeRegistered, fmt.Sprintf("presence lease had expired (no heartbeat within %s); registered again", a.cfg.Settings.NodeLease), nil)
+		// Perhaps because the lease was shortened since the agent read it.
+		if lease, err := contract.NodeLease(ctx, a.js); err == nil {
+			a.adoptLease(lease)
+		}
 	}
 	return true
 }
 
-// beatAttempt bounds one heartbeat: statusAttempt (1 s), or the heartbeat
-// interval if shorter.
+// beatAttempt bounds one heartbeat: a sixth of the interval, at least
+// statusAttempt (1 s) and at most store.AttemptTimeout (5 s), and never
+// more than the interval. At the default lease (3 minutes, a beat a
+// minute) that is 5 s: JetStream answering a few seconds late does not fail
+// a beat — a failed beat is retried, and retries are what feed an overload
+// — while a beat whose answer is lost holds the loop (desired configs wait
+// in its channel meanwhile) for seconds, not for the whole request timeout.
 func (a *Agent) beatAttempt() time.Duration {
-	return min(statusAttempt(), a.cfg.Settings.HeartbeatInterval())
+	interval := a.cfg.Settings.HeartbeatInterval()
+	return min(interval, max(statusAttempt(), min(interval/6, store.AttemptTimeout)))
 }
 
 // beatAfter is when the next heartbeat is due: the interval (±10%) after
-// one that was written; after one that failed, retryDelay (or the interval if
-// shorter), growing to twice that while beats keep failing, jittered: a
-// fleet whose beats fail together (JetStream slower than beatAttempt) does
-// not come back together.
-//
-// Why the cap is 2 s and not the interval: the lease is only three beats,
-// so after a failed beat two intervals remain; backing off to the interval
-// left about four attempts in them, and under the bench's 30,000 agents on
-// two cores most presences expired (5,784 of 30,000 nodes configured, and
-// 19,061 in a second run; with the cap at 2 s all 30,000, overhead ratio
-// 3.96). Once the lease is many beats long (issue 20's heartbeat budget),
-// the cap can grow to the interval, so a failing agent never offers more
-// than a healthy one.
+// one that was written; after one that failed, a sixth of the interval (at
+// least retryDelay), doubling while beats keep failing up to the interval
+// itself, jittered. The lease is three beats, so after a failed beat two
+// intervals remain: at the default lease that is 120 s for tries at about
+// 10, 30 and 70 s. A fleet whose beats fail together (JetStream down) does
+// not come back together, and a failing agent offers at most about twice a
+// healthy one's beats at first and the same once the backoff reaches the
+// interval — never the once-a-second retries that, with 100,000 agents,
+// kept JetStream saturated (issue 20).
 func (a *Agent) beatAfter(ok bool) time.Duration {
 	interval := a.cfg.Settings.HeartbeatInterval()
 	if a.pres.retry == nil {
-		// 1 s to 2 s (at most the interval): a try every 2-3 s while the 3-beat lease runs out, never in lockstep.
-		a.pres.retry = backoff.New(backoff.Policy{Base: min(retryDelay, interval), Cap: min(2*retryDelay, interval)})
+		a.pres.retry = backoff.New(backoff.Policy{Base: min(max(retryDelay, interval/6), interval), Cap: interval})
 	}
 	if ok {
 		a.pres.retry.Reset()
@@ -109,6 +114,20 @@ func (a *Agent) beatAfter(ok bool) time.Duration {
 		return backoff.Spread(interval, 0.1, nil)
 	}
 	return a.pres.retry.Next()
+}
+
+// adoptLease makes lease the node lease the agent beats for: the nodes
+// bucket's TTL, which the rollout-coordinator's --node-lease sets (one home
+// for it; agents have no flag of their own). Zero (not known) changes
+// nothing.
+func (a *Agent) adoptLease(lease time.Duration) {
+	if lease <= 0 || lease == a.cfg.Settings.NodeLease {
+		return
+	}
+	a.log.Info().Dur("node_lease", lease).Dur("was", a.cfg.Settings.NodeLease).
+		Msgf("the node lease in force is %s (the nodes bucket's TTL): a heartbeat every %s", lease, lease/3)
+	a.cfg.Settings.NodeLease = lease
+	a.pres.retry = nil // its policy follows the interval
 }
 
 // setLabels makes l the node's labels and publishes them at once, if they

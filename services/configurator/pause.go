@@ -23,7 +23,7 @@ func (s *Service) startPause(ctx context.Context, b *contract.Buckets) func() {
 	var stop func()
 	s.gate, stop = pause.Start(ctx, pause.Service{
 		Control: b.Control, Instances: b.Instances, Component: Component, Instance: s.cfg.Instance, Version: s.cfg.Version,
-		What: "request", Interval: s.cfg.Settings.HeartbeatInterval(), Log: s.log, Now: s.cfg.Now, Emit: s.events.Emit,
+		What: "request", Interval: s.cfg.Settings.InstanceInterval(), Log: s.log, Now: s.cfg.Now, Emit: s.events.Emit,
 		Changed: func(r *sluicev1.PauseRequest) {
 			if !r.GetPaused() {
 				select {

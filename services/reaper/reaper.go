@@ -264,7 +264,7 @@ func (r *Reaper) Run(ctx context.Context) error {
 	}
 	gate, stopPause := pause.Start(ctx, pause.Service{
 		Control: b.Control, Instances: b.Instances, Component: Component, Instance: r.cfg.Instance, Version: r.cfg.Version,
-		What: "pass", Interval: r.cfg.Settings.HeartbeatInterval(), Log: r.log, Now: r.cfg.Now, Emit: h.em.Emit,
+		What: "pass", Interval: r.cfg.Settings.InstanceInterval(), Log: r.log, Now: r.cfg.Now, Emit: h.em.Emit,
 	})
 	defer stopPause()
 	r.gate = gate
@@ -306,9 +306,11 @@ func (r *Reaper) Run(ctx context.Context) error {
 	}
 }
 
-// watchNodes watches the nodes bucket; nil (retried on the next tick) if it cannot.
+// watchNodes watches which nodes are present (keys and deletes, not the
+// heartbeats' values: a presence's content is not the reaper's business);
+// nil (retried on the next tick) if it cannot.
 func (r *Reaper) watchNodes(ctx context.Context, h *handles) <-chan store.Entry[*sluicev1.NodePresence] {
-	w, err := h.nodes.Watch(ctx, ">")
+	w, err := h.nodes.WatchKeys(ctx, ">")
 	if err != nil {
 		if ctx.Err() == nil {
 			r.log.Warn().Err(err).Msg("watch node presence; passes still run every interval")

@@ -155,7 +155,7 @@ func (s *Service) Run(ctx context.Context) error {
 		em.Flush(fctx)
 	}()
 	s.em = em
-	s.beacon = pause.NewBeacon(b.Instances, Component, s.cfg.Instance, s.cfg.Version, s.cfg.Settings.HeartbeatInterval(), s.log, s.cfg.Now)
+	s.beacon = pause.NewBeacon(b.Instances, Component, s.cfg.Instance, s.cfg.Version, s.cfg.Settings.InstanceInterval(), s.log, s.cfg.Now)
 	s.beacon.Set(nil, RoleStandby)
 	var bg sync.WaitGroup
 	defer bg.Wait()

@@ -131,6 +131,7 @@ func newSystem(t *testing.T, sc Scenario, log *schedule) *system {
 	settings := contract.DefaultSettings()
 	settings.LeaderLease = leaderLease
 	settings.NodeLease = sc.NodeLease
+	settings.InstanceLease = sc.NodeLease // a killed instance drops out of a pause's "live" as quickly as a node
 	s := &system{t: t, sc: sc, settings: settings, natsDir: t.TempDir(), listen: freeAddr(t), agentDir: t.TempDir(),
 		log: log, logger: zerolog.Nop(), stops: map[string]func(){}, coords: map[string]*coordinator.Service{}, nodes: map[string]*nodeSim{}, tables: map[uint32]int{}}
 	if path := os.Getenv("CHAOS_LOG_DIR"); path != "" {

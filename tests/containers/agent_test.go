@@ -13,9 +13,10 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// nodeLease is how long a node's presence lives without a heartbeat (the
-// agents' default, contract.DefaultSettings().NodeLease).
-var nodeLease = contract.DefaultSettings().NodeLease
+// nodeLease is how long a node's presence lives without a heartbeat: the
+// rollout-coordinator's --node-lease in these tests (serviceEnv), which the
+// agents take from the nodes bucket.
+const nodeLease = 15 * time.Second
 
 // testAgentCutOffBriefly disconnects the agent of a node the rollout has
 // not reached yet from the network, keeps it off while the coordinator

@@ -231,13 +231,15 @@ func natsSpec(name, clientPort string) spec {
 	}
 }
 
-// serviceEnv is docker-compose.yaml's: every server's URL, R3 buckets.
+// serviceEnv is docker-compose.yaml's (every server's URL, R3 buckets) and
+// a node lease of nodeLease, shorter than the default's 3 minutes so that a
+// node cut off past its lease is skipped within the test's time.
 func serviceEnv() map[string]string {
 	urls := make([]string, len(natsNames))
 	for i, n := range natsNames {
 		urls[i] = "nats://" + n + ":4222"
 	}
-	return map[string]string{"SLUICE_NATS_URL": strings.Join(urls, ","), "SLUICE_REPLICAS": "3"}
+	return map[string]string{"SLUICE_NATS_URL": strings.Join(urls, ","), "SLUICE_REPLICAS": "3", "SLUICE_NODE_LEASE": nodeLease.String()}
 }
 
 func serviceSpec(role, bin string, args ...string) spec {

@@ -286,7 +286,7 @@ func TestChart_Defaults(t *testing.T) {
 	}
 
 	coord := get[*appsv1.Deployment](t, objs, "Deployment/sl-rollout-coordinator")
-	if !slices.Contains(coord.Spec.Template.Spec.Containers[0].Args, "--leader-lease=10s") {
+	if args := coord.Spec.Template.Spec.Containers[0].Args; !slices.Contains(args, "--leader-lease=2s") || !slices.Contains(args, "--node-lease=3m") {
 		t.Errorf("coordinator args %v", coord.Spec.Template.Spec.Containers[0].Args)
 	}
 	aff := coord.Spec.Template.Spec.Affinity
@@ -460,7 +460,7 @@ func TestChart_ServicesScaled(t *testing.T) {
 		t.Errorf("coordinator affinity %+v, want a required anti-affinity over zones", aff)
 	}
 	c := spec.Containers[0]
-	wantArgs := []string{"--http-addr=:8081", "--log-level=debug", "--leader-lease=15s", "--rollout-retention=200"}
+	wantArgs := []string{"--http-addr=:8081", "--log-level=debug", "--leader-lease=15s", "--node-lease=3m", "--rollout-retention=200"}
 	if !slices.Equal(c.Args, wantArgs) {
 		t.Errorf("coordinator args\n got %v\nwant %v", c.Args, wantArgs)
 	}

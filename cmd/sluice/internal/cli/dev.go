@@ -20,7 +20,7 @@ func (a *app) devCommand() *cobra.Command {
 	opts := dev.Options{}
 	var noExamples bool
 	var replicas int
-	var leaderLease time.Duration
+	var leaderLease, nodeLease time.Duration
 	var redisURL, watchDir string
 	var deleteAfter time.Duration
 	cmd := &cobra.Command{
@@ -73,7 +73,7 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 			if err := checkMaxParallel(opts.MaxParallel); err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
-			settings, err := devSettings(cmd, replicas, leaderLease, opts.NATSCluster)
+			settings, err := devSettings(cmd, replicas, leaderLease, nodeLease, opts.NATSCluster)
 			if err != nil {
 				return &ExitError{Code: 2, Err: err}
 			}
@@ -109,6 +109,7 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 	f.DurationVar(&deleteAfter, "registry-delete-after", 0, "how long an intent must be missing from every answer of its registry before it is marked for deletion; 0 marks it at once (default: twice the registry's sync interval, at least 30s)")
 	f.BoolVar(&opts.Secure, "secure", false, "run NATS in operator mode: every service and agent gets its own role's credentials (kept in DATA/creds); see docs/security.md")
 	f.DurationVar(&leaderLease, "leader-lease", contract.DefaultSettings().LeaderLease, "the coordinator's leader lease (env SLUICE_LEADER_LEASE; at least 1s)")
+	f.DurationVar(&nodeLease, "node-lease", contract.DefaultSettings().NodeLease, "how long a node's presence lasts without a heartbeat; agents beat every third of it (env SLUICE_NODE_LEASE; at least 1s)")
 	return cmd
 }
 
@@ -138,11 +139,11 @@ func (a *app) devRegistries(redisURL, watchDir string) ([]*sluicev1.RegistrySpec
 }
 
 // devSettings are the bucket settings of `sluice dev`: flags win over
-// SLUICE_REPLICAS and SLUICE_LEADER_LEASE; replicas default to the number
-// of NATS servers.
-func devSettings(cmd *cobra.Command, replicas int, lease time.Duration, servers int) (contract.Settings, error) {
+// SLUICE_REPLICAS, SLUICE_LEADER_LEASE and SLUICE_NODE_LEASE; replicas
+// default to the number of NATS servers.
+func devSettings(cmd *cobra.Command, replicas int, lease, nodeLease time.Duration, servers int) (contract.Settings, error) {
 	s := contract.DefaultSettings()
-	s.Replicas, s.LeaderLease = max(servers, 1), lease
+	s.Replicas, s.LeaderLease, s.NodeLease = max(servers, 1), lease, nodeLease
 	if v, ok := os.LookupEnv("SLUICE_REPLICAS"); ok && !cmd.Flags().Changed("replicas") {
 		n, err := strconv.Atoi(v)
 		if err != nil {
@@ -153,12 +154,19 @@ func devSettings(cmd *cobra.Command, replicas int, lease time.Duration, servers 
 	if replicas != 0 || cmd.Flags().Changed("replicas") {
 		s.Replicas = replicas
 	}
-	if v, ok := os.LookupEnv("SLUICE_LEADER_LEASE"); ok && !cmd.Flags().Changed("leader-lease") {
-		d, err := time.ParseDuration(v)
-		if err != nil {
-			return s, fmt.Errorf("SLUICE_LEADER_LEASE=%q: want a duration such as 10s", v)
+	for _, d := range []struct {
+		env, flag string
+		dst       *time.Duration
+	}{{"SLUICE_LEADER_LEASE", "leader-lease", &s.LeaderLease}, {"SLUICE_NODE_LEASE", "node-lease", &s.NodeLease}} {
+		v, ok := os.LookupEnv(d.env)
+		if !ok || cmd.Flags().Changed(d.flag) {
+			continue
 		}
-		s.LeaderLease = d
+		parsed, err := time.ParseDuration(v)
+		if err != nil {
+			return s, fmt.Errorf("%s=%q: want a duration such as %s", d.env, v, *d.dst)
+		}
+		*d.dst = parsed
 	}
 	return s, s.Validate()
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/dev"
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
 )
 
@@ -19,7 +20,9 @@ import (
 func TestDevSecure_RollsOutWithLeastPrivilege_AndTheCLIActsByRole(t *testing.T) {
 	data := t.TempDir()
 	var logs lockedBuffer
-	s, err := dev.Start(context.Background(), dev.Options{DataDir: data, Listen: "127.0.0.1:-1", Agents: 3, Stderr: &logs, Secure: true})
+	settings := contract.DefaultSettings()
+	settings.NodeLease = 15 * time.Second // a revoked node leaves within the test (the 3m default would take minutes)
+	s, err := dev.Start(context.Background(), dev.Options{DataDir: data, Listen: "127.0.0.1:-1", Agents: 3, Stderr: &logs, Secure: true, Settings: settings})
 	if err != nil {
 		t.Fatalf("start sluice dev --secure: %v", err)
 	}
