@@ -99,6 +99,13 @@ redis: ## Install Debian's redis-server if it is missing (make test does this fi
 chaos: ## Run SEEDS seeded fault schedules (default 50) against the real services; a failing seed prints its repro line
 	CHAOS_SEEDS=$(SEEDS) CHAOS_SEED_BASE=$(SEED_BASE) $(GO) test ./tests/chaos -run 'TestChaos$$' -count=1 -parallel 2 -timeout $(CHAOS_TIMEOUT) $(CHAOS_FLAGS)
 
+# tests/overload (build tag overload, so make test leaves it out): 10,000
+# agents through a proxy that makes JetStream answer 2 s late for 30 s.
+.PHONY: test-overload
+test-overload: ## 10,000 agents, JetStream answering 2 s late for 30 s: the fleet must offer no more requests than when steady, lose no presence, and be back to its steady rate 10 s after (about 3 minutes)
+	$(GO) vet -tags overload ./tests/overload/...
+	$(GO) test -tags overload -count=1 -v -timeout 15m ./tests/overload/...
+
 # The netlink applier in network namespaces (needs root, as make test has
 # here): docs/agent.md, "Trying the netlink applier".
 .PHONY: netns-demo
@@ -131,9 +138,19 @@ natscli: ## Install the nats CLI into bin/nats, at the version NATSCLI_VERSION p
 	GOBIN='$(BIN)' $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI_VERSION)
 
 .PHONY: bench
-bench: ## Measure a rollout over 1,000 simulated agents; ends with one line BENCH {json} (BENCH_ARGS="--nodes 10000")
+bench: ## Measure a rollout over 1,000 simulated agents, a failing wave, a killed, a stopped and a paused leader; ends with one line BENCH {json} (BENCH_ARGS="--nodes 10000")
 	$(GO) build -o $(BIN)/sluice-bench ./tests/cmd/sluice-bench
 	$(BIN)/sluice-bench $(BENCH_ARGS)
+
+# Both runs run even when the first fails; the target fails if either did.
+.PHONY: bench-scale
+bench-scale: ## Not run in CI, minutes: 30,000 then 100,000 simulated agents (maxParallel 1000, apply 100 ms; the failover scenario off: three more rollouts and a lease wait would add minutes), a BENCH line each (BENCH_SCALE_ARGS="...")
+	$(GO) build -o $(BIN)/sluice-bench ./tests/cmd/sluice-bench
+	status=0; \
+	for n in 30000 100000; do \
+		$(BIN)/sluice-bench --nodes $$n --max-parallel 1000 --apply-ms 100 --failover=false $(BENCH_SCALE_ARGS) || status=1; \
+	done; \
+	exit $$status
 
 # protoc writes Go into $(1), at paths relative to the module root.
 protoc-go = PATH="$(BIN):$$PATH" $(PROTOC) -I proto --go_out=$(1) --go_opt=module=$(PROTO_MODULE) $(PROTO_FILES)

@@ -52,8 +52,11 @@ func NextAck(prev *sluicev1.PauseAck, req *sluicev1.PauseRequest, busy string, n
 	default:
 		waiting = busy
 	}
-	if prev != nil && gen == prev.GetGeneration() && paused == prev.GetPaused() &&
+	if gen == prev.GetGeneration() && paused == prev.GetPaused() &&
 		waiting == prev.GetWaitingFor() && req.GetGeneration() == prev.GetSeen() {
+		// Also nil for nil: an instance that has seen no request has
+		// nothing to acknowledge, and a first ack of generation 0 would
+		// cost every agent a presence write at its first apply.
 		return prev
 	}
 	next := &sluicev1.PauseAck{Generation: gen, Paused: paused, At: prev.GetAt(), Seen: req.GetGeneration(), WaitingFor: waiting}

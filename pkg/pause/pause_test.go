@@ -31,6 +31,9 @@ func TestNextAck(t *testing.T) {
 		{"a resume is reached even while busy", &sluicev1.PauseAck{Generation: 1, Paused: true}, resumed(2), "applying x", 2, "", false},
 		{"an older request read late changes nothing", &sluicev1.PauseAck{Generation: 3, Paused: true}, resumed(2), "", 3, "", true},
 		{"nothing changed: the same ack", &sluicev1.PauseAck{Generation: 1, Paused: true, Seen: 1}, paused(1), "", 1, "", true},
+		// An agent's first apply, no pause ever requested: no ack, so no presence write.
+		{"never paused, busy: still no ack", nil, nil, "applying x", 0, "", true},
+		{"never paused, idle: still no ack", nil, nil, "", 0, "", true},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

@@ -83,7 +83,11 @@ const (
 
 // Defaults.
 const (
-	DefaultResyncInterval = 30 * time.Second
+	// DefaultResyncInterval bounds how late a missed republished message
+	// (the desired config, the pause) is read: two Gets per agent per
+	// interval, 1,667/s at 100,000 nodes (30 s was 6,667/s, four times the
+	// heartbeats). The agent also reads both on start and on reconnect.
+	DefaultResyncInterval = 2 * time.Minute
 	DefaultApplyTimeout   = 2 * time.Minute
 )
 

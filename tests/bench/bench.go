@@ -40,20 +40,29 @@ type Options struct {
 	StoreDir string
 	// AgentsPerConn is how many simulated agents share one NATS connection.
 	AgentsPerConn int
-	// StartCoordinator runs the coordinator against url with the given
-	// leader lease and returns a stop function reporting its peak heap in
-	// MiB. nil runs it in this process (its heap then cannot be told apart
-	// and is reported as -1).
-	StartCoordinator func(url string, lease time.Duration) (stop func() (heapMB float64, err error), err error)
+	// StartCoordinator starts a coordinator in a process of its own: the
+	// measured one (its peak heap is reported) and the failover scenario's
+	// successor (the pause phase pauses its process). nil runs them in this
+	// process (the heap then cannot be told apart and is reported as -1,
+	// and Pauses must be 0).
+	StartCoordinator func(CoordinatorSpec) (Process, error)
 	Log              zerolog.Logger
 	// FailWave > 0 adds the failure scenario: a second rollout in waves of
 	// 10, 20, 40 … nodes in which the first node of that wave fails.
 	FailWave int
-	// LeaderLease is the coordinators' lease (0: the default, 10s).
+	// LeaderLease is the coordinators' lease (0: contract.DefaultSettings').
 	LeaderLease time.Duration
+	// NodeLease is the agents' presence lease, given to every component
+	// (0: contract.DefaultSettings').
+	NodeLease time.Duration
 	// Failover adds the failover scenario: a third rollout under two
-	// coordinators whose leader is killed when half the nodes are written.
+	// coordinators whose leader is killed when half the nodes are written,
+	// and a fourth whose leader is stopped cleanly.
 	Failover bool
+	// Pauses > 0 (with Failover and StartCoordinator) ends the failover
+	// scenario by pausing the leader's process for a second that many
+	// times while a standby runs.
+	Pauses int
 }
 
 // Result is one measured run; its JSON is the BENCH line.
@@ -69,14 +78,31 @@ type Result struct {
 	JetStreamConsumers int     `json:"jetstream_consumers"`
 	CoordinatorHeapMB  float64 `json:"coordinator_heap_mb"`
 	StartMS            float64 `json:"start_ms"` // from the apply request to the rollout's start
-	// AgentMS is the median time an agent adds to the apply: from the
+	// NodeStart: from the apply request to a node's desired config write
+	// landing (the entry's stored time), per node.
+	NodeStartP50 float64 `json:"node_start_ms_p50"`
+	NodeStartP99 float64 `json:"node_start_ms_p99"`
+	// Agent: the time an agent adds to the apply, per node: from the
 	// desired config's write to the Provisioned report, less apply_ms.
-	AgentMS float64 `json:"agent_overhead_ms_p50"`
-	// HandoffMS is the median time from a node's Provisioned report to the
-	// desired config write of the node that took its slot.
-	HandoffMS float64 `json:"handoff_ms_p50"`
-	Rollout   string  `json:"rollout"`
-	Phase     string  `json:"phase"`
+	AgentP50 float64 `json:"agent_overhead_ms_p50"`
+	AgentP99 float64 `json:"agent_overhead_ms_p99"`
+	// Handoff: from a node's Provisioned report to the desired config
+	// write of the node that took its slot.
+	HandoffP50 float64 `json:"handoff_ms_p50"`
+	HandoffP99 float64 `json:"handoff_ms_p99"`
+	// Presence: the node lease the run used; the nodes whose presence was
+	// deleted or expired from the agents' start to the end of the measured
+	// rollout (0 on a healthy run); heartbeat writes per second per 1,000
+	// nodes during that rollout.
+	NodeLeaseMS             int64   `json:"node_lease_ms"`
+	PresenceLost            int     `json:"presence_lost"`
+	PresenceWritesPerSPer1k float64 `json:"presence_writes_per_s_per_1k"`
+	// The machine's 1-minute load average when the run started and ended
+	// (absent where /proc/loadavg cannot be read).
+	LoadAvgStart *float64 `json:"load_avg_start,omitempty"`
+	LoadAvgEnd   *float64 `json:"load_avg_end,omitempty"`
+	Rollout      string   `json:"rollout"`
+	Phase        string   `json:"phase"`
 	// The failure scenario (with FailWave): revert_ms runs from the failure
 	// being recorded to the last touched node reporting its backup in force.
 	FailedNode string  `json:"failed_node,omitempty"`
@@ -93,6 +119,16 @@ type Result struct {
 	TakeoverLeaseMS      int64   `json:"takeover_lease_ms,omitempty"`
 	TakeoverLeaseRatio   float64 `json:"takeover_lease_ratio,omitempty"` // takeover_ms / takeover_lease_ms
 	FailoverNewTermNodes int     `json:"failover_new_term_nodes,omitempty"`
+	// From a clean stop of the leader (it releases the lease): to the
+	// successor's first desired config write; to the lease no longer
+	// naming the leader; to the successor acquiring it.
+	CleanTakeoverMS         float64 `json:"clean_takeover_ms,omitempty"`
+	CleanTakeoverReleasedMS float64 `json:"clean_takeover_released_ms,omitempty"`
+	CleanTakeoverAcquiredMS float64 `json:"clean_takeover_acquired_ms,omitempty"`
+	// With Pauses: how often the lease changed holder or term while the
+	// leader's process was paused that many times (absent without pauses).
+	FalseTakeovers      *int `json:"false_takeovers,omitempty"`
+	FalseTakeoverPauses int  `json:"false_takeover_pauses,omitempty"`
 	// The coordinator's verify pass: listing the nodeconfigs bucket's keys
 	// (every node's desired config, and its backup after the failure
 	// scenario), which the leader does every --verify-interval.
@@ -102,10 +138,15 @@ type Result struct {
 }
 
 // Run performs one measured rollout.
-func Run(ctx context.Context, o Options) (Result, error) {
-	res := Result{Nodes: o.Nodes, MaxParallel: o.MaxParallel, ApplyMS: o.ApplyLatency.Milliseconds(), CoordinatorHeapMB: -1}
+func Run(ctx context.Context, o Options) (res Result, err error) {
+	res = Result{Nodes: o.Nodes, MaxParallel: o.MaxParallel, ApplyMS: o.ApplyLatency.Milliseconds(), CoordinatorHeapMB: -1,
+		LoadAvgStart: loadAvg()}
+	defer func() { res.LoadAvgEnd = loadAvg() }()
 	if o.AgentsPerConn <= 0 {
 		o.AgentsPerConn = 250
+	}
+	if o.Pauses > 0 && (!o.Failover || o.StartCoordinator == nil) {
+		return res, errors.New("pauses need the failover scenario and a coordinator in a process of its own (StartCoordinator)")
 	}
 	dir := o.StoreDir
 	if dir == "" {
@@ -126,9 +167,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if o.LeaderLease > 0 {
 		settings.LeaderLease = o.LeaderLease
 	}
+	if o.NodeLease > 0 {
+		settings.NodeLease = o.NodeLease
+	}
 	if err := settings.Validate(); err != nil {
 		return res, err
 	}
+	res.NodeLeaseMS = settings.NodeLease.Milliseconds()
 
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -173,19 +218,22 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	}
 	run("configurator", cfgr.Run)
 
-	var stopCoordinator func() (float64, error)
+	var measured Process
 	if o.StartCoordinator != nil {
-		if stopCoordinator, err = o.StartCoordinator(url, settings.LeaderLease); err != nil {
-			return res, err
-		}
+		measured, err = o.StartCoordinator(CoordinatorSpec{URL: url, Instance: "bench", LeaderLease: settings.LeaderLease, NodeLease: settings.NodeLease})
 	} else {
-		p, err := startCoordinator(ctx, url, settings, "bench", o.Log)
-		if err != nil {
-			return res, err
-		}
-		defer p.stop()
-		stopCoordinator = func() (float64, error) { p.stop(); return -1, nil }
+		measured, err = startCoordinator(ctx, url, settings, "bench", o.Log)
 	}
+	if err != nil {
+		return res, err
+	}
+	defer func() { _, _ = measured.Stop() }()
+	// Watching from before the agents start: every lost presence is seen.
+	presence, err := watchPresence(ctx, url)
+	if err != nil {
+		return res, err
+	}
+	defer presence.stop()
 
 	failing := ""
 	if o.FailWave > 0 {
@@ -209,6 +257,8 @@ func Run(ctx context.Context, o Options) (Result, error) {
 			if agentBuckets, err = contract.OpenBuckets(ctx, agentJS); err != nil {
 				return res, err
 			}
+			// As contract.Prepare finds it: the nodes bucket's TTL.
+			agentBuckets.NodeLease = settings.NodeLease
 		}
 		name := nodeName(i)
 		a, err := agent.New(agent.Config{
@@ -295,7 +345,13 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	res.OverheadRatio = overheadRatio(res.WallMS, res.IdealMS)
 	res.KVWritesPerNode = math.Round(float64(after-before)/float64(o.Nodes)*100) / 100
 	res.HeartbeatWrites = beats1 - beats0
-	if err := timeline(ctx, b, o, &res); err != nil {
+	res.PresenceWritesPerSPer1k = perSecondPer1k(res.HeartbeatWrites, wall, o.Nodes)
+	// beats1 is the nodes stream's last sequence at the rollout's end.
+	if res.PresenceLost, err = presence.lostUntil(ctx, beats1); err != nil {
+		return res, err
+	}
+	presence.stop()
+	if err := timeline(ctx, b, o, start, &res); err != nil {
 		return res, err
 	}
 	if final.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED {
@@ -313,9 +369,9 @@ func Run(ctx context.Context, o Options) (Result, error) {
 	if res.VerifyListMS, res.VerifyKeys, err = verifyListing(ctx, b); err != nil {
 		return res, fmt.Errorf("verify listing: %w", err)
 	}
-	// The failover scenario runs its own two coordinators: the measured one
+	// The failover scenario runs its own coordinators: the measured one
 	// stops first (releasing its lease) and reports its heap.
-	if res.CoordinatorHeapMB, err = stopCoordinator(); err != nil {
+	if res.CoordinatorHeapMB, err = measured.Stop(); err != nil {
 		return res, err
 	}
 	if o.Failover {
@@ -455,14 +511,36 @@ func kvWrites(ctx context.Context, js jetstream.JetStream) (writes, heartbeats u
 	return writes, heartbeats, nil
 }
 
-// consumers counts the JetStream consumers on every stream.
+// consumers counts the JetStream consumers on every stream but the bench's
+// own (the presence watch's, see ownConsumer).
 func consumers(ctx context.Context, js jetstream.JetStream) (int, error) {
 	n := 0
 	l := js.ListStreams(ctx)
 	for info := range l.Info() {
 		n += info.State.Consumers
 	}
-	return n, l.Err()
+	if err := l.Err(); err != nil {
+		return 0, err
+	}
+	s, err := js.Stream(ctx, contract.StreamOfBucket(contract.BucketNodes))
+	if err != nil {
+		return 0, err
+	}
+	cl := s.ListConsumers(ctx)
+	for ci := range cl.Info() {
+		if ownConsumer(ci) {
+			n--
+		}
+	}
+	return n, cl.Err()
+}
+
+// perSecondPer1k is writes per second per 1,000 nodes over d, to 2 decimals.
+func perSecondPer1k(writes uint64, d time.Duration, nodes int) float64 {
+	if d <= 0 || nodes <= 0 {
+		return 0
+	}
+	return round2(float64(writes) / d.Seconds() / (float64(nodes) / 1000))
 }
 
 func waitFor(ctx context.Context, timeout time.Duration, cond func() (bool, error)) error {
@@ -502,7 +580,7 @@ func Intents() []*sluicev1.Intent {
 
 // timeline reads the desired configs' write times and the agents' report
 // times back from the buckets to split the overhead between agents and coordinator.
-func timeline(ctx context.Context, b *contract.Buckets, o Options, res *Result) error {
+func timeline(ctx context.Context, b *contract.Buckets, o Options, start time.Time, res *Result) error {
 	desired, err := store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }).List(ctx, "*.desired")
 	if err != nil {
 		return err
@@ -513,10 +591,12 @@ func timeline(ctx context.Context, b *contract.Buckets, o Options, res *Result) 
 	}
 	written := map[string]time.Time{}
 	var writes, dones []time.Time
+	var nodeStart []float64
 	for _, d := range desired {
 		t := d.Value.GetWrittenAt().AsTime()
 		written[d.Value.GetNode()] = t
 		writes = append(writes, t)
+		nodeStart = append(nodeStart, ms(d.Created.Sub(start)))
 	}
 	var agent []float64
 	for _, s := range status {
@@ -532,7 +612,9 @@ func timeline(ctx context.Context, b *contract.Buckets, o Options, res *Result) 
 	for k := o.MaxParallel; k < len(writes) && k-o.MaxParallel < len(dones); k++ {
 		handoff = append(handoff, float64(writes[k].Sub(dones[k-o.MaxParallel]))/float64(time.Millisecond))
 	}
-	res.AgentMS, res.HandoffMS = median(agent), median(handoff)
+	res.NodeStartP50, res.NodeStartP99 = percentile(nodeStart, 50), percentile(nodeStart, 99)
+	res.AgentP50, res.AgentP99 = percentile(agent, 50), percentile(agent, 99)
+	res.HandoffP50, res.HandoffP99 = percentile(handoff, 50), percentile(handoff, 99)
 	return nil
 }
 
@@ -555,12 +637,4 @@ func (r Result) Line() (string, error) {
 		return "", fmt.Errorf("encode the BENCH line: %w", err)
 	}
 	return "BENCH " + string(b), nil
-}
-
-func median(xs []float64) float64 {
-	if len(xs) == 0 {
-		return 0
-	}
-	slices.Sort(xs)
-	return math.Round(xs[len(xs)/2]*100) / 100
 }

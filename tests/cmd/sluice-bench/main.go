@@ -1,31 +1,23 @@
 // Command sluice-bench runs one measured rollout over simulated agents and
 // prints the result as its last line: BENCH {json}. The coordinator runs in
 // a child process (this binary with --role coordinator) so that its heap is
-// measured on its own.
+// measured on its own, and so is the failover scenario's successor, so that
+// its process can be paused.
 package main
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
-	"runtime"
 	"runtime/pprof"
-	"strings"
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/rs/zerolog"
-
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/logging"
-	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
 	"github.com/sluicehq/sluice/tests/bench"
 )
 
@@ -42,10 +34,13 @@ func run(ctx context.Context, args []string) int {
 	applyMS := fs.Int("apply-ms", 100, "simulated apply latency in milliseconds")
 	failWave := fs.Int("fail-wave", 2, "after the measured rollout, roll out a change in waves of 10, 20, 40 … nodes whose first node of this wave fails, and measure the revert (0: skip)")
 	lease := fs.Duration("leader-lease", contract.DefaultSettings().LeaderLease, "the coordinators' leader lease (the failover scenario's standby takes over after it expires)")
-	failover := fs.Bool("failover", true, "after the other scenarios, roll out a change under two coordinators, kill the leader when half the nodes are written and measure the takeover")
+	nodeLease := fs.Duration("node-lease", contract.DefaultSettings().NodeLease, "the agents' presence lease, given to every component (an agent beats every third of it)")
+	failover := fs.Bool("failover", true, "after the other scenarios, roll out a change under two coordinators, kill the leader when half the nodes are written and measure the takeover; then stop the new leader cleanly mid-rollout and measure that takeover")
+	pauses := fs.Int("pauses", 3, "with --failover, last pause the leader's process (SIGSTOP) for 1s this many times while a standby runs and count the takeovers (0: skip)")
 	perConn := fs.Int("agents-per-conn", 250, "simulated agents sharing one NATS connection")
-	role := fs.String("role", "bench", "bench, or coordinator (internal: the measured child process)")
+	role := fs.String("role", "bench", "bench, or coordinator (internal: a coordinator child process)")
 	server := fs.String("server", "", "NATS URL (with --role coordinator)")
+	instance := fs.String("instance", "bench", "coordinator instance name (with --role coordinator)")
 	logLevel := fs.String("log-level", "error", "log level of the services")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process to the file")
 	if err := fs.Parse(args); err != nil {
@@ -70,11 +65,19 @@ func run(ctx context.Context, args []string) int {
 		defer pprof.StopCPUProfile()
 	}
 	if *role == "coordinator" {
-		return runCoordinator(ctx, *server, *lease, log)
+		spec := bench.CoordinatorSpec{URL: *server, Instance: *instance, LeaderLease: *lease, NodeLease: *nodeLease}
+		if err := bench.RunCoordinator(ctx, spec, log, os.Stdout); err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			return 1
+		}
+		return 0
+	}
+	if !*failover {
+		*pauses = 0 // the pauses are the failover scenario's last phase
 	}
 	res, err := bench.Run(ctx, bench.Options{
 		Nodes: *nodes, MaxParallel: *maxPar, ApplyLatency: time.Duration(*applyMS) * time.Millisecond, AgentsPerConn: *perConn, FailWave: *failWave,
-		LeaderLease: *lease, Failover: *failover, StartCoordinator: childCoordinator(*logLevel), Log: log,
+		LeaderLease: *lease, NodeLease: *nodeLease, Failover: *failover, Pauses: *pauses, StartCoordinator: childCoordinator(*logLevel), Log: log,
 	})
 	line, lerr := res.Line()
 	if lerr != nil {
@@ -90,85 +93,14 @@ func run(ctx context.Context, args []string) int {
 	return 0
 }
 
-// childCoordinator starts this binary as the coordinator process.
-func childCoordinator(logLevel string) func(url string, lease time.Duration) (func() (float64, error), error) {
-	return func(url string, lease time.Duration) (func() (float64, error), error) {
+// childCoordinator starts this binary as a coordinator process.
+func childCoordinator(logLevel string) func(bench.CoordinatorSpec) (bench.Process, error) {
+	return func(s bench.CoordinatorSpec) (bench.Process, error) {
 		self, err := os.Executable()
 		if err != nil {
 			return nil, err
 		}
-		cmd := exec.Command(self, "--role", "coordinator", "--server", url, "--log-level", logLevel, "--leader-lease", lease.String())
-		cmd.Stderr = os.Stderr
-		out, err := cmd.StdoutPipe()
-		if err != nil {
-			return nil, err
-		}
-		if err := cmd.Start(); err != nil {
-			return nil, err
-		}
-		return func() (float64, error) {
-			_ = cmd.Process.Signal(syscall.SIGTERM)
-			var heap float64 = -1
-			sc := bufio.NewScanner(out)
-			for sc.Scan() {
-				if v, ok := strings.CutPrefix(sc.Text(), "HEAP "); ok {
-					var h struct {
-						PeakMB float64 `json:"peak_heap_inuse_mb"`
-					}
-					if err := json.Unmarshal([]byte(v), &h); err == nil {
-						heap = h.PeakMB
-					}
-				}
-			}
-			if err := cmd.Wait(); err != nil {
-				return heap, fmt.Errorf("coordinator process: %w", err)
-			}
-			if heap < 0 {
-				return heap, errors.New("coordinator process reported no heap figure")
-			}
-			return heap, nil
-		}, nil
+		return bench.StartChild(exec.Command(self, "--role", "coordinator", "--server", s.URL, "--instance", s.Instance,
+			"--leader-lease", s.LeaderLease.String(), "--node-lease", s.NodeLease.String(), "--log-level", logLevel))
 	}
-}
-
-// runCoordinator runs the coordinator, sampling the heap, and prints the peak on exit.
-func runCoordinator(ctx context.Context, url string, lease time.Duration, log zerolog.Logger) int {
-	nc, err := nats.Connect(url)
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	defer nc.Close()
-	settings := contract.DefaultSettings()
-	settings.LeaderLease = lease
-	c, err := coordinator.New(coordinator.Config{Conn: nc, Settings: settings, Log: log, Instance: "bench"})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	var peak uint64
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(50 * time.Millisecond)
-		defer t.Stop()
-		var ms runtime.MemStats
-		for {
-			runtime.ReadMemStats(&ms)
-			peak = max(peak, ms.HeapInuse)
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	err = c.Run(ctx)
-	<-done
-	fmt.Printf("HEAP {\"peak_heap_inuse_mb\": %.1f}\n", float64(peak)/(1<<20))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 1
-	}
-	return 0
 }
