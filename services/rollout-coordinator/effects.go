@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"time"
 
@@ -61,18 +62,53 @@ type kvEffects struct {
 
 	mu   sync.Mutex
 	revs map[string]uint64 // bucket/key → revision last read or written (unknownRev: read it again)
+	// configRevs is revs for the nodeconfigs bucket's node keys, by node:
+	// [desired, backup] (absentRev: no entry). A fleet has two such keys
+	// per node, which as "bucket/key" strings in revs cost 180 bytes per
+	// node; here about 60.
+	configRevs map[string]*[2]uint64
 	// listed names the buckets the term's load listed whole, delete markers
 	// included: a key it did not see has never existed (revision 0).
 	listed map[string]bool
 }
 
-// unknownRev marks a key whose revision must be read before writing it.
-const unknownRev = ^uint64(0)
+// unknownRev marks a key whose revision must be read before writing it;
+// absentRev a configRevs slot that holds none.
+const (
+	unknownRev = ^uint64(0)
+	absentRev  = unknownRev - 1
+)
+
+// configSlot says where configRevs keeps key of bucket: its node and
+// which of the two; ok false for every other key.
+func configSlot(bucket, key string) (node string, i int, ok bool) {
+	if bucket != contract.BucketNodeConfigs || contract.IsControlKey(key) {
+		return "", 0, false
+	}
+	node, which, ok := contract.NodeOfConfigKey(key)
+	switch {
+	case !ok:
+		return "", 0, false
+	case which == "desired":
+		return node, 0, true
+	case which == "backup":
+		return node, 1, true
+	}
+	return "", 0, false
+}
 
 func (k *kvEffects) rev(bucket, key string) (uint64, bool) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	r, ok := k.revs[bucket+"/"+key]
+	var r uint64
+	var ok bool
+	if node, i, isConfig := configSlot(bucket, key); isConfig {
+		if revs := k.configRevs[node]; revs != nil && revs[i] != absentRev {
+			r, ok = revs[i], true
+		}
+	} else {
+		r, ok = k.revs[bucket+"/"+key]
+	}
 	if !ok && k.listed[bucket] {
 		return 0, true
 	}
@@ -82,6 +118,20 @@ func (k *kvEffects) rev(bucket, key string) (uint64, bool) {
 func (k *kvEffects) setRev(bucket, key string, rev uint64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
+	if node, i, ok := configSlot(bucket, key); ok {
+		revs := k.configRevs[node]
+		if revs == nil {
+			if k.configRevs == nil {
+				k.configRevs = map[string]*[2]uint64{}
+			}
+			// A copy, stored once (a map assignment stores the key given
+			// again): the key may be cut from a message subject.
+			revs = &[2]uint64{absentRev, absentRev}
+			k.configRevs[strings.Clone(node)] = revs
+		}
+		revs[i] = rev
+		return
+	}
 	k.revs[bucket+"/"+key] = rev
 }
 
@@ -89,9 +139,7 @@ func (k *kvEffects) forget(bucket, key string) {
 	if k == nil {
 		return // a loop on other effects (tests) has no revisions to forget
 	}
-	k.mu.Lock()
-	defer k.mu.Unlock()
-	k.revs[bucket+"/"+key] = unknownRev
+	k.setRev(bucket, key, unknownRev)
 }
 
 // revOf returns key's revision, reading it when unknown. A missing key is 0.

@@ -326,7 +326,7 @@ func (lp *loop) run(ctx context.Context) error {
 				return errors.New("status watcher stopped")
 			}
 			if e.Revision > lp.statusRev[e.Key] {
-				lp.statusRev[e.Key] = e.Revision
+				lp.seenStatus(e.Key, e.Revision)
 			}
 			switch {
 			case e.Err != nil:
@@ -376,17 +376,23 @@ const skipped = "skipped until it is rewritten"
 // follow continue exactly where the read ended.
 func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.NodePresence],
 	statusW <-chan store.Entry[*sluicev1.NodeStatus], headW <-chan store.Entry[*sluicev1.Head]) (rollout.Loaded, error) {
-	ev := rollout.Loaded{Term: lp.term.epoch, InvalidExpiry: lp.cfg.InvalidExpiry}
+	// The nodes' values are taken in one by one as they are read
+	// (rollout.Intake): holding every decoded value of the fleet until
+	// Decide took them was most of the coordinator's peak heap.
+	ev := rollout.Loaded{Term: lp.term.epoch, InvalidExpiry: lp.cfg.InvalidExpiry, Intake: rollout.NewIntake()}
+	presences, statuses := 0, 0
 	// The store bound every value to its key (a presence or status naming
 	// another node — what a compromised agent would write to act as
 	// another — is unreadable: pkg/contract/wellformed).
 	for e := range initial(ctx, lp, contract.BucketNodes, nodesW) {
 		e.Value.Node = e.Key
-		ev.Presence = append(ev.Presence, e.Value)
+		ev.Intake.Presence(e.Value)
+		presences++
 	}
 	for e := range initial(ctx, lp, contract.BucketStatus, statusW) {
 		e.Value.Node = e.Key
-		ev.Status = append(ev.Status, e.Value)
+		ev.Intake.Status(e.Value)
+		statuses++
 		lp.cfg.Metrics.nodePhase(e.Key, e.Value)
 	}
 	for e := range initial(ctx, lp, contract.BucketRevisions, headW) {
@@ -469,7 +475,8 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 	if err != nil {
 		return ev, err
 	}
-	for _, c := range configs {
+	for i, c := range configs {
+		configs[i] = store.Entry[*sluicev1.DesiredConfig]{} // taken in below: the listing need not keep it
 		lp.kv.setRev(contract.BucketNodeConfigs, c.Key, c.Revision)
 		if contract.IsControlKey(c.Key) || c.Deleted {
 			continue
@@ -488,10 +495,10 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 		switch node, which, _ := contract.NodeOfConfigKey(c.Key); which {
 		case "desired":
 			c.Value.Node = node
-			ev.Desired = append(ev.Desired, c.Value)
+			ev.Intake.Desired(c.Value)
 		case "backup":
 			c.Value.Node = node
-			ev.Backups = append(ev.Backups, c.Value)
+			ev.Intake.Backup(c.Value)
 		}
 	}
 	lp.kv.listed[contract.BucketNodeConfigs] = true
@@ -517,7 +524,7 @@ func (lp *loop) load(ctx context.Context, nodesW <-chan store.Entry[*sluicev1.No
 	} else {
 		lp.cfg.Metrics.rolloutSeen(ev.HeadRollout)
 	}
-	lp.log.Info().Int("nodes", len(ev.Presence)).Int("statuses", len(ev.Status)).Uint64("term", lp.term.epoch).
+	lp.log.Info().Int("nodes", presences).Int("statuses", statuses).Uint64("term", lp.term.epoch).
 		Str(logging.FieldRevision, ev.Head.GetRevision()).Str(logging.FieldRollout, ev.Active.GetId()).
 		Msg("leading: state loaded")
 	return ev, nil
@@ -896,6 +903,13 @@ func (lp *loop) writeJob(ctx context.Context, job rollout.WriteDesired) {
 // writeRetry: 50 ms to 5 s: a write that failed under load is sent less and less often; the node's deadlines start when it lands.
 var writeRetry = backoff.Policy{Base: 50 * time.Millisecond, Cap: 5 * time.Second}
 
+// seenStatus records rev as the newest status revision of node key. The
+// key is copied: it is cut from a message subject, which the map would
+// otherwise keep whole (an assignment stores the key it is given).
+func (lp *loop) seenStatus(key string, rev uint64) {
+	lp.statusRev[strings.Clone(key)] = rev
+}
+
 // recheckOverdue reads, from the bucket, the status of every node the next
 // Tick would time out, and steps each one newer than the watch delivered:
 // the deadline rule is decide's (State.Overdue), the reads are the loop's.
@@ -922,7 +936,7 @@ func (lp *loop) recheckOverdue(ctx context.Context) error {
 		if e.Value == nil || e.Revision <= lp.statusRev[e.Key] {
 			continue // nothing read, or the watch delivered it (or newer)
 		}
-		lp.statusRev[e.Key] = e.Revision
+		lp.seenStatus(e.Key, e.Revision)
 		e.Value.Node = e.Key
 		lp.cfg.Metrics.nodePhase(e.Key, e.Value)
 		lp.log.Info().Str("node", e.Key).Uint64("kv_revision", e.Revision).Str("phase", e.Value.GetPhase().String()).

@@ -144,13 +144,37 @@ func (m *Metrics) nodePhase(node string, st *sluicev1.NodeStatus) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if old, ok := m.phases[node]; ok {
+	old, ok := m.phases[node]
+	if st == nil {
+		if ok {
+			m.nodes.WithLabelValues(old).Dec()
+			delete(m.phases, node)
+		}
+		return
+	}
+	p, known := nodePhaseLabels[st.GetPhase()]
+	if !known {
+		p = phaseLabel(st.GetPhase(), "NODE_PHASE_")
+	}
+	if ok && old == p {
+		return
+	}
+	if ok {
 		m.nodes.WithLabelValues(old).Dec()
-		delete(m.phases, node)
 	}
-	if st != nil {
-		p := phaseLabel(st.GetPhase(), "NODE_PHASE_")
-		m.phases[node] = p
-		m.nodes.WithLabelValues(p).Inc()
-	}
+	// One entry per node: its key a copy (node may be cut from a message
+	// subject, and a map assignment stores the key it is given), its label
+	// one string per phase.
+	m.phases[strings.Clone(node)] = p
+	m.nodes.WithLabelValues(p).Inc()
 }
+
+// nodePhaseLabels is every node phase's label, made once.
+var nodePhaseLabels = func() map[sluicev1.NodePhase]string {
+	out := map[sluicev1.NodePhase]string{}
+	for v := range sluicev1.NodePhase_name {
+		p := sluicev1.NodePhase(v)
+		out[p] = phaseLabel(p, "NODE_PHASE_")
+	}
+	return out
+}()

@@ -12,9 +12,9 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// Cost per event (issue 20): a heartbeat that changes nothing and an
-// agent's status report must cost Decide the same whatever the fleet's size
-// and maxParallel. Allocations are deterministic, so the test compares
+// Cost per event (issue 20): a heartbeat that changes nothing, an agent's
+// status report and a tick must cost Decide the same whatever the fleet's
+// size and maxParallel. Allocations are deterministic, so the test compares
 // them (testing.AllocsPerRun); time is only measured by the benchmarks
 // below, never asserted.
 
@@ -29,11 +29,14 @@ const costRuns = 200
 // beat[i] is a heartbeat-only presence update of the i-th node; done[i] the
 // i-th node's Provisioned report (node i is in flight by then: each report
 // starts the next pending node); ack[i] the acknowledgement of the i-th
-// node those reports started.
+// node those reports started; tick a Tick at which no deadline has passed;
+// away the lease expiry and the return of a pending node from the middle
+// of the queue, in turn (the second half of the fleet: none of the reports
+// above starts them).
 type costFleet struct {
-	s               *State
-	beat, done, ack []Event
-	description     string
+	s                           *State
+	beat, done, ack, tick, away []Event
+	description                 string
 }
 
 func newCostFleet(tb testing.TB, nodes, maxPar, count int) *costFleet {
@@ -51,7 +54,7 @@ func newCostFleet(tb testing.TB, nodes, maxPar, count int) *costFleet {
 	}
 	s := NewState()
 	Decide(s, Loaded{Head: head(1, r1.Id, strconv.Itoa(maxPar)), HeadRev: r1, Presence: ps}, t0)
-	if got := len(s.inFlight); got != maxPar {
+	if got := s.inFlight.len(); got != maxPar {
 		tb.Fatalf("in flight after load: %d, want %d", got, maxPar)
 	}
 	for i := range maxPar {
@@ -64,6 +67,11 @@ func newCostFleet(tb testing.TB, nodes, maxPar, count int) *costFleet {
 		f.beat = append(f.beat, Presence{Node: names[i], P: p})
 		f.done = append(f.done, Status{S: status(names[i], provisioned, fp, id)})
 		f.ack = append(f.ack, Status{S: status(names[maxPar+i], inProgress, fp, id)})
+		f.tick = append(f.tick, Tick{})
+	}
+	for i := range min(count, nodes/2-1) {
+		name := names[nodes/2+i]
+		f.away = append(f.away, Presence{Node: name}, Presence{Node: name, P: &sluicev1.NodePresence{Node: name, Labels: map[string]string{"zone": "a"}}})
 	}
 	return f
 }
@@ -96,10 +104,11 @@ func (f *costFleet) cost(evs []Event) (allocs, bytes float64) {
 }
 
 // TestDecide_CostPerEventDoesNotGrowWithFleetOrMaxParallel compares what
-// Decide allocates on a heartbeat-only presence update and on status
-// reports at maxParallel 10 and 1,000 (10,000 nodes) and at 1,000 and
-// 100,000 nodes (maxParallel 10): the same within 2x, in allocations and
-// in bytes.
+// Decide allocates on a heartbeat-only presence update, on status reports
+// and on a tick at maxParallel 10 and 1,000 (10,000 nodes) and at 1,000
+// and 100,000 nodes (maxParallel 10): the same within 2x, in allocations
+// and in bytes. (A tick that collected and sorted the nodes in flight to
+// find the late ones allocated 16 KB per tick at maxParallel 1,000.)
 func TestDecide_CostPerEventDoesNotGrowWithFleetOrMaxParallel(t *testing.T) {
 	pairs := []struct{ small, large [2]int }{
 		{small: [2]int{10_000, 10}, large: [2]int{10_000, 1_000}},
@@ -112,6 +121,7 @@ func TestDecide_CostPerEventDoesNotGrowWithFleetOrMaxParallel(t *testing.T) {
 		{"heartbeat-only presence", func(_ *testing.T, f *costFleet) []Event { return f.beat }},
 		{"status Provisioned (starts the next node)", func(_ *testing.T, f *costFleet) []Event { return f.done }},
 		{"status Provisioning", func(_ *testing.T, f *costFleet) []Event { return f.ack }}, // of the nodes the reports started
+		{"tick, no deadline passed", func(_ *testing.T, f *costFleet) []Event { return f.tick }},
 		// Last: the agents of the nodes in flight keep running (they did
 		// not reach the pause), so the coordinator waits for them, and every
 		// heartbeat would ask which ones it waits for.
@@ -163,6 +173,24 @@ func BenchmarkDecide(b *testing.B) {
 			i := 0
 			for b.Loop() {
 				Decide(f.s, f.beat[i%len(f.beat)], t0)
+				i++
+			}
+		})
+		b.Run(fmt.Sprintf("tick/nodes=%d/maxParallel=%d", nodes, par), func(b *testing.B) {
+			f := newCostFleet(b, nodes, par, 2*costRuns)
+			b.ReportAllocs()
+			for b.Loop() {
+				Decide(f.s, Tick{}, t0)
+			}
+		})
+		b.Run(fmt.Sprintf("pending-leaves-and-returns/nodes=%d/maxParallel=%d", nodes, par), func(b *testing.B) {
+			// A pending node in the middle of the queue leaves, and comes
+			// back: it is taken out of the queue, and put back in its place.
+			f := newCostFleet(b, nodes, par, 2*costRuns)
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				Decide(f.s, f.away[i%len(f.away)], t0)
 				i++
 			}
 		})
@@ -273,7 +301,8 @@ func TestSnapshot_SharesOnlyWhatTheStateNeverChanges(t *testing.T) {
 }
 
 // TestBusy_CountsAndNamesTheFirstThree: busy finds the first three names
-// in one pass, with no sort; what it says is what the sorted list said.
+// among the few at the top of the nodes in flight by name, with no pass
+// over them all; what it says is what the sorted list said.
 func TestBusy_CountsAndNamesTheFirstThree(t *testing.T) {
 	tests := []struct {
 		name  string
@@ -291,7 +320,7 @@ func TestBusy_CountsAndNamesTheFirstThree(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			s := NewState()
 			for _, name := range tt.given {
-				s.inFlight[name] = &node{name: name}
+				s.fly(&node{name: name})
 			}
 			if got := s.busy(false); got != tt.want {
 				t.Errorf("busy = %q, want %q", got, tt.want)

@@ -18,7 +18,7 @@ import (
 // invalid set before any node is touched.
 func (s *State) refuseKnownBad(now time.Time) {
 	var bad []*node
-	for _, n := range s.pending {
+	for _, n := range s.pending.sorted() { // in start order: the first is named
 		// A fingerprint this very rollout recorded (a failure within its
 		// budget, before a restart) does not stop it: it would not have
 		// stopped it without the restart either.
@@ -43,16 +43,13 @@ func (s *State) refuseKnownBad(now time.Time) {
 	}
 	for _, n := range bad {
 		f := s.invalid[n.target]
-		s.pending = removeNode(s.pending, n, byPlace)
+		s.pending.remove(n)
 		s.setProg(n, progRefused)
 		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_REFUSED, f.GetCheck(), f.GetOutput(),
 			fmt.Sprintf("target fingerprint %s is recorded invalid (%s on %s in rollout %s)",
 				render.Short(n.target), orDefault(f.GetCause(), CauseCheckFailed), f.GetNode(), f.GetRollout()))
 	}
-	for _, n := range s.pending {
-		s.setProg(n, progNone) // never started; still counted in the total
-	}
-	s.pending = nil
+	s.dropPending()
 	f := s.invalid[bad[0].target]
 	s.stopReason = fmt.Sprintf("refused before touching any node: %d node(s) would get a fingerprint recorded invalid; first %s → %s, "+
 		"which failed on %s (%s, check %s: %s) in rollout %s; fix the intents, or apply with --retry-invalid to try it again on purpose",
@@ -78,29 +75,19 @@ func (s *State) configureStraggler(n *node, why string) {
 	if s.lastAppliedRev == nil || !n.present || s.joinerWaits(n) {
 		return
 	}
-	cfg := render.NodeConfig(s.lastAppliedRev, n.labels)
-	fp := render.Fingerprint(cfg)
+	fp, cfg := s.renderFor(s.lastAppliedRev, n)
 	if (n.desired.GetFingerprint() == fp && !n.desired.GetCancel()) || s.invalid[fp] != nil {
 		return
 	}
-	d := &sluicev1.DesiredConfig{
-		Node: n.name, Revision: s.lastApplied.GetRevision(), Rollout: s.lastApplied.GetRollout(),
-		Fingerprint: fp, Config: cfg, Operation: contract.ConfigureOperationID(fp), Deadline: durationpb.New(contract.AgentDeadline(DefaultApplyDeadline)),
-	}
+	d := &desired{revision: s.intern(s.lastApplied.GetRevision()), rollout: s.intern(s.lastApplied.GetRollout()),
+		fingerprint: fp, config: cfg, op: opConfigure, deadline: stampOfDuration(durationpb.New(contract.AgentDeadline(DefaultApplyDeadline)))}
 	_, save := s.lastGood(n, fp)
 	n.desired = d
-	s.do(WriteDesired{Desired: cloneDesired(d), Backup: save, Events: []*sluicev1.Event{{
+	s.do(WriteDesired{Desired: d.message(n.name), Backup: save.message(n.name), Events: []*sluicev1.Event{{
 		Kind: contract.KindNode, Id: n.name, Type: "NodeConfigured", Node: n.name,
-		Revision: d.Revision, Rollout: d.Rollout, Fingerprint: fp,
-		Reason: why + " and differs from the configuration in force; it gets the last applied revision " + render.Short(d.Revision),
+		Revision: d.revision, Rollout: d.rollout, Fingerprint: fp,
+		Reason: why + " and differs from the configuration in force; it gets the last applied revision " + render.Short(d.revision),
 	}}})
-}
-
-func cloneDesired(d *sluicev1.DesiredConfig) *sluicev1.DesiredConfig {
-	if d == nil {
-		return nil
-	}
-	return proto.Clone(d).(*sluicev1.DesiredConfig)
 }
 
 func cloneInvalid(f *sluicev1.InvalidFingerprint) *sluicev1.InvalidFingerprint {

@@ -37,20 +37,23 @@ func (s *State) load(ev Loaded, now time.Time) {
 		}
 		s.invalid[f.GetFingerprint()] = f
 	}
+	// Only what decisions read of each value is kept (facts.go): taken in
+	// by the loop as it read them (Intake), or given here.
+	if in := ev.Intake; in != nil && in.s != nil {
+		s.nodes, s.labelSets, s.configs, s.strs = in.s.nodes, in.s.labelSets, in.s.configs, in.s.strs
+		in.s = nil // its nodes are this state's now
+	}
 	for _, p := range ev.Presence {
-		n := s.nodeOf(p.GetNode())
-		n.present, n.labels, n.pauseAck, n.startedAt = true, p.GetLabels(), p.GetPause(), p.GetStartedAt().AsTime()
+		s.takePresence(p)
 	}
 	for _, st := range ev.Status {
-		s.nodeOf(st.GetNode()).status = st
+		s.takeStatus(st)
 	}
 	for _, d := range ev.Desired {
-		s.nodeOf(d.GetNode()).desired = d
+		s.takeDesired(d)
 	}
-	backups := map[string]*sluicev1.DesiredConfig{}
 	for _, b := range ev.Backups {
-		backups[b.GetNode()] = b
-		s.nodeOf(b.GetNode()).backup = b
+		s.takeBackup(b)
 	}
 	active, activeRev := ev.Active, ev.ActiveRev
 	if l := ev.ActiveLost; active == nil && l != nil {
@@ -103,7 +106,7 @@ func (s *State) load(ev Loaded, now time.Time) {
 	default:
 		// Resume: where each node stands is read off its desired config and
 		// status. Deadlines restart now: time without a leader does not count.
-		gone := s.adopt(active, activeRev, backups, now)
+		gone := s.adopt(active, activeRev, now)
 		if s.rollout != nil {
 			why := fmt.Sprintf("leadership term %d resumes the rollout in phase %s: %s",
 				ev.Term, phaseWord(s.rollout.GetPhase()), s.progressLine())
@@ -152,7 +155,7 @@ func (s *State) recordReportedInvalid(now time.Time) {
 	for _, name := range s.sortedNodes() {
 		n := s.nodes[name]
 		st := n.status
-		if st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && s.isRolloutTarget(n, st) {
+		if st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && s.isRolloutTarget(n, st.GetRollout(), st.GetFingerprint()) {
 			s.recordInvalid(n.name, st.GetFingerprint(), st.GetRollout(), st.GetRevision(),
 				orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), causeOf(st.GetFailedCheck()), now)
 		}
@@ -218,14 +221,12 @@ func (s *State) wait(h *sluicev1.Head, rev *sluicev1.Revision) {
 		return
 	}
 	s.stopReason = fmt.Sprintf("superseded by generation %d (revision %s)", h.GetGeneration(), render.Short(h.GetRevision()))
-	for _, p := range s.pending {
-		s.setProg(p, progNone) // never started; still counted in the total
-	}
-	s.pending, s.bakeUntil, r.BakeUntil = nil, time.Time{}, nil
-	r.Reason = fmt.Sprintf("%s; waiting for %d in-flight node(s) to settle", s.stopReason, len(s.inFlight))
+	s.dropPending()
+	s.bakeUntil, r.BakeUntil = time.Time{}, nil
+	r.Reason = fmt.Sprintf("%s; waiting for %d in-flight node(s) to settle", s.stopReason, s.inFlight.len())
 	s.changed()
 	s.emit(s.rolloutEvent("RolloutSuperseding", fmt.Sprintf("%s (whileActive %s): no more nodes start; it ends once %d in-flight node(s) settle",
-		s.stopReason, contract.WhileActiveSupersede, len(s.inFlight))))
+		s.stopReason, contract.WhileActiveSupersede, s.inFlight.len())))
 }
 
 // start starts the rollout of head h.
@@ -243,27 +244,27 @@ func (s *State) start(h *sluicev1.Head, rev *sluicev1.Revision, now time.Time) {
 		Counts:           &sluicev1.RolloutCounts{},
 	}
 	s.rollout, s.rolloutRev = r, rev
-	s.placeAll(nil, now)
+	s.placeAll(false, now)
 	s.do(StartRollout{Rollout: snapshot(r)})
 	s.emit(s.rolloutEvent("RolloutStarted", fmt.Sprintf("%s; %d nodes, %d already up to date; %s",
 		r.GetReason(), r.GetCounts().GetTotal(), r.GetCounts().GetProvisioned(), s.plan.Describe())))
 	s.refuseKnownBad(now)
 }
 
-// adopt resumes r, read back from its record: backups are the revert
-// targets of touched nodes. It returns how many nodes the record counted
-// that are no longer counted: a node the rollout never wrote to leaves no
-// trace of having been in it but the record's total, so one whose lease
-// lapsed while no coordinator led cannot be named (a node the rollout
-// wrote to, or recorded skipped, is still counted and named).
-func (s *State) adopt(r *sluicev1.Rollout, rev *sluicev1.Revision, backups map[string]*sluicev1.DesiredConfig, now time.Time) (gone int) {
+// adopt resumes r, read back from its record: the backups the term read
+// are the revert targets of touched nodes. It returns how many nodes the
+// record counted that are no longer counted: a node the rollout never
+// wrote to leaves no trace of having been in it but the record's total, so
+// one whose lease lapsed while no coordinator led cannot be named (a node
+// the rollout wrote to, or recorded skipped, is still counted and named).
+func (s *State) adopt(r *sluicev1.Rollout, rev *sluicev1.Revision, now time.Time) (gone int) {
 	s.rollout, s.rolloutRev = r, rev
 	if r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING {
-		s.resumeRevert(backups, now)
+		s.resumeRevert(now)
 		return 0
 	}
 	before := r.GetCounts().GetTotal()
-	s.placeAll(backups, now)
+	s.placeAll(true, now)
 	gone = max(0, int(before)-int(r.GetCounts().GetTotal()))
 	if r.GetAbortedBy() != nil {
 		s.stopForAbort(now) // aborted by an operator in an earlier term
@@ -278,11 +279,16 @@ func (s *State) adopt(r *sluicev1.Rollout, rev *sluicev1.Revision, backups map[s
 	return gone
 }
 
-// placeAll places every present node in the rollout, recounting from scratch.
-func (s *State) placeAll(backups map[string]*sluicev1.DesiredConfig, now time.Time) {
+// placeAll places every present node in the rollout, recounting from
+// scratch. Resuming (the term's load), each node's backup, as read, is its
+// revert target; a new rollout has none yet.
+func (s *State) placeAll(resuming bool, now time.Time) {
 	r := s.rollout
-	s.pending, s.inFlight, s.started, s.domainSet, s.bakeUntil, s.baked = nil, map[string]*node{}, 0, false, time.Time{}, false
-	s.reverting, s.revertQ, s.stopReason = false, nil, ""
+	s.pending.clear()
+	s.inFlight.reset()
+	s.started, s.domainSet, s.bakeUntil, s.baked = 0, false, time.Time{}, false
+	s.revertQ.clear()
+	s.reverting, s.stopReason = false, ""
 	s.clockBase, s.clockFrom, s.heldAt = r.GetLeaderTime().AsDuration(), now, time.Time{}
 	prevFailures, prevSkipped := r.GetFailures(), r.GetSkipped()
 	r.Counts = &sluicev1.RolloutCounts{}
@@ -298,7 +304,9 @@ func (s *State) placeAll(backups map[string]*sluicev1.DesiredConfig, now time.Ti
 		n.prog, n.rev, n.previous, n.writtenAt, n.ackAt, n.touched = progNone, revNone, nil, time.Time{}, time.Time{}, false
 		switch {
 		case n.present:
-			n.previous = backups[name]
+			if resuming {
+				n.previous = n.backup
+			}
 			s.place(n, outcomeOf(prevFailures, name), now)
 		case outcomeOf(prevSkipped, name) != nil:
 			// Left during an earlier term and not back: still skipped
@@ -336,10 +344,9 @@ func outcomeOf(list []*sluicev1.NodeOutcome, node string) *sluicev1.NodeOutcome 
 // desired config, status and earlier outcome (prev, from the record) say it is.
 func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
 	r := s.rollout
-	n.config = render.NodeConfig(s.rolloutRev, n.labels)
-	n.target = render.Fingerprint(n.config)
+	n.target, n.config = s.renderFor(s.rolloutRev, n)
 	n.forward = n.target
-	n.domain = contract.DomainSortKey(r.GetStrategy().GetFailureDomain(), n.labels)
+	n.domain = s.domainOf(r.GetStrategy().GetFailureDomain(), n)
 	r.Counts.Total++
 	st, d := n.status, n.desired
 	ours := d.GetRollout() == r.GetId() && d.GetFingerprint() == n.target && !d.GetRevert()
@@ -352,7 +359,7 @@ func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
 	case ours && d.GetCancel() && !(st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED):
 		// Cancelled at its deadline in an earlier term whose record was not saved.
 		s.touchedAgain(n)
-		s.recordTimedOut(n, "its operation "+d.GetOperation()+" was cancelled at its deadline in an earlier term", "", false, now)
+		s.recordTimedOut(n, "its operation "+d.operationOf(n.name)+" was cancelled at its deadline in an earlier term", "", false, now)
 	case st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && d.GetFingerprint() == n.target:
 		if d.GetRollout() == r.GetId() {
 			s.touchedAgain(n)
@@ -376,14 +383,14 @@ func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
 		// Written before a restart: wait for it, with a fresh deadline.
 		s.touchedAgain(n)
 		s.setProg(n, progInFlight)
-		s.inFlight[n.name] = n
 		n.writtenAt = now
 		if st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING {
 			n.ackAt = now
 		}
+		s.fly(n)
 	default:
 		s.setProg(n, progPending)
-		s.pending = insertNode(s.pending, n, byPlace)
+		s.pending.push(n)
 	}
 }
 
@@ -399,12 +406,12 @@ func (s *State) touchedAgain(n *node) {
 // more will start.
 func (s *State) maybeFinish(now time.Time) {
 	r := s.rollout
-	if r == nil || len(s.inFlight) > 0 {
+	if r == nil || s.inFlight.len() > 0 {
 		return
 	}
 	c := r.GetCounts()
 	if s.reverting {
-		if len(s.revertQ) > 0 {
+		if s.revertQ.len() > 0 {
 			return
 		}
 		reason := fmt.Sprintf("%s; %d node(s) reverted to their backups", s.stopReason, c.GetReverted())
@@ -422,7 +429,7 @@ func (s *State) maybeFinish(now time.Time) {
 		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, s.stopReason, now)
 		return
 	}
-	if len(s.pending) > 0 {
+	if s.pending.len() > 0 {
 		return
 	}
 	if f := s.failures(); f > 0 {
@@ -466,7 +473,11 @@ func (s *State) finish(phase sluicev1.RolloutPhase, reason string, now time.Time
 	for _, n := range s.nodes {
 		n.prog, n.rev, n.target, n.config, n.previous, n.touched = progNone, revNone, "", nil, nil, false
 	}
-	s.rollout, s.rolloutRev, s.pending, s.inFlight, s.revertQ = nil, nil, nil, map[string]*node{}, nil
+	s.rollout, s.rolloutRev = nil, nil
+	s.pending.clear()
+	s.inFlight.reset()
+	s.revertQ.clear()
+	s.forgetShared()
 	s.reverting, s.stopReason, s.bakeUntil, s.dirty = false, "", time.Time{}, false
 	if h, rev := s.next, s.nextRev; h != nil {
 		// The waiting head starts now; it places every node.

@@ -22,7 +22,7 @@ const (
 // statusChanged takes an agent's report.
 func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 	n := s.nodeOf(st.GetNode())
-	n.status = st
+	n.status = s.keepReport(st)
 	phase := st.GetPhase()
 	s.recordCarriedInvalid(n, now)
 	if f := s.stoppedThenFailed(n, st); f != nil {
@@ -36,11 +36,11 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 		ev.Fingerprint = n.forward
 		s.emit(ev)
 	}
-	if s.rollout == nil || s.inFlight[n.name] != n || st.GetFingerprint() != n.target {
+	if s.rollout == nil || !s.inFlight.has(n) || st.GetFingerprint() != n.target {
 		// Not what the active rollout waits for. An Invalid report of a
 		// rollout's config is still remembered (I4), e.g. a late report for
 		// a rollout that was superseded or ended meanwhile.
-		if phase == sluicev1.NodePhase_NODE_PHASE_INVALID && s.isRolloutTarget(n, st) {
+		if phase == sluicev1.NodePhase_NODE_PHASE_INVALID && s.isRolloutTarget(n, st.GetRollout(), st.GetFingerprint()) {
 			s.recordInvalid(n.name, st.GetFingerprint(), st.GetRollout(), st.GetRevision(),
 				orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), causeOf(st.GetFailedCheck()), now)
 		}
@@ -49,13 +49,14 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 	if phase == sluicev1.NodePhase_NODE_PHASE_PROVISIONING {
 		if n.ackAt.IsZero() {
 			n.ackAt = now
+			s.reschedule(n)
 		}
 		return
 	}
 	if phase != sluicev1.NodePhase_NODE_PHASE_PROVISIONED && phase != sluicev1.NodePhase_NODE_PHASE_INVALID {
 		return
 	}
-	delete(s.inFlight, n.name)
+	s.land(n)
 	if n.rev == revInFlight {
 		if phase == sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
 			s.reverted(n, fmt.Sprintf("backup %s is in force again", render.Short(n.target)))
@@ -100,14 +101,15 @@ func (s *State) stoppedThenFailed(n *node, st *sluicev1.NodeStatus) *failedRepor
 	return nil
 }
 
-// isRolloutTarget reports whether st reports on a config a rollout put on
-// n as its target, rather than a revert to its backup.
-func (s *State) isRolloutTarget(n *node, st *sluicev1.NodeStatus) bool {
-	if st.GetRollout() == "" || st.GetFingerprint() == "" {
+// isRolloutTarget reports whether a status of rollout on fingerprint fp
+// reports on a config a rollout put on n as its target, rather than a
+// revert to its backup.
+func (s *State) isRolloutTarget(n *node, rollout, fp string) bool {
+	if rollout == "" || fp == "" {
 		return false
 	}
 	d := n.desired
-	return !(d.GetRevert() && d.GetFingerprint() == st.GetFingerprint())
+	return !(d.GetRevert() && d.GetFingerprint() == fp)
 }
 
 // recordCarriedInvalid records the last Invalid report the agent carries in
@@ -152,8 +154,9 @@ func (s *State) overBudget(what string, now time.Time) {
 // written starts the pickup deadline of a node whose desired config (or
 // revert) write landed, if the rollout still waits for that config.
 func (s *State) written(name, fp string, now time.Time) {
-	if n := s.inFlight[name]; n != nil && n.target == fp && n.writtenAt.IsZero() {
+	if n := s.inFlight.get(name); n != nil && n.target == fp && n.writtenAt.IsZero() {
 		n.writtenAt = now
+		s.reschedule(n)
 	}
 }
 
@@ -170,21 +173,16 @@ func (s *State) tick(now time.Time) {
 		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, reason+"; nodes are left as they are", now)
 		return
 	}
-	names := make([]string, 0, len(s.inFlight))
-	for name := range s.inFlight {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
-		n := s.inFlight[name]
-		if n == nil || s.rollout == nil {
+	// Only the nodes whose deadline passed are looked at, by name.
+	for _, n := range s.overdue(now) {
+		if !s.inFlight.has(n) || s.rollout == nil {
 			continue // an earlier timeout stopped the rollout and took it out of flight
 		}
 		why := s.late(n, now)
 		if why == "" {
 			continue
 		}
-		delete(s.inFlight, name)
+		s.land(n)
 		if n.rev == revInFlight {
 			// A revert is never cancelled: what it writes is the node's
 			// backup, the config it should run however late its agent gets
@@ -200,21 +198,6 @@ func (s *State) tick(now time.Time) {
 		s.timedOut(n, why, "", now)
 	}
 	s.changed() // leader time moved
-}
-
-// late says why in-flight node n is past its deadline at now, "" when it
-// is not: the one rule that tick enforces and Overdue reports.
-func (s *State) late(n *node, now time.Time) string {
-	switch {
-	case s.heldAtAgent(n):
-		return "" // its agent, paused and idle, holds the operation: not late
-	case n.ackAt.IsZero() && !n.writtenAt.IsZero() && !s.pause.GetPaused() && now.Sub(n.writtenAt) > s.plan.PickupDeadline:
-		// (Under the control plane's pause its agent holds it: not late.)
-		return fmt.Sprintf("its agent did not acknowledge %s within the pickup deadline %s", render.Short(n.target), s.plan.PickupDeadline)
-	case !n.ackAt.IsZero() && now.Sub(n.ackAt) > s.plan.ApplyDeadline:
-		return fmt.Sprintf("no final report within the apply deadline %s after its agent acknowledged", s.plan.ApplyDeadline)
-	}
-	return ""
 }
 
 // Returning says whether presence p of node brings it back — it is not
@@ -253,12 +236,9 @@ func (s *State) Overdue(now time.Time) []string {
 		return nil
 	}
 	var out []string
-	for name, n := range s.inFlight {
-		if s.late(n, now) != "" {
-			out = append(out, name)
-		}
+	for _, n := range s.overdue(now) {
+		out = append(out, n.name)
 	}
-	sort.Strings(out)
 	return out
 }
 
@@ -269,11 +249,11 @@ func (s *State) cancelOperation(n *node, why string) {
 	if n.desired == nil || n.desired.GetCancel() {
 		return
 	}
-	d := cloneDesired(n.desired)
-	d.Cancel, d.WrittenAt, d.LeaderEpoch = true, nil, 0
-	n.desired = d
-	s.do(WriteDesired{Desired: cloneDesired(d), Events: []*sluicev1.Event{s.nodeEvent(n, "NodeOperationCancelled",
-		fmt.Sprintf("operation %s cancelled: %s", d.GetOperation(), why))}})
+	d := *n.desired
+	d.cancel, d.writtenAt, d.epoch = true, stamp{}, 0
+	n.desired = &d
+	s.do(WriteDesired{Desired: d.message(n.name), Events: []*sluicev1.Event{s.nodeEvent(n, "NodeOperationCancelled",
+		fmt.Sprintf("operation %s cancelled: %s", d.operationOf(n.name), why))}})
 }
 
 // timedOut records that n's operation did not finish within its deadline:
@@ -344,17 +324,17 @@ func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 		}
 		if n.rev == revQueued || n.rev == revInFlight {
 			// It cannot be reverted while away; when it comes back it is.
-			s.revertQ = removeNode(s.revertQ, n, byName)
-			delete(s.inFlight, name)
+			s.revertQ.remove(n)
+			s.land(n)
 			s.setRev(n, revNone)
 			s.emit(s.nodeEvent(n, "NodeRevertDeferred", "node left (presence lease expired) before its revert finished; it is reverted when it comes back"))
 			return
 		}
 		switch n.prog {
 		case progPending:
-			s.pending = removeNode(s.pending, n, byPlace)
+			s.pending.remove(n)
 		case progInFlight:
-			delete(s.inFlight, name)
+			s.land(n)
 		default:
 			return
 		}
@@ -364,7 +344,13 @@ func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 		return
 	}
 	joined := !n.present
-	n.present, n.labels, n.pauseAck, n.startedAt = true, p.GetLabels(), p.GetPause(), p.GetStartedAt().AsTime()
+	s.setLabels(n, p.GetLabels())
+	ack := agentPauseOf(p.GetPause())
+	n.present, n.startedAt = true, p.GetStartedAt().AsTime()
+	if ack != n.pauseAck {
+		n.pauseAck = ack
+		s.reschedule(n) // whether its agent holds what is in flight there
+	}
 	if !joined {
 		return
 	}

@@ -31,7 +31,7 @@ func (s *State) pauseChanged(r *sluicev1.PauseRequest, now time.Time) {
 	}
 	was := s.pause.GetPaused()
 	held := map[string]bool{}
-	for name, n := range s.inFlight {
+	for name, n := range s.inFlight.all() {
 		if s.heldAtAgent(n) {
 			held[name] = true
 		}
@@ -39,6 +39,11 @@ func (s *State) pauseChanged(r *sluicev1.PauseRequest, now time.Time) {
 	s.pause = clonePause(r)
 	if was && !r.GetPaused() {
 		s.resumePickups(held, now)
+	}
+	// Every deadline in flight depends on the pause (an operator's
+	// request: once per request, not per event).
+	s.rescheduleAll()
+	if was && !r.GetPaused() {
 		s.configureStragglers() // nodes frozen while paused get the revision in force
 	}
 	if !was && r.GetPaused() {
@@ -75,7 +80,7 @@ func (s *State) joinerWaits(n *node) bool {
 // or an operation its agent (paused, idle — e.g. restarted mid-apply)
 // was not running. Its agent acknowledges it again once it starts it.
 func (s *State) resumePickups(held map[string]bool, now time.Time) {
-	for name, n := range s.inFlight {
+	for name, n := range s.inFlight.all() {
 		switch {
 		case held[name]:
 			n.ackAt, n.writtenAt = time.Time{}, now
@@ -90,7 +95,14 @@ func (s *State) resumePickups(held map[string]bool, now time.Time) {
 // not running (its deadlines stand still).
 func (s *State) heldAtAgent(n *node) bool {
 	p := s.pause
-	return p.GetPaused() && n.pauseAck.GetPaused() && contract.PauseReached(n.pauseAck, p.GetGeneration())
+	return p.GetPaused() && n.pauseAck.paused && n.pauseAck.reached(p.GetGeneration())
+}
+
+// workingAtAgent reports whether the control plane's pause waits for n's
+// operation (busy): not a write that landed and that its agent has not
+// picked up, nor one its agent holds (heldAtAgent).
+func (s *State) workingAtAgent(n *node) bool {
+	return !((n.ackAt.IsZero() && !n.writtenAt.IsZero()) || s.heldAtAgent(n))
 }
 
 // busy says which node operations the coordinator started are still
@@ -98,8 +110,8 @@ func (s *State) heldAtAgent(n *node) bool {
 // landed at a node whose agent has not picked it up is not running: that
 // agent, paused too, will not start it. It is asked only while a pause is
 // requested (syncPause), and its answer is kept across steps that cannot
-// change it (Decide): per event it costs nothing unless paused, and one
-// pass over the nodes in flight, with no sort, when a step changed them.
+// change it (Decide): per event it costs nothing unless paused, and a look
+// at seven nodes in flight at most, when a step changed them (running).
 func (s *State) busy(controlPlane bool) string {
 	i := 0
 	if controlPlane {
@@ -112,23 +124,15 @@ func (s *State) busy(controlPlane bool) string {
 }
 
 // running is busy's answer, worked out: how many node operations run and
-// the first three nodes by name.
+// the first three nodes by name. The nodes in flight are kept by name
+// (flight), those the control plane's pause waits for apart: it looks at
+// seven of them at most, however many are in flight.
 func (s *State) running(controlPlane bool) string {
-	count := 0
-	var first [3]string // the first names in order, of min(count, 3)
-	for name, n := range s.inFlight {
-		if controlPlane && ((n.ackAt.IsZero() && !n.writtenAt.IsZero()) || s.heldAtAgent(n)) {
-			continue
-		}
-		i := min(count, len(first))
-		count++
-		for i > 0 && name < first[i-1] {
-			i--
-		}
-		if i < len(first) {
-			copy(first[i+1:], first[i:]) // the last one drops out
-			first[i] = name
-		}
+	q := s.inFlight.nodes(controlPlane)
+	count := q.len()
+	var first []string
+	for _, n := range q.least(3) {
+		first = append(first, n.name)
 	}
 	switch {
 	case count == 0:
@@ -136,7 +140,7 @@ func (s *State) running(controlPlane bool) string {
 	case count > len(first):
 		return fmt.Sprintf("%d node operation(s) in flight (%s, %s, %s, …)", count, first[0], first[1], first[2])
 	}
-	return fmt.Sprintf("%d node operation(s) in flight (%v)", count, first[:count])
+	return fmt.Sprintf("%d node operation(s) in flight (%v)", count, first)
 }
 
 // quietBeat reports whether ev is a presence heartbeat of a node already
@@ -148,8 +152,7 @@ func (s *State) quietBeat(ev Event) bool {
 		return false
 	}
 	n := s.nodes[p.Node]
-	ack := p.P.GetPause()
-	return n != nil && n.present && n.pauseAck.GetPaused() == ack.GetPaused() && n.pauseAck.GetGeneration() == ack.GetGeneration()
+	return n != nil && n.present && n.pauseAck == agentPauseOf(p.P.GetPause())
 }
 
 // syncPause runs after every step: it stops or restarts the rollout's

@@ -18,7 +18,7 @@ func (s *State) startRevert(now time.Time, reason string) {
 	r := s.rollout
 	s.reverting, s.stopReason, s.bakeUntil = true, reason, time.Time{}
 	r.Phase, r.Reason, r.BakeUntil = sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING, reason, nil
-	s.revertQ = nil
+	s.revertQ.clear()
 	for _, name := range s.sortedNodes() {
 		n := s.nodes[name]
 		if !n.touched || !n.present || n.rev != revNone {
@@ -26,7 +26,7 @@ func (s *State) startRevert(now time.Time, reason string) {
 		}
 		switch n.prog {
 		case progInFlight:
-			delete(s.inFlight, n.name)
+			s.land(n)
 			s.setProg(n, progStopped)
 		case progProvisioned, progFailed, progTimedOut:
 		default:
@@ -34,13 +34,10 @@ func (s *State) startRevert(now time.Time, reason string) {
 		}
 		s.queueRevert(n)
 	}
-	for _, p := range s.pending {
-		s.setProg(p, progNone) // never started; still counted in the total
-	}
-	s.pending = nil
+	s.dropPending()
 	s.changed()
 	s.emit(s.rolloutEvent("RolloutReverting", fmt.Sprintf("%s; reverting %d touched node(s) to their backups, %d at a time",
-		reason, len(s.revertQ), s.plan.MaxParallel)))
+		reason, s.revertQ.len(), s.plan.MaxParallel)))
 }
 
 // queueRevert queues n for its revert target, or fails its revert when the
@@ -57,41 +54,40 @@ func (s *State) queueRevert(n *node) {
 	n.target, n.config = backup.GetFingerprint(), backup.GetConfig()
 	n.revertNote = why
 	s.setRev(n, revQueued)
-	s.revertQ = insertNode(s.revertQ, n, byName)
+	s.revertQ.push(n)
 }
 
 // revertTarget is what a touched node goes back to: its backup; without one,
 // the last applied revision's config for it (a revert never writes the empty
 // config over a node that had one); the empty config only for a node that
 // never had any, as far as anything stored says.
-func (s *State) revertTarget(n *node) (*sluicev1.DesiredConfig, string) {
+func (s *State) revertTarget(n *node) (*desired, string) {
 	if n.previous != nil {
 		return n.previous, ""
 	}
 	if s.lastAppliedRev != nil {
-		cfg := render.NodeConfig(s.lastAppliedRev, n.labels)
-		return &sluicev1.DesiredConfig{Node: n.name, Revision: s.lastApplied.GetRevision(), Config: cfg, Fingerprint: render.Fingerprint(cfg)},
+		fp, cfg := s.renderFor(s.lastAppliedRev, n)
+		return &desired{revision: s.intern(s.lastApplied.GetRevision()), config: cfg, fingerprint: fp},
 			fmt.Sprintf("it has no backup: reverted to the last applied revision %s instead", render.Short(s.lastApplied.GetRevision()))
 	}
 	cfg := &sluicev1.NodeConfig{}
-	return &sluicev1.DesiredConfig{Node: n.name, Config: cfg, Fingerprint: render.Fingerprint(cfg)},
+	return &desired{config: cfg, fingerprint: render.Fingerprint(cfg)},
 		"it had no config before this rollout and nothing was ever applied: reverted to the empty config"
 }
 
 // fillRevert writes revert targets while slots are free.
 func (s *State) fillRevert(now time.Time) {
 	r := s.rollout
-	for len(s.inFlight) < s.plan.MaxParallel && len(s.revertQ) > 0 {
-		n := s.revertQ[0]
-		s.revertQ = s.revertQ[1:]
-		s.inFlight[n.name] = n
+	for s.inFlight.len() < s.plan.MaxParallel && s.revertQ.len() > 0 {
+		n := s.revertQ.pop()
 		n.writtenAt, n.ackAt = time.Time{}, time.Time{} // the deadline starts when the write lands
+		s.fly(n)
 		s.setRev(n, revInFlight)
-		d := proto.Clone(n.previous).(*sluicev1.DesiredConfig)
-		d.Node, d.Rollout, d.Revert, d.Proven, d.WrittenAt, d.LeaderEpoch = n.name, r.GetId(), true, false, nil, 0
-		d.Operation, d.Deadline = contract.OperationID(r.GetId(), n.name, contract.OpRevert), durationpb.New(contract.AgentDeadline(s.plan.ApplyDeadline))
-		n.desired = d
-		w := WriteDesired{Desired: cloneDesired(d)}
+		d := *n.previous
+		d.rollout, d.revert, d.proven, d.writtenAt, d.epoch = s.intern(r.GetId()), true, false, stamp{}, 0
+		d.op, d.operation, d.deadline = opRevert, "", stampOfDuration(durationpb.New(contract.AgentDeadline(s.plan.ApplyDeadline)))
+		n.desired = &d
+		w := WriteDesired{Desired: d.message(n.name)}
 		if n.revertNote != "" {
 			w.Events = append(w.Events, s.nodeEvent(n, "NodeRevertTarget", n.revertNote))
 		}
@@ -149,7 +145,7 @@ func (s *State) revertFailed(n *node, msg, todo string) {
 // last save): the status itself while the desired config is still the
 // forward one, or else the last Invalid report the agent carries (its revert
 // may already have overwritten the status). nil when it did not fail.
-func forwardFailed(n *node, rollout string, d *sluicev1.DesiredConfig, st *sluicev1.NodeStatus) *failedReport {
+func forwardFailed(n *node, rollout string, d *desired, st *report) *failedReport {
 	if !d.GetRevert() && st.GetFingerprint() == n.forward && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID {
 		return &failedReport{check: st.GetFailedCheck(), output: st.GetCheckOutput(), message: st.GetMessage()}
 	}
@@ -162,9 +158,11 @@ func forwardFailed(n *node, rollout string, d *sluicev1.DesiredConfig, st *sluic
 // failedReport is what a node said about a config that failed on it.
 type failedReport struct{ check, output, message string }
 
-func (s *State) resumeRevert(backups map[string]*sluicev1.DesiredConfig, now time.Time) {
+func (s *State) resumeRevert(now time.Time) {
 	r := s.rollout
-	s.pending, s.inFlight, s.revertQ = nil, map[string]*node{}, nil
+	s.pending.clear()
+	s.inFlight.reset()
+	s.revertQ.clear()
 	s.reverting, s.stopReason = true, r.GetReason()
 	s.clockBase, s.clockFrom, s.heldAt = r.GetLeaderTime().AsDuration(), now, time.Time{}
 	c := countsOf(r.GetCounts())
@@ -182,8 +180,8 @@ func (s *State) resumeRevert(backups map[string]*sluicev1.DesiredConfig, now tim
 			continue // untouched
 		}
 		n.touched = true
-		n.previous = backups[name]
-		n.forward = render.Fingerprint(render.NodeConfig(s.rolloutRev, n.labels))
+		n.previous = n.backup // as the term read it: the revert target
+		n.forward, _ = s.renderFor(s.rolloutRev, n)
 		// Its forward outcome: as the record has it; failed while no leader
 		// ran; or stopped in flight (a later Invalid report still counts).
 		switch prev := outcomeOf(r.GetFailures(), name); {
@@ -224,12 +222,12 @@ func (s *State) resumeRevert(backups map[string]*sluicev1.DesiredConfig, now tim
 				render.Short(n.target), checkFailed(orDefault(st.GetFailedCheck(), "unknown check"), st.GetMessage())), needsOperator)
 		case n.present:
 			// Written back before the restart: wait for it, with a fresh deadline.
-			s.inFlight[n.name] = n
 			s.setRev(n, revInFlight)
 			n.writtenAt = now
 			if st.GetFingerprint() == d.GetFingerprint() && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING {
 				n.ackAt = now
 			}
+			s.fly(n)
 		}
 	}
 	s.changed()
@@ -273,14 +271,12 @@ func (s *State) stopForAbort(now time.Time) {
 		if s.stopReason == "" {
 			s.stopReason = why + "; touched nodes keep what they run"
 		}
-		for _, p := range s.pending {
-			s.setProg(p, progNone) // never started; still counted in the total
-		}
-		s.pending, s.bakeUntil, r.BakeUntil = nil, time.Time{}, nil
-		r.Reason = fmt.Sprintf("%s; waiting for %d in-flight node(s) to settle", s.stopReason, len(s.inFlight))
+		s.dropPending()
+		s.bakeUntil, r.BakeUntil = time.Time{}, nil
+		r.Reason = fmt.Sprintf("%s; waiting for %d in-flight node(s) to settle", s.stopReason, s.inFlight.len())
 		s.changed()
 		s.emit(s.rolloutEvent("RolloutAborting", fmt.Sprintf("%s; no more nodes start, nothing is reverted; it ends once %d in-flight node(s) settle",
-			why, len(s.inFlight))))
+			why, s.inFlight.len())))
 	default:
 		s.startRevert(now, why)
 	}

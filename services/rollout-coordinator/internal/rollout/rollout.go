@@ -6,10 +6,17 @@
 // order and never re-derives a decision from a phase.
 //
 // The files follow the concerns: state.go (what is known of each node),
+// facts.go (what is kept of each stored value, and what nodes share),
 // lifecycle.go (load, start, resume, finish), scheduling.go (waves, domains,
-// bake), outcomes.go (reports, deadlines, presence), revert.go and guards.go
-// (known-bad fingerprints, nodes outside a rollout). docs/rollouts.md draws
-// the state machine.
+// bake), outcomes.go (reports, deadlines, presence), flight.go (the nodes in
+// flight and their deadlines), queue.go (the pending and revert queues),
+// revert.go and guards.go (known-bad fingerprints, nodes outside a rollout).
+// docs/rollouts.md draws the state machine.
+//
+// Cost: the state keeps about 700 bytes per node, and no event but a
+// term's load, a rollout's start or end, or an operator's pause or resume
+// costs work that grows with the fleet or with maxParallel (cost_test.go,
+// memory_test.go).
 package rollout
 
 import (
@@ -51,6 +58,10 @@ type (
 		// InvalidExpiry, when positive, forgives a fingerprint recorded
 		// invalid that long ago (Config.InvalidExpiry; off by default).
 		InvalidExpiry time.Duration
+		// Intake holds the nodes' values taken in as the loop read them
+		// (NewIntake), besides or instead of Presence, Status, Desired and
+		// Backups. Decide takes its nodes over: it is spent after.
+		Intake *Intake
 	}
 	// HeadMoved: the configurator moved revisions/head.
 	HeadMoved struct {
@@ -176,7 +187,7 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 		n.status, n.desired, n.backup = nil, nil, nil
 		if n.present {
 			n.present = false
-			s.presence(n.name, &sluicev1.NodePresence{Node: n.name, Labels: n.labels}, now)
+			s.presence(n.name, &sluicev1.NodePresence{Node: n.name, Labels: n.labelMap()}, now)
 		}
 	case Tick:
 		s.expireInvalid(now)

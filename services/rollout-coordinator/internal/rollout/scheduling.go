@@ -27,7 +27,7 @@ func (s *State) fill(now time.Time) {
 		return
 	}
 	r := s.rollout
-	for len(s.inFlight) < s.plan.MaxParallel && len(s.pending) > 0 {
+	for s.inFlight.len() < s.plan.MaxParallel && s.pending.len() > 0 {
 		if !s.bakeUntil.IsZero() {
 			if now.Before(s.bakeUntil) {
 				break
@@ -36,10 +36,10 @@ func (s *State) fill(now time.Time) {
 			r.BakeUntil = nil
 			s.changed()
 		}
-		n := s.pending[0]
+		n := s.pending.first()
 		boundary, what := s.boundary(n)
 		if boundary {
-			if len(s.inFlight) > 0 {
+			if s.inFlight.len() > 0 {
 				break // finish the stage first
 			}
 			if s.plan.Bake > 0 && !s.baked && s.started > 0 {
@@ -54,22 +54,20 @@ func (s *State) fill(now time.Time) {
 			s.advance(n)
 			s.openStage(now)
 		}
-		s.pending = s.pending[1:]
+		s.pending.remove(n)
 		s.started++
 		s.setProg(n, progInFlight)
-		s.inFlight[n.name] = n
 		// The pickup deadline starts when the write lands (Written), not
 		// now: a write the control plane holds up is not the node's delay.
 		n.writtenAt, n.ackAt, n.touched = time.Time{}, time.Time{}, true
-		d := &sluicev1.DesiredConfig{
-			Node: n.name, Revision: r.GetRevision(), Rollout: r.GetId(), Fingerprint: n.target, Config: n.config,
-			Operation: contract.OperationID(r.GetId(), n.name, contract.OpApply), Deadline: durationpb.New(contract.AgentDeadline(s.plan.ApplyDeadline)),
-		}
+		s.fly(n)
+		d := &desired{revision: s.intern(r.GetRevision()), rollout: s.intern(r.GetId()), fingerprint: n.target, config: n.config,
+			op: opApply, deadline: stampOfDuration(durationpb.New(contract.AgentDeadline(s.plan.ApplyDeadline)))}
 		r.Counts.Attempted++
-		var save *sluicev1.DesiredConfig
+		var save *desired
 		n.previous, save = s.lastGood(n, n.target)
 		n.desired = d
-		s.do(WriteDesired{Desired: cloneDesired(d), Backup: save})
+		s.do(WriteDesired{Desired: d.message(n.name), Backup: save.message(n.name)})
 	}
 }
 
@@ -83,7 +81,7 @@ func (s *State) fill(now time.Time) {
 // on another node (a rollout that partially failed leaves it in force here).
 // A node with no status to go by is judged by the records alone
 // (unreportedInForce): the absence of a report is not a report.
-func (s *State) lastGood(n *node, target string) (revertTo, save *sluicev1.DesiredConfig) {
+func (s *State) lastGood(n *node, target string) (revertTo, save *desired) {
 	d := n.desired
 	proven := n.status.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && n.status.GetFingerprint() == d.GetFingerprint()
 	switch {
@@ -99,10 +97,10 @@ func (s *State) lastGood(n *node, target string) (revertTo, save *sluicev1.Desir
 	// Proven; or the node never had a backup, and its desired config is the
 	// best guess of what it runs; or it has no status and the records say
 	// its desired config is its last-good.
-	b := cloneDesired(d)
-	b.Proven = proven
-	n.backup = b
-	return cloneDesired(b), cloneDesired(b)
+	b := *d
+	b.proven = proven
+	n.backup = &b
+	return n.backup, n.backup
 }
 
 // unreportedInForce reports whether n has no status to go by while its
@@ -117,7 +115,7 @@ func (s *State) lastGood(n *node, target string) (revertTo, save *sluicev1.Desir
 // no longer in force (chaos seed 100, I1). The revision is compared by id:
 // its content may be unreadable too (seed 100 had both). A d of another
 // revision (a rollout rolled back while the node was away) leaves the backup.
-func (s *State) unreportedInForce(n *node, d *sluicev1.DesiredConfig) bool {
+func (s *State) unreportedInForce(n *node, d *desired) bool {
 	return n.status == nil && !d.GetCancel() && s.invalid[d.GetFingerprint()] == nil &&
 		d.GetRevision() != "" && d.GetRevision() == s.lastApplied.GetRevision()
 }

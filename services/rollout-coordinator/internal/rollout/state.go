@@ -3,7 +3,6 @@ package rollout
 import (
 	"cmp"
 	"fmt"
-	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -14,7 +13,7 @@ import (
 // progress is where a node is in the active rollout's forward direction.
 // Once final (provisioned, failed, timed out, skipped, refused) it stays: a
 // revert does not change what happened, so counts stay exact.
-type progress int
+type progress uint8
 
 const (
 	progNone        progress = iota // not part of the active rollout
@@ -34,7 +33,7 @@ func (p progress) String() string {
 }
 
 // revertState is where a touched node is in the revert after the rollout stopped.
-type revertState int
+type revertState uint8
 
 const (
 	revNone     revertState = iota
@@ -44,29 +43,36 @@ const (
 	revFailed               // the revert failed, timed out or had no safe target
 )
 
-// node is what the coordinator knows of one node.
+// node is what the coordinator knows of one node. The stored values it
+// keeps are the small structs of facts.go, not the decoded messages.
 type node struct {
 	name    string
 	present bool
-	labels  map[string]string
-	status  *sluicev1.NodeStatus
-	desired *sluicev1.DesiredConfig // as last read or written
-	backup  *sluicev1.DesiredConfig // its backup key, as last read or written
+	labels  *labelSet // shared with every node of equal labels
+	status  *report
+	desired *desired // as last read or written
+	backup  *desired // its backup key, as last read or written
 
 	// Within the active rollout:
 	prog       progress
 	rev        revertState
-	domain     string // sort key of its failure-domain value
-	target     string // fingerprint the rollout (or revert) puts on this node
-	forward    string // the rollout's target for it, kept while it is reverted
-	config     *sluicev1.NodeConfig
-	previous   *sluicev1.DesiredConfig // desired config before this rollout wrote it: the revert target
-	touched    bool                    // this rollout wrote its desired config
-	writtenAt  time.Time               // when its desired config write landed (Written), in this term; zero before
-	ackAt      time.Time               // when its agent acknowledged (Provisioning); zero before
-	revertNote string                  // why its revert target is not its backup, if it is not
-	pauseAck   *sluicev1.PauseAck      // the control-plane pause its agent reached (its presence)
-	startedAt  time.Time               // when its agent started, as its presence last said
+	domain     string               // sort key of its failure-domain value
+	target     string               // fingerprint the rollout (or revert) puts on this node
+	forward    string               // the rollout's target for it, kept while it is reverted
+	config     *sluicev1.NodeConfig // target's config, shared: never changed
+	previous   *desired             // desired config before this rollout wrote it: the revert target
+	touched    bool                 // this rollout wrote its desired config
+	writtenAt  time.Time            // when its desired config write landed (Written), in this term; zero before
+	ackAt      time.Time            // when its agent acknowledged (Provisioning); zero before
+	revertNote string               // why its revert target is not its backup, if it is not
+	pauseAck   agentPause           // the control-plane pause its agent reached (its presence)
+	startedAt  time.Time            // when its agent started, as its presence last said
+
+	// Its places in the queues holding it (queue.go): pending, the revert
+	// queue, and in flight by deadline (due, when it becomes late), by
+	// name, and by name among those the control plane's pause waits for.
+	pi, ri, di, ni, wi int32
+	due                time.Time
 }
 
 // State is everything Decide needs. The loop owns it; only Decide changes it.
@@ -87,18 +93,18 @@ type State struct {
 	rollout    *sluicev1.Rollout // the active rollout, nil when none
 	rolloutRev *sluicev1.Revision
 	plan       plan
-	pending    []*node          // sorted by (domain, name)
-	inFlight   map[string]*node // desired (or revert) written, no outcome yet
-	started    int              // nodes started in this rollout (for waves)
-	domainSet  bool             // a failure-domain value is in progress
-	bakeUntil  time.Time        // no node starts before it
-	baked      bool             // the bake before the next stage is over
-	reverting  bool             // stopped over budget: putting touched nodes back
-	revertQ    []*node          // sorted by name
-	stopReason string           // why the rollout stopped, for the final reason
-	clockBase  time.Duration    // leader time the rollout had at the start of this term
-	clockFrom  time.Time        // start of this term (or of the rollout)
-	heldAt     time.Time        // when a pause began holding the rollout: its clock stands still since
+	pending    queue         // by (domain, name)
+	inFlight   flight        // desired (or revert) written, no outcome yet
+	started    int           // nodes started in this rollout (for waves)
+	domainSet  bool          // a failure-domain value is in progress
+	bakeUntil  time.Time     // no node starts before it
+	baked      bool          // the bake before the next stage is over
+	reverting  bool          // stopped over budget: putting touched nodes back
+	revertQ    queue         // by name
+	stopReason string        // why the rollout stopped, for the final reason
+	clockBase  time.Duration // leader time the rollout had at the start of this term
+	clockFrom  time.Time     // start of this term (or of the rollout)
+	heldAt     time.Time     // when a pause began holding the rollout: its clock stands still since
 
 	// Pause (pause.go): the control plane's request, each rollout's, and
 	// the acknowledgement of the control plane's last handed to the loop.
@@ -120,6 +126,14 @@ type State struct {
 
 	nodes map[string]*node
 
+	// What nodes share (facts.go): label sets by their canonical key,
+	// configs by fingerprint, interned strings; noLabels stands for the
+	// labels of a node whose presence was never read.
+	labelSets map[string]*labelSet
+	configs   map[string]*sluicev1.NodeConfig
+	strs      map[string]string
+	noLabels  labelSet
+
 	// next is the newest head waiting for the running rollout to end (its
 	// strategy's whileActive says whether it stops that one first).
 	next    *sluicev1.Head
@@ -133,15 +147,21 @@ type State struct {
 
 // NewState returns an empty state; the Loaded event fills it.
 func NewState() *State {
-	return &State{nodes: map[string]*node{}, invalid: map[string]*sluicev1.InvalidFingerprint{}, inFlight: map[string]*node{},
-		forgiven: map[string]time.Time{}, rolloutPause: map[string]*sluicev1.PauseRequest{}}
+	return &State{nodes: map[string]*node{}, invalid: map[string]*sluicev1.InvalidFingerprint{}, inFlight: newFlight(),
+		forgiven: map[string]time.Time{}, rolloutPause: map[string]*sluicev1.PauseRequest{},
+		pending:   queue{less: func(a, b *node) bool { return byPlace(a, b) < 0 }, at: func(n *node) *int32 { return &n.pi }},
+		revertQ:   queue{less: nameLess, at: func(n *node) *int32 { return &n.ri }},
+		labelSets: map[string]*labelSet{}, configs: map[string]*sluicev1.NodeConfig{}, strs: map[string]string{}}
 }
 
 func (s *State) nodeOf(name string) *node {
 	n := s.nodes[name]
 	if n == nil {
-		n = &node{name: name}
-		s.nodes[name] = n
+		// A copy: a name read from a bucket may be part of a larger string
+		// (the loop's keys are cut from the message subject), which the
+		// state would otherwise keep whole for as long as the node.
+		n = &node{name: strings.Clone(name)}
+		s.nodes[n.name] = n
 	}
 	return n
 }
@@ -232,29 +252,13 @@ func (s *State) sortedNodes() []string {
 	return names
 }
 
-// byPlace orders pending nodes: failure domain, then name. byName orders the revert queue.
+// byPlace orders pending nodes: failure domain, then name. byName orders
+// the revert queue and the nodes in flight.
 func byPlace(a, b *node) int {
 	return cmp.Or(cmp.Compare(a.domain, b.domain), cmp.Compare(a.name, b.name))
 }
-func byName(a, b *node) int { return cmp.Compare(a.name, b.name) }
-
-// insertNode puts n into xs, sorted by order, once.
-func insertNode(xs []*node, n *node, order func(a, b *node) int) []*node {
-	i, found := slices.BinarySearchFunc(xs, n, order)
-	if found {
-		return xs
-	}
-	return slices.Insert(xs, i, n)
-}
-
-// removeNode takes n out of xs, sorted by order.
-func removeNode(xs []*node, n *node, order func(a, b *node) int) []*node {
-	i, found := slices.BinarySearchFunc(xs, n, order)
-	if !found {
-		return xs
-	}
-	return slices.Delete(xs, i, i+1)
-}
+func byName(a, b *node) int    { return cmp.Compare(a.name, b.name) }
+func nameLess(a, b *node) bool { return a.name < b.name }
 
 // domainOf is a node's failure-domain sort key: nodes without the label sort last.
 func orDefault(s, def string) string {
@@ -279,4 +283,13 @@ func checkFailed(check, msg string) string {
 		return msg
 	}
 	return fmt.Sprintf("check %s failed: %s", check, msg)
+}
+
+// dropPending takes every pending node out of the rollout's queue: never
+// started, each is still counted in the total.
+func (s *State) dropPending() {
+	for _, n := range s.pending.all() {
+		s.setProg(n, progNone)
+	}
+	s.pending.clear()
 }
