@@ -43,6 +43,7 @@ func run(ctx context.Context, args []string) int {
 	instance := fs.String("instance", "bench", "coordinator instance name (with --role coordinator)")
 	logLevel := fs.String("log-level", "error", "log level of the services")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process to the file")
+	coordProfile := fs.String("coordinator-cpuprofile", "", "write a CPU profile of the measured coordinator's process to the file")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -77,7 +78,7 @@ func run(ctx context.Context, args []string) int {
 	}
 	res, err := bench.Run(ctx, bench.Options{
 		Nodes: *nodes, MaxParallel: *maxPar, ApplyLatency: time.Duration(*applyMS) * time.Millisecond, AgentsPerConn: *perConn, FailWave: *failWave,
-		LeaderLease: *lease, NodeLease: *nodeLease, Failover: *failover, Pauses: *pauses, StartCoordinator: childCoordinator(*logLevel), Log: log,
+		LeaderLease: *lease, NodeLease: *nodeLease, Failover: *failover, Pauses: *pauses, StartCoordinator: childCoordinator(*logLevel, *coordProfile), Log: log,
 	})
 	line, lerr := res.Line()
 	if lerr != nil {
@@ -93,14 +94,20 @@ func run(ctx context.Context, args []string) int {
 	return 0
 }
 
-// childCoordinator starts this binary as a coordinator process.
-func childCoordinator(logLevel string) func(bench.CoordinatorSpec) (bench.Process, error) {
+// childCoordinator starts this binary as a coordinator process; the first
+// one started (the measured coordinator) is profiled into profile, if set.
+func childCoordinator(logLevel, profile string) func(bench.CoordinatorSpec) (bench.Process, error) {
 	return func(s bench.CoordinatorSpec) (bench.Process, error) {
 		self, err := os.Executable()
 		if err != nil {
 			return nil, err
 		}
-		return bench.StartChild(exec.Command(self, "--role", "coordinator", "--server", s.URL, "--instance", s.Instance,
-			"--leader-lease", s.LeaderLease.String(), "--node-lease", s.NodeLease.String(), "--log-level", logLevel))
+		args := []string{"--role", "coordinator", "--server", s.URL, "--instance", s.Instance,
+			"--leader-lease", s.LeaderLease.String(), "--node-lease", s.NodeLease.String(), "--log-level", logLevel}
+		if profile != "" {
+			args = append(args, "--cpuprofile", profile)
+			profile = ""
+		}
+		return bench.StartChild(exec.Command(self, args...))
 	}
 }
