@@ -102,7 +102,7 @@ chaos: ## Run SEEDS seeded fault schedules (default 50) against the real service
 # tests/overload (build tag overload, so make test leaves it out): 10,000
 # agents through a proxy that makes JetStream answer 2 s late for 30 s.
 .PHONY: test-overload
-test-overload: ## 10,000 agents, JetStream answering 2 s late for 30 s: the fleet must offer no more requests than when steady, lose no presence, and be back to its steady rate 10 s after (about 3 minutes)
+test-overload: ## 10,000 agents, JetStream answering 2 s late for 30 s: the fleet must offer no more requests than when steady, lose no presence, and be back to its steady rate 10 s after (about 4 minutes)
 	$(GO) vet -tags overload ./tests/overload/...
 	$(GO) test -tags overload -count=1 -v -timeout 15m ./tests/overload/...
 

@@ -44,8 +44,12 @@ const (
 // (no retry storm), that no presence expired, and that the rate 10 s after
 // the slowdown is the steady rate again.
 //
-// The agents start spread over one heartbeat interval, as a DaemonSet's
-// pods do, so that the steady rate is steady.
+// The agents start spread over their longest period (the resync, 2
+// minutes; a beat is 1), as a DaemonSet's pods do, and the rates are
+// measured once every periodic request has come round at least once, so
+// that the steady rate is steady: measured over a window where beats and
+// resyncs are not yet uniform, a wave of first resyncs looks like a retry
+// storm.
 func TestSlowJetStream_FleetOffersNoMore(t *testing.T) {
 	n := envInt(t, "OVERLOAD_AGENTS", 10000)
 	settings := contract.DefaultSettings()
@@ -57,6 +61,7 @@ func TestSlowJetStream_FleetOffersNoMore(t *testing.T) {
 		settings.NodeLease = d
 	}
 	interval := settings.HeartbeatInterval()
+	period := max(interval, agent.DefaultResyncInterval)
 	env := natstest.Start(t, settings)
 	u, err := url.Parse(env.URL)
 	if err != nil {
@@ -91,7 +96,7 @@ func TestSlowJetStream_FleetOffersNoMore(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Agents: started one every interval/n.
+	// Agents: started one every period/n.
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	defer cancel()
@@ -120,18 +125,19 @@ func TestSlowJetStream_FleetOffersNoMore(t *testing.T) {
 			t.Fatal(err)
 		}
 		wg.Go(func() { _ = a.Run(ctx) })
-		time.Sleep(time.Until(t0.Add(time.Duration(i+1) * interval / time.Duration(n))))
+		time.Sleep(time.Until(t0.Add(time.Duration(i+1) * period / time.Duration(n))))
 	}
 	natstest.Eventually(t, 2*time.Minute, fmt.Sprintf("%d agents to register", n), func() bool {
 		keys, err := nodes.Keys(ctx)
 		return err == nil && len(keys) >= n
 	})
-	t.Logf("%d agents started over %s (node lease %s, a beat every %s) and registered %s after the first",
-		n, interval, settings.NodeLease, interval, time.Since(t0).Round(time.Second))
+	t.Logf("%d agents started over %s (node lease %s, a beat every %s, a resync every %s) and registered %s after the first",
+		n, period, settings.NodeLease, interval, agent.DefaultResyncInterval, time.Since(t0).Round(time.Second))
 
-	// Steady, then slow, then recovered.
+	// Steady, then slow, then recovered. Every agent's first beat and first
+	// resync come at most period + 10% (their jitter) after its start.
 	probe := prober(t, proxy)
-	time.Sleep(10 * time.Second) // the last registrations' reads and events done
+	time.Sleep(time.Until(t0.Add(period * 11 / 10).Add(5 * time.Second)))
 	steadyFrom := time.Now()
 	time.Sleep(window)
 	slowFrom := time.Now()
@@ -145,16 +151,17 @@ func TestSlowJetStream_FleetOffersNoMore(t *testing.T) {
 	steady := offered.rate(steadyFrom, slowFrom)
 	slow := offered.rate(slowFrom, slowTo)
 	after := offered.rate(slowTo.Add(recoverIn), slowTo.Add(recoverIn+window/3))
-	expected := float64(n) / interval.Seconds()
-	t.Logf("requests offered per second: steady %.0f (beats alone would be %.0f), during the %s slowdown of %s %.0f (ratio %.2f), %s after it %.0f (ratio %.2f); "+
+	beats := float64(n) / interval.Seconds()
+	expected := beats + 2*float64(n)/agent.DefaultResyncInterval.Seconds() // a resync reads the desired config and the pause
+	t.Logf("requests offered per second: steady %.0f (beats and resyncs should be %.0f), during the %s slowdown of %s %.0f (ratio %.2f), %s after it %.0f (ratio %.2f); "+
 		"a read through the proxy took %s during the slowdown; presences expired: %d",
 		steady, expected, slowFor, slowBy, slow, slow/steady, recoverIn, after, after/steady, probeTook.Round(time.Millisecond), lost.Load())
 
 	if probeTook < slowBy {
 		t.Fatalf("a read through the proxy took %s during the slowdown, want at least %s: the proxy did not slow JetStream", probeTook, slowBy)
 	}
-	if steady < expected/2 {
-		t.Fatalf("steady rate %.0f/s, less than half of the %.0f/s heartbeats alone: the agents are not beating", steady, expected)
+	if steady < expected*0.7 || steady > expected*1.3 {
+		t.Fatalf("steady rate %.0f/s, want the %.0f/s of beats and resyncs (±30%%): the fleet is not what the test assumes", steady, expected)
 	}
 	if slow > steady*1.1 {
 		t.Errorf("the fleet offered %.0f requests/s while JetStream answered %s late, %.2f × its steady %.0f/s: retries amplify the overload", slow, slowBy, slow/steady, steady)
