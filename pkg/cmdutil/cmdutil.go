@@ -89,7 +89,11 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	fs.StringVar(&c.Probe, "probe", "",
 		"GET this URL (e.g. http://127.0.0.1:9090/readyz) within 2s, print the answer and exit 0 on 200, else 1; runs nothing else")
 	c.LeaderLease = contract.DefaultSettings().LeaderLease
-	c.NodeLease = contract.DefaultSettings().NodeLease
+	// Every binary takes SLUICE_NODE_LEASE (only the rollout-coordinator,
+	// which sets the nodes bucket's TTL, has the flag): an agent started
+	// with the environment its coordinator has beats for that lease from
+	// its first beat, before it reads the bucket's TTL.
+	c.NodeLease = c.envDuration(EnvNodeLease, contract.DefaultSettings().NodeLease)
 	c.Auth.Register(fs)
 }
 
