@@ -240,6 +240,10 @@ func checkPodBasics(t *testing.T, key string, spec corev1.PodSpec) {
 		if env["SLUICE_NATS_URL"] == "" || env["SLUICE_REPLICAS"] == "" {
 			t.Errorf("%s: env %v lacks SLUICE_NATS_URL or SLUICE_REPLICAS", key, env)
 		}
+		// Agents beat for the coordinator's node lease from their first beat.
+		if env["SLUICE_NODE_LEASE"] != "3m" {
+			t.Errorf("%s: SLUICE_NODE_LEASE %q, want the coordinator's node lease 3m", key, env["SLUICE_NODE_LEASE"])
+		}
 		sc := c.SecurityContext
 		if sc == nil || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem ||
 			sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation ||

@@ -33,6 +33,8 @@ app.kubernetes.io/component: {{ .component }}
   value: {{ .Values.nats.url | quote }}
 - name: SLUICE_REPLICAS
   value: {{ .Values.nats.replicas | quote }}
+- name: SLUICE_NODE_LEASE
+  value: {{ .Values.rolloutCoordinator.nodeLease | quote }}
 {{- end -}}
 
 {{/*
