@@ -36,9 +36,12 @@ type Settings struct {
 const (
 	// MaxReplicas is JetStream's limit on replicas per stream.
 	MaxReplicas = 5
-	// MinLeaderLease is the shortest leader lease: the lease bucket's TTL
+	// MinLease is the shortest node or instance lease: a bucket's TTL
 	// cannot be shorter than the server's one-second marker TTL minimum.
-	MinLeaderLease = time.Second
+	MinLease = time.Second
+	// MinLeaderLease is the shortest leader lease: the same minimum, for
+	// the leases bucket.
+	MinLeaderLease = MinLease
 	// MinEventsMaxBytes is the smallest byte limit of the events stream.
 	MinEventsMaxBytes = 1 << 20
 	// DefaultEventsMaxBytes is the events stream's default byte limit: 1 GiB.
@@ -48,8 +51,6 @@ const (
 	// stalls for 1 s (or whose renewal is answered 1 s late) keeps its
 	// lease (docs/architecture.md, "The leader lease").
 	DefaultLeaderLease = 2 * time.Second
-	// MinLease is the shortest node or instance lease (the server's marker TTL minimum).
-	MinLease = time.Second
 	// DefaultNodeLease is three minutes, a heartbeat a minute: 16.7 presence
 	// writes/s per 1,000 nodes, 1,667/s at 100,000 (docs/architecture.md,
 	// "Heartbeats"). A node that dies is noticed (and skipped by a rollout)
@@ -141,11 +142,11 @@ func (s Settings) BucketConfigs() []jetstream.KeyValueConfig {
 	nodes := kv(BucketNodes, "node presence leases; written by each node's agent")
 	nodes.TTL = s.NodeLease
 	// Markers make an expired lease visible to watchers as a delete.
-	nodes.LimitMarkerTTL = max(s.NodeLease, time.Second) // the server's minimum
+	nodes.LimitMarkerTTL = max(s.NodeLease, MinLease)
 	rollouts := kv(BucketRollouts, "rollouts, active and last-applied; written by the rollout-coordinator")
 	leases := kv(BucketLeases, "leader leases by component")
 	leases.TTL = s.LeaderLease
-	leases.LimitMarkerTTL = max(s.LeaderLease, time.Second) // the server's minimum
+	leases.LimitMarkerTTL = max(s.LeaderLease, MinLease)
 	control := kv(BucketControl, "operator requests (abort, forgive, pause); written by operators, acted on by the rollout-coordinator and every instance")
 	control.RePublish = &jetstream.RePublish{
 		Source:      "$KV." + BucketControl + "." + KeyPause,
@@ -153,7 +154,7 @@ func (s Settings) BucketConfigs() []jetstream.KeyValueConfig {
 	}
 	instances := kv(BucketInstances, "service instance presence and pause acknowledgements; written by each instance")
 	instances.TTL = s.InstanceLease
-	instances.LimitMarkerTTL = max(s.InstanceLease, time.Second)
+	instances.LimitMarkerTTL = max(s.InstanceLease, MinLease)
 	registries := kv(BucketRegistries, "registry sync status by registry; written by the configurator")
 	return []jetstream.KeyValueConfig{intents, revisions, nodeconfigs, fingerprints, status, nodes, rollouts, leases, control, instances, registries}
 }
