@@ -411,22 +411,11 @@ func (a *Agent) open(ctx context.Context) (jetstream.JetStream, *contract.Bucket
 	if a.cfg.Buckets != nil {
 		return js, a.cfg.Buckets, nil
 	}
-	if _, err := contract.Prepare(ctx, js, a.cfg.Settings, contract.ComponentAgent, contract.WithLog(a.log)); err != nil {
+	// Prepare binds the buckets an agent uses and reads the node lease in
+	// force (the nodes bucket's TTL), which Run adopts.
+	b, err := contract.Prepare(ctx, js, a.cfg.Settings, contract.ComponentAgent, contract.WithLog(a.log))
+	if err != nil {
 		return nil, nil, fmt.Errorf("agent %s: %w", a.cfg.Node, err)
-	}
-	b := &contract.Buckets{}
-	for _, x := range []struct {
-		name string
-		dst  *jetstream.KeyValue
-	}{
-		{contract.BucketNodes, &b.Nodes}, {contract.BucketStatus, &b.Status}, {contract.BucketNodeConfigs, &b.NodeConfigs},
-		{contract.BucketControl, &b.Control},
-	} {
-		kv, err := js.KeyValue(ctx, x.name)
-		if err != nil {
-			return nil, nil, fmt.Errorf("agent %s: open bucket %s: %w", a.cfg.Node, x.name, err)
-		}
-		*x.dst = kv
 	}
 	return js, b, nil
 }

@@ -486,3 +486,48 @@ func TestNew_RejectsBadConfig(t *testing.T) {
 		})
 	}
 }
+
+// An agent beats for the lease in force, the nodes bucket's TTL, not for
+// the lease its own settings name: agents have no --node-lease, and one
+// given none (3 minutes, a beat a minute) on a fleet whose coordinator runs
+// a 3 s lease would let its presence lapse between beats.
+func TestAgent_BeatsForTheBucketsLease(t *testing.T) {
+	s := contract.DefaultSettings()
+	s.NodeLease = 3 * time.Second
+	f := newFleet(t, s)
+	mine := f.env.Settings
+	mine.NodeLease = contract.DefaultNodeLease
+	a, err := agent.New(agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: &recorder{}, Conn: f.env.Conn, Settings: mine})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	ctx0 := context.Background()
+	var first uint64
+	natstest.Eventually(t, waitFor, "presence", func() bool {
+		e, err := f.nodes.Get(ctx0, "n1")
+		if err == nil {
+			first = e.Revision
+		}
+		return err == nil
+	})
+	// A beat a second at a 3 s lease: within two leases the presence has
+	// been rewritten and has never lapsed. At the agent's own 3 minutes it
+	// would be written once and gone after 3 s.
+	until := time.Now().Add(2 * s.NodeLease)
+	for time.Now().Before(until) {
+		e, err := f.nodes.Get(ctx0, "n1")
+		if err != nil {
+			t.Fatalf("presence lapsed while the agent runs (does it beat for its own 3m instead of the bucket's 3s?): %v", err)
+		}
+		if e.Revision > first+1 {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Fatalf("presence not rewritten within %s of registering: the agent does not beat for the bucket's lease", 2*s.NodeLease)
+}
