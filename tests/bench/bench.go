@@ -97,6 +97,16 @@ type Result struct {
 	NodeLeaseMS             int64   `json:"node_lease_ms"`
 	PresenceLost            int     `json:"presence_lost"`
 	PresenceWritesPerSPer1k float64 `json:"presence_writes_per_s_per_1k"`
+	// Processor time used during the measured rollout: by the bench's own
+	// process (nats-server, the agents and the configurator, and the
+	// coordinator when it runs in-process) and by the measured
+	// coordinator's process (absent when in-process); their sum per node;
+	// and cores_busy, that sum over the wall time — near the machine's
+	// core count, the run was bound by the processor, not by waiting.
+	CPUMSBench       float64  `json:"cpu_ms_bench_process"`
+	CPUMSCoordinator *float64 `json:"cpu_ms_coordinator,omitempty"`
+	CPUUSPerNode     float64  `json:"cpu_us_per_node"`
+	CoresBusy        float64  `json:"cores_busy"`
 	// The machine's 1-minute load average when the run started and ended
 	// (absent where /proc/loadavg cannot be read).
 	LoadAvgStart *float64 `json:"load_avg_start,omitempty"`
@@ -297,6 +307,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err != nil {
 		return res, err
 	}
+	benchCPU0, coordCPU0 := selfCPU(), cpuOf(measured)
 	start := time.Now()
 	resp, err := apiclient.Apply(ctx, nc, &sluicev1.ApplyRequest{
 		Intents: Intents(), Strategy: &sluicev1.Strategy{MaxParallel: strconv.Itoa(o.MaxParallel)}, Source: "bench",
@@ -328,6 +339,17 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return r.Value.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, nil
 	})
 	wall := time.Since(start)
+	cpu := selfCPU() - benchCPU0
+	res.CPUMSBench = millis(cpu)
+	if coordCPU0 != nil {
+		if c1 := cpuOf(measured); c1 != nil {
+			coord := *c1 - *coordCPU0
+			res.CPUMSCoordinator = new(millis(coord))
+			cpu += coord
+		}
+	}
+	res.CPUUSPerNode = round2(float64(cpu.Nanoseconds()) / 1e3 / float64(max(o.Nodes, 1)))
+	res.CoresBusy = round2(cpu.Seconds() / wall.Seconds())
 	if err != nil {
 		return res, fmt.Errorf("waiting for the rollout to end: %w", err)
 	}

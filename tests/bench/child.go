@@ -39,6 +39,10 @@ type Process interface {
 	// as a long GC pause or a descheduled VM looks to the rest of the
 	// system. It returns once the process is resumed.
 	Pause(ctx context.Context, d time.Duration) error
+	// CPU is the processor time the process has used so far (user and
+	// system); ok is false where it is not a process of its own (it is then
+	// counted in the bench process's) or cannot be read.
+	CPU() (used time.Duration, ok bool)
 }
 
 // StartChild starts cmd, a process that runs RunCoordinator: it reads the
@@ -105,6 +109,15 @@ func (c *child) Pause(ctx context.Context, d time.Duration) error {
 		return fmt.Errorf("resume the coordinator process: %w", err)
 	}
 	return ctx.Err()
+}
+
+func (c *child) CPU() (time.Duration, bool) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", c.cmd.Process.Pid))
+	if err != nil {
+		return 0, false
+	}
+	d, err := parseProcStatCPU(string(b))
+	return d, err == nil
 }
 
 // RunCoordinator is the child process's work: it runs the coordinator until

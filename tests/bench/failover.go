@@ -82,6 +82,9 @@ func (p *coordinatorProc) kill() {
 // it cannot be paused.
 func (p *coordinatorProc) Stop() (float64, error) { p.stop(); return -1, nil }
 
+// CPU: an in-process coordinator's time is the bench process's.
+func (p *coordinatorProc) CPU() (time.Duration, bool) { return 0, false }
+
 func (p *coordinatorProc) Pause(context.Context, time.Duration) error {
 	return errors.New("a coordinator in the bench's process cannot be paused on its own")
 }

@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
+	"time"
 )
 
 // percentile is the nearest-rank p-th percentile of xs (the smallest value
@@ -52,3 +54,52 @@ func loadAvg() *float64 {
 	}
 	return &v
 }
+
+// clockTicks is USER_HZ, the unit of /proc/PID/stat's times: 100 on every
+// Linux architecture Go builds for.
+const clockTicks = 100
+
+// parseProcStatCPU reads a process's user + system time from the text of
+// /proc/PID/stat. The command name (field 2) is in parentheses and may hold
+// spaces, so fields are counted from the last ')': utime and stime are the
+// 14th and 15th fields, the 12th and 13th after it.
+func parseProcStatCPU(text string) (time.Duration, error) {
+	i := strings.LastIndexByte(text, ')')
+	if i < 0 {
+		return 0, fmt.Errorf("proc stat %q: no command name", text)
+	}
+	f := strings.Fields(text[i+1:])
+	if len(f) < 13 {
+		return 0, fmt.Errorf("proc stat %q: want at least 15 fields", text)
+	}
+	var ticks int64
+	for _, s := range f[11:13] {
+		v, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || v < 0 {
+			return 0, fmt.Errorf("proc stat %q: time %q is not a count of ticks", text, s)
+		}
+		ticks += v
+	}
+	return time.Duration(ticks) * time.Second / clockTicks, nil
+}
+
+// selfCPU is the processor time this process has used so far.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// cpuOf is p's processor time so far, nil where it has none of its own.
+func cpuOf(p Process) *time.Duration {
+	d, ok := p.CPU()
+	if !ok {
+		return nil
+	}
+	return &d
+}
+
+// millis is d in milliseconds, rounded to 2 decimals.
+func millis(d time.Duration) float64 { return round2(float64(d.Nanoseconds()) / 1e6) }

@@ -92,3 +92,20 @@ func TestPerSecondPer1k(t *testing.T) {
 		})
 	}
 }
+
+func TestParseProcStatCPU(t *testing.T) {
+	// A command name with a space and a parenthesis: fields count from the last ')'.
+	line := "4242 (sluice (bench) x) S 1 4242 4242 0 -1 4194560 1234 0 0 0 250 75 0 0 20 0 12 0 100 0 0"
+	got, err := parseProcStatCPU(line)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := 3250 * time.Millisecond; got != want { // (250 + 75) ticks of 10 ms
+		t.Fatalf("cpu = %s, want %s", got, want)
+	}
+	for _, bad := range []string{"4242 sluice S 1", "4242 (x) S 1 2 3", "4242 (x) S 1 4242 4242 0 -1 4194560 1234 0 0 0 -5 75 0"} {
+		if _, err := parseProcStatCPU(bad); err == nil {
+			t.Errorf("parseProcStatCPU(%q) = nil error, want one", bad)
+		}
+	}
+}
