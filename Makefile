@@ -57,7 +57,7 @@ run: ## Run everything locally: embedded NATS, all services, 5 agents (sluice de
 	$(GO) run ./cmd/sluice dev $(ARGS)
 
 .PHONY: test
-test: redis ## go vet and go test every module of the workspace (installs redis-server first if missing)
+test: redis promtool ## go vet and go test every module of the workspace (installs redis-server and promtool first if missing)
 	@echo "modules: $(MODULES)"
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
@@ -94,6 +94,16 @@ redis: ## Install Debian's redis-server if it is missing (make test does this fi
 	sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
 	$$sudo apt-get install -y redis-server || { $$sudo apt-get update && $$sudo apt-get install -y redis-server; } || \
 	{ echo "could not install redis-server: install it (apt-get install redis-server) and run make test again" >&2; exit 1; }
+
+# The alert rules and the Grafana dashboard in deploy/ are checked with
+# promtool (tests/alerts); it fails, never skips, without one.
+.PHONY: promtool
+promtool: ## Install Debian's prometheus (for promtool) if promtool is missing (make test does this first)
+	@command -v promtool >/dev/null && exit 0; \
+	echo "promtool not found: the tests of deploy/prometheus/alerts.yaml need it; installing Debian's prometheus"; \
+	sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
+	$$sudo apt-get install -y prometheus || { $$sudo apt-get update && $$sudo apt-get install -y prometheus; } || \
+	{ echo "could not install promtool: install it (apt-get install prometheus) and run make test again" >&2; exit 1; }
 
 .PHONY: chaos
 chaos: ## Run SEEDS seeded fault schedules (default 50) against the real services; a failing seed prints its repro line
