@@ -47,6 +47,9 @@ type Options struct {
 	// and Pauses must be 0).
 	StartCoordinator func(CoordinatorSpec) (Process, error)
 	Log              zerolog.Logger
+	// Measuring, if set, is called with true just before the measured
+	// rollout's apply and with false once it ended (to profile only it).
+	Measuring func(bool)
 	// FailWave > 0 adds the failure scenario: a second rollout in waves of
 	// 10, 20, 40 … nodes in which the first node of that wave fails.
 	FailWave int
@@ -307,6 +310,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err != nil {
 		return res, err
 	}
+	if o.Measuring != nil {
+		o.Measuring(true)
+	}
 	benchCPU0, coordCPU0 := selfCPU(), cpuOf(measured)
 	start := time.Now()
 	resp, err := apiclient.Apply(ctx, nc, &sluicev1.ApplyRequest{
@@ -339,6 +345,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return r.Value.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, nil
 	})
 	wall := time.Since(start)
+	if o.Measuring != nil {
+		o.Measuring(false)
+	}
 	cpu := selfCPU() - benchCPU0
 	res.CPUMSBench = millis(cpu)
 	if coordCPU0 != nil {

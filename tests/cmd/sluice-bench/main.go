@@ -42,7 +42,7 @@ func run(ctx context.Context, args []string) int {
 	server := fs.String("server", "", "NATS URL (with --role coordinator)")
 	instance := fs.String("instance", "bench", "coordinator instance name (with --role coordinator)")
 	logLevel := fs.String("log-level", "error", "log level of the services")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process to the file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process during the measured rollout to the file")
 	coordProfile := fs.String("coordinator-cpuprofile", "", "write a CPU profile of the measured coordinator's process to the file")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -52,6 +52,10 @@ func run(ctx context.Context, args []string) int {
 		fmt.Fprintln(os.Stderr, err)
 		return 2
 	}
+	// The bench's own profile covers the measured rollout only (not the
+	// agents' registration nor the scenarios after it); a coordinator
+	// child's covers its whole life.
+	var measuring func(bool)
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -59,11 +63,22 @@ func run(ctx context.Context, args []string) int {
 			return 2
 		}
 		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
+		start := func() error { return pprof.StartCPUProfile(f) }
+		if *role == "coordinator" {
+			if err := start(); err != nil {
+				fmt.Fprintln(os.Stderr, err)
+				return 2
+			}
+			defer pprof.StopCPUProfile()
+		} else {
+			measuring = func(on bool) {
+				if !on {
+					pprof.StopCPUProfile()
+				} else if err := start(); err != nil {
+					fmt.Fprintln(os.Stderr, "cpuprofile:", err)
+				}
+			}
 		}
-		defer pprof.StopCPUProfile()
 	}
 	if *role == "coordinator" {
 		spec := bench.CoordinatorSpec{URL: *server, Instance: *instance, LeaderLease: *lease, NodeLease: *nodeLease}
@@ -78,7 +93,7 @@ func run(ctx context.Context, args []string) int {
 	}
 	res, err := bench.Run(ctx, bench.Options{
 		Nodes: *nodes, MaxParallel: *maxPar, ApplyLatency: time.Duration(*applyMS) * time.Millisecond, AgentsPerConn: *perConn, FailWave: *failWave,
-		LeaderLease: *lease, NodeLease: *nodeLease, Failover: *failover, Pauses: *pauses, StartCoordinator: childCoordinator(*logLevel, *coordProfile), Log: log,
+		LeaderLease: *lease, NodeLease: *nodeLease, Failover: *failover, Pauses: *pauses, StartCoordinator: childCoordinator(*logLevel, *coordProfile), Log: log, Measuring: measuring,
 	})
 	line, lerr := res.Line()
 	if lerr != nil {
