@@ -20,6 +20,7 @@
 package rollout
 
 import (
+	"fmt"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -205,14 +206,7 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 	}
 	// A rollout that ends starts the head waiting for it, which may start
 	// nodes, or end at once (nothing to change): until nothing moves.
-	for range 4 {
-		before := s.rollout
-		s.fill(now)
-		s.maybeFinish(now)
-		if s.rollout == before {
-			break
-		}
-	}
+	s.settle(now)
 	if !quiet || len(s.out) > 0 || len(s.events) > 0 || s.dirty {
 		// The nodes in flight, their progress or the pauses may have
 		// changed: busy works its answer out again, if it is asked. A
@@ -233,6 +227,30 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 	}
 	s.out, s.events = nil, nil
 	return acts
+}
+
+// settleRounds bounds settle. One event ends at most the running rollout
+// and the head queued behind it, which may end at once (nothing to change)
+// and leave the record with no rollout: three rounds move, the fourth
+// finds nothing moving. More would mean a rollout that keeps ending and
+// starting on its own, a bug.
+var settleRounds = 4
+
+// settle fills and finishes until the rollout in progress stays the same.
+// A chain that has not settled within settleRounds is reported as an
+// event (DecisionUnsettled, with the rollout it stopped at), never left
+// silent; the next event continues it.
+func (s *State) settle(now time.Time) {
+	for range settleRounds {
+		before := s.rollout
+		s.fill(now)
+		s.maybeFinish(now)
+		if s.rollout == before {
+			return
+		}
+	}
+	s.emit(s.rolloutEvent("DecisionUnsettled", fmt.Sprintf(
+		"rollouts still starting or ending after %d rounds of one decision; the next event continues (a bug: please report it)", settleRounds)))
 }
 
 // do queues an action; emit queues an event, emitted after every write of this step.
