@@ -18,6 +18,15 @@ const (
 	DefaultProgressDeadline = time.Hour
 )
 
+// LabelPair is the node label that names a node's redundancy group (an MLAG
+// pair, two route reflectors, a pair of border routers): a rollout never
+// has two members of one group unproven at once — a desired config written
+// and not yet reported Provisioned, or Provisioned in a stage whose bake has
+// not yet passed — whatever maxParallel and the waves allow. Nodes without
+// it, or with an empty value, are in no group. docs/rollouts.md, "Redundancy
+// groups".
+const LabelPair = "sluice.dev/pair"
+
 // Plan is a rollout strategy resolved against the number of nodes in the
 // rollout: what the coordinator follows, and what a dry run shows. Defined
 // once here so that the two cannot disagree about what "10%" means.

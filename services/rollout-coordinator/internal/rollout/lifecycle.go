@@ -286,6 +286,7 @@ func (s *State) placeAll(resuming bool, now time.Time) {
 	r := s.rollout
 	s.pending.clear()
 	s.inFlight.reset()
+	s.forgetGroups()
 	s.started, s.domainSet, s.bakeUntil, s.baked = 0, false, time.Time{}, false
 	s.revertQ.clear()
 	s.reverting, s.stopReason = false, ""
@@ -318,6 +319,9 @@ func (s *State) placeAll(resuming bool, now time.Time) {
 			s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_SKIPPED, "", "", outcomeOf(prevSkipped, name).GetMessage())
 		}
 	}
+	if resuming {
+		s.unbakedAfterTakeover()
+	}
 	s.changed()
 }
 
@@ -347,6 +351,7 @@ func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
 	n.target, n.config = s.renderFor(s.rolloutRev, n)
 	n.forward = n.target
 	n.domain = s.domainOf(r.GetStrategy().GetFailureDomain(), n)
+	s.joinGroup(n)
 	r.Counts.Total++
 	st, d := n.status, n.desired
 	ours := d.GetRollout() == r.GetId() && d.GetFingerprint() == n.target && !d.GetRevert()
@@ -477,6 +482,7 @@ func (s *State) finish(phase sluicev1.RolloutPhase, reason string, now time.Time
 	s.pending.clear()
 	s.inFlight.reset()
 	s.revertQ.clear()
+	s.forgetGroups()
 	s.forgetShared()
 	s.reverting, s.stopReason, s.bakeUntil, s.dirty = false, "", time.Time{}, false
 	if h, rev := s.next, s.nextRev; h != nil {

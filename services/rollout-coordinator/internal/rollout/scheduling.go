@@ -35,25 +35,31 @@ func (s *State) fill(now time.Time) {
 			s.bakeUntil, s.baked = time.Time{}, true
 			r.BakeUntil = nil
 			s.changed()
+			s.bakedNow()
 		}
 		n := s.pending.first()
+		if s.held(n) {
+			// n waits for its redundancy group, and so does every node
+			// after it (pairs.go).
+			s.waitForPair(n, now)
+			break
+		}
 		boundary, what := s.boundary(n)
 		if boundary {
 			if s.inFlight.len() > 0 {
 				break // finish the stage first
 			}
 			if s.plan.Bake > 0 && !s.baked && s.started > 0 {
-				s.bakeUntil = now.Add(s.plan.Bake)
-				r.BakeUntil = timestamppb.New(s.bakeUntil)
-				s.changed()
-				s.emit(s.rolloutEvent("RolloutBaking", fmt.Sprintf("%s finished; baking %s before %s", s.stageName(), s.plan.Bake, what)))
+				s.startBake(now, what)
 				break
 			}
-			s.baked = false
 			s.closeStage(now)
 			s.advance(n)
 			s.openStage(now)
 		}
+		// A bake counts for the stage boundary it came before; one taken
+		// early for a redundancy group (pairs.go) does not stand in for it.
+		s.baked, s.pairWait = false, ""
 		s.pending.remove(n)
 		s.started++
 		s.setProg(n, progInFlight)
@@ -69,6 +75,16 @@ func (s *State) fill(now time.Time) {
 		n.desired = d
 		s.do(WriteDesired{Desired: d.message(n.name), Backup: save.message(n.name)})
 	}
+}
+
+// startBake holds every node start for the strategy's bake time; before
+// names what waits for it.
+func (s *State) startBake(now time.Time, before string) {
+	r := s.rollout
+	s.bakeUntil = now.Add(s.plan.Bake)
+	r.BakeUntil = timestamppb.New(s.bakeUntil)
+	s.changed()
+	s.emit(s.rolloutEvent("RolloutBaking", fmt.Sprintf("%s finished; baking %s before %s", s.stageName(), s.plan.Bake, before)))
 }
 
 // lastGood is what n goes back to if target is reverted, and the backup to

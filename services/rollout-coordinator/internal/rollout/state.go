@@ -68,6 +68,9 @@ type node struct {
 	pauseAck   agentPause           // the control-plane pause its agent reached (its presence)
 	startedAt  time.Time            // when its agent started, as its presence last said
 
+	group   *pairGroup // its redundancy group in the active rollout (pairs.go), nil when none
+	unbaked bool       // provisioned by the active rollout, its stage's bake not yet passed (pairs.go)
+
 	// Its places in the queues holding it (queue.go): pending, the revert
 	// queue, and in flight by deadline (due, when it becomes late), by
 	// name, and by name among those the control plane's pause waits for.
@@ -134,6 +137,13 @@ type State struct {
 	strs      map[string]string
 	noLabels  labelSet
 
+	// Redundancy groups of the active rollout (pairs.go): by name; the
+	// members provisioned and awaiting a bake; the pending node last said
+	// to wait for its group.
+	groups   map[string]*pairGroup
+	unbaked  []*node
+	pairWait string
+
 	// next is the newest head waiting for the running rollout to end (its
 	// strategy's whileActive says whether it stops that one first).
 	next    *sluicev1.Head
@@ -147,11 +157,19 @@ type State struct {
 
 // NewState returns an empty state; the Loaded event fills it.
 func NewState() *State {
-	return &State{nodes: map[string]*node{}, invalid: map[string]*sluicev1.InvalidFingerprint{}, inFlight: newFlight(),
+	s := &State{nodes: map[string]*node{}, invalid: map[string]*sluicev1.InvalidFingerprint{}, inFlight: newFlight(),
 		forgiven: map[string]time.Time{}, rolloutPause: map[string]*sluicev1.PauseRequest{},
-		pending:   queue{less: func(a, b *node) bool { return byPlace(a, b) < 0 }, at: func(n *node) *int32 { return &n.pi }},
 		revertQ:   queue{less: nameLess, at: func(n *node) *int32 { return &n.ri }},
 		labelSets: map[string]*labelSet{}, configs: map[string]*sluicev1.NodeConfig{}, strs: map[string]string{}}
+	// Nodes waiting for their redundancy group last (pairs.go), then by
+	// place.
+	s.pending = queue{less: func(a, b *node) bool {
+		if ha, hb := s.held(a), s.held(b); ha != hb {
+			return hb
+		}
+		return byPlace(a, b) < 0
+	}, at: func(n *node) *int32 { return &n.pi }}
+	return s
 }
 
 func (s *State) nodeOf(name string) *node {
@@ -185,7 +203,9 @@ func (s *State) setProg(n *node, p progress) {
 	if n.prog == progTimedOut {
 		c.Failed--
 	}
+	from := n.prog
 	n.prog = p
+	s.regroup(n, from, p)
 	if f := progCounter(c, p); f != nil {
 		*f++
 	}
