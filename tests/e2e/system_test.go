@@ -38,7 +38,10 @@ type system struct {
 	// nodeChecks, if set, are a node's own checks, after checks.
 	nodeChecks func(node string) []agent.CheckSpec
 	labels     map[string]map[string]string
-	mu         sync.Mutex
+	// pairs, if set, gives a node a redundancy group (contract.LabelPair)
+	// besides nodeLabels.
+	pairs map[string]string
+	mu    sync.Mutex
 	stops      map[string]func() // component or node → stop it and wait
 }
 
@@ -59,7 +62,13 @@ func startSystem(t *testing.T, env *natstest.Env, dir string, n int, wrap func(s
 func startSystemWith(t *testing.T, env *natstest.Env, dir string, n int, wrap func(string, agent.Applier) agent.Applier,
 	nodeChecks func(string) []agent.CheckSpec, checks ...agent.CheckSpec) *system {
 	t.Helper()
-	s := &system{t: t, env: env, dir: dir, wrap: wrap, checks: checks, nodeChecks: nodeChecks, labels: map[string]map[string]string{}, stops: map[string]func(){}}
+	return (&system{t: t, env: env, dir: dir, wrap: wrap, checks: checks, nodeChecks: nodeChecks}).start(n)
+}
+
+// start starts the services and n agents of s.
+func (s *system) start(n int) *system {
+	t, env := s.t, s.env
+	s.labels, s.stops = map[string]map[string]string{}, map[string]func(){}
 	t.Cleanup(s.stop)
 	log := zerolog.Nop()
 	cfgr, err := configurator.New(configurator.Config{Conn: env.ConnectRole(t, creds.RoleConfigurator, ""), Settings: env.Settings, Log: log})
@@ -120,8 +129,12 @@ func (s *system) startAgent(i int) {
 	if s.wrap != nil {
 		ap = s.wrap(name, ap)
 	}
+	labels := nodeLabels(i)
+	if g := s.pairs[name]; g != "" {
+		labels[contract.LabelPair] = g
+	}
 	s.mu.Lock()
-	s.labels[name] = nodeLabels(i)
+	s.labels[name] = labels
 	s.mu.Unlock()
 	checks := s.checks
 	if s.nodeChecks != nil {
@@ -129,7 +142,7 @@ func (s *system) startAgent(i int) {
 	}
 	nc := s.env.ConnectRole(s.t, creds.RoleNode, name)
 	a, err := agent.New(agent.Config{Conn: nc, Settings: s.env.Settings, Log: zerolog.Nop(), Node: name,
-		Labels: nodeLabels(i), StateDir: stateDir, Applier: ap, Version: "e2e", Checks: checks})
+		Labels: labels, StateDir: stateDir, Applier: ap, Version: "e2e", Checks: checks})
 	if err != nil {
 		s.t.Fatal(err)
 	}
