@@ -42,7 +42,7 @@ type system struct {
 	// besides nodeLabels.
 	pairs map[string]string
 	mu    sync.Mutex
-	stops      map[string]func() // component or node → stop it and wait
+	stops map[string]func() // component or node → stop it and wait
 }
 
 // nodeLabels spreads nodes over three zones and two racks.
