@@ -9,6 +9,7 @@
 package cmdutil
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -35,12 +36,14 @@ const (
 	EnvLeaderLease = "SLUICE_LEADER_LEASE" // --leader-lease
 	EnvNodeLease   = "SLUICE_NODE_LEASE"   // --node-lease
 	EnvHTTPAddr    = "SLUICE_HTTP_ADDR"    // --http-addr
+	EnvLogFormat   = "SLUICE_LOG_FORMAT"   // --log-format
 )
 
 // Common are the flags every service binary takes.
 type Common struct {
-	Server   string
-	LogLevel string
+	Server    string
+	LogLevel  string
+	LogFormat string
 	// Replicas of the buckets this service manages, and the least it
 	// accepts on the buckets it binds.
 	Replicas int
@@ -74,6 +77,8 @@ func (c *Common) Register(fs *flag.FlagSet) {
 	}
 	fs.StringVar(&c.Server, "server", def, "NATS URL, or comma-separated URLs of a cluster's servers (env "+EnvServer+")")
 	fs.StringVar(&c.LogLevel, "log-level", "info", "log level: debug, info, warn, error")
+	fs.StringVar(&c.LogFormat, "log-format", cmp.Or(os.Getenv(EnvLogFormat), logging.FormatAuto),
+		"log format: json (a JSON object a line), text (for reading by hand), or auto: text on a terminal, else json (env "+EnvLogFormat+")")
 	replicas := contract.DefaultSettings().Replicas
 	if v, ok := os.LookupEnv(EnvReplicas); ok {
 		n, err := strconv.Atoi(v)
@@ -139,9 +144,13 @@ func (c *Common) Check() error {
 	return errors.Join(errors.Join(c.envErrs...), c.Settings().Validate(), authErr)
 }
 
-// Logger returns the JSON logger at the chosen level.
+// Logger returns the logger at the chosen level, in the chosen format.
 func (c *Common) Logger(w io.Writer) (zerolog.Logger, error) {
-	log, err := logging.New(w, c.LogLevel, false)
+	pretty, err := logging.Pretty(c.LogFormat, w)
+	if err != nil {
+		return zerolog.Nop(), fmt.Errorf("--log-format %w", err)
+	}
+	log, err := logging.New(w, c.LogLevel, pretty)
 	if err != nil {
 		return log, fmt.Errorf("--log-level: %w", err)
 	}

@@ -81,3 +81,15 @@ func TestMain_BadSettingsExit2BeforeConnecting(t *testing.T) {
 		t.Fatalf("code %d built %v stderr %q, want 2, nothing built and the flag named", code, built, stderr.String())
 	}
 }
+
+func TestMain_BadLogFormatExit2NamingTheFlag(t *testing.T) {
+	var c Common
+	fs := flag.NewFlagSet("sluice-test", flag.ContinueOnError)
+	c.Register(fs)
+	var stderr bytes.Buffer
+	code := c.Main(context.Background(), fs, []string{"--log-format", "yaml", "--server", "nats://127.0.0.1:1"}, &stderr, nil,
+		func(Runtime) (Service, error) { return nil, nil })
+	if code != 2 || !strings.Contains(stderr.String(), `--log-format "yaml": want auto, text or json`) {
+		t.Fatalf("code %d stderr %q, want 2 and the flag named", code, stderr.String())
+	}
+}

@@ -3,9 +3,9 @@
 package logging
 
 import (
+	"fmt"
 	"io"
 	"os"
-	"time"
 
 	"github.com/rs/zerolog"
 )
@@ -33,9 +33,44 @@ func New(w io.Writer, level string, pretty bool) (zerolog.Logger, error) {
 		lvl = zerolog.InfoLevel
 	}
 	if pretty {
-		w = zerolog.ConsoleWriter{Out: w, TimeFormat: time.TimeOnly}
+		// Colors only on a terminal: text piped to a file stays plain.
+		w = zerolog.ConsoleWriter{Out: w, TimeFormat: "2006-01-02 15:04:05.000", NoColor: !isTerminal(w)}
 	}
 	return zerolog.New(w).Level(lvl).With().Timestamp().Logger(), nil
+}
+
+// Log formats: FormatJSON (one JSON object a line, for collectors),
+// FormatText (human-readable: time, level, message, fields), and FormatAuto,
+// text when the output is a terminal, else JSON.
+const (
+	FormatAuto = "auto"
+	FormatJSON = "json"
+	FormatText = "text"
+)
+
+// Pretty reports whether format asks for human-readable output on w: text,
+// or auto on a terminal. An unknown format is an error naming the choices.
+func Pretty(format string, w io.Writer) (bool, error) {
+	switch format {
+	case FormatText:
+		return true, nil
+	case FormatJSON:
+		return false, nil
+	case FormatAuto, "":
+		return isTerminal(w), nil
+	}
+	return false, fmt.Errorf("%q: want %s, %s or %s", format, FormatAuto, FormatText, FormatJSON)
+}
+
+// isTerminal reports whether w is a character device (a terminal), as
+// isatty does, without a dependency.
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // Default is New(os.Stderr, "info", false).
