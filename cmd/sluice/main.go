@@ -8,6 +8,9 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
+	// Time zones for strategy windows (contract.ParseWindow): the images are
+	// FROM scratch, with no zoneinfo.
+	_ "time/tzdata"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/cli"
 )

@@ -40,6 +40,7 @@ type Plan struct {
 	PickupDeadline time.Duration
 	Progress       time.Duration
 	RetryInvalid   bool
+	Windows        []Window // waves start only within one of them; none: any time
 }
 
 // ResolveStrategy turns st into a Plan for total nodes. The configurator
@@ -51,6 +52,13 @@ func ResolveStrategy(st *sluicev1.Strategy, total int) (Plan, error) {
 		ApplyDeadline:  orDuration(st.GetApplyDeadline().AsDuration(), DefaultApplyDeadline),
 		PickupDeadline: orDuration(st.GetPickupDeadline().AsDuration(), DefaultPickupDeadline),
 		Progress:       orDuration(st.GetProgressDeadline().AsDuration(), DefaultProgressDeadline),
+	}
+	for i, text := range st.GetWindows() {
+		w, err := ParseWindow(text)
+		if err != nil {
+			return p, fmt.Errorf("strategy.windows[%d]: %w", i, err)
+		}
+		p.Windows = append(p.Windows, w)
 	}
 	var err error
 	if p.MaxParallel, err = countOrPercent("strategy.maxParallel", st.GetMaxParallel(), total, 1, true); err != nil {
@@ -132,6 +140,9 @@ func (p Plan) Describe() string {
 	}
 	if p.Bake > 0 {
 		parts = append(parts, "bake "+p.Bake.String())
+	}
+	if len(p.Windows) > 0 {
+		parts = append(parts, "waves start within "+DescribeWindows(p.Windows))
 	}
 	return strings.Join(parts, ", ")
 }

@@ -238,7 +238,11 @@ type Strategy struct {
 	// it starts when that one ends) or "supersede" (that one starts no more
 	// nodes, ends Aborted once its in-flight nodes have reported or timed out,
 	// and this one starts).
-	WhileActive   string `protobuf:"bytes,11,opt,name=while_active,json=whileActive,proto3" json:"while_active,omitempty"`
+	WhileActive string `protobuf:"bytes,11,opt,name=while_active,json=whileActive,proto3" json:"while_active,omitempty"`
+	// Weekly windows in which waves may start ("Mon-Fri 09:00-16:00
+	// Europe/Berlin", contract.ParseWindow); empty: any time. A wave in flight
+	// when a window closes finishes; the next waits for a window to open.
+	Windows       []string `protobuf:"bytes,12,rep,name=windows,proto3" json:"windows,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -348,6 +352,13 @@ func (x *Strategy) GetWhileActive() string {
 		return x.WhileActive
 	}
 	return ""
+}
+
+func (x *Strategy) GetWindows() []string {
+	if x != nil {
+		return x.Windows
+	}
+	return nil
 }
 
 // Head is the value of revisions/head: the revision the operator wants rolled out.
@@ -695,7 +706,12 @@ type Rollout struct {
 	PauseAck *PauseAck `protobuf:"bytes,22,opt,name=pause_ack,json=pauseAck,proto3" json:"pause_ack,omitempty"`
 	// One entry per wave or failure-domain stage started, in order (empty
 	// without waves and failure domains): what became of its nodes.
-	Stages        []*StageResult `protobuf:"bytes,23,rep,name=stages,proto3" json:"stages,omitempty"`
+	Stages []*StageResult `protobuf:"bytes,23,rep,name=stages,proto3" json:"stages,omitempty"`
+	// Why no node starts now although nodes wait, when the strategy says so:
+	// "waiting for the window Mon-Fri 09:00-16:00 Europe/Berlin"; with when
+	// that ends. Empty while nodes start.
+	Waiting       string                 `protobuf:"bytes,24,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	WaitingUntil  *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=waiting_until,json=waitingUntil,proto3" json:"waiting_until,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -887,6 +903,20 @@ func (x *Rollout) GetPauseAck() *PauseAck {
 func (x *Rollout) GetStages() []*StageResult {
 	if x != nil {
 		return x.Stages
+	}
+	return nil
+}
+
+func (x *Rollout) GetWaiting() string {
+	if x != nil {
+		return x.Waiting
+	}
+	return ""
+}
+
+func (x *Rollout) GetWaitingUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WaitingUntil
 	}
 	return nil
 }
@@ -1595,7 +1625,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
 	"\aintents\x18\x02 \x03(\v2\x11.sluice.v1.IntentR\aintents\x129\n" +
 	"\n" +
-	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x89\x04\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xa3\x04\n" +
 	"\bStrategy\x12!\n" +
 	"\fmax_parallel\x18\x01 \x01(\tR\vmaxParallel\x12\x1d\n" +
 	"\n" +
@@ -1610,7 +1640,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x11progress_deadline\x18\t \x01(\v2\x19.google.protobuf.DurationR\x10progressDeadline\x12#\n" +
 	"\rretry_invalid\x18\n" +
 	" \x01(\bR\fretryInvalid\x12!\n" +
-	"\fwhile_active\x18\v \x01(\tR\vwhileActive\"\xe5\x01\n" +
+	"\fwhile_active\x18\v \x01(\tR\vwhileActive\x12\x18\n" +
+	"\awindows\x18\f \x03(\tR\awindows\"\xe5\x01\n" +
 	"\x04Head\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x1e\n" +
 	"\n" +
@@ -1643,7 +1674,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\breverted\x18\t \x01(\rR\breverted\x12#\n" +
 	"\rrevert_failed\x18\n" +
 	" \x01(\rR\frevertFailed\x12\x1c\n" +
-	"\tattempted\x18\v \x01(\rR\tattempted\"\xf0\a\n" +
+	"\tattempted\x18\v \x01(\rR\tattempted\"\xcb\b\n" +
 	"\aRollout\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12+\n" +
@@ -1676,7 +1707,9 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"aborted_by\x18\x14 \x01(\v2\x17.sluice.v1.AbortRequestR\tabortedBy\x12-\n" +
 	"\x05pause\x18\x15 \x01(\v2\x17.sluice.v1.PauseRequestR\x05pause\x120\n" +
 	"\tpause_ack\x18\x16 \x01(\v2\x13.sluice.v1.PauseAckR\bpauseAck\x12.\n" +
-	"\x06stages\x18\x17 \x03(\v2\x16.sluice.v1.StageResultR\x06stages\"\x9b\x03\n" +
+	"\x06stages\x18\x17 \x03(\v2\x16.sluice.v1.StageResultR\x06stages\x12\x18\n" +
+	"\awaiting\x18\x18 \x01(\tR\awaiting\x12?\n" +
+	"\rwaiting_until\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\fwaitingUntil\"\x9b\x03\n" +
 	"\vStageResult\x12\x12\n" +
 	"\x04wave\x18\x01 \x01(\rR\x04wave\x12\x16\n" +
 	"\x06domain\x18\x02 \x01(\tR\x06domain\x129\n" +
@@ -1823,24 +1856,25 @@ var file_sluice_v1_rollout_proto_depIdxs = []int32{
 	20, // 21: sluice.v1.Rollout.pause:type_name -> sluice.v1.PauseRequest
 	21, // 22: sluice.v1.Rollout.pause_ack:type_name -> sluice.v1.PauseAck
 	8,  // 23: sluice.v1.Rollout.stages:type_name -> sluice.v1.StageResult
-	17, // 24: sluice.v1.StageResult.started_at:type_name -> google.protobuf.Timestamp
-	17, // 25: sluice.v1.StageResult.ended_at:type_name -> google.protobuf.Timestamp
-	6,  // 26: sluice.v1.StageResult.counts_at_start:type_name -> sluice.v1.RolloutCounts
-	17, // 27: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
-	17, // 28: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
-	11, // 29: sluice.v1.InvalidFingerprint.forgiven:type_name -> sluice.v1.Forgiveness
-	17, // 30: sluice.v1.Forgiveness.at:type_name -> google.protobuf.Timestamp
-	17, // 31: sluice.v1.AbortRequest.at:type_name -> google.protobuf.Timestamp
-	17, // 32: sluice.v1.ForgiveRequest.at:type_name -> google.protobuf.Timestamp
-	17, // 33: sluice.v1.ForgiveRequest.recorded_at:type_name -> google.protobuf.Timestamp
-	17, // 34: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
-	17, // 35: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
-	17, // 36: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
-	37, // [37:37] is the sub-list for method output_type
-	37, // [37:37] is the sub-list for method input_type
-	37, // [37:37] is the sub-list for extension type_name
-	37, // [37:37] is the sub-list for extension extendee
-	0,  // [0:37] is the sub-list for field type_name
+	17, // 24: sluice.v1.Rollout.waiting_until:type_name -> google.protobuf.Timestamp
+	17, // 25: sluice.v1.StageResult.started_at:type_name -> google.protobuf.Timestamp
+	17, // 26: sluice.v1.StageResult.ended_at:type_name -> google.protobuf.Timestamp
+	6,  // 27: sluice.v1.StageResult.counts_at_start:type_name -> sluice.v1.RolloutCounts
+	17, // 28: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
+	17, // 29: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
+	11, // 30: sluice.v1.InvalidFingerprint.forgiven:type_name -> sluice.v1.Forgiveness
+	17, // 31: sluice.v1.Forgiveness.at:type_name -> google.protobuf.Timestamp
+	17, // 32: sluice.v1.AbortRequest.at:type_name -> google.protobuf.Timestamp
+	17, // 33: sluice.v1.ForgiveRequest.at:type_name -> google.protobuf.Timestamp
+	17, // 34: sluice.v1.ForgiveRequest.recorded_at:type_name -> google.protobuf.Timestamp
+	17, // 35: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
+	17, // 36: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
+	17, // 37: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
+	38, // [38:38] is the sub-list for method output_type
+	38, // [38:38] is the sub-list for method input_type
+	38, // [38:38] is the sub-list for extension type_name
+	38, // [38:38] is the sub-list for extension extendee
+	0,  // [0:38] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_rollout_proto_init() }

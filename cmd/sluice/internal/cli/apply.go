@@ -218,6 +218,7 @@ type strategyFlags struct {
 	waveGrowth                                float64
 	bake, apply, pickup, progress             time.Duration
 	retryInvalid                              bool
+	windows                                   []string
 }
 
 func (f *strategyFlags) register(fs *pflag.FlagSet) {
@@ -231,6 +232,7 @@ func (f *strategyFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.pickup, "pickup-deadline", 0, fmt.Sprintf("per node that never acknowledges, from the write; at least the apply deadline (default %s)", contract.DefaultPickupDeadline))
 	fs.DurationVar(&f.progress, "progress-deadline", 0, fmt.Sprintf("the whole rollout, counted while a coordinator runs it (default %s)", contract.DefaultProgressDeadline))
 	fs.BoolVar(&f.retryInvalid, "retry-invalid", false, "roll out even fingerprints recorded as invalid, on purpose")
+	fs.StringArrayVar(&f.windows, "window", nil, `weekly window in which waves may start, e.g. "Mon-Fri 09:00-16:00 Europe/Berlin" (DAYS HH:MM-HH:MM [ZONE]; repeat for several); a wave in flight when it closes finishes`)
 	fs.StringVar(&f.whileActive, "while-active", "", `while another rollout runs: "queue" (start when it ends; the default) or "supersede" (stop it once its in-flight nodes settle)`)
 }
 
@@ -239,7 +241,8 @@ func (f *strategyFlags) register(fs *pflag.FlagSet) {
 // configurator checks the same rules; checking here first needs no server.
 func (f *strategyFlags) strategy(fs *pflag.FlagSet) (*sluicev1.Strategy, error) {
 	st := &sluicev1.Strategy{MaxParallel: f.maxParallel, FirstWave: f.firstWave, WaveGrowth: f.waveGrowth,
-		FailureDomain: f.failureDomain, FailureBudget: f.failureBudget, RetryInvalid: f.retryInvalid, WhileActive: f.whileActive}
+		FailureDomain: f.failureDomain, FailureBudget: f.failureBudget, RetryInvalid: f.retryInvalid, WhileActive: f.whileActive,
+		Windows: f.windows}
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
@@ -283,8 +286,12 @@ func strategyUsageError(errs []*sluicev1.FieldError) error {
 	return &ExitError{Code: 2, Err: fmt.Errorf("%d strategy flags are wrong:\n  %s", len(msgs), strings.Join(msgs, "\n  "))}
 }
 
-// flagOf is the flag of a strategy field: "strategy.bakeTime" is "--bake-time".
+// flagOf is the flag of a strategy field: "strategy.bakeTime" is "--bake-time"
+// (and strategy.windows, one per flag, is --window).
 func flagOf(field string) string {
+	if strings.TrimPrefix(field, "strategy.") == "windows" || strings.HasPrefix(field, "strategy.windows[") {
+		return "--window"
+	}
 	var b strings.Builder
 	b.WriteString("--")
 	for _, r := range strings.TrimPrefix(field, "strategy.") {

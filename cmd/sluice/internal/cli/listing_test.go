@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"sigs.k8s.io/yaml"
@@ -329,5 +330,34 @@ func TestStageLine_BakingNeverFor0s(t *testing.T) {
 	r := &sluicev1.Rollout{Wave: 2, BakeUntil: timestamppb.New(now.Add(300 * time.Millisecond))}
 	if got, want := stageLine(r, now), "wave 2, baking for 1s"; got != want {
 		t.Errorf("stageLine = %q, want %q", got, want)
+	}
+}
+
+func TestStageLine_WaitingForTheWindow(t *testing.T) {
+	r := &sluicev1.Rollout{Wave: 1, Waiting: "waiting for the window Mon-Fri 09:00-16:00 Europe/Berlin",
+		WaitingUntil: timestamppb.New(now.Add(2*time.Hour + 10*time.Minute + 20*time.Second))}
+	if got, want := stageLine(r, now), "wave 1, waiting for the window Mon-Fri 09:00-16:00 Europe/Berlin (opens in 2h10m)"; got != want {
+		t.Errorf("stageLine = %q, want %q", got, want)
+	}
+}
+
+func TestApplyFlags_WindowNamesTheFlag(t *testing.T) {
+	var f strategyFlags
+	fs := pflag.NewFlagSet("apply", pflag.ContinueOnError)
+	f.register(fs)
+	if err := fs.Parse([]string{"--window", "Mon-Fri 09:00-16:00 Europe/Berlin", "--window", "Sat 25:00-26:00"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := f.strategy(fs)
+	if err == nil || !strings.Contains(err.Error(), `--window: "Sat 25:00-26:00": time "25:00"`) {
+		t.Fatalf("error %v; want one naming --window and the bad time", err)
+	}
+	if err := fs.Parse([]string{"--window", "Sat 10:00-11:00"}); err != nil {
+		t.Fatal(err)
+	}
+	f.windows = []string{"Mon-Fri 09:00-16:00 Europe/Berlin", "Sat 10:00-11:00"}
+	st, err := f.strategy(fs)
+	if err != nil || len(st.GetWindows()) != 2 {
+		t.Fatalf("strategy %v, %v; want both windows", st, err)
 	}
 }

@@ -111,6 +111,9 @@ func strategyLine(st *sluicev1.Strategy) string {
 	if st.GetRetryInvalid() {
 		parts = append(parts, "retrying invalid fingerprints")
 	}
+	if ws := st.GetWindows(); len(ws) > 0 {
+		parts = append(parts, "waves start within "+strings.Join(ws, " or "))
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -126,6 +129,12 @@ func stageLine(r *sluicev1.Rollout, now time.Time) string {
 	if b := r.GetBakeUntil(); b != nil && b.AsTime().After(now) {
 		// Never "baking for 0s": under half a second left still rounds to 1s.
 		parts = append(parts, "baking for "+max(b.AsTime().Sub(now).Round(time.Second), time.Second).String())
+	}
+	if w := r.GetWaiting(); w != "" {
+		if u := r.GetWaitingUntil(); u != nil && u.AsTime().After(now) {
+			w += " (opens in " + strings.TrimSuffix(max(u.AsTime().Sub(now).Round(time.Minute), time.Minute).String(), "0s") + ")"
+		}
+		parts = append(parts, w)
 	}
 	return strings.Join(parts, ", ")
 }

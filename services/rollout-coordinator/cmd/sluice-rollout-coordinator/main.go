@@ -9,6 +9,9 @@ import (
 	"os/signal"
 	"syscall"
 	"time"
+	// Time zones for strategy windows (contract.ParseWindow): the images are
+	// FROM scratch, with no zoneinfo.
+	_ "time/tzdata"
 
 	"github.com/sluicehq/sluice/pkg/cmdutil"
 	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"

@@ -287,7 +287,7 @@ func (s *State) placeAll(resuming bool, now time.Time) {
 	s.pending.clear()
 	s.inFlight.reset()
 	s.forgetGroups()
-	s.started, s.domainSet, s.bakeUntil, s.baked = 0, false, time.Time{}, false
+	s.started, s.domainSet, s.bakeUntil, s.baked, s.waitingWindow = 0, false, time.Time{}, false, false
 	s.revertQ.clear()
 	s.reverting, s.stopReason = false, ""
 	s.clockBase, s.clockFrom, s.heldAt = r.GetLeaderTime().AsDuration(), now, time.Time{}
@@ -465,7 +465,7 @@ func (s *State) finish(phase sluicev1.RolloutPhase, reason string, now time.Time
 	r := s.rollout
 	s.closeStage(now)
 	r.Phase, r.Reason, r.FinishedAt = phase, reason, timestamppb.New(now)
-	r.BakeUntil = nil
+	r.BakeUntil, r.Waiting, r.WaitingUntil = nil, "", nil
 	r.LeaderTime = durationpb.New(s.elapsed(now))
 	fin := FinishRollout{Rollout: snapshot(r), ClearActive: r.GetId()}
 	if contract.InForce(phase) {
@@ -484,7 +484,7 @@ func (s *State) finish(phase sluicev1.RolloutPhase, reason string, now time.Time
 	s.revertQ.clear()
 	s.forgetGroups()
 	s.forgetShared()
-	s.reverting, s.stopReason, s.bakeUntil, s.dirty = false, "", time.Time{}, false
+	s.reverting, s.stopReason, s.bakeUntil, s.dirty, s.waitingWindow = false, "", time.Time{}, false, false
 	if h, rev := s.next, s.nextRev; h != nil {
 		// The waiting head starts now; it places every node.
 		s.next, s.nextRev = nil, nil

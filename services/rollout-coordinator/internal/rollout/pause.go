@@ -171,7 +171,7 @@ func (s *State) syncPause(now time.Time) {
 		s.heldAt = time.Time{}
 		return
 	}
-	switch held := s.holding(); {
+	switch held := s.holding() || s.waitingWindow; {
 	case held && s.heldAt.IsZero():
 		s.heldAt = now
 	case !held && !s.heldAt.IsZero():

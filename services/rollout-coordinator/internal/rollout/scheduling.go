@@ -19,6 +19,9 @@ func (s *State) fill(now time.Time) {
 	if s.rollout == nil || s.holding() {
 		return
 	}
+	if s.reverting || s.stopReason != "" {
+		s.stopWaiting() // no wave will start
+	}
 	if s.reverting {
 		s.fillRevert(now)
 		return
@@ -53,9 +56,14 @@ func (s *State) fill(now time.Time) {
 				s.startBake(now, what)
 				break
 			}
+			if !s.windowOpen(now, what) {
+				break
+			}
 			s.closeStage(now)
 			s.advance(n)
 			s.openStage(now)
+		} else if s.started == 0 && !s.windowOpen(now, "the first nodes") {
+			break // a rollout without waves is one: it starts within a window too
 		}
 		// A bake counts for the stage boundary it came before; one taken
 		// early for a redundancy group (pairs.go) does not stand in for it.
@@ -75,6 +83,44 @@ func (s *State) fill(now time.Time) {
 		n.desired = d
 		s.do(WriteDesired{Desired: d.message(n.name), Backup: save.message(n.name)})
 	}
+}
+
+// windowOpen reports whether the strategy's windows let a wave start now
+// (what names it). While none is open the rollout waits, its clock held as
+// during a pause (the progress deadline counts only time it could move):
+// its record says why and until when, and an event says so once.
+func (s *State) windowOpen(now time.Time, what string) bool {
+	r := s.rollout
+	open, next := contract.WindowsOpen(s.plan.Windows, now)
+	if open {
+		if s.waitingWindow {
+			s.waitingWindow = false
+			r.Waiting, r.WaitingUntil = "", nil
+			s.changed()
+			s.emit(s.rolloutEvent("RolloutWindowOpened", fmt.Sprintf("within %s: %s starts", contract.DescribeWindows(s.plan.Windows), what)))
+		}
+		return true
+	}
+	why := "waiting for the window " + contract.DescribeWindows(s.plan.Windows)
+	if !s.waitingWindow || r.GetWaiting() != why || !r.GetWaitingUntil().AsTime().Equal(next) {
+		s.waitingWindow = true
+		r.Waiting, r.WaitingUntil = why, timestamppb.New(next)
+		s.changed()
+		s.emit(s.rolloutEvent("RolloutWaitingForWindow", fmt.Sprintf("%s: %s starts when one opens, at %s",
+			why, what, next.UTC().Format(time.RFC3339))))
+	}
+	return false
+}
+
+// stopWaiting ends a wait for a window without a wave starting: the
+// rollout stopped.
+func (s *State) stopWaiting() {
+	if !s.waitingWindow {
+		return
+	}
+	s.waitingWindow = false
+	s.rollout.Waiting, s.rollout.WaitingUntil = "", nil
+	s.changed()
 }
 
 // startBake holds every node start for the strategy's bake time; before
