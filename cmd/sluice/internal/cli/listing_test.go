@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -227,7 +228,7 @@ func TestOutput_JSONAndYAMLRoundTripTheStoredObjects(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var list struct{ Items []nodeObject }
+			var list struct{ Items []view.NodeObject }
 			if err := json.Unmarshal(out, &list); err != nil {
 				t.Fatal(err)
 			}

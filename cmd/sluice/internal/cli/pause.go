@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -308,21 +309,7 @@ func reached(ack *sluicev1.PauseAck, req *sluicev1.PauseRequest) string {
 }
 
 // objects: the request first ({} when never paused), then the instances.
-func (l pauseList) objects() ([]json.RawMessage, error) {
-	req := l.req
-	if req == nil {
-		req = &sluicev1.PauseRequest{}
-	}
-	first, err := store.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("encode: %w", err)
-	}
-	rest, err := protoObjects(l.insts)
-	if err != nil {
-		return nil, err
-	}
-	return append([]json.RawMessage{first}, rest...), nil
-}
+func (l pauseList) objects() ([]json.RawMessage, error) { return view.PauseObjects(l.req, l.insts) }
 
 func (a *app) rolloutPauseCommand() *cobra.Command {
 	return a.rolloutPauseOrResume(true)

@@ -1,0 +1,142 @@
+// Package view shapes what sluice stores into the objects its readers show:
+// `sluice get … -o json` and the dashboard's JSON API print the same
+// objects, built here, so that both say the same thing in the same words.
+package view
+
+import (
+	"cmp"
+	"encoding/json"
+	"fmt"
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// Node is one node as its agent's presence lease and its status show it;
+// either may be missing (a node that left keeps its status until the reaper
+// removes it; a node that just joined has no status yet).
+type Node struct {
+	Name     string
+	Presence *sluicev1.NodePresence
+	Status   *sluicev1.NodeStatus
+}
+
+// NodeObject is a node in json and yaml output.
+type NodeObject struct {
+	Node     string          `json:"node"`
+	Present  bool            `json:"present"`
+	Presence json.RawMessage `json:"presence,omitempty"`
+	Status   json.RawMessage `json:"status,omitempty"`
+}
+
+// Object encodes n as its NodeObject.
+func (n Node) Object() (json.RawMessage, error) {
+	o := NodeObject{Node: n.Name, Present: n.Presence != nil}
+	var err error
+	if n.Presence != nil {
+		if o.Presence, err = store.Marshal(n.Presence); err != nil {
+			return nil, fmt.Errorf("encode node %s: %w", n.Name, err)
+		}
+	}
+	if n.Status != nil {
+		if o.Status, err = store.Marshal(n.Status); err != nil {
+			return nil, fmt.Errorf("encode node %s: %w", n.Name, err)
+		}
+	}
+	b, err := json.Marshal(o)
+	if err != nil {
+		return nil, fmt.Errorf("encode node %s: %w", n.Name, err)
+	}
+	return b, nil
+}
+
+// NodeObjects encodes every node, in order.
+func NodeObjects(nodes []Node) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, 0, len(nodes))
+	for _, n := range nodes {
+		b, err := n.Object()
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// MergeNodes joins presences and statuses by node name, sorted.
+func MergeNodes(presences []*sluicev1.NodePresence, statuses []*sluicev1.NodeStatus) []Node {
+	byName := map[string]*Node{}
+	row := func(name string) *Node {
+		if r, ok := byName[name]; ok {
+			return r
+		}
+		r := &Node{Name: name}
+		byName[name] = r
+		return r
+	}
+	for _, p := range presences {
+		row(p.GetNode()).Presence = p
+	}
+	for _, s := range statuses {
+		row(s.GetNode()).Status = s
+	}
+	out := make([]Node, 0, len(byName))
+	for _, r := range byName {
+		out = append(out, *r)
+	}
+	slices.SortFunc(out, func(a, b Node) int { return cmp.Compare(a.Name, b.Name) })
+	return out
+}
+
+// ProtoObjects encodes each message as its stored JSON (protojson names).
+func ProtoObjects[T proto.Message](items []T) ([]json.RawMessage, error) {
+	out := make([]json.RawMessage, 0, len(items))
+	for _, it := range items {
+		b, err := store.Marshal(it)
+		if err != nil {
+			return nil, fmt.Errorf("encode: %w", err)
+		}
+		out = append(out, b)
+	}
+	return out, nil
+}
+
+// SortRollouts orders rollouts newest first: by start, then by generation.
+func SortRollouts(rs []*sluicev1.Rollout) {
+	slices.SortStableFunc(rs, func(a, b *sluicev1.Rollout) int {
+		if c := b.GetStartedAt().AsTime().Compare(a.GetStartedAt().AsTime()); c != 0 {
+			return c
+		}
+		return cmp.Compare(b.GetGeneration(), a.GetGeneration())
+	})
+}
+
+// SortFingerprints orders invalid fingerprints newest first, then by fingerprint.
+func SortFingerprints(fs []*sluicev1.InvalidFingerprint) {
+	slices.SortStableFunc(fs, func(a, b *sluicev1.InvalidFingerprint) int {
+		if c := b.GetTime().AsTime().Compare(a.GetTime().AsTime()); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.GetFingerprint(), b.GetFingerprint())
+	})
+}
+
+// PauseObjects is `sluice get pause -o json`'s items: the request first
+// ({} when never paused), then the instances.
+func PauseObjects(req *sluicev1.PauseRequest, insts []*sluicev1.Instance) ([]json.RawMessage, error) {
+	if req == nil {
+		req = &sluicev1.PauseRequest{}
+	}
+	first, err := store.Marshal(req)
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	rest, err := ProtoObjects(insts)
+	if err != nil {
+		return nil, err
+	}
+	return append([]json.RawMessage{first}, rest...), nil
+}
