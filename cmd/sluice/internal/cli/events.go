@@ -182,7 +182,7 @@ type eventPrinter struct {
 func (p *eventPrinter) add(e streamEvent) {
 	if p.live {
 		if e.bad != nil {
-			fmt.Fprintln(p.w, e.bad.cell())
+			fmt.Fprintln(p.w, e.bad.Cell())
 		} else {
 			fmt.Fprintln(p.w, eventLine(e.ev))
 		}

@@ -39,19 +39,13 @@ const (
 
 var formats = []string{formatTable, formatJSON, formatYAML}
 
-// listObject is a listing in json and yaml output.
-type listObject struct {
-	Items      []json.RawMessage `json:"items"`
-	Unreadable []unreadableKey   `json:"unreadable"`
-}
-
 // printListing writes l, then the values that did not decode, in format to w.
 func printListing(w io.Writer, l listing, unreadable []unreadableKey, format string, now time.Time) error {
 	switch format {
 	case formatTable:
 		rows := l.table(now)
 		for _, u := range unreadable {
-			rows = append(rows, []string{u.Key, u.cell()})
+			rows = append(rows, []string{u.Key, u.Cell()})
 		}
 		if err := writeTable(w, rows); err != nil {
 			return err
@@ -68,13 +62,7 @@ func printListing(w io.Writer, l listing, unreadable []unreadableKey, format str
 		if err != nil {
 			return err
 		}
-		o := listObject{Items: objs, Unreadable: unreadable}
-		if o.Items == nil {
-			o.Items = []json.RawMessage{}
-		}
-		if o.Unreadable == nil {
-			o.Unreadable = []unreadableKey{}
-		}
+		o := view.NewList(objs, unreadable)
 		b, err := json.MarshalIndent(o, "", "  ")
 		if err != nil {
 			return fmt.Errorf("encode json: %w", err)

@@ -173,7 +173,7 @@ func decodeList[T proto.Message](t *testing.T, format string, out []byte, newT f
 			t.Fatalf("yaml: %v", err)
 		}
 	}
-	var o listObject
+	var o view.List
 	if err := json.Unmarshal(out, &o); err != nil {
 		t.Fatalf("not a JSON list object: %v\n%s", err, out)
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 
 	"google.golang.org/protobuf/proto"
 
@@ -139,4 +140,40 @@ func PauseObjects(req *sluicev1.PauseRequest, insts []*sluicev1.Instance) ([]jso
 		return nil, err
 	}
 	return append([]json.RawMessage{first}, rest...), nil
+}
+
+// Unreadable is a stored value that does not decode. Listings show it and
+// carry on: one bad value must not hide the rest of the fleet.
+type Unreadable struct {
+	Bucket string `json:"bucket"`
+	Key    string `json:"key"`
+	Reason string `json:"reason"`
+}
+
+// NewUnreadable describes the value at bucket/key that failed with err
+// (a store.ErrUndecodable).
+func NewUnreadable(bucket, key string, err error) Unreadable {
+	return Unreadable{Bucket: bucket, Key: key, Reason: strings.TrimPrefix(err.Error(), "decode "+bucket+"/"+key+": ")}
+}
+
+// Cell is how a table shows the value in place of its row.
+func (u Unreadable) Cell() string {
+	return fmt.Sprintf("<unreadable: %s/%s %s>", u.Bucket, u.Key, u.Reason)
+}
+
+// List is a listing in json and yaml output: {"items": [...], "unreadable": [...]}.
+type List struct {
+	Items      []json.RawMessage `json:"items"`
+	Unreadable []Unreadable      `json:"unreadable"`
+}
+
+// NewList makes a List whose empty parts encode as [] rather than null.
+func NewList(items []json.RawMessage, unreadable []Unreadable) List {
+	if items == nil {
+		items = []json.RawMessage{}
+	}
+	if unreadable == nil {
+		unreadable = []Unreadable{}
+	}
+	return List{Items: items, Unreadable: unreadable}
 }
