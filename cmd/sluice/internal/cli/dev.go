@@ -91,12 +91,7 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 				opts.RegistryDeleteAfter = &deleteAfter
 			}
 			if df.addr != dashboard.Off {
-				opts.Dashboard = func(s *dev.System) (string, func(context.Context) error, error) {
-					// The dashboard connects as the CLI would, with the admin credentials under --secure.
-					sub := &app{streams: a.streams, version: a.version, now: a.now, server: s.URL()}
-					sub.auth.Creds = s.AdminCreds()
-					return sub.startDashboard(df)
-				}
+				opts.Dashboard = a.devDashboard(df)
 			}
 			opts.Stderr = a.streams.Err
 			opts.Version = a.version
@@ -123,6 +118,16 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 	f.DurationVar(&nodeLease, "node-lease", contract.DefaultSettings().NodeLease, "how long a node's presence lasts without a heartbeat; agents beat every third of it (env SLUICE_NODE_LEASE; at least 1s)")
 	df.register(cmd, dashboard.DefaultAddr, "the dashboard's listen address host:port; off runs none")
 	return cmd
+}
+
+// devDashboard starts the dashboard of sluice dev: it connects as the CLI
+// would, with the admin credentials under --secure.
+func (a *app) devDashboard(df dashboardFlags) func(*dev.System) (string, func(context.Context) error, error) {
+	return func(s *dev.System) (string, func(context.Context) error, error) {
+		sub := &app{streams: a.streams, version: a.version, now: a.now, server: s.URL()}
+		sub.auth.Creds = s.AdminCreds()
+		return sub.startDashboard(df)
+	}
 }
 
 // devRegistries builds the specs of --redis and --watch-dir, named "redis"

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/store"
 )
 
@@ -24,10 +25,11 @@ type update struct {
 	Fingerprints []json.RawMessage `json:"fingerprints,omitempty"` // as get fingerprints -o json
 	Removed      []string          `json:"removedFingerprints,omitempty"`
 	// Pause is as get pause -o json: the request, then every instance.
-	Pause      []json.RawMessage `json:"pause,omitempty"`
-	Leader     json.RawMessage   `json:"leader,omitempty"` // the coordinator's lease; {} when none
-	Events     []json.RawMessage `json:"events,omitempty"` // streamEvent, oldest first
-	Unreadable []view.Unreadable `json:"unreadable,omitempty"`
+	Pause        []json.RawMessage `json:"pause,omitempty"`
+	PauseSummary *pauseSummary     `json:"pauseSummary,omitempty"`
+	Leader       json.RawMessage   `json:"leader,omitempty"` // the coordinator's lease; {} when none
+	Events       []json.RawMessage `json:"events,omitempty"` // streamEvent, oldest first
+	Unreadable   []view.Unreadable `json:"unreadable,omitempty"`
 }
 
 // snapshot is everything; the caller holds mu.
@@ -45,7 +47,7 @@ func (s *state) snapshot() (update, error) {
 	if u.Fingerprints, err = view.ProtoObjects(s.fingerprints()); err != nil {
 		return u, err
 	}
-	if u.Pause, err = view.PauseObjects(s.pause, s.instanceList()); err != nil {
+	if u.Pause, u.PauseSummary, err = s.pauseView(); err != nil {
 		return u, err
 	}
 	if u.Leader, err = s.leaderJSON(); err != nil {
@@ -118,7 +120,7 @@ func (s *state) changed(changes []change) (update, error) {
 	if pause {
 		// The whole pause view: its acknowledgements are read together.
 		var err error
-		if u.Pause, err = view.PauseObjects(s.pause, s.instanceList()); err != nil {
+		if u.Pause, u.PauseSummary, err = s.pauseView(); err != nil {
 			return u, err
 		}
 	}
@@ -223,4 +225,36 @@ func (srv *Server) handleStream(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+}
+
+// pauseSummary says in `sluice get pause`'s words what the pause is and
+// who has reached it.
+type pauseSummary struct {
+	Requested string   `json:"requested"` // as REQUESTED: says
+	Paused    bool     `json:"paused"`
+	Reached   int      `json:"reached"` // instances that acknowledged the requested generation
+	Instances int      `json:"instances"`
+	Waiting   []string `json:"waiting,omitempty"` // "component instance" of those that did not (at most 20)
+}
+
+// pauseView is the pause as get pause -o json prints it, and its summary;
+// the caller holds mu.
+func (s *state) pauseView() ([]json.RawMessage, *pauseSummary, error) {
+	insts := s.instanceList()
+	objs, err := view.PauseObjects(s.pause, insts)
+	if err != nil {
+		return nil, nil, err
+	}
+	sum := &pauseSummary{Requested: "running (never paused)", Instances: len(insts)}
+	if s.pause != nil && s.pause.GetGeneration() > 0 {
+		sum.Requested, sum.Paused = contract.DescribePause(s.pause), s.pause.GetPaused()
+	}
+	for _, in := range insts {
+		if contract.PauseReached(in.GetPause(), s.pause.GetGeneration()) {
+			sum.Reached++
+		} else if len(sum.Waiting) < 20 {
+			sum.Waiting = append(sum.Waiting, in.GetComponent()+" "+in.GetInstance())
+		}
+	}
+	return objs, sum, nil
 }
