@@ -148,7 +148,7 @@ func (a *app) readonlyReason() (string, error) {
 // credentials, and returns what the command printed.
 func (a *app) runner() dashboard.Runner {
 	return func(ctx context.Context, args []string) (string, error) {
-		var out syncBuffer
+		var out lockedBuffer
 		sub := &app{streams: Streams{Out: &out, Err: &out}, version: a.version, now: a.now}
 		err := sub.execute(ctx, args, func() { sub.server, sub.auth = a.server, a.auth })
 		var ee *ExitError
@@ -159,19 +159,20 @@ func (a *app) runner() dashboard.Runner {
 	}
 }
 
-// syncBuffer is a bytes.Buffer safe for a command's goroutines.
-type syncBuffer struct {
+// lockedBuffer is a bytes.Buffer a command writes while another goroutine
+// reads it (a control's output; a test's).
+type lockedBuffer struct {
 	mu sync.Mutex
 	b  bytes.Buffer
 }
 
-func (b *syncBuffer) Write(p []byte) (int, error) {
+func (b *lockedBuffer) Write(p []byte) (int, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.Write(p)
 }
 
-func (b *syncBuffer) String() string {
+func (b *lockedBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.b.String()

@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/dev"
@@ -112,15 +111,13 @@ func TestDashboard_InBrowser(t *testing.T) {
 	as := func(args ...string) (int, string, string) {
 		return sluice(t, s.URL(), append([]string{"--creds", admin}, args...)...)
 	}
-	nc, err := nats.Connect(s.URL(), nats.UserCredentials(admin))
+	adm := &app{server: s.URL()}
+	adm.auth.Creds = admin
+	nc, js, err := adm.jetStream()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
 	t.Logf("sluice dev --secure started in %s; dashboard %s", time.Since(start).Round(time.Millisecond), s.DashboardURL())
 
 	tab := browser(t)

@@ -243,8 +243,7 @@ func loadPauseState(ctx context.Context, js jetstream.KeyValueManager) (*sluicev
 		return nil, nil, nil, err
 	}
 	for _, p := range presences {
-		insts = append(insts, &sluicev1.Instance{Component: contract.ComponentAgent, Instance: p.GetNode(), Version: p.GetAgentVersion(),
-			StartedAt: p.GetStartedAt(), HeartbeatAt: p.GetHeartbeatAt(), Pause: p.GetPause()})
+		insts = append(insts, view.AgentInstance(p))
 	}
 	slices.SortStableFunc(insts, func(x, y *sluicev1.Instance) int {
 		if c := strings.Compare(componentOrder(x), componentOrder(y)); c != 0 {

@@ -64,13 +64,22 @@ func (srv *Server) writeList(w http.ResponseWriter, items []json.RawMessage, bad
 // names are what a rollout id or node name may look like in a path.
 var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,252}$`)
 
+// pathName is the path value field, answering 400 when it is not a name.
+func pathName(w http.ResponseWriter, r *http.Request, field, what, lister string) (string, bool) {
+	v := r.PathValue(field)
+	if !validName.MatchString(v) {
+		httpError(w, http.StatusBadRequest, field, what+" "+quote(v)+" is not a "+what+" ("+lister+" lists them)")
+		return "", false
+	}
+	return v, true
+}
+
 // handleRollout is GET /api/v1/rollouts/{id}: the stored record, as
 // `sluice rollout status ID -o json` prints its one item ("active" is the
 // active rollout).
 func (srv *Server) handleRollout(w http.ResponseWriter, r *http.Request) {
-	id := r.PathValue("id")
-	if !validName.MatchString(id) {
-		httpError(w, http.StatusBadRequest, "id", "rollout id "+quote(id)+" is not a rollout id (sluice get rollouts lists them)")
+	id, ok := pathName(w, r, "id", "rollout id", "sluice get rollouts")
+	if !ok {
 		return
 	}
 	srv.state.mu.Lock()
@@ -102,20 +111,19 @@ type nodeAnswer struct {
 }
 
 func (srv *Server) handleNode(w http.ResponseWriter, r *http.Request) {
-	name := r.PathValue("name")
-	if !validName.MatchString(name) {
-		httpError(w, http.StatusBadRequest, "name", "node name "+quote(name)+" is not a node name (sluice get nodes lists them)")
+	name, ok := pathName(w, r, "name", "node name", "sluice get nodes")
+	if !ok {
 		return
 	}
 	srv.state.mu.Lock()
-	n, ok := srv.state.node(name)
+	n, found := srv.state.node(name)
 	var obj json.RawMessage
 	var err error
-	if ok {
+	if found {
 		obj, err = n.Object()
 	}
 	srv.state.mu.Unlock()
-	if !ok {
+	if !found {
 		httpError(w, http.StatusNotFound, "name", "no node "+quote(name)+" (sluice get nodes lists them)")
 		return
 	}

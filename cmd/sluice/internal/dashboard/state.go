@@ -333,19 +333,11 @@ func (s *state) followEvents(ctx context.Context, js jetstream.JetStream, last *
 			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, info.State.LastSeq-recentEvents+1
 		}
 	}
-	cons, err := stream.OrderedConsumer(ctx, cfg)
+	it, _, err := view.EventMessages(ctx, stream, cfg)
 	if err != nil {
-		return fmt.Errorf("read stream %s: %w", contract.StreamEvents, err)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("read stream %s: %w", contract.StreamEvents, err)
+		return err
 	}
 	defer it.Stop()
-	go func() {
-		<-ctx.Done()
-		it.Stop()
-	}()
 	s.setWatchError(contract.StreamEvents, nil)
 	for {
 		msg, err := it.Next()
@@ -425,8 +417,7 @@ func (s *state) instanceList() []*sluicev1.Instance {
 	})
 	for _, name := range slices.Sorted(maps.Keys(s.presences)) {
 		p := s.presences[name]
-		insts = append(insts, &sluicev1.Instance{Component: contract.ComponentAgent, Instance: p.GetNode(), Version: p.GetAgentVersion(),
-			StartedAt: p.GetStartedAt(), HeartbeatAt: p.GetHeartbeatAt(), Pause: p.GetPause()})
+		insts = append(insts, view.AgentInstance(p))
 	}
 	return insts
 }

@@ -5,13 +5,16 @@ package view
 
 import (
 	"cmp"
+	"context"
 	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -176,4 +179,30 @@ func NewList(items []json.RawMessage, unreadable []Unreadable) List {
 		unreadable = []Unreadable{}
 	}
 	return List{Items: items, Unreadable: unreadable}
+}
+
+// AgentInstance is a node's agent as `sluice get pause` lists it among the
+// instances: its presence is its instance record.
+func AgentInstance(p *sluicev1.NodePresence) *sluicev1.Instance {
+	return &sluicev1.Instance{Component: contract.ComponentAgent, Instance: p.GetNode(), Version: p.GetAgentVersion(),
+		StartedAt: p.GetStartedAt(), HeartbeatAt: p.GetHeartbeatAt(), Pause: p.GetPause()}
+}
+
+// EventMessages follows the events stream with an ordered consumer of cfg
+// until ctx ends (the iterator then stops); info is the consumer's, as
+// created, which says how many events were stored already.
+func EventMessages(ctx context.Context, stream jetstream.Stream, cfg jetstream.OrderedConsumerConfig) (jetstream.MessagesContext, *jetstream.ConsumerInfo, error) {
+	cons, err := stream.OrderedConsumer(ctx, cfg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read stream %s: %w", contract.StreamEvents, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return nil, nil, fmt.Errorf("read stream %s: %w", contract.StreamEvents, err)
+	}
+	go func() {
+		<-ctx.Done()
+		it.Stop()
+	}()
+	return it, cons.CachedInfo(), nil
 }
