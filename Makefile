@@ -53,11 +53,11 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
-run: ## Run everything locally: embedded NATS, all services, 5 agents (sluice dev; flags in ARGS="...")
+run: ## Run everything locally: embedded NATS, all services, 5 agents, the dashboard at http://127.0.0.1:3100 (sluice dev; flags in ARGS="...")
 	$(GO) run ./cmd/sluice dev $(ARGS)
 
 .PHONY: test
-test: redis ## go vet and go test every module of the workspace (installs redis-server first if missing)
+test: redis chromium ## go vet and go test every module of the workspace (installs redis-server and chromium first if missing)
 	@echo "modules: $(MODULES)"
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
@@ -94,6 +94,16 @@ redis: ## Install Debian's redis-server if it is missing (make test does this fi
 	sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
 	$$sudo apt-get install -y redis-server || { $$sudo apt-get update && $$sudo apt-get install -y redis-server; } || \
 	{ echo "could not install redis-server: install it (apt-get install redis-server) and run make test again" >&2; exit 1; }
+
+# The dashboard's tests drive a real headless Chromium (chromedp); they
+# fail, never skip, without one.
+.PHONY: chromium
+chromium: ## Install Debian's chromium if it is missing (make test does this first: the dashboard's browser tests)
+	@command -v chromium >/dev/null && exit 0; \
+	echo "chromium not found: the dashboard's browser tests need it; installing Debian's chromium"; \
+	sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
+	$$sudo apt-get install -y chromium || { $$sudo apt-get update && $$sudo apt-get install -y chromium; } || \
+	{ echo "could not install chromium: install it (apt-get install chromium) and run make test again" >&2; exit 1; }
 
 .PHONY: chaos
 chaos: ## Run SEEDS seeded fault schedules (default 50) against the real services; a failing seed prints its repro line
