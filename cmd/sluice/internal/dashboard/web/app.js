@@ -44,15 +44,17 @@ const STATES = {
   failed: { label: 'Invalid', color: '--failed', mark: 'x' },
   timedout: { label: 'TimedOut', color: '--timedout', mark: 'stripe' },
   reverted: { label: 'Reverted', color: '--reverted' },
-  pending: { label: 'no status', color: '--pending' },
+  pending: { label: 'Pending / no status', color: '--pending' },
   left: { label: 'left (not present)', color: '--left', mark: 'dot' },
 };
 function outcomes() {
-  // The outcomes the newest rollout recorded, by node.
+  // The outcomes the newest rollout recorded, by node; while a rollout
+  // runs, its revision (a node not on it yet is pending).
   const r = S.rollouts.get(S.active) || newestRollout();
   const m = new Map();
   if (!r) return m;
   for (const f of r.failures || []) m.set(f.node, f.result);
+  if (r.id === S.active && r.phase === 'ROLLOUT_PHASE_PROGRESSING') m.revision = r.revision;
   return m;
 }
 function nodeState(n, out) {
@@ -63,6 +65,7 @@ function nodeState(n, out) {
   if (ph === 'NODE_PHASE_INVALID') return 'failed';
   if (!n.present) return 'left';
   if (ph === 'NODE_PHASE_PROVISIONING') return 'progress';
+  if (out.revision && n.status && n.status.revision !== out.revision) return 'pending';
   if (ph === 'NODE_PHASE_PROVISIONED') return 'provisioned';
   return 'pending';
 }
@@ -191,12 +194,14 @@ function computeLayout(width) {
   let y = 0;
   cells = [];
   const out = [];
-  for (const outer of [...groups.keys()].sort()) {
+  // Nodes without the labels (one that left has no presence, so no labels) come last.
+  const byName = (a, b) => (a.startsWith('(no ') - b.startsWith('(no ')) || a.localeCompare(b);
+  for (const outer of [...groups.keys()].sort(byName)) {
     y += 18;
     out.push({ label: outer, x: 0, y: y - 5, level: 0 });
     let x = 0, rowH = 0;
     const racks = groups.get(outer);
-    for (const inner of [...racks.keys()].sort()) {
+    for (const inner of [...racks.keys()].sort(byName)) {
       const names = racks.get(inner).sort();
       const cols = Math.max(1, Math.min(names.length, Math.floor(Math.sqrt(names.length * 2)) || 1, Math.floor((width - 8) / pitch)));
       const w = cols * pitch + 8, h = Math.ceil(names.length / cols) * pitch + 18;
