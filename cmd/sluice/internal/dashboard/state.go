@@ -114,8 +114,14 @@ type watched struct {
 func (s *state) watchedBuckets() []watched {
 	return []watched{
 		{contract.BucketNodes, func(key string, data []byte) (string, bool, error) {
-			return applyTo(kindNode, s.presences, key, data, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} },
+			ack := s.presences[key].GetPause()
+			kind, changed, err := applyTo(kindNode, s.presences, key, data, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} },
 				func(p *sluicev1.NodePresence) { p.HeartbeatAt = nil })
+			if err == nil && !proto.Equal(ack, s.presences[key].GetPause()) {
+				// An agent's presence is also its pause acknowledgement.
+				s.note(kindPause, "", nil)
+			}
+			return kind, changed, err
 		}},
 		{contract.BucketStatus, func(key string, data []byte) (string, bool, error) {
 			return applyTo(kindNode, s.statuses, key, data, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }, nil)

@@ -90,8 +90,6 @@ func (s *state) changed(changes []change) (update, error) {
 			}
 			b, err2 := n.Object()
 			u.Nodes, err = append(u.Nodes, b), err2
-			// An agent's presence is also its pause acknowledgement.
-			pause = true
 		case kindRollout:
 			if r, ok := s.rollouts[c.key]; ok {
 				b, err2 := store.Marshal(r)
