@@ -103,7 +103,7 @@ func (a *app) startDashboard(df dashboardFlags) (string, func(context.Context) e
 	ln, err := net.Listen("tcp", df.addr)
 	if err != nil {
 		nc.Close()
-		return "", nil, fmt.Errorf("dashboard: listen on %s: %w (is another dashboard running? --addr or --dashboard-addr picks another)", df.addr, err)
+		return "", nil, fmt.Errorf("listen on %s: %w (is another dashboard running? --addr, or --dashboard-addr in sluice dev, picks another; off runs none)", df.addr, err)
 	}
 	return "http://" + ln.Addr().String() + "/", func(ctx context.Context) error {
 		defer nc.Close()
