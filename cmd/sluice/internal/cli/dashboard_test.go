@@ -88,8 +88,9 @@ const node03Check = "../../../../examples/checks/node-03-needs-table-10.sh"
 // headless Chromium shows every node; a rollout's node status writes
 // reach the page within a second each; a failing check appears grouped
 // under its fingerprint with the check's output; pause from the page is
-// acknowledged as sluice get pause shows it; and a dashboard with
-// readonly credentials disables every control, saying why.
+// acknowledged as sluice get pause shows it; a hidden tab stops streaming
+// and catches up when shown; and a dashboard with readonly credentials
+// disables every control, saying why.
 func TestDashboard_InBrowser(t *testing.T) {
 	start := time.Now()
 	var logs lockedBuffer
@@ -222,6 +223,31 @@ func TestDashboard_InBrowser(t *testing.T) {
 			t.Errorf("the page shows %q; sluice get pause: %s", shown, out)
 		}
 		inTab(t, tab, "close", chromedp.Click(chromedp.CSS(`#confirm-cancel`)))
+		if code, out, stderr := as("resume", "--wait"); code != 0 {
+			t.Fatalf("resume: exit %d\n%s%s", code, out, stderr)
+		}
+	})
+
+	t.Run("HiddenTabStopsStreamingThenResumes", func(t *testing.T) {
+		setHidden := func(hidden bool) {
+			evalIn[bool](t, tab, fmt.Sprintf(`(() => { Object.defineProperty(document, 'hidden', {value: %t, configurable: true});
+				document.dispatchEvent(new Event('visibilitychange')); return true; })()`, hidden))
+		}
+		evalUntil(t, tab, 5*time.Second, "the page to show the control plane running", `document.getElementById('pause-state').dataset.paused === 'false'`)
+		setHidden(true)
+		if got := evalString(t, tab, `document.getElementById('conn').textContent`); got != "paused while hidden" {
+			t.Errorf("hidden tab's connection badge %q", got)
+		}
+		lastID := evalString(t, tab, `S.lastId`)
+		if code, out, stderr := as("pause", "--reason", "while hidden", "--wait"); code != 0 {
+			t.Fatalf("pause: exit %d\n%s%s", code, out, stderr)
+		}
+		time.Sleep(600 * time.Millisecond) // two update intervals: a stream still open would have delivered
+		if got := evalString(t, tab, `S.lastId`); got != lastID {
+			t.Errorf("a hidden tab received updates (last id %s → %s)", lastID, got)
+		}
+		setHidden(false)
+		evalUntil(t, tab, 5*time.Second, "the shown tab to catch up with the pause", `document.getElementById('pause-state').dataset.paused === 'true'`)
 		if code, out, stderr := as("resume", "--wait"); code != 0 {
 			t.Fatalf("resume: exit %d\n%s%s", code, out, stderr)
 		}
