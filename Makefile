@@ -152,6 +152,13 @@ bench: ## Measure a rollout over 1,000 simulated agents, a failing wave, a kille
 	$(GO) build -o $(BIN)/sluice-bench ./tests/cmd/sluice-bench
 	$(BIN)/sluice-bench $(BENCH_ARGS)
 
+# The dashboard's page in headless Chromium (build tag dashboardbench, so
+# make test leaves it out): docs/benchmarks.md, "The dashboard's page".
+.PHONY: bench-dashboard
+bench-dashboard: chromium ## The dashboard's page in headless Chromium: paint 10,000 and 100,000 nodes, frames/s during a rollout at maxParallel 1000 (BENCH lines)
+	$(GO) vet -tags dashboardbench ./cmd/sluice/internal/cli/
+	$(GO) test -tags dashboardbench -count=1 -v -run 'TestDashboard_RenderBench$$' ./cmd/sluice/internal/cli/ | grep -E 'BENCH|^(--- |ok|FAIL)'
+
 # Both runs run even when the first fails; the target fails if either did.
 .PHONY: bench-scale
 bench-scale: ## Not run in CI, minutes: 30,000 then 100,000 simulated agents (maxParallel 1000, apply 100 ms; the failover scenario off: three more rollouts and a lease wait would add minutes), a BENCH line each (BENCH_SCALE_ARGS="...")

@@ -13,10 +13,13 @@ const S = {
   leader: {},
   events: [],              // streamEvent, oldest first (at most 500)
   lastId: '',
-  layoutDirty: true,
+  layoutDirty: true,       // the set of nodes or their domains changed: lay the map out again
+  fullPaint: true,         // repaint every cell (a rollout changed what cells mean)
+  dirtyNodes: new Set(),   // otherwise repaint only these
+  names: null,             // every node's name, sorted (null: sort again)
 };
 const PAGE = 50;
-let page = 0, es = null, frame = 0, cells = [], drawerNode = '';
+let page = 0, es = null, frame = 0, cells = [], cellOf = new Map(), drawerNode = '';
 
 const $ = (id) => document.getElementById(id);
 const el = (tag, attrs, ...kids) => {
@@ -90,10 +93,13 @@ function apply(u) {
     const old = S.nodes.get(n.node);
     if (!old || domainOf(old).join('/') !== domainOf(n).join('/')) S.layoutDirty = true;
     S.nodes.set(n.node, n);
+    S.dirtyNodes.add(n.node);
   }
   for (const name of u.removedNodes || []) { S.nodes.delete(name); S.layoutDirty = true; }
+  if (S.layoutDirty) S.names = null;
   for (const r of u.rollouts || []) S.rollouts.set(r.id, r);
   if (u.active !== undefined) S.active = u.active;
+  if (u.rollouts || u.active !== undefined) S.fullPaint = true;
   for (const f of u.fingerprints || []) S.fps.set(f.fingerprint, f);
   for (const f of u.removedFingerprints || []) S.fps.delete(f);
   if (u.pause) { S.pause = u.pause; S.pauseSummary = u.pauseSummary; }
@@ -193,6 +199,7 @@ function computeLayout(width) {
   const pitch = cell + gap;
   let y = 0;
   cells = [];
+  cellOf = new Map();
   const out = [];
   // Nodes without the labels (one that left has no presence, so no labels) come last.
   const byName = (a, b) => (a.startsWith('(no ') - b.startsWith('(no ')) || a.localeCompare(b);
@@ -207,7 +214,11 @@ function computeLayout(width) {
       const w = cols * pitch + 8, h = Math.ceil(names.length / cols) * pitch + 18;
       if (x > 0 && x + w > width) { x = 0; y += rowH + 6; rowH = 0; }
       out.push({ label: inner, x: x + 2, y: y + 11, level: 1, box: [x, y, w - 4, h] });
-      names.forEach((name, i) => cells.push({ name, x: x + 4 + (i % cols) * pitch, y: y + 15 + Math.floor(i / cols) * pitch, s: cell }));
+      names.forEach((name, i) => {
+        const c = { name, x: x + 4 + (i % cols) * pitch, y: y + 15 + Math.floor(i / cols) * pitch, s: cell };
+        cells.push(c);
+        cellOf.set(name, c);
+      });
       x += w; rowH = Math.max(rowH, h);
     }
     y += rowH + 8;
@@ -218,49 +229,61 @@ function computeLayout(width) {
 function drawMap(out) {
   const canvas = $('map');
   const width = Math.max(300, canvas.clientWidth || 600);
-  if (S.layoutDirty || layout.width !== width) { computeLayout(width); S.layoutDirty = false; }
+  if (S.layoutDirty || layout.width !== width) { computeLayout(width); S.layoutDirty = false; S.fullPaint = true; }
   const dpr = window.devicePixelRatio || 1;
   if (canvas.width !== Math.round(width * dpr) || canvas.height !== Math.round(layout.height * dpr)) {
     canvas.width = Math.round(width * dpr); canvas.height = Math.round(layout.height * dpr);
     canvas.style.height = layout.height + 'px';
+    S.fullPaint = true;
   }
   const g = canvas.getContext('2d');
   g.setTransform(dpr, 0, 0, dpr, 0, 0);
-  g.clearRect(0, 0, width, layout.height);
-  g.font = '11px system-ui, sans-serif';
-  for (const grp of layout.groups) {
-    if (grp.box) { g.strokeStyle = '#d8d8d8'; g.strokeRect(grp.box[0] + .5, grp.box[1] + .5, grp.box[2], grp.box[3]); }
-    g.fillStyle = grp.level === 0 ? '#1b1b1b' : '#5a5a5a';
-    g.font = grp.level === 0 ? 'bold 12px system-ui, sans-serif' : '11px system-ui, sans-serif';
-    g.fillText(grp.label, grp.x, grp.y);
-  }
   const colors = {};
   for (const [k, s] of Object.entries(STATES)) colors[k] = css(s.color);
   const active = S.rollouts.get(S.active);
-  const marks = [];
-  for (const c of cells) {
-    const n = S.nodes.get(c.name);
-    if (!n) continue;
-    const st = nodeState(n, out);
-    g.fillStyle = colors[st];
-    g.fillRect(c.x, c.y, c.s, c.s);
-    if (STATES[st].mark) marks.push([c, STATES[st].mark]);
-    // The running wave: nodes of the active rollout still in progress.
-    if (active && n.status && n.status.rollout === active.id && st === 'progress' && c.s >= 5) {
-      g.strokeStyle = '#1b1b1b'; g.strokeRect(c.x - .5, c.y - .5, c.s + 1, c.s + 1);
+  // Between two layouts only the cells of nodes that changed are painted:
+  // a rollout at maxParallel 1000 repaints 2,000 cells an update, not the fleet.
+  let todo;
+  if (S.fullPaint) {
+    g.clearRect(0, 0, width, layout.height);
+    for (const grp of layout.groups) {
+      if (grp.box) { g.strokeStyle = '#d8d8d8'; g.lineWidth = 1; g.strokeRect(grp.box[0] + .5, grp.box[1] + .5, grp.box[2], grp.box[3]); }
+      g.fillStyle = grp.level === 0 ? '#1b1b1b' : '#5a5a5a';
+      g.font = grp.level === 0 ? 'bold 12px system-ui, sans-serif' : '11px system-ui, sans-serif';
+      g.fillText(grp.label, grp.x, grp.y);
     }
+    todo = cells;
+  } else {
+    todo = [];
+    for (const name of S.dirtyNodes) { const c = cellOf.get(name); if (c) todo.push(c); }
   }
-  // Shapes as well as colors: failed is crossed, timed out striped, left dotted.
-  g.strokeStyle = '#ffffff'; g.fillStyle = '#ffffff'; g.lineWidth = Math.max(1, cells.length && cells[0].s / 8);
-  for (const [c, m] of marks) {
-    if (c.s < 4) continue;
+  for (const c of todo) paintCell(g, c, out, colors, active, !S.fullPaint);
+  S.fullPaint = false;
+  S.dirtyNodes.clear();
+  $('fleet-count').textContent = `${S.nodes.size} node${S.nodes.size === 1 ? '' : 's'}`;
+}
+
+// paintCell paints one node's cell: its color, a shape for the states that
+// need attention (failed crossed, timed out striped, left dotted), and an
+// outline while it is in the running wave.
+function paintCell(g, c, out, colors, active, clear) {
+  const n = S.nodes.get(c.name);
+  if (clear) g.clearRect(c.x - 1, c.y - 1, c.s + 2, c.s + 2);
+  if (!n) return;
+  const st = nodeState(n, out);
+  g.fillStyle = colors[st];
+  g.fillRect(c.x, c.y, c.s, c.s);
+  const m = STATES[st].mark;
+  if (m && c.s >= 4) {
+    g.strokeStyle = '#ffffff'; g.fillStyle = '#ffffff'; g.lineWidth = Math.max(1, c.s / 8);
     g.beginPath();
     if (m === 'x') { g.moveTo(c.x + 1, c.y + 1); g.lineTo(c.x + c.s - 1, c.y + c.s - 1); g.moveTo(c.x + c.s - 1, c.y + 1); g.lineTo(c.x + 1, c.y + c.s - 1); g.stroke(); }
     else if (m === 'stripe') { g.moveTo(c.x, c.y + c.s / 2); g.lineTo(c.x + c.s / 2, c.y); g.moveTo(c.x + c.s / 2, c.y + c.s); g.lineTo(c.x + c.s, c.y + c.s / 2); g.stroke(); }
     else { g.arc(c.x + c.s / 2, c.y + c.s / 2, c.s / 5, 0, 2 * Math.PI); g.fill(); }
   }
-  g.lineWidth = 1;
-  $('fleet-count').textContent = `${S.nodes.size} node${S.nodes.size === 1 ? '' : 's'}`;
+  if (active && n.status && n.status.rollout === active.id && st === 'progress' && c.s >= 5) {
+    g.strokeStyle = '#1b1b1b'; g.lineWidth = 1; g.strokeRect(c.x - .5, c.y - .5, c.s + 1, c.s + 1);
+  }
 }
 
 function cellAt(ev) {
@@ -283,7 +306,8 @@ $('map').addEventListener('click', (ev) => { const c = cellAt(ev); if (c) openDr
 
 function filtered(out) {
   const q = $('search').value.trim().toLowerCase();
-  const names = [...S.nodes.keys()].sort();
+  if (!S.names) S.names = [...S.nodes.keys()].sort();
+  const names = S.names;
   if (!q) return names;
   return names.filter(name => {
     const n = S.nodes.get(name);

@@ -1,0 +1,104 @@
+//go:build dashboardbench
+
+package cli
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/dashboard"
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+)
+
+// renderBench, run in the page: parse and apply a snapshot of n nodes and
+// wait for the frame that paints it; then, for seconds, play a rollout at
+// maxParallel 1000 (every 250 ms, one update: 1000 nodes start, the 1000
+// started before finish, as the stream would send them) and count the
+// frames the browser painted meanwhile.
+const renderBench = `(async (n, seconds) => {
+  const zones = ['zone-a', 'zone-b', 'zone-c'];
+  const node = (i, phase, rev) => ({ node: 'node-' + String(i).padStart(6, '0'), present: true,
+    presence: { node: 'node-' + String(i).padStart(6, '0'), labels: { zone: zones[i % 3], rack: 'rack-' + (1 + Math.floor(i / 3) % 40) } },
+    status: { node: 'node-' + String(i).padStart(6, '0'), phase, revision: rev } });
+  const nodes = [];
+  for (let i = 0; i < n; i++) nodes.push(node(i, 'NODE_PHASE_PROVISIONED', 'rev-1'));
+  const snapshot = JSON.stringify({ reset: true, nodes, rollouts: [{ id: '2-rev2', revision: 'rev-2', phase: 'ROLLOUT_PHASE_PROGRESSING',
+    counts: { total: n, pending: n } }], active: '2-rev2' });
+  const frame = () => new Promise(r => requestAnimationFrame(() => r()));
+  const t0 = performance.now();
+  apply(JSON.parse(snapshot));
+  await frame(); await frame();
+  const firstPaint = performance.now() - t0;
+
+  let frames = 0, worst = 0, last = performance.now(), running = true;
+  const count = () => { const now = performance.now(); worst = Math.max(worst, now - last); last = now; frames++; if (running) requestAnimationFrame(count); };
+  requestAnimationFrame(count);
+  const start = performance.now();
+  let next = 0, updates = 0, applyMs = 0;
+  while (performance.now() - start < seconds * 1000) {
+    const batch = [];
+    for (let k = 0; k < 1000; k++) { const i = (next + k) % n; batch.push(node(i, 'NODE_PHASE_PROVISIONING', 'rev-2')); }
+    for (let k = 0; k < 1000; k++) { const i = (next - 1000 + k + n) % n; if (next >= 1000) batch.push(node(i, 'NODE_PHASE_PROVISIONED', 'rev-2')); }
+    next = (next + 1000) % n;
+    const msg = JSON.stringify({ nodes: batch });
+    const a = performance.now();
+    apply(JSON.parse(msg));
+    applyMs += performance.now() - a;
+    updates++;
+    await new Promise(r => setTimeout(r, 250));
+  }
+  running = false;
+  const elapsed = (performance.now() - start) / 1000;
+  return { nodes: n, firstPaintMs: Math.round(firstPaint), fps: Math.round(frames / elapsed * 10) / 10,
+    worstFrameMs: Math.round(worst), updates, meanApplyMs: Math.round(applyMs / updates * 10) / 10 };
+})`
+
+type benchResult struct {
+	Nodes        int
+	FirstPaintMs float64
+	Fps          float64
+	WorstFrameMs float64
+	Updates      int
+	MeanApplyMs  float64
+}
+
+// TestDashboard_RenderBench (make bench-dashboard): how long the page takes
+// to paint 10,000 and 100,000 nodes, and the frames per second it keeps
+// during a rollout at maxParallel 1000. It reports; it fails only if the
+// page cannot do it at all.
+func TestDashboard_RenderBench(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	srv, err := dashboard.New(dashboard.Options{Addr: "127.0.0.1:0", JS: env.JS})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() { cancel(); <-done })
+	for _, n := range []int{10_000, 100_000} {
+		tab := browser(t)
+		inTab(t, tab, "open the dashboard", chromedp.Navigate("http://"+ln.Addr().String()+"/"))
+		evalUntil(t, tab, 15*time.Second, "the page to connect", `document.getElementById('conn').dataset.state === 'live'`)
+		// The page's own stream would reset it: stop it, as a hidden tab does.
+		evalIn[bool](t, tab, `(() => { disconnect(); return true; })()`)
+		rctx, rcancel := context.WithTimeout(tab, 2*time.Minute)
+		r, err := chromedp.Run(rctx, chromedp.Evaluate[benchResult](fmt.Sprintf("%s(%d, %d)", renderBench, n, 5), chromedp.EvalAwaitPromise))
+		rcancel()
+		if err != nil {
+			t.Fatalf("%d nodes: %v", n, err)
+		}
+		t.Logf("BENCH dashboard %d nodes: first paint %.0f ms; during a rollout at maxParallel 1000: %.1f frames/s, worst frame %.0f ms, %d updates applied in %.1f ms each",
+			n, r.FirstPaintMs, r.Fps, r.WorstFrameMs, r.Updates, r.MeanApplyMs)
+	}
+}
