@@ -119,7 +119,7 @@ function connect() {
     if (es && es.readyState === EventSource.CLOSED) {
       es = null;
       setConn('down', 'disconnected; retrying');
-      checkAuth().then(() => setTimeout(connect, 2000));
+      setTimeout(start, 2000);
     } else setConn('down', 'reconnecting');
   });
 }
@@ -132,7 +132,10 @@ document.addEventListener('visibilitychange', () => {
 });
 
 async function api(path, opts) {
-  const r = await fetch(path, Object.assign({ credentials: 'same-origin' }, opts));
+  let r;
+  try { r = await fetch(path, Object.assign({ credentials: 'same-origin' }, opts)); } catch (e) {
+    return { ok: false, status: 0, body: { error: 'the dashboard cannot be reached: ' + e.message } };
+  }
   let body = null;
   try { body = await r.json(); } catch (_) { /* not JSON */ }
   if (r.status === 401) showLogin();
@@ -530,5 +533,11 @@ $('confirm-run').addEventListener('click', async () => {
 $('confirm-cancel').addEventListener('click', () => $('confirm').close());
 
 window.addEventListener('resize', () => { S.layoutDirty = true; schedule(); });
-checkAuth().then(() => connect());
+// start connects once the API answers; without the token the login asks
+// for it (and connects when it is given); an unreachable server is tried
+// again every 2 s.
+function start() {
+  checkAuth().then(ok => { if (ok) connect(); else if (!$('login').open) setTimeout(start, 2000); });
+}
+start();
 setInterval(schedule, 1000); // bake countdowns and ages move without updates
