@@ -6,6 +6,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -131,6 +132,14 @@ func TestDashboard_1000Nodes(t *testing.T) {
 	}
 	if got := evalIn[int](t, tab, `cells.length`); got != n {
 		t.Errorf("the map has %d cells, want %d", got, n)
+	}
+	// Per-rack rollups name the failed and in-progress nodes; the racks'
+	// nodes add up to the fleet.
+	if got := evalString(t, tab, `layout.groups.filter(g => g.box).map(g => g.rollup).join(' | ')`); !strings.Contains(got, "✗") || !strings.Contains(got, "⟳") {
+		t.Errorf("rack rollups %q: want failed (✗) and in progress (⟳) counts", got)
+	}
+	if got := evalIn[int](t, tab, `layout.groups.filter(g => g.box).reduce((a, g) => a + g.total, 0)`); got != n {
+		t.Errorf("racks hold %d nodes, want %d", got, n)
 	}
 	if got := evalString(t, tab, `document.getElementById('counts-sum').textContent`); got != "1000 of 1000 nodes accounted for" {
 		t.Errorf("counts: %q", got)

@@ -216,9 +216,10 @@ function computeLayout(width) {
       const cols = Math.max(1, Math.min(names.length, Math.floor(Math.sqrt(names.length * 2)) || 1, Math.floor((width - 8) / pitch)));
       const w = cols * pitch + 8, h = Math.ceil(names.length / cols) * pitch + 18;
       if (x > 0 && x + w > width) { x = 0; y += rowH + 6; rowH = 0; }
-      out.push({ label: inner, x: x + 2, y: y + 11, level: 1, box: [x, y, w - 4, h] });
+      const grp = { label: inner, x: x + 2, y: y + 11, level: 1, box: [x, y, w - 4, h], counts: {}, total: names.length };
+      out.push(grp);
       names.forEach((name, i) => {
-        const c = { name, x: x + 4 + (i % cols) * pitch, y: y + 15 + Math.floor(i / cols) * pitch, s: cell };
+        const c = { name, grp, st: '', x: x + 4 + (i % cols) * pitch, y: y + 15 + Math.floor(i / cols) * pitch, s: cell };
         cells.push(c);
         cellOf.set(name, c);
       });
@@ -247,20 +248,36 @@ function drawMap(out) {
   // Between two layouts only the cells of nodes that changed are painted:
   // a rollout at maxParallel 1000 repaints 2,000 cells an update, not the fleet.
   let todo;
+  const rollups = new Set();
   if (S.fullPaint) {
     g.clearRect(0, 0, width, layout.height);
     for (const grp of layout.groups) {
-      if (grp.box) { g.strokeStyle = '#d8d8d8'; g.lineWidth = 1; g.strokeRect(grp.box[0] + .5, grp.box[1] + .5, grp.box[2], grp.box[3]); }
-      g.fillStyle = grp.level === 0 ? '#1b1b1b' : '#5a5a5a';
-      g.font = grp.level === 0 ? 'bold 12px system-ui, sans-serif' : '11px system-ui, sans-serif';
+      if (grp.box) {
+        g.strokeStyle = '#d8d8d8'; g.lineWidth = 1; g.strokeRect(grp.box[0] + .5, grp.box[1] + .5, grp.box[2], grp.box[3]);
+        grp.counts = {};
+        rollups.add(grp);
+        continue;
+      }
+      g.fillStyle = '#1b1b1b';
+      g.font = 'bold 12px system-ui, sans-serif';
       g.fillText(grp.label, grp.x, grp.y);
     }
+    for (const c of cells) c.st = '';
     todo = cells;
   } else {
     todo = [];
     for (const name of S.dirtyNodes) { const c = cellOf.get(name); if (c) todo.push(c); }
   }
-  for (const c of todo) paintCell(g, c, out, colors, active, !S.fullPaint);
+  for (const c of todo) {
+    const st = paintCell(g, c, out, colors, active, !S.fullPaint);
+    if (st !== c.st) {
+      if (c.st) c.grp.counts[c.st]--;
+      c.grp.counts[st] = (c.grp.counts[st] || 0) + 1;
+      c.st = st;
+      rollups.add(c.grp);
+    }
+  }
+  for (const grp of rollups) drawRollup(g, grp);
   S.fullPaint = false;
   S.dirtyNodes.clear();
   $('fleet-count').textContent = `${S.nodes.size} node${S.nodes.size === 1 ? '' : 's'}`;
@@ -272,7 +289,7 @@ function drawMap(out) {
 function paintCell(g, c, out, colors, active, clear) {
   const n = S.nodes.get(c.name);
   if (clear) g.clearRect(c.x - 1, c.y - 1, c.s + 2, c.s + 2);
-  if (!n) return;
+  if (!n) return '';
   const st = nodeState(n, out);
   g.fillStyle = colors[st];
   g.fillRect(c.x, c.y, c.s, c.s);
@@ -287,6 +304,25 @@ function paintCell(g, c, out, colors, active, clear) {
   if (active && n.status && n.status.rollout === active.id && st === 'progress' && c.s >= 5) {
     g.strokeStyle = '#1b1b1b'; g.lineWidth = 1; g.strokeRect(c.x - .5, c.y - .5, c.s + 1, c.s + 1);
   }
+  return st;
+}
+
+// drawRollup labels a rack with its rollup: provisioned of its nodes, and
+// how many failed, timed out or are in progress.
+function drawRollup(g, grp) {
+  const [x, y, w] = grp.box, k = grp.counts;
+  let text = `${grp.label}  ${k.provisioned || 0}/${grp.total}`;
+  if (k.failed) text += ` ✗${k.failed}`;
+  if (k.timedout) text += ` ◔${k.timedout}`;
+  if (k.progress) text += ` ⟳${k.progress}`;
+  grp.rollup = text;
+  g.save();
+  g.clearRect(x + 1, y + 1, w - 1, 12);
+  g.beginPath(); g.rect(x + 1, y + 1, w - 1, 12); g.clip();
+  g.fillStyle = k.failed || k.timedout ? '#a33b00' : '#5a5a5a';
+  g.font = '11px system-ui, sans-serif';
+  g.fillText(text, grp.x, grp.y);
+  g.restore();
 }
 
 function cellAt(ev) {
