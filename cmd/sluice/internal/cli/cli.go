@@ -1,5 +1,6 @@
 // Package cli is the sluice command line: one file per command (apply and
-// delete, get, rollout status, events, dev, version), built with cobra.
+// delete, get, rollout status, events, dev, dashboard, version), built with
+// cobra.
 // Entry point: Run(ctx, args, Streams{...}, version), which returns the
 // process exit code.
 //
