@@ -193,6 +193,12 @@ func TestDashboard_InBrowser(t *testing.T) {
 		if got := evalString(t, tab, `document.querySelector('#node-rows tr[data-node="node-03"]').dataset.state`); got != "failed" {
 			t.Errorf("node-03 shown as %q, want failed", got)
 		}
+		// The events feed, filtered to the rollouts' events, tells the story.
+		evalIn[bool](t, tab, `(() => { const k = document.getElementById('event-kind'); k.value = 'rollout'; k.dispatchEvent(new Event('change')); return true; })()`)
+		evalUntil(t, tab, 5*time.Second, "the events of kind rollout, the rollback among them", `(() => {
+			const items = [...document.querySelectorAll('#event-list li')].map(li => li.textContent);
+			return items.length > 0 && items.every(s => s.includes(' rollout/')) && items.some(s => s.includes('RolledBack')); })()`)
+		evalIn[bool](t, tab, `(() => { const k = document.getElementById('event-kind'); k.value = ''; k.dispatchEvent(new Event('change')); return true; })()`)
 	})
 
 	t.Run("PauseFromThePageIsAcknowledged", func(t *testing.T) {

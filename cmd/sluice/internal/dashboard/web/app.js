@@ -506,10 +506,16 @@ function eventText(se) {
   return `${t}  ${e.component || '-'}  ${e.type || '-'}  ${e.kind || '-'}/${e.id || '-'}  ${e.reason || ''}${refs.length ? ' (' + refs.join(' ') + ')' : ''}`;
 }
 let shownEvents = '';
+const kindsShown = new Set();
 function renderEvents() {
-  const q = $('event-filter').value.trim().toLowerCase();
-  const list = S.events.filter(se => !q || eventText(se).toLowerCase().includes(q)).slice(-300);
-  const key = q + '|' + (list.length ? list[list.length - 1].seq : 0) + '|' + list.length;
+  const sel = $('event-kind');
+  for (const se of S.events) {
+    const k = se.event && se.event.kind;
+    if (k && !kindsShown.has(k)) { kindsShown.add(k); sel.append(el('option', { value: k, text: k })); }
+  }
+  const kind = sel.value, q = $('event-filter').value.trim().toLowerCase();
+  const list = S.events.filter(se => (!kind || (se.event && se.event.kind === kind)) && (!q || eventText(se).toLowerCase().includes(q))).slice(-300);
+  const key = kind + '|' + q + '|' + (list.length ? list[list.length - 1].seq : 0) + '|' + list.length;
   if (key === shownEvents) return;
   shownEvents = key;
   const ol = $('event-list');
@@ -517,6 +523,7 @@ function renderEvents() {
   if ($('tail').checked) ol.scrollTop = ol.scrollHeight;
 }
 $('event-filter').addEventListener('input', schedule);
+$('event-kind').addEventListener('change', schedule);
 
 // ---- controls: each shows its sluice command, then runs it ----
 
