@@ -5,7 +5,6 @@ package cli
 import (
 	"context"
 	"fmt"
-	"net"
 	"testing"
 	"time"
 
@@ -74,21 +73,10 @@ type benchResult struct {
 // page cannot do it at all.
 func TestDashboard_RenderBench(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
-	srv, err := dashboard.New(dashboard.Options{Addr: "127.0.0.1:0", JS: env.JS})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
+	url := serveDashboard(t, env, dashboard.Options{})
 	for _, n := range []int{10_000, 100_000} {
 		tab := browser(t)
-		inTab(t, tab, "open the dashboard", chromedp.Navigate("http://"+ln.Addr().String()+"/"))
+		inTab(t, tab, "open the dashboard", chromedp.Navigate(url))
 		evalUntil(t, tab, 15*time.Second, "the page to connect", `document.getElementById('conn').dataset.state === 'live'`)
 		// The page's own stream would reset it: stop it, as a hidden tab does.
 		evalIn[bool](t, tab, `(() => { disconnect(); return true; })()`)

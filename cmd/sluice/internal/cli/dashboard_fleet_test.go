@@ -109,22 +109,11 @@ func TestDashboard_1000Nodes(t *testing.T) {
 	const n = 1000
 	env := natstest.Start(t, contract.DefaultSettings())
 	seedRollingFleet(t, env, n)
-	srv, err := dashboard.New(dashboard.Options{Addr: "127.0.0.1:0", JS: env.JS, Readonly: "this test serves no controls"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ln, err := listenLoopback(t)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- srv.Serve(ctx, ln) }()
-	t.Cleanup(func() { cancel(); <-done })
+	url := serveDashboard(t, env, dashboard.Options{Readonly: "this test serves no controls"})
 
 	tab := browser(t)
 	began := time.Now()
-	inTab(t, tab, "open the dashboard", chromedp.Navigate("http://"+ln.Addr().String()+"/"))
+	inTab(t, tab, "open the dashboard", chromedp.Navigate(url))
 	evalUntil(t, tab, 15*time.Second, "the page to show 1000 nodes", `document.getElementById('fleet-count').textContent === '1000 nodes'`)
 	t.Logf("1000 nodes on the page %s after navigating", time.Since(began).Round(time.Millisecond))
 	if got := evalString(t, tab, `document.getElementById('page').textContent`); got != "page 1 of 20 (1000 nodes)" {
@@ -193,23 +182,16 @@ func shoot(t *testing.T, tab context.Context, path string) {
 	t.Logf("screenshot %s", path)
 }
 
-func listenLoopback(t *testing.T) (net.Listener, error) {
+// serveDashboard serves a dashboard with opts (Addr 127.0.0.1:0) against
+// env until the test ends, and returns its page's URL.
+func serveDashboard(t *testing.T, env *natstest.Env, opts dashboard.Options) string {
 	t.Helper()
-	return net.Listen("tcp", "127.0.0.1:0")
-}
-
-// TestDashboard_TokenLogin_InBrowser: a dashboard with a token shows the
-// page's login first; the token entered once is kept in the cookie, and
-// the fleet appears; a reload needs no second login.
-func TestDashboard_TokenLogin_InBrowser(t *testing.T) {
-	env := natstest.Start(t, contract.DefaultSettings())
-	seedRollingFleet(t, env, 20)
-	const token = "a-token-of-at-least-16-characters"
-	srv, err := dashboard.New(dashboard.Options{Addr: "127.0.0.1:0", Token: token, JS: env.JS})
+	opts.Addr, opts.JS = "127.0.0.1:0", env.JS
+	srv, err := dashboard.New(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ln, err := listenLoopback(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -217,25 +199,5 @@ func TestDashboard_TokenLogin_InBrowser(t *testing.T) {
 	done := make(chan error, 1)
 	go func() { done <- srv.Serve(ctx, ln) }()
 	t.Cleanup(func() { cancel(); <-done })
-
-	tab := browser(t)
-	url := "http://" + ln.Addr().String() + "/"
-	inTab(t, tab, "open the dashboard", chromedp.Navigate(url))
-	evalUntil(t, tab, 10*time.Second, "the login to open", `document.getElementById('login').open`)
-	if got := evalIn[int](t, tab, `document.querySelectorAll('#node-rows tr').length`); got != 0 {
-		t.Errorf("%d nodes listed before logging in", got)
-	}
-	inTab(t, tab, "log in with a wrong token", chromedp.SendKeys(chromedp.CSS(`#login-token`), "wrong-wrong-wrong-wrong"), chromedp.Click(chromedp.CSS(`#login-form button`)))
-	evalUntil(t, tab, 5*time.Second, "the wrong token refused", `document.getElementById('login-error').textContent === 'wrong token'`)
-	evalIn[bool](t, tab, `(() => { document.getElementById('login-token').value = ''; return true; })()`)
-	inTab(t, tab, "log in", chromedp.SendKeys(chromedp.CSS(`#login-token`), token), chromedp.Click(chromedp.CSS(`#login-form button`)))
-	evalUntil(t, tab, 10*time.Second, "the fleet after logging in", `!document.getElementById('login').open && document.getElementById('fleet-count').textContent === '20 nodes'`)
-	if got := evalString(t, tab, `document.cookie`); got != "" {
-		t.Errorf("a script reads the cookie %q; want it HttpOnly", got)
-	}
-	inTab(t, tab, "reload", chromedp.Navigate(url))
-	evalUntil(t, tab, 10*time.Second, "the fleet after a reload, without a login", `document.getElementById('fleet-count').textContent === '20 nodes'`)
-	if evalIn[bool](t, tab, `document.getElementById('login').open`) {
-		t.Error("the login opened again after a reload")
-	}
+	return "http://" + ln.Addr().String() + "/"
 }
