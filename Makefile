@@ -155,9 +155,9 @@ bench: ## Measure a rollout over 1,000 simulated agents, a failing wave, a kille
 # The dashboard's page in headless Chromium (build tag dashboardbench, so
 # make test leaves it out): docs/benchmarks.md, "The dashboard's page".
 .PHONY: bench-dashboard
-bench-dashboard: chromium ## The dashboard's page in headless Chromium: paint 10,000 and 100,000 nodes, frames/s during a rollout at maxParallel 1000 (BENCH lines)
+bench-dashboard: chromium ## The dashboard: its page in headless Chromium (paint 10,000 and 100,000 nodes, frames/s during a rollout at maxParallel 1000) and its server at 10,000 nodes (BENCH lines)
 	$(GO) vet -tags dashboardbench ./cmd/sluice/internal/cli/
-	$(GO) test -tags dashboardbench -count=1 -v -run 'TestDashboard_RenderBench$$' ./cmd/sluice/internal/cli/ | grep -E 'BENCH|^(--- |ok|FAIL)'
+	$(GO) test -tags dashboardbench -count=1 -v -run 'TestDashboard_(Render|Server)Bench$$' ./cmd/sluice/internal/cli/ | grep -E 'BENCH|^(--- |ok|FAIL)'
 
 # Both runs run even when the first fails; the target fails if either did.
 .PHONY: bench-scale

@@ -3,8 +3,13 @@
 package cli
 
 import (
+	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
+	"strings"
 	"testing"
 	"time"
 
@@ -89,4 +94,54 @@ func TestDashboard_RenderBench(t *testing.T) {
 		t.Logf("BENCH dashboard %d nodes: first paint %.0f ms; during a rollout at maxParallel 1000: %.1f frames/s, worst frame %.0f ms, %d updates applied in %.1f ms each",
 			n, r.FirstPaintMs, r.Fps, r.WorstFrameMs, r.Updates, r.MeanApplyMs)
 	}
+}
+
+// TestDashboard_ServerBench (make bench-dashboard): what the server costs
+// at 10,000 nodes: how long it takes to read them all, to answer
+// /api/v1/fleet and to send a viewer its first snapshot, and how big they are.
+func TestDashboard_ServerBench(t *testing.T) {
+	const n = 10_000
+	env := natstest.Start(t, contract.DefaultSettings())
+	began := time.Now()
+	seedRollingFleet(t, env, n)
+	seeded := time.Since(began)
+	began = time.Now()
+	url := serveDashboard(t, env, dashboard.Options{})
+	natstest.Eventually(t, time.Minute, "the dashboard to hold every node", func() bool {
+		resp, err := http.Get(url + "api/v1/config")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		var c struct{ Ready bool }
+		return json.NewDecoder(resp.Body).Decode(&c) == nil && c.Ready
+	})
+	ready := time.Since(began)
+	began = time.Now()
+	resp, err := http.Get(url + "api/v1/fleet")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fleet, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	fleetTook := time.Since(began)
+	began = time.Now()
+	resp, err = http.Get(url + "api/v1/stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 256<<20)
+	var snapshot int
+	for sc.Scan() {
+		if line := sc.Text(); strings.HasPrefix(line, "data: ") {
+			snapshot = len(line) - len("data: ")
+			break
+		}
+	}
+	snapTook := time.Since(began)
+	resp.Body.Close()
+	t.Logf("BENCH dashboard server %d nodes (seeded in %s): all read in %s; GET /api/v1/fleet %s, %.1f MB; first snapshot %s, %.1f MB",
+		n, seeded.Round(time.Millisecond), ready.Round(time.Millisecond), fleetTook.Round(time.Millisecond), float64(len(fleet))/1e6,
+		snapTook.Round(time.Millisecond), float64(snapshot)/1e6)
 }
