@@ -182,6 +182,36 @@ func shoot(t *testing.T, tab context.Context, path string) {
 	t.Logf("screenshot %s", path)
 }
 
+// TestDashboard_TokenLogin_InBrowser: a dashboard with a token shows the
+// page's login first; the token entered once is kept in the cookie, and
+// the fleet appears; a reload needs no second login.
+func TestDashboard_TokenLogin_InBrowser(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	seedRollingFleet(t, env, 20)
+	const token = "a-token-of-at-least-16-characters"
+	url := serveDashboard(t, env, dashboard.Options{Token: token})
+
+	tab := browser(t)
+	inTab(t, tab, "open the dashboard", chromedp.Navigate(url))
+	evalUntil(t, tab, 10*time.Second, "the login to open", `document.getElementById('login').open`)
+	if got := evalIn[int](t, tab, `document.querySelectorAll('#node-rows tr').length`); got != 0 {
+		t.Errorf("%d nodes listed before logging in", got)
+	}
+	inTab(t, tab, "log in with a wrong token", chromedp.SendKeys(chromedp.CSS(`#login-token`), "wrong-wrong-wrong-wrong"), chromedp.Click(chromedp.CSS(`#login-form button`)))
+	evalUntil(t, tab, 5*time.Second, "the wrong token refused", `document.getElementById('login-error').textContent === 'wrong token'`)
+	evalIn[bool](t, tab, `(() => { document.getElementById('login-token').value = ''; return true; })()`)
+	inTab(t, tab, "log in", chromedp.SendKeys(chromedp.CSS(`#login-token`), token), chromedp.Click(chromedp.CSS(`#login-form button`)))
+	evalUntil(t, tab, 10*time.Second, "the fleet after logging in", `!document.getElementById('login').open && document.getElementById('fleet-count').textContent === '20 nodes'`)
+	if got := evalString(t, tab, `document.cookie`); got != "" {
+		t.Errorf("a script reads the cookie %q; want it HttpOnly", got)
+	}
+	inTab(t, tab, "reload", chromedp.Navigate(url))
+	evalUntil(t, tab, 10*time.Second, "the fleet after a reload, without a login", `document.getElementById('fleet-count').textContent === '20 nodes'`)
+	if evalIn[bool](t, tab, `document.getElementById('login').open`) {
+		t.Error("the login opened again after a reload")
+	}
+}
+
 // serveDashboard serves a dashboard with opts (Addr 127.0.0.1:0) against
 // env until the test ends, and returns its page's URL.
 func serveDashboard(t *testing.T, env *natstest.Env, opts dashboard.Options) string {

@@ -3,6 +3,7 @@ package dashboard_test
 import (
 	"bufio"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
@@ -582,5 +583,38 @@ func TestCommandLine_QuotesWhatAShellWouldSplit(t *testing.T) {
 		if got := dashboard.CommandLine(c.args); got != c.want {
 			t.Errorf("CommandLine(%q) = %s, want %s", c.args, got, c.want)
 		}
+	}
+}
+
+// TestAPI_Gzip: a client that accepts gzip gets the fleet compressed, the
+// same JSON once decompressed; one that does not gets it plain.
+func TestAPI_Gzip(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	seedFleet(t, env)
+	s := serve(t, env, dashboard.Options{})
+	code, plain := s.do(t, http.MethodGet, "/api/v1/fleet", "", map[string]string{"Accept-Encoding": "identity"})
+	if code != 200 || !bytes.Contains(plain, []byte(`"node-03"`)) {
+		t.Fatalf("plain: %d %s", code, plain)
+	}
+	req, _ := http.NewRequest(http.MethodGet, s.url+"/api/v1/fleet", nil)
+	req.Header.Set("Accept-Encoding", "gzip, deflate")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if resp.Header.Get("Content-Encoding") != "gzip" {
+		t.Fatalf("Content-Encoding %q, want gzip", resp.Header.Get("Content-Encoding"))
+	}
+	zr, err := gzip.NewReader(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	unzipped, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(unzipped, plain) {
+		t.Errorf("gzipped fleet differs from the plain one:\n%s\n%s", unzipped, plain)
 	}
 }
