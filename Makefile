@@ -53,11 +53,11 @@ help: ## List the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 .PHONY: run
-run: ## Run everything locally: embedded NATS, all services, 5 agents (sluice dev; flags in ARGS="...")
+run: ## Run everything locally: embedded NATS, all services, 5 agents, the dashboard at http://127.0.0.1:3100 (sluice dev; flags in ARGS="...")
 	$(GO) run ./cmd/sluice dev $(ARGS)
 
 .PHONY: test
-test: redis promtool ## go vet and go test every module of the workspace (installs redis-server and promtool first if missing)
+test: redis promtool chromium ## go vet and go test every module of the workspace (installs redis-server, promtool and chromium first if missing)
 	@echo "modules: $(MODULES)"
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
@@ -89,21 +89,28 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 10s, e.g. FUZZTIME=1m)
 # (pkg/redistest); they fail, never skip, without one.
 .PHONY: redis
 redis: ## Install Debian's redis-server if it is missing (make test does this first)
-	@command -v redis-server >/dev/null && exit 0; \
-	echo "redis-server not found: the Redis registry's tests need it; installing Debian's redis-server"; \
-	sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
-	$$sudo apt-get install -y redis-server || { $$sudo apt-get update && $$sudo apt-get install -y redis-server; } || \
-	{ echo "could not install redis-server: install it (apt-get install redis-server) and run make test again" >&2; exit 1; }
+	$(call apt-install,redis-server,redis-server,the Redis registry's tests need it)
+
+# apt-install: install Debian's package $(2) unless command $(1) is there
+# already; $(3) says what needs it.
+define apt-install
+@command -v $(1) >/dev/null && exit 0; \
+echo "$(1) not found: $(3); installing Debian's $(2)"; \
+sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
+$$sudo apt-get install -y $(2) || { $$sudo apt-get update && $$sudo apt-get install -y $(2); } || \
+{ echo "could not install $(1): install it (apt-get install $(2)) and run make test again" >&2; exit 1; }
+endef
 
 # The alert rules and the Grafana dashboard in deploy/ are checked with
-# promtool (tests/alerts); it fails, never skips, without one.
+# promtool (tests/alerts), the dashboard's pages in a real headless Chromium
+# (chromedp); those tests fail, never skip, without them.
 .PHONY: promtool
 promtool: ## Install Debian's prometheus (for promtool) if promtool is missing (make test does this first)
-	@command -v promtool >/dev/null && exit 0; \
-	echo "promtool not found: the tests of deploy/prometheus/alerts.yaml need it; installing Debian's prometheus"; \
-	sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
-	$$sudo apt-get install -y prometheus || { $$sudo apt-get update && $$sudo apt-get install -y prometheus; } || \
-	{ echo "could not install promtool: install it (apt-get install prometheus) and run make test again" >&2; exit 1; }
+	$(call apt-install,promtool,prometheus,the tests of deploy/prometheus/alerts.yaml need it)
+
+.PHONY: chromium
+chromium: ## Install Debian's chromium if it is missing (make test does this first: the dashboard's browser tests)
+	$(call apt-install,chromium,chromium,the dashboard's browser tests need it)
 
 .PHONY: chaos
 chaos: ## Run SEEDS seeded fault schedules (default 50) against the real services; a failing seed prints its repro line
@@ -151,6 +158,13 @@ natscli: ## Install the nats CLI into bin/nats, at the version NATSCLI_VERSION p
 bench: ## Measure a rollout over 1,000 simulated agents, a failing wave, a killed, a stopped and a paused leader; ends with one line BENCH {json} (BENCH_ARGS="--nodes 10000")
 	$(GO) build -o $(BIN)/sluice-bench ./tests/cmd/sluice-bench
 	$(BIN)/sluice-bench $(BENCH_ARGS)
+
+# The dashboard's page in headless Chromium (build tag dashboardbench, so
+# make test leaves it out): docs/benchmarks.md, "The dashboard's page".
+.PHONY: bench-dashboard
+bench-dashboard: chromium ## The dashboard: its page in headless Chromium (paint 10,000 and 100,000 nodes, frames/s during a rollout at maxParallel 1000) and its server at 10,000 nodes (BENCH lines)
+	$(GO) vet -tags dashboardbench ./cmd/sluice/internal/cli/
+	$(GO) test -tags dashboardbench -count=1 -v -run 'TestDashboard_(Render|Server)Bench$$' ./cmd/sluice/internal/cli/ | grep -E 'BENCH|^(--- |ok|FAIL)'
 
 # Both runs run even when the first fails; the target fails if either did.
 .PHONY: bench-scale

@@ -2,7 +2,9 @@ package creds
 
 import (
 	"fmt"
+	"os"
 	"slices"
+	"strings"
 
 	"github.com/nats-io/jwt/v2"
 
@@ -122,4 +124,23 @@ func ValidRole(role string) error {
 		return fmt.Errorf("role %q: want one of %v", role, Roles)
 	}
 	return nil
+}
+
+// RoleOf reads the role a credentials file's user was issued with ("" for
+// a user of no sluice role, such as the system account's).
+func RoleOf(credsFile string) (string, error) {
+	b, err := os.ReadFile(credsFile)
+	if err != nil {
+		return "", fmt.Errorf("read credentials %s: %w", credsFile, err)
+	}
+	uc, err := userClaims(b)
+	if err != nil {
+		return "", fmt.Errorf("credentials %s: %w", credsFile, err)
+	}
+	for _, t := range uc.Tags {
+		if role, ok := strings.CutPrefix(t, "role:"); ok {
+			return role, nil
+		}
+	}
+	return "", nil
 }

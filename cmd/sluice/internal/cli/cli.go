@@ -1,5 +1,6 @@
 // Package cli is the sluice command line: one file per command (apply and
-// delete, get, rollout status, events, dev, version), built with cobra.
+// delete, get, rollout status, events, dev, dashboard, version), built with
+// cobra.
 // Entry point: Run(ctx, args, Streams{...}, version), which returns the
 // process exit code.
 //
@@ -76,18 +77,9 @@ func Run(ctx context.Context, args []string, s Streams, version string) int {
 // the command took.
 func run(ctx context.Context, args []string, s Streams, version string, now func() time.Time) int {
 	a := &app{streams: s, version: version, now: now}
-	root := a.rootCommand()
-	root.SetArgs(args)
-	root.SetOut(s.Out)
-	root.SetErr(s.Err)
-	err := root.ExecuteContext(ctx)
+	err := a.execute(ctx, args, nil)
 	if err == nil {
 		return 0
-	}
-	if d := a.denied.Load(); d != nil {
-		// The server refused a publish or subscription (the error the
-		// command saw is usually just a timeout): say which, and why.
-		err = fmt.Errorf("%w\nthe NATS server refused it: %v (these credentials' role may not do this: see docs/security.md)", err, *d)
 	}
 	var ee *ExitError
 	if errors.As(err, &ee) {
@@ -98,6 +90,26 @@ func run(ctx context.Context, args []string, s Streams, version string, now func
 	}
 	fmt.Fprintf(s.Err, "error: %v\n", err)
 	return 1
+}
+
+// execute runs args as a command of a; pin, when set, runs once the flags
+// are registered (and hold their defaults), so that it can fix what no
+// flag given may change. An error says which permission the server refused.
+func (a *app) execute(ctx context.Context, args []string, pin func()) error {
+	root := a.rootCommand()
+	if pin != nil {
+		pin()
+	}
+	root.SetArgs(args)
+	root.SetOut(a.streams.Out)
+	root.SetErr(a.streams.Err)
+	err := root.ExecuteContext(ctx)
+	if d := a.denied.Load(); err != nil && d != nil {
+		// The server refused a publish or subscription (the error the
+		// command saw is usually just a timeout): say which, and why.
+		err = fmt.Errorf("%w\nthe NATS server refused it: %v (these credentials' role may not do this: see docs/security.md)", err, *d)
+	}
+	return err
 }
 
 func (a *app) rootCommand() *cobra.Command {
@@ -136,6 +148,7 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 		a.registryCommand(),
 		a.eventsCommand(),
 		a.devCommand(),
+		a.dashboardCommand(),
 		a.credsCommand(),
 		a.versionCommand(),
 	)

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/dashboard"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/dev"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/registryspec"
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -23,6 +25,7 @@ func (a *app) devCommand() *cobra.Command {
 	var leaderLease, nodeLease time.Duration
 	var redisURL, watchDir string
 	var deleteAfter time.Duration
+	var df dashboardFlags
 	cmd := &cobra.Command{
 		Use:   "dev",
 		Short: "Run all of sluice in this process, on an embedded NATS server, with simulated agents",
@@ -87,6 +90,9 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 				}
 				opts.RegistryDeleteAfter = &deleteAfter
 			}
+			if df.addr != dashboard.Off {
+				opts.Dashboard = a.devDashboard(df)
+			}
 			opts.Stderr = a.streams.Err
 			opts.Version = a.version
 			return dev.Run(cmd.Context(), opts, a.streams.Out)
@@ -110,7 +116,18 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 	f.BoolVar(&opts.Secure, "secure", false, "run NATS in operator mode: every service and agent gets its own role's credentials (kept in DATA/creds); see docs/security.md")
 	f.DurationVar(&leaderLease, "leader-lease", contract.DefaultSettings().LeaderLease, "the coordinator's leader lease (env SLUICE_LEADER_LEASE; at least 1s)")
 	f.DurationVar(&nodeLease, "node-lease", contract.DefaultSettings().NodeLease, "how long a node's presence lasts without a heartbeat; agents beat every third of it (env SLUICE_NODE_LEASE; at least 1s)")
+	df.register(cmd, dashboard.DefaultAddr, "the dashboard's listen address host:port; off runs none")
 	return cmd
+}
+
+// devDashboard starts the dashboard of sluice dev: it connects as the CLI
+// would, with the admin credentials under --secure.
+func (a *app) devDashboard(df dashboardFlags) func(*dev.System) (string, func(context.Context) error, error) {
+	return func(s *dev.System) (string, func(context.Context) error, error) {
+		sub := &app{streams: a.streams, version: a.version, now: a.now, server: s.URL()}
+		sub.auth.Creds = s.AdminCreds()
+		return sub.startDashboard(df)
+	}
 }
 
 // devRegistries builds the specs of --redis and --watch-dir, named "redis"

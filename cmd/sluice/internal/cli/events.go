@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -96,22 +97,14 @@ func (a *app) events(ctx context.Context, kind string, last int, follow bool, ou
 			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, lastSeq-uint64(last)+1
 		}
 	}
-	cons, err := stream.OrderedConsumer(ctx, cfg)
+	it, info, err := view.EventMessages(ctx, stream, cfg)
 	if err != nil {
-		return fmt.Errorf("read stream %s: %w", contract.StreamEvents, err)
-	}
-	it, err := cons.Messages()
-	if err != nil {
-		return fmt.Errorf("read stream %s: %w", contract.StreamEvents, err)
+		return err
 	}
 	defer it.Stop()
-	go func() {
-		<-ctx.Done()
-		it.Stop()
-	}()
 
 	p := &eventPrinter{w: a.streams.Out, format: output, last: last, now: a.now()}
-	if info := cons.CachedInfo(); info != nil && info.NumPending == 0 {
+	if info != nil && info.NumPending == 0 {
 		if err := p.caughtUp(); err != nil || !follow {
 			return err
 		}
@@ -182,7 +175,7 @@ type eventPrinter struct {
 func (p *eventPrinter) add(e streamEvent) {
 	if p.live {
 		if e.bad != nil {
-			fmt.Fprintln(p.w, e.bad.cell())
+			fmt.Fprintln(p.w, e.bad.Cell())
 		} else {
 			fmt.Fprintln(p.w, eventLine(e.ev))
 		}

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -113,7 +114,7 @@ func TestEvents_JSONAndYAML_ListTheEventsByTimeAndTheUndecodableApart(t *testing
 					t.Fatal(err)
 				}
 			}
-			var o listObject
+			var o view.List
 			if err := json.Unmarshal(out, &o); err != nil {
 				t.Fatal(err)
 			}

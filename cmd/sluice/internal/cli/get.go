@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -230,11 +231,6 @@ func loadFingerprints(ctx context.Context, js jetstream.KeyValueManager) (listin
 	if err != nil {
 		return nil, nil, err
 	}
-	slices.SortStableFunc(items, func(a, b *sluicev1.InvalidFingerprint) int {
-		if c := b.GetTime().AsTime().Compare(a.GetTime().AsTime()); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.GetFingerprint(), b.GetFingerprint())
-	})
+	view.SortFingerprints(items)
 	return fingerprintList(items), bad, nil
 }

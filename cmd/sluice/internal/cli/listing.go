@@ -1,11 +1,9 @@
 package cli
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
-	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -13,8 +11,8 @@ import (
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/intent"
-	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -41,19 +39,13 @@ const (
 
 var formats = []string{formatTable, formatJSON, formatYAML}
 
-// listObject is a listing in json and yaml output.
-type listObject struct {
-	Items      []json.RawMessage `json:"items"`
-	Unreadable []unreadableKey   `json:"unreadable"`
-}
-
 // printListing writes l, then the values that did not decode, in format to w.
 func printListing(w io.Writer, l listing, unreadable []unreadableKey, format string, now time.Time) error {
 	switch format {
 	case formatTable:
 		rows := l.table(now)
 		for _, u := range unreadable {
-			rows = append(rows, []string{u.Key, u.cell()})
+			rows = append(rows, []string{u.Key, u.Cell()})
 		}
 		if err := writeTable(w, rows); err != nil {
 			return err
@@ -70,13 +62,7 @@ func printListing(w io.Writer, l listing, unreadable []unreadableKey, format str
 		if err != nil {
 			return err
 		}
-		o := listObject{Items: objs, Unreadable: unreadable}
-		if o.Items == nil {
-			o.Items = []json.RawMessage{}
-		}
-		if o.Unreadable == nil {
-			o.Unreadable = []unreadableKey{}
-		}
+		o := view.NewList(objs, unreadable)
 		b, err := json.MarshalIndent(o, "", "  ")
 		if err != nil {
 			return fmt.Errorf("encode json: %w", err)
@@ -106,15 +92,7 @@ func writeTable(w io.Writer, rows [][]string) error {
 }
 
 func protoObjects[T proto.Message](items []T) ([]json.RawMessage, error) {
-	out := make([]json.RawMessage, 0, len(items))
-	for _, it := range items {
-		b, err := store.Marshal(it)
-		if err != nil {
-			return nil, fmt.Errorf("encode: %w", err)
-		}
-		out = append(out, b)
-	}
-	return out, nil
+	return view.ProtoObjects(items)
 }
 
 // intentList is the intents bucket, in key order.
@@ -166,14 +144,8 @@ func (l revisionList) table(now time.Time) [][]string {
 
 func (l revisionList) objects() ([]json.RawMessage, error) { return protoObjects(l.items) }
 
-// nodeRow is one node as its agent's presence lease and its status show it;
-// either may be missing (a node that left keeps its status until the reaper
-// removes it; a node that just joined has no status yet).
-type nodeRow struct {
-	Name     string
-	Presence *sluicev1.NodePresence
-	Status   *sluicev1.NodeStatus
-}
+// nodeRow is one node as its presence and its status show it.
+type nodeRow = view.Node
 
 // nodeList is the union of the nodes and status buckets, by name.
 type nodeList []nodeRow
@@ -198,61 +170,11 @@ func (l nodeList) table(now time.Time) [][]string {
 	return rows
 }
 
-// nodeObject is a node in json and yaml output.
-type nodeObject struct {
-	Node     string          `json:"node"`
-	Present  bool            `json:"present"`
-	Presence json.RawMessage `json:"presence,omitempty"`
-	Status   json.RawMessage `json:"status,omitempty"`
-}
-
-func (l nodeList) objects() ([]json.RawMessage, error) {
-	out := make([]json.RawMessage, 0, len(l))
-	for _, n := range l {
-		o := nodeObject{Node: n.Name, Present: n.Presence != nil}
-		var err error
-		if n.Presence != nil {
-			if o.Presence, err = store.Marshal(n.Presence); err != nil {
-				return nil, fmt.Errorf("encode node %s: %w", n.Name, err)
-			}
-		}
-		if n.Status != nil {
-			if o.Status, err = store.Marshal(n.Status); err != nil {
-				return nil, fmt.Errorf("encode node %s: %w", n.Name, err)
-			}
-		}
-		b, err := json.Marshal(o)
-		if err != nil {
-			return nil, fmt.Errorf("encode node %s: %w", n.Name, err)
-		}
-		out = append(out, b)
-	}
-	return out, nil
-}
+func (l nodeList) objects() ([]json.RawMessage, error) { return view.NodeObjects(l) }
 
 // mergeNodes joins presences and statuses by node name, sorted.
 func mergeNodes(presences []*sluicev1.NodePresence, statuses []*sluicev1.NodeStatus) nodeList {
-	byName := map[string]*nodeRow{}
-	row := func(name string) *nodeRow {
-		if r, ok := byName[name]; ok {
-			return r
-		}
-		r := &nodeRow{Name: name}
-		byName[name] = r
-		return r
-	}
-	for _, p := range presences {
-		row(p.GetNode()).Presence = p
-	}
-	for _, s := range statuses {
-		row(s.GetNode()).Status = s
-	}
-	out := make(nodeList, 0, len(byName))
-	for _, r := range byName {
-		out = append(out, *r)
-	}
-	slices.SortFunc(out, func(a, b nodeRow) int { return cmp.Compare(a.Name, b.Name) })
-	return out
+	return view.MergeNodes(presences, statuses)
 }
 
 // rolloutList is the rollouts bucket, newest first, with the active one.
@@ -304,14 +226,7 @@ func rolloutDuration(r *sluicev1.Rollout, now time.Time) string {
 }
 
 // sortRollouts orders rollouts newest first: by start, then by generation.
-func sortRollouts(rs []*sluicev1.Rollout) {
-	slices.SortStableFunc(rs, func(a, b *sluicev1.Rollout) int {
-		if c := b.GetStartedAt().AsTime().Compare(a.GetStartedAt().AsTime()); c != 0 {
-			return c
-		}
-		return cmp.Compare(b.GetGeneration(), a.GetGeneration())
-	})
-}
+func sortRollouts(rs []*sluicev1.Rollout) { view.SortRollouts(rs) }
 
 // fingerprintList is the invalid fingerprints, newest first.
 type fingerprintList []*sluicev1.InvalidFingerprint

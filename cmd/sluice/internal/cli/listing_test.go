@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -173,7 +174,7 @@ func decodeList[T proto.Message](t *testing.T, format string, out []byte, newT f
 			t.Fatalf("yaml: %v", err)
 		}
 	}
-	var o listObject
+	var o view.List
 	if err := json.Unmarshal(out, &o); err != nil {
 		t.Fatalf("not a JSON list object: %v\n%s", err, out)
 	}
@@ -228,7 +229,7 @@ func TestOutput_JSONAndYAMLRoundTripTheStoredObjects(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var list struct{ Items []nodeObject }
+			var list struct{ Items []view.NodeObject }
 			if err := json.Unmarshal(out, &list); err != nil {
 				t.Fatal(err)
 			}

@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -242,8 +243,7 @@ func loadPauseState(ctx context.Context, js jetstream.KeyValueManager) (*sluicev
 		return nil, nil, nil, err
 	}
 	for _, p := range presences {
-		insts = append(insts, &sluicev1.Instance{Component: contract.ComponentAgent, Instance: p.GetNode(), Version: p.GetAgentVersion(),
-			StartedAt: p.GetStartedAt(), HeartbeatAt: p.GetHeartbeatAt(), Pause: p.GetPause()})
+		insts = append(insts, view.AgentInstance(p))
 	}
 	slices.SortStableFunc(insts, func(x, y *sluicev1.Instance) int {
 		if c := strings.Compare(componentOrder(x), componentOrder(y)); c != 0 {
@@ -308,21 +308,7 @@ func reached(ack *sluicev1.PauseAck, req *sluicev1.PauseRequest) string {
 }
 
 // objects: the request first ({} when never paused), then the instances.
-func (l pauseList) objects() ([]json.RawMessage, error) {
-	req := l.req
-	if req == nil {
-		req = &sluicev1.PauseRequest{}
-	}
-	first, err := store.Marshal(req)
-	if err != nil {
-		return nil, fmt.Errorf("encode: %w", err)
-	}
-	rest, err := protoObjects(l.insts)
-	if err != nil {
-		return nil, err
-	}
-	return append([]json.RawMessage{first}, rest...), nil
-}
+func (l pauseList) objects() ([]json.RawMessage, error) { return view.PauseObjects(l.req, l.insts) }
 
 func (a *app) rolloutPauseCommand() *cobra.Command {
 	return a.rolloutPauseOrResume(true)

@@ -173,7 +173,7 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool, output s
 	if bad = append(bad, badLive...); len(bad) > 0 {
 		fmt.Fprintln(a.streams.Err, unreadableHint(len(bad)))
 		for _, u := range bad {
-			fmt.Fprintln(a.streams.Err, "  "+u.cell())
+			fmt.Fprintln(a.streams.Err, "  "+u.Cell())
 		}
 	}
 	return exitFor(e.Value.GetPhase())
@@ -227,7 +227,7 @@ func pickRollout(ctx context.Context, js jetstream.KeyValueManager, rollouts *st
 		return rolloutTarget{waitGen: head.GetGeneration(), head: head}, bad, nil
 	}
 	if t.id == "" && len(bad) > 0 {
-		return t, nil, fmt.Errorf("no readable rollout: %s (%s); name a rollout to show: sluice rollout status ID", bad[0].cell(), unreadableHint(len(bad)))
+		return t, nil, fmt.Errorf("no readable rollout: %s (%s); name a rollout to show: sluice rollout status ID", bad[0].Cell(), unreadableHint(len(bad)))
 	}
 	if t.id == "" {
 		return t, nil, errors.New("there are no rollouts yet: apply intents first (sluice apply -f examples/)")
@@ -373,7 +373,7 @@ func liveNodes(ctx context.Context, js jetstream.KeyValueManager, id string) ([]
 		case e.Err != nil:
 			u := newUnreadable(contract.BucketNodeConfigs, e.Key, e.Err)
 			bad = append(bad, u)
-			live = append(live, liveNode{desired: &sluicev1.DesiredConfig{Node: node}, unreadable: u.cell()})
+			live = append(live, liveNode{desired: &sluicev1.DesiredConfig{Node: node}, unreadable: u.Cell()})
 		case e.Value.GetRollout() == id:
 			live = append(live, liveNode{desired: e.Value})
 		}
@@ -397,7 +397,7 @@ func liveNodes(ctx context.Context, js jetstream.KeyValueManager, id string) ([]
 		n := live[i].desired.GetNode()
 		live[i].status = byNode[n]
 		if u, ok := unreadableStatus[n]; ok && live[i].unreadable == "" {
-			live[i].unreadable = u.cell()
+			live[i].unreadable = u.Cell()
 			bad = append(bad, u)
 		}
 	}

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -476,24 +475,6 @@ func TestRolloutStatus_JSON_HeadNotStartedYet_IsAnEmptyListAndSaysSoOnStderr(t *
 	if code != ExitSucceeded || stdout != "{\n  \"items\": [],\n  \"unreadable\": []\n}\n" || !strings.Contains(stderr, "its rollout has not started yet") {
 		t.Errorf("exit code %d, stdout %q, stderr %q", code, stdout, stderr)
 	}
-}
-
-// lockedBuffer is a bytes.Buffer a command writes while the test reads it.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 func TestRolloutStatus_Watch_FollowsRevertingToRolledBackAndExitsWith3(t *testing.T) {

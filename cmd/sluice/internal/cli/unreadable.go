@@ -3,29 +3,17 @@ package cli
 import (
 	"errors"
 	"fmt"
-	"strings"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/store"
 )
 
-// unreadableKey is a stored value that does not decode. Listings show it
-// and carry on: one bad value must not hide the rest of the fleet, and the
-// exit code does not change because of it.
-type unreadableKey struct {
-	Bucket string `json:"bucket"`
-	Key    string `json:"key"`
-	Reason string `json:"reason"`
-}
+// unreadableKey is a stored value that does not decode (view.Unreadable).
+type unreadableKey = view.Unreadable
 
-// newUnreadable describes the value at bucket/key that failed with err
-// (a store.ErrUndecodable).
+// newUnreadable describes the value at bucket/key that failed with err.
 func newUnreadable(bucket, key string, err error) unreadableKey {
-	return unreadableKey{Bucket: bucket, Key: key, Reason: strings.TrimPrefix(err.Error(), "decode "+bucket+"/"+key+": ")}
-}
-
-// cell is how a table shows the value in place of its row.
-func (u unreadableKey) cell() string {
-	return fmt.Sprintf("<unreadable: %s/%s %s>", u.Bucket, u.Key, u.Reason)
+	return view.NewUnreadable(bucket, key, err)
 }
 
 // unreadableHint tells an operator what to do about n unreadable values.

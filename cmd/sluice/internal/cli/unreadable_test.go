@@ -10,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -130,7 +131,7 @@ func TestGet_UnreadableValue_IsShownAndTheRestListed(t *testing.T) {
 			if code != 0 {
 				t.Fatalf("-o json: exit code %d, want 0; stderr %s", code, stderr)
 			}
-			var got listObject
+			var got view.List
 			if err := json.Unmarshal([]byte(stdout), &got); err != nil {
 				t.Fatalf("-o json: %v\n%s", err, stdout)
 			}

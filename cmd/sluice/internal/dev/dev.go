@@ -96,6 +96,10 @@ type Options struct {
 	// init` does): every service, agent and dev's own connections use a
 	// user of their role, each agent its own node's (CredsDir, AdminCreds).
 	Secure bool
+	// Dashboard, when set, starts the dashboard once the services run: it
+	// returns the page's URL (the banner prints it) and the function that
+	// serves it until its ctx ends. nil runs none (--dashboard-addr off).
+	Dashboard func(s *System) (url string, serve func(context.Context) error, err error)
 }
 
 func (o *Options) setDefaults() {
@@ -165,6 +169,8 @@ type System struct {
 	logPath string
 	nodes   []string
 	seeded  Seed
+	// dashboardURL is the dashboard's page, "" when none runs.
+	dashboardURL string
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -252,6 +258,14 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 	}
 	if err := s.startServices(runCtx); err != nil {
 		return nil, err
+	}
+	if opts.Dashboard != nil {
+		url, serve, err := opts.Dashboard(s)
+		if err != nil {
+			return nil, fmt.Errorf("dashboard: %w", err)
+		}
+		s.dashboardURL = url
+		s.run(runCtx, "dashboard", serve)
 	}
 	agentsSince := time.Now().Add(-time.Second) // slack for clock rounding in the stored timestamp
 	if err := s.startAgents(runCtx); err != nil {
@@ -346,6 +360,9 @@ func (s *System) URL() string {
 
 // Cluster is the NATS cluster, nil with one server.
 func (s *System) Cluster() *embedded.Cluster { return s.cluster }
+
+// DashboardURL is the dashboard's page, "" when none runs.
+func (s *System) DashboardURL() string { return s.dashboardURL }
 
 // Nodes are the names of the agents' nodes, in order.
 func (s *System) Nodes() []string { return s.nodes }

@@ -47,6 +47,9 @@ func (s *System) Banner() string {
 	} else {
 		p("  NATS      %s (one server, buckets R%d)", s.URL(), s.opts.Settings.Replicas)
 	}
+	if s.dashboardURL != "" {
+		p("  dashboard %s (the fleet, live, in the browser)", s.dashboardURL)
+	}
 	p("  data      %s (remove it to start over)", s.opts.DataDir)
 	if s.creds != nil {
 		p("  secure    operator mode: every service and agent connects as a user of its role, each agent its own node's (credentials in %s)", s.creds.Dir)

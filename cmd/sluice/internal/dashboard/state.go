@@ -1,0 +1,448 @@
+package dashboard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// Kinds of change, as the stream's update names them.
+const (
+	kindNode        = "node"
+	kindRollout     = "rollout"
+	kindActive      = "active"
+	kindFingerprint = "fingerprint"
+	kindPause       = "pause"
+	kindInstance    = "instance"
+	kindLeader      = "leader"
+	kindEvent       = "event"
+)
+
+// ringSize is how many changes the state remembers for viewers that
+// reconnect: one that missed more gets a fresh snapshot.
+const ringSize = 1 << 16
+
+// recentEvents is how many events of the stream a snapshot carries.
+const recentEvents = 200
+
+// change is one entry of the ring: a key of a kind changed (its current
+// value is what a viewer is sent, so changes to one key coalesce), or an
+// event was stored (events are sent each, in order).
+type change struct {
+	seq   uint64
+	kind  string
+	key   string
+	event json.RawMessage // kindEvent only
+}
+
+// state is everything the dashboard shows, followed from the buckets and
+// the events stream once and shared by every viewer.
+type state struct {
+	mu          sync.Mutex
+	seq         uint64 // of the last change
+	ring        []change
+	presences   map[string]*sluicev1.NodePresence
+	statuses    map[string]*sluicev1.NodeStatus
+	rollouts    map[string]*sluicev1.Rollout
+	active      string
+	fps         map[string]*sluicev1.InvalidFingerprint
+	pause       *sluicev1.PauseRequest
+	instances   map[string]*sluicev1.Instance
+	leader      *sluicev1.LeaderLease
+	events      []json.RawMessage // the last recentEvents, oldest first
+	unreadable  map[string]view.Unreadable
+	ready       map[string]bool // buckets whose initial values are all read
+	watchErrors map[string]string
+}
+
+func newState() *state {
+	return &state{
+		ring:        make([]change, ringSize),
+		presences:   map[string]*sluicev1.NodePresence{},
+		statuses:    map[string]*sluicev1.NodeStatus{},
+		rollouts:    map[string]*sluicev1.Rollout{},
+		fps:         map[string]*sluicev1.InvalidFingerprint{},
+		instances:   map[string]*sluicev1.Instance{},
+		unreadable:  map[string]view.Unreadable{},
+		ready:       map[string]bool{},
+		watchErrors: map[string]string{},
+	}
+}
+
+// note records a change; the caller holds mu.
+func (s *state) note(kind, key string, event json.RawMessage) {
+	s.seq++
+	s.ring[s.seq%ringSize] = change{seq: s.seq, kind: kind, key: key, event: event}
+}
+
+// since returns the changes after seq, or ok false when the ring no longer
+// holds them all (the viewer then needs a snapshot). The caller holds mu.
+func (s *state) since(seq uint64) (changes []change, ok bool) {
+	if seq > s.seq {
+		return nil, false // from another run of the dashboard
+	}
+	if s.seq-seq >= ringSize {
+		return nil, false
+	}
+	for q := seq + 1; q <= s.seq; q++ {
+		changes = append(changes, s.ring[q%ringSize])
+	}
+	return changes, true
+}
+
+// watched is one bucket the state follows: apply decodes and stores a
+// value (nil data: the key was deleted) and says whether it changed
+// anything a viewer sees.
+type watched struct {
+	bucket string
+	apply  func(key string, data []byte) (kind string, changed bool, err error)
+}
+
+func (s *state) watchedBuckets() []watched {
+	return []watched{
+		{contract.BucketNodes, func(key string, data []byte) (string, bool, error) {
+			ack := s.presences[key].GetPause()
+			kind, changed, err := applyTo(kindNode, s.presences, key, data, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} },
+				func(p *sluicev1.NodePresence) { p.HeartbeatAt = nil })
+			if err == nil && !proto.Equal(ack, s.presences[key].GetPause()) {
+				// An agent's presence is also its pause acknowledgement.
+				s.note(kindPause, "", nil)
+			}
+			return kind, changed, err
+		}},
+		{contract.BucketStatus, func(key string, data []byte) (string, bool, error) {
+			return applyTo(kindNode, s.statuses, key, data, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }, nil)
+		}},
+		{contract.BucketRollouts, func(key string, data []byte) (string, bool, error) {
+			switch key {
+			case contract.KeyLastApplied:
+				return "", false, nil
+			case contract.KeyActive:
+				ref := &sluicev1.RolloutRef{}
+				if data != nil {
+					if err := store.Unmarshal(data, ref); err != nil {
+						return kindActive, false, err
+					}
+				}
+				changed := ref.GetRollout() != s.active
+				s.active = ref.GetRollout()
+				return kindActive, changed, nil
+			}
+			return applyTo(kindRollout, s.rollouts, key, data, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }, nil)
+		}},
+		{contract.BucketFingerprints, func(key string, data []byte) (string, bool, error) {
+			return applyTo(kindFingerprint, s.fps, key, data, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }, nil)
+		}},
+		{contract.BucketControl, func(key string, data []byte) (string, bool, error) {
+			if key != contract.KeyPause {
+				return "", false, nil
+			}
+			req := &sluicev1.PauseRequest{}
+			if data != nil {
+				if err := store.Unmarshal(data, req); err != nil {
+					return kindPause, false, err
+				}
+			}
+			changed := !proto.Equal(req, s.pause)
+			s.pause = req
+			return kindPause, changed, nil
+		}},
+		{contract.BucketInstances, func(key string, data []byte) (string, bool, error) {
+			return applyTo(kindInstance, s.instances, key, data, func() *sluicev1.Instance { return &sluicev1.Instance{} },
+				func(in *sluicev1.Instance) { in.HeartbeatAt = nil })
+		}},
+		{contract.BucketLeases, func(key string, data []byte) (string, bool, error) {
+			if key != contract.LeaseCoordinator {
+				return "", false, nil
+			}
+			var l *sluicev1.LeaderLease
+			if data != nil {
+				l = &sluicev1.LeaderLease{}
+				if err := store.Unmarshal(data, l); err != nil {
+					return kindLeader, false, err
+				}
+			}
+			// A renewal alone changes nothing a viewer sees.
+			changed := (l == nil) != (s.leader == nil) || l.GetHolder() != s.leader.GetHolder() ||
+				l.GetEpoch() != s.leader.GetEpoch() || !proto.Equal(l.GetAcquiredAt(), s.leader.GetAcquiredAt())
+			s.leader = l
+			return kindLeader, changed, nil
+		}},
+	}
+}
+
+// applyTo stores data (nil: delete) at key and says whether a viewer would
+// see a difference: quiet clears what changes without meaning anything
+// (a heartbeat), so that a heartbeat alone is not sent to every viewer.
+func applyTo[T proto.Message](kind string, m map[string]T, key string, data []byte, newT func() T, quiet func(T)) (string, bool, error) {
+	old, had := m[key]
+	if data == nil {
+		delete(m, key)
+		return kind, had, nil
+	}
+	v := newT()
+	if err := store.Unmarshal(data, v); err != nil {
+		return kind, false, err
+	}
+	m[key] = v
+	if !had {
+		return kind, true, nil
+	}
+	if quiet == nil {
+		return kind, !proto.Equal(old, v), nil
+	}
+	a, b := proto.Clone(old).(T), proto.Clone(v).(T)
+	quiet(a)
+	quiet(b)
+	return kind, !proto.Equal(a, b), nil
+}
+
+// follow watches every bucket and the events stream until ctx ends,
+// rewatching after an error.
+func (s *state) follow(ctx context.Context, js jetstream.JetStream, logf func(string, ...any)) {
+	var wg sync.WaitGroup
+	for _, w := range s.watchedBuckets() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			retry(ctx, func() error { return s.watchBucket(ctx, js, w) }, func(err error) {
+				s.setWatchError(w.bucket, err)
+				logf("dashboard: watch %s: %v (retrying)", w.bucket, err)
+			})
+		}()
+	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		var last uint64
+		retry(ctx, func() error { return s.followEvents(ctx, js, &last) }, func(err error) {
+			s.setWatchError(contract.StreamEvents, err)
+			logf("dashboard: follow %s: %v (retrying)", contract.StreamEvents, err)
+		})
+	}()
+	wg.Wait()
+}
+
+func (s *state) setWatchError(name string, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if err == nil {
+		delete(s.watchErrors, name)
+	} else {
+		s.watchErrors[name] = err.Error()
+	}
+}
+
+// retry runs f until ctx ends, waiting a growing pause (up to 5 s) after
+// each error.
+func retry(ctx context.Context, f func() error, onErr func(error)) {
+	wait := 250 * time.Millisecond
+	for ctx.Err() == nil {
+		err := f()
+		if ctx.Err() != nil {
+			return
+		}
+		if err == nil {
+			err = errors.New("watch ended")
+		}
+		onErr(err)
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return
+		case <-t.C:
+		}
+		wait = min(2*wait, 5*time.Second)
+	}
+}
+
+func (s *state) watchBucket(ctx context.Context, js jetstream.JetStream, w watched) error {
+	kv, err := js.KeyValue(ctx, w.bucket)
+	if err != nil {
+		return fmt.Errorf("open bucket %s: %w", w.bucket, err)
+	}
+	watcher, err := kv.WatchAll(ctx)
+	if err != nil {
+		return fmt.Errorf("watch bucket %s: %w", w.bucket, err)
+	}
+	defer watcher.Stop()
+	s.setWatchError(w.bucket, nil)
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case e, ok := <-watcher.Updates():
+			if !ok {
+				return nil
+			}
+			s.mu.Lock()
+			if e == nil {
+				s.ready[w.bucket] = true
+			} else if !contract.IsControlKey(e.Key()) {
+				s.applyEntry(w, e)
+			}
+			s.mu.Unlock()
+		}
+	}
+}
+
+// applyEntry applies one watched entry; the caller holds mu.
+func (s *state) applyEntry(w watched, e jetstream.KeyValueEntry) {
+	var data []byte
+	if e.Operation() == jetstream.KeyValuePut {
+		data = e.Value()
+	}
+	id := w.bucket + "/" + e.Key()
+	kind, changed, err := w.apply(e.Key(), data)
+	switch {
+	case err != nil:
+		s.unreadable[id] = view.NewUnreadable(w.bucket, e.Key(), err)
+	default:
+		delete(s.unreadable, id)
+	}
+	if changed && kind != "" {
+		s.note(kind, e.Key(), nil)
+	}
+}
+
+// followEvents reads the events stream from after *last (or its last
+// recentEvents on the first start), keeping the recent ones and noting
+// each as a change.
+func (s *state) followEvents(ctx context.Context, js jetstream.JetStream, last *uint64) error {
+	stream, err := js.Stream(ctx, contract.StreamEvents)
+	if err != nil {
+		return fmt.Errorf("open stream %s: %w", contract.StreamEvents, err)
+	}
+	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
+	if *last > 0 {
+		cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, *last+1
+	} else {
+		info, err := stream.Info(ctx)
+		if err != nil {
+			return fmt.Errorf("stream %s: %w", contract.StreamEvents, err)
+		}
+		if info.State.LastSeq > recentEvents {
+			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, info.State.LastSeq-recentEvents+1
+		}
+	}
+	it, _, err := view.EventMessages(ctx, stream, cfg)
+	if err != nil {
+		return err
+	}
+	defer it.Stop()
+	s.setWatchError(contract.StreamEvents, nil)
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			if ctx.Err() != nil || errors.Is(err, jetstream.ErrMsgIteratorClosed) {
+				return nil
+			}
+			return err
+		}
+		meta, err := msg.Metadata()
+		if err != nil {
+			return err
+		}
+		*last = meta.Sequence.Stream
+		b := eventJSON(msg.Data(), meta)
+		s.mu.Lock()
+		s.events = append(s.events, b)
+		if len(s.events) > recentEvents {
+			s.events = slices.Delete(s.events, 0, len(s.events)-recentEvents)
+		}
+		s.note(kindEvent, "", b)
+		s.mu.Unlock()
+	}
+}
+
+// streamEvent is an event as the stream sends it: the stream's sequence,
+// and the stored event (or why it does not decode).
+type streamEvent struct {
+	Seq        uint64          `json:"seq"`
+	Event      json.RawMessage `json:"event,omitempty"`
+	Unreadable string          `json:"unreadable,omitempty"`
+}
+
+func eventJSON(data []byte, meta *jetstream.MsgMetadata) json.RawMessage {
+	e := streamEvent{Seq: meta.Sequence.Stream}
+	ev := &sluicev1.Event{}
+	if err := store.Unmarshal(data, ev); err != nil {
+		e.Unreadable = err.Error()
+	} else if e.Event, err = store.Marshal(ev); err != nil {
+		e.Unreadable = err.Error()
+	}
+	b, _ := json.Marshal(e) // a struct of raw JSON and strings
+	return b
+}
+
+// fleet is every node, by name; the caller holds mu.
+func (s *state) fleet() []view.Node {
+	return view.MergeNodes(slices.Collect(maps.Values(s.presences)), slices.Collect(maps.Values(s.statuses)))
+}
+
+// node is one node; ok is false when it has neither presence nor status.
+func (s *state) node(name string) (view.Node, bool) {
+	p, s1 := s.presences[name], s.statuses[name]
+	return view.Node{Name: name, Presence: p, Status: s1}, p != nil || s1 != nil
+}
+
+// rolloutsNewestFirst; the caller holds mu.
+func (s *state) rolloutsNewestFirst() []*sluicev1.Rollout {
+	rs := slices.Collect(maps.Values(s.rollouts))
+	view.SortRollouts(rs)
+	return rs
+}
+
+// fingerprints newest first; the caller holds mu.
+func (s *state) fingerprints() []*sluicev1.InvalidFingerprint {
+	fs := slices.Collect(maps.Values(s.fps))
+	view.SortFingerprints(fs)
+	return fs
+}
+
+// instanceList is the services' instances, then every node's agent, as
+// `sluice get pause` lists them; the caller holds mu.
+func (s *state) instanceList() []*sluicev1.Instance {
+	insts := slices.Collect(maps.Values(s.instances))
+	slices.SortFunc(insts, func(a, b *sluicev1.Instance) int {
+		return cmpStrings(a.GetComponent()+"\x00"+a.GetInstance(), b.GetComponent()+"\x00"+b.GetInstance())
+	})
+	for _, name := range slices.Sorted(maps.Keys(s.presences)) {
+		p := s.presences[name]
+		insts = append(insts, view.AgentInstance(p))
+	}
+	return insts
+}
+
+func cmpStrings(a, b string) int {
+	switch {
+	case a < b:
+		return -1
+	case a > b:
+		return 1
+	}
+	return 0
+}
+
+// unreadableList, by bucket and key; the caller holds mu.
+func (s *state) unreadableList() []view.Unreadable {
+	out := make([]view.Unreadable, 0, len(s.unreadable))
+	for _, k := range slices.Sorted(maps.Keys(s.unreadable)) {
+		out = append(out, s.unreadable[k])
+	}
+	return out
+}

@@ -1,0 +1,600 @@
+// sluice dashboard: follows GET /api/v1/stream (Server-Sent Events) and
+// draws the fleet, the rollout, the pause, the leader and the events.
+// No library, nothing from elsewhere: docs/dashboard.md.
+'use strict';
+
+const S = {
+  config: null,
+  nodes: new Map(),        // name → NodeObject (as sluice get nodes -o json)
+  rollouts: new Map(),     // id → Rollout
+  active: '',
+  fps: new Map(),          // fingerprint → InvalidFingerprint
+  pause: [], pauseSummary: null,
+  leader: {},
+  events: [],              // streamEvent, oldest first (at most 500)
+  lastId: '',
+  layoutDirty: true,       // the set of nodes or their domains changed: lay the map out again
+  fullPaint: true,         // repaint every cell (a rollout changed what cells mean)
+  dirtyNodes: new Set(),   // otherwise repaint only these
+  names: null,             // every node's name, sorted (null: sort again)
+};
+const PAGE = 50;
+let page = 0, es = null, frame = 0, cells = [], cellOf = new Map(), drawerNode = '';
+
+const $ = (id) => document.getElementById(id);
+const el = (tag, attrs, ...kids) => {
+  const e = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === 'text') e.textContent = v; else if (k.startsWith('data-') || k === 'class' || k === 'tabindex' || k === 'role' || k === 'aria-label') e.setAttribute(k, v); else e[k] = v;
+  }
+  for (const k of kids) if (k != null) e.append(k);
+  return e;
+};
+
+// The CLI's words for an enum: NODE_PHASE_PROVISIONED → Provisioned.
+function enumName(s, prefix) {
+  if (!s) return '-';
+  s = s.replace(prefix, '');
+  if (s === 'UNSPECIFIED') return '-';
+  return s.toLowerCase().split('_').filter(Boolean).map(w => w[0].toUpperCase() + w.slice(1)).join('');
+}
+const short = (s, n = 12) => (s ? s.slice(0, n) : '-');
+
+// What a node's cell says: its phase, or what its rollout says became of it.
+const STATES = {
+  provisioned: { label: 'Provisioned', color: '--provisioned' },
+  progress: { label: 'Provisioning', color: '--progress' },
+  failed: { label: 'Invalid', color: '--failed', mark: 'x' },
+  timedout: { label: 'TimedOut', color: '--timedout', mark: 'stripe' },
+  reverted: { label: 'Reverted', color: '--reverted' },
+  pending: { label: 'Pending / no status', color: '--pending' },
+  left: { label: 'left (not present)', color: '--left', mark: 'dot' },
+};
+function outcomes() {
+  // The outcomes the newest rollout recorded, by node; while a rollout
+  // runs, its revision (a node not on it yet is pending).
+  const r = S.rollouts.get(S.active) || newestRollout();
+  const m = new Map();
+  if (!r) return m;
+  for (const f of r.failures || []) m.set(f.node, f.result);
+  if (r.id === S.active && r.phase === 'ROLLOUT_PHASE_PROGRESSING') m.revision = r.revision;
+  return m;
+}
+function nodeState(n, out) {
+  const res = out.get(n.node);
+  if (res === 'NODE_RESULT_TIMED_OUT') return 'timedout';
+  if (res === 'NODE_RESULT_INVALID' || res === 'NODE_RESULT_REFUSED') return 'failed';
+  const ph = n.status && n.status.phase;
+  if (ph === 'NODE_PHASE_INVALID') return 'failed';
+  if (!n.present) return 'left';
+  if (ph === 'NODE_PHASE_PROVISIONING') return 'progress';
+  if (out.revision && n.status && n.status.revision !== out.revision) return 'pending';
+  if (ph === 'NODE_PHASE_PROVISIONED') return 'provisioned';
+  return 'pending';
+}
+const labels = (n) => (n.presence && n.presence.labels) || {};
+function domainOf(n) {
+  const l = labels(n);
+  return (S.config ? S.config.groupBy : ['zone', 'rack']).map(k => l[k] || `(no ${k})`);
+}
+function newestRollout() {
+  let best = null;
+  for (const r of S.rollouts.values()) {
+    if (!best || (r.startedAt || '') > (best.startedAt || '') || ((r.startedAt || '') === (best.startedAt || '') && Number(r.generation || 0) > Number(best.generation || 0))) best = r;
+  }
+  return best;
+}
+
+// ---- the stream ----
+
+function apply(u) {
+  if (u.reset) { S.nodes.clear(); S.rollouts.clear(); S.fps.clear(); S.events = []; S.layoutDirty = true; }
+  for (const n of u.nodes || []) {
+    const old = S.nodes.get(n.node);
+    if (!old || domainOf(old).join('/') !== domainOf(n).join('/')) S.layoutDirty = true;
+    S.nodes.set(n.node, n);
+    S.dirtyNodes.add(n.node);
+  }
+  for (const name of u.removedNodes || []) { S.nodes.delete(name); S.layoutDirty = true; }
+  if (S.layoutDirty) S.names = null;
+  for (const r of u.rollouts || []) S.rollouts.set(r.id, r);
+  if (u.active !== undefined) S.active = u.active;
+  if (u.rollouts || u.active !== undefined) S.fullPaint = true;
+  for (const f of u.fingerprints || []) S.fps.set(f.fingerprint, f);
+  for (const f of u.removedFingerprints || []) S.fps.delete(f);
+  if (u.pause) { S.pause = u.pause; S.pauseSummary = u.pauseSummary; }
+  if (u.leader) S.leader = u.leader;
+  if (u.events) { S.events.push(...u.events); if (S.events.length > 500) S.events.splice(0, S.events.length - 500); }
+  schedule();
+}
+
+function connect() {
+  if (es || document.hidden) return;
+  // A reconnect after the tab was hidden resumes where it stopped.
+  const url = '/api/v1/stream' + (S.lastId ? '?lastEventId=' + encodeURIComponent(S.lastId) : '');
+  es = new EventSource(url);
+  es.addEventListener('open', () => setConn('live', 'live'));
+  es.addEventListener('update', (e) => { S.lastId = e.lastEventId; apply(JSON.parse(e.data)); });
+  es.addEventListener('error', () => {
+    if (es && es.readyState === EventSource.CLOSED) {
+      es = null;
+      setConn('down', 'disconnected; retrying');
+      setTimeout(start, 2000);
+    } else setConn('down', 'reconnecting');
+  });
+}
+function disconnect() { if (es) { es.close(); es = null; } }
+function setConn(state, text) { const c = $('conn'); c.dataset.state = state; c.textContent = text; }
+
+document.addEventListener('visibilitychange', () => {
+  // A hidden tab stops streaming; it resumes from its last event when shown.
+  if (document.hidden) { disconnect(); setConn('idle', 'paused while hidden'); } else connect();
+});
+
+async function api(path, opts) {
+  let r;
+  try { r = await fetch(path, Object.assign({ credentials: 'same-origin' }, opts)); } catch (e) {
+    return { ok: false, status: 0, body: { error: 'the dashboard cannot be reached: ' + e.message } };
+  }
+  let body = null;
+  try { body = await r.json(); } catch (_) { /* not JSON */ }
+  if (r.status === 401) showLogin();
+  return { ok: r.ok, status: r.status, body };
+}
+async function checkAuth() {
+  const r = await api('/api/v1/config');
+  if (r.ok) { S.config = r.body; applyConfig(); }
+  return r.ok;
+}
+function showLogin() { const d = $('login'); if (!d.open) d.showModal(); }
+$('login-form').addEventListener('submit', async (e) => {
+  e.preventDefault();
+  const r = await api('/api/v1/login', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ token: $('login-token').value }) });
+  if (!r.ok) { $('login-error').textContent = (r.body && r.body.error) || 'login failed'; return; }
+  $('login').close();
+  $('login-token').value = '';
+  if (await checkAuth()) connect();
+});
+
+// ---- drawing ----
+
+function schedule() { if (!frame) frame = requestAnimationFrame(render); }
+function render() {
+  frame = 0;
+  const out = outcomes();
+  drawMap(out);
+  renderList(out);
+  renderRollout();
+  renderHistory();
+  renderHeader();
+  renderEvents();
+}
+
+function applyConfig() {
+  const c = S.config;
+  const why = c.controls ? '' : (c.readonly || 'controls are disabled');
+  for (const b of document.querySelectorAll('button.control')) { b.disabled = !c.controls; b.title = why; }
+  const ro = $('readonly');
+  ro.hidden = c.controls;
+  ro.textContent = why ? 'controls disabled: ' + why : '';
+  const lg = $('legend');
+  lg.replaceChildren(...Object.values(STATES).map(s => { const e = el('span', { text: s.label }); e.style.setProperty('--c', `var(${s.color})`); return e; }));
+}
+
+function css(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
+
+// The map: one block per outer group (zone), inside it one per inner group
+// (rack), inside that one cell per node. Laid out again only when the set
+// of nodes or their domains change; otherwise only colors are repainted.
+let layout = { width: 0, height: 0, groups: [] };
+function computeLayout(width) {
+  const groups = new Map();
+  for (const n of S.nodes.values()) {
+    const d = domainOf(n);
+    const outer = d[0], inner = d.slice(1).join('/') || '';
+    if (!groups.has(outer)) groups.set(outer, new Map());
+    const g = groups.get(outer);
+    if (!g.has(inner)) g.set(inner, []);
+    g.get(inner).push(n.node);
+  }
+  const total = S.nodes.size;
+  const cell = total > 20000 ? 3 : total > 5000 ? 5 : total > 1000 ? 8 : total > 200 ? 12 : 22;
+  const gap = Math.max(1, Math.floor(cell / 6));
+  const pitch = cell + gap;
+  let y = 0;
+  cells = [];
+  cellOf = new Map();
+  const out = [];
+  // Nodes without the labels (one that left has no presence, so no labels) come last.
+  const byName = (a, b) => (a.startsWith('(no ') - b.startsWith('(no ')) || a.localeCompare(b);
+  for (const outer of [...groups.keys()].sort(byName)) {
+    y += 18;
+    out.push({ label: outer, x: 0, y: y - 5, level: 0 });
+    let x = 0, rowH = 0;
+    const racks = groups.get(outer);
+    for (const inner of [...racks.keys()].sort(byName)) {
+      const names = racks.get(inner).sort();
+      const cols = Math.max(1, Math.min(names.length, Math.floor(Math.sqrt(names.length * 2)) || 1, Math.floor((width - 8) / pitch)));
+      const w = cols * pitch + 8, h = Math.ceil(names.length / cols) * pitch + 18;
+      if (x > 0 && x + w > width) { x = 0; y += rowH + 6; rowH = 0; }
+      const grp = { label: inner, x: x + 2, y: y + 11, level: 1, box: [x, y, w - 4, h], counts: {}, total: names.length };
+      out.push(grp);
+      names.forEach((name, i) => {
+        const c = { name, grp, st: '', x: x + 4 + (i % cols) * pitch, y: y + 15 + Math.floor(i / cols) * pitch, s: cell };
+        cells.push(c);
+        cellOf.set(name, c);
+      });
+      x += w; rowH = Math.max(rowH, h);
+    }
+    y += rowH + 8;
+  }
+  layout = { width, height: Math.max(y, 40), groups: out };
+}
+
+function drawMap(out) {
+  const canvas = $('map');
+  const width = Math.max(300, canvas.clientWidth || 600);
+  if (S.layoutDirty || layout.width !== width) { computeLayout(width); S.layoutDirty = false; S.fullPaint = true; }
+  const dpr = window.devicePixelRatio || 1;
+  if (canvas.width !== Math.round(width * dpr) || canvas.height !== Math.round(layout.height * dpr)) {
+    canvas.width = Math.round(width * dpr); canvas.height = Math.round(layout.height * dpr);
+    canvas.style.height = layout.height + 'px';
+    S.fullPaint = true;
+  }
+  const g = canvas.getContext('2d');
+  g.setTransform(dpr, 0, 0, dpr, 0, 0);
+  const colors = {};
+  for (const [k, s] of Object.entries(STATES)) colors[k] = css(s.color);
+  const active = S.rollouts.get(S.active);
+  // Between two layouts only the cells of nodes that changed are painted:
+  // a rollout at maxParallel 1000 repaints 2,000 cells an update, not the fleet.
+  let todo;
+  const rollups = new Set();
+  if (S.fullPaint) {
+    g.clearRect(0, 0, width, layout.height);
+    for (const grp of layout.groups) {
+      if (grp.box) {
+        g.strokeStyle = '#d8d8d8'; g.lineWidth = 1; g.strokeRect(grp.box[0] + .5, grp.box[1] + .5, grp.box[2], grp.box[3]);
+        grp.counts = {};
+        rollups.add(grp);
+        continue;
+      }
+      g.fillStyle = '#1b1b1b';
+      g.font = 'bold 12px system-ui, sans-serif';
+      g.fillText(grp.label, grp.x, grp.y);
+    }
+    for (const c of cells) c.st = '';
+    todo = cells;
+  } else {
+    todo = [];
+    for (const name of S.dirtyNodes) { const c = cellOf.get(name); if (c) todo.push(c); }
+  }
+  for (const c of todo) {
+    const st = paintCell(g, c, out, colors, active, !S.fullPaint);
+    if (st !== c.st) {
+      if (c.st) c.grp.counts[c.st]--;
+      c.grp.counts[st] = (c.grp.counts[st] || 0) + 1;
+      c.st = st;
+      rollups.add(c.grp);
+    }
+  }
+  for (const grp of rollups) drawRollup(g, grp);
+  S.fullPaint = false;
+  S.dirtyNodes.clear();
+  $('fleet-count').textContent = `${S.nodes.size} node${S.nodes.size === 1 ? '' : 's'}`;
+}
+
+// paintCell paints one node's cell: its color, a shape for the states that
+// need attention (failed crossed, timed out striped, left dotted), and an
+// outline while it is in the running wave.
+function paintCell(g, c, out, colors, active, clear) {
+  const n = S.nodes.get(c.name);
+  if (clear) g.clearRect(c.x - 1, c.y - 1, c.s + 2, c.s + 2);
+  if (!n) return '';
+  const st = nodeState(n, out);
+  g.fillStyle = colors[st];
+  g.fillRect(c.x, c.y, c.s, c.s);
+  const m = STATES[st].mark;
+  if (m && c.s >= 4) {
+    g.strokeStyle = '#ffffff'; g.fillStyle = '#ffffff'; g.lineWidth = Math.max(1, c.s / 8);
+    g.beginPath();
+    if (m === 'x') { g.moveTo(c.x + 1, c.y + 1); g.lineTo(c.x + c.s - 1, c.y + c.s - 1); g.moveTo(c.x + c.s - 1, c.y + 1); g.lineTo(c.x + 1, c.y + c.s - 1); g.stroke(); }
+    else if (m === 'stripe') { g.moveTo(c.x, c.y + c.s / 2); g.lineTo(c.x + c.s / 2, c.y); g.moveTo(c.x + c.s / 2, c.y + c.s); g.lineTo(c.x + c.s, c.y + c.s / 2); g.stroke(); }
+    else { g.arc(c.x + c.s / 2, c.y + c.s / 2, c.s / 5, 0, 2 * Math.PI); g.fill(); }
+  }
+  if (active && n.status && n.status.rollout === active.id && st === 'progress' && c.s >= 5) {
+    g.strokeStyle = '#1b1b1b'; g.lineWidth = 1; g.strokeRect(c.x - .5, c.y - .5, c.s + 1, c.s + 1);
+  }
+  return st;
+}
+
+// drawRollup labels a rack with its rollup: provisioned of its nodes, and
+// how many failed, timed out or are in progress.
+function drawRollup(g, grp) {
+  const [x, y, w] = grp.box, k = grp.counts;
+  let text = `${grp.label}  ${k.provisioned || 0}/${grp.total}`;
+  if (k.failed) text += ` ✗${k.failed}`;
+  if (k.timedout) text += ` ◔${k.timedout}`;
+  if (k.progress) text += ` ⟳${k.progress}`;
+  grp.rollup = text;
+  g.save();
+  g.clearRect(x + 1, y + 1, w - 1, 12);
+  g.beginPath(); g.rect(x + 1, y + 1, w - 1, 12); g.clip();
+  g.fillStyle = k.failed || k.timedout ? '#a33b00' : '#5a5a5a';
+  g.font = '11px system-ui, sans-serif';
+  g.fillText(text, grp.x, grp.y);
+  g.restore();
+}
+
+function cellAt(ev) {
+  const r = $('map').getBoundingClientRect();
+  const x = ev.clientX - r.left, y = ev.clientY - r.top;
+  return cells.find(c => x >= c.x && x < c.x + c.s + 1 && y >= c.y && y < c.y + c.s + 1);
+}
+$('map').addEventListener('mousemove', (ev) => {
+  const c = cellAt(ev), tip = $('tip');
+  if (!c) { tip.hidden = true; return; }
+  const n = S.nodes.get(c.name);
+  tip.textContent = `${c.name} — ${STATES[nodeState(n, outcomes())].label}`;
+  tip.style.left = (c.x + c.s + 6) + 'px'; tip.style.top = (c.y - 4) + 'px';
+  tip.hidden = false;
+});
+$('map').addEventListener('mouseleave', () => { $('tip').hidden = true; });
+$('map').addEventListener('click', (ev) => { const c = cellAt(ev); if (c) openDrawer(c.name); });
+
+// ---- the node list: every node's name reachable in the DOM ----
+
+function filtered(out) {
+  const q = $('search').value.trim().toLowerCase();
+  if (!S.names) S.names = [...S.nodes.keys()].sort();
+  const names = S.names;
+  if (!q) return names;
+  return names.filter(name => {
+    const n = S.nodes.get(name);
+    return name.toLowerCase().includes(q) || domainOf(n).join('/').toLowerCase().includes(q) ||
+      STATES[nodeState(n, out)].label.toLowerCase().includes(q);
+  });
+}
+function renderList(out) {
+  const names = filtered(out);
+  const pages = Math.max(1, Math.ceil(names.length / PAGE));
+  page = Math.min(page, pages - 1);
+  const rows = names.slice(page * PAGE, page * PAGE + PAGE).map(name => {
+    const n = S.nodes.get(name), st = nodeState(n, out);
+    const phase = el('td', { class: 'phase-cell', text: STATES[st].label });
+    phase.style.setProperty('--c', `var(${STATES[st].color})`);
+    const tr = el('tr', { 'data-node': name, 'data-state': st, 'data-phase': enumName(n.status && n.status.phase, 'NODE_PHASE_'),
+      'data-revision': (n.status && n.status.revision) || '', tabindex: '0' },
+      el('th', { scope: 'row', text: name }), phase, el('td', { text: domainOf(n).join('/') }), el('td', { text: short(n.status && n.status.revision) }));
+    return tr;
+  });
+  $('node-rows').replaceChildren(...rows);
+  $('page').textContent = `page ${page + 1} of ${pages} (${names.length} nodes)`;
+  $('prev').disabled = page === 0; $('next').disabled = page >= pages - 1;
+}
+$('search').addEventListener('input', () => { page = 0; schedule(); });
+$('prev').addEventListener('click', () => { page--; schedule(); });
+$('next').addEventListener('click', () => { page++; schedule(); });
+$('node-rows').addEventListener('click', (e) => { const tr = e.target.closest('tr[data-node]'); if (tr) openDrawer(tr.dataset.node); });
+$('node-rows').addEventListener('keydown', (e) => {
+  const tr = e.target.closest('tr[data-node]');
+  if (!tr) return;
+  if (e.key === 'Enter') openDrawer(tr.dataset.node);
+  if (e.key === 'ArrowDown' && tr.nextElementSibling) tr.nextElementSibling.focus();
+  if (e.key === 'ArrowUp' && tr.previousElementSibling) tr.previousElementSibling.focus();
+});
+
+// ---- the drawer ----
+
+async function openDrawer(name) {
+  drawerNode = name;
+  $('drawer-title').textContent = name;
+  $('drawer-body').replaceChildren(el('p', { class: 'meta', text: 'loading…' }));
+  $('drawer').hidden = false;
+  const r = await api('/api/v1/nodes/' + encodeURIComponent(name));
+  if (drawerNode !== name) return;
+  if (!r.ok) { $('drawer-body').replaceChildren(el('p', { class: 'error', text: (r.body && r.body.error) || 'failed' })); return; }
+  const n = r.body, st = n.status || {}, dl = el('dl');
+  const row = (k, v) => dl.append(el('dt', { text: k }), el('dd', { text: v || '-' }));
+  row('present', n.present ? 'yes' : 'no');
+  row('labels', Object.entries((n.presence && n.presence.labels) || {}).map(([k, v]) => `${k}=${v}`).join(', '));
+  row('phase', enumName(st.phase, 'NODE_PHASE_'));
+  row('message', st.message);
+  row('applied fingerprint', st.appliedFingerprint);
+  row('status fingerprint', st.fingerprint);
+  row('status revision', st.revision);
+  row('desired fingerprint', n.desired && n.desired.fingerprint);
+  row('desired revision', n.desired && n.desired.revision);
+  row('backup fingerprint', n.backup && n.backup.fingerprint);
+  row('backup revision', n.backup && n.backup.revision);
+  row('rollout', st.rollout);
+  row('operation', st.operation);
+  row('last update', st.lastUpdate);
+  row('failed check', st.failedCheck);
+  const kids = [dl];
+  if (st.checkOutput) kids.push(el('h3', { text: 'check output' }), el('pre', { class: 'check-output', text: st.checkOutput }));
+  if (st.lastInvalid) kids.push(el('h3', { text: 'last invalid' }), el('pre', { text: JSON.stringify(st.lastInvalid, null, 2) }));
+  $('drawer-body').replaceChildren(...kids);
+}
+$('drawer-close').addEventListener('click', () => { $('drawer').hidden = true; drawerNode = ''; });
+document.addEventListener('keydown', (e) => { if (e.key === 'Escape') { $('drawer').hidden = true; drawerNode = ''; } });
+
+// ---- the rollout ----
+
+const COUNTS = [['pending', '--pending'], ['inProgress', '--progress'], ['provisioned', '--provisioned'], ['failed', '--failed'], ['skipped', '--left']];
+const COUNT_WORDS = { pending: 'pending', inProgress: 'in progress', provisioned: 'provisioned', failed: 'failed', skipped: 'skipped', timedOut: 'timed out', reverting: 'reverting', reverted: 'reverted', revertFailed: 'revert failed' };
+function renderRollout() {
+  const r = S.rollouts.get(S.active) || newestRollout();
+  if (!r) return;
+  $('rollout-id').textContent = r.id + (r.id === S.active ? ' (active)' : '');
+  const phase = enumName(r.phase, 'ROLLOUT_PHASE_');
+  $('rollout-phase').textContent = phase + (r.reason ? ': ' + r.reason : '');
+  $('rollout-phase').dataset.phase = phase;
+  const meta = [`revision ${short(r.revision)}`];
+  if (r.wave) meta.push(`wave ${r.wave}`);
+  if (r.domain) meta.push(`domain ${r.domain}`);
+  if (r.bakeUntil && new Date(r.bakeUntil) > new Date()) meta.push(`baking until ${new Date(r.bakeUntil).toLocaleTimeString()}`);
+  if (r.pause && r.pause.paused) meta.push(`paused by ${r.pause.by || '?'}${r.pause.reason ? ': ' + r.pause.reason : ''}`);
+  $('rollout-meta').textContent = meta.join(' · ');
+  const c = r.counts || {}, total = c.total || 0;
+  const bar = $('counts-bar');
+  bar.replaceChildren(...COUNTS.map(([k, color]) => {
+    const s = el('span', { title: `${COUNT_WORDS[k]} ${c[k] || 0}` });
+    s.style.width = total ? (100 * (c[k] || 0) / total) + '%' : '0';
+    s.style.background = `var(${color})`;
+    return s;
+  }));
+  const items = Object.keys(COUNT_WORDS).filter(k => COUNTS.some(([x]) => x === k) || c[k]);
+  $('counts').replaceChildren(...items.map(k => el('li', { 'data-count': k, text: `${COUNT_WORDS[k]} ${c[k] || 0}` })));
+  const sum = COUNTS.reduce((a, [k]) => a + (c[k] || 0), 0);
+  $('counts-sum').textContent = sum === total ? `${sum} of ${total} nodes accounted for` : `counts add up to ${sum}, not the total ${total}`;
+  $('stages').replaceChildren(...(r.stages || []).map(st => el('li', { text:
+    `${st.wave ? 'wave ' + st.wave : ''}${st.domain ? ' ' + st.domain : ''}: ${st.nodes || 0} nodes, ${st.provisioned || 0} provisioned, ${st.failed || 0} failed${st.timedOut ? ' (' + st.timedOut + ' timed out)' : ''}${st.endedAt ? '' : ' — running'}` })));
+  renderFailures(r);
+}
+
+// Failures grouped by fingerprint: one group per bad config, its first
+// failing node, the check and its output.
+function renderFailures(r) {
+  const groups = new Map();
+  for (const f of r.failures || []) {
+    const k = f.fingerprint || '(unknown fingerprint)';
+    if (!groups.has(k)) groups.set(k, []);
+    groups.get(k).push(f);
+  }
+  const box = $('failures');
+  if (!groups.size) { box.replaceChildren(el('p', { class: 'meta', text: 'none' })); }
+  else box.replaceChildren(...[...groups].map(([fp, fs]) => {
+    const first = fs[0], rec = S.fps.get(fp);
+    const output = first.output || (rec && rec.output) || first.message || '';
+    return el('div', { class: 'fp-group', 'data-fingerprint': fp },
+      el('p', {}, el('strong', { text: short(fp) }), ` — ${fs.length} node${fs.length === 1 ? '' : 's'}: `,
+        el('span', { class: 'fp-nodes', text: fs.map(f => f.node).join(', ') })),
+      el('p', { class: 'meta' }, 'first failing node ', el('span', { class: 'fp-first-node', text: first.node }),
+        `, ${enumName(first.result, 'NODE_RESULT_')}, check `, el('span', { class: 'fp-check', text: first.failedCheck || (rec && rec.check) || '-' })),
+      el('pre', { class: 'fp-output', text: output || '(no output)' }));
+  }));
+  const fps = [...S.fps.values()].sort((a, b) => (b.time || '').localeCompare(a.time || ''));
+  const fb = $('fingerprints');
+  if (!fps.length) fb.replaceChildren(el('p', { class: 'meta', text: 'none' }));
+  else fb.replaceChildren(...fps.map(f => {
+    const forgive = el('button', { type: 'button', class: 'control', 'data-action': 'forgive', 'data-fingerprint': f.fingerprint, text: 'Forgive' });
+    forgive.disabled = !(S.config && S.config.controls);
+    return el('div', { class: 'fp-record', 'data-fingerprint': f.fingerprint },
+      el('p', {}, el('strong', { text: short(f.fingerprint) }), ` ${f.cause || 'check-failed'} on ${f.node || '-'} (check ${f.check || '-'})`,
+        f.forgiven ? ` — forgiven by ${f.forgiven.by}: ${f.forgiven.reason || ''}` : ' ', f.forgiven ? null : forgive));
+  }));
+}
+
+// History: the rollouts newest first, as sluice get rollouts lists them
+// (the newest 50; undo and retry act on the head, above).
+function renderHistory() {
+  const rs = [...S.rollouts.values()].sort((a, b) => (b.startedAt || '').localeCompare(a.startedAt || '') || Number(b.generation || 0) - Number(a.generation || 0)).slice(0, 50);
+  $('history').replaceChildren(...rs.map(r => {
+    const c = r.counts || {};
+    return el('tr', { 'data-rollout': r.id, 'data-phase': enumName(r.phase, 'ROLLOUT_PHASE_') },
+      el('th', { scope: 'row', text: r.id + (r.id === S.active ? ' (active)' : '') }), el('td', { text: enumName(r.phase, 'ROLLOUT_PHASE_') }),
+      el('td', { text: `${c.provisioned || 0}/${c.total || 0}` }), el('td', { text: String(c.failed || 0) }),
+      el('td', { text: r.startedAt ? new Date(r.startedAt).toLocaleString() : '-' }));
+  }));
+}
+
+function renderHeader() {
+  const l = S.leader || {};
+  $('leader').textContent = l.holder ? `leader: ${l.holder} (epoch ${l.epoch || '?'}, since ${new Date(l.acquiredAt).toLocaleTimeString()})` : 'leader: none';
+  const p = S.pauseSummary, ps = $('pause-state');
+  if (p) {
+    ps.textContent = `pause: ${p.requested} — reached by ${p.reached}/${p.instances}` + (p.waiting && p.waiting.length ? ` (waiting: ${p.waiting.join(', ')})` : '');
+    ps.dataset.paused = String(p.paused);
+    ps.dataset.reached = String(p.reached === p.instances);
+  }
+}
+
+// ---- events ----
+
+function eventText(se) {
+  if (!se.event) return `#${se.seq} unreadable: ${se.unreadable}`;
+  const e = se.event;
+  const t = e.time ? new Date(e.time).toLocaleTimeString() : '-';
+  const refs = ['node', 'rollout'].filter(k => e[k] && !(e.kind === k && e.id === e[k])).map(k => `${k}=${e[k]}`);
+  return `${t}  ${e.component || '-'}  ${e.type || '-'}  ${e.kind || '-'}/${e.id || '-'}  ${e.reason || ''}${refs.length ? ' (' + refs.join(' ') + ')' : ''}`;
+}
+let shownEvents = '';
+const kindsShown = new Set();
+function renderEvents() {
+  const sel = $('event-kind');
+  for (const se of S.events) {
+    const k = se.event && se.event.kind;
+    if (k && !kindsShown.has(k)) { kindsShown.add(k); sel.append(el('option', { value: k, text: k })); }
+  }
+  const kind = sel.value, q = $('event-filter').value.trim().toLowerCase();
+  const list = S.events.filter(se => (!kind || (se.event && se.event.kind === kind)) && (!q || eventText(se).toLowerCase().includes(q))).slice(-300);
+  const key = kind + '|' + q + '|' + (list.length ? list[list.length - 1].seq : 0) + '|' + list.length;
+  if (key === shownEvents) return;
+  shownEvents = key;
+  const ol = $('event-list');
+  ol.replaceChildren(...list.map(se => el('li', { 'data-seq': String(se.seq), text: eventText(se) })));
+  if ($('tail').checked) ol.scrollTop = ol.scrollHeight;
+}
+$('event-filter').addEventListener('input', schedule);
+$('event-kind').addEventListener('change', schedule);
+
+// ---- controls: each shows its sluice command, then runs it ----
+
+let pending = null;
+async function control(body) {
+  return api('/api/v1/control', { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+}
+async function preview() {
+  const r = await control(pending);
+  $('confirm-error').textContent = r.ok ? '' : (r.body && r.body.error) || 'refused';
+  $('confirm-command').textContent = r.ok ? r.body.command : '';
+  $('confirm-run').disabled = !r.ok;
+}
+document.addEventListener('click', async (e) => {
+  const b = e.target.closest('button.control');
+  if (!b || b.disabled) return;
+  const action = b.dataset.action;
+  const r = S.rollouts.get(S.active);
+  pending = { action };
+  if (action.startsWith('rollout-') || action === 'abort') pending.rollout = r ? r.id : '';
+  if (action === 'forgive') pending.fingerprint = b.dataset.fingerprint;
+  $('confirm-title').textContent = b.textContent;
+  $('confirm-reason').value = '';
+  $('confirm-norevert').checked = false;
+  $('confirm-norevert-label').hidden = action !== 'abort';
+  $('confirm-reason-label').hidden = action === 'undo' || action === 'retry';
+  $('confirm-output').hidden = true;
+  $('confirm-run').disabled = true;
+  $('confirm').showModal();
+  await preview();
+});
+for (const id of ['confirm-reason', 'confirm-norevert']) {
+  $(id).addEventListener('input', () => {
+    if (!pending) return;
+    pending.reason = $('confirm-reason').value;
+    pending.noRevert = $('confirm-norevert').checked;
+    preview();
+  });
+}
+$('confirm-run').addEventListener('click', async () => {
+  $('confirm-run').disabled = true;
+  $('confirm-error').textContent = 'running…';
+  const r = await control(Object.assign({}, pending, { confirm: true }));
+  $('confirm-error').textContent = r.ok ? '' : (r.body && r.body.error) || 'failed';
+  const out = $('confirm-output');
+  out.textContent = (r.body && r.body.output) || (r.ok ? 'done' : '');
+  out.hidden = !out.textContent;
+  out.dataset.ok = String(r.ok);
+});
+$('confirm-cancel').addEventListener('click', () => $('confirm').close());
+
+window.addEventListener('resize', () => { S.layoutDirty = true; schedule(); });
+// start connects once the API answers; without the token the login asks
+// for it (and connects when it is given); an unreachable server is tried
+// again every 2 s.
+function start() {
+  checkAuth().then(ok => { if (ok) connect(); else if (!$('login').open) setTimeout(start, 2000); });
+}
+start();
+setInterval(schedule, 1000); // bake countdowns and ages move without updates
