@@ -221,6 +221,13 @@ compose-secrets: $(BIN)/sluice ## Make NATS credentials (a user per service and 
 	$(BIN)/sluice creds tls --dir $(SECRETS) --hosts nats-1,nats-2,nats-3,localhost,127.0.0.1; \
 	chmod a+r $(SECRETS)/users/*.creds $(SECRETS)/tls/server.key; chmod a+rx $(SECRETS) $(SECRETS)/users $(SECRETS)/tls
 
+.PHONY: compose-dashboard-token
+compose-dashboard-token: ## Make the token docker-compose's dashboard requires (deploy/compose/secrets/dashboard.token; kept if it exists)
+	@mkdir -p $(SECRETS); \
+	if [ -f $(SECRETS)/dashboard.token ]; then echo "$(SECRETS)/dashboard.token exists: keeping it"; exit 0; fi; \
+	head -c 24 /dev/urandom | base64 > $(SECRETS)/dashboard.token; chmod a+r $(SECRETS)/dashboard.token; \
+	echo "wrote $(SECRETS)/dashboard.token: the dashboard at http://127.0.0.1:3100 asks for it"
+
 # deploy/build-images.sh stages each image's files under bin/images/<bin>/
 # and builds it with deploy/Dockerfile; docs/deploy.md says what is inside.
 .PHONY: images

@@ -40,6 +40,7 @@ var kubeVersion = &chartutil.KubeVersion{Version: "v1.31.0", Major: "1", Minor: 
 var kinds = map[string]func() any{
 	"v1/ConfigMap":                                    func() any { return &corev1.ConfigMap{} },
 	"v1/ServiceAccount":                               func() any { return &corev1.ServiceAccount{} },
+	"v1/Service":                                      func() any { return &corev1.Service{} },
 	"apps/v1/Deployment":                              func() any { return &appsv1.Deployment{} },
 	"apps/v1/DaemonSet":                               func() any { return &appsv1.DaemonSet{} },
 	"policy/v1/PodDisruptionBudget":                   func() any { return &policyv1.PodDisruptionBudget{} },

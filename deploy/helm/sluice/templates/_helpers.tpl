@@ -133,6 +133,12 @@ services.yaml, so it runs once per render.
 {{- fail (printf "nats.auth.enabled is true but nats.auth.servicesSecret is empty: it names the Secret with the NATS credentials of the %s (keys %s, from `sluice creds issue ROLE`; docs/deploy.md, Credentials and TLS). Create it and set nats.auth.servicesSecret, or disable those services." (join ", " $names) (join ", " $keys)) -}}
 {{- end -}}
 {{- end -}}
+{{- if and .Values.dashboard.enabled (not .Values.dashboard.tokenSecret) -}}
+{{- fail "dashboard.enabled is true but dashboard.tokenSecret is empty: the dashboard listens on the pod's address and requires a token. Create a Secret with the key \"token\" (kubectl create secret generic sluice-dashboard --from-literal=token=$(head -c 24 /dev/urandom | base64)) and set dashboard.tokenSecret to its name." -}}
+{{- end -}}
+{{- if and .Values.dashboard.enabled $auth.enabled (not $auth.servicesSecret) -}}
+{{- fail (printf "dashboard.enabled and nats.auth.enabled are true but nats.auth.servicesSecret is empty: the dashboard's credentials are its key %s (from `sluice creds issue readonly`)." .Values.dashboard.credsKey) -}}
+{{- end -}}
 {{- if and .Values.agent.enabled (eq .Values.agent.applier.kind "netlink") -}}
 {{- include "sluice.validateNetlink" . -}}
 {{- end -}}
