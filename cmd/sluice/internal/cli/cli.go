@@ -140,6 +140,7 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 		a.deleteCommand(),
 		a.diffCommand(),
 		a.getCommand(),
+		a.describeCommand(),
 		a.rolloutCommand(),
 		a.fingerprintCommand(),
 		a.pauseCommand(),

@@ -97,6 +97,12 @@ func (a *app) events(ctx context.Context, kind string, last int, follow bool, ou
 			cfg.DeliverPolicy, cfg.OptStartSeq = jetstream.DeliverByStartSequencePolicy, lastSeq-uint64(last)+1
 		}
 	}
+	return a.printEvents(ctx, stream, cfg, last, follow, output)
+}
+
+// printEvents prints the last events cfg selects from stream and, with
+// follow, every one after them until ctx ends.
+func (a *app) printEvents(ctx context.Context, stream jetstream.Stream, cfg jetstream.OrderedConsumerConfig, last int, follow bool, output string) error {
 	it, info, err := view.EventMessages(ctx, stream, cfg)
 	if err != nil {
 		return err

@@ -62,22 +62,26 @@ func printListing(w io.Writer, l listing, unreadable []unreadableKey, format str
 		if err != nil {
 			return err
 		}
-		o := view.NewList(objs, unreadable)
-		b, err := json.MarshalIndent(o, "", "  ")
-		if err != nil {
-			return fmt.Errorf("encode json: %w", err)
-		}
-		if format == formatYAML {
-			if b, err = yaml.JSONToYAML(b); err != nil {
-				return fmt.Errorf("encode yaml: %w", err)
-			}
-		} else {
-			b = append(b, '\n')
-		}
-		_, err = w.Write(b)
-		return err
+		return writeStructured(w, view.NewList(objs, unreadable), format)
 	}
 	return fmt.Errorf("unknown output format %q: use one of %s", format, strings.Join(formats, ", "))
+}
+
+// writeStructured writes v as indented JSON or as YAML (format).
+func writeStructured(w io.Writer, v any, format string) error {
+	b, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode json: %w", err)
+	}
+	if format == formatYAML {
+		if b, err = yaml.JSONToYAML(b); err != nil {
+			return fmt.Errorf("encode yaml: %w", err)
+		}
+	} else {
+		b = append(b, '\n')
+	}
+	_, err = w.Write(b)
+	return err
 }
 
 // writeTable aligns rows into columns separated by three spaces.

@@ -1,0 +1,58 @@
+package cli
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+// describe node shows the node's presence, status, desired config and
+// backup with their revisions, and its last events; -o json the stored
+// objects; an unknown node is an error naming it.
+func TestDescribeNode(t *testing.T) {
+	s := startSystem(t, 2)
+	first := writeFile(t, "a.yaml", tenantA)
+	second := writeFile(t, "b.yaml", strings.Replace(tenantA, "tableId: 100", "tableId: 101", 1))
+	for _, f := range []string{first, second} {
+		if code, _, stderr := sluice(t, s.URL(), "apply", "-f", f, "--max-parallel", "2"); code != 0 {
+			t.Fatalf("apply: exit %d: %s", code, stderr)
+		}
+		if code, out, stderr := sluice(t, s.URL(), "rollout", "status", "--watch"); code != 0 {
+			t.Fatalf("rollout status --watch: exit %d: %s%s", code, out, stderr)
+		}
+	}
+
+	code, out, stderr := sluice(t, s.URL(), "describe", "node", "node-01")
+	if code != 0 {
+		t.Fatalf("describe node: exit %d: %s", code, stderr)
+	}
+	for _, want := range []string{"Node:", "node-01", "Present:", "yes, agent", "Labels:", "Status:", "Provisioned", "Desired:",
+		"Backup:", "proven on this node", "Operation:", "Events (the last 10", "NodeProvisioned"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("describe node: no %q in\n%s", want, out)
+		}
+	}
+
+	code, out, stderr = sluice(t, s.URL(), "describe", "node", "node-01", "-o", "json")
+	var obj map[string]json.RawMessage
+	if code != 0 || json.Unmarshal([]byte(out), &obj) != nil {
+		t.Fatalf("describe node -o json: exit %d, %s%s", code, out, stderr)
+	}
+	for _, k := range []string{"node", "presence", "status", "desired", "backup", "unreadable"} {
+		if v, ok := obj[k]; !ok || (k != "unreadable" && string(v) == "null") {
+			t.Errorf("-o json: %q is %s; want it set in\n%s", k, v, out)
+		}
+	}
+
+	code, _, stderr = sluice(t, s.URL(), "describe", "node", "node-99")
+	if code != 1 || !strings.Contains(stderr, `no node "node-99"`) {
+		t.Errorf("unknown node: exit %d, stderr %q; want 1 naming it", code, stderr)
+	}
+	code, _, stderr = sluice(t, s.URL(), "describe", "node", "bad name")
+	if code != 2 || !strings.Contains(stderr, `node name "bad name"`) {
+		t.Errorf("bad name: exit %d, stderr %q; want 2 naming it", code, stderr)
+	}
+	if code, out, _ := sluice(t, s.URL(), "describe", "rollout"); code != 0 || !strings.Contains(out, "succeeded") && !strings.Contains(strings.ToLower(out), "succeeded") {
+		t.Errorf("describe rollout: exit %d:\n%s", code, out)
+	}
+}
