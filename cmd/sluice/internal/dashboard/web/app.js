@@ -435,6 +435,7 @@ function renderRollout() {
   if (r.domain) meta.push(`domain ${r.domain}`);
   if (r.bakeUntil && new Date(r.bakeUntil) > new Date()) meta.push(`baking until ${new Date(r.bakeUntil).toLocaleTimeString()}`);
   if (r.pause && r.pause.paused) meta.push(`paused by ${r.pause.by || '?'}${r.pause.reason ? ': ' + r.pause.reason : ''}`);
+  if (r.waiting) meta.push(r.waiting + (r.waitingUntil ? ` (until ${new Date(r.waitingUntil).toLocaleString()})` : ''));
   $('rollout-meta').textContent = meta.join(' · ');
   const c = r.counts || {}, total = c.total || 0;
   const bar = $('counts-bar');
