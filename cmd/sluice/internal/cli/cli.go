@@ -24,6 +24,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/natsauth"
 )
 
@@ -62,7 +63,10 @@ type app struct {
 	server  string
 	auth    natsauth.Options      // --creds, --tls-ca, …
 	denied  atomic.Pointer[error] // the last permission the server refused
-	now     func() time.Time
+	// stop ends the command's context: a refused permission stops the
+	// command at once, rather than at its request's deadline.
+	stop func(error)
+	now  func() time.Time
 }
 
 // Run runs the sluice command line with args (without the program name) and
@@ -75,19 +79,24 @@ func Run(ctx context.Context, args []string, s Streams, version string) int {
 // fix it, so that an age printed in seconds does not depend on how long
 // the command took.
 func run(ctx context.Context, args []string, s Streams, version string, now func() time.Time) int {
-	a := &app{streams: s, version: version, now: now}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	a := &app{streams: s, version: version, now: now, stop: stop}
 	root := a.rootCommand()
 	root.SetArgs(args)
 	root.SetOut(s.Out)
 	root.SetErr(s.Err)
 	err := root.ExecuteContext(ctx)
-	if err == nil {
+	d := a.denied.Load()
+	if err == nil && d == nil {
 		return 0
 	}
-	if d := a.denied.Load(); d != nil {
-		// The server refused a publish or subscription (the error the
-		// command saw is usually just a timeout): say which, and why.
-		err = fmt.Errorf("%w\nthe NATS server refused it: %v (these credentials' role may not do this: see docs/security.md)", err, *d)
+	if d != nil {
+		// The server refused a publish or subscription. It says so on the
+		// side, not in answer to the request, so the command saw only its
+		// context end (`events` then ends as if caught up): the refusal is
+		// the error.
+		err = refusal(*d)
 	}
 	var ee *ExitError
 	if errors.As(err, &ee) {
@@ -178,7 +187,10 @@ func (a *app) connect() (*nats.Conn, error) {
 	}
 	onErr := nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		if natsauth.IsPermissionViolation(err) {
-			a.denied.Store(&err)
+			a.denied.CompareAndSwap(nil, &err)
+			if a.stop != nil {
+				a.stop(err)
+			}
 		}
 	})
 	nc, err := nats.Connect(a.server, append([]nats.Option{nats.Name("sluice-cli"), nats.Timeout(3 * time.Second), onErr}, auth...)...)
@@ -186,9 +198,36 @@ func (a *app) connect() (*nats.Conn, error) {
 		if errors.Is(err, nats.ErrNoServers) {
 			return nil, fmt.Errorf("cannot reach NATS at %s: is `sluice dev` (make run) running? (%w)", a.server, err)
 		}
+		if hint := natsauth.ConnectHint(err); hint != "" {
+			return nil, fmt.Errorf("connect to NATS at %s: %w\n%s", a.server, err, hint)
+		}
 		return nil, fmt.Errorf("connect to NATS at %s: %w", a.server, err)
 	}
 	return nc, nil
+}
+
+// refusal is the error of a command whose publish or subscription the
+// server refused (err, as the connection's error handler got it): what was
+// refused, and which of the CLI's roles may do it.
+func refusal(err error) error {
+	verb, subject, roles, ok := creds.RolesAllowed(err)
+	if !ok {
+		return fmt.Errorf("the NATS server refused it: %w (these credentials' role may not do this: see docs/security.md)", err)
+	}
+	var cli []string
+	for _, r := range roles {
+		if r == creds.RoleAdmin || r == creds.RoleReadOnly {
+			cli = append(cli, r)
+		}
+	}
+	who := "no role the CLI is issued may do it"
+	switch {
+	case len(cli) > 0:
+		who = "the " + strings.Join(cli, " or the ") + " role may (sluice creds issue " + cli[0] + ")"
+	case len(roles) > 0:
+		who = "only the " + strings.Join(roles, ", ") + " role may, not a role of the CLI's"
+	}
+	return fmt.Errorf("the NATS server refused it: these credentials may not %s to %q; %s (docs/security.md)", verb, subject, who)
 }
 
 // jetStream connects and returns a JetStream context; close the conn when done.
