@@ -281,3 +281,49 @@ func TestPause_OverAnUnreadableRequest_WritesAHigherGeneration(t *testing.T) {
 		t.Fatalf("after resume: %v (%v); want running at generation %d", e.Value, err, rev+2)
 	}
 }
+
+// A head applied while a rollout runs queues behind it: rollout status
+// shows the running rollout and says the head waits for it; --watch
+// follows the running one to its end, then the head's to its own.
+func TestRolloutStatus_HeadQueuedBehindARunningRollout_ShowsTheRunningOneThenFollowsTheHead(t *testing.T) {
+	gate := t.TempDir()
+	s := startSystemWith(t, 2, heldCheck(gate))
+	url := s.URL()
+	b := openBuckets(t, url)
+	if code, _, stderr := sluice(t, url, "apply", "-f", writeFile(t, "a.yaml", tenantA), "--max-parallel", "1"); code != 0 {
+		t.Fatalf("apply: exit %d: %s", code, stderr)
+	}
+	waitApplying(t, store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }), "node-01")
+	refs := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
+	ref, err := refs.Get(context.Background(), contract.KeyActive)
+	if err != nil {
+		t.Fatalf("the running rollout: %v", err)
+	}
+	running := ref.Value.GetRollout()
+	if code, _, stderr := sluice(t, url, "apply", "-f", writeFile(t, "b.yaml", strings.Replace(tenantA, "100}", "101}", 1))); code != 0 {
+		t.Fatalf("apply of a second revision while the first rolls out: exit %d: %s", code, stderr)
+	}
+
+	code, stdout, stderr := sluice(t, url, "rollout", "status")
+	if code != ExitSucceeded || !strings.Contains(stdout, running) || !strings.Contains(stdout, "queued    revision") ||
+		!strings.Contains(stdout, "(generation 2) is the head: its rollout starts when this one ends") || strings.Contains(stdout, "has not started yet") {
+		t.Fatalf("rollout status with the head queued: exit %d, want 0, the running rollout %s and the head queued behind it:\n%s%s", code, running, stdout, stderr)
+	}
+	code, stdout, stderr = sluice(t, url, "rollout", "status", "-o", "json")
+	if code != ExitSucceeded || !strings.Contains(stdout, `"id": "`+running+`"`) || !strings.Contains(stderr, "is the head: its rollout starts when this one ends") {
+		t.Fatalf("rollout status -o json with the head queued: exit %d, want the running record and the queue on stderr:\n%s%s", code, stdout, stderr)
+	}
+
+	w := startSluice(url, "rollout", "status", "--watch")
+	// margin: the poll ends as soon as the watch drew the running rollout.
+	natstest.Eventually(t, 60*time.Second, "--watch to follow the running rollout", func() bool {
+		return strings.Contains(w.out.String(), "following this one first") && strings.Contains(w.out.String(), running+" Progressing")
+	})
+	release(t, gate, "node-01", "node-02")
+	code = w.wait(t, "rollout status --watch of the running rollout and then the head's")
+	out := w.out.String()
+	first, second := strings.Index(out, "waiting for the rollout of revision"), strings.LastIndex(out, "succeeded")
+	if code != ExitSucceeded || first < 0 || second < first || strings.Count(out, "succeeded") < 2 {
+		t.Fatalf("rollout status --watch: exit %d, want 0 after following the running rollout to its end and then the head's:\n%s%s", code, out, w.err.String())
+	}
+}
