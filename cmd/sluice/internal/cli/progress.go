@@ -59,6 +59,11 @@ func countsLine(c *sluicev1.RolloutCounts) string {
 	}
 	line := fmt.Sprintf("pending %d, in progress %d, provisioned %d, failed %s, skipped %d",
 		c.GetPending(), c.GetInProgress(), c.GetProvisioned(), failed, c.GetSkipped())
+	// Once a rollout stopped, its nodes in flight and still pending have no
+	// outcome of their own: counted apart, so the counts add up to the total.
+	if c.GetStopped()+c.GetNotStarted() > 0 {
+		line += fmt.Sprintf(", stopped in flight %d, not started %d", c.GetStopped(), c.GetNotStarted())
+	}
 	if c.GetReverting()+c.GetReverted()+c.GetRevertFailed() > 0 {
 		line += fmt.Sprintf(", reverting %d, reverted %d", c.GetReverting(), c.GetReverted())
 		if c.GetRevertFailed() > 0 {
@@ -319,6 +324,9 @@ func stagesLine(r *sluicev1.Rollout) string {
 			state := "running"
 			if contract.Terminal(r.GetPhase()) {
 				state = "stopped"
+			}
+			if so := stageSoFar(r, st); so.GetNodes() > 0 {
+				state += fmt.Sprintf(", %d/%d provisioned so far", so.GetProvisioned(), so.GetNodes())
 			}
 			parts = append(parts, stageName(r, st)+": "+state)
 			continue

@@ -167,7 +167,7 @@ func (s *State) resumeRevert(now time.Time) {
 	s.clockBase, s.clockFrom, s.heldAt = r.GetLeaderTime().AsDuration(), now, time.Time{}
 	c := countsOf(r.GetCounts())
 	r.Counts = &sluicev1.RolloutCounts{Total: c.GetTotal(), Provisioned: c.GetProvisioned(), Failed: c.GetFailed(),
-		TimedOut: c.GetTimedOut(), Skipped: c.GetSkipped()}
+		TimedOut: c.GetTimedOut(), Skipped: c.GetSkipped(), NotStarted: c.GetNotStarted(), Attempted: c.GetAttempted()}
 	var err error
 	if s.plan, err = resolve(r.GetStrategy(), int(c.GetTotal())); err != nil {
 		s.plan = fallbackPlan()
@@ -199,6 +199,7 @@ func (s *State) resumeRevert(now time.Time) {
 			n.prog = progProvisioned
 		default:
 			n.prog = progStopped
+			r.Counts.Stopped++
 		}
 		if prev := revertOutcomeOf(r.GetFailures(), name); prev != nil {
 			n.target = d.GetFingerprint()
