@@ -125,7 +125,7 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 		SilenceErrors: true,
 	}
 	// A flag that does not parse is a usage error, like any other.
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: 2, Err: err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: ExitUsage, Err: err} })
 	server := os.Getenv("SLUICE_NATS_URL")
 	if server == "" {
 		server = DefaultServer
@@ -152,16 +152,21 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 	return root
 }
 
-// refuseUnknownSubcommands makes a mistyped subcommand of a command group
-// (`sluice rollout statsu`) a usage error with suggestions, as cobra makes
-// one of the root (`sluice aply`); cobra would print the group's help and
-// exit 0. A group given no subcommand prints its help.
+// refuseUnknownSubcommands makes a mistyped subcommand (`sluice aply`,
+// `sluice rollout statsu`) a usage error (exit 2) with suggestions; cobra
+// would print a group's help and exit 0, and fail the root's with exit 1. A
+// group given no subcommand prints its help.
 func refuseUnknownSubcommands(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		refuseUnknownSubcommands(sub)
 	}
-	if !c.HasParent() || !c.HasSubCommands() || c.Run != nil || c.RunE != nil {
+	if !c.HasSubCommands() || c.Run != nil || c.RunE != nil {
 		return
+	}
+	if !c.HasParent() {
+		// cobra refuses an unknown subcommand of the root itself, as a
+		// plain error (exit 1): take the arguments, and refuse it here.
+		c.Args = cobra.ArbitraryArgs
 	}
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) == 0 {
@@ -174,7 +179,7 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
 		}
-		return &ExitError{Code: 2, Err: fmt.Errorf("%s\nRun '%s --help' for usage", msg, cmd.CommandPath())}
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%s\nRun '%s --help' for usage", msg, cmd.CommandPath())}
 	}
 }
 
@@ -183,7 +188,7 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 func (a *app) connect() (*nats.Conn, error) {
 	auth, err := a.auth.NATS()
 	if err != nil {
-		return nil, &ExitError{Code: 2, Err: err}
+		return nil, &ExitError{Code: ExitUsage, Err: err}
 	}
 	onErr := nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		if natsauth.IsPermissionViolation(err) {

@@ -100,7 +100,7 @@ config file under nats.creds.`,
 			}
 			path, err := s.Issue(args[0], node)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			fmt.Fprintln(a.streams.Out, path)
 			return nil
@@ -243,7 +243,7 @@ stack or a lab; a production fleet's certificates come from its own PKI.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := creds.TLS(*dir, hosts, validFor)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			fmt.Fprintf(a.streams.Out, "CA %s\nserver certificate %s (key %s) for %s\n", f.CA, f.Cert, f.Key, strings.Join(hosts, ", "))
 			return nil

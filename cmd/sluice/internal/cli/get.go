@@ -88,17 +88,18 @@ hint on stderr), and the exit code stays 0. Control keys ("_fence") are
 never listed.
 
 -o json and -o yaml print {"items": [...], "unreadable": [...]}: items are the
-stored objects (protojson field names), unreadable the values that do not
-decode, each {bucket, key, reason}. For pause, items[0] is control/pause ({}
-when never paused) and the rest are instances. For registries, each item is
-{name, kind, intents, marked, spec, status}.`,
+stored objects (protojson field names; 64-bit integers as numbers),
+unreadable the values that do not decode, each {bucket, key, reason}. For
+pause, "request" is control/pause ({} when never paused) and the items are
+the instances. For registries, each item is {name, kind, intents, marked,
+spec, status}.`,
 		Example:   "  sluice get nodes\n  sluice get rollouts -o yaml\n  sluice get registries",
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: names,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, err := findGetKind(args[0])
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			if err := checkFormat(output); err != nil {
 				return err

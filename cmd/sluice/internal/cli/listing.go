@@ -14,7 +14,6 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluicehq/sluice/pkg/intent"
-	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -43,8 +42,16 @@ var formats = []string{formatTable, formatJSON, formatYAML}
 
 // listObject is a listing in json and yaml output.
 type listObject struct {
+	// Request is what a listing of instances answers to (get pause: the
+	// requested pause), kept apart from the items.
+	Request    json.RawMessage   `json:"request,omitempty"`
 	Items      []json.RawMessage `json:"items"`
 	Unreadable []unreadableKey   `json:"unreadable"`
+}
+
+// requested is a listing whose JSON carries a request beside its items.
+type requested interface {
+	request() (json.RawMessage, error)
 }
 
 // printListing writes l, then the values that did not decode, in format to w.
@@ -71,6 +78,11 @@ func printListing(w io.Writer, l listing, unreadable []unreadableKey, format str
 			return err
 		}
 		o := listObject{Items: objs, Unreadable: unreadable}
+		if r, ok := l.(requested); ok {
+			if o.Request, err = r.request(); err != nil {
+				return err
+			}
+		}
 		if o.Items == nil {
 			o.Items = []json.RawMessage{}
 		}
@@ -108,7 +120,7 @@ func writeTable(w io.Writer, rows [][]string) error {
 func protoObjects[T proto.Message](items []T) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, 0, len(items))
 	for _, it := range items {
-		b, err := store.Marshal(it)
+		b, err := jsonOf(it)
 		if err != nil {
 			return nil, fmt.Errorf("encode: %w", err)
 		}
@@ -212,12 +224,12 @@ func (l nodeList) objects() ([]json.RawMessage, error) {
 		o := nodeObject{Node: n.Name, Present: n.Presence != nil}
 		var err error
 		if n.Presence != nil {
-			if o.Presence, err = store.Marshal(n.Presence); err != nil {
+			if o.Presence, err = jsonOf(n.Presence); err != nil {
 				return nil, fmt.Errorf("encode node %s: %w", n.Name, err)
 			}
 		}
 		if n.Status != nil {
-			if o.Status, err = store.Marshal(n.Status); err != nil {
+			if o.Status, err = jsonOf(n.Status); err != nil {
 				return nil, fmt.Errorf("encode node %s: %w", n.Name, err)
 			}
 		}
@@ -269,8 +281,12 @@ func (l rolloutList) table(now time.Time) [][]string {
 			id += " (active)"
 		}
 		c := r.GetCounts()
+		phase := rolloutPhase(r.GetPhase())
+		if pauseLine(r) != "" {
+			phase += " (paused)" // held by 'sluice rollout pause', as rollout status says
+		}
 		rows = append(rows, []string{
-			id, short(r.GetRevision()), rolloutPhase(r.GetPhase()),
+			id, short(r.GetRevision()), phase,
 			fmt.Sprintf("%d/%d", c.GetProvisioned(), c.GetTotal()), fmt.Sprint(c.GetFailed()),
 			fmt.Sprint(c.GetSkipped()), fmt.Sprint(c.GetReverted()),
 			age(now, r.GetStartedAt()), rolloutDuration(r, now), oneLine(r.GetReason(), 60),

@@ -198,6 +198,10 @@ func TestRolloutPause_HoldsTheRolloutUntilResumed(t *testing.T) {
 	status := store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
 	ctx := context.Background()
 	waitApplying(t, status, "node-01")
+	// node-01's apply is held: the rollout runs, never paused.
+	if code, stdout, stderr := sluice(t, url, "rollout", "resume"); code != 0 || !strings.Contains(stdout, "is not paused: nothing to resume") {
+		t.Fatalf("rollout resume of a running rollout never paused: exit %d, want 0 saying it is not paused\n%s%s", code, stdout, stderr)
+	}
 	p := startSluice(url, "rollout", "pause", "--reason", "look at node-01", "--wait", "--timeout", "60s")
 	// Release node-01 only once the coordinator has seen the pause: released
 	// sooner, node-02 could start first, and the pause would wait for it
@@ -217,6 +221,12 @@ func TestRolloutPause_HoldsTheRolloutUntilResumed(t *testing.T) {
 	if stdout := p.out.String(); code != 0 || !strings.Contains(stdout, "is paused: no node operation in flight") {
 		t.Fatalf("rollout pause --wait: exit %d\n%s%s", code, stdout, p.err.String())
 	}
+	if code, stdout, stderr := sluice(t, url, "rollout", "pause"); code != 0 || !strings.Contains(stdout, "is already paused: paused (generation 1)") {
+		t.Fatalf("rollout pause of a paused rollout: exit %d, want 0 saying it is already paused\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := sluice(t, url, "get", "rollouts"); code != 0 || !strings.Contains(stdout, "Progressing (paused)") {
+		t.Fatalf("get rollouts while the rollout is paused: exit %d, want its phase shown as paused\n%s%s", code, stdout, stderr)
+	}
 	if st, err := status.Get(ctx, "node-01"); err != nil || st.Value.GetPhase() != sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
 		t.Fatalf("node-01 once the pause was acknowledged: %v %v; want Provisioned", st.Value, err)
 	}
@@ -235,6 +245,7 @@ func TestRolloutPause_HoldsTheRolloutUntilResumed(t *testing.T) {
 	if code, stdout, stderr := sluice(t, url, "rollout", "resume", "--wait"); code != 0 || !(strings.Contains(stdout, "is running again") || strings.Contains(stdout, "ended Succeeded meanwhile")) {
 		t.Fatalf("rollout resume --wait: exit %d\n%s%s", code, stdout, stderr)
 	}
+
 	code, stdout, stderr = sluice(t, url, "rollout", "status", "--watch")
 	if code != 0 || !strings.Contains(stdout, "succeeded") {
 		t.Fatalf("rollout after resume: exit %d\n%s%s", code, stdout, stderr)

@@ -12,13 +12,17 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// Exit codes of `sluice rollout status`, one per outcome.
+// Exit codes, one table for every command (docs/operations.md, "Exit
+// codes"): 0 and 1 as usual, 2 for a usage error, and for `sluice rollout
+// status` one per outcome. Partially failed was 2 until 2026-11, the code of
+// a usage error too.
 const (
 	ExitSucceeded       = 0 // also: still progressing, without --watch
-	ExitUnreadable      = 1 // the status could not be read, or the phase is unknown
-	ExitPartiallyFailed = 2
+	ExitUnreadable      = 1 // the status could not be read, or the phase is unknown; any other failure
+	ExitUsage           = 2 // a bad flag, argument or subcommand: nothing was done
 	ExitRolledBack      = 3
 	ExitAborted         = 4
+	ExitPartiallyFailed = 5
 	// exitInterrupted ends --watch on Ctrl-C, as a shell reports SIGINT.
 	exitInterrupted = 130
 )

@@ -24,7 +24,7 @@ func TestRolloutExitCode_MapsEachPhase(t *testing.T) {
 		{sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, 0, false},
 		{sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING, 0, false},
 		{sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, 0, true},
-		{sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED, 2, true},
+		{sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED, 5, true},
 		{sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, 3, true},
 		{sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, 4, true},
 		{sluicev1.RolloutPhase_ROLLOUT_PHASE_UNSPECIFIED, 1, false},

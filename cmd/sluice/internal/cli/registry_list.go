@@ -256,12 +256,12 @@ func (l registryList) objects() ([]json.RawMessage, error) {
 		o := registryObject{Name: r.name, Kind: r.kind(), Intents: r.intents, Marked: r.marked}
 		var err error
 		if r.spec != nil {
-			if o.Spec, err = store.Marshal(r.spec); err != nil {
+			if o.Spec, err = jsonOf(r.spec); err != nil {
 				return nil, fmt.Errorf("encode registry %s: %w", r.name, err)
 			}
 		}
 		if r.status != nil {
-			if o.Status, err = store.Marshal(r.status); err != nil {
+			if o.Status, err = jsonOf(r.status); err != nil {
 				return nil, fmt.Errorf("encode registry %s: %w", r.name, err)
 			}
 		}

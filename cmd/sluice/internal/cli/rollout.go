@@ -55,19 +55,19 @@ Exit codes (so scripts can gate on a rollout):
   %[1]d    succeeded (without --watch: also still progressing or reverting, or the
        head's rollout has not started yet)
   %[2]d    the status could not be read, or its phase is unknown
-  %[3]d    partially failed: some nodes failed, within the failure budget;
-       also a usage error (a bad flag or argument)
+  %[7]d    a usage error (a bad flag or argument): nothing was read
   %[4]d    rolled back: failures beyond the budget; touched nodes were reverted
   %[5]d    aborted: stopped by an operator (sluice rollout abort), superseded by a
        newer revision, refused before touching any node (a target fingerprint
        is recorded invalid), past its progress deadline, or its revision was
        deleted
+  %[3]d    partially failed: some nodes failed, within the failure budget
   %[6]d  interrupted while watching`,
-			ExitSucceeded, ExitUnreadable, ExitPartiallyFailed, ExitRolledBack, ExitAborted, exitInterrupted),
+			ExitSucceeded, ExitUnreadable, ExitPartiallyFailed, ExitRolledBack, ExitAborted, exitInterrupted, ExitUsage),
 		Example: "  sluice rollout status\n  sluice rollout status --watch && echo rolled out\n  sluice rollout status -o json",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := cobra.MaximumNArgs(1)(cmd, args); err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			return nil
 		},
@@ -76,7 +76,7 @@ Exit codes (so scripts can gate on a rollout):
 				return err
 			}
 			if watch && output != formatTable {
-				return &ExitError{Code: 2, Err: fmt.Errorf("-o %s prints the record once: leave out --watch, or -o to follow the rollout", output)}
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("-o %s prints the record once: leave out --watch, or -o to follow the rollout", output)}
 			}
 			id := ""
 			if len(args) == 1 {
