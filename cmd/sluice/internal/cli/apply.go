@@ -86,6 +86,9 @@ max_payload. Anything larger is refused before it is sent, with exit code 1.`,
 				return silentExit(1)
 			}
 			printApplied(a.streams.Out, resp, strategy)
+			for _, w := range selectsNone(intents, a.presentLabels(cmd.Context())) {
+				fmt.Fprintln(a.streams.Err, w)
+			}
 			return nil
 		},
 	}

@@ -187,6 +187,9 @@ func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *
 			from: cur.GetConfig(), to: cfg, fpFrom: cur.GetFingerprint(), fpTo: fp})
 	}
 	fmt.Fprintf(w, "nodes: %d present, %d change, %d unchanged, %d refused\n", len(nodes), len(changes), same, len(refused))
+	for _, warning := range selectsNone(intents, labelsOf(nodes)) {
+		fmt.Fprintln(a.streams.Err, warning)
+	}
 	slices.SortFunc(changes, func(a, b change) int { return cmp.Or(cmp.Compare(a.domain, b.domain), cmp.Compare(a.node, b.node)) })
 	for _, c := range changes {
 		fmt.Fprintf(w, "  %s  %s → %s\n", c.node, orNone(short(c.fpFrom)), short(c.fpTo))
