@@ -61,10 +61,22 @@ run: $(BIN)/sluice ## Run everything locally: embedded NATS, all services, 5 age
 	exec $(BIN)/sluice dev $(ARGS)
 
 .PHONY: test
-test: redis ## go vet and go test every module of the workspace (installs redis-server first if missing)
+test: redis alerts ## go vet and go test every module of the workspace (installs redis-server first if missing), and the alert rules
 	@echo "modules: $(MODULES)"
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+# deploy/prometheus/alerts.yaml, checked and unit-tested with promtool
+# (Debian's prometheus package, installed like redis-server).
+.PHONY: alerts
+alerts: ## Check the Prometheus alert rules in deploy/prometheus and run their unit tests (promtool; installs Debian's prometheus if missing)
+	@command -v promtool >/dev/null || { \
+	echo "promtool not found: the alert rules' tests need it; installing Debian's prometheus"; \
+	sudo=""; if [ "$$(id -u)" -ne 0 ]; then sudo="sudo"; fi; \
+	$$sudo apt-get install -y prometheus || { $$sudo apt-get update && $$sudo apt-get install -y prometheus; } || \
+	{ echo "could not install promtool: install it (apt-get install prometheus) and run make test again" >&2; exit 1; }; }
+	promtool check rules deploy/prometheus/alerts.yaml
+	cd deploy/prometheus && promtool test rules alerts_test.yaml
 
 .PHONY: test-secure
 test-secure: ## Run the end-to-end suite on a NATS server in operator mode: each component as its role's user, each agent its node's; a refused permission fails (SLUICE_TEST_SECURE=1)
