@@ -111,20 +111,29 @@ func (r *running) wait(t *testing.T, what string) int {
 	}
 }
 
-// pause --wait returns only once the apply in flight settled; while paused
-// no node starts and the configurator refuses applies; resume carries on.
-func TestPause_Wait_ReturnsOnceInFlightNodesSettled_AndNothingStartsUntilResume(t *testing.T) {
-	gate := t.TempDir()
-	s := startSystemWith(t, 3, heldCheck(gate))
-	url := s.URL()
-	b := openBuckets(t, url)
+// heldRollout starts sluice dev with agents whose applies wait for the
+// test (heldCheck on gate), applies tenantA one node at a time and waits
+// until node-01 is applying: a rollout that runs until the test releases
+// its nodes.
+func heldRollout(t *testing.T, agents int) (gate, url string, b *contract.Buckets, status *store.Store[*sluicev1.NodeStatus]) {
+	t.Helper()
+	gate = t.TempDir()
+	url = startSystemWith(t, agents, heldCheck(gate)).URL()
+	b = openBuckets(t, url)
 	if code, _, stderr := sluice(t, url, "apply", "-f", writeFile(t, "a.yaml", tenantA), "--max-parallel", "1"); code != 0 {
 		t.Fatalf("apply: exit %d: %s", code, stderr)
 	}
-	status := store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	status = store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	waitApplying(t, status, "node-01")
+	return gate, url, b, status
+}
+
+// pause --wait returns only once the apply in flight settled; while paused
+// no node starts and the configurator refuses applies; resume carries on.
+func TestPause_Wait_ReturnsOnceInFlightNodesSettled_AndNothingStartsUntilResume(t *testing.T) {
+	gate, url, b, status := heldRollout(t, 3)
 	desired := store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
 	ctx := context.Background()
-	waitApplying(t, status, "node-01")
 
 	p := startSluice(url, "pause", "--reason", "maintenance", "--wait", "--timeout", "60s")
 	// Release only once every instance has seen the pause and the command
@@ -188,16 +197,8 @@ func TestPause_Wait_ReturnsOnceInFlightNodesSettled_AndNothingStartsUntilResume(
 // rollout pause holds one rollout; the coordinator acknowledges in its
 // record; rollout resume lets it finish.
 func TestRolloutPause_HoldsTheRolloutUntilResumed(t *testing.T) {
-	gate := t.TempDir()
-	s := startSystemWith(t, 2, heldCheck(gate))
-	url := s.URL()
-	b := openBuckets(t, url)
-	if code, _, stderr := sluice(t, url, "apply", "-f", writeFile(t, "a.yaml", tenantA), "--max-parallel", "1"); code != 0 {
-		t.Fatalf("apply: exit %d: %s", code, stderr)
-	}
-	status := store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	gate, url, b, status := heldRollout(t, 2)
 	ctx := context.Background()
-	waitApplying(t, status, "node-01")
 	// node-01's apply is held: the rollout runs, never paused.
 	if code, stdout, stderr := sluice(t, url, "rollout", "resume"); code != 0 || !strings.Contains(stdout, "is not paused: nothing to resume") {
 		t.Fatalf("rollout resume of a running rollout never paused: exit %d, want 0 saying it is not paused\n%s%s", code, stdout, stderr)
@@ -297,14 +298,7 @@ func TestPause_OverAnUnreadableRequest_WritesAHigherGeneration(t *testing.T) {
 // shows the running rollout and says the head waits for it; --watch
 // follows the running one to its end, then the head's to its own.
 func TestRolloutStatus_HeadQueuedBehindARunningRollout_ShowsTheRunningOneThenFollowsTheHead(t *testing.T) {
-	gate := t.TempDir()
-	s := startSystemWith(t, 2, heldCheck(gate))
-	url := s.URL()
-	b := openBuckets(t, url)
-	if code, _, stderr := sluice(t, url, "apply", "-f", writeFile(t, "a.yaml", tenantA), "--max-parallel", "1"); code != 0 {
-		t.Fatalf("apply: exit %d: %s", code, stderr)
-	}
-	waitApplying(t, store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }), "node-01")
+	gate, url, b, _ := heldRollout(t, 2)
 	refs := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
 	ref, err := refs.Get(context.Background(), contract.KeyActive)
 	if err != nil {
