@@ -13,12 +13,14 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/events"
+	"github.com/sluicehq/sluice/pkg/natsauth"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -274,17 +276,38 @@ func revokedNodes(users []creds.User) []string {
 func (a *app) removePresence(ctx context.Context, node string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	ctx, refused := context.WithCancelCause(ctx)
+	defer refused(nil)
 	err := func() error {
-		nc, js, err := a.jetStream()
+		// A connection of its own: a permission refused here is reported
+		// as a note, not as the command's failure (a.connect's handler
+		// would end the command with it), since the revocation stands.
+		auth, err := a.auth.NATS()
+		if err != nil {
+			return err
+		}
+		onErr := nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if natsauth.IsPermissionViolation(err) {
+				refused(refusal(err))
+			}
+		})
+		nc, err := nats.Connect(a.server, append([]nats.Option{nats.Name("sluice-cli"), nats.Timeout(3 * time.Second), onErr}, auth...)...)
 		if err != nil {
 			return err
 		}
 		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
 		kv, err := bucket(ctx, js, contract.BucketNodes)
 		if err != nil {
 			return err
 		}
 		if err := kv.Delete(ctx, node); err != nil {
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+				err = cause
+			}
 			return fmt.Errorf("delete %s/%s: %w", contract.BucketNodes, node, err)
 		}
 		em := events.NewEmitter(js, zerolog.Nop(), contract.ComponentCLI, a.now)

@@ -103,6 +103,12 @@ func TestDevSecure_RollsOutWithLeastPrivilege_AndTheCLIActsByRole(t *testing.T) 
 	if strings.Contains(logs.String(), "Permissions Violation") {
 		t.Fatalf("a component was refused a permission:\n%s", grepLines(logs.String(), "Permissions Violation"))
 	}
+	// Revoked with credentials that may not delete its presence: the
+	// revocation stands (exit 0) and a note says why the node stays present.
+	if code, out, stderr := as(readonly, "creds", "revoke", "node-03", "--dir", s.Creds().Dir); code != 0 || !strings.Contains(out, "pushed") ||
+		!strings.Contains(stderr, "could not remove node-03's presence") || !strings.Contains(stderr, "the admin role may") {
+		t.Fatalf("creds revoke node-03 with the readonly user's credentials: exit %d, want 0 with a note naming the admin role\n%s%s", code, out, stderr)
+	}
 }
 
 func grepLines(s, sub string) string {
