@@ -62,7 +62,7 @@ type app struct {
 	version string
 	server  string
 	auth    natsauth.Options      // --creds, --tls-ca, …
-	denied  atomic.Pointer[error] // the last permission the server refused
+	denied  atomic.Pointer[error] // the first permission the server refused
 	// stop ends the command's context: a refused permission stops the
 	// command at once, rather than at its request's deadline.
 	stop func(error)

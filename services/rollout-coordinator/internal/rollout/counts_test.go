@@ -93,3 +93,46 @@ func TestDecide_FinalCountsAddUpToTheTotal(t *testing.T) {
 		})
 	}
 }
+
+// A revert resumed by a new term keeps the record's forward counts: its
+// provisioned nodes, reverted since, are not counted stopped as well, and a
+// node stopped in flight that failed meanwhile moves from stopped to failed.
+// Found by chaos seed 2 (counts adding up to 7 of 5, and to 4).
+func TestDecide_ResumedRevert_ForwardCountsStillAddUp(t *testing.T) {
+	r0, r1 := testRev("0000aaaa"), testRev("aaaa1111")
+	fp0, fp1 := targetOf(r0), targetOf(r1)
+	id1 := rolloutID(head(2, r1.Id, ""))
+	backup, revertW := revertHelpers(r0, id1)
+	// n1 was provisioned, n2 in flight when n3 failed; n4 never started.
+	rec := &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING,
+		Reason: "n3 failed", Strategy: &sluicev1.Strategy{MaxParallel: "3"},
+		Counts:   &sluicev1.RolloutCounts{Total: 4, Provisioned: 1, Failed: 1, Stopped: 1, NotStarted: 1, Reverting: 3, Attempted: 3},
+		Failures: []*sluicev1.NodeOutcome{{Node: "n3", Result: sluicev1.NodeResult_NODE_RESULT_INVALID, Fingerprint: fp1}}}
+	forwardW := func(n string) *sluicev1.DesiredConfig {
+		return &sluicev1.DesiredConfig{Node: n, Fingerprint: fp1, Rollout: id1, Revision: r1.Id}
+	}
+	s := NewState()
+	Decide(s, Loaded{Head: head(2, r1.Id, "3"), HeadRev: r1, Active: rec, ActiveRev: r1, Term: 7,
+		Presence: presence("n1", "n2", "n3", "n4"),
+		// n1 is reverted already; n2 failed its forward target while no
+		// leader ran; n3's revert is not written yet.
+		Desired: []*sluicev1.DesiredConfig{revertW("n1"), forwardW("n2"), forwardW("n3"), backup("n4")},
+		Backups: []*sluicev1.DesiredConfig{backup("n1"), backup("n2"), backup("n3"), backup("n4")},
+		Status: []*sluicev1.NodeStatus{status("n1", provisioned, fp0, id1), status("n2", invalid, fp1, id1),
+			status("n3", invalid, fp1, id1), status("n4", provisioned, fp0, "")},
+	}, t0)
+	var fin *sluicev1.Rollout
+	for i, n := range []string{"n2", "n3"} {
+		if f, ok := findAction[FinishRollout](Decide(s, Status{S: status(n, provisioned, fp0, id1)}, t0.Add(time.Duration(i+1)*time.Second))); ok {
+			fin = f.Rollout
+		}
+	}
+	if fin == nil {
+		t.Fatalf("the revert did not finish: %s", counts(s))
+	}
+	c := fin.GetCounts()
+	if forward(c) != c.GetTotal() || c.GetProvisioned() != 1 || c.GetFailed() != 2 || c.GetStopped() != 0 || c.GetNotStarted() != 1 {
+		t.Fatalf("finished with %v (forward counts add up to %d of %d); want provisioned 1, failed 2 (n2 failed while stopped), not started 1",
+			c, forward(c), c.GetTotal())
+	}
+}
