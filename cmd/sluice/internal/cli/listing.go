@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluicehq/sluice/pkg/intent"
+	"github.com/sluicehq/sluice/pkg/render"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -185,6 +186,20 @@ type nodeRow struct {
 	Name     string
 	Presence *sluicev1.NodePresence
 	Status   *sluicev1.NodeStatus
+	// InForce is the revision in force (last-applied) when the node runs
+	// the config it gives the node, else "": after an undo to a revision
+	// that gives a node the config it already ran, its status still names
+	// the revision that last changed it.
+	InForce string
+}
+
+// revision is the REVISION column: the revision in force when the node runs
+// its config, else the revision its agent last applied a config from.
+func (n nodeRow) revision() string {
+	if n.InForce != "" {
+		return n.InForce
+	}
+	return n.Status.GetRevision()
 }
 
 // nodeList is the union of the nodes and status buckets, by name.
@@ -203,7 +218,7 @@ func (l nodeList) table(now time.Time) [][]string {
 		}
 		rows = append(rows, []string{
 			n.Name, present, labelString(n.Presence.GetLabels()), nodePhase(n.Status.GetPhase()),
-			shortN(n.Status.GetFingerprint(), 12), short(n.Status.GetRevision()),
+			shortN(n.Status.GetFingerprint(), 12), short(n.revision()),
 			oneLine(n.Status.GetMessage(), 60), age(now, last),
 		})
 	}
@@ -214,6 +229,7 @@ func (l nodeList) table(now time.Time) [][]string {
 type nodeObject struct {
 	Node     string          `json:"node"`
 	Present  bool            `json:"present"`
+	InForce  string          `json:"revisionInForce,omitempty"`
 	Presence json.RawMessage `json:"presence,omitempty"`
 	Status   json.RawMessage `json:"status,omitempty"`
 }
@@ -221,7 +237,7 @@ type nodeObject struct {
 func (l nodeList) objects() ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, 0, len(l))
 	for _, n := range l {
-		o := nodeObject{Node: n.Name, Present: n.Presence != nil}
+		o := nodeObject{Node: n.Name, Present: n.Presence != nil, InForce: n.InForce}
 		var err error
 		if n.Presence != nil {
 			if o.Presence, err = jsonOf(n.Presence); err != nil {
@@ -265,6 +281,22 @@ func mergeNodes(presences []*sluicev1.NodePresence, statuses []*sluicev1.NodeSta
 	}
 	slices.SortFunc(out, func(a, b nodeRow) int { return cmp.Compare(a.Name, b.Name) })
 	return out
+}
+
+// markInForce sets InForce on each present node that runs the config
+// inForce (the last-applied revision) gives it.
+func (l nodeList) markInForce(inForce *sluicev1.Revision) {
+	if inForce == nil {
+		return
+	}
+	for i, n := range l {
+		if n.Presence == nil || n.Status.GetAppliedFingerprint() == "" {
+			continue
+		}
+		if render.Fingerprint(render.NodeConfig(inForce, n.Presence.GetLabels())) == n.Status.GetAppliedFingerprint() {
+			l[i].InForce = inForce.GetId()
+		}
+	}
 }
 
 // rolloutList is the rollouts bucket, newest first, with the active one.
