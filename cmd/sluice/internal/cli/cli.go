@@ -123,7 +123,10 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
   sluice rollout status --watch`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version, as 'sluice version' prints it.
+		Version: a.version,
 	}
+	root.SetVersionTemplate("sluice {{.Version}}\n")
 	// A flag that does not parse is a usage error, like any other.
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: ExitUsage, Err: err} })
 	server := os.Getenv("SLUICE_NATS_URL")

@@ -257,6 +257,16 @@ func TestHelp_FlagValuesAreNamedByTheirType(t *testing.T) {
 	walk((&app{}).rootCommand())
 }
 
+func TestVersionFlag_PrintsAsTheVersionCommand(t *testing.T) {
+	code, stdout, stderr := sluice(t, "nats://127.0.0.1:1", "--version")
+	if code != 0 || stdout != "sluice test\n" {
+		t.Fatalf("--version: exit %d, stdout %q, stderr %q; want 0 and %q", code, stdout, stderr, "sluice test\n")
+	}
+	if code, stdout, _ := sluice(t, "nats://127.0.0.1:1", "version"); code != 0 || stdout != "sluice test\n" {
+		t.Fatalf("version: exit %d, stdout %q", code, stdout)
+	}
+}
+
 // seed writes hand-made records into a bare server's buckets, as the
 // services would have: no service runs to change them.
 type seed struct {
