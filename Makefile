@@ -50,17 +50,28 @@ PROTO_MODULE := github.com/sluicehq/sluice
 
 .PHONY: help
 help: ## List the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-zA-Z0-9_-]+:.*## / {printf "  %-15s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "; n = 0; w = 0} /^[a-zA-Z0-9_-]+:.*## / {name[n] = $$1; text[n] = $$2; n++; if (length($$1) > w) w = length($$1)} \
+		END {for (i = 0; i < n; i++) printf "  %-*s  %s\n", w, name[i], text[i]}' $(MAKEFILE_LIST)
 
+# bin/sluice is built (as make build does) and run in the recipe's place
+# (exec): Ctrl-C then ends make with sluice dev's own exit code, 0. Through
+# `go run`, which exits 1 when interrupted, make ended "Error 1".
 .PHONY: run
-run: ## Run everything locally: embedded NATS, all services, 5 agents, the dashboard at http://127.0.0.1:3100 (sluice dev; flags in ARGS="...")
-	$(GO) run ./cmd/sluice dev $(ARGS)
+run: $(BIN)/sluice ## Run everything locally: embedded NATS, all services, 5 agents, the dashboard at http://127.0.0.1:3100 (sluice dev; flags in ARGS="...")
+	exec $(BIN)/sluice dev $(ARGS)
 
 .PHONY: test
 test: redis promtool chromium ## go vet and go test every module of the workspace (installs redis-server, promtool and chromium first if missing)
 	@echo "modules: $(MODULES)"
 	$(GO) vet $(PKGS)
 	$(GO) test -count=1 -timeout 20m $(PKGS)
+
+# deploy/prometheus/alerts.yaml, checked and unit-tested with promtool
+# (Debian's prometheus package, installed like redis-server).
+.PHONY: alerts
+alerts: promtool ## Check the Prometheus alert rules in deploy/prometheus and run their unit tests with promtool (make test does, in tests/alerts)
+	promtool check rules deploy/prometheus/alerts.yaml
+	cd deploy/prometheus && promtool test rules alerts_test.yaml
 
 .PHONY: test-secure
 test-secure: ## Run the end-to-end suite on a NATS server in operator mode: each component as its role's user, each agent its node's; a refused permission fails (SLUICE_TEST_SECURE=1)

@@ -38,7 +38,7 @@ type Error struct {
 
 func (e *Error) Error() string {
 	var b strings.Builder
-	fmt.Fprintf(&b, "configurator: %s (%s)", e.Description, e.Code)
+	fmt.Fprintf(&b, "configurator: %s", e.Description)
 	for _, fe := range e.FieldErrors {
 		b.WriteString("\n  ")
 		b.WriteString(intent.FormatFieldError(fe))

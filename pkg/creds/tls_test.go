@@ -50,6 +50,9 @@ func TestTLS_ServerCertificateFromTheLocalCA(t *testing.T) {
 	if err := connect(natsauth.Options{TLSCA: f.CA}); err != nil {
 		t.Fatalf("trusting the CA, by IP: %v", err)
 	}
+	if err := connect(natsauth.Options{}); err == nil || !strings.Contains(natsauth.ConnectHint(err), "--tls-ca (env SLUICE_NATS_TLS_CA)") {
+		t.Fatalf("without the CA: %v, hint %q; want a hint naming --tls-ca", err, natsauth.ConnectHint(err))
+	}
 	if err := connect(natsauth.Options{TLSCA: f.CA, TLSServerName: "nats-1"}); err != nil {
 		t.Fatalf("trusting the CA, by name: %v", err)
 	}

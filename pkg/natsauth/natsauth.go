@@ -62,7 +62,7 @@ type FlagSet interface {
 // --tls-cert, --tls-key and --tls-server-name to fs, each defaulting to its
 // environment variable.
 func (o *Options) Register(fs FlagSet) {
-	fs.StringVar(&o.Creds, "creds", os.Getenv(EnvCreds), "NATS credentials file (user JWT and nkey seed, from `sluice creds issue`) (env "+EnvCreds+")")
+	fs.StringVar(&o.Creds, "creds", os.Getenv(EnvCreds), "NATS credentials file (user JWT and nkey seed, from 'sluice creds issue') (env "+EnvCreds+")")
 	fs.StringVar(&o.NKey, "nkey", os.Getenv(EnvNKey), "file holding a NATS user nkey seed (env "+EnvNKey+")")
 	fs.StringVar(&o.User, "nats-user", os.Getenv(EnvUser), "NATS user, with --nats-password-file (env "+EnvUser+")")
 	fs.StringVar(&o.PasswordFile, "nats-password-file", os.Getenv(EnvPasswordFile), "file holding the NATS user's password (env "+EnvPasswordFile+")")
@@ -259,4 +259,24 @@ func readable(path string, err error) error {
 // handler gets it, is the server refusing a publish or subscription.
 func IsPermissionViolation(err error) bool {
 	return errors.Is(err, nats.ErrPermissionViolation) || strings.Contains(err.Error(), "Permissions Violation")
+}
+
+// ConnectHint says what to try when connecting failed with err: the flags
+// and variables of credentials when the server refused them, those of TLS
+// when its certificate could not be verified; "" for other errors.
+func ConnectHint(err error) string {
+	var unknownCA x509.UnknownAuthorityError
+	var verify *tls.CertificateVerificationError
+	switch {
+	case errors.Is(err, nats.ErrAuthorization), errors.Is(err, nats.ErrAuthExpired), errors.Is(err, nats.ErrAuthRevoked),
+		strings.Contains(strings.ToLower(err.Error()), "authorization violation"):
+		return "the server did not accept these credentials: pass a credentials file with --creds (env " + EnvCreds +
+			"), issued by 'sluice creds issue ROLE' (docs/security.md)"
+	case errors.As(err, &unknownCA), errors.As(err, &verify), strings.Contains(err.Error(), "x509:"):
+		return "the server's TLS certificate could not be verified: pass the CA that signed it with --tls-ca (env " + EnvTLSCA +
+			"), and --tls-server-name (env " + EnvTLSServerName + ") when the certificate names another host (docs/security.md)"
+	case errors.Is(err, nats.ErrSecureConnRequired):
+		return "the server requires TLS: pass the CA that signed its certificate with --tls-ca (env " + EnvTLSCA + ")"
+	}
+	return ""
 }

@@ -546,18 +546,23 @@ func (x *NodeOutcome) GetOutput() string {
 
 // RolloutCounts counts the rollout's nodes by where they are.
 type RolloutCounts struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Total         uint32                 `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
-	Pending       uint32                 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`                         // not started yet
-	InProgress    uint32                 `protobuf:"varint,3,opt,name=in_progress,json=inProgress,proto3" json:"in_progress,omitempty"` // desired config written, no final report yet
-	Provisioned   uint32                 `protobuf:"varint,4,opt,name=provisioned,proto3" json:"provisioned,omitempty"`
-	Failed        uint32                 `protobuf:"varint,5,opt,name=failed,proto3" json:"failed,omitempty"` // failed, timed out or refused: every node that counts against the budget
-	Skipped       uint32                 `protobuf:"varint,6,opt,name=skipped,proto3" json:"skipped,omitempty"`
-	TimedOut      uint32                 `protobuf:"varint,7,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"` // of the failed, those that timed out
-	Reverting     uint32                 `protobuf:"varint,8,opt,name=reverting,proto3" json:"reverting,omitempty"`               // revert written, no report yet
-	Reverted      uint32                 `protobuf:"varint,9,opt,name=reverted,proto3" json:"reverted,omitempty"`
-	RevertFailed  uint32                 `protobuf:"varint,10,opt,name=revert_failed,json=revertFailed,proto3" json:"revert_failed,omitempty"` // the revert failed, timed out or had no safe target
-	Attempted     uint32                 `protobuf:"varint,11,opt,name=attempted,proto3" json:"attempted,omitempty"`                           // node operations this rollout started (desired configs written), reverts apart
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Total        uint32                 `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
+	Pending      uint32                 `protobuf:"varint,2,opt,name=pending,proto3" json:"pending,omitempty"`                         // not started yet
+	InProgress   uint32                 `protobuf:"varint,3,opt,name=in_progress,json=inProgress,proto3" json:"in_progress,omitempty"` // desired config written, no final report yet
+	Provisioned  uint32                 `protobuf:"varint,4,opt,name=provisioned,proto3" json:"provisioned,omitempty"`
+	Failed       uint32                 `protobuf:"varint,5,opt,name=failed,proto3" json:"failed,omitempty"` // failed, timed out or refused: every node that counts against the budget
+	Skipped      uint32                 `protobuf:"varint,6,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	TimedOut     uint32                 `protobuf:"varint,7,opt,name=timed_out,json=timedOut,proto3" json:"timed_out,omitempty"` // of the failed, those that timed out
+	Reverting    uint32                 `protobuf:"varint,8,opt,name=reverting,proto3" json:"reverting,omitempty"`               // revert written, no report yet
+	Reverted     uint32                 `protobuf:"varint,9,opt,name=reverted,proto3" json:"reverted,omitempty"`
+	RevertFailed uint32                 `protobuf:"varint,10,opt,name=revert_failed,json=revertFailed,proto3" json:"revert_failed,omitempty"` // the revert failed, timed out or had no safe target
+	Attempted    uint32                 `protobuf:"varint,11,opt,name=attempted,proto3" json:"attempted,omitempty"`                           // node operations this rollout started (desired configs written), reverts apart
+	// The forward counts add up to total: pending + in_progress + provisioned
+	// + failed + skipped + stopped + not_started. The revert counts
+	// (reverting, reverted, revert_failed) count the touched nodes again.
+	Stopped       uint32 `protobuf:"varint,12,opt,name=stopped,proto3" json:"stopped,omitempty"`                         // in flight when the rollout stopped (revert or abort): no forward outcome
+	NotStarted    uint32 `protobuf:"varint,13,opt,name=not_started,json=notStarted,proto3" json:"not_started,omitempty"` // still pending when the rollout stopped: never touched
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -665,6 +670,20 @@ func (x *RolloutCounts) GetRevertFailed() uint32 {
 func (x *RolloutCounts) GetAttempted() uint32 {
 	if x != nil {
 		return x.Attempted
+	}
+	return 0
+}
+
+func (x *RolloutCounts) GetStopped() uint32 {
+	if x != nil {
+		return x.Stopped
+	}
+	return 0
+}
+
+func (x *RolloutCounts) GetNotStarted() uint32 {
+	if x != nil {
+		return x.NotStarted
 	}
 	return 0
 }
@@ -1660,7 +1679,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12!\n" +
 	"\ffailed_check\x18\x05 \x01(\tR\vfailedCheck\x12-\n" +
 	"\x06result\x18\x06 \x01(\x0e2\x15.sluice.v1.NodeResultR\x06result\x12\x16\n" +
-	"\x06output\x18\a \x01(\tR\x06output\"\xce\x02\n" +
+	"\x06output\x18\a \x01(\tR\x06output\"\x89\x03\n" +
 	"\rRolloutCounts\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\rR\x05total\x12\x18\n" +
 	"\apending\x18\x02 \x01(\rR\apending\x12\x1f\n" +
@@ -1674,7 +1693,10 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\breverted\x18\t \x01(\rR\breverted\x12#\n" +
 	"\rrevert_failed\x18\n" +
 	" \x01(\rR\frevertFailed\x12\x1c\n" +
-	"\tattempted\x18\v \x01(\rR\tattempted\"\xcb\b\n" +
+	"\tattempted\x18\v \x01(\rR\tattempted\x12\x18\n" +
+	"\astopped\x18\f \x01(\rR\astopped\x12\x1f\n" +
+	"\vnot_started\x18\r \x01(\rR\n" +
+	"notStarted\"\xcb\b\n" +
 	"\aRollout\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12+\n" +

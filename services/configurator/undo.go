@@ -164,7 +164,7 @@ func (s *Service) undoTarget(ctx context.Context, head *sluicev1.Head, asked str
 // resolveRevision finds the stored revision id that is id or starts with it.
 func (s *Service) resolveRevision(ctx context.Context, id string) (string, error) {
 	if len(id) < 6 {
-		return "", &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf("to_revision %q: give at least 6 characters of the revision id", id)}
+		return "", &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf("--to-revision %q: give at least 6 characters of the revision id", id)}
 	}
 	keys, err := s.st.revisions.Keys(ctx)
 	if err != nil {

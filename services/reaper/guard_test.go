@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/natstest"
@@ -290,13 +292,35 @@ func TestReaper_MassDeparture_HeldUntilConfirmed(t *testing.T) {
 		f.seed(t, n)
 	}
 	f.arrive(t, "d")
-	r := f.newReaper(t, c, 0.5)
+	reg := prometheus.NewRegistry()
+	r, err := reaper.New(reaper.Config{Conn: f.env.Conn, Settings: f.env.Settings, Now: c.Now, Grace: grace, HoldShare: 0.5,
+		Metrics: reaper.NewMetrics(reg)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	held := func() float64 {
+		t.Helper()
+		n, err := testutil.GatherAndCount(reg, "sluice_reaper_held_nodes")
+		if err != nil || n != 1 {
+			t.Fatalf("sluice_reaper_held_nodes: %d series, %v", n, err)
+		}
+		mfs, _ := reg.Gather()
+		for _, mf := range mfs {
+			if mf.GetName() == "sluice_reaper_held_nodes" {
+				return mf.GetMetric()[0].GetGauge().GetValue()
+			}
+		}
+		return -1
+	}
 	pass(t, r)
 	c.Advance(grace + time.Second)
 	pass(t, r)
 	pass(t, r)
 	for _, n := range []string{"a", "b", "c"} {
 		wantKeys(t, f, n, "desired", "backup", "status") // 3 of 4 departed: held
+	}
+	if got := held(); got != 3 {
+		t.Errorf("sluice_reaper_held_nodes = %v while a, b and c are held; want 3", got)
 	}
 	ev := waitEvents(t, f, contract.KindInstance, contract.InstanceKey(reaper.Component, r.Instance()), reaper.EventReapHeld, 1)[0]
 	if !strings.Contains(ev.GetReason(), "3 of the 4 nodes with keys departed") || !strings.Contains(ev.GetReason(), "held: a, b, c") ||
@@ -312,6 +336,9 @@ func TestReaper_MassDeparture_HeldUntilConfirmed(t *testing.T) {
 	wantKeys(t, f, "a")
 	wantKeys(t, f, "b")
 	wantKeys(t, f, "c", "desired", "backup", "status") // not confirmed: still held
+	if got := held(); got != 1 {
+		t.Errorf("sluice_reaper_held_nodes = %v once a and b were confirmed; want 1 (c)", got)
+	}
 	pass(t, r)
 	if _, err := confirms.Get(context.Background(), contract.KeyReapConfirm); err == nil {
 		t.Fatal("the spent confirmation was kept")

@@ -16,6 +16,7 @@ const (
 type Metrics struct {
 	deletions *prometheus.CounterVec // kind
 	lastPass  prometheus.Gauge
+	held      prometheus.Gauge
 }
 
 // NewMetrics registers the reaper's metrics on reg.
@@ -29,10 +30,21 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 			Name: "sluice_reaper_last_pass_timestamp_seconds",
 			Help: "When the last pass ended (unix seconds).",
 		}),
+		held: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "sluice_reaper_held_nodes",
+			Help: "Departed nodes whose keys the mass-deletion guard holds until they come back or an operator runs sluice reaper confirm; 0 when it holds none.",
+		}),
 	}
 	for _, k := range []string{KindNodes, KindIntents, KindRevisions} {
 		m.deletions.WithLabelValues(k) // listed at 0 before the first deletion
 	}
-	reg.MustRegister(m.deletions, m.lastPass)
+	reg.MustRegister(m.deletions, m.lastPass, m.held)
 	return m
+}
+
+// heldNodes records how many departed nodes the guard holds.
+func (m *Metrics) heldNodes(n int) {
+	if m != nil {
+		m.held.Set(float64(n))
+	}
 }

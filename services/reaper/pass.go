@@ -289,6 +289,7 @@ func (r *Reaper) guard(ctx context.Context, h *handles, due []string, owners, pr
 	}
 	if len(due) < 2 || float64(len(due)) <= r.cfg.HoldShare*float64(len(owners)) {
 		r.holding = ""
+		r.cfg.Metrics.heldNodes(0)
 		return due, nil
 	}
 	var reap, hold []string
@@ -299,6 +300,7 @@ func (r *Reaper) guard(ctx context.Context, h *handles, due []string, owners, pr
 			hold = append(hold, n)
 		}
 	}
+	r.cfg.Metrics.heldNodes(len(hold))
 	if key := strings.Join(hold, ","); len(hold) > 0 && key != r.holding {
 		r.holding = key
 		reason := fmt.Sprintf("%d of the %d nodes with keys departed more than %s ago (more than the guard's %.0f%%): a control-plane "+

@@ -130,7 +130,7 @@ func (m *Metrics) rolloutSeen(r *sluicev1.Rollout) {
 	for state, n := range map[string]uint32{
 		"total": c.GetTotal(), "pending": c.GetPending(), "in_progress": c.GetInProgress(), "provisioned": c.GetProvisioned(),
 		"failed": c.GetFailed(), "timed_out": c.GetTimedOut(), "skipped": c.GetSkipped(), "reverting": c.GetReverting(),
-		"reverted": c.GetReverted(), "revert_failed": c.GetRevertFailed(),
+		"reverted": c.GetReverted(), "revert_failed": c.GetRevertFailed(), "stopped": c.GetStopped(), "not_started": c.GetNotStarted(),
 	} {
 		m.rolloutNodes.WithLabelValues(r.GetId(), state).Set(float64(n))
 	}

@@ -580,6 +580,11 @@ func checkCounts(o *Observation, add addFunc) {
 		if int(c.GetSkipped()) != len(r.GetSkipped()) {
 			add("Counts", r.GetId(), "", "counts.skipped = %d, but %d skipped nodes are listed", c.GetSkipped(), len(r.GetSkipped()))
 		}
+		// docs/rollouts.md: the forward counts add up to the total, every
+		// node of the rollout counted once.
+		if sum := c.GetPending() + c.GetInProgress() + c.GetProvisioned() + c.GetFailed() + c.GetSkipped() + c.GetStopped() + c.GetNotStarted(); sum != c.GetTotal() {
+			add("Counts", r.GetId(), "", "the forward counts add up to %d, not the total %d (%v)", sum, c.GetTotal(), c)
+		}
 		ev := len(reverted[r.GetId()])
 		x := o.Expect[r.GetId()]
 		// A node whose desired key got garbage while the rollout ran may

@@ -37,7 +37,7 @@ func healthy() *Observation {
 	r2 := &sluicev1.Rollout{Id: "r2", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, LeaderEpoch: 9,
 		Strategy:   &sluicev1.Strategy{ProgressDeadline: durationpb.New(30 * time.Second)},
 		LeaderTime: durationpb.New(3 * time.Second), FinishedAt: timestamppb.New(at(8)),
-		Counts: &sluicev1.RolloutCounts{Total: 2, Failed: 1, Reverted: 2},
+		Counts: &sluicev1.RolloutCounts{Total: 2, Provisioned: 1, Failed: 1, Reverted: 2},
 		Failures: []*sluicev1.NodeOutcome{{Node: "node-02", Fingerprint: b2, Result: sluicev1.NodeResult_NODE_RESULT_INVALID,
 			FailedCheck: "connectivity", Message: "gateway unreachable"}}}
 	r2progress := &sluicev1.Rollout{Id: "r2", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, LeaderEpoch: 9}
@@ -218,6 +218,9 @@ func TestCheck_EachBrokenInvariantIsReported(t *testing.T) {
 		}, want: "Counts"},
 		{name: "failed does not count a timeout", given: func(o *Observation) {
 			rollout(o, "r2").Counts.Failed = 0
+		}, want: "Counts"},
+		{name: "a node the forward counts leave out", given: func(o *Observation) {
+			rollout(o, "r2").Counts.Provisioned = 0
 		}, want: "Counts"},
 		{name: "reverted count without events", given: func(o *Observation) {
 			rollout(o, "r2").Counts.Reverted = 1
@@ -572,7 +575,7 @@ func TestCheck_RefusedNodesCountAsFailed(t *testing.T) {
 	r := rollout(o, "r1")
 	r.Phase = sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED
 	r.Failures = []*sluicev1.NodeOutcome{{Node: "node-01", Fingerprint: "fp-b2", Result: sluicev1.NodeResult_NODE_RESULT_REFUSED}}
-	r.Counts.Failed = 1
+	r.Counts = &sluicev1.RolloutCounts{Total: 2, Failed: 1, NotStarted: 1} // node-02 was never started
 	o.Expect["r1"] = Expectation{}
 	if vs := Check(o); slices.ContainsFunc(vs, func(v Violation) bool { return v.Invariant == "Counts" }) {
 		t.Fatalf("one node refused, counted failed: want no Counts violation, got %v", vs)

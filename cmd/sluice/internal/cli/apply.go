@@ -49,7 +49,7 @@ max_payload. Anything larger is refused before it is sent, with exit code 1.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 {
-				return &ExitError{Code: 2, Err: errors.New("nothing to apply: name intent files or directories with -f")}
+				return &ExitError{Code: ExitUsage, Err: errors.New("nothing to apply: name intent files or directories with -f")}
 			}
 			strategy, err := sf.strategy(cmd.Flags())
 			if err != nil {
@@ -86,6 +86,9 @@ max_payload. Anything larger is refused before it is sent, with exit code 1.`,
 				return silentExit(1)
 			}
 			printApplied(a.streams.Out, resp, strategy)
+			for _, w := range selectsNone(intents, a.presentLabels(cmd.Context())) {
+				fmt.Fprintln(a.streams.Err, w)
+			}
 			return nil
 		},
 	}
@@ -113,11 +116,11 @@ The strategy flags are those of apply, checked the same way.`,
 			} else if k, n, ok := strings.Cut(args[0], "/"); ok {
 				kindArg, name = k, n
 			} else {
-				return &ExitError{Code: 2, Err: fmt.Errorf("name the intent as KIND NAME or KIND/NAME, not %q", args[0])}
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("name the intent as KIND NAME or KIND/NAME, not %q", args[0])}
 			}
 			kind, err := intent.ParseKind(kindArg)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			strategy, err := sf.strategy(cmd.Flags())
 			if err != nil {
@@ -281,9 +284,9 @@ func strategyUsageError(errs []*sluicev1.FieldError) error {
 		msgs = append(msgs, flagOf(fe.GetField())+": "+strategyField.ReplaceAllStringFunc(fe.GetRule(), flagOf))
 	}
 	if len(msgs) == 1 {
-		return &ExitError{Code: 2, Err: errors.New(msgs[0])}
+		return &ExitError{Code: ExitUsage, Err: errors.New(msgs[0])}
 	}
-	return &ExitError{Code: 2, Err: fmt.Errorf("%d strategy flags are wrong:\n  %s", len(msgs), strings.Join(msgs, "\n  "))}
+	return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%d strategy flags are wrong:\n  %s", len(msgs), strings.Join(msgs, "\n  "))}
 }
 
 // flagOf is the flag of a strategy field: "strategy.bakeTime" is "--bake-time"

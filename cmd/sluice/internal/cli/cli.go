@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/natsauth"
 )
 
@@ -62,8 +63,11 @@ type app struct {
 	version string
 	server  string
 	auth    natsauth.Options      // --creds, --tls-ca, …
-	denied  atomic.Pointer[error] // the last permission the server refused
-	now     func() time.Time
+	denied  atomic.Pointer[error] // the first permission the server refused
+	// stop ends the command's context: a refused permission stops the
+	// command at once, rather than at its request's deadline.
+	stop func(error)
+	now  func() time.Time
 }
 
 // Run runs the sluice command line with args (without the program name) and
@@ -76,7 +80,9 @@ func Run(ctx context.Context, args []string, s Streams, version string) int {
 // fix it, so that an age printed in seconds does not depend on how long
 // the command took.
 func run(ctx context.Context, args []string, s Streams, version string, now func() time.Time) int {
-	a := &app{streams: s, version: version, now: now}
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	a := &app{streams: s, version: version, now: now, stop: stop}
 	err := a.execute(ctx, args, nil)
 	if err == nil {
 		return 0
@@ -104,10 +110,12 @@ func (a *app) execute(ctx context.Context, args []string, pin func()) error {
 	root.SetOut(a.streams.Out)
 	root.SetErr(a.streams.Err)
 	err := root.ExecuteContext(ctx)
-	if d := a.denied.Load(); err != nil && d != nil {
-		// The server refused a publish or subscription (the error the
-		// command saw is usually just a timeout): say which, and why.
-		err = fmt.Errorf("%w\nthe NATS server refused it: %v (these credentials' role may not do this: see docs/security.md)", err, *d)
+	if d := a.denied.Load(); d != nil {
+		// The server refused a publish or subscription. It says so on the
+		// side, not in answer to the request, so the command saw only its
+		// context end (`events` then ends as if caught up): the refusal is
+		// the error.
+		err = refusal(*d)
 	}
 	return err
 }
@@ -126,9 +134,12 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
   sluice rollout status --watch`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
+		// --version, as 'sluice version' prints it.
+		Version: a.version,
 	}
+	root.SetVersionTemplate("sluice {{.Version}}\n")
 	// A flag that does not parse is a usage error, like any other.
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: 2, Err: err} })
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return &ExitError{Code: ExitUsage, Err: err} })
 	server := os.Getenv("SLUICE_NATS_URL")
 	if server == "" {
 		server = DefaultServer
@@ -157,16 +168,21 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 	return root
 }
 
-// refuseUnknownSubcommands makes a mistyped subcommand of a command group
-// (`sluice rollout statsu`) a usage error with suggestions, as cobra makes
-// one of the root (`sluice aply`); cobra would print the group's help and
-// exit 0. A group given no subcommand prints its help.
+// refuseUnknownSubcommands makes a mistyped subcommand (`sluice aply`,
+// `sluice rollout statsu`) a usage error (exit 2) with suggestions; cobra
+// would print a group's help and exit 0, and fail the root's with exit 1. A
+// group given no subcommand prints its help.
 func refuseUnknownSubcommands(c *cobra.Command) {
 	for _, sub := range c.Commands() {
 		refuseUnknownSubcommands(sub)
 	}
-	if !c.HasParent() || !c.HasSubCommands() || c.Run != nil || c.RunE != nil {
+	if !c.HasSubCommands() || c.Run != nil || c.RunE != nil {
 		return
+	}
+	if !c.HasParent() {
+		// cobra refuses an unknown subcommand of the root itself, as a
+		// plain error (exit 1): take the arguments, and refuse it here.
+		c.Args = cobra.ArbitraryArgs
 	}
 	c.RunE = func(cmd *cobra.Command, args []string) error {
 		if len(args) == 0 {
@@ -179,7 +195,7 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
 		}
-		return &ExitError{Code: 2, Err: fmt.Errorf("%s\nRun '%s --help' for usage", msg, cmd.CommandPath())}
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%s\nRun '%s --help' for usage", msg, cmd.CommandPath())}
 	}
 }
 
@@ -188,11 +204,14 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 func (a *app) connect() (*nats.Conn, error) {
 	auth, err := a.auth.NATS()
 	if err != nil {
-		return nil, &ExitError{Code: 2, Err: err}
+		return nil, &ExitError{Code: ExitUsage, Err: err}
 	}
 	onErr := nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
 		if natsauth.IsPermissionViolation(err) {
-			a.denied.Store(&err)
+			a.denied.CompareAndSwap(nil, &err)
+			if a.stop != nil {
+				a.stop(err)
+			}
 		}
 	})
 	nc, err := nats.Connect(a.server, append([]nats.Option{nats.Name("sluice-cli"), nats.Timeout(3 * time.Second), onErr}, auth...)...)
@@ -200,9 +219,36 @@ func (a *app) connect() (*nats.Conn, error) {
 		if errors.Is(err, nats.ErrNoServers) {
 			return nil, fmt.Errorf("cannot reach NATS at %s: is `sluice dev` (make run) running? (%w)", a.server, err)
 		}
+		if hint := natsauth.ConnectHint(err); hint != "" {
+			return nil, fmt.Errorf("connect to NATS at %s: %w\n%s", a.server, err, hint)
+		}
 		return nil, fmt.Errorf("connect to NATS at %s: %w", a.server, err)
 	}
 	return nc, nil
+}
+
+// refusal is the error of a command whose publish or subscription the
+// server refused (err, as the connection's error handler got it): what was
+// refused, and which of the CLI's roles may do it.
+func refusal(err error) error {
+	verb, subject, roles, ok := creds.RolesAllowed(err)
+	if !ok {
+		return fmt.Errorf("the NATS server refused it: %w (these credentials' role may not do this: see docs/security.md)", err)
+	}
+	var cli []string
+	for _, r := range roles {
+		if r == creds.RoleAdmin || r == creds.RoleReadOnly {
+			cli = append(cli, r)
+		}
+	}
+	who := "no role the CLI is issued may do it"
+	switch {
+	case len(cli) > 0:
+		who = "the " + strings.Join(cli, " or the ") + " role may (sluice creds issue " + cli[0] + ")"
+	case len(roles) > 0:
+		who = "only the " + strings.Join(roles, ", ") + " role may, not a role of the CLI's"
+	}
+	return fmt.Errorf("the NATS server refused it: these credentials may not %s to %q; %s (docs/security.md)", verb, subject, who)
 }
 
 // jetStream connects and returns a JetStream context; close the conn when done.

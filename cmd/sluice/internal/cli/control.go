@@ -141,7 +141,7 @@ on it; the command waits up to --wait for that (exit 1 if it did not).`,
 		Args:    cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if strings.TrimSpace(reason) == "" {
-				return &ExitError{Code: 2, Err: errors.New("--reason is required: say why the config may be tried again")}
+				return &ExitError{Code: ExitUsage, Err: errors.New("--reason is required: say why the config may be tried again")}
 			}
 			return a.forgive(cmd.Context(), args[0], reason, wait)
 		},
@@ -211,7 +211,7 @@ func (a *app) forgive(ctx context.Context, prefix, reason string, wait time.Dura
 // resolveFingerprint finds the one recorded fingerprint starting with prefix.
 func resolveFingerprint(ctx context.Context, records *store.Store[*sluicev1.InvalidFingerprint], prefix string) (string, error) {
 	if len(prefix) < 6 {
-		return "", &ExitError{Code: 2, Err: fmt.Errorf("fingerprint %q: give at least 6 characters (sluice get fingerprints shows 12)", prefix)}
+		return "", &ExitError{Code: ExitUsage, Err: fmt.Errorf("fingerprint %q: give at least 6 characters (sluice get fingerprints shows 12)", prefix)}
 	}
 	keys, err := records.Keys(ctx)
 	if err != nil {

@@ -125,6 +125,12 @@ exit 0
 	run(0, "apply", "-f", writeFile(t, "b.yaml", tenantA+tenantB))
 	run(0, "rollout", "status", "--watch")
 
+	// A refusal names the flag, and no HTTP code: not "to_revision …
+	// (400)".
+	if out := run(1, "rollout", "undo", "--to-revision", "abc"); !strings.Contains(out, `--to-revision "abc": give at least 6 characters`) ||
+		strings.Contains(out, "(400)") {
+		t.Errorf("undo --to-revision abc:\n%s\nwant it refused naming --to-revision, without (400)", out)
+	}
 	// The head is in force: undo goes back to the revision before it.
 	out := run(0, "rollout", "undo")
 	if !strings.Contains(out, "layer2network/tenant-b marked for deletion") {

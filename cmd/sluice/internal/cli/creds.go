@@ -2,22 +2,34 @@ package cli
 
 import (
 	"cmp"
+	"context"
 	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/rs/zerolog"
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/creds"
+	"github.com/sluicehq/sluice/pkg/events"
+	"github.com/sluicehq/sluice/pkg/natsauth"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // EnvCredsDir sets the default of `sluice creds --dir`.
 const EnvCredsDir = "SLUICE_CREDS_DIR"
+
+// EventNodeRevoked records that `sluice creds revoke` cut a node off and
+// deleted its presence: the node left the fleet.
+const EventNodeRevoked = "NodeRevoked"
 
 func (a *app) credsCommand() *cobra.Command {
 	dir := os.Getenv(EnvCredsDir)
@@ -90,7 +102,7 @@ config file under nats.creds.`,
 			}
 			path, err := s.Issue(args[0], node)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			fmt.Fprintln(a.streams.Out, path)
 			return nil
@@ -133,7 +145,11 @@ func (a *app) credsRevokeCommand(dir *string) *cobra.Command {
 account, and pushes the account to the NATS servers at --server (as the
 system user, system.creds): they disconnect the revoked users at once and
 refuse them from then on, without a restart. With --no-push only the
-directory is updated; run 'sluice creds push' later. Issue the node a new
+directory is updated; run 'sluice creds push' later. A revoked node's
+agent can no longer renew its presence: once pushed, its presence key is
+deleted (with the CLI's own credentials, --creds) and a NodeRevoked event
+records it leaving, so it is not present at once rather than when its lease
+ends (3m by default). Issue the node a new
 user afterwards if it should come back (in a later second: a revocation
 covers every user issued up to its second).`,
 		Example: "  sluice creds revoke node-07 --server nats://nats-1:4222",
@@ -154,7 +170,13 @@ covers every user issued up to its second).`,
 				fmt.Fprintf(a.streams.Out, "not pushed: run `sluice creds push --dir %s` for the servers to apply it\n", *dir)
 				return nil
 			}
-			return a.pushAccount(s, *dir)
+			if err := a.pushAccount(s, *dir); err != nil {
+				return err
+			}
+			for _, node := range revokedNodes(revoked) {
+				a.removePresence(cmd.Context(), node)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().BoolVar(&noPush, "no-push", false, "only update the directory; push later with 'sluice creds push'")
@@ -223,7 +245,7 @@ stack or a lab; a production fleet's certificates come from its own PKI.`,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			f, err := creds.TLS(*dir, hosts, validFor)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			fmt.Fprintf(a.streams.Out, "CA %s\nserver certificate %s (key %s) for %s\n", f.CA, f.Cert, f.Key, strings.Join(hosts, ", "))
 			return nil
@@ -232,4 +254,73 @@ stack or a lab; a production fleet's certificates come from its own PKI.`,
 	cmd.Flags().StringSliceVar(&hosts, "hosts", nil, "the names and addresses clients reach the servers by (comma-separated)")
 	cmd.Flags().DurationVar(&validFor, "valid-for", 365*24*time.Hour, "how long the server certificate is valid")
 	return cmd
+}
+
+// revokedNodes are the nodes whose users were revoked, sorted, each once.
+func revokedNodes(users []creds.User) []string {
+	var nodes []string
+	for _, u := range users {
+		if u.Node != "" && !slices.Contains(nodes, u.Node) {
+			nodes = append(nodes, u.Node)
+		}
+	}
+	slices.Sort(nodes)
+	return nodes
+}
+
+// removePresence deletes a revoked node's presence key and records its
+// leaving (NodeRevoked). Its agent, disconnected and refused, can no longer
+// renew the key; without this the node would show present until its lease
+// ran out. A failure is only reported: the revocation stands, and the lease
+// ends it anyway.
+func (a *app) removePresence(ctx context.Context, node string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	ctx, refused := context.WithCancelCause(ctx)
+	defer refused(nil)
+	err := func() error {
+		// A connection of its own: a permission refused here is reported
+		// as a note, not as the command's failure (a.connect's handler
+		// would end the command with it), since the revocation stands.
+		auth, err := a.auth.NATS()
+		if err != nil {
+			return err
+		}
+		onErr := nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			if natsauth.IsPermissionViolation(err) {
+				refused(refusal(err))
+			}
+		})
+		nc, err := nats.Connect(a.server, append([]nats.Option{nats.Name("sluice-cli"), nats.Timeout(3 * time.Second), onErr}, auth...)...)
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return err
+		}
+		kv, err := bucket(ctx, js, contract.BucketNodes)
+		if err != nil {
+			return err
+		}
+		if err := kv.Delete(ctx, node); err != nil {
+			if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) && !errors.Is(cause, context.DeadlineExceeded) {
+				err = cause
+			}
+			return fmt.Errorf("delete %s/%s: %w", contract.BucketNodes, node, err)
+		}
+		em := events.NewEmitter(js, zerolog.Nop(), contract.ComponentCLI, a.now)
+		em.Emit(&sluicev1.Event{
+			Kind: contract.KindNode, Id: node, Node: node, Type: EventNodeRevoked,
+			Reason: "credentials revoked by " + operator() + ": presence deleted, the node has left the fleet (issue it new credentials to bring it back)",
+		})
+		em.Flush(ctx)
+		return nil
+	}()
+	if err != nil {
+		fmt.Fprintf(a.streams.Err, "note: could not remove %s's presence (%v): it shows present until its lease ends\n", node, err)
+		return
+	}
+	fmt.Fprintf(a.streams.Out, "%s has left the fleet: presence deleted (event %s)\n", node, EventNodeRevoked)
 }

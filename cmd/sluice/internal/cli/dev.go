@@ -66,7 +66,7 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 				opts.Examples = ""
 			} else if _, err := os.Stat(opts.Examples); err != nil {
 				if cmd.Flags().Changed("examples") {
-					return &ExitError{Code: 2, Err: fmt.Errorf("--examples: %w", err)}
+					return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--examples: %w", err)}
 				}
 				if !errors.Is(err, os.ErrNotExist) {
 					return err
@@ -74,19 +74,19 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 				opts.Examples = "" // the default directory is absent: run without examples
 			}
 			if err := checkMaxParallel(opts.MaxParallel); err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			settings, err := devSettings(cmd, replicas, leaderLease, nodeLease, opts.NATSCluster)
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			opts.Settings = settings
 			if opts.Registries, err = a.devRegistries(redisURL, watchDir); err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			if cmd.Flags().Changed("registry-delete-after") {
 				if err := configurator.CheckDeleteAfter(deleteAfter); err != nil {
-					return &ExitError{Code: 2, Err: fmt.Errorf("--registry-delete-after %s: %w", deleteAfter, err)}
+					return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--registry-delete-after %s: %w", deleteAfter, err)}
 				}
 				opts.RegistryDeleteAfter = &deleteAfter
 			}

@@ -44,7 +44,7 @@ stored intents change, before the apply.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if len(files) == 0 {
-				return &ExitError{Code: 2, Err: errors.New("nothing to compare: name intent files or directories with -f")}
+				return &ExitError{Code: ExitUsage, Err: errors.New("nothing to compare: name intent files or directories with -f")}
 			}
 			strategy, err := sf.strategy(cmd.Flags())
 			if err != nil {
@@ -165,7 +165,7 @@ func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *
 	same := 0
 	plan, err := contract.ResolveStrategy(strategy, len(nodes))
 	if err != nil {
-		return &ExitError{Code: 2, Err: err}
+		return &ExitError{Code: ExitUsage, Err: err}
 	}
 	for _, n := range nodes {
 		if n.Err != nil {
@@ -187,6 +187,9 @@ func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *
 			from: cur.GetConfig(), to: cfg, fpFrom: cur.GetFingerprint(), fpTo: fp})
 	}
 	fmt.Fprintf(w, "nodes: %d present, %d change, %d unchanged, %d refused\n", len(nodes), len(changes), same, len(refused))
+	for _, warning := range selectsNone(intents, labelsOf(nodes)) {
+		fmt.Fprintln(a.streams.Err, warning)
+	}
 	slices.SortFunc(changes, func(a, b change) int { return cmp.Or(cmp.Compare(a.domain, b.domain), cmp.Compare(a.node, b.node)) })
 	for _, c := range changes {
 		fmt.Fprintf(w, "  %s  %s → %s\n", c.node, orNone(short(c.fpFrom)), short(c.fpTo))

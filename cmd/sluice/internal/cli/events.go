@@ -49,16 +49,16 @@ reason}. They print the stored events once, so they do not go with --follow.`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if kind != "" && !slices.Contains(contract.EventKinds, kind) {
-				return &ExitError{Code: 2, Err: fmt.Errorf("--kind %q: want one of %s", kind, strings.Join(contract.EventKinds, ", "))}
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--kind %q: want one of %s", kind, strings.Join(contract.EventKinds, ", "))}
 			}
 			if last < 0 {
-				return &ExitError{Code: 2, Err: fmt.Errorf("--last %d: want 0 or more", last)}
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--last %d: want 0 or more", last)}
 			}
 			if err := checkFormat(output); err != nil {
 				return err
 			}
 			if follow && output != formatTable {
-				return &ExitError{Code: 2, Err: fmt.Errorf("-o %s prints the stored events once: leave out --follow, or -o to follow them as lines", output)}
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("-o %s prints the stored events once: leave out --follow, or -o to follow them as lines", output)}
 			}
 			return a.events(cmd.Context(), kind, last, follow, output)
 		},

@@ -23,7 +23,7 @@ func outputFlag(fs *pflag.FlagSet, output *string) {
 // checkFormat is the usage error of an -o value printListing does not write.
 func checkFormat(output string) error {
 	if !slices.Contains(formats, output) {
-		return &ExitError{Code: 2, Err: fmt.Errorf("unknown output format %q: use one of %s", output, strings.Join(formats, ", "))}
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("unknown output format %q: use one of %s", output, strings.Join(formats, ", "))}
 	}
 	return nil
 }

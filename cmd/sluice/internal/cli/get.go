@@ -63,7 +63,9 @@ func (a *app) getCommand() *cobra.Command {
                  came from, with where in it when known: gitops:tenant-a.yaml)
   revisions      ID INTENTS CREATED HEAD (newest first; * marks the head)
   nodes          NODE PRESENT LABELS PHASE FINGERPRINT REVISION MESSAGE LAST-UPDATE
-                 (every node with a presence lease or a status)
+                 (every node with a presence lease or a status; REVISION is
+                 the revision in force when the node runs the config it gives
+                 the node, else the one its agent last applied from)
   rollouts       ID REVISION PHASE PROVISIONED/TOTAL FAILED SKIPPED REVERTED STARTED
                  DURATION REASON (newest first; the active one is marked;
                  FAILED counts invalid and timed-out nodes)
@@ -89,17 +91,18 @@ hint on stderr), and the exit code stays 0. Control keys ("_fence") are
 never listed.
 
 -o json and -o yaml print {"items": [...], "unreadable": [...]}: items are the
-stored objects (protojson field names), unreadable the values that do not
-decode, each {bucket, key, reason}. For pause, items[0] is control/pause ({}
-when never paused) and the rest are instances. For registries, each item is
-{name, kind, intents, marked, spec, status}.`,
+stored objects (protojson field names; 64-bit integers as numbers),
+unreadable the values that do not decode, each {bucket, key, reason}. For
+pause, "request" is control/pause ({} when never paused) and the items are
+the instances. For registries, each item is {name, kind, intents, marked,
+spec, status}.`,
 		Example:   "  sluice get nodes\n  sluice get rollouts -o yaml\n  sluice get registries",
 		Args:      cobra.ExactArgs(1),
 		ValidArgs: names,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			kind, err := findGetKind(args[0])
 			if err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			if err := checkFormat(output); err != nil {
 				return err
@@ -210,7 +213,23 @@ func loadNodes(ctx context.Context, js jetstream.KeyValueManager) (listing, []un
 	if err != nil {
 		return nil, nil, err
 	}
-	return mergeNodes(presences, statuses), append(badP, badS...), nil
+	nodes := mergeNodes(presences, statuses)
+	nodes.markInForce(revisionInForce(ctx, js))
+	return nodes, append(badP, badS...), nil
+}
+
+// revisionInForce is the last-applied rollout's revision; nil when there is
+// none or it cannot be read (the nodes' own revisions are shown then).
+func revisionInForce(ctx context.Context, js jetstream.KeyValueManager) *sluicev1.Revision {
+	last, _, err := getOne(ctx, js, contract.BucketRollouts, contract.KeyLastApplied, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
+	if err != nil || last.GetRevision() == "" {
+		return nil
+	}
+	rev, _, err := getOne(ctx, js, contract.BucketRevisions, last.GetRevision(), func() *sluicev1.Revision { return &sluicev1.Revision{} })
+	if err != nil {
+		return nil
+	}
+	return rev
 }
 
 func loadRollouts(ctx context.Context, js jetstream.KeyValueManager) (listing, []unreadableKey, error) {

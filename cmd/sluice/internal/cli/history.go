@@ -37,7 +37,7 @@ in the records that -o json and -o yaml print whole.`,
 				return err
 			}
 			if limit < 0 {
-				return &ExitError{Code: 2, Err: fmt.Errorf("--limit %d: want 0 (all) or more", limit)}
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--limit %d: want 0 (all) or more", limit)}
 			}
 			nc, js, err := a.jetStream()
 			if err != nil {
@@ -112,6 +112,7 @@ func (h history) table(now time.Time) [][]string {
 				if contract.Terminal(r.GetPhase()) {
 					state = "stopped"
 				}
+				st = stageSoFar(r, st)
 			} else {
 				took = stageTook(st.GetEndedAt().AsTime().Sub(st.GetStartedAt().AsTime()))
 			}
@@ -120,6 +121,24 @@ func (h history) table(now time.Time) [][]string {
 		}
 	}
 	return rows
+}
+
+// stageSoFar is a stage that has not ended with its results so far: the
+// coordinator writes them when it ends, as the difference between the
+// rollout's counts then and at its start (CountsAtStart); a running stage's
+// are that difference now.
+func stageSoFar(r *sluicev1.Rollout, st *sluicev1.StageResult) *sluicev1.StageResult {
+	c, b := r.GetCounts(), st.GetCountsAtStart()
+	if contract.Terminal(r.GetPhase()) || b == nil {
+		return st // as recorded: an ended rollout's, or one recorded without its counts at start
+	}
+	diff := func(now, then uint32) uint32 { return now - min(now, then) }
+	return &sluicev1.StageResult{Wave: st.GetWave(), Domain: st.GetDomain(), StartedAt: st.GetStartedAt(),
+		Nodes:       diff(c.GetAttempted(), b.GetAttempted()),
+		Provisioned: diff(c.GetProvisioned(), b.GetProvisioned()),
+		Failed:      diff(c.GetFailed(), b.GetFailed()),
+		TimedOut:    diff(c.GetTimedOut(), b.GetTimedOut()),
+		Skipped:     diff(c.GetSkipped(), b.GetSkipped())}
 }
 
 // stageTook is how long a stage ran, to the second: "<1s" rather than

@@ -39,6 +39,11 @@ const (
 
 var formats = []string{formatTable, formatJSON, formatYAML}
 
+// requested is a listing whose JSON carries a request beside its items.
+type requested interface {
+	request() (json.RawMessage, error)
+}
+
 // printListing writes l, then the values that did not decode, in format to w.
 func printListing(w io.Writer, l listing, unreadable []unreadableKey, format string, now time.Time) error {
 	switch format {
@@ -62,7 +67,13 @@ func printListing(w io.Writer, l listing, unreadable []unreadableKey, format str
 		if err != nil {
 			return err
 		}
-		return writeStructured(w, view.NewList(objs, unreadable), format)
+		o := view.NewList(objs, unreadable)
+		if r, ok := l.(requested); ok {
+			if o.Request, err = r.request(); err != nil {
+				return err
+			}
+		}
+		return writeStructured(w, o, format)
 	}
 	return fmt.Errorf("unknown output format %q: use one of %s", format, strings.Join(formats, ", "))
 }
@@ -167,7 +178,7 @@ func (l nodeList) table(now time.Time) [][]string {
 		}
 		rows = append(rows, []string{
 			n.Name, present, labelString(n.Presence.GetLabels()), nodePhase(n.Status.GetPhase()),
-			shortN(n.Status.GetFingerprint(), 12), short(n.Status.GetRevision()),
+			shortN(n.Status.GetFingerprint(), 12), short(n.Revision()),
 			oneLine(n.Status.GetMessage(), 60), age(now, last),
 		})
 	}
@@ -180,6 +191,10 @@ func (l nodeList) objects() ([]json.RawMessage, error) { return view.NodeObjects
 func mergeNodes(presences []*sluicev1.NodePresence, statuses []*sluicev1.NodeStatus) nodeList {
 	return view.MergeNodes(presences, statuses)
 }
+
+// markInForce sets InForce on each present node that runs the config
+// inForce (the last-applied revision) gives it (view.MarkInForce).
+func (l nodeList) markInForce(inForce *sluicev1.Revision) { view.MarkInForce(l, inForce) }
 
 // rolloutList is the rollouts bucket, newest first, with the active one.
 type rolloutList struct {
@@ -195,8 +210,12 @@ func (l rolloutList) table(now time.Time) [][]string {
 			id += " (active)"
 		}
 		c := r.GetCounts()
+		phase := rolloutPhase(r.GetPhase())
+		if pauseLine(r) != "" {
+			phase += " (paused)" // held by 'sluice rollout pause', as rollout status says
+		}
 		rows = append(rows, []string{
-			id, short(r.GetRevision()), rolloutPhase(r.GetPhase()),
+			id, short(r.GetRevision()), phase,
 			fmt.Sprintf("%d/%d", c.GetProvisioned(), c.GetTotal()), fmt.Sprint(c.GetFailed()),
 			fmt.Sprint(c.GetSkipped()), fmt.Sprint(c.GetReverted()),
 			age(now, r.GetStartedAt()), rolloutDuration(r, now), oneLine(r.GetReason(), 60),

@@ -362,3 +362,47 @@ func TestApplyFlags_WindowNamesTheFlag(t *testing.T) {
 		t.Fatalf("strategy %v, %v; want both windows", st, err)
 	}
 }
+
+// get nodes' REVISION is the revision in force for a node that runs the
+// config it gives the node: a node the last rollout did not change (its
+// config is the same under it) showed the revision that last changed it.
+func TestGetNodes_Revision_IsTheRevisionInForceForANodeItDidNotChange(t *testing.T) {
+	s := startSystem(t, 2) // node-01 in zone-a, node-02 in zone-b
+	if code, _, stderr := sluice(t, s.URL(), "apply", "-f", writeFile(t, "a.yaml", tenantA)); code != 0 {
+		t.Fatalf("apply: exit %d: %s", code, stderr)
+	}
+	if code, out, stderr := sluice(t, s.URL(), "rollout", "status", "--watch"); code != 0 {
+		t.Fatalf("first rollout: exit %d\n%s%s", code, out, stderr)
+	}
+	zoneA := "---\nkind: Layer2Network\nname: zone-a-only\nspec: {vlan: 300, vni: 10300, nodeSelector: {matchLabels: {zone: zone-a}}}\n"
+	code, out, stderr := sluice(t, s.URL(), "apply", "-f", writeFile(t, "b.yaml", tenantA+zoneA))
+	if code != 0 {
+		t.Fatalf("apply: exit %d: %s", code, stderr)
+	}
+	// node-02 already runs what generation 2 gives it: nothing is written to it.
+	if code, out, stderr := sluice(t, s.URL(), "rollout", "status", "--watch"); code != 0 {
+		t.Fatalf("second rollout: exit %d\n%s%s", code, out, stderr)
+	}
+	_, out, _ = sluice(t, s.URL(), "get", "revisions")
+	head := ""
+	for _, line := range strings.Split(out, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && strings.HasPrefix(line, f[0]) && strings.Contains(line, "* (generation 2)") {
+			head = f[0]
+		}
+	}
+	if head == "" {
+		t.Fatalf("no head at generation 2 in get revisions:\n%s", out)
+	}
+	_, out, _ = sluice(t, s.URL(), "get", "nodes")
+	for _, node := range []string{"node-01", "node-02"} {
+		var row []string
+		for _, line := range strings.Split(out, "\n") {
+			if f := strings.Fields(line); len(f) > 0 && f[0] == node {
+				row = f
+			}
+		}
+		if len(row) < 6 || !strings.HasPrefix(head, row[5]) {
+			t.Errorf("%s: %q; want REVISION %s, the revision in force\n%s", node, row, short(head), out)
+		}
+	}
+}

@@ -57,7 +57,7 @@ already paused), 1 if --timeout passed first (the pause stays in force).`,
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if err := contract.ValidJoiners(joiners); err != nil {
-				return &ExitError{Code: 2, Err: fmt.Errorf("--%w", err)}
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--%w", err)}
 			}
 			return a.setPause(cmd.Context(), true, reason, joiners, wait, timeout)
 		},
@@ -307,8 +307,11 @@ func reached(ack *sluicev1.PauseAck, req *sluicev1.PauseRequest) string {
 	return s
 }
 
-// objects: the request first ({} when never paused), then the instances.
-func (l pauseList) objects() ([]json.RawMessage, error) { return view.PauseObjects(l.req, l.insts) }
+// objects are the instances; the request is apart (request).
+func (l pauseList) objects() ([]json.RawMessage, error) { return view.ProtoObjects(l.insts) }
+
+// request is the requested pause, {} when never paused.
+func (l pauseList) request() (json.RawMessage, error) { return view.PauseRequestObject(l.req) }
 
 func (a *app) rolloutPauseCommand() *cobra.Command {
 	return a.rolloutPauseOrResume(true)
@@ -378,15 +381,22 @@ func (a *app) setRolloutPause(ctx context.Context, id string, paused bool, reaso
 	}
 	records := store.New(rolloutsKV, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
 	reqs := store.New(controlKV, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })
-	req, _, err := a.storePause(ctx, reqs, contract.RolloutPauseKey(id), &sluicev1.PauseRequest{Paused: paused, Reason: reason, Rollout: id})
+	req, already, err := a.storePause(ctx, reqs, contract.RolloutPauseKey(id), &sluicev1.PauseRequest{Paused: paused, Reason: reason, Rollout: id})
 	if err != nil {
 		return err
 	}
-	if req == nil {
-		fmt.Fprintf(a.streams.Out, "rollout %s is not paused\n", id)
+	switch {
+	case req == nil:
+		fmt.Fprintf(a.streams.Out, "rollout %s is not paused: nothing to resume\n", id)
 		return nil
+	case already && paused:
+		fmt.Fprintf(a.streams.Out, "rollout %s is already paused: %s\n", id, contract.DescribePause(req))
+	case already:
+		fmt.Fprintf(a.streams.Out, "rollout %s is not paused (already %s): nothing to resume\n", id, contract.DescribePause(req))
+		return nil
+	default:
+		fmt.Fprintf(a.streams.Out, "rollout %s: %s\n", id, contract.DescribePause(req))
 	}
-	fmt.Fprintf(a.streams.Out, "rollout %s: %s\n", id, contract.DescribePause(req))
 	if !wait {
 		fmt.Fprintln(a.streams.Out, "watch with: sluice rollout status --watch (or add --wait)")
 		return nil

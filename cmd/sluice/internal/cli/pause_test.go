@@ -111,20 +111,29 @@ func (r *running) wait(t *testing.T, what string) int {
 	}
 }
 
-// pause --wait returns only once the apply in flight settled; while paused
-// no node starts and the configurator refuses applies; resume carries on.
-func TestPause_Wait_ReturnsOnceInFlightNodesSettled_AndNothingStartsUntilResume(t *testing.T) {
-	gate := t.TempDir()
-	s := startSystemWith(t, 3, heldCheck(gate))
-	url := s.URL()
-	b := openBuckets(t, url)
+// heldRollout starts sluice dev with agents whose applies wait for the
+// test (heldCheck on gate), applies tenantA one node at a time and waits
+// until node-01 is applying: a rollout that runs until the test releases
+// its nodes.
+func heldRollout(t *testing.T, agents int) (gate, url string, b *contract.Buckets, status *store.Store[*sluicev1.NodeStatus]) {
+	t.Helper()
+	gate = t.TempDir()
+	url = startSystemWith(t, agents, heldCheck(gate)).URL()
+	b = openBuckets(t, url)
 	if code, _, stderr := sluice(t, url, "apply", "-f", writeFile(t, "a.yaml", tenantA), "--max-parallel", "1"); code != 0 {
 		t.Fatalf("apply: exit %d: %s", code, stderr)
 	}
-	status := store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	status = store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	waitApplying(t, status, "node-01")
+	return gate, url, b, status
+}
+
+// pause --wait returns only once the apply in flight settled; while paused
+// no node starts and the configurator refuses applies; resume carries on.
+func TestPause_Wait_ReturnsOnceInFlightNodesSettled_AndNothingStartsUntilResume(t *testing.T) {
+	gate, url, b, status := heldRollout(t, 3)
 	desired := store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
 	ctx := context.Background()
-	waitApplying(t, status, "node-01")
 
 	p := startSluice(url, "pause", "--reason", "maintenance", "--wait", "--timeout", "60s")
 	// Release only once every instance has seen the pause and the command
@@ -188,16 +197,12 @@ func TestPause_Wait_ReturnsOnceInFlightNodesSettled_AndNothingStartsUntilResume(
 // rollout pause holds one rollout; the coordinator acknowledges in its
 // record; rollout resume lets it finish.
 func TestRolloutPause_HoldsTheRolloutUntilResumed(t *testing.T) {
-	gate := t.TempDir()
-	s := startSystemWith(t, 2, heldCheck(gate))
-	url := s.URL()
-	b := openBuckets(t, url)
-	if code, _, stderr := sluice(t, url, "apply", "-f", writeFile(t, "a.yaml", tenantA), "--max-parallel", "1"); code != 0 {
-		t.Fatalf("apply: exit %d: %s", code, stderr)
-	}
-	status := store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	gate, url, b, status := heldRollout(t, 2)
 	ctx := context.Background()
-	waitApplying(t, status, "node-01")
+	// node-01's apply is held: the rollout runs, never paused.
+	if code, stdout, stderr := sluice(t, url, "rollout", "resume"); code != 0 || !strings.Contains(stdout, "is not paused: nothing to resume") {
+		t.Fatalf("rollout resume of a running rollout never paused: exit %d, want 0 saying it is not paused\n%s%s", code, stdout, stderr)
+	}
 	p := startSluice(url, "rollout", "pause", "--reason", "look at node-01", "--wait", "--timeout", "60s")
 	// Release node-01 only once the coordinator has seen the pause: released
 	// sooner, node-02 could start first, and the pause would wait for it
@@ -217,6 +222,12 @@ func TestRolloutPause_HoldsTheRolloutUntilResumed(t *testing.T) {
 	if stdout := p.out.String(); code != 0 || !strings.Contains(stdout, "is paused: no node operation in flight") {
 		t.Fatalf("rollout pause --wait: exit %d\n%s%s", code, stdout, p.err.String())
 	}
+	if code, stdout, stderr := sluice(t, url, "rollout", "pause"); code != 0 || !strings.Contains(stdout, "is already paused: paused (generation 1)") {
+		t.Fatalf("rollout pause of a paused rollout: exit %d, want 0 saying it is already paused\n%s%s", code, stdout, stderr)
+	}
+	if code, stdout, stderr := sluice(t, url, "get", "rollouts"); code != 0 || !strings.Contains(stdout, "Progressing (paused)") {
+		t.Fatalf("get rollouts while the rollout is paused: exit %d, want its phase shown as paused\n%s%s", code, stdout, stderr)
+	}
 	if st, err := status.Get(ctx, "node-01"); err != nil || st.Value.GetPhase() != sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
 		t.Fatalf("node-01 once the pause was acknowledged: %v %v; want Provisioned", st.Value, err)
 	}
@@ -235,6 +246,7 @@ func TestRolloutPause_HoldsTheRolloutUntilResumed(t *testing.T) {
 	if code, stdout, stderr := sluice(t, url, "rollout", "resume", "--wait"); code != 0 || !(strings.Contains(stdout, "is running again") || strings.Contains(stdout, "ended Succeeded meanwhile")) {
 		t.Fatalf("rollout resume --wait: exit %d\n%s%s", code, stdout, stderr)
 	}
+
 	code, stdout, stderr = sluice(t, url, "rollout", "status", "--watch")
 	if code != 0 || !strings.Contains(stdout, "succeeded") {
 		t.Fatalf("rollout after resume: exit %d\n%s%s", code, stdout, stderr)
@@ -279,5 +291,44 @@ func TestPause_OverAnUnreadableRequest_WritesAHigherGeneration(t *testing.T) {
 	}
 	if e, err := reqs.Get(ctx, contract.KeyPause); err != nil || e.Value.GetPaused() || e.Value.GetGeneration() != rev+2 {
 		t.Fatalf("after resume: %v (%v); want running at generation %d", e.Value, err, rev+2)
+	}
+}
+
+// A head applied while a rollout runs queues behind it: rollout status
+// shows the running rollout and says the head waits for it; --watch
+// follows the running one to its end, then the head's to its own.
+func TestRolloutStatus_HeadQueuedBehindARunningRollout_ShowsTheRunningOneThenFollowsTheHead(t *testing.T) {
+	gate, url, b, _ := heldRollout(t, 2)
+	refs := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
+	ref, err := refs.Get(context.Background(), contract.KeyActive)
+	if err != nil {
+		t.Fatalf("the running rollout: %v", err)
+	}
+	running := ref.Value.GetRollout()
+	if code, _, stderr := sluice(t, url, "apply", "-f", writeFile(t, "b.yaml", strings.Replace(tenantA, "100}", "101}", 1))); code != 0 {
+		t.Fatalf("apply of a second revision while the first rolls out: exit %d: %s", code, stderr)
+	}
+
+	code, stdout, stderr := sluice(t, url, "rollout", "status")
+	if code != ExitSucceeded || !strings.Contains(stdout, running) || !strings.Contains(stdout, "queued    revision") ||
+		!strings.Contains(stdout, "(generation 2) is the head: its rollout starts when this one ends") || strings.Contains(stdout, "has not started yet") {
+		t.Fatalf("rollout status with the head queued: exit %d, want 0, the running rollout %s and the head queued behind it:\n%s%s", code, running, stdout, stderr)
+	}
+	code, stdout, stderr = sluice(t, url, "rollout", "status", "-o", "json")
+	if code != ExitSucceeded || !strings.Contains(stdout, `"id": "`+running+`"`) || !strings.Contains(stderr, "is the head: its rollout starts when this one ends") {
+		t.Fatalf("rollout status -o json with the head queued: exit %d, want the running record and the queue on stderr:\n%s%s", code, stdout, stderr)
+	}
+
+	w := startSluice(url, "rollout", "status", "--watch")
+	// margin: the poll ends as soon as the watch drew the running rollout.
+	natstest.Eventually(t, 60*time.Second, "--watch to follow the running rollout", func() bool {
+		return strings.Contains(w.out.String(), "following this one first") && strings.Contains(w.out.String(), running+" Progressing")
+	})
+	release(t, gate, "node-01", "node-02")
+	code = w.wait(t, "rollout status --watch of the running rollout and then the head's")
+	out := w.out.String()
+	first, second := strings.Index(out, "waiting for the rollout of revision"), strings.LastIndex(out, "succeeded")
+	if code != ExitSucceeded || first < 0 || second < first || strings.Count(out, "succeeded") < 2 {
+		t.Fatalf("rollout status --watch: exit %d, want 0 after following the running rollout to its end and then the head's:\n%s%s", code, out, w.err.String())
 	}
 }

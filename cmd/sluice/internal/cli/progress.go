@@ -12,13 +12,17 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// Exit codes of `sluice rollout status`, one per outcome.
+// Exit codes, one table for every command (docs/operations.md, "Exit
+// codes"): 0 and 1 as usual, 2 for a usage error, and for `sluice rollout
+// status` one per outcome. Partially failed was 2 until 2026-11, the code of
+// a usage error too.
 const (
 	ExitSucceeded       = 0 // also: still progressing, without --watch
-	ExitUnreadable      = 1 // the status could not be read, or the phase is unknown
-	ExitPartiallyFailed = 2
+	ExitUnreadable      = 1 // the status could not be read, or the phase is unknown; any other failure
+	ExitUsage           = 2 // a bad flag, argument or subcommand: nothing was done
 	ExitRolledBack      = 3
 	ExitAborted         = 4
+	ExitPartiallyFailed = 5
 	// exitInterrupted ends --watch on Ctrl-C, as a shell reports SIGINT.
 	exitInterrupted = 130
 )
@@ -59,6 +63,11 @@ func countsLine(c *sluicev1.RolloutCounts) string {
 	}
 	line := fmt.Sprintf("pending %d, in progress %d, provisioned %d, failed %s, skipped %d",
 		c.GetPending(), c.GetInProgress(), c.GetProvisioned(), failed, c.GetSkipped())
+	// Once a rollout stopped, its nodes in flight and still pending have no
+	// outcome of their own: counted apart, so the counts add up to the total.
+	if c.GetStopped()+c.GetNotStarted() > 0 {
+		line += fmt.Sprintf(", stopped in flight %d, not started %d", c.GetStopped(), c.GetNotStarted())
+	}
 	if c.GetReverting()+c.GetReverted()+c.GetRevertFailed() > 0 {
 		line += fmt.Sprintf(", reverting %d, reverted %d", c.GetReverting(), c.GetReverted())
 		if c.GetRevertFailed() > 0 {
@@ -328,6 +337,9 @@ func stagesLine(r *sluicev1.Rollout) string {
 			state := "running"
 			if contract.Terminal(r.GetPhase()) {
 				state = "stopped"
+			}
+			if so := stageSoFar(r, st); so.GetNodes() > 0 {
+				state += fmt.Sprintf(", %d/%d provisioned so far", so.GetProvisioned(), so.GetNodes())
 			}
 			parts = append(parts, stageName(r, st)+": "+state)
 			continue

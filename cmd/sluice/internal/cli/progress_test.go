@@ -24,7 +24,7 @@ func TestRolloutExitCode_MapsEachPhase(t *testing.T) {
 		{sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, 0, false},
 		{sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING, 0, false},
 		{sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, 0, true},
-		{sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED, 2, true},
+		{sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED, 5, true},
 		{sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, 3, true},
 		{sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, 4, true},
 		{sluicev1.RolloutPhase_ROLLOUT_PHASE_UNSPECIFIED, 1, false},
@@ -406,5 +406,35 @@ func TestStagesLine_SumsUpEachStage(t *testing.T) {
 	r.Phase = sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK
 	if got := stagesLine(r); !strings.HasSuffix(got, "wave 3: stopped") {
 		t.Errorf("ended rollout: got %q; want its last stage stopped", got)
+	}
+}
+
+// A stage that has not ended shows its results so far, from the rollout's
+// counts now and at its start: "wave 1 running 0/0" while 1 of its 2
+// nodes was provisioned added nothing up.
+func TestStages_RunningStage_ShowsItsResultsSoFar(t *testing.T) {
+	r := &sluicev1.Rollout{Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Id: "2-abc", Generation: 2,
+		Counts: &sluicev1.RolloutCounts{Total: 5, Attempted: 4, Provisioned: 3, InProgress: 1, Pending: 1},
+		Stages: []*sluicev1.StageResult{
+			{Wave: 1, StartedAt: ago(time.Minute), EndedAt: ago(50 * time.Second), Nodes: 2, Provisioned: 2},
+			{Wave: 2, StartedAt: ago(50 * time.Second), StartedBefore: 2,
+				CountsAtStart: &sluicev1.RolloutCounts{Total: 5, Attempted: 2, Provisioned: 2, Pending: 3}},
+		}}
+	if got, want := stagesLine(r), "wave 1: 2/2 provisioned; wave 2: running, 1/2 provisioned so far"; got != want {
+		t.Errorf("stagesLine:\n got  %q\n want %q", got, want)
+	}
+	rows := history{items: []*sluicev1.Rollout{r}, active: r.Id}.table(time.Now())
+	if got := rows[len(rows)-1]; got[1] != "wave 2" || got[3] != "running" || got[6] != "1/2" {
+		t.Errorf("history's row of the running stage: %q; want wave 2, running, 1/2", got)
+	}
+}
+
+// Once a rollout stopped, its counts still add up to the total: the nodes
+// in flight and still pending are shown apart.
+func TestCountsLine_StoppedRollout_AddsUpToTheTotal(t *testing.T) {
+	c := &sluicev1.RolloutCounts{Total: 5, Provisioned: 1, Failed: 1, Stopped: 1, NotStarted: 2, Reverted: 3}
+	want := "pending 0, in progress 0, provisioned 1, failed 1, skipped 0, stopped in flight 1, not started 2, reverting 0, reverted 3"
+	if got := countsLine(c); got != want {
+		t.Errorf("countsLine:\n got  %q\n want %q", got, want)
 	}
 }

@@ -72,7 +72,7 @@ with --update.`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkRegistryFlags(o); err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			return a.registryAdd(cmd.Context(), args[0], o, update)
 		},
@@ -105,7 +105,7 @@ func checkRegistryFlags(o registryspec.Options) error {
 func (a *app) registryAdd(ctx context.Context, name string, o registryspec.Options, update bool) error {
 	spec, err := registryspec.Build(name, o, operator(), a.now())
 	if err != nil {
-		return &ExitError{Code: 1, Err: fmt.Errorf("%w; nothing was stored", err)}
+		return &ExitError{Code: 1, Err: fmt.Errorf("%s; nothing was stored", specFlags.Replace(err.Error()))}
 	}
 	nc, js, err := a.jetStream()
 	if err != nil {
@@ -312,3 +312,18 @@ func listSome(items []string, most int) string {
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(items[:most], ", "), len(items)-most)
 }
+
+// specFlags names the flags of `registry add` for the fields of a registry
+// spec that the spec's checks name (they check stored specs too, where the
+// field names are right).
+var specFlags = strings.NewReplacer(
+	"redis.url", "--redis",
+	"redis.password_file", "--password-file",
+	"redis.ca_file", "--ca-file",
+	"leave ca_file empty", "leave out --ca-file",
+	"redis.prefix", "--prefix",
+	"directory.path", "--dir",
+	"sync_interval", "--sync-interval",
+	"hold_share", "--hold-share",
+	"name:", "NAME:",
+)

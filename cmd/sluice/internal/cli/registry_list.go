@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/registryspec"
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -256,12 +257,12 @@ func (l registryList) objects() ([]json.RawMessage, error) {
 		o := registryObject{Name: r.name, Kind: r.kind(), Intents: r.intents, Marked: r.marked}
 		var err error
 		if r.spec != nil {
-			if o.Spec, err = store.Marshal(r.spec); err != nil {
+			if o.Spec, err = view.JSON(r.spec); err != nil {
 				return nil, fmt.Errorf("encode registry %s: %w", r.name, err)
 			}
 		}
 		if r.status != nil {
-			if o.Status, err = store.Marshal(r.status); err != nil {
+			if o.Status, err = view.JSON(r.status); err != nil {
 				return nil, fmt.Errorf("encode registry %s: %w", r.name, err)
 			}
 		}

@@ -107,10 +107,11 @@ func TestRegistryAdd_BadSpec_PrintsTheFieldAndStoresNothing(t *testing.T) {
 		wantCode int
 		want     string // in stderr
 	}{
-		{"hold share above 1", []string{"bad", "--dir", dir, "--hold-share", "2"}, 1, "hold_share"},
-		{"password in the URL", []string{"bad", "--redis", "redis://:secret@10.0.0.5:6379/0"}, 1, "redis.url: holds a password"},
-		{"sync interval too short", []string{"bad", "--dir", dir, "--sync-interval", "10ms"}, 1, "sync_interval"},
-		{"built-in name", []string{contract.SourceAPI, "--dir", dir}, 1, "name: \"api\" is the name of a built-in source"},
+		{"hold share above 1", []string{"bad", "--dir", dir, "--hold-share", "2"}, 1, "--hold-share: 2 is not a share"},
+		{"password in the URL", []string{"bad", "--redis", "redis://:secret@10.0.0.5:6379/0"}, 1, "--redis: holds a password, which would be readable by everyone who can read the registry spec; remove it from the URL and put it in a file named by --password-file"},
+		{"CA file without TLS", []string{"bad", "--redis", "redis://10.0.0.5:6379/0", "--ca-file", "/etc/ca.pem"}, 1, "--ca-file: set, but --redis is not rediss://"},
+		{"sync interval too short", []string{"bad", "--dir", dir, "--sync-interval", "10ms"}, 1, "--sync-interval: 10ms is outside"},
+		{"built-in name", []string{contract.SourceAPI, "--dir", dir}, 1, "NAME: \"api\" is the name of a built-in source"},
 		{"both sources", []string{"bad", "--dir", dir, "--redis", "redis://10.0.0.5:6379/0"}, 2, "not both"},
 		{"no source", []string{"bad"}, 2, "--redis URL or --dir PATH"},
 		{"redis flag with a directory", []string{"bad", "--dir", dir, "--prefix", "x:"}, 2, "go with --redis"},

@@ -37,7 +37,10 @@ of the nodes that did not simply succeed: failed, timed out, refused and
 skipped ones from the rollout's record and, without --watch, the nodes still
 on their way or reverted, read from their desired config and status. Without
 an id it shows the active rollout, else the newest one. If the head
-revision's rollout has not started yet, --watch waits for it.
+revision's rollout has not started yet, --watch waits for it. When the head
+is queued behind a running rollout (apply --while-active queue), that one is
+shown with a line saying so, and --watch follows it to its end and then the
+head's rollout to its own (the exit code is the head's).
 
 With --watch the status is redrawn on every change until the rollout ends; when
 the output is not a terminal, a line is printed each time the phase or the
@@ -52,19 +55,19 @@ Exit codes (so scripts can gate on a rollout):
   %[1]d    succeeded (without --watch: also still progressing or reverting, or the
        head's rollout has not started yet)
   %[2]d    the status could not be read, or its phase is unknown
-  %[3]d    partially failed: some nodes failed, within the failure budget;
-       also a usage error (a bad flag or argument)
+  %[7]d    a usage error (a bad flag or argument): nothing was read
   %[4]d    rolled back: failures beyond the budget; touched nodes were reverted
   %[5]d    aborted: stopped by an operator (sluice rollout abort), superseded by a
        newer revision, refused before touching any node (a target fingerprint
        is recorded invalid), past its progress deadline, or its revision was
        deleted
+  %[3]d    partially failed: some nodes failed, within the failure budget
   %[6]d  interrupted while watching`,
-			ExitSucceeded, ExitUnreadable, ExitPartiallyFailed, ExitRolledBack, ExitAborted, exitInterrupted),
+			ExitSucceeded, ExitUnreadable, ExitPartiallyFailed, ExitRolledBack, ExitAborted, exitInterrupted, ExitUsage),
 		Example: "  sluice rollout status\n  sluice rollout status --watch && echo rolled out\n  sluice rollout status -o json",
 		Args: func(cmd *cobra.Command, args []string) error {
 			if err := cobra.MaximumNArgs(1)(cmd, args); err != nil {
-				return &ExitError{Code: 2, Err: err}
+				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			return nil
 		},
@@ -73,7 +76,7 @@ Exit codes (so scripts can gate on a rollout):
 				return err
 			}
 			if watch && output != formatTable {
-				return &ExitError{Code: 2, Err: fmt.Errorf("-o %s prints the record once: leave out --watch, or -o to follow the rollout", output)}
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("-o %s prints the record once: leave out --watch, or -o to follow the rollout", output)}
 			}
 			id := ""
 			if len(args) == 1 {
@@ -89,10 +92,22 @@ Exit codes (so scripts can gate on a rollout):
 
 // rolloutTarget is the rollout `rollout status` shows: a known id, or the
 // first rollout of at least generation waitGen (the head's, not started yet).
+// Both are set when the head is queued behind the running rollout id: that
+// one is shown, and --watch follows the head's once it ends.
 type rolloutTarget struct {
 	id      string
 	waitGen uint64
 	head    *sluicev1.Head
+	behind  bool // the head's rollout waits for rollout id
+}
+
+// queued says whether the head's rollout waits for the running one, id.
+func (t rolloutTarget) queued() bool { return t.behind }
+
+// queuedLine says that the head waits for the rollout shown.
+func queuedLine(head *sluicev1.Head) string {
+	return fmt.Sprintf("queued    revision %s (generation %d) is the head: its rollout starts when this one ends",
+		short(head.GetRevision()), head.GetGeneration())
 }
 
 func (a *app) rolloutStatus(ctx context.Context, id string, watch bool, output string) error {
@@ -153,6 +168,9 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool, output s
 		if note := a.noLeaderNote(ctx, js, e.Value); note != "" {
 			fmt.Fprintln(a.streams.Err, note)
 		}
+		if target.queued() {
+			fmt.Fprintln(a.streams.Err, queuedLine(target.head))
+		}
 		return exitFor(e.Value.GetPhase())
 	}
 	live, badLive, err := liveNodes(ctx, js, target.id)
@@ -168,6 +186,9 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool, output s
 	}
 	if note := a.noLeaderNote(ctx, js, e.Value); note != "" {
 		lines = append(lines[:len(lines)-1:len(lines)-1], "leader    "+note, lines[len(lines)-1])
+	}
+	if target.queued() {
+		lines = append(lines[:len(lines)-1:len(lines)-1], queuedLine(target.head), lines[len(lines)-1])
 	}
 	writeLines(a.streams.Out, lines)
 	if bad = append(bad, badLive...); len(bad) > 0 {
@@ -222,6 +243,12 @@ func pickRollout(ctx context.Context, js jetstream.KeyValueManager, rollouts *st
 	}
 	bad = append(bad, badHead...)
 	if head != nil && head.GetGeneration() > gen {
+		if active != nil {
+			// A rollout runs and the head queues behind it: show the one
+			// running; --watch then follows the head's.
+			t.waitGen, t.head, t.behind = head.GetGeneration(), head, true
+			return t, bad, nil
+		}
 		// The head moved after the rollout we found started: the operator
 		// wants the head's rollout, which the coordinator is about to start.
 		return rolloutTarget{waitGen: head.GetGeneration(), head: head}, bad, nil
@@ -240,11 +267,18 @@ func (a *app) watchRollout(ctx context.Context, rollouts *store.Store[*sluicev1.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	filter := t.id
-	if filter == "" {
+	switch {
+	case t.queued():
+		filter = ">"
+		fmt.Fprintln(a.streams.Out, queuedLine(t.head)+"; following this one first")
+	case filter == "":
 		filter = ">"
 		fmt.Fprintf(a.streams.Out, "waiting for the rollout of revision %s (generation %d) to start…\n",
 			short(t.head.GetRevision()), t.head.GetGeneration())
 	}
+	// next is the newest record of the head's rollout seen while following
+	// the one it queues behind: it may start before that one's end arrives.
+	var next *store.Entry[*sluicev1.Rollout]
 	updates, err := rollouts.Watch(ctx, filter)
 	if err != nil {
 		return err
@@ -286,15 +320,33 @@ func (a *app) watchRollout(ctx context.Context, rollouts *store.Store[*sluicev1.
 		if t.id == "" && e.Value.GetGeneration() >= t.waitGen {
 			t.id = e.Key
 		}
+		if t.queued() && e.Key != t.id && e.Value.GetGeneration() >= t.waitGen {
+			next = &e
+		}
 		if e.Key != t.id {
 			continue
 		}
 		seen = true
 		r := e.Value
 		d.draw(r, a.now())
-		if contract.Terminal(r.GetPhase()) {
-			d.finish(r, a.now())
+		if !contract.Terminal(r.GetPhase()) {
+			continue
+		}
+		d.finish(r, a.now())
+		if !t.queued() {
 			return exitFor(r.GetPhase())
+		}
+		// The rollout the head queued behind ended: follow the head's.
+		fmt.Fprintf(a.streams.Out, "\nwaiting for the rollout of revision %s (generation %d) to start…\n",
+			short(t.head.GetRevision()), t.head.GetGeneration())
+		t.id, t.behind, d = "", false, &drawer{w: a.streams.Out, tty: a.streams.TTY}
+		if next != nil {
+			t.id = next.Key
+			d.draw(next.Value, a.now())
+			if contract.Terminal(next.Value.GetPhase()) {
+				d.finish(next.Value, a.now())
+				return exitFor(next.Value.GetPhase())
+			}
 		}
 	}
 }

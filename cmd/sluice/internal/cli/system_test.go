@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -216,6 +218,7 @@ func TestUsageErrors_ExitWith2(t *testing.T) {
 		{"rollout status: two ids", []string{"rollout", "status", "1-a", "2-b"}, "accepts at most 1 arg"},
 		{"events: unknown output", []string{"events", "-o", "xml"}, `unknown output format "xml"`},
 		{"events: --follow with -o yaml", []string{"events", "--follow", "-o", "yaml"}, "leave out --follow"},
+		{"a mistyped command", []string{"aply"}, "unknown command \"aply\" for \"sluice\"\n\nDid you mean this?\n\tapply"},
 		{"a mistyped subcommand", []string{"rollout", "statsu"}, "unknown command \"statsu\" for \"sluice rollout\"\n\nDid you mean this?\n\tstatus"},
 		{"a subcommand that does not exist", []string{"rollout", "promote"}, "unknown command \"promote\" for \"sluice rollout\""},
 		{"a mistyped subcommand of registry", []string{"registry", "ad"}, "Did you mean this?\n\tadd"},
@@ -228,6 +231,38 @@ func TestUsageErrors_ExitWith2(t *testing.T) {
 				t.Errorf("exit code %d, stderr %q; want 2 and %q", code, stderr, tt.want)
 			}
 		})
+	}
+}
+
+// Flag help shows each flag's value as its type: pflag takes a back-quoted
+// word of a usage text for the value's name, and --creds showed as
+// "--creds sluice creds issue" on every help page.
+func TestHelp_FlagValuesAreNamedByTheirType(t *testing.T) {
+	code, stdout, stderr := sluice(t, "nats://127.0.0.1:1", "get", "--help")
+	if code != 0 || !strings.Contains(stdout, "--creds string ") || strings.Contains(stdout, "--creds sluice") {
+		t.Fatalf("get --help: exit %d, want --creds string:\n%s%s", code, stdout, stderr)
+	}
+	var walk func(c *cobra.Command)
+	walk = func(c *cobra.Command) {
+		c.LocalFlags().VisitAll(func(f *pflag.Flag) {
+			if strings.Contains(f.Usage, "`") {
+				t.Errorf("%s --%s: its usage text holds a back quote, which help takes for the value's name: %q", c.CommandPath(), f.Name, f.Usage)
+			}
+		})
+		for _, sub := range c.Commands() {
+			walk(sub)
+		}
+	}
+	walk((&app{}).rootCommand())
+}
+
+func TestVersionFlag_PrintsAsTheVersionCommand(t *testing.T) {
+	code, stdout, stderr := sluice(t, "nats://127.0.0.1:1", "--version")
+	if code != 0 || stdout != "sluice test\n" {
+		t.Fatalf("--version: exit %d, stdout %q, stderr %q; want 0 and %q", code, stdout, stderr, "sluice test\n")
+	}
+	if code, stdout, _ := sluice(t, "nats://127.0.0.1:1", "version"); code != 0 || stdout != "sluice test\n" {
+		t.Fatalf("version: exit %d, stdout %q", code, stdout)
 	}
 }
 

@@ -92,7 +92,7 @@ func (srv *Server) handleRollout(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotFound, "id", "no rollout "+quote(r.PathValue("id"))+" (sluice get rollouts lists them)")
 		return
 	}
-	b, err := store.Marshal(ro)
+	b, err := view.JSON(ro)
 	if err != nil {
 		httpError(w, http.StatusInternalServerError, "", err.Error())
 		return
@@ -154,7 +154,7 @@ func (srv *Server) handleNode(w http.ResponseWriter, r *http.Request) {
 			httpError(w, http.StatusBadGateway, "", err.Error())
 			return
 		default:
-			if *c.dst, err = store.Marshal(e.Value); err != nil {
+			if *c.dst, err = view.JSON(e.Value); err != nil {
 				httpError(w, http.StatusInternalServerError, "", err.Error())
 				return
 			}

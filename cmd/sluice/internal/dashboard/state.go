@@ -382,7 +382,7 @@ func eventJSON(data []byte, meta *jetstream.MsgMetadata) json.RawMessage {
 	ev := &sluicev1.Event{}
 	if err := store.Unmarshal(data, ev); err != nil {
 		e.Unreadable = err.Error()
-	} else if e.Event, err = store.Marshal(ev); err != nil {
+	} else if e.Event, err = view.JSON(ev); err != nil {
 		e.Unreadable = err.Error()
 	}
 	b, _ := json.Marshal(e) // a struct of raw JSON and strings

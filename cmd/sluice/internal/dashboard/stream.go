@@ -10,7 +10,6 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/store"
 )
 
 // update is one message of GET /api/v1/stream. A snapshot (reset true)
@@ -62,7 +61,7 @@ func (s *state) leaderJSON() (json.RawMessage, error) {
 	if s.leader == nil {
 		return json.RawMessage("{}"), nil
 	}
-	return store.Marshal(s.leader)
+	return view.JSON(s.leader)
 }
 
 // changed is the update of changes, each key once with its current value;
@@ -92,7 +91,7 @@ func (s *state) changed(changes []change) (update, error) {
 			u.Nodes, err = append(u.Nodes, b), err2
 		case kindRollout:
 			if r, ok := s.rollouts[c.key]; ok {
-				b, err2 := store.Marshal(r)
+				b, err2 := view.JSON(r)
 				u.Rollouts, err = append(u.Rollouts, b), err2
 			}
 		case kindActive:
@@ -104,7 +103,7 @@ func (s *state) changed(changes []change) (update, error) {
 				u.Removed = append(u.Removed, c.key)
 				break
 			}
-			b, err2 := store.Marshal(f)
+			b, err2 := view.JSON(f)
 			u.Fingerprints, err = append(u.Fingerprints, b), err2
 		case kindPause, kindInstance:
 			pause = true

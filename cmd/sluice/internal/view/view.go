@@ -15,7 +15,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/render"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -26,27 +26,59 @@ type Node struct {
 	Name     string
 	Presence *sluicev1.NodePresence
 	Status   *sluicev1.NodeStatus
+	// InForce is the revision in force (last-applied) when the node runs
+	// the config it gives the node, else "": after an undo to a revision
+	// that gives a node the config it already ran, its status still names
+	// the revision that last changed it (MarkInForce).
+	InForce string
+}
+
+// Revision is the revision a node's REVISION shows: the revision in force
+// when the node runs its config, else the one its agent last applied a
+// config from.
+func (n Node) Revision() string {
+	if n.InForce != "" {
+		return n.InForce
+	}
+	return n.Status.GetRevision()
+}
+
+// MarkInForce sets InForce on each present node that runs the config
+// inForce (the last-applied revision, nil: none known) gives it.
+func MarkInForce(nodes []Node, inForce *sluicev1.Revision) {
+	if inForce == nil {
+		return
+	}
+	for i, n := range nodes {
+		if n.Presence == nil || n.Status.GetAppliedFingerprint() == "" {
+			continue
+		}
+		if render.Fingerprint(render.NodeConfig(inForce, n.Presence.GetLabels())) == n.Status.GetAppliedFingerprint() {
+			nodes[i].InForce = inForce.GetId()
+		}
+	}
 }
 
 // NodeObject is a node in json and yaml output.
 type NodeObject struct {
 	Node     string          `json:"node"`
 	Present  bool            `json:"present"`
+	InForce  string          `json:"revisionInForce,omitempty"`
 	Presence json.RawMessage `json:"presence,omitempty"`
 	Status   json.RawMessage `json:"status,omitempty"`
 }
 
 // Object encodes n as its NodeObject.
 func (n Node) Object() (json.RawMessage, error) {
-	o := NodeObject{Node: n.Name, Present: n.Presence != nil}
+	o := NodeObject{Node: n.Name, Present: n.Presence != nil, InForce: n.InForce}
 	var err error
 	if n.Presence != nil {
-		if o.Presence, err = store.Marshal(n.Presence); err != nil {
+		if o.Presence, err = JSON(n.Presence); err != nil {
 			return nil, fmt.Errorf("encode node %s: %w", n.Name, err)
 		}
 	}
 	if n.Status != nil {
-		if o.Status, err = store.Marshal(n.Status); err != nil {
+		if o.Status, err = JSON(n.Status); err != nil {
 			return nil, fmt.Errorf("encode node %s: %w", n.Name, err)
 		}
 	}
@@ -95,11 +127,12 @@ func MergeNodes(presences []*sluicev1.NodePresence, statuses []*sluicev1.NodeSta
 	return out
 }
 
-// ProtoObjects encodes each message as its stored JSON (protojson names).
+// ProtoObjects encodes each message as its stored JSON (protojson names),
+// 64-bit integers as numbers (JSON).
 func ProtoObjects[T proto.Message](items []T) ([]json.RawMessage, error) {
 	out := make([]json.RawMessage, 0, len(items))
 	for _, it := range items {
-		b, err := store.Marshal(it)
+		b, err := JSON(it)
 		if err != nil {
 			return nil, fmt.Errorf("encode: %w", err)
 		}
@@ -131,18 +164,27 @@ func SortFingerprints(fs []*sluicev1.InvalidFingerprint) {
 // PauseObjects is `sluice get pause -o json`'s items: the request first
 // ({} when never paused), then the instances.
 func PauseObjects(req *sluicev1.PauseRequest, insts []*sluicev1.Instance) ([]json.RawMessage, error) {
-	if req == nil {
-		req = &sluicev1.PauseRequest{}
-	}
-	first, err := store.Marshal(req)
+	first, err := PauseRequestObject(req)
 	if err != nil {
-		return nil, fmt.Errorf("encode: %w", err)
+		return nil, err
 	}
 	rest, err := ProtoObjects(insts)
 	if err != nil {
 		return nil, err
 	}
 	return append([]json.RawMessage{first}, rest...), nil
+}
+
+// PauseRequestObject is the requested pause as JSON, {} when never paused.
+func PauseRequestObject(req *sluicev1.PauseRequest) (json.RawMessage, error) {
+	if req == nil {
+		req = &sluicev1.PauseRequest{}
+	}
+	b, err := JSON(req)
+	if err != nil {
+		return nil, fmt.Errorf("encode: %w", err)
+	}
+	return b, nil
 }
 
 // Unreadable is a stored value that does not decode. Listings show it and
@@ -166,6 +208,9 @@ func (u Unreadable) Cell() string {
 
 // List is a listing in json and yaml output: {"items": [...], "unreadable": [...]}.
 type List struct {
+	// Request is what a listing of instances answers to (get pause: the
+	// requested pause), kept apart from the items.
+	Request    json.RawMessage   `json:"request,omitempty"`
 	Items      []json.RawMessage `json:"items"`
 	Unreadable []Unreadable      `json:"unreadable"`
 }

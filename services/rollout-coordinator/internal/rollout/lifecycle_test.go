@@ -307,8 +307,9 @@ func TestDecide_ResumedRevertCountsEveryNodeOnce(t *testing.T) {
 	}
 	fin := f.Rollout
 	c := fin.GetCounts()
-	if fin.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK || c.GetReverted() != 4 || c.GetFailed() != 1 || c.GetProvisioned() != 3 {
-		t.Fatalf("final %s: %v; want RolledBack with reverted 4, failed 1, provisioned 3", fin.GetPhase(), c)
+	if fin.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK || c.GetReverted() != 4 || c.GetFailed() != 1 || c.GetProvisioned() != 3 ||
+		forward(c) != c.GetTotal() {
+		t.Fatalf("final %s: %v; want RolledBack with reverted 4, failed 1, provisioned 3, the forward counts adding up to the total", fin.GetPhase(), c)
 	}
 	if !slices.Equal(fin.GetReverted(), []string{"n1", "n2", "n3", "n4"}) {
 		t.Fatalf("announced reverted nodes = %v", fin.GetReverted())

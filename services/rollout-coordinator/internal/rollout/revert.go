@@ -167,7 +167,7 @@ func (s *State) resumeRevert(now time.Time) {
 	s.clockBase, s.clockFrom, s.heldAt = r.GetLeaderTime().AsDuration(), now, time.Time{}
 	c := countsOf(r.GetCounts())
 	r.Counts = &sluicev1.RolloutCounts{Total: c.GetTotal(), Provisioned: c.GetProvisioned(), Failed: c.GetFailed(),
-		TimedOut: c.GetTimedOut(), Skipped: c.GetSkipped()}
+		TimedOut: c.GetTimedOut(), Skipped: c.GetSkipped(), Stopped: c.GetStopped(), NotStarted: c.GetNotStarted(), Attempted: c.GetAttempted()}
 	var err error
 	if s.plan, err = resolve(r.GetStrategy(), int(c.GetTotal())); err != nil {
 		s.plan = fallbackPlan()
@@ -192,12 +192,20 @@ func (s *State) resumeRevert(now time.Time) {
 		case forwardFailed(n, r.GetId(), d, st) != nil:
 			f := forwardFailed(n, r.GetId(), d, st)
 			check := orDefault(f.check, "unknown check")
+			if r.Counts.GetStopped() > 0 {
+				// It was in flight when the revert began (counted stopped
+				// in the record) and failed since: it moves to failed.
+				n.prog = progStopped
+			}
 			s.setProg(n, progFailed)
 			s.recordOutcomeOf(n, n.forward, sluicev1.NodeResult_NODE_RESULT_INVALID, check, f.output, f.message)
 			s.recordInvalid(n.name, n.forward, r.GetId(), r.GetRevision(), check, f.output, causeOf(check), now)
 		case st.GetFingerprint() == n.forward && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED:
 			n.prog = progProvisioned
 		default:
+			// Stopped in flight (the record counted it), or provisioned
+			// and since reverted (counted provisioned): the record's
+			// counts stand either way.
 			n.prog = progStopped
 		}
 		if prev := revertOutcomeOf(r.GetFailures(), name); prev != nil {

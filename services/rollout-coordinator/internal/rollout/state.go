@@ -232,6 +232,8 @@ func progCounter(c *sluicev1.RolloutCounts, p progress) *uint32 {
 		return &c.TimedOut
 	case progSkipped:
 		return &c.Skipped
+	case progStopped:
+		return &c.Stopped
 	}
 	return nil
 }
@@ -309,10 +311,11 @@ func checkFailed(check, msg string) string {
 }
 
 // dropPending takes every pending node out of the rollout's queue: never
-// started, each is still counted in the total.
+// started, each is still counted in the total, as not started.
 func (s *State) dropPending() {
 	for _, n := range s.pending.all() {
 		s.setProg(n, progNone)
+		s.rollout.Counts.NotStarted++
 	}
 	s.pending.clear()
 }
