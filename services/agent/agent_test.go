@@ -58,7 +58,9 @@ func (f *fleet) start(t *testing.T, cfg agent.Config) (stop func()) {
 func (f *fleet) run(t *testing.T, cfg agent.Config) (*agent.Agent, func()) {
 	t.Helper()
 	cfg.Conn = f.env.Conn
-	cfg.Settings = f.env.Settings
+	if cfg.Settings == (contract.Settings{}) {
+		cfg.Settings = f.env.Settings
+	}
 	a, err := agent.New(cfg)
 	if err != nil {
 		t.Fatalf("new agent: %v", err)
@@ -286,14 +288,7 @@ func TestAgent_FailingApplier_ReportsInvalidAndDoesNotRetryIt(t *testing.T) {
 	bad := desiredConfig("n1", "bad", 100)
 	rec := &recorder{err: errors.New("vlan 100: device busy"), failFP: bad.Fingerprint}
 	f.writeDesired(t, bad)
-	a, err := agent.New(agent.Config{Conn: f.env.Conn, Settings: f.env.Settings, Log: logs.logger(), Node: "n1", StateDir: t.TempDir(), Applier: rec})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	a, _ := f.run(t, agent.Config{Log: logs.logger(), Node: "n1", StateDir: t.TempDir(), Applier: rec})
 
 	st := f.waitStatus(t, "n1", "status Invalid", func(s *sluicev1.NodeStatus) bool {
 		return s.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID
@@ -497,14 +492,7 @@ func TestAgent_BeatsForTheBucketsLease(t *testing.T) {
 	f := newFleet(t, s)
 	mine := f.env.Settings
 	mine.NodeLease = contract.DefaultNodeLease
-	a, err := agent.New(agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: &recorder{}, Conn: f.env.Conn, Settings: mine})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- a.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: &recorder{}, Settings: mine})
 
 	ctx0 := context.Background()
 	var first uint64
