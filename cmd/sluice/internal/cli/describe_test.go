@@ -56,3 +56,25 @@ func TestDescribeNode(t *testing.T) {
 		t.Errorf("describe rollout: exit %d:\n%s", code, out)
 	}
 }
+
+// get without a kind lists the kinds; get nodes -l selects by label, and
+// -l is refused elsewhere or when it is not key=value.
+func TestGet_KindsAndNodeSelector(t *testing.T) {
+	s := startSystem(t, 2) // node-01 in zone-a, node-02 in zone-b
+	code, out, _ := sluice(t, s.URL(), "get")
+	if code != 0 || !strings.Contains(out, "KIND") || !strings.Contains(out, "nodes") || !strings.Contains(out, "fp") {
+		t.Errorf("get: exit %d:\n%s", code, out)
+	}
+	code, out, stderr := sluice(t, s.URL(), "get", "nodes", "-l", "zone=zone-a")
+	if code != 0 || !strings.Contains(out, "node-01") || strings.Contains(out, "node-02") {
+		t.Errorf("get nodes -l zone=zone-a: exit %d:\n%s%s", code, out, stderr)
+	}
+	if code, out, _ := sluice(t, s.URL(), "get", "nodes", "-l", "zone=zone-z", "-o", "json"); code != 0 || !strings.Contains(out, `"items": []`) {
+		t.Errorf("get nodes -l zone=zone-z -o json: exit %d:\n%s", code, out)
+	}
+	for _, args := range [][]string{{"get", "intents", "-l", "zone=zone-a"}, {"get", "nodes", "-l", "zone"}} {
+		if code, _, stderr := sluice(t, s.URL(), args...); code != ExitUsage || !strings.Contains(stderr, "-l") {
+			t.Errorf("%v: exit %d, stderr %q; want a usage error naming -l", args, code, stderr)
+		}
+	}
+}

@@ -48,14 +48,23 @@ func findGetKind(s string) (getKind, error) {
 	return getKind{}, fmt.Errorf("cannot get %q: use one of %s", s, strings.Join(names, ", "))
 }
 
+// getKindRows lists the kinds get takes, with their aliases.
+func getKindRows() [][]string {
+	rows := [][]string{{"KIND", "ALIASES"}}
+	for _, k := range getKinds {
+		rows = append(rows, []string{k.name, strings.Join(k.aliases, ",")})
+	}
+	return rows
+}
+
 func (a *app) getCommand() *cobra.Command {
-	var output string
+	var output, selector string
 	names := make([]string, 0, len(getKinds))
 	for _, k := range getKinds {
 		names = append(names, k.name)
 	}
 	cmd := &cobra.Command{
-		Use:   "get intents|revisions|nodes|rollouts|fingerprints|pause|registries",
+		Use:   "get [intents|revisions|nodes|rollouts|fingerprints|pause|registries]",
 		Short: "List intents, revisions, nodes, rollouts, invalid fingerprints, the pause or the registries",
 		Long: `List what the control plane stores, read straight from its buckets.
 
@@ -85,6 +94,8 @@ func (a *app) getCommand() *cobra.Command {
                  registry confirm'), invalid intents, conflicts between
                  sources (shown on both) and notes
 
+Without a kind, get lists the kinds and their short names.
+
 A stored value that does not decode does not stop the listing: the table
 shows it as a row with its key and "<unreadable: bucket/key reason>" (and a
 hint on stderr), and the exit code stays 0. Control keys ("_fence") are
@@ -97,12 +108,23 @@ pause, "request" is control/pause ({} when never paused) and the items are
 the instances. For registries, each item is {name, kind, intents, marked,
 spec, status}.`,
 		Example:   "  sluice get nodes\n  sluice get rollouts -o yaml\n  sluice get registries",
-		Args:      cobra.ExactArgs(1),
+		Args:      cobra.MaximumNArgs(1),
 		ValidArgs: names,
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				// As kubectl api-resources: what there is to get.
+				return writeTable(a.streams.Out, getKindRows())
+			}
 			kind, err := findGetKind(args[0])
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
+			}
+			sel, err := parseSelector(selector)
+			if err != nil {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("-l %q: %w", selector, err)}
+			}
+			if sel != nil && kind.name != "nodes" {
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("-l selects nodes by their labels: it applies to get nodes, not to %s", kind.name)}
 			}
 			if err := checkFormat(output); err != nil {
 				return err
@@ -115,6 +137,9 @@ spec, status}.`,
 			l, bad, err := kind.load(cmd.Context(), js)
 			if err != nil {
 				return err
+			}
+			if nodes, ok := l.(nodeList); ok && sel != nil {
+				l = nodes.selecting(sel)
 			}
 			if len(bad) > 0 && output == formatTable {
 				fmt.Fprintln(a.streams.Err, unreadableHint(len(bad)))
@@ -135,7 +160,43 @@ spec, status}.`,
 		},
 	}
 	outputFlag(cmd.Flags(), &output)
+	cmd.Flags().StringVarP(&selector, "selector", "l", "", "get nodes only: the nodes whose labels match every key=value, comma-separated (e.g. -l zone=zone-a,rack=rack-1)")
 	return cmd
+}
+
+// parseSelector reads -l's key=value[,key=value…]; nil for "".
+func parseSelector(s string) (map[string]string, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	sel := map[string]string{}
+	for _, part := range strings.Split(s, ",") {
+		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("%q is not key=value", part)
+		}
+		sel[k] = v
+	}
+	return sel, nil
+}
+
+// selecting is the nodes of l whose presence carries every label of sel
+// (a node that is not present has no labels to match).
+func (l nodeList) selecting(sel map[string]string) nodeList {
+	out := nodeList{}
+	for _, n := range l {
+		labels := n.Presence.GetLabels()
+		match := n.Presence != nil
+		for k, v := range sel {
+			if got, ok := labels[k]; !ok || got != v {
+				match = false
+			}
+		}
+		if match {
+			out = append(out, n)
+		}
+	}
+	return out
 }
 
 // list reads every live entry of a bucket that decodes as T, skipping
