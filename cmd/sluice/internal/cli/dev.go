@@ -117,6 +117,7 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 	f.DurationVar(&leaderLease, "leader-lease", contract.DefaultSettings().LeaderLease, "the coordinator's leader lease (env SLUICE_LEADER_LEASE; at least 1s)")
 	f.DurationVar(&nodeLease, "node-lease", contract.DefaultSettings().NodeLease, "how long a node's presence lasts without a heartbeat; agents beat every third of it (env SLUICE_NODE_LEASE; at least 1s)")
 	df.register(cmd, dashboard.DefaultAddr, "the dashboard's listen address host:port; off runs none")
+	f.StringVar(&opts.HTTPAddr, "http-addr", "", "serve /healthz, /readyz and /metrics (every service's and the agents' metrics) on host:port, as each service's --http-addr does; empty: not served")
 	return cmd
 }
 

@@ -30,6 +30,7 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -100,6 +101,11 @@ type Options struct {
 	// returns the page's URL (the banner prints it) and the function that
 	// serves it until its ctx ends. nil runs none (--dashboard-addr off).
 	Dashboard func(s *System) (url string, serve func(context.Context) error, err error)
+	// HTTPAddr, when set, is where /healthz, /readyz and /metrics are
+	// served, as each service binary's --http-addr does, for the whole
+	// system: every service's metrics and the agents' (together) in one
+	// registry, ready once every service and agent is.
+	HTTPAddr string
 }
 
 func (o *Options) setDefaults() {
@@ -171,6 +177,11 @@ type System struct {
 	seeded  Seed
 	// dashboardURL is the dashboard's page, "" when none runs.
 	dashboardURL string
+	// metrics is the registry /metrics serves (HTTPAddr); readies say
+	// whether each service and agent is ready.
+	metrics  *prometheus.Registry
+	readies  []readier
+	httpAddr string
 
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -215,7 +226,7 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 		_ = lock.Close()
 		return nil, err
 	}
-	s := &System{opts: opts, lock: lock, done: make(chan struct{}), logPath: filepath.Join(opts.DataDir, "sluice.log")}
+	s := &System{opts: opts, lock: lock, done: make(chan struct{}), logPath: filepath.Join(opts.DataDir, "sluice.log"), metrics: newRegistry()}
 	if s.logFile, err = os.OpenFile(s.logPath, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644); err != nil {
 		_ = lock.Close()
 		return nil, fmt.Errorf("log file: %w", err)
@@ -270,6 +281,11 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 	agentsSince := time.Now().Add(-time.Second) // slack for clock rounding in the stored timestamp
 	if err := s.startAgents(runCtx); err != nil {
 		return nil, err
+	}
+	if opts.HTTPAddr != "" {
+		if err := s.serveHTTP(runCtx, opts.HTTPAddr); err != nil {
+			return nil, err
+		}
 	}
 	if err := s.waitConfigurator(runCtx); err != nil {
 		return nil, err
@@ -360,6 +376,10 @@ func (s *System) URL() string {
 
 // Cluster is the NATS cluster, nil with one server.
 func (s *System) Cluster() *embedded.Cluster { return s.cluster }
+
+// HTTPAddr is where /healthz, /readyz and /metrics are served, "" when
+// nowhere.
+func (s *System) HTTPAddr() string { return s.httpAddr }
 
 // DashboardURL is the dashboard's page, "" when none runs.
 func (s *System) DashboardURL() string { return s.dashboardURL }
@@ -512,35 +532,42 @@ func (s *System) startServices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfgr, err := configurator.New(configurator.Config{Conn: nc, Settings: settings, Log: log, Version: s.opts.Version, DeleteAfter: s.opts.RegistryDeleteAfter})
+	cfgr, err := configurator.New(configurator.Config{Conn: nc, Settings: settings, Log: log, Version: s.opts.Version, DeleteAfter: s.opts.RegistryDeleteAfter,
+		Metrics: configurator.NewMetrics(s.metrics)})
 	if err != nil {
 		return err
 	}
 	s.run(ctx, configurator.Component, cfgr.Run)
+	s.readies = append(s.readies, readier{configurator.Component, cfgr.Ready})
 
 	if nc, err = s.connect(coordinator.Component); err != nil {
 		return err
 	}
-	coord, err := coordinator.New(coordinator.Config{Conn: nc, Settings: settings, Log: log, Instance: "dev", Version: s.opts.Version})
+	coord, err := coordinator.New(coordinator.Config{Conn: nc, Settings: settings, Log: log, Instance: "dev", Version: s.opts.Version,
+		Metrics: coordinator.NewMetrics(s.metrics)})
 	if err != nil {
 		return err
 	}
 	s.run(ctx, coordinator.Component, coord.Run)
+	s.readies = append(s.readies, readier{coordinator.Component, coord.Ready})
 
 	if nc, err = s.connect(reaper.Component); err != nil {
 		return err
 	}
-	rp, err := reaper.New(reaper.Config{Conn: nc, Settings: settings, Log: log, Version: s.opts.Version})
+	rp, err := reaper.New(reaper.Config{Conn: nc, Settings: settings, Log: log, Version: s.opts.Version,
+		Metrics: reaper.NewMetrics(s.metrics)})
 	if err != nil {
 		return err
 	}
 	s.run(ctx, reaper.Component, rp.Run)
+	s.readies = append(s.readies, readier{reaper.Component, rp.Ready})
 	return nil
 }
 
 // startAgents starts one agent per node, each on its own connection whose
 // reconnects make the agent fetch its desired config again.
 func (s *System) startAgents(ctx context.Context) error {
+	agentMetrics := agent.NewMetrics(s.metrics) // every agent's applies and checks, together
 	for i := range s.opts.Agents {
 		node := NodeName(i, s.opts.Agents)
 		dir := filepath.Join(s.opts.DataDir, "agents", node)
@@ -561,12 +588,14 @@ func (s *System) startAgents(ctx context.Context) error {
 			Applier: agent.NewFileApplier(filepath.Join(dir, "config.json")),
 			Checks:  checks,
 			Version: s.opts.Version,
+			Metrics: agentMetrics,
 		})
 		if err != nil {
 			return err
 		}
 		nc.SetReconnectHandler(func(*nats.Conn) { a.Reconnected() })
 		s.nodes = append(s.nodes, node)
+		s.readies = append(s.readies, readier{"agent " + node, a.Ready})
 		s.run(ctx, "agent "+node, a.Run)
 	}
 	return nil

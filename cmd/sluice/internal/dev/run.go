@@ -50,6 +50,9 @@ func (s *System) Banner() string {
 	if s.dashboardURL != "" {
 		p("  dashboard %s (the fleet, live, in the browser)", s.dashboardURL)
 	}
+	if s.httpAddr != "" {
+		p("  metrics   http://%s/metrics, readiness http://%s/readyz (every service and agent)", s.httpAddr, s.httpAddr)
+	}
 	p("  data      %s (remove it to start over)", s.opts.DataDir)
 	if s.creds != nil {
 		p("  secure    operator mode: every service and agent connects as a user of its role, each agent its own node's (credentials in %s)", s.creds.Dir)
