@@ -58,13 +58,14 @@ const (
 	KindLeader      = "leader"
 	KindInstance    = "instance" // a service instance or agent acknowledging a pause: id <component>.<instance>
 	KindRegistry    = "registry" // a registry the configurator syncs: id its name
+	KindFreeze      = "freeze"   // an operator's freeze (sluice freeze add/remove): id its id
 	// KindQuarantine: a stored value refused at intake (ValueUnreadable):
 	// id QuarantineID(bucket, key).
 	KindQuarantine = "quarantine"
 )
 
 // EventKinds are every kind of event, in the order `sluice events` lists them.
-var EventKinds = []string{KindNode, KindRollout, KindRevision, KindIntent, KindFingerprint, KindLeader, KindRegistry, KindInstance, KindQuarantine}
+var EventKinds = []string{KindNode, KindRollout, KindRevision, KindIntent, KindFingerprint, KindLeader, KindRegistry, KindInstance, KindFreeze, KindQuarantine}
 
 // QuarantineID is the id of the events about the stored value at
 // bucket/key (kind quarantine): "<bucket>.<key>".
@@ -187,6 +188,13 @@ func AbortKey(rollout string) string { return "abort." + rollout }
 
 // ForgiveKey is the control key asking the coordinator to forgive fingerprint fp.
 func ForgiveKey(fp string) string { return "forgive." + fp }
+
+// FreezeKey is the control key of freeze id (a Freeze: no wave starts
+// within it).
+func FreezeKey(id string) string { return KeyFreezePrefix + "." + id }
+
+// KeyFreezePrefix starts every freeze's control key.
+const KeyFreezePrefix = "freeze"
 
 // RolloutPauseKey is the control key pausing one rollout's node operations.
 func RolloutPauseKey(rollout string) string { return KeyPause + "." + rollout }

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // Window is a weekly time window in which a rollout may start its waves
@@ -173,4 +175,23 @@ func DescribeWindows(ws []Window) string {
 		parts[i] = w.String()
 	}
 	return strings.Join(parts, " or ")
+}
+
+// Frozen reports whether t falls within one of freezes, and if so until
+// when: the end of the longest run of freezes that overlap or touch from t.
+func Frozen(freezes []*sluicev1.Freeze, t time.Time) (frozen bool, until time.Time, by *sluicev1.Freeze) {
+	until = t
+	for moved := true; moved; {
+		moved = false
+		for _, f := range freezes {
+			from, to := f.GetFrom().AsTime(), f.GetTo().AsTime()
+			if !until.Before(from) && until.Before(to) {
+				if by == nil {
+					by = f
+				}
+				until, moved, frozen = to, true, true
+			}
+		}
+	}
+	return frozen, until, by
 }

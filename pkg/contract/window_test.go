@@ -4,6 +4,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 func TestParseWindow_Errors(t *testing.T) {
@@ -85,5 +89,25 @@ func TestWindowsOpen(t *testing.T) {
 	}
 	if got := DescribeWindows([]Window{a, b}); got != "Mon 09:00-10:00 or Wed 09:00-10:00" {
 		t.Errorf("DescribeWindows = %q", got)
+	}
+}
+
+func TestFrozen(t *testing.T) {
+	at := func(h int) time.Time { return time.Date(2026, 12, 24, h, 0, 0, 0, time.UTC) }
+	f := func(id string, from, to int) *sluicev1.Freeze {
+		return &sluicev1.Freeze{Id: id, From: timestamppb.New(at(from)), To: timestamppb.New(at(to))}
+	}
+	// Two freezes that touch make one: 10-12 then 12-14; another at 16-18.
+	fs := []*sluicev1.Freeze{f("b", 12, 14), f("a", 10, 12), f("c", 16, 18)}
+	for _, tt := range []struct {
+		at     int
+		frozen bool
+		until  int
+		by     string
+	}{{9, false, 9, ""}, {10, true, 14, "a"}, {13, true, 14, "b"}, {14, false, 14, ""}, {17, true, 18, "c"}} {
+		frozen, until, by := Frozen(fs, at(tt.at))
+		if frozen != tt.frozen || !until.Equal(at(tt.until)) || by.GetId() != tt.by {
+			t.Errorf("at %d:00: frozen %v until %s by %q; want %v until %d:00 by %q", tt.at, frozen, until.Format("15:04"), by.GetId(), tt.frozen, tt.until, tt.by)
+		}
 	}
 }

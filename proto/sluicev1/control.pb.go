@@ -383,6 +383,93 @@ func (x *Instance) GetPause() *PauseAck {
 	return nil
 }
 
+// Freeze is the value of control/freeze.<id> (sluice freeze add): no wave
+// of any rollout starts from `from` until `to` (a wave in flight finishes).
+// Removed with sluice freeze remove, or left to pass.
+type Freeze struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	From          *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=from,proto3" json:"from,omitempty"`
+	To            *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=to,proto3" json:"to,omitempty"`
+	Reason        string                 `protobuf:"bytes,4,opt,name=reason,proto3" json:"reason,omitempty"`
+	By            string                 `protobuf:"bytes,5,opt,name=by,proto3" json:"by,omitempty"` // user@host of the operator who added it
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Freeze) Reset() {
+	*x = Freeze{}
+	mi := &file_sluice_v1_control_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Freeze) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Freeze) ProtoMessage() {}
+
+func (x *Freeze) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_control_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Freeze.ProtoReflect.Descriptor instead.
+func (*Freeze) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_control_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Freeze) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *Freeze) GetFrom() *timestamppb.Timestamp {
+	if x != nil {
+		return x.From
+	}
+	return nil
+}
+
+func (x *Freeze) GetTo() *timestamppb.Timestamp {
+	if x != nil {
+		return x.To
+	}
+	return nil
+}
+
+func (x *Freeze) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *Freeze) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *Freeze) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
 var File_sluice_v1_control_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_control_proto_rawDesc = "" +
@@ -421,7 +508,15 @@ const file_sluice_v1_control_proto_rawDesc = "" +
 	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12=\n" +
 	"\fheartbeat_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\x12\x12\n" +
 	"\x04role\x18\a \x01(\tR\x04role\x12)\n" +
-	"\x05pause\x18\b \x01(\v2\x13.sluice.v1.PauseAckR\x05pauseB4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"\x05pause\x18\b \x01(\v2\x13.sluice.v1.PauseAckR\x05pause\"\xd7\x01\n" +
+	"\x06Freeze\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x12.\n" +
+	"\x04from\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04from\x12*\n" +
+	"\x02to\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02to\x12\x16\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\x12\x0e\n" +
+	"\x02by\x18\x05 \x01(\tR\x02by\x129\n" +
+	"\n" +
+	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAtB4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_control_proto_rawDescOnce sync.Once
@@ -435,26 +530,30 @@ func file_sluice_v1_control_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_control_proto_rawDescData
 }
 
-var file_sluice_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 4)
+var file_sluice_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
 var file_sluice_v1_control_proto_goTypes = []any{
 	(*PauseRequest)(nil),          // 0: sluice.v1.PauseRequest
 	(*ReapConfirm)(nil),           // 1: sluice.v1.ReapConfirm
 	(*PauseAck)(nil),              // 2: sluice.v1.PauseAck
 	(*Instance)(nil),              // 3: sluice.v1.Instance
-	(*timestamppb.Timestamp)(nil), // 4: google.protobuf.Timestamp
+	(*Freeze)(nil),                // 4: sluice.v1.Freeze
+	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
 }
 var file_sluice_v1_control_proto_depIdxs = []int32{
-	4, // 0: sluice.v1.PauseRequest.at:type_name -> google.protobuf.Timestamp
-	4, // 1: sluice.v1.ReapConfirm.at:type_name -> google.protobuf.Timestamp
-	4, // 2: sluice.v1.PauseAck.at:type_name -> google.protobuf.Timestamp
-	4, // 3: sluice.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	4, // 4: sluice.v1.Instance.heartbeat_at:type_name -> google.protobuf.Timestamp
+	5, // 0: sluice.v1.PauseRequest.at:type_name -> google.protobuf.Timestamp
+	5, // 1: sluice.v1.ReapConfirm.at:type_name -> google.protobuf.Timestamp
+	5, // 2: sluice.v1.PauseAck.at:type_name -> google.protobuf.Timestamp
+	5, // 3: sluice.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	5, // 4: sluice.v1.Instance.heartbeat_at:type_name -> google.protobuf.Timestamp
 	2, // 5: sluice.v1.Instance.pause:type_name -> sluice.v1.PauseAck
-	6, // [6:6] is the sub-list for method output_type
-	6, // [6:6] is the sub-list for method input_type
-	6, // [6:6] is the sub-list for extension type_name
-	6, // [6:6] is the sub-list for extension extendee
-	0, // [0:6] is the sub-list for field type_name
+	5, // 6: sluice.v1.Freeze.from:type_name -> google.protobuf.Timestamp
+	5, // 7: sluice.v1.Freeze.to:type_name -> google.protobuf.Timestamp
+	5, // 8: sluice.v1.Freeze.created_at:type_name -> google.protobuf.Timestamp
+	9, // [9:9] is the sub-list for method output_type
+	9, // [9:9] is the sub-list for method input_type
+	9, // [9:9] is the sub-list for extension type_name
+	9, // [9:9] is the sub-list for extension extendee
+	0, // [0:9] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_control_proto_init() }
@@ -468,7 +567,7 @@ func file_sluice_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_control_proto_rawDesc), len(file_sluice_v1_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   4,
+			NumMessages:   5,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -46,6 +46,7 @@ type loop struct {
 	aborts      *store.Store[*sluicev1.AbortRequest]   // control/abort.<rollout>, written by operators
 	forgives    *store.Store[*sluicev1.ForgiveRequest] // control/forgive.<fingerprint>, written by operators
 	pauses      *store.Store[*sluicev1.PauseRequest]   // control/pause and pause.<rollout>, written by operators
+	freezes     *store.Store[*sluicev1.Freeze]         // control/freeze.<id>, written by operators
 
 	// acked announces the control-plane pause generation this leader
 	// reached (its instance presence); nil in tests without one.
@@ -101,6 +102,7 @@ func newLoop(b *contract.Buckets, cfg Config, log zerolog.Logger, em *events.Emi
 		aborts:      store.New(b.Control, func() *sluicev1.AbortRequest { return &sluicev1.AbortRequest{} }),
 		forgives:    store.New(b.Control, func() *sluicev1.ForgiveRequest { return &sluicev1.ForgiveRequest{} }),
 		pauses:      store.New(b.Control, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} }),
+		freezes:     store.New(b.Control, func() *sluicev1.Freeze { return &sluicev1.Freeze{} }),
 		st:          rollout.NewState(),
 		writeFails:  make(chan error, 1),
 		landedSig:   make(chan struct{}, 1),
@@ -146,6 +148,10 @@ func (lp *loop) run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	freezeW, err := lp.freezes.Watch(ctx, contract.FreezeKey(">"))
+	if err != nil {
+		return err
+	}
 	loaded, err := lp.load(ctx, nodesW, statusW, headW)
 	if err != nil {
 		return fmt.Errorf("load state: %w", err)
@@ -169,6 +175,10 @@ func (lp *loop) run(ctx context.Context) error {
 		// (sluice pause or resume). Generation 0 acknowledges no request.
 		loaded.Pause = &sluicev1.PauseRequest{Paused: true, Joiners: contract.JoinersFreeze,
 			Reason: contract.BucketControl + "/" + contract.KeyPause + " is unreadable: held as paused until a readable request is written (sluice pause or sluice resume)"}
+	}
+	for e := range initial(ctx, lp, contract.BucketControl, freezeW) {
+		e.Value.Id = strings.TrimPrefix(e.Key, contract.FreezeKey(""))
+		loaded.Freezes = append(loaded.Freezes, e.Value)
 	}
 	for e := range initial(ctx, lp, contract.BucketControl, rolloutPauseW) {
 		e.Value.Rollout = strings.TrimPrefix(e.Key, contract.RolloutPauseKey(""))
@@ -304,6 +314,13 @@ func (lp *loop) run(ctx context.Context) error {
 			if ev == nil {
 				continue
 			}
+		case e, ok := <-freezeW:
+			if ev, ok = freezeEvent(lp, e, ok); !ok {
+				return errors.New("control watcher stopped")
+			}
+			if ev == nil {
+				continue
+			}
 		case e, ok := <-nodesW:
 			if !ok {
 				return errors.New("nodes watcher stopped")
@@ -364,6 +381,26 @@ func request[T proto.Message](lp *loop, e store.Entry[T], ok bool, prefix string
 		return nil, nil
 	}
 	return event(strings.TrimPrefix(e.Key, prefix), e.Value), nil
+}
+
+// freezeEvent is a watched freeze key as an event: added or changed (F
+// set) or removed (F nil); nil for a value refused at intake (reported,
+// and skipped as every control request is). ok is false when the watcher
+// stopped.
+func freezeEvent(lp *loop, e store.Entry[*sluicev1.Freeze], open bool) (ev rollout.Event, ok bool) {
+	if !open {
+		return nil, false
+	}
+	id := strings.TrimPrefix(e.Key, contract.FreezeKey(""))
+	switch {
+	case e.Err != nil:
+		lp.quarantine.Report(contract.BucketControl, e.Key, e.Revision, e.Err, skipped)
+		return nil, true
+	case !e.Value.ProtoReflect().IsValid():
+		return rollout.FreezeChanged{ID: id}, true
+	}
+	e.Value.Id = id
+	return rollout.FreezeChanged{ID: id, F: e.Value}, true
 }
 
 // skipped is what the coordinator does with a value refused at intake

@@ -254,10 +254,20 @@ func control(key string, v proto.Message) error {
 		return check(v, func(a *sluicev1.AbortRequest) error { return names("rollout", a.GetRollout(), rest) })
 	case contract.ForgiveKey(rest) == key:
 		return check(v, func(f *sluicev1.ForgiveRequest) error { return names("fingerprint", f.GetFingerprint(), rest) })
+	case contract.FreezeKey(rest) == key:
+		return check(v, func(f *sluicev1.Freeze) error {
+			if err := names("freeze", f.GetId(), rest); err != nil {
+				return err
+			}
+			if f.GetFrom() == nil || f.GetTo() == nil || !f.GetTo().AsTime().After(f.GetFrom().AsTime()) {
+				return errors.New("the freeze has no period from before to (a value of another type?)")
+			}
+			return nil
+		})
 	}
-	return fmt.Errorf("not a key of this bucket: want %s, %s.<rollout>, %s, %s, %s, %s or %s",
+	return fmt.Errorf("not a key of this bucket: want %s, %s.<rollout>, %s, %s, %s, %s, %s or %s",
 		contract.KeyPause, contract.KeyPause, contract.AbortKey("<rollout>"), contract.ForgiveKey("<fingerprint>"),
-		contract.KeyReapConfirm, contract.RegistryKey("<name>"), contract.RegistryConfirmKey("<name>"))
+		contract.FreezeKey("<id>"), contract.KeyReapConfirm, contract.RegistryKey("<name>"), contract.RegistryConfirmKey("<name>"))
 }
 
 // pause: every pause and resume is a new generation (from 1); a rollout's

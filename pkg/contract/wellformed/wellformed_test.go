@@ -3,6 +3,7 @@ package wellformed_test
 import (
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -88,6 +89,9 @@ func TestCheck(t *testing.T) {
 		{"abort", contract.BucketControl, contract.AbortKey("1-abc"), &sluicev1.AbortRequest{Rollout: "1-abc"}, ""},
 		{"empty abort", contract.BucketControl, contract.AbortKey("1-abc"), &sluicev1.AbortRequest{}, `names rollout ""`},
 		{"forgive", contract.BucketControl, contract.ForgiveKey("abc"), &sluicev1.ForgiveRequest{Fingerprint: "abc"}, ""},
+		{"freeze", contract.BucketControl, contract.FreezeKey("xmas"), &sluicev1.Freeze{Id: "xmas", From: timestamppb.New(time.Unix(100, 0)), To: timestamppb.New(time.Unix(200, 0))}, ""},
+		{"freeze of another", contract.BucketControl, contract.FreezeKey("xmas"), &sluicev1.Freeze{Id: "easter", From: timestamppb.New(time.Unix(100, 0)), To: timestamppb.New(time.Unix(200, 0))}, `not "xmas"`},
+		{"freeze ending before it starts", contract.BucketControl, contract.FreezeKey("xmas"), &sluicev1.Freeze{Id: "xmas", From: timestamppb.New(time.Unix(200, 0)), To: timestamppb.New(time.Unix(100, 0))}, "no period"},
 		{"empty forgive", contract.BucketControl, contract.ForgiveKey("abc"), &sluicev1.ForgiveRequest{}, `names fingerprint ""`},
 		{"reap confirm", contract.BucketControl, contract.KeyReapConfirm, &sluicev1.ReapConfirm{Nodes: []string{"n1"}, At: at}, ""},
 		{"empty reap confirm", contract.BucketControl, contract.KeyReapConfirm, &sluicev1.ReapConfirm{At: at}, "names no node"},

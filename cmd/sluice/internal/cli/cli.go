@@ -152,6 +152,7 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 		a.diffCommand(),
 		a.getCommand(),
 		a.describeCommand(),
+		a.freezeCommand(),
 		a.rolloutCommand(),
 		a.fingerprintCommand(),
 		a.pauseCommand(),

@@ -34,6 +34,7 @@ var getKinds = []getKind{
 	{"fingerprints", []string{"fingerprint", "fp"}, loadFingerprints},
 	{"pause", []string{"pauses", "instances"}, loadPause},
 	{"registries", []string{"registry", "reg", "regs"}, loadRegistries},
+	{"freezes", []string{"freeze"}, loadFreezes},
 }
 
 func findGetKind(s string) (getKind, error) {
@@ -64,7 +65,7 @@ func (a *app) getCommand() *cobra.Command {
 		names = append(names, k.name)
 	}
 	cmd := &cobra.Command{
-		Use:   "get [intents|revisions|nodes|rollouts|fingerprints|pause|registries]",
+		Use:   "get [intents|revisions|nodes|rollouts|fingerprints|pause|registries|freezes]",
 		Short: "List intents, revisions, nodes, rollouts, invalid fingerprints, the pause or the registries",
 		Long: `List what the control plane stores, read straight from its buckets.
 
@@ -93,6 +94,8 @@ func (a *app) getCommand() *cobra.Command {
                  unreachable registries, held deletions (confirm with 'sluice
                  registry confirm'), invalid intents, conflicts between
                  sources (shown on both) and notes
+  freezes        ID FROM TO STATE BY REASON: the periods in which no wave
+                 starts (sluice freeze add), by start
 
 Without a kind, get lists the kinds and their short names.
 

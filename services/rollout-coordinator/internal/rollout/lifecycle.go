@@ -25,6 +25,9 @@ func (s *State) load(ev Loaded, now time.Time) {
 	*s = *NewState()
 	s.invalidExpiry = ev.InvalidExpiry
 	s.pause = clonePause(ev.Pause)
+	for _, f := range ev.Freezes {
+		s.freezeChanged(f.GetId(), f)
+	}
 	for _, r := range ev.RolloutPauses {
 		s.rolloutPause[r.GetRollout()] = clonePause(r)
 	}

@@ -55,6 +55,7 @@ type (
 		Forgives      []*sluicev1.ForgiveRequest
 		Pause         *sluicev1.PauseRequest   // control/pause, nil when never paused
 		RolloutPauses []*sluicev1.PauseRequest // control/pause.<rollout>, Rollout set from the key
+		Freezes       []*sluicev1.Freeze        // control/freeze.<id>, Id set from the key
 		Term          uint64                   // the leadership term (lease epoch), for the RolloutResumed event
 		// InvalidExpiry, when positive, forgives a fingerprint recorded
 		// invalid that long ago (Config.InvalidExpiry; off by default).
@@ -93,6 +94,12 @@ type (
 	// RolloutPauseChanged: an operator paused or resumed one rollout
 	// (control/pause.<rollout>; R.Rollout set from the key).
 	RolloutPauseChanged struct{ R *sluicev1.PauseRequest }
+	// FreezeChanged: an operator added (F set) or removed (F nil) the freeze
+	// control/freeze.<ID>.
+	FreezeChanged struct {
+		ID string
+		F  *sluicev1.Freeze
+	}
 )
 
 func (Loaded) isEvent()              {}
@@ -106,6 +113,7 @@ func (AbortRequested) isEvent()      {}
 func (ForgiveRequested) isEvent()    {}
 func (PauseChanged) isEvent()        {}
 func (RolloutPauseChanged) isEvent() {}
+func (FreezeChanged) isEvent()       {}
 
 // Actions. Each carries copies, never pointers into the state.
 type (
@@ -203,6 +211,8 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 		s.pauseChanged(ev.R, now)
 	case RolloutPauseChanged:
 		s.rolloutPauseChanged(ev.R)
+	case FreezeChanged:
+		s.freezeChanged(ev.ID, ev.F)
 	}
 	// A rollout that ends starts the head waiting for it, which may start
 	// nodes, or end at once (nothing to change): until nothing moves.

@@ -1,7 +1,10 @@
 package rollout
 
 import (
+	"cmp"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/proto"
@@ -92,24 +95,44 @@ func (s *State) fill(now time.Time) {
 func (s *State) windowOpen(now time.Time, what string) bool {
 	r := s.rollout
 	open, next := contract.WindowsOpen(s.plan.Windows, now)
+	var why string
+	if frozen, until, by := contract.Frozen(slices.Collect(maps.Values(s.freezes)), now); frozen {
+		// A freeze wins over any window: nothing starts within it.
+		open, next = false, until
+		why = fmt.Sprintf("frozen until %s: %s (freeze %s by %s)", until.UTC().Format(time.RFC3339), by.GetReason(), by.GetId(), cmp.Or(by.GetBy(), "?"))
+	} else if !open {
+		why = "waiting for the window " + contract.DescribeWindows(s.plan.Windows)
+	}
 	if open {
 		if s.waitingWindow {
 			s.waitingWindow = false
 			r.Waiting, r.WaitingUntil = "", nil
 			s.changed()
-			s.emit(s.rolloutEvent("RolloutWindowOpened", fmt.Sprintf("within %s: %s starts", contract.DescribeWindows(s.plan.Windows), what)))
+			s.emit(s.rolloutEvent("RolloutWindowOpened", fmt.Sprintf("no window or freeze holds it now: %s starts", what)))
 		}
 		return true
 	}
-	why := "waiting for the window " + contract.DescribeWindows(s.plan.Windows)
 	if !s.waitingWindow || r.GetWaiting() != why || !r.GetWaitingUntil().AsTime().Equal(next) {
 		s.waitingWindow = true
 		r.Waiting, r.WaitingUntil = why, timestamppb.New(next)
 		s.changed()
-		s.emit(s.rolloutEvent("RolloutWaitingForWindow", fmt.Sprintf("%s: %s starts when one opens, at %s",
+		s.emit(s.rolloutEvent("RolloutWaitingForWindow", fmt.Sprintf("%s: %s starts at %s at the earliest",
 			why, what, next.UTC().Format(time.RFC3339))))
 	}
 	return false
+}
+
+// freezeChanged keeps the operators' freezes; the next wave start (fill)
+// honours them.
+func (s *State) freezeChanged(id string, f *sluicev1.Freeze) {
+	if s.freezes == nil {
+		s.freezes = map[string]*sluicev1.Freeze{}
+	}
+	if f == nil {
+		delete(s.freezes, id)
+		return
+	}
+	s.freezes[id] = f
 }
 
 // stopWaiting ends a wait for a window without a wave starting: the

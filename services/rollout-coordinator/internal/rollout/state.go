@@ -108,6 +108,8 @@ type State struct {
 	clockBase  time.Duration // leader time the rollout had at the start of this term
 	clockFrom  time.Time     // start of this term (or of the rollout)
 	heldAt     time.Time     // when a pause began holding the rollout: its clock stands still since
+	// freezes are the operators' freezes (control/freeze.<id>), by id.
+	freezes map[string]*sluicev1.Freeze
 	// waitingWindow: the next wave waits for one of the strategy's windows
 	// to open (scheduling.go); the clock stands still meanwhile too.
 	waitingWindow bool

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -151,5 +152,38 @@ func TestWindows_AbortWhileWaiting(t *testing.T) {
 	w.decide(AbortRequested{R: &sluicev1.AbortRequest{Rollout: w.id, Reason: "not this week", By: "ops"}})
 	if w.fin.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED || w.fin.GetWaiting() != "" || len(w.written) != 0 {
 		t.Fatalf("want ABORTED, nothing waiting, nothing written; got %v, written %v", w.fin, w.written)
+	}
+}
+
+// A freeze holds every wave start within it, whatever the windows; a wave
+// in flight finishes; removing the freeze lets the next wave start; its
+// end does too.
+func TestFreeze_HoldsWaveStarts(t *testing.T) {
+	freeze := func(id string, from, to time.Time) FreezeChanged {
+		return FreezeChanged{ID: id, F: &sluicev1.Freeze{Id: id, From: timestamppb.New(from), To: timestamppb.New(to), Reason: "change freeze", By: "ops@laptop"}}
+	}
+	w := &windowRun{t: t, s: NewState(), now: t0, written: map[string]time.Time{}}
+	r1 := testRev("aaaa1111")
+	st := &sluicev1.Strategy{MaxParallel: "10", FirstWave: 1, WaveGrowth: 2}
+	h := withStrategy(head(1, r1.Id, "10"), st)
+	w.fp, w.id = targetOf(r1), rolloutID(h)
+	f := freeze("xmas", t0.Add(-time.Hour), t0.Add(2*time.Hour)).F
+	w.decide(Loaded{Head: h, HeadRev: r1, Presence: presence("n1", "n2", "n3"), Freezes: []*sluicev1.Freeze{f}})
+	if len(w.written) != 0 || !strings.Contains(w.s.rollout.GetWaiting(), "frozen until") || !strings.Contains(w.s.rollout.GetWaiting(), "freeze xmas by ops@laptop") ||
+		!w.s.rollout.GetWaitingUntil().AsTime().Equal(t0.Add(2*time.Hour)) {
+		t.Fatalf("under a freeze: written %v, waiting %q until %s", w.written, w.s.rollout.GetWaiting(), w.s.rollout.GetWaitingUntil().AsTime())
+	}
+	w.at(t0.Add(2 * time.Hour)) // the freeze ends
+	if len(w.written) != 1 {
+		t.Fatalf("after the freeze: want wave 1 started, got %v", w.written)
+	}
+	w.decide(freeze("late", w.now, w.now.Add(time.Hour))) // a freeze added while wave 1 runs
+	w.provision("n1")
+	if len(w.written) != 1 || !strings.Contains(w.s.rollout.GetWaiting(), "freeze late") {
+		t.Fatalf("a freeze added mid-rollout: want wave 2 held, got %v, waiting %q", w.written, w.s.rollout.GetWaiting())
+	}
+	w.decide(FreezeChanged{ID: "late"}) // removed
+	if len(w.written) != 3 || w.s.rollout.GetWaiting() != "" {
+		t.Fatalf("freeze removed: want wave 2 started at once, got %v, waiting %q", w.written, w.s.rollout.GetWaiting())
 	}
 }
