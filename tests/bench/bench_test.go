@@ -116,12 +116,12 @@ func TestBench_SmallRunReportsConsistentFigures(t *testing.T) {
 		t.Errorf("verify listing: %d keys in %.1fms; want %d (40 desired + %d backups + the fence) and a positive time", res.VerifyKeys, res.VerifyListMS, want, res.Touched)
 	}
 	// The coordinator's leader watches presence, status, head and the
-	// control keys (abort, forgive, pause, rollout pauses); its instance and
-	// the configurator's follow control/pause, and the configurator follows
-	// the registry keys: a constant, whatever the fleet (10 here). The
-	// figure is the most seen at once, so an ordered consumer being
-	// re-created (the old one not yet gone) may add one or two.
-	if res.JetStreamConsumers < 1 || res.JetStreamConsumers > 12 {
+	// control keys (abort, forgive, pause, rollout pauses, freezes); its
+	// instance and the configurator's follow control/pause, and the
+	// configurator follows the registry keys: a constant, whatever the fleet
+	// (11 here). The figure is the most seen at once, so an ordered consumer
+	// being re-created (the old one not yet gone) may add one or two.
+	if res.JetStreamConsumers < 1 || res.JetStreamConsumers > 13 {
 		t.Errorf("jetstream_consumers = %d: agents must not hold consumers; the coordinator holds a few", res.JetStreamConsumers)
 	}
 	// The failover scenario: the leader is killed when half the nodes are
