@@ -39,6 +39,8 @@ func FuzzValidateStrategy(f *testing.F) {
 		{FirstWave: 1, WaveGrowth: intent.MaxWaveGrowth},
 		{ApplyDeadline: d(time.Hour), PickupDeadline: d(time.Minute), WhileActive: contract.WhileActiveSupersede},
 		{BakeTime: &durationpb.Duration{Seconds: 1, Nanos: -1}, FailureDomain: "has space"},
+		{FirstWave: 1, Windows: []string{"Mon-Fri 09:00-16:00 Europe/Berlin", "* 22:00-02:00", "Sat,Sun 00:00-24:00 UTC"}},
+		{Windows: []string{"Mox 25:00-26:00 Mars/Olympus", "", "Fri-Mon 10:00"}},
 	} {
 		b, err := proto.Marshal(st)
 		if err != nil {
