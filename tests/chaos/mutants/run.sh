@@ -61,7 +61,7 @@ for p in $patches; do
 	pid=$!
 	first=
 	while kill -0 "$pid" 2>/dev/null; do
-		first=$(grep -m1 -o 'CHAOS FAIL seed=[0-9]* invariants=[^ ]*' "$log" || true)
+		first=$(grep -m1 -o 'CHAOS FAIL seed=[0-9]* invariants=[^ ]*' "$log" 2>/dev/null || true)
 		if [ -n "$first" ]; then
 			kill "$pid" 2>/dev/null || true
 			break
@@ -71,7 +71,9 @@ for p in $patches; do
 	wait "$pid" 2>/dev/null && rc=0 || rc=$?
 	[ -n "$first" ] || first=$(grep -m1 -o 'CHAOS FAIL seed=[0-9]* invariants=[^ ]*' "$log" || true)
 	secs=$(($(date +%s) - start))
-	passed=$(grep -c -- '--- PASS: TestChaos/seed=' "$log" || true)
+	# Parallel subtests print their --- PASS lines only at the end: count
+	# the line each passing seed logs as it ends.
+	passed=$(grep -c 'chaos_test.go:[0-9]*: seed [0-9]* passed in' "$log" || true)
 	harness=$(grep -c 'CHAOS HARNESS FAIL seed=' "$log" || true)
 	note=""
 	[ "$harness" -gt 0 ] && note=" ($harness harness failure(s), not counted)"
@@ -82,7 +84,7 @@ for p in $patches; do
 		inv=${first##*invariants=}
 		echo "MUTANT $name: CAUGHT by seed $seed through $inv ($passed seeds passed before; ${secs}s)$note"
 		printf '%s\tcaught\t%s\t%s\t%s\t%s\n' "$name" "$seed" "$((passed + 1))" "$inv" "$secs" >>"$summary"
-	elif [ "$rc" -ne 0 ] && ! grep -q -- '--- FAIL: TestChaos/seed=' "$log" && [ "$passed" -lt "$seeds" ]; then
+	elif [ "$rc" -ne 0 ] && [ "$harness" -eq 0 ] && [ "$passed" -lt "$seeds" ]; then
 		# The binary died outside any seed's verdict (a panic, a timeout): the
 		# mutation broke the run, which is a catch, but not an invariant's.
 		caught=$((caught + 1))
