@@ -188,6 +188,7 @@ func Check(o *Observation) []Violation {
 	checkBaked(o, add)
 	checkReferencedKept(o, add)
 	checkTimedOutRecorded(o, add)
+	checkKnownBadNotWritten(o, add)
 	sort.SliceStable(vs, func(i, j int) bool {
 		a, b := vs[i], vs[j]
 		if a.Invariant != b.Invariant {

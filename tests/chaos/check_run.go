@@ -27,17 +27,15 @@ var revertEvidence = []string{"NodeReverted", "NodeRevertTarget", "NodeRevertFai
 // tell (issue 22). A node the schedule made leave, or whose heartbeats it
 // could stop (a server stopped, a network fault), may have been away when
 // the revert started: it is reverted when it comes back, or configured as a
-// straggler if the rollout ended first; so may one whose desired key got
-// garbage (a new term cannot read that the rollout touched it).
+// straggler if the rollout ended first — unless a NodeJoinedRevert event
+// says it came back while the rollout reverted; so may one whose desired key
+// got garbage (a new term cannot read that the rollout touched it).
 func checkReverted(o *Observation, add addFunc) {
 	for _, r := range o.Rollouts {
 		if !contract.Terminal(r.GetPhase()) || !reverted(o, r) {
 			continue
 		}
 		x := o.Expect[r.GetId()]
-		if x.NodesMayLapse {
-			continue
-		}
 		id := r.GetId()
 		touched := map[string]bool{}
 		evidence := map[string]bool{}
@@ -68,9 +66,14 @@ func checkReverted(o *Observation, add addFunc) {
 				}
 			}
 		}
+		joinedBack := map[string]bool{} // came back while the rollout reverted: it must be reverted then
 		for _, ev := range o.Events {
-			if ev.GetRollout() == id && slices.Contains(revertEvidence, ev.GetType()) {
+			switch {
+			case ev.GetRollout() != id:
+			case slices.Contains(revertEvidence, ev.GetType()):
 				evidence[ev.GetNode()] = true
+			case ev.GetType() == "NodeJoinedRevert":
+				joinedBack[ev.GetNode()] = true
 			}
 		}
 		for _, f := range r.GetFailures() {
@@ -83,7 +86,8 @@ func checkReverted(o *Observation, add addFunc) {
 		}
 		spoiled := desiredSpoiledWhile(o, r)
 		for _, node := range sortedKeys(touched) {
-			if evidence[node] || slices.Contains(x.Leavers, node) || spoiled[node] {
+			mayBeAway := (x.NodesMayLapse || slices.Contains(x.Leavers, node)) && !joinedBack[node]
+			if evidence[node] || mayBeAway || spoiled[node] {
 				continue
 			}
 			add("Revert", id, node, "the rollout touched it (gave it its target %s) and ended %s, but never reverted it: no revert write, "+
@@ -190,6 +194,46 @@ func checkTimedOutRecorded(o *Observation, add addFunc) {
 				add("I4", r.GetId(), f.GetNode(), "timed out at %s (NodeTimedOut), but its fingerprint %s was recorded only at %s: not by the coordinator that timed it out",
 					ev.Format("15:04:05.000"), short(f.GetFingerprint()), rec.GetTime().AsTime().Format("15:04:05.000"))
 			}
+		}
+	}
+}
+
+// KnownBad: a fingerprint recorded invalid (and not forgiven) is never
+// written to a node after it was recorded: a rollout refuses it before
+// touching any node, and a straggler is not given it. Exceptions: the
+// rollout that recorded it, while it still runs, goes on with its other
+// nodes within the failure budget; a revert writes a node's proven backup
+// back even if it failed elsewhere; a cancel rewrites the node's desired
+// config to stop its operation. Times are the coordinator's (the record's
+// time, the write's written_at).
+func checkKnownBadNotWritten(o *Observation, add addFunc) {
+	finished := map[string]time.Time{}
+	for _, r := range o.Rollouts {
+		if r.GetFinishedAt() != nil {
+			finished[r.GetId()] = r.GetFinishedAt().AsTime()
+		}
+	}
+	reported := map[string]bool{}
+	for _, w := range o.ConfigWrites {
+		d := w.Desired
+		if w.Delete || d == nil || d.GetRevert() || d.GetCancel() || d.GetWrittenAt() == nil {
+			continue
+		}
+		if _, which, _ := contract.NodeOfConfigKey(w.Key); which != "desired" {
+			continue
+		}
+		rec := o.Fingerprints[d.GetFingerprint()]
+		if rec == nil || rec.GetForgiven() != nil || rec.GetTime() == nil || !d.GetWrittenAt().AsTime().After(rec.GetTime().AsTime()) {
+			continue
+		}
+		if end, ok := finished[rec.GetRollout()]; d.GetRollout() == rec.GetRollout() && (!ok || !d.GetWrittenAt().AsTime().After(end)) {
+			continue // its own rollout, still running, within its budget
+		}
+		if k := d.GetNode() + "/" + d.GetFingerprint(); !reported[k] {
+			reported[k] = true
+			add("KnownBad", d.GetRollout(), d.GetNode(), "was given %s at %s (rollout %s, operation %q), recorded invalid at %s (%s on %s in rollout %s)",
+				short(d.GetFingerprint()), d.GetWrittenAt().AsTime().Format("15:04:05.000"), d.GetRollout(), d.GetOperation(),
+				rec.GetTime().AsTime().Format("15:04:05.000"), rec.GetCause(), rec.GetNode(), rec.GetRollout())
 		}
 	}
 }

@@ -47,6 +47,13 @@ func TestCheck_Revert_EveryTouchedNodeIsReverted(t *testing.T) {
 			x.Leavers = []string{"node-02"}
 			o.Expect["r2"] = x
 		}},
+		{name: "node-02 left and came back while the rollout reverted, not reverted", given: func(o *Observation) {
+			skipNode02(o)
+			x := o.Expect["r2"]
+			x.Leavers, x.NodesMayLapse = []string{"node-02"}, true
+			o.Expect["r2"] = x
+			o.Events = append(o.Events, &sluicev1.Event{Type: "NodeJoinedRevert", Rollout: "r2", Node: "node-02"})
+		}, want: true},
 		{name: "a rollout that ended without reverting (superseded) reverts nothing", given: func(o *Observation) {
 			skipNode02(o)
 			r := rollout(o, "r2")
@@ -146,6 +153,43 @@ func TestCheck_I4_TimedOutFingerprintRecordedAsItTimesOut(t *testing.T) {
 			vs := Check(tt.given)
 			if got := has(vs, "I4", "node-02"); got != tt.want {
 				t.Fatalf("I4 violation for node-02: got %v, want %v (all: %v)", got, tt.want, vs)
+			}
+		})
+	}
+}
+
+// A fingerprint recorded invalid is never written to a node afterwards,
+// except by its own rollout while it runs, or forgiven (mutation 14).
+func TestCheck_KnownBad_NeverWrittenAfterItWasRecorded(t *testing.T) {
+	// healthy(): fp-b2 failed on node-02 in r2, recorded at 6; r2 ended at 8.
+	writeB2 := func(node, rollout string, written float64) func(o *Observation) {
+		return func(o *Observation) {
+			o.Fingerprints["fp-b2"].Rollout, o.Fingerprints["fp-b2"].Time = "r2", timestamppb.New(at(6))
+			o.ConfigWrites = append(o.ConfigWrites, KVOp{Key: node + ".desired", Revision: 9, At: at(written),
+				Desired: &sluicev1.DesiredConfig{Node: node, Rollout: rollout, Fingerprint: "fp-b2", LeaderEpoch: 9, WrittenAt: timestamppb.New(at(written))}})
+		}
+	}
+	tests := []struct {
+		name  string
+		given func(o *Observation)
+		want  bool
+	}{
+		{name: "written by its own rollout while it ran", given: writeB2("node-03", "r2", 6.5)},
+		{name: "written before it was recorded", given: writeB2("node-03", "r3", 5.5)},
+		{name: "written as a straggler's config after its rollout ended", given: writeB2("node-03", "r2", 9), want: true},
+		{name: "written by a later rollout", given: writeB2("node-03", "r3", 10), want: true},
+		{name: "written after it was forgiven", given: func(o *Observation) {
+			writeB2("node-03", "r3", 10)(o)
+			o.Fingerprints["fp-b2"].Forgiven = &sluicev1.Forgiveness{By: "an operator", At: timestamppb.New(at(9))}
+		}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := healthy()
+			tt.given(o)
+			vs := Check(o)
+			if got := has(vs, "KnownBad", "node-03"); got != tt.want {
+				t.Fatalf("KnownBad violation for node-03: got %v, want %v (all: %v)", got, tt.want, vs)
 			}
 		})
 	}

@@ -11,6 +11,7 @@
 #   MUTANT_SEEDS=50 tests/chaos/mutants/run.sh             # every mutation, 50 seeds each at most
 #   MUTANTS='01-* 02-*' tests/chaos/mutants/run.sh         # some of them
 #   MUTANT_OUT=/tmp/m tests/chaos/mutants/run.sh           # keep the logs there
+#   MUTANT_REPLAY=43 MUTANTS=03-* tests/chaos/mutants/run.sh   # run seed 43 ten times on it
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -51,6 +52,21 @@ for p in $patches; do
 	if ! (cd "$tree" && $GO test -c -o "$bin" ./tests/chaos) >"$out/$name.build.log" 2>&1; then
 		echo "MUTANT $name: does not build (see $out/$name.build.log)"
 		printf '%s\tno-build\t\t\t\t\n' "$name" >>"$summary"
+		rm -rf "$tree"
+		continue
+	fi
+	if [ -n "${MUTANT_REPLAY:-}" ]; then
+		# Replay: run seed MUTANT_REPLAY MUTANT_REPLAY_RUNS times (default 10)
+		# on this mutation and count the verdicts (docs/chaos.md, "Seeds that replay").
+		runs=${MUTANT_REPLAY_RUNS:-10} failed=0 verdicts=""
+		for i in $(seq 1 "$runs"); do
+			log=$out/$name.replay-$MUTANT_REPLAY-$i.log
+			(cd "$tree/tests/chaos" && CHAOS_SEED=$MUTANT_REPLAY exec "$bin" -test.run "TestChaos/seed=$MUTANT_REPLAY\$" -test.v -test.count 1 -test.timeout 10m) >"$log" 2>&1 || true
+			v=$(grep -m1 -o 'CHAOS FAIL seed=[0-9]* invariants=[^ ]*' "$log" | sed 's/.*invariants=//' || true)
+			[ -n "$v" ] && failed=$((failed + 1))
+			verdicts="$verdicts ${v:-pass}"
+		done
+		echo "REPLAY $name seed $MUTANT_REPLAY: failed $failed of $runs runs:$verdicts"
 		rm -rf "$tree"
 		continue
 	fi
@@ -96,4 +112,4 @@ for p in $patches; do
 	fi
 	rm -rf "$tree"
 done
-echo "MUTATION SCORE: $caught of $total caught within $seeds seeds ($((100 * caught / total))%); summary in $summary"
+[ -n "${MUTANT_REPLAY:-}" ] || echo "MUTATION SCORE: $caught of $total caught within $seeds seeds ($((100 * caught / total))%); summary in $summary"
