@@ -15,6 +15,29 @@ func has(vs []Violation, inv, node string) bool {
 	return slices.ContainsFunc(vs, func(v Violation) bool { return v.Invariant == inv && (node == "" || v.Node == node) })
 }
 
+// checkCase is a change to healthy() and whether the result breaks the
+// invariant under test.
+type checkCase struct {
+	name  string
+	given func(o *Observation)
+	want  bool
+}
+
+// runCases checks each case for a violation of inv (for node, if set).
+func runCases(t *testing.T, inv, node string, tests []checkCase) {
+	t.Helper()
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := healthy()
+			tt.given(o)
+			vs := Check(o)
+			if got := has(vs, inv, node); got != tt.want {
+				t.Fatalf("%s violation (node %q): got %v, want %v (all: %v)", inv, node, got, tt.want, vs)
+			}
+		})
+	}
+}
+
 // A rollback that leaves out a node it touched is a violation even though
 // the node ends on the config in force (a straggler after the rollout) and
 // the rolled-back target is its last-good (issue 22, mutation 01).
@@ -24,11 +47,7 @@ func TestCheck_Revert_EveryTouchedNodeIsReverted(t *testing.T) {
 		o.Events = slices.DeleteFunc(o.Events, func(e *sluicev1.Event) bool { return e.GetNode() == "node-02" })
 		rollout(o, "r2").Counts.Reverted = 1
 	}
-	tests := []struct {
-		name  string
-		given func(o *Observation)
-		want  bool
-	}{
+	runCases(t, "Revert", "node-02", []checkCase{
 		{name: "both touched nodes reverted", given: func(*Observation) {}},
 		{name: "node-02's revert left out", given: skipNode02, want: true},
 		{name: "node-02's revert shown only by its applier", given: func(o *Observation) {
@@ -64,53 +83,31 @@ func TestCheck_Revert_EveryTouchedNodeIsReverted(t *testing.T) {
 			r.Counts.Reverted = 0
 			o.Expect["r2"] = Expectation{}
 		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			o := healthy()
-			tt.given(o)
-			vs := Check(o)
-			if got := has(vs, "Revert", "node-02"); got != tt.want {
-				t.Fatalf("Revert violation for node-02: got %v, want %v (all: %v)", got, tt.want, vs)
-			}
-		})
-	}
+	})
 }
 
 // A rollout with a bake time starts a stage only after the stage before it
 // baked: a RolloutBaking event at least the bake time before it.
 func TestCheck_Bake_NoStageStartsBeforeThePreviousBaked(t *testing.T) {
-	withStages := func(bakingAt float64, lost bool) *Observation {
-		o := healthy()
-		r := rollout(o, "r1")
-		r.Strategy.BakeTime = durationpb.New(time.Second)
-		r.Stages = []*sluicev1.StageResult{{Wave: 1, StartedAt: timestamppb.New(at(0.5))}, {Wave: 2, StartedAt: timestamppb.New(at(1.8))}}
-		if bakingAt > 0 {
-			o.Events = append(o.Events, &sluicev1.Event{Type: "RolloutBaking", Rollout: "r1", Time: timestamppb.New(at(bakingAt))})
+	withStages := func(bakingAt float64, lost bool) func(o *Observation) {
+		return func(o *Observation) {
+			r := rollout(o, "r1")
+			r.Strategy.BakeTime = durationpb.New(time.Second)
+			r.Stages = []*sluicev1.StageResult{{Wave: 1, StartedAt: timestamppb.New(at(0.5))}, {Wave: 2, StartedAt: timestamppb.New(at(1.8))}}
+			if bakingAt > 0 {
+				o.Events = append(o.Events, &sluicev1.Event{Type: "RolloutBaking", Rollout: "r1", Time: timestamppb.New(at(bakingAt))})
+			}
+			x := o.Expect["r1"]
+			x.EventsMayBeLost = lost
+			o.Expect["r1"] = x
 		}
-		x := o.Expect["r1"]
-		x.EventsMayBeLost = lost
-		o.Expect["r1"] = x
-		return o
 	}
-	tests := []struct {
-		name  string
-		given *Observation
-		want  bool
-	}{
+	runCases(t, "Bake", "", []checkCase{
 		{name: "baked a second before wave 2", given: withStages(0.7, false)},
 		{name: "wave 2 started without baking", given: withStages(0, false), want: true},
 		{name: "wave 2 started half a second into the bake", given: withStages(1.3, false), want: true},
 		{name: "events may be lost: not judged", given: withStages(0, true)},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			vs := Check(tt.given)
-			if got := has(vs, "Bake", ""); got != tt.want {
-				t.Fatalf("Bake violation: got %v, want %v (all: %v)", got, tt.want, vs)
-			}
-		})
-	}
+	})
 }
 
 // A revision a rollout record names must be stored at rest.
@@ -129,33 +126,21 @@ func TestCheck_I5_ReferencedRevisionsAreKept(t *testing.T) {
 // coordinator as it times the node out (mutation 02), not later from the
 // agent's report.
 func TestCheck_I4_TimedOutFingerprintRecordedAsItTimesOut(t *testing.T) {
-	timedOut := func(cause string, recordedAt float64) *Observation {
-		o := healthy()
-		r := rollout(o, "r2")
-		r.Failures[0].Result, r.Failures[0].FailedCheck = sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, "deadline"
-		o.StatusWrites = o.StatusWrites[:1]
-		o.Fingerprints["fp-b2"] = &sluicev1.InvalidFingerprint{Fingerprint: "fp-b2", Node: "node-02", Rollout: "r2", Check: "deadline",
-			Output: "apply deadline passed", Cause: cause, Time: timestamppb.New(at(recordedAt))}
-		o.Events = append(o.Events, &sluicev1.Event{Type: "NodeTimedOut", Rollout: "r2", Node: "node-02", Time: timestamppb.New(at(6.5))})
-		return o
+	timedOut := func(cause string, recordedAt float64) func(o *Observation) {
+		return func(o *Observation) {
+			r := rollout(o, "r2")
+			r.Failures[0].Result, r.Failures[0].FailedCheck = sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, "deadline"
+			o.StatusWrites = o.StatusWrites[:1]
+			o.Fingerprints["fp-b2"] = &sluicev1.InvalidFingerprint{Fingerprint: "fp-b2", Node: "node-02", Rollout: "r2", Check: "deadline",
+				Output: "apply deadline passed", Cause: cause, Time: timestamppb.New(at(recordedAt))}
+			o.Events = append(o.Events, &sluicev1.Event{Type: "NodeTimedOut", Rollout: "r2", Node: "node-02", Time: timestamppb.New(at(6.5))})
+		}
 	}
-	tests := []struct {
-		name  string
-		given *Observation
-		want  bool
-	}{
+	runCases(t, "I4", "node-02", []checkCase{
 		{name: "recorded timed-out as it timed out", given: timedOut("timed-out", 6.49)},
 		{name: "recorded with another cause", given: timedOut("check-failed", 6.49), want: true},
 		{name: "recorded only after, from the agent's report", given: timedOut("timed-out", 6.8), want: true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			vs := Check(tt.given)
-			if got := has(vs, "I4", "node-02"); got != tt.want {
-				t.Fatalf("I4 violation for node-02: got %v, want %v (all: %v)", got, tt.want, vs)
-			}
-		})
-	}
+	})
 }
 
 // A fingerprint recorded invalid is never written to a node afterwards,
@@ -169,11 +154,7 @@ func TestCheck_KnownBad_NeverWrittenAfterItWasRecorded(t *testing.T) {
 				Desired: &sluicev1.DesiredConfig{Node: node, Rollout: rollout, Fingerprint: "fp-b2", LeaderEpoch: 9, WrittenAt: timestamppb.New(at(written))}})
 		}
 	}
-	tests := []struct {
-		name  string
-		given func(o *Observation)
-		want  bool
-	}{
+	runCases(t, "KnownBad", "node-03", []checkCase{
 		{name: "written by its own rollout while it ran", given: writeB2("node-03", "r2", 6.5)},
 		{name: "written before it was recorded", given: writeB2("node-03", "r3", 5.5)},
 		{name: "written as a straggler's config after its rollout ended", given: writeB2("node-03", "r2", 9), want: true},
@@ -182,15 +163,5 @@ func TestCheck_KnownBad_NeverWrittenAfterItWasRecorded(t *testing.T) {
 			writeB2("node-03", "r3", 10)(o)
 			o.Fingerprints["fp-b2"].Forgiven = &sluicev1.Forgiveness{By: "an operator", At: timestamppb.New(at(9))}
 		}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			o := healthy()
-			tt.given(o)
-			vs := Check(o)
-			if got := has(vs, "KnownBad", "node-03"); got != tt.want {
-				t.Fatalf("KnownBad violation for node-03: got %v, want %v (all: %v)", got, tt.want, vs)
-			}
-		})
-	}
+	})
 }
