@@ -33,6 +33,7 @@ pkg.probe                      := ./deploy/probe
 
 SEEDS         ?= 50
 SEED_BASE     ?= 1
+MUTANT_SEEDS  ?= 200
 CHAOS_TIMEOUT ?= 15m
 
 IMAGE_PREFIX ?= sluice
@@ -139,6 +140,10 @@ test-overload: ## 10,000 agents, JetStream answering 2 s late for 30 s: the flee
 .PHONY: netns-demo
 netns-demo: ## As root: 3 nodes as network namespaces on a fabric; a VXLAN network rolls out through the netlink applier, then a broken VNI is caught by the gateway check and rolled back (prints each step)
 	$(GO) test -count=1 -v -run 'TestEndToEnd_NetlinkApplier' ./tests/e2e/
+
+.PHONY: mutants
+mutants: ## Mutation-test the chaos suite: each tests/chaos/mutants/*.patch on a copy of the tree, seeds until the first catch (MUTANT_SEEDS, default 200; MUTANTS='01-*'); prints the score. Not in CI (minutes per surviving mutation)
+	MUTANT_SEEDS=$(MUTANT_SEEDS) MUTANTS='$(MUTANTS)' GO=$(GO) tests/chaos/mutants/run.sh
 
 .PHONY: chaos-secure
 chaos-secure: ## The chaos suite on NATS in operator mode: each service as its role's user, each agent its node's; a refused permission fails the seed (SEEDS, SEED_BASE as chaos)

@@ -56,7 +56,13 @@ type Observation struct {
 	// (its first change's) on rolls them out. 0: no change was accepted.
 	Declared     []string
 	DeclaredFrom uint64
+	// Unstored are the revisions rollout records name that are not in the
+	// revisions bucket at rest (and never held garbage).
+	Unstored []RevisionRef
 }
+
+// RevisionRef is a revision a rollout record names.
+type RevisionRef struct{ Rollout, Revision string }
 
 // RegistryObs is the scenario's registry as the harness drove it.
 type RegistryObs struct {
@@ -126,7 +132,10 @@ type Expectation struct {
 	// rightly skip a failing node as departed; when the record lists one of
 	// MayFail as skipped, the phase and AllFail are not judged.
 	NodesMayLapse bool
-	Why           string // the scenario's reasoning, for the failure message
+	// Leavers are the nodes the schedule makes leave (agent-leave): one may
+	// be away while the rollout reverts.
+	Leavers []string
+	Why     string // the scenario's reasoning, for the failure message
 }
 
 // Violation is one broken invariant.
@@ -175,6 +184,11 @@ func Check(o *Observation) []Violation {
 	checkCounts(o, add)
 	checkPartialAnswers(o, add)
 	checkDeclared(o, add)
+	checkReverted(o, add)
+	checkBaked(o, add)
+	checkReferencedKept(o, add)
+	checkTimedOutRecorded(o, add)
+	checkKnownBadNotWritten(o, add)
 	sort.SliceStable(vs, func(i, j int) bool {
 		a, b := vs[i], vs[j]
 		if a.Invariant != b.Invariant {

@@ -261,7 +261,8 @@ func (d *driver) expectations(natsRestarted bool) map[string]Expectation {
 		}
 		budget := 0
 		fmt.Sscan(c.Strategy.GetFailureBudget(), &budget)
-		x := Expectation{MayFail: append(slices.Clone(bad), stuck...), EventsMayBeLost: natsRestarted, NodesMayLapse: lapse}
+		x := Expectation{MayFail: append(slices.Clone(bad), stuck...), EventsMayBeLost: natsRestarted, NodesMayLapse: lapse,
+			Leavers: sortedKeys(leavers)}
 		switch {
 		case a.superseded && i+1 < len(sc.Changes) && contract.Supersedes(sc.Changes[i+1].Strategy):
 			x.Why = "superseded by the next change while it ran: any end"

@@ -40,10 +40,14 @@ const (
 	verifyInterval = time.Second
 	resyncEvery    = 2 * time.Second
 	reaperEvery    = 200 * time.Millisecond
-	coordinatorA   = "coord-a"
-	coordinatorB   = "coord-b"
-	configuratorC  = "configurator"
-	reaperC        = "reaper"
+	// revisionRetention: the reaper keeps only the newest revision besides
+	// the referenced ones, so a seed's few revisions are collected and what
+	// it keeps is what references keep (I5; the default 50 kept them all).
+	revisionRetention = 1
+	coordinatorA      = "coord-a"
+	coordinatorB      = "coord-b"
+	configuratorC     = "configurator"
+	reaperC           = "reaper"
 )
 
 // Margins of the harness's own waits. Each is a poll that returns as soon
@@ -283,7 +287,7 @@ func (s *system) start() {
 		s.startCoordinator(coordinatorB)
 	}
 	rp, err := reaper.New(reaper.Config{Conn: s.connect(reaperC), Settings: s.settings, Log: s.logger.With().Str("svc", reaperC).Logger(),
-		Grace: s.sc.NodeLease, Interval: reaperEvery})
+		Grace: s.sc.NodeLease, Interval: reaperEvery, RevisionRetention: revisionRetention})
 	if err != nil {
 		s.t.Fatal(err)
 	}

@@ -615,6 +615,13 @@ func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestar
 			}
 		}
 		if rev == nil {
+			// Absent (a revision holding garbage has its spoil recorded):
+			// deleted while a rollout record names it (I5).
+			if r.err == nil && ro.GetRevision() != "" && !slices.ContainsFunc(o.Spoiled, func(sp Spoil) bool {
+				return sp.Bucket == contract.BucketRevisions && sp.Key == ro.GetRevision()
+			}) {
+				o.Unstored = append(o.Unstored, RevisionRef{Rollout: ro.GetId(), Revision: ro.GetRevision()})
+			}
 			continue
 		}
 		for _, in := range rev.GetIntents() {
