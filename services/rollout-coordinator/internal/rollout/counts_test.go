@@ -136,3 +136,24 @@ func TestDecide_ResumedRevert_ForwardCountsStillAddUp(t *testing.T) {
 			c, forward(c), c.GetTotal())
 	}
 }
+
+// A readable record whose revision is gone ends Aborted; a node it counted
+// in progress that reported Invalid is counted failed instead, so the
+// forward counts still add up to the total.
+func TestDecide_RevisionGone_LateFailureKeepsTheTotal(t *testing.T) {
+	r1 := testRev("aaaa1111")
+	fp1 := targetOf(r1)
+	id1 := rolloutID(head(2, r1.Id, ""))
+	rec := &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+		Counts: &sluicev1.RolloutCounts{Total: 2, InProgress: 1, Provisioned: 1}}
+	acts := Decide(NewState(), Loaded{Head: head(2, r1.Id, "1"), Active: rec, Presence: presence("n1", "n2"),
+		Status: []*sluicev1.NodeStatus{status("n1", provisioned, fp1, id1), status("n2", invalid, fp1, id1)}}, t0)
+	f, ok := findAction[FinishRollout](acts)
+	if !ok {
+		t.Fatalf("no finish: %v", summarize(acts))
+	}
+	c := f.Rollout.GetCounts()
+	if c.GetFailed() != 1 || c.GetInProgress() != 0 || c.GetTotal() != 2 || forward(c) != c.GetTotal() {
+		t.Fatalf("counts %v; want n2 moved from in progress to failed, total 2", c)
+	}
+}

@@ -99,7 +99,7 @@ func (s *State) load(ev Loaded, now time.Time) {
 				continue
 			}
 			if outcomeOf(s.rollout.GetFailures(), name) == nil {
-				s.rollout.Counts.Failed++
+				s.countLateFailure()
 			}
 			s.recordOutcomeOf(n, st.GetFingerprint(), sluicev1.NodeResult_NODE_RESULT_INVALID,
 				orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), "reported invalid: "+st.GetMessage())
@@ -131,6 +131,23 @@ func (s *State) load(ev Loaded, now time.Time) {
 	s.headMoved(ev.Head, ev.HeadRev, now)
 	s.recordReportedInvalid(now)
 	s.configureStragglers()
+}
+
+// countLateFailure counts a failure the record did not list, keeping the
+// forward counts equal to the total: the record counted the node in
+// progress or pending, if it counted it at all (a record that stands in
+// for a lost one counts nothing).
+func (s *State) countLateFailure() {
+	c := s.rollout.Counts
+	c.Failed++
+	switch {
+	case c.GetInProgress() > 0:
+		c.InProgress--
+	case c.GetPending() > 0:
+		c.Pending--
+	default:
+		c.Total++
+	}
 }
 
 // lostRecord stands in for the record of the active rollout that cannot be

@@ -141,6 +141,11 @@ func TestDecide_Lifecycle(t *testing.T) {
 				if o := outcomeOf(r.GetFailures(), "n2"); o == nil || o.GetResult() != sluicev1.NodeResult_NODE_RESULT_INVALID || r.GetCounts().GetFailed() != 1 {
 					t.Fatalf("failures %v, counts %v; want n2 listed Invalid and counted", r.GetFailures(), r.GetCounts())
 				}
+				// Chaos seed 5 (secure, Counts): the stand-in record counted
+				// nothing, and the failure came to 1 of a total of 0.
+				if c := r.GetCounts(); forward(c) != c.GetTotal() {
+					t.Fatalf("counts %v: forward counts add up to %d, not the total %d", c, forward(c), c.GetTotal())
+				}
 			},
 		},
 		{

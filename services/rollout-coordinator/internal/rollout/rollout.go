@@ -55,7 +55,7 @@ type (
 		Forgives      []*sluicev1.ForgiveRequest
 		Pause         *sluicev1.PauseRequest   // control/pause, nil when never paused
 		RolloutPauses []*sluicev1.PauseRequest // control/pause.<rollout>, Rollout set from the key
-		Freezes       []*sluicev1.Freeze        // control/freeze.<id>, Id set from the key
+		Freezes       []*sluicev1.Freeze       // control/freeze.<id>, Id set from the key
 		Term          uint64                   // the leadership term (lease epoch), for the RolloutResumed event
 		// InvalidExpiry, when positive, forgives a fingerprint recorded
 		// invalid that long ago (Config.InvalidExpiry; off by default).
