@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -140,6 +141,11 @@ func TestCheck_I4_TimedOutFingerprintRecordedAsItTimesOut(t *testing.T) {
 		{name: "recorded timed-out as it timed out", given: timedOut("timed-out", 6.49)},
 		{name: "recorded with another cause", given: timedOut("check-failed", 6.49), want: true},
 		{name: "recorded only after, from the agent's report", given: timedOut("timed-out", 6.8), want: true},
+		// Seed 178: the record was garbage-written and recorded again.
+		{name: "recorded again after the harness spoiled it", given: func(o *Observation) {
+			timedOut("timed-out", 6.8)(o)
+			o.Spoiled = append(o.Spoiled, Spoil{Bucket: contract.BucketFingerprints, Key: "fp-b2", Revision: 5, At: at(6.7)})
+		}},
 	})
 }
 
