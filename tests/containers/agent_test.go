@@ -154,7 +154,16 @@ func (c *cluster) rejoin(t *testing.T, victim string, r *sluicev1.Rollout, cut t
 	c.waitNode(t, victim, 2*time.Minute, "to register again and run the rollout's target", func(d *sluicev1.DesiredConfig, st *sluicev1.NodeStatus) bool {
 		return d.GetRevision() == r.GetRevision() && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && st.GetFingerprint() == d.GetFingerprint()
 	})
-	t.Logf("%s connected again after %s away: at the rollout's target %s later", victim, back.Sub(cut).Round(10*time.Millisecond), time.Since(back).Round(10*time.Millisecond))
+	// Its presence too: a status written does not mean its next heartbeat
+	// has registered it again (up to a beat later), and the next scenario's
+	// rollout counts only the nodes present when it starts.
+	eventually(t, 2*time.Minute, victim+" present again", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_, err := c.b.Nodes.Get(ctx, victim)
+		return err == nil
+	})
+	t.Logf("%s connected again after %s away: at the rollout's target and present %s later", victim, back.Sub(cut).Round(10*time.Millisecond), time.Since(back).Round(10*time.Millisecond))
 }
 
 // testAgentRestartedMidApply restarts an agent's container (docker restart:
