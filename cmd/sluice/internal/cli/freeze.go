@@ -124,27 +124,37 @@ func freezeOf(id, from, to string, length time.Duration, reason string, now time
 }
 
 func (a *app) freezeAdd(ctx context.Context, f *sluicev1.Freeze) error {
-	nc, js, err := a.jetStream()
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	kv, err := bucket(ctx, js, contract.BucketControl)
-	if err != nil {
-		return err
-	}
-	if err := putRequest(ctx, store.New(kv, func() *sluicev1.Freeze { return &sluicev1.Freeze{} }), contract.FreezeKey(f.GetId()), f); err != nil {
-		return err
-	}
-	what := fmt.Sprintf("from %s to %s: %s", f.GetFrom().AsTime().UTC().Format(time.RFC3339), f.GetTo().AsTime().UTC().Format(time.RFC3339), f.GetReason())
-	em := events.NewEmitter(js, zerolog.Nop(), contract.ComponentCLI, a.now)
-	em.Emit(&sluicev1.Event{Kind: contract.KindFreeze, Id: f.GetId(), Type: EventFreezeAdded, Reason: "added by " + f.GetBy() + ": " + what})
-	em.Flush(ctx)
-	fmt.Fprintf(a.streams.Out, "freeze %s added: no wave starts %s\n", f.GetId(), what)
-	return nil
+	return a.changeFreeze(ctx, func(js jetstream.JetStream, freezes *store.Store[*sluicev1.Freeze]) error {
+		if err := putRequest(ctx, freezes, contract.FreezeKey(f.GetId()), f); err != nil {
+			return err
+		}
+		what := fmt.Sprintf("from %s to %s: %s", f.GetFrom().AsTime().UTC().Format(time.RFC3339), f.GetTo().AsTime().UTC().Format(time.RFC3339), f.GetReason())
+		a.emitFreeze(ctx, js, f.GetId(), EventFreezeAdded, "added by "+f.GetBy()+": "+what)
+		fmt.Fprintf(a.streams.Out, "freeze %s added: no wave starts %s\n", f.GetId(), what)
+		return nil
+	})
 }
 
 func (a *app) freezeRemove(ctx context.Context, id string) error {
+	return a.changeFreeze(ctx, func(js jetstream.JetStream, freezes *store.Store[*sluicev1.Freeze]) error {
+		key := contract.FreezeKey(id)
+		e, err := freezes.Get(ctx, key)
+		if errors.Is(err, store.ErrNotFound) {
+			return &ExitError{Code: 1, Err: fmt.Errorf("no freeze %q (sluice get freezes lists them)", id)}
+		} else if err != nil && !undecodable(err) { // an unreadable freeze is removed all the same
+			return err
+		}
+		if err := freezes.Delete(ctx, key, e.Revision); err != nil {
+			return err
+		}
+		a.emitFreeze(ctx, js, id, EventFreezeRemoved, "removed by "+operator())
+		fmt.Fprintf(a.streams.Out, "freeze %s removed\n", id)
+		return nil
+	})
+}
+
+// changeFreeze connects and runs change on the control bucket's freezes.
+func (a *app) changeFreeze(ctx context.Context, change func(jetstream.JetStream, *store.Store[*sluicev1.Freeze]) error) error {
 	nc, js, err := a.jetStream()
 	if err != nil {
 		return err
@@ -154,21 +164,14 @@ func (a *app) freezeRemove(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	f, bad, err := getOne(ctx, js, contract.BucketControl, contract.FreezeKey(id), func() *sluicev1.Freeze { return &sluicev1.Freeze{} })
-	if err != nil {
-		return err
-	}
-	if f == nil && len(bad) == 0 {
-		return &ExitError{Code: 1, Err: fmt.Errorf("no freeze %q (sluice get freezes lists them)", id)}
-	}
-	if err := kv.Delete(ctx, contract.FreezeKey(id)); err != nil {
-		return fmt.Errorf("delete %s/%s: %w", contract.BucketControl, contract.FreezeKey(id), err)
-	}
+	return change(js, store.New(kv, func() *sluicev1.Freeze { return &sluicev1.Freeze{} }))
+}
+
+// emitFreeze records a freeze added or removed (kind freeze): the audit trail.
+func (a *app) emitFreeze(ctx context.Context, js jetstream.JetStream, id, typ, reason string) {
 	em := events.NewEmitter(js, zerolog.Nop(), contract.ComponentCLI, a.now)
-	em.Emit(&sluicev1.Event{Kind: contract.KindFreeze, Id: id, Type: EventFreezeRemoved, Reason: "removed by " + operator()})
+	em.Emit(&sluicev1.Event{Kind: contract.KindFreeze, Id: id, Type: typ, Reason: reason})
 	em.Flush(ctx)
-	fmt.Fprintf(a.streams.Out, "freeze %s removed\n", id)
-	return nil
 }
 
 // loadFreezes reads every freeze of the control bucket, by start.
