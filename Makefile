@@ -12,8 +12,9 @@ VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 # instance presence, sluice_build_info).
 LDFLAGS := -s -w -X main.version=$(VERSION) -X github.com/sluicehq/sluice/pkg/cmdutil.Version=$(VERSION)
 
-# Every module of the workspace (go.work), as ./path patterns. `go test ./...`
-# from the root covers the root module only, so each module is named.
+# Every module of the workspace (go.work), as ./path patterns: the root module
+# (everything sluice builds and tests) and deploy/helm/test, kept apart so the
+# helm SDK's dependencies stay out of the product's (docs/architecture.md).
 MODULES = $(patsubst $(CURDIR)%,.%,$(shell $(GO) list -m -f '{{.Dir}}'))
 PKGS    = $(addsuffix /...,$(MODULES))
 

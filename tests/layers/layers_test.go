@@ -1,0 +1,119 @@
+// Package layers checks the import rules the one module relies on, now that
+// no module wall enforces them: cmd → services → pkg, no service imports
+// another, pkg imports neither (docs/architecture.md).
+package layers
+
+import (
+	"go/build"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const module = "github.com/sluicehq/sluice/"
+
+// area is the layer a package path (relative to the module) belongs to:
+// "cmd", "services/<name>", "pkg", "proto" or "tests".
+func area(rel string) string {
+	parts := strings.Split(rel, "/")
+	if parts[0] == "services" && len(parts) > 1 {
+		return "services/" + parts[1]
+	}
+	return parts[0]
+}
+
+// allowed says whether code in area from may import area to.
+func allowed(from, to string) bool {
+	switch {
+	case from == "proto":
+		return to == "proto" // generated code imports nothing of ours
+	case from == to, to == "pkg", to == "proto":
+		return true
+	case from == "pkg":
+		return false // pkg is the ground floor: only pkg and proto
+	case strings.HasPrefix(from, "services/"):
+		return false // a service imports pkg and proto, never another service or cmd
+	case from == "cmd":
+		return strings.HasPrefix(to, "services/") // sluice dev runs the services
+	case from == "tests":
+		return true // the suites drive every layer from outside
+	case from == "deploy":
+		return to == "pkg"
+	}
+	return false
+}
+
+func TestAllowed(t *testing.T) {
+	for _, c := range []struct {
+		from, to string
+		ok       bool
+	}{
+		{"services/agent", "pkg", true},
+		{"services/agent", "services/agent", true},
+		{"services/agent", "services/reaper", false},
+		{"services/agent", "cmd", false},
+		{"pkg", "services/agent", false},
+		{"pkg", "cmd", false},
+		{"pkg", "proto", true},
+		{"cmd", "services/configurator", true},
+		{"proto", "pkg", false},
+		{"tests", "services/agent", true},
+	} {
+		if got := allowed(c.from, c.to); got != c.ok {
+			t.Errorf("allowed(%s, %s) = %v, want %v", c.from, c.to, got, c.ok)
+		}
+	}
+}
+
+func TestLayers(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := build.Default
+	ctx.BuildTags = []string{"overload", "containers", "linux"}
+	checked := 0
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil || !d.IsDir() {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		name := d.Name()
+		if rel != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin" || rel == "deploy/helm/test") {
+			return filepath.SkipDir
+		}
+		pkg, err := ctx.ImportDir(path, 0)
+		if err != nil {
+			if _, ok := err.(*build.NoGoError); ok {
+				return nil
+			}
+			t.Errorf("%s: %v", rel, err)
+			return nil
+		}
+		from := area(filepath.ToSlash(rel))
+		checked++
+		for _, imports := range [][]string{pkg.Imports, pkg.TestImports, pkg.XTestImports} {
+			for _, imp := range imports {
+				if !strings.HasPrefix(imp, module) {
+					continue
+				}
+				to := area(strings.TrimPrefix(imp, module))
+				if !allowed(from, to) {
+					t.Errorf("%s (%s) imports %s (%s): the layers are cmd → services → pkg, and no service imports another", rel, from, imp, to)
+				}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if checked < 40 {
+		t.Fatalf("checked only %d packages: is the walk rooted at the module?", checked)
+	}
+	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
+		t.Fatalf("no go.mod at %s", root)
+	}
+}
