@@ -30,7 +30,12 @@ type ApplyRequest struct {
 	// Names this apply so that sending it again (after a timeout, say) is
 	// answered with what the first one did instead of being applied twice.
 	// Clients set a fresh id per apply and keep it across their retries.
-	RequestId     string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	RequestId string `protobuf:"bytes,4,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"`
+	// Check everything an apply checks and answer what it would do (created,
+	// updated, unchanged, the revision, or the refusal), storing nothing:
+	// `sluice diff` and `sluice apply --dry-run`. changed is then whether
+	// the head would move.
+	DryRun        bool `protobuf:"varint,5,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -91,6 +96,13 @@ func (x *ApplyRequest) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *ApplyRequest) GetDryRun() bool {
+	if x != nil {
+		return x.DryRun
+	}
+	return false
 }
 
 // ApplyJournal is revisions/pending: an apply between its first write and
@@ -860,13 +872,14 @@ var File_sluice_v1_api_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_api_proto_rawDesc = "" +
 	"\n" +
-	"\x13sluice/v1/api.proto\x12\tsluice.v1\x1a\x16sluice/v1/intent.proto\x1a\x17sluice/v1/rollout.proto\"\xa3\x01\n" +
+	"\x13sluice/v1/api.proto\x12\tsluice.v1\x1a\x16sluice/v1/intent.proto\x1a\x17sluice/v1/rollout.proto\"\xbc\x01\n" +
 	"\fApplyRequest\x12+\n" +
 	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\x12/\n" +
 	"\bstrategy\x18\x02 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x12\x16\n" +
 	"\x06source\x18\x03 \x01(\tR\x06source\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x04 \x01(\tR\trequestId\"\xfe\x02\n" +
+	"request_id\x18\x04 \x01(\tR\trequestId\x12\x17\n" +
+	"\adry_run\x18\x05 \x01(\bR\x06dryRun\"\xfe\x02\n" +
 	"\fApplyJournal\x12+\n" +
 	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\x12/\n" +
 	"\bstrategy\x18\x02 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x12\x16\n" +

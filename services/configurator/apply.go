@@ -10,6 +10,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/pkg/change"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/intent"
@@ -56,49 +57,17 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 		return nil, unavailable(err)
 	}
 
-	// The batch upserted into what is live; re-applying a marked intent
-	// un-marks it, and applying an unreadable one overwrites it.
-	merged := map[string]*sluicev1.Intent{}
-	for k, e := range live {
-		if !e.Value.GetMarkedForDeletion() {
-			merged[k] = e.Value.GetIntent()
-		}
-	}
-	resp := &sluicev1.ApplyResponse{}
-	if id := req.GetRequestId(); id != "" && head.Value.GetRequestId() == id {
+	if id := req.GetRequestId(); id != "" && head.Value.GetRequestId() == id && !req.GetDryRun() {
 		// The same request again (its sender timed out waiting for the
 		// first answer): answer what it did rather than applying it twice,
 		// which after a rollback would start a re-roll nobody asked for.
 		return &sluicev1.ApplyResponse{Revision: head.Value.GetRevision(), Generation: head.Value.GetGeneration(), Changed: true, Replayed: true}, nil
 	}
+	plan := change.Apply(live, unreadable, req.GetIntents())
+	resp := &sluicev1.ApplyResponse{Created: plan.Created, Updated: plan.Updated, Unchanged: plan.Unchanged}
+	writes, set := plan.Writes, plan.Set
 	journal := &sluicev1.ApplyJournal{Intents: req.GetIntents(), Strategy: req.GetStrategy(), Source: req.GetSource(), HasPrior: true,
-		RequestId: req.GetRequestId()}
-	var writes []*sluicev1.Intent
-	for _, in := range render.Sorted(req.GetIntents()) {
-		key := intent.Key(in)
-		merged[key] = in
-		cur, ok := live[key]
-		switch {
-		case !ok || cur.Value.GetMarkedForDeletion():
-			resp.Created = append(resp.Created, intent.ID(in))
-		case !proto.Equal(cur.Value.GetIntent(), in):
-			resp.Updated = append(resp.Updated, intent.ID(in))
-		default:
-			resp.Unchanged = append(resp.Unchanged, intent.ID(in))
-			continue
-		}
-		writes = append(writes, in)
-		p := &sluicev1.PriorIntent{Key: key, KvRevision: unreadable[key]}
-		if ok {
-			p.Value, p.KvRevision = cur.Value, cur.Revision
-		}
-		journal.Prior = append(journal.Prior, p)
-	}
-	set := make([]*sluicev1.Intent, 0, len(merged))
-	for _, in := range merged {
-		set = append(set, in)
-	}
-	render.Sort(set)
+		RequestId: req.GetRequestId(), Prior: plan.Prior}
 	// A stored intent that is unreadable, and that the batch does not
 	// overwrite, keeps its version in force (keepInForce).
 	keep := maps.Clone(unreadable)
@@ -111,7 +80,7 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	if errs := intent.Validate(set); len(errs) > 0 {
 		return nil, invalid("the batch together with the stored intents", errs)
 	}
-	if errs := markedDependencies(req.GetIntents(), set, live); len(errs) > 0 {
+	if errs := change.MarkedDependencies(req.GetIntents(), set, live); len(errs) > 0 {
 		return nil, invalid("the batch, which depends on intents marked for deletion,", errs)
 	}
 	if err := s.refuseOwned(ctx, "apply", keysOf(writes), live); err != nil {
@@ -128,12 +97,16 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 				return nil, err
 			}
 			resp.Revision, resp.Generation = target, head.Value.GetGeneration()
-			return resp, nil
+			return resp, nil // a dry run's answer too: nothing would change
 		}
 	}
 	// The head moves: a rollout the coordinator would refuse is refused now.
 	if err := s.refuseKnownBad(ctx, &sluicev1.Revision{Id: target, Intents: set}, req.GetStrategy()); err != nil {
 		return nil, err
+	}
+	if req.GetDryRun() && len(writes) == 0 {
+		resp.Revision, resp.Changed = target, true
+		return resp, nil
 	}
 	if len(writes) == 0 {
 		// Only the head moves (a re-roll, or back to a set stored already).
@@ -156,6 +129,11 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 
 	if err := s.checkFits(journal, writes, set, target); err != nil {
 		return nil, err
+	}
+	if req.GetDryRun() {
+		// Every check an apply makes has passed: it would be stored.
+		resp.Revision, resp.Changed = target, target != head.Value.GetRevision() || reroll != ""
+		return resp, nil
 	}
 	done, err := s.commit(ctx, journal, func(created, updated []string) string { return applyReason(len(req.GetIntents()), created, updated) })
 	if err != nil {
@@ -345,7 +323,7 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 		// Removing an intent cannot break a rule, unless the stored set was
 		// already broken by hand; then say so rather than cut a bad revision.
 		delete(live, key)
-		eff := effective(live)
+		eff := change.Effective(live)
 		if errs := intent.Validate(eff); len(errs) > 0 {
 			return nil, invalid("the intents left after the delete", errs)
 		}

@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/pkg/change"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/intent"
@@ -71,19 +72,6 @@ func (s *Service) liveIntents(ctx context.Context) (map[string]store.Entry[*slui
 	return out, unreadable, nil
 }
 
-// effective is the set a revision is cut from: every stored intent not
-// marked for deletion, in canonical order.
-func effective(live map[string]store.Entry[*sluicev1.StoredIntent]) []*sluicev1.Intent {
-	var out []*sluicev1.Intent
-	for _, e := range live {
-		if !e.Value.GetMarkedForDeletion() {
-			out = append(out, e.Value.GetIntent())
-		}
-	}
-	render.Sort(out)
-	return out
-}
-
 // keepInForce adds to eff the head revision's version of every intent
 // whose stored value is unreadable: what cannot be read is no evidence that
 // it is gone, and leaving it out would remove it from every node. It stays
@@ -129,7 +117,7 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, rero
 	if err != nil {
 		return nil, err
 	}
-	eff, err := s.keepInForce(ctx, effective(live), unreadable, cur.Value)
+	eff, err := s.keepInForce(ctx, change.Effective(live), unreadable, cur.Value)
 	if err != nil {
 		return nil, err
 	}

@@ -66,34 +66,3 @@ func (s *Service) refuseOwned(ctx context.Context, what string, keys []string, l
 		"%s; change it in that registry, which would otherwise undo this %s at its next sync (or remove the registry with sluice registry remove to manage its intents with sluice apply); nothing was stored",
 		strings.Join(owned[:min(len(owned), maxListedErrors)], "; "), what)}
 }
-
-// markedDependencies reports the intents of batch that depend on an intent
-// marked for deletion: a VRF route into a VRF that no live layer2 network
-// routes in any more, while a marked one did. Such a route would outlive
-// the network it was written for; the answer names both.
-func markedDependencies(batch []*sluicev1.Intent, set []*sluicev1.Intent, live map[string]store.Entry[*sluicev1.StoredIntent]) []*sluicev1.FieldError {
-	liveVRFs := map[string]bool{}
-	for _, in := range set {
-		if v := in.GetLayer2Network().GetVrf(); v != "" {
-			liveVRFs[v] = true
-		}
-	}
-	markedVRFs := map[string][]string{}
-	for _, key := range sortedKeys(live) {
-		e := live[key].Value
-		if v := e.GetIntent().GetLayer2Network().GetVrf(); v != "" && e.GetMarkedForDeletion() {
-			markedVRFs[v] = append(markedVRFs[v], fmt.Sprintf("%s (source %s)", intent.ID(e.GetIntent()), e.GetSource()))
-		}
-	}
-	var errs []*sluicev1.FieldError
-	for _, in := range batch {
-		v := in.GetVrfRoute().GetVrf()
-		if v == "" || liveVRFs[v] || len(markedVRFs[v]) == 0 {
-			continue
-		}
-		errs = append(errs, &sluicev1.FieldError{Intent: intent.ID(in), Field: "spec.vrf", Rule: fmt.Sprintf(
-			"routes into VRF %s, whose layer2 network %s is marked for deletion: apply that network again to keep it, or route into another VRF",
-			v, strings.Join(markedVRFs[v], " and "))})
-	}
-	return errs
-}

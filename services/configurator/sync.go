@@ -12,6 +12,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/pkg/change"
 	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/registry"
 	"github.com/sluicehq/sluice/pkg/render"
@@ -87,7 +88,7 @@ func (s *Service) syncRegistry(ctx context.Context, spec *sluicev1.RegistrySpec,
 		return plan, nil
 	}
 	plan.journal.Strategy = head.Value.GetStrategy()
-	set := effective(live)
+	set := change.Effective(live)
 	set = applyPlan(set, plan.journal)
 	if err := s.checkFits(plan.journal, plan.journal.GetIntents(), set, render.RevisionID(set)); err != nil {
 		return plan, err
@@ -230,7 +231,7 @@ func planSync(spec *sluicev1.RegistrySpec, snap registry.Snapshot, live map[stri
 	// with the others (a VLAN another intent holds on the same nodes) is
 	// left out and reported, the rest goes ahead.
 	if len(upserts) > 0 {
-		base := effective(live)
+		base := change.Effective(live)
 		base = slices.DeleteFunc(base, func(in *sluicev1.Intent) bool { return slices.Contains(jr.Mark, intent.Key(in)) })
 		kept, rejected := admit(base, upserts)
 		if len(rejected) > 0 {

@@ -199,17 +199,3 @@ func TestPlanSync_DeclaredTwice(t *testing.T) {
 		t.Fatalf("journal %v invalid %v, want a's double declaration reported naming both files", plan.journal, plan.invalid)
 	}
 }
-
-func TestMarkedDependencies(t *testing.T) {
-	net := &sluicev1.Intent{Name: "tenant-a", Spec: &sluicev1.Intent_Layer2Network{Layer2Network: &sluicev1.Layer2Network{Vlan: 100, Vni: 100, Vrf: "tenant-a", AnycastGateways: []string{"10.0.0.1/24"}}}}
-	route := &sluicev1.Intent{Name: "leak", Spec: &sluicev1.Intent_VrfRoute{VrfRoute: &sluicev1.VRFRoute{Vrf: "tenant-a", Sequence: 1}}}
-	m := owned("gitops", "n.yaml", net)
-	m.MarkedForDeletion = true
-	errs := markedDependencies([]*sluicev1.Intent{route}, []*sluicev1.Intent{route}, stored(m))
-	if len(errs) != 1 || errs[0].GetIntent() != "vrfroute/leak" || !strings.Contains(errs[0].GetRule(), "layer2network/tenant-a") {
-		t.Fatalf("errs %v, want the route rejected naming the marked network", errs)
-	}
-	if errs := markedDependencies([]*sluicev1.Intent{route}, []*sluicev1.Intent{route, net}, stored(m)); len(errs) > 0 {
-		t.Fatalf("errs %v although a live network routes in the VRF", errs)
-	}
-}

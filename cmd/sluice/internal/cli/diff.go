@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strings"
 
@@ -16,6 +15,8 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/pkg/apiclient"
+	"github.com/sluicehq/sluice/pkg/change"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/render"
@@ -29,17 +30,18 @@ func (a *app) diffCommand() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "diff -f FILE|DIR [-f ...] [strategy flags]",
 		Short: "Show what applying the files would change, storing nothing",
-		Long: `A dry run of 'sluice apply': for the revision these files would produce
-(merged into the stored intents as apply merges them), it shows the intents
-created and updated, every present node whose config would change with the
-intents that change in it, the nodes that would be refused because their new
-config is recorded invalid, and the waves and failure domains the strategy
-would take them in. Nothing is sent to the configurator or stored.
+		Long: `A dry run of 'sluice apply': the configurator checks the files exactly as
+it checks an apply (the rules, the stored intents, registry ownership,
+intents marked for deletion, configs recorded invalid, sizes) and answers
+what it would do, storing nothing. For the revision it would cut, the diff
+shows the intents created and updated, every present node whose config would
+change with the intents that change in it, and the waves and failure domains
+the strategy would take them in.
 
 Exit 0 when apply would be accepted (or change nothing), 1 when it would be
-refused (an invalid intent, or a config recorded invalid), 2 for usage errors.
-What the coordinator does can still differ if nodes join or leave, or the
-stored intents change, before the apply.`,
+refused (the configurator's answer says why), 2 for usage errors. What the
+coordinator does can still differ if nodes join or leave, or the stored
+intents change, before the apply.`,
 		Example: "  sluice diff -f /tmp/my-intents\n  sluice apply -f /tmp/my-intents --dry-run --first-wave 1",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -63,17 +65,29 @@ stored intents change, before the apply.`,
 	return cmd
 }
 
-// dryRun prints what applying intents with strategy would do (see diffCommand).
+// dryRun prints what applying intents with strategy would do (see
+// diffCommand). The verdict is the configurator's own (a dry-run apply);
+// the per-node picture is drawn here from the same plan (pkg/change).
 func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *sluicev1.Strategy) error {
-	if errs := intent.Validate(intents); len(errs) > 0 {
-		printFieldErrors(a.streams.Err, errs)
-		return silentExit(1)
-	}
 	nc, js, err := a.jetStream()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
+	verdict, err := apiclient.Apply(ctx, nc, &sluicev1.ApplyRequest{Intents: intents, Strategy: strategy, Source: contract.SourceAPI, DryRun: true})
+	if err != nil {
+		var apiErr *apiclient.Error
+		if errors.As(err, &apiErr) && len(apiErr.FieldErrors) == 0 && apiErr.Code != contract.ErrCodeUnavailable {
+			fmt.Fprintf(a.streams.Err, "apply would be refused: %s\n", apiErr.Description)
+			return silentExit(1)
+		}
+		return a.rejected(err)
+	}
+	w := a.streams.Out
+	if !verdict.GetChanged() {
+		fmt.Fprintf(w, "no change: revision %s is already the head (nothing was stored: dry run)\n", short(verdict.GetRevision()))
+		return nil
+	}
 	kv := map[string]jetstream.KeyValue{}
 	for _, name := range []string{contract.BucketIntents, contract.BucketRevisions, contract.BucketNodes, contract.BucketNodeConfigs, contract.BucketFingerprints} {
 		if kv[name], err = bucket(ctx, js, name); err != nil {
@@ -84,50 +98,31 @@ func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *
 	if err != nil {
 		return fmt.Errorf("read the stored intents: %w", err)
 	}
-	live := map[string]*sluicev1.Intent{}
+	live := map[string]change.Stored{}
 	for _, e := range stored {
-		if e.Err == nil && !contract.IsControlKey(e.Key) && !e.Value.GetMarkedForDeletion() {
-			live[e.Key] = e.Value.GetIntent()
+		if e.Err == nil && !contract.IsControlKey(e.Key) {
+			live[e.Key] = e
 		}
 	}
-	var created, updated []string
-	merged := maps.Clone(live)
-	for _, in := range render.Sorted(intents) {
-		key := intent.Key(in)
-		switch cur, ok := live[key]; {
-		case !ok:
-			created = append(created, intent.ID(in))
-		case !proto.Equal(cur, in):
-			updated = append(updated, intent.ID(in))
-		}
-		merged[key] = in
-	}
-	set := make([]*sluicev1.Intent, 0, len(merged))
-	for _, in := range merged {
-		set = append(set, in)
-	}
-	render.Sort(set)
-	if errs := intent.Validate(set); len(errs) > 0 {
-		printFieldErrors(a.streams.Err, errs)
-		return silentExit(1)
-	}
+	set := change.Apply(live, nil, intents).Set
 	rev := &sluicev1.Revision{Id: render.RevisionID(set), Intents: set}
 	head, err := store.New(kv[contract.BucketRevisions], func() *sluicev1.Head { return &sluicev1.Head{} }).Get(ctx, contract.KeyHead)
 	if err != nil && !errors.Is(err, store.ErrNotFound) {
 		return fmt.Errorf("read the head: %w", err)
 	}
-	w := a.streams.Out
-	if head.Value.GetRevision() == rev.GetId() {
-		fmt.Fprintf(w, "no change: revision %s is already the head (nothing was stored: dry run)\n", short(rev.GetId()))
-		return nil
-	}
-	fmt.Fprintf(w, "revision %s (the head is %s): %d intent(s) created, %d updated, %d unchanged\n", short(rev.GetId()),
-		orNone(short(head.Value.GetRevision())), len(created), len(updated), len(intents)-len(created)-len(updated))
-	for _, id := range created {
+	fmt.Fprintf(w, "revision %s (the head is %s): %d intent(s) created, %d updated, %d unchanged\n", short(verdict.GetRevision()),
+		orNone(short(head.Value.GetRevision())), len(verdict.GetCreated()), len(verdict.GetUpdated()), len(verdict.GetUnchanged()))
+	for _, id := range verdict.GetCreated() {
 		fmt.Fprintf(w, "  + %s\n", id)
 	}
-	for _, id := range updated {
+	for _, id := range verdict.GetUpdated() {
 		fmt.Fprintf(w, "  ~ %s\n", id)
+	}
+	if rev.GetId() != verdict.GetRevision() {
+		// An unreadable stored intent the configurator keeps in force, or
+		// a change between its answer and these reads.
+		fmt.Fprintf(w, "note: the nodes below are drawn from revision %s as read here, not %s as the configurator answered; run it again for a fresh picture\n",
+			short(rev.GetId()), short(verdict.GetRevision()))
 	}
 
 	nodes, err := store.New(kv[contract.BucketNodes], func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }).List(ctx, ">")
@@ -144,24 +139,25 @@ func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *
 			desired[node] = c.Value
 		}
 	}
-	bad, err := store.New(kv[contract.BucketFingerprints], func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }).List(ctx, ">")
-	if err != nil {
-		return fmt.Errorf("read the invalid fingerprints: %w", err)
-	}
-	known := map[string]*sluicev1.InvalidFingerprint{}
-	for _, f := range bad {
-		if f.Err == nil && !contract.IsControlKey(f.Key) && f.Value.GetForgiven() == nil {
-			known[f.Key] = f.Value
+	var refused map[string]change.Hit
+	if !strategy.GetRetryInvalid() {
+		records, err := store.New(kv[contract.BucketFingerprints], func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }).List(ctx, ">")
+		if err != nil {
+			return fmt.Errorf("read the invalid fingerprints: %w", err)
+		}
+		refused = map[string]change.Hit{}
+		for _, h := range change.KnownBad(rev, nodes, change.Known(records)) {
+			refused[h.Node] = h
 		}
 	}
 
-	type change struct {
+	type nodeChange struct {
 		node, domain string
 		from, to     *sluicev1.NodeConfig
 		fpFrom, fpTo string
 	}
-	var changes []change
-	var refused []string
+	var changes []nodeChange
+	var lines []string // refused nodes
 	same := 0
 	plan, err := contract.ResolveStrategy(strategy, len(nodes))
 	if err != nil {
@@ -178,26 +174,27 @@ func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *
 			same++
 			continue
 		}
-		if f := known[fp]; f != nil && !strategy.GetRetryInvalid() {
-			refused = append(refused, fmt.Sprintf("%s → %s is recorded invalid (%s on %s in rollout %s, check %s: %s)", n.Key, short(fp),
-				orNone(f.GetCause()), orNone(f.GetNode()), orNone(f.GetRollout()), orNone(f.GetCheck()), oneLine(f.GetOutput(), 100)))
+		if h, ok := refused[n.Key]; ok {
+			lines = append(lines, h.Describe(100))
 			continue
 		}
-		changes = append(changes, change{node: n.Key, domain: contract.DomainSortKey(plan.DomainKey, n.Value.GetLabels()),
+		changes = append(changes, nodeChange{node: n.Key, domain: contract.DomainSortKey(plan.DomainKey, n.Value.GetLabels()),
 			from: cur.GetConfig(), to: cfg, fpFrom: cur.GetFingerprint(), fpTo: fp})
 	}
-	fmt.Fprintf(w, "nodes: %d present, %d change, %d unchanged, %d refused\n", len(nodes), len(changes), same, len(refused))
+	fmt.Fprintf(w, "nodes: %d present, %d change, %d unchanged, %d refused\n", len(nodes), len(changes), same, len(lines))
 	for _, warning := range selectsNone(intents, labelsOf(nodes)) {
 		fmt.Fprintln(a.streams.Err, warning)
 	}
-	slices.SortFunc(changes, func(a, b change) int { return cmp.Or(cmp.Compare(a.domain, b.domain), cmp.Compare(a.node, b.node)) })
+	slices.SortFunc(changes, func(a, b nodeChange) int { return cmp.Or(cmp.Compare(a.domain, b.domain), cmp.Compare(a.node, b.node)) })
 	for _, c := range changes {
 		fmt.Fprintf(w, "  %s  %s → %s\n", c.node, orNone(short(c.fpFrom)), short(c.fpTo))
 		printConfigDiff(w, c.from, c.to)
 	}
-	if len(refused) > 0 {
-		fmt.Fprintf(w, "refused (the rollout would stop before touching any node; apply refuses it now):\n")
-		for _, r := range refused {
+	if len(lines) > 0 {
+		// Only when the stored fingerprints changed after the
+		// configurator's answer: it refuses these itself.
+		fmt.Fprintf(w, "refused (recorded invalid since the configurator answered; apply would refuse it now):\n")
+		for _, r := range lines {
 			fmt.Fprintf(w, "  %s\n", r)
 		}
 	}
@@ -233,7 +230,7 @@ func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *
 		flush()
 	}
 	fmt.Fprintln(w, "nothing was stored (dry run)")
-	if len(refused) > 0 {
+	if len(lines) > 0 {
 		return silentExit(1)
 	}
 	return nil
