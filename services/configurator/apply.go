@@ -336,18 +336,26 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 		} else if err != nil {
 			return nil, unavailable(err)
 		}
-		marked := proto.Clone(cur.Value).(*sluicev1.StoredIntent)
-		marked.MarkedForDeletion = true
-		marked.UpdatedAt = nowProto(s.cfg.Now)
-		if _, err := s.st.intents.Update(ctx, key, marked, cur.Revision); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				return nil, &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf("%s changed during the delete; retry", id)}
-			}
+		// Through the apply journal, as every change of the stored set: the
+		// mark and the head move land together or not at all.
+		before, err := s.readHead(ctx)
+		if err != nil {
 			return nil, unavailable(err)
 		}
-		s.events.Emit(&sluicev1.Event{Kind: events.KindIntent, Id: key, Type: "IntentMarkedForDeletion",
-			Reason: fmt.Sprintf("%s deleted; the next revision leaves it out and the reaper removes it once nothing references it", id)})
+		journal := &sluicev1.ApplyJournal{Strategy: req.GetStrategy(), Source: contract.SourceAPI, HasPrior: true, Mark: []string{key},
+			Prior: []*sluicev1.PriorIntent{{Key: key, Value: cur.Value, KvRevision: cur.Revision}}}
+		done, err := s.commit(ctx, journal, func(_, _ []string) string { return "deleted " + id })
+		if err != nil {
+			return nil, err
+		}
+		resp := &sluicev1.DeleteResponse{Revision: done.head.GetRevision(), Generation: done.head.GetGeneration(),
+			Changed: done.head.GetRevision() != before.Value.GetRevision()}
+		if resp.Changed {
+			resp.WaitsFor = s.runningRollout(ctx, done.head)
+		}
+		return resp, nil
 	}
+	// Marked already, or an unreadable value just removed: the head follows.
 	before, err := s.readHead(ctx)
 	if err != nil {
 		return nil, unavailable(err)

@@ -353,3 +353,41 @@ func TestRun_UndecodableValues_AreSkippedWithAnEventAndAppliesWork(t *testing.T)
 		})
 	})
 }
+
+// A delete goes through the apply journal: one interrupted after writing it
+// (what a configurator killed there leaves) is finished by the next start —
+// the intent marked, with the delete's reason, and the head moved without it.
+func TestRun_DeleteInterruptedAfterItsJournal_IsFinishedAtStart(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	r := start(t, env)
+	ins := tables("t", 100, 2)
+	mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: ins})
+	r.stop(t)
+	key := intent.Key(ins[0])
+	cur, err := intentsStore(env).Get(ctx, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := journalStore(env).Create(ctx, contract.KeyPending, &sluicev1.ApplyJournal{Source: contract.SourceAPI, HasPrior: true,
+		Mark: []string{key}, Prior: []*sluicev1.PriorIntent{{Key: key, Value: cur.Value, KvRevision: cur.Revision}}}); err != nil {
+		t.Fatal(err)
+	}
+	evs := watchEvents(t, env.Conn)
+
+	start(t, env)
+
+	if !getStored(t, env, key).GetMarkedForDeletion() {
+		t.Fatalf("%s not marked for deletion", key)
+	}
+	if got := getRevision(t, env, headNow(t, env).GetRevision()).GetIntents(); len(got) != 1 || intent.Key(got[0]) != intent.Key(ins[1]) {
+		t.Fatalf("head's revision holds %v, want only %s", got, intent.ID(ins[1]))
+	}
+	if _, err := journalStore(env).Get(ctx, contract.KeyPending); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("journal still there: %v", err)
+	}
+	natstest.Eventually(t, wait, "an IntentMarkedForDeletion event", func() bool { return len(evs.ofType("IntentMarkedForDeletion")) == 1 })
+	if reason := evs.ofType("IntentMarkedForDeletion")[0].GetReason(); !strings.HasPrefix(reason, intent.ID(ins[0])+" deleted;") {
+		t.Errorf("reason %q, want it to say %s was deleted", reason, intent.ID(ins[0]))
+	}
+}

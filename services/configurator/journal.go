@@ -173,7 +173,11 @@ func (s *Service) writeJournal(ctx context.Context, jr *sluicev1.ApplyJournal) (
 			return created, updated, fmt.Errorf("mark intent %s: %w", key, err)
 		}
 		why := fmt.Sprintf("%s is not in the revision %s goes back to", key, jr.GetSource())
-		if jr.GetSource() != contract.SourceUndo {
+		switch jr.GetSource() {
+		case contract.SourceAPI: // only a delete marks from the API
+			why = intent.ID(cur.Value.GetIntent()) + " deleted"
+		case contract.SourceUndo:
+		default:
 			why = fmt.Sprintf("%s is no longer declared by registry %s", key, jr.GetSource())
 			if o := cur.Value.GetOrigin(); o != "" {
 				why += " (it was in " + o + ")"
