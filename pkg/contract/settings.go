@@ -1,7 +1,6 @@
 package contract
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -180,66 +179,4 @@ func (s Settings) eventsMaxBytes() int64 {
 		return -1
 	}
 	return s.EventsMaxBytes
-}
-
-// Buckets holds a handle of every sluice bucket. A component that does not
-// use a bucket (see Open) has nil there.
-type Buckets struct {
-	Intents, Revisions, NodeConfigs, Fingerprints, Status, Nodes, Rollouts, Leases, Control, Instances, Registries jetstream.KeyValue
-	// NodeLease is the nodes bucket's TTL as Prepare found it: the node
-	// lease in force, set by the bucket's manager (the rollout-coordinator's
-	// --node-lease). Agents time their heartbeats by it. Zero when the nodes
-	// bucket was not bound through Prepare.
-	NodeLease time.Duration
-}
-
-// GetNodeLease is b.NodeLease, zero for a nil b.
-func (b *Buckets) GetNodeLease() time.Duration {
-	if b == nil {
-		return 0
-	}
-	return b.NodeLease
-}
-
-// OpenBuckets binds every sluice bucket without verifying its settings; they
-// must exist (see Ensure). Services use Open, which verifies.
-func OpenBuckets(ctx context.Context, js jetstream.KeyValueManager) (*Buckets, error) {
-	b := &Buckets{}
-	for _, name := range allBuckets {
-		kv, err := js.KeyValue(ctx, name)
-		if err != nil {
-			return nil, fmt.Errorf("open bucket %s: %w", name, err)
-		}
-		*b.field(name) = kv
-	}
-	return b, nil
-}
-
-// field returns where b keeps the handle of bucket name.
-func (b *Buckets) field(name string) *jetstream.KeyValue {
-	switch name {
-	case BucketIntents:
-		return &b.Intents
-	case BucketRevisions:
-		return &b.Revisions
-	case BucketNodeConfigs:
-		return &b.NodeConfigs
-	case BucketFingerprints:
-		return &b.Fingerprints
-	case BucketStatus:
-		return &b.Status
-	case BucketNodes:
-		return &b.Nodes
-	case BucketRollouts:
-		return &b.Rollouts
-	case BucketLeases:
-		return &b.Leases
-	case BucketControl:
-		return &b.Control
-	case BucketInstances:
-		return &b.Instances
-	case BucketRegistries:
-		return &b.Registries
-	}
-	panic("contract: unknown bucket " + name)
 }

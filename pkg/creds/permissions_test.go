@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/natsauth"
@@ -128,7 +129,7 @@ func TestNodeUser_ReachesItsOwnKeysAndNothingElse(t *testing.T) {
 	}
 
 	u := connectAs(t, env, creds.RoleNode, "node-01", nats.CustomInboxPrefix(creds.NodeInboxPrefix("node-01")))
-	if _, err := contract.Prepare(ctx, u.js, env.Settings, contract.ComponentAgent); err != nil {
+	if _, err := buckets.Prepare(ctx, u.js, env.Settings, contract.ComponentAgent); err != nil {
 		t.Fatalf("the agent's buckets, bound with node-01's credentials: %v", err)
 	}
 	configs, status := kvOf(t, u.js, contract.BucketNodeConfigs), kvOf(t, u.js, contract.BucketStatus)
@@ -287,7 +288,7 @@ func TestReadOnlyUser_ReadsButCannotWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	u := connectAs(t, env, creds.RoleReadOnly, "")
-	if _, err := contract.Prepare(ctx, u.js, env.Settings, contract.ComponentCLI); err != nil {
+	if _, err := buckets.Prepare(ctx, u.js, env.Settings, contract.ComponentCLI); err != nil {
 		t.Fatalf("bind every bucket read-only: %v", err)
 	}
 	status := kvOf(t, u.js, contract.BucketStatus)

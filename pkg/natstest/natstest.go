@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/embedded"
@@ -30,7 +31,7 @@ type Env struct {
 	StoreDir string
 	Conn     *nats.Conn
 	JS       jetstream.JetStream
-	Buckets  *contract.Buckets
+	Buckets  *buckets.Set
 	Settings contract.Settings
 	// Creds is the credentials setup of a server started by StartSecure;
 	// Conn is then a coordinator user's connection.
@@ -248,10 +249,10 @@ func (e *Env) connectAndEnsure(t testing.TB, ensure bool) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := contract.Ensure(ctx, js, e.Settings); err != nil {
+	if err := buckets.Ensure(ctx, js, e.Settings); err != nil {
 		t.Fatalf("ensure buckets: %v", err)
 	}
-	if e.Buckets, err = contract.OpenBuckets(ctx, js); err != nil {
+	if e.Buckets, err = buckets.BindAll(ctx, js); err != nil {
 		t.Fatalf("open buckets: %v", err)
 	}
 }

@@ -49,6 +49,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/backoff"
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/health"
@@ -138,9 +139,9 @@ type Config struct {
 	// JetStream and Buckets, when set, are shared by many agents on one
 	// connection (the benchmark runs thousands in one process). Run then
 	// uses them instead of making its own; with Buckets set it also skips
-	// contract.Ensure, which whoever opened them has done.
+	// buckets.Ensure, which whoever opened them has done.
 	JetStream jetstream.JetStream
-	Buckets   *contract.Buckets
+	Buckets   *buckets.Set
 
 	// Metrics, when set, times applies and health checks (metrics.go).
 	Metrics *Metrics
@@ -400,7 +401,7 @@ func (a *Agent) Run(ctx context.Context) error {
 }
 
 // open returns the JetStream context and buckets, shared ones if configured.
-func (a *Agent) open(ctx context.Context) (jetstream.JetStream, *contract.Buckets, error) {
+func (a *Agent) open(ctx context.Context) (jetstream.JetStream, *buckets.Set, error) {
 	js := a.cfg.JetStream
 	if js == nil {
 		var err error
@@ -413,7 +414,7 @@ func (a *Agent) open(ctx context.Context) (jetstream.JetStream, *contract.Bucket
 	}
 	// Prepare binds the buckets an agent uses and reads the node lease in
 	// force (the nodes bucket's TTL), which Run adopts.
-	b, err := contract.Prepare(ctx, js, a.cfg.Settings, contract.ComponentAgent, contract.WithLog(a.log))
+	b, err := buckets.Prepare(ctx, js, a.cfg.Settings, contract.ComponentAgent, buckets.WithLog(a.log))
 	if err != nil {
 		return nil, nil, fmt.Errorf("agent %s: %w", a.cfg.Node, err)
 	}

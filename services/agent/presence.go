@@ -12,6 +12,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/backoff"
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/logging"
@@ -73,7 +74,7 @@ func (a *Agent) heartbeat(ctx context.Context) (ok bool) {
 	case created:
 		a.emit(EventNodeRegistered, fmt.Sprintf("presence lease had expired (no heartbeat within %s); registered again", a.cfg.Settings.NodeLease), nil)
 		// Perhaps because the lease was shortened since the agent read it.
-		if lease, err := contract.NodeLease(ctx, a.js); err == nil {
+		if lease, err := buckets.NodeLease(ctx, a.js); err == nil {
 			a.adoptLease(lease)
 		}
 	}

@@ -36,6 +36,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/backoff"
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/health"
@@ -180,7 +181,7 @@ func (s *Service) Run(ctx context.Context) error {
 }
 
 func (s *Service) run(ctx context.Context) error {
-	js, b, err := contract.Open(ctx, s.cfg.Conn, s.cfg.Settings, contract.ComponentConfigurator, contract.WithLog(s.log))
+	js, b, err := buckets.Open(ctx, s.cfg.Conn, s.cfg.Settings, contract.ComponentConfigurator, buckets.WithLog(s.log))
 	if err != nil {
 		return err
 	}

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/natstest"
@@ -277,10 +278,10 @@ func startWithMaxPayload(t *testing.T, maxPayload int32) *natstest.Env {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	if err := contract.Ensure(ctx, env.JS, env.Settings); err != nil {
+	if err := buckets.Ensure(ctx, env.JS, env.Settings); err != nil {
 		t.Fatalf("ensure buckets: %v", err)
 	}
-	if env.Buckets, err = contract.OpenBuckets(ctx, env.JS); err != nil {
+	if env.Buckets, err = buckets.BindAll(ctx, env.JS); err != nil {
 		t.Fatalf("open buckets: %v", err)
 	}
 	return env

@@ -6,6 +6,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/pause"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -18,7 +19,7 @@ import (
 
 // startPause follows control/pause and keeps this instance's presence; the
 // returned func stops both (and removes the presence).
-func (s *Service) startPause(ctx context.Context, b *contract.Buckets) func() {
+func (s *Service) startPause(ctx context.Context, b *buckets.Set) func() {
 	s.resumed = make(chan struct{}, 1)
 	var stop func()
 	s.gate, stop = pause.Start(ctx, pause.Service{

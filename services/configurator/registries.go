@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/pkg/backoff"
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/intent"
@@ -72,7 +73,7 @@ type syncer struct {
 	first  chan struct{} // closed once the first sync attempt ended
 }
 
-func (s *Service) newRegistries(b *contract.Buckets) *registries {
+func (s *Service) newRegistries(b *buckets.Set) *registries {
 	return &registries{
 		s:        s,
 		specs:    store.New(b.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} }),

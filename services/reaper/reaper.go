@@ -44,6 +44,7 @@ import (
 	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/health"
@@ -234,7 +235,7 @@ func (r *Reaper) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("reaper: jetstream: %w", err)
 	}
-	if _, err := contract.Prepare(ctx, js, r.cfg.Settings, contract.ComponentReaper, contract.WithLog(r.log)); err != nil {
+	if _, err := buckets.Prepare(ctx, js, r.cfg.Settings, contract.ComponentReaper, buckets.WithLog(r.log)); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -255,7 +256,7 @@ func (r *Reaper) Run(ctx context.Context) error {
 		h.em.Flush(fctx)
 	}()
 
-	b, err := contract.OpenBuckets(ctx, js)
+	b, err := buckets.BindAll(ctx, js)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil
@@ -399,7 +400,7 @@ func (r *Reaper) openWith(ctx context.Context, js jetstream.JetStream) (*handles
 	if r.h != nil {
 		return r.h, nil
 	}
-	b, err := contract.OpenBuckets(ctx, js)
+	b, err := buckets.BindAll(ctx, js)
 	if err != nil {
 		return nil, fmt.Errorf("reaper: %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/logging"
@@ -142,7 +143,7 @@ func New(cfg Config) (*Service, error) {
 // Run campaigns for leadership and, while leader, runs rollouts. It returns
 // nil when ctx ends.
 func (s *Service) Run(ctx context.Context) error {
-	js, b, err := contract.Open(ctx, s.cfg.Conn, s.cfg.Settings, contract.ComponentCoordinator, contract.WithLog(s.log))
+	js, b, err := buckets.Open(ctx, s.cfg.Conn, s.cfg.Settings, contract.ComponentCoordinator, buckets.WithLog(s.log))
 	if err != nil {
 		return err
 	}
@@ -203,7 +204,7 @@ func (s *Service) Run(ctx context.Context) error {
 
 // term runs one leadership term: it fences the buckets, publishes the
 // term's epoch in the lease, keeps renewing it and runs the loop.
-func (s *Service) term(ctx context.Context, cancel context.CancelFunc, el *election, l *lease, b *contract.Buckets,
+func (s *Service) term(ctx context.Context, cancel context.CancelFunc, el *election, l *lease, b *buckets.Set,
 	em *events.Emitter, reconnected <-chan nats.Status) error {
 	t, err := startTerm(ctx, s.cfg.Conn, b, l, s.cfg.Instance, s.cfg.Now())
 	if err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -42,7 +43,7 @@ type term struct {
 // startTerm fences every coordinator bucket for a new term. The epoch is
 // higher than the lease revision and than every fence found, so epochs only
 // grow even if the leases bucket was recreated.
-func startTerm(ctx context.Context, nc *nats.Conn, b *contract.Buckets, l *lease, holder string, now time.Time) (*term, error) {
+func startTerm(ctx context.Context, nc *nats.Conn, b *buckets.Set, l *lease, holder string, now time.Time) (*term, error) {
 	t := &term{lease: l, fences: map[string]*store.Fence{}, batchers: map[string]*store.Batcher{}, stores: map[string]*store.Store[*sluicev1.Fence]{}}
 	kvs := map[string]jetstream.KeyValue{
 		contract.BucketNodeConfigs: b.NodeConfigs, contract.BucketRollouts: b.Rollouts, contract.BucketFingerprints: b.Fingerprints,

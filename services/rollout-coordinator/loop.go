@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -83,7 +84,7 @@ type loop struct {
 // errReconnected ends a term after the NATS connection came back.
 var errReconnected = errors.New("reconnected to NATS: reloading state")
 
-func newLoop(b *contract.Buckets, cfg Config, log zerolog.Logger, em *events.Emitter, t *term) *loop {
+func newLoop(b *buckets.Set, cfg Config, log zerolog.Logger, em *events.Emitter, t *term) *loop {
 	lp := &loop{
 		cfg: cfg, log: log, em: em, term: t,
 		revisions:   store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} }),

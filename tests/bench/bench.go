@@ -22,6 +22,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/embedded"
 	"github.com/sluicehq/sluice/pkg/render"
@@ -222,7 +223,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err != nil {
 		return res, err
 	}
-	if err := contract.Ensure(ctx, js, settings); err != nil {
+	if err := buckets.Ensure(ctx, js, settings); err != nil {
 		return res, err
 	}
 	cfgr, err := configurator.New(configurator.Config{Conn: nc, Settings: settings, Log: o.Log})
@@ -255,7 +256,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	var (
 		agentConn    *nats.Conn
 		agentJS      jetstream.JetStream
-		agentBuckets *contract.Buckets
+		agentBuckets *buckets.Set
 	)
 	for i := range o.Nodes {
 		if i%o.AgentsPerConn == 0 {
@@ -267,10 +268,10 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			if agentJS, err = jetstream.New(agentConn, jetstream.WithPublishAsyncMaxPending(64<<10)); err != nil {
 				return res, err
 			}
-			if agentBuckets, err = contract.OpenBuckets(ctx, agentJS); err != nil {
+			if agentBuckets, err = buckets.BindAll(ctx, agentJS); err != nil {
 				return res, err
 			}
-			// As contract.Prepare finds it: the nodes bucket's TTL.
+			// As buckets.Prepare finds it: the nodes bucket's TTL.
 			agentBuckets.NodeLease = settings.NodeLease
 		}
 		name := nodeName(i)
@@ -285,7 +286,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		}
 		run(name, a.Run)
 	}
-	b, err := contract.OpenBuckets(ctx, js)
+	b, err := buckets.BindAll(ctx, js)
 	if err != nil {
 		return res, err
 	}
@@ -415,7 +416,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 
 // verifyListing times one listing of the nodeconfigs keys, as the
 // coordinator's verify pass makes it (store.Store.Keys).
-func verifyListing(ctx context.Context, b *contract.Buckets) (ms float64, keys int, err error) {
+func verifyListing(ctx context.Context, b *buckets.Set) (ms float64, keys int, err error) {
 	configs := store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
 	start := time.Now()
 	ks, err := configs.Keys(ctx)
@@ -444,7 +445,7 @@ func nodeName(i int) string { return fmt.Sprintf("node-%05d", i+1) }
 // failureScenario rolls out a second revision in waves; failNode fails to
 // apply it. It measures revert_ms: from the failure being recorded until
 // every touched node reports its backup in force.
-func failureScenario(ctx context.Context, nc *nats.Conn, b *contract.Buckets, o Options, res *Result) error {
+func failureScenario(ctx context.Context, nc *nats.Conn, b *buckets.Set, o Options, res *Result) error {
 	in := append(Intents(), &sluicev1.Intent{Name: "bench-change", Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: 200}}})
 	badRevision.Store(render.RevisionID(in))
 	resp, err := apiclient.Apply(ctx, nc, &sluicev1.ApplyRequest{Intents: in, Source: "bench", Strategy: &sluicev1.Strategy{
@@ -611,7 +612,7 @@ func Intents() []*sluicev1.Intent {
 
 // timeline reads the desired configs' write times and the agents' report
 // times back from the buckets to split the overhead between agents and coordinator.
-func timeline(ctx context.Context, b *contract.Buckets, o Options, start time.Time, res *Result) error {
+func timeline(ctx context.Context, b *buckets.Set, o Options, start time.Time, res *Result) error {
 	desired, err := store.New(b.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }).List(ctx, "*.desired")
 	if err != nil {
 		return err

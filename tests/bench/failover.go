@@ -16,6 +16,7 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -93,7 +94,7 @@ func (p *coordinatorProc) Pause(context.Context, time.Duration) error {
 type failover struct {
 	url      string
 	nc       *nats.Conn
-	b        *contract.Buckets
+	b        *buckets.Set
 	settings contract.Settings
 	o        Options
 	leases   *store.Store[*sluicev1.LeaderLease]
@@ -104,7 +105,7 @@ type failover struct {
 // (takeover_ms); that leader is stopped cleanly mid-rollout and a successor
 // takes over (clean_takeover_ms); then, with --pauses, the successor's
 // process is paused while a standby watches (false_takeovers).
-func failoverScenario(ctx context.Context, url string, nc *nats.Conn, b *contract.Buckets, settings contract.Settings, o Options, res *Result) error {
+func failoverScenario(ctx context.Context, url string, nc *nats.Conn, b *buckets.Set, settings contract.Settings, o Options, res *Result) error {
 	f := &failover{url: url, nc: nc, b: b, settings: settings, o: o,
 		leases: store.New(b.Leases, func() *sluicev1.LeaderLease { return &sluicev1.LeaderLease{} })}
 	res.TakeoverLeaseMS = settings.LeaderLease.Milliseconds()

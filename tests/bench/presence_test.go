@@ -9,6 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/embedded"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -89,10 +90,10 @@ func TestPresenceWatch_StoppedAgent_CountedOnceItsLeaseExpires(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := contract.Ensure(ctx, js, settings); err != nil {
+	if err := buckets.Ensure(ctx, js, settings); err != nil {
 		t.Fatal(err)
 	}
-	b, err := contract.OpenBuckets(ctx, js)
+	b, err := buckets.BindAll(ctx, js)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -358,7 +359,7 @@ func (s *system) otherValue(ctx context.Context, bucket string, pick uint32) (st
 }
 
 // bucketKV is b's handle of bucket name.
-func bucketKV(b *contract.Buckets, name string) jetstream.KeyValue {
+func bucketKV(b *buckets.Set, name string) jetstream.KeyValue {
 	return map[string]jetstream.KeyValue{
 		contract.BucketIntents: b.Intents, contract.BucketRevisions: b.Revisions, contract.BucketNodeConfigs: b.NodeConfigs,
 		contract.BucketFingerprints: b.Fingerprints, contract.BucketStatus: b.Status, contract.BucketNodes: b.Nodes,

@@ -29,7 +29,7 @@ import (
 	tcnetwork "github.com/testcontainers/testcontainers-go/network"
 	"github.com/testcontainers/testcontainers-go/wait"
 
-	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/creds"
 )
 
@@ -93,7 +93,7 @@ type cluster struct {
 	sec      *secrets // with SLUICE_TEST_SECURE=1: credentials and TLS (secure_test.go)
 	nc       *nats.Conn
 	js       jetstream.JetStream
-	b        *contract.Buckets
+	b        *buckets.Set
 }
 
 // image is the locally built image of binary bin.
@@ -185,7 +185,7 @@ func startCluster(t *testing.T) *cluster {
 	if c.js, err = jetstream.New(c.nc); err != nil {
 		t.Fatal(err)
 	}
-	if c.b, err = contract.OpenBuckets(ctx, c.js); err != nil {
+	if c.b, err = buckets.BindAll(ctx, c.js); err != nil {
 		t.Fatalf("bind the buckets from the host: %v", err)
 	}
 	secured := ""

@@ -19,6 +19,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -102,7 +103,7 @@ func TestSlowJetStream_FleetOffersNoMore(t *testing.T) {
 	defer cancel()
 	var conn *nats.Conn
 	var js jetstream.JetStream
-	var buckets *contract.Buckets
+	var bound *buckets.Set
 	for i := range n {
 		if i%agentsPerConn == 0 {
 			conn, err = nats.Connect("nats://"+proxy.addr(), nats.MaxReconnects(-1))
@@ -113,12 +114,12 @@ func TestSlowJetStream_FleetOffersNoMore(t *testing.T) {
 			if js, err = jetstream.New(conn); err != nil {
 				t.Fatal(err)
 			}
-			if buckets, err = contract.OpenBuckets(ctx, js); err != nil {
+			if bound, err = buckets.BindAll(ctx, js); err != nil {
 				t.Fatal(err)
 			}
 		}
 		name := fmt.Sprintf("node-%05d", i)
-		a, err := agent.New(agent.Config{Conn: conn, JetStream: js, Buckets: buckets, Settings: settings, Log: zerolog.Nop(),
+		a, err := agent.New(agent.Config{Conn: conn, JetStream: js, Buckets: bound, Settings: settings, Log: zerolog.Nop(),
 			Node: name, Version: "overload", Labels: map[string]string{"zone": fmt.Sprintf("zone-%c", 'a'+i%3)},
 			Applier: agent.ApplierFunc(func(context.Context, *sluicev1.DesiredConfig) error { return nil })})
 		if err != nil {

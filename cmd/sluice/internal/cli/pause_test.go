@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/dev"
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -39,7 +40,7 @@ func startSystemWith(t *testing.T, agents int, checks ...string) *dev.System {
 }
 
 // openBuckets binds every bucket of the system at url.
-func openBuckets(t *testing.T, url string) *contract.Buckets {
+func openBuckets(t *testing.T, url string) *buckets.Set {
 	t.Helper()
 	nc, err := nats.Connect(url)
 	if err != nil {
@@ -50,7 +51,7 @@ func openBuckets(t *testing.T, url string) *contract.Buckets {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := contract.OpenBuckets(context.Background(), js)
+	b, err := buckets.BindAll(context.Background(), js)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +116,7 @@ func (r *running) wait(t *testing.T, what string) int {
 // test (heldCheck on gate), applies tenantA one node at a time and waits
 // until node-01 is applying: a rollout that runs until the test releases
 // its nodes.
-func heldRollout(t *testing.T, agents int) (gate, url string, b *contract.Buckets, status *store.Store[*sluicev1.NodeStatus]) {
+func heldRollout(t *testing.T, agents int) (gate, url string, b *buckets.Set, status *store.Store[*sluicev1.NodeStatus]) {
 	t.Helper()
 	gate = t.TempDir()
 	url = startSystemWith(t, agents, heldCheck(gate)).URL()

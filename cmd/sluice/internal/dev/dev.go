@@ -33,6 +33,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/embedded"
@@ -505,10 +506,10 @@ func (s *System) firstStart(ctx context.Context) (bool, error) {
 	if err != nil {
 		return false, fmt.Errorf("jetstream: %w", err)
 	}
-	if err := contract.Ensure(ctx, js, s.opts.Settings); err != nil {
+	if err := buckets.Ensure(ctx, js, s.opts.Settings); err != nil {
 		return false, err
 	}
-	b, err := contract.OpenBuckets(ctx, js)
+	b, err := buckets.BindAll(ctx, js)
 	if err != nil {
 		return false, err
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/natstest"
@@ -35,7 +36,7 @@ spec: {tableId: 100}
 // client is a connection to a running dev system with its buckets.
 type client struct {
 	nc *nats.Conn
-	b  *contract.Buckets
+	b  *buckets.Set
 }
 
 func connect(t *testing.T, s *System) client {
@@ -53,7 +54,7 @@ func connect(t *testing.T, s *System) client {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b, err := contract.OpenBuckets(context.Background(), js)
+	b, err := buckets.BindAll(context.Background(), js)
 	if err != nil {
 		t.Fatal(err)
 	}

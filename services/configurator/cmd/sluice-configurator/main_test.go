@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/testaddr"
@@ -65,7 +66,7 @@ func TestRun_NotReadyUntilBoundAndServing(t *testing.T) {
 	}
 	ectx, ecancel := context.WithTimeout(ctx, wait)
 	defer ecancel()
-	if err := contract.Ensure(ectx, env.JS, contract.DefaultSettings()); err != nil {
+	if err := buckets.Ensure(ectx, env.JS, contract.DefaultSettings()); err != nil {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, wait, "ready once serving", func() bool {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/testaddr"
@@ -103,7 +104,7 @@ func TestRun_ReadyOnceBound_AndAMicroServiceWithItsStatus(t *testing.T) {
 	})
 	ectx, ecancel := context.WithTimeout(ctx, wait)
 	defer ecancel()
-	if err := contract.Ensure(ectx, env.JS, contract.DefaultSettings()); err != nil {
+	if err := buckets.Ensure(ectx, env.JS, contract.DefaultSettings()); err != nil {
 		t.Fatal(err)
 	}
 	natstest.Eventually(t, wait, "ready once bound", func() bool {

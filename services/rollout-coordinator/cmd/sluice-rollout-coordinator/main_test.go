@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/cmdutil"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
@@ -116,7 +117,7 @@ func TestRun_ReadyWhileLeadingOrStandingBy_NotWithoutBucketsOrLease(t *testing.T
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if err := contract.Ensure(ctx, env.JS, contract.DefaultSettings()); err != nil {
+	if err := buckets.Ensure(ctx, env.JS, contract.DefaultSettings()); err != nil {
 		t.Fatal(err)
 	}
 	term := strings.TrimSpace(strings.TrimPrefix(a.waitReady(t, http.StatusOK, "ready: leading term "), "ready: leading term "))

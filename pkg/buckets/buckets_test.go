@@ -1,4 +1,4 @@
-package contract_test
+package buckets_test
 
 import (
 	"bytes"
@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
 )
@@ -112,13 +113,13 @@ func TestOpen_BinderWaitsForTheManagerAndCreatesNothing(t *testing.T) {
 	s := contract.DefaultSettings()
 	var logs syncBuffer
 	type result struct {
-		b   *contract.Buckets
+		b   *buckets.Set
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		b, err := contract.Prepare(ctx, env.JS, s, contract.ComponentAgent,
-			contract.WithLog(zerolog.New(&logs)), contract.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
+		b, err := buckets.Prepare(ctx, env.JS, s, contract.ComponentAgent,
+			buckets.WithLog(zerolog.New(&logs)), buckets.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
 		done <- result{b, err}
 	}()
 	natstest.Eventually(t, 30*time.Second, "the agent to log that it waits", func() bool {
@@ -136,10 +137,10 @@ func TestOpen_BinderWaitsForTheManagerAndCreatesNothing(t *testing.T) {
 	// The coordinator creates its buckets, then waits for the configurator's.
 	coordDone := make(chan error, 1)
 	go func() {
-		_, err := contract.Prepare(ctx, env.JS, s, contract.ComponentCoordinator, contract.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
+		_, err := buckets.Prepare(ctx, env.JS, s, contract.ComponentCoordinator, buckets.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
 		coordDone <- err
 	}()
-	if _, err := contract.Prepare(ctx, env.JS, s, contract.ComponentConfigurator, contract.WithBackoff(10*time.Millisecond, 50*time.Millisecond)); err != nil {
+	if _, err := buckets.Prepare(ctx, env.JS, s, contract.ComponentConfigurator, buckets.WithBackoff(10*time.Millisecond, 50*time.Millisecond)); err != nil {
 		t.Fatalf("configurator: %v", err)
 	}
 	if err := <-coordDone; err != nil {
@@ -180,7 +181,7 @@ func TestOpen_SingleServer(t *testing.T) {
 		env := natstest.StartBare(t)
 		s := def
 		s.Replicas = 3
-		_, err := contract.Prepare(ctx, env.JS, s, contract.ComponentCoordinator)
+		_, err := buckets.Prepare(ctx, env.JS, s, contract.ComponentCoordinator)
 		if err == nil || !strings.Contains(err.Error(), "sluice-nodeconfigs") || !strings.Contains(err.Error(), "use --replicas 1") {
 			t.Fatalf("got %v, want an error naming the bucket and --replicas 1", err)
 		}
@@ -189,21 +190,21 @@ func TestOpen_SingleServer(t *testing.T) {
 		env := natstest.Start(t, def)
 		s := def
 		s.NodeLease = 30 * time.Second
-		b, err := contract.Prepare(ctx, env.JS, s, contract.ComponentAgent)
+		b, err := buckets.Prepare(ctx, env.JS, s, contract.ComponentAgent)
 		if err != nil || b.NodeLease != def.NodeLease {
 			t.Fatalf("agent started with 30s: node lease %s, %v; want the bucket's %s", b.GetNodeLease(), err, def.NodeLease)
 		}
-		if _, err := contract.Prepare(ctx, env.JS, s, contract.ComponentCoordinator); err != nil {
+		if _, err := buckets.Prepare(ctx, env.JS, s, contract.ComponentCoordinator); err != nil {
 			t.Fatalf("coordinator: %v", err)
 		}
 		if got := streamConfig(t, env.JS, contract.BucketNodes).MaxAge; got != 30*time.Second {
 			t.Fatalf("nodes TTL %s after the owner started with 30s", got)
 		}
-		b, err = contract.Prepare(ctx, env.JS, def, contract.ComponentAgent)
+		b, err = buckets.Prepare(ctx, env.JS, def, contract.ComponentAgent)
 		if err != nil || b.NodeLease != 30*time.Second {
 			t.Fatalf("agent after the owner's update: node lease %s, %v; want 30s", b.GetNodeLease(), err)
 		}
-		if got, err := contract.NodeLease(ctx, env.JS); err != nil || got != 30*time.Second {
+		if got, err := buckets.NodeLease(ctx, env.JS); err != nil || got != 30*time.Second {
 			t.Fatalf("NodeLease: %s, %v; want 30s", got, err)
 		}
 	})
@@ -211,19 +212,19 @@ func TestOpen_SingleServer(t *testing.T) {
 		s := def
 		s.Memory = true
 		env := natstest.Start(t, s)
-		_, err := contract.Prepare(ctx, env.JS, def, contract.ComponentReaper)
-		if !errors.Is(err, contract.ErrMismatch) || !strings.Contains(err.Error(), "storage") {
+		_, err := buckets.Prepare(ctx, env.JS, def, contract.ComponentReaper)
+		if !errors.Is(err, buckets.ErrMismatch) || !strings.Contains(err.Error(), "storage") {
 			t.Fatalf("got %v, want a storage mismatch", err)
 		}
-		_, err = contract.Prepare(ctx, env.JS, def, contract.ComponentConfigurator)
-		if !errors.Is(err, contract.ErrMismatch) || !strings.Contains(err.Error(), "cannot change a stream's storage type") {
+		_, err = buckets.Prepare(ctx, env.JS, def, contract.ComponentConfigurator)
+		if !errors.Is(err, buckets.ErrMismatch) || !strings.Contains(err.Error(), "cannot change a stream's storage type") {
 			t.Fatalf("owner: got %v, want a storage mismatch", err)
 		}
 	})
 	t.Run("a second start of the owner changes nothing", func(t *testing.T) {
 		env := natstest.Start(t, def)
 		before := streamConfig(t, env.JS, contract.BucketNodeConfigs)
-		if _, err := contract.Prepare(ctx, env.JS, def, contract.ComponentCoordinator); err != nil {
+		if _, err := buckets.Prepare(ctx, env.JS, def, contract.ComponentCoordinator); err != nil {
 			t.Fatal(err)
 		}
 		st, err := env.JS.Stream(ctx, contract.StreamOfBucket(contract.BucketNodeConfigs))
@@ -245,8 +246,8 @@ func TestOpen_Cluster(t *testing.T) {
 	r1 := contract.DefaultSettings()
 
 	t.Run("the owner with --replicas 1 on an R3 bucket is a startup error and scales nothing down", func(t *testing.T) {
-		_, err := contract.Prepare(ctx, c.JS, r1, contract.ComponentCoordinator)
-		var mm *contract.MismatchError
+		_, err := buckets.Prepare(ctx, c.JS, r1, contract.ComponentCoordinator)
+		var mm *buckets.MismatchError
 		if !errors.As(err, &mm) || mm.Name != contract.BucketNodeConfigs || mm.Setting != "replicas" || mm.Found != "3" || mm.Want != "1" {
 			t.Fatalf("got %v, want a replicas mismatch on %s found 3 want 1", err, contract.BucketNodeConfigs)
 		}
@@ -256,15 +257,15 @@ func TestOpen_Cluster(t *testing.T) {
 		if got := streamConfig(t, c.JS, contract.BucketNodeConfigs).Replicas; got != 3 {
 			t.Fatalf("replicas %d after a refused start, want 3", got)
 		}
-		if err := contract.Ensure(ctx, c.JS, r1); !errors.Is(err, contract.ErrMismatch) {
+		if err := buckets.Ensure(ctx, c.JS, r1); !errors.Is(err, buckets.ErrMismatch) {
 			t.Fatalf("Ensure with 1 replica: got %v, want ErrMismatch", err)
 		}
 	})
 	t.Run("a binder with --replicas 1 accepts R3", func(t *testing.T) {
-		if _, err := contract.Prepare(ctx, c.JS, r1, contract.ComponentAgent); err != nil {
+		if _, err := buckets.Prepare(ctx, c.JS, r1, contract.ComponentAgent); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := contract.Prepare(ctx, c.JS, r1, contract.ComponentReaper); err != nil {
+		if _, err := buckets.Prepare(ctx, c.JS, r1, contract.ComponentReaper); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -281,8 +282,8 @@ func TestOpen_Cluster(t *testing.T) {
 		}
 		r3 := r1
 		r3.Replicas = 3
-		_, err := contract.Prepare(ctx, c.JS, r3, contract.ComponentReaper)
-		var mm *contract.MismatchError
+		_, err := buckets.Prepare(ctx, c.JS, r3, contract.ComponentReaper)
+		var mm *buckets.MismatchError
 		if !errors.As(err, &mm) || mm.Name != contract.BucketRollouts || mm.Setting != "replicas" || mm.Want != "at least 3" {
 			t.Fatalf("binder with --replicas 3 on R1: got %v", err)
 		}
@@ -293,8 +294,8 @@ func TestOpen_Cluster(t *testing.T) {
 		defer wcancel()
 		waited := make(chan error, 1)
 		go func() {
-			_, err := contract.Prepare(wctx, c.JS, r1, contract.ComponentCLI,
-				contract.WithLog(zerolog.New(&logs)), contract.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
+			_, err := buckets.Prepare(wctx, c.JS, r1, contract.ComponentCLI,
+				buckets.WithLog(zerolog.New(&logs)), buckets.WithBackoff(10*time.Millisecond, 50*time.Millisecond))
 			waited <- err
 		}()
 		// margin: the poll ends as soon as the line is logged.
@@ -306,14 +307,14 @@ func TestOpen_Cluster(t *testing.T) {
 		if err := <-waited; !errors.Is(err, context.Canceled) {
 			t.Fatalf("binder on a bucket without atomic publish: got %v, logged %s; want it to wait for the manager until stopped", err, logs.String())
 		}
-		if _, err := contract.Prepare(ctx, c.JS, r3, contract.ComponentCoordinator); err != nil {
+		if _, err := buckets.Prepare(ctx, c.JS, r3, contract.ComponentCoordinator); err != nil {
 			t.Fatalf("owner upgrade: %v", err)
 		}
 		got := streamConfig(t, c.JS, contract.BucketRollouts)
 		if got.Replicas != 3 || !got.AllowAtomicPublish {
 			t.Fatalf("after the owner's start: replicas %d allow_atomic %v, want 3 and true", got.Replicas, got.AllowAtomicPublish)
 		}
-		if _, err := contract.Prepare(ctx, c.JS, r3, contract.ComponentReaper); err != nil {
+		if _, err := buckets.Prepare(ctx, c.JS, r3, contract.ComponentReaper); err != nil {
 			t.Fatalf("binder after the upgrade: %v", err)
 		}
 	})
@@ -329,7 +330,7 @@ func TestOpen_EventsStreamGetsItsByteLimitInPlace(t *testing.T) {
 	env := natstest.StartBare(t)
 	old := contract.DefaultSettings()
 	old.EventsMaxBytes = -1 // as every stream was created before the limit
-	if err := contract.Ensure(ctx, env.JS, old); err != nil {
+	if err := buckets.Ensure(ctx, env.JS, old); err != nil {
 		t.Fatal(err)
 	}
 	events := func() jetstream.StreamInfo {
@@ -352,7 +353,7 @@ func TestOpen_EventsStreamGetsItsByteLimitInPlace(t *testing.T) {
 		t.Fatalf("the old stream has max bytes %d, want -1", before.Config.MaxBytes)
 	}
 
-	if _, err := contract.Prepare(ctx, env.JS, contract.DefaultSettings(), contract.ComponentConfigurator); err != nil {
+	if _, err := buckets.Prepare(ctx, env.JS, contract.DefaultSettings(), contract.ComponentConfigurator); err != nil {
 		t.Fatal(err)
 	}
 	after := events()
@@ -369,7 +370,7 @@ func TestOpen_EventsStreamGetsItsByteLimitInPlace(t *testing.T) {
 	if _, err := env.JS.UpdateStream(ctx, raised); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := contract.Prepare(ctx, env.JS, contract.DefaultSettings(), contract.ComponentConfigurator); err != nil {
+	if _, err := buckets.Prepare(ctx, env.JS, contract.DefaultSettings(), contract.ComponentConfigurator); err != nil {
 		t.Fatal(err)
 	}
 	if got := events().Config.MaxBytes; got != 2*contract.DefaultEventsMaxBytes {

@@ -1,4 +1,10 @@
-package contract
+// Package buckets creates, checks and binds sluice's JetStream buckets and
+// its events stream, with retries: the plumbing beside pkg/store. What the
+// buckets are — their names, who manages each, their settings — is
+// pkg/contract's; this package opens them. Each component opens its buckets
+// once, with Open (a service, the CLI) or Prepare (on a JetStream context
+// it has); Ensure creates everything for installers, tests and sluice dev.
+package buckets
 
 import (
 	"context"
@@ -11,79 +17,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
-
 	"github.com/sluicehq/sluice/pkg/backoff"
+	"github.com/sluicehq/sluice/pkg/contract"
 )
-
-// Components: who opens the buckets. Each bucket and stream has exactly one
-// managing component (Manager); every other component binds to it.
-const (
-	ComponentConfigurator = "configurator"
-	ComponentCoordinator  = "rollout-coordinator"
-	ComponentAgent        = "agent"
-	ComponentReaper       = "reaper"
-	ComponentCLI          = "cli"
-)
-
-// allBuckets lists every bucket in the order they are opened.
-var allBuckets = []string{
-	BucketIntents, BucketRevisions, BucketNodeConfigs, BucketFingerprints,
-	BucketStatus, BucketNodes, BucketRollouts, BucketLeases, BucketControl, BucketInstances, BucketRegistries,
-}
-
-// managers is the one map of who creates and updates what.
-var managers = map[string]string{
-	BucketIntents:      ComponentConfigurator,
-	BucketRevisions:    ComponentConfigurator,
-	StreamEvents:       ComponentConfigurator,
-	BucketNodeConfigs:  ComponentCoordinator,
-	BucketFingerprints: ComponentCoordinator,
-	BucketRollouts:     ComponentCoordinator,
-	BucketLeases:       ComponentCoordinator,
-	BucketControl:      ComponentCoordinator,
-	BucketStatus:       ComponentCoordinator,
-	BucketNodes:        ComponentCoordinator,
-	BucketInstances:    ComponentCoordinator,
-	BucketRegistries:   ComponentConfigurator,
-}
-
-// uses lists what a component binds when it uses less than everything.
-var uses = map[string][]string{
-	ComponentAgent: {BucketNodeConfigs, BucketStatus, BucketNodes, BucketControl, StreamEvents},
-}
-
-// atomicBuckets are the buckets whose streams allow atomic batch publishing:
-// the coordinator writes them in batches fenced by KeyFence; the reaper
-// deletes old revisions in batches fenced on revisions/head.
-var atomicBuckets = []string{BucketNodeConfigs, BucketRollouts, BucketFingerprints, BucketRevisions}
-
-// AllBuckets lists every KV bucket sluice has, in the order they are opened.
-func AllBuckets() []string { return slices.Clone(allBuckets) }
-
-// AgentBinds lists the streams an agent binds (asks the info of), by
-// stream name: its credentials allow exactly these.
-func AgentBinds() []string {
-	var out []string
-	for _, name := range uses[ComponentAgent] {
-		if name == StreamEvents {
-			out = append(out, name)
-		} else {
-			out = append(out, StreamOfBucket(name))
-		}
-	}
-	return out
-}
-
-// Manager returns the component that creates and updates the bucket or
-// stream name, "" if sluice has no such bucket or stream.
-func Manager(name string) string { return managers[name] }
-
-// AllowsAtomicPublish reports whether bucket's stream must allow atomic
-// batch publishing (JetStream's AllowAtomicPublish).
-func AllowsAtomicPublish(bucket string) bool { return slices.Contains(atomicBuckets, bucket) }
-
-// StreamOfBucket is the name of the JetStream stream behind a KV bucket.
-func StreamOfBucket(bucket string) string { return "KV_" + bucket }
 
 // ErrMismatch: a bucket or stream exists with settings a component cannot
 // work with or may not change. Match with errors.Is; the error is a
@@ -130,7 +66,7 @@ func WithBackoff(first, longest time.Duration) OpenOption {
 
 // Open makes a JetStream context on nc and prepares the buckets for
 // component (see Prepare): what a service does first.
-func Open(ctx context.Context, nc *nats.Conn, s Settings, component string, opts ...OpenOption) (jetstream.JetStream, *Buckets, error) {
+func Open(ctx context.Context, nc *nats.Conn, s contract.Settings, component string, opts ...OpenOption) (jetstream.JetStream, *Set, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
@@ -152,28 +88,23 @@ func Open(ctx context.Context, nc *nats.Conn, s Settings, component string, opts
 // returns the handles of the buckets component uses (an agent gets
 // NodeConfigs, Status, Nodes and Control; every other component gets all)
 // and the node lease in force. An agent and the CLI manage nothing.
-func Prepare(ctx context.Context, js jetstream.JetStream, s Settings, component string, opts ...OpenOption) (*Buckets, error) {
-	switch component {
-	case ComponentConfigurator, ComponentCoordinator, ComponentAgent, ComponentReaper, ComponentCLI:
-	default:
-		return nil, fmt.Errorf("contract: unknown component %q", component)
+func Prepare(ctx context.Context, js jetstream.JetStream, s contract.Settings, component string, opts ...OpenOption) (*Set, error) {
+	if !contract.ValidComponent(component) {
+		return nil, fmt.Errorf("buckets: unknown component %q", component)
 	}
 	c := newOpenConfig(opts)
-	used := uses[component]
-	if used == nil {
-		used = append(slices.Clone(allBuckets), StreamEvents)
-	}
+	used := contract.Uses(component)
 	// Manage first, then wait for the others: two managers starting together
 	// each create theirs before waiting for the other's.
-	for _, w := range s.wants() {
-		if managers[w.name] == component {
+	for _, w := range wants(s) {
+		if contract.Manager(w.name) == component {
 			if err := c.manage(ctx, js, w, component); err != nil {
 				return nil, err
 			}
 		}
 	}
-	b := &Buckets{}
-	for _, w := range s.wants() {
+	b := &Set{}
+	for _, w := range wants(s) {
 		if !slices.Contains(used, w.name) {
 			continue
 		}
@@ -187,7 +118,7 @@ func Prepare(ctx context.Context, js jetstream.JetStream, s Settings, component 
 		if w.kv == nil {
 			continue
 		}
-		if w.name == BucketNodes {
+		if w.name == contract.BucketNodes {
 			b.NodeLease = cfg.MaxAge
 		}
 		kv, err := c.bind(ctx, js, w)
@@ -202,9 +133,9 @@ func Prepare(ctx context.Context, js jetstream.JetStream, s Settings, component 
 // Ensure creates or updates every bucket and the events stream as their
 // managers would (never lowering replicas): for installers, tests and
 // `sluice dev`, which create everything before starting services.
-func Ensure(ctx context.Context, js jetstream.JetStream, s Settings, opts ...OpenOption) error {
+func Ensure(ctx context.Context, js jetstream.JetStream, s contract.Settings, opts ...OpenOption) error {
 	c := newOpenConfig(opts)
-	for _, w := range s.wants() {
+	for _, w := range wants(s) {
 		if err := c.manage(ctx, js, w, "installer"); err != nil {
 			return err
 		}
@@ -228,18 +159,18 @@ func (w want) kind() string {
 
 func (w want) stream() string {
 	if w.kv != nil {
-		return StreamOfBucket(w.name)
+		return contract.StreamOfBucket(w.name)
 	}
 	return w.name
 }
 
 // wants lists every bucket and then the events stream with its wanted config.
-func (s Settings) wants() []want {
+func wants(s contract.Settings) []want {
 	var out []want
 	for _, cfg := range s.BucketConfigs() {
 		out = append(out, want{name: cfg.Bucket, kv: &cfg, sc: kvStreamConfig(cfg)})
 	}
-	return append(out, want{name: StreamEvents, sc: s.EventsStreamConfig()})
+	return append(out, want{name: contract.StreamEvents, sc: s.EventsStreamConfig()})
 }
 
 // kvStreamConfig is the part of a KV bucket's stream config sluice manages,
@@ -259,7 +190,7 @@ func kvStreamConfig(cfg jetstream.KeyValueConfig) jetstream.StreamConfig {
 		RePublish:              cfg.RePublish,
 		AllowMsgTTL:            cfg.LimitMarkerTTL != 0,
 		SubjectDeleteMarkerTTL: cfg.LimitMarkerTTL,
-		AllowAtomicPublish:     AllowsAtomicPublish(cfg.Bucket),
+		AllowAtomicPublish:     contract.AllowsAtomicPublish(cfg.Bucket),
 	}
 }
 
@@ -318,7 +249,7 @@ func (w want) manage(ctx context.Context, js jetstream.JetStream, component stri
 	}
 	if cur.Replicas > w.sc.Replicas {
 		return &MismatchError{
-			Kind: w.kind(), Name: w.name, Setting: "replicas", Component: component, Manager: managers[w.name],
+			Kind: w.kind(), Name: w.name, Setting: "replicas", Component: component, Manager: contract.Manager(w.name),
 			Found: fmt.Sprint(cur.Replicas), Want: fmt.Sprint(w.sc.Replicas),
 			Fix: fmt.Sprintf("replicas are never lowered on start; start %s with --replicas %d (env SLUICE_REPLICAS), "+
 				"or scale down on purpose with `nats stream edit %s --replicas %d` and start again",
@@ -327,7 +258,7 @@ func (w want) manage(ctx context.Context, js jetstream.JetStream, component stri
 	}
 	if cur.Storage != w.sc.Storage {
 		return &MismatchError{
-			Kind: w.kind(), Name: w.name, Setting: "storage", Component: component, Manager: managers[w.name],
+			Kind: w.kind(), Name: w.name, Setting: "storage", Component: component, Manager: contract.Manager(w.name),
 			Found: cur.Storage.String(), Want: w.sc.Storage.String(),
 			Fix: "JetStream cannot change a stream's storage type; start with the storage it has, " +
 				"or back up and delete the " + w.kind() + " to recreate it",
@@ -430,9 +361,9 @@ func storageHint(err error, sc jetstream.StreamConfig) string {
 func (w want) verify(cur jetstream.StreamConfig, component string) error {
 	mismatch := func(setting, found, want, fix string) error {
 		return &MismatchError{Kind: w.kind(), Name: w.name, Setting: setting, Found: found, Want: want,
-			Component: component, Manager: managers[w.name], Fix: fix}
+			Component: component, Manager: contract.Manager(w.name), Fix: fix}
 	}
-	mgr := managers[w.name]
+	mgr := contract.Manager(w.name)
 	if cur.Replicas < w.sc.Replicas {
 		return mismatch("replicas", fmt.Sprint(cur.Replicas), fmt.Sprintf("at least %d", w.sc.Replicas),
 			fmt.Sprintf("start %s with --replicas %d so that it scales the %s up, or start %s with --replicas %d",
@@ -499,18 +430,18 @@ func (c openConfig) waitFor(ctx context.Context, js jetstream.JetStream, w want,
 			return cfg, fmt.Errorf("bind %s %s: %w", w.kind(), w.name, err)
 		}
 		delay := retry.Next()
-		ev := c.log.Info().Str(w.kind(), w.name).Str("manager", managers[w.name]).Int("attempt", attempt).Dur("retry_in", delay)
+		ev := c.log.Info().Str(w.kind(), w.name).Str("manager", contract.Manager(w.name)).Int("attempt", attempt).Dur("retry_in", delay)
 		switch {
 		case upgrading:
 			ev.Msgf("waiting for bucket %s to allow atomic publish, enabled by %s (start a %s of this version)",
-				w.name, managers[w.name], managers[w.name])
+				w.name, contract.Manager(w.name), contract.Manager(w.name))
 		case errors.Is(err, jetstream.ErrStreamNotFound):
-			ev.Msgf("waiting for %s %s, created by %s", w.kind(), w.name, managers[w.name])
+			ev.Msgf("waiting for %s %s, created by %s", w.kind(), w.name, contract.Manager(w.name))
 		default:
 			ev.Err(err).Msgf("waiting for %s %s: JetStream not ready", w.kind(), w.name)
 		}
 		if err := backoff.Sleep(ctx, delay, nil); err != nil {
-			return cfg, fmt.Errorf("waiting for %s %s, created by %s: %w", w.kind(), w.name, managers[w.name], err)
+			return cfg, fmt.Errorf("waiting for %s %s, created by %s: %w", w.kind(), w.name, contract.Manager(w.name), err)
 		}
 	}
 }
@@ -552,9 +483,9 @@ func transient(err error) bool {
 // NodeLease reads the node lease in force: the nodes bucket's TTL, which its
 // manager (the rollout-coordinator, --node-lease) sets.
 func NodeLease(ctx context.Context, js jetstream.JetStream) (time.Duration, error) {
-	cfg, err := streamConfig(ctx, js, StreamOfBucket(BucketNodes))
+	cfg, err := streamConfig(ctx, js, contract.StreamOfBucket(contract.BucketNodes))
 	if err != nil {
-		return 0, fmt.Errorf("read the node lease (bucket %s): %w", BucketNodes, err)
+		return 0, fmt.Errorf("read the node lease (bucket %s): %w", contract.BucketNodes, err)
 	}
 	return cfg.MaxAge, nil
 }
@@ -572,4 +503,66 @@ func streamConfig(ctx context.Context, js jetstream.JetStream, name string) (jet
 		return jetstream.StreamConfig{}, err
 	}
 	return st.CachedInfo().Config, nil
+}
+
+// Set holds a handle of every sluice bucket. A component that does not
+// use a bucket (see Open) has nil there.
+type Set struct {
+	Intents, Revisions, NodeConfigs, Fingerprints, Status, Nodes, Rollouts, Leases, Control, Instances, Registries jetstream.KeyValue
+	// NodeLease is the nodes bucket's TTL as Prepare found it: the node
+	// lease in force, set by the bucket's manager (the rollout-coordinator's
+	// --node-lease). Agents time their heartbeats by it. Zero when the nodes
+	// bucket was not bound through Prepare.
+	NodeLease time.Duration
+}
+
+// GetNodeLease is b.NodeLease, zero for a nil b.
+func (b *Set) GetNodeLease() time.Duration {
+	if b == nil {
+		return 0
+	}
+	return b.NodeLease
+}
+
+// BindAll binds every sluice bucket without verifying its settings; they
+// must exist (see Ensure). Services use Open, which verifies.
+func BindAll(ctx context.Context, js jetstream.KeyValueManager) (*Set, error) {
+	b := &Set{}
+	for _, name := range contract.AllBuckets() {
+		kv, err := js.KeyValue(ctx, name)
+		if err != nil {
+			return nil, fmt.Errorf("open bucket %s: %w", name, err)
+		}
+		*b.field(name) = kv
+	}
+	return b, nil
+}
+
+// field returns where b keeps the handle of bucket name.
+func (b *Set) field(name string) *jetstream.KeyValue {
+	switch name {
+	case contract.BucketIntents:
+		return &b.Intents
+	case contract.BucketRevisions:
+		return &b.Revisions
+	case contract.BucketNodeConfigs:
+		return &b.NodeConfigs
+	case contract.BucketFingerprints:
+		return &b.Fingerprints
+	case contract.BucketStatus:
+		return &b.Status
+	case contract.BucketNodes:
+		return &b.Nodes
+	case contract.BucketRollouts:
+		return &b.Rollouts
+	case contract.BucketLeases:
+		return &b.Leases
+	case contract.BucketControl:
+		return &b.Control
+	case contract.BucketInstances:
+		return &b.Instances
+	case contract.BucketRegistries:
+		return &b.Registries
+	}
+	panic("contract: unknown bucket " + name)
 }
