@@ -100,21 +100,56 @@ func withStrategy(h *sluicev1.Head, st *sluicev1.Strategy) *sluicev1.Head {
 
 var emptyFP = render.Fingerprint(&sluicev1.NodeConfig{})
 
-func TestDecide(t *testing.T) {
-	r1, r2 := testRev("aaaa1111"), testRev("bbbb2222")
-	fp1, fp2 := targetOf(r1), targetOf(r2)
-	id1, id2 := rolloutID(head(1, r1.Id, "")), rolloutID(head(2, r2.Id, ""))
-	loaded := func(h *sluicev1.Head, rev *sluicev1.Revision, nodes ...string) Loaded {
-		return Loaded{Head: h, HeadRev: rev, Presence: presence(nodes...)}
+// decideCase is one row of the Decide tables: events given, the event
+// under test, the actions it returns (summarize) and the counts after.
+type decideCase struct {
+	name       string
+	given      []Event // applied before the Event under test
+	event      Event
+	want       []string
+	wantCounts string
+	check      func(t *testing.T, s *State)
+}
+
+// The revisions, targets and rollout ids the Decide tables share.
+var (
+	r1, r2   = testRev("aaaa1111"), testRev("bbbb2222")
+	fp1, fp2 = targetOf(r1), targetOf(r2)
+	id1, id2 = rolloutID(head(1, r1.Id, "")), rolloutID(head(2, r2.Id, ""))
+)
+
+// loaded is a term's load of head h (revision rev) with nodes present.
+func loaded(h *sluicev1.Head, rev *sluicev1.Revision, nodes ...string) Loaded {
+	return Loaded{Head: h, HeadRev: rev, Presence: presence(nodes...)}
+}
+
+// runDecide runs each case on a fresh state: the given events at t0, the
+// event under test a second later.
+func runDecide(t *testing.T, tests []decideCase) {
+	t.Helper()
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewState()
+			for _, ev := range tc.given {
+				Decide(s, ev, t0)
+			}
+			got := summarize(Decide(s, tc.event, t0.Add(time.Second)))
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("actions:\n got  %s\n want %s", strings.Join(got, ", "), strings.Join(tc.want, ", "))
+			}
+			if tc.wantCounts != "" && counts(s) != tc.wantCounts {
+				t.Errorf("counts:\n got  %s\n want %s", counts(s), tc.wantCounts)
+			}
+			if tc.check != nil {
+				tc.check(t, s)
+			}
+		})
 	}
-	tests := []struct {
-		name       string
-		given      []Event // applied before the Event under test
-		event      Event
-		want       []string
-		wantCounts string
-		check      func(t *testing.T, s *State)
-	}{
+}
+
+// TestDecide_Scheduling: how nodes are started: maxParallel, slots, the order.
+func TestDecide_Scheduling(t *testing.T) {
+	runDecide(t, []decideCase{
 		{
 			name:       "new head starts a rollout and fills maxParallel slots in name order",
 			event:      loaded(head(1, r1.Id, "2"), r1, "n3", "n1", "n2"),
@@ -134,6 +169,17 @@ func TestDecide(t *testing.T) {
 			want:       []string{"write n3"},
 			wantCounts: "total=3 pending=0 inprogress=2 provisioned=1 failed=0 skipped=0",
 		},
+		{
+			name:  "nodes already running the target are counted provisioned and not rewritten",
+			event: Loaded{Head: head(1, r1.Id, "5"), HeadRev: r1, Presence: presence("n1", "n2"), Status: []*sluicev1.NodeStatus{status("n1", provisioned, fp1, "old")}, Desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1}}},
+			want:  []string{"start " + id1, "write n2", "emit RolloutStarted"}, wantCounts: "total=2 pending=0 inprogress=1 provisioned=1 failed=0 skipped=0",
+		},
+	})
+}
+
+// TestDecide_Outcomes: what a node's report does.
+func TestDecide_Outcomes(t *testing.T) {
+	runDecide(t, []decideCase{
 		{
 			name:  "a report for another fingerprint is ignored",
 			given: []Event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
@@ -157,6 +203,29 @@ func TestDecide(t *testing.T) {
 				}
 			},
 		},
+		{
+			name: "a failure within the failure budget continues and ends PartiallyFailed",
+			given: []Event{loaded(withStrategy(head(1, r1.Id, "1"), &sluicev1.Strategy{MaxParallel: "1", FailureBudget: "1"}), r1, "n1", "n2"),
+				Status{S: status("n1", invalid, fp1, id1)}},
+			event: Status{S: status("n2", provisioned, fp1, id1)},
+			want:  []string{"finish PartiallyFailed", "emit RolloutPartiallyFailed"},
+			check: func(t *testing.T, s *State) {
+				if s.lastApplied.GetRevision() != r1.Id {
+					t.Fatalf("a partially failed revision is in force and becomes last-applied; got %v", s.lastApplied)
+				}
+			},
+		},
+		{
+			name:  "a rollout with no nodes succeeds at once",
+			event: loaded(head(1, r1.Id, ""), r1),
+			want:  []string{"start " + id1, "finish Succeeded", "emit RolloutStarted", "emit RolloutSucceeded"},
+		},
+	})
+}
+
+// TestDecide_Revert: a failure over budget and the revert that follows.
+func TestDecide_Revert(t *testing.T) {
+	runDecide(t, []decideCase{
 		{
 			name:       "an invalid node over budget records its fingerprint and reverts every touched node",
 			given:      []Event{loaded(head(1, r1.Id, "2"), r1, "n1", "n2", "n3")},
@@ -209,18 +278,12 @@ func TestDecide(t *testing.T) {
 			event: Status{S: status("n1", invalid, fp1, id1)},
 			want:  []string{"record n1", "finish RolledBack", "emit NodeFailed", "emit FingerprintInvalid", "emit NodeRevertFailed", "emit RolloutReverting", "emit RolloutRolledBack"},
 		},
-		{
-			name: "a failure within the failure budget continues and ends PartiallyFailed",
-			given: []Event{loaded(withStrategy(head(1, r1.Id, "1"), &sluicev1.Strategy{MaxParallel: "1", FailureBudget: "1"}), r1, "n1", "n2"),
-				Status{S: status("n1", invalid, fp1, id1)}},
-			event: Status{S: status("n2", provisioned, fp1, id1)},
-			want:  []string{"finish PartiallyFailed", "emit RolloutPartiallyFailed"},
-			check: func(t *testing.T, s *State) {
-				if s.lastApplied.GetRevision() != r1.Id {
-					t.Fatalf("a partially failed revision is in force and becomes last-applied; got %v", s.lastApplied)
-				}
-			},
-		},
+	})
+}
+
+// TestDecide_Guards: what is refused before any node is touched.
+func TestDecide_Guards(t *testing.T) {
+	runDecide(t, []decideCase{
 		{
 			name:  "a known-bad fingerprint stops the rollout before any node is touched",
 			event: Loaded{Head: head(1, r1.Id, "5"), HeadRev: r1, Presence: presence("n1", "n2"), Invalid: []*sluicev1.InvalidFingerprint{{Fingerprint: fp1, Node: "n7", Check: "ping", Output: "timeout", Rollout: "0-x"}}},
@@ -241,16 +304,12 @@ func TestDecide(t *testing.T) {
 			event: Loaded{Head: head(1, r1.Id, ""), HeadRev: r1, Presence: presence("n1"), LastApplied: &sluicev1.RolloutRef{Revision: r1.Id, Generation: 1, Rollout: id1}, LastAppliedRev: r1, Desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1}}},
 			want:  nil, wantCounts: "no rollout",
 		},
-		{
-			name:  "nodes already running the target are counted provisioned and not rewritten",
-			event: Loaded{Head: head(1, r1.Id, "5"), HeadRev: r1, Presence: presence("n1", "n2"), Status: []*sluicev1.NodeStatus{status("n1", provisioned, fp1, "old")}, Desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1}}},
-			want:  []string{"start " + id1, "write n2", "emit RolloutStarted"}, wantCounts: "total=2 pending=0 inprogress=1 provisioned=1 failed=0 skipped=0",
-		},
-		{
-			name:  "a rollout with no nodes succeeds at once",
-			event: loaded(head(1, r1.Id, ""), r1),
-			want:  []string{"start " + id1, "finish Succeeded", "emit RolloutStarted", "emit RolloutSucceeded"},
-		},
+	})
+}
+
+// TestDecide_Queue: a new head while a rollout runs (whileActive).
+func TestDecide_Queue(t *testing.T) {
+	runDecide(t, []decideCase{
 		{
 			name:       "a new head waits for the active rollout to end (whileActive queue, the default)",
 			given:      []Event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
@@ -285,6 +344,12 @@ func TestDecide(t *testing.T) {
 			},
 			wantCounts: "total=2 pending=1 inprogress=1 provisioned=0 failed=0 skipped=0",
 		},
+	})
+}
+
+// TestDecide_Presence: nodes that leave, come back, join or beat.
+func TestDecide_Presence(t *testing.T) {
+	runDecide(t, []decideCase{
 		{
 			name:       "a pending node that leaves is skipped, not failed",
 			given:      []Event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
@@ -341,6 +406,12 @@ func TestDecide(t *testing.T) {
 			event: Presence{Node: "n1", P: presence("n1")[0]},
 			want:  []string{"write n1", "emit NodeConfigured"}, wantCounts: "no rollout",
 		},
+	})
+}
+
+// TestDecide_Restart: a new term resuming from what is stored.
+func TestDecide_Restart(t *testing.T) {
+	runDecide(t, []decideCase{
 		{
 			name: "after a restart an active rollout resumes where its nodes are",
 			event: Loaded{
@@ -368,25 +439,7 @@ func TestDecide(t *testing.T) {
 				}
 			},
 		},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			s := NewState()
-			for _, ev := range tc.given {
-				Decide(s, ev, t0)
-			}
-			got := summarize(Decide(s, tc.event, t0.Add(time.Second)))
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("actions:\n got  %s\n want %s", strings.Join(got, ", "), strings.Join(tc.want, ", "))
-			}
-			if tc.wantCounts != "" && counts(s) != tc.wantCounts {
-				t.Errorf("counts:\n got  %s\n want %s", counts(s), tc.wantCounts)
-			}
-			if tc.check != nil {
-				tc.check(t, s)
-			}
-		})
-	}
+	})
 }
 
 func TestDecide_IsDeterministicWhateverTheArrivalOrder(t *testing.T) {
