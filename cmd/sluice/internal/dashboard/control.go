@@ -18,6 +18,7 @@ type controlRequest struct {
 	Action      string `json:"action"`
 	Rollout     string `json:"rollout,omitempty"`
 	Fingerprint string `json:"fingerprint,omitempty"`
+	Revision    string `json:"revision,omitempty"` // undo: the revision to go back to (default: the CLI's)
 	Reason      string `json:"reason,omitempty"`
 	NoRevert    bool   `json:"noRevert,omitempty"`
 	Confirm     bool   `json:"confirm,omitempty"`
@@ -47,7 +48,15 @@ var actions = map[string]func(c controlRequest) ([]string, *apiError){
 		}
 		return args, nil
 	},
-	"undo":  func(controlRequest) ([]string, *apiError) { return []string{"rollout", "undo"}, nil },
+	"undo": func(c controlRequest) ([]string, *apiError) {
+		if c.Revision == "" {
+			return []string{"rollout", "undo"}, nil
+		}
+		if !revisionPrefix.MatchString(c.Revision) {
+			return nil, &apiError{Field: "revision", Error: "revision " + quote(c.Revision) + ": give a revision id or a prefix of at least 6 hex characters (sluice get revisions lists them)"}
+		}
+		return []string{"rollout", "undo", "--to-revision", c.Revision}, nil
+	},
 	"retry": func(controlRequest) ([]string, *apiError) { return []string{"rollout", "retry"}, nil },
 	"forgive": func(c controlRequest) ([]string, *apiError) {
 		if !fingerprintPrefix.MatchString(c.Fingerprint) {
@@ -61,6 +70,9 @@ var actions = map[string]func(c controlRequest) ([]string, *apiError){
 }
 
 var fingerprintPrefix = regexp.MustCompile(`^[0-9a-f]{6,64}$`)
+
+// revisionPrefix is a revision id or its prefix (ids are hex hashes).
+var revisionPrefix = regexp.MustCompile(`^[0-9a-f]{6,64}$`)
 
 func withRollout(args []string, c controlRequest) []string {
 	if c.Rollout != "" {
@@ -124,7 +136,7 @@ func (srv *Server) handleControl(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		httpError(w, http.StatusBadRequest, "body", "the body is not a control request ({action, rollout, fingerprint, reason, noRevert, confirm}): "+err.Error())
+		httpError(w, http.StatusBadRequest, "body", "the body is not a control request ({action, rollout, fingerprint, revision, reason, noRevert, confirm}): "+err.Error())
 		return
 	}
 	args, bad := controlArgs(c)

@@ -94,8 +94,10 @@ func New(opts Options) (*Server, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
+	st := newState()
+	st.groupBy = opts.GroupBy
 	return &Server{
-		opts: opts, state: newState(), interval: opts.Interval, done: make(chan struct{}),
+		opts: opts, state: st, interval: opts.Interval, done: make(chan struct{}),
 		run: strconv.FormatInt(time.Now().UnixNano(), 36),
 	}, nil
 }
