@@ -9,6 +9,12 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/events"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // controlRequest is POST /api/v1/control's body. Without confirm the
@@ -126,6 +132,28 @@ func CommandLine(args []string) string {
 	return strings.Join(parts, " ")
 }
 
+func (srv *Server) who() string {
+	if srv.opts.Who == "" {
+		return "the dashboard"
+	}
+	return srv.opts.Who
+}
+
+// record publishes the control as an event naming who ran it, from which
+// address, and how it went (kind control, id the action): the requests the
+// command wrote name who as well, where they have a field for it (pause,
+// abort, forgive); undo and retry have none, so this event is their record.
+func (srv *Server) record(ctx context.Context, r *http.Request, c controlRequest, command string, err error) {
+	ev := &sluicev1.Event{Kind: contract.KindControl, Id: c.Action, Type: "ControlRan", Rollout: c.Rollout, Fingerprint: c.Fingerprint,
+		Reason: fmt.Sprintf("%s from %s ran %s", srv.who(), r.RemoteAddr, command)}
+	if err != nil {
+		ev.Type, ev.Reason = "ControlFailed", ev.Reason+": "+err.Error()
+	}
+	em := events.NewEmitter(srv.opts.JS, zerolog.Nop(), contract.ComponentCLI, nil)
+	em.Emit(ev)
+	em.Flush(ctx)
+}
+
 // controlTimeout bounds a control: the CLI's own waits for the coordinator
 // (15 s for abort and forgive) fit in it.
 const controlTimeout = 30 * time.Second
@@ -161,7 +189,8 @@ func (srv *Server) handleControl(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	out, err := srv.opts.Run(ctx, args)
 	a.Output, a.Ran = strings.TrimSpace(out), true
-	srv.opts.Logf("dashboard: ran %s: err=%v", a.Command, err)
+	srv.opts.Logf("dashboard: %s ran %s: err=%v", srv.who(), a.Command, err)
+	srv.record(ctx, r, c, a.Command, err)
 	if err != nil {
 		writeJSON(w, http.StatusConflict, struct {
 			controlAnswer

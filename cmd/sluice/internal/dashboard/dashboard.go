@@ -47,6 +47,10 @@ type Options struct {
 	JS jetstream.JetStream
 	// Run performs controls; nil disables them ("no controls here").
 	Run Runner
+	// Who names who the controls are run for (user@host and credentials):
+	// every control run is recorded as an event naming it, with the
+	// viewer's address. Default: "the dashboard".
+	Who string
 	// Readonly, when set, disables the controls and says why.
 	Readonly string
 	// GroupBy are the labels the fleet map groups nodes by, outermost first.

@@ -273,7 +273,7 @@ func TestAPI_BadInput_NamesTheField(t *testing.T) {
 // it; a request from another site is refused whatever it carries.
 func TestControls_ShowTheCommand_RunOnlyConfirmed_RefuseCrossSite(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
-	s := serve(t, env, dashboard.Options{})
+	s := serve(t, env, dashboard.Options{Who: "alice@ops-1 via the dashboard"})
 	code, body := s.post(t, "/api/v1/control", `{"action":"abort","rollout":"7-abc","reason":"wrong VLAN","noRevert":true}`, nil)
 	var a struct {
 		Command string
@@ -295,6 +295,20 @@ func TestControls_ShowTheCommand_RunOnlyConfirmed_RefuseCrossSite(t *testing.T) 
 	}
 	if ran := s.ran.all(); len(ran) != 1 || !slices.Equal(ran[0], []string{"pause", "--reason", "it's late"}) {
 		t.Errorf("ran %q, want [pause --reason it's late]", ran)
+	}
+	// It is recorded as an event naming who ran it, from where.
+	stream, err := env.JS.Stream(context.Background(), contract.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.GetLastMsgForSubject(context.Background(), contract.EventSubject(contract.KindControl, "pause"))
+	if err != nil {
+		t.Fatalf("no control event for the pause: %v", err)
+	}
+	var ev struct{ Type, Reason string }
+	if err := json.Unmarshal(msg.Data, &ev); err != nil || ev.Type != "ControlRan" ||
+		!strings.HasPrefix(ev.Reason, "alice@ops-1 via the dashboard from 127.0.0.1:") || !strings.HasSuffix(ev.Reason, " ran sluice pause --reason 'it'\\''s late'") {
+		t.Errorf("control event %s, want ControlRan naming alice@ops-1, the address and the command", msg.Data)
 	}
 	for _, c := range []struct {
 		name    string
