@@ -206,7 +206,7 @@ func TestDashboard_1000Nodes(t *testing.T) {
 	seedRollingFleet(t, env, n)
 	var ran [][]string
 	var ranMu sync.Mutex
-	url := serveDashboard(t, env, dashboard.Options{Run: func(_ context.Context, args []string) (string, error) {
+	url := serveDashboard(t, env, dashboard.Options{Who: "alice@ops-1 via the dashboard", Run: func(_ context.Context, args []string) (string, error) {
 		ranMu.Lock()
 		defer ranMu.Unlock()
 		ran = append(ran, args)
@@ -265,7 +265,7 @@ func TestDashboard_1000Nodes(t *testing.T) {
 		(document.querySelector('#drawer .check-output') || {}).textContent === 'ping 10.0.0.1 via mgmt: 100% packet loss'`)
 	// The drawer: the desired config against the backup, and the node's
 	// operations (its own events, no other node's).
-	evalUntil(t, tab, 5*time.Second, "the drawer's diff and operations", `document.querySelectorAll('#drawer .config-diff li').length === 2 &&
+	evalUntil(t, tab, 10*time.Second, "the drawer's diff and operations", `document.querySelectorAll('#drawer .config-diff li').length === 2 &&
 		document.querySelectorAll('#drawer .node-ops li').length === 3`)
 	if got := evalString(t, tab, `[...document.querySelectorAll('#drawer .config-diff li')].map(li => li.dataset.op + ' ' + li.querySelector('code').textContent).join(' | ')`); got != "~ ~ layer2network/mgmt | + + layer2network/tenant-a" {
 		t.Errorf("config diff %q, want mgmt changed and tenant-a added", got)
@@ -278,12 +278,13 @@ func TestDashboard_1000Nodes(t *testing.T) {
 		shoot(t, tab, filepath.Join(dir, "dashboard-node-drawer.png"))
 	}
 	inTab(t, tab, "filter the events to it", chromedp.Click(chromedp.CSS(`#drawer-body button`)))
-	evalUntil(t, tab, 5*time.Second, "the feed filtered to node-0701", `document.getElementById('event-node').value === 'node-0701' &&
+	evalUntil(t, tab, 10*time.Second, "the feed filtered to node-0701", `document.getElementById('event-node').value === 'node-0701' &&
 		document.querySelectorAll('#event-list li').length === 3`)
 	evalIn[bool](t, tab, `(() => { const n = document.getElementById('event-node'); n.value = ''; const r = document.getElementById('event-rollout'); r.value = '7-4ff435e62c9d'; r.dispatchEvent(new Event('input')); return true; })()`)
-	evalUntil(t, tab, 5*time.Second, "the feed filtered to the rollout", `document.querySelectorAll('#event-list li').length === 4`)
+	evalUntil(t, tab, 10*time.Second, "the feed filtered to the rollout", `document.querySelectorAll('#event-list li').length === 4`)
 	evalIn[bool](t, tab, `(() => { const r = document.getElementById('event-rollout'); r.value = '6-nothing'; r.dispatchEvent(new Event('input')); return true; })()`)
-	evalUntil(t, tab, 5*time.Second, "no event of another rollout", `document.querySelectorAll('#event-list li').length === 0`)
+	evalUntil(t, tab, 10*time.Second, "no event of another rollout", `document.querySelectorAll('#event-list li').length === 0`)
+	evalIn[bool](t, tab, `(() => { const r = document.getElementById('event-rollout'); r.value = ''; r.dispatchEvent(new Event('input')); return true; })()`)
 	inTab(t, tab, "close the drawer", chromedp.Click(chromedp.CSS(`#drawer-close`)))
 
 	// The rollout: every planned wave against what ran, the estimate against
@@ -308,17 +309,19 @@ func TestDashboard_1000Nodes(t *testing.T) {
 	// Undo to the revision of a history row: its command, confirmed, run.
 	undo := `#history tr[data-rollout="6-3aa0c1d2e3f4"] button[data-action="undo"]`
 	inTab(t, tab, "undo to revision 3aa0c1d2e3f4", chromedp.ScrollIntoView(chromedp.CSS(undo)), chromedp.Click(chromedp.CSS(undo)))
-	evalUntil(t, tab, 5*time.Second, "the undo's command", `document.getElementById('confirm-command').textContent === 'sluice rollout undo --to-revision 3aa0c1d2e3f4a5b6'`)
+	evalUntil(t, tab, 10*time.Second, "the undo's command", `document.getElementById('confirm-command').textContent === 'sluice rollout undo --to-revision 3aa0c1d2e3f4a5b6'`)
 	if dir := os.Getenv(EnvScreenshots); dir != "" {
 		shoot(t, tab, filepath.Join(dir, "dashboard-confirm-undo.png"))
 	}
 	inTab(t, tab, "run it", chromedp.Click(chromedp.CSS(`#confirm-run`)))
-	evalUntil(t, tab, 5*time.Second, "its output", `document.getElementById('confirm-output').textContent.startsWith('back from revision')`)
+	evalUntil(t, tab, 10*time.Second, "its output", `document.getElementById('confirm-output').textContent.startsWith('back from revision')`)
 	ranMu.Lock()
 	if len(ran) != 1 || strings.Join(ran[0], " ") != "rollout undo --to-revision 3aa0c1d2e3f4a5b6" {
 		t.Errorf("ran %q, want rollout undo --to-revision 3aa0c1d2e3f4a5b6", ran)
 	}
 	ranMu.Unlock()
+	evalUntil(t, tab, 10*time.Second, "the feed to name who undid", `[...document.querySelectorAll('#event-list li')].some(li =>
+		li.textContent.includes('alice@ops-1 via the dashboard from 127.0.0.1:') && li.textContent.includes('ran sluice rollout undo --to-revision 3aa0c1d2e3f4a5b6'))`)
 	inTab(t, tab, "close the confirmation", chromedp.Click(chromedp.CSS(`#confirm-cancel`)))
 
 	// A bake, then a window to wait for: both count down.
@@ -330,7 +333,7 @@ func TestDashboard_1000Nodes(t *testing.T) {
 	}); err != nil {
 		t.Fatal(err)
 	}
-	evalUntil(t, tab, 5*time.Second, "the bake and the window counting down", `!document.getElementById('bake').hidden && /^baking: \d+s left/.test(document.getElementById('bake').textContent) &&
+	evalUntil(t, tab, 10*time.Second, "the bake and the window counting down", `!document.getElementById('bake').hidden && /^baking: \d+s left/.test(document.getElementById('bake').textContent) &&
 		document.getElementById('waiting').textContent.includes('3h2') && document.getElementById('waiting').textContent.includes('to go')`)
 	if dir := os.Getenv(EnvScreenshots); dir != "" {
 		shootElement(t, tab, "#rollout", filepath.Join(dir, "dashboard-rollout.png"))

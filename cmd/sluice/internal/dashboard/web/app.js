@@ -595,7 +595,7 @@ function renderHistory() {
   if (key === historyKey) return;
   historyKey = key;
   $('history').replaceChildren(...rs.map((r, i) => {
-    const c = r.counts || {}, actions = el('td', { class: 'row-actions' });
+    const c = r.counts || {}, actions = el('div', { class: 'row-actions' });
     if (UNDOABLE.includes(r.phase) && r.revision) {
       const b = el('button', { type: 'button', class: 'control', 'data-action': 'undo', 'data-revision': r.revision, text: 'Undo to this', 'aria-label': 'undo to revision ' + short(r.revision),
         title: `make revision ${r.revision} the head again (sluice rollout undo --to-revision)` });
@@ -608,9 +608,9 @@ function renderHistory() {
       actions.append(b);
     }
     return el('tr', { 'data-rollout': r.id, 'data-phase': enumName(r.phase, 'ROLLOUT_PHASE_') },
-      el('th', { scope: 'row', text: r.id + (r.id === S.active ? ' (active)' : '') }), el('td', { text: enumName(r.phase, 'ROLLOUT_PHASE_') }),
+      el('th', { scope: 'row' }, r.id + (r.id === S.active ? ' (active)' : ''), actions.childElementCount ? actions : null), el('td', { text: enumName(r.phase, 'ROLLOUT_PHASE_') }),
       el('td', { text: `${c.provisioned || 0}/${c.total || 0}` }), el('td', { text: String(c.failed || 0) }),
-      el('td', { text: r.startedAt ? new Date(r.startedAt).toLocaleString() : '-' }), actions);
+      el('td', { text: r.startedAt ? new Date(r.startedAt).toLocaleString() : '-' }));
   }));
 }
 
@@ -736,7 +736,7 @@ document.addEventListener('click', async (e) => {
   if (action.startsWith('rollout-') || action === 'abort') pending.rollout = r ? r.id : '';
   if (action === 'forgive') pending.fingerprint = b.dataset.fingerprint;
   if (action === 'undo' && b.dataset.revision) pending.revision = b.dataset.revision;
-  $('confirm-title').textContent = b.textContent;
+  $('confirm-title').textContent = pending.revision ? 'Undo to revision ' + short(pending.revision) : b.textContent;
   $('confirm-reason').value = '';
   $('confirm-norevert').checked = false;
   $('confirm-norevert-label').hidden = action !== 'abort';
