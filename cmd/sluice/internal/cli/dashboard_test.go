@@ -190,6 +190,10 @@ func TestDashboard_InBrowser(t *testing.T) {
 		if got := evalString(t, tab, group+`.querySelector('.fp-output').textContent`); !strings.Contains(got, "100% packet loss") {
 			t.Errorf("check output %q, want the check's 100%% packet loss", got)
 		}
+		// What followed, timed from node-03's failure event to the rollback's.
+		evalUntil(t, tab, 5*time.Second, "what followed the failure", group+`.querySelector('.fp-followed') !== null &&
+			/^node-03 failed .+ → \d+ touched nodes? reverted in \d+ ms; the rollout ended RolledBack$/.test(`+group+`.querySelector('.fp-followed').textContent)`)
+		t.Logf("what followed: %s", evalString(t, tab, group+`.querySelector('.fp-followed').textContent`))
 		if got := evalString(t, tab, `document.querySelector('#node-rows tr[data-node="node-03"]').dataset.state`); got != "failed" {
 			t.Errorf("node-03 shown as %q, want failed", got)
 		}

@@ -565,7 +565,8 @@ function renderFailures(r) {
         el('span', { class: 'fp-nodes', text: fs.map(f => f.node).join(', ') })),
       el('p', { class: 'meta' }, 'first failing node ', el('span', { class: 'fp-first-node', text: first.node }),
         `, ${enumName(first.result, 'NODE_RESULT_')}, check `, el('span', { class: 'fp-check', text: first.failedCheck || (rec && rec.check) || '-' })),
-      el('pre', { class: 'fp-output', text: output || '(no output)' }));
+      el('pre', { class: 'fp-output', text: output || '(no output)' }),
+      fs === [...groups.values()][0] ? followed(r, first) : null);
   }));
   const fps = [...S.fps.values()].sort((a, b) => (b.time || '').localeCompare(a.time || ''));
   const fb = $('fingerprints');
@@ -577,6 +578,28 @@ function renderFailures(r) {
       el('p', {}, el('strong', { text: short(f.fingerprint) }), ` ${f.cause || 'check-failed'} on ${f.node || '-'} (check ${f.check || '-'})`,
         f.forgiven ? ` — forgiven by ${f.forgiven.by}: ${f.forgiven.reason || ''}` : ' ', f.forgiven ? null : forgive));
   }));
+}
+
+// followed says what followed the rollout's first failure: "node-07 failed
+// mgmt-reachable → 30 touched nodes reverted in 110 ms", timed from the
+// first failing node's event to the rollout's end event when the page
+// still keeps them (the record keeps no times of its own for it).
+function followed(r, first) {
+  const c = r.counts || {};
+  if (!c.reverted && !c.reverting && !c.revertFailed && r.phase !== 'ROLLOUT_PHASE_ABORTED') return null;
+  let text = `${first.node} ${first.result === 'NODE_RESULT_TIMED_OUT' ? 'timed out' : 'failed ' + (first.failedCheck || enumName(first.result, 'NODE_RESULT_'))} → `;
+  const parts = [];
+  if (c.reverted || !(c.reverting || c.revertFailed)) parts.push(`${c.reverted || 0} touched node${c.reverted === 1 ? '' : 's'} reverted`);
+  if (c.reverting) parts.push(`${c.reverting} reverting`);
+  if (c.revertFailed) parts.push(`${c.revertFailed} revert${c.revertFailed === 1 ? '' : 's'} failed`);
+  text += parts.join(', ');
+  const evs = S.events.map(se => se.event).filter(e => e && e.rollout === r.id);
+  const failedAt = evs.find(e => e.node === first.node && /^Node(Failed|Invalid|TimedOut|Refused)/.test(e.type || ''));
+  const endedAt = evs.find(e => e.kind === 'rollout' && ['RolloutRolledBack', 'RolloutAborted', 'RolloutPartiallyFailed'].includes(e.type));
+  if (failedAt && endedAt) text += ` in ${Math.max(0, new Date(endedAt.time) - new Date(failedAt.time))} ms`;
+  else if (!r.finishedAt) text += ' so far';
+  text += `; the rollout ${r.finishedAt ? 'ended' : 'is'} ${enumName(r.phase, 'ROLLOUT_PHASE_')}`;
+  return el('p', { class: 'fp-followed', text });
 }
 
 // History: the rollouts newest first, as sluice get rollouts lists them
