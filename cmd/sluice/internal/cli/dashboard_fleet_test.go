@@ -117,12 +117,22 @@ func seedControlPlane(t *testing.T, env *natstest.Env, now time.Time, rollout st
 	t.Helper()
 	ctx := context.Background()
 	ts := func(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(now.Add(d)) }
+	instances := store.New(env.Buckets.Instances, func() *sluicev1.Instance { return &sluicev1.Instance{} })
+	for _, in := range []*sluicev1.Instance{
+		{Component: contract.ComponentCoordinator, Instance: "coord-a", Host: "cp-1", Version: "dev", StartedAt: ts(-time.Hour), HeartbeatAt: ts(0), Role: "leader"},
+		{Component: contract.ComponentCoordinator, Instance: "coord-b", Host: "cp-2", Version: "dev", StartedAt: ts(-time.Hour), HeartbeatAt: ts(0), Role: "standby"},
+	} {
+		if _, err := instances.Create(ctx, in.GetComponent()+"."+in.GetInstance(), in); err != nil {
+			t.Fatal(err)
+		}
+	}
 	leases := store.New(env.Buckets.Leases, func() *sluicev1.LeaderLease { return &sluicev1.LeaderLease{} })
 	if _, err := leases.Create(ctx, contract.LeaseCoordinator,
 		&sluicev1.LeaderLease{Holder: "coord-a", Session: "s1", Epoch: 7, AcquiredAt: ts(-10 * time.Minute), RenewedAt: ts(0)}); err != nil {
 		t.Fatal(err)
 	}
-	// The lease lives one TTL after its last renewal: renew it, as its holder would.
+	// The lease lives one TTL after its last renewal, an instance record one
+	// instance lease: renew them, as their holders would.
 	rctx, stop := context.WithCancel(ctx)
 	renewed := make(chan struct{})
 	t.Cleanup(func() { stop(); <-renewed })
@@ -139,18 +149,15 @@ func seedControlPlane(t *testing.T, env *natstest.Env, now time.Time, rollout st
 					l.RenewedAt = timestamppb.Now()
 					return l, nil
 				})
+				for _, key := range []string{contract.ComponentCoordinator + ".coord-a", contract.ComponentCoordinator + ".coord-b"} {
+					_, _ = instances.Mutate(rctx, key, func(in *sluicev1.Instance) (*sluicev1.Instance, error) {
+						in.HeartbeatAt = timestamppb.Now()
+						return in, nil
+					})
+				}
 			}
 		}
 	}()
-	instances := store.New(env.Buckets.Instances, func() *sluicev1.Instance { return &sluicev1.Instance{} })
-	for _, in := range []*sluicev1.Instance{
-		{Component: contract.ComponentCoordinator, Instance: "coord-a", Host: "cp-1", Version: "dev", StartedAt: ts(-time.Hour), HeartbeatAt: ts(0), Role: "leader"},
-		{Component: contract.ComponentCoordinator, Instance: "coord-b", Host: "cp-2", Version: "dev", StartedAt: ts(-time.Hour), HeartbeatAt: ts(0), Role: "standby"},
-	} {
-		if _, err := instances.Create(ctx, in.GetComponent()+"."+in.GetInstance(), in); err != nil {
-			t.Fatal(err)
-		}
-	}
 	if _, err := store.New(env.Buckets.Control, func() *sluicev1.Freeze { return &sluicev1.Freeze{} }).Create(ctx, contract.FreezeKey("change-freeze"),
 		&sluicev1.Freeze{Id: "change-freeze", From: ts(time.Hour), To: ts(3 * time.Hour), Reason: "datacenter maintenance", By: "ops@cp-1", CreatedAt: ts(0)}); err != nil {
 		t.Fatal(err)
@@ -299,6 +306,9 @@ func TestDashboard_1000Nodes(t *testing.T) {
 	if got := evalString(t, tab, `document.getElementById('coordinator').textContent`); !strings.Contains(got, "leadercoord-a") || !strings.Contains(got, "term7") ||
 		!strings.Contains(got, "after its last renewal") || !strings.Contains(got, "coord-b (standby)") {
 		t.Errorf("coordinator %q, want coord-a leading term 7, the lease's expiry and coord-b standing by", got)
+	}
+	if got := evalString(t, tab, `[...document.querySelectorAll('#pause-instances li')].map(li => li.textContent).join(' | ')`); got != "rollout-coordinator coord-a (leader): no pause seen | rollout-coordinator coord-b (standby): no pause seen" {
+		t.Errorf("pause per instance %q, want both coordinator instances", got)
 	}
 	if got := evalString(t, tab, `(document.querySelector('#freezes [data-freeze="change-freeze"]') || {}).textContent || ''`); !strings.Contains(got, "datacenter maintenance") {
 		t.Errorf("freeze %q", got)

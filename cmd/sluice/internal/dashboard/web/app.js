@@ -658,6 +658,17 @@ function renderPlane() {
     row('instances', (c.instances || []).map(i => `${i.instance} (${i.role || '?'})`).join(', ') || 'none present');
     dl.replaceChildren(...rows);
   }
+  // The pause: what is requested against what each service instance
+  // acknowledged (the agents are counted: one per node).
+  const p = S.pauseSummary, req = S.pause[0] || {}, gen = Number(req.generation || 0);
+  if (p) $('pause-requested').textContent = `requested: ${p.requested}; reached by ${p.reached} of ${p.instances} instances` +
+    (p.waiting && p.waiting.length ? ` (not yet: ${p.waiting.join(', ')})` : '');
+  $('pause-instances').replaceChildren(...S.pause.slice(1).map(i => {
+    const a = i.pause || {}, seen = Number(a.generation || 0);
+    const state = !gen ? (seen ? `at generation ${seen}` : 'no pause seen') : seen >= gen ? `reached generation ${seen} (${a.paused ? 'paused' : 'running'})` :
+      `at generation ${seen || 0} of ${gen}${a.waitingFor ? ': finishing ' + a.waitingFor : ''}`;
+    return el('li', { 'data-instance': `${i.component}.${i.instance}`, 'data-reached': String(!gen || seen >= gen), text: `${i.component} ${i.instance}${i.role ? ' (' + i.role + ')' : ''}: ${state}` });
+  }));
   const fb = $('freezes');
   if (!S.freezes.length) fb.replaceChildren(el('p', { class: 'meta', text: 'none' }));
   else fb.replaceChildren(...S.freezes.map(f => {
