@@ -188,7 +188,7 @@ func (s *state) registryList() ([]json.RawMessage, error) {
 	return out, err
 }
 
-// timelines is the plan against the actual of each rollout; the caller holds mu.
+// timelines is the plan against the actual of each rollout at now.
 func timelines(rs []*sluicev1.Rollout, now time.Time) []view.Timeline {
 	out := make([]view.Timeline, 0, len(rs))
 	for _, r := range rs {
