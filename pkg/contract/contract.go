@@ -59,13 +59,14 @@ const (
 	KindInstance    = "instance" // a service instance or agent acknowledging a pause: id <component>.<instance>
 	KindRegistry    = "registry" // a registry the configurator syncs: id its name
 	KindFreeze      = "freeze"   // an operator's freeze (sluice freeze add/remove): id its id
+	KindControl     = "control"  // a control run from the dashboard, naming who: id its action
 	// KindQuarantine: a stored value refused at intake (ValueUnreadable):
 	// id QuarantineID(bucket, key).
 	KindQuarantine = "quarantine"
 )
 
 // EventKinds are every kind of event, in the order `sluice events` lists them.
-var EventKinds = []string{KindNode, KindRollout, KindRevision, KindIntent, KindFingerprint, KindLeader, KindRegistry, KindInstance, KindFreeze, KindQuarantine}
+var EventKinds = []string{KindNode, KindRollout, KindRevision, KindIntent, KindFingerprint, KindLeader, KindRegistry, KindInstance, KindFreeze, KindControl, KindQuarantine}
 
 // QuarantineID is the id of the events about the stored value at
 // bucket/key (kind quarantine): "<bucket>.<key>".

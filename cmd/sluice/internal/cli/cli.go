@@ -68,6 +68,9 @@ type app struct {
 	// command at once, rather than at its request's deadline.
 	stop func(error)
 	now  func() time.Time
+	// by names who asks in the requests the command writes, when it is not
+	// this process's user: the dashboard's controls run for a viewer.
+	by string
 }
 
 // Run runs the sluice command line with args (without the program name) and

@@ -79,7 +79,7 @@ func (a *app) rolloutAbort(ctx context.Context, id string, noRevert bool, reason
 		return err
 	}
 	var r store.Entry[*sluicev1.Rollout]
-	req := &sluicev1.AbortRequest{Rollout: id, NoRevert: noRevert, Reason: reason, By: operator(), At: timestamppb.New(a.now())}
+	req := &sluicev1.AbortRequest{Rollout: id, NoRevert: noRevert, Reason: reason, By: a.operator(), At: timestamppb.New(a.now())}
 	if err := putRequest(ctx, store.New(controlKV, func() *sluicev1.AbortRequest { return &sluicev1.AbortRequest{} }), contract.AbortKey(id), req); err != nil {
 		return err
 	}
@@ -179,7 +179,7 @@ func (a *app) forgive(ctx context.Context, prefix, reason string, wait time.Dura
 			age(a.now(), fg.GetAt()), orNone(fg.GetReason()))
 		return nil
 	}
-	req := &sluicev1.ForgiveRequest{Fingerprint: fp, Reason: reason, By: operator(), At: timestamppb.New(a.now()), RecordedAt: rec.Value.GetTime()}
+	req := &sluicev1.ForgiveRequest{Fingerprint: fp, Reason: reason, By: a.operator(), At: timestamppb.New(a.now()), RecordedAt: rec.Value.GetTime()}
 	if err := putRequest(ctx, store.New(controlKV, func() *sluicev1.ForgiveRequest { return &sluicev1.ForgiveRequest{} }), contract.ForgiveKey(fp), req); err != nil {
 		return err
 	}
@@ -261,6 +261,14 @@ func waitFor(ctx context.Context, wait time.Duration, done func(context.Context)
 		case <-t.C:
 		}
 	}
+}
+
+// operator names who asks: a.by, else this process's user@host.
+func (a *app) operator() string {
+	if a.by != "" {
+		return a.by
+	}
+	return operator()
 }
 
 // operator names who asks: user@host.

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 
@@ -92,8 +93,9 @@ func (a *app) startDashboard(df dashboardFlags) (string, func(context.Context) e
 			groupBy = append(groupBy, g)
 		}
 	}
+	who := a.dashboardWho()
 	srv, err := dashboard.New(dashboard.Options{
-		Addr: df.addr, Token: token, JS: js, Run: a.runner(), Readonly: readonly, GroupBy: groupBy,
+		Addr: df.addr, Token: token, JS: js, Run: a.runner(who), Who: who, Readonly: readonly, GroupBy: groupBy,
 		Logf: func(format string, args ...any) { fmt.Fprintf(a.streams.Err, format+"\n", args...) },
 	})
 	if err != nil {
@@ -144,12 +146,25 @@ func (a *app) readonlyReason() (string, error) {
 	return "", nil
 }
 
+// dashboardWho is who the dashboard's controls are recorded as: the user
+// who started it, on its host, through the dashboard, with the name of its
+// credentials file (the viewer of a loopback dashboard is that user; a
+// shared one is as accountable as its credentials).
+func (a *app) dashboardWho() string {
+	who := operator() + " via the dashboard"
+	if a.auth.Creds != "" {
+		who += " (credentials " + filepath.Base(a.auth.Creds) + ")"
+	}
+	return who
+}
+
 // runner runs a control as this CLI would, with this CLI's connection and
-// credentials, and returns what the command printed.
-func (a *app) runner() dashboard.Runner {
+// credentials, recording who as the requests' author, and returns what the
+// command printed.
+func (a *app) runner(who string) dashboard.Runner {
 	return func(ctx context.Context, args []string) (string, error) {
 		var out lockedBuffer
-		sub := &app{streams: Streams{Out: &out, Err: &out}, version: a.version, now: a.now}
+		sub := &app{streams: Streams{Out: &out, Err: &out}, version: a.version, now: a.now, by: who}
 		err := sub.execute(ctx, args, func() { sub.server, sub.auth = a.server, a.auth })
 		var ee *ExitError
 		if errors.As(err, &ee) && ee.Err == nil {

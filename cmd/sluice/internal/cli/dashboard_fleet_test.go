@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"github.com/sluicehq/sluice/cmd/sluice/internal/dashboard"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -35,10 +37,11 @@ func seedRollingFleet(t *testing.T, env *natstest.Env, n int) {
 	now := time.Now()
 	ts := timestamppb.New(now)
 	const badFP = "8c158f2eaa0a5d1e6b0f4a3c9e2d7b6a1f0e9d8c7b6a5f4e3d2c1b0a99887766"
+	const prevRev = "3aa0c1d2e3f4a5b6"
 	presences := store.New(env.Buckets.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
 	statuses := store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
-	r := &sluicev1.Rollout{Id: "7-4ff435e62c9d", Revision: "4ff435e62c9d0000", PreviousRevision: "3aa0", Generation: 7,
-		Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, StartedAt: timestamppb.New(now.Add(-3 * time.Minute)), UpdatedAt: ts,
+	r := &sluicev1.Rollout{Id: "7-4ff435e62c9d", Revision: "4ff435e62c9d0000", PreviousRevision: prevRev, Generation: 7,
+		Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, StartedAt: timestamppb.New(now.Add(-3 * time.Minute)), UpdatedAt: ts, LeaderTime: durationpb.New(3 * time.Minute),
 		Strategy: &sluicev1.Strategy{MaxParallel: "10%", FirstWave: 10, FailureDomain: "zone", FailureBudget: "2%", BakeTime: durationpb.New(30 * time.Second)},
 		Wave:     5, Domain: "zone-b", Counts: &sluicev1.RolloutCounts{Total: uint32(n)}}
 	for i := range n {
@@ -62,7 +65,7 @@ func seedRollingFleet(t *testing.T, env *natstest.Env, n int) {
 			}
 			r.Failures = append(r.Failures, out)
 		default:
-			st.Revision, st.Rollout = "3aa0", "6-3aa0"
+			st.Revision, st.Rollout = prevRev, "6-"+prevRev[:12]
 			r.Counts.Pending++
 		}
 		if i%200 != 199 { // every 200th node left: its status stays, its presence expired
@@ -77,9 +80,10 @@ func seedRollingFleet(t *testing.T, env *natstest.Env, n int) {
 		}
 	}
 	for w := uint32(1); w <= 5; w++ {
-		st := &sluicev1.StageResult{Wave: w, Domain: "zone-" + string(rune('a'+(w-1)%3)), StartedAt: ts, Nodes: 10 << (w - 1), Provisioned: 10 << (w - 1)}
+		began := now.Add(-3*time.Minute + time.Duration(w-1)*35*time.Second)
+		st := &sluicev1.StageResult{Wave: w, Domain: "zone-" + string(rune('a'+(w-1)%3)), StartedAt: timestamppb.New(began), Nodes: 10 << (w - 1), Provisioned: 10 << (w - 1)}
 		if w < 5 {
-			st.EndedAt = ts
+			st.EndedAt = timestamppb.New(began.Add(time.Duration(4+w) * time.Second))
 		} else {
 			st.Provisioned, st.Failed, st.TimedOut = st.Nodes-12, 12, 4
 		}
@@ -89,12 +93,110 @@ func seedRollingFleet(t *testing.T, env *natstest.Env, n int) {
 	if _, err := rollouts.Create(ctx, r.GetId(), r); err != nil {
 		t.Fatal(err)
 	}
+	prev := &sluicev1.Rollout{Id: "6-" + prevRev[:12], Revision: prevRev, Generation: 6, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED,
+		StartedAt: timestamppb.New(now.Add(-time.Hour)), FinishedAt: timestamppb.New(now.Add(-50 * time.Minute)), Strategy: r.Strategy,
+		Counts: &sluicev1.RolloutCounts{Total: uint32(n), Provisioned: uint32(n)}}
+	if _, err := rollouts.Create(ctx, prev.GetId(), prev); err != nil {
+		t.Fatal(err)
+	}
+	seedControlPlane(t, env, now, r.GetId())
 	if _, err := store.New(env.Buckets.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Create(ctx, contract.KeyActive, &sluicev1.RolloutRef{Rollout: r.Id, Revision: r.Revision, Generation: 7}); err != nil {
 		t.Fatal(err)
 	}
 	fps := store.New(env.Buckets.Fingerprints, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} })
 	if _, err := fps.Create(ctx, badFP, &sluicev1.InvalidFingerprint{Fingerprint: badFP, Revision: r.Revision, Rollout: r.Id, Node: r.Failures[0].GetNode(),
 		Cause: "check-failed", Check: "mgmt-reachable", Output: "ping 10.0.0.1 via mgmt: 100% packet loss", Time: ts}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// seedControlPlane writes what the panels beside the rollout show: the
+// coordinator's lease and instances, a freeze, a registry with pending
+// deletions, and node-0701's configs and events.
+func seedControlPlane(t *testing.T, env *natstest.Env, now time.Time, rollout string) {
+	t.Helper()
+	ctx := context.Background()
+	ts := func(d time.Duration) *timestamppb.Timestamp { return timestamppb.New(now.Add(d)) }
+	instances := store.New(env.Buckets.Instances, func() *sluicev1.Instance { return &sluicev1.Instance{} })
+	for _, in := range []*sluicev1.Instance{
+		{Component: contract.ComponentCoordinator, Instance: "coord-a", Host: "cp-1", Version: "dev", StartedAt: ts(-time.Hour), HeartbeatAt: ts(0), Role: "leader"},
+		{Component: contract.ComponentCoordinator, Instance: "coord-b", Host: "cp-2", Version: "dev", StartedAt: ts(-time.Hour), HeartbeatAt: ts(0), Role: "standby"},
+	} {
+		if _, err := instances.Create(ctx, in.GetComponent()+"."+in.GetInstance(), in); err != nil {
+			t.Fatal(err)
+		}
+	}
+	leases := store.New(env.Buckets.Leases, func() *sluicev1.LeaderLease { return &sluicev1.LeaderLease{} })
+	if _, err := leases.Create(ctx, contract.LeaseCoordinator,
+		&sluicev1.LeaderLease{Holder: "coord-a", Session: "s1", Epoch: 7, AcquiredAt: ts(-10 * time.Minute), RenewedAt: ts(0)}); err != nil {
+		t.Fatal(err)
+	}
+	// The lease lives one TTL after its last renewal, an instance record one
+	// instance lease: renew them, as their holders would.
+	rctx, stop := context.WithCancel(ctx)
+	renewed := make(chan struct{})
+	t.Cleanup(func() { stop(); <-renewed })
+	go func() {
+		defer close(renewed)
+		tick := time.NewTicker(contract.DefaultSettings().LeaderLease / 4)
+		defer tick.Stop()
+		for {
+			select {
+			case <-rctx.Done():
+				return
+			case <-tick.C:
+				_, _ = leases.Mutate(rctx, contract.LeaseCoordinator, func(l *sluicev1.LeaderLease) (*sluicev1.LeaderLease, error) {
+					l.RenewedAt = timestamppb.Now()
+					return l, nil
+				})
+				for _, key := range []string{contract.ComponentCoordinator + ".coord-a", contract.ComponentCoordinator + ".coord-b"} {
+					_, _ = instances.Mutate(rctx, key, func(in *sluicev1.Instance) (*sluicev1.Instance, error) {
+						in.HeartbeatAt = timestamppb.Now()
+						return in, nil
+					})
+				}
+			}
+		}
+	}()
+	if _, err := store.New(env.Buckets.Control, func() *sluicev1.Freeze { return &sluicev1.Freeze{} }).Create(ctx, contract.FreezeKey("change-freeze"),
+		&sluicev1.Freeze{Id: "change-freeze", From: ts(time.Hour), To: ts(3 * time.Hour), Reason: "datacenter maintenance", By: "ops@cp-1", CreatedAt: ts(0)}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.New(env.Buckets.Registries, func() *sluicev1.RegistryStatus { return &sluicev1.RegistryStatus{} }).Create(ctx, "gitops",
+		&sluicev1.RegistryStatus{Name: "gitops", Kind: "directory", Location: "/srv/gitops/network", State: sluicev1.RegistryState_REGISTRY_STATE_SYNCED,
+			LastSync: ts(-5 * time.Second), Intents: 42, Marked: 1, UpdatedAt: ts(0), Pending: []*sluicev1.PendingDeletion{
+				{Intent: "layer2network/vlan-300", MissingSince: ts(-time.Minute), EffectiveAt: ts(4 * time.Minute)},
+				{Intent: "vrfroute/leak-dmz", MissingSince: ts(-time.Minute), EffectiveAt: ts(4 * time.Minute)}}}); err != nil {
+		t.Fatal(err)
+	}
+	l2 := func(name string, vlan uint32) *sluicev1.Intent {
+		return &sluicev1.Intent{Name: name, Spec: &sluicev1.Intent_Layer2Network{Layer2Network: &sluicev1.Layer2Network{Vlan: vlan, Vni: 10000 + vlan, Mtu: 9000}}}
+	}
+	configs := store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
+	for key, c := range map[string]*sluicev1.DesiredConfig{
+		contract.BackupKey("node-0701"): {Node: "node-0701", Revision: "3aa0c1d2e3f4a5b6", Config: &sluicev1.NodeConfig{Intents: []*sluicev1.Intent{l2("mgmt", 100), l2("storage", 200)}}},
+		contract.DesiredKey("node-0701"): {Node: "node-0701", Revision: "4ff435e62c9d0000", Rollout: rollout, Operation: rollout + "/node-0701/apply",
+			Config: &sluicev1.NodeConfig{Intents: []*sluicev1.Intent{l2("mgmt", 110), l2("storage", 200), l2("tenant-a", 300)}}},
+	} {
+		c.Fingerprint = render.Fingerprint(c.GetConfig())
+		if _, err := configs.Create(ctx, key, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i, ev := range []*sluicev1.Event{
+		{Component: contract.ComponentCoordinator, Type: "NodeConfigured", Rollout: rollout, Reason: "desired config written (wave 5, zone-b)"},
+		{Component: contract.ComponentAgent, Type: "NodeInvalid", Rollout: rollout, Reason: "check mgmt-reachable failed: ping 10.0.0.1 via mgmt: 100% packet loss; restored last-good"},
+		{Component: contract.ComponentCoordinator, Type: "FingerprintRecorded", Rollout: rollout, Reason: "8c158f2eaa0a recorded invalid"},
+	} {
+		ev.Kind, ev.Id, ev.Node, ev.Time = contract.KindNode, "node-0701", "node-0701", ts(time.Duration(i-3)*time.Second)
+		b, _ := store.Marshal(ev)
+		if _, err := env.JS.Publish(ctx, contract.EventSubject(contract.KindNode, "node-0701"), b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ev := &sluicev1.Event{Time: ts(0), Component: contract.ComponentCoordinator, Kind: contract.KindNode, Id: "node-0702", Node: "node-0702", Type: "NodeInvalid", Rollout: rollout, Reason: "check mgmt-reachable failed"}
+	b, _ := store.Marshal(ev)
+	if _, err := env.JS.Publish(ctx, contract.EventSubject(contract.KindNode, "node-0702"), b); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -109,7 +211,14 @@ func TestDashboard_1000Nodes(t *testing.T) {
 	const n = 1000
 	env := natstest.Start(t, contract.DefaultSettings())
 	seedRollingFleet(t, env, n)
-	url := serveDashboard(t, env, dashboard.Options{Readonly: "this test serves no controls"})
+	var ran [][]string
+	var ranMu sync.Mutex
+	url := serveDashboard(t, env, dashboard.Options{Who: "alice@ops-1 via the dashboard", Run: func(_ context.Context, args []string) (string, error) {
+		ranMu.Lock()
+		defer ranMu.Unlock()
+		ran = append(ran, args)
+		return "back from revision 4ff435e62c9d: revision 3aa0c1d2e3f4 is the head (generation 8)", nil
+	}})
 
 	tab := browser(t)
 	began := time.Now()
@@ -146,7 +255,9 @@ func TestDashboard_1000Nodes(t *testing.T) {
 	evalIn[bool](t, tab, `(() => { const s = document.getElementById('search'); s.value = ''; s.dispatchEvent(new Event('input')); return true; })()`)
 	evalUntil(t, tab, 5*time.Second, "the whole list back", `document.getElementById('page').textContent === 'page 1 of 20 (1000 nodes)'`)
 
-	// Hover and click the cell of the first failing node.
+	// Hover and click the cell of the first failing node (the search above
+	// scrolled the page).
+	evalIn[bool](t, tab, `(() => { window.scrollTo(0, 0); return true; })()`)
 	const first = "node-0701"
 	cell := `cells.find(c => c.name === '` + first + `')`
 	x := evalIn[float64](t, tab, `document.getElementById('map').getBoundingClientRect().left + `+cell+`.x + `+cell+`.s / 2`)
@@ -159,9 +270,101 @@ func TestDashboard_1000Nodes(t *testing.T) {
 	inTab(t, tab, "click it", chromedp.MouseClickXY(x, y))
 	evalUntil(t, tab, 5*time.Second, "the drawer of "+first+" with its check output", `!document.getElementById('drawer').hidden && document.getElementById('drawer-title').textContent === '`+first+`' &&
 		(document.querySelector('#drawer .check-output') || {}).textContent === 'ping 10.0.0.1 via mgmt: 100% packet loss'`)
+	// The drawer: the desired config against the backup, and the node's
+	// operations (its own events, no other node's).
+	evalUntil(t, tab, 10*time.Second, "the drawer's diff and operations", `document.querySelectorAll('#drawer .config-diff li').length === 2 &&
+		document.querySelectorAll('#drawer .node-ops li').length === 3`)
+	if got := evalString(t, tab, `[...document.querySelectorAll('#drawer .config-diff li')].map(li => li.dataset.op + ' ' + li.querySelector('code').textContent).join(' | ')`); got != "~ ~ layer2network/mgmt | + + layer2network/tenant-a" {
+		t.Errorf("config diff %q, want mgmt changed and tenant-a added", got)
+	}
+	if got := evalString(t, tab, `document.querySelector('#drawer .node-ops').textContent`); !strings.Contains(got, "NodeConfigured") || !strings.Contains(got, "NodeInvalid") || strings.Contains(got, "node-0702") {
+		t.Errorf("operations %q, want node-0701's own events", got)
+	}
 	if dir := os.Getenv(EnvScreenshots); dir != "" {
+		evalIn[bool](t, tab, `(() => { document.getElementById('drawer').scrollTop = 0; return true; })()`)
 		shoot(t, tab, filepath.Join(dir, "dashboard-node-drawer.png"))
 	}
+	inTab(t, tab, "filter the events to it", chromedp.Click(chromedp.CSS(`#drawer-body button`)))
+	evalUntil(t, tab, 10*time.Second, "the feed filtered to node-0701", `document.getElementById('event-node').value === 'node-0701' &&
+		document.querySelectorAll('#event-list li').length === 3`)
+	evalIn[bool](t, tab, `(() => { const n = document.getElementById('event-node'); n.value = ''; const r = document.getElementById('event-rollout'); r.value = '7-4ff435e62c9d'; r.dispatchEvent(new Event('input')); return true; })()`)
+	evalUntil(t, tab, 10*time.Second, "the feed filtered to the rollout", `document.querySelectorAll('#event-list li').length === 4`)
+	evalIn[bool](t, tab, `(() => { const r = document.getElementById('event-rollout'); r.value = '6-nothing'; r.dispatchEvent(new Event('input')); return true; })()`)
+	evalUntil(t, tab, 10*time.Second, "no event of another rollout", `document.querySelectorAll('#event-list li').length === 0`)
+	evalIn[bool](t, tab, `(() => { const r = document.getElementById('event-rollout'); r.value = ''; r.dispatchEvent(new Event('input')); return true; })()`)
+	inTab(t, tab, "close the drawer", chromedp.Click(chromedp.CSS(`#drawer-close`)))
+
+	// The rollout: every planned wave against what ran, the estimate against
+	// the ideal time.
+	if got := evalString(t, tab, `[...document.querySelectorAll('#timeline > li')].map(li => li.dataset.wave + ':' + li.dataset.state).join(' ')`); got != "1:done 2:done 3:done 4:done 5:running 6:planned 7:planned" {
+		t.Errorf("timeline %q, want waves 1-4 done, 5 running, 6 and 7 planned (10, 20, 40, 80, 160, 320, 370 nodes)", got)
+	}
+	if got := evalString(t, tab, `document.getElementById('eta').textContent`); !strings.Contains(got, "ETA ") || !strings.Contains(got, "against the ideal") {
+		t.Errorf("estimate %q, want an ETA against the ideal time", got)
+	}
+	// The control plane: the coordinator, the freeze, the registry's pending deletions.
+	if got := evalString(t, tab, `document.getElementById('coordinator').textContent`); !strings.Contains(got, "leadercoord-a") || !strings.Contains(got, "term7") ||
+		!strings.Contains(got, "after its last renewal") || !strings.Contains(got, "coord-b (standby)") {
+		t.Errorf("coordinator %q, want coord-a leading term 7, the lease's expiry and coord-b standing by", got)
+	}
+	if got := evalString(t, tab, `[...document.querySelectorAll('#pause-instances li')].map(li => li.textContent).join(' | ')`); got != "rollout-coordinator coord-a (leader): no pause seen | rollout-coordinator coord-b (standby): no pause seen" {
+		t.Errorf("pause per instance %q, want both coordinator instances", got)
+	}
+	if got := evalString(t, tab, `(document.querySelector('#freezes [data-freeze="change-freeze"]') || {}).textContent || ''`); !strings.Contains(got, "datacenter maintenance") {
+		t.Errorf("freeze %q", got)
+	}
+	if got := evalIn[int](t, tab, `document.querySelectorAll('#registries [data-registry="gitops"] li[data-intent]').length`); got != 2 {
+		t.Errorf("%d pending deletions of gitops shown, want 2", got)
+	}
+	// Undo to the revision of a history row: its command, confirmed, run.
+	undo := `#history tr[data-rollout="6-3aa0c1d2e3f4"] button[data-action="undo"]`
+	inTab(t, tab, "undo to revision 3aa0c1d2e3f4", chromedp.ScrollIntoView(chromedp.CSS(undo)), chromedp.Click(chromedp.CSS(undo)))
+	evalUntil(t, tab, 10*time.Second, "the undo's command", `document.getElementById('confirm-command').textContent === 'sluice rollout undo --to-revision 3aa0c1d2e3f4a5b6'`)
+	if dir := os.Getenv(EnvScreenshots); dir != "" {
+		shoot(t, tab, filepath.Join(dir, "dashboard-confirm-undo.png"))
+	}
+	inTab(t, tab, "run it", chromedp.Click(chromedp.CSS(`#confirm-run`)))
+	evalUntil(t, tab, 10*time.Second, "its output", `document.getElementById('confirm-output').textContent.startsWith('back from revision')`)
+	ranMu.Lock()
+	if len(ran) != 1 || strings.Join(ran[0], " ") != "rollout undo --to-revision 3aa0c1d2e3f4a5b6" {
+		t.Errorf("ran %q, want rollout undo --to-revision 3aa0c1d2e3f4a5b6", ran)
+	}
+	ranMu.Unlock()
+	evalUntil(t, tab, 10*time.Second, "the feed to name who undid", `[...document.querySelectorAll('#event-list li')].some(li =>
+		li.textContent.includes('alice@ops-1 via the dashboard from 127.0.0.1:') && li.textContent.includes('ran sluice rollout undo --to-revision 3aa0c1d2e3f4a5b6'))`)
+	inTab(t, tab, "close the confirmation", chromedp.Click(chromedp.CSS(`#confirm-cancel`)))
+
+	// A bake, then a window to wait for: both count down.
+	rollouts := store.New(env.Buckets.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
+	if _, err := rollouts.Mutate(context.Background(), "7-4ff435e62c9d", func(r *sluicev1.Rollout) (*sluicev1.Rollout, error) {
+		r.BakeUntil = timestamppb.New(time.Now().Add(40 * time.Second))
+		r.Waiting, r.WaitingUntil = "waiting for the window Mon-Fri 09:00-16:00 Europe/Berlin", timestamppb.New(time.Now().Add(3*time.Hour+25*time.Minute))
+		return r, nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	evalUntil(t, tab, 10*time.Second, "the bake and the window counting down", `!document.getElementById('bake').hidden && /^baking: \d+s left/.test(document.getElementById('bake').textContent) &&
+		document.getElementById('waiting').textContent.includes('3h2') && document.getElementById('waiting').textContent.includes('to go')`)
+	if dir := os.Getenv(EnvScreenshots); dir != "" {
+		shootElement(t, tab, "#rollout", filepath.Join(dir, "dashboard-rollout.png"))
+		shootElement(t, tab, "#plane", filepath.Join(dir, "dashboard-control-plane.png"))
+		shootElement(t, tab, "#events", filepath.Join(dir, "dashboard-events.png"))
+	}
+}
+
+// shootElement writes a PNG screenshot of the element sel.
+func shootElement(t *testing.T, tab context.Context, sel, path string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(tab, 30*time.Second)
+	defer cancel()
+	png, err := chromedp.Run(ctx, chromedp.Screenshot(chromedp.CSS(sel)))
+	if err != nil {
+		t.Fatalf("screenshot %s: %v", sel, err)
+	}
+	if err := os.WriteFile(path, png, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("screenshot %s", path)
 }
 
 // shoot writes a PNG screenshot of the viewport.

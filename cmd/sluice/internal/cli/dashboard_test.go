@@ -190,6 +190,10 @@ func TestDashboard_InBrowser(t *testing.T) {
 		if got := evalString(t, tab, group+`.querySelector('.fp-output').textContent`); !strings.Contains(got, "100% packet loss") {
 			t.Errorf("check output %q, want the check's 100%% packet loss", got)
 		}
+		// What followed, timed from node-03's failure event to the rollback's.
+		evalUntil(t, tab, 5*time.Second, "what followed the failure", group+`.querySelector('.fp-followed') !== null &&
+			/^node-03 failed .+ → \d+ touched nodes? reverted in \d+ ms; the rollout ended RolledBack$/.test(`+group+`.querySelector('.fp-followed').textContent)`)
+		t.Logf("what followed: %s", evalString(t, tab, group+`.querySelector('.fp-followed').textContent`))
 		if got := evalString(t, tab, `document.querySelector('#node-rows tr[data-node="node-03"]').dataset.state`); got != "failed" {
 			t.Errorf("node-03 shown as %q, want failed", got)
 		}
@@ -220,7 +224,7 @@ func TestDashboard_InBrowser(t *testing.T) {
 			Request struct {
 				Paused     bool
 				Generation int
-				Reason     string
+				Reason, By string
 			}
 			Items []json.RawMessage
 		}
@@ -232,6 +236,14 @@ func TestDashboard_InBrowser(t *testing.T) {
 			!strings.Contains(shown, fmt.Sprintf("reached by %d/%d", len(pause.Items), len(pause.Items))) {
 			t.Errorf("the page shows %q; sluice get pause: %s", shown, out)
 		}
+		// Who paused: the request names the dashboard's user and its
+		// credentials, and an event says who ran which command from where.
+		if !strings.Contains(req.By, "via the dashboard (credentials admin.creds)") {
+			t.Errorf("the pause request is by %q, want the dashboard's user via the dashboard with its credentials", req.By)
+		}
+		evalUntil(t, tab, 5*time.Second, "the feed to record who paused", `[...document.querySelectorAll('#event-list li')].some(li =>
+			/ControlRan +control\/pause/.test(li.textContent) && li.textContent.includes('via the dashboard (credentials admin.creds) from 127.0.0.1:') &&
+			li.textContent.includes('ran sluice pause --reason maintenance'))`)
 		inTab(t, tab, "close", chromedp.Click(chromedp.CSS(`#confirm-cancel`)))
 		if code, out, stderr := as("resume", "--wait"); code != 0 {
 			t.Fatalf("resume: exit %d\n%s%s", code, out, stderr)

@@ -163,7 +163,7 @@ func (a *app) storePause(ctx context.Context, reqs *store.Store[*sluicev1.PauseR
 			return nil, store.ErrUnchanged
 		}
 		req, already = proto.Clone(want).(*sluicev1.PauseRequest), false
-		req.Generation, req.By, req.At = cur.GetGeneration()+1, operator(), timestamppb.New(a.now())
+		req.Generation, req.By, req.At = cur.GetGeneration()+1, a.operator(), timestamppb.New(a.now())
 		return req, nil
 	})
 	if errors.Is(err, store.ErrUndecodable) {
@@ -177,7 +177,7 @@ func (a *app) storePause(ctx context.Context, reqs *store.Store[*sluicev1.PauseR
 			return nil, false, fmt.Errorf("store the request in %s/%s: %w", contract.BucketControl, key, err)
 		}
 		req = proto.Clone(want).(*sluicev1.PauseRequest)
-		req.Generation, req.By, req.At = cur.Revision+1, operator(), timestamppb.New(a.now())
+		req.Generation, req.By, req.At = cur.Revision+1, a.operator(), timestamppb.New(a.now())
 		if _, err = reqs.Update(ctx, key, req, cur.Revision); err == nil {
 			fmt.Fprintf(a.streams.Err, "%s/%s held a value that cannot be read (%v); written over with generation %d\n",
 				contract.BucketControl, key, gerr, req.Generation)

@@ -1,8 +1,13 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
+	"fmt"
+	"time"
+
 	"errors"
+	"github.com/nats-io/nats.go/jetstream"
 	"net/http"
 	"regexp"
 
@@ -108,7 +113,18 @@ type nodeAnswer struct {
 	Desired    json.RawMessage   `json:"desired,omitempty"`
 	Backup     json.RawMessage   `json:"backup,omitempty"`
 	Unreadable []view.Unreadable `json:"unreadable"`
+	// Diff is the desired config against the backup, intent by intent, as
+	// `sluice diff` words it ("+" the desired config adds, "-" it drops,
+	// "~" it changes); empty when they are equal or either is missing.
+	Diff []view.ConfigChange `json:"diff"`
+	// Operations are the node's own events (sluice.events.node.<name>),
+	// oldest first, the newest nodeEvents of them: every operation the
+	// coordinator started on it and what became of it.
+	Operations []json.RawMessage `json:"operations"`
 }
+
+// nodeEvents is how many of a node's events its answer carries.
+const nodeEvents = 50
 
 func (srv *Server) handleNode(w http.ResponseWriter, r *http.Request) {
 	name, ok := pathName(w, r, "name", "node name", "sluice get nodes")
@@ -127,7 +143,7 @@ func (srv *Server) handleNode(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotFound, "name", "no node "+quote(name)+" (sluice get nodes lists them)")
 		return
 	}
-	a := nodeAnswer{Unreadable: []view.Unreadable{}}
+	a := nodeAnswer{Unreadable: []view.Unreadable{}, Diff: []view.ConfigChange{}, Operations: []json.RawMessage{}}
 	if err == nil {
 		err = json.Unmarshal(obj, &a.NodeObject)
 	}
@@ -141,10 +157,12 @@ func (srv *Server) handleNode(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	configs := store.New(kv, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
+	var desired, backup *sluicev1.DesiredConfig
 	for _, c := range []struct {
 		key string
 		dst *json.RawMessage
-	}{{contract.DesiredKey(name), &a.Desired}, {contract.BackupKey(name), &a.Backup}} {
+		val **sluicev1.DesiredConfig
+	}{{contract.DesiredKey(name), &a.Desired, &desired}, {contract.BackupKey(name), &a.Backup, &backup}} {
 		e, err := configs.Get(r.Context(), c.key)
 		switch {
 		case errors.Is(err, store.ErrNotFound):
@@ -154,13 +172,64 @@ func (srv *Server) handleNode(w http.ResponseWriter, r *http.Request) {
 			httpError(w, http.StatusBadGateway, "", err.Error())
 			return
 		default:
+			*c.val = e.Value
 			if *c.dst, err = view.JSON(e.Value); err != nil {
 				httpError(w, http.StatusInternalServerError, "", err.Error())
 				return
 			}
 		}
 	}
+	if desired != nil && backup != nil {
+		a.Diff = view.ConfigDiff(backup.GetConfig(), desired.GetConfig())
+	}
+	if a.Operations, err = srv.nodeOperations(r.Context(), name); err != nil {
+		httpError(w, http.StatusBadGateway, "", err.Error())
+		return
+	}
 	writeJSON(w, http.StatusOK, a)
+}
+
+// nodeOperations reads the newest nodeEvents events of node name, oldest
+// first, as the stream sends events. The subject filter has the server
+// pick them: no scan here of the events of other nodes.
+func (srv *Server) nodeOperations(ctx context.Context, name string) ([]json.RawMessage, error) {
+	out := []json.RawMessage{}
+	stream, err := srv.opts.JS.Stream(ctx, contract.StreamEvents)
+	if err != nil {
+		return out, fmt.Errorf("open stream %s: %w", contract.StreamEvents, err)
+	}
+	subject := contract.EventSubject(contract.KindNode, name)
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	if err != nil {
+		return out, fmt.Errorf("read %s: %w", subject, err)
+	}
+	pending := cons.CachedInfo().NumPending
+	for pending > 0 {
+		batch, err := cons.Fetch(int(min(pending, 500)), jetstream.FetchMaxWait(2*time.Second))
+		if err != nil {
+			return out, fmt.Errorf("read %s: %w", subject, err)
+		}
+		got := 0
+		for msg := range batch.Messages() {
+			got++
+			meta, err := msg.Metadata()
+			if err != nil {
+				return out, err
+			}
+			out = append(out, eventJSON(msg.Data(), meta))
+			if len(out) > nodeEvents {
+				out = out[1:]
+			}
+			pending = meta.NumPending
+		}
+		if batch.Error() != nil {
+			return out, fmt.Errorf("read %s: %w", subject, batch.Error())
+		}
+		if got == 0 {
+			break
+		}
+	}
+	return out, nil
 }
 
 func writeRaw(w http.ResponseWriter, b []byte) {

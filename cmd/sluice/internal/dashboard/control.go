@@ -9,6 +9,12 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/events"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // controlRequest is POST /api/v1/control's body. Without confirm the
@@ -18,6 +24,7 @@ type controlRequest struct {
 	Action      string `json:"action"`
 	Rollout     string `json:"rollout,omitempty"`
 	Fingerprint string `json:"fingerprint,omitempty"`
+	Revision    string `json:"revision,omitempty"` // undo: the revision to go back to (default: the CLI's)
 	Reason      string `json:"reason,omitempty"`
 	NoRevert    bool   `json:"noRevert,omitempty"`
 	Confirm     bool   `json:"confirm,omitempty"`
@@ -47,7 +54,15 @@ var actions = map[string]func(c controlRequest) ([]string, *apiError){
 		}
 		return args, nil
 	},
-	"undo":  func(controlRequest) ([]string, *apiError) { return []string{"rollout", "undo"}, nil },
+	"undo": func(c controlRequest) ([]string, *apiError) {
+		if c.Revision == "" {
+			return []string{"rollout", "undo"}, nil
+		}
+		if !revisionPrefix.MatchString(c.Revision) {
+			return nil, &apiError{Field: "revision", Error: "revision " + quote(c.Revision) + ": give a revision id or a prefix of at least 6 hex characters (sluice get revisions lists them)"}
+		}
+		return []string{"rollout", "undo", "--to-revision", c.Revision}, nil
+	},
 	"retry": func(controlRequest) ([]string, *apiError) { return []string{"rollout", "retry"}, nil },
 	"forgive": func(c controlRequest) ([]string, *apiError) {
 		if !fingerprintPrefix.MatchString(c.Fingerprint) {
@@ -61,6 +76,9 @@ var actions = map[string]func(c controlRequest) ([]string, *apiError){
 }
 
 var fingerprintPrefix = regexp.MustCompile(`^[0-9a-f]{6,64}$`)
+
+// revisionPrefix is a revision id or its prefix (ids are hex hashes).
+var revisionPrefix = regexp.MustCompile(`^[0-9a-f]{6,64}$`)
 
 func withRollout(args []string, c controlRequest) []string {
 	if c.Rollout != "" {
@@ -114,6 +132,28 @@ func CommandLine(args []string) string {
 	return strings.Join(parts, " ")
 }
 
+func (srv *Server) who() string {
+	if srv.opts.Who == "" {
+		return "the dashboard"
+	}
+	return srv.opts.Who
+}
+
+// record publishes the control as an event naming who ran it, from which
+// address, and how it went (kind control, id the action): the requests the
+// command wrote name who as well, where they have a field for it (pause,
+// abort, forgive); undo and retry have none, so this event is their record.
+func (srv *Server) record(ctx context.Context, r *http.Request, c controlRequest, command string, err error) {
+	ev := &sluicev1.Event{Kind: contract.KindControl, Id: c.Action, Type: "ControlRan", Rollout: c.Rollout, Fingerprint: c.Fingerprint,
+		Reason: fmt.Sprintf("%s from %s ran %s", srv.who(), r.RemoteAddr, command)}
+	if err != nil {
+		ev.Type, ev.Reason = "ControlFailed", ev.Reason+": "+err.Error()
+	}
+	em := events.NewEmitter(srv.opts.JS, zerolog.Nop(), contract.ComponentCLI, nil)
+	em.Emit(ev)
+	em.Flush(ctx)
+}
+
 // controlTimeout bounds a control: the CLI's own waits for the coordinator
 // (15 s for abort and forgive) fit in it.
 const controlTimeout = 30 * time.Second
@@ -124,7 +164,7 @@ func (srv *Server) handleControl(w http.ResponseWriter, r *http.Request) {
 	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 16<<10))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&c); err != nil {
-		httpError(w, http.StatusBadRequest, "body", "the body is not a control request ({action, rollout, fingerprint, reason, noRevert, confirm}): "+err.Error())
+		httpError(w, http.StatusBadRequest, "body", "the body is not a control request ({action, rollout, fingerprint, revision, reason, noRevert, confirm}): "+err.Error())
 		return
 	}
 	args, bad := controlArgs(c)
@@ -149,7 +189,8 @@ func (srv *Server) handleControl(w http.ResponseWriter, r *http.Request) {
 	defer cancel()
 	out, err := srv.opts.Run(ctx, args)
 	a.Output, a.Ran = strings.TrimSpace(out), true
-	srv.opts.Logf("dashboard: ran %s: err=%v", a.Command, err)
+	srv.opts.Logf("dashboard: %s ran %s: err=%v", srv.who(), a.Command, err)
+	srv.record(ctx, r, c, a.Command, err)
 	if err != nil {
 		writeJSON(w, http.StatusConflict, struct {
 			controlAnswer

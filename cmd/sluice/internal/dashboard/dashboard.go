@@ -47,6 +47,10 @@ type Options struct {
 	JS jetstream.JetStream
 	// Run performs controls; nil disables them ("no controls here").
 	Run Runner
+	// Who names who the controls are run for (user@host and credentials):
+	// every control run is recorded as an event naming it, with the
+	// viewer's address. Default: "the dashboard".
+	Who string
 	// Readonly, when set, disables the controls and says why.
 	Readonly string
 	// GroupBy are the labels the fleet map groups nodes by, outermost first.
@@ -94,8 +98,10 @@ func New(opts Options) (*Server, error) {
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
+	st := newState()
+	st.groupBy = opts.GroupBy
 	return &Server{
-		opts: opts, state: newState(), interval: opts.Interval, done: make(chan struct{}),
+		opts: opts, state: st, interval: opts.Interval, done: make(chan struct{}),
 		run: strconv.FormatInt(time.Now().UnixNano(), 36),
 	}, nil
 }

@@ -243,6 +243,7 @@ func TestAPI_BadInput_NamesTheField(t *testing.T) {
 		{"forgive without a reason", "POST", "/api/v1/control", `{"action":"forgive","fingerprint":"abcdef012345"}`, 400, "reason", "reason is required"},
 		{"forgive a short fingerprint", "POST", "/api/v1/control", `{"action":"forgive","fingerprint":"ab","reason":"x"}`, 400, "fingerprint", "at least 6 hex"},
 		{"abort a bad rollout id", "POST", "/api/v1/control", `{"action":"abort","rollout":"../x"}`, 400, "rollout", "is not a rollout id"},
+		{"undo to a revision that is no id", "POST", "/api/v1/control", `{"action":"undo","revision":"HEAD~1"}`, 400, "revision", "revision id or a prefix"},
 		{"unknown field", "POST", "/api/v1/control", `{"action":"pause","force":true}`, 400, "body", "unknown field"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
@@ -272,7 +273,7 @@ func TestAPI_BadInput_NamesTheField(t *testing.T) {
 // it; a request from another site is refused whatever it carries.
 func TestControls_ShowTheCommand_RunOnlyConfirmed_RefuseCrossSite(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
-	s := serve(t, env, dashboard.Options{})
+	s := serve(t, env, dashboard.Options{Who: "alice@ops-1 via the dashboard"})
 	code, body := s.post(t, "/api/v1/control", `{"action":"abort","rollout":"7-abc","reason":"wrong VLAN","noRevert":true}`, nil)
 	var a struct {
 		Command string
@@ -284,12 +285,30 @@ func TestControls_ShowTheCommand_RunOnlyConfirmed_RefuseCrossSite(t *testing.T) 
 	if ran := s.ran.all(); len(ran) != 0 {
 		t.Fatalf("a preview ran %v", ran)
 	}
+	code, body = s.post(t, "/api/v1/control", `{"action":"undo","revision":"0e48ce6126d2"}`, nil)
+	if err := json.Unmarshal(body, &a); code != 200 || err != nil || a.Command != "sluice rollout undo --to-revision 0e48ce6126d2" || a.Ran {
+		t.Errorf("undo to a chosen revision: %d %s", code, body)
+	}
 	code, body = s.post(t, "/api/v1/control", `{"action":"pause","reason":"it's late","confirm":true}`, map[string]string{"Origin": s.url, "Sec-Fetch-Site": "same-origin"})
 	if code != 200 || !strings.Contains(string(body), `"ran": true`) {
 		t.Errorf("confirmed pause: %d %s", code, body)
 	}
 	if ran := s.ran.all(); len(ran) != 1 || !slices.Equal(ran[0], []string{"pause", "--reason", "it's late"}) {
 		t.Errorf("ran %q, want [pause --reason it's late]", ran)
+	}
+	// It is recorded as an event naming who ran it, from where.
+	stream, err := env.JS.Stream(context.Background(), contract.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg, err := stream.GetLastMsgForSubject(context.Background(), contract.EventSubject(contract.KindControl, "pause"))
+	if err != nil {
+		t.Fatalf("no control event for the pause: %v", err)
+	}
+	var ev struct{ Type, Reason string }
+	if err := json.Unmarshal(msg.Data, &ev); err != nil || ev.Type != "ControlRan" ||
+		!strings.HasPrefix(ev.Reason, "alice@ops-1 via the dashboard from 127.0.0.1:") || !strings.HasSuffix(ev.Reason, " ran sluice pause --reason 'it'\\''s late'") {
+		t.Errorf("control event %s, want ControlRan naming alice@ops-1, the address and the command", msg.Data)
 	}
 	for _, c := range []struct {
 		name    string
@@ -419,7 +438,7 @@ type streamUpdate struct {
 		Seq   uint64
 		Event struct{ Kind, Id string }
 	}
-	Nodes []struct{ Node string }
+	Fleet struct{ Names []string }
 }
 
 func publishEvents(t *testing.T, env *natstest.Env, from, to int) {
@@ -501,7 +520,7 @@ func TestStream_ReconnectWithLastEventID_LosesNoEvent(t *testing.T) {
 	select {
 	case m := <-third:
 		var u streamUpdate
-		if err := json.Unmarshal(m.data, &u); err != nil || !u.Reset || len(u.Nodes) != 3 {
+		if err := json.Unmarshal(m.data, &u); err != nil || !u.Reset || len(u.Fleet.Names) != 3 {
 			t.Errorf("with another run's id: %s, want a snapshot of the 3 nodes", m.data)
 		}
 	case <-time.After(10 * time.Second):
@@ -538,7 +557,7 @@ func TestStream_HeartbeatAloneSendsNothing(t *testing.T) {
 	case m := <-ch:
 		var u streamUpdate
 		_ = json.Unmarshal(m.data, &u)
-		if len(u.Nodes) != 1 || u.Nodes[0].Node != "node-01" || !strings.Contains(string(m.data), "NODE_PHASE_PROVISIONING") {
+		if len(u.Fleet.Names) != 1 || u.Fleet.Names[0] != "node-01" || !strings.Contains(string(m.data), "NODE_PHASE_PROVISIONING") {
 			t.Errorf("first update after 5 heartbeats and a phase: %s, want only node-01 Provisioning", m.data)
 		}
 	case <-time.After(10 * time.Second):

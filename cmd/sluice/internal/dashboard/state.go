@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +30,8 @@ const (
 	kindInstance    = "instance"
 	kindLeader      = "leader"
 	kindEvent       = "event"
+	kindFreeze      = "freeze"
+	kindRegistry    = "registry"
 )
 
 // ringSize is how many changes the state remembers for viewers that
@@ -51,21 +54,35 @@ type change struct {
 // state is everything the dashboard shows, followed from the buckets and
 // the events stream once and shared by every viewer.
 type state struct {
-	mu          sync.Mutex
-	seq         uint64 // of the last change
-	ring        []change
-	presences   map[string]*sluicev1.NodePresence
-	statuses    map[string]*sluicev1.NodeStatus
-	rollouts    map[string]*sluicev1.Rollout
-	active      string
-	fps         map[string]*sluicev1.InvalidFingerprint
-	pause       *sluicev1.PauseRequest
-	instances   map[string]*sluicev1.Instance
-	leader      *sluicev1.LeaderLease
-	events      []json.RawMessage // the last recentEvents, oldest first
-	unreadable  map[string]view.Unreadable
-	ready       map[string]bool // buckets whose initial values are all read
-	watchErrors map[string]string
+	mu           sync.Mutex
+	seq          uint64 // of the last change
+	ring         []change
+	presences    map[string]*sluicev1.NodePresence
+	statuses     map[string]*sluicev1.NodeStatus
+	rollouts     map[string]*sluicev1.Rollout
+	active       string
+	fps          map[string]*sluicev1.InvalidFingerprint
+	pause        *sluicev1.PauseRequest
+	instances    map[string]*sluicev1.Instance
+	leader       *sluicev1.LeaderLease
+	leaseTTL     time.Duration                       // the leases bucket's TTL: the leader lease
+	leaseEnd     *leaseEnd                           // how the last lease ended, while none is held
+	lastTerm     *sluicev1.LeaderLease               // the term before the current one, when this dashboard saw it
+	leaseEndTerm *sluicev1.LeaderLease               // the term whose lease ended, while none is held
+	freezes      map[string]*sluicev1.Freeze         // by control key
+	registries   map[string]*sluicev1.RegistryStatus // by name
+	groupBy      []string                            // the labels the compact fleet carries
+	events       []json.RawMessage                   // the last recentEvents, oldest first
+	unreadable   map[string]view.Unreadable
+	ready        map[string]bool // buckets whose initial values are all read
+	watchErrors  map[string]string
+}
+
+// leaseEnd is the coordinator lease's delete marker: released by its
+// holder, or expired by the server one lease after its last renewal.
+type leaseEnd struct {
+	at      time.Time
+	expired bool
 }
 
 func newState() *state {
@@ -76,6 +93,8 @@ func newState() *state {
 		rollouts:    map[string]*sluicev1.Rollout{},
 		fps:         map[string]*sluicev1.InvalidFingerprint{},
 		instances:   map[string]*sluicev1.Instance{},
+		freezes:     map[string]*sluicev1.Freeze{},
+		registries:  map[string]*sluicev1.RegistryStatus{},
 		unreadable:  map[string]view.Unreadable{},
 		ready:       map[string]bool{},
 		watchErrors: map[string]string{},
@@ -147,6 +166,9 @@ func (s *state) watchedBuckets() []watched {
 			return applyTo(kindFingerprint, s.fps, key, data, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }, nil)
 		}},
 		{contract.BucketControl, func(key string, data []byte) (string, bool, error) {
+			if strings.HasPrefix(key, contract.KeyFreezePrefix+".") {
+				return applyTo(kindFreeze, s.freezes, key, data, func() *sluicev1.Freeze { return &sluicev1.Freeze{} }, nil)
+			}
 			if key != contract.KeyPause {
 				return "", false, nil
 			}
@@ -178,8 +200,22 @@ func (s *state) watchedBuckets() []watched {
 			// A renewal alone changes nothing a viewer sees.
 			changed := (l == nil) != (s.leader == nil) || l.GetHolder() != s.leader.GetHolder() ||
 				l.GetEpoch() != s.leader.GetEpoch() || !proto.Equal(l.GetAcquiredAt(), s.leader.GetAcquiredAt())
-			s.leader = l
+			if l != nil && s.leader != nil && l.GetEpoch() != s.leader.GetEpoch() {
+				s.lastTerm = s.leader // a takeover this dashboard saw
+			}
+			if l != nil {
+				if s.leader == nil && s.lastTerm == nil && s.leaseEndTerm != nil && s.leaseEndTerm.GetEpoch() != l.GetEpoch() {
+					s.lastTerm = s.leaseEndTerm
+				}
+				s.leader = l
+			} else if s.leader != nil {
+				s.leaseEndTerm = s.leader
+				s.leader = nil
+			}
 			return kindLeader, changed, nil
+		}},
+		{contract.BucketRegistries, func(key string, data []byte) (string, bool, error) {
+			return applyTo(kindRegistry, s.registries, key, data, func() *sluicev1.RegistryStatus { return &sluicev1.RegistryStatus{} }, nil)
 		}},
 	}
 }
@@ -280,6 +316,13 @@ func (s *state) watchBucket(ctx context.Context, js jetstream.JetStream, w watch
 		return fmt.Errorf("watch bucket %s: %w", w.bucket, err)
 	}
 	defer watcher.Stop()
+	if w.bucket == contract.BucketLeases {
+		if st, err := kv.Status(ctx); err == nil {
+			s.mu.Lock()
+			s.leaseTTL = st.TTL()
+			s.mu.Unlock()
+		}
+	}
 	s.setWatchError(w.bucket, nil)
 	for {
 		select {
@@ -305,6 +348,13 @@ func (s *state) applyEntry(w watched, e jetstream.KeyValueEntry) {
 	var data []byte
 	if e.Operation() == jetstream.KeyValuePut {
 		data = e.Value()
+	}
+	if w.bucket == contract.BucketLeases && e.Key() == contract.LeaseCoordinator {
+		s.leaseEnd = nil
+		if e.Operation() != jetstream.KeyValuePut {
+			// The server's expiry marker reads as a purge, a release as a delete.
+			s.leaseEnd = &leaseEnd{at: e.Created(), expired: e.Operation() == jetstream.KeyValuePurge}
+		}
 	}
 	id := w.bucket + "/" + e.Key()
 	kind, changed, err := w.apply(e.Key(), data)

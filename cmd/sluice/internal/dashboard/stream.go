@@ -10,35 +10,51 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/contract"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // update is one message of GET /api/v1/stream. A snapshot (reset true)
 // carries everything; a later update only what changed since the one
 // before, each key with its current value.
 type update struct {
-	Reset        bool              `json:"reset,omitempty"`
-	Nodes        []json.RawMessage `json:"nodes,omitempty"`        // view.NodeObject, as get nodes -o json
+	Reset bool `json:"reset,omitempty"`
+	// Fleet is the nodes that changed (a snapshot: every node), compact:
+	// see compactFleet. GET /api/v1/nodes/{name} has a node's whole object.
+	Fleet        *compactFleet     `json:"fleet,omitempty"`
 	RemovedNodes []string          `json:"removedNodes,omitempty"` // neither presence nor status any more
 	Rollouts     []json.RawMessage `json:"rollouts,omitempty"`     // as get rollouts -o json
+	Timelines    []view.Timeline   `json:"timelines,omitempty"`    // of those rollouts: plan against actual
 	Active       *string           `json:"active,omitempty"`       // the active rollout's id, "" when none
 	Fingerprints []json.RawMessage `json:"fingerprints,omitempty"` // as get fingerprints -o json
 	Removed      []string          `json:"removedFingerprints,omitempty"`
-	// Pause is as get pause -o json: the request, then every instance.
-	Pause        []json.RawMessage `json:"pause,omitempty"`
-	PauseSummary *pauseSummary     `json:"pauseSummary,omitempty"`
-	Leader       json.RawMessage   `json:"leader,omitempty"` // the coordinator's lease; {} when none
-	Events       []json.RawMessage `json:"events,omitempty"` // streamEvent, oldest first
-	Unreadable   []view.Unreadable `json:"unreadable,omitempty"`
+	// Pause is as get pause -o json: the request, then the services'
+	// instances (the agents are counted in PauseSummary).
+	Pause        []json.RawMessage  `json:"pause,omitempty"`
+	PauseSummary *pauseSummary      `json:"pauseSummary,omitempty"`
+	Leader       json.RawMessage    `json:"leader,omitempty"` // the coordinator's lease; {} when none
+	Coordinator  *coordinatorView   `json:"coordinator,omitempty"`
+	Freezes      *[]json.RawMessage `json:"freezes,omitempty"`    // every freeze, as get freezes -o json
+	Registries   *[]json.RawMessage `json:"registries,omitempty"` // every registry's status
+	Events       []json.RawMessage  `json:"events,omitempty"`     // streamEvent, oldest first
+	Unreadable   []view.Unreadable  `json:"unreadable,omitempty"`
 }
 
 // snapshot is everything; the caller holds mu.
 func (s *state) snapshot() (update, error) {
-	u := update{Reset: true}
+	u := update{Reset: true, Fleet: compact(s.fleet(), s.groupBy)}
 	var err error
-	if u.Nodes, err = view.NodeObjects(s.fleet()); err != nil {
+	rs := s.rolloutsNewestFirst()
+	if u.Rollouts, err = view.ProtoObjects(rs); err != nil {
 		return u, err
 	}
-	if u.Rollouts, err = view.ProtoObjects(s.rolloutsNewestFirst()); err != nil {
+	u.Timelines = timelines(rs, time.Now())
+	if u.Coordinator, err = s.coordinator(); err != nil {
+		return u, err
+	}
+	if err = s.setFreezes(&u); err != nil {
+		return u, err
+	}
+	if err = s.setRegistries(&u); err != nil {
 		return u, err
 	}
 	active := s.active
@@ -69,7 +85,9 @@ func (s *state) leaderJSON() (json.RawMessage, error) {
 func (s *state) changed(changes []change) (update, error) {
 	var u update
 	seen := map[string]bool{}
-	pause := false
+	pause, coord, freezes, registries := false, false, false, false
+	var nodes []view.Node
+	var rs []*sluicev1.Rollout
 	for _, c := range changes {
 		if c.kind == kindEvent {
 			u.Events = append(u.Events, c.event)
@@ -87,12 +105,12 @@ func (s *state) changed(changes []change) (update, error) {
 				u.RemovedNodes = append(u.RemovedNodes, c.key)
 				break
 			}
-			b, err2 := n.Object()
-			u.Nodes, err = append(u.Nodes, b), err2
+			nodes = append(nodes, n)
 		case kindRollout:
 			if r, ok := s.rollouts[c.key]; ok {
 				b, err2 := view.JSON(r)
 				u.Rollouts, err = append(u.Rollouts, b), err2
+				rs = append(rs, r)
 			}
 		case kindActive:
 			active := s.active
@@ -105,10 +123,17 @@ func (s *state) changed(changes []change) (update, error) {
 			}
 			b, err2 := view.JSON(f)
 			u.Fingerprints, err = append(u.Fingerprints, b), err2
-		case kindPause, kindInstance:
+		case kindPause:
 			pause = true
+		case kindInstance:
+			pause, coord = true, true
 		case kindLeader:
 			u.Leader, err = s.leaderJSON()
+			coord = true
+		case kindFreeze:
+			freezes = true
+		case kindRegistry:
+			registries = true
 		}
 		if err != nil {
 			return u, err
@@ -121,10 +146,44 @@ func (s *state) changed(changes []change) (update, error) {
 			return u, err
 		}
 	}
+	if len(nodes) > 0 {
+		u.Fleet = compact(nodes, s.groupBy)
+	}
+	if len(rs) > 0 {
+		u.Timelines = timelines(rs, time.Now())
+	}
+	var err error
+	if coord {
+		if u.Coordinator, err = s.coordinator(); err != nil {
+			return u, err
+		}
+	}
+	if freezes {
+		if err = s.setFreezes(&u); err != nil {
+			return u, err
+		}
+	}
+	if registries {
+		if err = s.setRegistries(&u); err != nil {
+			return u, err
+		}
+	}
 	if len(s.unreadable) > 0 {
 		u.Unreadable = s.unreadableList()
 	}
 	return u, nil
+}
+
+func (s *state) setFreezes(u *update) error {
+	fs, err := s.freezeList()
+	u.Freezes = &fs
+	return err
+}
+
+func (s *state) setRegistries(u *update) error {
+	rs, err := s.registryList()
+	u.Registries = &rs
+	return err
 }
 
 // eventID names the state after a change: the dashboard's run, then the
@@ -238,7 +297,16 @@ type pauseSummary struct {
 // the caller holds mu.
 func (s *state) pauseView() ([]json.RawMessage, *pauseSummary, error) {
 	insts := s.instanceList()
-	objs, err := view.PauseObjects(s.pause, insts)
+	// The services' instances are listed; the agents (one per node) only
+	// counted, and named while they have not reached the pause: at 100,000
+	// nodes their records alone would be megabytes in every snapshot.
+	services := make([]*sluicev1.Instance, 0, len(s.instances))
+	for _, in := range insts {
+		if in.GetComponent() != contract.ComponentAgent {
+			services = append(services, in)
+		}
+	}
+	objs, err := view.PauseObjects(s.pause, services)
 	if err != nil {
 		return nil, nil, err
 	}

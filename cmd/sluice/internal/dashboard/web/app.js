@@ -11,6 +11,9 @@ const S = {
   fps: new Map(),          // fingerprint → InvalidFingerprint
   pause: [], pauseSummary: null,
   leader: {},
+  coordinator: null,       // the coordinator panel (lease, term, TTL, how it ended, instances)
+  freezes: [], registries: [],
+  timelines: new Map(),    // rollout id → its plan against actual (view.Timeline), with when it came
   events: [],              // streamEvent, oldest first (at most 500)
   lastId: '',
   layoutDirty: true,       // the set of nodes or their domains changed: lay the map out again
@@ -87,9 +90,29 @@ function newestRollout() {
 
 // ---- the stream ----
 
+// expand turns the stream's compact fleet (column by column, strings by
+// index: compactFleet in compact.go) back into node objects of the shape
+// sluice get nodes -o json prints, with the fields the map and list use.
+function expand(f) {
+  const out = new Array(f.names.length);
+  for (let i = 0; i < f.names.length; i++) {
+    const name = f.names[i], present = f.present[i] === '1', d = f.domains[f.domain[i]];
+    const n = { node: name, present };
+    if (present) {
+      const labels = {};
+      f.groupBy.forEach((k, j) => { if (d[j]) labels[k] = d[j]; });
+      n.presence = { node: name, labels };
+    }
+    const phase = f.phases[f.phase[i]], rev = f.revisions[f.revision[i]], ro = f.rollouts[f.rollout[i]];
+    if (phase || rev || ro) n.status = { node: name, phase, revision: rev, rollout: ro };
+    out[i] = n;
+  }
+  return out;
+}
+
 function apply(u) {
-  if (u.reset) { S.nodes.clear(); S.rollouts.clear(); S.fps.clear(); S.events = []; S.layoutDirty = true; }
-  for (const n of u.nodes || []) {
+  if (u.reset) { S.nodes.clear(); S.rollouts.clear(); S.fps.clear(); S.events = []; S.timelines.clear(); S.layoutDirty = true; }
+  for (const n of (u.fleet ? expand(u.fleet) : u.nodes || [])) {
     const old = S.nodes.get(n.node);
     if (!old || domainOf(old).join('/') !== domainOf(n).join('/')) S.layoutDirty = true;
     S.nodes.set(n.node, n);
@@ -104,6 +127,10 @@ function apply(u) {
   for (const f of u.removedFingerprints || []) S.fps.delete(f);
   if (u.pause) { S.pause = u.pause; S.pauseSummary = u.pauseSummary; }
   if (u.leader) S.leader = u.leader;
+  if (u.coordinator) S.coordinator = u.coordinator;
+  if (u.freezes) S.freezes = u.freezes;
+  if (u.registries) S.registries = u.registries;
+  for (const tl of u.timelines || []) { tl.at = Date.now(); S.timelines.set(tl.rollout, tl); }
   if (u.events) { S.events.push(...u.events); if (S.events.length > 500) S.events.splice(0, S.events.length - 500); }
   schedule();
 }
@@ -167,6 +194,7 @@ function render() {
   renderRollout();
   renderHistory();
   renderHeader();
+  renderPlane();
   renderEvents();
 }
 
@@ -414,6 +442,22 @@ async function openDrawer(name) {
   const kids = [dl];
   if (st.checkOutput) kids.push(el('h3', { text: 'check output' }), el('pre', { class: 'check-output', text: st.checkOutput }));
   if (st.lastInvalid) kids.push(el('h3', { text: 'last invalid' }), el('pre', { text: JSON.stringify(st.lastInvalid, null, 2) }));
+  // Its rendered config against its backup, intent by intent.
+  kids.push(el('h3', { text: 'desired config against the backup' }));
+  if (!n.desired || !n.backup) kids.push(el('p', { class: 'meta', text: !n.desired ? 'no desired config stored' : 'no backup stored (the node had no config before)' }));
+  else if (!n.diff.length) kids.push(el('p', { class: 'meta', text: 'the same intents' + (n.desired.fingerprint === n.backup.fingerprint ? ' (same fingerprint)' : '') }));
+  else kids.push(el('ul', { class: 'config-diff' }, ...n.diff.map(d => el('li', { 'data-op': d.op },
+    el('code', { text: `${d.op} ${d.intent}` }), d.op === '~' ? el('pre', { text: `- ${d.from}\n+ ${d.to}` }) : el('pre', { text: d.op === '+' ? '+ ' + d.to : '- ' + d.from })))));
+  // Its operations: the node's own events, newest last.
+  kids.push(el('h3', { text: 'operations' }));
+  const cur = [n.desired && n.desired.operation && `desired: ${n.desired.operation}${n.desired.revert ? ' (revert)' : ''}${n.desired.cancel ? ' (cancelled)' : ''}`,
+    st.operation && `status: ${st.operation}${st.progress ? ' — ' + st.progress : ''}`].filter(Boolean);
+  if (cur.length) kids.push(el('p', { class: 'meta', text: cur.join(' · ') }));
+  if (!n.operations.length) kids.push(el('p', { class: 'meta', text: 'no events of this node kept' }));
+  else kids.push(el('ol', { class: 'node-ops' }, ...n.operations.map(se => el('li', { 'data-seq': String(se.seq), text: eventText(se) }))));
+  const evs = el('button', { type: 'button', text: 'Filter the events feed to this node' });
+  evs.addEventListener('click', () => { $('event-node').value = name; schedule(); $('events').scrollIntoView(); });
+  kids.push(evs);
   $('drawer-body').replaceChildren(...kids);
 }
 $('drawer-close').addEventListener('click', () => { $('drawer').hidden = true; drawerNode = ''; });
@@ -433,10 +477,17 @@ function renderRollout() {
   const meta = [`revision ${short(r.revision)}`];
   if (r.wave) meta.push(`wave ${r.wave}`);
   if (r.domain) meta.push(`domain ${r.domain}`);
-  if (r.bakeUntil && new Date(r.bakeUntil) > new Date()) meta.push(`baking until ${new Date(r.bakeUntil).toLocaleTimeString()}`);
   if (r.pause && r.pause.paused) meta.push(`paused by ${r.pause.by || '?'}${r.pause.reason ? ': ' + r.pause.reason : ''}`);
-  if (r.waiting) meta.push(r.waiting + (r.waitingUntil ? ` (until ${new Date(r.waitingUntil).toLocaleString()})` : ''));
   $('rollout-meta').textContent = meta.join(' · ');
+  // Countdowns: the bake, and a wait for a window or a freeze to end.
+  const running = r.phase === 'ROLLOUT_PHASE_PROGRESSING';
+  const bake = running && r.bakeUntil ? new Date(r.bakeUntil) - Date.now() : 0;
+  $('bake').hidden = bake <= 0;
+  $('bake').textContent = bake > 0 ? `baking: ${fmtDur(bake)} left (until ${new Date(r.bakeUntil).toLocaleTimeString()})` : '';
+  const wait = running && r.waiting;
+  $('waiting').hidden = !wait;
+  $('waiting').textContent = wait ? r.waiting + (r.waitingUntil ? ` — ${fmtDur(new Date(r.waitingUntil) - Date.now())} to go (until ${new Date(r.waitingUntil).toLocaleString()})` : '') : '';
+  renderTimeline(r, S.timelines.get(r.id));
   const c = r.counts || {}, total = c.total || 0;
   const bar = $('counts-bar');
   bar.replaceChildren(...COUNTS.map(([k, color]) => {
@@ -449,9 +500,50 @@ function renderRollout() {
   $('counts').replaceChildren(...items.map(k => el('li', { 'data-count': k, text: `${COUNT_WORDS[k]} ${c[k] || 0}` })));
   const sum = COUNTS.reduce((a, [k]) => a + (c[k] || 0), 0);
   $('counts-sum').textContent = sum === total ? `${sum} of ${total} nodes accounted for` : `counts add up to ${sum}, not the total ${total}`;
-  $('stages').replaceChildren(...(r.stages || []).map(st => el('li', { text:
-    `${st.wave ? 'wave ' + st.wave : ''}${st.domain ? ' ' + st.domain : ''}: ${st.nodes || 0} nodes, ${st.provisioned || 0} provisioned, ${st.failed || 0} failed${st.timedOut ? ' (' + st.timedOut + ' timed out)' : ''}${st.endedAt ? '' : ' — running'}` })));
   renderFailures(r);
+}
+
+// fmtDur: 75000 → "1m15s"; a Go duration string ("1m15.5s") passes through.
+function fmtDur(ms) {
+  if (typeof ms === 'string') return ms;
+  if (!(ms > 0)) return '0s';
+  const s = Math.round(ms / 1000), h = Math.floor(s / 3600), m = Math.floor(s / 60) % 60;
+  return (h ? h + 'h' : '') + (h || m ? m + 'm' : '') + (s % 60) + 's';
+}
+
+// The timeline: each wave as the strategy plans it (its width its share of
+// the nodes), filled as far as its nodes are done, with the stages the
+// rollout actually ran in it (one per failure domain) under it; then the
+// estimate against the ideal time.
+function renderTimeline(r, tl) {
+  const box = $('timeline');
+  if (!tl || !tl.plan) { box.replaceChildren(); $('eta').textContent = ''; return; }
+  if (tl.error) { box.replaceChildren(el('li', { class: 'error', text: 'the strategy does not resolve: ' + tl.error })); return; }
+  const total = tl.plan.reduce((a, p) => a + p.nodes, 0) || 1;
+  const stages = r.stages || [];
+  box.replaceChildren(...tl.plan.map(p => {
+    const bar = el('span', { class: 'plan-bar' });
+    bar.style.width = Math.max(2, 100 * p.nodes / total) + '%';
+    const fill = el('span', { class: 'plan-done' });
+    fill.style.width = (p.nodes ? Math.min(100, 100 * p.done / p.nodes) : 0) + '%';
+    bar.append(fill);
+    const name = p.wave ? `wave ${p.wave}` : 'all nodes';
+    const words = `${name}: planned ${p.nodes}, started ${p.started}, done ${p.done}${p.took ? ', took ' + p.took : ''} — ${p.state}`;
+    const actual = stages.filter(st => !p.wave || st.wave === p.wave).filter(st => st.domain || p.wave);
+    const sub = actual.length ? el('ul', { class: 'stage-actual' }, ...actual.map(st => el('li', { text:
+      `${st.domain ? (tl.domainKey || 'domain') + ' ' + st.domain : 'stage'}: ${st.nodes || 0} started, ${st.provisioned || 0} provisioned, ${st.failed || 0} failed${st.timedOut ? ' (' + st.timedOut + ' timed out)' : ''}${st.skipped ? ', ' + st.skipped + ' skipped' : ''}` +
+      (st.endedAt ? `, ${fmtDur(new Date(st.endedAt) - new Date(st.startedAt))}` : ' — running') }))) : null;
+    return el('li', { 'data-wave': String(p.wave), 'data-state': p.state }, el('span', { class: 'plan-words', text: words }), bar, sub);
+  }));
+  const parts = [`${tl.rounds} round${tl.rounds === 1 ? '' : 's'} of up to ${tl.maxParallel} nodes${tl.bake ? ', bake ' + tl.bake + ' between waves' : ''}`, `elapsed ${tl.elapsed}`];
+  if (tl.round) parts.push(`pace ${tl.round} a round`);
+  if (tl.eta) {
+    const left = new Date(tl.eta) - Date.now();
+    parts.push(`ETA ${new Date(tl.eta).toLocaleTimeString()} (${left > 0 ? 'in ' + fmtDur(left) : 'due'})`);
+    parts.push(`expected ${tl.expected} against the ideal ${tl.ideal} (×${tl.ratio})`);
+  } else if (tl.ideal) parts.push(`took ${tl.elapsed} against the ideal ${tl.ideal}`);
+  else if (r.phase === 'ROLLOUT_PHASE_PROGRESSING') parts.push('ETA once the first nodes finish');
+  $('eta').textContent = parts.join(' · ');
 }
 
 // Failures grouped by fingerprint: one group per bad config, its first
@@ -473,7 +565,8 @@ function renderFailures(r) {
         el('span', { class: 'fp-nodes', text: fs.map(f => f.node).join(', ') })),
       el('p', { class: 'meta' }, 'first failing node ', el('span', { class: 'fp-first-node', text: first.node }),
         `, ${enumName(first.result, 'NODE_RESULT_')}, check `, el('span', { class: 'fp-check', text: first.failedCheck || (rec && rec.check) || '-' })),
-      el('pre', { class: 'fp-output', text: output || '(no output)' }));
+      el('pre', { class: 'fp-output', text: output || '(no output)' }),
+      fs === [...groups.values()][0] ? followed(r, first) : null);
   }));
   const fps = [...S.fps.values()].sort((a, b) => (b.time || '').localeCompare(a.time || ''));
   const fb = $('fingerprints');
@@ -487,16 +580,114 @@ function renderFailures(r) {
   }));
 }
 
+// followed says what followed the rollout's first failure: "node-07 failed
+// mgmt-reachable → 30 touched nodes reverted in 110 ms", timed from the
+// first failing node's event to the rollout's end event when the page
+// still keeps them (the record keeps no times of its own for it).
+function followed(r, first) {
+  const c = r.counts || {};
+  if (!c.reverted && !c.reverting && !c.revertFailed && r.phase !== 'ROLLOUT_PHASE_ABORTED') return null;
+  let text = `${first.node} ${first.result === 'NODE_RESULT_TIMED_OUT' ? 'timed out' : 'failed ' + (first.failedCheck || enumName(first.result, 'NODE_RESULT_'))} → `;
+  const parts = [];
+  if (c.reverted || !(c.reverting || c.revertFailed)) parts.push(`${c.reverted || 0} touched node${c.reverted === 1 ? '' : 's'} reverted`);
+  if (c.reverting) parts.push(`${c.reverting} reverting`);
+  if (c.revertFailed) parts.push(`${c.revertFailed} revert${c.revertFailed === 1 ? '' : 's'} failed`);
+  text += parts.join(', ');
+  const evs = S.events.map(se => se.event).filter(e => e && e.rollout === r.id);
+  const failedAt = evs.find(e => e.node === first.node && /^Node(Failed|Invalid|TimedOut|Refused)/.test(e.type || ''));
+  const endedAt = evs.find(e => e.kind === 'rollout' && ['RolloutRolledBack', 'RolloutAborted', 'RolloutPartiallyFailed'].includes(e.type));
+  if (failedAt && endedAt) text += ` in ${Math.max(0, new Date(endedAt.time) - new Date(failedAt.time))} ms`;
+  else if (!r.finishedAt) text += ' so far';
+  text += `; the rollout ${r.finishedAt ? 'ended' : 'is'} ${enumName(r.phase, 'ROLLOUT_PHASE_')}`;
+  return el('p', { class: 'fp-followed', text });
+}
+
 // History: the rollouts newest first, as sluice get rollouts lists them
-// (the newest 50; undo and retry act on the head, above).
+// (the newest 50). Each row that succeeded or partially failed can be gone
+// back to (sluice rollout undo --to-revision ITS_REVISION); the newest, when
+// it rolled back, was aborted or partially failed, can be retried
+// (sluice rollout retry acts on the head, which is its revision).
+const RETRYABLE = ['ROLLOUT_PHASE_ROLLED_BACK', 'ROLLOUT_PHASE_ABORTED', 'ROLLOUT_PHASE_PARTIALLY_FAILED'];
+const UNDOABLE = ['ROLLOUT_PHASE_SUCCEEDED', 'ROLLOUT_PHASE_PARTIALLY_FAILED'];
+let historyKey = '';
 function renderHistory() {
   const rs = [...S.rollouts.values()].sort((a, b) => (b.startedAt || '').localeCompare(a.startedAt || '') || Number(b.generation || 0) - Number(a.generation || 0)).slice(0, 50);
-  $('history').replaceChildren(...rs.map(r => {
-    const c = r.counts || {};
+  const controls = !!(S.config && S.config.controls);
+  // Rebuilt only when a row changes: a focused button survives an update.
+  const key = controls + '|' + S.active + '|' + rs.map(r => r.id + r.phase + JSON.stringify(r.counts || {})).join(',');
+  if (key === historyKey) return;
+  historyKey = key;
+  $('history').replaceChildren(...rs.map((r, i) => {
+    const c = r.counts || {}, actions = el('div', { class: 'row-actions' });
+    if (UNDOABLE.includes(r.phase) && r.revision) {
+      const b = el('button', { type: 'button', class: 'control', 'data-action': 'undo', 'data-revision': r.revision, text: 'Undo to this', 'aria-label': 'undo to revision ' + short(r.revision),
+        title: `make revision ${r.revision} the head again (sluice rollout undo --to-revision)` });
+      b.disabled = !controls;
+      actions.append(b);
+    }
+    if (i === 0 && RETRYABLE.includes(r.phase)) {
+      const b = el('button', { type: 'button', class: 'control', 'data-action': 'retry', text: 'Retry', title: 'roll the head out again (sluice rollout retry)' });
+      b.disabled = !controls;
+      actions.append(b);
+    }
     return el('tr', { 'data-rollout': r.id, 'data-phase': enumName(r.phase, 'ROLLOUT_PHASE_') },
-      el('th', { scope: 'row', text: r.id + (r.id === S.active ? ' (active)' : '') }), el('td', { text: enumName(r.phase, 'ROLLOUT_PHASE_') }),
+      el('th', { scope: 'row' }, r.id + (r.id === S.active ? ' (active)' : ''), actions.childElementCount ? actions : null), el('td', { text: enumName(r.phase, 'ROLLOUT_PHASE_') }),
       el('td', { text: `${c.provisioned || 0}/${c.total || 0}` }), el('td', { text: String(c.failed || 0) }),
       el('td', { text: r.startedAt ? new Date(r.startedAt).toLocaleString() : '-' }));
+  }));
+}
+
+// The control plane: the coordinator (who leads, its term, since when —
+// a term starts with a takeover —, how its lease runs out, the term
+// before), the freezes and the registries with their pending deletions.
+function renderPlane() {
+  const c = S.coordinator, dl = $('coordinator');
+  if (c) {
+    const l = c.lease || {}, rows = [];
+    const row = (k, v) => rows.push(el('dt', { text: k }), el('dd', { text: v || '-' }));
+    if (l.holder) {
+      row('leader', l.holder);
+      row('term', String(l.epoch || '?'));
+      row('last takeover', l.acquiredAt ? `${new Date(l.acquiredAt).toLocaleString()} (${fmtDur(Date.now() - new Date(l.acquiredAt))} ago)` : '-');
+      row('lease expiry', c.leaseTTL ? `${c.leaseTTL} after its last renewal (renewed every ${c.renew}; the server removes it then and a standby takes over)` : '-');
+    } else {
+      row('leader', 'none');
+      row('lease', c.ended ? `${c.ended} at ${new Date(c.endedAt).toLocaleTimeString()}` : 'not held');
+    }
+    if (c.before && c.before.holder) row('term before', `${c.before.holder}, term ${c.before.epoch || '?'}, from ${c.before.acquiredAt ? new Date(c.before.acquiredAt).toLocaleString() : '?'}`);
+    row('instances', (c.instances || []).map(i => `${i.instance} (${i.role || '?'})`).join(', ') || 'none present');
+    dl.replaceChildren(...rows);
+  }
+  // The pause: what is requested against what each service instance
+  // acknowledged (the agents are counted: one per node).
+  const p = S.pauseSummary, req = S.pause[0] || {}, gen = Number(req.generation || 0);
+  if (p) $('pause-requested').textContent = `requested: ${p.requested}; reached by ${p.reached} of ${p.instances} instances` +
+    (p.waiting && p.waiting.length ? ` (not yet: ${p.waiting.join(', ')})` : '');
+  $('pause-instances').replaceChildren(...S.pause.slice(1).map(i => {
+    const a = i.pause || {}, seen = Number(a.generation || 0);
+    const state = !gen ? (seen ? `at generation ${seen}` : 'no pause seen') : seen >= gen ? `reached generation ${seen} (${a.paused ? 'paused' : 'running'})` :
+      `at generation ${seen || 0} of ${gen}${a.waitingFor ? ': finishing ' + a.waitingFor : ''}`;
+    return el('li', { 'data-instance': `${i.component}.${i.instance}`, 'data-reached': String(!gen || seen >= gen), text: `${i.component} ${i.instance}${i.role ? ' (' + i.role + ')' : ''}: ${state}` });
+  }));
+  const fb = $('freezes');
+  if (!S.freezes.length) fb.replaceChildren(el('p', { class: 'meta', text: 'none' }));
+  else fb.replaceChildren(...S.freezes.map(f => {
+    const from = new Date(f.from), to = new Date(f.to), now = Date.now();
+    const state = now >= to ? 'ended' : now >= from ? `in force, ${fmtDur(to - now)} left` : `from ${from.toLocaleString()}`;
+    return el('p', { class: 'freeze', 'data-freeze': f.id, 'data-state': now >= from && now < to ? 'in-force' : 'not' },
+      el('strong', { text: f.id }), ` ${state}, until ${to.toLocaleString()} — ${f.reason || ''} (by ${f.by || '-'})`);
+  }));
+  const rb = $('registries');
+  if (!S.registries.length) rb.replaceChildren(el('p', { class: 'meta', text: 'none besides sluice apply' }));
+  else rb.replaceChildren(...S.registries.map(g => {
+    const lines = [el('p', {}, el('strong', { text: g.name }), ` ${g.kind || ''} ${g.location || ''} — ${enumName(g.state, 'REGISTRY_STATE_')}` +
+      `${g.lastSync ? ', synced ' + new Date(g.lastSync).toLocaleTimeString() : ''}, ${g.intents || 0} intents, ${g.marked || 0} marked for deletion` + (g.error ? ': ' + g.error : ''))];
+    const pend = g.pending || [];
+    if (pend.length) lines.push(el('ul', { class: 'pending' }, ...pend.slice(0, 20).map(p => el('li', { 'data-intent': p.intent,
+      text: `${p.intent}: missing since ${new Date(p.missingSince).toLocaleTimeString()}, marked for deletion ${new Date(p.effectiveAt) > Date.now() ? 'in ' + fmtDur(new Date(p.effectiveAt) - Date.now()) : 'now'}` })),
+      pend.length > 20 ? el('li', { text: `and ${pend.length - 20} more` }) : null));
+    if (g.held) lines.push(el('p', { class: 'error', text: `held: ${(g.held.intents || []).length} deletions wait for sluice registry confirm ${g.name} (${g.held.reason || ''})` }));
+    return el('div', { class: 'registry', 'data-registry': g.name }, ...lines);
   }));
 }
 
@@ -529,8 +720,12 @@ function renderEvents() {
     if (k && !kindsShown.has(k)) { kindsShown.add(k); sel.append(el('option', { value: k, text: k })); }
   }
   const kind = sel.value, q = $('event-filter').value.trim().toLowerCase();
-  const list = S.events.filter(se => (!kind || (se.event && se.event.kind === kind)) && (!q || eventText(se).toLowerCase().includes(q))).slice(-300);
-  const key = kind + '|' + q + '|' + (list.length ? list[list.length - 1].seq : 0) + '|' + list.length;
+  const node = $('event-node').value.trim(), ro = $('event-rollout').value.trim();
+  // node and rollout match the event's fields exactly (or what it is about).
+  const about = (e, k, v) => !v || e[k] === v || (e.kind === k && e.id === v);
+  const list = S.events.filter(se => (!kind || (se.event && se.event.kind === kind)) && (!node || (se.event && about(se.event, 'node', node))) &&
+    (!ro || (se.event && about(se.event, 'rollout', ro))) && (!q || eventText(se).toLowerCase().includes(q))).slice(-300);
+  const key = [kind, q, node, ro, list.length ? list[list.length - 1].seq : 0, list.length].join('|');
   if (key === shownEvents) return;
   shownEvents = key;
   const ol = $('event-list');
@@ -538,6 +733,20 @@ function renderEvents() {
   if ($('tail').checked) ol.scrollTop = ol.scrollHeight;
 }
 $('event-filter').addEventListener('input', schedule);
+$('event-node').addEventListener('input', schedule);
+$('event-rollout').addEventListener('input', schedule);
+// The filters' suggestions: the nodes and rollouts the kept events name.
+let suggested = 0;
+function suggest() {
+  if (S.events.length === suggested) return;
+  suggested = S.events.length;
+  const nodes = new Set(), rollouts = new Set();
+  for (const se of S.events) { const e = se.event; if (!e) continue; if (e.node) nodes.add(e.node); if (e.rollout) rollouts.add(e.rollout); }
+  $('event-nodes').replaceChildren(...[...nodes].sort().slice(0, 500).map(v => el('option', { value: v })));
+  $('event-rollouts').replaceChildren(...[...rollouts].sort().map(v => el('option', { value: v })));
+}
+$('event-node').addEventListener('focus', suggest);
+$('event-rollout').addEventListener('focus', suggest);
 $('event-kind').addEventListener('change', schedule);
 
 // ---- controls: each shows its sluice command, then runs it ----
@@ -560,7 +769,8 @@ document.addEventListener('click', async (e) => {
   pending = { action };
   if (action.startsWith('rollout-') || action === 'abort') pending.rollout = r ? r.id : '';
   if (action === 'forgive') pending.fingerprint = b.dataset.fingerprint;
-  $('confirm-title').textContent = b.textContent;
+  if (action === 'undo' && b.dataset.revision) pending.revision = b.dataset.revision;
+  $('confirm-title').textContent = pending.revision ? 'Undo to revision ' + short(pending.revision) : b.textContent;
   $('confirm-reason').value = '';
   $('confirm-norevert').checked = false;
   $('confirm-norevert-label').hidden = action !== 'abort';

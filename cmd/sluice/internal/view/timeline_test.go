@@ -1,0 +1,127 @@
+package view
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+func TestRolloutTimeline_PlanAgainstActual(t *testing.T) {
+	t0 := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
+	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(t0.Add(time.Duration(s) * time.Second)) }
+	waves := &sluicev1.Strategy{MaxParallel: "10", FirstWave: 10, WaveGrowth: 2, BakeTime: durationpb.New(30 * time.Second)}
+	cases := []struct {
+		name  string
+		given *sluicev1.Rollout
+		now   int // seconds after t0
+		want  func(t *testing.T, tl Timeline)
+	}{
+		{
+			name: "waves planned 10, 20, 40, 30; wave 1 done in 20 s, wave 2 running",
+			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: waves,
+				StartedAt: at(0), LeaderTime: durationpb.New(60 * time.Second),
+				Counts: &sluicev1.RolloutCounts{Total: 100, Provisioned: 20, InProgress: 10, Pending: 70},
+				Stages: []*sluicev1.StageResult{
+					{Wave: 1, StartedAt: at(0), EndedAt: at(20), Nodes: 10, Provisioned: 10},
+					{Wave: 2, StartedAt: at(50), Nodes: 20, Provisioned: 10},
+				}},
+			now: 60,
+			want: func(t *testing.T, tl Timeline) {
+				if got := []int{tl.Plan[0].Nodes, tl.Plan[1].Nodes, tl.Plan[2].Nodes, tl.Plan[3].Nodes}; got[0] != 10 || got[1] != 20 || got[2] != 40 || got[3] != 30 {
+					t.Errorf("plan %v, want waves of 10, 20, 40, 30", got)
+				}
+				if tl.Plan[0].State != "done" || tl.Plan[1].State != "running" || tl.Plan[2].State != "planned" {
+					t.Errorf("states %s %s %s", tl.Plan[0].State, tl.Plan[1].State, tl.Plan[2].State)
+				}
+				if tl.Plan[0].Took != "20s" || tl.Rounds != 10 {
+					t.Errorf("took %q rounds %d, want 20s and 10", tl.Plan[0].Took, tl.Rounds)
+				}
+				// 60 s under a leader, one 30 s bake: 30 s for 2 rounds = 15 s a round;
+				// best stage: 20 s for one round. Ideal 10 x 15 s + 3 bakes = 240 s.
+				if tl.Round != "15s" || tl.Ideal != "4m0s" {
+					t.Errorf("round %q ideal %q, want 15s and 4m0s", tl.Round, tl.Ideal)
+				}
+				// Expected: 60 s + 8 rounds x 15 s + 2 bakes left = 240 s.
+				if tl.Expected != "4m0s" || !tl.ETA.Equal(t0.Add(240*time.Second)) || tl.Ratio != 1 {
+					t.Errorf("expected %q eta %v ratio %v", tl.Expected, tl.ETA, tl.Ratio)
+				}
+			},
+		},
+		{
+			name: "a wave whose nodes all have an outcome runs until its stage ends",
+			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: waves,
+				StartedAt: at(0), LeaderTime: durationpb.New(45 * time.Second),
+				Counts: &sluicev1.RolloutCounts{Total: 100, Provisioned: 30, Pending: 70},
+				Stages: []*sluicev1.StageResult{{Wave: 1, StartedAt: at(0), EndedAt: at(20), Nodes: 10, Provisioned: 10}, {Wave: 2, StartedAt: at(40), Nodes: 20, Provisioned: 20}}},
+			now: 45,
+			want: func(t *testing.T, tl Timeline) {
+				if tl.Plan[1].State != "running" || tl.Plan[1].Done != 20 {
+					t.Errorf("wave 2 %s with %d done, want running with 20", tl.Plan[1].State, tl.Plan[1].Done)
+				}
+			},
+		},
+		{
+			name: "a part of a round counts",
+			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: waves,
+				StartedAt: at(0), LeaderTime: durationpb.New(45 * time.Second),
+				Counts: &sluicev1.RolloutCounts{Total: 100, Provisioned: 15, Pending: 85},
+				Stages: []*sluicev1.StageResult{{Wave: 1, StartedAt: at(0), EndedAt: at(20), Nodes: 10, Provisioned: 10}, {Wave: 2, StartedAt: at(40), Nodes: 5, Provisioned: 5}}},
+			now: 45,
+			want: func(t *testing.T, tl Timeline) {
+				if tl.Plan[1].State != "running" {
+					t.Errorf("wave 2 %s, want running", tl.Plan[1].State)
+				}
+				// 15 s of work for 1.5 rounds: 10 s a round, 8.5 rounds to go.
+				if tl.Round != "10s" || tl.Expected != "3m10s" || tl.Ratio < 1 {
+					t.Errorf("round %q expected %q ratio %v, want 10s, 3m10s and at least 1", tl.Round, tl.Expected, tl.Ratio)
+				}
+			},
+		},
+		{
+			name: "no waves: one sliding window, paced by what finished",
+			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: &sluicev1.Strategy{MaxParallel: "5"},
+				StartedAt: at(0), Counts: &sluicev1.RolloutCounts{Total: 20, Provisioned: 10, InProgress: 5, Pending: 5}},
+			now: 10,
+			want: func(t *testing.T, tl Timeline) {
+				if len(tl.Plan) != 1 || tl.Plan[0].Nodes != 20 || tl.Plan[0].Started != 15 || tl.Plan[0].Done != 10 || tl.Plan[0].State != "running" {
+					t.Errorf("plan %+v", tl.Plan)
+				}
+				if tl.Round != "5s" || tl.Ideal != "20s" || tl.Expected != "20s" {
+					t.Errorf("round %q ideal %q expected %q, want 5s, 20s, 20s", tl.Round, tl.Ideal, tl.Expected)
+				}
+			},
+		},
+		{
+			name: "ended: no estimate, every started wave done",
+			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Strategy: waves,
+				StartedAt: at(0), FinishedAt: at(30), Counts: &sluicev1.RolloutCounts{Total: 100, Provisioned: 9, Failed: 1, NotStarted: 90},
+				Stages: []*sluicev1.StageResult{{Wave: 1, StartedAt: at(0), EndedAt: at(25), Nodes: 10, Provisioned: 9, Failed: 1}}},
+			now: 100,
+			want: func(t *testing.T, tl Timeline) {
+				if tl.Expected != "" || !tl.ETA.IsZero() || tl.Elapsed != "30s" {
+					t.Errorf("expected %q eta %v elapsed %q", tl.Expected, tl.ETA, tl.Elapsed)
+				}
+				if tl.Plan[0].State != "done" || tl.Plan[1].State != "planned" {
+					t.Errorf("states %s %s", tl.Plan[0].State, tl.Plan[1].State)
+				}
+			},
+		},
+		{
+			name:  "nothing finished yet: no pace, no estimate",
+			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: waves, StartedAt: at(0), Counts: &sluicev1.RolloutCounts{Total: 100, InProgress: 10, Pending: 90}},
+			now:   5,
+			want: func(t *testing.T, tl Timeline) {
+				if tl.Round != "" || tl.Expected != "" || tl.Elapsed != "5s" {
+					t.Errorf("round %q expected %q elapsed %q", tl.Round, tl.Expected, tl.Elapsed)
+				}
+			},
+		},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) { c.want(t, RolloutTimeline(c.given, t0.Add(time.Duration(c.now)*time.Second))) })
+	}
+}
