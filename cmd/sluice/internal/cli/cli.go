@@ -68,6 +68,9 @@ type app struct {
 	// command at once, rather than at its request's deadline.
 	stop func(error)
 	now  func() time.Time
+	// failCode, when set, is the exit code of a failure that has no code
+	// of its own (1 otherwise): diff's 1 means "changes", so it fails 6.
+	failCode int
 }
 
 // Run runs the sluice command line with args (without the program name) and
@@ -87,15 +90,20 @@ func run(ctx context.Context, args []string, s Streams, version string, now func
 	if err == nil {
 		return 0
 	}
+	code := 1
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		if ee.Err != nil {
 			fmt.Fprintf(s.Err, "error: %v\n", ee.Err)
 		}
-		return ee.Code
+		code = ee.Code
+	} else {
+		fmt.Fprintf(s.Err, "error: %v\n", err)
 	}
-	fmt.Fprintf(s.Err, "error: %v\n", err)
-	return 1
+	if code == 1 && a.failCode != 0 {
+		return a.failCode
+	}
+	return code
 }
 
 // execute runs args as a command of a; pin, when set, runs once the flags
