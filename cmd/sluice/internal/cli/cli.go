@@ -174,6 +174,7 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 		a.versionCommand(),
 	)
 	refuseUnknownSubcommands(root)
+	a.addCompletions(root)
 	return root
 }
 
