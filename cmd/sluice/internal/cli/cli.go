@@ -288,15 +288,3 @@ func bucket(ctx context.Context, js jetstream.KeyValueManager, name string) (jet
 	}
 	return kv, nil
 }
-
-func (a *app) versionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version of sluice",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(a.streams.Out, "sluice %s\n", a.version)
-			return err
-		},
-	}
-}
