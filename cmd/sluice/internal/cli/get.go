@@ -170,8 +170,11 @@ spec, status}.`,
 			if err != nil {
 				return err
 			}
-			if _, err := a.streams.Out.Write(buf.Bytes()); err != nil {
-				return err
+			// Nothing found prints nothing but the error, as kubectl.
+			if len(missing) == 0 || len(missing) < len(args[1:]) {
+				if _, err := a.streams.Out.Write(buf.Bytes()); err != nil {
+					return err
+				}
 			}
 			if len(missing) > 0 {
 				return fmt.Errorf("%s %s not found (sluice get %s lists them)", strings.TrimSuffix(kind.name, "s"), strings.Join(quoteAll(missing), ", "), kind.name)

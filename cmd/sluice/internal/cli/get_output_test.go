@@ -27,6 +27,9 @@ func TestGet_NamesWideAndNameOutputs(t *testing.T) {
 	if code != 1 || !strings.Contains(out, "node-01") || !strings.Contains(stderr, `node "node-09" not found`) {
 		t.Errorf("get nodes node-01 node-09: exit %d, want node-01 printed, then 1 naming node-09\n%s%s", code, out, stderr)
 	}
+	if code, out, stderr = sluice(t, s.URL(), "get", "node", "node-0"); code != 1 || out != "" || !strings.Contains(stderr, `node "node-0" not found`) {
+		t.Errorf("get node node-0: exit %d, want 1, no table, the error\n%s%s", code, out, stderr)
+	}
 	if code, out, stderr = sluice(t, s.URL(), "get", "nodes", "-o", "name"); code != 0 || out != "node/node-01\nnode/node-02\n" {
 		t.Errorf("get nodes -o name: exit %d\n%q%s", code, out, stderr)
 	}
