@@ -252,6 +252,10 @@ images: build $(BIN)/probe busybox ## Build one FROM-scratch, non-root image per
 	BIN='$(BIN)' BINARIES='$(BINARIES)' IMAGE_PREFIX='$(IMAGE_PREFIX)' IMAGE_TAG='$(IMAGE_TAG)' \
 	VERSION='$(VERSION)' REVISION='$(REVISION)' BUSYBOX='$(BUSYBOX)' deploy/build-images.sh
 
+.PHONY: prometheus-image
+prometheus-image: promtool ## Build sluice/prometheus:dev FROM scratch from Debian's prometheus (with the libc it links), for docker-compose --profile prometheus
+	IMAGE_PREFIX='$(IMAGE_PREFIX)' IMAGE_TAG='$(IMAGE_TAG)' STAGE='$(BIN)/images/prometheus' deploy/prometheus/build-image.sh
+
 # The agent image needs a statically linked busybox: Debian's busybox
 # package is dynamic (and would not run FROM scratch); busybox-static
 # replaces it.

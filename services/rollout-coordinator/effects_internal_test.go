@@ -96,3 +96,18 @@ func desiredOf(node, tag string) *sluicev1.DesiredConfig {
 	cfg := &sluicev1.NodeConfig{Intents: []*sluicev1.Intent{{Name: tag}}}
 	return &sluicev1.DesiredConfig{Node: node, Revision: tag, Config: cfg, Fingerprint: render.Fingerprint(cfg)}
 }
+
+// A term's epoch counts terms: one above the last term's fence, however
+// often the lease was renewed meanwhile (its revision grows with every
+// renewal: compose showed terms 1, 17, 31). The first term, with no fence
+// to read, takes the lease revision.
+func TestStartTerm_EpochCountsTerms_NotLeaseRenewals(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	var epochs []uint64
+	for _, leaseRev := range []uint64{1, 17, 31} {
+		epochs = append(epochs, testEffects(t, env, leaseRev, "c").term.epoch)
+	}
+	if epochs[0] != 1 || epochs[1] != 2 || epochs[2] != 3 {
+		t.Errorf("epochs of three terms at lease revisions 1, 17, 31: %v, want [1 2 3]", epochs)
+	}
+}

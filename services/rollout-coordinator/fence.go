@@ -41,15 +41,21 @@ type term struct {
 }
 
 // startTerm fences every coordinator bucket for a new term. The epoch is
-// higher than the lease revision and than every fence found, so epochs only
-// grow even if the leases bucket was recreated.
+// one above the highest fence found, so it counts terms (1, 2, 3 …): the
+// lease's revision, which every renewal raises, made terms jump (1 → 17 →
+// 31) by how long the last one lasted. Only when no fence can be read (the
+// first term, or every fence spoiled) is the lease revision the epoch:
+// it never goes below what an earlier term of these buckets wrote there.
+// Safety does not rest on the number: each fence is written by
+// compare-and-set on the revision read, so of two terms that computed one
+// epoch only one fences every bucket.
 func startTerm(ctx context.Context, nc *nats.Conn, b *buckets.Set, l *lease, holder string, now time.Time) (*term, error) {
 	t := &term{lease: l, fences: map[string]*store.Fence{}, batchers: map[string]*store.Batcher{}, stores: map[string]*store.Store[*sluicev1.Fence]{}}
 	kvs := map[string]jetstream.KeyValue{
 		contract.BucketNodeConfigs: b.NodeConfigs, contract.BucketRollouts: b.Rollouts, contract.BucketFingerprints: b.Fingerprints,
 	}
 	found := map[string]store.Entry[*sluicev1.Fence]{}
-	epoch := l.rev
+	var epoch uint64
 	for _, name := range fencedBuckets {
 		st := store.New(kvs[name], func() *sluicev1.Fence { return &sluicev1.Fence{} })
 		t.stores[name] = st
@@ -59,7 +65,12 @@ func startTerm(ctx context.Context, nc *nats.Conn, b *buckets.Set, l *lease, hol
 			return nil, fmt.Errorf("read fence of %s: %w", name, err)
 		}
 		found[name] = e
-		epoch = max(epoch, e.Value.GetEpoch()+1)
+		if e.Value.GetEpoch() > 0 {
+			epoch = max(epoch, e.Value.GetEpoch()+1)
+		}
+	}
+	if epoch == 0 {
+		epoch = max(1, l.rev)
 	}
 	t.epoch = epoch
 	for _, name := range fencedBuckets {

@@ -268,3 +268,50 @@ func matches(t *testing.T, file string, re *regexp.Regexp) []string {
 	}
 	return out
 }
+
+// docker-compose's profile "prometheus" (deploy/prometheus/compose.yml):
+// promtool accepts the config with the alert rules it loads, and it scrapes
+// every compose service that serves /metrics (--http-addr :9090).
+func TestComposePrometheus_ChecksAndScrapesEveryService(t *testing.T) {
+	const config = rulesDir + "/compose.yml"
+	b, err := os.ReadFile(config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	abs, err := filepath.Abs(rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// In the container the rules are at /etc/prometheus/alerts.yaml.
+	tmp := filepath.Join(t.TempDir(), "prometheus.yml")
+	if err := os.WriteFile(tmp, bytes.ReplaceAll(b, []byte("/etc/prometheus/alerts.yaml"), []byte(abs)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	promtool(t, ".", "check", "config", tmp)
+
+	compose, err := os.ReadFile("../../docker-compose.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var services []string
+	current := ""
+	for _, line := range strings.Split(string(compose), "\n") {
+		if m := regexp.MustCompile(`^  ([a-z0-9-]+):$`).FindStringSubmatch(line); m != nil {
+			current = m[1]
+		}
+		if strings.Contains(line, `"--http-addr", ":9090"`) && current != "" {
+			services = append(services, current)
+		}
+	}
+	if len(services) < 10 {
+		t.Fatalf("found %d compose services serving :9090, want every sluice service (10): is the pattern still right? %v", len(services), services)
+	}
+	for _, s := range services {
+		if !strings.Contains(string(b), `"`+s+`:9090"`) {
+			t.Errorf("%s does not scrape compose service %s (%s:9090)", config, s, s)
+		}
+	}
+	if !strings.Contains(string(compose), "./deploy/prometheus/alerts.yaml:/etc/prometheus/alerts.yaml") {
+		t.Errorf("docker-compose.yaml's prometheus does not mount deploy/prometheus/alerts.yaml where compose.yml loads it")
+	}
+}

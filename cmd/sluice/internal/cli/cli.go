@@ -71,6 +71,9 @@ type app struct {
 	// by names who asks in the requests the command writes, when it is not
 	// this process's user: the dashboard's controls run for a viewer.
 	by string
+	// failCode, when set, is the exit code of a failure that has no code
+	// of its own (1 otherwise): diff's 1 means "changes", so it fails 6.
+	failCode int
 }
 
 // Run runs the sluice command line with args (without the program name) and
@@ -90,15 +93,20 @@ func run(ctx context.Context, args []string, s Streams, version string, now func
 	if err == nil {
 		return 0
 	}
+	code := 1
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		if ee.Err != nil {
 			fmt.Fprintf(s.Err, "error: %v\n", ee.Err)
 		}
-		return ee.Code
+		code = ee.Code
+	} else {
+		fmt.Fprintf(s.Err, "error: %v\n", err)
 	}
-	fmt.Fprintf(s.Err, "error: %v\n", err)
-	return 1
+	if code == 1 && a.failCode != 0 {
+		return a.failCode
+	}
+	return code
 }
 
 // execute runs args as a command of a; pin, when set, runs once the flags
@@ -169,6 +177,7 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 		a.versionCommand(),
 	)
 	refuseUnknownSubcommands(root)
+	a.addCompletions(root)
 	return root
 }
 
@@ -281,16 +290,4 @@ func bucket(ctx context.Context, js jetstream.KeyValueManager, name string) (jet
 		return nil, fmt.Errorf("open bucket %s: %w", name, err)
 	}
 	return kv, nil
-}
-
-func (a *app) versionCommand() *cobra.Command {
-	return &cobra.Command{
-		Use:   "version",
-		Short: "Print the version of sluice",
-		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(a.streams.Out, "sluice %s\n", a.version)
-			return err
-		},
-	}
 }

@@ -1,7 +1,9 @@
 package cli
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"io"
 	"os"
 	"path/filepath"
@@ -169,7 +171,8 @@ exit 0
 }
 
 // A dry run shows the revision, each changing node with the intents that
-// change in it, and the waves; it stores nothing.
+// change in it, and the waves; it stores nothing. diff exits as kubectl
+// diff: 1 for changes, 0 for none; apply --dry-run 0 when accepted.
 func TestDiff_ShowsWhatWouldChangeAndStoresNothing(t *testing.T) {
 	s := startSystem(t, 3)
 	if code, _, stderr := sluice(t, s.URL(), "apply", "-f", writeFile(t, "a.yaml", tenantA)); code != 0 {
@@ -181,8 +184,8 @@ func TestDiff_ShowsWhatWouldChangeAndStoresNothing(t *testing.T) {
 	_, before, _ := sluice(t, s.URL(), "get", "revisions", "-o", "json")
 	changed := writeFile(t, "b.yaml", strings.Replace(tenantA, "tableId: 100", "tableId: 101", 1))
 	code, out, stderr := sluice(t, s.URL(), "diff", "-f", changed, "--first-wave", "1")
-	if code != 0 {
-		t.Fatalf("diff: exit %d\n%s%s", code, out, stderr)
+	if code != ExitDiffers {
+		t.Fatalf("diff: exit %d, want %d (changes)\n%s%s", code, ExitDiffers, out, stderr)
 	}
 	for _, want := range []string{"1 updated", "~ routingtable/mgmt", "nodes: 3 present, 3 change, 0 unchanged, 0 refused",
 		`~ routingtable/mgmt {"routingTable":{"tableId":100}} → {"routingTable":{"tableId":101}}`,
@@ -194,11 +197,59 @@ func TestDiff_ShowsWhatWouldChangeAndStoresNothing(t *testing.T) {
 	if code, out, _ := sluice(t, s.URL(), "apply", "-f", changed, "--dry-run"); code != 0 || !strings.Contains(out, "nothing was stored") {
 		t.Errorf("apply --dry-run: exit %d\n%s", code, out)
 	}
+	code, out, stderr = sluice(t, s.URL(), "diff", "-f", changed, "--first-wave", "1", "-o", "json")
+	var r struct {
+		Changed bool
+		Updated []string
+		Nodes   struct{ Present, Change int }
+		Changes []struct {
+			Node    string
+			Wave    int
+			Intents []struct {
+				Intent, Op string
+				From, To   json.RawMessage
+			}
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &r); code != ExitDiffers || err != nil {
+		t.Fatalf("diff -o json: exit %d, %v\n%s%s", code, err, out, stderr)
+	}
+	if !r.Changed || len(r.Updated) != 1 || r.Nodes.Present != 3 || r.Nodes.Change != 3 || len(r.Changes) != 3 ||
+		r.Changes[0].Node != "node-01" || r.Changes[0].Wave != 1 || r.Changes[1].Wave != 2 ||
+		len(r.Changes[0].Intents) != 1 || r.Changes[0].Intents[0].Op != "changed" ||
+		compact(r.Changes[0].Intents[0].To) != `{"routingTable":{"tableId":101}}` {
+		t.Errorf("diff -o json: %+v\n%s", r, out)
+	}
 	if _, after, _ := sluice(t, s.URL(), "get", "revisions", "-o", "json"); after != before {
 		t.Errorf("the dry run stored a revision:\nbefore\n%s\nafter\n%s", before, after)
 	}
 	if code, out, _ := sluice(t, s.URL(), "diff", "-f", writeFile(t, "same.yaml", tenantA)); code != 0 || !strings.Contains(out, "no change") {
 		t.Errorf("diff of the head's content: exit %d\n%s", code, out)
+	}
+}
+
+// compact is b as one line of JSON.
+func compact(b []byte) string {
+	var out bytes.Buffer
+	if err := json.Compact(&out, b); err != nil {
+		return string(b)
+	}
+	return out.String()
+}
+
+// diff fails with 6, never 1 (which says there are changes): an invalid
+// intent, NATS unreachable.
+func TestDiff_FailureIsNotExitOne(t *testing.T) {
+	f := writeFile(t, "a.yaml", tenantA)
+	if code, out, stderr := sluice(t, "nats://127.0.0.1:1", "diff", "-f", f); code != ExitDiffFailed || !strings.Contains(stderr, "cannot reach NATS") {
+		t.Errorf("diff, NATS unreachable: exit %d, want %d\n%s%s", code, ExitDiffFailed, out, stderr)
+	}
+	bad := writeFile(t, "bad.yaml", "kind: RoutingTable\nname: x\nspec: {tableId: 254}\n")
+	if code, out, stderr := sluice(t, "nats://127.0.0.1:1", "diff", "-f", bad); code != ExitDiffFailed {
+		t.Errorf("diff of an invalid intent: exit %d, want %d\n%s%s", code, ExitDiffFailed, out, stderr)
+	}
+	if code, out, stderr := sluice(t, "nats://127.0.0.1:1", "apply", "--dry-run", "-f", bad); code != 1 {
+		t.Errorf("apply --dry-run of an invalid intent: exit %d, want 1\n%s%s", code, out, stderr)
 	}
 }
 

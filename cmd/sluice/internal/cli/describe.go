@@ -122,7 +122,7 @@ func (a *app) describeNode(ctx context.Context, name, output string) error {
 		return printDescription(a.streams.Out, d, output)
 	}
 	writeNodeDescription(a.streams.Out, d, a.now())
-	fmt.Fprintf(a.streams.Out, "\nEvents (the last %d; sluice events --kind node shows every node's):\n", describeEvents)
+	fmt.Fprintf(a.streams.Out, "\nEvents (the last %d about it; sluice events --node %s shows every event naming it):\n", describeEvents, name)
 	stream, err := js.Stream(ctx, contract.StreamEvents)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		fmt.Fprintln(a.streams.Out, "  none: no sluice service has started on this server yet")
@@ -133,7 +133,7 @@ func (a *app) describeNode(ctx context.Context, name, output string) error {
 	}
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy,
 		FilterSubjects: []string{contract.EventSubject(contract.KindNode, name)}}
-	return a.printEvents(ctx, stream, cfg, describeEvents, false, formatTable)
+	return a.printEvents(ctx, stream, cfg, eventFilter{}, describeEvents, false, formatTable)
 }
 
 // printDescription prints d as one JSON or YAML object of stored objects.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strings"
 
@@ -26,9 +27,10 @@ import (
 
 func (a *app) diffCommand() *cobra.Command {
 	var files []string
+	var output string
 	var sf strategyFlags
 	cmd := &cobra.Command{
-		Use:   "diff -f FILE|DIR [-f ...] [strategy flags]",
+		Use:   "diff -f FILE|DIR [-f ...] [strategy flags] [-o json|yaml]",
 		Short: "Show what applying the files would change, storing nothing",
 		Long: `A dry run of 'sluice apply': the configurator checks the files exactly as
 it checks an apply (the rules, the stored intents, registry ownership,
@@ -38,15 +40,33 @@ shows the intents created and updated, every present node whose config would
 change with the intents that change in it, and the waves and failure domains
 the strategy would take them in.
 
-Exit 0 when apply would be accepted (or change nothing), 1 when it would be
-refused (the configurator's answer says why), 2 for usage errors. What the
-coordinator does can still differ if nodes join or leave, or the stored
-intents change, before the apply.`,
-		Example: "  sluice diff -f /tmp/my-intents\n  sluice apply -f /tmp/my-intents --dry-run --first-wave 1",
-		Args:    cobra.NoArgs,
+Exit codes, as kubectl diff's: 0 when apply would change nothing (the files'
+revision is the head), 1 when it would store a new revision, 2 for usage
+errors, 6 when apply would be refused (the configurator's answer says why)
+or the diff could not be made (NATS unreachable, no configurator, …). Until
+2026-11-27 diff exited 0 for changes and 1 when refused; 'apply --dry-run'
+still does (0 accepted, 1 refused).
+
+-o json and -o yaml print the same as one object: revision, head, changed,
+created, updated, unchanged, nodes {present, change, unchanged, refused},
+changes [{node, from, to, wave, domain, intents [{intent, op, from, to}]}],
+refused [{node, fingerprint, cause, failedNode, rollout, check, output}],
+plan and warnings (the warnings are on stderr too).
+
+What the coordinator does can still differ if nodes join or leave, or the
+stored intents change, before the apply.`,
+		Example: "  sluice diff -f /tmp/my-intents\n  sluice diff -f /tmp/my-intents -o json | jq .changes[].node\n" +
+			"  sluice apply -f /tmp/my-intents --dry-run --first-wave 1",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			// Every failure without a code of its own exits ExitDiffFailed,
+			// so that 1 means "changes" only (as kubectl diff).
+			a.failCode = ExitDiffFailed
 			if len(files) == 0 {
 				return &ExitError{Code: ExitUsage, Err: errors.New("nothing to compare: name intent files or directories with -f")}
+			}
+			if err := checkFormat(output); err != nil {
+				return err
 			}
 			strategy, err := sf.strategy(cmd.Flags())
 			if err != nil {
@@ -55,48 +75,155 @@ intents change, before the apply.`,
 			intents, err := intent.ParseFiles(files...)
 			if err != nil {
 				fmt.Fprintln(a.streams.Err, err)
-				return silentExit(1)
+				return silentExit(ExitDiffFailed)
 			}
-			return a.dryRun(cmd.Context(), intents, strategy)
+			r, err := a.diff(cmd.Context(), intents, strategy)
+			if err != nil {
+				return err
+			}
+			if output == formatTable {
+				r.print(a.streams.Out)
+			} else if err := writeStructured(a.streams.Out, r, output); err != nil {
+				return err
+			}
+			switch {
+			case len(r.Refused) > 0:
+				return silentExit(ExitDiffFailed)
+			case r.Changed:
+				a.failCode = 0 // this 1 is diff's own
+				return silentExit(ExitDiffers)
+			}
+			return nil
 		},
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "intent file or directory (repeatable)")
+	outputFlag(cmd.Flags(), &output)
 	sf.register(cmd.Flags())
 	return cmd
 }
 
-// dryRun prints what applying intents with strategy would do (see
-// diffCommand). The verdict is the configurator's own (a dry-run apply);
-// the per-node picture is drawn here from the same plan (pkg/change).
+// dryRun prints what applying intents with strategy would do, for
+// `apply --dry-run`: exit 0 when apply would be accepted, 1 when refused.
 func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *sluicev1.Strategy) error {
-	nc, js, err := a.jetStream()
+	r, err := a.diff(ctx, intents, strategy)
 	if err != nil {
 		return err
 	}
+	r.print(a.streams.Out)
+	if len(r.Refused) > 0 {
+		return silentExit(1)
+	}
+	return nil
+}
+
+// diffReport is what applying some intents would do: `sluice diff`'s
+// answer, printed as text or as one JSON object.
+type diffReport struct {
+	Revision  string         `json:"revision"`
+	Head      string         `json:"head"`    // "" when nothing was applied yet
+	Changed   bool           `json:"changed"` // apply would store a new revision
+	Created   []string       `json:"created"` // kind/name
+	Updated   []string       `json:"updated"`
+	Unchanged int            `json:"unchanged"` // of the intents given
+	Nodes     diffNodeCounts `json:"nodes"`
+	Changes   []nodeChange   `json:"changes"`
+	Refused   []diffRefusal  `json:"refused"`
+	Plan      string         `json:"plan,omitempty"` // the strategy, when a node changes
+	Warnings  []string       `json:"warnings"`
+
+	domainKey   string // the strategy's failure-domain label key
+	maxParallel int
+}
+
+type diffNodeCounts struct {
+	Present   int `json:"present"`
+	Change    int `json:"change"`
+	Unchanged int `json:"unchanged"`
+	Refused   int `json:"refused"`
+}
+
+// nodeChange is one node whose config would change.
+type nodeChange struct {
+	Node    string         `json:"node"`
+	From    string         `json:"from"` // fingerprint, "" when the node has no desired config yet
+	To      string         `json:"to"`
+	Wave    int            `json:"wave,omitempty"`   // from 1; 0 without waves
+	Domain  string         `json:"domain,omitempty"` // the failure domain's label value
+	Intents []intentChange `json:"intents"`
+
+	sortKey  string // contract.DomainSortKey
+	from, to *sluicev1.NodeConfig
+}
+
+// intentChange is one intent that differs in a node's config.
+type intentChange struct {
+	Intent string          `json:"intent"` // kind/name
+	Op     string          `json:"op"`     // added, removed or changed
+	From   json.RawMessage `json:"from,omitempty"`
+	To     json.RawMessage `json:"to,omitempty"`
+}
+
+// diffRefusal is a node whose new config is recorded invalid.
+type diffRefusal struct {
+	Node        string `json:"node"`
+	Fingerprint string `json:"fingerprint"`
+	Cause       string `json:"cause"`
+	FailedNode  string `json:"failedNode"` // where it failed
+	Rollout     string `json:"rollout"`
+	Check       string `json:"check"`
+	Output      string `json:"output"`
+}
+
+// diff works out what applying intents with strategy would do (see
+// diffCommand); invalid intents are printed and end it with ExitError 1
+// (ExitDiffFailed for diff).
+func (a *app) diff(ctx context.Context, intents []*sluicev1.Intent, strategy *sluicev1.Strategy) (*diffReport, error) {
+	if errs := intent.Validate(intents); len(errs) > 0 {
+		printFieldErrors(a.streams.Err, errs)
+		return nil, silentExit(1)
+	}
+	nc, js, err := a.jetStream()
+	if err != nil {
+		return nil, err
+	}
 	defer nc.Close()
+	// The verdict is the configurator's own: it checks a dry run exactly as
+	// an apply and answers before its first write.
 	verdict, err := apiclient.Apply(ctx, nc, &sluicev1.ApplyRequest{Intents: intents, Strategy: strategy, Source: contract.SourceAPI, DryRun: true})
 	if err != nil {
 		var apiErr *apiclient.Error
 		if errors.As(err, &apiErr) && len(apiErr.FieldErrors) == 0 && apiErr.Code != contract.ErrCodeUnavailable {
 			fmt.Fprintf(a.streams.Err, "apply would be refused: %s\n", apiErr.Description)
-			return silentExit(1)
+			return nil, silentExit(1)
 		}
-		return a.rejected(err)
+		return nil, a.rejected(err)
 	}
-	w := a.streams.Out
-	if !verdict.GetChanged() {
-		fmt.Fprintf(w, "no change: revision %s is already the head (nothing was stored: dry run)\n", short(verdict.GetRevision()))
-		return nil
+	r := &diffReport{Created: verdict.GetCreated(), Updated: verdict.GetUpdated(), Unchanged: len(verdict.GetUnchanged()),
+		Changes: []nodeChange{}, Refused: []diffRefusal{}, Warnings: []string{}, Revision: verdict.GetRevision(), Changed: verdict.GetChanged()}
+	if r.Created == nil {
+		r.Created = []string{} // [] in -o json, not null
+	}
+	if r.Updated == nil {
+		r.Updated = []string{}
 	}
 	kv := map[string]jetstream.KeyValue{}
 	for _, name := range []string{contract.BucketIntents, contract.BucketRevisions, contract.BucketNodes, contract.BucketNodeConfigs, contract.BucketFingerprints} {
 		if kv[name], err = bucket(ctx, js, name); err != nil {
-			return err
+			return nil, err
 		}
 	}
+	head, err := store.New(kv[contract.BucketRevisions], func() *sluicev1.Head { return &sluicev1.Head{} }).Get(ctx, contract.KeyHead)
+	if err != nil && !errors.Is(err, store.ErrNotFound) {
+		return nil, fmt.Errorf("read the head: %w", err)
+	}
+	r.Head = head.Value.GetRevision()
+	if !r.Changed {
+		return r, nil
+	}
+	// The per-node picture, drawn from the same plan the configurator made.
 	stored, err := store.New(kv[contract.BucketIntents], func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} }).List(ctx, ">")
 	if err != nil {
-		return fmt.Errorf("read the stored intents: %w", err)
+		return nil, fmt.Errorf("read the stored intents: %w", err)
 	}
 	live := map[string]change.Stored{}
 	for _, e := range stored {
@@ -106,63 +233,45 @@ func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *
 	}
 	set := change.Apply(live, nil, intents).Set
 	rev := &sluicev1.Revision{Id: render.RevisionID(set), Intents: set}
-	head, err := store.New(kv[contract.BucketRevisions], func() *sluicev1.Head { return &sluicev1.Head{} }).Get(ctx, contract.KeyHead)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return fmt.Errorf("read the head: %w", err)
-	}
-	fmt.Fprintf(w, "revision %s (the head is %s): %d intent(s) created, %d updated, %d unchanged\n", short(verdict.GetRevision()),
-		orNone(short(head.Value.GetRevision())), len(verdict.GetCreated()), len(verdict.GetUpdated()), len(verdict.GetUnchanged()))
-	for _, id := range verdict.GetCreated() {
-		fmt.Fprintf(w, "  + %s\n", id)
-	}
-	for _, id := range verdict.GetUpdated() {
-		fmt.Fprintf(w, "  ~ %s\n", id)
-	}
-	if rev.GetId() != verdict.GetRevision() {
-		// An unreadable stored intent the configurator keeps in force, or
-		// a change between its answer and these reads.
-		fmt.Fprintf(w, "note: the nodes below are drawn from revision %s as read here, not %s as the configurator answered; run it again for a fresh picture\n",
-			short(rev.GetId()), short(verdict.GetRevision()))
+	if rev.GetId() != r.Revision {
+		// An unreadable stored intent the configurator keeps in force, or a
+		// change between its answer and these reads.
+		r.Warnings = append(r.Warnings, fmt.Sprintf("warning: the nodes below are drawn from revision %s as read here, not %s as the configurator answered; run it again for a fresh picture",
+			short(rev.GetId()), short(r.Revision)))
 	}
 
 	nodes, err := store.New(kv[contract.BucketNodes], func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }).List(ctx, ">")
 	if err != nil {
-		return fmt.Errorf("read the nodes: %w", err)
+		return nil, fmt.Errorf("read the nodes: %w", err)
 	}
 	desired := map[string]*sluicev1.DesiredConfig{}
 	configs, err := store.New(kv[contract.BucketNodeConfigs], func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }).List(ctx, "*.desired")
 	if err != nil {
-		return fmt.Errorf("read the desired configs: %w", err)
+		return nil, fmt.Errorf("read the desired configs: %w", err)
 	}
 	for _, c := range configs {
 		if node, which, ok := contract.NodeOfConfigKey(c.Key); ok && which == "desired" && c.Err == nil {
 			desired[node] = c.Value
 		}
 	}
-	var refused map[string]change.Hit
+	refused := map[string]change.Hit{}
 	if !strategy.GetRetryInvalid() {
+		// Only what was recorded after the configurator answered can show
+		// here: it refuses the rest itself.
 		records, err := store.New(kv[contract.BucketFingerprints], func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }).List(ctx, ">")
 		if err != nil {
-			return fmt.Errorf("read the invalid fingerprints: %w", err)
+			return nil, fmt.Errorf("read the invalid fingerprints: %w", err)
 		}
-		refused = map[string]change.Hit{}
 		for _, h := range change.KnownBad(rev, nodes, change.Known(records)) {
 			refused[h.Node] = h
 		}
 	}
 
-	type nodeChange struct {
-		node, domain string
-		from, to     *sluicev1.NodeConfig
-		fpFrom, fpTo string
-	}
-	var changes []nodeChange
-	var lines []string // refused nodes
-	same := 0
 	plan, err := contract.ResolveStrategy(strategy, len(nodes))
 	if err != nil {
-		return &ExitError{Code: ExitUsage, Err: err}
+		return nil, &ExitError{Code: ExitUsage, Err: err}
 	}
+	r.Nodes.Present = len(nodes)
 	for _, n := range nodes {
 		if n.Err != nil {
 			continue
@@ -171,36 +280,78 @@ func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *
 		fp := render.Fingerprint(cfg)
 		cur := desired[n.Key]
 		if cur.GetFingerprint() == fp {
-			same++
+			r.Nodes.Unchanged++
 			continue
 		}
 		if h, ok := refused[n.Key]; ok {
-			lines = append(lines, h.Describe(100))
+			f := h.Record
+			r.Refused = append(r.Refused, diffRefusal{Node: n.Key, Fingerprint: fp, Cause: f.GetCause(), FailedNode: f.GetNode(),
+				Rollout: f.GetRollout(), Check: f.GetCheck(), Output: f.GetOutput()})
 			continue
 		}
-		changes = append(changes, nodeChange{node: n.Key, domain: contract.DomainSortKey(plan.DomainKey, n.Value.GetLabels()),
-			from: cur.GetConfig(), to: cfg, fpFrom: cur.GetFingerprint(), fpTo: fp})
+		c := nodeChange{Node: n.Key, sortKey: contract.DomainSortKey(plan.DomainKey, n.Value.GetLabels()),
+			from: cur.GetConfig(), to: cfg, From: cur.GetFingerprint(), To: fp}
+		if plan.DomainKey != "" {
+			c.Domain = contract.DomainLabel(c.sortKey)
+		}
+		c.Intents = intentChanges(c.from, c.to)
+		r.Changes = append(r.Changes, c)
 	}
-	fmt.Fprintf(w, "nodes: %d present, %d change, %d unchanged, %d refused\n", len(nodes), len(changes), same, len(lines))
-	for _, warning := range selectsNone(intents, labelsOf(nodes)) {
-		fmt.Fprintln(a.streams.Err, warning)
+	r.Nodes.Change, r.Nodes.Refused = len(r.Changes), len(r.Refused)
+	r.Warnings = append(r.Warnings, selectsNone(intents, labelsOf(nodes))...)
+	for _, w := range r.Warnings {
+		fmt.Fprintln(a.streams.Err, w)
 	}
-	slices.SortFunc(changes, func(a, b nodeChange) int { return cmp.Or(cmp.Compare(a.domain, b.domain), cmp.Compare(a.node, b.node)) })
-	for _, c := range changes {
-		fmt.Fprintf(w, "  %s  %s → %s\n", c.node, orNone(short(c.fpFrom)), short(c.fpTo))
-		printConfigDiff(w, c.from, c.to)
-	}
-	if len(lines) > 0 {
-		// Only when the stored fingerprints changed after the
-		// configurator's answer: it refuses these itself.
-		fmt.Fprintf(w, "refused (recorded invalid since the configurator answered; apply would refuse it now):\n")
-		for _, r := range lines {
-			fmt.Fprintf(w, "  %s\n", r)
+	slices.SortFunc(r.Changes, func(a, b nodeChange) int {
+		return cmp.Or(cmp.Compare(a.sortKey, b.sortKey), cmp.Compare(a.Node, b.Node))
+	})
+	if len(r.Changes) > 0 {
+		r.Plan, r.domainKey, r.maxParallel = plan.Describe(), plan.DomainKey, plan.MaxParallel
+		for i := range r.Changes {
+			r.Changes[i].Wave = waveOf(plan.Waves, i)
 		}
 	}
-	if len(changes) > 0 {
-		fmt.Fprintf(w, "plan: %s\n", plan.Describe())
-		stage, started, domain := 0, 0, ""
+	return r, nil
+}
+
+// print writes r as text: the intents, each changing node with its intents,
+// the refused nodes and the waves.
+func (r *diffReport) print(w io.Writer) {
+	if !r.Changed {
+		fmt.Fprintf(w, "no change: revision %s is already the head (nothing was stored: dry run)\n", short(r.Revision))
+		return
+	}
+	fmt.Fprintf(w, "revision %s (the head is %s): %d intent(s) created, %d updated, %d unchanged\n", short(r.Revision),
+		orNone(short(r.Head)), len(r.Created), len(r.Updated), r.Unchanged)
+	for _, id := range r.Created {
+		fmt.Fprintf(w, "  + %s\n", id)
+	}
+	for _, id := range r.Updated {
+		fmt.Fprintf(w, "  ~ %s\n", id)
+	}
+	fmt.Fprintf(w, "nodes: %d present, %d change, %d unchanged, %d refused\n", r.Nodes.Present, r.Nodes.Change, r.Nodes.Unchanged, r.Nodes.Refused)
+	for _, c := range r.Changes {
+		fmt.Fprintf(w, "  %s  %s → %s\n", c.Node, orNone(short(c.From)), short(c.To))
+		for _, ic := range c.Intents {
+			switch ic.Op {
+			case "added":
+				fmt.Fprintf(w, "      + %s %s\n", ic.Intent, ic.To)
+			case "removed":
+				fmt.Fprintf(w, "      - %s\n", ic.Intent)
+			default:
+				fmt.Fprintf(w, "      ~ %s %s → %s\n", ic.Intent, ic.From, ic.To)
+			}
+		}
+	}
+	if len(r.Refused) > 0 {
+		fmt.Fprintf(w, "refused (the rollout would stop before touching any node; apply refuses it now):\n")
+		for _, f := range r.Refused {
+			fmt.Fprintf(w, "  %s → %s is recorded invalid (%s on %s in rollout %s, check %s: %s)\n", f.Node, short(f.Fingerprint),
+				orNone(f.Cause), orNone(f.FailedNode), orNone(f.Rollout), orNone(f.Check), oneLine(f.Output, 100))
+		}
+	}
+	if len(r.Changes) > 0 {
+		fmt.Fprintf(w, "plan: %s\n", r.Plan)
 		var line []string
 		flush := func() {
 			if len(line) > 0 {
@@ -208,32 +359,30 @@ func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *
 			}
 			line = nil
 		}
-		for i, c := range changes {
-			wave := waveOf(plan.Waves, started)
-			if i == 0 || wave != stage || (plan.DomainKey != "" && c.domain != domain) {
+		for i, c := range r.Changes {
+			if i == 0 || c.Wave != r.Changes[i-1].Wave || c.sortKey != r.Changes[i-1].sortKey {
 				flush()
-				stage, domain = wave, c.domain
-				label := "all at once, " + fmt.Sprint(plan.MaxParallel) + " at a time:"
-				switch {
-				case plan.Waves != nil && plan.DomainKey != "":
-					label = fmt.Sprintf("wave %d, %s %s:", wave, plan.DomainKey, contract.DomainLabel(c.domain))
-				case plan.Waves != nil:
-					label = fmt.Sprintf("wave %d:", wave)
-				case plan.DomainKey != "":
-					label = fmt.Sprintf("%s %s:", plan.DomainKey, contract.DomainLabel(c.domain))
-				}
-				line = append(line, label)
+				line = append(line, r.stageLabel(c))
 			}
-			line = append(line, c.node)
-			started++
+			line = append(line, c.Node)
 		}
 		flush()
 	}
 	fmt.Fprintln(w, "nothing was stored (dry run)")
-	if len(lines) > 0 {
-		return silentExit(1)
+}
+
+// stageLabel names the stage c starts in: its wave and failure domain, or
+// "all at once, N at a time:".
+func (r *diffReport) stageLabel(c nodeChange) string {
+	switch {
+	case c.Wave > 0 && r.domainKey != "":
+		return fmt.Sprintf("wave %d, %s %s:", c.Wave, r.domainKey, c.Domain)
+	case c.Wave > 0:
+		return fmt.Sprintf("wave %d:", c.Wave)
+	case r.domainKey != "":
+		return fmt.Sprintf("%s %s:", r.domainKey, c.Domain)
 	}
-	return nil
+	return fmt.Sprintf("all at once, %d at a time:", r.maxParallel)
 }
 
 // waveOf is the wave (from 1) the node started after started others falls
@@ -250,9 +399,9 @@ func waveOf(waves []int, started int) int {
 	return 0
 }
 
-// printConfigDiff lists the intents that differ between two node configs:
-// + added, - removed, ~ changed (old → new spec, as compact JSON).
-func printConfigDiff(w io.Writer, from, to *sluicev1.NodeConfig) {
+// intentChanges lists the intents that differ between two node configs,
+// by id: added, removed, or changed (old and new spec, as compact JSON).
+func intentChanges(from, to *sluicev1.NodeConfig) []intentChange {
 	index := func(c *sluicev1.NodeConfig) map[string]*sluicev1.Intent {
 		m := map[string]*sluicev1.Intent{}
 		for _, in := range c.GetIntents() {
@@ -261,40 +410,39 @@ func printConfigDiff(w io.Writer, from, to *sluicev1.NodeConfig) {
 		return m
 	}
 	old, nu := index(from), index(to)
-	ids := make([]string, 0, len(old)+len(nu))
-	for id := range old {
-		ids = append(ids, id)
-	}
+	ids := slices.Sorted(maps.Keys(old))
 	for id := range nu {
 		if _, ok := old[id]; !ok {
 			ids = append(ids, id)
 		}
 	}
 	slices.Sort(ids)
+	out := []intentChange{}
 	for _, id := range ids {
 		o, n := old[id], nu[id]
 		switch {
 		case o == nil:
-			fmt.Fprintf(w, "      + %s %s\n", id, compactJSON(n))
+			out = append(out, intentChange{Intent: id, Op: "added", To: compactJSON(n)})
 		case n == nil:
-			fmt.Fprintf(w, "      - %s\n", id)
+			out = append(out, intentChange{Intent: id, Op: "removed"})
 		case !proto.Equal(o, n):
-			fmt.Fprintf(w, "      ~ %s %s → %s\n", id, compactJSON(o), compactJSON(n))
+			out = append(out, intentChange{Intent: id, Op: "changed", From: compactJSON(o), To: compactJSON(n)})
 		}
 	}
+	return out
 }
 
 // compactJSON is an intent's spec as one line of JSON.
-func compactJSON(in *sluicev1.Intent) string {
+func compactJSON(in *sluicev1.Intent) json.RawMessage {
 	in = proto.Clone(in).(*sluicev1.Intent)
 	in.Name = ""
 	b, err := store.Marshal(in)
 	if err != nil {
-		return "?"
+		return json.RawMessage(`"?"`)
 	}
 	var out bytes.Buffer
 	if err := json.Compact(&out, b); err != nil {
-		return string(b)
+		return b
 	}
-	return out.String()
+	return out.Bytes()
 }

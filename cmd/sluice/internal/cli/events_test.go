@@ -67,6 +67,10 @@ func TestEvents_PrintsTheStoredEventsByTime_NotInTheOrderStored(t *testing.T) {
 		{"one kind", []string{"--kind", "node"}, []string{"First", "Second", "NoTime", unreadable}},
 		{"the last N stored, by time", []string{"--last", "3"}, []string{"Second", "NoTime", unreadable}},
 		{"the last N of one kind", []string{"--kind", "node", "--last", "3"}, []string{"Second", "NoTime", unreadable}},
+		{"one rollout", []string{"--rollout", "2-bbbbbbbbbbbb"}, []string{"Third", unreadable}},
+		{"one node", []string{"--node", "node-02"}, []string{"Second", unreadable}},
+		{"types, any case, by prefix", []string{"--type", "first,Sec*"}, []string{"First", "Second", unreadable}},
+		{"the last N kept", []string{"--type", "first,Sec*,third", "--last", "3"}, []string{"First", "Second", unreadable}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -130,5 +134,34 @@ func TestEvents_JSON_NoEventsIsAnEmptyList(t *testing.T) {
 	code, stdout, stderr := sluice(t, env.URL, "events", "-o", "json")
 	if code != 0 || stdout != "{\n  \"items\": [],\n  \"unreadable\": []\n}\n" {
 		t.Errorf("exit code %d, stdout %q, stderr %q", code, stdout, stderr)
+	}
+}
+
+// An event line shows revisions and fingerprints short (in the reason too),
+// does not repeat in parentheses what the reason names (node, revision,
+// rollout and fingerprint here: nothing in parentheses), and is cut at 120
+// characters on a terminal; -o wide prints it whole.
+func TestEvents_LinesFit120ColumnsOnATerminal(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	rev := strings.Repeat("ab12", 16)
+	fp := strings.Repeat("cd34", 16)
+	publishEvents(t, env, &sluicev1.Event{Time: timestamppb.Now(), Component: "agent", Kind: "node", Id: "node-04", Type: "NodeProvisioned",
+		Node: "node-04", Revision: rev, Rollout: "1-ab12ab12ab12", Fingerprint: fp,
+		Reason: "applied fingerprint " + fp[:12] + " from revision " + rev + " (rollout 1-ab12ab12ab12) in 20ms, " + strings.Repeat("and more ", 10)})
+	var out, errOut strings.Builder
+	if code := run(context.Background(), []string{"--server", env.URL, "events"}, Streams{Out: &out, Err: &errOut, TTY: true}, "test", time.Now); code != 0 {
+		t.Fatalf("events: exit %d: %s", code, errOut.String())
+	}
+	line := strings.TrimSuffix(out.String(), "\n")
+	if n := len([]rune(line)); n > 120 || !strings.HasSuffix(line, "…") {
+		t.Errorf("events on a terminal: a line of %d characters, want 120 cut with …:\n%s", n, line)
+	}
+	if !strings.HasPrefix(line, time.Now().Format("15:04:05")[:3]) {
+		t.Errorf("events: want today's time of day first:\n%s", line)
+	}
+	code, wide, stderr := sluice(t, env.URL, "events", "-o", "wide")
+	if code != 0 || strings.Contains(wide, rev) || !strings.Contains(wide, "from revision ab12ab12ab12 ") ||
+		!strings.HasSuffix(wide, strings.Repeat("and more ", 9)+"and more\n") {
+		t.Errorf("events -o wide: exit %d, want the whole line, the revision short, no references the reason names:\n%s%s", code, wide, stderr)
 	}
 }

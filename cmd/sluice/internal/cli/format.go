@@ -20,10 +20,14 @@ func outputFlag(fs *pflag.FlagSet, output *string) {
 	fs.StringVarP(output, "output", "o", formatTable, "output format: table, json or yaml")
 }
 
-// checkFormat is the usage error of an -o value printListing does not write.
-func checkFormat(output string) error {
-	if !slices.Contains(formats, output) {
-		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("unknown output format %q: use one of %s", output, strings.Join(formats, ", "))}
+// checkFormat is the usage error of an -o value other than the formats
+// given (by default table, json and yaml).
+func checkFormat(output string, allowed ...string) error {
+	if len(allowed) == 0 {
+		allowed = formats
+	}
+	if !slices.Contains(allowed, output) {
+		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("unknown output format %q: use one of %s", output, strings.Join(allowed, ", "))}
 	}
 	return nil
 }

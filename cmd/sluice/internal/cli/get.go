@@ -1,11 +1,14 @@
 package cli
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -24,17 +27,21 @@ type getKind struct {
 	aliases []string
 	// load reads the kind; values that do not decode are returned apart.
 	load func(ctx context.Context, js jetstream.KeyValueManager) (listing, []unreadableKey, error)
+	// buckets are those load reads: --watch lists again when one changes.
+	buckets []string
+	// byPrefix: `get KIND NAME` takes a prefix of 6+ characters of an id.
+	byPrefix bool
 }
 
 var getKinds = []getKind{
-	{"intents", []string{"intent"}, loadIntents},
-	{"revisions", []string{"revision", "rev", "revs"}, loadRevisions},
-	{"nodes", []string{"node"}, loadNodes},
-	{"rollouts", []string{"rollout"}, loadRollouts},
-	{"fingerprints", []string{"fingerprint", "fp"}, loadFingerprints},
-	{"pause", []string{"pauses", "instances"}, loadPause},
-	{"registries", []string{"registry", "reg", "regs"}, loadRegistries},
-	{"freezes", []string{"freeze"}, loadFreezes},
+	{"intents", []string{"intent"}, loadIntents, []string{contract.BucketIntents}, false},
+	{"revisions", []string{"revision", "rev", "revs"}, loadRevisions, []string{contract.BucketRevisions}, true},
+	{"nodes", []string{"node"}, loadNodes, []string{contract.BucketNodes, contract.BucketStatus, contract.BucketRollouts}, false},
+	{"rollouts", []string{"rollout"}, loadRollouts, []string{contract.BucketRollouts}, false},
+	{"fingerprints", []string{"fingerprint", "fp"}, loadFingerprints, []string{contract.BucketFingerprints}, true},
+	{"pause", []string{"pauses", "instances"}, loadPause, []string{contract.BucketControl, contract.BucketInstances, contract.BucketNodes}, false},
+	{"registries", []string{"registry", "reg", "regs"}, loadRegistries, []string{contract.BucketControl, contract.BucketIntents}, false},
+	{"freezes", []string{"freeze"}, loadFreezes, []string{contract.BucketControl}, false},
 }
 
 func findGetKind(s string) (getKind, error) {
@@ -60,12 +67,13 @@ func getKindRows() [][]string {
 
 func (a *app) getCommand() *cobra.Command {
 	var output, selector string
+	var watch bool
 	names := make([]string, 0, len(getKinds))
 	for _, k := range getKinds {
 		names = append(names, k.name)
 	}
 	cmd := &cobra.Command{
-		Use:   "get [intents|revisions|nodes|rollouts|fingerprints|pause|registries|freezes]",
+		Use:   "get [intents|revisions|nodes|rollouts|fingerprints|pause|registries|freezes] [NAME...]",
 		Short: "List intents, revisions, nodes, rollouts, invalid fingerprints, the pause or the registries",
 		Long: `List what the control plane stores, read straight from its buckets.
 
@@ -97,7 +105,19 @@ func (a *app) getCommand() *cobra.Command {
   freezes        ID FROM TO STATE BY REASON: the periods in which no wave
                  starts (sluice freeze add), by start
 
-Without a kind, get lists the kinds and their short names.
+Without a kind, get lists the kinds and their short names. Names after the
+kind keep only those items (a node, a rollout id, kind/name or name of an
+intent, 6+ characters of a revision id or fingerprint); a name that matches
+nothing is an error (exit 1) after what was found is printed.
+
+-o wide adds columns and prints ids in full (nodes: ROLLOUT, OPERATION,
+AGENT, HEARTBEAT; rollouts: every count, WAVE, LEADER-EPOCH); -o name prints
+kind/name, one per line (node/node-01, rollout/3-ab12cd34ef56,
+layer2network/tenant-a), for scripts.
+
+--watch lists again each time what the listing reads changes (redrawn in
+place on a terminal; appended, after a blank line, otherwise) until
+interrupted (Ctrl-C, exit 0).
 
 A stored value that does not decode does not stop the listing: the table
 shows it as a row with its key and "<unreadable: bucket/key reason>" (and a
@@ -110,8 +130,9 @@ unreadable the values that do not decode, each {bucket, key, reason}. For
 pause, "request" is control/pause ({} when never paused) and the items are
 the instances. For registries, each item is {name, kind, intents, marked,
 spec, status}.`,
-		Example:   "  sluice get nodes\n  sluice get rollouts -o yaml\n  sluice get registries",
-		Args:      cobra.MaximumNArgs(1),
+		Example: "  sluice get nodes\n  sluice get node node-01 -o wide\n  sluice get rollouts -o yaml\n  sluice get rollouts --watch\n" +
+			"  sluice get nodes -l zone=zone-a -o name\n  sluice get registries",
+		Args:      cobra.ArbitraryArgs,
 		ValidArgs: names,
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if len(args) == 0 {
@@ -129,7 +150,7 @@ spec, status}.`,
 			if sel != nil && kind.name != "nodes" {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("-l selects nodes by their labels: it applies to get nodes, not to %s", kind.name)}
 			}
-			if err := checkFormat(output); err != nil {
+			if err := checkFormat(output, getFormats...); err != nil {
 				return err
 			}
 			nc, js, err := a.jetStream()
@@ -137,34 +158,84 @@ spec, status}.`,
 				return err
 			}
 			defer nc.Close()
-			l, bad, err := kind.load(cmd.Context(), js)
+			ctx := cmd.Context()
+			var changed <-chan struct{}
+			if watch {
+				if changed, err = watchBuckets(ctx, js, kind.buckets); err != nil {
+					return err
+				}
+			}
+			var buf bytes.Buffer
+			missing, err := a.printGet(ctx, &buf, js, kind, args[1:], sel, output)
 			if err != nil {
 				return err
 			}
-			if nodes, ok := l.(nodeList); ok && sel != nil {
-				l = nodes.selecting(sel)
-			}
-			if len(bad) > 0 && output == formatTable {
-				fmt.Fprintln(a.streams.Err, unreadableHint(len(bad)))
-			}
-			if err := printListing(a.streams.Out, l, bad, output, a.now()); err != nil {
-				return err
-			}
-			if rl, ok := l.(rolloutList); ok {
-				if note := a.noLeaderNote(cmd.Context(), js, rl.activeRollout()); note != "" {
-					if output == formatTable {
-						fmt.Fprintf(a.streams.Out, "\n%s\n", note) // below the table
-					} else {
-						fmt.Fprintln(a.streams.Err, note) // a listing on stdout stays parseable
-					}
+			// Nothing found prints nothing but the error, as kubectl.
+			if len(missing) == 0 || len(missing) < len(args[1:]) {
+				if _, err := a.streams.Out.Write(buf.Bytes()); err != nil {
+					return err
 				}
 			}
-			return nil
+			if len(missing) > 0 {
+				return fmt.Errorf("%s %s not found (sluice get %s lists them)", strings.TrimSuffix(kind.name, "s"), strings.Join(quoteAll(missing), ", "), kind.name)
+			}
+			if !watch {
+				return nil
+			}
+			return a.watchGet(ctx, changed, buf.String(), func(w io.Writer) error {
+				_, err := a.printGet(ctx, w, js, kind, args[1:], sel, output)
+				return err
+			})
 		},
 	}
-	outputFlag(cmd.Flags(), &output)
+	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, wide, name, json or yaml")
+	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "list again whenever it changes, until interrupted")
 	cmd.Flags().StringVarP(&selector, "selector", "l", "", "get nodes only: the nodes whose labels match every key=value, comma-separated (e.g. -l zone=zone-a,rack=rack-1)")
 	return cmd
+}
+
+// printGet writes the listing of kind (only the items names names, when
+// any; only nodes matching sel) in output to w; missing are the names that
+// match nothing.
+func (a *app) printGet(ctx context.Context, w io.Writer, js jetstream.KeyValueManager, kind getKind, names []string,
+	sel map[string]string, output string) (missing []string, err error) {
+	l, bad, err := kind.load(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	if nodes, ok := l.(nodeList); ok && sel != nil {
+		l = nodes.selecting(sel)
+	}
+	if n, ok := l.(named); ok && len(names) > 0 {
+		l, missing = pickNamed(n, names, kind.byPrefix)
+		bad = nil // a value that does not decode has no name to match
+	}
+	tabular := output == formatTable || output == formatWide
+	if len(bad) > 0 && tabular {
+		fmt.Fprintln(a.streams.Err, unreadableHint(len(bad)))
+	}
+	if err := printListing(w, l, bad, output, a.now()); err != nil {
+		return missing, err
+	}
+	if rl, ok := l.(rolloutList); ok {
+		if note := a.noLeaderNote(ctx, js, rl.activeRollout()); note != "" {
+			if tabular {
+				fmt.Fprintf(w, "\n%s\n", note) // below the table
+			} else {
+				fmt.Fprintln(a.streams.Err, note) // a listing on stdout stays parseable
+			}
+		}
+	}
+	return missing, nil
+}
+
+// quoteAll quotes each of s.
+func quoteAll(s []string) []string {
+	out := make([]string, len(s))
+	for i, v := range s {
+		out[i] = strconv.Quote(v)
+	}
+	return out
 }
 
 // parseSelector reads -l's key=value[,key=value…]; nil for "".

@@ -39,6 +39,15 @@ const (
 
 var formats = []string{formatTable, formatJSON, formatYAML}
 
+// More formats of `sluice get`: wide (more columns, full ids) and name
+// (kind/name per line), as kubectl's.
+const (
+	formatWide = "wide"
+	formatName = "name"
+)
+
+var getFormats = []string{formatTable, formatWide, formatName, formatJSON, formatYAML}
+
 // requested is a listing whose JSON carries a request beside its items.
 type requested interface {
 	request() (json.RawMessage, error)
@@ -47,8 +56,22 @@ type requested interface {
 // printListing writes l, then the values that did not decode, in format to w.
 func printListing(w io.Writer, l listing, unreadable []unreadableKey, format string, now time.Time) error {
 	switch format {
-	case formatTable:
+	case formatName:
+		n, ok := l.(named)
+		if !ok {
+			return fmt.Errorf("-o name: this listing has no names")
+		}
+		for _, name := range n.names() {
+			if _, err := fmt.Fprintln(w, name); err != nil {
+				return err
+			}
+		}
+		return nil
+	case formatTable, formatWide:
 		rows := l.table(now)
+		if wl, ok := l.(wide); ok && format == formatWide {
+			rows = wl.wideTable(now)
+		}
 		for _, u := range unreadable {
 			rows = append(rows, []string{u.Key, u.Cell()})
 		}

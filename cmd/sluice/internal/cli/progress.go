@@ -13,8 +13,8 @@ import (
 )
 
 // Exit codes, one table for every command (docs/operations.md, "Exit
-// codes"): 0 and 1 as usual, 2 for a usage error, and for `sluice rollout
-// status` one per outcome. Partially failed was 2 until 2026-11, the code of
+// codes"): 0 and 1 as usual, 2 for a usage error, for `sluice rollout
+// status` one per outcome, and `sluice diff`'s as kubectl diff's. Partially failed was 2 until 2026-11, the code of
 // a usage error too.
 const (
 	ExitSucceeded       = 0 // also: still progressing, without --watch
@@ -23,6 +23,13 @@ const (
 	ExitRolledBack      = 3
 	ExitAborted         = 4
 	ExitPartiallyFailed = 5
+	// ExitDiffers ends `sluice diff` when apply would store a new revision,
+	// as kubectl diff's 1 says there are differences.
+	ExitDiffers = 1
+	// ExitDiffFailed ends `sluice diff` when apply would be refused or the
+	// diff could not be made: any failure of diff, so that its 1 means
+	// differences only (kubectl diff: above 1).
+	ExitDiffFailed = 6
 	// exitInterrupted ends --watch on Ctrl-C, as a shell reports SIGINT.
 	exitInterrupted = 130
 )

@@ -388,7 +388,7 @@ func TestOutcomeAndEventLines_KeepTheWholeReasonOnOneLine(t *testing.T) {
 		t.Errorf("outcome line cut: %q", got)
 	}
 	ev := &sluicev1.Event{Type: "NodeFailed", Kind: "node", Id: "node-03", Reason: "check connectivity failed:\nPING 10.0.0.1\n100% packet loss\n"}
-	if got := eventLine(ev); strings.Contains(got, "\n") || !strings.Contains(got, "PING 10.0.0.1 100% packet loss") {
+	if got := eventLine(ev, time.Now()); strings.Contains(got, "\n") || !strings.Contains(got, "PING 10.0.0.1 100% packet loss") {
 		t.Errorf("event line %q: want one line holding the whole reason", got)
 	}
 }

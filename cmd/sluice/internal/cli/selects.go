@@ -16,7 +16,7 @@ import (
 
 // selectsNone warns of each of intents whose node selector selects none of
 // the present nodes (their labels): stored, it reaches no node, which is
-// seldom what was meant (a label value mistyped, or the examples' rack-1
+// seldom what was meant (a label value mistyped, or a dev fleet's rack-1
 // on a fleet whose racks are rack-a1 …). Nothing is said while no node is
 // present, and of an intent without a selector (it selects every node).
 func selectsNone(intents []*sluicev1.Intent, present []map[string]string) []string {

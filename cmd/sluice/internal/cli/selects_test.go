@@ -51,8 +51,8 @@ func TestApplyAndDiff_IntentSelectingNoPresentNode_Warns(t *testing.T) {
 	f := writeFile(t, "n.yaml", nowhere+somewhere)
 	const want = "warning: layer2network/nowhere selects 0 of the 2 present nodes (nodeSelector rack=rack-a1)"
 	code, stdout, stderr := sluice(t, s.URL(), "diff", "-f", f)
-	if code != 0 || !strings.Contains(stderr, want) || strings.Contains(stderr, "layer2network/somewhere selects") {
-		t.Fatalf("diff: exit %d, want 0 and a warning of nowhere only\n%s%s", code, stdout, stderr)
+	if code != ExitDiffers || !strings.Contains(stderr, want) || strings.Contains(stderr, "layer2network/somewhere selects") {
+		t.Fatalf("diff: exit %d, want 1 (changes) and a warning of nowhere only\n%s%s", code, stdout, stderr)
 	}
 	code, stdout, stderr = sluice(t, s.URL(), "apply", "-f", f)
 	if code != 0 || !strings.Contains(stdout, "layer2network/nowhere created") || !strings.Contains(stderr, want) ||

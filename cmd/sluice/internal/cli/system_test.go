@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/spf13/cobra"
 	"github.com/spf13/pflag"
 	"google.golang.org/protobuf/proto"
@@ -261,8 +262,52 @@ func TestVersionFlag_PrintsAsTheVersionCommand(t *testing.T) {
 	if code != 0 || stdout != "sluice test\n" {
 		t.Fatalf("--version: exit %d, stdout %q, stderr %q; want 0 and %q", code, stdout, stderr, "sluice test\n")
 	}
-	if code, stdout, _ := sluice(t, "nats://127.0.0.1:1", "version"); code != 0 || stdout != "sluice test\n" {
-		t.Fatalf("version: exit %d, stdout %q", code, stdout)
+	if code, stdout, _ := sluice(t, "nats://127.0.0.1:1", "version", "--client"); code != 0 || stdout != "sluice test\n" {
+		t.Fatalf("version --client: exit %d, stdout %q", code, stdout)
+	}
+}
+
+// sluice version shows every running service's version, as its micro
+// service announces it, and the agents'; NATS unreachable is exit 1 after
+// the CLI's own version.
+func TestVersion_ShowsTheRunningServices(t *testing.T) {
+	s := startSystem(t, 2)
+	// The coordinator announces itself once it has a role (leader or
+	// standby), the reaper once it has bound its buckets.
+	code, stdout, stderr := sluice(t, s.URL(), "version")
+	all := func(s string) bool {
+		return strings.Contains(s, "sluice-rollout-coordinator") && strings.Contains(s, "sluice-reaper")
+	}
+	for deadline := time.Now().Add(10 * time.Second); !all(stdout) && time.Now().Before(deadline); {
+		time.Sleep(100 * time.Millisecond)
+		code, stdout, stderr = sluice(t, s.URL(), "version")
+	}
+	for _, want := range []string{"sluice test\n", "sluice-configurator ", "sluice-rollout-coordinator ", "sluice-reaper ", "sluice-agent ", "2 node(s)"} {
+		if code != 0 || !strings.Contains(stdout, want) {
+			t.Errorf("version: exit %d, want 0 and %q in\n%s%s", code, want, stdout, stderr)
+		}
+	}
+	if strings.Count(stdout, " dev\n") != 4 { // dev.Options' default version, by each service and the agents
+		t.Errorf("version: want the build version dev on every row:\n%s", stdout)
+	}
+	// As `nats micro ls` shows them: every service announces its build.
+	nc, err := nats.Connect(s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	infos, err := discoverServices(context.Background(), nc)
+	if err != nil || len(infos) != 3 {
+		t.Fatalf("discover: %v, %d services, want 3", err, len(infos))
+	}
+	for _, in := range infos {
+		if in.Version != "0.0.0-dev" {
+			t.Errorf("micro service %s announces version %q, want 0.0.0-dev (the build dev)", in.Name, in.Version)
+		}
+	}
+	code, stdout, stderr = sluice(t, "nats://127.0.0.1:1", "version")
+	if code != 1 || stdout != "sluice test\n" || !strings.Contains(stderr, "cannot reach NATS") {
+		t.Errorf("version, NATS unreachable: exit %d, want 1 after the CLI's version\n%s%s", code, stdout, stderr)
 	}
 }
 

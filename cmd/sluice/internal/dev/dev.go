@@ -30,6 +30,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/embedded"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // System is a running dev system.
@@ -43,6 +44,10 @@ type System struct {
 	logPath string
 	nodes   []string
 	seeded  Seed
+	// registries are every registry stored when it started: those of
+	// --redis and --watch-dir, and those an earlier start or 'sluice
+	// registry add' stored, which the configurator syncs as well.
+	registries []*sluicev1.RegistrySpec
 	// dashboardURL is the dashboard's page, "" when none runs.
 	dashboardURL string
 	// metrics is the registry /metrics serves (HTTPAddr); readies say

@@ -3,6 +3,7 @@ package dev
 import (
 	"context"
 	"io"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -61,5 +62,39 @@ func TestDev_Registries_StoredOnEveryStartAndShownInTheBanner(t *testing.T) {
 		Get(context.Background(), contract.RegistryKey("dir"))
 	if err != nil || e.Value.GetHoldShare() != 0.9 {
 		t.Errorf("registry dir after the restart: %v, %v; want hold share 0.9", e.Value, err)
+	}
+	// redis, not given this time, is still stored and synced: the banner
+	// says so, and how to stop it.
+	banner = s.Banner()
+	for _, want := range []string{
+		"registry  dir: " + watched + " (directory, synced by the configurator)",
+		"registry  redis: redis://127.0.0.1:1/0 (redis, stored by an earlier start or 'sluice registry add': synced too)",
+		"'sluice registry remove NAME' stops syncing one",
+	} {
+		if !strings.Contains(banner, want) {
+			t.Errorf("banner after a restart without --redis lacks %q:\n%s", want, banner)
+		}
+	}
+}
+
+// The secure banner's exports hold in any directory: the credentials' path
+// is absolute although the data directory was given relative (as the
+// README's ./.sluice-secure), and the nats CLI's NATS_CREDS is exported too.
+func TestDev_SecureBanner_ExportsAbsoluteCredentialsPaths(t *testing.T) {
+	dir, err := filepath.EvalSymlinks(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Chdir(dir)
+	s := start(t, Options{DataDir: ".sluice-secure", Listen: "127.0.0.1:-1", Stderr: io.Discard, Secure: true})
+	banner := s.Banner()
+	for _, want := range []string{
+		"export SLUICE_NATS_CREDS=" + filepath.Join(dir, ".sluice-secure") + "/",
+		"--dir " + filepath.Join(dir, ".sluice-secure"),
+		"export NATS_CREDS=$SLUICE_NATS_CREDS",
+	} {
+		if !strings.Contains(banner, want) {
+			t.Errorf("secure banner lacks %q:\n%s", want, banner)
+		}
 	}
 }

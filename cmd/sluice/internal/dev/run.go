@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -67,8 +68,16 @@ func (s *System) Banner() string {
 	for _, c := range s.opts.CheckCmds {
 		p("  check     %s (every agent, after each apply; failing restores last-good)", c)
 	}
-	for _, spec := range s.opts.Registries {
-		p("  registry  %s: %s (%s, synced by the configurator)", spec.GetName(), registryspec.Location(spec), registryspec.Kind(spec))
+	for _, spec := range s.registries {
+		given := slices.ContainsFunc(s.opts.Registries, func(o *sluicev1.RegistrySpec) bool { return o.GetName() == spec.GetName() })
+		from := "synced by the configurator"
+		if !given {
+			from = "stored by an earlier start or 'sluice registry add': synced too"
+		}
+		p("  registry  %s: %s (%s, %s)", spec.GetName(), registryspec.Location(spec), registryspec.Kind(spec), from)
+	}
+	if len(s.registries) > 0 {
+		p("            registries are kept in the data directory across restarts; 'sluice registry remove NAME' stops syncing one")
 	}
 	switch seed := s.seeded; {
 	case seed.Intents > 0:
@@ -84,8 +93,11 @@ func (s *System) Banner() string {
 		p("  export SLUICE_NATS_URL=%s", s.URL())
 	}
 	if s.creds != nil {
-		p("  export SLUICE_NATS_CREDS=%s   # the admin user; sluice creds issue readonly --dir %s for a read-only one", s.AdminCreds(), s.creds.Dir)
-		p("  sluice creds list --dir %s; sluice creds revoke node-02 --dir %s   # node-02 is cut off at once", s.creds.Dir, s.creds.Dir)
+		// Absolute, so that the export holds in any directory.
+		admin, dir := absPath(s.AdminCreds()), absPath(s.creds.Dir)
+		p("  export SLUICE_NATS_CREDS=%s   # the admin user; sluice creds issue readonly --dir %s for a read-only one", admin, dir)
+		p("  export NATS_CREDS=$SLUICE_NATS_CREDS   # for the nats CLI")
+		p("  sluice creds list --dir %s; sluice creds revoke node-02 --dir %s   # node-02 is cut off at once", dir, dir)
 	}
 	broken := filepath.Join("examples", "broken") + "/"
 	if s.opts.Examples != "" {
@@ -97,7 +109,7 @@ func (s *System) Banner() string {
 	p("  sluice events")
 	p("  sluice rollout history; sluice diff -f <dir>; sluice rollout undo | abort | retry")
 	p("  sluice pause --wait; sluice get pause; sluice resume   # every instance acknowledges")
-	for _, line := range registryHints(s.opts.Registries) {
+	for _, line := range registryHints(s.registries) {
 		p("  %s", line)
 	}
 	if len(s.opts.CheckCmds) == 0 {
@@ -128,6 +140,14 @@ func registryHints(specs []*sluicev1.RegistrySpec) []string {
 		out = append(out, "sluice get registries; sluice get intents   # SOURCE names the registry and the key or file")
 	}
 	return out
+}
+
+// absPath is p made absolute; p as it is when that fails.
+func absPath(p string) string {
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
 }
 
 func firstOr(xs []string, def string) string {

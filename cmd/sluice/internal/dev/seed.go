@@ -53,11 +53,10 @@ func (s *System) applyExamples(ctx context.Context) (Seed, error) {
 
 // storeRegistries stores the registries of --redis and --watch-dir in the
 // control bucket, replacing what an earlier start stored under their names,
-// as 'sluice registry add --update' does.
+// as 'sluice registry add --update' does; then it reads every registry
+// stored, those of earlier starts too (the configurator syncs them all), for
+// the banner.
 func (s *System) storeRegistries(ctx context.Context) error {
-	if len(s.opts.Registries) == 0 {
-		return nil
-	}
 	nc, err := s.connect("registries")
 	if err != nil {
 		return err
@@ -78,6 +77,17 @@ func (s *System) storeRegistries(ctx context.Context) error {
 		s.log.Info().Str("registry", spec.GetName()).Str("kind", registryspec.Kind(spec)).
 			Str("location", registryspec.Location(spec)).Msg("registry stored for the configurator to sync")
 	}
+	entries, err := store.New(control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} }).List(ctx, contract.RegistryKeyPrefix+"*")
+	if err != nil {
+		return fmt.Errorf("read the registries: %w", err)
+	}
+	s.registries = nil
+	for _, e := range entries {
+		if _, isSpec, ok := contract.RegistryOfKey(e.Key); ok && isSpec && e.Err == nil {
+			s.registries = append(s.registries, e.Value)
+		}
+	}
+	slices.SortFunc(s.registries, func(a, b *sluicev1.RegistrySpec) int { return strings.Compare(a.GetName(), b.GetName()) })
 	return nil
 }
 
