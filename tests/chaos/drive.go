@@ -35,6 +35,18 @@ type driver struct {
 	sys     *system
 	base    []*sluicev1.Intent
 	changes []*applied
+	mu      sync.Mutex
+	away    map[string]bool // nodes a fault made leave, picked as it ran (pause-away)
+}
+
+// left records that a fault made node leave (Expectation.Leavers).
+func (d *driver) left(node string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.away == nil {
+		d.away = map[string]bool{}
+	}
+	d.away[node] = true
 }
 
 func newDriver(s *system) *driver {
@@ -226,6 +238,11 @@ func (d *driver) expectations(natsRestarted bool) map[string]Expectation {
 	out := map[string]Expectation{}
 	leavers := map[string]bool{}
 	lapse := false // heartbeats of nodes the schedule does not make leave may stop
+	d.mu.Lock()
+	for n := range d.away {
+		leavers[n] = true
+	}
+	d.mu.Unlock()
 	for _, f := range sc.Faults {
 		switch {
 		case f.Kind == AgentLeave:
@@ -314,15 +331,25 @@ func (f *faults) restart(server string) {
 }
 
 func (f *faults) lock(name string) func() {
+	l := f.mutex(name)
+	l.Lock()
+	return l.Unlock
+}
+
+// tryLock takes name's turn if no other fault holds it (unlock gives it back).
+func (f *faults) tryLock(name string) bool { return f.mutex(name).TryLock() }
+
+func (f *faults) unlock(name string) { f.mutex(name).Unlock() }
+
+func (f *faults) mutex(name string) *sync.Mutex {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	l := f.locks[name]
 	if l == nil {
 		l = &sync.Mutex{}
 		f.locks[name] = l
 	}
-	f.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	return l
 }
 
 func (f *faults) runAll(ctx context.Context) {
@@ -485,7 +512,11 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 		s.proxy.stall(target, ft.Down)
 		s.log.add("%s: %s flows again", ft.Kind, target)
 	case PausePlane:
-		f.pausePlane(ctx, ft)
+		f.pausePlane(ctx, ft, pauseHooks{})
+	case PauseAway:
+		f.pauseAway(ctx, ft)
+	case LeaveUntilRevert:
+		f.leaveUntilRevert(ctx, ft)
 	case GarbageValue:
 		f.garbage(ctx, ft)
 	case PartialRegistry:
