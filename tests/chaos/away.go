@@ -3,9 +3,11 @@ package chaos
 import (
 	"context"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -114,6 +116,12 @@ func (f *faults) pauseAway(ctx context.Context, ft Fault) {
 	switch ft.Trigger {
 	case Ended:
 		defer f.lock(ft.Node)()
+		if !f.inForceReadable(ctx, f.drv.changes[ft.Change].revision) {
+			// Nobody could render a reaped node's config in force: it would
+			// wait for a rewrite of its revision that never comes.
+			s.log.add("%s: the revision in force holds garbage (garbage-value); %s does not leave", ft, ft.Node)
+			return
+		}
 		s.halt(ft.Node)
 		f.drv.left(ft.Node)
 		s.log.add("%s: stopped %s", ft, ft.Node)
@@ -155,6 +163,42 @@ func (f *faults) pauseAway(ctx context.Context, ft Fault) {
 	f.pausePlane(ctx, ft, h)
 }
 
+// inForceReadable reports whether the revision in force (rollouts/
+// last-applied's) and that pointer are readable, as far as the harness
+// can tell (a read that keeps failing counts as unreadable), and so is
+// the revision of the rollout that just ended.
+func (f *faults) inForceReadable(ctx context.Context, ended string) bool {
+	s := f.sys
+	ok := false
+	readable := func(ctx context.Context, kv jetstream.KeyValue, key string, v proto.Message) (bool, error) {
+		b, err := s.leaderGet(ctx, kv, key)
+		if unread(err) {
+			return false, err
+		}
+		// Raw: readRest would give a spoiled key its owner's value before.
+		return err == nil && store.Decode(kv.Bucket(), key, b, v) == nil, nil
+	}
+	err := retry(ctx, func(ctx context.Context) error {
+		b := s.Env().Buckets
+		ref := &sluicev1.RolloutRef{}
+		good, err := readable(ctx, b.Rollouts, contract.KeyLastApplied, ref)
+		if err != nil || !good {
+			return err
+		}
+		// The rollout that just ended may not be last-applied yet: both.
+		ok = true
+		for _, rev := range []string{ref.GetRevision(), ended} {
+			good, err := readable(ctx, b.Revisions, rev, &sluicev1.Revision{})
+			if err != nil {
+				return err
+			}
+			ok = ok && good
+		}
+		return nil
+	})
+	return err == nil && ok
+}
+
 // heldInFlight lists the nodes that the change does not make fail, whose
 // desired config is the rollout's forward target and whose applier has not
 // run it, and locks each for the caller (the faults on one node take
@@ -189,4 +233,100 @@ func (f *faults) heldInFlight(ctx context.Context, ft Fault) []string {
 		out = append(out, name)
 	}
 	return out
+}
+
+// staleDesired lands a deposed leader's desired config at a node, as a
+// coordinator whose writes carried no fence could (I6 is about the fence;
+// this is the agent's own epoch check behind it): it stops the leader
+// right after change ft.Change's apply (the rollout's writes then carry a
+// higher epoch), waits until the last rollout ended, and writes over one
+// node's desired key an earlier desired config of that node of a lower
+// epoch and another config (compare-and-set on the key's revision). It is
+// recorded as a spoil (Stale): the checker judges the node by the
+// coordinator's last write there, so a node that applied the stale config
+// breaks I1, and I6 passes over the harness's write.
+func (f *faults) staleDesired(ctx context.Context, ft Fault) {
+	s := f.sys
+	func() {
+		defer f.lock("coordinators")()
+		holder, err := s.leader(ctx)
+		if err != nil {
+			s.log.add("%s: %v", ft, err)
+		}
+		name := holder
+		if name == "" || !s.running(name) {
+			name = coordinatorA
+		}
+		s.halt(name)
+		s.log.add("%s: stopped %s for a new term (lease holder was %q)", ft, name, holder)
+		select {
+		case <-ctx.Done():
+		case <-time.After(ft.Down):
+		}
+		s.startCoordinator(name)
+	}()
+	last := f.drv.changes[len(f.drv.changes)-1]
+	select {
+	case <-ctx.Done():
+		return
+	case <-last.done:
+	}
+	if ok, err := s.waitPhase(ctx, last.id, 60*time.Second, ended); !ok || err != nil {
+		s.log.add("%s: the last rollout did not end (%v); nothing written", ft.Kind, err)
+		return
+	}
+	earlier := map[string][]*sluicev1.DesiredConfig{} // node → its desired configs, as written
+	for _, w := range f.watch.snapshot(contract.BucketNodeConfigs) {
+		if _, which, ok := contract.NodeOfConfigKey(w.Key); ok && which == "desired" && w.Desired != nil && !w.Desired.GetRevert() && !w.Desired.GetCancel() {
+			earlier[w.Desired.GetNode()] = append(earlier[w.Desired.GetNode()], w.Desired)
+		}
+	}
+	kv := s.configsKV()
+	for _, name := range sortedKeys(s.nodes) {
+		key := contract.DesiredKey(name)
+		var cur *sluicev1.DesiredConfig
+		var rev uint64
+		err := retry(ctx, func(ctx context.Context) error {
+			m, err := s.leaderMsg(ctx, kv, map[string]any{"last_by_subj": kvSubject(kv, key)})
+			if err != nil || m.deleted {
+				return err
+			}
+			d := &sluicev1.DesiredConfig{}
+			if store.Decode(contract.BucketNodeConfigs, key, m.data, d) == nil {
+				cur, rev = d, m.seq
+			}
+			return nil
+		})
+		if err != nil || cur == nil || !s.running(name) {
+			continue
+		}
+		for _, old := range earlier[name] {
+			if old.GetLeaderEpoch() == 0 || old.GetLeaderEpoch() >= cur.GetLeaderEpoch() || old.GetFingerprint() == cur.GetFingerprint() {
+				continue
+			}
+			b, err := store.Marshal(old)
+			if err != nil {
+				s.log.add("%s: %v", ft.Kind, err)
+				return
+			}
+			wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+			nrev, err := kv.Update(wctx, key, b, rev)
+			cancel()
+			if err != nil {
+				s.log.add("%s: write %s: %v (nothing written)", ft.Kind, key, err)
+				return
+			}
+			s.spoiled.add(Spoil{Bucket: contract.BucketNodeConfigs, Key: key, Revision: nrev, At: time.Now(), Stale: true, Before: cur,
+				What: fmt.Sprintf("stale: %s of rollout %s, leader epoch %d (the key's was %d)", short(old.GetFingerprint()), old.GetRollout(), old.GetLeaderEpoch(), cur.GetLeaderEpoch())})
+			s.log.add("%s: wrote %s's desired config %s of epoch %d over its %s of epoch %d", ft.Kind, name,
+				short(old.GetFingerprint()), old.GetLeaderEpoch(), short(cur.GetFingerprint()), cur.GetLeaderEpoch())
+			// Its agent reads it (republished) within moments; at rest is judged after.
+			select {
+			case <-ctx.Done():
+			case <-time.After(time.Second):
+			}
+			return
+		}
+	}
+	s.log.add("%s: no node has an earlier desired config of a lower epoch; nothing written", ft.Kind)
 }

@@ -517,6 +517,8 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 		f.pauseAway(ctx, ft)
 	case LeaveUntilRevert:
 		f.leaveUntilRevert(ctx, ft)
+	case StaleDesired:
+		f.staleDesired(ctx, ft)
 	case GarbageValue:
 		f.garbage(ctx, ft)
 	case PartialRegistry:
@@ -532,8 +534,9 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 			s.log.add("%s: no running leader to pause (holder %q)", ft, old)
 			return
 		}
+		epoch := f.watch.maxEpoch()
 		p.pause()
-		s.log.add("%s: paused %s (writes held, clock frozen)", ft, old)
+		s.log.add("%s: paused %s (writes held, clock frozen; highest leader epoch written %d)", ft, old, epoch)
 		// Wake it once the standby holds the lease and had time to write.
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
@@ -542,6 +545,14 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 			if h != "" && h != old {
 				s.log.add("%s: %s took over", ft.Kind, h)
 				sleep(300 * time.Millisecond)
+				// Wake it only once the new term wrote (a desired config or a
+				// rollout record of a higher epoch), up to 3 s: a held write
+				// that lands before any of the new term's proves nothing
+				// (I6 compares epochs in stream order).
+				for i := 0; i < 150 && f.watch.maxEpoch() <= epoch && ctx.Err() == nil; i++ {
+					sleep(20 * time.Millisecond)
+				}
+				s.log.add("%s: highest leader epoch written now %d", ft.Kind, f.watch.maxEpoch())
 				break
 			}
 			if wctx.Err() != nil {

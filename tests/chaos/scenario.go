@@ -69,6 +69,13 @@ const (
 	// still runs then: a touched node that comes back during a revert must
 	// be reverted (Revert).
 	LeaveUntilRevert FaultKind = "leave-until-revert"
+	// StaleDesired: a deposed leader's desired config lands (as it would
+	// without the fence on the write): right after change Change's apply
+	// the leader is stopped (a new term, a higher epoch), and once the last
+	// rollout ended a node's desired key gets an earlier desired config of
+	// it, of a lower epoch, compare-and-set over its current one. Its agent
+	// must ignore it (docs/agent.md: the epoch check on the read).
+	StaleDesired FaultKind = "stale-desired"
 )
 
 // TriggerKind says when a fault fires.
@@ -259,6 +266,10 @@ func Pick(seed uint64) Scenario {
 	// schedules that reach the pause's and the revert's joiner paths).
 	if rng.IntN(3) == 0 {
 		s.Faults = append(s.Faults, s.pickPauseAway(rng, nodes))
+	}
+	if rng.IntN(4) == 0 {
+		s.Faults = append(s.Faults, Fault{Kind: StaleDesired, Trigger: AfterApply, Change: 1,
+			Down: time.Duration(rng.IntN(300)) * time.Millisecond})
 	}
 	if c := s.rollsBack(); c > 0 && rng.IntN(2) == 0 {
 		s.Faults = append(s.Faults, Fault{Kind: LeaveUntilRevert, Trigger: AfterApply, Change: c,
