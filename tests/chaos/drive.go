@@ -544,13 +544,14 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 			h, err := s.leader(wctx)
 			if h != "" && h != old {
 				s.log.add("%s: %s took over", ft.Kind, h)
-				sleep(300 * time.Millisecond)
-				// Wake it only once the new term wrote (a desired config or a
-				// rollout record of a higher epoch), up to 3 s: a held write
-				// that lands before any of the new term's proves nothing
-				// (I6 compares epochs in stream order).
-				for i := 0; i < 150 && f.watch.maxEpoch() <= epoch && ctx.Err() == nil; i++ {
-					sleep(20 * time.Millisecond)
+				// Wake it as soon as the new term stored its first write (a
+				// desired config or a rollout record of a higher epoch), up
+				// to 3 s: a held write that lands before any of the new
+				// term's proves nothing (I6 compares epochs in stream
+				// order), and one for a key the new term has written since
+				// fails its compare-and-set on the key anyway, fence or not.
+				for i := 0; i < 600 && f.watch.maxEpoch() <= epoch && ctx.Err() == nil; i++ {
+					sleep(5 * time.Millisecond)
 				}
 				s.log.add("%s: highest leader epoch written now %d", ft.Kind, f.watch.maxEpoch())
 				break

@@ -271,6 +271,10 @@ func Pick(seed uint64) Scenario {
 		s.Faults = append(s.Faults, Fault{Kind: StaleDesired, Trigger: AfterApply, Change: 1,
 			Down: time.Duration(rng.IntN(300)) * time.Millisecond})
 	}
+	if s.Standby && rng.IntN(3) == 0 { // a third of the standby seeds: one more deposed leader
+		s.Faults = append(s.Faults, Fault{Kind: PausedLeader, Trigger: AfterApply, Change: 1 + rng.IntN(len(s.Changes)-1),
+			Delay: time.Duration(rng.IntN(800)) * time.Millisecond})
+	}
 	if c := s.rollsBack(); c > 0 && rng.IntN(2) == 0 {
 		s.Faults = append(s.Faults, Fault{Kind: LeaveUntilRevert, Trigger: AfterApply, Change: c,
 			Delay: time.Duration(rng.IntN(300)) * time.Millisecond, Node: s.leaver(rng, nodes, c)})
