@@ -83,6 +83,7 @@ type loop struct {
 	reconnected <-chan nats.Status // the connection came back: reload
 	quarantine  *events.Quarantine // reports values refused at intake, once per revision
 	emit        func(*sluicev1.Event)
+	gates       *gateRunner // measures the gates Decide asks for (WatchGates)
 }
 
 // errReconnected ends a term after the NATS connection came back.
@@ -115,6 +116,7 @@ func newLoop(b *contract.Buckets, cfg Config, log zerolog.Logger, em *events.Emi
 	lp.emit = em.Emit
 	lp.quarantine = events.NewQuarantine(em)
 	lp.desiredLast = t.batchers[contract.BucketNodeConfigs].Last
+	lp.gates = newGateRunner(cfg.GateTimeout, cfg.Now, log)
 	return lp
 }
 
@@ -198,6 +200,7 @@ func (lp *loop) run(ctx context.Context) error {
 		lp.writersWG.Wait()
 	}()
 
+	defer lp.gates.stop()
 	if err := lp.step(ctx, loaded); err != nil {
 		return err
 	}
@@ -248,6 +251,8 @@ func (lp *loop) run(ctx context.Context) error {
 				return err
 			}
 			continue
+		case m := <-lp.gates.out:
+			ev = m
 		case e, ok := <-headW:
 			if !ok {
 				return errors.New("head watcher stopped")
@@ -714,6 +719,8 @@ func (lp *loop) perform(ctx context.Context, a rollout.Action) error {
 		}
 	case rollout.Emit:
 		lp.emit(a.Event)
+	case rollout.WatchGates:
+		lp.gates.set(ctx, a)
 	}
 	return nil
 }
