@@ -29,6 +29,11 @@ const (
 // the rollout's end.
 const GateEnd = "the end"
 
+// GateWaitPrefix starts a rollout's waiting line when a gate holds it
+// ("waiting for gate error-rate: 2 of 5 samples over 5m"); its
+// waiting_until is then when the gate gives up and fails.
+const GateWaitPrefix = "waiting for gate "
+
 // Gate verdicts, as a rollout's record (GateResult.verdict) says them.
 const (
 	GatePassed  = "passed"
@@ -166,10 +171,10 @@ func ResolveGates(st *sluicev1.Strategy) ([]Gate, error) {
 	for i, g := range st.GetGates() {
 		r, err := ResolveGate(g)
 		if err != nil {
-			return nil, fmt.Errorf("strategy.gates[%d]: %w", i, err)
+			return nil, fmt.Errorf("strategy.gates[%d]: gate %s: %w", i, g.GetName(), err)
 		}
 		if slices.ContainsFunc(gs, func(o Gate) bool { return o.Name == r.Name }) {
-			return nil, fmt.Errorf("strategy.gates[%d]: name %q: two gates have it", i, r.Name)
+			return nil, fmt.Errorf("strategy.gates[%d]: gate %s: name %q: two gates have it", i, r.Name, r.Name)
 		}
 		gs = append(gs, r)
 	}

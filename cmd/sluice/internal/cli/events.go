@@ -34,7 +34,7 @@ oldest first by the time each event happened:
   TIME COMPONENT TYPE KIND/ID reason (node=… revision=… rollout=…)
 
 KIND is what the event is about: node, rollout, revision, intent, fingerprint,
-leader, registry, instance, freeze, or quarantine (a stored value refused at intake:
+leader, registry, instance, freeze, gate (a rollout's gate, id <rollout>.<gate>), or quarantine (a stored value refused at intake:
 ValueUnreadable and ValueRewritten, id <bucket>.<key>). Services publish events without waiting, so the stream may hold
 them out of time order: --last N takes the last N the stream stored, then
 sorts them by time (an event without a time by when the stream stored it).
@@ -64,7 +64,7 @@ reason}. They print the stored events once, so they do not go with --follow.`,
 		},
 	}
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until interrupted")
-	cmd.Flags().StringVar(&kind, "kind", "", "only events about this kind (node, rollout, revision, intent, fingerprint, leader, registry, instance, freeze, quarantine)")
+	cmd.Flags().StringVar(&kind, "kind", "", "only events about this kind (node, rollout, revision, intent, fingerprint, leader, registry, instance, freeze, gate, quarantine)")
 	cmd.Flags().IntVarP(&last, "last", "n", 50, "how many stored events to print first")
 	outputFlag(cmd.Flags(), &output)
 	return cmd

@@ -68,7 +68,7 @@ func (s *State) metricGatesPass(now time.Time, before string) bool {
 				names = append(names, c.gate.Name)
 			}
 		}
-		s.gateWait(fmt.Sprintf("checking gate %s before %s", strings.Join(names, ", "), before), now.Add(s.gateDeadline()))
+		s.gateWait(fmt.Sprintf("%s%s before %s: checking", contract.GateWaitPrefix, strings.Join(names, ", "), before), now.Add(s.gateDeadline()))
 		s.emit(s.rolloutEvent("RolloutCheckingGates", fmt.Sprintf("checking gate %s before %s", strings.Join(names, ", "), before)))
 		return false
 	}
@@ -102,7 +102,7 @@ func (s *State) alertsClear(now time.Time) bool {
 			continue
 		}
 		if c.verdict == "" && !s.gates.waiting {
-			s.gateWait("reading the alerts of gate "+c.gate.Name, c.since.Add(c.gate.Deadline))
+			s.gateWait(contract.GateWaitPrefix+c.gate.Name+": reading the alerts", c.since.Add(c.gate.Deadline))
 		}
 		return false
 	}
@@ -189,7 +189,7 @@ func (s *State) gateMeasured(ev GateMeasured, now time.Time) {
 			s.emit(s.gateEvent(c, "GateWaiting", fmt.Sprintf("%s; no node starts until it answers; it fails at %s",
 				res.GetMessage(), s.gateGivesUp(c).UTC().Format(time.RFC3339))))
 		}
-		s.gateWait("waiting for gate "+res.GetMessage(), s.gateGivesUp(c))
+		s.gateWait(contract.GateWaitPrefix+res.GetMessage(), s.gateGivesUp(c))
 	case contract.GatePassed:
 		c.class = ""
 		s.emit(s.gateEvent(c, "GatePassed", res.GetMessage()))
@@ -234,9 +234,7 @@ func (s *State) gateDeadlines(now time.Time) {
 			At: timestamppb.New(now), Samples: last.GetSamples(),
 			Message: fmt.Sprintf("%s: gave up after waiting %s for data (%s)", c.gate.Name, c.gate.Deadline, why)}
 		if c.gate.IsAlert() {
-			res.Before = ""
-		} else {
-			res.Comparison, res.Threshold = threshold(c.gate)
+			res.Before = "" // no value was measured: no comparison to show
 		}
 		c.verdict = contract.GateFailed
 		s.keepResult(res)

@@ -127,7 +127,7 @@ func TestGates_MetricGatePassesBeforeEachWaveAndTheEnd(t *testing.T) {
 	if before, ok := g.asked("error-rate"); !ok || before != "wave 2" {
 		t.Fatalf("after wave 1: want the gate asked for before wave 2, got %+v", g.watch)
 	}
-	if len(g.starts) != 1 || !strings.Contains(g.s.rollout.GetWaiting(), "checking gate error-rate before wave 2") {
+	if len(g.starts) != 1 || !strings.Contains(g.s.rollout.GetWaiting(), "waiting for gate error-rate before wave 2: checking") {
 		t.Fatalf("wave 2 must wait for the gate: started %v, waiting %q", g.starts, g.s.rollout.GetWaiting())
 	}
 	g.measured("error-rate", "wave 2", GateMeasured{Samples: 5, Max: 0.004, Min: 0.001})
@@ -279,7 +279,7 @@ func TestGates_TheEndBakesBeforeTheFinalGate(t *testing.T) {
 // included.
 func TestGates_AlertFiringMidWaveReverts(t *testing.T) {
 	g := newGateRun(t, &sluicev1.Strategy{MaxParallel: "2", Gates: []*sluicev1.Gate{linkAlert()}}, "n1", "n2", "n3", "n4")
-	if len(g.starts) != 0 || !strings.Contains(g.s.rollout.GetWaiting(), "reading the alerts of gate links") {
+	if len(g.starts) != 0 || !strings.Contains(g.s.rollout.GetWaiting(), "waiting for gate links: reading the alerts") {
 		t.Fatalf("before the alerts were read: started %v, waiting %q", g.starts, g.s.rollout.GetWaiting())
 	}
 	if before, ok := g.asked("links"); !ok || before != "" {
