@@ -321,3 +321,17 @@ func TestGates_UnreadableAlertsWaitThenFail(t *testing.T) {
 		t.Fatalf("at the deadline: %s %q", r.GetPhase(), r.GetReason())
 	}
 }
+
+// The loop is told the set of gates to measure only when it changes: a
+// tick or a node's report that changes no gate asks for nothing again.
+func TestGates_WatchSentOnlyWhenTheSetChanges(t *testing.T) {
+	g := newGateRun(t, &sluicev1.Strategy{MaxParallel: "1", Gates: []*sluicev1.Gate{linkAlert()}}, "n1", "n2")
+	g.measured("links", "", GateMeasured{})
+	g.watch = nil
+	g.at(time.Second)
+	g.provision("n1")
+	g.measured("links", "", GateMeasured{})
+	if g.watch != nil {
+		t.Fatalf("WatchGates sent again with nothing changed: %+v", g.watch)
+	}
+}

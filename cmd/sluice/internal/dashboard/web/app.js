@@ -435,7 +435,9 @@ function renderRollout() {
   if (r.domain) meta.push(`domain ${r.domain}`);
   if (r.bakeUntil && new Date(r.bakeUntil) > new Date()) meta.push(`baking until ${new Date(r.bakeUntil).toLocaleTimeString()}`);
   if (r.pause && r.pause.paused) meta.push(`paused by ${r.pause.by || '?'}${r.pause.reason ? ': ' + r.pause.reason : ''}`);
-  if (r.waiting) meta.push(r.waiting + (r.waitingUntil ? ` (until ${new Date(r.waitingUntil).toLocaleString()})` : ''));
+  // A gate's wait ends in failure at waitingUntil; a window's or freeze's in the next wave.
+  if (r.waiting) meta.push(r.waiting + (r.waitingUntil ? ` (${r.waiting.startsWith('waiting for gate ') ? 'fails at' : 'until'} ${new Date(r.waitingUntil).toLocaleString()})` : ''));
+  for (const g of r.gates || []) meta.push(`gate ${g.message} (${g.verdict}${g.before ? ' before ' + g.before : ''})`);
   $('rollout-meta').textContent = meta.join(' · ');
   const c = r.counts || {}, total = c.total || 0;
   const bar = $('counts-bar');
