@@ -10,7 +10,8 @@
 // lifecycle.go (load, start, resume, finish), scheduling.go (waves, domains,
 // bake), outcomes.go (reports, deadlines, presence), flight.go (the nodes in
 // flight and their deadlines), queue.go (the pending and revert queues),
-// revert.go and guards.go (known-bad fingerprints, nodes outside a rollout).
+// revert.go and guards.go (known-bad fingerprints, nodes outside a rollout),
+// pairs.go (redundancy groups), gates.go (metric and alert gates).
 // docs/rollouts.md draws the state machine.
 //
 // Cost: the state keeps about 700 bytes per node, and no event but a
