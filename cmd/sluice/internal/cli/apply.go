@@ -304,7 +304,7 @@ func flagOf(field string) string {
 	if strings.TrimPrefix(field, "strategy.") == "windows" || strings.HasPrefix(field, "strategy.windows[") {
 		return "--window"
 	}
-	if strings.HasPrefix(field, "strategy.gates[") {
+	if strings.TrimPrefix(field, "strategy.") == "gates" || strings.HasPrefix(field, "strategy.gates[") {
 		return "--gate"
 	}
 	var b strings.Builder
