@@ -335,3 +335,29 @@ func TestGates_WatchSentOnlyWhenTheSetChanges(t *testing.T) {
 		t.Fatalf("WatchGates sent again with nothing changed: %+v", g.watch)
 	}
 }
+
+// A new term (restart, takeover) while a gate holds the next wave asks for
+// the gate again — a gate is never taken as passed across terms — and the
+// waiting line the last term wrote is cleared once it passes.
+func TestGates_ANewTermAsksAgain(t *testing.T) {
+	st := twoWaves(errorRate(0.01))
+	g := newGateRun(t, st, "n1", "n2")
+	g.provision("n1")
+	rec := snapshot(g.s.rollout)
+	if !strings.HasPrefix(rec.GetWaiting(), contract.GateWaitPrefix) {
+		t.Fatalf("the record before the takeover: waiting %q", rec.GetWaiting())
+	}
+	r1 := testRev("aaaa1111")
+	n := &gateRun{t: t, s: NewState(), fp: g.fp, id: g.id, now: t0.Add(time.Minute)}
+	n.decide(Loaded{Head: withStrategy(head(1, r1.Id, st.GetMaxParallel()), st), HeadRev: r1, Active: rec, ActiveRev: r1,
+		Presence: presence("n1", "n2"),
+		Desired:  []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: g.fp, Rollout: g.id, Revision: r1.Id}},
+		Status:   []*sluicev1.NodeStatus{status("n1", provisioned, g.fp, g.id)}})
+	if before, ok := n.asked("error-rate"); !ok || before != "wave 2" || len(n.starts) != 0 {
+		t.Fatalf("new term: want the gate asked again before wave 2 and nothing started, got %+v, %v", n.watch, n.starts)
+	}
+	n.measured("error-rate", "wave 2", GateMeasured{Samples: 3, Max: 0})
+	if len(n.starts) != 1 || n.s.rollout.GetWaiting() != "" {
+		t.Fatalf("gate passed in the new term: want n2 started and no waiting line, got %v, %q", n.starts, n.s.rollout.GetWaiting())
+	}
+}

@@ -321,6 +321,13 @@ func (s *State) placeAll(resuming bool, now time.Time) {
 		s.plan = fallbackPlan()
 	}
 	s.initGates(now)
+	// A waiting line the last term wrote is this term's to clear: as a
+	// gate's, or else as a window's or freeze's (the next wave start that
+	// finds it open clears it).
+	if w := r.GetWaiting(); w != "" {
+		s.gates.waiting = strings.HasPrefix(w, contract.GateWaitPrefix)
+		s.waitingWindow = !s.gates.waiting
+	}
 	for _, name := range s.sortedNodes() {
 		n := s.nodes[name]
 		n.prog, n.rev, n.previous, n.writtenAt, n.ackAt, n.touched = progNone, revNone, nil, time.Time{}, time.Time{}, false
