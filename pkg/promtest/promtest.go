@@ -49,7 +49,9 @@ type config struct {
 }
 
 // Scrape has the server scrape /metrics of each host:port.
-func Scrape(addrs ...string) Option { return func(c *config) { c.targets = append(c.targets, addrs...) } }
+func Scrape(addrs ...string) Option {
+	return func(c *config) { c.targets = append(c.targets, addrs...) }
+}
 
 // Rules gives the server a rule file: YAML of rule groups ("groups: …").
 func Rules(yaml string) Option { return func(c *config) { c.rules = yaml } }
