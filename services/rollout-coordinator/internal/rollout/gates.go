@@ -83,6 +83,12 @@ func (s *State) metricGatesPass(now time.Time, before string) bool {
 	return true
 }
 
+// forgetGateAnswers drops what the metric gates said at the boundary in
+// progress: they are asked afresh.
+func (s *State) forgetGateAnswers() {
+	s.gates.asked, s.gates.passed = "", ""
+}
+
 // gateDeadline is the longest deadline of the metric gates.
 func (s *State) gateDeadline() time.Duration {
 	var d time.Duration

@@ -361,3 +361,27 @@ func TestGates_ANewTermAsksAgain(t *testing.T) {
 		t.Fatalf("gate passed in the new term: want n2 started and no waiting line, got %v, %q", n.starts, n.s.rollout.GetWaiting())
 	}
 }
+
+// A gate that passed before a window closed is asked again when the window
+// opens: its verdict would be hours old.
+func TestGates_AskedAgainAfterAWindowWait(t *testing.T) {
+	st := twoWaves(errorRate(0.01))
+	st.Windows = []string{"Sat 12:00-13:00"} // t0 is Saturday 12:00
+	st.ProgressDeadline = durationpb.New(2 * time.Hour)
+	g := newGateRun(t, st, "n1", "n2")
+	g.now = t0.Add(30 * time.Minute)
+	g.provision("n1")
+	g.now = t0.Add(61 * time.Minute) // the window closed while the gate was asked
+	g.measured("error-rate", "wave 2", GateMeasured{Samples: 3, Max: 0})
+	if len(g.starts) != 1 || !strings.Contains(g.s.rollout.GetWaiting(), "waiting for the window") {
+		t.Fatalf("window closed: want wave 2 waiting for it, got %v, %q", g.starts, g.s.rollout.GetWaiting())
+	}
+	g.at(7 * 24 * time.Hour) // next Saturday 12:00
+	if before, ok := g.asked("error-rate"); !ok || before != "wave 2" || len(g.starts) != 1 {
+		t.Fatalf("window open again: want the gate asked afresh before wave 2, got %+v, started %v (%s %q %q)", g.watch, g.starts, g.phase(), g.fin.GetReason(), g.s.rollout.GetWaiting())
+	}
+	g.measured("error-rate", "wave 2", GateMeasured{Samples: 3, Max: 0})
+	if len(g.starts) != 2 {
+		t.Fatalf("fresh verdict passed: want wave 2 started, got %v", g.starts)
+	}
+}

@@ -64,7 +64,13 @@ func (s *State) fill(now time.Time) {
 			}
 			// Metric gates judge what the stages before changed: none
 			// before the first.
-			if !s.windowOpen(now, what) || (s.started > 0 && !s.metricGatesPass(now, what)) {
+			if !s.windowOpen(now, what) {
+				// The gates are asked once the window opens: a verdict
+				// from before a wait may be hours old by then.
+				s.forgetGateAnswers()
+				break
+			}
+			if s.started > 0 && !s.metricGatesPass(now, what) {
 				break
 			}
 			s.closeStage(now)
