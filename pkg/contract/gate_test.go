@@ -82,3 +82,31 @@ func TestResolveGates_RefusesTwoOfOneName(t *testing.T) {
 		t.Fatalf("error %v", err)
 	}
 }
+
+// Whatever the flag's text, ParseGate never panics, and a gate it reads
+// and ResolveGate accepts is written back by FormatGate as the same gate.
+func FuzzParseGate(f *testing.F) {
+	for _, s := range []string{
+		`error-rate=prometheus:http://prom:9090?query=sum(rate(e[1m]))+1&max=0.01&lookback=5m&min-samples=5`,
+		`links=prometheus:http://p:9090?alert=LinkDown,BGPDown&interval=5s&deadline=1m`,
+		`x=prometheus:http://p?query=a&b=c&min=-1&max=1e9&step=1s`, `=`, `a=prometheus:?`, `a=prometheus:http://p?query=&max=`,
+	} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, spec string) {
+		g, err := ParseGate(spec)
+		if err != nil {
+			return
+		}
+		if _, err := ResolveGate(g); err != nil {
+			return
+		}
+		back, err := ParseGate(FormatGate(g))
+		if err != nil {
+			t.Fatalf("%q reads as %v, written as %q, which does not read: %v", spec, g, FormatGate(g), err)
+		}
+		if _, err := ResolveGate(back); err != nil || FormatGate(back) != FormatGate(g) {
+			t.Fatalf("%q: written %q, read back as %q (%v)", spec, FormatGate(g), FormatGate(back), err)
+		}
+	})
+}
