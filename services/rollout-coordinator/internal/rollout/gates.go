@@ -42,7 +42,9 @@ type gateCheck struct {
 
 // initGates sets the active rollout's gates up from its plan.
 func (s *State) initGates(now time.Time) {
-	s.gates = gateState{}
+	// What the loop measures is kept: a rollout started as another ends
+	// must stop that one's measurements (syncGates compares).
+	s.gates = gateState{watched: s.gates.watched}
 	for _, g := range s.plan.Gates {
 		s.gates.checks = append(s.gates.checks, &gateCheck{gate: g, since: now})
 	}

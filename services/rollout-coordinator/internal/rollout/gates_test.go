@@ -385,3 +385,20 @@ func TestGates_AskedAgainAfterAWindowWait(t *testing.T) {
 		t.Fatalf("fresh verdict passed: want wave 2 started, got %v", g.starts)
 	}
 }
+
+// A rollout with gates that ends while another head waits stops its gate
+// measurements, though the next rollout has no gates of its own.
+func TestGates_TheNextRolloutStopsTheLastOnesMeasurements(t *testing.T) {
+	g := newGateRun(t, &sluicev1.Strategy{MaxParallel: "1", Gates: []*sluicev1.Gate{linkAlert()}}, "n1")
+	g.measured("links", "", GateMeasured{})
+	r2 := testRev("bbbb2222")
+	g.decide(HeadMoved{Head: head(2, r2.Id, "1"), Rev: r2})
+	g.watch = nil
+	g.provision("n1")
+	if g.fin.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED || g.s.rollout == nil {
+		t.Fatalf("want the first rollout SUCCEEDED and the next one started, got %v, %v", g.fin.GetPhase(), g.s.rollout)
+	}
+	if g.watch == nil || len(g.watch.Checks) != 0 {
+		t.Fatalf("the ended rollout's alert gate is still measured: %+v", g.watch)
+	}
+}
