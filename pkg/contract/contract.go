@@ -60,13 +60,17 @@ const (
 	KindRegistry    = "registry" // a registry the configurator syncs: id its name
 	KindFreeze      = "freeze"   // an operator's freeze (sluice freeze add/remove): id its id
 	KindControl     = "control"  // a control run from the dashboard, naming who: id its action
+	KindGate        = "gate"     // a rollout's gate (docs/rollouts.md, "Gates"): id GateEventID
 	// KindQuarantine: a stored value refused at intake (ValueUnreadable):
 	// id QuarantineID(bucket, key).
 	KindQuarantine = "quarantine"
 )
 
 // EventKinds are every kind of event, in the order `sluice events` lists them.
-var EventKinds = []string{KindNode, KindRollout, KindRevision, KindIntent, KindFingerprint, KindLeader, KindRegistry, KindInstance, KindFreeze, KindControl, KindQuarantine}
+var EventKinds = []string{KindNode, KindRollout, KindRevision, KindIntent, KindFingerprint, KindLeader, KindRegistry, KindInstance, KindFreeze, KindGate, KindControl, KindQuarantine}
+
+// GateEventID is the id of an event about gate of rollout: "<rollout>.<gate>".
+func GateEventID(rollout, gate string) string { return rollout + "." + gate }
 
 // QuarantineID is the id of the events about the stored value at
 // bucket/key (kind quarantine): "<bucket>.<key>".

@@ -41,6 +41,7 @@ type Plan struct {
 	Progress       time.Duration
 	RetryInvalid   bool
 	Windows        []Window // waves start only within one of them; none: any time
+	Gates          []Gate   // metric gates before each next stage and the end; alert gates throughout
 }
 
 // ResolveStrategy turns st into a Plan for total nodes. The configurator
@@ -61,6 +62,9 @@ func ResolveStrategy(st *sluicev1.Strategy, total int) (Plan, error) {
 		p.Windows = append(p.Windows, w)
 	}
 	var err error
+	if p.Gates, err = ResolveGates(st); err != nil {
+		return p, err
+	}
 	if p.MaxParallel, err = countOrPercent("strategy.maxParallel", st.GetMaxParallel(), total, 1, true); err != nil {
 		return p, err
 	}
@@ -143,6 +147,9 @@ func (p Plan) Describe() string {
 	}
 	if len(p.Windows) > 0 {
 		parts = append(parts, "waves start within "+DescribeWindows(p.Windows))
+	}
+	for _, g := range p.Gates {
+		parts = append(parts, "gate "+g.Describe())
 	}
 	return strings.Join(parts, ", ")
 }

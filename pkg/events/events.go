@@ -65,7 +65,7 @@ func (e *Emitter) emit(ev *sluicev1.Event, level zerolog.Level) {
 	for _, f := range []struct{ k, v string }{
 		{logging.FieldNode, ev.Node}, {logging.FieldRevision, ev.Revision},
 		{logging.FieldRollout, ev.Rollout}, {logging.FieldFingerprint, ev.Fingerprint},
-		{logging.FieldBucket, ev.Bucket}, {logging.FieldKey, ev.Key},
+		{logging.FieldBucket, ev.Bucket}, {logging.FieldKey, ev.Key}, {logging.FieldGate, ev.Gate},
 	} {
 		if f.v != "" {
 			l = l.Str(f.k, f.v)

@@ -63,6 +63,10 @@ func ValidateStrategy(s *sluicev1.Strategy) []*sluicev1.FieldError {
 			add(fmt.Sprintf("windows[%d]", i), "%v", err)
 		}
 	}
+	if _, err := contract.ResolveGates(s); err != nil {
+		field, rule, _ := strings.Cut(err.Error(), ": ")
+		errs = append(errs, &sluicev1.FieldError{Field: field, Rule: rule})
+	}
 	switch w := s.GetWhileActive(); w {
 	case "", contract.WhileActiveQueue, contract.WhileActiveSupersede:
 	default:

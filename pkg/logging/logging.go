@@ -16,6 +16,7 @@ const (
 	FieldNode        = "node"
 	FieldRevision    = "revision"
 	FieldRollout     = "rollout"
+	FieldGate        = "gate" // a rollout gate's name
 	FieldFingerprint = "fingerprint"
 	FieldReason      = "reason"
 	FieldEvent       = "event"

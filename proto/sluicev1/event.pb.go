@@ -39,6 +39,7 @@ type Event struct {
 	// about one value (ValueUnreadable: a value refused at intake).
 	Bucket        string `protobuf:"bytes,11,opt,name=bucket,proto3" json:"bucket,omitempty"`
 	Key           string `protobuf:"bytes,12,opt,name=key,proto3" json:"key,omitempty"`
+	Gate          string `protobuf:"bytes,13,opt,name=gate,proto3" json:"gate,omitempty"` // the rollout gate the event is about (kind gate)
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -157,11 +158,18 @@ func (x *Event) GetKey() string {
 	return ""
 }
 
+func (x *Event) GetGate() string {
+	if x != nil {
+		return x.Gate
+	}
+	return ""
+}
+
 var File_sluice_v1_event_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_event_proto_rawDesc = "" +
 	"\n" +
-	"\x15sluice/v1/event.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xbb\x02\n" +
+	"\x15sluice/v1/event.proto\x12\tsluice.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\xcf\x02\n" +
 	"\x05Event\x12.\n" +
 	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x1c\n" +
 	"\tcomponent\x18\x02 \x01(\tR\tcomponent\x12\x12\n" +
@@ -175,7 +183,8 @@ const file_sluice_v1_event_proto_rawDesc = "" +
 	"\vfingerprint\x18\n" +
 	" \x01(\tR\vfingerprint\x12\x16\n" +
 	"\x06bucket\x18\v \x01(\tR\x06bucket\x12\x10\n" +
-	"\x03key\x18\f \x01(\tR\x03keyB4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"\x03key\x18\f \x01(\tR\x03key\x12\x12\n" +
+	"\x04gate\x18\r \x01(\tR\x04gateB4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_event_proto_rawDescOnce sync.Once

@@ -11,6 +11,7 @@ import (
 	protoimpl "google.golang.org/protobuf/runtime/protoimpl"
 	durationpb "google.golang.org/protobuf/types/known/durationpb"
 	timestamppb "google.golang.org/protobuf/types/known/timestamppb"
+	wrapperspb "google.golang.org/protobuf/types/known/wrapperspb"
 	reflect "reflect"
 	sync "sync"
 	unsafe "unsafe"
@@ -242,7 +243,11 @@ type Strategy struct {
 	// Weekly windows in which waves may start ("Mon-Fri 09:00-16:00
 	// Europe/Berlin", contract.ParseWindow); empty: any time. A wave in flight
 	// when a window closes finishes; the next waits for a window to open.
-	Windows       []string `protobuf:"bytes,12,rep,name=windows,proto3" json:"windows,omitempty"`
+	Windows []string `protobuf:"bytes,12,rep,name=windows,proto3" json:"windows,omitempty"`
+	// Gates the rollout must pass (docs/rollouts.md, "Gates"): a metric gate
+	// before each next wave or failure domain starts and before the rollout
+	// ends; an alert gate all the time it runs.
+	Gates         []*Gate `protobuf:"bytes,13,rep,name=gates,proto3" json:"gates,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -361,6 +366,272 @@ func (x *Strategy) GetWindows() []string {
 	return nil
 }
 
+func (x *Strategy) GetGates() []*Gate {
+	if x != nil {
+		return x.Gates
+	}
+	return nil
+}
+
+// Gate is a check of the fleet's monitoring a rollout must pass. A metric
+// gate (query set) evaluates a PromQL expression at every step over the
+// lookback; every value must be within max and min, and at least
+// min_samples values must exist, or the gate waits. An alert gate (alerts
+// set) stops and reverts the rollout the moment one of the named alerts
+// fires. Missing data never passes or fails a gate: it waits, up to its
+// deadline, then fails. `sluice apply --gate NAME=prometheus:URL?...`.
+type Gate struct {
+	state      protoimpl.MessageState  `protogen:"open.v1"`
+	Name       string                  `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Prometheus string                  `protobuf:"bytes,2,opt,name=prometheus,proto3" json:"prometheus,omitempty"`                    // base URL of the Prometheus HTTP API, e.g. http://prom:9090
+	Query      string                  `protobuf:"bytes,3,opt,name=query,proto3" json:"query,omitempty"`                              // metric gate: an instant-vector PromQL expression
+	Max        *wrapperspb.DoubleValue `protobuf:"bytes,4,opt,name=max,proto3" json:"max,omitempty"`                                  // every value must be <= max
+	Min        *wrapperspb.DoubleValue `protobuf:"bytes,5,opt,name=min,proto3" json:"min,omitempty"`                                  // every value must be >= min
+	Lookback   *durationpb.Duration    `protobuf:"bytes,6,opt,name=lookback,proto3" json:"lookback,omitempty"`                        // default 5m
+	Step       *durationpb.Duration    `protobuf:"bytes,7,opt,name=step,proto3" json:"step,omitempty"`                                // evaluation step over the lookback; default 15s
+	MinSamples uint32                  `protobuf:"varint,8,opt,name=min_samples,json=minSamples,proto3" json:"min_samples,omitempty"` // values needed over the lookback; default 1
+	Alerts     []string                `protobuf:"bytes,9,rep,name=alerts,proto3" json:"alerts,omitempty"`                            // alert gate: names of Prometheus alerts
+	Interval   *durationpb.Duration    `protobuf:"bytes,10,opt,name=interval,proto3" json:"interval,omitempty"`                       // alert gate: how often the alerts are read; default 10s
+	// How long the gate may wait for data (Prometheus unreachable, too few
+	// samples) before it fails the rollout; default 10m.
+	Deadline      *durationpb.Duration `protobuf:"bytes,11,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Gate) Reset() {
+	*x = Gate{}
+	mi := &file_sluice_v1_rollout_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Gate) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Gate) ProtoMessage() {}
+
+func (x *Gate) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_rollout_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Gate.ProtoReflect.Descriptor instead.
+func (*Gate) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *Gate) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Gate) GetPrometheus() string {
+	if x != nil {
+		return x.Prometheus
+	}
+	return ""
+}
+
+func (x *Gate) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *Gate) GetMax() *wrapperspb.DoubleValue {
+	if x != nil {
+		return x.Max
+	}
+	return nil
+}
+
+func (x *Gate) GetMin() *wrapperspb.DoubleValue {
+	if x != nil {
+		return x.Min
+	}
+	return nil
+}
+
+func (x *Gate) GetLookback() *durationpb.Duration {
+	if x != nil {
+		return x.Lookback
+	}
+	return nil
+}
+
+func (x *Gate) GetStep() *durationpb.Duration {
+	if x != nil {
+		return x.Step
+	}
+	return nil
+}
+
+func (x *Gate) GetMinSamples() uint32 {
+	if x != nil {
+		return x.MinSamples
+	}
+	return 0
+}
+
+func (x *Gate) GetAlerts() []string {
+	if x != nil {
+		return x.Alerts
+	}
+	return nil
+}
+
+func (x *Gate) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *Gate) GetDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+// GateResult is what a gate last said, in the rollout's record.
+type GateResult struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Gate   string                 `protobuf:"bytes,1,opt,name=gate,proto3" json:"gate,omitempty"`
+	Before string                 `protobuf:"bytes,2,opt,name=before,proto3" json:"before,omitempty"` // what waits for it: "wave 3", "the end"; "" for an alert gate
+	// passed, failed, waiting (no answer or too few samples), firing, clear
+	Verdict       string                 `protobuf:"bytes,3,opt,name=verdict,proto3" json:"verdict,omitempty"`
+	Message       string                 `protobuf:"bytes,4,opt,name=message,proto3" json:"message,omitempty"` // one line: "error-rate: 0.031 > 0.01 over 5m (12 samples)"
+	Query         string                 `protobuf:"bytes,5,opt,name=query,proto3" json:"query,omitempty"`
+	Value         float64                `protobuf:"fixed64,6,opt,name=value,proto3" json:"value,omitempty"`         // the worst value over the lookback
+	Comparison    string                 `protobuf:"bytes,7,opt,name=comparison,proto3" json:"comparison,omitempty"` // "<=" or ">=": what the value had to be against threshold
+	Threshold     float64                `protobuf:"fixed64,8,opt,name=threshold,proto3" json:"threshold,omitempty"`
+	Samples       uint32                 `protobuf:"varint,9,opt,name=samples,proto3" json:"samples,omitempty"`
+	Firing        []string               `protobuf:"bytes,10,rep,name=firing,proto3" json:"firing,omitempty"` // alert gate: the named alerts firing
+	At            *timestamppb.Timestamp `protobuf:"bytes,11,opt,name=at,proto3" json:"at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GateResult) Reset() {
+	*x = GateResult{}
+	mi := &file_sluice_v1_rollout_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GateResult) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GateResult) ProtoMessage() {}
+
+func (x *GateResult) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_rollout_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GateResult.ProtoReflect.Descriptor instead.
+func (*GateResult) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GateResult) GetGate() string {
+	if x != nil {
+		return x.Gate
+	}
+	return ""
+}
+
+func (x *GateResult) GetBefore() string {
+	if x != nil {
+		return x.Before
+	}
+	return ""
+}
+
+func (x *GateResult) GetVerdict() string {
+	if x != nil {
+		return x.Verdict
+	}
+	return ""
+}
+
+func (x *GateResult) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *GateResult) GetQuery() string {
+	if x != nil {
+		return x.Query
+	}
+	return ""
+}
+
+func (x *GateResult) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *GateResult) GetComparison() string {
+	if x != nil {
+		return x.Comparison
+	}
+	return ""
+}
+
+func (x *GateResult) GetThreshold() float64 {
+	if x != nil {
+		return x.Threshold
+	}
+	return 0
+}
+
+func (x *GateResult) GetSamples() uint32 {
+	if x != nil {
+		return x.Samples
+	}
+	return 0
+}
+
+func (x *GateResult) GetFiring() []string {
+	if x != nil {
+		return x.Firing
+	}
+	return nil
+}
+
+func (x *GateResult) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
 // Head is the value of revisions/head: the revision the operator wants rolled out.
 // Generation grows by one each time the head moves, so rolling back to older
 // content is a new generation and a new rollout.
@@ -378,7 +649,7 @@ type Head struct {
 
 func (x *Head) Reset() {
 	*x = Head{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[2]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -390,7 +661,7 @@ func (x *Head) String() string {
 func (*Head) ProtoMessage() {}
 
 func (x *Head) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[2]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -403,7 +674,7 @@ func (x *Head) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Head.ProtoReflect.Descriptor instead.
 func (*Head) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Head) GetRevision() string {
@@ -467,7 +738,7 @@ type NodeOutcome struct {
 
 func (x *NodeOutcome) Reset() {
 	*x = NodeOutcome{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[3]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -479,7 +750,7 @@ func (x *NodeOutcome) String() string {
 func (*NodeOutcome) ProtoMessage() {}
 
 func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[3]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -492,7 +763,7 @@ func (x *NodeOutcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeOutcome.ProtoReflect.Descriptor instead.
 func (*NodeOutcome) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *NodeOutcome) GetNode() string {
@@ -569,7 +840,7 @@ type RolloutCounts struct {
 
 func (x *RolloutCounts) Reset() {
 	*x = RolloutCounts{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[4]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -581,7 +852,7 @@ func (x *RolloutCounts) String() string {
 func (*RolloutCounts) ProtoMessage() {}
 
 func (x *RolloutCounts) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[4]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -594,7 +865,7 @@ func (x *RolloutCounts) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutCounts.ProtoReflect.Descriptor instead.
 func (*RolloutCounts) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RolloutCounts) GetTotal() uint32 {
@@ -729,15 +1000,20 @@ type Rollout struct {
 	// Why no node starts now although nodes wait, when the strategy says so:
 	// "waiting for the window Mon-Fri 09:00-16:00 Europe/Berlin"; with when
 	// that ends. Empty while nodes start.
-	Waiting       string                 `protobuf:"bytes,24,opt,name=waiting,proto3" json:"waiting,omitempty"`
-	WaitingUntil  *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=waiting_until,json=waitingUntil,proto3" json:"waiting_until,omitempty"`
+	Waiting      string                 `protobuf:"bytes,24,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	WaitingUntil *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=waiting_until,json=waitingUntil,proto3" json:"waiting_until,omitempty"`
+	// What each of the strategy's gates last said, by gate name.
+	Gates []*GateResult `protobuf:"bytes,26,rep,name=gates,proto3" json:"gates,omitempty"`
+	// The gate that stopped the rollout (failed, fired, or gave up waiting
+	// at its deadline), with its query, value and threshold.
+	BlockedBy     *GateResult `protobuf:"bytes,27,opt,name=blocked_by,json=blockedBy,proto3" json:"blocked_by,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Rollout) Reset() {
 	*x = Rollout{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[5]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -749,7 +1025,7 @@ func (x *Rollout) String() string {
 func (*Rollout) ProtoMessage() {}
 
 func (x *Rollout) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[5]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -762,7 +1038,7 @@ func (x *Rollout) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Rollout.ProtoReflect.Descriptor instead.
 func (*Rollout) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Rollout) GetId() string {
@@ -940,6 +1216,20 @@ func (x *Rollout) GetWaitingUntil() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *Rollout) GetGates() []*GateResult {
+	if x != nil {
+		return x.Gates
+	}
+	return nil
+}
+
+func (x *Rollout) GetBlockedBy() *GateResult {
+	if x != nil {
+		return x.BlockedBy
+	}
+	return nil
+}
+
 // StageResult is one wave or failure-domain stage of a rollout. A stage
 // starts only once every node of the one before has an outcome, so its
 // counts are final when the next one starts (or the rollout ends).
@@ -964,7 +1254,7 @@ type StageResult struct {
 
 func (x *StageResult) Reset() {
 	*x = StageResult{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[6]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -976,7 +1266,7 @@ func (x *StageResult) String() string {
 func (*StageResult) ProtoMessage() {}
 
 func (x *StageResult) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[6]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -989,7 +1279,7 @@ func (x *StageResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StageResult.ProtoReflect.Descriptor instead.
 func (*StageResult) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *StageResult) GetWave() uint32 {
@@ -1083,7 +1373,7 @@ type RolloutRef struct {
 
 func (x *RolloutRef) Reset() {
 	*x = RolloutRef{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[7]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1095,7 +1385,7 @@ func (x *RolloutRef) String() string {
 func (*RolloutRef) ProtoMessage() {}
 
 func (x *RolloutRef) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[7]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1108,7 +1398,7 @@ func (x *RolloutRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RolloutRef.ProtoReflect.Descriptor instead.
 func (*RolloutRef) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RolloutRef) GetRollout() string {
@@ -1171,7 +1461,7 @@ type InvalidFingerprint struct {
 
 func (x *InvalidFingerprint) Reset() {
 	*x = InvalidFingerprint{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[8]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1183,7 +1473,7 @@ func (x *InvalidFingerprint) String() string {
 func (*InvalidFingerprint) ProtoMessage() {}
 
 func (x *InvalidFingerprint) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[8]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1196,7 +1486,7 @@ func (x *InvalidFingerprint) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidFingerprint.ProtoReflect.Descriptor instead.
 func (*InvalidFingerprint) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *InvalidFingerprint) GetFingerprint() string {
@@ -1281,7 +1571,7 @@ type Forgiveness struct {
 
 func (x *Forgiveness) Reset() {
 	*x = Forgiveness{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[9]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1293,7 +1583,7 @@ func (x *Forgiveness) String() string {
 func (*Forgiveness) ProtoMessage() {}
 
 func (x *Forgiveness) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[9]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1306,7 +1596,7 @@ func (x *Forgiveness) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Forgiveness.ProtoReflect.Descriptor instead.
 func (*Forgiveness) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Forgiveness) GetBy() string {
@@ -1346,7 +1636,7 @@ type AbortRequest struct {
 
 func (x *AbortRequest) Reset() {
 	*x = AbortRequest{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[10]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1648,7 @@ func (x *AbortRequest) String() string {
 func (*AbortRequest) ProtoMessage() {}
 
 func (x *AbortRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[10]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1661,7 @@ func (x *AbortRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AbortRequest.ProtoReflect.Descriptor instead.
 func (*AbortRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *AbortRequest) GetRollout() string {
@@ -1427,7 +1717,7 @@ type ForgiveRequest struct {
 
 func (x *ForgiveRequest) Reset() {
 	*x = ForgiveRequest{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[11]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1439,7 +1729,7 @@ func (x *ForgiveRequest) String() string {
 func (*ForgiveRequest) ProtoMessage() {}
 
 func (x *ForgiveRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[11]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1452,7 +1742,7 @@ func (x *ForgiveRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ForgiveRequest.ProtoReflect.Descriptor instead.
 func (*ForgiveRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{11}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ForgiveRequest) GetFingerprint() string {
@@ -1508,7 +1798,7 @@ type LeaderLease struct {
 
 func (x *LeaderLease) Reset() {
 	*x = LeaderLease{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[12]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1520,7 +1810,7 @@ func (x *LeaderLease) String() string {
 func (*LeaderLease) ProtoMessage() {}
 
 func (x *LeaderLease) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[12]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1533,7 +1823,7 @@ func (x *LeaderLease) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeaderLease.ProtoReflect.Descriptor instead.
 func (*LeaderLease) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{12}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LeaderLease) GetHolder() string {
@@ -1586,7 +1876,7 @@ type Fence struct {
 
 func (x *Fence) Reset() {
 	*x = Fence{}
-	mi := &file_sluice_v1_rollout_proto_msgTypes[13]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1888,7 @@ func (x *Fence) String() string {
 func (*Fence) ProtoMessage() {}
 
 func (x *Fence) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_rollout_proto_msgTypes[13]
+	mi := &file_sluice_v1_rollout_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1901,7 @@ func (x *Fence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Fence.ProtoReflect.Descriptor instead.
 func (*Fence) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{13}
+	return file_sluice_v1_rollout_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *Fence) GetEpoch() uint64 {
@@ -1639,12 +1929,12 @@ var File_sluice_v1_rollout_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\n" +
-	"\x17sluice/v1/rollout.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x16sluice/v1/config.proto\x1a\x17sluice/v1/control.proto\x1a\x16sluice/v1/intent.proto\"\x82\x01\n" +
+	"\x17sluice/v1/rollout.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/wrappers.proto\x1a\x16sluice/v1/config.proto\x1a\x17sluice/v1/control.proto\x1a\x16sluice/v1/intent.proto\"\x82\x01\n" +
 	"\bRevision\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
 	"\aintents\x18\x02 \x03(\v2\x11.sluice.v1.IntentR\aintents\x129\n" +
 	"\n" +
-	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xa3\x04\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xca\x04\n" +
 	"\bStrategy\x12!\n" +
 	"\fmax_parallel\x18\x01 \x01(\tR\vmaxParallel\x12\x1d\n" +
 	"\n" +
@@ -1660,7 +1950,40 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\rretry_invalid\x18\n" +
 	" \x01(\bR\fretryInvalid\x12!\n" +
 	"\fwhile_active\x18\v \x01(\tR\vwhileActive\x12\x18\n" +
-	"\awindows\x18\f \x03(\tR\awindows\"\xe5\x01\n" +
+	"\awindows\x18\f \x03(\tR\awindows\x12%\n" +
+	"\x05gates\x18\r \x03(\v2\x0f.sluice.v1.GateR\x05gates\"\xbd\x03\n" +
+	"\x04Gate\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
+	"\n" +
+	"prometheus\x18\x02 \x01(\tR\n" +
+	"prometheus\x12\x14\n" +
+	"\x05query\x18\x03 \x01(\tR\x05query\x12.\n" +
+	"\x03max\x18\x04 \x01(\v2\x1c.google.protobuf.DoubleValueR\x03max\x12.\n" +
+	"\x03min\x18\x05 \x01(\v2\x1c.google.protobuf.DoubleValueR\x03min\x125\n" +
+	"\blookback\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\blookback\x12-\n" +
+	"\x04step\x18\a \x01(\v2\x19.google.protobuf.DurationR\x04step\x12\x1f\n" +
+	"\vmin_samples\x18\b \x01(\rR\n" +
+	"minSamples\x12\x16\n" +
+	"\x06alerts\x18\t \x03(\tR\x06alerts\x125\n" +
+	"\binterval\x18\n" +
+	" \x01(\v2\x19.google.protobuf.DurationR\binterval\x125\n" +
+	"\bdeadline\x18\v \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\xb4\x02\n" +
+	"\n" +
+	"GateResult\x12\x12\n" +
+	"\x04gate\x18\x01 \x01(\tR\x04gate\x12\x16\n" +
+	"\x06before\x18\x02 \x01(\tR\x06before\x12\x18\n" +
+	"\averdict\x18\x03 \x01(\tR\averdict\x12\x18\n" +
+	"\amessage\x18\x04 \x01(\tR\amessage\x12\x14\n" +
+	"\x05query\x18\x05 \x01(\tR\x05query\x12\x14\n" +
+	"\x05value\x18\x06 \x01(\x01R\x05value\x12\x1e\n" +
+	"\n" +
+	"comparison\x18\a \x01(\tR\n" +
+	"comparison\x12\x1c\n" +
+	"\tthreshold\x18\b \x01(\x01R\tthreshold\x12\x18\n" +
+	"\asamples\x18\t \x01(\rR\asamples\x12\x16\n" +
+	"\x06firing\x18\n" +
+	" \x03(\tR\x06firing\x12*\n" +
+	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe5\x01\n" +
 	"\x04Head\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x1e\n" +
 	"\n" +
@@ -1696,7 +2019,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\tattempted\x18\v \x01(\rR\tattempted\x12\x18\n" +
 	"\astopped\x18\f \x01(\rR\astopped\x12\x1f\n" +
 	"\vnot_started\x18\r \x01(\rR\n" +
-	"notStarted\"\xcb\b\n" +
+	"notStarted\"\xae\t\n" +
 	"\aRollout\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12+\n" +
@@ -1731,7 +2054,10 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\tpause_ack\x18\x16 \x01(\v2\x13.sluice.v1.PauseAckR\bpauseAck\x12.\n" +
 	"\x06stages\x18\x17 \x03(\v2\x16.sluice.v1.StageResultR\x06stages\x12\x18\n" +
 	"\awaiting\x18\x18 \x01(\tR\awaiting\x12?\n" +
-	"\rwaiting_until\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\fwaitingUntil\"\x9b\x03\n" +
+	"\rwaiting_until\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\fwaitingUntil\x12+\n" +
+	"\x05gates\x18\x1a \x03(\v2\x15.sluice.v1.GateResultR\x05gates\x124\n" +
+	"\n" +
+	"blocked_by\x18\x1b \x01(\v2\x15.sluice.v1.GateResultR\tblockedBy\"\x9b\x03\n" +
 	"\vStageResult\x12\x12\n" +
 	"\x04wave\x18\x01 \x01(\rR\x04wave\x12\x16\n" +
 	"\x06domain\x18\x02 \x01(\tR\x06domain\x129\n" +
@@ -1828,75 +2154,88 @@ func file_sluice_v1_rollout_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_rollout_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_sluice_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_sluice_v1_rollout_proto_msgTypes = make([]protoimpl.MessageInfo, 16)
 var file_sluice_v1_rollout_proto_goTypes = []any{
-	(RolloutPhase)(0),             // 0: sluice.v1.RolloutPhase
-	(NodeResult)(0),               // 1: sluice.v1.NodeResult
-	(*Revision)(nil),              // 2: sluice.v1.Revision
-	(*Strategy)(nil),              // 3: sluice.v1.Strategy
-	(*Head)(nil),                  // 4: sluice.v1.Head
-	(*NodeOutcome)(nil),           // 5: sluice.v1.NodeOutcome
-	(*RolloutCounts)(nil),         // 6: sluice.v1.RolloutCounts
-	(*Rollout)(nil),               // 7: sluice.v1.Rollout
-	(*StageResult)(nil),           // 8: sluice.v1.StageResult
-	(*RolloutRef)(nil),            // 9: sluice.v1.RolloutRef
-	(*InvalidFingerprint)(nil),    // 10: sluice.v1.InvalidFingerprint
-	(*Forgiveness)(nil),           // 11: sluice.v1.Forgiveness
-	(*AbortRequest)(nil),          // 12: sluice.v1.AbortRequest
-	(*ForgiveRequest)(nil),        // 13: sluice.v1.ForgiveRequest
-	(*LeaderLease)(nil),           // 14: sluice.v1.LeaderLease
-	(*Fence)(nil),                 // 15: sluice.v1.Fence
-	(*Intent)(nil),                // 16: sluice.v1.Intent
-	(*timestamppb.Timestamp)(nil), // 17: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 18: google.protobuf.Duration
-	(NodePhase)(0),                // 19: sluice.v1.NodePhase
-	(*PauseRequest)(nil),          // 20: sluice.v1.PauseRequest
-	(*PauseAck)(nil),              // 21: sluice.v1.PauseAck
+	(RolloutPhase)(0),              // 0: sluice.v1.RolloutPhase
+	(NodeResult)(0),                // 1: sluice.v1.NodeResult
+	(*Revision)(nil),               // 2: sluice.v1.Revision
+	(*Strategy)(nil),               // 3: sluice.v1.Strategy
+	(*Gate)(nil),                   // 4: sluice.v1.Gate
+	(*GateResult)(nil),             // 5: sluice.v1.GateResult
+	(*Head)(nil),                   // 6: sluice.v1.Head
+	(*NodeOutcome)(nil),            // 7: sluice.v1.NodeOutcome
+	(*RolloutCounts)(nil),          // 8: sluice.v1.RolloutCounts
+	(*Rollout)(nil),                // 9: sluice.v1.Rollout
+	(*StageResult)(nil),            // 10: sluice.v1.StageResult
+	(*RolloutRef)(nil),             // 11: sluice.v1.RolloutRef
+	(*InvalidFingerprint)(nil),     // 12: sluice.v1.InvalidFingerprint
+	(*Forgiveness)(nil),            // 13: sluice.v1.Forgiveness
+	(*AbortRequest)(nil),           // 14: sluice.v1.AbortRequest
+	(*ForgiveRequest)(nil),         // 15: sluice.v1.ForgiveRequest
+	(*LeaderLease)(nil),            // 16: sluice.v1.LeaderLease
+	(*Fence)(nil),                  // 17: sluice.v1.Fence
+	(*Intent)(nil),                 // 18: sluice.v1.Intent
+	(*timestamppb.Timestamp)(nil),  // 19: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),    // 20: google.protobuf.Duration
+	(*wrapperspb.DoubleValue)(nil), // 21: google.protobuf.DoubleValue
+	(NodePhase)(0),                 // 22: sluice.v1.NodePhase
+	(*PauseRequest)(nil),           // 23: sluice.v1.PauseRequest
+	(*PauseAck)(nil),               // 24: sluice.v1.PauseAck
 }
 var file_sluice_v1_rollout_proto_depIdxs = []int32{
-	16, // 0: sluice.v1.Revision.intents:type_name -> sluice.v1.Intent
-	17, // 1: sluice.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
-	18, // 2: sluice.v1.Strategy.bake_time:type_name -> google.protobuf.Duration
-	18, // 3: sluice.v1.Strategy.apply_deadline:type_name -> google.protobuf.Duration
-	18, // 4: sluice.v1.Strategy.pickup_deadline:type_name -> google.protobuf.Duration
-	18, // 5: sluice.v1.Strategy.progress_deadline:type_name -> google.protobuf.Duration
-	3,  // 6: sluice.v1.Head.strategy:type_name -> sluice.v1.Strategy
-	17, // 7: sluice.v1.Head.updated_at:type_name -> google.protobuf.Timestamp
-	19, // 8: sluice.v1.NodeOutcome.phase:type_name -> sluice.v1.NodePhase
-	1,  // 9: sluice.v1.NodeOutcome.result:type_name -> sluice.v1.NodeResult
-	3,  // 10: sluice.v1.Rollout.strategy:type_name -> sluice.v1.Strategy
-	0,  // 11: sluice.v1.Rollout.phase:type_name -> sluice.v1.RolloutPhase
-	17, // 12: sluice.v1.Rollout.started_at:type_name -> google.protobuf.Timestamp
-	17, // 13: sluice.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
-	17, // 14: sluice.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
-	6,  // 15: sluice.v1.Rollout.counts:type_name -> sluice.v1.RolloutCounts
-	5,  // 16: sluice.v1.Rollout.failures:type_name -> sluice.v1.NodeOutcome
-	5,  // 17: sluice.v1.Rollout.skipped:type_name -> sluice.v1.NodeOutcome
-	17, // 18: sluice.v1.Rollout.bake_until:type_name -> google.protobuf.Timestamp
-	18, // 19: sluice.v1.Rollout.leader_time:type_name -> google.protobuf.Duration
-	12, // 20: sluice.v1.Rollout.aborted_by:type_name -> sluice.v1.AbortRequest
-	20, // 21: sluice.v1.Rollout.pause:type_name -> sluice.v1.PauseRequest
-	21, // 22: sluice.v1.Rollout.pause_ack:type_name -> sluice.v1.PauseAck
-	8,  // 23: sluice.v1.Rollout.stages:type_name -> sluice.v1.StageResult
-	17, // 24: sluice.v1.Rollout.waiting_until:type_name -> google.protobuf.Timestamp
-	17, // 25: sluice.v1.StageResult.started_at:type_name -> google.protobuf.Timestamp
-	17, // 26: sluice.v1.StageResult.ended_at:type_name -> google.protobuf.Timestamp
-	6,  // 27: sluice.v1.StageResult.counts_at_start:type_name -> sluice.v1.RolloutCounts
-	17, // 28: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
-	17, // 29: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
-	11, // 30: sluice.v1.InvalidFingerprint.forgiven:type_name -> sluice.v1.Forgiveness
-	17, // 31: sluice.v1.Forgiveness.at:type_name -> google.protobuf.Timestamp
-	17, // 32: sluice.v1.AbortRequest.at:type_name -> google.protobuf.Timestamp
-	17, // 33: sluice.v1.ForgiveRequest.at:type_name -> google.protobuf.Timestamp
-	17, // 34: sluice.v1.ForgiveRequest.recorded_at:type_name -> google.protobuf.Timestamp
-	17, // 35: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
-	17, // 36: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
-	17, // 37: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
-	38, // [38:38] is the sub-list for method output_type
-	38, // [38:38] is the sub-list for method input_type
-	38, // [38:38] is the sub-list for extension type_name
-	38, // [38:38] is the sub-list for extension extendee
-	0,  // [0:38] is the sub-list for field type_name
+	18, // 0: sluice.v1.Revision.intents:type_name -> sluice.v1.Intent
+	19, // 1: sluice.v1.Revision.created_at:type_name -> google.protobuf.Timestamp
+	20, // 2: sluice.v1.Strategy.bake_time:type_name -> google.protobuf.Duration
+	20, // 3: sluice.v1.Strategy.apply_deadline:type_name -> google.protobuf.Duration
+	20, // 4: sluice.v1.Strategy.pickup_deadline:type_name -> google.protobuf.Duration
+	20, // 5: sluice.v1.Strategy.progress_deadline:type_name -> google.protobuf.Duration
+	4,  // 6: sluice.v1.Strategy.gates:type_name -> sluice.v1.Gate
+	21, // 7: sluice.v1.Gate.max:type_name -> google.protobuf.DoubleValue
+	21, // 8: sluice.v1.Gate.min:type_name -> google.protobuf.DoubleValue
+	20, // 9: sluice.v1.Gate.lookback:type_name -> google.protobuf.Duration
+	20, // 10: sluice.v1.Gate.step:type_name -> google.protobuf.Duration
+	20, // 11: sluice.v1.Gate.interval:type_name -> google.protobuf.Duration
+	20, // 12: sluice.v1.Gate.deadline:type_name -> google.protobuf.Duration
+	19, // 13: sluice.v1.GateResult.at:type_name -> google.protobuf.Timestamp
+	3,  // 14: sluice.v1.Head.strategy:type_name -> sluice.v1.Strategy
+	19, // 15: sluice.v1.Head.updated_at:type_name -> google.protobuf.Timestamp
+	22, // 16: sluice.v1.NodeOutcome.phase:type_name -> sluice.v1.NodePhase
+	1,  // 17: sluice.v1.NodeOutcome.result:type_name -> sluice.v1.NodeResult
+	3,  // 18: sluice.v1.Rollout.strategy:type_name -> sluice.v1.Strategy
+	0,  // 19: sluice.v1.Rollout.phase:type_name -> sluice.v1.RolloutPhase
+	19, // 20: sluice.v1.Rollout.started_at:type_name -> google.protobuf.Timestamp
+	19, // 21: sluice.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
+	19, // 22: sluice.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
+	8,  // 23: sluice.v1.Rollout.counts:type_name -> sluice.v1.RolloutCounts
+	7,  // 24: sluice.v1.Rollout.failures:type_name -> sluice.v1.NodeOutcome
+	7,  // 25: sluice.v1.Rollout.skipped:type_name -> sluice.v1.NodeOutcome
+	19, // 26: sluice.v1.Rollout.bake_until:type_name -> google.protobuf.Timestamp
+	20, // 27: sluice.v1.Rollout.leader_time:type_name -> google.protobuf.Duration
+	14, // 28: sluice.v1.Rollout.aborted_by:type_name -> sluice.v1.AbortRequest
+	23, // 29: sluice.v1.Rollout.pause:type_name -> sluice.v1.PauseRequest
+	24, // 30: sluice.v1.Rollout.pause_ack:type_name -> sluice.v1.PauseAck
+	10, // 31: sluice.v1.Rollout.stages:type_name -> sluice.v1.StageResult
+	19, // 32: sluice.v1.Rollout.waiting_until:type_name -> google.protobuf.Timestamp
+	5,  // 33: sluice.v1.Rollout.gates:type_name -> sluice.v1.GateResult
+	5,  // 34: sluice.v1.Rollout.blocked_by:type_name -> sluice.v1.GateResult
+	19, // 35: sluice.v1.StageResult.started_at:type_name -> google.protobuf.Timestamp
+	19, // 36: sluice.v1.StageResult.ended_at:type_name -> google.protobuf.Timestamp
+	8,  // 37: sluice.v1.StageResult.counts_at_start:type_name -> sluice.v1.RolloutCounts
+	19, // 38: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
+	19, // 39: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
+	13, // 40: sluice.v1.InvalidFingerprint.forgiven:type_name -> sluice.v1.Forgiveness
+	19, // 41: sluice.v1.Forgiveness.at:type_name -> google.protobuf.Timestamp
+	19, // 42: sluice.v1.AbortRequest.at:type_name -> google.protobuf.Timestamp
+	19, // 43: sluice.v1.ForgiveRequest.at:type_name -> google.protobuf.Timestamp
+	19, // 44: sluice.v1.ForgiveRequest.recorded_at:type_name -> google.protobuf.Timestamp
+	19, // 45: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
+	19, // 46: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
+	19, // 47: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
+	48, // [48:48] is the sub-list for method output_type
+	48, // [48:48] is the sub-list for method input_type
+	48, // [48:48] is the sub-list for extension type_name
+	48, // [48:48] is the sub-list for extension extendee
+	0,  // [0:48] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_rollout_proto_init() }
@@ -1913,7 +2252,7 @@ func file_sluice_v1_rollout_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_rollout_proto_rawDesc), len(file_sluice_v1_rollout_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   14,
+			NumMessages:   16,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

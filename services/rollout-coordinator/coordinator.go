@@ -64,6 +64,9 @@ type Config struct {
 	Version string
 	// Metrics, when set, records the role, the rollout and the nodes (metrics.go).
 	Metrics *Metrics
+	// GateTimeout bounds each request to Prometheus for a rollout's gates
+	// (default 10s).
+	GateTimeout time.Duration
 }
 
 // Service is a rollout-coordinator instance.
@@ -120,6 +123,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.TickInterval <= 0 {
 		cfg.TickInterval = time.Second
+	}
+	if cfg.GateTimeout <= 0 {
+		cfg.GateTimeout = 10 * time.Second
 	}
 	if cfg.VerifyInterval <= 0 {
 		cfg.VerifyInterval = time.Minute

@@ -79,6 +79,7 @@ type loop struct {
 	reconnected <-chan nats.Status // the connection came back: reload
 	quarantine  *events.Quarantine // reports values refused at intake, once per revision
 	emit        func(*sluicev1.Event)
+	gates       *gateRunner // measures the gates Decide asks for (WatchGates)
 }
 
 // errReconnected ends a term after the NATS connection came back.
@@ -111,6 +112,7 @@ func newLoop(b *buckets.Set, cfg Config, log zerolog.Logger, em *events.Emitter,
 	lp.emit = em.Emit
 	lp.quarantine = events.NewQuarantine(em)
 	lp.desiredLast = t.batchers[contract.BucketNodeConfigs].Last
+	lp.gates = newGateRunner(cfg.GateTimeout, cfg.Now, log)
 	return lp
 }
 
@@ -138,6 +140,7 @@ func (lp *loop) run(ctx context.Context) error {
 		lp.writersWG.Wait()
 	}()
 
+	defer lp.gates.stop()
 	if err := lp.step(ctx, loaded); err != nil {
 		return err
 	}
@@ -191,6 +194,8 @@ func (lp *loop) run(ctx context.Context) error {
 				return err
 			}
 			continue
+		case m := <-lp.gates.out:
+			ev = m
 		case e, ok := <-w.head:
 			if ev, err = lp.headEvent(ctx, e, ok); err != nil {
 				return err
@@ -308,6 +313,8 @@ func (lp *loop) perform(ctx context.Context, a rollout.Action) error {
 		}
 	case rollout.Emit:
 		lp.emit(a.Event)
+	case rollout.WatchGates:
+		lp.gates.set(ctx, a)
 	}
 	return nil
 }

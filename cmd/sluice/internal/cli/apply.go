@@ -222,6 +222,7 @@ type strategyFlags struct {
 	bake, apply, pickup, progress             time.Duration
 	retryInvalid                              bool
 	windows                                   []string
+	gates                                     []string
 }
 
 func (f *strategyFlags) register(fs *pflag.FlagSet) {
@@ -236,6 +237,7 @@ func (f *strategyFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.progress, "progress-deadline", 0, fmt.Sprintf("the whole rollout, counted while a coordinator runs it (default %s)", contract.DefaultProgressDeadline))
 	fs.BoolVar(&f.retryInvalid, "retry-invalid", false, "roll out even fingerprints recorded as invalid, on purpose")
 	fs.StringArrayVar(&f.windows, "window", nil, `weekly window in which waves may start, e.g. "Mon-Fri 09:00-16:00 Europe/Berlin" (DAYS HH:MM-HH:MM [ZONE]; repeat for several); a wave in flight when it closes finishes`)
+	fs.StringArrayVar(&f.gates, "gate", nil, `a gate the rollout must pass (repeatable): NAME=prometheus:URL?query=PROMQL&max=N[&min=N&lookback=5m&step=15s&min-samples=1&deadline=10m] before each next wave and the end, or NAME=prometheus:URL?alert=ALERT[,ALERT][&interval=10s&deadline=10m] all the time; values as written, no URL escaping`)
 	fs.StringVar(&f.whileActive, "while-active", "", `while another rollout runs: "queue" (start when it ends; the default) or "supersede" (stop it once its in-flight nodes settle)`)
 }
 
@@ -246,6 +248,13 @@ func (f *strategyFlags) strategy(fs *pflag.FlagSet) (*sluicev1.Strategy, error) 
 	st := &sluicev1.Strategy{MaxParallel: f.maxParallel, FirstWave: f.firstWave, WaveGrowth: f.waveGrowth,
 		FailureDomain: f.failureDomain, FailureBudget: f.failureBudget, RetryInvalid: f.retryInvalid, WhileActive: f.whileActive,
 		Windows: f.windows}
+	for _, spec := range f.gates {
+		g, err := contract.ParseGate(spec)
+		if err != nil {
+			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--gate %q: %w", spec, err)}
+		}
+		st.Gates = append(st.Gates, g)
+	}
 	for _, d := range []struct {
 		flag string
 		v    time.Duration
@@ -294,6 +303,9 @@ func strategyUsageError(errs []*sluicev1.FieldError) error {
 func flagOf(field string) string {
 	if strings.TrimPrefix(field, "strategy.") == "windows" || strings.HasPrefix(field, "strategy.windows[") {
 		return "--window"
+	}
+	if strings.TrimPrefix(field, "strategy.") == "gates" || strings.HasPrefix(field, "strategy.gates[") {
+		return "--gate"
 	}
 	var b strings.Builder
 	b.WriteString("--")

@@ -43,8 +43,8 @@ On a terminal each line is cut at 120 characters (…); -o wide, or output to
 a pipe or file, prints whole lines.
 
 KIND is what the event is about: node, rollout, revision, intent, fingerprint,
-leader, registry, instance, freeze, control (a control run from the dashboard), or
-quarantine (a stored value refused at intake:
+leader, registry, instance, freeze, gate (a rollout's gate, id <rollout>.<gate>),
+control (a control run from the dashboard), or quarantine (a stored value refused at intake:
 ValueUnreadable and ValueRewritten, id <bucket>.<key>). Services publish events without waiting, so the stream may hold
 them out of time order: --last N takes the last N the stream stored, then
 sorts them by time (an event without a time by when the stream stored it).
@@ -82,7 +82,7 @@ reason}. They print the stored events once, so they do not go with --follow.`,
 	cmd.Flags().StringVar(&f.node, "node", "", "only events about or naming this node")
 	cmd.Flags().StringSliceVar(&f.types, "type", nil, "only events of these types, comma-separated (NodeInvalid,Rollout*)")
 	cmd.Flags().BoolVarP(&follow, "follow", "f", false, "keep printing new events until interrupted")
-	cmd.Flags().StringVar(&kind, "kind", "", "only events about this kind (node, rollout, revision, intent, fingerprint, leader, registry, instance, freeze, control, quarantine)")
+	cmd.Flags().StringVar(&kind, "kind", "", "only events about this kind (node, rollout, revision, intent, fingerprint, leader, registry, instance, freeze, gate, control, quarantine)")
 	cmd.Flags().IntVarP(&last, "last", "n", 50, "how many stored events to print first")
 	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, wide (whole lines on a terminal), json or yaml")
 	return cmd

@@ -130,6 +130,13 @@ func strategyLine(st *sluicev1.Strategy) string {
 	if ws := st.GetWindows(); len(ws) > 0 {
 		parts = append(parts, "waves start within "+strings.Join(ws, " or "))
 	}
+	for _, g := range st.GetGates() {
+		if rg, err := contract.ResolveGate(g); err == nil {
+			parts = append(parts, "gate "+rg.Describe())
+		} else {
+			parts = append(parts, "gate "+contract.FormatGate(g))
+		}
+	}
 	return strings.Join(parts, ", ")
 }
 
@@ -148,7 +155,12 @@ func stageLine(r *sluicev1.Rollout, now time.Time) string {
 	}
 	if w := r.GetWaiting(); w != "" {
 		if u := r.GetWaitingUntil(); u != nil && u.AsTime().After(now) {
-			w += " (opens in " + strings.TrimSuffix(max(u.AsTime().Sub(now).Round(time.Minute), time.Minute).String(), "0s") + ")"
+			// A window opens or a freeze ends then; a gate gives up.
+			word := "opens in "
+			if strings.HasPrefix(w, contract.GateWaitPrefix) {
+				word = "fails in "
+			}
+			w += " (" + word + strings.TrimSuffix(max(u.AsTime().Sub(now).Round(time.Minute), time.Minute).String(), "0s") + ")"
 		}
 		parts = append(parts, w)
 	}
@@ -331,8 +343,30 @@ func rolloutLines(r *sluicev1.Rollout, live []liveNode, now time.Time) []string 
 	if st := stagesLine(r); st != "" {
 		lines = append(lines, "stages    "+st)
 	}
+	lines = append(lines, gateLines(r, now)...)
 	lines = append(lines, nodeLines(r, live, now)...)
 	return append(lines, outcomeLine(r))
+}
+
+// gateLines says what each gate last said, and which gate stopped the
+// rollout, with its query, value and threshold.
+func gateLines(r *sluicev1.Rollout, now time.Time) []string {
+	var lines []string
+	for _, g := range r.GetGates() {
+		what := g.GetVerdict()
+		if b := g.GetBefore(); b != "" {
+			what += " before " + b
+		}
+		lines = append(lines, fmt.Sprintf("gate      %s (%s, %s ago)", g.GetMessage(), what, age(now, g.GetAt())))
+	}
+	if b := r.GetBlockedBy(); b != nil {
+		line := "blocked   by gate " + b.GetMessage()
+		if q := b.GetQuery(); q != "" && b.GetComparison() != "" {
+			line += fmt.Sprintf("; query %s must be %s %s, was %s", q, b.GetComparison(), contract.FormatValue(b.GetThreshold()), contract.FormatValue(b.GetValue()))
+		}
+		lines = append(lines, line)
+	}
+	return lines
 }
 
 // stagesLine sums up each wave or failure-domain stage started:

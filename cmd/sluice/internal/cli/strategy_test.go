@@ -55,6 +55,8 @@ func TestStrategyFlags_BadValues_AreUsageErrorsNamingTheFlag(t *testing.T) {
 		{"negative progress deadline", []string{"--progress-deadline", "-5m"}, []string{"--progress-deadline: -5m0s is not a positive duration"}},
 		{"pickup shorter than apply", []string{"--apply-deadline", "2m", "--pickup-deadline", "1m"},
 			[]string{"--pickup-deadline: 1m0s is shorter than the apply deadline 2m0s"}},
+		{"gate without a kind", []string{"--gate", "e=http://p:9090?query=x&max=1"}, []string{`--gate "e=http://p:9090?query=x&max=1": gate e: "http" is not a gate kind`}},
+		{"gate without a threshold", []string{"--gate", "e=prometheus:http://p:9090?query=x"}, []string{"--gate: gate e: no threshold"}},
 		{"every problem at once", []string{"--max-parallel", "0%", "--failure-budget", "-1"}, []string{"2 strategy flags are wrong:\n  --failure-budget: ", "\n  --max-parallel: "}},
 	}
 	for _, tt := range tests {

@@ -223,7 +223,7 @@ func TestUsageErrors_ExitWith2(t *testing.T) {
 		{"a mistyped subcommand", []string{"rollout", "statsu"}, "unknown command \"statsu\" for \"sluice rollout\"\n\nDid you mean this?\n\tstatus"},
 		{"a subcommand that does not exist", []string{"rollout", "promote"}, "unknown command \"promote\" for \"sluice rollout\""},
 		{"a mistyped subcommand of registry", []string{"registry", "ad"}, "Did you mean this?\n\tadd"},
-		{"events: an unknown kind", []string{"events", "--kind", "nodes"}, `--kind "nodes": want one of node, rollout, revision, intent, fingerprint, leader, registry, instance, freeze, control, quarantine`},
+		{"events: an unknown kind", []string{"events", "--kind", "nodes"}, `--kind "nodes": want one of node, rollout, revision, intent, fingerprint, leader, registry, instance, freeze, gate, control, quarantine`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

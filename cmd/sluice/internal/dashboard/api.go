@@ -3,13 +3,13 @@ package dashboard
 import (
 	"context"
 	"encoding/json"
-	"fmt"
-	"time"
-
 	"errors"
-	"github.com/nats-io/nats.go/jetstream"
+	"fmt"
 	"net/http"
 	"regexp"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/contract"

@@ -320,6 +320,14 @@ func (s *State) placeAll(resuming bool, now time.Time) {
 		// state from elsewhere. Go one node at a time rather than not at all.
 		s.plan = fallbackPlan()
 	}
+	s.initGates(now)
+	// A waiting line the last term wrote is this term's to clear: as a
+	// gate's, or else as a window's or freeze's (the next wave start that
+	// finds it open clears it).
+	if w := r.GetWaiting(); w != "" {
+		s.gates.waiting = strings.HasPrefix(w, contract.GateWaitPrefix)
+		s.waitingWindow = !s.gates.waiting
+	}
 	for _, name := range s.sortedNodes() {
 		n := s.nodes[name]
 		n.prog, n.rev, n.previous, n.writtenAt, n.ackAt, n.touched = progNone, revNone, nil, time.Time{}, time.Time{}, false
@@ -454,7 +462,7 @@ func (s *State) maybeFinish(now time.Time) {
 		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, s.stopReason, now)
 		return
 	}
-	if s.pending.len() > 0 {
+	if s.pending.len() > 0 || !s.endGates(now) {
 		return
 	}
 	if f := s.failures(); f > 0 {
@@ -505,6 +513,7 @@ func (s *State) finish(phase sluicev1.RolloutPhase, reason string, now time.Time
 	s.forgetGroups()
 	s.forgetShared()
 	s.reverting, s.stopReason, s.bakeUntil, s.dirty, s.waitingWindow = false, "", time.Time{}, false, false
+	s.gates = gateState{watched: s.gates.watched}
 	if h, rev := s.next, s.nextRev; h != nil {
 		// The waiting head starts now; it places every node.
 		s.next, s.nextRev = nil, nil

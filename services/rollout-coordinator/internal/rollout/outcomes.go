@@ -173,6 +173,7 @@ func (s *State) tick(now time.Time) {
 		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, reason+"; nodes are left as they are", now)
 		return
 	}
+	s.gateDeadlines(now)
 	// Only the nodes whose deadline passed are looked at, by name.
 	for _, n := range s.overdue(now) {
 		if !s.inFlight.has(n) || s.rollout == nil {

@@ -172,6 +172,7 @@ func (s *State) resumeRevert(now time.Time) {
 	if s.plan, err = resolve(r.GetStrategy(), int(c.GetTotal())); err != nil {
 		s.plan = fallbackPlan()
 	}
+	s.gates = gateState{watched: s.gates.watched}
 	for _, name := range s.sortedNodes() {
 		n := s.nodes[name]
 		n.prog, n.rev, n.writtenAt, n.ackAt, n.touched = progNone, revNone, time.Time{}, time.Time{}, false

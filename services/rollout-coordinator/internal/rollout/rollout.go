@@ -10,7 +10,8 @@
 // lifecycle.go (load, start, resume, finish), scheduling.go (waves, domains,
 // bake), outcomes.go (reports, deadlines, presence), flight.go (the nodes in
 // flight and their deadlines), queue.go (the pending and revert queues),
-// revert.go and guards.go (known-bad fingerprints, nodes outside a rollout).
+// revert.go and guards.go (known-bad fingerprints, nodes outside a rollout),
+// pairs.go (redundancy groups), gates.go (metric and alert gates).
 // docs/rollouts.md draws the state machine.
 //
 // Cost: the state keeps about 700 bytes per node, and no event but a
@@ -26,6 +27,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -100,6 +102,18 @@ type (
 		ID string
 		F  *sluicev1.Freeze
 	}
+	// GateMeasured: what the loop measured for a gate WatchGates asked for
+	// (Before as asked; "" for an alert gate). Err says why there is no
+	// measurement (Prometheus did not answer); otherwise Samples counts the
+	// query's values over the lookback, Max and Min are the highest and
+	// lowest of them, and Firing names the gate's alerts that fire.
+	GateMeasured struct {
+		Rollout, Gate, Before string
+		Err                   string
+		Samples               int
+		Max, Min              float64
+		Firing                []string
+	}
 )
 
 func (Loaded) isEvent()              {}
@@ -114,6 +128,7 @@ func (ForgiveRequested) isEvent()    {}
 func (PauseChanged) isEvent()        {}
 func (RolloutPauseChanged) isEvent() {}
 func (FreezeChanged) isEvent()       {}
+func (GateMeasured) isEvent()        {}
 
 // Actions. Each carries copies, never pointers into the state.
 type (
@@ -157,7 +172,21 @@ type (
 	AckPause struct{ Ack *sluicev1.PauseAck }
 	// Emit records a state transition in the events stream.
 	Emit struct{ Event *sluicev1.Event }
+	// WatchGates is every gate measurement the rollout needs now: the loop
+	// measures each (again, with backoff, until it is no longer listed) and
+	// feeds the results back as GateMeasured; what is not listed stops.
+	WatchGates struct {
+		Rollout string
+		Checks  []GateCheck
+	}
 )
+
+// GateCheck is one gate to measure: a metric gate for the boundary Before,
+// or an alert gate (Before "").
+type GateCheck struct {
+	Gate   contract.Gate
+	Before string
+}
 
 func (WriteDesired) isAction()   {}
 func (StartRollout) isAction()   {}
@@ -167,6 +196,7 @@ func (RecordInvalid) isAction()  {}
 func (ForgiveInvalid) isAction() {}
 func (AckPause) isAction()       {}
 func (Emit) isAction()           {}
+func (WatchGates) isAction()     {}
 
 // maxListed bounds the failures and skipped nodes kept in a rollout record.
 const maxListed = 100
@@ -213,6 +243,8 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 		s.rolloutPauseChanged(ev.R)
 	case FreezeChanged:
 		s.freezeChanged(ev.ID, ev.F)
+	case GateMeasured:
+		s.gateMeasured(ev, now)
 	}
 	// A rollout that ends starts the head waiting for it, which may start
 	// nodes, or end at once (nothing to change): until nothing moves.
@@ -224,6 +256,7 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 		// ended: that queues an action or changes the record).
 		s.busyKnown = [2]bool{}
 	}
+	s.syncGates()
 	s.syncPause(now)
 	acts := s.out
 	if s.rollout != nil {

@@ -50,6 +50,9 @@ func (s *State) fill(now time.Time) {
 			s.waitForPair(n, now)
 			break
 		}
+		if !s.alertsClear(now) {
+			break // an alert gate has not said its alerts are quiet
+		}
 		boundary, what := s.boundary(n)
 		if boundary {
 			if s.inFlight.len() > 0 {
@@ -59,7 +62,15 @@ func (s *State) fill(now time.Time) {
 				s.startBake(now, what)
 				break
 			}
+			// Metric gates judge what the stages before changed: none
+			// before the first.
 			if !s.windowOpen(now, what) {
+				// The gates are asked once the window opens: a verdict
+				// from before a wait may be hours old by then.
+				s.forgetGateAnswers()
+				break
+			}
+			if s.started > 0 && !s.metricGatesPass(now, what) {
 				break
 			}
 			s.closeStage(now)
@@ -68,6 +79,7 @@ func (s *State) fill(now time.Time) {
 		} else if s.started == 0 && !s.windowOpen(now, "the first nodes") {
 			break // a rollout without waves is one: it starts within a window too
 		}
+		s.gateWaitOver()
 		// A bake counts for the stage boundary it came before; one taken
 		// early for a redundancy group (pairs.go) does not stand in for it.
 		s.baked, s.pairWait = false, ""
@@ -113,7 +125,7 @@ func (s *State) windowOpen(now time.Time, what string) bool {
 		return true
 	}
 	if !s.waitingWindow || r.GetWaiting() != why || !r.GetWaitingUntil().AsTime().Equal(next) {
-		s.waitingWindow = true
+		s.waitingWindow, s.gates.waiting = true, false // the window's line replaces a gate's
 		r.Waiting, r.WaitingUntil = why, timestamppb.New(next)
 		s.changed()
 		s.emit(s.rolloutEvent("RolloutWaitingForWindow", fmt.Sprintf("%s: %s starts at %s at the earliest",
@@ -138,10 +150,10 @@ func (s *State) freezeChanged(id string, f *sluicev1.Freeze) {
 // stopWaiting ends a wait for a window without a wave starting: the
 // rollout stopped.
 func (s *State) stopWaiting() {
-	if !s.waitingWindow {
+	if !s.waitingWindow && !s.gates.waiting {
 		return
 	}
-	s.waitingWindow = false
+	s.waitingWindow, s.gates.waiting = false, false
 	s.rollout.Waiting, s.rollout.WaitingUntil = "", nil
 	s.changed()
 }

@@ -113,6 +113,8 @@ type State struct {
 	// waitingWindow: the next wave waits for one of the strategy's windows
 	// to open (scheduling.go); the clock stands still meanwhile too.
 	waitingWindow bool
+	// gates are what the active rollout's gates said (gates.go).
+	gates gateState
 
 	// Pause (pause.go): the control plane's request, each rollout's, and
 	// the acknowledgement of the control plane's last handed to the loop.

@@ -187,3 +187,19 @@ func TestFreeze_HoldsWaveStarts(t *testing.T) {
 		t.Fatalf("freeze removed: want wave 2 started at once, got %v, waiting %q", w.written, w.s.rollout.GetWaiting())
 	}
 }
+
+// A new term that finds the window open clears the waiting line the last
+// term wrote, as the wave starts.
+func TestWindows_ANewTermClearsTheLastTermsWaitingLine(t *testing.T) {
+	w := newWindowRun(t, &sluicev1.Strategy{MaxParallel: "1", Windows: []string{"Mon 09:00-10:00"}}, "n1")
+	rec := snapshot(w.s.rollout)
+	if rec.GetWaiting() == "" {
+		t.Fatal("the record before the takeover does not wait")
+	}
+	r1 := testRev("aaaa1111")
+	n := &windowRun{t: t, s: NewState(), fp: w.fp, id: w.id, now: day(23, 9, 30), written: map[string]time.Time{}}
+	n.decide(Loaded{Head: withStrategy(head(1, r1.Id, "1"), rec.GetStrategy()), HeadRev: r1, Active: rec, ActiveRev: r1, Presence: presence("n1")})
+	if len(n.written) != 1 || n.s.rollout.GetWaiting() != "" || n.s.rollout.GetWaitingUntil() != nil {
+		t.Fatalf("new term within the window: want n1 started and no waiting line, got %v, %q", n.written, n.s.rollout.GetWaiting())
+	}
+}

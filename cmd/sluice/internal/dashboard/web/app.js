@@ -478,6 +478,7 @@ function renderRollout() {
   if (r.wave) meta.push(`wave ${r.wave}`);
   if (r.domain) meta.push(`domain ${r.domain}`);
   if (r.pause && r.pause.paused) meta.push(`paused by ${r.pause.by || '?'}${r.pause.reason ? ': ' + r.pause.reason : ''}`);
+  for (const g of r.gates || []) meta.push(`gate ${g.message} (${g.verdict}${g.before ? ' before ' + g.before : ''})`);
   $('rollout-meta').textContent = meta.join(' · ');
   // Countdowns: the bake, and a wait for a window or a freeze to end.
   const running = r.phase === 'ROLLOUT_PHASE_PROGRESSING';
@@ -486,7 +487,9 @@ function renderRollout() {
   $('bake').textContent = bake > 0 ? `baking: ${fmtDur(bake)} left (until ${new Date(r.bakeUntil).toLocaleTimeString()})` : '';
   const wait = running && r.waiting;
   $('waiting').hidden = !wait;
-  $('waiting').textContent = wait ? r.waiting + (r.waitingUntil ? ` — ${fmtDur(new Date(r.waitingUntil) - Date.now())} to go (until ${new Date(r.waitingUntil).toLocaleString()})` : '') : '';
+  // A gate's wait ends in failure at waitingUntil; a window's or freeze's in the next wave.
+  const gateWait = wait && r.waiting.startsWith('waiting for gate ');
+  $('waiting').textContent = wait ? r.waiting + (r.waitingUntil ? ` — ${gateWait ? 'fails in' : ''} ${fmtDur(new Date(r.waitingUntil) - Date.now())}${gateWait ? '' : ' to go'} (${gateWait ? 'at' : 'until'} ${new Date(r.waitingUntil).toLocaleString()})` : '') : '';
   renderTimeline(r, S.timelines.get(r.id));
   const c = r.counts || {}, total = c.total || 0;
   const bar = $('counts-bar');
