@@ -1,21 +1,19 @@
 package cli
 
 import (
-	"bytes"
 	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"maps"
 	"slices"
 	"strings"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/change"
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -399,50 +397,21 @@ func waveOf(waves []int, started int) int {
 	return 0
 }
 
-// intentChanges lists the intents that differ between two node configs,
-// by id: added, removed, or changed (old and new spec, as compact JSON).
+// intentChanges lists the intents that differ between two node configs
+// (view.ConfigDiff, as the dashboard's drawer shows them), in diff's
+// words: added, removed, or changed with the old and new spec as JSON.
 func intentChanges(from, to *sluicev1.NodeConfig) []intentChange {
-	index := func(c *sluicev1.NodeConfig) map[string]*sluicev1.Intent {
-		m := map[string]*sluicev1.Intent{}
-		for _, in := range c.GetIntents() {
-			m[intent.ID(in)] = in
-		}
-		return m
-	}
-	old, nu := index(from), index(to)
-	ids := slices.Sorted(maps.Keys(old))
-	for id := range nu {
-		if _, ok := old[id]; !ok {
-			ids = append(ids, id)
-		}
-	}
-	slices.Sort(ids)
+	words := map[string]string{"+": "added", "-": "removed", "~": "changed"}
 	out := []intentChange{}
-	for _, id := range ids {
-		o, n := old[id], nu[id]
-		switch {
-		case o == nil:
-			out = append(out, intentChange{Intent: id, Op: "added", To: compactJSON(n)})
-		case n == nil:
-			out = append(out, intentChange{Intent: id, Op: "removed"})
-		case !proto.Equal(o, n):
-			out = append(out, intentChange{Intent: id, Op: "changed", From: compactJSON(o), To: compactJSON(n)})
+	for _, c := range view.ConfigDiff(from, to) {
+		ic := intentChange{Intent: c.Intent, Op: words[c.Op]}
+		if c.Op == "~" {
+			ic.From = json.RawMessage(c.From)
 		}
+		if c.To != "" {
+			ic.To = json.RawMessage(c.To)
+		}
+		out = append(out, ic)
 	}
 	return out
-}
-
-// compactJSON is an intent's spec as one line of JSON.
-func compactJSON(in *sluicev1.Intent) json.RawMessage {
-	in = proto.Clone(in).(*sluicev1.Intent)
-	in.Name = ""
-	b, err := store.Marshal(in)
-	if err != nil {
-		return json.RawMessage(`"?"`)
-	}
-	var out bytes.Buffer
-	if err := json.Compact(&out, b); err != nil {
-		return b
-	}
-	return out.Bytes()
 }
