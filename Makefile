@@ -35,7 +35,7 @@ pkg.probe                      := ./deploy/probe
 SEEDS         ?= 50
 SEED_BASE     ?= 1
 MUTANT_SEEDS  ?= 200
-CHAOS_TIMEOUT ?= 15m
+CHAOS_TIMEOUT ?= 30m
 
 IMAGE_PREFIX ?= sluice
 IMAGE_TAG    ?= dev
