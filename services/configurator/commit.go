@@ -123,6 +123,21 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, rero
 	}
 	id := render.RevisionID(eff)
 	if cur.Value != nil && cur.Value.GetRevision() == id && !reroll {
+		// The head stays; its revision is rewritten if it holds a value
+		// that does not decode (content-addressed: the stored intents are
+		// its content). Else no coordinator that had not read it before
+		// could start or render it (chaos seed 23).
+		rev := &sluicev1.Revision{Id: id, Intents: eff, CreatedAt: timestamppb.New(s.cfg.Now())}
+		rewritten, err := s.repairRevision(ctx, rev)
+		if err != nil || !rewritten {
+			return cur.Value, err
+		}
+		// A coordinator reads a head's revision when the head moves, and
+		// does not roll out one it could not read: the same head written
+		// again makes it read the revision again.
+		if _, err := s.st.head.Update(ctx, contract.KeyHead, cur.Value, cur.Revision); err != nil {
+			return nil, fmt.Errorf("announce the rewritten revision %s: %w", render.Short(id), err)
+		}
 		return cur.Value, nil
 	}
 	if cur.Value == nil && len(eff) == 0 {
@@ -154,7 +169,7 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, rero
 	case errors.Is(err, store.ErrConflict):
 		// Content-addressed: the same content was a revision before, unless
 		// what is stored under its id does not decode; then it is rewritten.
-		if err := s.repairRevision(ctx, rev); err != nil {
+		if _, err := s.repairRevision(ctx, rev); err != nil {
 			return nil, err
 		}
 	case err != nil:
@@ -178,22 +193,22 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, rero
 }
 
 // repairRevision rewrites revision rev when the value stored under its id
-// does not decode. Any readable value there has the same content: the id is
+// does not decode (rewritten: it did). Any readable value there has the same content: the id is
 // its hash.
-func (s *Service) repairRevision(ctx context.Context, rev *sluicev1.Revision) error {
+func (s *Service) repairRevision(ctx context.Context, rev *sluicev1.Revision) (rewritten bool, err error) {
 	e, err := s.st.revisions.Get(ctx, rev.GetId())
 	switch {
 	case err == nil, errors.Is(err, store.ErrNotFound):
-		return nil
+		return false, nil
 	case !errors.Is(err, store.ErrUndecodable):
-		return fmt.Errorf("read revision %s: %w", render.Short(rev.GetId()), err)
+		return false, fmt.Errorf("read revision %s: %w", render.Short(rev.GetId()), err)
 	}
 	if _, err := s.st.revisions.Update(ctx, rev.GetId(), rev, e.Revision); err != nil {
-		return fmt.Errorf("rewrite unreadable revision %s: %w", render.Short(rev.GetId()), err)
+		return false, fmt.Errorf("rewrite unreadable revision %s: %w", render.Short(rev.GetId()), err)
 	}
 	s.quarantine.Rewritten(s.st.revisions.Bucket(), rev.GetId(), e.Revision, err,
 		"the revision made from the stored intents, whose content has this id")
-	return nil
+	return true, nil
 }
 
 // diff is what changed between two sets of intents, by ID.

@@ -252,6 +252,44 @@ func TestRun_JournalNamingAChangedIntent_RestoresWhatTheApplyOverwrote(t *testin
 	}
 }
 
+// The head's own revision holding garbage (and nothing else unreadable):
+// the configurator, reading its state at start, writes the revision again
+// from the stored intents (its id is their hash), then the head as it was
+// (the coordinator reads a head's revision when the head moves). Without
+// it a rollout of
+// that head is never started by a coordinator that had not read it before
+// the garbage (chaos seed 23: a new term never started the queued rollout,
+// which never ended: I2).
+func TestRun_HeadRevisionUnreadable_IsWrittenAgainAtStart(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	r := start(t, env)
+	applied := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)})
+	r.stop(t)
+	if _, err := env.Buckets.Revisions.Put(ctx, applied.GetRevision(), []byte(`{"node":"chaos","phase":"NODE_PHASE_PROVISIONED"}`)); err != nil {
+		t.Fatal(err)
+	}
+
+	head, err := env.Buckets.Revisions.Get(ctx, contract.KeyHead)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	start(t, env)
+
+	revs := store.New(env.Buckets.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} })
+	natstest.Eventually(t, wait, "the head's revision readable again", func() bool {
+		e, err := revs.Get(ctx, applied.GetRevision())
+		return err == nil && e.Value.GetId() == applied.GetRevision() && len(e.Value.GetIntents()) > 0
+	})
+	// The head is written again, as it was, so that a coordinator that
+	// could not read its revision reads it again.
+	natstest.Eventually(t, wait, "the head written again", func() bool {
+		e, err := env.Buckets.Revisions.Get(ctx, contract.KeyHead)
+		return err == nil && e.Revision() > head.Revision() && string(e.Value()) == string(head.Value())
+	})
+}
+
 // Issue 9, item 12 for the configurator: values that do not decode are
 // skipped and reported, never fatal.
 func TestRun_UndecodableValues_AreSkippedWithAnEventAndAppliesWork(t *testing.T) {
