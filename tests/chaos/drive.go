@@ -38,7 +38,10 @@ type driver struct {
 }
 
 func newDriver(s *system) *driver {
-	base, err := intent.ParseFiles("../../examples")
+	// The suite's own copy of the examples as they were when its seeds were
+	// last tuned: a seed's schedule, and what it can catch, should not move
+	// when examples/ is edited for users (seed 143 did: docs/chaos.md).
+	base, err := intent.ParseFiles("testdata/base")
 	if err != nil {
 		s.t.Fatal(err)
 	}
