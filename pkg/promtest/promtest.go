@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/testaddr"
+	"github.com/sluicehq/sluice/pkg/testproc"
 )
 
 // Binary is the Prometheus program Start runs, looked up on PATH.
@@ -68,13 +69,7 @@ type Server struct {
 	cfg  config
 
 	mu   sync.Mutex
-	proc *process
-}
-
-type process struct {
-	cmd    *exec.Cmd
-	out    *syncBuffer
-	exited chan struct{}
+	proc *testproc.Process
 }
 
 // Start starts prometheus on a loopback address held for the test, its
@@ -114,8 +109,7 @@ func (s *Server) Stop() {
 	if p == nil {
 		return
 	}
-	_ = p.cmd.Process.Kill()
-	<-p.exited
+	p.Kill()
 }
 
 // Restart starts a stopped server again on the same address and storage.
@@ -161,21 +155,15 @@ func (s *Server) start() error {
 		"--web.listen-address=" + s.addr,
 		"--log.level=warn",
 	}
-	p := &process{cmd: exec.Command(s.bin, args...), out: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd.Dir = s.dir
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	setParentDeathSignal(p.cmd)
-	if err := p.cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", s.bin, err)
+	cmd := exec.Command(s.bin, args...)
+	cmd.Dir = s.dir
+	p, err := testproc.Start(cmd)
+	if err != nil {
+		return err
 	}
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.exited)
-	}()
 	if err := s.waitReady(p); err != nil {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		return fmt.Errorf("prometheus on %s: %w\n--- prometheus output ---\n%s", s.addr, err, p.out.String())
+		p.Kill()
+		return fmt.Errorf("prometheus on %s: %w\n--- prometheus output ---\n%s", s.addr, err, p.Output())
 	}
 	s.mu.Lock()
 	s.proc = p
@@ -183,7 +171,7 @@ func (s *Server) start() error {
 	return nil
 }
 
-func (s *Server) waitReady(p *process) error {
+func (s *Server) waitReady(p *testproc.Process) error {
 	deadline := time.Now().Add(startTimeout)
 	tick := time.NewTicker(50 * time.Millisecond)
 	defer tick.Stop()
@@ -201,8 +189,8 @@ func (s *Server) waitReady(p *process) error {
 			return fmt.Errorf("not ready after %s: %w", startTimeout, err)
 		}
 		select {
-		case <-p.exited:
-			return fmt.Errorf("exited before it was ready (%v)", p.cmd.ProcessState)
+		case <-p.Exited():
+			return fmt.Errorf("exited before it was ready (%v)", p.State())
 		case <-tick.C:
 		}
 	}
@@ -299,23 +287,4 @@ func (e *Exporter) Delete(series string) {
 	e.mu.Lock()
 	delete(e.values, series)
 	e.mu.Unlock()
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and the
-// test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

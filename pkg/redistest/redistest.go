@@ -9,7 +9,6 @@
 package redistest
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -23,6 +22,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
+	"github.com/sluicehq/sluice/pkg/testproc"
 )
 
 // Binary is the redis-server program Start runs, looked up on PATH.
@@ -67,15 +67,8 @@ type Server struct {
 	port int // kept across Stop, so Restart comes back at the same address
 
 	mu     sync.Mutex
-	proc   *process // nil when stopped
+	proc   *testproc.Process // nil when stopped
 	client *redis.Client
-}
-
-// process is one run of redis-server.
-type process struct {
-	cmd    *exec.Cmd
-	out    *syncBuffer   // stdout and stderr: redis-server logs to stdout
-	exited chan struct{} // closed when it has exited
 }
 
 // Start starts a redis-server bound to 127.0.0.1 on a free port, with no
@@ -152,8 +145,7 @@ func (s *Server) Stop() {
 	if p == nil {
 		return
 	}
-	_ = p.cmd.Process.Kill()
-	<-p.exited
+	p.Kill()
 }
 
 // Restart starts a stopped server again on the same port and directory,
@@ -191,21 +183,13 @@ func (s *Server) start() error {
 	if s.cfg.password != "" {
 		args = append(args, "--requirepass", s.cfg.password)
 	}
-	p := &process{cmd: exec.Command(s.bin, args...), out: &syncBuffer{}, exited: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.out, p.out
-	setParentDeathSignal(p.cmd)
-	if err := p.cmd.Start(); err != nil {
-		return fmt.Errorf("start %s: %w", s.bin, err)
+	p, err := testproc.Start(exec.Command(s.bin, args...))
+	if err != nil {
+		return err
 	}
-	go func() {
-		_ = p.cmd.Wait()
-		close(p.exited)
-	}()
-
-	if err := waitReady(p, s.Addr(), s.cfg.password, p.cmd.Process.Pid); err != nil {
-		_ = p.cmd.Process.Kill()
-		<-p.exited
-		out := p.out.String()
+	if err := waitReady(p, s.Addr(), s.cfg.password, p.Pid()); err != nil {
+		p.Kill()
+		out := p.Output()
 		if strings.Contains(out, addrInUseText) {
 			err = fmt.Errorf("%w: %s", errPortTaken, s.Addr())
 		}
@@ -220,7 +204,7 @@ func (s *Server) start() error {
 // waitReady polls PING until it answers, the process exits or time is up.
 // The answer must come from process pid: another server that took the port
 // first would answer PING too while this one exits, port in use.
-func waitReady(p *process, addr, password string, pid int) error {
+func waitReady(p *testproc.Process, addr, password string, pid int) error {
 	opts := clientOptions(addr, password)
 	opts.MaxRetries = -1 // one try per poll; the loop is the retry
 	opts.DialTimeout = 500 * time.Millisecond
@@ -248,8 +232,8 @@ func waitReady(p *process, addr, password string, pid int) error {
 			return fmt.Errorf("no answer to PING after %s: %w", startTimeout, err)
 		}
 		select {
-		case <-p.exited:
-			return fmt.Errorf("exited before answering PING (%v)", p.cmd.ProcessState)
+		case <-p.Exited():
+			return fmt.Errorf("exited before answering PING (%v)", p.State())
 		case <-tick.C:
 		}
 	}
@@ -275,23 +259,4 @@ func freePort(t testing.TB) int {
 	port := l.Addr().(*net.TCPAddr).Port
 	_ = l.Close()
 	return port
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and the
-// test's reads.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }

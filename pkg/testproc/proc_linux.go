@@ -1,11 +1,11 @@
-package promtest
+package testproc
 
 import (
 	"os/exec"
 	"syscall"
 )
 
-// setParentDeathSignal has the kernel kill prometheus when the test
+// setParentDeathSignal has the kernel kill the server when the test
 // binary dies without running its cleanups (a test timeout panics), so no
 // server outlives its test.
 func setParentDeathSignal(cmd *exec.Cmd) {
