@@ -24,7 +24,7 @@ func watchBuckets(ctx context.Context, js jetstream.KeyValueManager, names []str
 		if err != nil {
 			return nil, err
 		}
-		w, err := kv.WatchAll(ctx, jetstream.UpdatesOnly())
+		w, err := kv.WatchAll(ctx, jetstream.UpdatesOnly(), jetstream.MetaOnly()) // that a key changed, not its value
 		if err != nil {
 			return nil, fmt.Errorf("watch bucket %s: %w", name, err)
 		}
