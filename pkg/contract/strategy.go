@@ -36,6 +36,7 @@ type Plan struct {
 	Waves          []int // cumulative node counts at the end of each wave; nil = no waves
 	Bake           time.Duration
 	DomainKey      string
+	Domains        int // failure-domain values a stage takes (max unproven domains); at least 1
 	ApplyDeadline  time.Duration
 	PickupDeadline time.Duration
 	Progress       time.Duration
@@ -50,6 +51,7 @@ type Plan struct {
 func ResolveStrategy(st *sluicev1.Strategy, total int) (Plan, error) {
 	p := Plan{
 		Bake: st.GetBakeTime().AsDuration(), DomainKey: st.GetFailureDomain(), RetryInvalid: st.GetRetryInvalid(),
+		Domains:        max(1, int(st.GetMaxUnprovenDomains())),
 		ApplyDeadline:  orDuration(st.GetApplyDeadline().AsDuration(), DefaultApplyDeadline),
 		PickupDeadline: orDuration(st.GetPickupDeadline().AsDuration(), DefaultPickupDeadline),
 		Progress:       orDuration(st.GetProgressDeadline().AsDuration(), DefaultProgressDeadline),
@@ -140,7 +142,7 @@ func (p Plan) Describe() string {
 		parts = append(parts, fmt.Sprintf("waves ending at %v nodes", p.Waves))
 	}
 	if p.DomainKey != "" {
-		parts = append(parts, "one "+p.DomainKey+" at a time")
+		parts = append(parts, DomainsAtATime(p.DomainKey, p.Domains))
 	}
 	if p.Bake > 0 {
 		parts = append(parts, "bake "+p.Bake.String())
@@ -152,6 +154,15 @@ func (p Plan) Describe() string {
 		parts = append(parts, "gate "+g.Describe())
 	}
 	return strings.Join(parts, ", ")
+}
+
+// DomainsAtATime says how many values of failure-domain label key a stage
+// takes: "one zone at a time", "up to 3 zone values at a time".
+func DomainsAtATime(key string, n int) string {
+	if n <= 1 {
+		return "one " + key + " at a time"
+	}
+	return fmt.Sprintf("up to %d %s values at a time", n, key)
 }
 
 // DomainSortKey is a node's failure-domain sort key for the strategy's

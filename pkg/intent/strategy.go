@@ -58,6 +58,9 @@ func ValidateStrategy(s *sluicev1.Strategy) []*sluicev1.FieldError {
 	if fd := s.GetFailureDomain(); fd != "" && (len(fd) > 63 || strings.ContainsFunc(fd, unicode.IsSpace)) {
 		add("failureDomain", "%q is not a label key (at most 63 characters, no spaces)", fd)
 	}
+	if s.GetMaxUnprovenDomains() > 0 && s.GetFailureDomain() == "" {
+		add("maxUnprovenDomains", "limits failure-domain values in progress at once; set strategy.failureDomain too")
+	}
 	for i, w := range s.GetWindows() {
 		if _, err := contract.ParseWindow(w); err != nil {
 			add(fmt.Sprintf("windows[%d]", i), "%v", err)

@@ -49,6 +49,8 @@ func TestValidateStrategy(t *testing.T) {
 		{"bakeTime negative", &sluicev1.Strategy{FirstWave: 1, BakeTime: d(-time.Second)}, "strategy.bakeTime", "zero or more"},
 		{"bakeTime with a failure domain", &sluicev1.Strategy{FailureDomain: "zone", BakeTime: d(time.Minute)}, "", ""},
 		{"failureDomain too long", &sluicev1.Strategy{FailureDomain: strings.Repeat("z", 64)}, "strategy.failureDomain", "63 characters"},
+		{"maxUnprovenDomains with a failure domain", &sluicev1.Strategy{FailureDomain: "zone", MaxUnprovenDomains: 3}, "", ""},
+		{"maxUnprovenDomains without a failure domain", &sluicev1.Strategy{MaxUnprovenDomains: 2}, "strategy.maxUnprovenDomains", "set strategy.failureDomain"},
 		{"failureDomain of 63 characters", &sluicev1.Strategy{FailureDomain: strings.Repeat("z", 63)}, "", ""},
 		{"failureDomain with a tab", &sluicev1.Strategy{FailureDomain: "zo\tne"}, "strategy.failureDomain", "label key"},
 		{"failureBudget 100%", &sluicev1.Strategy{FailureBudget: "100%"}, "", ""},

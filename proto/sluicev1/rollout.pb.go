@@ -247,9 +247,15 @@ type Strategy struct {
 	// Gates the rollout must pass (docs/rollouts.md, "Gates"): a metric gate
 	// before each next wave or failure domain starts and before the rollout
 	// ends; an alert gate all the time it runs.
-	Gates         []*Gate `protobuf:"bytes,13,rep,name=gates,proto3" json:"gates,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Gates []*Gate `protobuf:"bytes,13,rep,name=gates,proto3" json:"gates,omitempty"`
+	// Failure-domain values that may hold unproven nodes (desired config
+	// written, not yet provisioned and baked) at once: a failure-domain stage
+	// takes up to this many values, and the next values start once all of
+	// them are done and baked. Needs failure_domain; 0 means 1 (one value at
+	// a time).
+	MaxUnprovenDomains uint32 `protobuf:"varint,14,opt,name=max_unproven_domains,json=maxUnprovenDomains,proto3" json:"max_unproven_domains,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *Strategy) Reset() {
@@ -371,6 +377,13 @@ func (x *Strategy) GetGates() []*Gate {
 		return x.Gates
 	}
 	return nil
+}
+
+func (x *Strategy) GetMaxUnprovenDomains() uint32 {
+	if x != nil {
+		return x.MaxUnprovenDomains
+	}
+	return 0
 }
 
 // Gate is a check of the fleet's monitoring a rollout must pass. A metric
@@ -1006,7 +1019,11 @@ type Rollout struct {
 	Gates []*GateResult `protobuf:"bytes,26,rep,name=gates,proto3" json:"gates,omitempty"`
 	// The gate that stopped the rollout (failed, fired, or gave up waiting
 	// at its deadline), with its query, value and threshold.
-	BlockedBy     *GateResult `protobuf:"bytes,27,opt,name=blocked_by,json=blockedBy,proto3" json:"blocked_by,omitempty"`
+	BlockedBy *GateResult `protobuf:"bytes,27,opt,name=blocked_by,json=blockedBy,proto3" json:"blocked_by,omitempty"`
+	// The failure-domain values (sort keys, as domain) of the stage in
+	// progress, in the order they started: at most the strategy's
+	// max_unproven_domains. domain is the first of them.
+	Domains       []string `protobuf:"bytes,28,rep,name=domains,proto3" json:"domains,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1226,6 +1243,13 @@ func (x *Rollout) GetGates() []*GateResult {
 func (x *Rollout) GetBlockedBy() *GateResult {
 	if x != nil {
 		return x.BlockedBy
+	}
+	return nil
+}
+
+func (x *Rollout) GetDomains() []string {
+	if x != nil {
+		return x.Domains
 	}
 	return nil
 }
@@ -1934,7 +1958,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
 	"\aintents\x18\x02 \x03(\v2\x11.sluice.v1.IntentR\aintents\x129\n" +
 	"\n" +
-	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xca\x04\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xfc\x04\n" +
 	"\bStrategy\x12!\n" +
 	"\fmax_parallel\x18\x01 \x01(\tR\vmaxParallel\x12\x1d\n" +
 	"\n" +
@@ -1951,7 +1975,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	" \x01(\bR\fretryInvalid\x12!\n" +
 	"\fwhile_active\x18\v \x01(\tR\vwhileActive\x12\x18\n" +
 	"\awindows\x18\f \x03(\tR\awindows\x12%\n" +
-	"\x05gates\x18\r \x03(\v2\x0f.sluice.v1.GateR\x05gates\"\xbd\x03\n" +
+	"\x05gates\x18\r \x03(\v2\x0f.sluice.v1.GateR\x05gates\x120\n" +
+	"\x14max_unproven_domains\x18\x0e \x01(\rR\x12maxUnprovenDomains\"\xbd\x03\n" +
 	"\x04Gate\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -2019,7 +2044,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\tattempted\x18\v \x01(\rR\tattempted\x12\x18\n" +
 	"\astopped\x18\f \x01(\rR\astopped\x12\x1f\n" +
 	"\vnot_started\x18\r \x01(\rR\n" +
-	"notStarted\"\xae\t\n" +
+	"notStarted\"\xc8\t\n" +
 	"\aRollout\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12+\n" +
@@ -2057,7 +2082,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\rwaiting_until\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\fwaitingUntil\x12+\n" +
 	"\x05gates\x18\x1a \x03(\v2\x15.sluice.v1.GateResultR\x05gates\x124\n" +
 	"\n" +
-	"blocked_by\x18\x1b \x01(\v2\x15.sluice.v1.GateResultR\tblockedBy\"\x9b\x03\n" +
+	"blocked_by\x18\x1b \x01(\v2\x15.sluice.v1.GateResultR\tblockedBy\x12\x18\n" +
+	"\adomains\x18\x1c \x03(\tR\adomains\"\x9b\x03\n" +
 	"\vStageResult\x12\x12\n" +
 	"\x04wave\x18\x01 \x01(\rR\x04wave\x12\x16\n" +
 	"\x06domain\x18\x02 \x01(\tR\x06domain\x129\n" +

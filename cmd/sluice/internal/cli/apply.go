@@ -217,7 +217,7 @@ func printRevision(w io.Writer, revision string, generation uint64, changed bool
 type strategyFlags struct {
 	maxParallel, failureDomain, failureBudget string
 	whileActive                               string
-	firstWave                                 uint32
+	firstWave, maxUnprovenDomains             uint32
 	waveGrowth                                float64
 	bake, apply, pickup, progress             time.Duration
 	retryInvalid                              bool
@@ -231,6 +231,7 @@ func (f *strategyFlags) register(fs *pflag.FlagSet) {
 	fs.Float64Var(&f.waveGrowth, "wave-growth", 0, fmt.Sprintf("each next wave is this many times the previous, from 1 to %d (default %g with --first-wave)", intent.MaxWaveGrowth, contract.DefaultWaveGrowth))
 	fs.DurationVar(&f.bake, "bake-time", 0, "pause after each wave or failure domain before the next (needs --first-wave or --failure-domain)")
 	fs.StringVar(&f.failureDomain, "failure-domain", "", "label key, e.g. zone: finish one value before starting the next")
+	fs.Uint32Var(&f.maxUnprovenDomains, "max-unproven-domains", 0, "failure-domain values that may hold unproven nodes at once: a stage takes up to N values, the next start once all are done and baked (needs --failure-domain; default 1)")
 	fs.StringVar(&f.failureBudget, "failure-budget", "", `failed nodes tolerated before stopping and reverting: a count ("2") or a percentage ("5%"); default 0`)
 	fs.DurationVar(&f.apply, "apply-deadline", 0, fmt.Sprintf("per node, from its agent's acknowledgement to its report (default %s)", contract.DefaultApplyDeadline))
 	fs.DurationVar(&f.pickup, "pickup-deadline", 0, fmt.Sprintf("per node that never acknowledges, from the write; at least the apply deadline (default %s)", contract.DefaultPickupDeadline))
@@ -247,7 +248,7 @@ func (f *strategyFlags) register(fs *pflag.FlagSet) {
 func (f *strategyFlags) strategy(fs *pflag.FlagSet) (*sluicev1.Strategy, error) {
 	st := &sluicev1.Strategy{MaxParallel: f.maxParallel, FirstWave: f.firstWave, WaveGrowth: f.waveGrowth,
 		FailureDomain: f.failureDomain, FailureBudget: f.failureBudget, RetryInvalid: f.retryInvalid, WhileActive: f.whileActive,
-		Windows: f.windows}
+		Windows: f.windows, MaxUnprovenDomains: f.maxUnprovenDomains}
 	for _, spec := range f.gates {
 		g, err := contract.ParseGate(spec)
 		if err != nil {

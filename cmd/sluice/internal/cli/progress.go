@@ -110,7 +110,7 @@ func strategyLine(st *sluicev1.Strategy) string {
 		parts = append(parts, fmt.Sprintf("waves from %d growing %s", st.GetFirstWave(), growth))
 	}
 	if d := st.GetFailureDomain(); d != "" {
-		parts = append(parts, "one "+d+" at a time")
+		parts = append(parts, contract.DomainsAtATime(d, int(st.GetMaxUnprovenDomains())))
 	}
 	if b := st.GetBakeTime(); b != nil {
 		parts = append(parts, "bake "+b.AsDuration().String())
@@ -146,7 +146,9 @@ func stageLine(r *sluicev1.Rollout, now time.Time) string {
 	if r.GetWave() > 0 {
 		parts = append(parts, fmt.Sprintf("wave %d", r.GetWave()))
 	}
-	if d := r.GetDomain(); d != "" {
+	if ds := r.GetDomains(); len(ds) > 1 {
+		parts = append(parts, domainsStage(r, ds))
+	} else if d := r.GetDomain(); d != "" {
 		parts = append(parts, domainStage(r, d))
 	}
 	if b := r.GetBakeUntil(); b != nil && b.AsTime().After(now) {
@@ -459,6 +461,18 @@ func outcomeReason(r *sluicev1.Rollout) string {
 		what = "failed check " + orNone(f.GetFailedCheck())
 	}
 	return fmt.Sprintf("%s %s: %s", f.GetNode(), what, f.GetMessage())
+}
+
+// domainsStage names a failure-domain stage of several values, with the
+// strategy's limit: "zone a, zone b (2 of at most 3 zone values unproven)".
+func domainsStage(r *sluicev1.Rollout, ds []string) string {
+	names := make([]string, len(ds))
+	for i, d := range ds {
+		names[i] = domainStage(r, d)
+	}
+	key := r.GetStrategy().GetFailureDomain()
+	return fmt.Sprintf("%s (%d of at most %d %s values unproven)", strings.Join(names, ", "), len(ds),
+		max(1, r.GetStrategy().GetMaxUnprovenDomains()), key)
 }
 
 // domainStage names the failure-domain stage of sort key d ("zone b",

@@ -126,6 +126,24 @@ func TestRolloutLines_ShowTheStrategyAndStage(t *testing.T) {
 	}
 }
 
+func TestRolloutLines_SeveralFailureDomainsInProgress_NamesEachAndTheLimit(t *testing.T) {
+	r := &sluicev1.Rollout{
+		Id: "6-bbbbbbbbbbbb", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+		Strategy: &sluicev1.Strategy{MaxParallel: "10", FailureDomain: "zone", MaxUnprovenDomains: 3},
+		Domain:   "0a", Domains: []string{"0a", "0b"}, StartedAt: ago(time.Minute),
+		Counts: &sluicev1.RolloutCounts{Total: 6, InProgress: 4},
+	}
+	text := strings.Join(rolloutLines(r, nil, now), "\n")
+	for _, want := range []string{
+		"strategy  max parallel 10, up to 3 zone values at a time, failure budget 0 (default)",
+		"stage     zone a, zone b (2 of at most 3 zone values unproven)",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("missing %q in:\n%s", want, text)
+		}
+	}
+}
+
 func TestNodeLines_CutTheOutputAndListAtMostTen(t *testing.T) {
 	r := &sluicev1.Rollout{Failures: []*sluicev1.NodeOutcome{{Node: "node-01", Result: sluicev1.NodeResult_NODE_RESULT_INVALID,
 		FailedCheck: "ping", Message: "failed", Output: strings.Repeat("x", 500) + "\nsecond line"}}}

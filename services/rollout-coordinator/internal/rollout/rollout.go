@@ -11,7 +11,8 @@
 // bake), outcomes.go (reports, deadlines, presence), flight.go (the nodes in
 // flight and their deadlines), queue.go (the pending and revert queues),
 // revert.go and guards.go (known-bad fingerprints, nodes outside a rollout),
-// pairs.go (redundancy groups), gates.go (metric and alert gates).
+// pairs.go (redundancy groups), domains.go (failure-domain stages of up to
+// maxUnprovenDomains values), gates.go (metric and alert gates).
 // docs/rollouts.md draws the state machine.
 //
 // Cost: the state keeps about 700 bytes per node, and no event but a

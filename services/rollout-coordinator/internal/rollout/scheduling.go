@@ -78,6 +78,8 @@ func (s *State) fill(now time.Time) {
 			s.openStage(now)
 		} else if s.started == 0 && !s.windowOpen(now, "the first nodes") {
 			break // a rollout without waves is one: it starts within a window too
+		} else {
+			s.enterDomain(n, false) // a value the stage has room for (domains.go)
 		}
 		s.gateWaitOver()
 		// A bake counts for the stage boundary it came before; one taken
@@ -226,7 +228,7 @@ func (s *State) boundary(n *node) (bool, string) {
 			return true, fmt.Sprintf("wave %d", w+1)
 		}
 	}
-	if s.plan.DomainKey != "" && (!s.domainSet || n.domain > r.GetDomain()) {
+	if s.domainBoundary(n) {
 		return true, fmt.Sprintf("%s %s", s.plan.DomainKey, contract.DomainLabel(n.domain))
 	}
 	return false, ""
@@ -237,10 +239,11 @@ func (s *State) stageName() string {
 	if s.plan.Waves != nil {
 		return fmt.Sprintf("wave %d", r.GetWave())
 	}
-	return fmt.Sprintf("%s %s", s.plan.DomainKey, contract.DomainLabel(r.GetDomain()))
+	return fmt.Sprintf("%s %s", s.plan.DomainKey, s.domainLabels())
 }
 
-// advance moves to the wave and domain n starts.
+// advance moves to the wave n starts, and to a new failure-domain stage
+// that begins with n's value.
 func (s *State) advance(n *node) {
 	r := s.rollout
 	if s.plan.Waves != nil {
@@ -252,12 +255,7 @@ func (s *State) advance(n *node) {
 			s.emit(s.rolloutEvent("WaveStarted", fmt.Sprintf("wave %d: up to %d nodes", r.Wave, size)))
 		}
 	}
-	if s.plan.DomainKey != "" && (!s.domainSet || n.domain > r.GetDomain()) {
-		s.domainSet = true
-		r.Domain = n.domain
-		s.changed()
-		s.emit(s.rolloutEvent("DomainStarted", fmt.Sprintf("%s %s", s.plan.DomainKey, contract.DomainLabel(n.domain))))
-	}
+	s.enterDomain(n, true)
 }
 
 // openStage starts the record of the wave or domain stage just entered.

@@ -1,0 +1,117 @@
+package rollout
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// TestDecide_MaxUnprovenDomains: a failure-domain stage takes up to
+// maxUnprovenDomains values of the label; a value outside it waits until
+// every node of the stage has an outcome and the bake passed. Both sides of
+// the limit.
+func TestDecide_MaxUnprovenDomains(t *testing.T) {
+	// Zones a, b, c with two nodes each; maxParallel never the limit.
+	fleet := zoned("a/a1", "a/a2", "b/b1", "b/b2", "c/c1", "c/c2")
+	start := func(limit uint32, bake time.Duration) Loaded {
+		st := &sluicev1.Strategy{MaxParallel: "10", FailureDomain: "dc", MaxUnprovenDomains: limit}
+		if bake > 0 {
+			st.BakeTime = durationpb.New(bake)
+		}
+		return Loaded{Head: &sluicev1.Head{Revision: r1.Id, Generation: 1, Strategy: st}, HeadRev: r1, Presence: fleet}
+	}
+	ok := func(n string) Event { return Status{S: status(n, provisioned, fp1, id1)} }
+	tests := []struct {
+		name        string
+		steps       []step
+		want        []string // actions of the last step
+		wantDomains []string // the record's domains after it
+		wantWaiting []string // nodes still pending after it
+	}{
+		{
+			name:        "unset: one zone at a time, as before the limit existed",
+			steps:       []step{{0, start(0, 0)}},
+			want:        []string{"start " + id1, "write a1", "write a2", "emit RolloutStarted", "emit DomainStarted"},
+			wantDomains: []string{"0a"}, wantWaiting: []string{"b1", "b2", "c1", "c2"},
+		},
+		{
+			name:        "1 is the default",
+			steps:       []step{{0, start(1, 0)}},
+			want:        []string{"start " + id1, "write a1", "write a2", "emit RolloutStarted", "emit DomainStarted"},
+			wantDomains: []string{"0a"}, wantWaiting: []string{"b1", "b2", "c1", "c2"},
+		},
+		{
+			name:  "2: two zones start together, the third waits",
+			steps: []step{{0, start(2, 0)}},
+			want: []string{"start " + id1, "write a1", "write a2", "write b1", "write b2",
+				"emit RolloutStarted", "emit DomainStarted", "emit DomainStarted"},
+			wantDomains: []string{"0a", "0b"}, wantWaiting: []string{"c1", "c2"},
+		},
+		{
+			name:  "3 with three zones: every zone starts",
+			steps: []step{{0, start(3, 0)}},
+			want: []string{"start " + id1, "write a1", "write a2", "write b1", "write b2", "write c1", "write c2",
+				"emit RolloutStarted", "emit DomainStarted", "emit DomainStarted", "emit DomainStarted"},
+			wantDomains: []string{"0a", "0b", "0c"}, wantWaiting: nil,
+		},
+		{
+			// Zone a is proven, but the stage is a and b: c waits for b.
+			name:        "2: a zone done while the other of its stage runs does not let the third in",
+			steps:       []step{{0, start(2, 0)}, {time.Second, ok("a1")}, {time.Second, ok("a2")}},
+			want:        nil,
+			wantDomains: []string{"0a", "0b"}, wantWaiting: []string{"c1", "c2"},
+		},
+		{
+			name:        "2: the third zone starts once both of the stage are done",
+			steps:       []step{{0, start(2, 0)}, {time.Second, ok("a1")}, {time.Second, ok("a2")}, {time.Second, ok("b1")}, {time.Second, ok("b2")}},
+			want:        []string{"write c1", "write c2", "emit DomainStarted"},
+			wantDomains: []string{"0c"}, wantWaiting: nil,
+		},
+		{
+			name: "2 with a bake: the stage's nodes are unproven until the bake passed",
+			steps: []step{{0, start(2, time.Minute)}, {time.Second, ok("a1")}, {time.Second, ok("a2")}, {time.Second, ok("b1")},
+				{time.Second, ok("b2")}, {30 * time.Second, Tick{}}},
+			want:        nil,
+			wantDomains: []string{"0a", "0b"}, wantWaiting: []string{"c1", "c2"},
+		},
+		{
+			name: "2 with a bake: after it the next stage starts",
+			steps: []step{{0, start(2, time.Minute)}, {time.Second, ok("a1")}, {time.Second, ok("a2")}, {time.Second, ok("b1")},
+				{time.Second, ok("b2")}, {62 * time.Second, Tick{}}},
+			want:        []string{"write c1", "write c2", "emit DomainStarted"},
+			wantDomains: []string{"0c"}, wantWaiting: nil,
+		},
+		{
+			// Before the limit a node joining in a value sorted before the
+			// one in progress started at once: two values unproven.
+			name: "1: a node joining in another zone waits for the stage, whatever its zone sorts as",
+			steps: []step{{0, Loaded{Head: &sluicev1.Head{Revision: r1.Id, Generation: 1, Strategy: &sluicev1.Strategy{MaxParallel: "10", FailureDomain: "dc"}},
+				HeadRev: r1, Presence: zoned("b/b1", "b/b2")}}, {time.Second, Presence{Node: "a1", P: zoned("a/a1")[0]}}},
+			want:        []string{"emit NodeJoinedRollout"},
+			wantDomains: []string{"0b"}, wantWaiting: []string{"a1"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, got := run(t, tc.steps)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("actions:\n got  %s\n want %s", strings.Join(got, ", "), strings.Join(tc.want, ", "))
+			}
+			if d := s.rollout.GetDomains(); !slices.Equal(d, tc.wantDomains) {
+				t.Errorf("record's domains %q, want %q", d, tc.wantDomains)
+			}
+			var waiting []string
+			for _, n := range s.pending.sorted() {
+				waiting = append(waiting, n.name)
+			}
+			if !slices.Equal(waiting, tc.wantWaiting) {
+				t.Errorf("pending %q, want %q", waiting, tc.wantWaiting)
+			}
+		})
+	}
+}
