@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -16,6 +18,9 @@ const (
 	DefaultApplyDeadline    = 5 * time.Minute
 	DefaultPickupDeadline   = 10 * time.Minute
 	DefaultProgressDeadline = time.Hour
+	// DefaultBakeCheckInterval is how often an agent re-runs its checks
+	// while its node bakes, when the strategy asks for bake checks.
+	DefaultBakeCheckInterval = 30 * time.Second
 )
 
 // LabelPair is the node label that names a node's redundancy group (an MLAG
@@ -43,6 +48,20 @@ type Plan struct {
 	RetryInvalid   bool
 	Windows        []Window // waves start only within one of them; none: any time
 	Gates          []Gate   // metric gates before each next stage and the end; alert gates throughout
+	// BakeChecks is how many re-runs of its checks every node provisioned
+	// in a stage must have passed before the next stage starts (0: none),
+	// the agent re-running them every BakeCheckInterval.
+	BakeChecks        int
+	BakeCheckInterval time.Duration
+}
+
+// BakeChecksOf is what a desired config written under p asks its agent to
+// re-run while its node bakes, nil when p asks for nothing.
+func (p Plan) BakeChecksOf() *sluicev1.BakeChecks {
+	if p.BakeChecks <= 0 {
+		return nil
+	}
+	return &sluicev1.BakeChecks{Passes: uint32(p.BakeChecks), Interval: durationpb.New(p.BakeCheckInterval), For: durationpb.New(p.Bake)}
 }
 
 // ResolveStrategy turns st into a Plan for total nodes. The configurator
@@ -51,7 +70,8 @@ type Plan struct {
 func ResolveStrategy(st *sluicev1.Strategy, total int) (Plan, error) {
 	p := Plan{
 		Bake: st.GetBakeTime().AsDuration(), DomainKey: st.GetFailureDomain(), RetryInvalid: st.GetRetryInvalid(),
-		Domains:        max(1, int(st.GetMaxUnprovenDomains())),
+		Domains:    max(1, int(st.GetMaxUnprovenDomains())),
+		BakeChecks: int(st.GetBakeChecks()), BakeCheckInterval: orDuration(st.GetBakeCheckInterval().AsDuration(), DefaultBakeCheckInterval),
 		ApplyDeadline:  orDuration(st.GetApplyDeadline().AsDuration(), DefaultApplyDeadline),
 		PickupDeadline: orDuration(st.GetPickupDeadline().AsDuration(), DefaultPickupDeadline),
 		Progress:       orDuration(st.GetProgressDeadline().AsDuration(), DefaultProgressDeadline),
@@ -146,6 +166,9 @@ func (p Plan) Describe() string {
 	}
 	if p.Bake > 0 {
 		parts = append(parts, "bake "+p.Bake.String())
+	}
+	if p.BakeChecks > 0 {
+		parts = append(parts, fmt.Sprintf("%d passed check re-runs (every %s) on every node before the next stage", p.BakeChecks, p.BakeCheckInterval))
 	}
 	if len(p.Windows) > 0 {
 		parts = append(parts, "waves start within "+DescribeWindows(p.Windows))

@@ -58,6 +58,17 @@ func ValidateStrategy(s *sluicev1.Strategy) []*sluicev1.FieldError {
 	if fd := s.GetFailureDomain(); fd != "" && (len(fd) > 63 || strings.ContainsFunc(fd, unicode.IsSpace)) {
 		add("failureDomain", "%q is not a label key (at most 63 characters, no spaces)", fd)
 	}
+	if s.GetBakeChecks() > 0 && s.GetBakeTime().AsDuration() <= 0 {
+		add("bakeChecks", "checks are re-run while nodes bake; set strategy.bakeTime too")
+	}
+	if i := s.GetBakeCheckInterval(); i != nil {
+		switch {
+		case !positive(i):
+			add("bakeCheckInterval", "%s is not a positive duration", i.AsDuration())
+		case s.GetBakeChecks() == 0:
+			add("bakeCheckInterval", "applies to bake checks; set strategy.bakeChecks too")
+		}
+	}
 	if s.GetMaxUnprovenDomains() > 0 && s.GetFailureDomain() == "" {
 		add("maxUnprovenDomains", "limits failure-domain values in progress at once; set strategy.failureDomain too")
 	}

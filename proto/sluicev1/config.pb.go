@@ -153,7 +153,13 @@ type DesiredConfig struct {
 	// The coordinator gave this operation up at its apply or pickup deadline
 	// (the node timed out): the agent stops it if it is running it — as at
 	// its own deadline — and never starts it.
-	Cancel        bool `protobuf:"varint,12,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	Cancel bool `protobuf:"varint,12,opt,name=cancel,proto3" json:"cancel,omitempty"`
+	// Evidence-based bake (Strategy.bake_checks): once this config is
+	// provisioned, re-run the checks every interval and report each pass
+	// (NodeStatus.bake_passes); a failing re-run restores last-good and
+	// reports Invalid. The agent stops once it has passes passes and for has
+	// gone by since it provisioned, or when another desired config arrives.
+	BakeChecks    *BakeChecks `protobuf:"bytes,13,opt,name=bake_checks,json=bakeChecks,proto3" json:"bake_checks,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -272,6 +278,74 @@ func (x *DesiredConfig) GetCancel() bool {
 	return false
 }
 
+func (x *DesiredConfig) GetBakeChecks() *BakeChecks {
+	if x != nil {
+		return x.BakeChecks
+	}
+	return nil
+}
+
+// BakeChecks asks an agent to re-run its checks while its node bakes.
+type BakeChecks struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Passes        uint32                 `protobuf:"varint,1,opt,name=passes,proto3" json:"passes,omitempty"`
+	Interval      *durationpb.Duration   `protobuf:"bytes,2,opt,name=interval,proto3" json:"interval,omitempty"`
+	For           *durationpb.Duration   `protobuf:"bytes,3,opt,name=for,proto3" json:"for,omitempty"` // the strategy's bake time
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *BakeChecks) Reset() {
+	*x = BakeChecks{}
+	mi := &file_sluice_v1_config_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *BakeChecks) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*BakeChecks) ProtoMessage() {}
+
+func (x *BakeChecks) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_config_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use BakeChecks.ProtoReflect.Descriptor instead.
+func (*BakeChecks) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_config_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *BakeChecks) GetPasses() uint32 {
+	if x != nil {
+		return x.Passes
+	}
+	return 0
+}
+
+func (x *BakeChecks) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *BakeChecks) GetFor() *durationpb.Duration {
+	if x != nil {
+		return x.For
+	}
+	return nil
+}
+
 // NodePresence is the value of nodes/<node>: the agent's heartbeat lease.
 // The bucket's TTL expires it when the agent stops heartbeating.
 type NodePresence struct {
@@ -288,7 +362,7 @@ type NodePresence struct {
 
 func (x *NodePresence) Reset() {
 	*x = NodePresence{}
-	mi := &file_sluice_v1_config_proto_msgTypes[2]
+	mi := &file_sluice_v1_config_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -300,7 +374,7 @@ func (x *NodePresence) String() string {
 func (*NodePresence) ProtoMessage() {}
 
 func (x *NodePresence) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_config_proto_msgTypes[2]
+	mi := &file_sluice_v1_config_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -313,7 +387,7 @@ func (x *NodePresence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodePresence.ProtoReflect.Descriptor instead.
 func (*NodePresence) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_config_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_config_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *NodePresence) GetNode() string {
@@ -380,14 +454,17 @@ type NodeStatus struct {
 	// While PROVISIONING: where the operation is ("validating", "applying",
 	// "check 2 of 3: ping", "restoring last-good"), rewritten at most once a
 	// second, so a fast apply costs no extra write.
-	Progress      string `protobuf:"bytes,14,opt,name=progress,proto3" json:"progress,omitempty"`
+	Progress string `protobuf:"bytes,14,opt,name=progress,proto3" json:"progress,omitempty"`
+	// Re-runs of the checks passed since this config was provisioned, when
+	// its desired config asked for them (DesiredConfig.bake_checks).
+	BakePasses    uint32 `protobuf:"varint,15,opt,name=bake_passes,json=bakePasses,proto3" json:"bake_passes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *NodeStatus) Reset() {
 	*x = NodeStatus{}
-	mi := &file_sluice_v1_config_proto_msgTypes[3]
+	mi := &file_sluice_v1_config_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -399,7 +476,7 @@ func (x *NodeStatus) String() string {
 func (*NodeStatus) ProtoMessage() {}
 
 func (x *NodeStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_config_proto_msgTypes[3]
+	mi := &file_sluice_v1_config_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -412,7 +489,7 @@ func (x *NodeStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeStatus.ProtoReflect.Descriptor instead.
 func (*NodeStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_config_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_config_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NodeStatus) GetNode() string {
@@ -513,6 +590,13 @@ func (x *NodeStatus) GetProgress() string {
 	return ""
 }
 
+func (x *NodeStatus) GetBakePasses() uint32 {
+	if x != nil {
+		return x.BakePasses
+	}
+	return 0
+}
+
 // InvalidReport is one config a node reported Invalid, and why.
 type InvalidReport struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -529,7 +613,7 @@ type InvalidReport struct {
 
 func (x *InvalidReport) Reset() {
 	*x = InvalidReport{}
-	mi := &file_sluice_v1_config_proto_msgTypes[4]
+	mi := &file_sluice_v1_config_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -541,7 +625,7 @@ func (x *InvalidReport) String() string {
 func (*InvalidReport) ProtoMessage() {}
 
 func (x *InvalidReport) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_config_proto_msgTypes[4]
+	mi := &file_sluice_v1_config_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -554,7 +638,7 @@ func (x *InvalidReport) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InvalidReport.ProtoReflect.Descriptor instead.
 func (*InvalidReport) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_config_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_config_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *InvalidReport) GetFingerprint() string {
@@ -613,7 +697,7 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\x16sluice/v1/config.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17sluice/v1/control.proto\x1a\x16sluice/v1/intent.proto\"9\n" +
 	"\n" +
 	"NodeConfig\x12+\n" +
-	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\"\xa5\x03\n" +
+	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\"\xdd\x03\n" +
 	"\rDesiredConfig\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12\x18\n" +
@@ -628,7 +712,14 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\toperation\x18\n" +
 	" \x01(\tR\toperation\x125\n" +
 	"\bdeadline\x18\v \x01(\v2\x19.google.protobuf.DurationR\bdeadline\x12\x16\n" +
-	"\x06cancel\x18\f \x01(\bR\x06cancel\"\xe4\x02\n" +
+	"\x06cancel\x18\f \x01(\bR\x06cancel\x126\n" +
+	"\vbake_checks\x18\r \x01(\v2\x15.sluice.v1.BakeChecksR\n" +
+	"bakeChecks\"\x88\x01\n" +
+	"\n" +
+	"BakeChecks\x12\x16\n" +
+	"\x06passes\x18\x01 \x01(\rR\x06passes\x125\n" +
+	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12+\n" +
+	"\x03for\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03for\"\xe4\x02\n" +
 	"\fNodePresence\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12;\n" +
 	"\x06labels\x18\x02 \x03(\v2#.sluice.v1.NodePresence.LabelsEntryR\x06labels\x12#\n" +
@@ -639,7 +730,7 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\x05pause\x18\x06 \x01(\v2\x13.sluice.v1.PauseAckR\x05pause\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xaf\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x04\n" +
 	"\n" +
 	"NodeStatus\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12*\n" +
@@ -657,7 +748,9 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\x13applied_fingerprint\x18\v \x01(\tR\x12appliedFingerprint\x12;\n" +
 	"\flast_invalid\x18\f \x01(\v2\x18.sluice.v1.InvalidReportR\vlastInvalid\x12\x1c\n" +
 	"\toperation\x18\r \x01(\tR\toperation\x12\x1a\n" +
-	"\bprogress\x18\x0e \x01(\tR\bprogress\"\xd9\x01\n" +
+	"\bprogress\x18\x0e \x01(\tR\bprogress\x12\x1f\n" +
+	"\vbake_passes\x18\x0f \x01(\rR\n" +
+	"bakePasses\"\xd9\x01\n" +
 	"\rInvalidReport\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x18\n" +
 	"\arollout\x18\x02 \x01(\tR\arollout\x12\x1a\n" +
@@ -685,39 +778,43 @@ func file_sluice_v1_config_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_sluice_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_sluice_v1_config_proto_goTypes = []any{
 	(NodePhase)(0),                // 0: sluice.v1.NodePhase
 	(*NodeConfig)(nil),            // 1: sluice.v1.NodeConfig
 	(*DesiredConfig)(nil),         // 2: sluice.v1.DesiredConfig
-	(*NodePresence)(nil),          // 3: sluice.v1.NodePresence
-	(*NodeStatus)(nil),            // 4: sluice.v1.NodeStatus
-	(*InvalidReport)(nil),         // 5: sluice.v1.InvalidReport
-	nil,                           // 6: sluice.v1.NodePresence.LabelsEntry
-	(*Intent)(nil),                // 7: sluice.v1.Intent
-	(*timestamppb.Timestamp)(nil), // 8: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 9: google.protobuf.Duration
-	(*PauseAck)(nil),              // 10: sluice.v1.PauseAck
+	(*BakeChecks)(nil),            // 3: sluice.v1.BakeChecks
+	(*NodePresence)(nil),          // 4: sluice.v1.NodePresence
+	(*NodeStatus)(nil),            // 5: sluice.v1.NodeStatus
+	(*InvalidReport)(nil),         // 6: sluice.v1.InvalidReport
+	nil,                           // 7: sluice.v1.NodePresence.LabelsEntry
+	(*Intent)(nil),                // 8: sluice.v1.Intent
+	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 10: google.protobuf.Duration
+	(*PauseAck)(nil),              // 11: sluice.v1.PauseAck
 }
 var file_sluice_v1_config_proto_depIdxs = []int32{
-	7,  // 0: sluice.v1.NodeConfig.intents:type_name -> sluice.v1.Intent
+	8,  // 0: sluice.v1.NodeConfig.intents:type_name -> sluice.v1.Intent
 	1,  // 1: sluice.v1.DesiredConfig.config:type_name -> sluice.v1.NodeConfig
-	8,  // 2: sluice.v1.DesiredConfig.written_at:type_name -> google.protobuf.Timestamp
-	9,  // 3: sluice.v1.DesiredConfig.deadline:type_name -> google.protobuf.Duration
-	6,  // 4: sluice.v1.NodePresence.labels:type_name -> sluice.v1.NodePresence.LabelsEntry
-	8,  // 5: sluice.v1.NodePresence.started_at:type_name -> google.protobuf.Timestamp
-	8,  // 6: sluice.v1.NodePresence.heartbeat_at:type_name -> google.protobuf.Timestamp
-	10, // 7: sluice.v1.NodePresence.pause:type_name -> sluice.v1.PauseAck
-	0,  // 8: sluice.v1.NodeStatus.phase:type_name -> sluice.v1.NodePhase
-	8,  // 9: sluice.v1.NodeStatus.apply_started_at:type_name -> google.protobuf.Timestamp
-	8,  // 10: sluice.v1.NodeStatus.last_update:type_name -> google.protobuf.Timestamp
-	5,  // 11: sluice.v1.NodeStatus.last_invalid:type_name -> sluice.v1.InvalidReport
-	8,  // 12: sluice.v1.InvalidReport.at:type_name -> google.protobuf.Timestamp
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	9,  // 2: sluice.v1.DesiredConfig.written_at:type_name -> google.protobuf.Timestamp
+	10, // 3: sluice.v1.DesiredConfig.deadline:type_name -> google.protobuf.Duration
+	3,  // 4: sluice.v1.DesiredConfig.bake_checks:type_name -> sluice.v1.BakeChecks
+	10, // 5: sluice.v1.BakeChecks.interval:type_name -> google.protobuf.Duration
+	10, // 6: sluice.v1.BakeChecks.for:type_name -> google.protobuf.Duration
+	7,  // 7: sluice.v1.NodePresence.labels:type_name -> sluice.v1.NodePresence.LabelsEntry
+	9,  // 8: sluice.v1.NodePresence.started_at:type_name -> google.protobuf.Timestamp
+	9,  // 9: sluice.v1.NodePresence.heartbeat_at:type_name -> google.protobuf.Timestamp
+	11, // 10: sluice.v1.NodePresence.pause:type_name -> sluice.v1.PauseAck
+	0,  // 11: sluice.v1.NodeStatus.phase:type_name -> sluice.v1.NodePhase
+	9,  // 12: sluice.v1.NodeStatus.apply_started_at:type_name -> google.protobuf.Timestamp
+	9,  // 13: sluice.v1.NodeStatus.last_update:type_name -> google.protobuf.Timestamp
+	6,  // 14: sluice.v1.NodeStatus.last_invalid:type_name -> sluice.v1.InvalidReport
+	9,  // 15: sluice.v1.InvalidReport.at:type_name -> google.protobuf.Timestamp
+	16, // [16:16] is the sub-list for method output_type
+	16, // [16:16] is the sub-list for method input_type
+	16, // [16:16] is the sub-list for extension type_name
+	16, // [16:16] is the sub-list for extension extendee
+	0,  // [0:16] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_config_proto_init() }
@@ -733,7 +830,7 @@ func file_sluice_v1_config_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_config_proto_rawDesc), len(file_sluice_v1_config_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -254,8 +254,16 @@ type Strategy struct {
 	// them are done and baked. Needs failure_domain; 0 means 1 (one value at
 	// a time).
 	MaxUnprovenDomains uint32 `protobuf:"varint,14,opt,name=max_unproven_domains,json=maxUnprovenDomains,proto3" json:"max_unproven_domains,omitempty"`
-	unknownFields      protoimpl.UnknownFields
-	sizeCache          protoimpl.SizeCache
+	// Evidence-based bake: besides bake_time, every node provisioned in a
+	// stage must have passed its checks, re-run by its agent every
+	// bake_check_interval, at least this many times before the next stage
+	// starts; a re-run that fails fails the node like a failed apply (its
+	// agent restores last-good and reports Invalid). Needs bake_time. 0: the
+	// bake is time only.
+	BakeChecks        uint32               `protobuf:"varint,15,opt,name=bake_checks,json=bakeChecks,proto3" json:"bake_checks,omitempty"`
+	BakeCheckInterval *durationpb.Duration `protobuf:"bytes,16,opt,name=bake_check_interval,json=bakeCheckInterval,proto3" json:"bake_check_interval,omitempty"` // default 30s
+	unknownFields     protoimpl.UnknownFields
+	sizeCache         protoimpl.SizeCache
 }
 
 func (x *Strategy) Reset() {
@@ -384,6 +392,20 @@ func (x *Strategy) GetMaxUnprovenDomains() uint32 {
 		return x.MaxUnprovenDomains
 	}
 	return 0
+}
+
+func (x *Strategy) GetBakeChecks() uint32 {
+	if x != nil {
+		return x.BakeChecks
+	}
+	return 0
+}
+
+func (x *Strategy) GetBakeCheckInterval() *durationpb.Duration {
+	if x != nil {
+		return x.BakeCheckInterval
+	}
+	return nil
 }
 
 // Gate is a check of the fleet's monitoring a rollout must pass. A metric
@@ -1023,9 +1045,13 @@ type Rollout struct {
 	// The failure-domain values (sort keys, as domain) of the stage in
 	// progress, in the order they started: at most the strategy's
 	// max_unproven_domains. domain is the first of them.
-	Domains       []string `protobuf:"bytes,28,rep,name=domains,proto3" json:"domains,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Domains []string `protobuf:"bytes,28,rep,name=domains,proto3" json:"domains,omitempty"`
+	// With strategy.bake_checks, while the stage in progress bakes: the
+	// fewest re-run checks any of its provisioned nodes has passed ("baking:
+	// 2 of 3 checks passed on every node").
+	BakeChecksPassed uint32 `protobuf:"varint,29,opt,name=bake_checks_passed,json=bakeChecksPassed,proto3" json:"bake_checks_passed,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Rollout) Reset() {
@@ -1252,6 +1278,13 @@ func (x *Rollout) GetDomains() []string {
 		return x.Domains
 	}
 	return nil
+}
+
+func (x *Rollout) GetBakeChecksPassed() uint32 {
+	if x != nil {
+		return x.BakeChecksPassed
+	}
+	return 0
 }
 
 // StageResult is one wave or failure-domain stage of a rollout. A stage
@@ -1958,7 +1991,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
 	"\aintents\x18\x02 \x03(\v2\x11.sluice.v1.IntentR\aintents\x129\n" +
 	"\n" +
-	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xfc\x04\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xe8\x05\n" +
 	"\bStrategy\x12!\n" +
 	"\fmax_parallel\x18\x01 \x01(\tR\vmaxParallel\x12\x1d\n" +
 	"\n" +
@@ -1976,7 +2009,10 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\fwhile_active\x18\v \x01(\tR\vwhileActive\x12\x18\n" +
 	"\awindows\x18\f \x03(\tR\awindows\x12%\n" +
 	"\x05gates\x18\r \x03(\v2\x0f.sluice.v1.GateR\x05gates\x120\n" +
-	"\x14max_unproven_domains\x18\x0e \x01(\rR\x12maxUnprovenDomains\"\xbd\x03\n" +
+	"\x14max_unproven_domains\x18\x0e \x01(\rR\x12maxUnprovenDomains\x12\x1f\n" +
+	"\vbake_checks\x18\x0f \x01(\rR\n" +
+	"bakeChecks\x12I\n" +
+	"\x13bake_check_interval\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\x11bakeCheckInterval\"\xbd\x03\n" +
 	"\x04Gate\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -2044,7 +2080,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\tattempted\x18\v \x01(\rR\tattempted\x12\x18\n" +
 	"\astopped\x18\f \x01(\rR\astopped\x12\x1f\n" +
 	"\vnot_started\x18\r \x01(\rR\n" +
-	"notStarted\"\xc8\t\n" +
+	"notStarted\"\xf6\t\n" +
 	"\aRollout\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12+\n" +
@@ -2083,7 +2119,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x05gates\x18\x1a \x03(\v2\x15.sluice.v1.GateResultR\x05gates\x124\n" +
 	"\n" +
 	"blocked_by\x18\x1b \x01(\v2\x15.sluice.v1.GateResultR\tblockedBy\x12\x18\n" +
-	"\adomains\x18\x1c \x03(\tR\adomains\"\x9b\x03\n" +
+	"\adomains\x18\x1c \x03(\tR\adomains\x12,\n" +
+	"\x12bake_checks_passed\x18\x1d \x01(\rR\x10bakeChecksPassed\"\x9b\x03\n" +
 	"\vStageResult\x12\x12\n" +
 	"\x04wave\x18\x01 \x01(\rR\x04wave\x12\x16\n" +
 	"\x06domain\x18\x02 \x01(\tR\x06domain\x129\n" +
@@ -2216,52 +2253,53 @@ var file_sluice_v1_rollout_proto_depIdxs = []int32{
 	20, // 4: sluice.v1.Strategy.pickup_deadline:type_name -> google.protobuf.Duration
 	20, // 5: sluice.v1.Strategy.progress_deadline:type_name -> google.protobuf.Duration
 	4,  // 6: sluice.v1.Strategy.gates:type_name -> sluice.v1.Gate
-	21, // 7: sluice.v1.Gate.max:type_name -> google.protobuf.DoubleValue
-	21, // 8: sluice.v1.Gate.min:type_name -> google.protobuf.DoubleValue
-	20, // 9: sluice.v1.Gate.lookback:type_name -> google.protobuf.Duration
-	20, // 10: sluice.v1.Gate.step:type_name -> google.protobuf.Duration
-	20, // 11: sluice.v1.Gate.interval:type_name -> google.protobuf.Duration
-	20, // 12: sluice.v1.Gate.deadline:type_name -> google.protobuf.Duration
-	19, // 13: sluice.v1.GateResult.at:type_name -> google.protobuf.Timestamp
-	3,  // 14: sluice.v1.Head.strategy:type_name -> sluice.v1.Strategy
-	19, // 15: sluice.v1.Head.updated_at:type_name -> google.protobuf.Timestamp
-	22, // 16: sluice.v1.NodeOutcome.phase:type_name -> sluice.v1.NodePhase
-	1,  // 17: sluice.v1.NodeOutcome.result:type_name -> sluice.v1.NodeResult
-	3,  // 18: sluice.v1.Rollout.strategy:type_name -> sluice.v1.Strategy
-	0,  // 19: sluice.v1.Rollout.phase:type_name -> sluice.v1.RolloutPhase
-	19, // 20: sluice.v1.Rollout.started_at:type_name -> google.protobuf.Timestamp
-	19, // 21: sluice.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
-	19, // 22: sluice.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
-	8,  // 23: sluice.v1.Rollout.counts:type_name -> sluice.v1.RolloutCounts
-	7,  // 24: sluice.v1.Rollout.failures:type_name -> sluice.v1.NodeOutcome
-	7,  // 25: sluice.v1.Rollout.skipped:type_name -> sluice.v1.NodeOutcome
-	19, // 26: sluice.v1.Rollout.bake_until:type_name -> google.protobuf.Timestamp
-	20, // 27: sluice.v1.Rollout.leader_time:type_name -> google.protobuf.Duration
-	14, // 28: sluice.v1.Rollout.aborted_by:type_name -> sluice.v1.AbortRequest
-	23, // 29: sluice.v1.Rollout.pause:type_name -> sluice.v1.PauseRequest
-	24, // 30: sluice.v1.Rollout.pause_ack:type_name -> sluice.v1.PauseAck
-	10, // 31: sluice.v1.Rollout.stages:type_name -> sluice.v1.StageResult
-	19, // 32: sluice.v1.Rollout.waiting_until:type_name -> google.protobuf.Timestamp
-	5,  // 33: sluice.v1.Rollout.gates:type_name -> sluice.v1.GateResult
-	5,  // 34: sluice.v1.Rollout.blocked_by:type_name -> sluice.v1.GateResult
-	19, // 35: sluice.v1.StageResult.started_at:type_name -> google.protobuf.Timestamp
-	19, // 36: sluice.v1.StageResult.ended_at:type_name -> google.protobuf.Timestamp
-	8,  // 37: sluice.v1.StageResult.counts_at_start:type_name -> sluice.v1.RolloutCounts
-	19, // 38: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
-	19, // 39: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
-	13, // 40: sluice.v1.InvalidFingerprint.forgiven:type_name -> sluice.v1.Forgiveness
-	19, // 41: sluice.v1.Forgiveness.at:type_name -> google.protobuf.Timestamp
-	19, // 42: sluice.v1.AbortRequest.at:type_name -> google.protobuf.Timestamp
-	19, // 43: sluice.v1.ForgiveRequest.at:type_name -> google.protobuf.Timestamp
-	19, // 44: sluice.v1.ForgiveRequest.recorded_at:type_name -> google.protobuf.Timestamp
-	19, // 45: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
-	19, // 46: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
-	19, // 47: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
-	48, // [48:48] is the sub-list for method output_type
-	48, // [48:48] is the sub-list for method input_type
-	48, // [48:48] is the sub-list for extension type_name
-	48, // [48:48] is the sub-list for extension extendee
-	0,  // [0:48] is the sub-list for field type_name
+	20, // 7: sluice.v1.Strategy.bake_check_interval:type_name -> google.protobuf.Duration
+	21, // 8: sluice.v1.Gate.max:type_name -> google.protobuf.DoubleValue
+	21, // 9: sluice.v1.Gate.min:type_name -> google.protobuf.DoubleValue
+	20, // 10: sluice.v1.Gate.lookback:type_name -> google.protobuf.Duration
+	20, // 11: sluice.v1.Gate.step:type_name -> google.protobuf.Duration
+	20, // 12: sluice.v1.Gate.interval:type_name -> google.protobuf.Duration
+	20, // 13: sluice.v1.Gate.deadline:type_name -> google.protobuf.Duration
+	19, // 14: sluice.v1.GateResult.at:type_name -> google.protobuf.Timestamp
+	3,  // 15: sluice.v1.Head.strategy:type_name -> sluice.v1.Strategy
+	19, // 16: sluice.v1.Head.updated_at:type_name -> google.protobuf.Timestamp
+	22, // 17: sluice.v1.NodeOutcome.phase:type_name -> sluice.v1.NodePhase
+	1,  // 18: sluice.v1.NodeOutcome.result:type_name -> sluice.v1.NodeResult
+	3,  // 19: sluice.v1.Rollout.strategy:type_name -> sluice.v1.Strategy
+	0,  // 20: sluice.v1.Rollout.phase:type_name -> sluice.v1.RolloutPhase
+	19, // 21: sluice.v1.Rollout.started_at:type_name -> google.protobuf.Timestamp
+	19, // 22: sluice.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
+	19, // 23: sluice.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
+	8,  // 24: sluice.v1.Rollout.counts:type_name -> sluice.v1.RolloutCounts
+	7,  // 25: sluice.v1.Rollout.failures:type_name -> sluice.v1.NodeOutcome
+	7,  // 26: sluice.v1.Rollout.skipped:type_name -> sluice.v1.NodeOutcome
+	19, // 27: sluice.v1.Rollout.bake_until:type_name -> google.protobuf.Timestamp
+	20, // 28: sluice.v1.Rollout.leader_time:type_name -> google.protobuf.Duration
+	14, // 29: sluice.v1.Rollout.aborted_by:type_name -> sluice.v1.AbortRequest
+	23, // 30: sluice.v1.Rollout.pause:type_name -> sluice.v1.PauseRequest
+	24, // 31: sluice.v1.Rollout.pause_ack:type_name -> sluice.v1.PauseAck
+	10, // 32: sluice.v1.Rollout.stages:type_name -> sluice.v1.StageResult
+	19, // 33: sluice.v1.Rollout.waiting_until:type_name -> google.protobuf.Timestamp
+	5,  // 34: sluice.v1.Rollout.gates:type_name -> sluice.v1.GateResult
+	5,  // 35: sluice.v1.Rollout.blocked_by:type_name -> sluice.v1.GateResult
+	19, // 36: sluice.v1.StageResult.started_at:type_name -> google.protobuf.Timestamp
+	19, // 37: sluice.v1.StageResult.ended_at:type_name -> google.protobuf.Timestamp
+	8,  // 38: sluice.v1.StageResult.counts_at_start:type_name -> sluice.v1.RolloutCounts
+	19, // 39: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
+	19, // 40: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
+	13, // 41: sluice.v1.InvalidFingerprint.forgiven:type_name -> sluice.v1.Forgiveness
+	19, // 42: sluice.v1.Forgiveness.at:type_name -> google.protobuf.Timestamp
+	19, // 43: sluice.v1.AbortRequest.at:type_name -> google.protobuf.Timestamp
+	19, // 44: sluice.v1.ForgiveRequest.at:type_name -> google.protobuf.Timestamp
+	19, // 45: sluice.v1.ForgiveRequest.recorded_at:type_name -> google.protobuf.Timestamp
+	19, // 46: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
+	19, // 47: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
+	19, // 48: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
+	49, // [49:49] is the sub-list for method output_type
+	49, // [49:49] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_rollout_proto_init() }

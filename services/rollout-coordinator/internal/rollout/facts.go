@@ -87,6 +87,7 @@ type desired struct {
 	epoch                          uint64
 	op                             opKind
 	revert, proven, cancel         bool
+	bake                           *sluicev1.BakeChecks // shared by the rollout's writes: never changed
 }
 
 // opKind says which operation id a desired config carries: the ones the
@@ -163,6 +164,9 @@ func (d *desired) message(node string) *sluicev1.DesiredConfig {
 	m := &sluicev1.DesiredConfig{Node: node, Revision: d.revision, Rollout: d.rollout, Fingerprint: d.fingerprint,
 		WrittenAt: d.writtenAt.timestamp(), LeaderEpoch: d.epoch, Revert: d.revert, Proven: d.proven,
 		Operation: d.operationOf(node), Deadline: d.deadline.duration(), Cancel: d.cancel}
+	if d.bake != nil {
+		m.BakeChecks = proto.Clone(d.bake).(*sluicev1.BakeChecks)
+	}
 	if d.config != nil {
 		m.Config = proto.Clone(d.config).(*sluicev1.NodeConfig)
 	}
@@ -177,7 +181,8 @@ func (s *State) keepDesired(m *sluicev1.DesiredConfig) *desired {
 	node := m.GetNode()
 	d := &desired{revision: s.intern(m.GetRevision()), rollout: s.intern(m.GetRollout()), fingerprint: s.intern(m.GetFingerprint()),
 		config: s.shareConfig(m.GetFingerprint(), m.GetConfig()), writtenAt: stampOf(m.GetWrittenAt()),
-		deadline: stampOfDuration(m.GetDeadline()), epoch: m.GetLeaderEpoch(), revert: m.GetRevert(), proven: m.GetProven(), cancel: m.GetCancel()}
+		deadline: stampOfDuration(m.GetDeadline()), epoch: m.GetLeaderEpoch(), revert: m.GetRevert(), proven: m.GetProven(), cancel: m.GetCancel(),
+		bake: m.GetBakeChecks()}
 	// Read once per term: comparing with the derived ids may build them.
 	switch op := m.GetOperation(); op {
 	case "":

@@ -321,6 +321,7 @@ func (s *State) placeAll(resuming bool, now time.Time) {
 		s.plan = fallbackPlan()
 	}
 	s.initGates(now)
+	s.evidenceReset()
 	// A waiting line the last term wrote is this term's to clear: as a
 	// gate's, or else as a window's or freeze's (the next wave start that
 	// finds it open clears it).

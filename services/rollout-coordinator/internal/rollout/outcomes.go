@@ -36,6 +36,9 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 		ev.Fingerprint = n.forward
 		s.emit(ev)
 	}
+	if s.bakeReport(n, st, now) {
+		return // a re-run of its checks failed while it baked (bakechecks.go)
+	}
 	if s.rollout == nil || !s.inFlight.has(n) || st.GetFingerprint() != n.target {
 		// Not what the active rollout waits for. An Invalid report of a
 		// rollout's config is still remembered (I4), e.g. a late report for

@@ -38,6 +38,9 @@ func (s *State) fill(now time.Time) {
 			if now.Before(s.bakeUntil) {
 				break
 			}
+			if !s.bakeEvidenceIn() {
+				break // the stage's nodes have not passed their re-runs (bakechecks.go)
+			}
 			s.bakeUntil, s.baked = time.Time{}, true
 			r.BakeUntil = nil
 			s.changed()
@@ -91,9 +94,10 @@ func (s *State) fill(now time.Time) {
 		// The pickup deadline starts when the write lands (Written), not
 		// now: a write the control plane holds up is not the node's delay.
 		n.writtenAt, n.ackAt, n.touched = time.Time{}, time.Time{}, true
+		s.joinedStage(n)
 		s.fly(n)
 		d := &desired{revision: s.intern(r.GetRevision()), rollout: s.intern(r.GetId()), fingerprint: n.target, config: n.config,
-			op: opApply, deadline: stampOfDuration(durationpb.New(contract.AgentDeadline(s.plan.ApplyDeadline)))}
+			op: opApply, deadline: stampOfDuration(durationpb.New(contract.AgentDeadline(s.plan.ApplyDeadline))), bake: s.bakeSpec}
 		r.Counts.Attempted++
 		var save *desired
 		n.previous, save = s.lastGood(n, n.target)
@@ -264,6 +268,7 @@ func (s *State) openStage(now time.Time) {
 	r.Stages = append(r.Stages, &sluicev1.StageResult{Wave: r.GetWave(), Domain: r.GetDomain(), StartedAt: timestamppb.New(now),
 		CountsAtStart: proto.Clone(r.GetCounts()).(*sluicev1.RolloutCounts), StartedBefore: uint32(s.started)})
 	s.changed()
+	s.stageStarted()
 }
 
 // closeStage ends the stage in progress, if any: every node of it has an

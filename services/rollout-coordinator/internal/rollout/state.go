@@ -70,6 +70,8 @@ type node struct {
 
 	group   *pairGroup // its redundancy group in the active rollout (pairs.go), nil when none
 	unbaked bool       // provisioned by the active rollout, its stage's bake not yet passed (pairs.go)
+	stage   int32      // the stage it was started in (bakechecks.go)
+	passes  uint32     // re-runs of its checks passed on its target, as its status says (bakechecks.go)
 
 	// Its places in the queues holding it (queue.go): pending, the revert
 	// queue, and in flight by deadline (due, when it becomes late), by
@@ -115,6 +117,12 @@ type State struct {
 	waitingWindow bool
 	// gates are what the active rollout's gates said (gates.go).
 	gates gateState
+	// evid counts the stage's nodes by re-run checks passed; evidWaiting:
+	// the bake's time is over and the next stage waits for them
+	// (bakechecks.go).
+	evid        evidence
+	evidWaiting bool
+	bakeSpec    *sluicev1.BakeChecks // what the rollout's writes ask agents to re-run, nil for none
 
 	// Pause (pause.go): the control plane's request, each rollout's, and
 	// the acknowledgement of the control plane's last handed to the loop.
@@ -213,6 +221,7 @@ func (s *State) setProg(n *node, p progress) {
 	from := n.prog
 	n.prog = p
 	s.regroup(n, from, p)
+	s.evidenceMoved(n, from, p)
 	if f := progCounter(c, p); f != nil {
 		*f++
 	}
