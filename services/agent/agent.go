@@ -80,6 +80,9 @@ const (
 	// lower than one already seen (a deposed coordinator wrote it); the
 	// node keeps the config in force. The reason names both epochs.
 	EventStaleDesiredIgnored = "StaleDesiredIgnored"
+	// EventNodeBakeCheckPassed: a re-run of the checks passed while the
+	// node bakes (DesiredConfig.bake_checks); the status counts them.
+	EventNodeBakeCheckPassed = "NodeBakeCheckPassed"
 )
 
 // Defaults.

@@ -100,7 +100,9 @@ func (a *Agent) handle(ctx context.Context, d *sluicev1.DesiredConfig) {
 	case actReport:
 		a.report(ctx, d)
 	case actProvision:
-		a.provision(ctx, d)
+		if o := a.provision(ctx, d); o.phase == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && bakes(d) {
+			a.bake(ctx, d)
+		}
 	}
 }
 
@@ -171,8 +173,10 @@ func (a *Agent) provision(ctx context.Context, d *sluicev1.DesiredConfig) outcom
 		}
 		return a.rollback(ctx, d, *f)
 	}
-	a.commit(d)
-	a.clearApplying()
+	if !bakes(d) {
+		a.commit(d)
+		a.clearApplying()
+	} // else it becomes last-good once it baked (bake.go)
 	return a.succeed(ctx, d, started)
 }
 
@@ -250,6 +254,7 @@ func (a *Agent) report(ctx context.Context, d *sluicev1.DesiredConfig) {
 type statusUpdate struct {
 	phase                        sluicev1.NodePhase
 	message, failedCheck, output string
+	bakePasses                   uint32 // re-runs passed while baking (bake.go)
 }
 
 // setPhase writes the status of d and, once stored, emits the transition.
@@ -268,6 +273,7 @@ func (a *Agent) setPhase(ctx context.Context, d *sluicev1.DesiredConfig, started
 		CheckOutput:        u.output,
 		AppliedFingerprint: a.worker.applied,
 		Operation:          d.GetOperation(),
+		BakePasses:         u.bakePasses,
 	}
 	if u.phase == sluicev1.NodePhase_NODE_PHASE_INVALID {
 		st.LastInvalid = &sluicev1.InvalidReport{Fingerprint: d.GetFingerprint(), Rollout: d.GetRollout(), Revision: d.GetRevision(),
