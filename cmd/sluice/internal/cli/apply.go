@@ -217,9 +217,10 @@ func printRevision(w io.Writer, revision string, generation uint64, changed bool
 type strategyFlags struct {
 	maxParallel, failureDomain, failureBudget string
 	whileActive                               string
-	firstWave, maxUnprovenDomains             uint32
+	firstWave, maxUnprovenDomains, bakeChecks uint32
 	waveGrowth                                float64
-	bake, apply, pickup, progress             time.Duration
+	bake, bakeCheckEvery, apply, pickup       time.Duration
+	progress                                  time.Duration
 	retryInvalid                              bool
 	windows                                   []string
 	gates                                     []string
@@ -230,6 +231,8 @@ func (f *strategyFlags) register(fs *pflag.FlagSet) {
 	fs.Uint32Var(&f.firstWave, "first-wave", 0, "nodes in the first wave (the canary); 0: no waves")
 	fs.Float64Var(&f.waveGrowth, "wave-growth", 0, fmt.Sprintf("each next wave is this many times the previous, from 1 to %d (default %g with --first-wave)", intent.MaxWaveGrowth, contract.DefaultWaveGrowth))
 	fs.DurationVar(&f.bake, "bake-time", 0, "pause after each wave or failure domain before the next (needs --first-wave or --failure-domain)")
+	fs.Uint32Var(&f.bakeChecks, "bake-checks", 0, "every node of a wave must pass its checks, re-run by its agent while it bakes, this many times before the next wave (needs --bake-time); a failing re-run fails the node")
+	fs.DurationVar(&f.bakeCheckEvery, "bake-check-interval", 0, fmt.Sprintf("how often agents re-run their checks while baking (default %s with --bake-checks)", contract.DefaultBakeCheckInterval))
 	fs.StringVar(&f.failureDomain, "failure-domain", "", "label key, e.g. zone: finish one value before starting the next")
 	fs.Uint32Var(&f.maxUnprovenDomains, "max-unproven-domains", 0, "failure-domain values that may hold unproven nodes at once: a stage takes up to N values, the next start once all are done and baked (needs --failure-domain; default 1)")
 	fs.StringVar(&f.failureBudget, "failure-budget", "", `failed nodes tolerated before stopping and reverting: a count ("2") or a percentage ("5%"); default 0`)
@@ -248,7 +251,7 @@ func (f *strategyFlags) register(fs *pflag.FlagSet) {
 func (f *strategyFlags) strategy(fs *pflag.FlagSet) (*sluicev1.Strategy, error) {
 	st := &sluicev1.Strategy{MaxParallel: f.maxParallel, FirstWave: f.firstWave, WaveGrowth: f.waveGrowth,
 		FailureDomain: f.failureDomain, FailureBudget: f.failureBudget, RetryInvalid: f.retryInvalid, WhileActive: f.whileActive,
-		Windows: f.windows, MaxUnprovenDomains: f.maxUnprovenDomains}
+		Windows: f.windows, MaxUnprovenDomains: f.maxUnprovenDomains, BakeChecks: f.bakeChecks}
 	for _, spec := range f.gates {
 		g, err := contract.ParseGate(spec)
 		if err != nil {
@@ -260,7 +263,7 @@ func (f *strategyFlags) strategy(fs *pflag.FlagSet) (*sluicev1.Strategy, error) 
 		flag string
 		v    time.Duration
 		dst  **durationpb.Duration
-	}{{"bake-time", f.bake, &st.BakeTime}, {"apply-deadline", f.apply, &st.ApplyDeadline},
+	}{{"bake-time", f.bake, &st.BakeTime}, {"bake-check-interval", f.bakeCheckEvery, &st.BakeCheckInterval}, {"apply-deadline", f.apply, &st.ApplyDeadline},
 		{"pickup-deadline", f.pickup, &st.PickupDeadline}, {"progress-deadline", f.progress, &st.ProgressDeadline}} {
 		if fs.Changed(d.flag) {
 			*d.dst = durationpb.New(d.v)

@@ -115,6 +115,13 @@ func strategyLine(st *sluicev1.Strategy) string {
 	if b := st.GetBakeTime(); b != nil {
 		parts = append(parts, "bake "+b.AsDuration().String())
 	}
+	if k := st.GetBakeChecks(); k > 0 {
+		every := contract.DefaultBakeCheckInterval
+		if i := st.GetBakeCheckInterval(); i != nil {
+			every = i.AsDuration()
+		}
+		parts = append(parts, fmt.Sprintf("%d passed check re-runs (every %s) on every node", k, every))
+	}
 	parts = append(parts, "failure budget "+orDefault(st.GetFailureBudget(), "0"))
 	for _, d := range []struct {
 		name string
@@ -154,6 +161,12 @@ func stageLine(r *sluicev1.Rollout, now time.Time) string {
 	if b := r.GetBakeUntil(); b != nil && b.AsTime().After(now) {
 		// Never "baking for 0s": under half a second left still rounds to 1s.
 		parts = append(parts, "baking for "+max(b.AsTime().Sub(now).Round(time.Second), time.Second).String())
+		if want := r.GetStrategy().GetBakeChecks(); want > 0 {
+			parts = append(parts, fmt.Sprintf("%d of %d checks passed on every node", r.GetBakeChecksPassed(), want))
+		}
+	} else if want := r.GetStrategy().GetBakeChecks(); b != nil && want > 0 && r.GetBakeChecksPassed() < want {
+		// The bake's time is over; its nodes' re-runs are not.
+		parts = append(parts, fmt.Sprintf("baking: %d of %d checks passed on every node", r.GetBakeChecksPassed(), want))
 	}
 	if w := r.GetWaiting(); w != "" {
 		if u := r.GetWaitingUntil(); u != nil && u.AsTime().After(now) {

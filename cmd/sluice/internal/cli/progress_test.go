@@ -144,6 +144,28 @@ func TestRolloutLines_SeveralFailureDomainsInProgress_NamesEachAndTheLimit(t *te
 	}
 }
 
+func TestStageLine_BakeChecks_SaysHowManyPassedOnEveryNode(t *testing.T) {
+	st := &sluicev1.Strategy{FirstWave: 1, BakeTime: durationpb.New(time.Minute), BakeChecks: 3}
+	tests := []struct {
+		name   string
+		until  time.Time
+		passed uint32
+		want   string
+	}{
+		{"during the bake's time", now.Add(40 * time.Second), 2, "wave 1, baking for 40s, 2 of 3 checks passed on every node"},
+		{"the time over, the re-runs not", now.Add(-time.Second), 2, "wave 1, baking: 2 of 3 checks passed on every node"},
+		{"the time over and every re-run passed", now.Add(-time.Second), 3, "wave 1"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			r := &sluicev1.Rollout{Strategy: st, Wave: 1, BakeUntil: timestamppb.New(tc.until), BakeChecksPassed: tc.passed}
+			if got := stageLine(r, now); got != tc.want {
+				t.Errorf("stageLine = %q, want %q", got, tc.want)
+			}
+		})
+	}
+}
+
 func TestNodeLines_CutTheOutputAndListAtMostTen(t *testing.T) {
 	r := &sluicev1.Rollout{Failures: []*sluicev1.NodeOutcome{{Node: "node-01", Result: sluicev1.NodeResult_NODE_RESULT_INVALID,
 		FailedCheck: "ping", Message: "failed", Output: strings.Repeat("x", 500) + "\nsecond line"}}}

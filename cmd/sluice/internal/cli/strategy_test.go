@@ -20,14 +20,16 @@ func TestApply_StrategyFlagsReachTheHead(t *testing.T) {
 	f := writeFile(t, "tenant-a.yaml", tenantA)
 	code, _, stderr := sluice(t, s.URL(), "apply", "-f", f, "--max-parallel", "5", "--first-wave", "2", "--wave-growth", "3",
 		"--bake-time", "30s", "--failure-domain", "zone", "--failure-budget", "10%", "--apply-deadline", "2m",
-		"--pickup-deadline", "4m", "--progress-deadline", "2h", "--retry-invalid", "--max-unproven-domains", "2")
+		"--pickup-deadline", "4m", "--progress-deadline", "2h", "--retry-invalid", "--max-unproven-domains", "2",
+		"--bake-checks", "3", "--bake-check-interval", "10s")
 	if code != 0 {
 		t.Fatalf("exit code %d: %s", code, stderr)
 	}
 	st := headStrategy(t, s.URL())
 	if st.GetMaxParallel() != "5" || st.GetFirstWave() != 2 || st.GetWaveGrowth() != 3 || st.GetBakeTime().AsDuration() != 30*time.Second ||
 		st.GetFailureDomain() != "zone" || st.GetFailureBudget() != "10%" || st.GetApplyDeadline().AsDuration() != 2*time.Minute ||
-		st.GetPickupDeadline().AsDuration() != 4*time.Minute || st.GetProgressDeadline().AsDuration() != 2*time.Hour || !st.GetRetryInvalid() || st.GetMaxUnprovenDomains() != 2 {
+		st.GetPickupDeadline().AsDuration() != 4*time.Minute || st.GetProgressDeadline().AsDuration() != 2*time.Hour || !st.GetRetryInvalid() || st.GetMaxUnprovenDomains() != 2 ||
+		st.GetBakeChecks() != 3 || st.GetBakeCheckInterval().AsDuration() != 10*time.Second {
 		t.Fatalf("head strategy = %v", st)
 	}
 }
@@ -49,6 +51,7 @@ func TestStrategyFlags_BadValues_AreUsageErrorsNamingTheFlag(t *testing.T) {
 		{"bake time without stages", []string{"--bake-time", "1m"}, []string{"--bake-time: bake time applies between waves or failure domains; set --first-wave or --failure-domain"}},
 		{"negative bake time", []string{"--first-wave", "1", "--bake-time", "-1s"}, []string{"--bake-time: -1s is not a duration of zero or more"}},
 		{"failure domain with a space", []string{"--failure-domain", "my zone"}, []string{`--failure-domain: "my zone" is not a label key`}},
+		{"bake checks without a bake", []string{"--first-wave", "1", "--bake-checks", "2"}, []string{"--bake-checks: checks are re-run while nodes bake; set --bake-time too"}},
 		{"max unproven domains without a failure domain", []string{"--max-unproven-domains", "2"}, []string{"--max-unproven-domains: limits failure-domain values in progress at once; set --failure-domain too"}},
 		{"failure budget over 100%", []string{"--failure-budget", "101%"}, []string{`--failure-budget: "101%" is not a percentage`}},
 		{"failure budget in words", []string{"--failure-budget", "few"}, []string{`--failure-budget: "few"`}},
