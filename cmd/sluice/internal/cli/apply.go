@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"regexp"
 	"strings"
 	"time"
@@ -224,6 +225,7 @@ type strategyFlags struct {
 	retryInvalid                              bool
 	windows                                   []string
 	gates                                     []string
+	gatesFile                                 string
 }
 
 func (f *strategyFlags) register(fs *pflag.FlagSet) {
@@ -242,6 +244,7 @@ func (f *strategyFlags) register(fs *pflag.FlagSet) {
 	fs.BoolVar(&f.retryInvalid, "retry-invalid", false, "roll out even fingerprints recorded as invalid, on purpose")
 	fs.StringArrayVar(&f.windows, "window", nil, `weekly window in which waves may start, e.g. "Mon-Fri 09:00-16:00 Europe/Berlin" (DAYS HH:MM-HH:MM [ZONE]; repeat for several); a wave in flight when it closes finishes`)
 	fs.StringArrayVar(&f.gates, "gate", nil, `a gate the rollout must pass (repeatable): NAME=prometheus:URL?query=PROMQL&max=N[&min=N&lookback=5m&step=15s&min-samples=1&deadline=10m] before each next wave and the end, or NAME=prometheus:URL?alert=ALERT[,ALERT][&interval=10s&deadline=10m] all the time; values as written, no URL escaping`)
+	fs.StringVar(&f.gatesFile, "gates-file", "", "a YAML file of gates the rollout must pass, as --gate takes them (docs/rollouts.md, \"Gates file\"); with --gate, both sets")
 	fs.StringVar(&f.whileActive, "while-active", "", `while another rollout runs: "queue" (start when it ends; the default) or "supersede" (stop it once its in-flight nodes settle)`)
 }
 
@@ -252,6 +255,17 @@ func (f *strategyFlags) strategy(fs *pflag.FlagSet) (*sluicev1.Strategy, error) 
 	st := &sluicev1.Strategy{MaxParallel: f.maxParallel, FirstWave: f.firstWave, WaveGrowth: f.waveGrowth,
 		FailureDomain: f.failureDomain, FailureBudget: f.failureBudget, RetryInvalid: f.retryInvalid, WhileActive: f.whileActive,
 		Windows: f.windows, MaxUnprovenDomains: f.maxUnprovenDomains, BakeChecks: f.bakeChecks}
+	if f.gatesFile != "" {
+		b, err := os.ReadFile(f.gatesFile)
+		if err != nil {
+			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--gates-file: %w", err)}
+		}
+		gates, err := intent.ParseGates(f.gatesFile, b)
+		if err != nil {
+			return nil, &ExitError{Code: ExitUsage, Err: fmt.Errorf("--gates-file %w", err)}
+		}
+		st.Gates = append(st.Gates, gates...)
+	}
 	for _, spec := range f.gates {
 		g, err := contract.ParseGate(spec)
 		if err != nil {

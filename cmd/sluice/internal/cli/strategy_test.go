@@ -60,6 +60,7 @@ func TestStrategyFlags_BadValues_AreUsageErrorsNamingTheFlag(t *testing.T) {
 		{"pickup shorter than apply", []string{"--apply-deadline", "2m", "--pickup-deadline", "1m"},
 			[]string{"--pickup-deadline: 1m0s is shorter than the apply deadline 2m0s"}},
 		{"gate without a kind", []string{"--gate", "e=http://p:9090?query=x&max=1"}, []string{`--gate "e=http://p:9090?query=x&max=1": gate e: "http" is not a gate kind`}},
+		{"gates file that is not there", []string{"--gates-file", "/nonexistent/gates.yaml"}, []string{"--gates-file: open /nonexistent/gates.yaml"}},
 		{"gate without a threshold", []string{"--gate", "e=prometheus:http://p:9090?query=x"}, []string{"--gate: gate e: no threshold"}},
 		{"every problem at once", []string{"--max-parallel", "0%", "--failure-budget", "-1"}, []string{"2 strategy flags are wrong:\n  --failure-budget: ", "\n  --max-parallel: "}},
 	}
@@ -84,6 +85,46 @@ func TestStrategyFlags_BadValues_AreUsageErrorsNamingTheFlag(t *testing.T) {
 	}
 }
 
+func TestApply_GatesFile_ReachesTheHeadWithTheGateFlags(t *testing.T) {
+	s := startSystem(t, 0)
+	gates := writeFile(t, "gates.yaml", `gates:
+- name: error-rate
+  prometheus: http://prom:9090
+  query: sum(rate(http_errors_total[1m]))
+  max: 0.01
+  lookback: 5m
+  minSamples: 5
+- name: links
+  prometheus: http://prom:9090
+  alerts: [LinkDown]
+`)
+	code, _, stderr := sluice(t, s.URL(), "apply", "-f", writeFile(t, "tenant-a.yaml", tenantA), "--gates-file", gates,
+		"--gate", "latency=prometheus:http://prom:9090?query=p99&max=0.2")
+	if code != 0 {
+		t.Fatalf("exit code %d: %s", code, stderr)
+	}
+	var got []string
+	for _, g := range headStrategy(t, s.URL()).GetGates() {
+		got = append(got, contract.FormatGate(g))
+	}
+	want := []string{
+		"error-rate=prometheus:http://prom:9090?query=sum(rate(http_errors_total[1m]))&max=0.01&lookback=5m0s&min-samples=5",
+		"links=prometheus:http://prom:9090?alert=LinkDown",
+		"latency=prometheus:http://prom:9090?query=p99&max=0.2",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("head's gates:\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestApply_GatesFile_BadGate_IsAUsageErrorNamingFileGateAndField(t *testing.T) {
+	gates := writeFile(t, "gates.yaml", "gates:\n- name: error-rate\n  prometheus: http://prom:9090\n  query: x\n  max: 1\n  lookback: soon\n")
+	code, stdout, stderr := sluice(t, "nats://127.0.0.1:1", "apply", "-f", "x.yaml", "--gates-file", gates)
+	if want := `--gates-file ` + gates + `: gates[0] (error-rate): lookback "soon": want a duration like 5m or 90s`; code != 2 || stdout != "" || !strings.Contains(stderr, want) {
+		t.Fatalf("exit code %d, stdout %q, stderr %q; want a usage error with %q", code, stdout, stderr, want)
+	}
+}
+
 func TestStrategyFlags_EveryStrategyFieldHasTheFlagItsErrorsName(t *testing.T) {
 	var sf strategyFlags
 	fs := pflag.NewFlagSet("apply", pflag.ContinueOnError)
@@ -96,8 +137,9 @@ func TestStrategyFlags_EveryStrategyFieldHasTheFlagItsErrorsName(t *testing.T) {
 			t.Errorf("strategy.%s: no flag %s", name, flag)
 		}
 	}
-	if fields.Len() != countFlags(fs) {
-		t.Errorf("%d strategy fields, %d flags", fields.Len(), countFlags(fs))
+	// --gates-file sets strategy.gates too, from a file.
+	if fields.Len()+1 != countFlags(fs) {
+		t.Errorf("%d strategy fields, %d flags (one more: --gates-file)", fields.Len(), countFlags(fs))
 	}
 }
 
