@@ -87,6 +87,16 @@ func TestDecide_MaxUnprovenDomains(t *testing.T) {
 			wantDomains: []string{"0c"}, wantWaiting: nil,
 		},
 		{
+			// Wave 1 (a1, a2, b1) ends inside zone b; wave 2 starts a new
+			// stage with b2, then takes c: b is not started again.
+			name: "2 with waves: a zone carried over a wave boundary is not started again",
+			steps: []step{{0, Loaded{Head: &sluicev1.Head{Revision: r1.Id, Generation: 1, Strategy: &sluicev1.Strategy{MaxParallel: "10",
+				FailureDomain: "dc", MaxUnprovenDomains: 2, FirstWave: 3, WaveGrowth: 2}}, HeadRev: r1, Presence: fleet}},
+				{time.Second, ok("a1")}, {time.Second, ok("a2")}, {time.Second, ok("b1")}},
+			want:        []string{"write b2", "write c1", "write c2", "emit WaveStarted", "emit DomainStarted"},
+			wantDomains: []string{"0b", "0c"}, wantWaiting: nil,
+		},
+		{
 			// Before the limit a node joining in a value sorted before the
 			// one in progress started at once: two values unproven.
 			name: "1: a node joining in another zone waits for the stage, whatever its zone sorts as",
