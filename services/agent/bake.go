@@ -20,7 +20,8 @@ import (
 // with the check's output, as a failed apply is. A new desired config ends
 // the re-runs (the config passed all it ran, so it becomes last-good first);
 // the same one again (a resync) does not. While the control plane is
-// paused no re-run starts.
+// paused no re-run starts, and between re-runs the worker is idle, so a
+// pause is acknowledged at once.
 
 // bakes reports whether d asks for re-runs of the checks while it bakes.
 func bakes(d *sluicev1.DesiredConfig) bool { return d.GetBakeChecks().GetPasses() > 0 }
@@ -37,8 +38,9 @@ func (a *Agent) bake(ctx context.Context, d *sluicev1.DesiredConfig) {
 	var passes uint32
 	t := time.NewTimer(interval)
 	defer t.Stop()
-	a.setBusy(fmt.Sprintf("baking %s: re-running its checks every %s", describe(d), interval))
-	defer a.setBusy("")
+	// Between re-runs the worker is idle: a pause is acknowledged at once,
+	// not after a bake of many minutes.
+	a.setBusy("")
 	for passes < spec.GetPasses() || a.cfg.Now().Before(until) {
 		select {
 		case <-ctx.Done():
@@ -57,11 +59,15 @@ func (a *Agent) bake(ctx context.Context, d *sluicev1.DesiredConfig) {
 		if a.held() {
 			continue // paused: no node operation starts, re-runs neither
 		}
-		if f := a.check(ctx, d, nil); f != nil {
+		a.setBusy("re-running the checks of " + describe(d))
+		f := a.check(ctx, d, nil)
+		a.setBusy("")
+		if f != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			f.err = fmt.Errorf("re-run %d while baking: %w", passes+1, f.err)
+			a.setBusy("restoring last-good after a failed re-run of " + describe(d))
 			a.rollback(ctx, d, *f)
 			return
 		}

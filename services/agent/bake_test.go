@@ -1,6 +1,7 @@
 package agent_test
 
 import (
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -99,4 +100,26 @@ func TestAgent_BakeChecks_AFailingReRun_RestoresTheLastGoodBeforeItAndReportsInv
 		}
 	}
 	assertNoMarker(t, dir)
+}
+
+// A control-plane pause is acknowledged while the node bakes: between its
+// re-runs the worker is idle (a bake may last many minutes), and no re-run
+// starts while paused.
+func TestAgent_BakeChecks_APauseWhileBaking_IsAcknowledgedAtOnce(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	dir := t.TempDir()
+	d := withBake(desiredConfig("n1", "one", 100), 1000, time.Second, time.Hour)
+	f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: agent.NewFileApplier(filepath.Join(dir, "config.json")),
+		Checks: []agent.CheckSpec{countingCheck(dir, d.Fingerprint, 1000)}})
+	f.writeDesired(t, d)
+	f.waitStatus(t, "n1", "provisioned, baking", provisioned(d.Fingerprint))
+	b, err := store.Marshal(&sluicev1.PauseRequest{Paused: true, Generation: 1, Reason: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	putRaw(t, f, contract.BucketControl, contract.KeyPause, b)
+	natstest.Eventually(t, 10*time.Second, "the presence to acknowledge pause generation 1 while baking", func() bool {
+		p, err := f.nodes.Get(context.Background(), "n1")
+		return err == nil && p.Value.GetPause().GetGeneration() == 1 && p.Value.GetPause().GetPaused()
+	})
 }
