@@ -3,7 +3,6 @@ package rollout
 import (
 	"fmt"
 	"slices"
-	"sort"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -199,48 +198,6 @@ func (s *State) tick(now time.Time) {
 		s.timedOut(n, why, "", now)
 	}
 	s.changed() // leader time moved
-}
-
-// Returning says whether presence p of node brings it back — it is not
-// present now, or its agent started again since the last presence — while
-// the state believes it has a desired config in the bucket: the loop reads
-// that key before the state trusts it (a reap the state never heard of may
-// have deleted it, and a leave whose expiry marker the watch did not
-// deliver is seen only as an agent that restarted).
-func (s *State) Returning(node string, p *sluicev1.NodePresence) bool {
-	n := s.nodes[node]
-	if n == nil || n.desired == nil || p == nil {
-		return false
-	}
-	return !n.present || !p.GetStartedAt().AsTime().Equal(n.startedAt)
-}
-
-// Configured lists, sorted, the nodes the state believes have a desired
-// config in the bucket (as last read or written).
-func (s *State) Configured() []string {
-	var out []string
-	for name, n := range s.nodes {
-		if n.desired != nil {
-			out = append(out, name)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-// Overdue lists the in-flight nodes a Tick at now would time out, sorted.
-// The loop reads their statuses from the bucket first and hands them in
-// as Status events: a report the watch missed (its consumer sat on a
-// server that stopped: chaos seed 12) must not time a healthy node out.
-func (s *State) Overdue(now time.Time) []string {
-	if s.rollout == nil || s.elapsed(now) > s.plan.Progress {
-		return nil
-	}
-	var out []string
-	for _, n := range s.overdue(now) {
-		out = append(out, n.name)
-	}
-	return out
 }
 
 // cancelOperation asks n's agent to stop the operation of its desired
