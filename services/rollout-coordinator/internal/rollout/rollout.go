@@ -46,6 +46,10 @@ type (
 		LastAppliedRev *sluicev1.Revision
 		Active         *sluicev1.Rollout // the record rollouts/active points at
 		ActiveRev      *sluicev1.Revision
+		// HeadRolloutLost says why the record of the head's rollout id,
+		// which exists, cannot be read ("" when it can, or does not exist;
+		// HeadRollout is then nil).
+		HeadRolloutLost string
 		// ActiveLost: rollouts/active names a rollout whose record cannot
 		// be read (Active is then nil; ActiveRev is the ref's revision).
 		ActiveLost    *LostRollout
