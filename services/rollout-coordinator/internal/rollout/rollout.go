@@ -8,8 +8,10 @@
 // The files follow the concerns: state.go (what is known of each node),
 // facts.go (what is kept of each stored value, and what nodes share),
 // lifecycle.go (load, start, resume, finish), scheduling.go (waves, domains,
-// bake), outcomes.go (reports, deadlines, presence), flight.go (the nodes in
-// flight and their deadlines), queue.go (the pending and revert queues),
+// bake), outcomes.go (agents' reports and what the record keeps of them),
+// deadlines.go (pickup and apply deadlines, timeouts), presence.go (nodes
+// joining, coming back, leaving), flight.go (the nodes in flight and their
+// deadlines), queue.go (the pending and revert queues),
 // revert.go and guards.go (known-bad fingerprints, nodes outside a rollout),
 // pairs.go (redundancy groups), gates.go (metric and alert gates),
 // rereads.go (what the loop is asked to read again, and the answers).
