@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/buckets"
+	"github.com/sluicehq/sluice/pkg/change"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/intent"
@@ -381,7 +382,7 @@ func (r *registries) unreachable(ctx context.Context, name string, reg registry.
 // synced records a sync that was merged: its status, and an event and a log
 // line for each change of what it reports.
 func (r *registries) synced(ctx context.Context, name string, reg registry.Registry, snap registry.Snapshot, plan syncPlan, log zerolog.Logger) {
-	owned, marked := r.s.countOwned(ctx, name)
+	owned, marked := countOwned(plan.stored, name)
 	var prev *sluicev1.RegistryStatus
 	r.writeStatus(ctx, name, func(st *sluicev1.RegistryStatus) {
 		prev = proto.Clone(st).(*sluicev1.RegistryStatus)
@@ -520,12 +521,8 @@ func (r *registries) writeStatus(ctx context.Context, name string, change func(*
 	return out
 }
 
-// countOwned counts the live intents registry name owns, and its marked ones.
-func (s *Service) countOwned(ctx context.Context, name string) (owned, marked int) {
-	live, _, err := s.liveIntents(ctx)
-	if err != nil {
-		return 0, 0
-	}
+// countOwned counts the stored intents registry name owns, and its marked ones.
+func countOwned(live map[string]change.Stored, name string) (owned, marked int) {
 	for _, e := range live {
 		if e.Value.GetSource() != name {
 			continue
