@@ -278,6 +278,37 @@ func (a *app) jetStream() (*nats.Conn, jetstream.JetStream, error) {
 	return nc, js, nil
 }
 
+// session is one command's connection to the control plane: the
+// connection, its JetStream context and the buckets the command bound
+// (bind). Close it when done.
+type session struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+	kv map[string]jetstream.KeyValue // by bucket name
+}
+
+// Close closes the connection.
+func (s *session) Close() { s.nc.Close() }
+
+// bind connects and binds the buckets named (bucket: a missing one is
+// explained), the preamble of every command that reads or writes state.
+func (a *app) bind(ctx context.Context, buckets ...string) (*session, error) {
+	nc, js, err := a.jetStream()
+	if err != nil {
+		return nil, err
+	}
+	s := &session{nc: nc, js: js, kv: map[string]jetstream.KeyValue{}}
+	for _, name := range buckets {
+		kv, err := bucket(ctx, js, name)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		s.kv[name] = kv
+	}
+	return s, nil
+}
+
 // bucket opens one sluice bucket, explaining a missing one.
 func bucket(ctx context.Context, js jetstream.KeyValueManager, name string) (jetstream.KeyValue, error) {
 	kv, err := js.KeyValue(ctx, name)
