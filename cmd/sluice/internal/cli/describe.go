@@ -3,7 +3,6 @@ package cli
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,10 +14,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -152,11 +151,12 @@ func printDescription(w io.Writer, d nodeDescription, output string) error {
 		if !part.ok {
 			continue
 		}
-		b, err := protojson.Marshal(part.msg)
+		// As every -o json: 64-bit integers as numbers, enums with their words.
+		b, err := view.JSON(part.msg)
 		if err != nil {
 			return err
 		}
-		obj[part.key] = json.RawMessage(b)
+		obj[part.key] = b
 	}
 	return writeStructured(w, obj, output)
 }

@@ -43,6 +43,26 @@ func TestDescribeNode(t *testing.T) {
 			t.Errorf("-o json: %q is %s; want it set in\n%s", k, v, out)
 		}
 	}
+	// As every -o json: 64-bit integers as numbers (the desired config's
+	// leaderEpoch was "1"), a phase with its word.
+	var parts struct {
+		Desired struct {
+			LeaderEpoch any `json:"leaderEpoch"`
+		} `json:"desired"`
+		Status struct {
+			Phase     string `json:"phase"`
+			PhaseName string `json:"phaseName"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal([]byte(out), &parts); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := parts.Desired.LeaderEpoch.(float64); !ok {
+		t.Errorf("-o json: desired.leaderEpoch is %T %v; want a number", parts.Desired.LeaderEpoch, parts.Desired.LeaderEpoch)
+	}
+	if parts.Status.Phase != "NODE_PHASE_PROVISIONED" || parts.Status.PhaseName != "Provisioned" {
+		t.Errorf("-o json: status phase %q, phaseName %q; want NODE_PHASE_PROVISIONED and Provisioned", parts.Status.Phase, parts.Status.PhaseName)
+	}
 
 	code, _, stderr = sluice(t, s.URL(), "describe", "node", "node-99")
 	if code != 1 || !strings.Contains(stderr, `no node "node-99"`) {
