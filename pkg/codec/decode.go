@@ -164,23 +164,11 @@ func (d *decoder) list(f *field, l protoreflect.List) bool {
 		if d.peek() == 'n' {
 			return false
 		}
-		if f.kind == kMessage {
-			e := l.NewElement()
-			if !d.message(f.msg, e.Message()) {
-				return false
-			}
-			l.Append(e)
-		} else {
-			var e protoreflect.Value
-			v, ok := d.value(f, func() protoreflect.Message { e = l.NewElement(); return e.Message() })
-			if !ok {
-				return false
-			}
-			if !v.IsValid() {
-				v = e
-			}
-			l.Append(v)
+		v, ok := d.element(f, l.NewElement)
+		if !ok {
+			return false
 		}
+		l.Append(v)
 		if d.next(',') {
 			continue
 		}
@@ -204,28 +192,31 @@ func (d *decoder) mapOf(f *field, mp protoreflect.Map) bool {
 		if mp.Has(key) {
 			return false // twice: protojson's to say
 		}
-		if f.kind == kMessage {
-			e := mp.NewValue()
-			if !d.message(f.msg, e.Message()) {
-				return false
-			}
-			mp.Set(key, e)
-		} else {
-			var e protoreflect.Value
-			v, ok := d.value(f, func() protoreflect.Message { e = mp.NewValue(); return e.Message() })
-			if !ok {
-				return false
-			}
-			if !v.IsValid() {
-				v = e
-			}
-			mp.Set(key, v)
+		v, ok := d.element(f, mp.NewValue)
+		if !ok {
+			return false
 		}
+		mp.Set(key, v)
 		if d.next(',') {
 			continue
 		}
 		return d.next('}')
 	}
+}
+
+// element reads one list element or map value of f; newValue makes an
+// empty one (for a message, a Timestamp or a Duration).
+func (d *decoder) element(f *field, newValue func() protoreflect.Value) (protoreflect.Value, bool) {
+	if f.kind == kMessage {
+		e := newValue()
+		return e, d.message(f.msg, e.Message())
+	}
+	var e protoreflect.Value
+	v, ok := d.value(f, func() protoreflect.Message { e = newValue(); return e.Message() })
+	if ok && !v.IsValid() {
+		v = e
+	}
+	return v, ok
 }
 
 // value reads one value of a field of kind other than kMessage. For a
