@@ -1,8 +1,11 @@
 // Package change plans changes to the stored intents without I/O: what an
-// apply creates, updates and leaves unchanged, the set a revision is cut
-// from, which intents depend on ones marked for deletion, and which present
-// nodes a revision would give a fingerprint recorded invalid. The
-// configurator plans every apply with it, and the CLI draws a dry run's
+// apply (Apply) or an undo (Undo) creates, updates, marks and leaves
+// unchanged, whether and how a retry rolls the head out again (Retry), the
+// stored intents once a change's journal landed (Landed), the set a
+// revision is cut from, which intents depend on ones marked for deletion,
+// and which present nodes a revision would give a fingerprint recorded
+// invalid. The configurator plans every change with it (inputs read once),
+// and the CLI draws a dry run's
 // per-node picture with the same functions after the configurator has
 // answered the dry run itself (ApplyRequest.dry_run), so a dry run and an
 // apply cannot disagree.
@@ -35,6 +38,9 @@ type Batch struct {
 	// marked for deletion, the batch upserted), in canonical order. It
 	// leaves out unreadable stored values, which the caller keeps in force.
 	Set []*sluicev1.Intent
+	// Mark are the keys the change marks for deletion and Marked their
+	// intent ids (Undo; an apply marks nothing).
+	Mark, Marked []string
 }
 
 // Apply plans batch over live (readable stored intents by key, marked ones

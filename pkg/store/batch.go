@@ -81,7 +81,7 @@ func (b *Batcher) msgOf(op Op) (*nats.Msg, error) {
 		m.Header.Set("KV-Operation", "DEL")
 		return m, nil
 	}
-	data, err := marshal.Marshal(op.Value)
+	data, err := Marshal(op.Value)
 	if err != nil {
 		return nil, fmt.Errorf("encode %s/%s: %w", b.bucket, op.Key, err)
 	}

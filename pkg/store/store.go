@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/pkg/backoff"
+	"github.com/sluicehq/sluice/pkg/codec"
 	"github.com/sluicehq/sluice/pkg/contract/wellformed"
 )
 
@@ -37,14 +38,13 @@ var (
 	ErrUndecodable = errors.New("value does not decode")
 )
 
-var (
-	marshal   = protojson.MarshalOptions{}
-	unmarshal = protojson.UnmarshalOptions{DiscardUnknown: true}
-	strict    = protojson.UnmarshalOptions{}
-)
+// unmarshal is the lenient decode, for values with fields this version
+// does not know; Marshal and the strict decode are pkg/codec's protojson.
+var unmarshal = protojson.UnmarshalOptions{DiscardUnknown: true}
 
-// Marshal encodes a value the way every bucket stores it.
-func Marshal(m proto.Message) ([]byte, error) { return marshal.Marshal(m) }
+// Marshal encodes a value the way every bucket stores it: protojson
+// (pkg/codec).
+func Marshal(m proto.Message) ([]byte, error) { return codec.Marshal(m) }
 
 // Unmarshal decodes a stored value, ignoring fields newer versions added.
 // It does not check the value against its key: Decode does.
@@ -59,7 +59,7 @@ func Unmarshal(b []byte, m proto.Message) error { return unmarshal.Unmarshal(b, 
 // decode, which keeps a newer version's value readable, and for the check
 // that none of them is another stored type's field (wellformed.Foreign).
 func Decode(bucket, key string, b []byte, m proto.Message) error {
-	if strict.Unmarshal(b, m) != nil {
+	if codec.Unmarshal(b, m) != nil {
 		proto.Reset(m)
 		if err := unmarshal.Unmarshal(b, m); err != nil {
 			return fmt.Errorf("decode %s/%s: %w: %w", bucket, key, ErrUndecodable, err)
@@ -131,7 +131,7 @@ func (s *Store[T]) Get(ctx context.Context, key string) (Entry[T], error) {
 
 // Create writes key only if it does not exist (or was deleted); ErrConflict otherwise.
 func (s *Store[T]) Create(ctx context.Context, key string, v T) (uint64, error) {
-	b, err := marshal.Marshal(v)
+	b, err := Marshal(v)
 	if err != nil {
 		return 0, fmt.Errorf("encode %s/%s: %w", s.kv.Bucket(), key, err)
 	}
@@ -149,7 +149,7 @@ func (s *Store[T]) Update(ctx context.Context, key string, v T, rev uint64) (uin
 	if rev == 0 {
 		return s.Create(ctx, key, v)
 	}
-	b, err := marshal.Marshal(v)
+	b, err := Marshal(v)
 	if err != nil {
 		return 0, fmt.Errorf("encode %s/%s: %w", s.kv.Bucket(), key, err)
 	}

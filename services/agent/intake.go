@@ -9,8 +9,8 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"google.golang.org/protobuf/encoding/protojson"
 
+	"github.com/sluicehq/sluice/pkg/codec"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/contract/wellformed"
 	"github.com/sluicehq/sluice/pkg/logging"
@@ -74,13 +74,6 @@ type rawGetter interface {
 	Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error)
 }
 
-// strict decodes desired configs without DiscardUnknown. The other services
-// read values through pkg/store, which drops fields it does not know so that
-// a value written by a newer version still reads; the agent puts what it
-// decodes in force, and a misspelt field dropped silently would put an
-// emptier config in force than the one written.
-var strict = protojson.UnmarshalOptions{}
-
 // decodeDesired decodes node's stored desired config strictly (an unknown
 // field is an error naming it) and checks it by the nodeconfigs bucket's
 // one rule (pkg/contract/wellformed, the rule every service's reads apply):
@@ -89,7 +82,12 @@ var strict = protojson.UnmarshalOptions{}
 // passes.
 func decodeDesired(node string, b []byte) (*sluicev1.DesiredConfig, error) {
 	cfg := &sluicev1.DesiredConfig{}
-	if err := strict.Unmarshal(b, cfg); err != nil {
+	// Strictly (codec.Unmarshal keeps no unknown field): the other services
+	// read values through pkg/store, which drops fields it does not know so
+	// that a value written by a newer version still reads; the agent puts
+	// what it decodes in force, and a misspelt field dropped silently would
+	// put an emptier config in force than the one written.
+	if err := codec.Unmarshal(b, cfg); err != nil {
 		return nil, fmt.Errorf("it does not decode: %w", err)
 	}
 	if err := wellformed.Check(contract.BucketNodeConfigs, contract.DesiredKey(node), cfg); err != nil {

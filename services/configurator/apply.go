@@ -48,14 +48,11 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	if err := s.rollForward(ctx); err != nil {
 		return nil, unavailable(err)
 	}
-	live, unreadable, err := s.liveIntents(ctx)
+	in, err := s.readStored(ctx)
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	head, err := s.readHead(ctx)
-	if err != nil {
-		return nil, unavailable(err)
-	}
+	live, unreadable, head := in.live, in.unreadable, in.head
 
 	if id := req.GetRequestId(); id != "" && head.Value.GetRequestId() == id && !req.GetDryRun() {
 		// The same request again (its sender timed out waiting for the
@@ -115,7 +112,7 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 				return reroll
 			}
 			return applyReason(len(req.GetIntents()), nil, nil)
-		})
+		}, &in) // nothing is written: the inputs stand
 		if err != nil {
 			return nil, interrupted(err)
 		}
@@ -135,7 +132,7 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 		resp.Revision, resp.Changed = target, target != head.Value.GetRevision() || reroll != ""
 		return resp, nil
 	}
-	done, err := s.commit(ctx, journal, func(created, updated []string) string { return applyReason(len(req.GetIntents()), created, updated) })
+	done, err := s.commit(ctx, journal, func(created, updated []string) string { return applyReason(len(req.GetIntents()), created, updated) }, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -160,9 +157,10 @@ func (s *Service) runningRollout(ctx context.Context, h *sluicev1.Head) string {
 
 // commit writes journal and finishes it: from the journal's write on the
 // change is committed, and if anything after fails, the journal makes this
-// request, the next one or the next start finish it (or roll it back). The
-// error is an *apiError for the caller to answer with.
-func (s *Service) commit(ctx context.Context, journal *sluicev1.ApplyJournal, reason func(created, updated []string) string) (finished, error) {
+// request, the next one or the next start finish it (or roll it back). in
+// is the stored state the change was planned from (finish). The error is an
+// *apiError for the caller to answer with.
+func (s *Service) commit(ctx context.Context, journal *sluicev1.ApplyJournal, reason func(created, updated []string) string, in *inputs) (finished, error) {
 	jrev, err := s.st.journal.Create(ctx, contract.KeyPending, journal)
 	if errors.Is(err, store.ErrConflict) {
 		return finished{}, &apiError{code: contract.ErrCodeConflict, desc: "another configurator is applying right now; retry"}
@@ -170,7 +168,7 @@ func (s *Service) commit(ctx context.Context, journal *sluicev1.ApplyJournal, re
 	if err != nil {
 		return finished{}, unavailable(err)
 	}
-	done, err := s.finish(ctx, store.Entry[*sluicev1.ApplyJournal]{Key: contract.KeyPending, Value: journal, Revision: jrev}, reason)
+	done, err := s.finish(ctx, store.Entry[*sluicev1.ApplyJournal]{Key: contract.KeyPending, Value: journal, Revision: jrev}, reason, in)
 	if err != nil {
 		return finished{}, interrupted(err)
 	}
@@ -313,17 +311,18 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 	case err != nil:
 		return nil, unavailable(err)
 	case !cur.Value.GetMarkedForDeletion():
-		live, _, err := s.liveIntents(ctx)
+		in, err := s.readStored(ctx)
 		if err != nil {
 			return nil, unavailable(err)
 		}
-		if err := s.refuseOwned(ctx, "delete", []string{key}, live); err != nil {
+		if err := s.refuseOwned(ctx, "delete", []string{key}, in.live); err != nil {
 			return nil, err
 		}
+		journal := &sluicev1.ApplyJournal{Strategy: req.GetStrategy(), Source: contract.SourceAPI, HasPrior: true, Mark: []string{key},
+			Prior: []*sluicev1.PriorIntent{{Key: key, Value: cur.Value, KvRevision: cur.Revision}}}
 		// Removing an intent cannot break a rule, unless the stored set was
 		// already broken by hand; then say so rather than cut a bad revision.
-		delete(live, key)
-		eff := change.Effective(live)
+		eff := change.Effective(in.landed(journal).live)
 		if errs := intent.Validate(eff); len(errs) > 0 {
 			return nil, invalid("the intents left after the delete", errs)
 		}
@@ -338,13 +337,8 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 		}
 		// Through the apply journal, as every change of the stored set: the
 		// mark and the head move land together or not at all.
-		before, err := s.readHead(ctx)
-		if err != nil {
-			return nil, unavailable(err)
-		}
-		journal := &sluicev1.ApplyJournal{Strategy: req.GetStrategy(), Source: contract.SourceAPI, HasPrior: true, Mark: []string{key},
-			Prior: []*sluicev1.PriorIntent{{Key: key, Value: cur.Value, KvRevision: cur.Revision}}}
-		done, err := s.commit(ctx, journal, func(_, _ []string) string { return "deleted " + id })
+		before := in.head
+		done, err := s.commit(ctx, journal, func(_, _ []string) string { return "deleted " + id }, &in)
 		if err != nil {
 			return nil, err
 		}
@@ -356,11 +350,12 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 		return resp, nil
 	}
 	// Marked already, or an unreadable value just removed: the head follows.
-	before, err := s.readHead(ctx)
+	in, err := s.readStored(ctx)
 	if err != nil {
 		return nil, unavailable(err)
 	}
-	next, err := s.advance(ctx, req.GetStrategy(), false, "", func(diff) string { return "deleted " + id })
+	before := in.head
+	next, err := s.advance(ctx, req.GetStrategy(), false, "", func(diff) string { return "deleted " + id }, &in)
 	if err != nil {
 		return nil, interrupted(err)
 	}

@@ -72,6 +72,34 @@ func (s *Service) liveIntents(ctx context.Context) (map[string]store.Entry[*slui
 	return out, unreadable, nil
 }
 
+// inputs is what a change is planned from, read once per request: the
+// stored intents (readable ones by key, marked ones included; unreadable
+// ones by KV revision, see liveIntents) and the head.
+type inputs struct {
+	live       map[string]change.Stored
+	unreadable map[string]uint64
+	head       store.Entry[*sluicev1.Head]
+}
+
+// readStored reads the stored intents (one listing) and the head.
+func (s *Service) readStored(ctx context.Context) (inputs, error) {
+	live, unreadable, err := s.liveIntents(ctx)
+	if err != nil {
+		return inputs{}, err
+	}
+	head, err := s.readHead(ctx)
+	if err != nil {
+		return inputs{}, err
+	}
+	return inputs{live: live, unreadable: unreadable, head: head}, nil
+}
+
+// landed is in once journal j landed (change.Landed), the head as read.
+func (in inputs) landed(j *sluicev1.ApplyJournal) inputs {
+	live, unreadable := change.Landed(in.live, in.unreadable, j)
+	return inputs{live: live, unreadable: unreadable, head: in.head}
+}
+
 // keepInForce adds to eff the head revision's version of every intent
 // whose stored value is unreadable: what cannot be read is no evidence that
 // it is gone, and leaving it out would remove it from every node. It stays
@@ -108,16 +136,19 @@ func (s *Service) keepInForce(ctx context.Context, eff []*sluicev1.Intent, unrea
 // change for the head's reason. It returns the head as it stands after.
 // requestID is the apply request moving the head ("" for other causes); the
 // head records it so that the same request sent again is answered, not re-applied.
-func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, reroll bool, requestID string, why func(diff) string) (*sluicev1.Head, error) {
-	live, unreadable, err := s.liveIntents(ctx)
-	if err != nil {
-		return nil, err
+// in is the stored state the change was planned from, as it stands now
+// (nil: read it); a head that moved since (another configurator's change)
+// fails the head's compare-and-set with store.ErrConflict.
+func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, reroll bool, requestID string, why func(diff) string, in *inputs) (*sluicev1.Head, error) {
+	if in == nil {
+		read, err := s.readStored(ctx)
+		if err != nil {
+			return nil, err
+		}
+		in = &read
 	}
-	cur, err := s.readHead(ctx)
-	if err != nil {
-		return nil, err
-	}
-	eff, err := s.keepInForce(ctx, change.Effective(live), unreadable, cur.Value)
+	cur := in.head
+	eff, err := s.keepInForce(ctx, change.Effective(in.live), in.unreadable, cur.Value)
 	if err != nil {
 		return nil, err
 	}

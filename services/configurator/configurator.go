@@ -359,13 +359,14 @@ func (s *Service) reconcile(ctx context.Context) error {
 	if err := s.rollForward(ctx); err != nil {
 		return err
 	}
-	cur, err := s.readHead(ctx)
+	in, err := s.readStored(ctx)
 	if err != nil {
 		return err
 	}
+	cur := in.head
 	_, err = s.advance(ctx, cur.Value.GetStrategy(), false, "", func(d diff) string {
 		return fmt.Sprintf("reconciled: the stored intents differ from head revision %s (%s)", shortOrNone(cur.Value.GetRevision()), d)
-	})
+	}, &in)
 	var inv *invalidStateError
 	var tooLarge *tooLargeError
 	switch {

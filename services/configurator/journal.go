@@ -66,14 +66,28 @@ type finished struct {
 }
 
 // finish completes the apply in journal j or rolls it back (see above).
-// reason gives the head's reason from the intents written now. An error
+// reason gives the head's reason from the intents written now. in is the
+// stored state the change was planned from (nil: a journal found, not
+// planned here): the head is moved from it once the journal's writes
+// landed, with no second read, unless the head moved meanwhile. An error
 // means neither happened and the journal stays.
-func (s *Service) finish(ctx context.Context, j store.Entry[*sluicev1.ApplyJournal], reason func(created, updated []string) string) (finished, error) {
+func (s *Service) finish(ctx context.Context, j store.Entry[*sluicev1.ApplyJournal], reason func(created, updated []string) string, in *inputs) (finished, error) {
 	jr := j.Value
 	created, updated, err := s.writeJournal(ctx, jr)
 	var head *sluicev1.Head
 	if err == nil {
-		head, err = s.advance(ctx, jr.GetStrategy(), false, jr.GetRequestId(), func(diff) string { return reason(created, updated) })
+		why := func(diff) string { return reason(created, updated) }
+		var after *inputs
+		if in != nil {
+			landed := in.landed(jr)
+			after = &landed
+		}
+		head, err = s.advance(ctx, jr.GetStrategy(), false, jr.GetRequestId(), why, after)
+		if after != nil && errors.Is(err, store.ErrConflict) {
+			// Another configurator moved the head after the change was
+			// planned: its change is in the bucket, so read it again.
+			head, err = s.advance(ctx, jr.GetStrategy(), false, jr.GetRequestId(), why, nil)
+		}
 	}
 	if err != nil {
 		if !cannotComplete(err) {
@@ -353,7 +367,7 @@ func (s *Service) rollForward(ctx context.Context) error {
 	s.log.Warn().Int("intents", len(jr.GetIntents())).Bool("priors", jr.GetHasPrior()).Msg("finishing an interrupted apply")
 	_, err = s.finish(ctx, j, func(created, updated []string) string {
 		return applyReason(len(jr.GetIntents()), created, updated) + " (completed after an interruption)"
-	})
+	}, nil)
 	if err != nil {
 		return fmt.Errorf("finish interrupted apply: %w", err)
 	}

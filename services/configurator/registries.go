@@ -15,10 +15,12 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/buckets"
+	"github.com/sluicehq/sluice/pkg/change"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/pkg/pause"
 	"github.com/sluicehq/sluice/pkg/registry"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -53,9 +55,18 @@ const bootstrapWait = 20 * time.Second
 // kindRegistry is the events' kind for a registry.
 const kindRegistry = contract.KindRegistry
 
-// registries follows the registry specs and runs their syncers.
+// registries follows the registry specs and runs their syncers. It is
+// given what it needs of the service (newRegistries): it reaches nothing
+// else of it.
 type registries struct {
-	s        *Service
+	log        zerolog.Logger
+	cfg        registriesConfig
+	events     *events.Emitter
+	quarantine *events.Quarantine
+	gate       *pause.Gate // a sync waits while the control plane is paused
+	// sync merges an answer into the stored intents (Service.syncRegistry).
+	sync func(ctx context.Context, spec *sluicev1.RegistrySpec, snap registry.Snapshot, confirm *sluicev1.RegistryConfirm, st settling) (syncPlan, error)
+
 	specs    *store.Store[*sluicev1.RegistrySpec]
 	confirms *store.Store[*sluicev1.RegistryConfirm]
 	status   *store.Store[*sluicev1.RegistryStatus]
@@ -73,9 +84,18 @@ type syncer struct {
 	first  chan struct{} // closed once the first sync attempt ended
 }
 
+// registriesConfig is what the syncers read of the service's Config.
+type registriesConfig struct {
+	now          func() time.Time
+	metrics      *Metrics
+	fetchTimeout time.Duration
+	deleteAfter  func(*sluicev1.RegistrySpec) time.Duration
+}
+
 func (s *Service) newRegistries(b *buckets.Set) *registries {
 	return &registries{
-		s:        s,
+		log: s.log, events: s.events, quarantine: s.quarantine, gate: s.gate, sync: s.syncRegistry,
+		cfg:      registriesConfig{now: s.cfg.Now, metrics: s.cfg.Metrics, fetchTimeout: s.cfg.FetchTimeout, deleteAfter: s.cfg.deleteAfter},
 		specs:    store.New(b.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} }),
 		confirms: store.New(b.Control, func() *sluicev1.RegistryConfirm { return &sluicev1.RegistryConfirm{} }),
 		status:   store.New(b.Registries, func() *sluicev1.RegistryStatus { return &sluicev1.RegistryStatus{} }),
@@ -102,7 +122,7 @@ func (r *registries) run(ctx context.Context, known func(firstRound <-chan struc
 			return
 		}
 		wait := retry.Next()
-		r.s.log.Error().Err(err).Dur("retry_in", wait).Msg("follow registry specs")
+		r.log.Error().Err(err).Dur("retry_in", wait).Msg("follow registry specs")
 		if backoff.Sleep(ctx, wait, nil) != nil {
 			return
 		}
@@ -166,16 +186,16 @@ func (r *registries) specChanged(ctx context.Context, e store.Entry[*sluicev1.Re
 		if cur != nil {
 			cur.cancel()
 			delete(r.running, name)
-			r.s.log.Info().Str("registry", name).Msg("registry removed: no longer synced; its intents stay stored and in force")
-			r.s.cfg.Metrics.removed(name)
-			r.s.events.Emit(&sluicev1.Event{Kind: kindRegistry, Id: name, Type: "RegistryRemoved",
+			r.log.Info().Str("registry", name).Msg("registry removed: no longer synced; its intents stay stored and in force")
+			r.cfg.metrics.removed(name)
+			r.events.Emit(&sluicev1.Event{Kind: kindRegistry, Id: name, Type: "RegistryRemoved",
 				Reason: fmt.Sprintf("registry %s was removed: no longer synced; the intents it brought stay stored and in force", name)})
 			r.wg.Add(1)
 			go func() { defer r.wg.Done(); r.dropStatus(ctx, name) }()
 		}
 		return
 	case e.Err != nil:
-		r.s.quarantine.Report(r.specs.Bucket(), e.Key, e.Revision, e.Err,
+		r.quarantine.Report(r.specs.Bucket(), e.Key, e.Revision, e.Err,
 			"the registry is not synced until its spec is stored again (sluice registry add --update)")
 		return
 	}
@@ -239,7 +259,7 @@ func (r *registries) dropStatus(ctx context.Context, name string) {
 		return
 	}
 	if err := r.status.Delete(ctx, name, cur.Revision); err != nil && !errors.Is(err, store.ErrNotFound) && !errors.Is(err, store.ErrConflict) {
-		r.s.log.Warn().Err(err).Str("registry", name).Msg("remove the status of a removed registry")
+		r.log.Warn().Err(err).Str("registry", name).Msg("remove the status of a removed registry")
 	}
 }
 
@@ -248,7 +268,7 @@ func (r *registries) runSyncer(ctx context.Context, sy *syncer) {
 	firstOnce := sync.OnceFunc(func() { close(sy.first) })
 	defer firstOnce()
 	name := sy.spec.GetName()
-	log := r.s.log.With().Str("registry", name).Logger()
+	log := r.log.With().Str("registry", name).Logger()
 	reg, err := registry.Open(sy.spec, log)
 	if err != nil {
 		log.Error().Err(err).Msg("registry spec cannot be used; not synced until it is fixed (sluice registry add --update)")
@@ -261,7 +281,7 @@ func (r *registries) runSyncer(ctx context.Context, sy *syncer) {
 	}
 	defer func() { _ = reg.Close() }()
 	log.Info().Str("kind", reg.Kind()).Str("location", reg.Location()).Dur("sync_interval", registry.SyncInterval(sy.spec)).
-		Dur("delete_after", r.s.cfg.deleteAfter(sy.spec)).Msg("syncing registry")
+		Dur("delete_after", r.cfg.deleteAfter(sy.spec)).Msg("syncing registry")
 	interval := registry.SyncInterval(sy.spec)
 	pend := r.loadPending(ctx, name, log)
 	failures := 0
@@ -275,7 +295,7 @@ func (r *registries) runSyncer(ctx context.Context, sy *syncer) {
 			wait = min(interval, fetchRetry.Delay(failures-1))
 		}
 		if ctx.Err() == nil {
-			r.s.cfg.Metrics.failed(name, failures)
+			r.cfg.metrics.failed(name, failures)
 		}
 		select {
 		case <-ctx.Done():
@@ -307,7 +327,7 @@ func (r *registries) syncOnce(ctx context.Context, spec *sluicev1.RegistrySpec, 
 		log.Debug().Str(logging.FieldReason, contract.DescribePause(held)).Msg("registry sync waits for resume")
 		return true // the resume nudges every syncer
 	}
-	end, held := r.s.gate.Begin()
+	end, held := r.gate.Begin()
 	if held != nil {
 		return waits(held)
 	}
@@ -316,13 +336,13 @@ func (r *registries) syncOnce(ctx context.Context, spec *sluicev1.RegistrySpec, 
 	// its acknowledgement) never waits on a slow or stuck registry; only
 	// the commit below is a request the pause counts.
 	name := spec.GetName()
-	fctx, cancel := context.WithTimeout(ctx, r.s.cfg.FetchTimeout)
+	fctx, cancel := context.WithTimeout(ctx, r.cfg.fetchTimeout)
 	snap, err := reg.Fetch(fctx)
 	cancel()
 	if ctx.Err() != nil {
 		return true
 	}
-	if end, held = r.s.gate.Begin(); held != nil {
+	if end, held = r.gate.Begin(); held != nil {
 		return waits(held)
 	}
 	defer end()
@@ -339,7 +359,7 @@ func (r *registries) syncOnce(ctx context.Context, spec *sluicev1.RegistrySpec, 
 		}
 		confirm.Value = nil
 	}
-	plan, err := r.s.syncRegistry(ctx, spec, snap, confirm.Value, settling{pendingState: *pend, now: r.s.cfg.Now(), after: r.s.cfg.deleteAfter(spec)})
+	plan, err := r.sync(ctx, spec, snap, confirm.Value, settling{pendingState: *pend, now: r.cfg.now(), after: r.cfg.deleteAfter(spec)})
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn().Err(err).Msg("registry sync could not be committed; nothing changed, retrying")
@@ -359,7 +379,7 @@ func (r *registries) unreachable(ctx context.Context, name string, reg registry.
 	st := r.writeStatus(ctx, name, func(st *sluicev1.RegistryStatus) {
 		was = st.GetState()
 		if was != sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE || st.GetUnreachableSince() == nil {
-			st.UnreachableSince = nowProto(r.s.cfg.Now)
+			st.UnreachableSince = nowProto(r.cfg.now)
 		}
 		st.State, st.Error, st.Attempts = sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE, err.Error(), st.GetAttempts()+1
 		st.Kind, st.Location, st.Note = reg.Kind(), reg.Location(), reg.Note()
@@ -373,7 +393,7 @@ func (r *registries) unreachable(ctx context.Context, name string, reg registry.
 			Msg("pending deletions reset")
 	}
 	if was != sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE {
-		r.s.events.Emit(&sluicev1.Event{Kind: kindRegistry, Id: name, Type: "RegistryUnreachable",
+		r.events.Emit(&sluicev1.Event{Kind: kindRegistry, Id: name, Type: "RegistryUnreachable",
 			Reason: fmt.Sprintf("registry %s (%s) could not be read: %v; nothing was changed, its intents stay as they are%s", name, reg.Location(), err, restart)})
 	}
 }
@@ -381,7 +401,7 @@ func (r *registries) unreachable(ctx context.Context, name string, reg registry.
 // synced records a sync that was merged: its status, and an event and a log
 // line for each change of what it reports.
 func (r *registries) synced(ctx context.Context, name string, reg registry.Registry, snap registry.Snapshot, plan syncPlan, log zerolog.Logger) {
-	owned, marked := r.s.countOwned(ctx, name)
+	owned, marked := countOwned(plan.stored, name)
 	var prev *sluicev1.RegistryStatus
 	r.writeStatus(ctx, name, func(st *sluicev1.RegistryStatus) {
 		prev = proto.Clone(st).(*sluicev1.RegistryStatus)
@@ -389,7 +409,7 @@ func (r *registries) synced(ctx context.Context, name string, reg registry.Regis
 		if plan.held != nil {
 			st.State = sluicev1.RegistryState_REGISTRY_STATE_HELD
 		}
-		st.LastSync, st.UnreachableSince, st.Error, st.Attempts = nowProto(r.s.cfg.Now), nil, "", 0
+		st.LastSync, st.UnreachableSince, st.Error, st.Attempts = nowProto(r.cfg.now), nil, "", 0
 		st.Kind, st.Location, st.Note, st.Version = reg.Kind(), reg.Location(), reg.Note(), snap.Version
 		st.Intents, st.Marked = uint32(owned), uint32(marked)
 		st.Invalid, st.Conflicts, st.Held = plan.invalid, plan.conflicts, plan.held
@@ -397,7 +417,7 @@ func (r *registries) synced(ctx context.Context, name string, reg registry.Regis
 		st.Declared = uint32(declaredCount(snap))
 	})
 	emit := func(typ, reason string) {
-		r.s.events.Emit(&sluicev1.Event{Kind: kindRegistry, Id: name, Type: typ, Reason: reason})
+		r.events.Emit(&sluicev1.Event{Kind: kindRegistry, Id: name, Type: typ, Reason: reason})
 	}
 	if prev.GetState() == sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE {
 		reason := fmt.Sprintf("registry %s is reachable again after %d failed fetches", name, prev.GetAttempts())
@@ -434,7 +454,7 @@ func (r *registries) synced(ctx context.Context, name string, reg registry.Regis
 			reason := fmt.Sprintf("%s is declared by registry %s but owned by %s: %s's version stays, %s's is ignored until one of them drops it",
 				c.GetIntent(), name, c.GetOwner(), c.GetOwner(), name)
 			log.Warn().Str("intent", c.GetIntent()).Str("owner", c.GetOwner()).Msg("intent conflict between sources")
-			r.s.events.Emit(&sluicev1.Event{Kind: events.KindIntent, Id: intentKeyOfID(c.GetIntent()), Type: "IntentConflict", Reason: reason})
+			r.events.Emit(&sluicev1.Event{Kind: events.KindIntent, Id: intentKeyOfID(c.GetIntent()), Type: "IntentConflict", Reason: reason})
 		}
 	}
 	var fresh []string
@@ -507,25 +527,21 @@ func (r *registries) writeStatus(ctx context.Context, name string, change func(*
 		}
 		next.Name = name
 		change(next)
-		next.UpdatedAt = nowProto(r.s.cfg.Now)
+		next.UpdatedAt = nowProto(r.cfg.now)
 		out = next
 		return next, nil
 	})
 	if err != nil && ctx.Err() == nil {
-		r.s.log.Warn().Err(err).Str("registry", name).Msg("write registry status")
+		r.log.Warn().Err(err).Str("registry", name).Msg("write registry status")
 	}
 	if ctx.Err() == nil {
-		r.s.cfg.Metrics.status(out)
+		r.cfg.metrics.status(out)
 	}
 	return out
 }
 
-// countOwned counts the live intents registry name owns, and its marked ones.
-func (s *Service) countOwned(ctx context.Context, name string) (owned, marked int) {
-	live, _, err := s.liveIntents(ctx)
-	if err != nil {
-		return 0, 0
-	}
+// countOwned counts the stored intents registry name owns, and its marked ones.
+func countOwned(live map[string]change.Stored, name string) (owned, marked int) {
 	for _, e := range live {
 		if e.Value.GetSource() != name {
 			continue

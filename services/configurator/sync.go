@@ -55,6 +55,9 @@ type syncPlan struct {
 	// confirmed, or pending for the settle period, after.
 	deletions
 	after time.Duration
+	// stored is the stored intents once the sync landed (readable ones
+	// by key), for the registry's status: no second read.
+	stored map[string]change.Stored
 }
 
 // declared is one intent of a registry's answer.
@@ -75,26 +78,24 @@ func (s *Service) syncRegistry(ctx context.Context, spec *sluicev1.RegistrySpec,
 	if err := s.rollForward(ctx); err != nil {
 		return syncPlan{}, err
 	}
-	live, unreadable, err := s.liveIntents(ctx)
+	in, err := s.readStored(ctx)
 	if err != nil {
 		return syncPlan{}, err
 	}
-	head, err := s.readHead(ctx)
-	if err != nil {
-		return syncPlan{}, err
-	}
-	plan := planSync(spec, snap, live, unreadable, confirm, st)
+	plan := planSync(spec, snap, in.live, in.unreadable, confirm, st)
+	plan.stored = in.live
 	if plan.journal == nil {
 		return plan, nil
 	}
-	plan.journal.Strategy = head.Value.GetStrategy()
-	set := change.Effective(live)
-	set = applyPlan(set, plan.journal)
+	plan.journal.Strategy = in.head.Value.GetStrategy()
+	after := in.landed(plan.journal)
+	plan.stored = after.live
+	set := change.Effective(after.live)
 	if err := s.checkFits(plan.journal, plan.journal.GetIntents(), set, render.RevisionID(set)); err != nil {
 		return plan, err
 	}
 	name := spec.GetName()
-	_, err = s.commit(ctx, plan.journal, func(_, _ []string) string { return plan.reason(name) })
+	_, err = s.commit(ctx, plan.journal, func(_, _ []string) string { return plan.reason(name) }, &in)
 	return plan, err
 }
 
@@ -325,21 +326,6 @@ func admit(base, upserts []*sluicev1.Intent) (kept []*sluicev1.Intent, rejected 
 		}
 	}
 	return accepted, rejected
-}
-
-// applyPlan is set with the journal's intents written and its marks removed.
-func applyPlan(set []*sluicev1.Intent, jr *sluicev1.ApplyJournal) []*sluicev1.Intent {
-	drop := map[string]bool{}
-	for _, k := range jr.GetMark() {
-		drop[k] = true
-	}
-	for _, in := range jr.GetIntents() {
-		drop[intent.Key(in)] = true
-	}
-	out := slices.DeleteFunc(slices.Clone(set), func(in *sluicev1.Intent) bool { return drop[intent.Key(in)] })
-	out = append(out, jr.GetIntents()...)
-	render.Sort(out)
-	return out
 }
 
 // deletionDigest names a held deletion: the registry, the intents it would

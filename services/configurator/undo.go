@@ -7,8 +7,7 @@ import (
 	"sort"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
-
+	"github.com/sluicehq/sluice/pkg/change"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/render"
@@ -50,7 +49,7 @@ func (s *Service) undo(ctx context.Context, req *sluicev1.UndoRequest) (*sluicev
 		return nil, &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf(
 			"revision %s is the head already; to roll it out again after it rolled back or was aborted use: sluice rollout retry", render.Short(target))}
 	}
-	live, unreadable, err := s.liveIntents(ctx)
+	in, err := s.readStored(ctx)
 	if err != nil {
 		return nil, unavailable(err)
 	}
@@ -61,45 +60,22 @@ func (s *Service) undo(ctx context.Context, req *sluicev1.UndoRequest) (*sluicev
 	if err := s.refuseKnownBad(ctx, &sluicev1.Revision{Id: target, Intents: set}, req.GetStrategy()); err != nil {
 		return nil, err
 	}
-	journal := &sluicev1.ApplyJournal{Strategy: req.GetStrategy(), Source: SourceUndo, HasPrior: true, RequestId: req.GetRequestId()}
-	resp := &sluicev1.UndoResponse{FromRevision: head.Value.GetRevision()}
-	keep := map[string]bool{}
-	for _, in := range render.Sorted(set) {
-		key := intent.Key(in)
-		keep[key] = true
-		cur, ok := live[key]
-		if ok && !cur.Value.GetMarkedForDeletion() && proto.Equal(cur.Value.GetIntent(), in) {
-			continue
-		}
-		journal.Intents = append(journal.Intents, in)
-		resp.Restored = append(resp.Restored, intent.ID(in))
-		p := &sluicev1.PriorIntent{Key: key, KvRevision: unreadable[key]}
-		if ok {
-			p.Value, p.KvRevision = cur.Value, cur.Revision
-		}
-		journal.Prior = append(journal.Prior, p)
+	plan := change.Undo(in.live, in.unreadable, set)
+	journal := &sluicev1.ApplyJournal{Strategy: req.GetStrategy(), Source: SourceUndo, HasPrior: true, RequestId: req.GetRequestId(),
+		Intents: plan.Writes, Mark: plan.Mark, Prior: plan.Prior}
+	resp := &sluicev1.UndoResponse{FromRevision: head.Value.GetRevision(), Marked: plan.Marked}
+	for _, w := range plan.Writes {
+		resp.Restored = append(resp.Restored, intent.ID(w))
 	}
-	keys := make([]string, 0, len(live))
-	for k := range live {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	for _, k := range keys {
-		cur := live[k]
-		if keep[k] || cur.Value.GetMarkedForDeletion() {
-			continue
-		}
-		journal.Mark = append(journal.Mark, k)
-		resp.Marked = append(resp.Marked, intent.ID(cur.Value.GetIntent()))
-		journal.Prior = append(journal.Prior, &sluicev1.PriorIntent{Key: k, Value: cur.Value, KvRevision: cur.Revision})
-	}
-	if err := s.checkFits(journal, journal.GetIntents(), set, target); err != nil {
+	if err := s.checkFits(journal, journal.GetIntents(), plan.Set, target); err != nil {
 		return nil, err
 	}
+	// The head read first (headFor) is the one the change moves from.
+	in.head = head
 	done, err := s.commit(ctx, journal, func(_, _ []string) string {
 		return fmt.Sprintf("undo: back to revision %s from %s (%d intents written back, %d marked for deletion)",
 			render.Short(target), render.Short(resp.GetFromRevision()), len(resp.GetRestored()), len(resp.GetMarked()))
-	})
+	}, &in)
 	if err != nil {
 		return nil, err
 	}
@@ -202,34 +178,18 @@ func (s *Service) retry(ctx context.Context, req *sluicev1.RetryRequest) (*sluic
 	id := contract.RolloutID(head.Value.GetGeneration(), head.Value.GetRevision())
 	r, err := s.st.rollouts.Get(ctx, id)
 	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf("the head's rollout %s has not started yet: nothing to retry", id)}
 	case errors.Is(err, store.ErrUndecodable):
 		// Taken for aborted, as the coordinator takes it: it may be retried.
 		s.quarantine.Report(s.st.rollouts.Bucket(), id, r.Revision, err,
 			"taken for an ended rollout, as the coordinator takes it: it may be retried")
-	case err != nil:
+	case err != nil && !errors.Is(err, store.ErrNotFound):
 		return nil, unavailable(fmt.Errorf("read rollout %s: %w", id, err))
 	}
-	phase := r.Value.GetPhase()
-	switch {
-	case contract.Active(phase):
-		return nil, &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf("rollout %s is still running: wait for it, or stop it with sluice rollout abort", id)}
-	case phase == sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED:
-		return nil, &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf("rollout %s succeeded: nothing to retry", id)}
+	plan, err := change.Retry(id, r.Value, !errors.Is(err, store.ErrNotFound), req.GetStrategy(), head.Value.GetStrategy())
+	if err != nil {
+		return nil, &apiError{code: contract.ErrCodeConflict, desc: err.Error()}
 	}
-	st := req.GetStrategy()
-	if st == nil {
-		st = head.Value.GetStrategy()
-	}
-	st = proto.Clone(st).(*sluicev1.Strategy)
-	if st == nil {
-		st = &sluicev1.Strategy{}
-	}
-	st.RetryInvalid = true
-	next, err := s.advance(ctx, st, true, req.GetRequestId(), func(diff) string {
-		return fmt.Sprintf("retry of rollout %s, which ended %s: %s", id, strings.TrimPrefix(phase.String(), "ROLLOUT_PHASE_"), r.Value.GetReason())
-	})
+	next, err := s.advance(ctx, plan.Strategy, true, req.GetRequestId(), func(diff) string { return plan.Reason }, nil)
 	if err != nil {
 		return nil, interrupted(err)
 	}

@@ -50,9 +50,18 @@ func (r *Reaper) CollectIntents(ctx context.Context) error {
 	if busy, err := applyInProgress(ctx, h); err != nil || busy {
 		return err // an apply in progress: after it
 	}
-	used, err := r.referencedIntents(ctx, h)
+	used, caughtUp, err := r.referencedIntents(ctx, h)
 	if err != nil {
 		return r.unreadableStops(h, err)
+	}
+	if !caughtUp {
+		// The head moved on since the coordinator last started a rollout:
+		// until it has started the head, it may still start one it had
+		// read before (a head just superseded may name these intents), so
+		// nothing is collected. The revisions stay: an old one is never
+		// started again once a newer one has been.
+		r.log.Debug().Int("marked", len(marked)).Msg("intents wait: the coordinator has not started the head yet")
+		return nil
 	}
 	var errs []error
 	for _, e := range marked {
@@ -76,11 +85,18 @@ func (r *Reaper) CollectIntents(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// referencedIntents is the set of intent keys in every revision in use.
-func (r *Reaper) referencedIntents(ctx context.Context, h *handles) (map[string]bool, error) {
+// referencedIntents is the set of intent keys in every revision in use,
+// and whether the coordinator has started the head (caughtUp): the
+// generation of the head is no newer than the active or last-applied
+// rollout's. The head is read before the rollout pointers, so a pointer
+// that caught up with it was written after the head was.
+func (r *Reaper) referencedIntents(ctx context.Context, h *handles) (map[string]bool, bool, error) {
 	inUse, err := revisionsInUse(ctx, h)
 	if err != nil {
-		return nil, err
+		return nil, false, err
+	}
+	if inUse.headRev != 0 && inUse.startedGen < inUse.headGen {
+		return nil, false, nil
 	}
 	used := map[string]bool{}
 	for _, id := range slices.Sorted(maps.Keys(inUse.revs)) {
@@ -89,13 +105,13 @@ func (r *Reaper) referencedIntents(ctx context.Context, h *handles) (map[string]
 		case errors.Is(err, store.ErrNotFound):
 			continue // gone: it contains nothing to keep
 		case errors.Is(err, store.ErrUndecodable):
-			return nil, &unreadableError{bucket: contract.BucketRevisions, key: id, rev: rev.Revision, err: err}
+			return nil, false, &unreadableError{bucket: contract.BucketRevisions, key: id, rev: rev.Revision, err: err}
 		case err != nil:
-			return nil, fmt.Errorf("read revision %s: %w", id, err)
+			return nil, false, fmt.Errorf("read revision %s: %w", id, err)
 		}
 		for _, in := range rev.Value.GetIntents() {
 			used[intent.Key(in)] = true
 		}
 	}
-	return used, nil
+	return used, true, nil
 }

@@ -50,7 +50,7 @@ func TestReaper_CollectIntents_DeletesOnlyTheUnreferenced(t *testing.T) {
 	if _, err := store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Create(ctx, contract.KeyHead, &sluicev1.Head{Revision: "rev-head", Generation: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Create(ctx, contract.KeyLastApplied, &sluicev1.RolloutRef{Rollout: "2-applied", Revision: "rev-applied"}); err != nil {
+	if _, err := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Create(ctx, contract.KeyLastApplied, &sluicev1.RolloutRef{Rollout: "3-applied", Revision: "rev-applied", Generation: 3}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.configs.Create(ctx, contract.BackupKey("n1"), formed(&sluicev1.DesiredConfig{Node: "n1", Revision: "rev-old", Fingerprint: "fp"})); err != nil {
@@ -111,4 +111,63 @@ func assertIntents(t *testing.T, st *store.Store[*sluicev1.StoredIntent], want .
 			t.Fatalf("intents %v; want %s kept", keys, intent.Key(in))
 		}
 	}
+}
+
+// A coordinator that has not yet started the head may still start a head
+// it read before, which may name an intent the newest head no longer has
+// (added, then removed at once): until a rollout pointer has caught up with
+// the head's generation, no intent is collected. On the old rule (the
+// revisions of the head and the pointers only) "brief" was deleted, and the
+// late rollout of generation 4 named an intent that was gone (I5; seen in
+// TestI5_NothingReferencedIsEverDeleted under load).
+func TestReaper_CollectIntents_WaitsUntilTheCoordinatorStartedTheHead(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	ctx := context.Background()
+	b := f.env.Buckets
+	intents := store.New(b.Intents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} })
+	revs := store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} })
+	heads := store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} })
+	refs := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
+	live, brief := table("live", 1), table("brief", 2)
+	for _, in := range []*sluicev1.Intent{live, brief} {
+		if _, err := intents.Create(ctx, intent.Key(in), &sluicev1.StoredIntent{Intent: in, Source: "api", MarkedForDeletion: in == brief}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for id, ins := range map[string][]*sluicev1.Intent{"rev-3": {live}, "rev-4": {live, brief}, "rev-5": {live}} {
+		if _, err := revs.Create(ctx, id, &sluicev1.Revision{Id: id, Intents: ins}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Generation 4 added brief, 5 removed it; the coordinator is still on 3.
+	if _, err := heads.Create(ctx, contract.KeyHead, &sluicev1.Head{Revision: "rev-5", Generation: 5}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := refs.Create(ctx, contract.KeyLastApplied, &sluicev1.RolloutRef{Rollout: "3-rev-3", Revision: "rev-3", Generation: 3}); err != nil {
+		t.Fatal(err)
+	}
+	r := f.newReaper(t, &clock{t: time.Now()})
+	if err := r.CollectIntents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertIntents(t, intents, live, brief)
+
+	// It starts generation 4 late: brief is in use.
+	active, err := refs.Create(ctx, contract.KeyActive, &sluicev1.RolloutRef{Rollout: "4-rev-4", Revision: "rev-4", Generation: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CollectIntents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertIntents(t, intents, live, brief)
+
+	// It has started the head: brief is collected.
+	if _, err := refs.Update(ctx, contract.KeyActive, &sluicev1.RolloutRef{Rollout: "5-rev-5", Revision: "rev-5", Generation: 5}, active); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CollectIntents(ctx); err != nil {
+		t.Fatal(err)
+	}
+	assertIntents(t, intents, live)
 }

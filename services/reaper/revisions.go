@@ -131,6 +131,10 @@ func (r *Reaper) recordedRevisions(ctx context.Context, h *handles) (map[string]
 type inUse struct {
 	revs    map[string]bool // revision ids in use
 	headRev uint64          // the KV revision revisions/head was read at (0: no head), for a fence
+	// headGen is the head's generation; startedGen the newest the
+	// coordinator started (the active or last-applied rollout's): while it
+	// is behind, the coordinator may yet start a head it has not passed.
+	headGen, startedGen uint64
 }
 
 // revisionsInUse reads the revisions in use: the head's, the active and
@@ -142,7 +146,7 @@ func revisionsInUse(ctx context.Context, h *handles) (inUse, error) {
 	head, err := h.heads.Get(ctx, contract.KeyHead)
 	switch {
 	case err == nil:
-		u.revs[head.Value.GetRevision()], u.headRev = true, head.Revision
+		u.revs[head.Value.GetRevision()], u.headRev, u.headGen = true, head.Revision, head.Value.GetGeneration()
 	case errors.Is(err, store.ErrUndecodable):
 		return u, &unreadableError{bucket: contract.BucketRevisions, key: contract.KeyHead, rev: head.Revision, err: err}
 	case !errors.Is(err, store.ErrNotFound):
@@ -153,6 +157,7 @@ func revisionsInUse(ctx context.Context, h *handles) (inUse, error) {
 		switch {
 		case err == nil:
 			u.revs[ref.Value.GetRevision()] = true
+			u.startedGen = max(u.startedGen, ref.Value.GetGeneration())
 		case errors.Is(err, store.ErrUndecodable):
 			return u, &unreadableError{bucket: contract.BucketRollouts, key: key, rev: ref.Revision, err: err}
 		case !errors.Is(err, store.ErrNotFound):

@@ -58,10 +58,10 @@ func (lp *loop) load(ctx context.Context, w watches) (rollout.Loaded, error) {
 			ev.HeadRollout = r.Value
 			lp.kv.setRev(contract.BucketRollouts, id, r.Revision)
 		case errors.Is(err, store.ErrUndecodable):
-			// Its record exists: the head's rollout was started. Never run it again.
-			lp.quarantine.Report(contract.BucketRollouts, id, r.Revision, err, "the head's rollout is taken as ended (aborted): it was started and is never run again")
-			ev.HeadRollout = &sluicev1.Rollout{Id: id, Generation: ev.Head.GetGeneration(), Revision: ev.Head.GetRevision(),
-				Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED}
+			// Its record exists: the decider decides what that means
+			// (rollout.Loaded.HeadRolloutLost).
+			lp.quarantine.Report(contract.BucketRollouts, id, r.Revision, err, "the head's rollout is taken as ended: it was started and is never run again")
+			ev.HeadRolloutLost = strings.TrimPrefix(err.Error(), "get ")
 		case !errors.Is(err, store.ErrNotFound):
 			return ev, err
 		}

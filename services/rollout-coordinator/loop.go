@@ -62,9 +62,13 @@ type loop struct {
 	landedAt  map[string]time.Time // when each node's last write landed (for verify)
 	landedSig chan struct{}
 	// statusRev is the newest status revision seen per node, so that a
-	// status read again (recheckOverdue) never hands decide an older one
+	// status read again (rollout.ReadStatuses) never hands decide an older one
 	// than the watch did.
 	statusRev map[string]uint64
+	// answers are the events the reads of the step being performed
+	// answered with (rollout.ReadStatuses, rollout.ReadDesired), decided
+	// once every action of the step was performed.
+	answers []rollout.Event
 
 	loaded  atomic.Bool  // the term's state is loaded and its first step done
 	pending atomic.Int64 // desired-config writes queued or being written
@@ -173,10 +177,7 @@ func (lp *loop) run(ctx context.Context) error {
 			}
 			continue
 		case <-tick.C:
-			if err := lp.recheckOverdue(ctx); err != nil {
-				return err
-			}
-			ev = rollout.Tick{}
+			ev = rollout.Tick{Recheck: true}
 		case <-verify.C:
 			if !listing {
 				listing = true
@@ -185,10 +186,7 @@ func (lp *loop) run(ctx context.Context) error {
 			continue
 		case keys := <-listed:
 			listing = false
-			if err := lp.verify(ctx, keys); err != nil {
-				return err
-			}
-			continue
+			ev = lp.listedEvent(keys)
 		case <-lp.landedSig:
 			if err := lp.stepLanded(ctx); err != nil {
 				return err
@@ -220,7 +218,7 @@ func (lp *loop) run(ctx context.Context) error {
 		case e, ok := <-w.freeze:
 			ev, err = freezeEvent(lp, e, ok)
 		case e, ok := <-w.nodes:
-			ev, err = lp.presenceEvent(ctx, e, ok)
+			ev, err = lp.presenceEvent(e, ok)
 		case e, ok := <-w.status:
 			ev, err = lp.statusEvent(e, ok)
 		}
@@ -239,15 +237,41 @@ func (lp *loop) run(ctx context.Context) error {
 // step runs Decide and performs its actions in order. Without a writer
 // pool the writes landed during the step are taken at once.
 func (lp *loop) step(ctx context.Context, ev rollout.Event) error {
-	for _, a := range rollout.Decide(lp.st, ev, lp.cfg.Now()) {
-		if err := lp.perform(ctx, a); err != nil {
-			return err
-		}
+	if err := lp.decide(ctx, ev); err != nil {
+		return err
 	}
 	if len(lp.writes) == 0 {
 		return lp.stepLanded(ctx)
 	}
 	return nil
+}
+
+// decide runs Decide on ev and performs its actions in order; the answers
+// of the reads among them are decided next, once every action of the step
+// was performed (a later action may carry what an earlier answer would
+// change: the answer never comes between).
+func (lp *loop) decide(ctx context.Context, ev rollout.Event) error {
+	queue := []rollout.Event{ev}
+	for len(queue) > 0 {
+		ev := queue[0]
+		queue = queue[1:]
+		for _, a := range rollout.Decide(lp.st, ev, lp.cfg.Now()) {
+			if err := lp.perform(ctx, a); err != nil {
+				lp.answers = nil
+				return err
+			}
+		}
+		queue = append(queue, lp.answers...)
+		lp.answers = nil
+	}
+	return nil
+}
+
+// answer keeps a read's answer for decide; nil is none.
+func (lp *loop) answer(ev rollout.Event) {
+	if ev != nil {
+		lp.answers = append(lp.answers, ev)
+	}
 }
 
 // stepLanded feeds every landed write to Decide as a Written event.
@@ -261,17 +285,21 @@ func (lp *loop) stepLanded(ctx context.Context) error {
 			return nil
 		}
 		for _, w := range batch {
-			for _, a := range rollout.Decide(lp.st, w, lp.cfg.Now()) {
-				if err := lp.perform(ctx, a); err != nil {
-					return err
-				}
+			if err := lp.decide(ctx, w); err != nil {
+				return err
 			}
 		}
 	}
 }
 
+// perform performs one action. A read keeps its answer for decide (in
+// answers; none when it changes nothing).
 func (lp *loop) perform(ctx context.Context, a rollout.Action) error {
 	switch a := a.(type) {
+	case rollout.ReadStatuses:
+		lp.answer(lp.readStatuses(ctx, a))
+	case rollout.ReadDesired:
+		lp.answer(lp.readDesired(ctx, a))
 	case rollout.WriteDesired:
 		if !lp.writable(&a) {
 			return nil

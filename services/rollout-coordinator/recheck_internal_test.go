@@ -71,10 +71,7 @@ func TestLoop_AtItsDeadline_ANodesStatusIsReadAgain(t *testing.T) {
 				}
 			}
 			now = now.Add(2 * time.Minute) // past the apply deadline
-			if err := lp.recheckOverdue(ctx); err != nil {
-				t.Fatal(err)
-			}
-			if err := lp.step(ctx, rollout.Tick{}); err != nil {
+			if err := lp.step(ctx, rollout.Tick{Recheck: true}); err != nil {
 				t.Fatal(err)
 			}
 			r := m.records[contract.RolloutID(1, rev.Id)]
@@ -146,9 +143,6 @@ func TestLoop_ANodeComingBack_HasItsDesiredConfigReadFirst(t *testing.T) {
 			}
 			p = &sluicev1.NodePresence{Node: "n1", StartedAt: timestamppb.New(p.GetStartedAt().AsTime().Add(time.Minute))}
 			delete(m.desired, "n1")
-			if err := lp.returning(ctx, "n1", p); err != nil {
-				t.Fatal(err)
-			}
 			if err := lp.step(ctx, rollout.Presence{Node: "n1", P: p}); err != nil {
 				t.Fatal(err)
 			}
@@ -210,7 +204,7 @@ func TestLoop_Verify_ConfiguresAfreshANodeWhoseKeyWasDeletedUnheard(t *testing.T
 	listing := desiredKeys{started: time.Now(), keys: map[string]bool{contract.DesiredKey("n1"): true}}
 	lp.noteLanded(rollout.WriteDesired{Desired: &sluicev1.DesiredConfig{Node: "n3"}}) // landed after the listing began
 	clear(m.desired)
-	if err := lp.verify(ctx, listing); err != nil {
+	if err := lp.step(ctx, lp.listedEvent(listing)); err != nil {
 		t.Fatal(err)
 	}
 	if m.desired["n2"] == nil || m.desired["n1"] != nil || m.desired["n3"] != nil || m.desired["n4"] != nil {
@@ -219,7 +213,7 @@ func TestLoop_Verify_ConfiguresAfreshANodeWhoseKeyWasDeletedUnheard(t *testing.T
 	}
 	// A listing that failed changes nothing.
 	clear(m.desired)
-	if err := lp.verify(ctx, desiredKeys{started: time.Now(), err: errors.New("timeout")}); err != nil || len(m.desired) != 0 {
-		t.Fatalf("a failed listing: %v, %d writes", err, len(m.desired))
+	if ev := lp.listedEvent(desiredKeys{started: time.Now(), err: errors.New("timeout")}); ev != nil {
+		t.Fatalf("a failed listing is handed to decide: %#v", ev)
 	}
 }

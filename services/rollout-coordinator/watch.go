@@ -126,9 +126,8 @@ func (lp *loop) pauseEvent(e store.Entry[*sluicev1.PauseRequest], ok bool) (roll
 }
 
 // presenceEvent is a watched presence as Presence (P nil when it lapsed or
-// was deleted). A node coming back has its desired key read first
-// (returning).
-func (lp *loop) presenceEvent(ctx context.Context, e store.Entry[*sluicev1.NodePresence], ok bool) (rollout.Event, error) {
+// was deleted).
+func (lp *loop) presenceEvent(e store.Entry[*sluicev1.NodePresence], ok bool) (rollout.Event, error) {
 	switch {
 	case !ok:
 		return nil, errors.New("nodes watcher stopped")
@@ -137,11 +136,6 @@ func (lp *loop) presenceEvent(ctx context.Context, e store.Entry[*sluicev1.NodeP
 		return nil, nil
 	case e.Value == nil && !e.Deleted:
 		return nil, nil
-	}
-	if !e.Deleted {
-		if err := lp.returning(ctx, e.Key, e.Value); err != nil {
-			return nil, err
-		}
 	}
 	return rollout.Presence{Node: e.Key, P: e.Value}, nil
 }

@@ -91,6 +91,30 @@ func testNatsCLI(t *testing.T, c *cluster) {
 			t.Errorf("nats micro ls does not list %s", svc)
 		}
 	}
+	// Every instance announces its version. The table prints a version
+	// once for rows that repeat the one above (issue 25 read the blank
+	// cells as missing versions); --json shows each instance's.
+	out = c.nats(t, bin, "micro", "ls", "--json")
+	var infos []struct {
+		Name    string `json:"name"`
+		ID      string `json:"id"`
+		Version string `json:"version"`
+	}
+	if err := json.Unmarshal([]byte(out), &infos); err != nil {
+		t.Fatalf("nats micro ls --json: %v", err)
+	}
+	versions := map[string]int{}
+	for _, in := range infos {
+		if in.Version == "" || in.Version == "0.0.0-unknown" {
+			t.Errorf("nats micro ls --json: %s (%s) announces version %q; want its build", in.Name, in.ID, in.Version)
+		}
+		versions[in.Name]++
+	}
+	for _, svc := range []string{contract.ConfiguratorService, contract.CoordinatorService, contract.ReaperService} {
+		if versions[svc] == 0 {
+			t.Errorf("nats micro ls --json does not list %s", svc)
+		}
+	}
 
 	// Each coordinator's status, from its micro stats handler: one leads,
 	// the other stands by for it (docs/operations.md, "Who leads").

@@ -182,7 +182,8 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 }
 
 // refuseUnknownSubcommands makes a mistyped subcommand (`sluice aply`,
-// `sluice rollout statsu`) a usage error (exit 2) with suggestions; cobra
+// `sluice rollout statsu`) a usage error (exit 2) with suggestions, or the
+// group's commands when none is close (`sluice rollout promote`); cobra
 // would print a group's help and exit 0, and fail the root's with exit 1. A
 // group given no subcommand prints its help.
 func refuseUnknownSubcommands(c *cobra.Command) {
@@ -207,9 +208,23 @@ func refuseUnknownSubcommands(c *cobra.Command) {
 		msg := fmt.Sprintf("unknown command %q for %q", args[0], cmd.CommandPath())
 		if s := cmd.SuggestionsFor(args[0]); len(s) > 0 {
 			msg += "\n\nDid you mean this?\n\t" + strings.Join(s, "\n\t") + "\n"
+		} else {
+			// Nothing close (`sluice rollout promote`): the commands there are.
+			msg += "\n\n" + cmd.CommandPath() + " has: " + strings.Join(subcommandNames(cmd), ", ") + "\n"
 		}
 		return &ExitError{Code: ExitUsage, Err: fmt.Errorf("%s\nRun '%s --help' for usage", msg, cmd.CommandPath())}
 	}
+}
+
+// subcommandNames are c's available subcommands, as help lists them.
+func subcommandNames(c *cobra.Command) []string {
+	var names []string
+	for _, sub := range c.Commands() {
+		if sub.IsAvailableCommand() {
+			names = append(names, sub.Name())
+		}
+	}
+	return names
 }
 
 // connect opens a connection to the control plane, saying what to do when
@@ -276,6 +291,37 @@ func (a *app) jetStream() (*nats.Conn, jetstream.JetStream, error) {
 		return nil, nil, fmt.Errorf("jetstream: %w", err)
 	}
 	return nc, js, nil
+}
+
+// session is one command's connection to the control plane: the
+// connection, its JetStream context and the buckets the command bound
+// (bind). Close it when done.
+type session struct {
+	nc *nats.Conn
+	js jetstream.JetStream
+	kv map[string]jetstream.KeyValue // by bucket name
+}
+
+// Close closes the connection.
+func (s *session) Close() { s.nc.Close() }
+
+// bind connects and binds the buckets named (bucket: a missing one is
+// explained), the preamble of every command that reads or writes state.
+func (a *app) bind(ctx context.Context, buckets ...string) (*session, error) {
+	nc, js, err := a.jetStream()
+	if err != nil {
+		return nil, err
+	}
+	s := &session{nc: nc, js: js, kv: map[string]jetstream.KeyValue{}}
+	for _, name := range buckets {
+		kv, err := bucket(ctx, js, name)
+		if err != nil {
+			nc.Close()
+			return nil, err
+		}
+		s.kv[name] = kv
+	}
+	return s, nil
 }
 
 // bucket opens one sluice bucket, explaining a missing one.

@@ -61,19 +61,12 @@ effect when a coordinator leads) or there is nothing to abort.`,
 }
 
 func (a *app) rolloutAbort(ctx context.Context, id string, noRevert bool, reason string, wait time.Duration) error {
-	nc, js, err := a.jetStream()
+	sn, err := a.bind(ctx, contract.BucketRollouts, contract.BucketControl)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	rolloutsKV, err := bucket(ctx, js, contract.BucketRollouts)
-	if err != nil {
-		return err
-	}
-	controlKV, err := bucket(ctx, js, contract.BucketControl)
-	if err != nil {
-		return err
-	}
+	defer sn.Close()
+	rolloutsKV, controlKV := sn.kv[contract.BucketRollouts], sn.kv[contract.BucketControl]
 	records := store.New(rolloutsKV, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
 	if id, err = runningRollout(ctx, rolloutsKV, id, "nothing to abort"); err != nil {
 		return err
@@ -152,19 +145,12 @@ on it; the command waits up to --wait for that (exit 1 if it did not).`,
 }
 
 func (a *app) forgive(ctx context.Context, prefix, reason string, wait time.Duration) error {
-	nc, js, err := a.jetStream()
+	sn, err := a.bind(ctx, contract.BucketFingerprints, contract.BucketControl)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	fpKV, err := bucket(ctx, js, contract.BucketFingerprints)
-	if err != nil {
-		return err
-	}
-	controlKV, err := bucket(ctx, js, contract.BucketControl)
-	if err != nil {
-		return err
-	}
+	defer sn.Close()
+	fpKV, controlKV := sn.kv[contract.BucketFingerprints], sn.kv[contract.BucketControl]
 	records := store.New(fpKV, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} })
 	fp, err := resolveFingerprint(ctx, records, prefix)
 	if err != nil {

@@ -3,7 +3,6 @@ package cli
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -15,10 +14,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
-	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -152,11 +151,12 @@ func printDescription(w io.Writer, d nodeDescription, output string) error {
 		if !part.ok {
 			continue
 		}
-		b, err := protojson.Marshal(part.msg)
+		// As every -o json: 64-bit integers as numbers, enums with their words.
+		b, err := view.JSON(part.msg)
 		if err != nil {
 			return err
 		}
-		obj[part.key] = json.RawMessage(b)
+		obj[part.key] = b
 	}
 	return writeStructured(w, obj, output)
 }
@@ -232,10 +232,40 @@ func writeNodeDescription(w io.Writer, d nodeDescription, now time.Time) {
 			line("  Operation:", "%s", op)
 		}
 	}
+	if fp := d.Status.GetAppliedFingerprint(); fp != "" {
+		// What runs on the node now (after a failed check, the last-good it
+		// restored), named by the stored config that carries it, if any.
+		line("Applied:", "fingerprint %s%s: in force on the node now", short(fp), appliedFrom(fp, d.Desired, d.Backup))
+	}
+	if li := d.Status.GetLastInvalid(); li != nil {
+		kind := "rollout target"
+		if li.GetRevert() {
+			kind = "revert to its backup"
+		}
+		line("Last invalid:", "fingerprint %s, revision %s, rollout %s (%s), check %s, %s", short(li.GetFingerprint()), short(li.GetRevision()),
+			cmp.Or(li.GetRollout(), "-"), kind, cmp.Or(li.GetCheck(), "-"), before(now, li.GetAt()))
+		if out := strings.TrimSpace(li.GetOutput()); out != "" {
+			line("  Output:", "%s", strings.ReplaceAll(out, "\n", "\n\t"))
+		}
+	}
 	for _, u := range d.Unreadable {
 		line("Unreadable:", "%s/%s: %s", u.Bucket, u.Key, u.Reason)
 	}
 	tw.Flush()
+}
+
+// appliedFrom names the stored config whose fingerprint fp is (", revision
+// R, the backup's"), or "" when neither is.
+func appliedFrom(fp string, desired, backup *sluicev1.DesiredConfig) string {
+	for _, c := range []struct {
+		what string
+		d    *sluicev1.DesiredConfig
+	}{{"desired", desired}, {"backup", backup}} {
+		if c.d.GetFingerprint() == fp {
+			return fmt.Sprintf(", revision %s, the %s's", short(c.d.GetRevision()), c.what)
+		}
+	}
+	return ""
 }
 
 // before says how long before now t was ("5m ago"); "-" for no time.

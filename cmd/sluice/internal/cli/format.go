@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"slices"
@@ -9,8 +10,10 @@ import (
 	"unicode/utf8"
 
 	"github.com/spf13/pflag"
+	"google.golang.org/protobuf/reflect/protoreflect"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/render"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -118,23 +121,12 @@ func labelString(l map[string]string) string {
 	return strings.Join(parts, ",")
 }
 
-// enumName turns "ROLLOUT_PHASE_PARTIALLY_FAILED" with prefix
-// "ROLLOUT_PHASE_" into "PartiallyFailed".
-func enumName(s, prefix string) string {
-	s = strings.TrimPrefix(s, prefix)
-	if s == "UNSPECIFIED" {
-		return none
-	}
-	var b strings.Builder
-	for _, w := range strings.Split(strings.ToLower(s), "_") {
-		if w == "" {
-			continue
-		}
-		b.WriteString(strings.ToUpper(w[:1]) + w[1:])
-	}
-	return b.String()
+// enumWord is an enum value as the tables show it (view.EnumWord: the -o
+// json objects' "…Name" fields say the same), none for UNSPECIFIED.
+func enumWord(e protoreflect.Enum) string {
+	return cmp.Or(view.EnumWord(e.Descriptor().Values().ByNumber(e.Number())), none)
 }
 
-func nodePhase(p sluicev1.NodePhase) string { return enumName(p.String(), "NODE_PHASE_") }
+func nodePhase(p sluicev1.NodePhase) string { return enumWord(p) }
 
-func rolloutPhase(p sluicev1.RolloutPhase) string { return enumName(p.String(), "ROLLOUT_PHASE_") }
+func rolloutPhase(p sluicev1.RolloutPhase) string { return enumWord(p) }

@@ -155,15 +155,12 @@ func (a *app) freezeRemove(ctx context.Context, id string) error {
 
 // changeFreeze connects and runs change on the control bucket's freezes.
 func (a *app) changeFreeze(ctx context.Context, change func(jetstream.JetStream, *store.Store[*sluicev1.Freeze]) error) error {
-	nc, js, err := a.jetStream()
+	sn, err := a.bind(ctx, contract.BucketControl)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	kv, err := bucket(ctx, js, contract.BucketControl)
-	if err != nil {
-		return err
-	}
+	defer sn.Close()
+	js, kv := sn.js, sn.kv[contract.BucketControl]
 	return change(js, store.New(kv, func() *sluicev1.Freeze { return &sluicev1.Freeze{} }))
 }
 

@@ -125,8 +125,9 @@ hint on stderr), and the exit code stays 0. Control keys ("_fence") are
 never listed.
 
 -o json and -o yaml print {"items": [...], "unreadable": [...]}: items are the
-stored objects (protojson field names; 64-bit integers as numbers),
-unreadable the values that do not decode, each {bucket, key, reason}. For
+stored objects (protojson field names; 64-bit integers as numbers; each
+enum followed by the word the table shows: "phase": "NODE_PHASE_PROVISIONED",
+"phaseName": "Provisioned"), unreadable the values that do not decode, each {bucket, key, reason}. For
 pause, "request" is control/pause ({} when never paused) and the items are
 the instances. For registries, each item is {name, kind, intents, marked,
 spec, status}.`,

@@ -96,15 +96,12 @@ resume. Exit 0 once resumed (or not paused), 1 if --timeout passed first.`,
 // setPause stores a new generation of control/pause, unless it already
 // says paused (then it only waits), and waits if asked.
 func (a *app) setPause(ctx context.Context, paused bool, reason, joiners string, wait bool, timeout time.Duration) error {
-	nc, js, err := a.jetStream()
+	sn, err := a.bind(ctx, contract.BucketControl)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	controlKV, err := bucket(ctx, js, contract.BucketControl)
-	if err != nil {
-		return err
-	}
+	defer sn.Close()
+	js, controlKV := sn.js, sn.kv[contract.BucketControl]
 	reqs := store.New(controlKV, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })
 	req, already, err := a.storePause(ctx, reqs, contract.KeyPause, &sluicev1.PauseRequest{Paused: paused, Reason: reason, Joiners: joiners})
 	if err != nil {
@@ -363,19 +360,12 @@ operations again, and nodes held meanwhile start within its limits. With
 }
 
 func (a *app) setRolloutPause(ctx context.Context, id string, paused bool, reason string, wait bool, timeout time.Duration) error {
-	nc, js, err := a.jetStream()
+	sn, err := a.bind(ctx, contract.BucketRollouts, contract.BucketControl)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	rolloutsKV, err := bucket(ctx, js, contract.BucketRollouts)
-	if err != nil {
-		return err
-	}
-	controlKV, err := bucket(ctx, js, contract.BucketControl)
-	if err != nil {
-		return err
-	}
+	defer sn.Close()
+	rolloutsKV, controlKV := sn.kv[contract.BucketRollouts], sn.kv[contract.BucketControl]
 	if id, err = runningRollout(ctx, rolloutsKV, id, "nothing to "+map[bool]string{true: "pause", false: "resume"}[paused]); err != nil {
 		return err
 	}

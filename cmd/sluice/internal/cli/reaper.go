@@ -52,11 +52,12 @@ removes it once every node it names is reaped or back. Exit 0 when stored,
 }
 
 func (a *app) reaperConfirm(ctx context.Context, nodes []string, reason string) error {
-	nc, js, err := a.jetStream()
+	sn, err := a.bind(ctx, contract.BucketControl)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer sn.Close()
+	js, controlKV := sn.js, sn.kv[contract.BucketControl]
 	departed, err := departedNodes(ctx, js)
 	if err != nil {
 		return err
@@ -71,10 +72,6 @@ func (a *app) reaperConfirm(ctx context.Context, nodes []string, reason string) 
 	}
 	if len(nodes) == 0 {
 		return &ExitError{Code: 1, Err: fmt.Errorf("no node is departed (every node with keys is present): nothing to confirm")}
-	}
-	controlKV, err := bucket(ctx, js, contract.BucketControl)
-	if err != nil {
-		return err
 	}
 	req := &sluicev1.ReapConfirm{Nodes: nodes, By: operator(), At: timestamppb.New(a.now()), Reason: reason}
 	if err := putRequest(ctx, store.New(controlKV, func() *sluicev1.ReapConfirm { return &sluicev1.ReapConfirm{} }), contract.KeyReapConfirm, req); err != nil {

@@ -107,15 +107,12 @@ func (a *app) registryAdd(ctx context.Context, name string, o registryspec.Optio
 	if err != nil {
 		return &ExitError{Code: 1, Err: fmt.Errorf("%s; nothing was stored", specFlags.Replace(err.Error()))}
 	}
-	nc, js, err := a.jetStream()
+	sn, err := a.bind(ctx, contract.BucketControl)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	controlKV, err := bucket(ctx, js, contract.BucketControl)
-	if err != nil {
-		return err
-	}
+	defer sn.Close()
+	controlKV := sn.kv[contract.BucketControl]
 	replaced, err := registryspec.Put(ctx, controlKV, spec, update)
 	switch {
 	case errors.Is(err, registryspec.ErrExists):
@@ -174,15 +171,12 @@ no such registry.`,
 }
 
 func (a *app) registryRemove(ctx context.Context, name string) error {
-	nc, js, err := a.jetStream()
+	sn, err := a.bind(ctx, contract.BucketControl)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	controlKV, err := bucket(ctx, js, contract.BucketControl)
-	if err != nil {
-		return err
-	}
+	defer sn.Close()
+	js, controlKV := sn.js, sn.kv[contract.BucketControl]
 	specs := store.New(controlKV, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} })
 	cur, err := specs.Get(ctx, contract.RegistryKey(name))
 	switch {
@@ -260,11 +254,12 @@ registry holds no deletion and has none pending.`,
 }
 
 func (a *app) registryConfirm(ctx context.Context, name, reason string) error {
-	nc, js, err := a.jetStream()
+	sn, err := a.bind(ctx, contract.BucketControl)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	defer sn.Close()
+	js, controlKV := sn.js, sn.kv[contract.BucketControl]
 	spec, bad, err := getOne(ctx, js, contract.BucketControl, contract.RegistryKey(name), func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} })
 	switch {
 	case err != nil:
@@ -290,10 +285,6 @@ func (a *app) registryConfirm(ctx context.Context, name, reason string) error {
 	}
 	if len(ids) == 0 {
 		return &ExitError{Code: 1, Err: fmt.Errorf("registry %s holds no deletion and has none pending: nothing to confirm", name)}
-	}
-	controlKV, err := bucket(ctx, js, contract.BucketControl)
-	if err != nil {
-		return err
 	}
 	req := &sluicev1.RegistryConfirm{Digest: digest, By: operator(), At: timestamppb.New(a.now()), Reason: reason}
 	if err := putRequest(ctx, store.New(controlKV, func() *sluicev1.RegistryConfirm { return &sluicev1.RegistryConfirm{} }), contract.RegistryConfirmKey(name), req); err != nil {

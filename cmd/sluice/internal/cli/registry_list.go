@@ -140,7 +140,7 @@ func (l registryList) table(now time.Time) [][]string {
 			location, state = registryspec.Location(r.spec), "no status yet"
 		}
 		if r.status != nil {
-			state = enumName(r.status.GetState().String(), "REGISTRY_STATE_")
+			state = enumWord(r.status.GetState())
 		}
 		rows = append(rows, []string{r.name, r.kind(), location, state, age(now, r.status.GetLastSync()),
 			fmt.Sprint(r.intents), fmt.Sprint(r.marked)})

@@ -111,15 +111,12 @@ func queuedLine(head *sluicev1.Head) string {
 }
 
 func (a *app) rolloutStatus(ctx context.Context, id string, watch bool, output string) error {
-	nc, js, err := a.jetStream()
+	sn, err := a.bind(ctx, contract.BucketRollouts)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	kv, err := bucket(ctx, js, contract.BucketRollouts)
-	if err != nil {
-		return err
-	}
+	defer sn.Close()
+	js, kv := sn.js, sn.kv[contract.BucketRollouts]
 	rollouts := store.New(kv, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
 	target, bad, err := pickRollout(ctx, js, rollouts, id)
 	if err != nil {

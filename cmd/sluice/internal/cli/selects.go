@@ -46,15 +46,12 @@ func selectorString(sel *sluicev1.NodeSelector) string {
 // presentLabels reads the labels of every present node, for selectsNone;
 // nil when they cannot be read (a warning is not worth failing for).
 func (a *app) presentLabels(ctx context.Context) []map[string]string {
-	nc, js, err := a.jetStream()
+	sn, err := a.bind(ctx, contract.BucketNodes)
 	if err != nil {
 		return nil
 	}
-	defer nc.Close()
-	kv, err := bucket(ctx, js, contract.BucketNodes)
-	if err != nil {
-		return nil
-	}
+	defer sn.Close()
+	kv := sn.kv[contract.BucketNodes]
 	nodes, err := store.New(kv, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }).List(ctx, ">")
 	if err != nil {
 		return nil

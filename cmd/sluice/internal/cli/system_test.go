@@ -221,7 +221,7 @@ func TestUsageErrors_ExitWith2(t *testing.T) {
 		{"events: --follow with -o yaml", []string{"events", "--follow", "-o", "yaml"}, "leave out --follow"},
 		{"a mistyped command", []string{"aply"}, "unknown command \"aply\" for \"sluice\"\n\nDid you mean this?\n\tapply"},
 		{"a mistyped subcommand", []string{"rollout", "statsu"}, "unknown command \"statsu\" for \"sluice rollout\"\n\nDid you mean this?\n\tstatus"},
-		{"a subcommand that does not exist", []string{"rollout", "promote"}, "unknown command \"promote\" for \"sluice rollout\""},
+		{"a subcommand that does not exist", []string{"rollout", "promote"}, "unknown command \"promote\" for \"sluice rollout\"\n\nsluice rollout has: abort, history, pause, resume, retry, status, undo"},
 		{"a mistyped subcommand of registry", []string{"registry", "ad"}, "Did you mean this?\n\tadd"},
 		{"events: an unknown kind", []string{"events", "--kind", "nodes"}, `--kind "nodes": want one of node, rollout, revision, intent, fingerprint, leader, registry, instance, freeze, gate, control, quarantine`},
 	}

@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strings"
+	"unicode"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
@@ -13,8 +16,11 @@ import (
 
 // JSON is m as -o json and -o yaml print it: protojson, as stored (field
 // names and order, enum names, timestamps), except that 64-bit integers are
-// numbers. protojson writes them as strings ("generation": "3"), which a
-// script's comparison or jq's arithmetic takes for text.
+// numbers, and that each enum field of sluice's is followed by its word as
+// the tables show it ("phase": "ROLLOUT_PHASE_SUCCEEDED", "phaseName":
+// "Succeeded"; EnumWord). protojson writes 64-bit integers as strings
+// ("generation": "3"), which a script's comparison or jq's arithmetic takes
+// for text.
 func JSON(m proto.Message) (json.RawMessage, error) {
 	b, err := store.Marshal(m)
 	if err != nil {
@@ -126,9 +132,67 @@ func numbers(md protoreflect.MessageDescriptor, v any) any {
 			}
 		default:
 			obj.vals[fd.JSONName()] = number(fd, val)
+			if fd.Kind() == protoreflect.EnumKind {
+				obj.addWord(fd, val)
+			}
 		}
 	}
 	return obj
+}
+
+// addWord puts the word of enum field fd's value val (its protojson name)
+// under the key fd's JSON name + "Name", right after the field, unless the
+// message has a field of that name or the value has no word.
+func (o *ordered) addWord(fd protoreflect.FieldDescriptor, val any) {
+	name, _ := val.(string)
+	key := fd.JSONName() + "Name"
+	if _, taken := o.vals[key]; taken || fd.ContainingMessage().Fields().ByJSONName(key) != nil {
+		return
+	}
+	ev := fd.Enum().Values().ByName(protoreflect.Name(name))
+	if ev == nil || fd.Enum().FullName().Parent() != sluiceProtoPackage {
+		return
+	}
+	word := EnumWord(ev)
+	if word == "" {
+		return
+	}
+	i := slices.Index(o.keys, fd.JSONName())
+	o.keys = slices.Insert(o.keys, i+1, key)
+	o.vals[key] = word
+}
+
+// sluiceProtoPackage is the package of sluice's own enums, the ones with words.
+const sluiceProtoPackage protoreflect.FullName = "sluice.v1"
+
+// EnumWord is an enum value as the tables show it: the value's name without
+// its enum's prefix, in words run together ("ROLLOUT_PHASE_PARTIALLY_FAILED"
+// of RolloutPhase is "PartiallyFailed"), and "" for the UNSPECIFIED value.
+func EnumWord(v protoreflect.EnumValueDescriptor) string {
+	prefix := upperSnake(string(v.Parent().Name())) + "_"
+	s := strings.TrimPrefix(string(v.Name()), prefix)
+	if s == "UNSPECIFIED" {
+		return ""
+	}
+	var b strings.Builder
+	for _, w := range strings.Split(strings.ToLower(s), "_") {
+		if w != "" {
+			b.WriteString(strings.ToUpper(w[:1]) + w[1:])
+		}
+	}
+	return b.String()
+}
+
+// upperSnake turns "RolloutPhase" into "ROLLOUT_PHASE", an enum's value prefix.
+func upperSnake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if i > 0 && unicode.IsUpper(r) {
+			b.WriteByte('_')
+		}
+		b.WriteRune(unicode.ToUpper(r))
+	}
+	return b.String()
 }
 
 // number is one value of field fd.

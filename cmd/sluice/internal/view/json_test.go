@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -37,5 +38,35 @@ func TestJSONOf_SixtyFourBitIntegersAreNumbers(t *testing.T) {
 	}
 	if g, ok := back["generation"].(float64); !ok || g != 3 {
 		t.Errorf("generation decodes as %T %v; want the number 3", back["generation"], back["generation"])
+	}
+}
+
+// Each of sluice's enums is followed by its word as the tables show it, a
+// field <name>Name right after it; an unset enum has none (protojson leaves
+// the field out).
+func TestJSONOf_EnumsCarryTheTablesWord(t *testing.T) {
+	tests := []struct {
+		name string
+		msg  proto.Message
+		want string
+	}{
+		{"rollout phase", &sluicev1.Rollout{Id: "1-a", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED},
+			`"phase":"ROLLOUT_PHASE_PARTIALLY_FAILED","phaseName":"PartiallyFailed"`},
+		{"node phase", &sluicev1.NodeStatus{Node: "n", Phase: sluicev1.NodePhase_NODE_PHASE_INVALID, Revision: "r"},
+			`"phase":"NODE_PHASE_INVALID","phaseName":"Invalid","revision":"r"`},
+		{"registry state", &sluicev1.RegistryStatus{State: sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE},
+			`"state":"REGISTRY_STATE_UNREACHABLE","stateName":"Unreachable"`},
+		{"unset", &sluicev1.Rollout{Id: "1-a"}, `{"id":"1-a"}`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := JSON(tt.msg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), tt.want) {
+				t.Errorf("json %s\nwant it to hold %s", b, tt.want)
+			}
+		})
 	}
 }

@@ -351,6 +351,19 @@ func TestDecide_Queue(t *testing.T) {
 func TestDecide_Presence(t *testing.T) {
 	runDecide(t, []decideCase{
 		{
+			// Its desired key is read first (rereads.go); it is there.
+			name: "a node the rollout touched that comes back while it reverts is reverted to its backup",
+			given: []Event{loaded(head(1, r1.Id, "3"), r1, "n1", "n2", "n3", "n4"), Presence{Node: "n2"},
+				Status{S: status("n1", invalid, fp1, id1)}, Presence{Node: "n2", P: presence("n2")[0]}},
+			event: DesiredRead{Node: "n2", P: presence("n2")[0]},
+			want:  []string{"emit NodeJoinedRevert"},
+			check: func(t *testing.T, s *State) {
+				if n := s.nodes["n2"]; n.rev != revQueued && n.rev != revInFlight {
+					t.Fatalf("n2's revert state = %d; want it queued or written", n.rev)
+				}
+			},
+		},
+		{
 			name:       "a pending node that leaves is skipped, not failed",
 			given:      []Event{loaded(head(1, r1.Id, "1"), r1, "n1", "n2")},
 			event:      Presence{Node: "n2"},

@@ -103,7 +103,7 @@ func (s *State) rescheduleAll() {
 }
 
 // deadline is when in-flight node n becomes late — the one rule that tick
-// enforces and Overdue reports —, whether that is its pickup deadline
+// enforces and recheckTick asks to read again —, whether that is its pickup deadline
 // (else its apply deadline), and ok false while nothing can make it late:
 // its write has not landed, or its agent holds it under the control plane's
 // pause (paused and idle; and a write that landed is not picked up by an

@@ -70,6 +70,12 @@ func (s *State) load(ev Loaded, now time.Time) {
 			active, activeRev = hr, ev.HeadRev
 		}
 	}
+	if ev.HeadRolloutLost != "" && ev.HeadRollout == nil {
+		// Its record exists, so the head's rollout was started: it is never
+		// run again. It cannot be resumed either (what it did is unknown):
+		// it is taken as ended, and the next head rolls out.
+		s.startedGen = max(s.startedGen, ev.Head.GetGeneration())
+	}
 	if active != nil {
 		s.startedGen = max(s.startedGen, active.GetGeneration())
 	}

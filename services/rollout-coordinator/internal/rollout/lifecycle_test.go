@@ -56,6 +56,18 @@ func TestDecide_Lifecycle(t *testing.T) {
 			want: nil,
 		},
 		{
+			name: "a head whose rollout record cannot be read is taken as started: not started again after a restart",
+			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, HeadRolloutLost: "decode rollout: unexpected EOF",
+				LastApplied: applied0, LastAppliedRev: r0, Presence: presence("n1", "n2"), Desired: onR0},
+			want: nil,
+		},
+		{
+			name: "a head with no record of its rollout is started",
+			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1,
+				LastApplied: applied0, LastAppliedRev: r0, Presence: presence("n1", "n2"), Desired: onR0},
+			want: []string{"start " + id1, "write n1", "emit RolloutStarted"},
+		},
+		{
 			name: "a terminal record still named active is finished without rewriting it",
 			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, HeadRollout: ended(sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK),
 				Active: ended(sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK), ActiveRev: r1,

@@ -8,11 +8,15 @@
 // The files follow the concerns: state.go (what is known of each node),
 // facts.go (what is kept of each stored value, and what nodes share),
 // lifecycle.go (load, start, resume, finish), scheduling.go (waves, domains,
-// bake), outcomes.go (reports, deadlines, presence), flight.go (the nodes in
-// flight and their deadlines), queue.go (the pending and revert queues),
+// bake), outcomes.go (agents' reports and what the record keeps of them),
+// deadlines.go (pickup and apply deadlines, timeouts), presence.go (nodes
+// joining, coming back, leaving), flight.go (the nodes in flight and their
+// deadlines), queue.go (the pending and revert queues),
 // revert.go and guards.go (known-bad fingerprints, nodes outside a rollout),
 // pairs.go (redundancy groups), domains.go (failure-domain stages of up to
-// maxUnprovenDomains values), gates.go (metric and alert gates).
+// maxUnprovenDomains values), bakechecks.go (re-run checks while baking),
+// gates.go (metric and alert gates), rereads.go (what the loop is asked to
+// read again, and the answers).
 // docs/rollouts.md draws the state machine.
 //
 // Cost: the state keeps about 700 bytes per node, and no event but a
@@ -46,6 +50,10 @@ type (
 		LastAppliedRev *sluicev1.Revision
 		Active         *sluicev1.Rollout // the record rollouts/active points at
 		ActiveRev      *sluicev1.Revision
+		// HeadRolloutLost says why the record of the head's rollout id,
+		// which exists, cannot be read ("" when it can, or does not exist;
+		// HeadRollout is then nil).
+		HeadRolloutLost string
 		// ActiveLost: rollouts/active names a rollout whose record cannot
 		// be read (Active is then nil; ActiveRev is the ref's revision).
 		ActiveLost    *LostRollout
@@ -82,8 +90,30 @@ type (
 	Status struct{ S *sluicev1.NodeStatus }
 	// Reaped: the reaper deleted a departed node's keys (its status last).
 	Reaped struct{ Node string }
-	// Tick: time passed; deadlines and bake times are checked.
-	Tick struct{}
+	// Tick: time passed; deadlines and bake times are checked. With
+	// Recheck set (the loop's timer), the in-flight nodes past a deadline
+	// have their statuses read again first (ReadStatuses) and the whole
+	// tick waits for them (Rechecked); without, the state is all there is.
+	Tick struct{ Recheck bool }
+	// Rechecked: the loop read again the statuses ReadStatuses asked for;
+	// Statuses holds those newer than the watch delivered (none when the
+	// reads failed or found nothing). The deadlines are checked after them.
+	Rechecked struct{ Statuses []*sluicev1.NodeStatus }
+	// DesiredListed: the loop listed the nodeconfigs bucket's keys (the
+	// verify interval); the listing began at Started.
+	DesiredListed struct {
+		Keys    map[string]bool
+		Started time.Time
+	}
+	// DesiredRead answers a ReadDesired: whether Node's desired key is
+	// gone, as the stream's leader says, with the presence (P) that
+	// waited for the read. A read that failed, or that the loop skipped
+	// (a write of its own in flight), is not Gone.
+	DesiredRead struct {
+		Node string
+		P    *sluicev1.NodePresence
+		Gone bool
+	}
 	// Written: the loop's write of Node's desired config with Fingerprint
 	// landed; the node's pickup deadline starts now.
 	Written struct{ Node, Fingerprint string }
@@ -123,6 +153,9 @@ func (Presence) isEvent()            {}
 func (Status) isEvent()              {}
 func (Reaped) isEvent()              {}
 func (Tick) isEvent()                {}
+func (Rechecked) isEvent()           {}
+func (DesiredListed) isEvent()       {}
+func (DesiredRead) isEvent()         {}
 func (Written) isEvent()             {}
 func (AbortRequested) isEvent()      {}
 func (ForgiveRequested) isEvent()    {}
@@ -180,6 +213,22 @@ type (
 		Rollout string
 		Checks  []GateCheck
 	}
+	// ReadStatuses reads again the statuses of Nodes, which a deadline
+	// would time out, and answers with Rechecked (always: the deadlines
+	// wait for it).
+	ReadStatuses struct{ Nodes []string }
+	// ReadDesired reads Node's desired key from the nodeconfigs stream's
+	// leader, for Why, and answers with DesiredRead when the key is gone or
+	// a presence (P) waits for the read. Nothing is read while a write of
+	// the loop's own to the key is in flight, or landed since Listed (the
+	// listing that missed it began then; zero: no listing): that write is
+	// the truth to come.
+	ReadDesired struct {
+		Node   string
+		Why    string
+		P      *sluicev1.NodePresence
+		Listed time.Time
+	}
 )
 
 // GateCheck is one gate to measure: a metric gate for the boundary Before,
@@ -198,6 +247,8 @@ func (ForgiveInvalid) isAction() {}
 func (AckPause) isAction()       {}
 func (Emit) isAction()           {}
 func (WatchGates) isAction()     {}
+func (ReadStatuses) isAction()   {}
+func (ReadDesired) isAction()    {}
 
 // maxListed bounds the failures and skipped nodes kept in a rollout record.
 const maxListed = 100
@@ -216,22 +267,27 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 	case HeadMoved:
 		s.headMoved(ev.Head, ev.Rev, now)
 	case Presence:
+		if s.returning(ev.Node, ev.P) {
+			s.do(ReadDesired{Node: ev.Node, Why: whyReturning, P: ev.P})
+			break // taken with the answer (DesiredRead)
+		}
 		s.presence(ev.Node, ev.P, now)
 	case Status:
 		s.statusChanged(ev.S, now)
 	case Reaped:
-		// Its desired config is gone too: if it comes back it is configured
-		// afresh. If it came back before the reap was seen (the watchers of
-		// presence and status are apart), it joins now.
-		n := s.nodeOf(ev.Node)
-		n.status, n.desired, n.backup = nil, nil, nil
-		if n.present {
-			n.present = false
-			s.presence(n.name, &sluicev1.NodePresence{Node: n.name, Labels: n.labelMap()}, now)
-		}
+		s.reaped(ev.Node, now)
 	case Tick:
+		if ev.Recheck && s.recheckTick(now) {
+			break // the deadlines are checked with the answer (Rechecked)
+		}
 		s.expireInvalid(now)
 		s.tick(now)
+	case Rechecked:
+		s.rechecked(ev, now)
+	case DesiredListed:
+		s.desiredListed(ev)
+	case DesiredRead:
+		s.desiredRead(ev, now)
 	case Written:
 		s.written(ev.Node, ev.Fingerprint, now)
 	case AbortRequested:
