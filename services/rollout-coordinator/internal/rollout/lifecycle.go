@@ -389,7 +389,10 @@ func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
 	s.joinGroup(n)
 	r.Counts.Total++
 	st, d := n.status, n.desired
-	ours := d.GetRollout() == r.GetId() && d.GetFingerprint() == n.target && !d.GetRevert()
+	// A desired key that cannot be read (garbage over it) or is gone: the
+	// status may still show that this rollout gave n its target.
+	lost := d == nil && s.reportsTarget(n, st)
+	ours := d.GetRollout() == r.GetId() && d.GetFingerprint() == n.target && !d.GetRevert() || lost
 	switch {
 	case ours && prev.GetResult() == sluicev1.NodeResult_NODE_RESULT_TIMED_OUT && prev.GetFingerprint() == n.target:
 		// Timed out in an earlier term: that outcome stands.
@@ -400,8 +403,8 @@ func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
 		// Cancelled at its deadline in an earlier term whose record was not saved.
 		s.touchedAgain(n)
 		s.recordTimedOut(n, "its operation "+d.operationOf(n.name)+" was cancelled at its deadline in an earlier term", "", false, now)
-	case st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && d.GetFingerprint() == n.target:
-		if d.GetRollout() == r.GetId() {
+	case st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && (d.GetFingerprint() == n.target || lost):
+		if d.GetRollout() == r.GetId() || lost {
 			s.touchedAgain(n)
 		}
 		s.setProg(n, progProvisioned)
@@ -432,6 +435,50 @@ func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
 		s.setProg(n, progPending)
 		s.pending.push(n)
 	}
+}
+
+// reportsTarget reports whether status st shows that the active rollout
+// gave n its target: its agent reports on that config under the rollout's
+// id. It is the evidence of a write the state cannot see (its desired key
+// unreadable or gone). Writing the target again would wait for a pickup
+// that never comes: an agent does not run again an operation it reported on
+// (chaos seed 139: a node that reported Invalid was timed out too).
+func (s *State) reportsTarget(n *node, st reportOn) bool {
+	r := s.rollout
+	if r == nil || n.target == "" || st.GetRollout() != r.GetId() || st.GetFingerprint() != n.target {
+		return false
+	}
+	switch st.GetPhase() {
+	case sluicev1.NodePhase_NODE_PHASE_PROVISIONING, sluicev1.NodePhase_NODE_PHASE_PROVISIONED, sluicev1.NodePhase_NODE_PHASE_INVALID:
+		return true
+	}
+	return false
+}
+
+// reportOn is what reportsTarget reads of a status: a stored status or
+// the report the state keeps of one.
+type reportOn interface {
+	GetPhase() sluicev1.NodePhase
+	GetFingerprint() string
+	GetRollout() string
+}
+
+// startedUnseen takes pending node n into flight when its status shows the
+// rollout already gave it its target (reportsTarget), so that the status
+// is its progress: an earlier term's write the state could not read. Only
+// while the rollout goes forward; a stopped rollout starts nothing.
+func (s *State) startedUnseen(n *node, st *sluicev1.NodeStatus, now time.Time) {
+	if n.prog != progPending || s.reverting || s.stopReason != "" || !s.reportsTarget(n, st) {
+		return
+	}
+	s.pending.remove(n)
+	s.touchedAgain(n)
+	s.setProg(n, progInFlight)
+	n.writtenAt, n.ackAt = now, time.Time{}
+	s.fly(n)
+	s.emit(s.nodeEvent(n, "NodeFoundStarted", fmt.Sprintf(
+		"its status reports on %s under this rollout, whose write of it this term could not read: its reports count, it is not written again",
+		render.Short(n.target))))
 }
 
 // touchedAgain marks a node this rollout wrote in an earlier term; it counts

@@ -405,3 +405,79 @@ func TestDecide_ResumedRevert_CountsAFailureTheRevertOverwrote(t *testing.T) {
 		t.Errorf("n2's outcome = %v; want Invalid on %s (connectivity)", f, fp1)
 	}
 }
+
+// TestDecide_LostDesiredWrite_StatusShowsTheNodeStarted: a new term cannot
+// read a node's desired key (garbage over it), but the node's status shows
+// the rollout gave it its target. Its agent never runs an operation again
+// that it reported on, so writing the target again and waiting for a pickup
+// timed a node that had reported Invalid out (chaos seed 139: a failure
+// counted twice, its fingerprint recorded check-failed and then timed out).
+// The status is taken as the node's progress, at load and when it arrives.
+func TestDecide_LostDesiredWrite_StatusShowsTheNodeStarted(t *testing.T) {
+	load := func(n3 *sluicev1.NodeStatus) Loaded {
+		// Decide keeps the record it is given: a fresh one each time.
+		rec := &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 1, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+			Strategy: &sluicev1.Strategy{MaxParallel: "3", FailureBudget: "1"}}
+		// n3's desired key holds garbage: the loop leaves it out of Desired.
+		return Loaded{Head: withStrategy(head(1, r1.Id, "3"), rec.Strategy), HeadRev: r1, Active: rec, ActiveRev: r1,
+			Presence: presence("n1", "n2", "n3"),
+			Desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1, Rollout: id1}, {Node: "n2", Fingerprint: fp1, Rollout: id1}},
+			Status:  []*sluicev1.NodeStatus{status("n1", provisioned, fp1, id1), status("n2", invalid, fp1, id1), n3}}
+	}
+	for _, tc := range []struct {
+		name      string
+		n3        *sluicev1.NodeStatus   // n3's status at load
+		then      []*sluicev1.NodeStatus // n3's reports after
+		wantWrite bool                   // a forward write of n3 (a revert write does not count)
+		wantPhase sluicev1.RolloutPhase
+		wantFail  uint32
+	}{
+		{name: "provisioning at load, then Invalid: counted once, over budget",
+			n3: status("n3", inProgress, fp1, id1), then: []*sluicev1.NodeStatus{status("n3", invalid, fp1, id1)},
+			wantPhase: sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING, wantFail: 2},
+		{name: "provisioned at load: counted provisioned, not written again",
+			n3: status("n3", provisioned, fp1, id1), wantPhase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED, wantFail: 1},
+		{name: "an earlier rollout's status at load, then its reports on this one",
+			n3:   status("n3", provisioned, fp2, "0-old"),
+			then: []*sluicev1.NodeStatus{status("n3", inProgress, fp1, id1), status("n3", invalid, fp1, id1)},
+			// Pending at load; its reports arrive while the pause holds the write.
+			wantPhase: sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING, wantFail: 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s := NewState()
+			// Paused: nothing is written before the reports arrive (seed 139's pause).
+			l := load(tc.n3)
+			l.Pause = &sluicev1.PauseRequest{Paused: true, Generation: 1}
+			acts := Decide(s, l, t0)
+			now := t0
+			for _, st := range tc.then {
+				now = now.Add(100 * time.Millisecond)
+				acts = append(acts, Decide(s, Status{S: st}, now)...)
+			}
+			acts = append(acts, Decide(s, PauseChanged{R: &sluicev1.PauseRequest{Paused: false, Generation: 2}}, now)...)
+			acts = append(acts, Decide(s, Tick{}, now.Add(10*time.Second))...)
+			wrote := false
+			for _, a := range acts {
+				if w, ok := a.(WriteDesired); ok && w.Desired.GetNode() == "n3" && !w.Desired.GetRevert() && !w.Desired.GetCancel() {
+					wrote = true
+				}
+			}
+			if wrote != tc.wantWrite {
+				t.Errorf("forward write of n3 = %v, want %v (actions: %s)", wrote, tc.wantWrite, strings.Join(summarize(acts), ", "))
+			}
+			var phase sluicev1.RolloutPhase
+			var c *sluicev1.RolloutCounts
+			if f, ok := findAction[FinishRollout](acts); ok && f.Rollout != nil {
+				phase, c = f.Rollout.GetPhase(), f.Rollout.GetCounts()
+			} else if s.rollout != nil {
+				phase, c = s.rollout.GetPhase(), s.rollout.GetCounts()
+			}
+			if phase != tc.wantPhase || c.GetFailed() != tc.wantFail || c.GetTimedOut() != 0 {
+				t.Errorf("rollout %s %v, want %s with failed=%d and nothing timed out (actions: %s)", phase, c, tc.wantPhase, tc.wantFail, strings.Join(summarize(acts), ", "))
+			}
+			if f := s.invalid[fp1]; f.GetCause() != CauseCheckFailed {
+				t.Errorf("fingerprint recorded with cause %q, want %q", f.GetCause(), CauseCheckFailed)
+			}
+		})
+	}
+}

@@ -34,6 +34,7 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 		ev.Fingerprint = n.forward
 		s.emit(ev)
 	}
+	s.startedUnseen(n, st, now)
 	if s.bakeReport(n, st, now) {
 		return // a re-run of its checks failed while it baked (bakechecks.go)
 	}
