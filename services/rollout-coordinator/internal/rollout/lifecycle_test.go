@@ -421,8 +421,8 @@ func TestDecide_LostDesiredWrite_StatusShowsTheNodeStarted(t *testing.T) {
 		// n3's desired key holds garbage: the loop leaves it out of Desired.
 		return Loaded{Head: withStrategy(head(1, r1.Id, "3"), rec.Strategy), HeadRev: r1, Active: rec, ActiveRev: r1,
 			Presence: presence("n1", "n2", "n3"),
-			Desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1, Rollout: id1}, {Node: "n2", Fingerprint: fp1, Rollout: id1}},
-			Status:  []*sluicev1.NodeStatus{status("n1", provisioned, fp1, id1), status("n2", invalid, fp1, id1), n3}}
+			Desired:  []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1, Rollout: id1}, {Node: "n2", Fingerprint: fp1, Rollout: id1}},
+			Status:   []*sluicev1.NodeStatus{status("n1", provisioned, fp1, id1), status("n2", invalid, fp1, id1), n3}}
 	}
 	for _, tc := range []struct {
 		name      string
