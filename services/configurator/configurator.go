@@ -291,6 +291,14 @@ func (s *Service) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("watch %s/%s: %w", s.st.head.Bucket(), contract.KeyHead, err)
 	}
+	// So are the revisions, and the head's one above all: a coordinator
+	// term that cannot read the revision in force renders no node's config
+	// (chaos seed 143). Keys only: a revision is read when its key is
+	// written after it was cut, which only a repair or garbage does.
+	revKeys, err := s.st.revisions.WatchKeys(ctx, ">")
+	if err != nil {
+		return fmt.Errorf("watch %s: %w", s.st.revisions.Bucket(), err)
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -301,6 +309,14 @@ func (s *Service) run(ctx context.Context) error {
 				heads = nil // the watch ended with ctx
 			case e.Err != nil:
 				reconciled(s.repairHead(ctx), "repair the unreadable head")
+			}
+		case e, ok := <-revKeys:
+			switch {
+			case !ok:
+				revKeys = nil // the watch ended with ctx
+			case e.Key == "" || e.Deleted || e.Key == contract.KeyHead || e.Key == contract.KeyPending:
+			default:
+				reconciled(s.repairRevisionKey(ctx, e.Key), "repair an unreadable revision")
 			}
 		case <-reconnected:
 			// Whatever happened while disconnected, act on the state as it is.
@@ -342,6 +358,17 @@ func (s *Service) repairHead(ctx context.Context) error {
 		return nil
 	}
 	s.mu.Unlock()
+	return s.reconcile(ctx)
+}
+
+// repairRevisionKey reconciles when revision key does not decode: reconcile
+// rewrites the head's revision from the stored intents, whose content it is
+// (advance), and writes the head again. Another revision's content is not
+// stored anywhere else: it stays unreadable, reported by its readers.
+func (s *Service) repairRevisionKey(ctx context.Context, key string) error {
+	if _, err := s.st.revisions.Get(ctx, key); !errors.Is(err, store.ErrUndecodable) {
+		return nil // readable, gone, or unknown: a read error is not garbage
+	}
 	return s.reconcile(ctx)
 }
 

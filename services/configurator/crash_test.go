@@ -290,6 +290,34 @@ func TestRun_HeadRevisionUnreadable_IsWrittenAgainAtStart(t *testing.T) {
 	})
 }
 
+// TestRun_HeadRevisionGarbledWhileRunning_IsWrittenAgain: garbage over the
+// head's revision while the configurator runs (no restart, reconnect or
+// resume to reconcile) is repaired at once, and the head written again: a
+// coordinator term that loaded meanwhile could not render the config in
+// force, and a node coming back stayed unconfigured (chaos seed 143, I2).
+func TestRun_HeadRevisionGarbledWhileRunning_IsWrittenAgain(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	start(t, env)
+	applied := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)})
+	head, err := env.Buckets.Revisions.Get(ctx, contract.KeyHead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Buckets.Revisions.Put(ctx, applied.GetRevision(), []byte(`{"id":"cut in ha`)); err != nil {
+		t.Fatal(err)
+	}
+	revs := store.New(env.Buckets.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} })
+	natstest.Eventually(t, wait, "the head's revision readable again", func() bool {
+		e, err := revs.Get(ctx, applied.GetRevision())
+		return err == nil && e.Value.GetId() == applied.GetRevision() && len(e.Value.GetIntents()) > 0
+	})
+	natstest.Eventually(t, wait, "the head written again", func() bool {
+		e, err := env.Buckets.Revisions.Get(ctx, contract.KeyHead)
+		return err == nil && e.Revision() > head.Revision() && string(e.Value()) == string(head.Value())
+	})
+}
+
 // Issue 9, item 12 for the configurator: values that do not decode are
 // skipped and reported, never fatal.
 func TestRun_UndecodableValues_AreSkippedWithAnEventAndAppliesWork(t *testing.T) {

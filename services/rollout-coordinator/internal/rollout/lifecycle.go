@@ -215,6 +215,14 @@ func (s *State) headMoved(h *sluicev1.Head, rev *sluicev1.Revision, now time.Tim
 		return
 	}
 	s.head, s.headRev = h, rev
+	if s.lastAppliedRev == nil && s.lastApplied.GetRevision() == rev.GetId() {
+		// The revision in force could not be read when this term loaded
+		// (garbage over it); the configurator rewrote it and the head. Until
+		// now no node's config in force could be rendered: a node that came
+		// back meanwhile waits for it (chaos seed 143).
+		s.lastAppliedRev = rev
+		s.configureStragglers()
+	}
 	if h.GetGeneration() <= s.startedGen {
 		return
 	}

@@ -481,3 +481,25 @@ func TestDecide_LostDesiredWrite_StatusShowsTheNodeStarted(t *testing.T) {
 		})
 	}
 }
+
+// TestDecide_RevisionInForceReadableAgain_ConfiguresReturningNodes: a term
+// that loaded with the revision in force unreadable (garbage over it) can
+// render no node's config, so a node that comes back after its keys were
+// reaped waits. Once the configurator rewrote the revision and the head
+// again (HeadMoved, same generation), that node gets the config in force
+// (chaos seed 143 with the current examples: node-04 never configured, I2).
+func TestDecide_RevisionInForceReadableAgain_ConfiguresReturningNodes(t *testing.T) {
+	h := head(1, r1.Id, "")
+	s := NewState()
+	Decide(s, Loaded{Head: h, LastApplied: &sluicev1.RolloutRef{Rollout: id1, Revision: r1.Id, Generation: 1},
+		Presence: presence("n1"),
+		Desired:  []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1, Rollout: id1, Revision: r1.Id}}}, t0)
+	// n2 was reaped while away (no keys) and comes back.
+	if got := summarize(Decide(s, Presence{Node: "n2", P: presence("n2")[0]}, t0.Add(time.Second))); len(got) != 0 {
+		t.Fatalf("with the revision in force unreadable: %v, want nothing (nothing can be rendered)", got)
+	}
+	got := summarize(Decide(s, HeadMoved{Head: h, Rev: r1}, t0.Add(2*time.Second)))
+	if want := []string{"write n2", "emit NodeConfigured"}; !slices.Equal(got, want) {
+		t.Fatalf("the revision in force readable again: %v, want %v", got, want)
+	}
+}
