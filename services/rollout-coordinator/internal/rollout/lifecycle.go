@@ -430,6 +430,15 @@ func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
 		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_INVALID, check, st.GetCheckOutput(), st.GetMessage())
 		s.recordInvalid(n.name, n.target, r.GetId(), r.GetRevision(), check, st.GetCheckOutput(), CauseCheckFailed, now)
 
+	case d.GetRollout() == r.GetId() && carriesFailure(st.GetLastInvalid(), r.GetId(), n.target):
+		// This rollout wrote n (its revert, here), and n's agent carries an
+		// Invalid report of the target in its status: a failure whose
+		// record was lost with the rollout's (LostRollout; chaos seed 184).
+		s.touchedAgain(n)
+		s.setProg(n, progFailed)
+		li := st.GetLastInvalid()
+		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_INVALID, orDefault(li.GetCheck(), "unknown check"), li.GetOutput(),
+			"reported Invalid (carried by a later status: "+st.GetMessage()+")")
 	case ours:
 		// Written before a restart: wait for it, with a fresh deadline.
 		s.touchedAgain(n)
@@ -461,6 +470,12 @@ func (s *State) reportsTarget(n *node, st reportOn) bool {
 		return true
 	}
 	return false
+}
+
+// carriesFailure reports whether li, the last Invalid report a status
+// carries, is of the forward target fp of rollout id.
+func carriesFailure(li *sluicev1.InvalidReport, id, fp string) bool {
+	return li != nil && !li.GetRevert() && li.GetRollout() == id && li.GetFingerprint() == fp && fp != ""
 }
 
 // reportOn is what reportsTarget reads of a status: a stored status or

@@ -503,3 +503,37 @@ func TestDecide_RevisionInForceReadableAgain_ConfiguresReturningNodes(t *testing
 		t.Fatalf("the revision in force readable again: %v, want %v", got, want)
 	}
 }
+
+// TestDecide_LostRecord_ListsAFailureItsAgentCarries: a rollout whose record
+// got garbage while it reverted is stopped by the next term as an abort
+// (LostRollout), its failures lost with the record. A node that failed the
+// target and was reverted already reports its backup Provisioned, the
+// failure only carried in its status (LastInvalid): it is listed failed,
+// not taken as a node the rollout never started (chaos seed 184, I3).
+func TestDecide_LostRecord_ListsAFailureItsAgentCarries(t *testing.T) {
+	r0 := testRev("0000aaaa")
+	fp0 := targetOf(r0)
+	id := rolloutID(head(2, r1.Id, ""))
+	revertW := &sluicev1.DesiredConfig{Node: "n2", Fingerprint: fp0, Revision: r0.Id, Rollout: id, Revert: true, Config: render0(r0)}
+	st := status("n2", provisioned, fp0, id)
+	st.LastInvalid = &sluicev1.InvalidReport{Fingerprint: fp1, Rollout: id, Revision: r1.Id, Check: "connectivity", Output: "ping: 100% loss"}
+	s := NewState()
+	acts := Decide(s, Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1,
+		LastApplied: &sluicev1.RolloutRef{Rollout: "1-r0", Revision: r0.Id, Generation: 1}, LastAppliedRev: r0,
+		ActiveLost: &LostRollout{Ref: &sluicev1.RolloutRef{Rollout: id, Revision: r1.Id, Generation: 2}, Why: "garbage"},
+		ActiveRev:  r1, Presence: presence("n1", "n2"),
+		Desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1, Rollout: id, Revision: r1.Id, Config: render0(r1)}, revertW},
+		Backups: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp0, Revision: r0.Id, Config: render0(r0)}, {Node: "n2", Fingerprint: fp0, Revision: r0.Id, Config: render0(r0)}},
+		Status:  []*sluicev1.NodeStatus{status("n1", provisioned, fp1, id), st}}, t0)
+	r := s.rollout
+	if f, ok := findAction[FinishRollout](acts); ok && f.Rollout != nil {
+		r = f.Rollout
+	}
+	o := outcomeOf(r.GetFailures(), "n2")
+	if o == nil || o.GetResult() != sluicev1.NodeResult_NODE_RESULT_INVALID || o.GetFailedCheck() != "connectivity" || r.GetCounts().GetFailed() != 1 {
+		t.Fatalf("failures %v, counts %v; want n2 listed Invalid (connectivity) and counted", r.GetFailures(), r.GetCounts())
+	}
+	if c := r.GetCounts(); forward(c) != c.GetTotal() {
+		t.Fatalf("counts %v: forward counts add up to %d, not the total %d", c, forward(c), c.GetTotal())
+	}
+}
