@@ -7,7 +7,8 @@
 //
 // The files follow the concerns: state.go (what is known of each node),
 // facts.go (what is kept of each stored value, and what nodes share),
-// lifecycle.go (load, start, resume, finish), scheduling.go (waves, domains,
+// lifecycle.go (load, start, resume), finish.go (how a rollout ends and the
+// records kept), scheduling.go (waves, domains,
 // bake), outcomes.go (agents' reports and what the record keeps of them),
 // deadlines.go (pickup and apply deadlines, timeouts), presence.go (nodes
 // joining, coming back, leaving), flight.go (the nodes in flight and their
