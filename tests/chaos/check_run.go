@@ -144,7 +144,7 @@ func checkBaked(o *Observation, add addFunc) {
 				return !b.Before(prev) && start.Sub(b) >= bake-bakeSlack
 			})
 			if !baked {
-				add("Bake", r.GetId(), "", "stage %d (wave %d, domain %d) started at %s without the stage before it (started %s) baking %s first: no RolloutBaking event between them at least the bake time before",
+				add("Bake", r.GetId(), "", "stage %d (wave %d, domain %q) started at %s without the stage before it (started %s) baking %s first: no RolloutBaking event between them at least the bake time before",
 					i+1, stages[i].GetWave(), stages[i].GetDomain(), start.Format("15:04:05.000"), prev.Format("15:04:05.000"), bake)
 			}
 		}
