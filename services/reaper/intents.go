@@ -55,11 +55,8 @@ func (r *Reaper) CollectIntents(ctx context.Context) error {
 		return r.unreadableStops(h, err)
 	}
 	if !caughtUp {
-		// The head moved on since the coordinator last started a rollout:
-		// until it has started the head, it may still start one it had
-		// read before (a head just superseded may name these intents), so
-		// nothing is collected. The revisions stay: an old one is never
-		// started again once a newer one has been.
+		// A superseded head the coordinator has not passed yet may name
+		// these intents (inUse.caughtUp).
 		r.log.Debug().Int("marked", len(marked)).Msg("intents wait: the coordinator has not started the head yet")
 		return nil
 	}
@@ -86,16 +83,13 @@ func (r *Reaper) CollectIntents(ctx context.Context) error {
 }
 
 // referencedIntents is the set of intent keys in every revision in use,
-// and whether the coordinator has started the head (caughtUp): the
-// generation of the head is no newer than the active or last-applied
-// rollout's. The head is read before the rollout pointers, so a pointer
-// that caught up with it was written after the head was.
+// and whether the coordinator has started the head (inUse.caughtUp).
 func (r *Reaper) referencedIntents(ctx context.Context, h *handles) (map[string]bool, bool, error) {
 	inUse, err := revisionsInUse(ctx, h)
 	if err != nil {
 		return nil, false, err
 	}
-	if inUse.headRev != 0 && inUse.startedGen < inUse.headGen {
+	if !inUse.caughtUp() {
 		return nil, false, nil
 	}
 	used := map[string]bool{}

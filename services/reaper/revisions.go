@@ -66,6 +66,10 @@ func (r *Reaper) CollectRevisions(ctx context.Context) error {
 	if err != nil {
 		return r.unreadableStops(h, err)
 	}
+	if !inUse.caughtUp() {
+		r.log.Debug().Msg("revisions wait: the coordinator has not started the head yet")
+		return nil
+	}
 	used, err := r.recordedRevisions(ctx, h)
 	if err != nil {
 		return r.unreadableStops(h, err)
@@ -136,6 +140,14 @@ type inUse struct {
 	// is behind, the coordinator may yet start a head it has not passed.
 	headGen, startedGen uint64
 }
+
+// caughtUp says whether the coordinator has started the head: the active
+// or last-applied rollout's generation is at least the head's (the head is
+// read before the pointers, so a pointer that caught up was written after
+// it). Until then it may still start a head it read before, just
+// superseded, whose revision and intents nothing else names: neither
+// collector deletes anything meanwhile.
+func (u inUse) caughtUp() bool { return u.headRev == 0 || u.startedGen >= u.headGen }
 
 // revisionsInUse reads the revisions in use: the head's, the active and
 // the last-applied rollout's, and the one every node's desired or backup

@@ -32,7 +32,11 @@ func TestReaper_CollectRevisions_KeepsTheNewestAndTheReferenced(t *testing.T) {
 	if _, err := store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Create(ctx, contract.KeyHead, &sluicev1.Head{Revision: "r5", Generation: 5}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Create(ctx, contract.KeyLastApplied, &sluicev1.RolloutRef{Rollout: "4-r4", Revision: "r4"}); err != nil {
+	if _, err := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Create(ctx, contract.KeyLastApplied, &sluicev1.RolloutRef{Rollout: "4-r4", Revision: "r4", Generation: 4}); err != nil {
+		t.Fatal(err)
+	}
+	// The coordinator has started the head (its rollout runs).
+	if _, err := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Create(ctx, contract.KeyActive, &sluicev1.RolloutRef{Rollout: "5-r5", Revision: "r5", Generation: 5}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }).Create(ctx, "4-r4",
@@ -132,6 +136,11 @@ func TestReaper_Collect_UnreadableReference_NothingCollectedAndReportedOnce(t *t
 				if tt.key == contract.KeyHead {
 					head, _ := store.Marshal(&sluicev1.Head{Revision: "r3", Generation: 3})
 					f.putRaw(t, tt.bucket, tt.key, head)
+					// ... and its rollout started: nothing waits for the coordinator.
+					if _, err := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Create(ctx, contract.KeyLastApplied,
+						&sluicev1.RolloutRef{Rollout: "3-r3", Revision: "r3", Generation: 3}); err != nil {
+						t.Fatal(err)
+					}
 				} else if err := kv.Delete(ctx, tt.key); err != nil {
 					t.Fatal(err)
 				}
@@ -143,5 +152,63 @@ func TestReaper_Collect_UnreadableReference_NothingCollectedAndReportedOnce(t *t
 				}
 			})
 		}
+	}
+}
+
+// While the coordinator has not started the head, a head just superseded
+// may still be started by it: no revision is collected, though r1 is beyond
+// the retention and nothing names it. Once a pointer caught up, it is.
+func TestReaper_CollectRevisions_WaitsUntilTheCoordinatorStartedTheHead(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	ctx := context.Background()
+	b := f.env.Buckets
+	revs := store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} })
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for i, id := range []string{"r1", "r2", "r3"} {
+		if _, err := revs.Create(ctx, id, &sluicev1.Revision{Id: id, CreatedAt: timestamppb.New(t0.Add(time.Duration(i) * time.Hour))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Create(ctx, contract.KeyHead, &sluicev1.Head{Revision: "r3", Generation: 3}); err != nil {
+		t.Fatal(err)
+	}
+	refs := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
+	applied, err := refs.Create(ctx, contract.KeyLastApplied, &sluicev1.RolloutRef{Rollout: "1-r2", Revision: "r2", Generation: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, err := reaper.New(reaper.Config{Conn: f.env.Conn, Settings: f.env.Settings, RevisionRetention: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored := func() []string {
+		t.Helper()
+		keys, err := revs.Keys(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var got []string
+		for _, k := range keys {
+			if !contract.IsControlKey(k) && k != contract.KeyHead {
+				got = append(got, k)
+			}
+		}
+		slices.Sort(got)
+		return got
+	}
+	if err := r.CollectRevisions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := stored(), []string{"r1", "r2", "r3"}; !slices.Equal(got, want) {
+		t.Fatalf("behind the head: revisions %v; want %v (nothing collected)", got, want)
+	}
+	if _, err := refs.Update(ctx, contract.KeyLastApplied, &sluicev1.RolloutRef{Rollout: "3-r3", Revision: "r3", Generation: 3}, applied); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CollectRevisions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := stored(), []string{"r3"}; !slices.Equal(got, want) {
+		t.Fatalf("caught up: revisions %v; want %v", got, want)
 	}
 }
