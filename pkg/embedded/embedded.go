@@ -22,8 +22,12 @@ const readyTimeout = 30 * time.Second
 
 // Options says where the server listens and stores.
 type Options struct {
-	// Listen is host:port; port -1 picks a free port.
+	// Listen is host:port; port -1 picks a free port. Ignored with InProcess.
 	Listen string
+	// InProcess starts a server that listens on no port: clients connect
+	// with nats.InProcessServer (the chaos suite on virtual time, whose
+	// clock cannot wait on a socket).
+	InProcess bool
 	// StoreDir holds JetStream's file storage.
 	StoreDir string
 	// Logs turns on the server's own logging to stderr.
@@ -50,17 +54,22 @@ type Trust struct {
 
 // Start starts a server and waits until it accepts connections.
 func Start(o Options) (*server.Server, error) {
-	host, portStr, err := net.SplitHostPort(o.Listen)
-	if err != nil {
-		return nil, fmt.Errorf("listen address %q: %w", o.Listen, err)
-	}
-	port, err := strconv.Atoi(portStr)
-	if err != nil {
-		return nil, fmt.Errorf("listen address %q: port: %w", o.Listen, err)
+	var host string
+	var port int
+	if !o.InProcess {
+		h, portStr, err := net.SplitHostPort(o.Listen)
+		if err != nil {
+			return nil, fmt.Errorf("listen address %q: %w", o.Listen, err)
+		}
+		if port, err = strconv.Atoi(portStr); err != nil {
+			return nil, fmt.Errorf("listen address %q: port: %w", o.Listen, err)
+		}
+		host = h
 	}
 	opts := &server.Options{
 		Host:       host,
 		Port:       port,
+		DontListen: o.InProcess,
 		JetStream:  true,
 		StoreDir:   o.StoreDir,
 		NoSigs:     true,

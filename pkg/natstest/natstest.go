@@ -75,6 +75,22 @@ func StartAt(t testing.TB, dir, listen string, s contract.Settings) *Env {
 	return e
 }
 
+// StartInProcess is StartAt for a server that listens on no port: every
+// connection Connect (and RoleOptions' callers) open is in-process. For the
+// chaos suite on virtual time (testing/synctest), where a socket would stop
+// the clock. Not with EnvSecure.
+func StartInProcess(t testing.TB, dir string, s contract.Settings) *Env {
+	t.Helper()
+	srv, err := embedded.Start(embedded.Options{InProcess: true, StoreDir: dir})
+	if err != nil {
+		t.Fatalf("start nats-server: %v", err)
+	}
+	t.Cleanup(srv.Shutdown)
+	e := &Env{Server: srv, StoreDir: dir, Settings: s, connOpts: []nats.Option{nats.InProcessServer(srv)}}
+	e.connectAndEnsure(t, true)
+	return e
+}
+
 // StartSecure is Start on a server in operator mode with a `sluice creds
 // init` setup (Env.Creds): only issued users connect, with their roles'
 // permissions. Conn is a coordinator user's connection (it may do

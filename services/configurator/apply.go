@@ -43,7 +43,9 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 		req.Source = s.cfg.Source
 	}
 
-	s.mu.Lock()
+	if err := s.mu.Lock(ctx); err != nil {
+		return nil, unavailable(err)
+	}
 	defer s.mu.Unlock()
 	if err := s.rollForward(ctx); err != nil {
 		return nil, unavailable(err)
@@ -289,7 +291,9 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 	}
 	id, key := intent.IDOf(kind, req.GetName()), intent.KeyOf(kind, req.GetName())
 
-	s.mu.Lock()
+	if err := s.mu.Lock(ctx); err != nil {
+		return nil, unavailable(err)
+	}
 	defer s.mu.Unlock()
 	if err := s.rollForward(ctx); err != nil {
 		return nil, unavailable(err)

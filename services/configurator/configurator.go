@@ -27,7 +27,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -38,6 +37,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/ctxlock"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/health"
 	"github.com/sluicehq/sluice/pkg/logging"
@@ -93,8 +93,9 @@ type Service struct {
 	cfg Config
 	log zerolog.Logger
 
-	// mu serializes every state change: applies, deletes and reconciles.
-	mu sync.Mutex
+	// mu serializes every state change: applies, deletes and reconciles; a
+	// request waiting for it gives up at its own deadline.
+	mu *ctxlock.Mutex
 	// Set by Run before the API is served.
 	st     *state
 	events *events.Emitter
@@ -164,7 +165,7 @@ func New(cfg Config) (*Service, error) {
 		host, _ := os.Hostname()
 		cfg.Instance = fmt.Sprintf("%s-%d", host, os.Getpid())
 	}
-	s := &Service{cfg: cfg, log: cfg.Log.With().Str(logging.FieldComponent, Component).Logger()}
+	s := &Service{mu: ctxlock.New(), cfg: cfg, log: cfg.Log.With().Str(logging.FieldComponent, Component).Logger()}
 	s.readiness.Set(false, "binding the buckets")
 	return s, nil
 }
@@ -341,7 +342,9 @@ func (s *Service) repairHead(ctx context.Context) error {
 		return nil // the resume reconciles
 	}
 	defer end()
-	s.mu.Lock()
+	if err := s.mu.Lock(ctx); err != nil {
+		return err
+	}
 	e, err := s.st.head.Get(ctx, contract.KeyHead)
 	last := s.lastHead.Load()
 	switch {
@@ -381,7 +384,9 @@ func (s *Service) reconcile(ctx context.Context) error {
 		return nil
 	}
 	defer end()
-	s.mu.Lock()
+	if err := s.mu.Lock(ctx); err != nil {
+		return err
+	}
 	defer s.mu.Unlock()
 	if err := s.rollForward(ctx); err != nil {
 		return err

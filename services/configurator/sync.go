@@ -73,7 +73,9 @@ type declared struct {
 // did; an error means nothing was committed (or the journal completes it).
 func (s *Service) syncRegistry(ctx context.Context, spec *sluicev1.RegistrySpec, snap registry.Snapshot, confirm *sluicev1.RegistryConfirm,
 	st settling) (syncPlan, error) {
-	s.mu.Lock()
+	if err := s.mu.Lock(ctx); err != nil {
+		return syncPlan{}, err
+	}
 	defer s.mu.Unlock()
 	if err := s.rollForward(ctx); err != nil {
 		return syncPlan{}, err

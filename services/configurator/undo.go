@@ -25,7 +25,9 @@ const SourceUndo = contract.SourceUndo
 // out under the same safety rules as any apply (a known-bad config is
 // refused now).
 func (s *Service) undo(ctx context.Context, req *sluicev1.UndoRequest) (*sluicev1.UndoResponse, error) {
-	s.mu.Lock()
+	if err := s.mu.Lock(ctx); err != nil {
+		return nil, unavailable(err)
+	}
 	defer s.mu.Unlock()
 	head, replayed, err := s.headFor(ctx, "undo", req.GetStrategy(), req.GetRequestId())
 	if err != nil {
@@ -166,7 +168,9 @@ func (s *Service) resolveRevision(ctx context.Context, id string) (string, error
 // or partially failed: a new generation of the same revision, with
 // retryInvalid, so that the fingerprints it recorded are forgiven on purpose.
 func (s *Service) retry(ctx context.Context, req *sluicev1.RetryRequest) (*sluicev1.RetryResponse, error) {
-	s.mu.Lock()
+	if err := s.mu.Lock(ctx); err != nil {
+		return nil, unavailable(err)
+	}
 	defer s.mu.Unlock()
 	head, replayed, err := s.headFor(ctx, "retry", req.GetStrategy(), req.GetRequestId())
 	if err != nil {

@@ -296,7 +296,7 @@ type faults struct {
 	drv      *driver
 	watch    *watchers
 	mu       sync.Mutex
-	locks    map[string]*sync.Mutex
+	locks    map[string]chan struct{}
 	restarts []string // NATS restarts and cluster servers stopped, as "server-1 at 3.20s"
 	pauseGen uint64   // the last control/pause generation pausePlane wrote
 }
@@ -316,16 +316,20 @@ func (f *faults) restart(server string) {
 	f.restarts = append(f.restarts, fmt.Sprintf("%s at %.2fs", server, time.Since(f.sys.log.start).Seconds()))
 }
 
+// lock makes faults on one component take turns. It is a channel, not a
+// sync.Mutex: a fault holds it across its sleeps, and on virtual time a
+// goroutine waiting for a mutex stops the clock (synctest counts only a
+// channel or a timer as a durable wait).
 func (f *faults) lock(name string) func() {
 	f.mu.Lock()
 	l := f.locks[name]
 	if l == nil {
-		l = &sync.Mutex{}
+		l = make(chan struct{}, 1)
 		f.locks[name] = l
 	}
 	f.mu.Unlock()
-	l.Lock()
-	return l.Unlock
+	l <- struct{}{}
+	return func() { <-l }
 }
 
 func (f *faults) runAll(ctx context.Context) {

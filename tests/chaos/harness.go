@@ -15,6 +15,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -70,7 +71,8 @@ type system struct {
 	sc       Scenario
 	settings contract.Settings
 	natsDir  string
-	listen   string
+	listen   string // "" on virtual time (in-process connections)
+	virtual  bool   // on virtual time: in a synctest bubble, in-process connections
 	agentDir string
 	log      *schedule
 	logger   zerolog.Logger
@@ -136,7 +138,7 @@ func newSystem(t *testing.T, sc Scenario, log *schedule) *system {
 	settings.LeaderLease = leaderLease
 	settings.NodeLease = sc.NodeLease
 	settings.InstanceLease = sc.NodeLease // a killed instance drops out of a pause's "live" as quickly as a node
-	s := &system{t: t, sc: sc, settings: settings, natsDir: t.TempDir(), listen: freeAddr(t), agentDir: t.TempDir(),
+	s := &system{t: t, sc: sc, settings: settings, natsDir: t.TempDir(), agentDir: t.TempDir(), virtual: virtualTime(),
 		log: log, logger: zerolog.Nop(), stops: map[string]func(){}, coords: map[string]*coordinator.Service{}, nodes: map[string]*nodeSim{}, tables: map[uint32]int{}}
 	if path := os.Getenv("CHAOS_LOG_DIR"); path != "" {
 		_ = os.MkdirAll(path, 0o755) // a missing directory silently lost seed 49's log once
@@ -162,11 +164,17 @@ func newSystem(t *testing.T, sc Scenario, log *schedule) *system {
 		name := NodeName(i)
 		s.nodes[name] = &nodeSim{name: name, index: i}
 	}
-	if sc.Cluster {
+	switch {
+	case sc.Cluster:
 		s.cluster = natstest.StartCluster(t, 3, settings)
 		s.env = s.cluster.Env
 		s.settings = s.cluster.Settings // R3
-	} else {
+	case s.virtual:
+		s.env = natstest.StartInProcess(t, s.natsDir, settings)
+		s.proxy = newInProcessProxy(func() *server.Server { return s.Env().Server })
+		t.Cleanup(s.proxy.close)
+	default:
+		s.listen = freeAddr(t)
 		s.env = natstest.StartAt(t, s.natsDir, s.listen, settings)
 		s.proxy = newProxy(s.listen)
 		t.Cleanup(s.proxy.close)
@@ -187,7 +195,10 @@ func (s *system) Env() *natstest.Env {
 // (restartable) server; on one server it goes through the proxy.
 func (s *system) connect(component string) *nats.Conn {
 	url := s.Env().URL
-	if s.proxy != nil {
+	var inProcess []nats.Option
+	if s.virtual {
+		inProcess = []nats.Option{nats.InProcessServer(s.proxy.inProcess(component))}
+	} else if s.proxy != nil {
 		addr, err := s.proxy.addr(component)
 		if err != nil {
 			s.t.Errorf("proxy for %s: %v", component, err)
@@ -199,7 +210,7 @@ func (s *system) connect(component string) *nats.Conn {
 	// from a goroutine that cannot fail the test).
 	role, node := s.roleOf(component)
 	opts := append([]nats.Option{nats.MaxReconnects(-1), nats.ReconnectWait(50 * time.Millisecond), nats.RetryOnFailedConnect(true)},
-		s.Env().RoleOptions(s.t, role, node)...)
+		append(s.Env().RoleOptions(s.t, role, node), inProcess...)...)
 	nc, err := nats.Connect(url, opts...)
 	if err != nil {
 		s.t.Errorf("connect: %v", err)

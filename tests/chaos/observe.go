@@ -22,6 +22,9 @@ import (
 )
 
 func startEnvAt(s *system) *natstest.Env {
+	if s.virtual {
+		return natstest.StartInProcess(s.t, s.natsDir, s.settings)
+	}
 	return natstest.StartAt(s.t, s.natsDir, s.listen, s.settings)
 }
 

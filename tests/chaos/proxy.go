@@ -1,9 +1,12 @@
 package chaos
 
 import (
+	"errors"
 	"net"
 	"sync"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 )
 
 // proxy stands between the services and a single nats-server, so that the
@@ -12,8 +15,13 @@ import (
 // never answered), stall holds its bytes for a while (requests time out and
 // their answers arrive late). These are the transient KV errors of the fault
 // schedule.
+//
+// On virtual time (CHAOS_VIRTUAL) there is no socket: a component's
+// connections are in-process pipes to the server (inProcess), pumped through
+// the proxy so that drop closes them and stall holds their bytes.
 type proxy struct {
-	target string // the server's address
+	target string                // the server's address
+	server func() *server.Server // on virtual time: the server now (it changes on a restart)
 	mu     sync.Mutex
 	lns    map[string]net.Listener
 	conns  map[string][]net.Conn
@@ -22,6 +30,75 @@ type proxy struct {
 
 func newProxy(target string) *proxy {
 	return &proxy{target: target, lns: map[string]net.Listener{}, conns: map[string][]net.Conn{}, stalls: map[string]chan struct{}{}}
+}
+
+func newInProcessProxy(srv func() *server.Server) *proxy {
+	return &proxy{server: srv, lns: map[string]net.Listener{}, conns: map[string][]net.Conn{}, stalls: map[string]chan struct{}{}}
+}
+
+// inProcess is component's nats.InProcessConnProvider: each connection
+// (and reconnection) is a new in-process pipe to the server running now.
+func (p *proxy) inProcess(component string) inProcessDialer {
+	return inProcessDialer{p: p, component: component}
+}
+
+type inProcessDialer struct {
+	p         *proxy
+	component string
+}
+
+func (d inProcessDialer) InProcessConn() (net.Conn, error) {
+	srv := d.p.server()
+	if srv == nil || !srv.Running() {
+		return nil, errors.New("the server is down")
+	}
+	s, err := srv.InProcessConn()
+	if err != nil {
+		return nil, err
+	}
+	// A pipe has no buffer: a stall that held a client's write would hold
+	// it inside nats.go's connection lock, and every other user of the
+	// connection would wait on that lock, which virtual time does not
+	// count as waiting (the clock would stand still). So the client gets a
+	// pipe of its own, and two pumps queue its bytes both ways as a
+	// socket's buffers would, holding them while the component is stalled.
+	c, mid := net.Pipe()
+	d.p.mu.Lock()
+	d.p.conns[d.component] = append(d.p.conns[d.component], mid, s)
+	d.p.mu.Unlock()
+	go d.p.queued(d.component, mid, s)
+	go d.p.queued(d.component, s, mid)
+	return c, nil
+}
+
+// queued copies from to to through a queue, like pipe, but reading on
+// while a stall holds the writes.
+func (p *proxy) queued(component string, from, to net.Conn) {
+	q := make(chan []byte, 1024)
+	go func() {
+		defer close(q)
+		for {
+			buf := make([]byte, 32<<10)
+			n, err := from.Read(buf)
+			if n > 0 {
+				q <- buf[:n]
+			}
+			if err != nil {
+				return
+			}
+		}
+	}()
+	defer from.Close()
+	defer to.Close()
+	for b := range q {
+		p.waitStall(component)
+		if _, err := to.Write(b); err != nil {
+			break
+		}
+	}
+	_ = from.Close()
+	for range q { // until the reader sees the close
+	}
 }
 
 // addr is the address component connects to, listening on first use.

@@ -1,0 +1,25 @@
+package chaos
+
+import "os"
+
+// EnvVirtual, set to 1, runs each seed on virtual time: inside a
+// testing/synctest bubble, with the nats-server in-process and every
+// connection an in-process pipe, so the clock moves only when every
+// goroutine of the seed waits, and a seed costs its processor time, not
+// its leases and deadlines. docs/chaos.md, "Seeds that replay".
+const EnvVirtual = "CHAOS_VIRTUAL"
+
+func virtualTime() bool { return os.Getenv(EnvVirtual) == "1" }
+
+// virtualSkip says why sc cannot run on virtual time ("" = it can): an R3
+// cluster's servers talk over TCP routes, a directory registry's watch
+// waits on inotify, and neither is a wait the bubble's clock can see.
+func virtualSkip(sc Scenario) string {
+	switch {
+	case sc.Cluster:
+		return "R3 cluster: its routes are TCP (real time only)"
+	case sc.Registry != nil:
+		return "directory registry: its inotify watch is not a wait virtual time sees (real time only)"
+	}
+	return ""
+}
