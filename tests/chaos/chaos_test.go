@@ -21,7 +21,9 @@ import (
 const defaultSeeds = 2
 
 // seeds are the seeds to run: CHAOS_SEED=s runs s alone; otherwise
-// CHAOS_SEEDS=n (default 2) seeds from CHAOS_SEED_BASE (default 1).
+// CHAOS_SEEDS=n (default 2) seeds from CHAOS_SEED_BASE (default 1), and of
+// those, with CHAOS_SHARD=i/n, every n-th from the i-th (one process per
+// core on virtual time: tests/chaos/virtual.sh).
 func seeds(t *testing.T) []uint64 {
 	if v := os.Getenv("CHAOS_SEED"); v != "" {
 		s, err := strconv.ParseUint(v, 10, 64)
@@ -43,9 +45,17 @@ func seeds(t *testing.T) []uint64 {
 			*x.dst = s
 		}
 	}
-	out := make([]uint64, n)
-	for i := range out {
-		out[i] = base + uint64(i)
+	shard, shards := uint64(0), uint64(1)
+	if v := os.Getenv("CHAOS_SHARD"); v != "" {
+		if _, err := fmt.Sscanf(v, "%d/%d", &shard, &shards); err != nil || shards == 0 || shard >= shards {
+			t.Fatalf("CHAOS_SHARD=%q: want i/n with 0 <= i < n, e.g. CHAOS_SHARD=0/2", v)
+		}
+	}
+	var out []uint64
+	for i := range n {
+		if i%shards == shard {
+			out = append(out, base+i)
+		}
 	}
 	return out
 }
@@ -59,6 +69,9 @@ func Repro(seed uint64) string {
 // checks the invariants at rest. Run two at a time (-parallel 2).
 func TestChaos(t *testing.T) {
 	all := seeds(t)
+	if virtualTime() && os.Getenv("SLUICE_TEST_SECURE") == "1" {
+		t.Fatalf("%s=1 and SLUICE_TEST_SECURE=1: the secured suite runs on real time only (its server listens for TLS clients)", EnvVirtual)
+	}
 	var mu sync.Mutex
 	var failed []string
 	t.Cleanup(func() { // after every seed: the repro lines together

@@ -12,6 +12,7 @@
 #   MUTANTS='01-* 02-*' tests/chaos/mutants/run.sh         # some of them
 #   MUTANT_OUT=/tmp/m tests/chaos/mutants/run.sh           # keep the logs there
 #   MUTANT_REPLAY=43 MUTANTS=03-* tests/chaos/mutants/run.sh   # run seed 43 ten times on it
+#   CHAOS_VIRTUAL=1 tests/chaos/mutants/run.sh             # seeds on virtual time (R3 and registry seeds skipped)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -61,7 +62,7 @@ for p in $patches; do
 		runs=${MUTANT_REPLAY_RUNS:-10} failed=0 verdicts=""
 		for i in $(seq 1 "$runs"); do
 			log=$out/$name.replay-$MUTANT_REPLAY-$i.log
-			(cd "$tree/tests/chaos" && CHAOS_SEED=$MUTANT_REPLAY exec "$bin" -test.run "TestChaos/seed=$MUTANT_REPLAY\$" -test.v -test.count 1 -test.timeout 10m) >"$log" 2>&1 || true
+			(cd "$tree/tests/chaos" && CHAOS_SEED=$MUTANT_REPLAY CHAOS_VIRTUAL=${CHAOS_VIRTUAL:-} exec "$bin" -test.run "TestChaos/seed=$MUTANT_REPLAY\$" -test.v -test.count 1 -test.timeout 10m) >"$log" 2>&1 || true
 			v=$(grep -m1 -o 'CHAOS FAIL seed=[0-9]* invariants=[^ ]*' "$log" | sed 's/.*invariants=//' || true)
 			[ -n "$v" ] && failed=$((failed + 1))
 			verdicts="$verdicts ${v:-pass}"
@@ -72,19 +73,34 @@ for p in $patches; do
 	fi
 	log=$out/$name.log
 	start=$(date +%s)
-	(cd "$tree/tests/chaos" && CHAOS_SEEDS=$seeds CHAOS_SEED_BASE=$base exec "$bin" -test.run 'TestChaos$' -test.v \
-		-test.count 1 -test.parallel "$parallel" -test.timeout 3h) >"$log" 2>&1 &
-	pid=$!
+	pids=()
+	if [ "${CHAOS_VIRTUAL:-}" = 1 ]; then
+		# On virtual time a process runs its seeds one at a time: one
+		# process per slot, each every $parallel-th seed (CHAOS_SHARD).
+		for i in $(seq 0 $((parallel - 1))); do
+			(cd "$tree/tests/chaos" && CHAOS_SEEDS=$seeds CHAOS_SEED_BASE=$base CHAOS_SHARD=$i/$parallel exec "$bin" -test.run 'TestChaos$' -test.v \
+				-test.count 1 -test.timeout 3h) >"$log.$i" 2>&1 &
+			pids+=($!)
+		done
+	else
+		(cd "$tree/tests/chaos" && CHAOS_SEEDS=$seeds CHAOS_SEED_BASE=$base exec "$bin" -test.run 'TestChaos$' -test.v \
+			-test.count 1 -test.parallel "$parallel" -test.timeout 3h) >"$log.0" 2>&1 &
+		pids+=($!)
+	fi
 	first=
-	while kill -0 "$pid" 2>/dev/null; do
-		first=$(grep -m1 -o 'CHAOS FAIL seed=[0-9]* invariants=[^ ]*' "$log" 2>/dev/null || true)
+	running() { for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+	while running; do
+		first=$(cat "$log".* 2>/dev/null | grep -m1 -o 'CHAOS FAIL seed=[0-9]* invariants=[^ ]*' || true)
 		if [ -n "$first" ]; then
-			kill "$pid" 2>/dev/null || true
+			kill "${pids[@]}" 2>/dev/null || true
 			break
 		fi
 		sleep 1
 	done
-	wait "$pid" 2>/dev/null && rc=0 || rc=$?
+	rc=0
+	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || rc=$?; done
+	cat "$log".* >"$log"
+	rm -f "$log".*
 	[ -n "$first" ] || first=$(grep -m1 -o 'CHAOS FAIL seed=[0-9]* invariants=[^ ]*' "$log" || true)
 	secs=$(($(date +%s) - start))
 	# Parallel subtests print their --- PASS lines only at the end: count
