@@ -517,6 +517,11 @@ func checkExpectations(o *Observation, add addFunc) {
 		if x.NodesMayLapse && slices.ContainsFunc(r.GetSkipped(), func(n *sluicev1.NodeOutcome) bool { return slices.Contains(x.MayFail, n.GetNode()) }) {
 			x.Phases, x.AllFail = nil, false // a failing node lapsed and was skipped: it may not count
 		}
+		// Every node it was for lapsed before it was configured: it proved
+		// nothing, and ends Aborted rather than in force (docs/rollouts.md).
+		if c := r.GetCounts(); x.NodesMayLapse && len(x.Phases) > 0 && c.GetProvisioned() == 0 && c.GetSkipped() > 0 {
+			x.Phases, x.AllFail = append(slices.Clone(x.Phases), sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED), false
+		}
 		// A node whose desired key got garbage while the rollout ran may
 		// never have read its config (its agent refuses the garbage): it
 		// may time out, and then the rollout may end any way.

@@ -122,6 +122,28 @@ func TestCheck_FailingNodeSkippedAsDeparted(t *testing.T) {
 	}
 }
 
+// A rollout every node of which lapsed before it was configured ends
+// Aborted, not Succeeded; only a schedule that can stop heartbeats excuses
+// the scenario's Succeeded.
+func TestCheck_RolloutWhoseEveryNodeLapsedMayEndAborted(t *testing.T) {
+	allSkipped := func(lapse bool) *Observation {
+		o := healthy()
+		r := rollout(o, "r1")
+		r.Phase, r.Reason = sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, "no node was provisioned: the 1 node(s) it was for left"
+		r.Skipped = []*sluicev1.NodeOutcome{{Node: "node-01", Result: sluicev1.NodeResult_NODE_RESULT_SKIPPED}}
+		r.Counts = &sluicev1.RolloutCounts{Total: 1, Skipped: 1}
+		o.Expect["r1"] = Expectation{Phases: []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED}, NodesMayLapse: lapse}
+		return o
+	}
+	isOutcome := func(v Violation) bool { return v.Invariant == "Outcome" }
+	if vs := Check(allSkipped(true)); slices.ContainsFunc(vs, isOutcome) {
+		t.Errorf("heartbeats could stop: want no Outcome violation, got %v", vs)
+	}
+	if vs := Check(allSkipped(false)); !slices.ContainsFunc(vs, isOutcome) {
+		t.Errorf("nothing could stop heartbeats: want an Outcome violation, got %v", vs)
+	}
+}
+
 func rollout(o *Observation, id string) *sluicev1.Rollout {
 	for _, r := range o.Rollouts {
 		if r.GetId() == id {

@@ -51,6 +51,17 @@ func (s *State) maybeFinish(now time.Time) {
 			f, s.plan.Budget, describeFailure(r.GetFailures()), c.GetProvisioned(), c.GetSkipped()), now)
 		return
 	}
+	if left := int(c.GetSkipped()) + s.leftUnled; c.GetProvisioned() == 0 && left > 0 {
+		// Nothing of the target was proven: every node it was for left
+		// before it was configured (a NATS outage longer than the node
+		// lease lapses every presence). Succeeded would put the target in
+		// force, and every returning node would get it at once, not wave
+		// by wave (a virtual-time chaos seed). It ends Aborted: the config
+		// in force stays, and `sluice rollout retry` rolls it out again.
+		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, fmt.Sprintf(
+			"no node was provisioned: the %d node(s) it was for left before they were configured (presence lapsed), so nothing of its target is proven and it is not put in force; sluice rollout retry rolls it out again", left), now)
+		return
+	}
 	reason := fmt.Sprintf("all %d nodes provisioned", c.GetProvisioned())
 	if c.GetSkipped() > 0 {
 		reason = fmt.Sprintf("%d nodes provisioned, %d skipped (left during the rollout)", c.GetProvisioned(), c.GetSkipped())
@@ -93,6 +104,7 @@ func (s *State) finish(phase sluicev1.RolloutPhase, reason string, now time.Time
 	s.forgetGroups()
 	s.forgetShared()
 	s.reverting, s.stopReason, s.bakeUntil, s.dirty, s.waitingWindow = false, "", time.Time{}, false, false
+	s.leftUnled = 0
 	s.gates = gateState{watched: s.gates.watched}
 	if h, rev := s.next, s.nextRev; h != nil {
 		// The waiting head starts now; it places every node.

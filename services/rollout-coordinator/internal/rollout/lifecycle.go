@@ -114,6 +114,7 @@ func (s *State) load(ev Loaded, now time.Time) {
 		// status. Deadlines restart now: time without a leader does not count.
 		gone := s.adopt(active, activeRev, now)
 		if s.rollout != nil {
+			s.leftUnled = gone
 			why := fmt.Sprintf("leadership term %d resumes the rollout in phase %s: %s",
 				ev.Term, phaseWord(s.rollout.GetPhase()), s.progressLine())
 			if gone > 0 {

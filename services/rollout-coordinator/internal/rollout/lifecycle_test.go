@@ -175,6 +175,25 @@ func TestDecide_Lifecycle(t *testing.T) {
 			},
 		},
 		{
+			// A virtual-time chaos seed: every presence lapsed (a NATS outage
+			// longer than the node lease) while the leader changed; the new
+			// term counted no node and took the rollout for Succeeded ("all 0
+			// nodes provisioned"), which put its unproven target in force for
+			// every node at once.
+			name: "a resumed rollout whose every node left while no leader ran ends Aborted, not in force",
+			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, LastApplied: applied0, LastAppliedRev: r0,
+				Active: &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+					Strategy: &sluicev1.Strategy{MaxParallel: "1"}, Counts: &sluicev1.RolloutCounts{Total: 3}},
+				ActiveRev: r1, Desired: onR0},
+			want: []string{"finish Aborted", "emit RolloutResumed", "emit RolloutAborted"},
+			check: func(t *testing.T, s *State, acts []Action) {
+				f, _ := findAction[FinishRollout](acts)
+				if f.LastApplied != nil || !strings.Contains(f.Rollout.GetReason(), "no node was provisioned: the 3 node(s)") {
+					t.Fatalf("finish %v (last applied %v); want Aborted naming the 3 nodes that left, the config in force unchanged", f.Rollout, f.LastApplied)
+				}
+			},
+		},
+		{
 			name: "a node counted by the previous term that left while no leader ran is reported gone",
 			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, LastApplied: applied0, LastAppliedRev: r0,
 				Active: &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,

@@ -107,6 +107,9 @@ type State struct {
 	reverting  bool          // stopped over budget: putting touched nodes back
 	revertQ    queue         // by name
 	stopReason string        // why the rollout stopped, for the final reason
+	// leftUnled counts the nodes the previous term counted in the rollout
+	// and this term found gone (presence lapsed while no coordinator led).
+	leftUnled int
 	clockBase  time.Duration // leader time the rollout had at the start of this term
 	clockFrom  time.Time     // start of this term (or of the rollout)
 	heldAt     time.Time     // when a pause began holding the rollout: its clock stands still since
