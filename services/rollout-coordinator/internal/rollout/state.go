@@ -98,21 +98,21 @@ type State struct {
 	rollout    *sluicev1.Rollout // the active rollout, nil when none
 	rolloutRev *sluicev1.Revision
 	plan       plan
-	pending    queue         // by (domain, name)
-	inFlight   flight        // desired (or revert) written, no outcome yet
-	started    int           // nodes started in this rollout (for waves)
-	domainSet  bool          // a failure-domain value is in progress
-	bakeUntil  time.Time     // no node starts before it
-	baked      bool          // the bake before the next stage is over
-	reverting  bool          // stopped over budget: putting touched nodes back
-	revertQ    queue         // by name
-	stopReason string        // why the rollout stopped, for the final reason
+	pending    queue     // by (domain, name)
+	inFlight   flight    // desired (or revert) written, no outcome yet
+	started    int       // nodes started in this rollout (for waves)
+	domainSet  bool      // a failure-domain value is in progress
+	bakeUntil  time.Time // no node starts before it
+	baked      bool      // the bake before the next stage is over
+	reverting  bool      // stopped over budget: putting touched nodes back
+	revertQ    queue     // by name
+	stopReason string    // why the rollout stopped, for the final reason
 	// leftUnled counts the nodes the previous term counted in the rollout
 	// and this term found gone (presence lapsed while no coordinator led).
 	leftUnled int
-	clockBase  time.Duration // leader time the rollout had at the start of this term
-	clockFrom  time.Time     // start of this term (or of the rollout)
-	heldAt     time.Time     // when a pause began holding the rollout: its clock stands still since
+	clockBase time.Duration // leader time the rollout had at the start of this term
+	clockFrom time.Time     // start of this term (or of the rollout)
+	heldAt    time.Time     // when a pause began holding the rollout: its clock stands still since
 	// freezes are the operators' freezes (control/freeze.<id>), by id.
 	freezes map[string]*sluicev1.Freeze
 	// waitingWindow: the next wave waits for one of the strategy's windows
