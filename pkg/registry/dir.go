@@ -80,7 +80,11 @@ func openDir(spec *sluicev1.DirectoryRegistry, log zerolog.Logger) (Registry, er
 		return nil, err
 	}
 	r := &dirRegistry{path: filepath.Clean(spec.GetPath()), readFile: intent.ReadRegular}
-	r.changeWatch = newChangeWatch(log.With().Str("location", r.path).Logger(), r.watch)
+	watch := r.watch
+	if spec.GetPoll() {
+		watch = func(context.Context) {} // read every sync interval only
+	}
+	r.changeWatch = newChangeWatch(log.With().Str("location", r.path).Logger(), watch)
 	return r, nil
 }
 

@@ -254,3 +254,27 @@ func TestDir_FileOverTheLimitIsNotRead(t *testing.T) {
 		t.Errorf("big.yaml: err %v, intents %q; want the size and the limit named, and none", d.Err, ids(d))
 	}
 }
+
+// A polled directory (a network file system, where inotify misses other
+// hosts' changes) is read at each Fetch and never announces a change: the
+// configurator reads it every sync interval.
+func TestDir_Poll_IsReadButNeverWatched(t *testing.T) {
+	dir := t.TempDir()
+	r := open(t, &sluicev1.DirectoryRegistry{Path: dir, Poll: true})
+	changed := r.Changed()
+	v0 := fetch(t, r).Version
+	// A watch starts in the background: write for a second, then wait out
+	// the 200ms a watched directory takes to announce (dirDebounce).
+	for try := range 10 {
+		writeFile(t, dir, "a.yaml", tenantAYAML+strings.Repeat("#\n", try))
+		time.Sleep(100 * time.Millisecond)
+	}
+	select {
+	case <-changed:
+		t.Error("a polled directory announced a change")
+	case <-time.After(600 * time.Millisecond):
+	}
+	if v := fetch(t, r).Version; v == v0 {
+		t.Error("version did not change when a file was added: a polled directory is read at each Fetch")
+	}
+}

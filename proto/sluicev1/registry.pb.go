@@ -287,10 +287,15 @@ func (x *RedisRegistry) GetCaFile() string {
 
 // DirectoryRegistry reads the *.yaml, *.yml and *.json files directly in a
 // directory on the configurator's host (a GitOps checkout), as
-// sluice apply -f DIR does, and watches it for changes.
+// sluice apply -f DIR does, and watches it for changes (inotify) unless
+// poll is set.
 type DirectoryRegistry struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Path          string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Path  string                 `protobuf:"bytes,1,opt,name=path,proto3" json:"path,omitempty"`
+	// poll: read it only every sync interval, never watched. For a network
+	// file system (NFS, CIFS), where inotify does not see changes made on
+	// other hosts.
+	Poll          bool `protobuf:"varint,2,opt,name=poll,proto3" json:"poll,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -330,6 +335,13 @@ func (x *DirectoryRegistry) GetPath() string {
 		return x.Path
 	}
 	return ""
+}
+
+func (x *DirectoryRegistry) GetPoll() bool {
+	if x != nil {
+		return x.Poll
+	}
+	return false
 }
 
 // RegistryStatus is the value of registries/<name>, written by the
@@ -808,9 +820,10 @@ const file_sluice_v1_registry_proto_rawDesc = "" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x16\n" +
 	"\x06prefix\x18\x02 \x01(\tR\x06prefix\x12#\n" +
 	"\rpassword_file\x18\x03 \x01(\tR\fpasswordFile\x12\x17\n" +
-	"\aca_file\x18\x04 \x01(\tR\x06caFile\"'\n" +
+	"\aca_file\x18\x04 \x01(\tR\x06caFile\";\n" +
 	"\x11DirectoryRegistry\x12\x12\n" +
-	"\x04path\x18\x01 \x01(\tR\x04path\"\xe5\x05\n" +
+	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
+	"\x04poll\x18\x02 \x01(\bR\x04poll\"\xe5\x05\n" +
 	"\x0eRegistryStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1a\n" +

@@ -83,6 +83,7 @@ with --update.`,
 	f.StringVar(&o.PasswordFile, "password-file", "", "with --redis: the absolute path of a file on the configurator's host holding the password")
 	f.StringVar(&o.CAFile, "ca-file", "", "with --redis rediss://: the absolute path of a PEM CA bundle on the configurator's host (default: system roots)")
 	f.StringVar(&o.Dir, "dir", "", "a directory of intent files on the configurator's host (made absolute)")
+	f.BoolVar(&o.Poll, "poll", false, "with --dir: read it every sync interval, never watch it (for NFS or CIFS, where inotify misses other hosts' changes)")
 	f.DurationVar(&o.SyncInterval, "sync-interval", 0, fmt.Sprintf("how often it is read when it announced no change (default %s)", registry.DefaultSyncInterval))
 	f.Float64Var(&o.HoldShare, "hold-share", 0, fmt.Sprintf("the share (0-1) of its intents one sync may mark for deletion without 'sluice registry confirm' (default %v)", registry.DefaultHoldShare))
 	f.BoolVar(&update, "update", false, "replace the registry if it exists")
@@ -98,6 +99,8 @@ func checkRegistryFlags(o registryspec.Options) error {
 		return errors.New("say where the registry reads: --redis URL or --dir PATH")
 	case o.Dir != "" && (o.Prefix != "" || o.PasswordFile != "" || o.CAFile != ""):
 		return errors.New("--prefix, --password-file and --ca-file go with --redis, not --dir")
+	case o.Poll && o.Dir == "":
+		return errors.New("--poll goes with --dir: a Redis registry is read every sync interval and on its change notices")
 	}
 	return nil
 }

@@ -78,6 +78,11 @@ func TestRegistryAdd_StoresTheSpecItWasGiven(t *testing.T) {
 			want: &sluicev1.RegistrySpec{Name: "gitops",
 				Source: &sluicev1.RegistrySpec_Directory{Directory: &sluicev1.DirectoryRegistry{Path: filepath.Join(work, "intents")}}},
 		},
+		{
+			name: "polled directory", args: []string{"nfs", "--dir", "intents", "--poll"},
+			want: &sluicev1.RegistrySpec{Name: "nfs",
+				Source: &sluicev1.RegistrySpec_Directory{Directory: &sluicev1.DirectoryRegistry{Path: filepath.Join(work, "intents"), Poll: true}}},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,6 +120,7 @@ func TestRegistryAdd_BadSpec_PrintsTheFieldAndStoresNothing(t *testing.T) {
 		{"both sources", []string{"bad", "--dir", dir, "--redis", "redis://10.0.0.5:6379/0"}, 2, "not both"},
 		{"no source", []string{"bad"}, 2, "--redis URL or --dir PATH"},
 		{"redis flag with a directory", []string{"bad", "--dir", dir, "--prefix", "x:"}, 2, "go with --redis"},
+		{"poll without a directory", []string{"bad", "--redis", "redis://10.0.0.5:6379/0", "--poll"}, 2, "--poll goes with --dir"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -38,7 +38,9 @@ type Options struct {
 	CAFile       string // PEM CA bundle for rediss://
 	// Dir is a directory on the configurator's host; a relative one is made
 	// absolute against this process's working directory.
-	Dir          string
+	Dir string
+	// Poll: the directory is read every sync interval and never watched.
+	Poll         bool
 	SyncInterval time.Duration // 0 = registry.DefaultSyncInterval
 	HoldShare    float64       // 0 = registry.DefaultHoldShare
 }
@@ -60,7 +62,7 @@ func Build(name string, o Options, by string, at time.Time) (*sluicev1.RegistryS
 		if err != nil {
 			return nil, fmt.Errorf("directory %s: %w", o.Dir, err)
 		}
-		spec.Source = &sluicev1.RegistrySpec_Directory{Directory: &sluicev1.DirectoryRegistry{Path: abs}}
+		spec.Source = &sluicev1.RegistrySpec_Directory{Directory: &sluicev1.DirectoryRegistry{Path: abs, Poll: o.Poll}}
 	}
 	if err := registry.Check(spec); err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrInvalid, name, err)
