@@ -133,7 +133,7 @@ func (d *driver) declareRegistry(ctx context.Context) error {
 			return harnessErr("registry file: %w", err)
 		}
 	}
-	spec := &sluicev1.RegistrySpec{Name: registryName, Source: &sluicev1.RegistrySpec_Directory{Directory: &sluicev1.DirectoryRegistry{Path: s.reg.dir}},
+	spec := &sluicev1.RegistrySpec{Name: registryName, Source: &sluicev1.RegistrySpec_Directory{Directory: &sluicev1.DirectoryRegistry{Path: s.reg.dir, Poll: s.virtual}},
 		SyncInterval: durationpb.New(registrySync), By: "chaos", At: timestamppb.Now()}
 	err := retry(ctx, func(ctx context.Context) error {
 		specs := store.New(s.Env().Buckets.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} })

@@ -12,14 +12,12 @@ const EnvVirtual = "CHAOS_VIRTUAL"
 func virtualTime() bool { return os.Getenv(EnvVirtual) == "1" }
 
 // virtualSkip says why sc cannot run on virtual time ("" = it can): an R3
-// cluster's servers talk over TCP routes, a directory registry's watch
-// waits on inotify, and neither is a wait the bubble's clock can see.
+// cluster's servers talk over TCP routes, and a socket is not a wait the
+// bubble's clock can see. (The registry seeds' directory is polled there,
+// `--poll`, for the same reason: an inotify watch waits on the kernel.)
 func virtualSkip(sc Scenario) string {
-	switch {
-	case sc.Cluster:
+	if sc.Cluster {
 		return "R3 cluster: its routes are TCP (real time only)"
-	case sc.Registry != nil:
-		return "directory registry: its inotify watch is not a wait virtual time sees (real time only)"
 	}
 	return ""
 }

@@ -38,7 +38,7 @@ done
 ran=$((passed + failed))
 per=0
 [ "$secs" -gt 0 ] && per=$((ran * 60 / secs))
-echo "CHAOS VIRTUAL: $ran seeds ran ($passed passed, $failed failed), $skipped skipped (real time only: R3 clusters, directory registries), in ${secs}s ($per seeds a minute, $shards processes)"
+echo "CHAOS VIRTUAL: $ran seeds ran ($passed passed, $failed failed), $skipped skipped (R3 clusters: real time only), in ${secs}s ($per seeds a minute, $shards processes)"
 if [ "$rc" -ne 0 ] && [ "$failed" -eq 0 ]; then
 	echo "a shard failed outside any seed's verdict: see $out/shard-*.log"
 fi

@@ -12,7 +12,7 @@
 #   MUTANTS='01-* 02-*' tests/chaos/mutants/run.sh         # some of them
 #   MUTANT_OUT=/tmp/m tests/chaos/mutants/run.sh           # keep the logs there
 #   MUTANT_REPLAY=43 MUTANTS=03-* tests/chaos/mutants/run.sh   # run seed 43 ten times on it
-#   CHAOS_VIRTUAL=1 tests/chaos/mutants/run.sh             # seeds on virtual time (R3 and registry seeds skipped)
+#   CHAOS_VIRTUAL=1 tests/chaos/mutants/run.sh             # seeds on virtual time (R3 seeds skipped)
 set -euo pipefail
 
 root=$(cd "$(dirname "$0")/../../.." && pwd)
