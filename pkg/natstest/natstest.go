@@ -5,9 +5,12 @@ package natstest
 
 import (
 	"context"
+	"errors"
+	"net"
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -75,18 +78,37 @@ func StartAt(t testing.TB, dir, listen string, s contract.Settings) *Env {
 	return e
 }
 
-// StartInProcess is StartAt for a server that listens on no port: every
-// connection Connect (and RoleOptions' callers) open is in-process. For the
-// chaos suite on virtual time (testing/synctest), where a socket would stop
-// the clock. Not with EnvSecure.
-func StartInProcess(t testing.TB, dir string, s contract.Settings) *Env {
+// InProcess is a restartable in-process server as its clients see it: a
+// connection made through it (nats.InProcessServer) reaches whichever
+// server StartInProcess started last, and reconnects to the next one after
+// a restart, as a client of a server restarted on the same port does.
+type InProcess struct{ cur atomic.Pointer[server.Server] }
+
+// Server is the server started last (nil before the first).
+func (p *InProcess) Server() *server.Server { return p.cur.Load() }
+
+// InProcessConn is a new in-process connection to the server running now.
+func (p *InProcess) InProcessConn() (net.Conn, error) {
+	srv := p.cur.Load()
+	if srv == nil || !srv.Running() {
+		return nil, errors.New("the in-process server is down")
+	}
+	return srv.InProcessConn()
+}
+
+// StartInProcess is StartAt for a server that listens on no port, reached
+// through via: every connection Connect opens is in-process. For the chaos
+// suite on virtual time (testing/synctest), where a socket would stop the
+// clock. Not with EnvSecure.
+func StartInProcess(t testing.TB, dir string, s contract.Settings, via *InProcess) *Env {
 	t.Helper()
 	srv, err := embedded.Start(embedded.Options{InProcess: true, StoreDir: dir})
 	if err != nil {
 		t.Fatalf("start nats-server: %v", err)
 	}
 	t.Cleanup(srv.Shutdown)
-	e := &Env{Server: srv, StoreDir: dir, Settings: s, connOpts: []nats.Option{nats.InProcessServer(srv)}}
+	via.cur.Store(srv)
+	e := &Env{Server: srv, StoreDir: dir, Settings: s, connOpts: []nats.Option{nats.InProcessServer(via)}}
 	e.connectAndEnsure(t, true)
 	return e
 }

@@ -15,7 +15,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -73,9 +72,11 @@ type system struct {
 	natsDir  string
 	listen   string // "" on virtual time (in-process connections)
 	virtual  bool   // on virtual time: in a synctest bubble, in-process connections
-	agentDir string
-	log      *schedule
-	logger   zerolog.Logger
+	// inProcess is the server on virtual time, across restarts.
+	inProcess *natstest.InProcess
+	agentDir  string
+	log       *schedule
+	logger    zerolog.Logger
 
 	envMu   sync.Mutex
 	env     *natstest.Env
@@ -170,8 +171,9 @@ func newSystem(t *testing.T, sc Scenario, log *schedule) *system {
 		s.env = s.cluster.Env
 		s.settings = s.cluster.Settings // R3
 	case s.virtual:
-		s.env = natstest.StartInProcess(t, s.natsDir, settings)
-		s.proxy = newInProcessProxy(func() *server.Server { return s.Env().Server })
+		s.inProcess = &natstest.InProcess{}
+		s.env = natstest.StartInProcess(t, s.natsDir, settings, s.inProcess)
+		s.proxy = newInProcessProxy(s.inProcess.Server)
 		t.Cleanup(s.proxy.close)
 	default:
 		s.listen = freeAddr(t)

@@ -23,7 +23,7 @@ import (
 
 func startEnvAt(s *system) *natstest.Env {
 	if s.virtual {
-		return natstest.StartInProcess(s.t, s.natsDir, s.settings)
+		return natstest.StartInProcess(s.t, s.natsDir, s.settings, s.inProcess)
 	}
 	return natstest.StartAt(s.t, s.natsDir, s.listen, s.settings)
 }
