@@ -96,11 +96,11 @@ func TestChaos(t *testing.T) {
 				runtime.GC()
 				runtime.GC()
 				stuck := watchdog(seed)
+				defer stuck.Stop() // a failed bubble ends this goroutine too
 				synctest.Test(t, func(t *testing.T) {
 					inBubbleAccessTime()
 					why = runSeed(t, seed)
 				})
-				stuck.Stop()
 			} else {
 				t.Parallel()
 				why = runSeed(t, seed)

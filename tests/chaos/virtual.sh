@@ -29,7 +29,7 @@ for p in "${pids[@]}"; do wait "$p" || rc=1; done
 secs=$(($(date +%s) - start))
 passed=$(cat "$out"/shard-*.log | grep -c 'chaos_test.go:[0-9]*: seed [0-9]* passed in' || true)
 skipped=$(cat "$out"/shard-*.log | grep -c -- '--- SKIP: TestChaos/seed=' || true)
-failed=$(cat "$out"/shard-*.log | grep -c -- '--- FAIL: TestChaos/seed=' || true)
+failed=$(cat "$out"/shard-*.log | grep -c 'CHAOS \(HARNESS \)\?FAIL seed=[0-9]* \(invariants\|(the harness\)' || true)
 # Every failing seed's block, as the real-time suite prints it.
 for f in "$out"/shard-*.log; do
 	awk '/CHAOS (HARNESS )?FAIL seed=/{p=1} /^=== RUN|^--- (PASS|FAIL|SKIP)/{p=0} p' "$f"
