@@ -147,7 +147,7 @@ mutants: ## Mutation-test the chaos suite: each tests/chaos/mutants/*.patch on a
 	MUTANT_SEEDS=$(MUTANT_SEEDS) MUTANTS='$(MUTANTS)' GO=$(GO) tests/chaos/mutants/run.sh
 
 .PHONY: chaos-virtual
-chaos-virtual: ## The chaos suite on virtual time (testing/synctest): SEEDS seeds from SEED_BASE, a process per core; R3 seeds are left to make chaos
+chaos-virtual: ## The chaos suite on virtual time (testing/synctest): SEEDS seeds from SEED_BASE, a process per seed, one per core at a time; R3 seeds are left to make chaos
 	SEEDS=$(SEEDS) SEED_BASE=$(SEED_BASE) GO=$(GO) tests/chaos/virtual.sh
 
 .PHONY: chaos-long

@@ -42,7 +42,7 @@ func inBubbleAccessTime() {
 // goroutine waiting on something the bubble's clock does not count (a
 // sync.Mutex held across a sleep, a socket), so its clock stands still and
 // it would never end.
-const stuckAfter = 3 * time.Minute
+const stuckAfter = 90 * time.Second
 
 // watchdog, started outside the seed's bubble, prints every goroutine and
 // ends the run when seed has not ended within stuckAfter of real time.
