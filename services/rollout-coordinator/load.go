@@ -73,8 +73,25 @@ func (lp *loop) load(ctx context.Context, w watches) (rollout.Loaded, error) {
 			return ev, err
 		}
 	} else if errors.Is(err, store.ErrUndecodable) {
-		lp.quarantine.Report(contract.BucketRollouts, contract.KeyLastApplied, ref.Revision, err, "no rollout is taken as the last applied")
 		lp.kv.setRev(contract.BucketRollouts, contract.KeyLastApplied, ref.Revision)
+		// The pointer is lost, not what it pointed at: the newest record in
+		// force says the same. Without it no config would be in force, and a
+		// node coming back after a reap, or reverted without a readable
+		// backup, would get nothing, or the empty config (chaos seeds 300, 542).
+		r, lerr := lp.newestInForce(ctx)
+		if lerr != nil {
+			return ev, lerr
+		}
+		if r == nil {
+			lp.quarantine.Report(contract.BucketRollouts, contract.KeyLastApplied, ref.Revision, err, "no rollout is taken as the last applied: no record of one in force is stored")
+		} else {
+			lp.quarantine.Report(contract.BucketRollouts, contract.KeyLastApplied, ref.Revision, err,
+				"the newest rollout record in force, "+r.GetId()+", is taken as the last applied")
+			ev.LastApplied = &sluicev1.RolloutRef{Rollout: r.GetId(), Revision: r.GetRevision(), Generation: r.GetGeneration(), At: r.GetFinishedAt()}
+			if ev.LastAppliedRev, err = lp.revision(ctx, contract.BucketRollouts, r.GetId(), r.GetRevision()); err != nil {
+				return ev, err
+			}
+		}
 	} else if !errors.Is(err, store.ErrNotFound) {
 		return ev, err
 	}
@@ -262,4 +279,25 @@ func (lp *loop) loadRequests(ctx context.Context, loaded *rollout.Loaded, w watc
 		e.Value.Rollout = strings.TrimPrefix(e.Key, contract.RolloutPauseKey(""))
 		loaded.RolloutPauses = append(loaded.RolloutPauses, e.Value)
 	}
+}
+
+// newestInForce is the stored rollout record of the highest generation that
+// ended in force (Succeeded or PartiallyFailed), nil if none: what
+// rollouts/last-applied names when it can be read. Unreadable records and
+// the pointers are passed over.
+func (lp *loop) newestInForce(ctx context.Context) (*sluicev1.Rollout, error) {
+	all, err := lp.rollouts.List(ctx, ">")
+	if err != nil {
+		return nil, fmt.Errorf("list rollout records: %w", err)
+	}
+	var best *sluicev1.Rollout
+	for _, e := range all {
+		if e.Err != nil || contract.IsControlKey(e.Key) || e.Key == contract.KeyActive || e.Key == contract.KeyLastApplied {
+			continue
+		}
+		if r := e.Value; contract.InForce(r.GetPhase()) && r.GetGeneration() > best.GetGeneration() {
+			best = r
+		}
+	}
+	return best, nil
 }

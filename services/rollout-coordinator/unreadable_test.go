@@ -236,3 +236,32 @@ func TestCoordinator_UnreadablePauseAtStart_HoldsUntilARequestIsWritten(t *testi
 	}
 	waitRollout(t, env, id, sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED)
 }
+
+// Garbage over rollouts/last-applied loses the pointer, not what it pointed
+// at: the next term takes the newest record that ended in force as the last
+// applied, so a node that joins (or comes back after a reap) gets the config
+// in force. Before, no config was in force: the joiner got nothing, and a
+// revert of a node without a readable backup wrote the empty config (chaos
+// seeds 300 and 542, found on virtual time).
+func TestCoordinator_UnreadableLastApplied_TheNewestRecordInForceStandsIn(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	startFleet(t, env, 10*time.Millisecond, nil, "n1")
+	evs := watchEvents(t, env)
+	stop := startCoordinator(t, env, "c1")
+	a := moveHead(t, env, 1, "1", table("a", 100))
+	waitRollout(t, env, "1-"+render.Short(a.Id), sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED)
+	stop()
+	put(t, env.Buckets.Rollouts, contract.KeyLastApplied, `{"holder":"x","epoch":"5"}`)
+
+	startCoordinator(t, env, "c2")
+	evs.wait(t, "ValueUnreadable", contract.BucketRollouts+"/"+contract.KeyLastApplied)
+	startFleet(t, env, 10*time.Millisecond, nil, "n2")
+	cfgs := store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
+	want := render.Fingerprint(render.NodeConfig(a, map[string]string{"zone": "a"}))
+	// margin: the poll ends as soon as the write lands.
+	natstest.Eventually(t, 30*time.Second, "the joiner n2 given the config in force", func() bool {
+		d, err := cfgs.Get(ctx, contract.DesiredKey("n2"))
+		return err == nil && d.Value.GetRevision() == a.Id && d.Value.GetFingerprint() == want
+	})
+}
