@@ -63,8 +63,9 @@ type unprovenSpan struct {
 // last_update: the coordinator saw it later still), plus, with a bake
 // between stages, the end of the first bake that began after it (a
 // RolloutBaking event's time and the bake time, less bakeSlack); an
-// outcome that frees the group (NodeFailed, NodeTimedOut, NodeSkipped, an
-// Invalid report); the rollout starting its revert or ending. A member
+// outcome that frees the group (NodeFailed, NodeTimedOut, NodeSkipped, less
+// writeSlack: the event is stamped when published, after the decision;
+// an Invalid report); the rollout starting its revert or ending. A member
 // whose span has no end seen, where events may be lost, is not judged (its
 // failure or departure may be what was lost); nor one whose desired key got
 // garbage while the rollout ran (a new term rewrites it to repair it, not
@@ -191,7 +192,10 @@ func pairSpans(o *Observation, r *sluicev1.Rollout) []unprovenSpan {
 			}
 		}
 		for _, t := range ends[sp.node] {
-			end(t, false, false)
+			// The event is stamped as it is published, after the decision
+			// that freed the group, and the next member's write is stamped
+			// in that same step, in either order.
+			end(t.Add(-writeSlack), false, false)
 		}
 		if !stop.IsZero() {
 			end(stop, false, true)
