@@ -37,7 +37,7 @@ const (
 	GateFewSamples  GateMode = "few-samples" // metric: 1 sample, 3 needed
 	GateError       GateMode = "error"       // HTTP 500 with a Prometheus error
 	GateUnreachable GateMode = "unreachable" // nobody listens at its URL
-	GateFiresMid    GateMode = "fires-mid"   // alert: clear until a node applies the change's config, then firing
+	GateFiresMid    GateMode = "fires-mid"   // alert: clear until a node begins to apply the change's config, then firing
 )
 
 // missing reports whether the mode never gives the gate data.
@@ -153,9 +153,6 @@ func (p *promStub) serve(w http.ResponseWriter, r *http.Request) {
 			{"labels": map[string]string{"alertname": "ChaosOther"}, "state": "firing"},
 			{"labels": map[string]string{"alertname": firingAlert}, "state": "pending"}}
 		ans.Data, ans.What = true, "none firing"
-		if g.Mode == GateFiresMid && p.sys.applyingTable(p.sys.sc.Changes[i].TableID) {
-			p.sys.firing(i)
-		}
 		if g.Mode == GateFiresMid && p.sys.isFiring(i) {
 			alerts[1]["state"], ans.What = "firing", "firing "+firingAlert
 		}
@@ -196,15 +193,15 @@ func (p *promStub) all() map[string][]GateAnswer {
 	return out
 }
 
-// applyingTable reports whether some node's applier is inside Apply for
-// routing table table: the change's wave is running.
-func (s *system) applyingTable(table uint32) bool {
-	for _, n := range s.nodes {
-		if n.applying.Load() == table {
-			return true
-		}
+// applyStarted is told by every node's applier as it begins to apply
+// routing table table: a change's fires-mid alert fires from its first
+// node's apply on, mid-wave.
+func (s *system) applyStarted(table uint32) {
+	i, ok := s.tables[table]
+	if !ok || !slices.ContainsFunc(s.sc.Extras.Gates[i], func(g GatePlan) bool { return g.Mode == GateFiresMid }) {
+		return
 	}
-	return false
+	s.firing(i)
 }
 
 // firing makes change i's fires-mid alert fire from now on.

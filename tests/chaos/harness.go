@@ -410,6 +410,7 @@ func (a *chaosApplier) Apply(ctx context.Context, d *sluicev1.DesiredConfig) (er
 	table := tableOf(d)
 	a.node.applying.Store(table)
 	defer a.node.applying.Store(0)
+	a.sys.applyStarted(table) // a fires-mid alert gate fires (gates.go)
 	defer func() {
 		rec := Apply{At: time.Now(), Fingerprint: d.GetFingerprint(), Rollout: d.GetRollout(), Revert: d.GetRevert()}
 		if err != nil {
