@@ -51,7 +51,7 @@ func (s *Scenario) pickExtras() {
 	}
 	if rng.IntN(4) == 0 {
 		for i := 1; i < len(s.Changes); i++ {
-			if g := pickGates(rng, i); len(g) > 0 {
+			if g := pickGates(rng); len(g) > 0 {
 				x.Gates[i] = g
 			}
 		}

@@ -71,9 +71,9 @@ const (
 	firingAlert        = "ChaosLinkDown"
 )
 
-// pickGates draws change i's gates: a metric gate (three in four changes)
+// pickGates draws one change's gates: a metric gate (three in four changes)
 // and an alert gate (one in two).
-func pickGates(rng *rand.Rand, i int) []GatePlan {
+func pickGates(rng *rand.Rand) []GatePlan {
 	var gs []GatePlan
 	if rng.IntN(4) != 0 {
 		gs = append(gs, GatePlan{Name: "errors", Mode: []GateMode{GatePass, GatePass, GateFail, GateFewSamples, GateFewSamples, GateError, GateUnreachable}[rng.IntN(7)]})

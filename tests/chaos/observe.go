@@ -377,7 +377,11 @@ func (s *system) quiescent(ctx context.Context) ([]string, error) {
 			if err != nil {
 				return nil, err
 			}
-			if !bad {
+			stuck, err := s.inForceUnrenderable(ctx) // a documented limit (inforce.go)
+			if err != nil {
+				return nil, err
+			}
+			if !bad && !stuck {
 				// A live node gets the config in force (e.g. after its keys
 				// were reaped while it was away): not configured yet. Unless
 				// that config is recorded invalid: then it keeps its own.
