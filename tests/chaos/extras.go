@@ -16,8 +16,8 @@ import (
 // is fixed: a new feature is drawn after the last one.
 //
 // Each is drawn for a fraction of the seeds only, and each costs little
-// time: a freeze holds a wave for 0.5–3 s, a gate that gets no data waits
-// its 1–2 s deadline.
+// time: a freeze holds a wave for 0.5–3 s (or a rollout for 0.5–1.75 s),
+// a gate that gets no data waits its 1 s deadline.
 type Extras struct {
 	// Pairs maps a node to its redundancy group (label sluice.dev/pair);
 	// nodes not listed have none.

@@ -42,7 +42,9 @@ func (s Scenario) pickFreeze(rng *rand.Rand) *FreezePlan {
 	f := &FreezePlan{Change: 1 + rng.IntN(len(s.Changes)-1), InPlace: rng.IntN(2) == 0,
 		Delay: ms(rng.IntN(600)), Lead: ms(100 + rng.IntN(200)), Length: ms(500 + rng.IntN(2500))}
 	if f.InPlace {
-		f.Delay, f.Lead = 0, 0
+		// It holds the whole rollout, not a wave between two: half as long
+		// (0.5–1.75 s), to keep the suite's time (docs/chaos.md).
+		f.Delay, f.Lead, f.Length = 0, 0, 500*time.Millisecond+(f.Length-500*time.Millisecond)/2
 	}
 	return f
 }

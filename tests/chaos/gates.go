@@ -64,7 +64,7 @@ func (g GatePlan) String() string {
 // deadline only.
 const (
 	metricGateDeadline = time.Second
-	alertGateDeadline  = 2 * time.Second
+	alertGateDeadline  = time.Second
 	alertInterval      = 200 * time.Millisecond
 	gateMax            = 0.01
 	gateMinSamples     = 3
