@@ -64,6 +64,13 @@ func TestCheck_Pairs_TwoMembersNeverUnprovenTogether(t *testing.T) {
 			x.EventsMayBeLost = true
 			o.Expect["r1"] = x
 		}},
+		{name: "both configured with the config in force after the rollout ended (stragglers)", given: func(o *Observation) {
+			paired(o)
+			for i, n := range []string{"node-01", "node-02"} {
+				o.ConfigWrites = append(o.ConfigWrites, KVOp{Key: n + ".desired", Revision: uint64(7 + i), At: at(9),
+					Desired: &sluicev1.DesiredConfig{Node: n, Rollout: "r1", Fingerprint: "fp-a" + n[len(n)-1:], Operation: "configure/x", LeaderEpoch: 9, WrittenAt: timestamppb.New(at(9))}})
+			}
+		}},
 		{name: "a revert is never held", given: func(o *Observation) {
 			paired(o)
 			o.ConfigWrites = append(o.ConfigWrites, KVOp{Key: "node-02.desired", Revision: 7, At: at(4.6),

@@ -157,6 +157,12 @@ func pairSpans(o *Observation, r *sluicev1.Rollout) []unprovenSpan {
 		if d.GetFingerprint() != o.Targets[id][d.GetNode()] || seen[d.GetNode()+"/"+d.GetOperation()] {
 			continue
 		}
+		if end := r.GetFinishedAt(); end != nil && d.GetWrittenAt().AsTime().After(end.AsTime()) {
+			// A node configured with the config in force after the rollout
+			// ended (a straggler, a node that came back: seed 70) is no
+			// start of the rollout, and the rule holds within one.
+			continue
+		}
 		seen[d.GetNode()+"/"+d.GetOperation()] = true
 		sp := unprovenSpan{node: d.GetNode(), from: d.GetWrittenAt().AsTime(), operation: d.GetOperation(), open: true}
 		end := func(t time.Time, bake, stop bool) {
