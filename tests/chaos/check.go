@@ -59,6 +59,12 @@ type Observation struct {
 	// Unstored are the revisions rollout records name that are not in the
 	// revisions bucket at rest (and never held garbage).
 	Unstored []RevisionRef
+	// Pairs are the nodes' redundancy groups (node → group); Freezes the
+	// freezes the harness wrote; GateAnswers what the stub Prometheus
+	// answered, by gate base URL (extras.go).
+	Pairs       map[string]string
+	Freezes     []FreezeObs
+	GateAnswers map[string][]GateAnswer
 }
 
 // RevisionRef is a revision a rollout record names.
@@ -135,7 +141,12 @@ type Expectation struct {
 	// Leavers are the nodes the schedule makes leave (agent-leave): one may
 	// be away while the rollout reverts.
 	Leavers []string
-	Why     string // the scenario's reasoning, for the failure message
+	// Blocking are the gates the scenario makes fail or go without data;
+	// MustBlock: no failing node beyond the budget explains a rollback,
+	// so a rollback names one of them in blockedBy (gates.go).
+	Blocking  []string
+	MustBlock bool
+	Why       string // the scenario's reasoning, for the failure message
 }
 
 // Violation is one broken invariant.
@@ -189,6 +200,9 @@ func Check(o *Observation) []Violation {
 	checkReferencedKept(o, add)
 	checkTimedOutRecorded(o, add)
 	checkKnownBadNotWritten(o, add)
+	checkPairs(o, add)
+	checkFreezesAndWindows(o, add)
+	checkGates(o, add)
 	sort.SliceStable(vs, func(i, j int) bool {
 		a, b := vs[i], vs[j]
 		if a.Invariant != b.Invariant {

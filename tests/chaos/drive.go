@@ -58,7 +58,7 @@ func (d *driver) apply(ctx context.Context, i int) error {
 	c := d.sys.sc.Changes[i]
 	in := append(append([]*sluicev1.Intent(nil), d.base...),
 		&sluicev1.Intent{Name: fleetWide, Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: c.TableID}}})
-	req := &sluicev1.ApplyRequest{Intents: in, Strategy: c.Strategy, Source: "chaos"}
+	req := &sluicev1.ApplyRequest{Intents: in, Strategy: d.sys.decorate(i, c.Strategy), Source: "chaos"}
 	ctx, cancel := context.WithTimeout(ctx, acceptWithin)
 	defer cancel()
 	for {
@@ -191,6 +191,9 @@ func (d *driver) run(ctx context.Context) error {
 				d.sys.log.add("rollout %s of change %d ended", prev.id, i-1)
 			}
 		}
+		if err := d.freezeBeforeApply(ctx, i); err != nil {
+			return err
+		}
 		if err := d.apply(ctx, i); err != nil {
 			return err
 		}
@@ -284,6 +287,7 @@ func (d *driver) expectations(natsRestarted bool) map[string]Expectation {
 			x.Phases = []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED}
 			x.Why = "no node fails this change"
 		}
+		d.gateExpectation(i, &x, len(bad), budget)
 		out[a.id] = x
 	}
 	return out
@@ -337,6 +341,7 @@ func (f *faults) runAll(ctx context.Context) {
 	for _, ft := range f.sys.sc.Faults {
 		wg.Go(func() { f.one(ctx, ft) })
 	}
+	wg.Go(func() { f.freezeWhileRunning(ctx) })
 	wg.Wait()
 }
 

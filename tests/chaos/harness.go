@@ -101,6 +101,11 @@ type system struct {
 
 	spoiled spoils    // the garbage values written (garbage-value)
 	reg     *registry // the scenario's registry; nil without one
+
+	frozen freezes      // the freezes the harness wrote (freeze.go)
+	prom   *promStub    // the gates' Prometheus (gates.go); nil without gates
+	gateMu sync.Mutex   // guards fired
+	fired  map[int]bool // changes whose fires-mid alert fires
 }
 
 // nodeSim is what the harness knows of one node: its applier's record.
@@ -160,6 +165,10 @@ func newSystem(t *testing.T, sc Scenario, log *schedule) *system {
 	}
 	if sc.Registry != nil {
 		s.reg = newRegistry(t)
+	}
+	s.fired = map[int]bool{}
+	if len(sc.Extras.Gates) > 0 {
+		s.prom = newPromStub(t, s)
 	}
 	for i := range sc.Nodes {
 		name := NodeName(i)
@@ -351,7 +360,7 @@ func (s *system) startAgent(name string) {
 		path: filepath.Join(stateDir, "config.json")}
 	nc := s.connect(name)
 	a, err := agent.New(agent.Config{Conn: nc, Settings: s.settings, Log: s.logger.With().Str("svc", name).Logger(), Node: name,
-		Labels: NodeLabels(n.index), StateDir: stateDir, Applier: ap, Version: "chaos",
+		Labels: s.sc.Labels(n.index), StateDir: stateDir, Applier: ap, Version: "chaos",
 		ApplyTimeout: s.applyTimeout(), ResyncInterval: resyncEvery, CheckPause: 50 * time.Millisecond,
 		Checks: []agent.CheckSpec{{Check: connectivity{sys: s, node: name}, Timeout: time.Second}}})
 	if err != nil {
@@ -414,6 +423,7 @@ func (a *chaosApplier) Apply(ctx context.Context, d *sluicev1.DesiredConfig) (er
 	table := tableOf(d)
 	a.node.applying.Store(table)
 	defer a.node.applying.Store(0)
+	a.sys.applyStarted(table) // a fires-mid alert gate fires (gates.go)
 	defer func() {
 		rec := Apply{At: time.Now(), Fingerprint: d.GetFingerprint(), Rollout: d.GetRollout(), Revert: d.GetRevert()}
 		if err != nil {

@@ -380,7 +380,11 @@ func (s *system) quiescent(ctx context.Context) ([]string, error) {
 			if err != nil {
 				return nil, err
 			}
-			if !bad {
+			stuck, err := s.inForceUnrenderable(ctx) // a documented limit (inforce.go)
+			if err != nil {
+				return nil, err
+			}
+			if !bad && !stuck {
 				// A live node gets the config in force (e.g. after its keys
 				// were reaped while it was away): not configured yet. Unless
 				// that config is recorded invalid: then it keeps its own.
@@ -418,7 +422,7 @@ func (s *system) inForceKnownBad(ctx context.Context, n *nodeSim) (bool, error) 
 	if err != nil {
 		return false, failed(err)
 	}
-	fp := render.Fingerprint(render.NodeConfig(rev, NodeLabels(n.index)))
+	fp := render.Fingerprint(render.NodeConfig(rev, s.sc.Labels(n.index)))
 	f, err := readRest(ctx, s, b.Fingerprints, fp, &sluicev1.InvalidFingerprint{})
 	if err != nil {
 		return false, failed(err)
@@ -587,7 +591,7 @@ func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestar
 	labels := map[string]map[string]string{}
 	for _, name := range sortedKeys(s.nodes) {
 		n := s.nodes[name]
-		labels[name] = NodeLabels(n.index)
+		labels[name] = s.sc.Labels(n.index)
 		no := NodeObs{Name: name, Live: s.running(name), OnDisk: s.onDisk(name), Applies: n.history()}
 		no.Desired = get(ctx, r, b.NodeConfigs, contract.DesiredKey(name), &sluicev1.DesiredConfig{})
 		no.Backup = get(ctx, r, b.NodeConfigs, contract.BackupKey(name), &sluicev1.DesiredConfig{})
@@ -658,6 +662,7 @@ func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestar
 		o.Registry = s.reg.observed(s.sc.Registry.Intents)
 	}
 	o.Expect = d.expectations(natsRestarted)
+	s.observeExtras(o)
 	o.Declared, o.DeclaredFrom = d.declared(), d.changes[0].gen
 	return o, nil
 }

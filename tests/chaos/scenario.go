@@ -172,6 +172,7 @@ type Scenario struct {
 	Changes   []Change
 	Faults    []Fault
 	Registry  *RegistryPlan // nil: no registry; the driver declares every intent
+	Extras    Extras        // pairs, freezes, windows, gates: drawn from a stream of their own (extras.go)
 }
 
 // NodeName is the i-th node's name.
@@ -238,6 +239,7 @@ func Pick(seed uint64) Scenario {
 	if rng.IntN(3) == 0 {
 		s.Faults = append(s.Faults, s.pickGarbage(rng))
 	}
+	s.pickExtras() // its own stream: no draw above moves
 	return s
 }
 
@@ -416,5 +418,6 @@ func (s Scenario) Describe() string {
 	for _, f := range s.Faults {
 		fmt.Fprintf(&b, "  fault: %s\n", f)
 	}
+	s.describeExtras(&b)
 	return b.String()
 }

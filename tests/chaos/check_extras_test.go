@@ -1,0 +1,180 @@
+package chaos
+
+import (
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// paired makes node-01 and node-02 one redundancy group in healthy(), and
+// r1 respect it: node-02 is given its target once node-01 reported
+// Provisioned.
+func paired(o *Observation) {
+	o.Pairs = map[string]string{"node-01": "pair-1", "node-02": "pair-1"}
+	o.StatusWrites = append([]*sluicev1.NodeStatus{{Node: "node-01", Rollout: "r1", Fingerprint: "fp-a1", AppliedFingerprint: "fp-a1",
+		Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED, LastUpdate: timestamppb.New(at(0.9))}}, o.StatusWrites...)
+	w := &o.ConfigWrites[1]
+	w.At, w.Desired.WrittenAt = at(0.95), timestamppb.New(at(0.95))
+}
+
+// staged gives r2 waves and a bake: a member provisioned stays unproven
+// until the bake after its stage.
+func staged(o *Observation) {
+	r := rollout(o, "r2")
+	r.Strategy.FirstWave, r.Strategy.BakeTime = 1, durationpb.New(200*time.Millisecond)
+}
+
+func TestCheck_Pairs_TwoMembersNeverUnprovenTogether(t *testing.T) {
+	runCases(t, "Pairs", "node-02", []checkCase{
+		{name: "node-02 given its target after node-01 provisioned", given: paired},
+		{name: "no groups: both at once is no violation", given: func(*Observation) {}},
+		{name: "both members given the target at once", given: func(o *Observation) {
+			paired(o)
+			w := &o.ConfigWrites[1]
+			w.At, w.Desired.WrittenAt = at(0.5), timestamppb.New(at(0.5))
+		}, want: true},
+		{name: "node-02 given it while node-01 was in flight", given: func(o *Observation) {
+			paired(o)
+			o.StatusWrites[0].LastUpdate = timestamppb.New(at(1.2))
+		}, want: true},
+		{name: "node-01 failed first: it no longer holds its group", given: func(o *Observation) {
+			paired(o)
+			o.StatusWrites = o.StatusWrites[1:]
+			o.Events = append(o.Events, &sluicev1.Event{Type: "NodeFailed", Rollout: "r1", Node: "node-01", Time: timestamppb.New(at(0.7))})
+		}},
+		{name: "with a bake between stages, node-02 given it before node-01's bake", given: func(o *Observation) {
+			paired(o)
+			staged(o)
+		}, want: true},
+		{name: "with a bake between stages, node-02 given it after node-01's bake", given: func(o *Observation) {
+			paired(o)
+			staged(o)
+			o.Events = append(o.Events, &sluicev1.Event{Type: "RolloutBaking", Rollout: "r2", Time: timestamppb.New(at(5.25))})
+		}},
+		{name: "node-01 never ended, where events may be lost: not judged", given: func(o *Observation) {
+			paired(o)
+			o.StatusWrites[0].LastUpdate = timestamppb.New(at(1.2))
+			o.StatusWrites[0].Fingerprint = "fp-other"
+			x := o.Expect["r1"]
+			x.EventsMayBeLost = true
+			o.Expect["r1"] = x
+		}},
+		{name: "both configured with the config in force after the rollout ended (stragglers)", given: func(o *Observation) {
+			paired(o)
+			for i, n := range []string{"node-01", "node-02"} {
+				o.ConfigWrites = append(o.ConfigWrites, KVOp{Key: n + ".desired", Revision: uint64(7 + i), At: at(9),
+					Desired: &sluicev1.DesiredConfig{Node: n, Rollout: "r1", Fingerprint: "fp-a" + n[len(n)-1:], Operation: "configure/x", LeaderEpoch: 9, WrittenAt: timestamppb.New(at(9))}})
+			}
+		}},
+		{name: "a revert is never held", given: func(o *Observation) {
+			paired(o)
+			o.ConfigWrites = append(o.ConfigWrites, KVOp{Key: "node-02.desired", Revision: 7, At: at(4.6),
+				Desired: &sluicev1.DesiredConfig{Node: "node-02", Rollout: "r2", Fingerprint: "fp-a2", Revert: true, LeaderEpoch: 9, WrittenAt: timestamppb.New(at(4.6))}})
+		}},
+	})
+}
+
+func frozen(from, to float64) func(o *Observation) {
+	return func(o *Observation) {
+		o.Freezes = append(o.Freezes, FreezeObs{Key: contract.FreezeKey("chaos-2"), From: at(from), To: at(to)})
+	}
+}
+
+func TestCheck_Freeze_NoWaveStartsWhileFrozen(t *testing.T) {
+	withStage := func(o *Observation) {
+		rollout(o, "r2").Stages = []*sluicev1.StageResult{{Wave: 1, StartedAt: timestamppb.New(at(4.5))}}
+	}
+	runCases(t, "Freeze", "", []checkCase{
+		{name: "a freeze that ended before r2 started", given: frozen(2.5, 4.4)},
+		{name: "r2's first write within a freeze", given: frozen(4, 5), want: true},
+		{name: "r2's first write just after a freeze began: decided before it", given: frozen(4.47, 5)},
+		{name: "r2's first stage started within a freeze", given: func(o *Observation) { withStage(o); frozen(4.2, 6)(o) }, want: true},
+		{name: "r2's second stage started within a freeze", given: func(o *Observation) {
+			withStage(o)
+			r := rollout(o, "r2")
+			r.Stages = append(r.Stages, &sluicev1.StageResult{Wave: 2, StartedAt: timestamppb.New(at(5.5))})
+			frozen(5, 6)(o)
+		}, want: true},
+		{name: "a freeze the harness wrote garbage over is not judged", given: func(o *Observation) {
+			frozen(4, 5)(o)
+			o.Spoiled = append(o.Spoiled, Spoil{Bucket: contract.BucketControl, Key: contract.FreezeKey("chaos-2"), At: at(4.1)})
+		}},
+	})
+}
+
+func TestCheck_Window_NoWaveStartsOutsideTheWindows(t *testing.T) {
+	windows := func(ws ...string) func(o *Observation) {
+		return func(o *Observation) { rollout(o, "r2").Strategy.Windows = ws }
+	}
+	runCases(t, "Window", "", []checkCase{
+		{name: "r2 started within its window", given: windows("* 13:00-14:00", "* 11:00-13:00 UTC")},
+		{name: "r2 started outside its windows", given: windows("* 13:00-14:00", "Sat 11:00-13:00"), want: true},
+	})
+}
+
+// gated gives r2 a metric gate that got only missing data; r2 rolled back,
+// blocked by it when it gave up.
+func gated(o *Observation) {
+	const url = "http://127.0.0.1:1/c2/errors"
+	r := rollout(o, "r2")
+	r.Strategy.Gates = []*sluicev1.Gate{{Name: "errors", Prometheus: url, Query: "q"}}
+	r.Counts.Attempted = 2
+	r.BlockedBy = &sluicev1.GateResult{Gate: "errors", Verdict: contract.GateFailed, Message: "errors: gave up after waiting 1s for data (errors: 1 of 3 samples over 1m0s)"}
+	o.GateAnswers = map[string][]GateAnswer{url: {{At: at(5), What: "1 samples, worst 0.001"}, {At: at(5.5), What: "HTTP 500"}}}
+	x := o.Expect["r2"]
+	x.Blocking, x.MustBlock = []string{"errors"}, true
+	o.Expect["r2"] = x
+}
+
+func TestCheck_Gates_NoPassOnMissingData(t *testing.T) {
+	runCases(t, "Gates", "", []checkCase{
+		{name: "a gate without data blocks the rollout", given: gated},
+		{name: "a gate without data passed (event)", given: func(o *Observation) {
+			gated(o)
+			o.Events = append(o.Events, &sluicev1.Event{Type: "GatePassed", Rollout: "r2", Gate: "errors", Reason: "errors: 0 <= 0.01"})
+		}, want: true},
+		{name: "a gate without data passed (record)", given: func(o *Observation) {
+			gated(o)
+			rollout(o, "r2").Gates = []*sluicev1.GateResult{{Gate: "errors", Verdict: contract.GatePassed}}
+		}, want: true},
+		{name: "a rollout whose gate never got data succeeded", given: func(o *Observation) {
+			gated(o)
+			r := rollout(o, "r2")
+			r.Phase, r.BlockedBy = sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, nil
+		}, want: true},
+		{name: "a gate that got data passed", given: func(o *Observation) {
+			gated(o)
+			o.GateAnswers["http://127.0.0.1:1/c2/errors"] = append(o.GateAnswers["http://127.0.0.1:1/c2/errors"], GateAnswer{Data: true, What: "5 samples, worst 0.001"})
+			o.Events = append(o.Events, &sluicev1.Event{Type: "GatePassed", Rollout: "r2", Gate: "errors"})
+		}},
+		{name: "rolled back without naming the failing gate", given: func(o *Observation) {
+			gated(o)
+			rollout(o, "r2").BlockedBy = nil
+		}, want: true},
+		{name: "rolled back by failing nodes beyond the budget, no gate named", given: func(o *Observation) {
+			gated(o)
+			rollout(o, "r2").BlockedBy = nil
+			x := o.Expect["r2"]
+			x.MustBlock = false
+			o.Expect["r2"] = x
+		}},
+		{name: "blocked on a value the stub never gave", given: func(o *Observation) {
+			gated(o)
+			rollout(o, "r2").BlockedBy.Message = "errors: 0.05 > 0.01 over 1m0s"
+		}, want: true},
+		{name: "blocked on a value the stub gave", given: func(o *Observation) {
+			gated(o)
+			rollout(o, "r2").BlockedBy.Message = "errors: 0.05 > 0.01 over 1m0s"
+			o.GateAnswers["http://127.0.0.1:1/c2/errors"] = []GateAnswer{{Data: true, What: "5 samples, worst 0.05"}}
+		}},
+		{name: "blocked by a gate the strategy does not have", given: func(o *Observation) {
+			gated(o)
+			rollout(o, "r2").BlockedBy.Gate = "latency"
+		}, want: true},
+	})
+}
