@@ -10,6 +10,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"os"
 	"sync"
 	"sync/atomic"
@@ -67,6 +68,9 @@ type Config struct {
 	// GateTimeout bounds each request to Prometheus for a rollout's gates
 	// (default 10s).
 	GateTimeout time.Duration
+	// GateHTTP is the HTTP client of those requests (nil: http.DefaultClient):
+	// a proxy, a private CA, or a harness's in-process transport.
+	GateHTTP *http.Client
 }
 
 // Service is a rollout-coordinator instance.

@@ -29,8 +29,8 @@ type gateRunner struct {
 	wg      sync.WaitGroup
 }
 
-func newGateRunner(timeout time.Duration, now func() time.Time, log zerolog.Logger) *gateRunner {
-	return &gateRunner{timeout: timeout, now: now, log: log, out: make(chan rollout.GateMeasured, 16), running: map[string]context.CancelFunc{}}
+func newGateRunner(client gate.Client, timeout time.Duration, now func() time.Time, log zerolog.Logger) *gateRunner {
+	return &gateRunner{client: client, timeout: timeout, now: now, log: log, out: make(chan rollout.GateMeasured, 16), running: map[string]context.CancelFunc{}}
 }
 
 // set starts the checks w lists that are not running and stops the rest.

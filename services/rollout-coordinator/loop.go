@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/rollout-coordinator/internal/gate"
 	"github.com/sluicehq/sluice/services/rollout-coordinator/internal/rollout"
 )
 
@@ -116,7 +117,7 @@ func newLoop(b *buckets.Set, cfg Config, log zerolog.Logger, em *events.Emitter,
 	lp.emit = em.Emit
 	lp.quarantine = events.NewQuarantine(em)
 	lp.desiredLast = t.batchers[contract.BucketNodeConfigs].Last
-	lp.gates = newGateRunner(cfg.GateTimeout, cfg.Now, log)
+	lp.gates = newGateRunner(gate.Client{HTTP: cfg.GateHTTP}, cfg.GateTimeout, cfg.Now, log)
 	return lp
 }
 

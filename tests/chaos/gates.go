@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -104,6 +105,11 @@ type promStub struct {
 }
 
 func newPromStub(t *testing.T, s *system) *promStub {
+	if s.virtual {
+		// No socket on virtual time: the coordinators' gate requests are
+		// served in-process (client, coordinator.Config.GateHTTP).
+		return &promStub{sys: s, addr: "prometheus.chaos", closed: "prometheus-down.chaos", answers: map[string][]GateAnswer{}}
+	}
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -350,4 +356,28 @@ func answerSummary(as []GateAnswer) string {
 		parts = append(parts, fmt.Sprintf("%d× %s", seen[w], w))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// client is the HTTP client the coordinators measure gates with: nil (the
+// default client, over loopback) on real time; on virtual time one that
+// serves every request with the stub's handler in-process, and refuses the
+// unreachable address as a port nobody listens on does.
+func (p *promStub) client() *http.Client {
+	if p == nil || !p.sys.virtual {
+		return nil
+	}
+	return &http.Client{Transport: stubTransport{p}}
+}
+
+type stubTransport struct{ p *promStub }
+
+func (t stubTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Host == t.p.closed {
+		return nil, fmt.Errorf("dial tcp %s: connect: connection refused", r.URL.Host)
+	}
+	rec := httptest.NewRecorder()
+	t.p.serve(rec, r)
+	res := rec.Result()
+	res.Request = r
+	return res, nil
 }

@@ -333,7 +333,7 @@ func (s *system) startCoordinator(instance string) {
 	p := s.pausers[instance]
 	p.resume() // a restarted process runs
 	c, err := coordinator.New(coordinator.Config{Conn: s.connect(instance), Settings: s.settings, Log: s.logger.With().Str("svc", instance).Logger(),
-		Instance: instance, SaveInterval: saveInterval, TickInterval: tickInterval, VerifyInterval: verifyInterval, Now: p.now, BeforeWrite: p.beforeWrite})
+		Instance: instance, SaveInterval: saveInterval, TickInterval: tickInterval, VerifyInterval: verifyInterval, Now: p.now, BeforeWrite: p.beforeWrite, GateHTTP: s.prom.client()})
 	if err != nil {
 		s.t.Fatal(err)
 	}
