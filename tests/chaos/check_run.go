@@ -47,33 +47,45 @@ func checkReverted(o *Observation, add addFunc) {
 			if _, which, _ := contract.NodeOfConfigKey(w.Key); which != "desired" {
 				continue
 			}
-			switch {
-			case d.GetRevert():
-				evidence[d.GetNode()] = true
-			case d.GetFingerprint() == o.Targets[id][d.GetNode()]:
+			if !d.GetRevert() && d.GetFingerprint() == o.Targets[id][d.GetNode()] {
 				touched[d.GetNode()] = true
 			}
 		}
 		for _, n := range o.Nodes {
 			for _, a := range n.Applies {
-				if a.Rollout != id {
-					continue
-				}
-				if a.Revert {
-					evidence[n.Name] = true
-				} else if a.Fingerprint == o.Targets[id][n.Name] {
+				if a.Rollout == id && !a.Revert && a.Fingerprint == o.Targets[id][n.Name] {
 					touched[n.Name] = true
 				}
 			}
 		}
-		joinedBack := map[string]bool{} // came back while the rollout reverted: it must be reverted then
+		// joinedBack: came back while the rollout reverted (NodeJoinedRevert,
+		// when, by the coordinator's clock): it must be reverted after that.
+		// What showed a revert before it (a NodeRevertDeferred: "reverted
+		// when it comes back", a revert it never ran) is no evidence then.
+		joinedBack := map[string]time.Time{}
 		for _, ev := range o.Events {
-			switch {
-			case ev.GetRollout() != id:
-			case slices.Contains(revertEvidence, ev.GetType()):
+			if ev.GetRollout() == id && ev.GetType() == "NodeJoinedRevert" {
+				joinedBack[ev.GetNode()] = ev.GetTime().AsTime()
+			}
+		}
+		for _, w := range o.ConfigWrites {
+			d := w.Desired
+			if !w.Delete && d != nil && d.GetRollout() == id && d.GetRevert() && !w.At.Before(joinedBack[d.GetNode()]) {
+				if _, which, _ := contract.NodeOfConfigKey(w.Key); which == "desired" {
+					evidence[d.GetNode()] = true
+				}
+			}
+		}
+		for _, n := range o.Nodes {
+			for _, a := range n.Applies {
+				if a.Rollout == id && a.Revert && !a.At.Before(joinedBack[n.Name]) {
+					evidence[n.Name] = true
+				}
+			}
+		}
+		for _, ev := range o.Events {
+			if ev.GetRollout() == id && slices.Contains(revertEvidence, ev.GetType()) && !ev.GetTime().AsTime().Before(joinedBack[ev.GetNode()]) {
 				evidence[ev.GetNode()] = true
-			case ev.GetType() == "NodeJoinedRevert":
-				joinedBack[ev.GetNode()] = true
 			}
 		}
 		for _, f := range r.GetFailures() {
@@ -82,11 +94,14 @@ func checkReverted(o *Observation, add addFunc) {
 			}
 		}
 		for _, s := range r.GetSkipped() {
-			evidence[s.GetNode()] = true
+			if _, back := joinedBack[s.GetNode()]; !back { // listed before it came back
+				evidence[s.GetNode()] = true
+			}
 		}
 		spoiled := desiredSpoiledWhile(o, r)
 		for _, node := range sortedKeys(touched) {
-			mayBeAway := (x.NodesMayLapse || slices.Contains(x.Leavers, node)) && !joinedBack[node]
+			_, back := joinedBack[node]
+			mayBeAway := (x.NodesMayLapse || slices.Contains(x.Leavers, node)) && !back
 			if evidence[node] || mayBeAway || spoiled[node] {
 				continue
 			}

@@ -74,6 +74,30 @@ func TestCheck_Revert_EveryTouchedNodeIsReverted(t *testing.T) {
 			o.Expect["r2"] = x
 			o.Events = append(o.Events, &sluicev1.Event{Type: "NodeJoinedRevert", Rollout: "r2", Node: "node-02"})
 		}, want: true},
+		{name: "node-02's revert deferred (it left), then it came back while the rollout reverted and was not reverted", given: func(o *Observation) {
+			skipNode02(o)
+			x := o.Expect["r2"]
+			x.Leavers = []string{"node-02"}
+			o.Expect["r2"] = x
+			o.Events = append(o.Events,
+				&sluicev1.Event{Type: "NodeRevertDeferred", Rollout: "r2", Node: "node-02", Time: timestamppb.New(at(7.1))},
+				&sluicev1.Event{Type: "NodeJoinedRevert", Rollout: "r2", Node: "node-02", Time: timestamppb.New(at(7.3))})
+		}, want: true},
+		{name: "node-02 came back while the rollout reverted; its applier ran the revert after", given: func(o *Observation) {
+			skipNode02(o)
+			x := o.Expect["r2"]
+			x.Leavers = []string{"node-02"}
+			o.Expect["r2"] = x
+			o.Events = append(o.Events,
+				&sluicev1.Event{Type: "NodeRevertDeferred", Rollout: "r2", Node: "node-02", Time: timestamppb.New(at(7.1))},
+				&sluicev1.Event{Type: "NodeJoinedRevert", Rollout: "r2", Node: "node-02", Time: timestamppb.New(at(7.3))})
+			o.Nodes[1].Applies = append(o.Nodes[1].Applies, Apply{At: at(7.6), Fingerprint: "fp-a2", Rollout: "r2", Revert: true})
+		}},
+		{name: "node-02 came back while the rollout reverted; its revert ran only before", given: func(o *Observation) {
+			skipNode02(o)
+			o.Nodes[1].Applies = append(o.Nodes[1].Applies, Apply{At: at(7.0), Fingerprint: "fp-a2", Rollout: "r2", Revert: true})
+			o.Events = append(o.Events, &sluicev1.Event{Type: "NodeJoinedRevert", Rollout: "r2", Node: "node-02", Time: timestamppb.New(at(7.3))})
+		}, want: true},
 		{name: "a rollout that ended without reverting (superseded) reverts nothing", given: func(o *Observation) {
 			skipNode02(o)
 			r := rollout(o, "r2")

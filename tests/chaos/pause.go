@@ -22,8 +22,12 @@ import (
 // whatever happened. An acknowledgement that takes longer than 10s (a
 // frozen leader, a dead agent still within its lease) is logged, not a
 // violation: the pause is only checked once acknowledged.
-func (f *faults) pausePlane(ctx context.Context, ft Fault) {
+//
+// h's hooks run inside the checked window (acked: right after every
+// instance acknowledged; nil: nothing) and after the resume (resumed).
+func (f *faults) pausePlane(ctx context.Context, ft Fault, h pauseHooks) {
 	s := f.sys
+	defer f.lock("pause")() // pause faults take turns: one's resume would end the other's pause
 	env := s.Env()
 	reqs := store.New(env.Buckets.Control, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })
 	set := func(paused bool) uint64 {
@@ -58,6 +62,9 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault) {
 	defer func() {
 		g := set(false)
 		s.log.add("%s: resumed (generation %d)", ft.Kind, g)
+		if h.resumed != nil {
+			h.resumed()
+		}
 	}()
 
 	var waiting []string
@@ -71,6 +78,9 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault) {
 	}
 	if len(waiting) > 0 {
 		s.log.add("%s: not acknowledged within 10s, not checked; waiting for %s", ft.Kind, strings.Join(waiting, ", "))
+		if h.acked != nil {
+			h.acked() // the node comes and goes all the same
+		}
 		return
 	}
 	acked := time.Now()
@@ -80,6 +90,9 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault) {
 		return
 	}
 	s.log.add("%s: every live instance acknowledged generation %d; holding %s", ft.Kind, gen, ft.Down)
+	if h.acked != nil {
+		h.acked()
+	}
 	select {
 	case <-ctx.Done():
 		return
@@ -117,6 +130,12 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault) {
 	s.findingsMu.Lock()
 	s.findings = append(s.findings, found...)
 	s.findingsMu.Unlock()
+}
+
+// pauseHooks let a fault act inside pausePlane's checked window.
+type pauseHooks struct {
+	acked   func() // once every live instance acknowledged (or not within 10 s)
+	resumed func() // after the resume
 }
 
 // notReached lists the live instances (services and agents) that have
