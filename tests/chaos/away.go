@@ -133,7 +133,9 @@ func (f *faults) pauseAway(ctx context.Context, ft Fault) {
 		s.log.add("%s: %s reaped", ft.Kind, ft.Node)
 		h.acked = func() {
 			s.startAgent(ft.Node)
-			s.log.add("%s: %s started again while paused", ft.Kind, ft.Node)
+			// The hold (ft.Down) counts from its registration.
+			registered := s.awaitKey(ctx, s.nodesKV, ft.Node, false, 5*time.Second)
+			s.log.add("%s: %s started again while paused (registered: %v)", ft.Kind, ft.Node, registered)
 		}
 		h.resumed = func() {}
 	default:
@@ -323,7 +325,7 @@ func (f *faults) staleDesired(ctx context.Context, ft Fault) {
 			// Its agent reads it (republished) within moments; at rest is judged after.
 			select {
 			case <-ctx.Done():
-			case <-time.After(time.Second):
+			case <-time.After(500 * time.Millisecond):
 			}
 			return
 		}

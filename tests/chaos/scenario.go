@@ -264,10 +264,10 @@ func Pick(seed uint64) Scenario {
 	}
 	// Drawn after everything above, for the same reason (issue 22: the
 	// schedules that reach the pause's and the revert's joiner paths).
-	if rng.IntN(3) == 0 {
+	if rng.IntN(4) == 0 {
 		s.Faults = append(s.Faults, s.pickPauseAway(rng, nodes))
 	}
-	if rng.IntN(4) == 0 {
+	if rng.IntN(5) == 0 {
 		s.Faults = append(s.Faults, Fault{Kind: StaleDesired, Trigger: AfterApply, Change: 1,
 			Down: time.Duration(rng.IntN(300)) * time.Millisecond})
 	}
@@ -285,14 +285,17 @@ func Pick(seed uint64) Scenario {
 }
 
 // pickPauseAway draws a pause-away fault: after an apply (a node held in
-// flight leaves while paused) or when the last rollout ended (Node leaves,
-// is reaped, and comes back while paused). The pause holds past the
-// node's lease, so that its presence expires (or it registers) inside it.
+// flight leaves while paused) or, in a third of them, when the last
+// rollout ended (Node leaves, is reaped, and comes back while paused).
+// After an apply the pause holds past the node's lease, so that its
+// presence expires inside it; a reaped joiner's pause holds until it
+// registered and Down (500 ms) more, time for a coordinator that ignores
+// the freeze to configure it.
 func (s Scenario) pickPauseAway(rng *rand.Rand, nodes []string) Fault {
 	f := Fault{Kind: PauseAway, Trigger: AfterApply, Change: 1 + rng.IntN(len(s.Changes)-1),
 		Delay: time.Duration(rng.IntN(300)) * time.Millisecond, Down: s.NodeLease + time.Second}
-	if rng.IntN(2) == 0 {
-		f.Trigger, f.Change, f.Delay = Ended, len(s.Changes)-1, 0
+	if rng.IntN(3) == 0 {
+		f.Trigger, f.Change, f.Delay, f.Down = Ended, len(s.Changes)-1, 0, 500*time.Millisecond
 		f.Node = s.leaver(rng, nodes, f.Change)
 	}
 	return f
