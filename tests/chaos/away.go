@@ -97,6 +97,10 @@ func (f *faults) leaveUntilRevert(ctx context.Context, ft Fault) {
 	s.log.add("%s: reverts may go on", ft.Kind)
 }
 
+// pauseAwayIdle is how long a pause-away after an apply holds the pause
+// when no node of the rollout is held in flight (none leaves).
+const pauseAwayIdle = 500 * time.Millisecond
+
 // pauseAway runs a pause-plane fault with a node leaving or coming back
 // inside the checked window:
 //   - after an apply: once every instance acknowledged, the nodes whose
@@ -131,26 +135,30 @@ func (f *faults) pauseAway(ctx context.Context, ft Fault) {
 			return
 		}
 		s.log.add("%s: %s reaped", ft.Kind, ft.Node)
-		h.acked = func() {
+		h.acked = func() time.Duration {
 			s.startAgent(ft.Node)
 			// The hold (ft.Down) counts from its registration.
 			registered := s.awaitKey(ctx, s.nodesKV, ft.Node, false, 5*time.Second)
 			s.log.add("%s: %s started again while paused (registered: %v)", ft.Kind, ft.Node, registered)
+			return 0
 		}
 		h.resumed = func() {}
 	default:
 		var who []string
-		h.acked = func() {
+		h.acked = func() time.Duration {
 			who = f.heldInFlight(ctx, ft)
 			if len(who) == 0 {
+				// No presence to expire inside the window: it is checked
+				// as briefly as a pause-plane's, not past a node lease.
 				s.log.add("%s: no healthy node of the rollout is held in flight; none leaves", ft.Kind)
-				return
+				return pauseAwayIdle
 			}
 			for _, n := range who {
 				s.halt(n)
 				f.drv.left(n)
 			}
 			s.log.add("%s: stopped %v (their forward operations held by the pause)", ft.Kind, who)
+			return 0
 		}
 		h.resumed = func() {
 			for _, n := range who {

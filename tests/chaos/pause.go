@@ -89,14 +89,17 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault, h pauseHooks) {
 		s.log.add("%s: read the nodeconfigs stream: %v; not checked", ft.Kind, err)
 		return
 	}
-	s.log.add("%s: every live instance acknowledged generation %d; holding %s", ft.Kind, gen, ft.Down)
+	hold := ft.Down
 	if h.acked != nil {
-		h.acked()
+		if d := h.acked(); d > 0 {
+			hold = d
+		}
 	}
+	s.log.add("%s: every live instance acknowledged generation %d; holding %s", ft.Kind, gen, hold)
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(ft.Down):
+	case <-time.After(hold):
 	}
 	until := time.Now()
 	seq1, err := f.configSeq(ctx)
@@ -134,7 +137,9 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault, h pauseHooks) {
 
 // pauseHooks let a fault act inside pausePlane's checked window.
 type pauseHooks struct {
-	acked   func() // once every live instance acknowledged (or not within 10 s)
+	// acked runs once every live instance acknowledged (or not within
+	// 10 s); it returns how long to hold the window from then (0: ft.Down).
+	acked   func() time.Duration
 	resumed func() // after the resume
 }
 
