@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -139,7 +140,12 @@ const bakeSlack = 100 * time.Millisecond
 // (Rollout.stages); before each stage but the first, a RolloutBaking event
 // must have been published after the stage before it started, at least the
 // bake time before this one started. Not judged where events may be lost
-// (a NATS restart or a cluster server stopped while it ran).
+// (a NATS restart or a cluster server stopped while it ran), nor after a
+// stage that started no node: its record counts none and no desired config
+// of the rollout's was stored while it ran (emptyStage). A bake proves the
+// nodes a stage started; a term deposed between its record write opening a
+// stage and its first desired write leaves such a stage behind, and the
+// next term rightly starts the next one at once (docs/chaos.md, "Bake").
 func checkBaked(o *Observation, add addFunc) {
 	for _, r := range o.Rollouts {
 		bake := r.GetStrategy().GetBakeTime().AsDuration()
@@ -155,6 +161,9 @@ func checkBaked(o *Observation, add addFunc) {
 		}
 		for i := 1; i < len(stages); i++ {
 			prev, start := stages[i-1].GetStartedAt().AsTime(), stages[i].GetStartedAt().AsTime()
+			if emptyStage(o, r.GetId(), stages[i-1], start) {
+				continue
+			}
 			baked := slices.ContainsFunc(baking, func(b time.Time) bool {
 				return !b.Before(prev) && start.Sub(b) >= bake-bakeSlack
 			})
@@ -164,6 +173,24 @@ func checkBaked(o *Observation, add addFunc) {
 			}
 		}
 	}
+}
+
+// emptyStage reports whether stage st of rollout id, which the next stage
+// ended at end, started no node: the record counts none, and no forward
+// desired config of the rollout was stored from its start until end (a
+// watcher sees a write after it is stored, so a write of the stage cannot
+// be seen before its start; one seen after end belongs to a stage that,
+// in one term, started right after it, and the record counts it).
+func emptyStage(o *Observation, id string, st *sluicev1.StageResult, end time.Time) bool {
+	if st.GetNodes() > 0 {
+		return false
+	}
+	from := st.GetStartedAt().AsTime()
+	return !slices.ContainsFunc(o.ConfigWrites, func(w KVOp) bool {
+		d := w.Desired
+		return d != nil && d.GetRollout() == id && !d.GetRevert() && !d.GetCancel() &&
+			strings.HasSuffix(w.Key, ".desired") && !w.At.Before(from) && w.At.Before(end)
+	})
 }
 
 // I5, for revisions: the reaper never deletes a revision that anything

@@ -132,6 +132,19 @@ func TestCheck_Bake_NoStageStartsBeforeThePreviousBaked(t *testing.T) {
 		{name: "wave 2 started without baking", given: withStages(0, false), want: true},
 		{name: "wave 2 started half a second into the bake", given: withStages(1.3, false), want: true},
 		{name: "events may be lost: not judged", given: withStages(0, true)},
+		// Seed 67: a term opened wave 1's stage in the record and was
+		// deposed before its desired writes; the next term found no node
+		// started and began wave 2 at once.
+		{name: "wave 1 started no node: nothing to bake", given: func(o *Observation) {
+			withStages(0, false)(o)
+			o.ConfigWrites = slices.DeleteFunc(o.ConfigWrites, func(w KVOp) bool { return w.Desired.GetRollout() == "r1" })
+		}},
+		{name: "wave 1's record counts no node, but a desired write of it was stored", given: withStages(0, false), want: true},
+		{name: "wave 1's record counts a node whose write was not seen", given: func(o *Observation) {
+			withStages(0, false)(o)
+			o.ConfigWrites = slices.DeleteFunc(o.ConfigWrites, func(w KVOp) bool { return w.Desired.GetRollout() == "r1" })
+			rollout(o, "r1").Stages[0].Nodes = 1
+		}, want: true},
 	})
 }
 
