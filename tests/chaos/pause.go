@@ -215,3 +215,40 @@ func (f *faults) configKey(ctx context.Context, seq uint64) (string, error) {
 	})
 	return key, err
 }
+
+// resumeOverGarbage writes a resume over control/pause when the value there
+// at the end of the faults is garbage the harness wrote (garbage-value), as
+// an operator answering its ValueUnreadable does (`sluice resume`,
+// docs/operations.md): a coordinator term that starts while it is unreadable
+// holds as if paused, joiners frozen, until a readable request is written,
+// so without it a node that joins after such a takeover stays unconfigured
+// at rest by design (seed 218: garbage over control/pause and the leader's
+// lease, then node-06 reaped and back). Compare-and-set on the garbage's
+// revision: a request written since is left alone.
+func (f *faults) resumeOverGarbage(ctx context.Context) {
+	s := f.sys
+	kv := s.Env().Buckets.Control
+	var m streamMsg
+	err := retry(ctx, func(ctx context.Context) error {
+		var err error
+		m, err = s.leaderMsg(ctx, kv, map[string]any{"last_by_subj": kvSubject(kv, contract.KeyPause)})
+		return err
+	})
+	if err != nil || m.deleted || wellFormed(kv.Bucket(), contract.KeyPause, m.data) || s.spoiled.at(kv.Bucket(), contract.KeyPause, m.seq) == nil {
+		return // none, readable, or not the harness's
+	}
+	gen := f.pauseGen + 1
+	b, err := store.Marshal(&sluicev1.PauseRequest{Paused: false, Generation: gen, By: "chaos", At: timestamppb.Now(),
+		Reason: "control/pause held garbage: resumed over it, as an operator would"})
+	if err == nil {
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err = kv.Update(wctx, contract.KeyPause, b, m.seq)
+		cancel()
+	}
+	if err != nil {
+		s.log.add("control/pause holds the harness's garbage; writing a resume over it failed: %v", err)
+		return
+	}
+	f.pauseGen = gen
+	s.log.add("control/pause held the harness's garbage at the end: resumed over it (generation %d), as an operator would", gen)
+}
