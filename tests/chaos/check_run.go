@@ -139,7 +139,8 @@ const bakeSlack = 100 * time.Millisecond
 // baked. A rollout with a bake time records each stage's start
 // (Rollout.stages); before each stage but the first, a RolloutBaking event
 // must have been published after the stage before it started, at least the
-// bake time before this one started. Not judged where events may be lost
+// bake time before this one started, or a stored write of the record must
+// have begun a bake then (bakeUntil less the bake time). Not judged where events may be lost
 // (a NATS restart or a cluster server stopped while it ran), nor after a
 // stage that started no node: its record counts none and no desired config
 // of the rollout's was stored while it ran (emptyStage). A bake proves the
@@ -157,6 +158,15 @@ func checkBaked(o *Observation, add addFunc) {
 		for _, ev := range o.Events {
 			if ev.GetRollout() == r.GetId() && ev.GetType() == "RolloutBaking" && ev.GetTime() != nil {
 				baking = append(baking, ev.GetTime().AsTime())
+			}
+		}
+		// The record's bakeUntil is the decider's own clock (the moment it
+		// began the bake plus the bake time), as the stages' starts are; an
+		// event is stamped when published, after the step's writes, which
+		// under load lag by more than bakeSlack (seeds 81, 84, 148).
+		for _, w := range o.RolloutWrites {
+			if w.Rollout.GetId() == r.GetId() && w.Rollout.GetBakeUntil() != nil {
+				baking = append(baking, w.Rollout.GetBakeUntil().AsTime().Add(-bake))
 			}
 		}
 		for i := 1; i < len(stages); i++ {

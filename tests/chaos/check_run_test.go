@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -132,6 +133,21 @@ func TestCheck_Bake_NoStageStartsBeforeThePreviousBaked(t *testing.T) {
 		{name: "wave 2 started without baking", given: withStages(0, false), want: true},
 		{name: "wave 2 started half a second into the bake", given: withStages(1.3, false), want: true},
 		{name: "events may be lost: not judged", given: withStages(0, true)},
+		// Seeds 81, 84, 148 under load: the event was stamped 180 ms after
+		// the decider began the bake (its step's writes came first); the
+		// record's bakeUntil carries the decider's time.
+		{name: "the event late, the record's bakeUntil a second before wave 2", given: func(o *Observation) {
+			withStages(1.3, false)(o)
+			rec := proto.Clone(rollout(o, "r1")).(*sluicev1.Rollout)
+			rec.BakeUntil = timestamppb.New(at(1.7))
+			o.RolloutWrites = append(o.RolloutWrites, KVOp{Key: "r1", Revision: 9, At: at(0.75), Rollout: rec})
+		}},
+		{name: "the record's bakeUntil only half a second before wave 2", given: func(o *Observation) {
+			withStages(0, false)(o)
+			rec := proto.Clone(rollout(o, "r1")).(*sluicev1.Rollout)
+			rec.BakeUntil = timestamppb.New(at(2.3))
+			o.RolloutWrites = append(o.RolloutWrites, KVOp{Key: "r1", Revision: 9, At: at(1.3), Rollout: rec})
+		}, want: true},
 		// Seed 67: a term opened wave 1's stage in the record and was
 		// deposed before its desired writes; the next term found no node
 		// started and began wave 2 at once.
