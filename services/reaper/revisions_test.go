@@ -53,17 +53,7 @@ func TestReaper_CollectRevisions_KeepsTheNewestAndTheReferenced(t *testing.T) {
 	if err := r.CollectRevisions(ctx); err != nil {
 		t.Fatal(err)
 	}
-	keys, err := revs.Keys(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var got []string
-	for _, k := range keys {
-		if !contract.IsControlKey(k) && k != contract.KeyHead {
-			got = append(got, k)
-		}
-	}
-	slices.Sort(got)
+	got := storedRevisions(t, ctx, revs)
 	// r6: the newest (retention 1); r5 head, r4 last-applied, r2 a record's previous, r3 n1's config.
 	if want := []string{"r2", "r3", "r4", "r5", "r6"}; !slices.Equal(got, want) {
 		t.Fatalf("revisions %v; want %v (r1 collected)", got, want)
@@ -181,25 +171,10 @@ func TestReaper_CollectRevisions_WaitsUntilTheCoordinatorStartedTheHead(t *testi
 	if err != nil {
 		t.Fatal(err)
 	}
-	stored := func() []string {
-		t.Helper()
-		keys, err := revs.Keys(ctx)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var got []string
-		for _, k := range keys {
-			if !contract.IsControlKey(k) && k != contract.KeyHead {
-				got = append(got, k)
-			}
-		}
-		slices.Sort(got)
-		return got
-	}
 	if err := r.CollectRevisions(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := stored(), []string{"r1", "r2", "r3"}; !slices.Equal(got, want) {
+	if got, want := storedRevisions(t, ctx, revs), []string{"r1", "r2", "r3"}; !slices.Equal(got, want) {
 		t.Fatalf("behind the head: revisions %v; want %v (nothing collected)", got, want)
 	}
 	if _, err := refs.Update(ctx, contract.KeyLastApplied, &sluicev1.RolloutRef{Rollout: "3-r3", Revision: "r3", Generation: 3}, applied); err != nil {
@@ -208,7 +183,25 @@ func TestReaper_CollectRevisions_WaitsUntilTheCoordinatorStartedTheHead(t *testi
 	if err := r.CollectRevisions(ctx); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := stored(), []string{"r3"}; !slices.Equal(got, want) {
+	if got, want := storedRevisions(t, ctx, revs), []string{"r3"}; !slices.Equal(got, want) {
 		t.Fatalf("caught up: revisions %v; want %v", got, want)
 	}
+}
+
+// storedRevisions lists the revision keys in revs, sorted (not the head,
+// not a control key).
+func storedRevisions(t *testing.T, ctx context.Context, revs *store.Store[*sluicev1.Revision]) []string {
+	t.Helper()
+	keys, err := revs.Keys(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, k := range keys {
+		if !contract.IsControlKey(k) && k != contract.KeyHead {
+			got = append(got, k)
+		}
+	}
+	slices.Sort(got)
+	return got
 }

@@ -182,7 +182,7 @@ func newSystem(t *testing.T, sc Scenario, log *schedule) *system {
 	case s.virtual:
 		s.inProcess = &natstest.InProcess{}
 		s.env = natstest.StartInProcess(t, s.natsDir, settings, s.inProcess)
-		s.proxy = newInProcessProxy(s.inProcess.Server)
+		s.proxy = newInProcessProxy(s.inProcess)
 		t.Cleanup(s.proxy.close)
 	default:
 		s.listen = freeAddr(t)

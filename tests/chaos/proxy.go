@@ -1,12 +1,11 @@
 package chaos
 
 import (
-	"errors"
 	"net"
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
 )
 
 // proxy stands between the services and a single nats-server, so that the
@@ -20,20 +19,20 @@ import (
 // connections are in-process pipes to the server (inProcess), pumped through
 // the proxy so that drop closes them and stall holds their bytes.
 type proxy struct {
-	target string                // the server's address
-	server func() *server.Server // on virtual time: the server now (it changes on a restart)
-	mu     sync.Mutex
-	lns    map[string]net.Listener
-	conns  map[string][]net.Conn
-	stalls map[string]chan struct{} // closed when the stall ends
+	target   string                     // the server's address
+	upstream nats.InProcessConnProvider // on virtual time: the server now (natstest.InProcess follows restarts)
+	mu       sync.Mutex
+	lns      map[string]net.Listener
+	conns    map[string][]net.Conn
+	stalls   map[string]chan struct{} // closed when the stall ends
 }
 
 func newProxy(target string) *proxy {
 	return &proxy{target: target, lns: map[string]net.Listener{}, conns: map[string][]net.Conn{}, stalls: map[string]chan struct{}{}}
 }
 
-func newInProcessProxy(srv func() *server.Server) *proxy {
-	return &proxy{server: srv, lns: map[string]net.Listener{}, conns: map[string][]net.Conn{}, stalls: map[string]chan struct{}{}}
+func newInProcessProxy(upstream nats.InProcessConnProvider) *proxy {
+	return &proxy{upstream: upstream, lns: map[string]net.Listener{}, conns: map[string][]net.Conn{}, stalls: map[string]chan struct{}{}}
 }
 
 // inProcess is component's nats.InProcessConnProvider: each connection
@@ -48,11 +47,7 @@ type inProcessDialer struct {
 }
 
 func (d inProcessDialer) InProcessConn() (net.Conn, error) {
-	srv := d.p.server()
-	if srv == nil || !srv.Running() {
-		return nil, errors.New("the server is down")
-	}
-	s, err := srv.InProcessConn()
+	s, err := d.p.upstream.InProcessConn()
 	if err != nil {
 		return nil, err
 	}
