@@ -169,6 +169,7 @@ func runSeed(t *testing.T, seed uint64) string {
 	go func() { defer close(faultsDone); f.runAll(ctx) }()
 	driveErr := d.run(ctx)
 	<-faultsDone
+	f.resumeOverGarbage(ctx)
 	log.add("faults done")
 	if driveErr != nil {
 		log.add("driver: %v", driveErr)

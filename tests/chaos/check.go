@@ -700,7 +700,21 @@ func ranBefore(n NodeObs, fp string) bool {
 // pointer by the coordinator's last one (I1–I4, Outcome, Counts), a failed
 // fingerprint by its record (I4). A key whose garbage was rewritten is
 // read as rewritten: nothing changes for it.
+//
+// A stale desired config the harness wrote (stale-desired: a deposed
+// leader's write, well-formed) is no sluice write: it leaves the writes
+// judged along the run (I6, Once, KnownBad …), and a key that still holds
+// it at rest is judged by the coordinator's write before it.
 func judgeSpoiled(o *Observation) *Observation {
+	if slices.ContainsFunc(o.Spoiled, func(sp Spoil) bool { return sp.Stale }) {
+		c := *o
+		c.ConfigWrites = slices.DeleteFunc(slices.Clone(o.ConfigWrites), func(w KVOp) bool {
+			return slices.ContainsFunc(o.Spoiled, func(sp Spoil) bool {
+				return sp.Stale && sp.Bucket == contract.BucketNodeConfigs && sp.Key == w.Key && sp.Revision == w.Revision
+			})
+		})
+		o = &c
+	}
 	if !slices.ContainsFunc(o.Spoiled, func(sp Spoil) bool { return sp.AtRest && sp.Before != nil }) {
 		return o
 	}
@@ -723,7 +737,7 @@ func judgeSpoiled(o *Observation) *Observation {
 		switch v := sp.Before.(type) {
 		case *sluicev1.DesiredConfig:
 			name, which, _ := contract.NodeOfConfigKey(sp.Key)
-			if n := node(name); n != nil && which == "desired" && n.Desired == nil {
+			if n := node(name); n != nil && which == "desired" && (n.Desired == nil || sp.Stale) {
 				n.Desired = v
 			} else if n != nil && which == "backup" && n.Backup == nil {
 				n.Backup = v

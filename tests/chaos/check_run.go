@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -47,33 +48,45 @@ func checkReverted(o *Observation, add addFunc) {
 			if _, which, _ := contract.NodeOfConfigKey(w.Key); which != "desired" {
 				continue
 			}
-			switch {
-			case d.GetRevert():
-				evidence[d.GetNode()] = true
-			case d.GetFingerprint() == o.Targets[id][d.GetNode()]:
+			if !d.GetRevert() && d.GetFingerprint() == o.Targets[id][d.GetNode()] {
 				touched[d.GetNode()] = true
 			}
 		}
 		for _, n := range o.Nodes {
 			for _, a := range n.Applies {
-				if a.Rollout != id {
-					continue
-				}
-				if a.Revert {
-					evidence[n.Name] = true
-				} else if a.Fingerprint == o.Targets[id][n.Name] {
+				if a.Rollout == id && !a.Revert && a.Fingerprint == o.Targets[id][n.Name] {
 					touched[n.Name] = true
 				}
 			}
 		}
-		joinedBack := map[string]bool{} // came back while the rollout reverted: it must be reverted then
+		// joinedBack: came back while the rollout reverted (NodeJoinedRevert,
+		// when, by the coordinator's clock): it must be reverted after that.
+		// What showed a revert before it (a NodeRevertDeferred: "reverted
+		// when it comes back", a revert it never ran) is no evidence then.
+		joinedBack := map[string]time.Time{}
 		for _, ev := range o.Events {
-			switch {
-			case ev.GetRollout() != id:
-			case slices.Contains(revertEvidence, ev.GetType()):
+			if ev.GetRollout() == id && ev.GetType() == "NodeJoinedRevert" {
+				joinedBack[ev.GetNode()] = ev.GetTime().AsTime()
+			}
+		}
+		for _, w := range o.ConfigWrites {
+			d := w.Desired
+			if !w.Delete && d != nil && d.GetRollout() == id && d.GetRevert() && !w.At.Before(joinedBack[d.GetNode()]) {
+				if _, which, _ := contract.NodeOfConfigKey(w.Key); which == "desired" {
+					evidence[d.GetNode()] = true
+				}
+			}
+		}
+		for _, n := range o.Nodes {
+			for _, a := range n.Applies {
+				if a.Rollout == id && a.Revert && !a.At.Before(joinedBack[n.Name]) {
+					evidence[n.Name] = true
+				}
+			}
+		}
+		for _, ev := range o.Events {
+			if ev.GetRollout() == id && slices.Contains(revertEvidence, ev.GetType()) && !ev.GetTime().AsTime().Before(joinedBack[ev.GetNode()]) {
 				evidence[ev.GetNode()] = true
-			case ev.GetType() == "NodeJoinedRevert":
-				joinedBack[ev.GetNode()] = true
 			}
 		}
 		for _, f := range r.GetFailures() {
@@ -82,11 +95,14 @@ func checkReverted(o *Observation, add addFunc) {
 			}
 		}
 		for _, s := range r.GetSkipped() {
-			evidence[s.GetNode()] = true
+			if _, back := joinedBack[s.GetNode()]; !back { // listed before it came back
+				evidence[s.GetNode()] = true
+			}
 		}
 		spoiled := desiredSpoiledWhile(o, r)
 		for _, node := range sortedKeys(touched) {
-			mayBeAway := (x.NodesMayLapse || slices.Contains(x.Leavers, node)) && !joinedBack[node]
+			_, back := joinedBack[node]
+			mayBeAway := (x.NodesMayLapse || slices.Contains(x.Leavers, node)) && !back
 			if evidence[node] || mayBeAway || spoiled[node] {
 				continue
 			}
@@ -123,8 +139,14 @@ const bakeSlack = 100 * time.Millisecond
 // baked. A rollout with a bake time records each stage's start
 // (Rollout.stages); before each stage but the first, a RolloutBaking event
 // must have been published after the stage before it started, at least the
-// bake time before this one started. Not judged where events may be lost
-// (a NATS restart or a cluster server stopped while it ran).
+// bake time before this one started, or a stored write of the record must
+// have begun a bake then (bakeUntil less the bake time). Not judged where events may be lost
+// (a NATS restart or a cluster server stopped while it ran), nor after a
+// stage that started no node: its record counts none and no desired config
+// of the rollout's was stored while it ran (emptyStage). A bake proves the
+// nodes a stage started; a term deposed between its record write opening a
+// stage and its first desired write leaves such a stage behind, and the
+// next term rightly starts the next one at once (docs/chaos.md, "Bake").
 func checkBaked(o *Observation, add addFunc) {
 	for _, r := range o.Rollouts {
 		bake := r.GetStrategy().GetBakeTime().AsDuration()
@@ -138,8 +160,20 @@ func checkBaked(o *Observation, add addFunc) {
 				baking = append(baking, ev.GetTime().AsTime())
 			}
 		}
+		// The record's bakeUntil is the decider's own clock (the moment it
+		// began the bake plus the bake time), as the stages' starts are; an
+		// event is stamped when published, after the step's writes, which
+		// under load lag by more than bakeSlack (seeds 81, 84, 148).
+		for _, w := range o.RolloutWrites {
+			if w.Rollout.GetId() == r.GetId() && w.Rollout.GetBakeUntil() != nil {
+				baking = append(baking, w.Rollout.GetBakeUntil().AsTime().Add(-bake))
+			}
+		}
 		for i := 1; i < len(stages); i++ {
 			prev, start := stages[i-1].GetStartedAt().AsTime(), stages[i].GetStartedAt().AsTime()
+			if emptyStage(o, r.GetId(), stages[i-1], start) {
+				continue
+			}
 			baked := slices.ContainsFunc(baking, func(b time.Time) bool {
 				return !b.Before(prev) && start.Sub(b) >= bake-bakeSlack
 			})
@@ -149,6 +183,24 @@ func checkBaked(o *Observation, add addFunc) {
 			}
 		}
 	}
+}
+
+// emptyStage reports whether stage st of rollout id, which the next stage
+// ended at end, started no node: the record counts none, and no forward
+// desired config of the rollout was stored from its start until end (a
+// watcher sees a write after it is stored, so a write of the stage cannot
+// be seen before its start; one seen after end belongs to a stage that,
+// in one term, started right after it, and the record counts it).
+func emptyStage(o *Observation, id string, st *sluicev1.StageResult, end time.Time) bool {
+	if st.GetNodes() > 0 {
+		return false
+	}
+	from := st.GetStartedAt().AsTime()
+	return !slices.ContainsFunc(o.ConfigWrites, func(w KVOp) bool {
+		d := w.Desired
+		return d != nil && d.GetRollout() == id && !d.GetRevert() && !d.GetCancel() &&
+			strings.HasSuffix(w.Key, ".desired") && !w.At.Before(from) && w.At.Before(end)
+	})
 }
 
 // I5, for revisions: the reaper never deletes a revision that anything

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -74,6 +75,30 @@ func TestCheck_Revert_EveryTouchedNodeIsReverted(t *testing.T) {
 			o.Expect["r2"] = x
 			o.Events = append(o.Events, &sluicev1.Event{Type: "NodeJoinedRevert", Rollout: "r2", Node: "node-02"})
 		}, want: true},
+		{name: "node-02's revert deferred (it left), then it came back while the rollout reverted and was not reverted", given: func(o *Observation) {
+			skipNode02(o)
+			x := o.Expect["r2"]
+			x.Leavers = []string{"node-02"}
+			o.Expect["r2"] = x
+			o.Events = append(o.Events,
+				&sluicev1.Event{Type: "NodeRevertDeferred", Rollout: "r2", Node: "node-02", Time: timestamppb.New(at(7.1))},
+				&sluicev1.Event{Type: "NodeJoinedRevert", Rollout: "r2", Node: "node-02", Time: timestamppb.New(at(7.3))})
+		}, want: true},
+		{name: "node-02 came back while the rollout reverted; its applier ran the revert after", given: func(o *Observation) {
+			skipNode02(o)
+			x := o.Expect["r2"]
+			x.Leavers = []string{"node-02"}
+			o.Expect["r2"] = x
+			o.Events = append(o.Events,
+				&sluicev1.Event{Type: "NodeRevertDeferred", Rollout: "r2", Node: "node-02", Time: timestamppb.New(at(7.1))},
+				&sluicev1.Event{Type: "NodeJoinedRevert", Rollout: "r2", Node: "node-02", Time: timestamppb.New(at(7.3))})
+			o.Nodes[1].Applies = append(o.Nodes[1].Applies, Apply{At: at(7.6), Fingerprint: "fp-a2", Rollout: "r2", Revert: true})
+		}},
+		{name: "node-02 came back while the rollout reverted; its revert ran only before", given: func(o *Observation) {
+			skipNode02(o)
+			o.Nodes[1].Applies = append(o.Nodes[1].Applies, Apply{At: at(7.0), Fingerprint: "fp-a2", Rollout: "r2", Revert: true})
+			o.Events = append(o.Events, &sluicev1.Event{Type: "NodeJoinedRevert", Rollout: "r2", Node: "node-02", Time: timestamppb.New(at(7.3))})
+		}, want: true},
 		{name: "a rollout that ended without reverting (superseded) reverts nothing", given: func(o *Observation) {
 			skipNode02(o)
 			r := rollout(o, "r2")
@@ -108,6 +133,34 @@ func TestCheck_Bake_NoStageStartsBeforeThePreviousBaked(t *testing.T) {
 		{name: "wave 2 started without baking", given: withStages(0, false), want: true},
 		{name: "wave 2 started half a second into the bake", given: withStages(1.3, false), want: true},
 		{name: "events may be lost: not judged", given: withStages(0, true)},
+		// Seeds 81, 84, 148 under load: the event was stamped 180 ms after
+		// the decider began the bake (its step's writes came first); the
+		// record's bakeUntil carries the decider's time.
+		{name: "the event late, the record's bakeUntil a second before wave 2", given: func(o *Observation) {
+			withStages(1.3, false)(o)
+			rec := proto.Clone(rollout(o, "r1")).(*sluicev1.Rollout)
+			rec.BakeUntil = timestamppb.New(at(1.7))
+			o.RolloutWrites = append(o.RolloutWrites, KVOp{Key: "r1", Revision: 9, At: at(0.75), Rollout: rec})
+		}},
+		{name: "the record's bakeUntil only half a second before wave 2", given: func(o *Observation) {
+			withStages(0, false)(o)
+			rec := proto.Clone(rollout(o, "r1")).(*sluicev1.Rollout)
+			rec.BakeUntil = timestamppb.New(at(2.3))
+			o.RolloutWrites = append(o.RolloutWrites, KVOp{Key: "r1", Revision: 9, At: at(1.3), Rollout: rec})
+		}, want: true},
+		// Seed 67: a term opened wave 1's stage in the record and was
+		// deposed before its desired writes; the next term found no node
+		// started and began wave 2 at once.
+		{name: "wave 1 started no node: nothing to bake", given: func(o *Observation) {
+			withStages(0, false)(o)
+			o.ConfigWrites = slices.DeleteFunc(o.ConfigWrites, func(w KVOp) bool { return w.Desired.GetRollout() == "r1" })
+		}},
+		{name: "wave 1's record counts no node, but a desired write of it was stored", given: withStages(0, false), want: true},
+		{name: "wave 1's record counts a node whose write was not seen", given: func(o *Observation) {
+			withStages(0, false)(o)
+			o.ConfigWrites = slices.DeleteFunc(o.ConfigWrites, func(w KVOp) bool { return w.Desired.GetRollout() == "r1" })
+			rollout(o, "r1").Stages[0].Nodes = 1
+		}, want: true},
 	})
 }
 

@@ -603,3 +603,50 @@ func TestCheck_RefusedNodesCountAsFailed(t *testing.T) {
 		t.Fatalf("one node refused, counted failed: want no Counts violation, got %v", vs)
 	}
 }
+
+// A stale desired config the harness wrote (stale-desired: a deposed
+// leader's write landing) is no sluice write: the node is judged by the
+// coordinator's write before it, so one that ignored it passes and one
+// that applied it breaks I1 (issue 22, mutation 04); written by sluice,
+// the same value breaks I6.
+func TestCheck_StaleDesired_JudgedByTheCoordinatorsWriteBefore(t *testing.T) {
+	stale := &sluicev1.DesiredConfig{Node: "node-01", Rollout: "r2", Fingerprint: "fp-b1", LeaderEpoch: 5, WrittenAt: timestamppb.New(at(4.5))}
+	given := func(recorded, applied bool) *Observation {
+		o := healthy()
+		before := o.Nodes[0].Desired
+		o.ConfigWrites = append(o.ConfigWrites, KVOp{Key: "node-01.desired", Revision: 7, At: at(9), Desired: stale})
+		o.Nodes[0].Desired = stale // what the key holds at rest
+		if recorded {
+			o.Spoiled = []Spoil{{Bucket: "sluice-nodeconfigs", Key: "node-01.desired", Revision: 7, At: at(9), Stale: true, AtRest: true, Before: before}}
+		}
+		if applied {
+			o.Nodes[0].OnDisk = "fp-b1"
+			o.Nodes[0].Applies = append(o.Nodes[0].Applies, Apply{At: at(9.1), Fingerprint: "fp-b1", Rollout: "r2"})
+		}
+		return o
+	}
+	for _, tt := range []struct {
+		name              string
+		recorded, applied bool
+		want              []string // invariants broken
+	}{
+		{name: "the agent ignored the harness's stale write", recorded: true},
+		{name: "the agent applied the harness's stale write", recorded: true, applied: true, want: []string{"I1"}},
+		{name: "sluice wrote it (no record of the harness's)", want: []string{"I6"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			vs := Check(given(tt.recorded, tt.applied))
+			for _, inv := range tt.want {
+				if !has(vs, inv, "") {
+					t.Errorf("want an %s violation, got %v", inv, vs)
+				}
+			}
+			if len(tt.want) == 0 && len(vs) > 0 {
+				t.Errorf("want no violation, got %v", vs)
+			}
+			if tt.recorded && has(vs, "I6", "") {
+				t.Errorf("the harness's write is judged as sluice's: %v", vs)
+			}
+		})
+	}
+}

@@ -35,6 +35,18 @@ type driver struct {
 	sys     *system
 	base    []*sluicev1.Intent
 	changes []*applied
+	mu      sync.Mutex
+	away    map[string]bool // nodes a fault made leave, picked as it ran (pause-away)
+}
+
+// left records that a fault made node leave (Expectation.Leavers).
+func (d *driver) left(node string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.away == nil {
+		d.away = map[string]bool{}
+	}
+	d.away[node] = true
 }
 
 func newDriver(s *system) *driver {
@@ -232,6 +244,11 @@ func (d *driver) expectations(natsRestarted bool) map[string]Expectation {
 	out := map[string]Expectation{}
 	leavers := map[string]bool{}
 	lapse := false // heartbeats of nodes the schedule does not make leave may stop
+	d.mu.Lock()
+	for n := range d.away {
+		leavers[n] = true
+	}
+	d.mu.Unlock()
 	for _, f := range sc.Faults {
 		switch {
 		case f.Kind == AgentLeave:
@@ -320,20 +337,37 @@ func (f *faults) restart(server string) {
 	f.restarts = append(f.restarts, fmt.Sprintf("%s at %.2fs", server, time.Since(f.sys.log.start).Seconds()))
 }
 
-// lock makes faults on one component take turns. It is a channel, not a
-// sync.Mutex: a fault holds it across its sleeps, and on virtual time a
+// lock makes faults on one component take turns. A turn is a channel, not
+// a sync.Mutex: a fault holds it across its sleeps, and on virtual time a
 // goroutine waiting for a mutex stops the clock (synctest counts only a
 // channel or a timer as a durable wait).
 func (f *faults) lock(name string) func() {
+	l := f.turn(name)
+	l <- struct{}{}
+	return func() { <-l }
+}
+
+// tryLock takes name's turn if no other fault holds it (unlock gives it back).
+func (f *faults) tryLock(name string) bool {
+	select {
+	case f.turn(name) <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+func (f *faults) unlock(name string) { <-f.turn(name) }
+
+func (f *faults) turn(name string) chan struct{} {
 	f.mu.Lock()
+	defer f.mu.Unlock()
 	l := f.locks[name]
 	if l == nil {
 		l = make(chan struct{}, 1)
 		f.locks[name] = l
 	}
-	f.mu.Unlock()
-	l <- struct{}{}
-	return func() { <-l }
+	return l
 }
 
 func (f *faults) runAll(ctx context.Context) {
@@ -497,7 +531,13 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 		s.proxy.stall(target, ft.Down)
 		s.log.add("%s: %s flows again", ft.Kind, target)
 	case PausePlane:
-		f.pausePlane(ctx, ft)
+		f.pausePlane(ctx, ft, pauseHooks{})
+	case PauseAway:
+		f.pauseAway(ctx, ft)
+	case LeaveUntilRevert:
+		f.leaveUntilRevert(ctx, ft)
+	case StaleDesired:
+		f.staleDesired(ctx, ft)
 	case GarbageValue:
 		f.garbage(ctx, ft)
 	case PartialRegistry:
@@ -513,8 +553,9 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 			s.log.add("%s: no running leader to pause (holder %q)", ft, old)
 			return
 		}
+		epoch := f.watch.maxEpoch()
 		p.pause()
-		s.log.add("%s: paused %s (writes held, clock frozen)", ft, old)
+		s.log.add("%s: paused %s (writes held, clock frozen; highest leader epoch written %d)", ft, old, epoch)
 		// Wake it once the standby holds the lease and had time to write.
 		wctx, cancel := context.WithTimeout(ctx, 15*time.Second)
 		defer cancel()
@@ -522,7 +563,16 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 			h, err := s.leader(wctx)
 			if h != "" && h != old {
 				s.log.add("%s: %s took over", ft.Kind, h)
-				sleep(300 * time.Millisecond)
+				// Wake it as soon as the new term stored its first write (a
+				// desired config or a rollout record of a higher epoch), up
+				// to 3 s: a held write that lands before any of the new
+				// term's proves nothing (I6 compares epochs in stream
+				// order), and one for a key the new term has written since
+				// fails its compare-and-set on the key anyway, fence or not.
+				for i := 0; i < 600 && f.watch.maxEpoch() <= epoch && ctx.Err() == nil; i++ {
+					sleep(5 * time.Millisecond)
+				}
+				s.log.add("%s: highest leader epoch written now %d", ft.Kind, f.watch.maxEpoch())
 				break
 			}
 			if wctx.Err() != nil {

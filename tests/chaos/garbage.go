@@ -57,6 +57,9 @@ type Spoil struct {
 	// AtRest: the key still held this garbage when the system was observed
 	// at rest (nobody rewrote it).
 	AtRest bool
+	// Stale: a well-formed value a deposed leader could have written
+	// (stale-desired), not garbage: sluice reads it, and must ignore it.
+	Stale bool
 }
 
 func (sp Spoil) String() string {

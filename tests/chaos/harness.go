@@ -99,8 +99,12 @@ type system struct {
 	// tables maps a routing-table id to its change, for the appliers.
 	tables map[uint32]int
 
-	spoiled spoils    // the garbage values written (garbage-value)
-	reg     *registry // the scenario's registry; nil without one
+	spoiled spoils // the garbage values written (garbage-value)
+	// gate holds revert applies (Scenario.RevertGate) until the
+	// leave-until-revert fault's node is back; closed by that fault.
+	gate     chan struct{}
+	gateOnce sync.Once
+	reg      *registry // the scenario's registry; nil without one
 
 	frozen freezes      // the freezes the harness wrote (freeze.go)
 	prom   *promStub    // the gates' Prometheus (gates.go); nil without gates
@@ -145,7 +149,8 @@ func newSystem(t *testing.T, sc Scenario, log *schedule) *system {
 	settings.NodeLease = sc.NodeLease
 	settings.InstanceLease = sc.NodeLease // a killed instance drops out of a pause's "live" as quickly as a node
 	s := &system{t: t, sc: sc, settings: settings, natsDir: t.TempDir(), agentDir: t.TempDir(), virtual: virtualTime(),
-		log: log, logger: zerolog.Nop(), stops: map[string]func(){}, coords: map[string]*coordinator.Service{}, nodes: map[string]*nodeSim{}, tables: map[uint32]int{}}
+		log: log, logger: zerolog.Nop(), stops: map[string]func(){}, coords: map[string]*coordinator.Service{}, nodes: map[string]*nodeSim{}, tables: map[uint32]int{},
+		gate: make(chan struct{})}
 	if path := os.Getenv("CHAOS_LOG_DIR"); path != "" {
 		_ = os.MkdirAll(path, 0o755) // a missing directory silently lost seed 49's log once
 		f, err := os.Create(filepath.Join(path, fmt.Sprintf("seed-%d.log", sc.Seed)))
@@ -436,6 +441,9 @@ func (a *chaosApplier) Apply(ctx context.Context, d *sluicev1.DesiredConfig) (er
 	if b == Hang {
 		wait = time.Hour // until the agent's apply timeout cancels ctx
 	}
+	if d.GetRevert() && a.sys.sc.RevertGate > 0 {
+		a.sys.waitGate(ctx)
+	}
 	t := time.NewTimer(wait)
 	defer t.Stop()
 	select {
@@ -448,6 +456,21 @@ func (a *chaosApplier) Apply(ctx context.Context, d *sluicev1.DesiredConfig) (er
 	}
 	return a.file.Apply(ctx, d)
 }
+
+// waitGate holds a revert apply until the leave-until-revert fault's node
+// is back, or Scenario.RevertGate passed: the revert runs that long.
+func (s *system) waitGate(ctx context.Context) {
+	t := time.NewTimer(s.sc.RevertGate)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-s.gate:
+	case <-t.C:
+	}
+}
+
+// openGate lets every revert apply go on (waitGate); safe twice.
+func (s *system) openGate() { s.gateOnce.Do(func() { close(s.gate) }) }
 
 // connectivity is the agents' health check: it fails on the configs the
 // scenario makes fail their check, reading the config in force as a real

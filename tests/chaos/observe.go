@@ -118,6 +118,28 @@ func (w *watchers) consume(ctx context.Context, kw jetstream.KeyWatcher, bucket 
 	}
 }
 
+// maxEpoch is the highest leader epoch of a desired config or rollout
+// record the watchers saw written so far.
+func (w *watchers) maxEpoch() uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var e uint64
+	for _, op := range w.ops[contract.BucketNodeConfigs] {
+		e = max(e, op.Desired.GetLeaderEpoch())
+	}
+	for _, op := range w.ops[contract.BucketRollouts] {
+		e = max(e, op.Rollout.GetLeaderEpoch())
+	}
+	return e
+}
+
+// snapshot is every op of bucket recorded so far.
+func (w *watchers) snapshot(bucket string) []KVOp {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.ops[bucket])
+}
+
 func (w *watchers) record(bucket string, e jetstream.KeyValueEntry) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -372,6 +394,11 @@ func (s *system) quiescent(ctx context.Context) ([]string, error) {
 		if unread(derr) {
 			return nil, derr
 		}
+		if before, err := s.staleAtRest(ctx, contract.DesiredKey(name)); err != nil {
+			return nil, err
+		} else if before != nil {
+			d = before // the harness's stale write (stale-desired): judged by the coordinator's before it
+		}
 		if errors.Is(derr, jetstream.ErrKeyNotFound) {
 			if !inForce {
 				continue
@@ -428,6 +455,27 @@ func (s *system) inForceKnownBad(ctx context.Context, n *nodeSim) (bool, error) 
 		return false, failed(err)
 	}
 	return f.GetForgiven() == nil, nil
+}
+
+// staleAtRest is the desired config the coordinator stored at key before
+// the harness's stale write (stale-desired), if the key still holds that
+// write; nil otherwise.
+func (s *system) staleAtRest(ctx context.Context, key string) (*sluicev1.DesiredConfig, error) {
+	var before *sluicev1.DesiredConfig
+	for _, sp := range s.spoiled.all() {
+		if !sp.Stale || sp.Key != key {
+			continue
+		}
+		kv := s.Env().Buckets.NodeConfigs
+		m, err := s.leaderMsg(ctx, kv, map[string]any{"last_by_subj": kvSubject(kv, key)})
+		if unread(err) {
+			return nil, err
+		}
+		if err == nil && !m.deleted && m.seq == sp.Revision {
+			before, _ = sp.Before.(*sluicev1.DesiredConfig)
+		}
+	}
+	return before, nil
 }
 
 // failed is err if it is a failed read, nil if an answer (unread).

@@ -22,8 +22,12 @@ import (
 // whatever happened. An acknowledgement that takes longer than 10s (a
 // frozen leader, a dead agent still within its lease) is logged, not a
 // violation: the pause is only checked once acknowledged.
-func (f *faults) pausePlane(ctx context.Context, ft Fault) {
+//
+// h's hooks run inside the checked window (acked: right after every
+// instance acknowledged; nil: nothing) and after the resume (resumed).
+func (f *faults) pausePlane(ctx context.Context, ft Fault, h pauseHooks) {
 	s := f.sys
+	defer f.lock("pause")() // pause faults take turns: one's resume would end the other's pause
 	env := s.Env()
 	reqs := store.New(env.Buckets.Control, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })
 	set := func(paused bool) uint64 {
@@ -58,6 +62,9 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault) {
 	defer func() {
 		g := set(false)
 		s.log.add("%s: resumed (generation %d)", ft.Kind, g)
+		if h.resumed != nil {
+			h.resumed()
+		}
 	}()
 
 	var waiting []string
@@ -71,6 +78,9 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault) {
 	}
 	if len(waiting) > 0 {
 		s.log.add("%s: not acknowledged within 10s, not checked; waiting for %s", ft.Kind, strings.Join(waiting, ", "))
+		if h.acked != nil {
+			h.acked() // the node comes and goes all the same
+		}
 		return
 	}
 	acked := time.Now()
@@ -79,11 +89,17 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault) {
 		s.log.add("%s: read the nodeconfigs stream: %v; not checked", ft.Kind, err)
 		return
 	}
-	s.log.add("%s: every live instance acknowledged generation %d; holding %s", ft.Kind, gen, ft.Down)
+	hold := ft.Down
+	if h.acked != nil {
+		if d := h.acked(); d > 0 {
+			hold = d
+		}
+	}
+	s.log.add("%s: every live instance acknowledged generation %d; holding %s", ft.Kind, gen, hold)
 	select {
 	case <-ctx.Done():
 		return
-	case <-time.After(ft.Down):
+	case <-time.After(hold):
 	}
 	until := time.Now()
 	seq1, err := f.configSeq(ctx)
@@ -117,6 +133,14 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault) {
 	s.findingsMu.Lock()
 	s.findings = append(s.findings, found...)
 	s.findingsMu.Unlock()
+}
+
+// pauseHooks let a fault act inside pausePlane's checked window.
+type pauseHooks struct {
+	// acked runs once every live instance acknowledged (or not within
+	// 10 s); it returns how long to hold the window from then (0: ft.Down).
+	acked   func() time.Duration
+	resumed func() // after the resume
 }
 
 // notReached lists the live instances (services and agents) that have
@@ -190,4 +214,41 @@ func (f *faults) configKey(ctx context.Context, seq uint64) (string, error) {
 		return nil
 	})
 	return key, err
+}
+
+// resumeOverGarbage writes a resume over control/pause when the value there
+// at the end of the faults is garbage the harness wrote (garbage-value), as
+// an operator answering its ValueUnreadable does (`sluice resume`,
+// docs/operations.md): a coordinator term that starts while it is unreadable
+// holds as if paused, joiners frozen, until a readable request is written,
+// so without it a node that joins after such a takeover stays unconfigured
+// at rest by design (seed 218: garbage over control/pause and the leader's
+// lease, then node-06 reaped and back). Compare-and-set on the garbage's
+// revision: a request written since is left alone.
+func (f *faults) resumeOverGarbage(ctx context.Context) {
+	s := f.sys
+	kv := s.Env().Buckets.Control
+	var m streamMsg
+	err := retry(ctx, func(ctx context.Context) error {
+		var err error
+		m, err = s.leaderMsg(ctx, kv, map[string]any{"last_by_subj": kvSubject(kv, contract.KeyPause)})
+		return err
+	})
+	if err != nil || m.deleted || wellFormed(kv.Bucket(), contract.KeyPause, m.data) || s.spoiled.at(kv.Bucket(), contract.KeyPause, m.seq) == nil {
+		return // none, readable, or not the harness's
+	}
+	gen := f.pauseGen + 1
+	b, err := store.Marshal(&sluicev1.PauseRequest{Paused: false, Generation: gen, By: "chaos", At: timestamppb.Now(),
+		Reason: "control/pause held garbage: resumed over it, as an operator would"})
+	if err == nil {
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err = kv.Update(wctx, contract.KeyPause, b, m.seq)
+		cancel()
+	}
+	if err != nil {
+		s.log.add("control/pause holds the harness's garbage; writing a resume over it failed: %v", err)
+		return
+	}
+	f.pauseGen = gen
+	s.log.add("control/pause held the harness's garbage at the end: resumed over it (generation %d), as an operator would", gen)
 }

@@ -56,6 +56,26 @@ const (
 	PausePlane       FaultKind = "pause-plane"       // sluice pause; once every live instance acknowledged, nothing may start for Down; then resume
 	GarbageValue     FaultKind = "garbage-value"     // raw Puts of values not well-formed for their keys (Garbage), into existing and fresh keys of every bucket
 	PartialRegistry  FaultKind = "partial-registry"  // the registry's directory drops files (Trickle), which then come back one at a time within the settle period
+	// PauseAway: a node leaves or comes back while the control plane is
+	// paused and every instance acknowledged (Paused is checked as for
+	// pause-plane). After an apply: a node whose forward operation its agent
+	// holds leaves (its skip frees a slot the pause must keep empty). When
+	// the rollout ended: Node leaves until its keys are reaped, and comes
+	// back as a joiner while paused (it must be left alone: joiners freeze).
+	PauseAway FaultKind = "pause-away"
+	// LeaveUntilRevert: Node leaves once it applied the rollout's target and
+	// comes back as soon as its presence expired and the rollout reverts;
+	// the scenario's revert applies wait (RevertGate) so that the revert
+	// still runs then: a touched node that comes back during a revert must
+	// be reverted (Revert).
+	LeaveUntilRevert FaultKind = "leave-until-revert"
+	// StaleDesired: a deposed leader's desired config lands (as it would
+	// without the fence on the write): right after change Change's apply
+	// the leader is stopped (a new term, a higher epoch), and once the last
+	// rollout ended a node's desired key gets an earlier desired config of
+	// it, of a lower epoch, compare-and-set over its current one. Its agent
+	// must ignore it (docs/agent.md: the epoch check on the read).
+	StaleDesired FaultKind = "stale-desired"
 )
 
 // TriggerKind says when a fault fires.
@@ -173,6 +193,10 @@ type Scenario struct {
 	Faults    []Fault
 	Registry  *RegistryPlan // nil: no registry; the driver declares every intent
 	Extras    Extras        // pairs, freezes, windows, gates: drawn from a stream of their own (extras.go)
+	// RevertGate: every revert apply waits until the leave-until-revert
+	// fault's node is back (or at most this long), so that the revert still
+	// runs when it comes back. Zero: reverts take the apply time.
+	RevertGate time.Duration
 }
 
 // NodeName is the i-th node's name.
@@ -239,8 +263,64 @@ func Pick(seed uint64) Scenario {
 	if rng.IntN(3) == 0 {
 		s.Faults = append(s.Faults, s.pickGarbage(rng))
 	}
+	// Drawn after everything above, for the same reason (issue 22: the
+	// schedules that reach the pause's and the revert's joiner paths).
+	if rng.IntN(4) == 0 {
+		s.Faults = append(s.Faults, s.pickPauseAway(rng, nodes))
+	}
+	if rng.IntN(5) == 0 {
+		s.Faults = append(s.Faults, Fault{Kind: StaleDesired, Trigger: AfterApply, Change: 1,
+			Down: time.Duration(rng.IntN(300)) * time.Millisecond})
+	}
+	if s.Standby && rng.IntN(3) == 0 { // a third of the standby seeds: one more deposed leader
+		s.Faults = append(s.Faults, Fault{Kind: PausedLeader, Trigger: AfterApply, Change: 1 + rng.IntN(len(s.Changes)-1),
+			Delay: time.Duration(rng.IntN(800)) * time.Millisecond})
+	}
+	if c := s.rollsBack(); c > 0 && rng.IntN(2) == 0 {
+		s.Faults = append(s.Faults, Fault{Kind: LeaveUntilRevert, Trigger: AfterApply, Change: c,
+			Delay: time.Duration(rng.IntN(300)) * time.Millisecond, Node: s.leaver(rng, nodes, c)})
+		// Below the apply deadline (lease + 1.5 s) less the time to ack.
+		s.RevertGate = s.NodeLease + 500*time.Millisecond
+	}
 	s.pickExtras() // its own stream: no draw above moves
 	return s
+}
+
+// pickPauseAway draws a pause-away fault: after an apply (a node held in
+// flight leaves while paused) or, in a third of them, when the last
+// rollout ended (Node leaves, is reaped, and comes back while paused).
+// After an apply the pause holds past the node's lease, so that its
+// presence expires inside it; a reaped joiner's pause holds until it
+// registered and Down (500 ms) more, time for a coordinator that ignores
+// the freeze to configure it.
+func (s Scenario) pickPauseAway(rng *rand.Rand, nodes []string) Fault {
+	f := Fault{Kind: PauseAway, Trigger: AfterApply, Change: 1 + rng.IntN(len(s.Changes)-1),
+		Delay: time.Duration(rng.IntN(300)) * time.Millisecond, Down: s.NodeLease + time.Second}
+	if rng.IntN(3) == 0 {
+		f.Trigger, f.Change, f.Delay, f.Down = Ended, len(s.Changes)-1, 0, 500*time.Millisecond
+		f.Node = s.leaver(rng, nodes, f.Change)
+	}
+	return f
+}
+
+// rollsBack is the first change (after the baseline) whose failing nodes
+// exceed its budget and that no next change supersedes; 0 if none.
+func (s Scenario) rollsBack() int {
+	for i := 1; i < len(s.Changes); i++ {
+		c := s.Changes[i]
+		budget := 0
+		fmt.Sscan(c.Strategy.GetFailureBudget(), &budget)
+		bad := 0
+		for _, b := range c.Behaviour {
+			if b != Healthy {
+				bad++
+			}
+		}
+		if bad > budget && (i+1 == len(s.Changes) || !s.Changes[i+1].Supersede) {
+			return i
+		}
+	}
+	return 0
 }
 
 // garbageBuckets are the buckets a garbage-value fault writes into: every
@@ -411,6 +491,9 @@ func (s Scenario) Describe() string {
 			fmt.Fprintf(&b, ", bad nodes %v", c.Behaviour)
 		}
 		b.WriteString("\n")
+	}
+	if s.RevertGate > 0 {
+		fmt.Fprintf(&b, "  revert applies wait up to %s for the leave-until-revert node\n", s.RevertGate)
 	}
 	if s.Registry != nil {
 		fmt.Fprintf(&b, "  registry %s: %d intents (reg-1 … reg-%d), settle period %s\n", registryName, s.Registry.Intents, s.Registry.Intents, registrySettle)

@@ -125,3 +125,52 @@ func TestDecide_MaxUnprovenDomains(t *testing.T) {
 		})
 	}
 }
+
+// TestDecide_Takeover_StageInProgress: after a takeover the stage in
+// progress is judged by its time only (docs/rollouts.md): a new term that
+// finds zone a's nodes provisioned by this rollout bakes before zone b; one
+// that finds no node of the rollout started (the last term wrote the record
+// that opened zone a's stage and was deposed before its desired writes)
+// has nothing to bake and starts zone a at once. The chaos suite's Bake
+// check relies on both sides (docs/chaos.md, "Bake").
+func TestDecide_Takeover_StageInProgress(t *testing.T) {
+	fleet := zoned("a/a1", "a/a2", "b/b1", "b/b2")
+	h := &sluicev1.Head{Revision: r1.Id, Generation: 1,
+		Strategy: &sluicev1.Strategy{MaxParallel: "10", FailureDomain: "dc", BakeTime: durationpb.New(time.Minute)}}
+	first, got := run(t, []step{{0, Loaded{Head: h, HeadRev: r1, Presence: fleet}}})
+	if !slices.Contains(got, "write a1") || len(first.rollout.GetStages()) != 1 {
+		t.Fatalf("term 1: actions %v, stages %v; want zone a's stage opened and a1 written", got, first.rollout.GetStages())
+	}
+	rec := snapshot(first.rollout)
+	wrote := func(n string) *sluicev1.DesiredConfig {
+		return &sluicev1.DesiredConfig{Node: n, Fingerprint: fp1, Rollout: id1, Revision: r1.Id, Config: render0(r1)}
+	}
+	takeover := func(desired []*sluicev1.DesiredConfig, statuses []*sluicev1.NodeStatus) Event {
+		return Loaded{Head: h, HeadRev: r1, Presence: fleet, Active: snapshot(rec), ActiveRev: r1, Desired: desired, Status: statuses, Term: 2}
+	}
+	t.Run("zone a provisioned: the new term bakes before zone b", func(t *testing.T) {
+		ev := takeover([]*sluicev1.DesiredConfig{wrote("a1"), wrote("a2")},
+			[]*sluicev1.NodeStatus{status("a1", provisioned, fp1, id1), status("a2", provisioned, fp1, id1)})
+		s, got := run(t, []step{{2 * time.Second, ev}})
+		if slices.Contains(got, "write b1") || !slices.Contains(got, "emit RolloutBaking") {
+			t.Fatalf("actions %v: want a bake and no write of zone b", got)
+		}
+		got = summarize(Decide(s, Tick{}, t0.Add(63*time.Second)))
+		if !slices.Contains(got, "write b1") {
+			t.Fatalf("actions after the bake %v: want zone b started", got)
+		}
+	})
+	t.Run("no node of zone a started: zone a starts at once", func(t *testing.T) {
+		s, got := run(t, []step{{2 * time.Second, takeover(nil, nil)}})
+		if !slices.Contains(got, "write a1") || !slices.Contains(got, "write a2") || slices.Contains(got, "emit RolloutBaking") {
+			t.Fatalf("actions %v: want a1 and a2 written, no bake", got)
+		}
+		if d := s.rollout.GetDomains(); !slices.Equal(d, []string{"0a"}) {
+			t.Fatalf("record's domains %q, want zone a", d)
+		}
+		// Term 1's stage stays in the record, ended with no node.
+		if st := s.rollout.GetStages(); len(st) != 2 || st[0].GetNodes() != 0 || st[0].GetEndedAt() == nil {
+			t.Fatalf("stages %v: want term 1's, ended with no node, then this term's", st)
+		}
+	})
+}
