@@ -102,11 +102,15 @@ type NodeObs struct {
 
 // Apply is one call of a node's applier, as the harness's wrapper saw it.
 type Apply struct {
-	At          time.Time
+	At          time.Time // when the call returned
 	Fingerprint string
 	Rollout     string
 	Revert      bool
-	Err         string
+	// RestoreAtStart: the first call of an agent started over an
+	// interrupted apply (its marker on disk): the restore of last-good the
+	// agent makes before it reads anything, the pause included (docs/agent.md).
+	RestoreAtStart bool
+	Err            string
 }
 
 // KVOp is one stored operation of a bucket, as a watcher saw it.

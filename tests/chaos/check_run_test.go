@@ -224,3 +224,20 @@ func TestCheck_KnownBad_NeverWrittenAfterItWasRecorded(t *testing.T) {
 		}},
 	})
 }
+
+func TestCheck_Paused_AppliesInTheWindowButNotARestoreAtStart(t *testing.T) {
+	acked := time.Date(2026, 11, 27, 10, 0, 0, 0, time.UTC)
+	until := acked.Add(500 * time.Millisecond)
+	applies := map[string][]Apply{
+		"node-01": {{At: acked.Add(-time.Millisecond), Fingerprint: "before-the-ack"}, {At: until, Fingerprint: "after-the-resume"}},
+		"node-02": {{At: acked.Add(100 * time.Millisecond), Fingerprint: "restored-at-start", RestoreAtStart: true}},
+	}
+	if v := appliedWhilePaused(applies, 1, acked, until); len(v) != 0 {
+		t.Fatalf("calls outside the window and a restore at start flagged: %v", v)
+	}
+	applies["node-03"] = []Apply{{At: acked.Add(100 * time.Millisecond), Fingerprint: "applied-while-paused"}}
+	v := appliedWhilePaused(applies, 1, acked, until)
+	if len(v) != 1 || v[0].Node != "node-03" || v[0].Invariant != "Paused" {
+		t.Fatalf("an apply inside the window: want one Paused violation on node-03, got %v", v)
+	}
+}

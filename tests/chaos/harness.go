@@ -363,6 +363,9 @@ func (s *system) startAgent(name string) {
 	stateDir := filepath.Join(s.agentDir, name)
 	ap := &chaosApplier{sys: s, node: n, file: agent.NewFileApplier(filepath.Join(stateDir, "config.json")),
 		path: filepath.Join(stateDir, "config.json")}
+	if _, err := os.Stat(filepath.Join(stateDir, agent.ApplyingFile)); err == nil {
+		ap.restoring.Store(true) // its first call restores last-good
+	}
 	nc := s.connect(name)
 	a, err := agent.New(agent.Config{Conn: nc, Settings: s.settings, Log: s.logger.With().Str("svc", name).Logger(), Node: name,
 		Labels: s.sc.Labels(n.index), StateDir: stateDir, Applier: ap, Version: "chaos",
@@ -419,6 +422,9 @@ type chaosApplier struct {
 	node *nodeSim
 	file agent.Applier
 	path string
+	// restoring: the agent starts over an interrupted apply, so its first
+	// call is the restore at start (Apply.RestoreAtStart).
+	restoring atomic.Bool
 }
 
 // ConfigPath lets checks read the config in force (agent.ConfigFiler).
@@ -429,8 +435,9 @@ func (a *chaosApplier) Apply(ctx context.Context, d *sluicev1.DesiredConfig) (er
 	a.node.applying.Store(table)
 	defer a.node.applying.Store(0)
 	a.sys.applyStarted(table) // a fires-mid alert gate fires (gates.go)
+	restore := a.restoring.Swap(false)
 	defer func() {
-		rec := Apply{At: time.Now(), Fingerprint: d.GetFingerprint(), Rollout: d.GetRollout(), Revert: d.GetRevert()}
+		rec := Apply{At: time.Now(), Fingerprint: d.GetFingerprint(), Rollout: d.GetRollout(), Revert: d.GetRevert(), RestoreAtStart: restore}
 		if err != nil {
 			rec.Err = err.Error()
 		}

@@ -107,16 +107,11 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault, h pauseHooks) {
 		s.log.add("%s: read the nodeconfigs stream: %v; writes not checked", ft.Kind, err)
 		seq1 = seq0
 	}
-	var found []Violation
+	applies := make(map[string][]Apply, len(s.nodes))
 	for name, n := range s.nodes {
-		for _, a := range n.history() {
-			if !a.At.Before(acked) && a.At.Before(until) {
-				found = append(found, Violation{Invariant: "Paused", Node: name, Detail: fmt.Sprintf(
-					"the applier was called for %s at %s, while every instance had acknowledged pause generation %d (%s to %s)",
-					short(a.Fingerprint), a.At.Format("15:04:05.000"), gen, acked.Format("15:04:05.000"), until.Format("15:04:05.000"))})
-			}
-		}
+		applies[name] = n.history()
 	}
+	found := appliedWhilePaused(applies, gen, acked, until)
 	for seq := seq0 + 1; seq <= seq1; seq++ {
 		key, err := f.configKey(ctx, seq)
 		if err != nil {
@@ -133,6 +128,25 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault, h pauseHooks) {
 	s.findingsMu.Lock()
 	s.findings = append(s.findings, found...)
 	s.findingsMu.Unlock()
+}
+
+// appliedWhilePaused is the applier calls that returned between acked and
+// until, while every live instance had acknowledged pause generation gen.
+func appliedWhilePaused(applies map[string][]Apply, gen uint64, acked, until time.Time) []Violation {
+	var found []Violation
+	for name, calls := range applies {
+		for _, a := range calls {
+			// A restore at start is not work a pause holds: an agent
+			// started over an interrupted apply puts last-good back before
+			// it reads anything (docs/agent.md), and only then acknowledges.
+			if !a.RestoreAtStart && !a.At.Before(acked) && a.At.Before(until) {
+				found = append(found, Violation{Invariant: "Paused", Node: name, Detail: fmt.Sprintf(
+					"the applier was called for %s at %s, while every instance had acknowledged pause generation %d (%s to %s)",
+					short(a.Fingerprint), a.At.Format("15:04:05.000"), gen, acked.Format("15:04:05.000"), until.Format("15:04:05.000"))})
+			}
+		}
+	}
+	return found
 }
 
 // pauseHooks let a fault act inside pausePlane's checked window.
