@@ -160,6 +160,30 @@ func TestDecide_Takeover_StageInProgress(t *testing.T) {
 			t.Fatalf("actions after the bake %v: want zone b started", got)
 		}
 	})
+	t.Run("zone a's nodes left while no coordinator led: skipped, and the new term bakes before zone b", func(t *testing.T) {
+		ev := takeover([]*sluicev1.DesiredConfig{wrote("a1"), wrote("a2")}, nil)
+		l := ev.(Loaded)
+		l.Presence = zoned("b/b1", "b/b2")
+		s, got := run(t, []step{{2 * time.Second, l}})
+		if slices.Contains(got, "write b1") || !slices.Contains(got, "emit RolloutBaking") {
+			t.Fatalf("actions %v: want a bake and no write of zone b (zone a's stage started two nodes)", got)
+		}
+		r := s.rollout
+		if c := r.GetCounts(); c.GetTotal() != 4 || c.GetSkipped() != 2 {
+			t.Fatalf("counts %v: want the 4 nodes counted, a1 and a2 skipped", c)
+		}
+		var skipped []string
+		for _, o := range r.GetSkipped() {
+			skipped = append(skipped, o.GetNode())
+		}
+		if !slices.Equal(skipped, []string{"a1", "a2"}) {
+			t.Fatalf("skipped %v, want a1 and a2 named", skipped)
+		}
+		got = summarize(Decide(s, Tick{}, t0.Add(63*time.Second)))
+		if !slices.Contains(got, "write b1") {
+			t.Fatalf("actions after the bake %v: want zone b started", got)
+		}
+	})
 	t.Run("no node of zone a started: zone a starts at once", func(t *testing.T) {
 		s, got := run(t, []step{{2 * time.Second, takeover(nil, nil)}})
 		if !slices.Contains(got, "write a1") || !slices.Contains(got, "write a2") || slices.Contains(got, "emit RolloutBaking") {

@@ -358,6 +358,11 @@ func (s *State) placeAll(resuming bool, now time.Time) {
 			r.Counts.Total++
 			s.setProg(n, progSkipped)
 			s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_SKIPPED, "", "", outcomeOf(prevSkipped, name).GetMessage())
+		case resuming && n.desired.GetRollout() == r.GetId() && !n.desired.GetRevert():
+			// Written by this rollout in an earlier term, and gone since
+			// while no coordinator led (its lease lapsed unseen).
+			n.previous = n.backup
+			s.placeAway(n, outcomeOf(prevFailures, name), now)
 		}
 	}
 	if resuming {
@@ -388,8 +393,30 @@ func outcomeOf(list []*sluicev1.NodeOutcome, node string) *sluicev1.NodeOutcome 
 // place renders the rollout target for a present node and puts it where its
 // desired config, status and earlier outcome (prev, from the record) say it is.
 func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
+	target, config := s.renderFor(s.rolloutRev, n)
+	s.placeAt(n, target, config, prev, now)
+}
+
+// placeAway places n, which this rollout wrote to in an earlier term and
+// which is not present now, as the live path would have had it seen the
+// node leave (presence.go): its target is what was written to it (there are
+// no labels to render it by), an outcome its status shows stands, and a
+// node still in flight left before finishing and is skipped. It counts as
+// started in its stage, so the bake after that stage still comes (chaos
+// seed 184: a new term that forgot such a node started the next failure
+// domain without the bake).
+func (s *State) placeAway(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
+	s.placeAt(n, n.desired.GetFingerprint(), n.desired.config, prev, now)
+	if n.prog == progInFlight {
+		s.leftBeforeFinishing(n, "node left (presence lease expired) while no coordinator led, before finishing")
+	}
+}
+
+// placeAt puts n, whose rollout target is target, where its desired config,
+// status and earlier outcome (prev, from the record) say it is.
+func (s *State) placeAt(n *node, target string, config *sluicev1.NodeConfig, prev *sluicev1.NodeOutcome, now time.Time) {
 	r := s.rollout
-	n.target, n.config = s.renderFor(s.rolloutRev, n)
+	n.target, n.config = target, config
 	n.forward = n.target
 	n.domain = s.domainOf(r.GetStrategy().GetFailureDomain(), n)
 	s.joinGroup(n)

@@ -25,17 +25,7 @@ func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 			s.emit(s.nodeEvent(n, "NodeRevertDeferred", "node left (presence lease expired) before its revert finished; it is reverted when it comes back"))
 			return
 		}
-		switch n.prog {
-		case progPending:
-			s.pending.remove(n)
-		case progInFlight:
-			s.land(n)
-		default:
-			return
-		}
-		s.setProg(n, progSkipped)
-		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_SKIPPED, "", "", "node left (presence lease expired) before finishing")
-		s.emit(s.nodeEvent(n, "NodeSkipped", "node left (presence lease expired) before finishing; not counted as a failure"))
+		s.leftBeforeFinishing(n, "node left (presence lease expired) before finishing")
 		return
 	}
 	joined := !n.present
@@ -72,4 +62,20 @@ func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 		s.place(n, nil, now)
 		s.emit(s.nodeEvent(n, "NodeJoinedRollout", "node joined during the rollout; it gets the rollout target"))
 	}
+}
+
+// leftBeforeFinishing skips n, pending or in flight, which left (why says
+// how); a node with an outcome keeps it.
+func (s *State) leftBeforeFinishing(n *node, why string) {
+	switch n.prog {
+	case progPending:
+		s.pending.remove(n)
+	case progInFlight:
+		s.land(n)
+	default:
+		return
+	}
+	s.setProg(n, progSkipped)
+	s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_SKIPPED, "", "", why)
+	s.emit(s.nodeEvent(n, "NodeSkipped", why+"; not counted as a failure"))
 }
