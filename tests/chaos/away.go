@@ -97,6 +97,54 @@ func (f *faults) leaveUntilRevert(ctx context.Context, ft Fault) {
 	s.log.add("%s: reverts may go on", ft.Kind)
 }
 
+// joinDuringRevert: ft.Node leaves as the rollout of change ft.Change
+// ended, the next change is applied once its presence expired (its rollout
+// does not count it), and it comes back while that rollout reverts. Revert
+// applies wait at the gate (Scenario.RevertGate) until it is back, so the
+// revert still runs: the coordinator must give it the config in force, never
+// the rolled-back target (JoinedRevert).
+func (f *faults) joinDuringRevert(ctx context.Context, ft Fault) {
+	s := f.sys
+	next := f.drv.holdFor(ft.Change + 1)
+	defer next.release()
+	defer s.openGate()
+	defer f.lock(ft.Node)()
+	s.halt(ft.Node)
+	f.drv.left(ft.Node)
+	s.log.add("%s: stopped %s", ft, ft.Node)
+	if !s.awaitKey(ctx, s.nodesKV, ft.Node, true, 3*s.sc.NodeLease+5*time.Second) {
+		s.log.add("%s: its presence did not expire", ft.Kind)
+	}
+	next.release()
+	a := f.drv.changes[ft.Change+1]
+	select {
+	case <-ctx.Done():
+		return
+	case <-a.done:
+	}
+	var reverting bool
+	if _, err := s.waitPhase(ctx, a.id, 30*time.Second, func(r *sluicev1.Rollout) bool {
+		reverting = r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING
+		return reverting || ended(r)
+	}); err != nil {
+		s.log.add("%s: %v", ft.Kind, err)
+	}
+	at := time.Now()
+	s.startAgent(ft.Node)
+	s.log.add("%s %s: started again (rollout %s reverting: %v)", ft.Kind, ft.Node, a.id, reverting)
+	if reverting {
+		f.drv.joined(Joiner{Node: ft.Node, Rollout: a.id, At: at})
+	}
+	// Let the coordinator see it come back before the revert may end.
+	if s.awaitKey(ctx, s.nodesKV, ft.Node, false, 5*time.Second) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(300 * time.Millisecond):
+		}
+	}
+	s.log.add("%s: reverts may go on", ft.Kind)
+}
+
 // pauseAwayIdle is how long a pause-away after an apply holds the pause
 // when no node of the rollout is held in flight (none leaves).
 const pauseAwayIdle = 500 * time.Millisecond

@@ -56,6 +56,9 @@ type Observation struct {
 	// (its first change's) on rolls them out. 0: no change was accepted.
 	Declared     []string
 	DeclaredFrom uint64
+	// Joiners are the nodes the schedule made join while a rollout
+	// reverted (join-during-revert), each with when it started again.
+	Joiners []Joiner
 	// Unstored are the revisions rollout records name that are not in the
 	// revisions bucket at rest (and never held garbage).
 	Unstored []RevisionRef
@@ -111,6 +114,13 @@ type Apply struct {
 	// agent makes before it reads anything, the pause included (docs/agent.md).
 	RestoreAtStart bool
 	Err            string
+}
+
+// Joiner is a node that joined while a rollout reverted.
+type Joiner struct {
+	Node    string
+	Rollout string    // the rollout that reverted when it came back
+	At      time.Time // when its agent started again
 }
 
 // KVOp is one stored operation of a bucket, as a watcher saw it.
@@ -200,6 +210,7 @@ func Check(o *Observation) []Violation {
 	checkPartialAnswers(o, add)
 	checkDeclared(o, add)
 	checkReverted(o, add)
+	checkJoinedRevert(o, add)
 	checkBaked(o, add)
 	checkReferencedKept(o, add)
 	checkTimedOutRecorded(o, add)

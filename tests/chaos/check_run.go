@@ -303,3 +303,39 @@ func spoiledKey(o *Observation, bucket, key string) bool {
 	}
 	return false
 }
+
+// JoinedRevert: a node that joins while a rollout reverts is given the
+// config in force (docs/rollouts.md), never the rollout's forward target:
+// no desired config carrying that target is written to it after it came
+// back and before the rollout's record ended. Checked along the run: the
+// rollout's end gives every node outside the config in force that config,
+// so at rest nothing shows a joiner that ran the rolled-back target for a
+// while.
+func checkJoinedRevert(o *Observation, add addFunc) {
+	for _, j := range o.Joiners {
+		target := o.Targets[j.Rollout][j.Node]
+		if target == "" {
+			continue
+		}
+		var end time.Time
+		for _, w := range o.RolloutWrites {
+			if w.Key == j.Rollout && w.Rollout != nil && contract.Terminal(w.Rollout.GetPhase()) {
+				end = w.At
+				break
+			}
+		}
+		for _, w := range o.ConfigWrites {
+			d := w.Desired
+			if w.Delete || d == nil || d.GetRevert() || w.At.Before(j.At) || (!end.IsZero() && w.At.After(end)) {
+				continue
+			}
+			if node, which, _ := contract.NodeOfConfigKey(w.Key); node != j.Node || which != "desired" {
+				continue
+			}
+			if d.GetFingerprint() == target {
+				add("JoinedRevert", j.Rollout, j.Node, "it joined while the rollout reverted, and was given the rollout's target %s "+
+					"(desired write revision %d, naming rollout %s) instead of the config in force", short(target), w.Revision, d.GetRollout())
+			}
+		}
+	}
+}

@@ -241,3 +241,23 @@ func TestCheck_Paused_AppliesInTheWindowButNotARestoreAtStart(t *testing.T) {
 		t.Fatalf("an apply inside the window: want one Paused violation on node-03, got %v", v)
 	}
 }
+
+// A node that joins while a rollout reverts gets the config in force; the
+// rolled-back target given to it is a violation even though the rollout's
+// end heals it (issue 22, mutation 08).
+func TestCheck_JoinedRevert_JoinerNeverGetsTheRolledBackTarget(t *testing.T) {
+	joiner := func(fp string, written float64) func(o *Observation) {
+		return func(o *Observation) {
+			o.Targets["r1"]["node-03"], o.Targets["r2"]["node-03"] = "fp-a3", "fp-b3"
+			o.Joiners = []Joiner{{Node: "node-03", Rollout: "r2", At: at(6.5)}}
+			o.ConfigWrites = append(o.ConfigWrites, KVOp{Key: "node-03.desired", Revision: 9, At: at(written),
+				Desired: &sluicev1.DesiredConfig{Node: "node-03", Rollout: "r1", Fingerprint: fp, LeaderEpoch: 9}})
+		}
+	}
+	runCases(t, "JoinedRevert", "node-03", []checkCase{
+		{name: "given the config in force", given: joiner("fp-a3", 6.6)},
+		{name: "given the rolled-back target", given: joiner("fp-b3", 6.6), want: true},
+		{name: "the target written before it came back is not its join", given: joiner("fp-b3", 6.4)},
+		{name: "the target written after the rollout ended is not the revert's", given: joiner("fp-b3", 8.5)},
+	})
+}

@@ -37,7 +37,54 @@ type driver struct {
 	changes []*applied
 	mu      sync.Mutex
 	away    map[string]bool // nodes a fault made leave, picked as it ran (pause-away)
+	// holds are the changes whose apply waits for a fault (join-during-
+	// revert: its node's presence expired first), by change index.
+	holds map[int]*hold
+	// joiners are the nodes join-during-revert brought back while a rollout reverted.
+	joiners []Joiner
 }
+
+func (d *driver) joined(j Joiner) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.joiners = append(d.joiners, j)
+}
+
+func (d *driver) joinedSoFar() []Joiner {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return slices.Clone(d.joiners)
+}
+
+// hold keeps a change's apply waiting until released (once).
+type hold struct {
+	ch   chan struct{}
+	once sync.Once
+}
+
+func (h *hold) release() { h.once.Do(func() { close(h.ch) }) }
+
+// holdFor is the hold on change i's apply, nil if nothing holds it.
+func (d *driver) holdFor(i int) *hold { return d.holds[i] }
+
+// waitHold waits until change i's apply is released, for at most
+// holdWithin: a fault whose trigger never came does not stop the run.
+func (d *driver) waitHold(ctx context.Context, i int) {
+	h := d.holdFor(i)
+	if h == nil {
+		return
+	}
+	t := time.NewTimer(holdWithin)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+	case <-h.ch:
+	case <-t.C:
+		d.sys.log.add("change %d: the fault holding its apply did not release it within %s; applied", i, holdWithin)
+	}
+}
+
+const holdWithin = 20 * time.Second
 
 // left records that a fault made node leave (Expectation.Leavers).
 func (d *driver) left(node string) {
@@ -57,9 +104,14 @@ func newDriver(s *system) *driver {
 	if err != nil {
 		s.t.Fatal(err)
 	}
-	d := &driver{sys: s, base: base}
+	d := &driver{sys: s, base: base, holds: map[int]*hold{}}
 	for range s.sc.Changes {
 		d.changes = append(d.changes, &applied{done: make(chan struct{})})
+	}
+	for _, ft := range s.sc.Faults {
+		if ft.Kind == JoinDuringRevert {
+			d.holds[ft.Change+1] = &hold{ch: make(chan struct{})}
+		}
 	}
 	return d
 }
@@ -206,6 +258,7 @@ func (d *driver) run(ctx context.Context) error {
 		if err := d.freezeBeforeApply(ctx, i); err != nil {
 			return err
 		}
+		d.waitHold(ctx, i)
 		if err := d.apply(ctx, i); err != nil {
 			return err
 		}
@@ -441,6 +494,9 @@ func (f *faults) trigger(ctx context.Context, ft Fault) bool {
 func (f *faults) one(ctx context.Context, ft Fault) {
 	if !f.trigger(ctx, ft) {
 		f.sys.log.add("fault not reached: %s", ft)
+		if ft.Kind == JoinDuringRevert {
+			f.drv.holdFor(ft.Change + 1).release()
+		}
 		return
 	}
 	s := f.sys
@@ -536,6 +592,8 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 		f.pauseAway(ctx, ft)
 	case LeaveUntilRevert:
 		f.leaveUntilRevert(ctx, ft)
+	case JoinDuringRevert:
+		f.joinDuringRevert(ctx, ft)
 	case StaleDesired:
 		f.staleDesired(ctx, ft)
 	case GarbageValue:

@@ -710,6 +710,7 @@ func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestar
 		o.Registry = s.reg.observed(s.sc.Registry.Intents)
 	}
 	o.Expect = d.expectations(natsRestarted)
+	o.Joiners = d.joinedSoFar()
 	s.observeExtras(o)
 	o.Declared, o.DeclaredFrom = d.declared(), d.changes[0].gen
 	return o, nil

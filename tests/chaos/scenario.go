@@ -3,6 +3,7 @@ package chaos
 import (
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -76,6 +77,13 @@ const (
 	// it, of a lower epoch, compare-and-set over its current one. Its agent
 	// must ignore it (docs/agent.md: the epoch check on the read).
 	StaleDesired FaultKind = "stale-desired"
+	// JoinDuringRevert: Node leaves as the rollout of change Change ends,
+	// the next change is applied only once its presence expired (so that
+	// its rollout does not count it), and it comes back as a joiner while
+	// that rollout reverts; the revert applies wait (RevertGate) so that the
+	// revert still runs then. A node that joins during a revert is given the
+	// config in force, never the rolled-back target (JoinedRevert).
+	JoinDuringRevert FaultKind = "join-during-revert"
 )
 
 // TriggerKind says when a fault fires.
@@ -282,6 +290,21 @@ func Pick(seed uint64) Scenario {
 		// Below the apply deadline (lease + 1.5 s) less the time to ack.
 		s.RevertGate = s.NodeLease + 500*time.Millisecond
 	}
+	// Drawn after everything above, for the same reason: a node that joins
+	// while a rollout reverts (not the leave-until-revert node, not one
+	// that fails the change: it is not in the rollout).
+	if c := s.rollsBack(); c > 0 && rng.IntN(3) == 0 {
+		var others []string
+		for _, n := range nodes {
+			if !slices.ContainsFunc(s.Faults, func(f Fault) bool { return f.Kind == LeaveUntilRevert && f.Node == n }) {
+				others = append(others, n)
+			}
+		}
+		if n := s.leaver(rng, others, c); n != "" && !s.Changes[c].Supersede {
+			s.Faults = append(s.Faults, Fault{Kind: JoinDuringRevert, Trigger: Ended, Change: c - 1, Node: n})
+			s.RevertGate = s.NodeLease + 500*time.Millisecond
+		}
+	}
 	s.pickExtras() // its own stream: no draw above moves
 	return s
 }
@@ -469,6 +492,9 @@ func (s Scenario) leaver(rng *rand.Rand, nodes []string, change int) string {
 		if s.Changes[change].Behaviour[n] == Healthy {
 			ok = append(ok, n)
 		}
+	}
+	if len(ok) == 0 {
+		return ""
 	}
 	return ok[rng.IntN(len(ok))]
 }
