@@ -29,6 +29,20 @@ func staged(o *Observation) {
 	r.Strategy.FirstWave, r.Strategy.BakeTime = 1, durationpb.New(200*time.Millisecond)
 }
 
+// shortBake gives r2 waves and a bake shorter than bakeSlack, with node-01
+// provisioned 20 ms after it was given its target (4.5 s), as on virtual
+// time where the apply takes its 11–22 ms and the bake starts in the same
+// instant as the report.
+func shortBake(o *Observation) {
+	r := rollout(o, "r2")
+	r.Strategy.FirstWave, r.Strategy.BakeTime = 1, durationpb.New(60*time.Millisecond)
+	for _, s := range o.StatusWrites {
+		if s.GetNode() == "node-01" && s.GetRollout() == "r2" && s.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
+			s.LastUpdate = timestamppb.New(at(4.52))
+		}
+	}
+}
+
 func TestCheck_Pairs_TwoMembersNeverUnprovenTogether(t *testing.T) {
 	runCases(t, "Pairs", "node-02", []checkCase{
 		{name: "node-02 given its target after node-01 provisioned", given: paired},
@@ -56,6 +70,23 @@ func TestCheck_Pairs_TwoMembersNeverUnprovenTogether(t *testing.T) {
 			staged(o)
 			o.Events = append(o.Events, &sluicev1.Event{Type: "RolloutBaking", Rollout: "r2", Time: timestamppb.New(at(5.25))})
 		}},
+		{name: "a bake shorter than bakeSlack: node-02 given it after node-01's bake (seeds 246, 384, 882)", given: func(o *Observation) {
+			paired(o)
+			shortBake(o)
+			o.Events = append(o.Events, &sluicev1.Event{Type: "RolloutBaking", Rollout: "r2", Time: timestamppb.New(at(4.52))})
+		}},
+		{name: "a bake shorter than bakeSlack: node-02 given it while node-01 was in flight", given: func(o *Observation) {
+			paired(o)
+			shortBake(o)
+			o.Events = append(o.Events, &sluicev1.Event{Type: "RolloutBaking", Rollout: "r2", Time: timestamppb.New(at(4.52))})
+			w := &o.ConfigWrites[4] // node-02's r2 target
+			w.At, w.Desired.WrittenAt = at(4.51), timestamppb.New(at(4.51))
+		}, want: true},
+		{name: "a bake shorter than bakeSlack: node-02 given it before node-01's bake began", given: func(o *Observation) {
+			paired(o)
+			shortBake(o)
+			o.Events = append(o.Events, &sluicev1.Event{Type: "RolloutBaking", Rollout: "r2", Time: timestamppb.New(at(5.6))})
+		}, want: true},
 		{name: "node-01 never ended, where events may be lost: not judged", given: func(o *Observation) {
 			paired(o)
 			o.StatusWrites[0].LastUpdate = timestamppb.New(at(1.2))
