@@ -148,6 +148,73 @@ func TestCheck_Window_NoWaveStartsOutsideTheWindows(t *testing.T) {
 	})
 }
 
+// TestCheck_Window_AWindowThatClosesMidRollout: r2's windows as the harness
+// draws a closing one (windows.go): open until 12:01, closed for a minute,
+// open again from 12:02. Its first stage starts at 12:00:04.5, inside.
+func TestCheck_Window_AWindowThatClosesMidRollout(t *testing.T) {
+	stages := func(second float64) func(o *Observation) {
+		return func(o *Observation) {
+			r := rollout(o, "r2")
+			r.Strategy.Windows = closingWindows(t0.Add(time.Minute))
+			r.Stages = []*sluicev1.StageResult{{Wave: 1, StartedAt: timestamppb.New(at(4.5))}}
+			if second > 0 {
+				r.Stages = append(r.Stages, &sluicev1.StageResult{Wave: 2, StartedAt: timestamppb.New(at(second))})
+			}
+		}
+	}
+	runCases(t, "Window", "", []checkCase{
+		{name: "one stage, in flight when the window closed", given: stages(0)},
+		{name: "the next stage started just before the window closed", given: stages(59.99)},
+		{name: "the next stage started as the window closed", given: stages(60), want: true},
+		{name: "the next stage started while no window was open", given: stages(90), want: true},
+		{name: "the next stage started when the next window opened", given: stages(120)},
+		{name: "the next stage started within the next window", given: stages(125.5)},
+	})
+}
+
+func TestClosingWindows_OpenUntilTheBoundaryClosedAMinute(t *testing.T) {
+	tests := []struct {
+		name      string
+		now       time.Time
+		ahead     time.Duration
+		wantClose time.Time
+	}{
+		{name: "early in a minute", now: time.Date(2000, 1, 1, 0, 0, 4, 500e6, time.UTC), ahead: 500 * time.Millisecond,
+			wantClose: time.Date(2000, 1, 1, 0, 1, 0, 0, time.UTC)},
+		{name: "too late in a minute for the lead: the next boundary", now: time.Date(2000, 1, 1, 0, 0, 59, 500e6, time.UTC), ahead: 600 * time.Millisecond,
+			wantClose: time.Date(2000, 1, 1, 0, 2, 0, 0, time.UTC)},
+		{name: "across midnight", now: time.Date(2000, 1, 1, 23, 59, 10, 0, time.UTC), ahead: time.Second,
+			wantClose: time.Date(2000, 1, 2, 0, 0, 0, 0, time.UTC)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := closeBoundary(tt.now, tt.ahead)
+			if !c.Equal(tt.wantClose) {
+				t.Fatalf("closeBoundary = %s, want %s", c, tt.wantClose)
+			}
+			var ws []contract.Window
+			for _, text := range closingWindows(c) {
+				w, err := contract.ParseWindow(text)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ws = append(ws, w)
+			}
+			for _, p := range []struct {
+				at   time.Time
+				open bool
+			}{
+				{tt.now, true}, {tt.now.Add(tt.ahead), true}, {c.Add(-time.Nanosecond), true},
+				{c, false}, {c.Add(59 * time.Second), false}, {c.Add(time.Minute), true}, {c.Add(time.Hour), true},
+			} {
+				if open, _ := contract.WindowsOpen(ws, p.at); open != p.open {
+					t.Errorf("windows %v open at %s: %v, want %v", closingWindows(c), p.at.Format("15:04:05.000"), open, p.open)
+				}
+			}
+		})
+	}
+}
+
 // gated gives r2 a metric gate that got only missing data; r2 rolled back,
 // blocked by it when it gave up.
 func gated(o *Observation) {
