@@ -53,6 +53,10 @@ type unprovenSpan struct {
 	operation  string
 	provedBake bool // ended by a bake after Provisioned
 	byStop     bool // ended only by the rollout's revert or end: no outcome of its own seen
+	// provisioned is its Provisioned report under a staged bake when no
+	// bake after it was seen to end it (zero otherwise): the message says
+	// so, rather than "no outcome".
+	provisioned time.Time
 }
 
 // Pairs: two members of one redundancy group are never unproven at the
@@ -98,9 +102,12 @@ func checkPairs(o *Observation, add addFunc) {
 						continue
 					}
 					end := "no end seen"
-					if a.byStop {
+					switch {
+					case a.byStop && !a.provisioned.IsZero():
+						end = "provisioned at " + a.provisioned.Format("15:04:05.000") + ", no bake after it seen before the rollout stopped at " + a.to.Format("15:04:05.000")
+					case a.byStop:
 						end = "no outcome of its own seen before the rollout stopped at " + a.to.Format("15:04:05.000")
-					} else if !a.open {
+					case !a.open:
 						end = "unproven until " + a.to.Format("15:04:05.000")
 						if a.provedBake {
 							end += " (the bake after its Provisioned)"
@@ -190,11 +197,16 @@ func pairSpans(o *Observation, r *sluicev1.Rollout) []unprovenSpan {
 					end(at, false, false)
 					continue
 				}
+				baked := false
 				for _, b := range baking {
 					if !b.Before(at) {
 						end(b.Add(bakeLessSlack(bake)), true, false)
+						baked = true
 						break
 					}
+				}
+				if !baked && sp.provisioned.IsZero() {
+					sp.provisioned = at
 				}
 			}
 		}
