@@ -89,9 +89,12 @@ func (d *driver) untilClosing(ctx context.Context, i int) error {
 }
 
 // endWithin is how long the driver waits for change i's rollout to end:
-// a minute more when its windows close while it runs.
+// a minute more when its windows close while it runs, or when it was
+// applied while such a rollout ran (queued behind it, whileActive queue,
+// it starts only once that one ended: seeds 439 and 1201).
 func (d *driver) endWithin(i int) time.Duration {
-	if c := d.sys.sc.Extras.Closing; c != nil && c.Change == i {
+	c := d.sys.sc.Extras.Closing
+	if c != nil && (c.Change == i || c.Change == i-1 && d.sys.sc.Changes[i].Supersede) {
 		return endWithin + time.Minute
 	}
 	return endWithin
