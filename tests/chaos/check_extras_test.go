@@ -29,6 +29,20 @@ func staged(o *Observation) {
 	r.Strategy.FirstWave, r.Strategy.BakeTime = 1, durationpb.New(200*time.Millisecond)
 }
 
+// shortBake gives r2 waves and a bake shorter than bakeSlack, with node-01
+// provisioned 20 ms after it was given its target (4.5 s), as on virtual
+// time where the apply takes its 11–22 ms and the bake starts in the same
+// instant as the report.
+func shortBake(o *Observation) {
+	r := rollout(o, "r2")
+	r.Strategy.FirstWave, r.Strategy.BakeTime = 1, durationpb.New(60*time.Millisecond)
+	for _, s := range o.StatusWrites {
+		if s.GetNode() == "node-01" && s.GetRollout() == "r2" && s.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
+			s.LastUpdate = timestamppb.New(at(4.52))
+		}
+	}
+}
+
 func TestCheck_Pairs_TwoMembersNeverUnprovenTogether(t *testing.T) {
 	runCases(t, "Pairs", "node-02", []checkCase{
 		{name: "node-02 given its target after node-01 provisioned", given: paired},
@@ -56,6 +70,23 @@ func TestCheck_Pairs_TwoMembersNeverUnprovenTogether(t *testing.T) {
 			staged(o)
 			o.Events = append(o.Events, &sluicev1.Event{Type: "RolloutBaking", Rollout: "r2", Time: timestamppb.New(at(5.25))})
 		}},
+		{name: "a bake shorter than bakeSlack: node-02 given it after node-01's bake (seeds 246, 384, 882)", given: func(o *Observation) {
+			paired(o)
+			shortBake(o)
+			o.Events = append(o.Events, &sluicev1.Event{Type: "RolloutBaking", Rollout: "r2", Time: timestamppb.New(at(4.52))})
+		}},
+		{name: "a bake shorter than bakeSlack: node-02 given it while node-01 was in flight", given: func(o *Observation) {
+			paired(o)
+			shortBake(o)
+			o.Events = append(o.Events, &sluicev1.Event{Type: "RolloutBaking", Rollout: "r2", Time: timestamppb.New(at(4.52))})
+			w := &o.ConfigWrites[4] // node-02's r2 target
+			w.At, w.Desired.WrittenAt = at(4.51), timestamppb.New(at(4.51))
+		}, want: true},
+		{name: "a bake shorter than bakeSlack: node-02 given it before node-01's bake began", given: func(o *Observation) {
+			paired(o)
+			shortBake(o)
+			o.Events = append(o.Events, &sluicev1.Event{Type: "RolloutBaking", Rollout: "r2", Time: timestamppb.New(at(5.6))})
+		}, want: true},
 		{name: "node-01 never ended, where events may be lost: not judged", given: func(o *Observation) {
 			paired(o)
 			o.StatusWrites[0].LastUpdate = timestamppb.New(at(1.2))
@@ -115,6 +146,73 @@ func TestCheck_Window_NoWaveStartsOutsideTheWindows(t *testing.T) {
 		{name: "r2 started within its window", given: windows("* 13:00-14:00", "* 11:00-13:00 UTC")},
 		{name: "r2 started outside its windows", given: windows("* 13:00-14:00", "Sat 11:00-13:00"), want: true},
 	})
+}
+
+// TestCheck_Window_AWindowThatClosesMidRollout: r2's windows as the harness
+// draws a closing one (windows.go): open until 12:01, closed for a minute,
+// open again from 12:02. Its first stage starts at 12:00:04.5, inside.
+func TestCheck_Window_AWindowThatClosesMidRollout(t *testing.T) {
+	stages := func(second float64) func(o *Observation) {
+		return func(o *Observation) {
+			r := rollout(o, "r2")
+			r.Strategy.Windows = closingWindows(t0.Add(time.Minute))
+			r.Stages = []*sluicev1.StageResult{{Wave: 1, StartedAt: timestamppb.New(at(4.5))}}
+			if second > 0 {
+				r.Stages = append(r.Stages, &sluicev1.StageResult{Wave: 2, StartedAt: timestamppb.New(at(second))})
+			}
+		}
+	}
+	runCases(t, "Window", "", []checkCase{
+		{name: "one stage, in flight when the window closed", given: stages(0)},
+		{name: "the next stage started just before the window closed", given: stages(59.99)},
+		{name: "the next stage started as the window closed", given: stages(60), want: true},
+		{name: "the next stage started while no window was open", given: stages(90), want: true},
+		{name: "the next stage started when the next window opened", given: stages(120)},
+		{name: "the next stage started within the next window", given: stages(125.5)},
+	})
+}
+
+func TestClosingWindows_OpenUntilTheBoundaryClosedAMinute(t *testing.T) {
+	tests := []struct {
+		name      string
+		now       time.Time
+		ahead     time.Duration
+		wantClose time.Time
+	}{
+		{name: "early in a minute", now: time.Date(2000, 1, 1, 0, 0, 4, 500e6, time.UTC), ahead: 500 * time.Millisecond,
+			wantClose: time.Date(2000, 1, 1, 0, 1, 0, 0, time.UTC)},
+		{name: "too late in a minute for the lead: the next boundary", now: time.Date(2000, 1, 1, 0, 0, 59, 500e6, time.UTC), ahead: 600 * time.Millisecond,
+			wantClose: time.Date(2000, 1, 1, 0, 2, 0, 0, time.UTC)},
+		{name: "across midnight", now: time.Date(2000, 1, 1, 23, 59, 10, 0, time.UTC), ahead: time.Second,
+			wantClose: time.Date(2000, 1, 2, 0, 0, 0, 0, time.UTC)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := closeBoundary(tt.now, tt.ahead)
+			if !c.Equal(tt.wantClose) {
+				t.Fatalf("closeBoundary = %s, want %s", c, tt.wantClose)
+			}
+			var ws []contract.Window
+			for _, text := range closingWindows(c) {
+				w, err := contract.ParseWindow(text)
+				if err != nil {
+					t.Fatal(err)
+				}
+				ws = append(ws, w)
+			}
+			for _, p := range []struct {
+				at   time.Time
+				open bool
+			}{
+				{tt.now, true}, {tt.now.Add(tt.ahead), true}, {c.Add(-time.Nanosecond), true},
+				{c, false}, {c.Add(59 * time.Second), false}, {c.Add(time.Minute), true}, {c.Add(time.Hour), true},
+			} {
+				if open, _ := contract.WindowsOpen(ws, p.at); open != p.open {
+					t.Errorf("windows %v open at %s: %v, want %v", closingWindows(c), p.at.Format("15:04:05.000"), open, p.open)
+				}
+			}
+		})
+	}
 }
 
 // gated gives r2 a metric gate that got only missing data; r2 rolled back,

@@ -249,11 +249,14 @@ func (d *driver) run(ctx context.Context) error {
 					prev.superseded = true
 				}
 			} else {
-				if err := d.waitEnded(ctx, prev.id, fmt.Sprintf("of change %d", i-1)); err != nil {
+				if err := d.waitEnded(ctx, prev.id, fmt.Sprintf("of change %d", i-1), d.endWithin(i-1)); err != nil {
 					return err
 				}
 				d.sys.log.add("rollout %s of change %d ended", prev.id, i-1)
 			}
+		}
+		if err := d.untilClosing(ctx, i); err != nil {
+			return err
 		}
 		if err := d.freezeBeforeApply(ctx, i); err != nil {
 			return err
@@ -264,29 +267,29 @@ func (d *driver) run(ctx context.Context) error {
 		}
 		if i == 0 {
 			// The baseline must be in force before faults begin.
-			if err := d.waitEnded(ctx, d.changes[0].id, "of the baseline"); err != nil {
+			if err := d.waitEnded(ctx, d.changes[0].id, "of the baseline", endWithin); err != nil {
 				return err
 			}
 			d.sys.log.add("baseline rollout %s ended", d.changes[0].id)
 		}
 	}
 	last := d.changes[len(d.changes)-1]
-	if err := d.waitEnded(ctx, last.id, "of the last change"); err != nil {
+	if err := d.waitEnded(ctx, last.id, "of the last change", d.endWithin(len(d.changes)-1)); err != nil {
 		return err
 	}
 	d.sys.log.add("rollout %s of change %d ended", last.id, len(d.changes)-1)
 	return nil
 }
 
-// waitEnded waits up to endWithin for rollout id (of what) to end. Its
+// waitEnded waits up to within for rollout id (of what) to end. Its
 // error says it did not, or is the harness's (waitPhase).
-func (d *driver) waitEnded(ctx context.Context, id, of string) error {
-	ok, err := d.sys.waitPhase(ctx, id, endWithin, ended)
+func (d *driver) waitEnded(ctx context.Context, id, of string, within time.Duration) error {
+	ok, err := d.sys.waitPhase(ctx, id, within, ended)
 	switch {
 	case err != nil:
 		return fmt.Errorf("wait for rollout %s %s to end: %w", id, of, err)
 	case !ok:
-		return fmt.Errorf("rollout %s %s did not end within %s", id, of, endWithin)
+		return fmt.Errorf("rollout %s %s did not end within %s", id, of, within)
 	}
 	return nil
 }

@@ -15,9 +15,11 @@ import (
 // lets the main stream gain draws without moving these. The order below
 // is fixed: a new feature is drawn after the last one.
 //
-// Each is drawn for a fraction of the seeds only, and each costs little
-// time: a freeze holds a wave for 0.5–3 s (or a rollout for 0.5–1.75 s),
-// a gate that gets no data waits its 1 s deadline.
+// Each is drawn for a fraction of the seeds only, and each but the last
+// costs little time: a freeze holds a wave for 0.5–3 s (or a rollout for
+// 0.5–1.75 s), a gate that gets no data waits its 1 s deadline. A window
+// that closes while its rollout runs costs up to two minutes (windows.go),
+// so it is drawn for one seed in closingOdds.
 type Extras struct {
 	// Pairs maps a node to its redundancy group (label sluice.dev/pair);
 	// nodes not listed have none.
@@ -29,6 +31,9 @@ type Extras struct {
 	Windows map[int]bool
 	// Gates are the gates of each change (index) that has any.
 	Gates map[int][]GatePlan
+	// Closing is a change whose deploy window closes while it runs, the
+	// next opening a minute later (windows.go); nil: none.
+	Closing *ClosingPlan
 }
 
 // extrasSalt derives the second stream: rand.NewPCG(seed, seed^extrasSalt).
@@ -56,6 +61,9 @@ func (s *Scenario) pickExtras() {
 			}
 		}
 	}
+	if rng.IntN(closingOdds) == 0 {
+		x.Closing = s.pickClosing(rng)
+	}
 	s.Extras = x
 }
 
@@ -77,6 +85,9 @@ func (s Scenario) describeExtras(b *strings.Builder) {
 			gs = append(gs, g.String())
 		}
 		fmt.Fprintf(b, "  change %d gates: %s\n", i, strings.Join(gs, "; "))
+	}
+	if c := x.Closing; c != nil {
+		fmt.Fprintf(b, "  %s\n", c)
 	}
 }
 

@@ -227,14 +227,18 @@ func (s *system) isFiring(i int) bool {
 }
 
 // decorate is change i's strategy as applied: the scenario's, with its
-// deploy windows (open at now) and gates.
+// deploy windows (open at now, or closing soon: windows.go) and gates.
 func (s *system) decorate(i int, st *sluicev1.Strategy) *sluicev1.Strategy {
 	x := s.sc.Extras
-	if !x.Windows[i] && len(x.Gates[i]) == 0 {
+	closing := x.Closing != nil && x.Closing.Change == i
+	if !x.Windows[i] && len(x.Gates[i]) == 0 && !closing {
 		return st
 	}
 	st = proto.Clone(st).(*sluicev1.Strategy)
-	if x.Windows[i] {
+	switch {
+	case closing:
+		st.Windows = closingWindows(s.closesAt)
+	case x.Windows[i]:
 		st.Windows = openWindows(time.Now())
 	}
 	for _, g := range x.Gates[i] {

@@ -110,6 +110,9 @@ type system struct {
 	prom   *promStub    // the gates' Prometheus (gates.go); nil without gates
 	gateMu sync.Mutex   // guards fired
 	fired  map[int]bool // changes whose fires-mid alert fires
+	// closesAt is when the closing window of Extras.Closing closes (the
+	// driver's, set before that change is applied; windows.go).
+	closesAt time.Time
 }
 
 // nodeSim is what the harness knows of one node: its applier's record.
