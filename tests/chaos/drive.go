@@ -255,13 +255,13 @@ func (d *driver) run(ctx context.Context) error {
 				d.sys.log.add("rollout %s of change %d ended", prev.id, i-1)
 			}
 		}
+		d.waitHold(ctx, i) // before the closing window's wait: it may take seconds
 		if err := d.untilClosing(ctx, i); err != nil {
 			return err
 		}
 		if err := d.freezeBeforeApply(ctx, i); err != nil {
 			return err
 		}
-		d.waitHold(ctx, i)
 		if err := d.apply(ctx, i); err != nil {
 			return err
 		}
