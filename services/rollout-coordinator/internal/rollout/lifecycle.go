@@ -89,26 +89,8 @@ func (s *State) load(ev Loaded, now time.Time) {
 		}
 		s.do(fin)
 	case activeRev == nil:
-		// Its revision is gone (only an operator deleting it does that).
-		s.rollout = active
-		s.rollout.Counts = countsOf(s.rollout.Counts)
-		s.clockBase, s.clockFrom, s.heldAt = active.GetLeaderTime().AsDuration(), now, time.Time{}
-		// What its nodes reported of it stays on record (I3), though its
-		// revision, and perhaps its record, cannot be read.
-		for _, name := range s.sortedNodes() {
-			n := s.nodes[name]
-			st := n.status
-			if st.GetPhase() != sluicev1.NodePhase_NODE_PHASE_INVALID || st.GetRollout() != active.GetId() {
-				continue
-			}
-			if outcomeOf(s.rollout.GetFailures(), name) == nil {
-				s.countLateFailure()
-			}
-			s.recordOutcomeOf(n, st.GetFingerprint(), sluicev1.NodeResult_NODE_RESULT_INVALID,
-				orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), "reported invalid: "+st.GetMessage())
-		}
-		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED,
-			fmt.Sprintf("revision %s of this rollout is no longer stored; nodes are left as they are", render.Short(active.GetRevision())), now)
+		// Its revision cannot be read (garbage over it), or is gone.
+		s.stopUnreadable(active, now)
 	default:
 		// Resume: where each node stands is read off its desired config and
 		// status. Deadlines restart now: time without a leader does not count.
@@ -139,16 +121,21 @@ func (s *State) load(ev Loaded, now time.Time) {
 
 // countLateFailure counts a failure the record did not list, keeping the
 // forward counts equal to the total: the record counted the node in
-// progress or pending, if it counted it at all (a record that stands in
-// for a lost one counts nothing).
+// progress or pending — stopped or not started, once the rollout stopped
+// (stopUnreadable) — if it counted it at all (a record that stands in for a
+// lost one counts nothing).
 func (s *State) countLateFailure() {
 	c := s.rollout.Counts
 	c.Failed++
 	switch {
 	case c.GetInProgress() > 0:
 		c.InProgress--
+	case c.GetStopped() > 0:
+		c.Stopped--
 	case c.GetPending() > 0:
 		c.Pending--
+	case c.GetNotStarted() > 0:
+		c.NotStarted--
 	default:
 		c.Total++
 	}
