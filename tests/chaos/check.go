@@ -623,16 +623,11 @@ func checkCounts(o *Observation, add addFunc) {
 		// A node whose desired key got garbage while the rollout ran may
 		// have been reverted by a term whose successor cannot read that
 		// revert (the garbage is all its key holds): the successor's record
-		// may not count it. So may a node whose presence key got garbage
-		// while it ran, up to the instant it ended: a term that loads then
-		// cannot see the node (an unreadable value never reaches a
-		// decision, I8), so it does not wait for the revert it finds
-		// written; the term before, already deposed, announced that revert
-		// when the agent reported it (seed 1157).
+		// may not count it.
 		unknowable := 0
-		spoiled, unseen := desiredSpoiledWhile(o, r), presenceSpoiledWhile(o, r)
+		spoiled := desiredSpoiledWhile(o, r)
 		for n := range reverted[r.GetId()] {
-			if spoiled[n] || unseen[n] {
+			if spoiled[n] {
 				unknowable++
 			}
 		}
@@ -779,30 +774,6 @@ func desiredSpoiledWhile(o *Observation, r *sluicev1.Rollout) map[string]bool {
 		}
 		if (start.IsZero() || !sp.At.Before(start)) && (r.GetFinishedAt() == nil || sp.At.Before(end)) {
 			out[name] = true
-		}
-	}
-	return out
-}
-
-// presenceSpoiledWhile names the nodes whose presence key the harness wrote
-// garbage into while rollout r ran, from its first stored write up to and
-// including the instant it ended (a term that loaded at that instant, and
-// ended it, read the garbage).
-func presenceSpoiledWhile(o *Observation, r *sluicev1.Rollout) map[string]bool {
-	out := map[string]bool{}
-	var start time.Time
-	for _, w := range o.RolloutWrites {
-		if w.Key == r.GetId() && w.Rollout != nil {
-			start = w.At
-			break
-		}
-	}
-	for _, sp := range o.Spoiled {
-		if sp.Bucket != contract.BucketNodes {
-			continue
-		}
-		if (start.IsZero() || !sp.At.Before(start)) && (r.GetFinishedAt() == nil || !sp.At.After(r.GetFinishedAt().AsTime())) {
-			out[sp.Key] = true
 		}
 	}
 	return out

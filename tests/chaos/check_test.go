@@ -549,32 +549,6 @@ func TestCheck_RevertedNodeWhoseDesiredKeyGotGarbageMayBeUncounted(t *testing.T)
 	}
 }
 
-// Seed 1157: a node whose presence key got garbage as its revert was
-// written; the term that loaded then could not see the node, did not wait
-// for its revert, and ended the rollout counting none, while the deposed
-// term announced the revert when the agent reported it. The record may
-// count it out; a NodeReverted event with no count and no garbage over the
-// node's presence (or garbage after the rollout ended) is still a violation.
-func TestCheck_RevertedNodeWhosePresenceGotGarbageMayBeUncounted(t *testing.T) {
-	uncounted := func(spoiled string, when float64) *Observation {
-		o := healthy()
-		rollout(o, "r2").Counts.Reverted = 1
-		o.Spoiled = []Spoil{{Bucket: "sluice-nodes", Key: spoiled, Revision: 9, At: at(when), What: "foreign: another node's status"}}
-		return o
-	}
-	isCounts := func(v Violation) bool { return v.Invariant == "Counts" }
-	// r2 ended at 8 s: garbage at that very instant was read by the term that ended it.
-	if vs := Check(uncounted("node-01", 8)); slices.ContainsFunc(vs, isCounts) {
-		t.Errorf("node-01's presence got garbage as r2 ended: want no Counts violation, got %v", vs)
-	}
-	if vs := Check(uncounted("node-03", 8)); !slices.ContainsFunc(vs, isCounts) {
-		t.Errorf("no reverted node's presence got garbage: want a Counts violation, got %v", vs)
-	}
-	if vs := Check(uncounted("node-01", 9)); !slices.ContainsFunc(vs, isCounts) {
-		t.Errorf("node-01's presence got garbage after r2 ended: want a Counts violation, got %v", vs)
-	}
-}
-
 // A rollout whose revision got garbage before it ended may end Aborted (a
 // new term cannot render its targets); without that, Aborted is still an
 // Outcome violation.
