@@ -75,6 +75,7 @@ func (s *State) load(ev Loaded, now time.Time) {
 	}
 	if active != nil {
 		s.startedGen = max(s.startedGen, active.GetGeneration())
+		s.takeUnseen(ev.PresenceUnreadable, active.GetId())
 	}
 	switch {
 	case active == nil:
@@ -117,6 +118,44 @@ func (s *State) load(ev Loaded, now time.Time) {
 	s.headMoved(ev.Head, ev.HeadRev, now)
 	s.recordReportedInvalid(now)
 	s.configureStragglers()
+}
+
+// takeUnseen takes as present every node in unreadable (its presence key
+// holds garbage) whose desired config names active rollout id: the rollout
+// wrote it, so it is counted, waited for and reverted like any node it
+// wrote, with the target it was written (its labels, needed to render one,
+// are unknown). Dropped as gone, a node still applying the target was
+// counted nowhere, and the rollout could succeed while it failed there
+// (chaos seed 874), or end its revert without waiting for one written
+// (seed 1157). A node the rollout never wrote is left out until its
+// presence can be read, as one whose lease lapsed.
+func (s *State) takeUnseen(unreadable []string, id string) {
+	for _, name := range unreadable {
+		n := s.nodes[name]
+		if n == nil || n.present || n.desired == nil || n.desired.GetRollout() != id {
+			continue
+		}
+		n.present = true
+		if s.unseen == nil {
+			s.unseen = map[string]bool{}
+		}
+		s.unseen[n.name] = true
+	}
+}
+
+// forgetUnseen ends what takeUnseen assumed: n's presence was read (or
+// lapsed), or, for every such node, the rollout ended (nothing is rendered
+// for labels unknown: a node still unseen is taken as absent, and
+// configured when its presence is read).
+func (s *State) forgetUnseen(n *node) {
+	if n != nil {
+		delete(s.unseen, n.name)
+		return
+	}
+	for name := range s.unseen {
+		s.nodes[name].present = false
+	}
+	s.unseen = nil
 }
 
 // countLateFailure counts a failure the record did not list, keeping the
@@ -376,7 +415,11 @@ func outcomeOf(list []*sluicev1.NodeOutcome, node string) *sluicev1.NodeOutcome 
 // desired config, status and earlier outcome (prev, from the record) say it is.
 func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
 	r := s.rollout
-	n.target, n.config = s.renderFor(s.rolloutRev, n)
+	if s.unseen[n.name] {
+		n.target, n.config = n.desired.GetFingerprint(), n.desired.GetConfig()
+	} else {
+		n.target, n.config = s.renderFor(s.rolloutRev, n)
+	}
 	n.forward = n.target
 	n.domain = s.domainOf(r.GetStrategy().GetFailureDomain(), n)
 	s.joinGroup(n)

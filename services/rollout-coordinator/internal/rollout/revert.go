@@ -260,10 +260,11 @@ func (s *State) resumeRevert(now time.Time) {
 
 // forwardOf is the active rollout's target for touched node n, whose
 // desired config is d: rendered from the rollout's revision, or, when that
-// revision cannot be read (stopUnreadable), what the rollout wrote to n, if
-// d is that forward write; "" when it is not known.
+// revision cannot be read (stopUnreadable) or n's labels are unknown
+// (takeUnseen), what the rollout wrote to n, if d is that forward write;
+// "" when it is not known.
 func (s *State) forwardOf(n *node, d *desired) string {
-	if s.rolloutRev != nil {
+	if s.rolloutRev != nil && !s.unseen[n.name] {
 		fp, _ := s.renderFor(s.rolloutRev, n)
 		return fp
 	}
