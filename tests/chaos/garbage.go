@@ -13,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -210,6 +211,55 @@ func (f *faults) garbage(ctx context.Context, ft Fault) {
 		if err := f.sys.spoil(ctx, g); err != nil {
 			f.sys.log.add("%s: %s not written: %v", ft.Kind, g, err)
 		}
+	}
+	f.resumeOverGarbage(ctx)
+}
+
+// resumeOverGarbage writes the harness's resume again, as an operator who
+// sees the ValueUnreadable events would, when garbage landed over
+// control/pause after pausePlane resumed. An unreadable pause request holds
+// every instance as it was, and a term that loads then as paused, until a
+// readable request is written (docs/chaos.md, seed 103): a seed
+// whose resume the garbage replaced never came to rest (seed 762, I2:
+// "rollout … is ROLLOUT_PHASE_REVERTING" at rest, the reaper and a new
+// coordinator term still paused). One second first, so that the instances
+// see the garbage. Garbage before the pause or during it is written over by
+// pausePlane's own writes.
+func (f *faults) resumeOverGarbage(ctx context.Context) {
+	f.mu.Lock()
+	resumed, gen := f.resumed, f.pauseGen
+	f.mu.Unlock()
+	if !resumed {
+		return
+	}
+	s := f.sys
+	reqs := store.New(s.Env().Buckets.Control, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })
+	select {
+	case <-ctx.Done():
+		return
+	case <-time.After(time.Second):
+	}
+	err := retry(ctx, func(ctx context.Context) error {
+		wctx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
+		defer cancel()
+		e, err := reqs.Get(wctx, contract.KeyPause)
+		switch {
+		case err == nil, errors.Is(err, store.ErrNotFound):
+			return nil // readable (or gone): nothing to repair
+		case !errors.Is(err, store.ErrUndecodable):
+			return err // the servers did not answer: asked again
+		}
+		if _, err := reqs.Update(wctx, contract.KeyPause, &sluicev1.PauseRequest{Paused: false, Generation: gen + 1, By: "chaos", At: timestamppb.Now()}, e.Revision); err != nil {
+			return err
+		}
+		f.mu.Lock()
+		f.pauseGen = gen + 1
+		f.mu.Unlock()
+		s.log.add("garbage-value: control/pause held garbage over the resume: resumed again (generation %d), as an operator would", gen+1)
+		return nil
+	})
+	if err != nil {
+		s.log.add("garbage-value: could not write the resume again over garbage at control/pause: %v", err)
 	}
 }
 

@@ -58,6 +58,9 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault) {
 	defer func() {
 		g := set(false)
 		s.log.add("%s: resumed (generation %d)", ft.Kind, g)
+		f.mu.Lock()
+		f.resumed = true
+		f.mu.Unlock()
 	}()
 
 	var waiting []string
