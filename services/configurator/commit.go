@@ -21,6 +21,14 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
+// inForceUnknown: a stored intent is unreadable and the version of it in
+// force cannot be read either (keepInForce), so no revision is cut. It is
+// the apiError an apply answers with; a reconcile keeps the head where it is.
+type inForceUnknown struct{ api *apiError }
+
+func (e *inForceUnknown) Error() string { return e.api.Error() }
+func (e *inForceUnknown) Unwrap() error { return e.api }
+
 // invalidStateError: the effective set in the intents bucket breaks the
 // rules, so no revision is cut from it.
 type invalidStateError struct{ errs []*sluicev1.FieldError }
@@ -104,22 +112,33 @@ func (in inputs) landed(j *sluicev1.ApplyJournal) inputs {
 // whose stored value is unreadable: what cannot be read is no evidence that
 // it is gone, and leaving it out would remove it from every node. It stays
 // as it is in force until it is applied again (which overwrites it) or
-// deleted. When the head's revision cannot be read either, no revision is
-// cut: the error names the keys.
+// deleted. When the head's revision cannot be read either, or the head
+// itself (readHead's stand-in names no revision), no revision is cut: the
+// error (an *inForceUnknown) names the keys. Only with no head at all is
+// nothing in force to keep.
 func (s *Service) keepInForce(ctx context.Context, eff []*sluicev1.Intent, unreadable map[string]uint64, head *sluicev1.Head) ([]*sluicev1.Intent, error) {
-	if len(unreadable) == 0 || head.GetRevision() == "" {
-		return eff, nil // nothing unreadable, or nothing in force to keep
+	if len(unreadable) == 0 || head == nil {
+		return eff, nil // nothing unreadable, or no head yet: nothing in force to keep
 	}
-	e, err := s.st.revisions.Get(ctx, head.GetRevision())
-	if err != nil {
+	unknown := func(what string) error {
 		ids := make([]string, 0, len(unreadable))
 		for _, k := range slices.Sorted(maps.Keys(unreadable)) {
 			ids = append(ids, idOfKey(k))
 		}
-		return nil, &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf(
-			"the stored values of %s are unreadable, and the head's revision %s, which holds the version in force, cannot be read (%v): "+
+		return &inForceUnknown{api: &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf(
+			"the stored values of %s are unreadable, and %s: "+
 				"no revision is cut, so that nothing is removed from the nodes by mistake; apply them again or delete them (sluice delete), then retry",
-			strings.Join(ids, ", "), render.Short(head.GetRevision()), err)}
+			strings.Join(ids, ", "), what)}}
+	}
+	if head.GetRevision() == "" {
+		// The head does not decode (chaos seed 1272: a restarted
+		// configurator cut a revision without the unreadable intent, which
+		// removed it from every node).
+		return nil, unknown("the head, which names the revision holding the version in force, cannot be read")
+	}
+	e, err := s.st.revisions.Get(ctx, head.GetRevision())
+	if err != nil {
+		return nil, unknown(fmt.Sprintf("the head's revision %s, which holds the version in force, cannot be read (%v)", render.Short(head.GetRevision()), err))
 	}
 	out := slices.Clone(eff)
 	for _, in := range e.Value.GetIntents() {

@@ -401,7 +401,13 @@ func (s *Service) reconcile(ctx context.Context) error {
 	}, &in)
 	var inv *invalidStateError
 	var tooLarge *tooLargeError
+	var unknown *inForceUnknown
 	switch {
+	case errors.As(err, &unknown):
+		// Retrying would not change it: an apply or delete of those
+		// intents, or a readable head, does. Applies answer the same.
+		s.log.Error().Err(err).Msg("an unreadable stored intent's version in force cannot be read; the head stays where it is")
+		return nil
 	case errors.As(err, &inv):
 		// Someone wrote the intents bucket by hand. Keep the head where it
 		// is; applies show the problems until they are fixed.

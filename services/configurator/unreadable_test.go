@@ -218,3 +218,39 @@ func TestUnreadableHead_IsWrittenAgainAsItWas(t *testing.T) {
 		})
 	}
 }
+
+// An unreadable stored intent and an unreadable head at a configurator's
+// start: the version of the intent in force cannot be read (the head, which
+// names its revision, cannot be), so no revision is cut, and an apply that
+// does not overwrite it is refused, naming it. Before, the start-up
+// reconcile took the unreadable head for no head, cut a revision from the
+// readable intents alone and moved the head to it: its rollout removed the
+// intent from every node (chaos seed 1272: I8).
+func TestRun_UnreadableIntentAndHead_CutsNoRevisionWithoutTheIntent(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	r := start(t, env)
+	mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)})
+	r.stop(t)
+	if _, err := env.Buckets.Intents.Put(ctx, "routingtable.storage", []byte("")); err != nil {
+		t.Fatal(err)
+	}
+	spoiled, err := env.Buckets.Revisions.Put(ctx, contract.KeyHead, []byte("{not json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, env) // answers once its start-up reconcile ran
+
+	_, err = apply(t, env.Conn, &sluicev1.ApplyRequest{Intents: tables("extra", 9000, 1)})
+	if err == nil || !strings.Contains(err.Error(), "routingtable/storage") || !strings.Contains(err.Error(), "no revision is cut") {
+		t.Fatalf("apply: %v; want it refused, naming routingtable/storage, whose version in force cannot be read", err)
+	}
+	e, err := env.Buckets.Revisions.Get(ctx, contract.KeyHead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if e.Revision() != spoiled {
+		t.Fatalf("the head was written (KV revision %d, value %s) over the unreadable one (%d); want no revision cut without routingtable/storage",
+			e.Revision(), e.Value(), spoiled)
+	}
+}

@@ -29,7 +29,12 @@ func (lp *loop) load(ctx context.Context, w watches) (rollout.Loaded, error) {
 	// The store bound every value to its key (a presence or status naming
 	// another node — what a compromised agent would write to act as
 	// another — is unreadable: pkg/contract/wellformed).
-	for e := range initial(ctx, lp, contract.BucketNodes, w.nodes) {
+	// A presence that does not decode is no presence, but its node is
+	// not gone either (a lapsed lease leaves no key): the decider keeps a
+	// node the active rollout wrote (rollout.Loaded.PresenceUnreadable).
+	for e := range initialWith(ctx, lp, contract.BucketNodes, w.nodes, func(e store.Entry[*sluicev1.NodePresence]) {
+		ev.PresenceUnreadable = append(ev.PresenceUnreadable, e.Key)
+	}) {
 		e.Value.Node = e.Key
 		ev.Intake.Presence(e.Value)
 		presences++

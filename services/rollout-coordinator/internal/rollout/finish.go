@@ -98,6 +98,7 @@ func (s *State) finish(phase sluicev1.RolloutPhase, reason string, now time.Time
 		n.prog, n.rev, n.target, n.config, n.previous, n.touched = progNone, revNone, "", nil, nil, false
 	}
 	s.rollout, s.rolloutRev = nil, nil
+	s.forgetUnseen(nil)
 	s.pending.clear()
 	s.inFlight.reset()
 	s.revertQ.clear()

@@ -75,6 +75,7 @@ func (s *State) load(ev Loaded, now time.Time) {
 	}
 	if active != nil {
 		s.startedGen = max(s.startedGen, active.GetGeneration())
+		s.takeUnseen(ev.PresenceUnreadable, active.GetId())
 	}
 	switch {
 	case active == nil:
@@ -89,26 +90,8 @@ func (s *State) load(ev Loaded, now time.Time) {
 		}
 		s.do(fin)
 	case activeRev == nil:
-		// Its revision is gone (only an operator deleting it does that).
-		s.rollout = active
-		s.rollout.Counts = countsOf(s.rollout.Counts)
-		s.clockBase, s.clockFrom, s.heldAt = active.GetLeaderTime().AsDuration(), now, time.Time{}
-		// What its nodes reported of it stays on record (I3), though its
-		// revision, and perhaps its record, cannot be read.
-		for _, name := range s.sortedNodes() {
-			n := s.nodes[name]
-			st := n.status
-			if st.GetPhase() != sluicev1.NodePhase_NODE_PHASE_INVALID || st.GetRollout() != active.GetId() {
-				continue
-			}
-			if outcomeOf(s.rollout.GetFailures(), name) == nil {
-				s.countLateFailure()
-			}
-			s.recordOutcomeOf(n, st.GetFingerprint(), sluicev1.NodeResult_NODE_RESULT_INVALID,
-				orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), "reported invalid: "+st.GetMessage())
-		}
-		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED,
-			fmt.Sprintf("revision %s of this rollout is no longer stored; nodes are left as they are", render.Short(active.GetRevision())), now)
+		// Its revision cannot be read (garbage over it), or is gone.
+		s.stopUnreadable(active, now)
 	default:
 		// Resume: where each node stands is read off its desired config and
 		// status. Deadlines restart now: time without a leader does not count.
@@ -137,18 +120,61 @@ func (s *State) load(ev Loaded, now time.Time) {
 	s.configureStragglers()
 }
 
+// takeUnseen takes as present every node in unreadable (its presence key
+// holds garbage) whose desired config names active rollout id: the rollout
+// wrote it, so it is counted, waited for and reverted like any node it
+// wrote, with the target it was written (its labels, needed to render one,
+// are unknown). Dropped as gone, a node still applying the target was
+// counted nowhere, and the rollout could succeed while it failed there
+// (chaos seed 874), or end its revert without waiting for one written
+// (seed 1157). A node the rollout never wrote is left out until its
+// presence can be read, as one whose lease lapsed.
+func (s *State) takeUnseen(unreadable []string, id string) {
+	for _, name := range unreadable {
+		n := s.nodes[name]
+		if n == nil || n.present || n.desired == nil || n.desired.GetRollout() != id {
+			continue
+		}
+		n.present = true
+		if s.unseen == nil {
+			s.unseen = map[string]bool{}
+		}
+		s.unseen[n.name] = true
+	}
+}
+
+// forgetUnseen ends what takeUnseen assumed: n's presence was read (or
+// lapsed), or, for every such node, the rollout ended (nothing is rendered
+// for labels unknown: a node still unseen is taken as absent, and
+// configured when its presence is read).
+func (s *State) forgetUnseen(n *node) {
+	if n != nil {
+		delete(s.unseen, n.name)
+		return
+	}
+	for name := range s.unseen {
+		s.nodes[name].present = false
+	}
+	s.unseen = nil
+}
+
 // countLateFailure counts a failure the record did not list, keeping the
 // forward counts equal to the total: the record counted the node in
-// progress or pending, if it counted it at all (a record that stands in
-// for a lost one counts nothing).
+// progress or pending — stopped or not started, once the rollout stopped
+// (stopUnreadable) — if it counted it at all (a record that stands in for a
+// lost one counts nothing).
 func (s *State) countLateFailure() {
 	c := s.rollout.Counts
 	c.Failed++
 	switch {
 	case c.GetInProgress() > 0:
 		c.InProgress--
+	case c.GetStopped() > 0:
+		c.Stopped--
 	case c.GetPending() > 0:
 		c.Pending--
+	case c.GetNotStarted() > 0:
+		c.NotStarted--
 	default:
 		c.Total++
 	}
@@ -393,6 +419,11 @@ func outcomeOf(list []*sluicev1.NodeOutcome, node string) *sluicev1.NodeOutcome 
 // place renders the rollout target for a present node and puts it where its
 // desired config, status and earlier outcome (prev, from the record) say it is.
 func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
+	if s.unseen[n.name] {
+		// Its labels are unknown (takeUnseen): the target it was written.
+		s.placeAt(n, n.desired.GetFingerprint(), n.desired.GetConfig(), prev, now)
+		return
+	}
 	target, config := s.renderFor(s.rolloutRev, n)
 	s.placeAt(n, target, config, prev, now)
 }
@@ -406,7 +437,7 @@ func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
 // seed 184: a new term that forgot such a node started the next failure
 // domain without the bake).
 func (s *State) placeAway(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
-	s.placeAt(n, n.desired.GetFingerprint(), n.desired.config, prev, now)
+	s.placeAt(n, n.desired.GetFingerprint(), n.desired.GetConfig(), prev, now)
 	if n.prog == progInFlight {
 		s.leftBeforeFinishing(n, "node left (presence lease expired) while no coordinator led, before finishing")
 	}

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/pkg/render"
@@ -141,7 +142,8 @@ func TestDecide_Lifecycle(t *testing.T) {
 			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1, LastApplied: applied0, LastAppliedRev: r0,
 				ActiveLost: &LostRollout{Ref: &sluicev1.RolloutRef{Rollout: id1, Revision: r1.Id, Generation: 2}, Why: "garbage"},
 				Presence:   presence("n1", "n2"), Desired: onR0, Status: []*sluicev1.NodeStatus{status("n2", invalid, fp1, id1)}},
-			want: []string{"finish Aborted", "record n2", "emit RolloutAborted", "emit FingerprintInvalid"},
+			// No desired config names it: nothing to revert, it ends at once.
+			want: []string{"record n2", "finish Aborted", "emit RolloutReverting", "emit FingerprintInvalid", "emit RolloutAborted"},
 			check: func(t *testing.T, s *State, acts []Action) {
 				f, _ := findAction[FinishRollout](acts)
 				r := f.Rollout
@@ -555,4 +557,159 @@ func TestDecide_LostRecord_ListsAFailureItsAgentCarries(t *testing.T) {
 	if c := r.GetCounts(); forward(c) != c.GetTotal() {
 		t.Fatalf("counts %v: forward counts add up to %d, not the total %d", c, forward(c), c.GetTotal())
 	}
+}
+
+// Chaos seed 618: garbage over the running rollout's revision and over the
+// revision in force (not the head's, so nobody rewrites it), then a new
+// term. The term aborted the rollout "nodes are left as they are": the nodes
+// it had provisioned kept its target, and the straggler pass that would
+// have put them back on the config in force could not render it either, so
+// at rest they ran the target of an aborted rollout (I1). The backups are
+// whole configs: the term reverts every node the rollout wrote to them.
+func TestDecide_RevisionUnreadable_RevertsTheNodesTheRolloutMoved(t *testing.T) {
+	r0 := testRev("0000aaaa")
+	fp0 := targetOf(r0)
+	id0, id1 := rolloutID(head(1, r0.Id, "")), rolloutID(head(2, r1.Id, ""))
+	fwd := func(node string) *sluicev1.DesiredConfig {
+		return &sluicev1.DesiredConfig{Node: node, Fingerprint: fp1, Rollout: id1, Revision: r1.Id, Config: render0(r1)}
+	}
+	backup := func(node string) *sluicev1.DesiredConfig {
+		return &sluicev1.DesiredConfig{Node: node, Fingerprint: fp0, Rollout: id0, Revision: r0.Id, Config: render0(r0), Proven: true}
+	}
+	rec := &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+		Strategy: &sluicev1.Strategy{MaxParallel: "1", FailureBudget: "2"},
+		Counts:   &sluicev1.RolloutCounts{Total: 4, Provisioned: 1, InProgress: 1, Pending: 2, Attempted: 2}}
+	s := NewState()
+	// Neither the rollout's revision (ActiveRev) nor the revision in force
+	// (LastAppliedRev) could be read; the head is unreadable too.
+	acts := Decide(s, Loaded{Active: rec, LastApplied: &sluicev1.RolloutRef{Rollout: id0, Revision: r0.Id, Generation: 1},
+		Presence: presence("n1", "n2", "n3", "n4"),
+		Desired:  []*sluicev1.DesiredConfig{fwd("n1"), fwd("n2"), fwd("n4"), {Node: "n3", Fingerprint: fp0, Rollout: id0, Revision: r0.Id, Config: render0(r0)}},
+		Backups:  []*sluicev1.DesiredConfig{backup("n1"), backup("n2"), backup("n3")},
+		Status: []*sluicev1.NodeStatus{status("n1", provisioned, fp1, id1), status("n2", inProgress, fp1, id1),
+			status("n3", provisioned, fp0, id0), status("n4", provisioned, fp1, id1)}}, t0)
+	if s.rollout.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING || s.rollout.GetAbortedBy() == nil {
+		t.Fatalf("phase %v, aborted by %v (actions %v); want the rollout stopped and reverting", s.rollout.GetPhase(), s.rollout.GetAbortedBy(), summarize(acts))
+	}
+	// n4 has no backup, and the revision in force cannot be rendered: its
+	// revert fails (it keeps what it runs) rather than writing the empty config.
+	if o := revertOutcomeOf(s.rollout.GetFailures(), "n4"); o == nil || !strings.Contains(o.GetMessage(), "cannot be read") {
+		t.Fatalf("failures %v; want n4's revert failed: no backup, the revision in force unreadable", s.rollout.GetFailures())
+	}
+	// A term that loads the stopped record again resumes the revert: the
+	// stop is announced once.
+	again := NewState()
+	againActs := Decide(again, Loaded{Active: proto.Clone(s.rollout).(*sluicev1.Rollout),
+		LastApplied: &sluicev1.RolloutRef{Rollout: id0, Revision: r0.Id, Generation: 1}, Presence: presence("n1", "n2", "n3", "n4"),
+		Desired: []*sluicev1.DesiredConfig{fwd("n1"), fwd("n2"), fwd("n4")}, Backups: []*sluicev1.DesiredConfig{backup("n1"), backup("n2"), backup("n3")}}, t0)
+	if got := summarize(againActs); slices.Contains(got, "emit RolloutReverting") || !slices.Contains(got, "emit RolloutResumed") || !again.reverting {
+		t.Fatalf("the next term: %v (reverting %v); want the revert resumed, announced as RolloutResumed", got, again.reverting)
+	}
+	reverted := map[string]bool{}
+	for _, a := range acts {
+		if w, ok := a.(WriteDesired); ok {
+			if d := w.Desired; !d.GetRevert() || d.GetFingerprint() != fp0 || d.GetRollout() != id1 {
+				t.Fatalf("wrote %v; want only reverts to the backup %s", d, render.Short(fp0))
+			}
+			reverted[w.Desired.GetNode()] = true
+		}
+	}
+	for range 3 { // maxParallel 1: one revert at a time
+		var next string
+		for _, n := range []string{"n1", "n2"} {
+			if reverted[n] && s.nodes[n].rev == revInFlight {
+				next = n
+			}
+		}
+		if next == "" {
+			break
+		}
+		acts = Decide(s, Status{S: status(next, provisioned, fp0, id1)}, t0.Add(time.Second))
+		for _, a := range acts {
+			if w, ok := a.(WriteDesired); ok && w.Desired.GetRevert() && w.Desired.GetFingerprint() == fp0 {
+				reverted[w.Desired.GetNode()] = true
+			}
+		}
+	}
+	if !reverted["n1"] || !reverted["n2"] || reverted["n3"] || reverted["n4"] {
+		t.Fatalf("reverted %v; want n1 and n2 (the nodes it moved, backups known), not n3 (never touched) nor n4 (no backup)", reverted)
+	}
+	f, ok := findAction[FinishRollout](acts)
+	if !ok || f.Rollout.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED || f.LastApplied != nil {
+		t.Fatalf("finish %+v (actions %v); want the rollout ended Aborted, nothing new in force", f, summarize(acts))
+	}
+	if c := f.Rollout.GetCounts(); forward(c) != c.GetTotal() || c.GetReverted() != 2 || c.GetRevertFailed() != 1 {
+		t.Fatalf("counts %v: want forward counts adding up to the total, 2 reverted, 1 revert failed", c)
+	}
+}
+
+// Chaos seeds 874 and 1157: garbage over a node's presence key, then a new
+// term. The term dropped the node as gone: one still applying the rollout's
+// target was counted nowhere, and the rollout Succeeded while it failed
+// there (874); a revert written to it was not waited for, and the record
+// counted it out while the agent put the backup in force (1157). A node the
+// active rollout wrote is taken as present, with the target it was written;
+// one it never wrote is left out until its presence can be read.
+func TestDecide_PresenceUnreadable_ANodeTheRolloutWroteIsStillCounted(t *testing.T) {
+	r0 := testRev("0000aaaa")
+	fp0 := targetOf(r0)
+	id0, id1 := rolloutID(head(1, r0.Id, "")), rolloutID(head(2, r1.Id, ""))
+	applied0 := &sluicev1.RolloutRef{Rollout: id0, Revision: r0.Id, Generation: 1}
+	fwd := func(node string) *sluicev1.DesiredConfig {
+		return &sluicev1.DesiredConfig{Node: node, Fingerprint: fp1, Rollout: id1, Revision: r1.Id, Config: render0(r1)}
+	}
+	backup := func(node string) *sluicev1.DesiredConfig {
+		return &sluicev1.DesiredConfig{Node: node, Fingerprint: fp0, Rollout: id0, Revision: r0.Id, Config: render0(r0), Proven: true}
+	}
+	t.Run("in flight: counted, waited for, and its failure counts", func(t *testing.T) {
+		rec := &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+			Strategy: &sluicev1.Strategy{MaxParallel: "3"}, Counts: &sluicev1.RolloutCounts{Total: 3, Provisioned: 1, InProgress: 1, Pending: 1, Attempted: 2}}
+		s := NewState()
+		acts := Decide(s, Loaded{Head: head(2, r1.Id, "3"), HeadRev: r1, Active: rec, ActiveRev: r1, LastApplied: applied0, LastAppliedRev: r0,
+			Presence: presence("n1", "n3"), PresenceUnreadable: []string{"n2", "n4"},
+			Desired: []*sluicev1.DesiredConfig{fwd("n1"), fwd("n2"), {Node: "n4", Fingerprint: fp0, Rollout: id0, Revision: r0.Id, Config: render0(r0)}},
+			Backups: []*sluicev1.DesiredConfig{backup("n1"), backup("n2")},
+			Status: []*sluicev1.NodeStatus{status("n1", provisioned, fp1, id1), status("n2", inProgress, fp1, id1),
+				status("n4", provisioned, fp0, id0)}}, t0)
+		if f, ok := findAction[FinishRollout](acts); ok {
+			t.Fatalf("finish %v at load; want the rollout waiting for n2, which the previous term wrote", f.Rollout)
+		}
+		if c := s.rollout.GetCounts(); c.GetTotal() != 3 || s.nodes["n2"].prog != progInFlight || s.nodes["n4"].present {
+			t.Fatalf("counts %v, n4 present %v; want n1, n2 (in flight) and n3 counted, n4 (never written, presence unreadable) left out", c, s.nodes["n4"].present)
+		}
+		for _, a := range acts {
+			if w, ok := a.(WriteDesired); ok && w.Desired.GetNode() == "n2" {
+				t.Fatalf("wrote n2 %v; want it waited for, not written again", w.Desired)
+			}
+		}
+		acts = Decide(s, Status{S: status("n2", invalid, fp1, id1)}, t0.Add(time.Second))
+		if !s.reverting || outcomeOf(s.rollout.GetFailures(), "n2") == nil {
+			t.Fatalf("reverting %v, failures %v (actions %v); want n2's failure counted, over the budget of 0", s.reverting, s.rollout.GetFailures(), summarize(acts))
+		}
+	})
+	t.Run("reverting: its revert written is waited for and counted", func(t *testing.T) {
+		rec := &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING,
+			Reason: "blocked by gate errors", Strategy: &sluicev1.Strategy{MaxParallel: "3"},
+			Counts: &sluicev1.RolloutCounts{Total: 2, Provisioned: 1, Stopped: 1, Attempted: 2}}
+		revertW := &sluicev1.DesiredConfig{Node: "n2", Fingerprint: fp0, Revision: r0.Id, Rollout: id1, Revert: true, Config: render0(r0)}
+		s := NewState()
+		acts := Decide(s, Loaded{Head: head(2, r1.Id, "3"), HeadRev: r1, Active: rec, ActiveRev: r1, LastApplied: applied0, LastAppliedRev: r0,
+			Presence: presence("n1"), PresenceUnreadable: []string{"n2"},
+			Desired: []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp0, Revision: r0.Id, Rollout: id1, Revert: true, Config: render0(r0)}, revertW},
+			Backups: []*sluicev1.DesiredConfig{backup("n1"), backup("n2")},
+			Status:  []*sluicev1.NodeStatus{status("n1", provisioned, fp0, id1), status("n2", provisioned, fp1, id1)}}, t0)
+		if f, ok := findAction[FinishRollout](acts); ok {
+			t.Fatalf("finish %v at load; want the rollout waiting for n2's revert", f.Rollout)
+		}
+		acts = Decide(s, Status{S: status("n2", provisioned, fp0, id1)}, t0.Add(time.Second))
+		f, ok := findAction[FinishRollout](acts)
+		if !ok || f.Rollout.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK || f.Rollout.GetCounts().GetReverted() != 2 {
+			t.Fatalf("finish %v (actions %v); want ROLLED_BACK with n1 and n2 counted reverted", f.Rollout, summarize(acts))
+		}
+		// The rollout ended with n2's labels still unknown: nothing is
+		// rendered for it until its presence is read.
+		if s.nodes["n2"].present || len(s.unseen) != 0 {
+			t.Fatalf("n2 present %v, unseen %v after the end; want it taken as absent until its presence is read", s.nodes["n2"].present, s.unseen)
+		}
+	})
 }

@@ -12,6 +12,7 @@ import (
 // presence takes a node's heartbeat lease being written or expiring.
 func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 	n := s.nodeOf(name)
+	s.forgetUnseen(n)
 	if p == nil { // lease expired: the node left
 		n.present = false
 		if s.rollout == nil {

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/render"
@@ -45,6 +46,10 @@ func (s *State) startRevert(now time.Time, reason string) {
 // ran Provisioned is good here even if it failed elsewhere).
 func (s *State) queueRevert(n *node) {
 	backup, why := s.revertTarget(n)
+	if backup == nil {
+		s.revertFailed(n, why, needsOperator)
+		return
+	}
 	if s.invalid[backup.GetFingerprint()] != nil && !backup.GetProven() {
 		s.revertFailed(n, fmt.Sprintf("its revert target %s is recorded invalid; left on %s",
 			render.Short(backup.GetFingerprint()), render.Short(n.desired.GetFingerprint())), needsOperator)
@@ -60,7 +65,8 @@ func (s *State) queueRevert(n *node) {
 // revertTarget is what a touched node goes back to: its backup; without one,
 // the last applied revision's config for it (a revert never writes the empty
 // config over a node that had one); the empty config only for a node that
-// never had any, as far as anything stored says.
+// never had any, as far as anything stored says. nil, with why, when the
+// node has no backup and the revision in force cannot be read.
 func (s *State) revertTarget(n *node) (*desired, string) {
 	if n.previous != nil {
 		return n.previous, ""
@@ -69,6 +75,13 @@ func (s *State) revertTarget(n *node) (*desired, string) {
 		fp, cfg := s.renderFor(s.lastAppliedRev, n)
 		return &desired{revision: s.intern(s.lastApplied.GetRevision()), config: cfg, fingerprint: fp},
 			fmt.Sprintf("it has no backup: reverted to the last applied revision %s instead", render.Short(s.lastApplied.GetRevision()))
+	}
+	if s.lastApplied.GetRevision() != "" {
+		// A revision is in force, but it cannot be read (garbage over it):
+		// its config for n cannot be rendered, and the empty config is no
+		// revert of a node that had one.
+		return nil, fmt.Sprintf("it has no backup, and the last applied revision %s cannot be read; left on %s",
+			render.Short(s.lastApplied.GetRevision()), render.Short(n.desired.GetFingerprint()))
 	}
 	cfg := &sluicev1.NodeConfig{}
 	return &desired{config: cfg, fingerprint: render.Fingerprint(cfg)},
@@ -146,6 +159,9 @@ func (s *State) revertFailed(n *node, msg, todo string) {
 // forward one, or else the last Invalid report the agent carries (its revert
 // may already have overwritten the status). nil when it did not fail.
 func forwardFailed(n *node, rollout string, d *desired, st *report) *failedReport {
+	if n.forward == "" {
+		return nil // not known (stopUnreadable): nothing can be said of it
+	}
 	if !d.GetRevert() && st.GetFingerprint() == n.forward && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID {
 		return &failedReport{check: st.GetFailedCheck(), output: st.GetCheckOutput(), message: st.GetMessage()}
 	}
@@ -182,7 +198,7 @@ func (s *State) resumeRevert(now time.Time) {
 		}
 		n.touched = true
 		n.previous = n.backup // as the term read it: the revert target
-		n.forward, _ = s.renderFor(s.rolloutRev, n)
+		n.forward = s.forwardOf(n, d)
 		// Its forward outcome: as the record has it; failed while no leader
 		// ran; or stopped in flight (a later Invalid report still counts).
 		switch prev := outcomeOf(r.GetFailures(), name); {
@@ -240,6 +256,74 @@ func (s *State) resumeRevert(now time.Time) {
 		}
 	}
 	s.changed()
+}
+
+// forwardOf is the active rollout's target for touched node n, whose
+// desired config is d: rendered from the rollout's revision, or, when that
+// revision cannot be read (stopUnreadable) or n's labels are unknown
+// (takeUnseen), what the rollout wrote to n, if d is that forward write;
+// "" when it is not known.
+func (s *State) forwardOf(n *node, d *desired) string {
+	if s.rolloutRev != nil && !s.unseen[n.name] {
+		fp, _ := s.renderFor(s.rolloutRev, n)
+		return fp
+	}
+	if d.GetRevert() {
+		return ""
+	}
+	return d.GetFingerprint()
+}
+
+// stopUnreadable stops active rollout r, whose revision cannot be read
+// (garbage over it) or is no longer stored: no node's target can be
+// rendered, so it can be neither resumed nor left running. It is stopped as
+// an abort that reverts (as a lost record is: LostRollout): every node whose
+// desired config names it gets its backup back, maxParallel at a time (a
+// backup is a whole config: no revision is needed to write it), and it
+// ends ABORTED. Left as they were, the nodes it moved kept a target no
+// record puts in force; the straggler pass that would move them back
+// cannot render the config in force either when that revision is
+// unreadable too (chaos seed 618). What its nodes reported of it stays on
+// record (I3). A revert already under way finishes and ends as it would.
+func (s *State) stopUnreadable(r *sluicev1.Rollout, now time.Time) {
+	why := fmt.Sprintf("revision %s of this rollout cannot be read (unreadable or no longer stored): it can be neither resumed nor left running",
+		render.Short(r.GetRevision()))
+	resumed := r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING
+	if !resumed {
+		if r.GetAbortedBy() == nil {
+			r.AbortedBy = &sluicev1.AbortRequest{Rollout: r.GetId(), By: contract.ComponentCoordinator, At: timestamppb.New(now), Reason: why}
+		}
+		// Nodes in flight are stopped, pending ones never started: the
+		// forward counts still add up to the total.
+		c := countsOf(r.GetCounts())
+		c.Stopped, c.NotStarted, c.InProgress, c.Pending = c.GetStopped()+c.GetInProgress(), c.GetNotStarted()+c.GetPending(), 0, 0
+		r.Counts = c
+		r.Phase = sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING
+		r.Reason = fmt.Sprintf("aborted by %s: %s", contract.ComponentCoordinator, why)
+	}
+	s.rollout, s.rolloutRev = r, nil
+	s.resumeRevert(now)
+	// A node the rollout wrote whose desired key cannot be read: its status
+	// still says it failed the rollout's target.
+	for _, name := range s.sortedNodes() {
+		n := s.nodes[name]
+		st := n.status
+		if n.touched || st.GetPhase() != sluicev1.NodePhase_NODE_PHASE_INVALID || st.GetRollout() != r.GetId() {
+			continue
+		}
+		if outcomeOf(r.GetFailures(), name) == nil {
+			s.countLateFailure()
+		}
+		s.recordOutcomeOf(n, st.GetFingerprint(), sluicev1.NodeResult_NODE_RESULT_INVALID,
+			orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), "reported invalid: "+st.GetMessage())
+	}
+	if resumed { // an earlier term stopped it already
+		s.emit(s.rolloutEvent("RolloutResumed", fmt.Sprintf("a leadership term resumes the revert (%s), its revision still unreadable: %d node(s) to revert",
+			r.GetReason(), s.revertQ.len()+s.inFlight.len())))
+		return
+	}
+	s.emit(s.rolloutEvent("RolloutReverting", fmt.Sprintf("%s; reverting %d touched node(s) to their backups, %d at a time",
+		r.GetReason(), s.revertQ.len()+s.inFlight.len(), s.plan.MaxParallel)))
 }
 
 // revertOutcomeOf finds node's revert failure in a record's failures.

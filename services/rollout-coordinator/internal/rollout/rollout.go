@@ -57,18 +57,23 @@ type (
 		HeadRolloutLost string
 		// ActiveLost: rollouts/active names a rollout whose record cannot
 		// be read (Active is then nil; ActiveRev is the ref's revision).
-		ActiveLost    *LostRollout
-		Presence      []*sluicev1.NodePresence
-		Status        []*sluicev1.NodeStatus
-		Desired       []*sluicev1.DesiredConfig
-		Backups       []*sluicev1.DesiredConfig
-		Invalid       []*sluicev1.InvalidFingerprint // forgiven ones included
-		Aborts        []*sluicev1.AbortRequest       // operators' requests in the control bucket
-		Forgives      []*sluicev1.ForgiveRequest
-		Pause         *sluicev1.PauseRequest   // control/pause, nil when never paused
-		RolloutPauses []*sluicev1.PauseRequest // control/pause.<rollout>, Rollout set from the key
-		Freezes       []*sluicev1.Freeze       // control/freeze.<id>, Id set from the key
-		Term          uint64                   // the leadership term (lease epoch), for the RolloutResumed event
+		ActiveLost *LostRollout
+		Presence   []*sluicev1.NodePresence
+		// PresenceUnreadable names the nodes whose presence key holds a
+		// value that does not decode (garbage over it, quarantined): their
+		// agent is there as far as anyone can tell (a lapsed lease leaves
+		// no key), their labels are unknown.
+		PresenceUnreadable []string
+		Status             []*sluicev1.NodeStatus
+		Desired            []*sluicev1.DesiredConfig
+		Backups            []*sluicev1.DesiredConfig
+		Invalid            []*sluicev1.InvalidFingerprint // forgiven ones included
+		Aborts             []*sluicev1.AbortRequest       // operators' requests in the control bucket
+		Forgives           []*sluicev1.ForgiveRequest
+		Pause              *sluicev1.PauseRequest   // control/pause, nil when never paused
+		RolloutPauses      []*sluicev1.PauseRequest // control/pause.<rollout>, Rollout set from the key
+		Freezes            []*sluicev1.Freeze       // control/freeze.<id>, Id set from the key
+		Term               uint64                   // the leadership term (lease epoch), for the RolloutResumed event
 		// InvalidExpiry, when positive, forgives a fingerprint recorded
 		// invalid that long ago (Config.InvalidExpiry; off by default).
 		InvalidExpiry time.Duration

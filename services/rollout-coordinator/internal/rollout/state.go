@@ -97,6 +97,12 @@ type State struct {
 
 	rollout    *sluicev1.Rollout // the active rollout, nil when none
 	rolloutRev *sluicev1.Revision
+	// unseen are the nodes this term took as present on the active
+	// rollout's write alone: at load their presence key held a value that
+	// does not decode (garbage over it), so their labels are unknown and
+	// their target is what the rollout wrote them (takeUnseen). Nil when
+	// none; a readable presence, a lapse or the rollout's end clears it.
+	unseen     map[string]bool
 	plan       plan
 	pending    queue     // by (domain, name)
 	inFlight   flight    // desired (or revert) written, no outcome yet
