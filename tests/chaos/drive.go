@@ -376,6 +376,9 @@ type faults struct {
 	locks    map[string]chan struct{}
 	restarts []string // NATS restarts and cluster servers stopped, as "server-1 at 3.20s"
 	pauseGen uint64   // the last control/pause generation pausePlane wrote
+	// resumed: pausePlane wrote its resume (under mu); garbage over
+	// control/pause after it is written over again (garbage).
+	resumed bool
 }
 
 // restarted lists the servers the schedule restarted or stopped so far.

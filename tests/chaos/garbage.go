@@ -214,6 +214,23 @@ func (f *faults) garbage(ctx context.Context, ft Fault) {
 			f.sys.log.add("%s: %s not written: %v", ft.Kind, g, err)
 		}
 	}
+	// Garbage over pause-plane's resume would hold the plane paused for
+	// good, and a rollout that cannot end while paused keeps the faults from
+	// being done: the resume is written over it one second later (time for
+	// the instances to see the garbage), as an operator seeing the
+	// ValueUnreadable events would (seed 762). Garbage before or during a
+	// pause is written over by pause-plane's own writes.
+	f.mu.Lock()
+	resumed := f.resumed
+	f.mu.Unlock()
+	if resumed {
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+		f.resumeOverGarbage(ctx)
+	}
 }
 
 // spoil makes one garbage write, retried while the servers do not answer

@@ -62,6 +62,9 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault, h pauseHooks) {
 	defer func() {
 		g := set(false)
 		s.log.add("%s: resumed (generation %d)", ft.Kind, g)
+		f.mu.Lock()
+		f.resumed = true
+		f.mu.Unlock()
 		if h.resumed != nil {
 			h.resumed()
 		}
@@ -251,7 +254,9 @@ func (f *faults) resumeOverGarbage(ctx context.Context) {
 	if err != nil || m.deleted || wellFormed(kv.Bucket(), contract.KeyPause, m.data) || s.spoiled.at(kv.Bucket(), contract.KeyPause, m.seq) == nil {
 		return // none, readable, or not the harness's
 	}
+	f.mu.Lock()
 	gen := f.pauseGen + 1
+	f.mu.Unlock()
 	b, err := store.Marshal(&sluicev1.PauseRequest{Paused: false, Generation: gen, By: "chaos", At: timestamppb.Now(),
 		Reason: "control/pause held garbage: resumed over it, as an operator would"})
 	if err == nil {
@@ -263,6 +268,8 @@ func (f *faults) resumeOverGarbage(ctx context.Context) {
 		s.log.add("control/pause holds the harness's garbage; writing a resume over it failed: %v", err)
 		return
 	}
-	f.pauseGen = gen
-	s.log.add("control/pause held the harness's garbage at the end: resumed over it (generation %d), as an operator would", gen)
+	f.mu.Lock()
+	f.pauseGen = max(f.pauseGen, gen)
+	f.mu.Unlock()
+	s.log.add("control/pause held the harness's garbage: resumed over it (generation %d), as an operator would", gen)
 }
