@@ -44,6 +44,8 @@ type plan struct {
 	// lastSize is the length of the last value Marshal wrote by the plan:
 	// the capacity of the next one's buffer.
 	lastSize atomic.Int64
+	// gof locates its plain scalar fields in the Go struct (direct.go).
+	gof goFields
 }
 
 const (
