@@ -110,6 +110,7 @@ func (d *decoder) message(p *plan, m protoreflect.Message) bool {
 		return true
 	}
 	var seen, oneofs uint64
+	direct, isStruct := p.structOf(m)
 	for {
 		name, ok := d.str()
 		if !ok {
@@ -139,7 +140,8 @@ func (d *decoder) message(p *plan, m protoreflect.Message) bool {
 			ok = d.message(f.msg, m.Mutable(f.fd).Message())
 		default:
 			var v protoreflect.Value
-			if v, ok = d.value(f, func() protoreflect.Message { return m.Mutable(f.fd).Message() }); ok && v.IsValid() {
+			if v, ok = d.value(f, func() protoreflect.Message { return m.Mutable(f.fd).Message() }); ok && v.IsValid() &&
+				!(isStruct && p.setDirect(direct, idx, v)) {
 				m.Set(f.fd, v)
 			}
 		}

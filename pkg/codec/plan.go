@@ -1,6 +1,8 @@
 package codec
 
 import (
+	"sync/atomic"
+
 	"google.golang.org/protobuf/reflect/protoreflect"
 )
 
@@ -39,6 +41,11 @@ type field struct {
 type plan struct {
 	fields []field
 	byName map[string]int
+	// lastSize is the length of the last value Marshal wrote by the plan:
+	// the capacity of the next one's buffer.
+	lastSize atomic.Int64
+	// gof locates its plain scalar fields in the Go struct (direct.go).
+	gof goFields
 }
 
 const (

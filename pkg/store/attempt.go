@@ -20,10 +20,11 @@ import (
 // write is not (it may have landed: the caller sees the timeout and re-reads).
 var AttemptTimeout = 5 * time.Second
 
-// attempt is ctx bounded by AttemptTimeout, unless ctx ends sooner.
+// attempt is ctx bounded by AttemptTimeout, unless ctx ends sooner: then
+// ctx itself, with nothing to release (no context of its own per write).
 func attempt(ctx context.Context) (context.Context, context.CancelFunc) {
 	if d, ok := ctx.Deadline(); ok && time.Until(d) <= AttemptTimeout {
-		return context.WithCancel(ctx)
+		return ctx, func() {}
 	}
 	return context.WithTimeout(ctx, AttemptTimeout)
 }

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -100,23 +101,62 @@ func (b *Batcher) expect(m *nats.Msg, key string, rev uint64) {
 // request sends m (within AttemptTimeout unless ctx ends sooner) and
 // decodes the JSON reply into v.
 func (b *Batcher) request(ctx context.Context, m *nats.Msg, v any) error {
+	return b.requestWith(ctx, m, func(data []byte) error { return json.Unmarshal(data, v) })
+}
+
+func (b *Batcher) requestWith(ctx context.Context, m *nats.Msg, decode func([]byte) error) error {
 	ctx, cancel := attempt(ctx)
 	defer cancel()
 	reply, err := b.nc.RequestMsgWithContext(ctx, m)
 	if err != nil {
 		return err
 	}
-	if err := json.Unmarshal(reply.Data, v); err != nil {
+	if err := decode(reply.Data); err != nil {
 		return fmt.Errorf("bad reply %q: %w", reply.Data, err)
 	}
 	return nil
+}
+
+// decodePubAck reads the server's answer to a publish. A plain
+// acknowledgement, {"stream":"KV_x","seq":N} (perhaps with "domain" or
+// "duplicate"), is read by hand: the coordinator writes one per node it
+// starts. Anything else — an error above all — goes through encoding/json.
+func decodePubAck(data []byte, ack *pubAck) error {
+	if seq, ok := plainAckSeq(data); ok {
+		*ack = pubAck{Seq: seq}
+		return nil
+	}
+	return json.Unmarshal(data, ack)
+}
+
+// plainAckSeq is the "seq" of an acknowledgement without an "error"; ok
+// is false for anything it does not recognise.
+func plainAckSeq(data []byte) (uint64, bool) {
+	const key = `"seq":`
+	if len(data) < 2 || data[0] != '{' || data[len(data)-1] != '}' || bytes.Contains(data, []byte(`"error"`)) {
+		return 0, false
+	}
+	i := bytes.Index(data, []byte(key))
+	if i < 0 || bytes.Index(data[i+len(key):], []byte(key)) >= 0 {
+		return 0, false
+	}
+	rest := data[i+len(key):]
+	n := 0
+	for n < len(rest) && rest[n] >= '0' && rest[n] <= '9' {
+		n++
+	}
+	if n == 0 || n < len(rest) && rest[n] != ',' && rest[n] != '}' {
+		return 0, false
+	}
+	seq, err := strconv.ParseUint(string(rest[:n]), 10, 64)
+	return seq, err == nil
 }
 
 // publish sends m and returns the sequence it was stored at; a failed
 // expected-sequence check matches ErrConflict.
 func (b *Batcher) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 	var ack pubAck
-	if err := b.request(ctx, m, &ack); err != nil {
+	if err := b.requestWith(ctx, m, func(data []byte) error { return decodePubAck(data, &ack) }); err != nil {
 		return 0, err
 	}
 	if e := ack.Error; e != nil {

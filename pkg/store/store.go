@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
@@ -93,6 +94,9 @@ type Entry[T proto.Message] struct {
 type Store[T proto.Message] struct {
 	kv   jetstream.KeyValue
 	newT func() T
+	// nc, when set (Direct), carries Create and Update as one request of
+	// its own (direct.go) instead of through kv.
+	nc *nats.Conn
 }
 
 // New returns a Store over kv; newT allocates an empty T.
@@ -137,6 +141,16 @@ func (s *Store[T]) Create(ctx context.Context, key string, v T) (uint64, error) 
 	}
 	actx, cancel := attempt(ctx)
 	defer cancel()
+	if s.nc != nil {
+		rev, err := s.put(actx, key, b, 0)
+		if !errors.Is(err, errDirectConflict) {
+			err = s.wrap("create", key, err)
+			observe(ctx, s.kv.Bucket(), err)
+			return rev, err
+		}
+		// The key exists, or its last message is a delete marker, which
+		// a create may replace: kv.Create tells the two apart.
+	}
 	rev, err := s.kv.Create(actx, key, b)
 	err = s.wrap("create", key, err)
 	observe(ctx, s.kv.Bucket(), err)
@@ -155,7 +169,12 @@ func (s *Store[T]) Update(ctx context.Context, key string, v T, rev uint64) (uin
 	}
 	actx, cancel := attempt(ctx)
 	defer cancel()
-	nrev, err := s.kv.Update(actx, key, b, rev)
+	var nrev uint64
+	if s.nc != nil {
+		nrev, err = s.put(actx, key, b, rev)
+	} else {
+		nrev, err = s.kv.Update(actx, key, b, rev)
+	}
 	err = s.wrap("update", key, err)
 	observe(ctx, s.kv.Bucket(), err)
 	return nrev, err
@@ -413,6 +432,8 @@ func (s *Store[T]) wrap(op, key string, err error) error {
 	switch {
 	case err == nil:
 		return nil
+	case errors.Is(err, errDirectConflict):
+		return fmt.Errorf("%s %s/%s: %w: %w", op, s.kv.Bucket(), key, err, ErrConflict)
 	case errors.Is(err, jetstream.ErrKeyExists), errors.Is(err, jetstream.ErrKeyRevisionMismatch):
 		// A lost CAS race is ErrKeyExists on a single server and
 		// ErrKeyRevisionMismatch (JetStream error 10164) on a cluster.

@@ -75,6 +75,7 @@ func TestStore(t *testing.T) {
 		{"ExpiredPresenceIsSeenByWatchers", testExpiredPresenceIsSeenByWatchers},
 		{"NodeConfigWritesAreRepublished", testNodeConfigWritesAreRepublished},
 		{"ListAfterWriteHoldsTheWrite", testListAfterWriteHoldsTheWrite},
+		{"DirectWritesAreCompareAndSet", testDirectWritesAreCompareAndSet},
 	}
 	for _, b := range backends {
 		t.Run(b.name, func(t *testing.T) {

@@ -158,12 +158,13 @@ type Agent struct {
 	box     mailbox       // desired configs waiting for the worker
 	running atomic.Bool
 
-	// reconnected is closed (and replaced) by Reconnected: a request in
+	// reconnected is cancelled (and replaced) by Reconnected: a request in
 	// flight when the connection dropped is never answered, so the status
 	// writes of the old connection give up at once instead of waiting out
 	// store.AttemptTimeout while the node's deadline runs.
-	reconnMu    sync.Mutex
-	reconnected chan struct{}
+	reconnMu      sync.Mutex
+	reconnected   context.Context
+	endConnection context.CancelFunc
 
 	// retry spaces the resyncs after failed control-plane calls
 	// (resyncSoon), from the Run loop and the worker alike.
@@ -230,14 +231,16 @@ func New(cfg Config) (*Agent, error) {
 	}
 	cfg.Labels = maps.Clone(cfg.Labels)
 	log := cfg.Log.With().Str(logging.FieldComponent, Component).Str(logging.FieldNode, cfg.Node).Logger()
+	reconnected, endConnection := context.WithCancel(context.Background())
 	return &Agent{
-		cfg:         cfg,
-		log:         log,
-		resync:      make(chan struct{}, 1),
-		box:         mailbox{wake: make(chan struct{}, 1)},
-		reconnected: make(chan struct{}),
-		retry:       backoff.New(controlRetry),
-		pz:          newPausing(),
+		cfg:           cfg,
+		reconnected:   reconnected,
+		endConnection: endConnection,
+		log:           log,
+		resync:        make(chan struct{}, 1),
+		box:           mailbox{wake: make(chan struct{}, 1)},
+		retry:         backoff.New(controlRetry),
+		pz:            newPausing(),
 	}, nil
 }
 
@@ -257,28 +260,27 @@ func (a *Agent) Resync() {
 // caught up yet (a direct get may be served by a follower). It never blocks.
 func (a *Agent) Reconnected() {
 	a.reconnMu.Lock()
-	close(a.reconnected)
-	a.reconnected = make(chan struct{})
+	a.endConnection()
+	a.reconnected, a.endConnection = context.WithCancel(context.Background())
 	a.reconnMu.Unlock()
 	a.Resync()
 	time.AfterFunc(retryDelay, a.Resync)
 }
 
-// untilReconnect is ctx, also cancelled by the next Reconnected: for a
-// request that the connection it was sent on will never answer.
-func (a *Agent) untilReconnect(ctx context.Context) (context.Context, context.CancelFunc) {
+// statusWriteContext is ctx bounded by timeout and also cancelled by the
+// next Reconnected: for a request that the connection it was sent on will
+// never answer. One context and no goroutine per write (every node's
+// change writes two statuses).
+func (a *Agent) statusWriteContext(ctx context.Context, timeout time.Duration) (context.Context, context.CancelFunc) {
 	a.reconnMu.Lock()
 	gone := a.reconnected
 	a.reconnMu.Unlock()
-	rctx, cancel := context.WithCancel(ctx)
-	go func() {
-		select {
-		case <-gone:
-			cancel()
-		case <-rctx.Done():
-		}
-	}()
-	return rctx, cancel
+	wctx, cancel := context.WithTimeout(ctx, timeout)
+	unhook := context.AfterFunc(gone, cancel)
+	return wctx, func() {
+		unhook()
+		cancel()
+	}
 }
 
 // retryDelay is how soon a failed control-plane call is retried first: a
@@ -328,8 +330,10 @@ func (a *Agent) Run(ctx context.Context) error {
 		defer fcancel()
 		a.em.Flush(fctx)
 	}()
-	a.nodes = store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
-	a.statuses = store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
+	// The agent's own keys are written directly (store.Direct): two status
+	// writes per change of the node, a presence write per beat.
+	a.nodes = store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }).Direct(js.Conn())
+	a.statuses = store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }).Direct(js.Conn())
 	a.configs = b.NodeConfigs
 	a.pauses = store.New(b.Control, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })
 

@@ -40,7 +40,7 @@ func (a *Agent) bake(ctx context.Context, d *sluicev1.DesiredConfig) {
 	defer t.Stop()
 	// Between re-runs the worker is idle: a pause is acknowledged at once,
 	// not after a bake of many minutes.
-	a.setBusy("")
+	a.setBusy("", nil)
 	for passes < spec.GetPasses() || a.cfg.Now().Before(until) {
 		select {
 		case <-ctx.Done():
@@ -59,15 +59,15 @@ func (a *Agent) bake(ctx context.Context, d *sluicev1.DesiredConfig) {
 		if a.held() {
 			continue // paused: no node operation starts, re-runs neither
 		}
-		a.setBusy("re-running the checks of " + describe(d))
+		a.setBusy("re-running the checks of ", d)
 		f := a.check(ctx, d, nil)
-		a.setBusy("")
+		a.setBusy("", nil)
 		if f != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			f.err = fmt.Errorf("re-run %d while baking: %w", passes+1, f.err)
-			a.setBusy("restoring last-good after a failed re-run of " + describe(d))
+			a.setBusy("restoring last-good after a failed re-run of ", d)
 			a.rollback(ctx, d, *f)
 			return
 		}

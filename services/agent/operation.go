@@ -94,23 +94,23 @@ func deadlineFailure(op context.Context, d *sluicev1.DesiredConfig, step string,
 // the worker calls it, and the worker touches its state again only after
 // done returned.
 func (a *Agent) progressDuring(ctx context.Context, d *sluicev1.DesiredConfig, step string) (done func()) {
-	stop := make(chan struct{})
+	// A timer's function rather than a goroutine waiting on a timer: every
+	// provision runs two steps, and most end long before the interval.
 	var wg sync.WaitGroup
-	wg.Go(func() {
-		t := time.NewTimer(a.cfg.ProgressInterval)
-		defer t.Stop()
-		select {
-		case <-stop:
-		case <-ctx.Done():
-		case <-t.C:
+	wg.Add(1)
+	t := time.AfterFunc(a.cfg.ProgressInterval, func() {
+		defer wg.Done()
+		if ctx.Err() == nil {
 			a.writeProgress(ctx, d, step)
 		}
 	})
 	var once sync.Once
 	return func() {
 		once.Do(func() {
-			close(stop)
-			wg.Wait()
+			if t.Stop() {
+				wg.Done() // it will never run
+			}
+			wg.Wait() // a report under way ends before the worker goes on
 		})
 	}
 }

@@ -23,12 +23,16 @@ import (
 // the first config of a node that has none — and the agent acknowledges
 // the pause's generation in its presence once it is idle.
 type pausing struct {
-	mu   sync.Mutex
-	req  *sluicev1.PauseRequest // newest seen; nil = never paused
-	ack  *sluicev1.PauseAck     // what the presence announces
-	busy string                 // what the worker is doing; "" = idle
-	wake chan struct{}          // the worker: the request changed (capacity 1)
-	kick chan struct{}          // Run's loop: write the presence now (capacity 1)
+	mu  sync.Mutex
+	req *sluicev1.PauseRequest // newest seen; nil = never paused
+	ack *sluicev1.PauseAck     // what the presence announces
+	// busy is what the worker is doing, as busyDoing + describe(busy);
+	// nil = idle. It is described only while a pause is requested, the
+	// only time the acknowledgement names it: every apply sets it.
+	busy      *sluicev1.DesiredConfig
+	busyDoing string
+	wake      chan struct{} // the worker: the request changed (capacity 1)
+	kick      chan struct{} // Run's loop: write the presence now (capacity 1)
 }
 
 func newPausing() pausing {
@@ -68,12 +72,22 @@ func (a *Agent) held() bool {
 	return !(joiner && contract.JoinersGetLastGood(r))
 }
 
-// setBusy records what the worker does ("" = idle) and moves the acknowledgement.
-func (a *Agent) setBusy(what string) {
+// setBusy records that the worker is doing doing + describe(d), or that
+// it is idle (d nil), and moves the acknowledgement.
+func (a *Agent) setBusy(doing string, d *sluicev1.DesiredConfig) {
 	a.pz.mu.Lock()
-	a.pz.busy = what
+	a.pz.busy, a.pz.busyDoing = d, doing
 	a.pz.mu.Unlock()
 	a.updateAck()
+}
+
+// busyText is what the worker is doing, for the acknowledgement of a
+// pause; "" = idle. The caller holds p.mu.
+func (p *pausing) busyText() string {
+	if p.busy == nil {
+		return ""
+	}
+	return p.busyDoing + describe(p.busy)
 }
 
 // updateAck recomputes the acknowledgement; a change is written to the
@@ -82,7 +96,11 @@ func (a *Agent) updateAck() {
 	p := &a.pz
 	p.mu.Lock()
 	prev := p.ack
-	next := contract.NextAck(prev, p.req, p.busy, a.cfg.Now())
+	busy := ""
+	if p.req.GetPaused() { // NextAck reads what the worker does only then
+		busy = p.busyText()
+	}
+	next := contract.NextAck(prev, p.req, busy, a.cfg.Now())
 	p.ack = next
 	p.mu.Unlock()
 	if next == prev {

@@ -67,17 +67,17 @@ func (a *Agent) work(ctx context.Context) {
 		case <-a.pz.wake:
 		}
 		if a.held() {
-			a.setBusy("")
+			a.setBusy("", nil)
 			continue
 		}
 		d, ok := a.box.take()
 		if !ok {
-			a.setBusy("")
+			a.setBusy("", nil)
 			continue
 		}
-		a.setBusy("applying " + describe(d.cfg))
+		a.setBusy("applying ", d.cfg)
 		a.handle(ctx, d.cfg)
-		a.setBusy("")
+		a.setBusy("", nil)
 	}
 }
 

@@ -74,10 +74,8 @@ func (a *Agent) writeStatus(ctx context.Context, st *sluicev1.NodeStatus) error 
 	var err error
 	for attempt := range 4 {
 		var rev uint64
-		wctx, cancel := a.untilReconnect(ctx)
-		wctx, cancelAttempt := context.WithTimeout(wctx, statusAttempt())
+		wctx, cancel := a.statusWriteContext(ctx, statusAttempt())
 		rev, err = a.statuses.Update(wctx, a.cfg.Node, st, a.worker.statusRev)
-		cancelAttempt()
 		cancel()
 		if err == nil {
 			a.wroteStatus(st, rev)
