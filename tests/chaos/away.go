@@ -78,16 +78,25 @@ func (f *faults) leaveUntilRevert(ctx context.Context, ft Fault) {
 	if !s.awaitKey(ctx, s.nodesKV, ft.Node, true, 3*s.sc.NodeLease+5*time.Second) {
 		s.log.add("%s: its presence did not expire", ft.Kind)
 	}
+	f.backWhileReverting(ctx, ft, a.id, "presence expired; ")
+}
+
+// backWhileReverting starts ft.Node's agent again once rollout id reverts
+// (or ended), and lets the coordinator see it come back before the revert
+// may end (the caller opens the gate then). It returns when the agent
+// started and whether the rollout was reverting.
+func (f *faults) backWhileReverting(ctx context.Context, ft Fault, id, why string) (time.Time, bool) {
+	s := f.sys
 	var reverting bool
-	if _, err := s.waitPhase(ctx, a.id, 30*time.Second, func(r *sluicev1.Rollout) bool {
+	if _, err := s.waitPhase(ctx, id, 30*time.Second, func(r *sluicev1.Rollout) bool {
 		reverting = r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING
 		return reverting || ended(r)
 	}); err != nil {
 		s.log.add("%s: %v", ft.Kind, err)
 	}
+	at := time.Now()
 	s.startAgent(ft.Node)
-	s.log.add("%s %s: presence expired; started again (rollout reverting: %v)", ft.Kind, ft.Node, reverting)
-	// Let the coordinator see it come back before the revert may end.
+	s.log.add("%s %s: %sstarted again (rollout %s reverting: %v)", ft.Kind, ft.Node, why, id, reverting)
 	if s.awaitKey(ctx, s.nodesKV, ft.Node, false, 5*time.Second) {
 		select {
 		case <-ctx.Done():
@@ -95,6 +104,7 @@ func (f *faults) leaveUntilRevert(ctx context.Context, ft Fault) {
 		}
 	}
 	s.log.add("%s: reverts may go on", ft.Kind)
+	return at, reverting
 }
 
 // joinDuringRevert: ft.Node leaves as the rollout of change ft.Change
@@ -122,27 +132,9 @@ func (f *faults) joinDuringRevert(ctx context.Context, ft Fault) {
 		return
 	case <-a.done:
 	}
-	var reverting bool
-	if _, err := s.waitPhase(ctx, a.id, 30*time.Second, func(r *sluicev1.Rollout) bool {
-		reverting = r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING
-		return reverting || ended(r)
-	}); err != nil {
-		s.log.add("%s: %v", ft.Kind, err)
-	}
-	at := time.Now()
-	s.startAgent(ft.Node)
-	s.log.add("%s %s: started again (rollout %s reverting: %v)", ft.Kind, ft.Node, a.id, reverting)
-	if reverting {
+	if at, reverting := f.backWhileReverting(ctx, ft, a.id, ""); reverting {
 		f.drv.joined(Joiner{Node: ft.Node, Rollout: a.id, At: at})
 	}
-	// Let the coordinator see it come back before the revert may end.
-	if s.awaitKey(ctx, s.nodesKV, ft.Node, false, 5*time.Second) {
-		select {
-		case <-ctx.Done():
-		case <-time.After(300 * time.Millisecond):
-		}
-	}
-	s.log.add("%s: reverts may go on", ft.Kind)
 }
 
 // pauseAwayIdle is how long a pause-away after an apply holds the pause
@@ -307,15 +299,7 @@ func (f *faults) staleDesired(ctx context.Context, ft Fault) {
 	s := f.sys
 	func() {
 		defer f.lock("coordinators")()
-		holder, err := s.leader(ctx)
-		if err != nil {
-			s.log.add("%s: %v", ft, err)
-		}
-		name := holder
-		if name == "" || !s.running(name) {
-			name = coordinatorA
-		}
-		s.halt(name)
+		name, holder := f.stopLeader(ctx, ft)
 		s.log.add("%s: stopped %s for a new term (lease holder was %q)", ft, name, holder)
 		select {
 		case <-ctx.Done():

@@ -438,6 +438,22 @@ func (f *faults) runAll(ctx context.Context) {
 	wg.Wait()
 }
 
+// stopLeader stops the lease holder (coord-a if none runs) and returns its
+// name and the holder the lease named. The caller holds "coordinators".
+func (f *faults) stopLeader(ctx context.Context, ft Fault) (name, holder string) {
+	s := f.sys
+	holder, err := s.leader(ctx)
+	if err != nil {
+		s.log.add("%s: %v", ft, err)
+	}
+	name = holder
+	if name == "" || !s.running(name) {
+		name = coordinatorA
+	}
+	s.halt(name)
+	return name, holder
+}
+
 // trigger waits for ft's moment; false (logged) if it never came.
 func (f *faults) trigger(ctx context.Context, ft Fault) bool {
 	a := f.drv.changes[ft.Change]
@@ -515,15 +531,7 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 	switch ft.Kind {
 	case KillLeader:
 		defer f.lock("coordinators")()
-		holder, err := s.leader(ctx)
-		if err != nil {
-			s.log.add("%s: %v", ft, err)
-		}
-		name := holder
-		if name == "" || !s.running(name) {
-			name = coordinatorA
-		}
-		s.halt(name)
+		name, holder := f.stopLeader(ctx, ft)
 		s.log.add("%s: stopped %s (lease holder was %q)", ft, name, holder)
 		sleep(ft.Down)
 		s.startCoordinator(name)
