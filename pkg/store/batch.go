@@ -101,20 +101,31 @@ func (b *Batcher) expect(m *nats.Msg, key string, rev uint64) {
 // request sends m (within AttemptTimeout unless ctx ends sooner) and
 // decodes the JSON reply into v.
 func (b *Batcher) request(ctx context.Context, m *nats.Msg, v any) error {
-	return b.requestWith(ctx, m, func(data []byte) error { return json.Unmarshal(data, v) })
-}
-
-func (b *Batcher) requestWith(ctx context.Context, m *nats.Msg, decode func([]byte) error) error {
 	ctx, cancel := attempt(ctx)
 	defer cancel()
 	reply, err := b.nc.RequestMsgWithContext(ctx, m)
 	if err != nil {
 		return err
 	}
-	if err := decode(reply.Data); err != nil {
+	if err := json.Unmarshal(reply.Data, v); err != nil {
 		return fmt.Errorf("bad reply %q: %w", reply.Data, err)
 	}
 	return nil
+}
+
+// requestPubAck publishes m over nc as a request and reads the server's
+// acknowledgement (decodePubAck), returning the reply as well: the
+// Batcher's writes and a Direct store's.
+func requestPubAck(ctx context.Context, nc *nats.Conn, m *nats.Msg) (pubAck, []byte, error) {
+	var ack pubAck
+	reply, err := nc.RequestMsgWithContext(ctx, m)
+	if err != nil {
+		return ack, nil, err
+	}
+	if err := decodePubAck(reply.Data, &ack); err != nil {
+		return ack, reply.Data, fmt.Errorf("bad reply %q: %w", reply.Data, err)
+	}
+	return ack, reply.Data, nil
 }
 
 // decodePubAck reads the server's answer to a publish. A plain
@@ -155,8 +166,10 @@ func plainAckSeq(data []byte) (uint64, bool) {
 // publish sends m and returns the sequence it was stored at; a failed
 // expected-sequence check matches ErrConflict.
 func (b *Batcher) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
-	var ack pubAck
-	if err := b.requestWith(ctx, m, func(data []byte) error { return decodePubAck(data, &ack) }); err != nil {
+	ctx, cancel := attempt(ctx)
+	defer cancel()
+	ack, _, err := requestPubAck(ctx, b.nc, m)
+	if err != nil {
 		return 0, err
 	}
 	if e := ack.Error; e != nil {

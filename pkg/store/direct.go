@@ -62,13 +62,9 @@ func (s *Store[T]) put(ctx context.Context, key string, value []byte, rev uint64
 		Header:  nats.Header{headerExpectedLastSubjectSeq: []string{strconv.FormatUint(rev, 10)}},
 		Data:    value,
 	}
-	reply, err := s.nc.RequestMsgWithContext(ctx, m)
+	ack, reply, err := requestPubAck(ctx, s.nc, m)
 	if err != nil {
 		return 0, err
-	}
-	var ack pubAck
-	if err := decodePubAck(reply.Data, &ack); err != nil {
-		return 0, fmt.Errorf("bad reply %q: %w", reply.Data, err)
 	}
 	if e := ack.Error; e != nil {
 		if e.ErrCode == errCodeWrongLastSeq || e.ErrCode == errCodeWrongLastSeqConstant {
@@ -77,7 +73,7 @@ func (s *Store[T]) put(ctx context.Context, key string, value []byte, rev uint64
 		return 0, fmt.Errorf("%s (%d)", e.Description, e.ErrCode)
 	}
 	if ack.Seq == 0 {
-		return 0, fmt.Errorf("bad reply %q: no sequence", reply.Data)
+		return 0, fmt.Errorf("bad reply %q: no sequence", reply)
 	}
 	return ack.Seq, nil
 }
