@@ -416,11 +416,13 @@ func outcomeOf(list []*sluicev1.NodeOutcome, node string) *sluicev1.NodeOutcome 
 	return nil
 }
 
-// place renders the rollout target for a present node and puts it where its
-// desired config, status and earlier outcome (prev, from the record) say it is.
+// place renders the rollout target for n and puts it where its desired
+// config, status and earlier outcome (prev, from the record) say it is. A
+// node whose labels are unknown — absent (placeAway) or taken as present on
+// the rollout's write alone (takeUnseen) — has for its target the one it was
+// written: there is nothing to render it by.
 func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
-	if s.unseen[n.name] {
-		// Its labels are unknown (takeUnseen): the target it was written.
+	if !n.present || s.unseen[n.name] {
 		s.placeAt(n, n.desired.GetFingerprint(), n.desired.GetConfig(), prev, now)
 		return
 	}
@@ -430,14 +432,14 @@ func (s *State) place(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
 
 // placeAway places n, which this rollout wrote to in an earlier term and
 // which is not present now, as the live path would have had it seen the
-// node leave (presence.go): its target is what was written to it (there are
-// no labels to render it by), an outcome its status shows stands, and a
-// node still in flight left before finishing and is skipped. It counts as
+// node leave (presence.go): its target is what was written to it (place),
+// an outcome its status shows stands, and a node still in flight left
+// before finishing and is skipped. It counts as
 // started in its stage, so the bake after that stage still comes (chaos
 // seed 184: a new term that forgot such a node started the next failure
 // domain without the bake).
 func (s *State) placeAway(n *node, prev *sluicev1.NodeOutcome, now time.Time) {
-	s.placeAt(n, n.desired.GetFingerprint(), n.desired.GetConfig(), prev, now)
+	s.place(n, prev, now)
 	if n.prog == progInFlight {
 		s.leftBeforeFinishing(n, "node left (presence lease expired) while no coordinator led, before finishing")
 	}
