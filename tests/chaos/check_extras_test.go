@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -43,6 +44,11 @@ func shortBake(o *Observation) {
 	}
 }
 
+// skipped records node-01 skipped in r1 at the coordinator's decision time.
+func skipped(o *Observation, t float64) {
+	o.Events = append(o.Events, &sluicev1.Event{Type: "NodeSkipped", Rollout: "r1", Node: "node-01", Time: timestamppb.New(at(t))})
+}
+
 func TestCheck_Pairs_TwoMembersNeverUnprovenTogether(t *testing.T) {
 	runCases(t, "Pairs", "node-02", []checkCase{
 		{name: "node-02 given its target after node-01 provisioned", given: paired},
@@ -61,6 +67,36 @@ func TestCheck_Pairs_TwoMembersNeverUnprovenTogether(t *testing.T) {
 			o.StatusWrites = o.StatusWrites[1:]
 			o.Events = append(o.Events, &sluicev1.Event{Type: "NodeFailed", Rollout: "r1", Node: "node-01", Time: timestamppb.New(at(0.7))})
 		}},
+		{name: "node-01 left 30 ms after it was given its target, node-02 given it just after the skip (seed 52)", given: func(o *Observation) {
+			paired(o)
+			o.StatusWrites = o.StatusWrites[1:]
+			skipped(o, 0.53)
+			w := &o.ConfigWrites[1]
+			w.At, w.Desired.WrittenAt = at(0.54), timestamppb.New(at(0.54))
+		}},
+		{name: "node-01 skipped before its own write landed", given: func(o *Observation) {
+			paired(o)
+			o.StatusWrites = o.StatusWrites[1:]
+			skipped(o, 0.3)
+			w := &o.ConfigWrites[1]
+			w.At, w.Desired.WrittenAt = at(0.54), timestamppb.New(at(0.54))
+		}},
+		{name: "node-02 given it before node-01's skip was decided", given: func(o *Observation) {
+			paired(o)
+			o.StatusWrites = o.StatusWrites[1:]
+			skipped(o, 0.6)
+			w := &o.ConfigWrites[1]
+			w.At, w.Desired.WrittenAt = at(0.54), timestamppb.New(at(0.54))
+		}, want: true},
+		{name: "a skip that ended node-01's first operation does not end its next one", given: func(o *Observation) {
+			paired(o)
+			o.StatusWrites = o.StatusWrites[1:]
+			skipped(o, 0.53)
+			o.ConfigWrites[0].Desired.Operation = "r1/node-01/apply"
+			again := proto.Clone(o.ConfigWrites[0].Desired).(*sluicev1.DesiredConfig)
+			again.Operation, again.WrittenAt = "r1/node-01/apply-2", timestamppb.New(at(0.8))
+			o.ConfigWrites = append(o.ConfigWrites, KVOp{Key: "node-01.desired", Revision: 7, At: at(0.8), Desired: again})
+		}, want: true},
 		{name: "with a bake between stages, node-02 given it before node-01's bake", given: func(o *Observation) {
 			paired(o)
 			staged(o)

@@ -161,9 +161,9 @@ func checkBaked(o *Observation, add addFunc) {
 			}
 		}
 		// The record's bakeUntil is the decider's own clock (the moment it
-		// began the bake plus the bake time), as the stages' starts are; an
-		// event is stamped when published, after the step's writes, which
-		// under load lag by more than bakeSlack (seeds 81, 84, 148).
+		// began the bake plus the bake time), as the stages' starts and the
+		// coordinator's event times are (a record write is evidence too,
+		// where the event's publish was lost to a deposed term).
 		for _, w := range o.RolloutWrites {
 			if w.Rollout.GetId() == r.GetId() && w.Rollout.GetBakeUntil() != nil {
 				baking = append(baking, w.Rollout.GetBakeUntil().AsTime().Add(-bake))
@@ -220,7 +220,7 @@ func checkReferencedKept(o *Observation, add addFunc) {
 // that never answers again does not make). Where the record names that node
 // and rollout (it was not recorded first by another node's failure), its
 // cause must be timed-out and its time no later than the NodeTimedOut
-// event's (the event is published after the step that recorded it).
+// event's (both are the time of the step that recorded it).
 func checkTimedOutRecorded(o *Observation, add addFunc) {
 	// rollout/node → its last NodeTimedOut event: a leader deposed as it
 	// timed the node out may have published one whose record never landed.

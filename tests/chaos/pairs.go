@@ -68,8 +68,8 @@ type unprovenSpan struct {
 // between stages, the end of the first bake that began after it (a
 // RolloutBaking event's time and the bake time, less bakeSlack but not
 // less than nothing: bakeLessSlack); an
-// outcome that frees the group (NodeFailed, NodeTimedOut, NodeSkipped, less
-// writeSlack: the event is stamped when published, after the decision;
+// outcome that frees the group (NodeFailed, NodeTimedOut, NodeSkipped, at
+// the decision's time, which the coordinator stamps on its events: endLag;
 // an Invalid report); the rollout starting its revert or ending. A member
 // whose span has no end seen, where events may be lost, is not judged (its
 // failure or departure may be what was lost); nor one whose desired key got
@@ -152,6 +152,10 @@ func pairSpans(o *Observation, r *sluicev1.Rollout) []unprovenSpan {
 			}
 		}
 	}
+	for _, ts := range ends {
+		slices.SortFunc(ts, func(a, b time.Time) int { return a.Compare(b) })
+	}
+	used := map[string]int{} // node → its ends taken by earlier spans
 	var out []unprovenSpan
 	seen := map[string]bool{} // node/operation
 	for _, w := range o.ConfigWrites {
@@ -210,11 +214,17 @@ func pairSpans(o *Observation, r *sluicev1.Rollout) []unprovenSpan {
 				}
 			}
 		}
-		for _, t := range ends[sp.node] {
-			// The event is stamped as it is published, after the decision
-			// that freed the group, and the next member's write is stamped
-			// in that same step, in either order.
-			end(t.Add(-writeSlack), false, false)
+		// The first outcome event of the node from endLag before this
+		// write on, not one an earlier span of it took, ends the span at
+		// its time (at the write's, if earlier: freed before it landed).
+		if ts := ends[sp.node]; used[sp.node] < len(ts) {
+			for i, t := range ts[used[sp.node]:] {
+				if !t.Before(sp.from.Add(-endLag)) {
+					end(later(t, sp.from), false, false)
+					used[sp.node] += i + 1
+					break
+				}
+			}
 		}
 		if !stop.IsZero() {
 			end(stop, false, true)
@@ -222,6 +232,25 @@ func pairSpans(o *Observation, r *sluicev1.Rollout) []unprovenSpan {
 		out = append(out, sp)
 	}
 	return out
+}
+
+// endLag: the coordinator stamps an outcome event with the time of the
+// decision that freed the group (Decide), and the mate's write, decided in
+// that step or later, is stamped when its writer sends it, so no later
+// than the mate's write. The freed member's own write is sent by a writer
+// pool too, and may land after the step that saw the member leave: an
+// event up to endLag before the write still belongs to it (chaos seed 52:
+// node-11 skipped 30 ms after its write, and the old rule, the event's
+// time less 50 ms, threw that end away). Longer than a writer's lag under
+// load, shorter than a node's leave, return and new write in one rollout.
+const endLag = time.Second
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // bakeLessSlack is how long after a RolloutBaking event's time its bake

@@ -221,6 +221,31 @@ func TestPairs_EarlyBakeWithinAWave(t *testing.T) {
 
 // Nodes of no group are not held back: with no pair label the order and
 // the waves are today's.
+// A member that leaves in flight frees its group in the step that sees it
+// go, and that step's NodeSkipped carries the step's time: the mate's
+// write, decided in the same step, can never look older than the event
+// that allowed it (chaos seed 52: stamped at its publish, the event came
+// 57 ms after the mate's write under load).
+func TestPairs_LeaveFreesTheGroupAtTheDecisionsTime(t *testing.T) {
+	p := newPairRun(t, map[string]string{"a1": "pa", "a2": "pa"}, &sluicev1.Strategy{MaxParallel: "2"})
+	if !p.wrote("a1") || p.wrote("a2") {
+		t.Fatalf("want a1 started and a2 waiting, got %v", p.written)
+	}
+	p.now = p.now.Add(1500 * time.Millisecond)
+	p.reported["a1"] = p.now // freed from here: it left
+	p.decide(Presence{Node: "a1"})
+	if !p.wrote("a2") {
+		t.Fatalf("a2 did not start when a1 left: written %v", p.written)
+	}
+	e := p.event("NodeSkipped", "a1")
+	if e == nil || e.GetTime() == nil {
+		t.Fatalf("no NodeSkipped with a time for a1: %v", p.events)
+	}
+	if got := e.GetTime().AsTime(); !got.Equal(p.now) {
+		t.Fatalf("NodeSkipped stamped %s, want the decision's time %s", got.Sub(t0), p.now.Sub(t0))
+	}
+}
+
 func TestPairs_NoLabelNoChange(t *testing.T) {
 	p := newPairRun(t, map[string]string{"n1": "", "n2": "", "n3": ""}, &sluicev1.Strategy{MaxParallel: "3"})
 	if len(p.written) != 3 {

@@ -32,6 +32,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -329,6 +330,13 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 		}
 	}
 	for _, e := range s.events {
+		// An event's time is when the transition was decided, not when its
+		// publish got through: a write decided in the same step may land
+		// before or after it, and a late publish must not move the moment a
+		// node was freed or a bake began.
+		if e.Time == nil {
+			e.Time = timestamppb.New(now)
+		}
 		acts = append(acts, Emit{Event: e})
 	}
 	s.out, s.events = nil, nil
