@@ -122,6 +122,9 @@ func TestChaos(t *testing.T) {
 // server, observe the system at rest) and no invariant was found broken.
 func runSeed(t *testing.T, seed uint64) string {
 	sc := Pick(seed)
+	if !virtualTime() {
+		sc = sc.onRealTime()
+	}
 	log := newSchedule()
 	start := time.Now()
 	var f *faults

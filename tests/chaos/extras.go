@@ -34,6 +34,9 @@ type Extras struct {
 	// Closing is a change whose deploy window closes while it runs, the
 	// next opening a minute later (windows.go); nil: none.
 	Closing *ClosingPlan
+	// ClosingLeftOut is a closing window drawn but left out of a run on
+	// real time (onRealTime); nil: none.
+	ClosingLeftOut *ClosingPlan
 }
 
 // extrasSalt derives the second stream: rand.NewPCG(seed, seed^extrasSalt).
@@ -88,6 +91,9 @@ func (s Scenario) describeExtras(b *strings.Builder) {
 	}
 	if c := x.Closing; c != nil {
 		fmt.Fprintf(b, "  %s\n", c)
+	}
+	if c := x.ClosingLeftOut; c != nil {
+		fmt.Fprintf(b, "  (left out on real time: %s; CHAOS_VIRTUAL=1 runs it)\n", c)
 	}
 }
 
