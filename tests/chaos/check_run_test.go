@@ -231,6 +231,7 @@ func TestCheck_Paused_AppliesInTheWindowButNotARestoreAtStart(t *testing.T) {
 	applies := map[string][]Apply{
 		"node-01": {{At: acked.Add(-time.Millisecond), Fingerprint: "before-the-ack"}, {At: until, Fingerprint: "after-the-resume"}},
 		"node-02": {{At: acked.Add(100 * time.Millisecond), Fingerprint: "restored-at-start", RestoreAtStart: true}},
+		"node-04": {{At: acked, Fingerprint: "returned-as-it-acknowledged"}},
 	}
 	if v := appliedWhilePaused(applies, 1, acked, until); len(v) != 0 {
 		t.Fatalf("calls outside the window and a restore at start flagged: %v", v)

@@ -142,7 +142,11 @@ func appliedWhilePaused(applies map[string][]Apply, gen uint64, acked, until tim
 			// A restore at start is not work a pause holds: an agent
 			// started over an interrupted apply puts last-good back before
 			// it reads anything (docs/agent.md), and only then acknowledges.
-			if !a.RestoreAtStart && !a.At.Before(acked) && a.At.Before(until) {
+			// An agent acknowledges once idle, so a call that returned at
+			// the very instant of the last acknowledgement began before it
+			// (virtual time: seed 144's node-01 returned and acknowledged
+			// at one instant, and the harness read the ack in it).
+			if !a.RestoreAtStart && a.At.After(acked) && a.At.Before(until) {
 				found = append(found, Violation{Invariant: "Paused", Node: name, Detail: fmt.Sprintf(
 					"the applier was called for %s at %s, while every instance had acknowledged pause generation %d (%s to %s)",
 					short(a.Fingerprint), a.At.Format("15:04:05.000"), gen, acked.Format("15:04:05.000"), until.Format("15:04:05.000"))})
