@@ -6,9 +6,9 @@
 // deletes the node's desired and backup configs and its status, each with
 // compare-and-set on the revision it read, after checking once more with a
 // Get that the node has not come back. It is level-triggered: every pass
-// (each Interval, and soon after the nodes-bucket watcher reports a delete
-// or expiry) lists the nodes that own keys and compares them with the nodes
-// present.
+// (each Interval, soon after the nodes-bucket watcher reports a delete or
+// expiry, and when an absence it timed passes Grace) lists the nodes that
+// own keys and compares them with the nodes present.
 //
 // Absence is timed from when this reaper process first observed it, in
 // memory: a restarted reaper starts every timer again, which can only delay
@@ -228,8 +228,9 @@ func New(cfg Config) (*Reaper, error) {
 	return r, nil
 }
 
-// Run ensures the buckets, then passes every Interval and soon after a node's
-// presence disappears, until ctx ends. It returns nil when ctx ends.
+// Run ensures the buckets, then passes every Interval, soon after a node's
+// presence disappears and when a node's absence passes Grace, until ctx
+// ends. It returns nil when ctx ends.
 func (r *Reaper) Run(ctx context.Context) error {
 	js, err := jetstream.New(r.cfg.Conn)
 	if err != nil {
@@ -277,11 +278,20 @@ func (r *Reaper) Run(ctx context.Context) error {
 	r.readiness.Set(true, fmt.Sprintf("buckets bound; a pass every %s", r.cfg.Interval))
 
 	watch := r.watchNodes(ctx, h)
-	r.pass(ctx, "start")
 	tick := time.NewTicker(r.cfg.Interval)
 	defer tick.Stop()
-	soon := time.NewTimer(passDelay)
-	soon.Stop()
+	soon := newSoon()
+	defer soon.timer.Stop()
+	// After each pass, the next one comes when the first absence it timed
+	// passes Grace, if that is before the interval's tick: a reap is due
+	// then, not up to an Interval later.
+	pass := func(why string) {
+		r.pass(ctx, why)
+		if due := r.nextDue(r.cfg.Now()); !due.IsZero() {
+			soon.at(due.Sub(r.cfg.Now())+time.Millisecond, "absence past grace")
+		}
+	}
+	pass("start")
 	for {
 		select {
 		case <-ctx.Done():
@@ -290,9 +300,9 @@ func (r *Reaper) Run(ctx context.Context) error {
 			if watch == nil {
 				watch = r.watchNodes(ctx, h)
 			}
-			r.pass(ctx, "interval")
-		case <-soon.C:
-			r.pass(ctx, "presence lost")
+			pass("interval")
+		case <-soon.timer.C:
+			pass(soon.fired())
 		case e, ok := <-watch:
 			if !ok {
 				// The watcher ended; passes still run on the interval, and
@@ -301,10 +311,54 @@ func (r *Reaper) Run(ctx context.Context) error {
 				continue
 			}
 			if r.observe(e) {
-				soon.Reset(passDelay)
+				soon.at(passDelay, "presence lost")
 			}
 		}
 	}
+}
+
+// soon is the timer of the next pass before the interval's tick, and why.
+type soon struct {
+	timer *time.Timer
+	when  time.Time // zero while not armed
+	why   string
+}
+
+func newSoon() *soon {
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	return &soon{timer: t}
+}
+
+// at arms the timer for d from now, unless it is armed for sooner.
+func (s *soon) at(d time.Duration, why string) {
+	when := time.Now().Add(d)
+	if !s.when.IsZero() && !when.Before(s.when) {
+		return
+	}
+	s.timer.Reset(d)
+	s.when, s.why = when, why
+}
+
+// fired disarms s, whose timer fired, and says why it was armed.
+func (s *soon) fired() string {
+	s.when = time.Time{}
+	return s.why
+}
+
+// nextDue is when the first node whose absence is timed and not yet past
+// Grace will be (zero: none is): a node already past it was reaped, or is
+// held, and the interval looks at it again.
+func (r *Reaper) nextDue(now time.Time) time.Time {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var next time.Time
+	for _, since := range r.absent {
+		if due := since.Add(r.cfg.Grace); !due.Before(now) && (next.IsZero() || due.Before(next)) {
+			next = due
+		}
+	}
+	return next
 }
 
 // watchNodes watches which nodes are present (keys and deletes, not the

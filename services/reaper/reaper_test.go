@@ -248,6 +248,31 @@ func TestReaper_Run_ReapsNodeWhosePresenceExpired(t *testing.T) {
 	}
 }
 
+// A node's reap comes when its absence passes Grace, not at the next
+// interval: here the interval (an hour) never ticks.
+func TestReaper_Run_ReapsWhenTheAbsencePassesGrace(t *testing.T) {
+	s := contract.DefaultSettings()
+	s.NodeLease = time.Second
+	f := newFleet(t, s)
+	f.seed(t, "n1")
+	f.arrive(t, "n1") // expires after the 1s lease: nobody renews it
+	// Grace is longer than the pass a lost presence brings (passDelay, 1s):
+	// that pass finds n1 absent but not yet due.
+	r, err := reaper.New(reaper.Config{Conn: f.env.Conn, Settings: s, Grace: 2 * time.Second, Interval: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	natstest.Eventually(t, wait, "n1's keys to be reaped", func() bool { return len(f.keys(t, "n1")) == 0 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run returned %v, want nil on cancel", err)
+	}
+}
+
 func TestNew_RequiresConn(t *testing.T) {
 	if _, err := reaper.New(reaper.Config{}); err == nil {
 		t.Fatal("New without Conn succeeded")
