@@ -321,12 +321,12 @@ func (s *Service) run(ctx context.Context) error {
 			}
 		case <-reconnected:
 			// Whatever happened while disconnected, act on the state as it is.
-			reconciled(s.reconcile(ctx), "reconcile after reconnect")
+			reconciled(s.heal(ctx), "reconcile after reconnect")
 		case <-s.resumed:
 			regs.nudgeAll()
-			reconciled(s.reconcile(ctx), "reconcile after resume")
+			reconciled(s.heal(ctx), "reconcile after resume")
 		case <-retry.C:
-			reconciled(s.reconcile(ctx), "reconcile")
+			reconciled(s.heal(ctx), "reconcile")
 		}
 	}
 }
@@ -339,7 +339,7 @@ func (s *Service) run(ctx context.Context) error {
 func (s *Service) repairHead(ctx context.Context) error {
 	end, held := s.gate.Begin()
 	if held != nil {
-		return nil // the resume reconciles
+		return nil // the resume heals (heal)
 	}
 	defer end()
 	if err := s.mu.Lock(ctx); err != nil {
@@ -348,9 +348,16 @@ func (s *Service) repairHead(ctx context.Context) error {
 	e, err := s.st.head.Get(ctx, contract.KeyHead)
 	last := s.lastHead.Load()
 	switch {
-	case !errors.Is(err, store.ErrUndecodable):
+	case err == nil, errors.Is(err, store.ErrNotFound):
 		s.mu.Unlock()
-		return nil // readable again, or gone, or unknown: nothing to repair here
+		return nil // readable again, or gone: nothing to repair here
+	case !errors.Is(err, store.ErrUndecodable):
+		// Unknown: the retry looks again (heal). Taken for "nothing to
+		// repair", it left the garbage for good, as no other write of the
+		// head came to show it again (chaos seed 75, secured: the read
+		// came as an R3 cluster's server stopped).
+		s.mu.Unlock()
+		return fmt.Errorf("read the head to see whether it needs repair: %w", err)
 	case last != nil:
 		defer s.mu.Unlock()
 		if _, uerr := s.st.head.Update(ctx, contract.KeyHead, last, e.Revision); uerr != nil {
@@ -362,6 +369,14 @@ func (s *Service) repairHead(ctx context.Context) error {
 	}
 	s.mu.Unlock()
 	return s.reconcile(ctx)
+}
+
+// heal repairs an unreadable head and reconciles: after a failure, a
+// resume or a reconnect, when a repair the watch asked for may not have
+// been made (held by the pause, or its read failed) and no new write of
+// the head will ask again.
+func (s *Service) heal(ctx context.Context) error {
+	return errors.Join(s.repairHead(ctx), s.reconcile(ctx))
 }
 
 // repairRevisionKey reconciles when revision key does not decode: reconcile

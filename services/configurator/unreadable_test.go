@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -13,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/configurator"
 )
 
 // garbage is what a broken writer, a hand edit or another program leaves
@@ -217,6 +219,43 @@ func TestUnreadableHead_IsWrittenAgainAsItWas(t *testing.T) {
 			})
 		})
 	}
+}
+
+// Garbage over the head while the control plane is paused: the repair the
+// watch asks for waits for the resume, and the resume makes it (before, the
+// resume only reconciled, which leaves an unreadable head where it is, and
+// the coordinator never rolled out what the head named).
+func TestUnreadableHead_WhilePaused_IsWrittenAgainAtResume(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	start(t, env, func(c *configurator.Config) { c.Instance = "c1" })
+	first := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)})
+	reqs := store.New(env.Buckets.Control, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })
+	pauseRev, err := reqs.Create(ctx, contract.KeyPause, &sluicev1.PauseRequest{Paused: true, Generation: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	insts := store.New(env.Buckets.Instances, func() *sluicev1.Instance { return &sluicev1.Instance{} })
+	natstest.Eventually(t, wait, "the configurator to acknowledge the pause", func() bool {
+		e, err := insts.Get(ctx, contract.InstanceKey(configurator.Component, "c1"))
+		return err == nil && e.Value.GetPause().GetGeneration() == 1 && e.Value.GetPause().GetPaused()
+	})
+	if _, err := env.Buckets.Revisions.Put(ctx, contract.KeyHead, []byte("[]")); err != nil {
+		t.Fatal(err)
+	}
+	heads := store.New(env.Buckets.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} })
+	time.Sleep(300 * time.Millisecond) // the watch saw it; the pause holds the repair
+	if _, err := heads.Get(ctx, contract.KeyHead); !errors.Is(err, store.ErrUndecodable) {
+		t.Fatalf("the head was written while paused (err %v): the pause should hold the repair", err)
+	}
+	if _, err := reqs.Update(ctx, contract.KeyPause, &sluicev1.PauseRequest{Paused: false, Generation: 2}, pauseRev); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, wait, "the head written again at resume", func() bool {
+		e, err := heads.Get(ctx, contract.KeyHead)
+		return err == nil && e.Value.GetRevision() == first.GetRevision() && e.Value.GetGeneration() == first.GetGeneration()
+	})
 }
 
 // An unreadable stored intent and an unreadable head at a configurator's
