@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -236,8 +237,25 @@ func (f *faults) garbage(ctx context.Context, ft Fault) {
 // spoil makes one garbage write, retried while the servers do not answer
 // (retry), and records it.
 func (s *system) spoil(ctx context.Context, g GarbageWrite) error {
+	// lost is an attempt whose answer never came (a server stopped under
+	// it): it may have landed, and garbage nobody recorded is judged as
+	// the owner's value (seed 75, secured: node-02's desired key got the
+	// write the harness retried on node-04's, and the check blamed the
+	// coordinator). It is looked for before the next attempt.
+	var lost *lostSpoil
 	return retry(ctx, func(ctx context.Context) error {
 		kv := bucketKV(s.Env().Buckets, g.Bucket)
+		if lost != nil {
+			rev, err := s.landedAt(ctx, kv, lost)
+			if err != nil {
+				return err
+			}
+			if rev > 0 {
+				s.recordSpoil(g, lost.key, rev, lost.at, lost.what, lost.before, lost.beforeRev)
+				return nil
+			}
+			lost = nil
+		}
 		key, before, beforeRev, err := s.garbageKey(ctx, kv, g)
 		if err != nil {
 			return err
@@ -253,6 +271,7 @@ func (s *system) spoil(ctx context.Context, g GarbageWrite) error {
 		// sluice it is the same foreign write as a plain Put. (With a Put,
 		// a terminal record written in those milliseconds was erased, and
 		// the key was judged by the running record before it: seed 19.)
+		sent := time.Now()
 		pctx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
 		var rev uint64
 		if beforeRev == 0 {
@@ -262,16 +281,50 @@ func (s *system) spoil(ctx context.Context, g GarbageWrite) error {
 		}
 		cancel()
 		if err != nil {
+			lost = &lostSpoil{key: key, value: value, what: what, before: before, beforeRev: beforeRev, at: sent}
 			return fmt.Errorf("write %s/%s over revision %d: %w", g.Bucket, key, beforeRev, err)
 		}
-		sp := Spoil{Bucket: g.Bucket, Key: key, Revision: rev, At: time.Now(), What: what, Fresh: before == nil, Before: decodeAs(g.Bucket, key, before)}
-		if prev := s.spoiled.at(g.Bucket, key, beforeRev); prev != nil && sp.Before == nil {
-			sp.Before = prev.Before // the key held an earlier garbage value: its owner's value is older
-		}
-		s.spoiled.add(sp)
-		s.log.add("garbage-value: wrote %s", sp)
+		s.recordSpoil(g, key, rev, time.Now(), what, before, beforeRev)
 		return nil
 	})
+}
+
+// lostSpoil is a garbage write whose answer was lost.
+type lostSpoil struct {
+	key, what     string
+	value, before []byte
+	beforeRev     uint64
+	at            time.Time // when it was sent: it landed then, if at all
+}
+
+// landedAt is the revision at which l's write landed, 0 if it did not: the
+// first message on its key after the value it was written over, if it
+// holds the garbage (an owner's write after it is no evidence either way,
+// but the garbage compare-and-set only over beforeRev, so it is the next
+// message on the key or none).
+func (s *system) landedAt(ctx context.Context, kv jetstream.KeyValue, l *lostSpoil) (uint64, error) {
+	m, err := s.leaderMsg(ctx, kv, map[string]any{"seq": l.beforeRev + 1, "next_by_subj": kvSubject(kv, l.key)})
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return 0, nil
+	}
+	if err != nil {
+		return 0, err
+	}
+	if !m.deleted && bytes.Equal(m.data, l.value) {
+		return m.seq, nil
+	}
+	return 0, nil
+}
+
+// recordSpoil records g's write of what over key's value before (at
+// beforeRev), landed at rev about at.
+func (s *system) recordSpoil(g GarbageWrite, key string, rev uint64, at time.Time, what string, before []byte, beforeRev uint64) {
+	sp := Spoil{Bucket: g.Bucket, Key: key, Revision: rev, At: at, What: what, Fresh: before == nil, Before: decodeAs(g.Bucket, key, before)}
+	if prev := s.spoiled.at(g.Bucket, key, beforeRev); prev != nil && sp.Before == nil {
+		sp.Before = prev.Before // the key held an earlier garbage value: its owner's value is older
+	}
+	s.spoiled.add(sp)
+	s.log.add("garbage-value: wrote %s", sp)
 }
 
 // garbageKey finds g's key: fresh, or the Pick-th of the bucket's live
