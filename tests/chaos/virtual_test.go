@@ -80,15 +80,24 @@ func (c *bubbleClock) tick(stop <-chan struct{}) {
 	}
 }
 
+// stillest is the longest a bubble's clock stood still: for how long in
+// real time, and when in its virtual time (from its first tick).
+type stillest struct{ real, at time.Duration }
+
+func (s stillest) String() string {
+	return fmt.Sprintf("%s of real time (%s into the seed's virtual time)", s.real.Round(10*time.Millisecond), s.at.Round(10*time.Millisecond))
+}
+
 // watchdog, started outside the seed's bubble, prints every goroutine and
 // ends the run when the bubble's clock stands still (above); stop ends it
-// and says how long the clock stood longest, in real time.
-func watchdog(seed uint64, clock *bubbleClock) (stop func() time.Duration) {
-	done := make(chan time.Duration)
+// and says when its clock stood still longest.
+func watchdog(seed uint64, clock *bubbleClock) (stop func() stillest) {
+	done := make(chan stillest)
 	go func() {
 		start := time.Now()
 		last, since := clock.now.Load(), start
-		var longest time.Duration
+		var first int64 // the bubble's first tick
+		var longest stillest
 		var prev string // the bubble's non-durable waits at the last look, "" = busy
 		var looked time.Time
 		tk := time.NewTicker(tickEvery)
@@ -100,10 +109,15 @@ func watchdog(seed uint64, clock *bubbleClock) (stop func() time.Duration) {
 			case <-tk.C:
 			}
 			if n := clock.now.Load(); n != last {
+				if first == 0 {
+					first = n
+				}
 				last, since, prev = n, time.Now(), ""
 			}
 			still := time.Since(since)
-			longest = max(longest, still)
+			if still > longest.real && first != 0 {
+				longest = stillest{real: still, at: time.Duration(last - first)}
+			}
 			var why, waits string
 			switch {
 			case time.Since(start) >= stuckAfter:
@@ -124,7 +138,7 @@ func watchdog(seed uint64, clock *bubbleClock) (stop func() time.Duration) {
 			}
 		}
 	}()
-	return func() time.Duration { return <-done }
+	return func() stillest { return <-done }
 }
 
 // standingStill lists the goroutines of the bubble that wait on something
