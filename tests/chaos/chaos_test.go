@@ -95,9 +95,15 @@ func TestChaos(t *testing.T) {
 				// runs a process per core instead (CHAOS_SHARD).
 				runtime.GC()
 				runtime.GC()
-				stuck := watchdog(seed)
-				defer stuck.Stop() // a failed bubble ends this goroutine too
+				var clock bubbleClock
+				stop := watchdog(seed, &clock)
+				defer func() { // a failed bubble ends this goroutine too
+					t.Logf("seed %d: its clock stood still at most %s", seed, stop())
+				}()
 				synctest.Test(t, func(t *testing.T) {
+					ticks := make(chan struct{})
+					t.Cleanup(func() { close(ticks) }) // the last cleanup: the clock ticks until the bubble's end
+					go clock.tick(ticks)
 					inBubbleAccessTime()
 					why = runSeed(t, seed)
 				})

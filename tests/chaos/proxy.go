@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"bytes"
 	"net"
 	"sync"
 	"time"
@@ -61,14 +62,30 @@ func (d inProcessDialer) InProcessConn() (net.Conn, error) {
 	d.p.mu.Lock()
 	d.p.conns[d.component] = append(d.p.conns[d.component], mid, s)
 	d.p.mu.Unlock()
-	go d.p.queued(d.component, mid, s)
-	go d.p.queued(d.component, s, mid)
+	hs := make(chan struct{})
+	go d.p.queued(d.component, mid, s, hs, nil)
+	go d.p.queued(d.component, s, mid, nil, hs)
 	return c, nil
 }
 
+// pong ends the connect handshake: nats.go sends CONNECT and PING and
+// waits for this answer.
+var pong = []byte("PONG\r\n")
+
 // queued copies from to to through a queue, like pipe, but reading on
 // while a stall holds the writes.
-func (p *proxy) queued(component string, from, to net.Conn) {
+//
+// A stall does not hold a connection's handshake (the server's INFO, the
+// client's CONNECT and PING, the server's PONG): nats.go reads the INFO
+// and the PONG holding its connection lock, so any other user of the
+// connection would wait on that lock, which the clock does not count, and
+// a stall on a component reconnecting after restart-nats stood the clock
+// still (seeds 896, 966). On real time the handshake waits out the stall;
+// here it completes and only what follows waits, the same to the
+// component: nothing it sends is answered until the stall ends. The
+// server-to-client pump closes handshake just before it passes the PONG;
+// the client-to-server pump passes bytes unheld until then (untilDone).
+func (p *proxy) queued(component string, from, to net.Conn, untilDone, handshake chan struct{}) {
 	q := make(chan []byte, 1024)
 	go func() {
 		defer close(q)
@@ -85,8 +102,26 @@ func (p *proxy) queued(component string, from, to net.Conn) {
 	}()
 	defer from.Close()
 	defer to.Close()
+	var tail []byte // the end of what passed, for a PONG split across reads
 	for b := range q {
-		p.waitStall(component)
+		switch {
+		case handshake != nil:
+			if seen := append(tail, b...); bytes.Contains(seen, pong) {
+				close(handshake)
+				handshake = nil
+			} else {
+				tail = seen[max(0, len(seen)-len(pong)+1):]
+			}
+		case untilDone != nil:
+			select {
+			case <-untilDone:
+				untilDone = nil
+				p.waitStall(component)
+			default:
+			}
+		default:
+			p.waitStall(component)
+		}
 		if _, err := to.Write(b); err != nil {
 			break
 		}
