@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -249,6 +250,54 @@ func TestRun_JournalNamingAChangedIntent_RestoresWhatTheApplyOverwrote(t *testin
 		if !strings.Contains(reason, w) {
 			t.Errorf("rollback reason %q does not contain %q", reason, w)
 		}
+	}
+}
+
+// A configurator stopped between an apply's intents and its head, then
+// garbage over the head's revision and in a fresh intent key: once the
+// journal's intents are written, the stored intents no longer hash to the
+// head's revision, so the version in force of the unreadable key cannot be
+// known and the head cannot move. Nothing cures that while the journal
+// stays (the apply or delete that would is refused while it is pending, and
+// so is the repair of the head's revision): the apply is rolled back, the
+// head's revision rewritten from the intents as they were, and the next
+// apply lands. Before, the journal stayed, and every apply and reconcile
+// failed finishing it (chaos seed 665, 3 of 40 runs at one step of its fix).
+func TestRun_LeftoverJournalWhoseHeadCannotMove_IsRolledBack(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	r := start(t, env)
+	ins := examples(t)
+	applied := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: ins})
+	r.stop(t)
+	added := tables("added", 7000, 1)[0]
+	j := &sluicev1.ApplyJournal{Intents: []*sluicev1.Intent{added}, Source: "cli", HasPrior: true,
+		Prior: []*sluicev1.PriorIntent{{Key: intent.Key(added)}}}
+	if _, err := journalStore(env).Create(ctx, contract.KeyPending, j); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Buckets.Intents.Put(ctx, "routingtable.chaos-704", []byte(`{"node":"node-01","labels":{"rack":"rack-1"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Buckets.Revisions.Put(ctx, applied.GetRevision(), []byte(`{"holder":"chaos","epoch":"5"}`)); err != nil {
+		t.Fatal(err)
+	}
+	start(t, env)
+
+	extra := tables("extra", 9000, 1)[0]
+	resp, err := apply(t, env.Conn, &sluicev1.ApplyRequest{Intents: []*sluicev1.Intent{extra}})
+	if err != nil {
+		t.Fatalf("apply after the start: %v; want it to land, the interrupted apply rolled back", err)
+	}
+	if want := render.RevisionID(append(slices.Clone(ins), extra)); resp.GetRevision() != want {
+		t.Errorf("revision %s, want %s: the examples and %s, without the rolled-back %s", render.Short(resp.GetRevision()), render.Short(want),
+			intent.ID(extra), intent.ID(added))
+	}
+	if _, err := intentsStore(env).Get(ctx, intent.Key(added)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("%s stored (%v); want it removed by the rollback", intent.Key(added), err)
+	}
+	if rev := getRevision(t, env, applied.GetRevision()); len(rev.GetIntents()) != len(ins) {
+		t.Errorf("revision %s rewritten with %d intents, want %d", render.Short(applied.GetRevision()), len(rev.GetIntents()), len(ins))
 	}
 }
 
