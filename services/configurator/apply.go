@@ -73,7 +73,7 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	for _, in := range req.GetIntents() {
 		delete(keep, intent.Key(in))
 	}
-	if set, err = s.keepInForce(ctx, set, keep, head.Value); err != nil {
+	if set, err = s.keepInForce(ctx, set, keep, head.Value, in.read); err != nil {
 		return nil, err
 	}
 	if errs := intent.Validate(set); len(errs) > 0 {

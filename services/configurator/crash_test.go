@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
 	"strings"
 	"testing"
 
@@ -252,6 +253,54 @@ func TestRun_JournalNamingAChangedIntent_RestoresWhatTheApplyOverwrote(t *testin
 	}
 }
 
+// A configurator stopped between an apply's intents and its head, then
+// garbage over the head's revision and in a fresh intent key: once the
+// journal's intents are written, the stored intents no longer hash to the
+// head's revision, so the version in force of the unreadable key cannot be
+// known and the head cannot move. Nothing cures that while the journal
+// stays (the apply or delete that would is refused while it is pending, and
+// so is the repair of the head's revision): the apply is rolled back, the
+// head's revision rewritten from the intents as they were, and the next
+// apply lands. Before, the journal stayed, and every apply and reconcile
+// failed finishing it (chaos seed 665, 3 of 40 runs at one step of its fix).
+func TestRun_LeftoverJournalWhoseHeadCannotMove_IsRolledBack(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	r := start(t, env)
+	ins := examples(t)
+	applied := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: ins})
+	r.stop(t)
+	added := tables("added", 7000, 1)[0]
+	j := &sluicev1.ApplyJournal{Intents: []*sluicev1.Intent{added}, Source: "cli", HasPrior: true,
+		Prior: []*sluicev1.PriorIntent{{Key: intent.Key(added)}}}
+	if _, err := journalStore(env).Create(ctx, contract.KeyPending, j); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Buckets.Intents.Put(ctx, "routingtable.chaos-704", []byte(`{"node":"node-01","labels":{"rack":"rack-1"}}`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Buckets.Revisions.Put(ctx, applied.GetRevision(), []byte(`{"holder":"chaos","epoch":"5"}`)); err != nil {
+		t.Fatal(err)
+	}
+	start(t, env)
+
+	extra := tables("extra", 9000, 1)[0]
+	resp, err := apply(t, env.Conn, &sluicev1.ApplyRequest{Intents: []*sluicev1.Intent{extra}})
+	if err != nil {
+		t.Fatalf("apply after the start: %v; want it to land, the interrupted apply rolled back", err)
+	}
+	if want := render.RevisionID(append(slices.Clone(ins), extra)); resp.GetRevision() != want {
+		t.Errorf("revision %s, want %s: the examples and %s, without the rolled-back %s", render.Short(resp.GetRevision()), render.Short(want),
+			intent.ID(extra), intent.ID(added))
+	}
+	if _, err := intentsStore(env).Get(ctx, intent.Key(added)); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("%s stored (%v); want it removed by the rollback", intent.Key(added), err)
+	}
+	if rev := getRevision(t, env, applied.GetRevision()); len(rev.GetIntents()) != len(ins) {
+		t.Errorf("revision %s rewritten with %d intents, want %d", render.Short(applied.GetRevision()), len(rev.GetIntents()), len(ins))
+	}
+}
+
 // The head's own revision holding garbage (and nothing else unreadable):
 // the configurator, reading its state at start, writes the revision again
 // from the stored intents (its id is their hash), then the head as it was
@@ -344,24 +393,21 @@ func TestRun_UndecodableValues_AreSkippedWithAnEventAndAppliesWork(t *testing.T)
 
 	start(t, env)
 
-	// The head's own revision is unreadable too, so the version in force
-	// of routingtable/garbage cannot be known: a revision cut without it
-	// could remove it from every node (chaos seeds 20, 36, 113). The apply
-	// is refused, naming the key and what to do; deleting the unreadable
-	// intent lets it through.
+	// The head's own revision is unreadable too, but the readable intents
+	// hash to its id: it held them and nothing else, so routingtable/garbage
+	// (a key no intent was stored under) has no version in force, and the
+	// apply lands without it (chaos seed 665). Before, it was refused until
+	// the unreadable key was deleted. Garbage over a stored intent still
+	// refuses it (TestRun_UnreadableIntentAndHeadRevision_FreshKeyHasNoVersionInForce;
+	// chaos seeds 20, 36, 113: a revision cut without it removed it from
+	// every node).
 	extra := tables("extra", 9000, 1)[0]
-	_, err := apply(t, env.Conn, &sluicev1.ApplyRequest{Intents: []*sluicev1.Intent{extra}})
-	var ae *apiclient.Error
-	if !errors.As(err, &ae) || ae.Code != contract.ErrCodeConflict || !strings.Contains(ae.Description, "routingtable/garbage") ||
-		!strings.Contains(ae.Description, "cannot be read") || !strings.Contains(ae.Description, "sluice delete") {
-		t.Fatalf("apply over an unreadable intent and an unreadable head revision: %v; want a 409 naming the intent and the way out", err)
-	}
-	if _, err := del(t, env.Conn, "routingtable", "garbage"); err != nil {
-		t.Fatalf("delete the unreadable intent: %v", err)
-	}
 	resp := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: []*sluicev1.Intent{extra}})
 	if want := render.RevisionID(append(ins, extra)); !resp.GetChanged() || resp.GetRevision() != want {
 		t.Errorf("apply = %v, want a revision of the examples and %s without the unreadable key", resp, intent.ID(extra))
+	}
+	if _, err := del(t, env.Conn, "routingtable", "garbage"); err != nil {
+		t.Fatalf("delete the unreadable intent: %v", err)
 	}
 	natstest.Eventually(t, wait, "events naming each unreadable key", func() bool {
 		var reasons []string

@@ -46,14 +46,18 @@ func (e *changedSinceError) Error() string {
 // cannotComplete reports whether err from finishing an apply is one that
 // retrying does not cure, so the apply must be rolled back. Anything else
 // (a timeout, a lost connection) keeps the journal for the next attempt.
+// An unreadable intent whose version in force cannot be read
+// (inForceUnknown) is one: what would cure it (an apply or delete of that
+// intent, the repair of the head's revision) waits for the journal.
 func cannotComplete(err error) bool {
 	var (
 		tooLarge *tooLargeError
 		inv      *invalidStateError
 		changed  *changedSinceError
+		unknown  *inForceUnknown
 		apiErr   *jetstream.APIError
 	)
-	return errors.As(err, &tooLarge) || errors.As(err, &inv) || errors.As(err, &changed) ||
+	return errors.As(err, &tooLarge) || errors.As(err, &inv) || errors.As(err, &changed) || errors.As(err, &unknown) ||
 		errors.Is(err, nats.ErrMaxPayload) ||
 		(errors.As(err, &apiErr) && apiErr.ErrorCode == jsMessageTooLarge)
 }

@@ -293,3 +293,62 @@ func TestRun_UnreadableIntentAndHead_CutsNoRevisionWithoutTheIntent(t *testing.T
 			e.Revision(), e.Value(), spoiled)
 	}
 }
+
+// Garbage in a stored intent's key and over the head's revision, at a
+// configurator's start. A revision's id is the hash of its intents, so
+// when the readable stored intents hash to the head's revision, that
+// revision is exactly them: garbage in a key no intent was stored under
+// (a fresh key) has no version in force, and the configurator rewrites the
+// head's revision and cuts the next one from the readable intents. Garbage
+// over an intent that was stored leaves them short of the head's revision:
+// its version in force cannot be read, and no revision is cut (seed 1272).
+// Before, the fresh key's garbage was taken for an intent whose version in
+// force could not be read: the head's revision was never rewritten and
+// every apply was refused until someone deleted a key nobody had applied
+// (chaos seed 665: I2, change 2 not accepted within a minute).
+func TestRun_UnreadableIntentAndHeadRevision_FreshKeyHasNoVersionInForce(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		key       string // the intent key spoiled
+		wantApply bool
+	}{
+		{"garbage in a fresh key: the revision is rewritten and the apply lands", "routingtable.chaos-704", true},
+		{"garbage over a stored intent: the apply is refused, naming it", "routingtable.storage", false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			env := natstest.Start(t, contract.DefaultSettings())
+			ctx := context.Background()
+			r := start(t, env)
+			ins := examples(t)
+			first := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: ins})
+			r.stop(t)
+			foreign := `{"node":"node-01","labels":{"rack":"rack-1"},"agentVersion":"chaos"}` // a node's presence
+			if _, err := env.Buckets.Intents.Put(ctx, tc.key, []byte(foreign)); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := env.Buckets.Revisions.Put(ctx, first.GetRevision(), []byte(`{"id":"cut in ha`)); err != nil {
+				t.Fatal(err)
+			}
+			start(t, env) // answers once its start-up reconcile ran
+
+			extra := tables("extra", 9000, 1)
+			resp, err := apply(t, env.Conn, &sluicev1.ApplyRequest{Intents: extra})
+			if !tc.wantApply {
+				if err == nil || !strings.Contains(err.Error(), "routingtable/storage") || !strings.Contains(err.Error(), "no revision is cut") {
+					t.Fatalf("apply: %v (revision %s); want it refused, naming routingtable/storage, whose version in force cannot be read",
+						err, render.Short(resp.GetRevision()))
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("apply: %v; want it to land: %s was never an intent, so nothing of it is in force", err, tc.key)
+			}
+			if rev := getRevision(t, env, first.GetRevision()); len(rev.GetIntents()) != len(ins) {
+				t.Fatalf("the head's revision %s rewritten with %d intents, want %d", render.Short(first.GetRevision()), len(rev.GetIntents()), len(ins))
+			}
+			if want := render.RevisionID(append(slices.Clone(ins), extra...)); resp.GetRevision() != want {
+				t.Fatalf("revision %s, want %s: the examples and the new one", render.Short(resp.GetRevision()), render.Short(want))
+			}
+		})
+	}
+}

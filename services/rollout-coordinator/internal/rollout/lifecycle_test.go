@@ -143,7 +143,7 @@ func TestDecide_Lifecycle(t *testing.T) {
 				ActiveLost: &LostRollout{Ref: &sluicev1.RolloutRef{Rollout: id1, Revision: r1.Id, Generation: 2}, Why: "garbage"},
 				Presence:   presence("n1", "n2"), Desired: onR0, Status: []*sluicev1.NodeStatus{status("n2", invalid, fp1, id1)}},
 			// No desired config names it: nothing to revert, it ends at once.
-			want: []string{"record n2", "finish Aborted", "emit RolloutReverting", "emit FingerprintInvalid", "emit RolloutAborted"},
+			want: []string{"record n2", "finish Aborted", "emit RolloutReverting", "emit NodeFailed", "emit FingerprintInvalid", "emit RolloutAborted"},
 			check: func(t *testing.T, s *State, acts []Action) {
 				f, _ := findAction[FinishRollout](acts)
 				r := f.Rollout
@@ -641,6 +641,85 @@ func TestDecide_RevisionUnreadable_RevertsTheNodesTheRolloutMoved(t *testing.T) 
 	if c := f.Rollout.GetCounts(); forward(c) != c.GetTotal() || c.GetReverted() != 2 || c.GetRevertFailed() != 1 {
 		t.Fatalf("counts %v: want forward counts adding up to the total, 2 reverted, 1 revert failed", c)
 	}
+}
+
+// Chaos seed 1006: garbage over the running rollout's revision and over the
+// desired key of n1, whose apply of the target still ran, then a new term.
+// The term stops the rollout and reverts n2, whose write it read; n1 is not
+// touched (its write cannot be read) and reports Invalid on the target
+// while the revert runs. Before, that report was recorded as an invalid
+// fingerprint only: the record's failures did not list n1 and counted it
+// stopped (I3). A report on the stopped rollout's target from such a node
+// is listed and counted once, whether it stood at the stop or came after.
+func TestDecide_RevisionUnreadable_AFailureOfANodeWhoseWriteCannotBeReadIsListed(t *testing.T) {
+	r0 := testRev("0000aaaa")
+	fp0 := targetOf(r0)
+	id0, id1 := rolloutID(head(1, r0.Id, "")), rolloutID(head(2, r1.Id, ""))
+	backup := func(node string) *sluicev1.DesiredConfig {
+		return &sluicev1.DesiredConfig{Node: node, Fingerprint: fp0, Rollout: id0, Revision: r0.Id, Config: render0(r0), Proven: true}
+	}
+	load := func(n1 *sluicev1.NodeStatus) (*State, []Action) {
+		rec := &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+			Strategy: &sluicev1.Strategy{MaxParallel: "2", FailureBudget: "2"},
+			Counts:   &sluicev1.RolloutCounts{Total: 2, InProgress: 2, Attempted: 2}}
+		s := NewState()
+		// n1's desired key holds garbage: absent from Desired.
+		acts := Decide(s, Loaded{Active: rec, LastApplied: &sluicev1.RolloutRef{Rollout: id0, Revision: r0.Id, Generation: 1}, LastAppliedRev: r0,
+			Presence: presence("n1", "n2"),
+			Desired:  []*sluicev1.DesiredConfig{{Node: "n2", Fingerprint: fp1, Rollout: id1, Revision: r1.Id, Config: render0(r1)}},
+			Backups:  []*sluicev1.DesiredConfig{backup("n1"), backup("n2")},
+			Status:   []*sluicev1.NodeStatus{n1, status("n2", inProgress, fp1, id1)}}, t0)
+		if s.rollout.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING {
+			t.Fatalf("phase %v (actions %v); want the rollout stopped and reverting", s.rollout.GetPhase(), summarize(acts))
+		}
+		return s, acts
+	}
+	failedN1 := status("n1", invalid, fp1, id1)
+	failedN1.LastInvalid = &sluicev1.InvalidReport{Fingerprint: fp1, Rollout: id1, Revision: r1.Id, Check: "ping"}
+	finish := func(t *testing.T, s *State) *sluicev1.Rollout {
+		t.Helper()
+		acts := Decide(s, Status{S: status("n2", provisioned, fp0, id1)}, t0.Add(2*time.Second))
+		f, ok := findAction[FinishRollout](acts)
+		if !ok {
+			t.Fatalf("actions %v; want the rollout finished once n2 is reverted", summarize(acts))
+		}
+		return f.Rollout
+	}
+	want := func(t *testing.T, r *sluicev1.Rollout) {
+		t.Helper()
+		o := outcomeOf(r.GetFailures(), "n1")
+		if o == nil || o.GetResult() != sluicev1.NodeResult_NODE_RESULT_INVALID || o.GetFingerprint() != fp1 {
+			t.Fatalf("failures %v; want n1 listed Invalid on the target %s", r.GetFailures(), render.Short(fp1))
+		}
+		if c := r.GetCounts(); c.GetFailed() != 1 || c.GetStopped() != 1 || forward(c) != c.GetTotal() {
+			t.Fatalf("counts %v; want n1 failed, n2 stopped, the forward counts adding up to the total", c)
+		}
+	}
+	t.Run("reported after the stop", func(t *testing.T) {
+		s, _ := load(status("n1", inProgress, fp1, id1))
+		acts := Decide(s, Status{S: failedN1}, t0.Add(time.Second))
+		// The same report carried by a later status is not counted twice.
+		later := status("n1", provisioned, fp0, id0)
+		later.LastInvalid = failedN1.LastInvalid
+		Decide(s, Status{S: later}, t0.Add(1500*time.Millisecond))
+		want(t, finish(t, s))
+		if got := summarize(acts); !slices.Contains(got, "emit NodeFailed") {
+			t.Fatalf("actions %v; want n1's failure announced", got)
+		}
+	})
+	t.Run("reported before the stop", func(t *testing.T) {
+		s, _ := load(failedN1)
+		want(t, finish(t, s))
+	})
+	t.Run("a revert's failure is not the target's", func(t *testing.T) {
+		s, _ := load(status("n1", inProgress, fp1, id1))
+		rev := status("n1", invalid, fp0, id1)
+		rev.LastInvalid = &sluicev1.InvalidReport{Fingerprint: fp0, Rollout: id1, Revision: r0.Id, Check: "ping", Revert: true}
+		Decide(s, Status{S: rev}, t0.Add(time.Second))
+		if o := outcomeOf(finish(t, s).GetFailures(), "n1"); o != nil {
+			t.Fatalf("n1 listed %v; want nothing: it reported on a revert, not on the rollout's target", o)
+		}
+	})
 }
 
 // Chaos seeds 874 and 1157: garbage over a node's presence key, then a new

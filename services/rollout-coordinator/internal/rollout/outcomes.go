@@ -35,6 +35,7 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 		s.emit(ev)
 	}
 	s.startedUnseen(n, st, now)
+	s.failedUnread(n)
 	if s.bakeReport(n, st, now) {
 		return // a re-run of its checks failed while it baked (bakechecks.go)
 	}

@@ -303,27 +303,56 @@ func (s *State) stopUnreadable(r *sluicev1.Rollout, now time.Time) {
 	}
 	s.rollout, s.rolloutRev = r, nil
 	s.resumeRevert(now)
-	// A node the rollout wrote whose desired key cannot be read: its status
-	// still says it failed the rollout's target.
-	for _, name := range s.sortedNodes() {
-		n := s.nodes[name]
-		st := n.status
-		if n.touched || st.GetPhase() != sluicev1.NodePhase_NODE_PHASE_INVALID || st.GetRollout() != r.GetId() {
-			continue
-		}
-		if outcomeOf(r.GetFailures(), name) == nil {
-			s.countLateFailure()
-		}
-		s.recordOutcomeOf(n, st.GetFingerprint(), sluicev1.NodeResult_NODE_RESULT_INVALID,
-			orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), "reported invalid: "+st.GetMessage())
-	}
 	if resumed { // an earlier term stopped it already
 		s.emit(s.rolloutEvent("RolloutResumed", fmt.Sprintf("a leadership term resumes the revert (%s), its revision still unreadable: %d node(s) to revert",
 			r.GetReason(), s.revertQ.len()+s.inFlight.len())))
+	} else {
+		s.emit(s.rolloutEvent("RolloutReverting", fmt.Sprintf("%s; reverting %d touched node(s) to their backups, %d at a time",
+			r.GetReason(), s.revertQ.len()+s.inFlight.len(), s.plan.MaxParallel)))
+	}
+	for _, name := range s.sortedNodes() {
+		s.failedUnread(s.nodes[name])
+	}
+}
+
+// failedUnread lists in the record the Invalid report on the forward
+// target of active rollout r, stopped because its revision cannot be read
+// (stopUnreadable), of a node r wrote whose desired key this term could
+// not read: the node is not touched, no revert waits for it, and only its
+// status says it was in the rollout. The report is what happened to it
+// (I3), whether it stood at the stop or came after (its apply was still
+// running then: chaos seed 1006). Listed once.
+func (s *State) failedUnread(n *node) {
+	r := s.rollout
+	if r == nil || s.rolloutRev != nil || n.touched {
 		return
 	}
-	s.emit(s.rolloutEvent("RolloutReverting", fmt.Sprintf("%s; reverting %d touched node(s) to their backups, %d at a time",
-		r.GetReason(), s.revertQ.len()+s.inFlight.len(), s.plan.MaxParallel)))
+	st, id := n.status, r.GetId()
+	fp, f := "", (*failedReport)(nil)
+	li := st.GetLastInvalid()
+	switch {
+	case st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && st.GetRollout() == id &&
+		!(li.GetRevert() && li.GetFingerprint() == st.GetFingerprint()):
+		fp, f = st.GetFingerprint(), &failedReport{check: st.GetFailedCheck(), output: st.GetCheckOutput(), message: "reported invalid: " + st.GetMessage()}
+	case li != nil && !li.GetRevert() && li.GetRollout() == id:
+		fp, f = li.GetFingerprint(), &failedReport{check: li.GetCheck(), output: li.GetOutput(),
+			message: "reported Invalid (carried by a later status: " + st.GetMessage() + ")"}
+	default:
+		return
+	}
+	if prev := outcomeOf(r.GetFailures(), n.name); prev != nil {
+		if prev.GetResult() == sluicev1.NodeResult_NODE_RESULT_INVALID && prev.GetFingerprint() == fp {
+			return // listed already
+		}
+	} else {
+		s.countLateFailure()
+	}
+	check := orDefault(f.check, "unknown check")
+	s.recordOutcomeOf(n, fp, sluicev1.NodeResult_NODE_RESULT_INVALID, check, f.output, f.message)
+	ev := s.nodeEvent(n, "NodeFailed", "node reported Invalid on the target of the stopped rollout, whose write of it this term could not read: "+
+		checkFailed(check, st.GetMessage()))
+	ev.Fingerprint = fp
+	s.emit(ev)
 }
 
 // revertOutcomeOf finds node's revert failure in a record's failures.
