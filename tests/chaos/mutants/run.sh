@@ -75,13 +75,17 @@ for p in $patches; do
 	start=$(date +%s)
 	pids=()
 	if [ "${CHAOS_VIRTUAL:-}" = 1 ]; then
-		# On virtual time a process runs its seeds one at a time: one
-		# process per slot, each every $parallel-th seed (CHAOS_SHARD).
-		for i in $(seq 0 $((parallel - 1))); do
-			(cd "$tree/tests/chaos" && CHAOS_SEEDS=$seeds CHAOS_SEED_BASE=$base CHAOS_SHARD=$i/$parallel exec "$bin" -test.run 'TestChaos$' -test.v \
-				-test.count 1 -test.timeout 3h) >"$log.$i" 2>&1 &
-			pids+=($!)
-		done
+		# On virtual time a process per seed, $parallel at a time (as
+		# virtual.sh): a seed whose bubble stands still ends its own
+		# process (the watchdog), not every seed after it in a shard. Seeds
+		# not yet started are skipped once one caught the mutation.
+		export tree bin log
+		seq "$base" $((base + seeds - 1)) | xargs -P "$parallel" -I{} sh -c '
+			[ -e "$log.caught" ] && exit 0
+			cd "$tree/tests/chaos" && CHAOS_VIRTUAL=1 CHAOS_SEED={} "$bin" -test.run "TestChaos/seed={}\$" -test.v -test.count 1 -test.timeout 10m >"$log.s{}" 2>&1
+			grep -q "CHAOS FAIL seed=" "$log.s{}" && touch "$log.caught"
+			true' &
+		pids+=($!)
 	else
 		(cd "$tree/tests/chaos" && CHAOS_SEEDS=$seeds CHAOS_SEED_BASE=$base exec "$bin" -test.run 'TestChaos$' -test.v \
 			-test.count 1 -test.parallel "$parallel" -test.timeout 3h) >"$log.0" 2>&1 &
@@ -89,19 +93,31 @@ for p in $patches; do
 	fi
 	first=
 	running() { for p in "${pids[@]}"; do kill -0 "$p" 2>/dev/null && return 0; done; return 1; }
+	# firstCatch is the lowest seed's verdict among those that failed so far.
+	firstCatch() { cat "$log".* 2>/dev/null | grep -o 'CHAOS FAIL seed=[0-9]* invariants=[^ ]*' | sort -t= -k2 -n | head -1 || true; }
 	while running; do
-		first=$(cat "$log".* 2>/dev/null | grep -m1 -o 'CHAOS FAIL seed=[0-9]* invariants=[^ ]*' || true)
+		first=$(firstCatch)
 		if [ -n "$first" ]; then
-			kill "${pids[@]}" 2>/dev/null || true
+			# On virtual time the marker stops new seeds and the ones
+			# running end on their own (a killed xargs would leave them).
+			[ "${CHAOS_VIRTUAL:-}" = 1 ] || kill "${pids[@]}" 2>/dev/null || true
 			break
 		fi
 		sleep 1
 	done
 	rc=0
 	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || rc=$?; done
-	cat "$log".* >"$log"
+	if [ "${CHAOS_VIRTUAL:-}" = 1 ]; then
+		# A seed process that ended without a verdict (a panic, a
+		# timeout) is the binary dying outside any seed's verdict.
+		for f in "$log".s*; do
+			[ -e "$f" ] || continue
+			grep -q -e 'passed in' -e 'CHAOS FAIL seed=' -e 'CHAOS HARNESS FAIL seed=' -e '--- SKIP' "$f" || rc=1
+		done
+	fi
+	first=$(firstCatch)
+	cat "$log".* >"$log" 2>/dev/null || true
 	rm -f "$log".*
-	[ -n "$first" ] || first=$(grep -m1 -o 'CHAOS FAIL seed=[0-9]* invariants=[^ ]*' "$log" || true)
 	secs=$(($(date +%s) - start))
 	# Parallel subtests print their --- PASS lines only at the end: count
 	# the line each passing seed logs as it ends.
