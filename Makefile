@@ -79,24 +79,16 @@ alerts: promtool ## Check the Prometheus alert rules in deploy/prometheus and ru
 test-secure: ## Run the end-to-end suite on a NATS server in operator mode: each component as its role's user, each agent its node's; a refused permission fails (SLUICE_TEST_SECURE=1)
 	SLUICE_TEST_SECURE=1 $(GO) test -count=1 -timeout 20m ./tests/e2e/...
 
-# Fuzz targets: every `func Fuzz...` of a test file, found by name. go test
-# fuzzes one target per run, so each gets FUZZTIME in turn; minimizing a new
-# input is capped at FUZZMINIMIZETIME so that a short run keeps fuzzing. A
-# failing input is written to the package's testdata/fuzz/<target>/: commit
-# it with the fix, and make test runs it from then on (with the seeds).
+# Fuzz targets: every `func Fuzz...` of a test file, FUZZTIME each
+# (tests/fuzz.sh). A failing input is written to the package's
+# testdata/fuzz/<target>/: commit it with the fix, and make test runs it
+# from then on (with the seeds).
 FUZZTIME         ?= 10s
 FUZZMINIMIZETIME ?= 5s
 
 .PHONY: fuzz
 fuzz: ## Run every fuzz target for FUZZTIME each (default 10s, e.g. FUZZTIME=1m); a failing input lands in testdata/fuzz/
-	@grep -rl --include='*_test.go' --exclude-dir=testdata --exclude-dir=bin --exclude-dir=.sluice '^func Fuzz' . | sort | \
-	while read -r file; do \
-		dir=$$(dirname "$$file"); \
-		for target in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$file"); do \
-			echo "fuzz: $$dir $$target for $(FUZZTIME)"; \
-			(cd "$$dir" && $(GO) test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime $(FUZZMINIMIZETIME) .) || exit 1; \
-		done; \
-	done
+	FUZZTIME=$(FUZZTIME) FUZZMINIMIZETIME=$(FUZZMINIMIZETIME) GO=$(GO) tests/fuzz.sh
 
 # Tests of the Redis registry start real redis-server processes
 # (pkg/redistest); they fail, never skip, without one.
