@@ -242,7 +242,7 @@ func (s *system) spoil(ctx context.Context, g GarbageWrite) error {
 	// the owner's value (seed 75, secured: node-02's desired key got the
 	// write the harness retried on node-04's, and the check blamed the
 	// coordinator). It is looked for before the next attempt.
-	var lost *lostSpoil
+	var lost *spoilWrite
 	return retry(ctx, func(ctx context.Context) error {
 		kv := bucketKV(s.Env().Buckets, g.Bucket)
 		if lost != nil {
@@ -251,7 +251,7 @@ func (s *system) spoil(ctx context.Context, g GarbageWrite) error {
 				return err
 			}
 			if rev > 0 {
-				s.recordSpoil(g, lost.key, rev, lost.at, lost.what, lost.before, lost.beforeRev)
+				s.recordSpoil(g, *lost, rev)
 				return nil
 			}
 			lost = nil
@@ -271,7 +271,7 @@ func (s *system) spoil(ctx context.Context, g GarbageWrite) error {
 		// sluice it is the same foreign write as a plain Put. (With a Put,
 		// a terminal record written in those milliseconds was erased, and
 		// the key was judged by the running record before it: seed 19.)
-		sent := time.Now()
+		w := spoilWrite{key: key, value: value, what: what, before: before, beforeRev: beforeRev, at: time.Now()}
 		pctx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
 		var rev uint64
 		if beforeRev == 0 {
@@ -281,28 +281,30 @@ func (s *system) spoil(ctx context.Context, g GarbageWrite) error {
 		}
 		cancel()
 		if err != nil {
-			lost = &lostSpoil{key: key, value: value, what: what, before: before, beforeRev: beforeRev, at: sent}
+			lost = &w
 			return fmt.Errorf("write %s/%s over revision %d: %w", g.Bucket, key, beforeRev, err)
 		}
-		s.recordSpoil(g, key, rev, time.Now(), what, before, beforeRev)
+		w.at = time.Now()
+		s.recordSpoil(g, w, rev)
 		return nil
 	})
 }
 
-// lostSpoil is a garbage write whose answer was lost.
-type lostSpoil struct {
+// spoilWrite is one attempt at a garbage write: value (described by what)
+// over key's value before, at beforeRev.
+type spoilWrite struct {
 	key, what     string
 	value, before []byte
 	beforeRev     uint64
-	at            time.Time // when it was sent: it landed then, if at all
+	at            time.Time // when it landed (for a lost answer: when it was sent)
 }
 
-// landedAt is the revision at which l's write landed, 0 if it did not: the
+// landedAt is the revision at which write l, whose answer was lost, landed, 0 if it did not: the
 // first message on its key after the value it was written over, if it
 // holds the garbage (an owner's write after it is no evidence either way,
 // but the garbage compare-and-set only over beforeRev, so it is the next
 // message on the key or none).
-func (s *system) landedAt(ctx context.Context, kv jetstream.KeyValue, l *lostSpoil) (uint64, error) {
+func (s *system) landedAt(ctx context.Context, kv jetstream.KeyValue, l *spoilWrite) (uint64, error) {
 	m, err := s.leaderMsg(ctx, kv, map[string]any{"seq": l.beforeRev + 1, "next_by_subj": kvSubject(kv, l.key)})
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return 0, nil
@@ -316,11 +318,10 @@ func (s *system) landedAt(ctx context.Context, kv jetstream.KeyValue, l *lostSpo
 	return 0, nil
 }
 
-// recordSpoil records g's write of what over key's value before (at
-// beforeRev), landed at rev about at.
-func (s *system) recordSpoil(g GarbageWrite, key string, rev uint64, at time.Time, what string, before []byte, beforeRev uint64) {
-	sp := Spoil{Bucket: g.Bucket, Key: key, Revision: rev, At: at, What: what, Fresh: before == nil, Before: decodeAs(g.Bucket, key, before)}
-	if prev := s.spoiled.at(g.Bucket, key, beforeRev); prev != nil && sp.Before == nil {
+// recordSpoil records g's write w, landed at rev.
+func (s *system) recordSpoil(g GarbageWrite, w spoilWrite, rev uint64) {
+	sp := Spoil{Bucket: g.Bucket, Key: w.key, Revision: rev, At: w.at, What: w.what, Fresh: w.before == nil, Before: decodeAs(g.Bucket, w.key, w.before)}
+	if prev := s.spoiled.at(g.Bucket, w.key, w.beforeRev); prev != nil && sp.Before == nil {
 		sp.Before = prev.Before // the key held an earlier garbage value: its owner's value is older
 	}
 	s.spoiled.add(sp)
