@@ -95,8 +95,12 @@ func watchdog(seed uint64, clock *bubbleClock) (stop func() stillest) {
 	done := make(chan stillest)
 	go func() {
 		start := time.Now()
-		last, since := clock.now.Load(), start
-		var first int64 // the bubble's first tick
+		// last is 0 until the watchdog first sees a tick, which then
+		// counts as a move: a bubble that ticked (its virtual sleeps take
+		// no real time) before this goroutine first ran is still watched.
+		var last int64
+		since := start
+		var first int64 // the bubble's first tick seen
 		var longest stillest
 		var prev string // the bubble's non-durable waits at the last look, "" = busy
 		var looked time.Time

@@ -82,7 +82,8 @@ func watchdogChild(t *testing.T, kind string) {
 	var clock bubbleClock
 	stop := watchdog(0, &clock)
 	var spun atomic.Bool
-	go func() { time.Sleep(3 * time.Second); spun.Store(true) }() // real time
+	spin := make(chan struct{})                                           // made outside the bubble: closing it inside is no wait
+	go func() { <-spin; time.Sleep(3 * time.Second); spun.Store(true) }() // real time, from the spin's start
 	synctest.Test(t, func(t *testing.T) {
 		ticks := make(chan struct{})
 		t.Cleanup(func() { close(ticks) })
@@ -96,6 +97,7 @@ func watchdogChild(t *testing.T, kind string) {
 			mu.Lock() // not a durable wait: the sleeper's second never comes
 			mu.Unlock()
 		case "slow":
+			close(spin)
 			for !spun.Load() { // work that holds the clock 3 s
 			}
 		}
