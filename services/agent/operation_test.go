@@ -1,13 +1,18 @@
 package agent_test
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -15,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/render"
+	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent"
 )
@@ -148,5 +154,120 @@ func TestAgent_CancelledOperation_IsStoppedOrNeverStarted(t *testing.T) {
 	if st.GetFailedCheck() != contract.CheckDeadline || st.GetAppliedFingerprint() != good.Fingerprint ||
 		!strings.Contains(st.GetMessage(), "before this agent started it; not applied, fingerprint "+render.Short(good.Fingerprint)+" stays in force") {
 		t.Fatalf("status = %v; want the cancelled operation reported Invalid deadline, not applied, good in force", st)
+	}
+}
+
+// phaseKV is a status bucket that records the phase of every status
+// written to it.
+type phaseKV struct {
+	jetstream.KeyValue
+	mu     sync.Mutex
+	phases []sluicev1.NodePhase
+}
+
+func (p *phaseKV) record(value []byte) {
+	st := &sluicev1.NodeStatus{}
+	if err := store.Unmarshal(value, st); err == nil {
+		p.mu.Lock()
+		p.phases = append(p.phases, st.GetPhase())
+		p.mu.Unlock()
+	}
+}
+
+func (p *phaseKV) Create(ctx context.Context, key string, value []byte, opts ...jetstream.KVCreateOpt) (uint64, error) {
+	p.record(value)
+	return p.KeyValue.Create(ctx, key, value, opts...)
+}
+
+func (p *phaseKV) Update(ctx context.Context, key string, value []byte, last uint64) (uint64, error) {
+	p.record(value)
+	return p.KeyValue.Update(ctx, key, value, last)
+}
+
+func (p *phaseKV) written() []sluicev1.NodePhase {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return slices.Clone(p.phases)
+}
+
+// eventTypes lists the types of the node's events on the stream, oldest first.
+func eventTypes(t *testing.T, f *fleet, node string) []string {
+	t.Helper()
+	ctx := context.Background()
+	c, err := f.env.JS.OrderedConsumer(ctx, contract.StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{contract.EventSubject("node", node)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for {
+		b, err := c.FetchNoWait(100)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for m := range b.Messages() {
+			n++
+			ev := &sluicev1.Event{}
+			if err := store.Unmarshal(m.Data(), ev); err != nil {
+				t.Fatal(err)
+			}
+			out = append(out, ev.GetType())
+		}
+		if n == 0 {
+			return out
+		}
+	}
+}
+
+// An operation shorter than ProgressInterval is acknowledged by its
+// outcome alone: one status write and one NodeProvisioned event, no
+// Provisioning. One that lasts longer is acknowledged once, when it has
+// run ProgressInterval (naming its step), then reports its outcome.
+func TestAgent_Acknowledgement_OnlyForAnOperationThatLasts(t *testing.T) {
+	for _, tc := range []struct {
+		name       string
+		applyFor   time.Duration
+		wantPhases []sluicev1.NodePhase
+		wantEvents []string
+	}{
+		{"fast", 0, []sluicev1.NodePhase{sluicev1.NodePhase_NODE_PHASE_PROVISIONED},
+			[]string{agent.EventNodeProvisioned}},
+		{"slow", 1500 * time.Millisecond,
+			[]sluicev1.NodePhase{sluicev1.NodePhase_NODE_PHASE_PROVISIONING, sluicev1.NodePhase_NODE_PHASE_PROVISIONED},
+			[]string{agent.EventNodeProvisioning, agent.EventNodeProvisioned}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleet(t, contract.DefaultSettings())
+			b := *f.env.Buckets
+			kv := &phaseKV{KeyValue: b.Status}
+			b.Status = kv
+			dir := t.TempDir()
+			path := filepath.Join(dir, "config.json")
+			cmd := fmt.Sprintf("sleep %.1f; cat > %s", tc.applyFor.Seconds(), path)
+			f.start(t, agent.Config{Node: "n1", StateDir: dir, Applier: agent.ExecApplier{Command: cmd}, JetStream: f.env.JS, Buckets: &b,
+				ProgressInterval: 500 * time.Millisecond})
+			d := desiredConfig("n1", "one", 100)
+			d.Operation = "r1/n1/apply"
+			f.writeDesired(t, d)
+			if tc.applyFor > 0 {
+				st := f.waitStatus(t, "n1", "the acknowledgement", func(s *sluicev1.NodeStatus) bool {
+					return s.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONING
+				})
+				if st.GetProgress() != "applying" || st.GetOperation() != d.Operation || st.GetFingerprint() != d.Fingerprint {
+					t.Fatalf("acknowledgement %v; want Provisioning of r1/n1/apply, progress applying", st)
+				}
+			}
+			st := f.waitStatus(t, "n1", "Provisioned", provisioned(d.Fingerprint))
+			if st.GetApplyStartedAt() == nil {
+				t.Fatalf("status %v has no apply start", st)
+			}
+			if got := kv.written(); !slices.Equal(got, tc.wantPhases) {
+				t.Errorf("statuses written %v, want %v", got, tc.wantPhases)
+			}
+			natstest.Eventually(t, waitFor, "the events", func() bool {
+				return slices.Equal(eventTypes(t, f, "n1")[1:], tc.wantEvents) // after NodeRegistered
+			})
+		})
 	}
 }

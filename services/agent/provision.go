@@ -113,20 +113,14 @@ type outcome struct {
 	output      string
 }
 
-// provision takes d through Provisioning to Provisioned or Invalid: mark
-// the apply in progress, validate, apply, check; on failure restore
-// last-good (rollback).
+// provision takes d to Provisioned or Invalid: mark the apply in
+// progress, validate, apply, check; on failure restore last-good
+// (rollback). An operation still running after ProgressInterval is
+// acknowledged (Provisioning) then (operation.go); a shorter one is
+// acknowledged by its outcome alone.
 func (a *Agent) provision(ctx context.Context, d *sluicev1.DesiredConfig) outcome {
 	started := a.cfg.Now()
-	if !a.setPhase(ctx, d, started, statusUpdate{
-		phase:   sluicev1.NodePhase_NODE_PHASE_PROVISIONING,
-		message: "applying " + describe(d),
-	}, EventNodeProvisioning, "desired "+describe(d)) {
-		// Without the acknowledgement written, applying would act unseen;
-		// the next resync tries again.
-		return outcome{}
-	}
-	a.worker.started = started
+	a.worker.started, a.worker.startedAt = started, time.Now()
 	// The operation's deadline bounds validate, apply and checks; restoring
 	// last-good after it passed is not bounded by it (ctx, not op).
 	op, stop := a.operation(ctx, d)
@@ -255,11 +249,24 @@ type statusUpdate struct {
 	phase                        sluicev1.NodePhase
 	message, failedCheck, output string
 	bakePasses                   uint32 // re-runs passed while baking (bake.go)
+	progress                     string // the step in progress (operation.go)
 }
 
 // setPhase writes the status of d and, once stored, emits the transition.
-// It reports whether the status was written.
+// It reports whether the status was written; when it was not, the next
+// resync provisions d again.
 func (a *Agent) setPhase(ctx context.Context, d *sluicev1.DesiredConfig, started time.Time, u statusUpdate, event, reason string) bool {
+	if err := a.writePhase(ctx, d, started, u); err != nil {
+		a.warnUnlessDone(ctx, err, "write status "+u.phase.String()+"; provisioning again shortly")
+		a.resyncSoon(ctx)
+		return false
+	}
+	a.emit(event, reason, d)
+	return true
+}
+
+// writePhase writes the status of d in phase u.
+func (a *Agent) writePhase(ctx context.Context, d *sluicev1.DesiredConfig, started time.Time, u statusUpdate) error {
 	st := &sluicev1.NodeStatus{
 		Node:               a.cfg.Node,
 		Phase:              u.phase,
@@ -274,19 +281,14 @@ func (a *Agent) setPhase(ctx context.Context, d *sluicev1.DesiredConfig, started
 		AppliedFingerprint: a.worker.applied,
 		Operation:          d.GetOperation(),
 		BakePasses:         u.bakePasses,
+		Progress:           u.progress,
 	}
 	if u.phase == sluicev1.NodePhase_NODE_PHASE_INVALID {
 		st.LastInvalid = &sluicev1.InvalidReport{Fingerprint: d.GetFingerprint(), Rollout: d.GetRollout(), Revision: d.GetRevision(),
 			Check: u.failedCheck, Output: u.output, At: st.LastUpdate, Revert: d.GetRevert()}
 		a.worker.lastInvalid = st.LastInvalid
 	}
-	if err := a.writeStatus(ctx, st); err != nil {
-		a.warnUnlessDone(ctx, err, "write status "+u.phase.String()+"; provisioning again shortly")
-		a.resyncSoon(ctx)
-		return false
-	}
-	a.emit(event, reason, d)
-	return true
+	return a.writeStatus(ctx, st)
 }
 
 // describe names a desired config for operators.

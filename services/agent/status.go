@@ -26,7 +26,8 @@ type workState struct {
 	// its write was known to land (a write whose answer was lost may have
 	// landed and been seen by nobody): every later status carries it.
 	lastInvalid *sluicev1.InvalidReport
-	started     time.Time // when the provision in progress started
+	started     time.Time // when the provision in progress started (Config.Now)
+	startedAt   time.Time // the same, on the process's clock (its timers)
 	// restoredAtStart is why last-good was restored at start; "" = it was not.
 	restoredAtStart string
 	// statusUnreadable is why the status key's value (at statusRev) did not

@@ -78,10 +78,11 @@ func TestBench_SmallRunReportsConsistentFigures(t *testing.T) {
 	if res.WallMS < float64(res.IdealMS) || res.OverheadRatio < 1 {
 		t.Errorf("wall %.1fms is below the ideal %dms: the clock is wrong", res.WallMS, res.IdealMS)
 	}
-	// desired (one message fenced on the term) + Provisioning + Provisioned
-	// per node, plus a few revision, intent and rollout writes.
-	if res.KVWritesPerNode < 3 || res.KVWritesPerNode > 4 {
-		t.Errorf("kv_writes_per_node = %.2f, want 3-4", res.KVWritesPerNode)
+	// desired (one message fenced on the term) + Provisioned per node (an
+	// apply shorter than a second is not acknowledged first), plus a few
+	// revision, intent and rollout writes.
+	if res.KVWritesPerNode < 2 || res.KVWritesPerNode > 3 {
+		t.Errorf("kv_writes_per_node = %.2f, want 2-3", res.KVWritesPerNode)
 	}
 	// The measured coordinator ran in a child process: its heap is its own.
 	if res.CoordinatorHeapMB <= 0 {

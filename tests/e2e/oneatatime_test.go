@@ -18,7 +18,7 @@ func TestOneRolloutAtATime_NewRevisionQueuesUntilTheRunningOneEnds(t *testing.T)
 	env := natstest.Start(t, contract.DefaultSettings())
 	// Margin: the second apply must land while the first rollout runs;
 	// one node at a time, 1s each, leaves it 3s after node-01 is seen applying.
-	s := startSystem(t, env, t.TempDir(), 4, slowly(time.Second))
+	s := startSystem(t, env, t.TempDir(), 4, slowly(2*time.Second))
 	waitRegistered(t, env, 4)
 	first := apply(t, env, examplesWith(t, 300), &sluicev1.Strategy{MaxParallel: "1"})
 	waitApplying(t, env, "node-01", contract.RolloutID(first.GetGeneration(), first.GetRevision()))
@@ -47,7 +47,7 @@ func TestOneRolloutAtATime_SupersedeStopsTheRunningOneAfterItsInFlightNodes(t *t
 	env := natstest.Start(t, contract.DefaultSettings())
 	// Margin: the superseding apply must land while node-01 applies (1s)
 	// and before the others are done (3s more).
-	s := startSystem(t, env, t.TempDir(), 4, slowly(time.Second))
+	s := startSystem(t, env, t.TempDir(), 4, slowly(2*time.Second))
 	waitRegistered(t, env, 4)
 	first := apply(t, env, examplesWith(t, 300), &sluicev1.Strategy{MaxParallel: "1"})
 	waitApplying(t, env, "node-01", contract.RolloutID(first.GetGeneration(), first.GetRevision()))
@@ -67,8 +67,10 @@ func TestOneRolloutAtATime_SupersedeStopsTheRunningOneAfterItsInFlightNodes(t *t
 }
 
 // waitApplying waits until node reports it is applying rollout's target:
-// a phase that lasts as long as its apply, so the callers' applies take a
-// second, many of this poll's reads even on a loaded machine.
+// an agent acknowledges an operation once it has run a second, and the
+// phase lasts until the apply ends, so the callers' applies take two
+// seconds: a second of it for many of this poll's reads even on a loaded
+// machine.
 func waitApplying(t *testing.T, env *natstest.Env, node, rollout string) {
 	t.Helper()
 	_, status, _ := stores(env)

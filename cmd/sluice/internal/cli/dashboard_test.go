@@ -156,8 +156,10 @@ func TestDashboard_InBrowser(t *testing.T) {
 		time.Sleep(time.Second) // the last writes' way to the page, which the check below measures
 		seen := evalIn[[]domState](t, tab, `window.__seen`)
 		lat := latencies(t, writes(), seen)
-		if len(lat) < 10 {
-			t.Fatalf("%d status writes measured, want at least 10 (two per node): %v", len(lat), lat)
+		if len(lat) < 5 {
+			// One per node: its outcome (an apply shorter than a second is
+			// not acknowledged first: docs/agent.md).
+			t.Fatalf("%d status writes measured, want at least 5 (one per node): %v", len(lat), lat)
 		}
 		sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
 		t.Logf("KV status write → DOM over %d writes: median %s, max %s", len(lat), lat[len(lat)/2], lat[len(lat)-1])

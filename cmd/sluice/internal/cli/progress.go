@@ -280,7 +280,9 @@ func liveState(l liveNode, now time.Time) (result, check, msg, output string, sh
 		since = st.GetLastUpdate()
 	}
 	if !reported {
-		msg = "the agent has not picked it up"
+		// An agent acknowledges an operation once it has run a second
+		// (docs/agent.md): until then it may be applying it.
+		msg = "the agent has not acknowledged it"
 		if w := d.GetWrittenAt(); w != nil {
 			msg = "written " + age(now, w) + " ago; " + msg
 		}

@@ -366,9 +366,9 @@ func TestLiveState_SaysWhereANodeIsWithItsDesiredConfig(t *testing.T) {
 		given liveNode
 		want  string // result|check|message|output; "" = not shown
 	}{
-		{"no status yet", liveNode{desired: desired(false, ago(time.Minute))}, "in progress||written 1m ago; the agent has not picked it up|"},
-		{"status of an older config", liveNode{desired: desired(false, ago(time.Minute)), status: status(provisioned, fpOther)}, "in progress||written 1m ago; the agent has not picked it up|"},
-		{"no write time", liveNode{desired: desired(false, nil), status: nil}, "in progress||the agent has not picked it up|"},
+		{"no status yet", liveNode{desired: desired(false, ago(time.Minute))}, "in progress||written 1m ago; the agent has not acknowledged it|"},
+		{"status of an older config", liveNode{desired: desired(false, ago(time.Minute)), status: status(provisioned, fpOther)}, "in progress||written 1m ago; the agent has not acknowledged it|"},
+		{"no write time", liveNode{desired: desired(false, nil), status: nil}, "in progress||the agent has not acknowledged it|"},
 		{"applying", liveNode{desired: desired(false, nil), status: status(provisioning, fpX)}, "in progress||applying for 20s|"},
 		{"applying, with progress and a deadline", liveNode{
 			desired: &sluicev1.DesiredConfig{Node: "node-01", Fingerprint: fpX, Deadline: durationpb.New(5 * time.Minute)},
@@ -376,7 +376,7 @@ func TestLiveState_SaysWhereANodeIsWithItsDesiredConfig(t *testing.T) {
 			"in progress||check 2 of 3: ping; applying for 20s (deadline 5m0s)|"},
 		{"provisioned: simply succeeded", liveNode{desired: desired(false, nil), status: status(provisioned, fpX)}, ""},
 		{"invalid, not yet recorded", liveNode{desired: desired(false, nil), status: status(invalid, fpX)}, "invalid|ping|unreachable|100% loss"},
-		{"revert not picked up", liveNode{desired: desired(true, ago(time.Minute)), status: status(invalid, fpOther)}, "reverting||backup cccccccccccc written 1m ago; the agent has not picked it up|"},
+		{"revert not acknowledged", liveNode{desired: desired(true, ago(time.Minute)), status: status(invalid, fpOther)}, "reverting||backup cccccccccccc written 1m ago; the agent has not acknowledged it|"},
 		{"revert applying", liveNode{desired: desired(true, nil), status: status(provisioning, fpX)}, "reverting||applying its backup for 20s|"},
 		{"reverted", liveNode{desired: desired(true, nil), status: status(provisioned, fpX)}, "reverted||backup cccccccccccc is in force again|"},
 		{"revert failed", liveNode{desired: desired(true, nil), status: status(invalid, fpX)}, "revert failed|ping|unreachable|100% loss"},

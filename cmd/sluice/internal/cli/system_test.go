@@ -417,7 +417,7 @@ func TestRolloutStatus_RolledBackRecord_ListsItsNodesAndExitsWith3(t *testing.T)
 		{"node-03", "invalid,", "reverted", "ping", "10.0.0.1", "unreachable", "|", "output:", "100%", "packet", "loss"},
 		{"node-07", "timed", "out", "deadline", "no", "final", "report", "within", "the", "apply", "deadline", "5m0s"},
 		{"node-09", "skipped", "-", "left", "during", "the", "rollout", "(not", "a", "failure)"},
-		{"node-04", "reverting", "-", "backup", fixtureFP(fpBackup)[:12], "written", "5h", "ago;", "the", "agent", "has", "not", "picked", "it", "up"},
+		{"node-04", "reverting", "-", "backup", fixtureFP(fpBackup)[:12], "written", "5h", "ago;", "the", "agent", "has", "not", "acknowledged", "it"},
 		{"node-06", "reverted", "-", "backup", fixtureFP(fpBackup)[:12], "is", "in", "force", "again"},
 	}
 	if len(table) != len(want) {
@@ -492,7 +492,7 @@ func TestRolloutStatus_Progressing_ListsTheNodesOnTheirWayAndExits0(t *testing.T
 		"strategy max parallel 1 (default), waves from 1 growing ×2 (default), failure budget 1",
 		"stage wave 2",
 		"node-01 invalid ping unreachable",
-		"node-03 in progress - written 5h ago; the agent has not picked it up",
+		"node-03 in progress - written 5h ago; the agent has not acknowledged it",
 		"node-04 in progress - applying for 5h",
 	} {
 		if !strings.Contains(words, want) {
