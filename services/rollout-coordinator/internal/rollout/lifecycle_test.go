@@ -792,3 +792,40 @@ func TestDecide_PresenceUnreadable_ANodeTheRolloutWroteIsStillCounted(t *testing
 		}
 	})
 }
+
+// TestDecide_ResumedRevert_AbsentNodesForwardFailureIsRecorded: a node the
+// rollout moved reported its forward target Invalid while no leader ran and
+// left before the new term loaded: its labels are unknown to the term. Its
+// forward target is what the rollout wrote to it, not the revision rendered
+// for no labels (which matched nothing it reported), so its failure is
+// counted in the record (it was left out) and its fingerprint recorded.
+func TestDecide_ResumedRevert_AbsentNodesForwardFailureIsRecorded(t *testing.T) {
+	r0, r1 := testRev("0000aaaa"), testRev("aaaa1111")
+	fp0, fp1 := targetOf(r0), targetOf(r1)
+	id1 := rolloutID(head(2, r1.Id, ""))
+	backup, revertW := revertHelpers(r0, id1)
+	rec := &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING,
+		Reason: "n1 failed", Strategy: &sluicev1.Strategy{MaxParallel: "2", FailureBudget: "1"},
+		Counts:   &sluicev1.RolloutCounts{Total: 2, Failed: 1, InProgress: 1, Reverting: 2},
+		Failures: []*sluicev1.NodeOutcome{{Node: "n1", Result: sluicev1.NodeResult_NODE_RESULT_INVALID, Fingerprint: fp1}}}
+	s := NewState()
+	acts := Decide(s, Loaded{Head: head(2, r1.Id, "2"), HeadRev: r1, Active: rec, ActiveRev: r1, Term: 3,
+		Presence: presence("n1"), // n2 left
+		Desired:  []*sluicev1.DesiredConfig{revertW("n1"), {Node: "n2", Fingerprint: fp1, Rollout: id1, Revision: r1.Id}},
+		Backups:  []*sluicev1.DesiredConfig{backup("n1"), backup("n2")},
+		Status:   []*sluicev1.NodeStatus{status("n1", inProgress, fp0, id1), status("n2", invalid, fp1, id1)},
+	}, t0)
+	f := outcomeOf(s.rollout.GetFailures(), "n2")
+	if f.GetResult() != sluicev1.NodeResult_NODE_RESULT_INVALID || f.GetFingerprint() != fp1 {
+		t.Errorf("n2's outcome = %v; want Invalid on its forward target %s", f, fp1)
+	}
+	var recorded []string
+	for _, a := range acts {
+		if ri, ok := a.(RecordInvalid); ok {
+			recorded = append(recorded, ri.Fingerprint.GetNode()+" "+ri.Fingerprint.GetFingerprint())
+		}
+	}
+	if !slices.Contains(recorded, "n2 "+fp1) {
+		t.Errorf("recorded invalid %v; want n2's forward target %s", recorded, fp1)
+	}
+}

@@ -260,11 +260,13 @@ func (s *State) resumeRevert(now time.Time) {
 
 // forwardOf is the active rollout's target for touched node n, whose
 // desired config is d: rendered from the rollout's revision, or, when that
-// revision cannot be read (stopUnreadable) or n's labels are unknown
-// (takeUnseen), what the rollout wrote to n, if d is that forward write;
-// "" when it is not known.
+// revision cannot be read (stopUnreadable) or n's labels are unknown (a
+// node absent since the term began, or takeUnseen), what the rollout wrote
+// to n, if d is that forward write; "" when it is not known. Rendered for
+// no labels, an absent node's target matched nothing it reported: its
+// failure while no leader ran was left out of the record's failures.
 func (s *State) forwardOf(n *node, d *desired) string {
-	if s.rolloutRev != nil && !s.unseen[n.name] {
+	if s.rolloutRev != nil && n.labels != nil && !s.unseen[n.name] {
 		fp, _ := s.renderFor(s.rolloutRev, n)
 		return fp
 	}
