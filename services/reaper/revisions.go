@@ -62,7 +62,7 @@ func (r *Reaper) CollectRevisions(ctx context.Context) error {
 	if busy, err := applyInProgress(ctx, h); err != nil || busy {
 		return err // an apply in progress: after it
 	}
-	inUse, err := revisionsInUse(ctx, h)
+	inUse, err := pointersInUse(ctx, h)
 	if err != nil {
 		return r.unreadableStops(h, err)
 	}
@@ -82,14 +82,26 @@ func (r *Reaper) CollectRevisions(ctx context.Context) error {
 		}
 		return strings.Compare(a.Key, b.Key)
 	})
-	var ops []store.Op
-	var ids []string
-	for _, e := range revs[r.cfg.RevisionRetention:] {
-		if !used[e.Key] {
-			ops = append(ops, store.Op{Key: e.Key, Revision: e.Revision})
-			ids = append(ids, e.Key)
+	unused := func() (ops []store.Op, ids []string) {
+		for _, e := range revs[r.cfg.RevisionRetention:] {
+			if !used[e.Key] {
+				ops = append(ops, store.Op{Key: e.Key, Revision: e.Revision})
+				ids = append(ids, e.Key)
+			}
 		}
+		return ops, ids
 	}
+	// The node configs (two per node) are read only when the pointers and
+	// the records leave a revision unreferenced: a pass that can delete
+	// nothing costs nothing that grows with the fleet.
+	if ops, _ := unused(); len(ops) == 0 {
+		return nil
+	}
+	if err := inUse.addNodeConfigs(ctx, h); err != nil {
+		return r.unreadableStops(h, err)
+	}
+	maps.Copy(used, inUse.revs)
+	ops, ids := unused()
 	if len(ops) == 0 {
 		return nil
 	}
@@ -154,6 +166,16 @@ func (u inUse) caughtUp() bool { return u.headRev == 0 || u.startedGen >= u.head
 // config came from (a revert may put it back). A node config that does not
 // decode makes it fail: which revision that node needs is unknown.
 func revisionsInUse(ctx context.Context, h *handles) (inUse, error) {
+	u, err := pointersInUse(ctx, h)
+	if err != nil {
+		return u, err
+	}
+	return u, u.addNodeConfigs(ctx, h)
+}
+
+// pointersInUse reads the head's revision and the active and the
+// last-applied rollout's.
+func pointersInUse(ctx context.Context, h *handles) (inUse, error) {
 	u := inUse{revs: map[string]bool{}}
 	head, err := h.heads.Get(ctx, contract.KeyHead)
 	switch {
@@ -176,21 +198,28 @@ func revisionsInUse(ctx context.Context, h *handles) (inUse, error) {
 			return u, fmt.Errorf("read rollouts/%s: %w", key, err)
 		}
 	}
+	delete(u.revs, "")
+	return u, nil
+}
+
+// addNodeConfigs adds the revision every node's desired or backup config
+// came from.
+func (u *inUse) addNodeConfigs(ctx context.Context, h *handles) error {
 	configs, err := h.configs.List(ctx, ">")
 	if err != nil {
-		return u, fmt.Errorf("list node configs: %w", err)
+		return fmt.Errorf("list node configs: %w", err)
 	}
 	for _, c := range configs {
 		switch {
 		case contract.IsControlKey(c.Key):
 		case c.Err != nil:
-			return u, &unreadableError{bucket: contract.BucketNodeConfigs, key: c.Key, rev: c.Revision, err: c.Err}
+			return &unreadableError{bucket: contract.BucketNodeConfigs, key: c.Key, rev: c.Revision, err: c.Err}
 		default:
 			u.revs[c.Value.GetRevision()] = true
 		}
 	}
 	delete(u.revs, "")
-	return u, nil
+	return nil
 }
 
 // applyInProgress reports whether revisions/pending holds an apply's

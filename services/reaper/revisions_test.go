@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -204,4 +205,70 @@ func storedRevisions(t *testing.T, ctx context.Context, revs *store.Store[*sluic
 	}
 	slices.Sort(got)
 	return got
+}
+
+// The node configs (two per node: the fleet) are read only when the head,
+// the rollout pointers and the records leave an old revision unreferenced:
+// a pass that can delete nothing costs nothing that grows with the fleet.
+// Seen through a node config holding garbage: such a pass never notices
+// it; once a revision is left unreferenced, the pass reads the configs,
+// reports the garbage and deletes nothing.
+func TestReaper_CollectRevisions_ReadsNodeConfigsOnlyWithSomethingToDelete(t *testing.T) {
+	f := newFleet(t, contract.DefaultSettings())
+	ctx := context.Background()
+	b := f.env.Buckets
+	revs := store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} })
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for i, id := range []string{"r1", "r2", "r3"} {
+		if _, err := revs.Create(ctx, id, &sluicev1.Revision{Id: id, CreatedAt: timestamppb.New(t0.Add(time.Duration(i) * time.Hour))}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Create(ctx, contract.KeyHead, &sluicev1.Head{Revision: "r3", Generation: 3}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Create(ctx, contract.KeyLastApplied,
+		&sluicev1.RolloutRef{Rollout: "3-r3", Revision: "r3", Generation: 3}); err != nil {
+		t.Fatal(err)
+	}
+	records := store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
+	rec := &sluicev1.Rollout{Id: "3-r3", Revision: "r3", PreviousRevision: "r2", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED}
+	if _, err := records.Create(ctx, "3-r3", rec); err != nil {
+		t.Fatal(err)
+	}
+	r2Rev, err := records.Create(ctx, "2-r2", &sluicev1.Rollout{Id: "2-r2", Revision: "r2", PreviousRevision: "r1", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.putRaw(t, contract.BucketNodeConfigs, contract.DesiredKey("n1"), []byte("{not json"))
+	var logs strings.Builder
+	r, err := reaper.New(reaper.Config{Conn: f.env.Conn, Settings: f.env.Settings, RevisionRetention: 1, Log: zerolog.New(&logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// r3 the newest, the head and last-applied; r2 and r1 named by records.
+	if err := r.CollectRevisions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(logs.String(), contract.DesiredKey("n1")) {
+		t.Fatalf("a pass with nothing to delete read the node configs:\n%s", logs.String())
+	}
+	if got := storedRevisions(t, ctx, revs); !slices.Equal(got, []string{"r1", "r2", "r3"}) {
+		t.Fatalf("revisions %v; want all three kept", got)
+	}
+
+	// The record naming r1 goes (record retention): r1 is unreferenced as
+	// far as the records tell, so the node configs are read.
+	if err := records.Delete(ctx, "2-r2", r2Rev); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.CollectRevisions(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(logs.String(), contract.DesiredKey("n1")) {
+		t.Fatalf("the pass did not read the node configs (the garbage in n1's is not reported):\n%s", logs.String())
+	}
+	if got := storedRevisions(t, ctx, revs); !slices.Equal(got, []string{"r1", "r2", "r3"}) {
+		t.Fatalf("revisions %v; want all three kept (what n1's config references is unknown)", got)
+	}
 }
