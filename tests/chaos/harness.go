@@ -356,14 +356,20 @@ func (s *system) startCoordinator(instance string) {
 	s.mu.Unlock()
 }
 
-// applyDeadline is the longest apply deadline of the scenario; a hanging
-// applier gives up a second after it, as a real one would after its timeout.
+// applyTimeout is the agents' ApplyTimeout: a hanging applier gives up a
+// second after the coordinator's deadline for it, as a real one would
+// after its timeout. That deadline is the longest apply deadline of the
+// scenario counted from the agent's acknowledgement, which an agent
+// writes once its operation has run ProgressInterval (until 2026-11-28 it
+// wrote it first: seed 178 then had the applier give up at the very
+// instant the coordinator timed the node out, and report a failed apply
+// where the coordinator had recorded a timeout).
 func (s *system) applyTimeout() time.Duration {
 	d := time.Second
 	for _, c := range s.sc.Changes {
 		d = max(d, c.Strategy.GetApplyDeadline().AsDuration())
 	}
-	return d + time.Second
+	return d + agent.DefaultProgressInterval + time.Second
 }
 
 func (s *system) startAgent(name string) {
