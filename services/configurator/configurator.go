@@ -309,7 +309,8 @@ func (s *Service) run(ctx context.Context) error {
 			case !ok:
 				heads = nil // the watch ended with ctx
 			case e.Err != nil:
-				reconciled(s.repairHead(ctx), "repair the unreadable head")
+				_, err := s.repairHead(ctx)
+				reconciled(err, "repair the unreadable head")
 			}
 		case e, ok := <-revKeys:
 			switch {
@@ -336,47 +337,53 @@ func (s *Service) run(ctx context.Context) error {
 // the same generation (nothing else wrote the head since, or the value
 // would be that write), or, if this process wrote none, a head cut from
 // the stored intents as at start (reconcile: the next generation).
-func (s *Service) repairHead(ctx context.Context) error {
+// reconciled says it reconciled to do so.
+func (s *Service) repairHead(ctx context.Context) (reconciled bool, err error) {
 	end, held := s.gate.Begin()
 	if held != nil {
-		return nil // the resume heals (heal)
+		return false, nil // the resume heals (heal)
 	}
 	defer end()
 	if err := s.mu.Lock(ctx); err != nil {
-		return err
+		return false, err
 	}
 	e, err := s.st.head.Get(ctx, contract.KeyHead)
 	last := s.lastHead.Load()
 	switch {
 	case err == nil, errors.Is(err, store.ErrNotFound):
 		s.mu.Unlock()
-		return nil // readable again, or gone: nothing to repair here
+		return false, nil // readable again, or gone: nothing to repair here
 	case !errors.Is(err, store.ErrUndecodable):
 		// Unknown: the retry looks again (heal). Taken for "nothing to
 		// repair", it left the garbage for good, as no other write of the
 		// head came to show it again (chaos seed 75, secured: the read
 		// came as an R3 cluster's server stopped).
 		s.mu.Unlock()
-		return fmt.Errorf("read the head to see whether it needs repair: %w", err)
+		return false, fmt.Errorf("read the head to see whether it needs repair: %w", err)
 	case last != nil:
 		defer s.mu.Unlock()
 		if _, uerr := s.st.head.Update(ctx, contract.KeyHead, last, e.Revision); uerr != nil {
-			return fmt.Errorf("rewrite the unreadable head: %w", uerr)
+			return false, fmt.Errorf("rewrite the unreadable head: %w", uerr)
 		}
 		s.quarantine.Rewritten(s.st.head.Bucket(), contract.KeyHead, e.Revision, err,
 			fmt.Sprintf("the head this configurator last wrote (revision %s, generation %d)", render.Short(last.GetRevision()), last.GetGeneration()))
-		return nil
+		return false, nil
 	}
 	s.mu.Unlock()
-	return s.reconcile(ctx)
+	return true, s.reconcile(ctx)
 }
 
 // heal repairs an unreadable head and reconciles: after a failure, a
 // resume or a reconnect, when a repair the watch asked for may not have
 // been made (held by the pause, or its read failed) and no new write of
-// the head will ask again.
+// the head will ask again. A repair that reconciled is not followed by a
+// second reconcile.
 func (s *Service) heal(ctx context.Context) error {
-	return errors.Join(s.repairHead(ctx), s.reconcile(ctx))
+	reconciled, err := s.repairHead(ctx)
+	if reconciled {
+		return err
+	}
+	return errors.Join(err, s.reconcile(ctx))
 }
 
 // repairRevisionKey reconciles when revision key does not decode: reconcile
