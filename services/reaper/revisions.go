@@ -167,10 +167,10 @@ func (u inUse) caughtUp() bool { return u.headRev == 0 || u.startedGen >= u.head
 // decode makes it fail: which revision that node needs is unknown.
 func revisionsInUse(ctx context.Context, h *handles) (inUse, error) {
 	u, err := pointersInUse(ctx, h)
-	if err != nil {
-		return u, err
+	if err == nil {
+		err = u.addNodeConfigs(ctx, h)
 	}
-	return u, u.addNodeConfigs(ctx, h)
+	return u, err
 }
 
 // pointersInUse reads the head's revision and the active and the
