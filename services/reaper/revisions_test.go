@@ -24,12 +24,7 @@ func TestReaper_CollectRevisions_KeepsTheNewestAndTheReferenced(t *testing.T) {
 	ctx := context.Background()
 	b := f.env.Buckets
 	revs := store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} })
-	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	for i, id := range []string{"r1", "r2", "r3", "r4", "r5", "r6"} {
-		if _, err := revs.Create(ctx, id, &sluicev1.Revision{Id: id, CreatedAt: timestamppb.New(t0.Add(time.Duration(i) * time.Hour))}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createRevisions(t, ctx, revs, "r1", "r2", "r3", "r4", "r5", "r6")
 	if _, err := store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Create(ctx, contract.KeyHead, &sluicev1.Head{Revision: "r5", Generation: 5}); err != nil {
 		t.Fatal(err)
 	}
@@ -84,12 +79,7 @@ func TestReaper_Collect_UnreadableReference_NothingCollectedAndReportedOnce(t *t
 				ctx := context.Background()
 				b := f.env.Buckets
 				revs := store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} })
-				t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-				for i, id := range []string{"r1", "r2", "r3"} {
-					if _, err := revs.Create(ctx, id, &sluicev1.Revision{Id: id, CreatedAt: timestamppb.New(t0.Add(time.Duration(i) * time.Hour))}); err != nil {
-						t.Fatal(err)
-					}
-				}
+				createRevisions(t, ctx, revs, "r1", "r2", "r3")
 				marked := &sluicev1.StoredIntent{MarkedForDeletion: true,
 					Intent: &sluicev1.Intent{Name: "gone", Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: 7}}}}
 				if _, err := store.New(b.Intents, func() *sluicev1.StoredIntent { return &sluicev1.StoredIntent{} }).Create(ctx, "routingtable.gone", marked); err != nil {
@@ -154,12 +144,7 @@ func TestReaper_CollectRevisions_WaitsUntilTheCoordinatorStartedTheHead(t *testi
 	ctx := context.Background()
 	b := f.env.Buckets
 	revs := store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} })
-	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	for i, id := range []string{"r1", "r2", "r3"} {
-		if _, err := revs.Create(ctx, id, &sluicev1.Revision{Id: id, CreatedAt: timestamppb.New(t0.Add(time.Duration(i) * time.Hour))}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createRevisions(t, ctx, revs, "r1", "r2", "r3")
 	if _, err := store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Create(ctx, contract.KeyHead, &sluicev1.Head{Revision: "r3", Generation: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -218,12 +203,7 @@ func TestReaper_CollectRevisions_ReadsNodeConfigsOnlyWithSomethingToDelete(t *te
 	ctx := context.Background()
 	b := f.env.Buckets
 	revs := store.New(b.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} })
-	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
-	for i, id := range []string{"r1", "r2", "r3"} {
-		if _, err := revs.Create(ctx, id, &sluicev1.Revision{Id: id, CreatedAt: timestamppb.New(t0.Add(time.Duration(i) * time.Hour))}); err != nil {
-			t.Fatal(err)
-		}
-	}
+	createRevisions(t, ctx, revs, "r1", "r2", "r3")
 	if _, err := store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Create(ctx, contract.KeyHead, &sluicev1.Head{Revision: "r3", Generation: 3}); err != nil {
 		t.Fatal(err)
 	}
@@ -270,5 +250,17 @@ func TestReaper_CollectRevisions_ReadsNodeConfigsOnlyWithSomethingToDelete(t *te
 	}
 	if got := storedRevisions(t, ctx, revs); !slices.Equal(got, []string{"r1", "r2", "r3"}) {
 		t.Fatalf("revisions %v; want all three kept (what n1's config references is unknown)", got)
+	}
+}
+
+// createRevisions stores a revision for each id, created an hour apart in
+// that order (the retention keeps the newest).
+func createRevisions(t *testing.T, ctx context.Context, revs *store.Store[*sluicev1.Revision], ids ...string) {
+	t.Helper()
+	t0 := time.Date(2026, 11, 1, 0, 0, 0, 0, time.UTC)
+	for i, id := range ids {
+		if _, err := revs.Create(ctx, id, &sluicev1.Revision{Id: id, CreatedAt: timestamppb.New(t0.Add(time.Duration(i) * time.Hour))}); err != nil {
+			t.Fatal(err)
+		}
 	}
 }
