@@ -188,10 +188,11 @@ bench-dashboard: chromium ## The dashboard: its page in headless Chromium (paint
 
 # Both runs run even when the first fails; the target fails if either did.
 .PHONY: bench-scale
-bench-scale: ## Not run in CI, minutes: 30,000 then 100,000 simulated agents (maxParallel 1000, apply 100 ms; the failover scenario off: three more rollouts and a lease wait would add minutes), a BENCH line each (BENCH_SCALE_ARGS="...")
+bench-scale: ## Not run in CI, minutes: 30,000 then 100,000 simulated agents (maxParallel 1000, apply 100 ms; the failover scenario off: three more rollouts and a lease wait would add minutes), each after the transport's floor at its size (--floor), a BENCH line each (BENCH_SCALE_ARGS="...")
 	$(GO) build -o $(BIN)/sluice-bench ./tests/cmd/sluice-bench
 	status=0; \
 	for n in 30000 100000; do \
+		$(BIN)/sluice-bench --floor --nodes $$n --max-parallel 1000 --apply-ms 100 || status=1; \
 		$(BIN)/sluice-bench --nodes $$n --max-parallel 1000 --apply-ms 100 --failover=false $(BENCH_SCALE_ARGS) || status=1; \
 	done; \
 	exit $$status

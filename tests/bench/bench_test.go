@@ -171,3 +171,28 @@ func TestBench_SmallRunReportsConsistentFigures(t *testing.T) {
 		t.Logf("a 1s pause of the leader under a %s lease caused %d takeover: reported, not a failure here (make bench's figure is the one to quote)", lease, *res.FalseTakeovers)
 	}
 }
+
+// The floor sends every node's messages and waits for every node's report:
+// its wall time is at least the ideal, every status and event landed (Floor
+// checks both), and its line carries what docs/benchmarks.md compares.
+func TestFloor_SmallRunSendsEveryNodesMessages(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	res, err := bench.Floor(ctx, bench.Options{Nodes: 60, MaxParallel: 10, ApplyLatency: 20 * time.Millisecond, AgentsPerConn: 25})
+	if err != nil {
+		t.Fatalf("floor: %v (%+v)", err, res)
+	}
+	line, err := res.Line()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Log(line)
+	if res.IdealMS != 120 || res.WallMS < 120 || res.OverheadRatio < 1 {
+		t.Errorf("wall %.1fms, ideal %dms, ratio %.3f: want ideal ceil(60/10)*20 = 120 and the wall at least that", res.WallMS, res.IdealMS, res.OverheadRatio)
+	}
+	// A desired config, a status and an event as a bench rollout stores
+	// them: each several hundred bytes of JSON.
+	if res.BytesPerNode < 900 || res.CPUUSPerNode <= 0 || res.CoresBusy <= 0 {
+		t.Errorf("bytes_per_node %d, cpu_us_per_node %.1f, cores_busy %.2f: want the three values' sizes and the processor time used", res.BytesPerNode, res.CPUUSPerNode, res.CoresBusy)
+	}
+}

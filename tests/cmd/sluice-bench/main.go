@@ -7,11 +7,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
 	"os/exec"
 	"os/signal"
+	"runtime"
 	"runtime/pprof"
 	"syscall"
 	"time"
@@ -38,12 +40,14 @@ func run(ctx context.Context, args []string) int {
 	failover := fs.Bool("failover", true, "after the other scenarios, roll out a change under two coordinators, kill the leader when half the nodes are written and measure the takeover; then stop the new leader cleanly mid-rollout and measure that takeover")
 	pauses := fs.Int("pauses", 3, "with --failover, last pause the leader's process (SIGSTOP) for 1s this many times while a standby runs and count the takeovers (0: skip)")
 	perConn := fs.Int("agents-per-conn", 250, "simulated agents sharing one NATS connection")
+	floor := fs.Bool("floor", false, "instead of a rollout, send the messages a rollout stores and delivers per node over the same server and buckets with none of sluice's services (the transport's floor under overhead_ratio; docs/benchmarks.md)")
 	role := fs.String("role", "bench", "bench, or coordinator (internal: a coordinator child process)")
 	server := fs.String("server", "", "NATS URL (with --role coordinator)")
 	instance := fs.String("instance", "bench", "coordinator instance name (with --role coordinator)")
 	logLevel := fs.String("log-level", "error", "log level of the services")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process during the measured rollout to the file")
 	coordProfile := fs.String("coordinator-cpuprofile", "", "write a CPU profile of the measured coordinator's process to the file")
+	memProfile := fs.String("memprofile", "", "write this process's allocation profile to the file as the measured rollout ends, and to the file.base as it starts (go tool pprof -sample_index=alloc_space -base file.base file)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -80,12 +84,25 @@ func run(ctx context.Context, args []string) int {
 			}
 		}
 	}
+	if *memProfile != "" && *role != "coordinator" {
+		measuring = allocsDuring(*memProfile, measuring)
+	}
 	if *role == "coordinator" {
 		spec := bench.CoordinatorSpec{URL: *server, Instance: *instance, LeaderLease: *lease, NodeLease: *nodeLease}
 		if err := bench.RunCoordinator(ctx, spec, log, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
 		}
+		return 0
+	}
+	if *floor {
+		res, err := bench.Floor(ctx, bench.Options{Nodes: *nodes, MaxParallel: *maxPar, ApplyLatency: time.Duration(*applyMS) * time.Millisecond, AgentsPerConn: *perConn, Measuring: measuring})
+		line, lerr := res.Line()
+		if err = errors.Join(err, lerr); err != nil {
+			fmt.Fprintf(os.Stderr, "bench: %v\n", err)
+			return 1
+		}
+		fmt.Println(line)
 		return 0
 	}
 	if !*failover {
@@ -124,5 +141,29 @@ func childCoordinator(logLevel, profile string) func(bench.CoordinatorSpec) (ben
 			profile = ""
 		}
 		return bench.StartChild(exec.Command(self, args...))
+	}
+}
+
+// allocsDuring wraps measuring so that the allocations so far are written
+// to path+".base" as the measured rollout starts and to path as it ends:
+// go tool pprof -sample_index=alloc_space -base path.base path shows what
+// the measured rollout allocated.
+func allocsDuring(path string, measuring func(bool)) func(bool) {
+	return func(on bool) {
+		if measuring != nil {
+			measuring(on)
+		}
+		name := path
+		if on {
+			name += ".base"
+		}
+		runtime.GC() // the profile is as of the last GC
+		f, err := os.Create(name)
+		if err == nil {
+			err = errors.Join(pprof.Lookup("allocs").WriteTo(f, 0), f.Close())
+		}
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "memprofile:", err)
+		}
 	}
 }
