@@ -26,8 +26,8 @@ import (
 // then on a step that lasts longer than ProgressInterval is written to the
 // status (progress), so `sluice rollout status` shows where it is. A fast
 // operation costs no extra write: its outcome is its acknowledgement (one
-// status write and one event fewer per node and rollout: a third of a
-// rollout's stored messages at 100,000 nodes, docs/benchmarks.md).
+// status write and one event fewer per node and rollout: two of the five
+// messages a rollout stored per node, docs/benchmarks.md).
 
 // DefaultProgressInterval is how long a step runs before it is reported.
 const DefaultProgressInterval = time.Second
