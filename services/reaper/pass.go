@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 
@@ -27,35 +26,24 @@ func (r *Reaper) Pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	presentKeys, err := h.nodes.Keys(ctx)
-	if err != nil {
-		return fmt.Errorf("list present nodes: %w", err)
-	}
-	present := make(map[string]bool, len(presentKeys))
-	for _, n := range presentKeys {
-		present[n] = true
-	}
-	owners, err := r.owners(ctx, h)
+	f, err := r.fleetFor(ctx, h)
 	if err != nil {
 		return err
 	}
 
 	now := r.cfg.Now()
 	for n := range r.absent {
-		if present[n] || !owners[n] {
+		if f.present[n] || !f.owns(n) {
 			delete(r.absent, n)
 		}
 	}
 	for n := range r.held {
-		if present[n] || !owners[n] {
+		if f.present[n] || !f.owns(n) {
 			delete(r.held, n)
 		}
 	}
 	var due []string
-	for _, n := range slices.Sorted(maps.Keys(owners)) {
-		if present[n] {
-			continue
-		}
+	for _, n := range f.absentOwners() {
 		since, seen := r.absent[n]
 		if !seen {
 			r.absent[n] = now
@@ -66,7 +54,7 @@ func (r *Reaper) Pass(ctx context.Context) error {
 			due = append(due, n)
 		}
 	}
-	due, err = r.guard(ctx, h, due, owners, present)
+	due, err = r.guard(ctx, h, due, f)
 	if err != nil {
 		return err
 	}
@@ -108,20 +96,6 @@ func (r *Reaper) activeRollout(ctx context.Context, h *handles) (active, error) 
 		return active{}, fmt.Errorf("read the active rollout: %w", err)
 	}
 	return active{rollout: e.Value.GetRollout()}, nil
-}
-
-// owners returns the nodes that have a status or a nodeconfigs key. Control
-// keys ("_fence") belong to no node.
-func (r *Reaper) owners(ctx context.Context, h *handles) (map[string]bool, error) {
-	statusKeys, err := h.status.Keys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list node statuses: %w", err)
-	}
-	configKeys, err := h.configs.Keys(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list node configs: %w", err)
-	}
-	return contract.NodesWithKeys(statusKeys, configKeys), nil
 }
 
 // nodeKey is one key reap deletes, with the revision it was read at.
@@ -268,7 +242,7 @@ func (r *Reaper) postpone(h *handles, node, why string) {
 // operator confirmed (control/reaper.confirm) are reaped; the rest are held,
 // reported once per held set. A confirmation whose nodes are all reaped or
 // back is deleted. Nothing is reaped when the confirmation cannot be read.
-func (r *Reaper) guard(ctx context.Context, h *handles, due []string, owners, present map[string]bool) ([]string, error) {
+func (r *Reaper) guard(ctx context.Context, h *handles, due []string, f *fleet) ([]string, error) {
 	conf, err := h.confirms.Get(ctx, contract.KeyReapConfirm)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
@@ -281,13 +255,13 @@ func (r *Reaper) guard(ctx context.Context, h *handles, due []string, owners, pr
 	for _, n := range conf.Value.GetNodes() {
 		confirmed[n] = true
 	}
-	if len(confirmed) > 0 && !slices.ContainsFunc(conf.Value.GetNodes(), func(n string) bool { return owners[n] && !present[n] }) {
+	if len(confirmed) > 0 && !slices.ContainsFunc(conf.Value.GetNodes(), func(n string) bool { return f.owns(n) && !f.present[n] }) {
 		// Every confirmed node is reaped or back: the confirmation is spent.
 		if err := h.confirms.Delete(ctx, contract.KeyReapConfirm, conf.Revision); err == nil {
 			r.log.Info().Strs("nodes", conf.Value.GetNodes()).Msg("reap confirmation spent: every node it names is reaped or back")
 		}
 	}
-	if len(due) < 2 || float64(len(due)) <= r.cfg.HoldShare*float64(len(owners)) {
+	if len(due) < 2 || float64(len(due)) <= r.cfg.HoldShare*float64(f.owners()) {
 		r.holding = ""
 		r.cfg.Metrics.heldNodes(0)
 		return due, nil
@@ -305,8 +279,8 @@ func (r *Reaper) guard(ctx context.Context, h *handles, due []string, owners, pr
 		r.holding = key
 		reason := fmt.Sprintf("%d of the %d nodes with keys departed more than %s ago (more than the guard's %.0f%%): a control-plane "+
 			"or network outage looks like this, so their keys are kept until they come back or an operator runs `sluice reaper confirm`; held: %s",
-			len(due), len(owners), r.cfg.Grace, 100*r.cfg.HoldShare, listed(hold, 10))
-		r.log.Warn().Int("held", len(hold)).Int("nodes", len(owners)).Str(logging.FieldReason, reason).Msg("mass deletion held")
+			len(due), f.owners(), r.cfg.Grace, 100*r.cfg.HoldShare, listed(hold, 10))
+		r.log.Warn().Int("held", len(hold)).Int("nodes", f.owners()).Str(logging.FieldReason, reason).Msg("mass deletion held")
 		h.em.Emit(&sluicev1.Event{Kind: contract.KindInstance, Id: contract.InstanceKey(Component, r.cfg.Instance), Type: EventReapHeld, Reason: reason})
 	}
 	return reap, nil

@@ -37,12 +37,14 @@ import (
 	"maps"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -126,6 +128,10 @@ type Reaper struct {
 	// reported ("" = none).
 	holding string
 	h       *handles // opened on first use
+	view    *watched // the fleet as Run's watches see it (fleet.go); nil outside Run
+	passes  int      // passes so far (every relistEvery-th lists)
+	// listings counts the passes that listed the buckets' keys (fleet.go).
+	listings atomic.Uint64
 
 	// gate holds passes while the control plane is paused: the reaper
 	// acknowledges a pause once no pass runs (Run only; Pass ignores it).
@@ -277,7 +283,17 @@ func (r *Reaper) Run(ctx context.Context) error {
 	defer stopAPI()
 	r.readiness.Set(true, fmt.Sprintf("buckets bound; a pass every %s", r.cfg.Interval))
 
+	r.mu.Lock()
+	r.view = newWatched()
+	r.mu.Unlock()
+	defer func() {
+		r.mu.Lock()
+		r.view = nil
+		r.mu.Unlock()
+	}()
 	watch := r.watchNodes(ctx, h)
+	statusKeys := watchKeysOf(ctx, r, h.status, partStatus, "node statuses")
+	configKeys := watchKeysOf(ctx, r, h.configs, partConfigs, "node configs")
 	tick := time.NewTicker(r.cfg.Interval)
 	defer tick.Stop()
 	soon := newSoon()
@@ -300,18 +316,33 @@ func (r *Reaper) Run(ctx context.Context) error {
 			if watch == nil {
 				watch = r.watchNodes(ctx, h)
 			}
+			if statusKeys == nil {
+				statusKeys = watchKeysOf(ctx, r, h.status, partStatus, "node statuses")
+			}
+			if configKeys == nil {
+				configKeys = watchKeysOf(ctx, r, h.configs, partConfigs, "node configs")
+			}
 			pass("interval")
 		case <-soon.timer.C:
 			pass(soon.fired())
 		case e, ok := <-watch:
 			if !ok {
-				// The watcher ended; passes still run on the interval, and
-				// the next tick watches again.
+				// The watcher ended; passes still run on the interval (and
+				// list), and the next tick watches again.
 				watch = nil
+				r.ended(partPresence)
 				continue
 			}
 			if r.observe(e) {
 				soon.at(passDelay, "presence lost")
+			}
+		case e, ok := <-statusKeys:
+			if !seeKey(r, partStatus, e, ok) {
+				statusKeys = nil
+			}
+		case e, ok := <-configKeys:
+			if !seeKey(r, partConfigs, e, ok) {
+				configKeys = nil
 			}
 		}
 	}
@@ -365,24 +396,57 @@ func (r *Reaper) nextDue(now time.Time) time.Time {
 // heartbeats' values: a presence's content is not the reaper's business);
 // nil (retried on the next tick) if it cannot.
 func (r *Reaper) watchNodes(ctx context.Context, h *handles) <-chan store.Entry[*sluicev1.NodePresence] {
-	w, err := h.nodes.WatchKeys(ctx, ">")
+	return watchKeysOf(ctx, r, h.nodes, partPresence, "node presence")
+}
+
+// watchKeysOf watches the keys of s (part of the fleet view: presence,
+// statuses or node configs) after forgetting what an earlier watch of it
+// saw; nil (retried on the next tick) if it cannot.
+func watchKeysOf[T proto.Message](ctx context.Context, r *Reaper, s interface {
+	WatchKeys(context.Context, string) (<-chan store.Entry[T], error)
+}, part int, what string) <-chan store.Entry[T] {
+	r.mu.Lock()
+	r.view.restart(part)
+	r.mu.Unlock()
+	w, err := s.WatchKeys(ctx, ">")
 	if err != nil {
 		if ctx.Err() == nil {
-			r.log.Warn().Err(err).Msg("watch node presence; passes still run every interval")
+			r.log.Warn().Err(err).Msg("watch " + what + "; passes list them until the next interval watches again")
 		}
 		return nil
 	}
 	return w
 }
 
-// observe notes a presence change seen by the watcher. It reports whether a
-// presence was lost, so a pass should run soon.
-func (r *Reaper) observe(e store.Entry[*sluicev1.NodePresence]) bool {
-	if e.Key == "" { // caught up with the current values
+// ended notes that part's watch ended: passes list until it is made again.
+func (r *Reaper) ended(part int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.view.restart(part)
+}
+
+// seeKey records an entry of the status or nodeconfigs keys watch; false
+// when the watch ended (ok false).
+func seeKey[T proto.Message](r *Reaper, part int, e store.Entry[T], ok bool) bool {
+	if !ok {
+		r.ended(part)
 		return false
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	r.view.see(part, e.Key, e.Deleted)
+	return true
+}
+
+// observe notes a presence change seen by the watcher. It reports whether a
+// presence was lost, so a pass should run soon.
+func (r *Reaper) observe(e store.Entry[*sluicev1.NodePresence]) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.view.see(partPresence, e.Key, e.Deleted)
+	if e.Key == "" { // caught up with the current values
+		return false
+	}
 	if !e.Deleted {
 		delete(r.absent, e.Key)
 		delete(r.held, e.Key)
