@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -371,4 +374,115 @@ func (f *faults) staleDesired(ctx context.Context, ft Fault) {
 		}
 	}
 	s.log.add("%s: no node has an earlier desired config of a lower epoch; nothing written", ft.Kind)
+}
+
+// awayPastGrace: once a node applied the target of change ft.Change's
+// rollout, the harness pauses the rollout (as `sluice rollout pause`
+// does), so that it stays active, and stops that node — ft.Node if it
+// applied the target, else the first that did, in name order —; the node
+// stays away until its presence expired and the reaper's grace and two of
+// its passes more went by, then the rollout is resumed and the node started
+// again. The reaper must keep every key of a node the active rollout
+// references (I5): the node comes back to the rollout that wrote its
+// desired config. Choosing the node when the pause lands makes the fault
+// fire whenever the rollout has not ended by then.
+func (f *faults) awayPastGrace(ctx context.Context, ft Fault) {
+	s := f.sys
+	a := f.drv.changes[ft.Change]
+	appliedTarget := func(name string) bool {
+		for _, ap := range s.nodes[name].history() {
+			if ap.Rollout == a.id && !ap.Revert && ap.Err == "" {
+				return true
+			}
+		}
+		return false
+	}
+	// The node: ft.Node if it applied the target and runs, else the first
+	// in name order that did; "" while none did.
+	pick := func() string {
+		if appliedTarget(ft.Node) && s.running(ft.Node) {
+			return ft.Node
+		}
+		for _, name := range slices.Sorted(maps.Keys(s.nodes)) {
+			if appliedTarget(name) && s.running(name) {
+				return name
+			}
+		}
+		return ""
+	}
+	for pick() == "" {
+		if r, _ := s.rollout(ctx, a.id); r != nil && ended(r) {
+			s.log.add("%s: the rollout ended before a node applied its target; none left", ft)
+			return
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	if !f.pauseRollout(ctx, ft, a.id, true) {
+		return
+	}
+	node := pick()
+	defer f.lock(node)()
+	if !s.halt(node) { // another fault stopped it meanwhile, and starts it again
+		s.log.add("%s: %s was stopped by another fault; none left", ft, node)
+		f.pauseRollout(ctx, ft, a.id, false)
+		return
+	}
+	f.drv.left(node)
+	s.log.add("%s: stopped %s after it applied the target, its rollout paused", ft, node)
+	if !s.awaitKey(ctx, s.nodesKV, node, true, 3*s.sc.NodeLease+5*time.Second) {
+		s.log.add("%s: %s's presence did not expire", ft.Kind, node)
+	}
+	// The harness's reaper has a grace of one node lease and passes every
+	// reaperEvery: past this, a reaper that ignored the active rollout has
+	// deleted the node's keys.
+	select {
+	case <-ctx.Done():
+	case <-time.After(s.sc.NodeLease + 2*reaperEvery + 500*time.Millisecond):
+	}
+	f.pauseRollout(ctx, ft, a.id, false)
+	s.startAgent(node)
+	s.log.add("%s %s: started again, its rollout resumed", ft.Kind, node)
+}
+
+// pauseRollout writes control/pause.<id> as `sluice rollout pause` (paused)
+// and `resume` do. It reports false, having written nothing, when pausing a
+// rollout that already ended.
+func (f *faults) pauseRollout(ctx context.Context, ft Fault, id string, paused bool) bool {
+	s := f.sys
+	reqs := store.New(s.Env().Buckets.Control, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })
+	key := contract.RolloutPauseKey(id)
+	for ctx.Err() == nil {
+		if r, _ := s.rollout(ctx, id); paused && r != nil && ended(r) {
+			s.log.add("%s: rollout %s ended before it could be paused; no node left", ft, id)
+			return false
+		}
+		want := &sluicev1.PauseRequest{Paused: paused, Rollout: id, By: "chaos", Reason: string(ft.Kind), At: timestamppb.Now()}
+		wctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+		_, err := reqs.Mutate(wctx, key, func(cur *sluicev1.PauseRequest) (*sluicev1.PauseRequest, error) {
+			want.Generation = cur.GetGeneration() + 1
+			return want, nil
+		})
+		if errors.Is(err, store.ErrUndecodable) { // garbage over the key: written over at its revision
+			var cur store.Entry[*sluicev1.PauseRequest]
+			if cur, err = reqs.Get(wctx, key); errors.Is(err, store.ErrUndecodable) {
+				want.Generation = cur.Revision + 1
+				_, err = reqs.Update(wctx, key, want, cur.Revision)
+			}
+		}
+		cancel()
+		if err == nil {
+			s.log.add("%s: rollout %s paused=%v (generation %d)", ft.Kind, id, paused, want.Generation)
+			return true
+		}
+		s.log.add("%s: write %s (paused=%v) failed, retrying: %v", ft.Kind, key, paused, err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return false
 }

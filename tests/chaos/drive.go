@@ -653,6 +653,8 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 		f.pauseAway(ctx, ft)
 	case LeaveUntilRevert:
 		f.leaveUntilRevert(ctx, ft)
+	case AwayPastGrace:
+		f.awayPastGrace(ctx, ft)
 	case JoinDuringRevert:
 		f.joinDuringRevert(ctx, ft)
 	case StaleDesired:

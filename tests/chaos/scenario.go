@@ -84,6 +84,13 @@ const (
 	// revert still runs then. A node that joins during a revert is given the
 	// config in force, never the rolled-back target (JoinedRevert).
 	JoinDuringRevert FaultKind = "join-during-revert"
+	// AwayPastGrace: the harness pauses change Change's rollout so that it
+	// stays active, and stops a node that applied its target (Node if it
+	// did); the node stays away past its presence's expiry, the reaper's
+	// grace and two of its passes, then the rollout is resumed and the node
+	// started again. The reaper must keep every key of a node the active
+	// rollout references (I5).
+	AwayPastGrace FaultKind = "away-past-grace"
 )
 
 // TriggerKind says when a fault fires.
@@ -303,6 +310,14 @@ func Pick(seed uint64) Scenario {
 		if n := s.leaver(rng, others, c); n != "" && !s.Changes[c].Supersede {
 			s.Faults = append(s.Faults, Fault{Kind: JoinDuringRevert, Trigger: Ended, Change: c - 1, Node: n})
 			s.RevertGate = s.NodeLease + 500*time.Millisecond
+		}
+	}
+	// Drawn after everything above, for the same reason: a node away past
+	// the reaper's grace while the rollout that wrote it is active.
+	if rng.IntN(5) == 0 {
+		c := 1 + rng.IntN(len(s.Changes)-1)
+		if n := s.leaver(rng, nodes, c); n != "" {
+			s.Faults = append(s.Faults, Fault{Kind: AwayPastGrace, Trigger: AfterApply, Change: c, Node: n})
 		}
 	}
 	s.pickExtras() // its own stream: no draw above moves
