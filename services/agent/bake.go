@@ -56,10 +56,9 @@ func (a *Agent) bake(ctx context.Context, d *sluicev1.DesiredConfig) {
 		case <-t.C:
 		}
 		t.Reset(interval)
-		if a.held() {
+		if !a.claim("re-running the checks of ", d) {
 			continue // paused: no node operation starts, re-runs neither
 		}
-		a.setBusy("re-running the checks of ", d)
 		f := a.check(ctx, d, nil)
 		a.setBusy("", nil)
 		if f != nil {

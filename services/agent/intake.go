@@ -68,6 +68,16 @@ func (b *mailbox) take() (desired, bool) {
 	return d, true
 }
 
+// putBack returns d, taken but not started (the pause held it), unless a
+// newer one was offered since: the newest is what the worker takes next.
+func (b *mailbox) putBack(d desired) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.next == nil {
+		b.next = &d
+	}
+}
+
 // rawGetter is what the agent reads of the nodeconfigs bucket: its desired
 // config's stored bytes, which it decodes itself (decodeDesired).
 type rawGetter interface {

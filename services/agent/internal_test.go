@@ -5,7 +5,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/rs/zerolog"
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -155,4 +158,62 @@ func TestAgent_WritesWhileApplying_OnlyNewestAppliedNext(t *testing.T) {
 		t.Fatalf("%s applied after c4", name)
 	default:
 	}
+}
+
+// The worker claims an operation (marks itself busy with it) before it
+// looks at the pause, so a pause that arrives as the worker takes an
+// operation either holds it or waits for it — never both acknowledged and
+// started. Until 2026-11-28 the worker looked first and marked after: a
+// pause seen in between was acknowledged (the worker was still idle) and
+// the operation then started under it (chaos seed 66: an apply under an
+// acknowledged pause). The two orders in which a pause can meet a take:
+func TestWorker_NeverStartsUnderAPauseItAcknowledged(t *testing.T) {
+	newAgent := func(t *testing.T) *Agent {
+		a, err := New(Config{Conn: &nats.Conn{}, Node: "n1", Applier: NewFileApplier(t.TempDir() + "/c.json")})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a.em = events.NewEmitter(nil, zerolog.Nop(), Component, time.Now)
+		a.box.offer(desired{cfg: named("c1"), rev: 1})
+		return a
+	}
+	pause := &sluicev1.PauseRequest{Paused: true, Generation: 1}
+	acked := func(a *Agent) bool {
+		ack := a.currentAck()
+		return ack.GetPaused() && contract.PauseReached(ack, 1)
+	}
+	t.Run("seen after the worker looked, before it claimed: held", func(t *testing.T) {
+		a := newAgent(t)
+		if a.held() { // the worker's look, as the old worker made it first
+			t.Fatal("held before any pause")
+		}
+		a.pauseSeen(pause, "test") // the pause lands now: the worker is idle
+		if !acked(a) {
+			t.Fatal("an idle agent did not acknowledge the pause")
+		}
+		if _, started := a.next(); started {
+			t.Fatalf("the worker started c1 under a pause it acknowledged (%v)", a.currentAck())
+		}
+		if d, ok := a.box.take(); !ok || nameOf(d.cfg) != "c1" {
+			t.Fatalf("the held operation left the mailbox (%v, %v)", d.cfg, ok)
+		}
+		if !acked(a) {
+			t.Fatalf("the acknowledgement was withdrawn (%v)", a.currentAck())
+		}
+	})
+	t.Run("seen after the worker claimed: waits for the operation", func(t *testing.T) {
+		a := newAgent(t)
+		d, started := a.next()
+		if !started {
+			t.Fatal("nothing started without a pause")
+		}
+		a.pauseSeen(pause, "test")
+		if acked(a) {
+			t.Fatalf("pause acknowledged while %s runs (%v)", nameOf(d.cfg), a.currentAck())
+		}
+		a.setBusy("", nil) // the operation ended
+		if !acked(a) {
+			t.Fatalf("pause not acknowledged once the worker is idle (%v)", a.currentAck())
+		}
+	})
 }

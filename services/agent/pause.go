@@ -72,6 +72,24 @@ func (a *Agent) held() bool {
 	return !(joiner && contract.JoinersGetLastGood(r))
 }
 
+// claim marks the worker busy with doing + describe(d) unless the pause
+// holds it, and reports whether it may start. The mark comes before the
+// look at the pause: a pause seen from then on waits for what the worker
+// starts (its acknowledgement names it), and one seen before holds it.
+// Looking first left a gap: a pause seen between the look and the mark
+// was acknowledged at once (the worker was still idle), and the worker
+// then started an operation under a pause it had acknowledged (chaos seed
+// 66). When it may not start, the worker is idle again. Only the worker
+// calls it.
+func (a *Agent) claim(doing string, d *sluicev1.DesiredConfig) bool {
+	a.setBusy(doing, d)
+	if !a.held() {
+		return true
+	}
+	a.setBusy("", nil)
+	return false
+}
+
 // setBusy records that the worker is doing doing + describe(d), or that
 // it is idle (d nil), and moves the acknowledgement.
 func (a *Agent) setBusy(doing string, d *sluicev1.DesiredConfig) {

@@ -66,19 +66,29 @@ func (a *Agent) work(ctx context.Context) {
 		case <-a.box.wake:
 		case <-a.pz.wake:
 		}
-		if a.held() {
-			a.setBusy("", nil)
-			continue
-		}
-		d, ok := a.box.take()
+		d, ok := a.next()
 		if !ok {
-			a.setBusy("", nil)
 			continue
 		}
-		a.setBusy("applying ", d.cfg)
 		a.handle(ctx, d.cfg)
 		a.setBusy("", nil)
 	}
+}
+
+// next takes the newest desired config from the mailbox and claims the
+// worker for it (claim), unless the pause holds it: then it stays in the
+// mailbox, for the resume to wake the worker to it.
+func (a *Agent) next() (desired, bool) {
+	d, ok := a.box.take()
+	if !ok {
+		a.setBusy("", nil)
+		return desired{}, false
+	}
+	if !a.claim("applying ", d.cfg) {
+		a.box.putBack(d)
+		return desired{}, false
+	}
+	return d, true
 }
 
 func (a *Agent) handle(ctx context.Context, d *sluicev1.DesiredConfig) {
