@@ -143,8 +143,12 @@ func newWatched() *watched {
 }
 
 // restart forgets what part's watch saw, before a new watch delivers every
-// key again (a change missed in between would otherwise stay).
+// key again (a change missed in between would otherwise stay). Nil (no
+// Run) does nothing, as see does.
 func (w *watched) restart(part int) {
+	if w == nil {
+		return
+	}
 	w.caught[part] = false
 	switch part {
 	case partPresence:
@@ -163,6 +167,9 @@ func (w *watched) restart(part int) {
 // see records one entry of part's watch; the first entry without a key
 // says it caught up.
 func (w *watched) see(part int, key string, deleted bool) {
+	if w == nil {
+		return
+	}
 	if key == "" {
 		w.caught[part] = true
 		return
