@@ -380,9 +380,9 @@ func (f *faults) staleDesired(ctx context.Context, ft Fault) {
 // rollout, the harness pauses the rollout (as `sluice rollout pause`
 // does), so that it stays active, and stops that node — ft.Node if it
 // applied the target, else the first that did, in name order —; the node
-// stays away until its presence expired and the reaper's grace and two of
-// its passes more went by, then the rollout is resumed and the node started
-// again. The reaper must keep every key of a node the active rollout
+// stays away until its presence expired and the reaper's grace and one
+// interval of its passes more went by, then the rollout is resumed and the
+// node started again. The reaper must keep every key of a node the active rollout
 // references (I5): the node comes back to the rollout that wrote its
 // desired config. Choosing the node when the pause lands makes the fault
 // fire whenever the rollout has not ended by then.
@@ -436,12 +436,13 @@ func (f *faults) awayPastGrace(ctx context.Context, ft Fault) {
 	if !s.awaitKey(ctx, s.nodesKV, node, true, 3*s.sc.NodeLease+5*time.Second) {
 		s.log.add("%s: %s's presence did not expire", ft.Kind, node)
 	}
-	// The harness's reaper has a grace of one node lease and passes every
-	// reaperEvery: past this, a reaper that ignored the active rollout has
-	// deleted the node's keys.
+	// The harness's reaper has a grace of one node lease and passes when
+	// the first absence it timed passes it (and every reaperEvery): past
+	// this, a reaper that ignored the active rollout has deleted the node's
+	// keys.
 	select {
 	case <-ctx.Done():
-	case <-time.After(s.sc.NodeLease + 2*reaperEvery + 500*time.Millisecond):
+	case <-time.After(s.sc.NodeLease + reaperEvery + 500*time.Millisecond):
 	}
 	f.pauseRollout(ctx, ft, a.id, false)
 	s.startAgent(node)
