@@ -87,7 +87,7 @@ const (
 	// AwayPastGrace: the harness pauses change Change's rollout so that it
 	// stays active, and stops a node that applied its target (Node if it
 	// did); the node stays away past its presence's expiry, the reaper's
-	// grace and two of its passes, then the rollout is resumed and the node
+	// grace and one interval of its passes, then the rollout is resumed and the node
 	// started again. The reaper must keep every key of a node the active
 	// rollout references (I5).
 	AwayPastGrace FaultKind = "away-past-grace"
