@@ -70,6 +70,8 @@ func (b *mailbox) take() (desired, bool) {
 
 // putBack returns d, taken but not started (the pause held it), unless a
 // newer one was offered since: the newest is what the worker takes next.
+// Unlike offer it does not wake the worker, which the pause would only
+// hold again: the resume wakes it.
 func (b *mailbox) putBack(d desired) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -84,14 +84,14 @@ func (f *fleet) statusKey(key string, deleted bool) {
 
 // configKey records a change of a nodeconfigs key.
 func (f *fleet) configKey(key string, deleted bool) {
-	n, _, ok := contract.NodeOfConfigKey(key)
+	n, which, ok := contract.NodeOfConfigKey(key)
 	if !ok || contract.IsControlKey(key) {
 		return
 	}
-	switch key {
-	case contract.DesiredKey(n):
+	switch which {
+	case "desired":
 		f.set(n, keyDesired, !deleted)
-	case contract.BackupKey(n):
+	case "backup":
 		f.set(n, keyBackup, !deleted)
 	}
 }

@@ -292,8 +292,8 @@ func (r *Reaper) Run(ctx context.Context) error {
 		r.mu.Unlock()
 	}()
 	watch := r.watchNodes(ctx, h)
-	statusKeys := watchKeysOf(ctx, r, h.status, partStatus, "node statuses")
-	configKeys := watchKeysOf(ctx, r, h.configs, partConfigs, "node configs")
+	statusKeys := watchKeysOf(ctx, r, h.status, "node statuses")
+	configKeys := watchKeysOf(ctx, r, h.configs, "node configs")
 	tick := time.NewTicker(r.cfg.Interval)
 	defer tick.Stop()
 	soon := newSoon()
@@ -317,10 +317,10 @@ func (r *Reaper) Run(ctx context.Context) error {
 				watch = r.watchNodes(ctx, h)
 			}
 			if statusKeys == nil {
-				statusKeys = watchKeysOf(ctx, r, h.status, partStatus, "node statuses")
+				statusKeys = watchKeysOf(ctx, r, h.status, "node statuses")
 			}
 			if configKeys == nil {
-				configKeys = watchKeysOf(ctx, r, h.configs, partConfigs, "node configs")
+				configKeys = watchKeysOf(ctx, r, h.configs, "node configs")
 			}
 			pass("interval")
 		case <-soon.timer.C:
@@ -396,18 +396,15 @@ func (r *Reaper) nextDue(now time.Time) time.Time {
 // heartbeats' values: a presence's content is not the reaper's business);
 // nil (retried on the next tick) if it cannot.
 func (r *Reaper) watchNodes(ctx context.Context, h *handles) <-chan store.Entry[*sluicev1.NodePresence] {
-	return watchKeysOf(ctx, r, h.nodes, partPresence, "node presence")
+	return watchKeysOf(ctx, r, h.nodes, "node presence")
 }
 
 // watchKeysOf watches the keys of s (part of the fleet view: presence,
-// statuses or node configs) after forgetting what an earlier watch of it
-// saw; nil (retried on the next tick) if it cannot.
+// statuses or node configs; what an earlier watch of it saw was forgotten
+// when it ended); nil (retried on the next tick) if it cannot.
 func watchKeysOf[T proto.Message](ctx context.Context, r *Reaper, s interface {
 	WatchKeys(context.Context, string) (<-chan store.Entry[T], error)
-}, part int, what string) <-chan store.Entry[T] {
-	r.mu.Lock()
-	r.view.restart(part)
-	r.mu.Unlock()
+}, what string) <-chan store.Entry[T] {
 	w, err := s.WatchKeys(ctx, ">")
 	if err != nil {
 		if ctx.Err() == nil {
