@@ -358,8 +358,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			cpu += coord
 		}
 	}
-	res.CPUUSPerNode = round2(float64(cpu.Nanoseconds()) / 1e3 / float64(max(o.Nodes, 1)))
-	res.CoresBusy = round2(cpu.Seconds() / wall.Seconds())
+	res.CPUUSPerNode, res.CoresBusy = cpuFigures(cpu, wall, o.Nodes)
 	if err != nil {
 		return res, fmt.Errorf("waiting for the rollout to end: %w", err)
 	}
@@ -373,7 +372,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	res.Phase = final.GetPhase().String()
 	res.StartMS = float64(final.GetStartedAt().AsTime().Sub(start).Microseconds()) / 1000
 	res.WallMS = float64(wall.Microseconds()) / 1000
-	res.IdealMS = int64(math.Ceil(float64(o.Nodes)/float64(o.MaxParallel))) * o.ApplyLatency.Milliseconds()
+	res.IdealMS = idealMS(o)
 	res.OverheadRatio = overheadRatio(res.WallMS, res.IdealMS)
 	res.KVWritesPerNode = math.Round(float64(after-before)/float64(o.Nodes)*100) / 100
 	res.HeartbeatWrites = beats1 - beats0
@@ -661,10 +660,24 @@ func overheadRatio(wallMS float64, idealMS int64) float64 {
 	return math.Round(wallMS/float64(idealMS)*1000) / 1000
 }
 
+// idealMS is the rollout's ideal wall time: ceil(nodes/maxParallel)·apply.
+func idealMS(o Options) int64 {
+	return int64(math.Ceil(float64(o.Nodes)/float64(o.MaxParallel))) * o.ApplyLatency.Milliseconds()
+}
+
+// cpuFigures is processor time cpu used over wall as microseconds per node
+// and cores busy, to 2 decimals.
+func cpuFigures(cpu, wall time.Duration, nodes int) (usPerNode, coresBusy float64) {
+	return round2(float64(cpu.Nanoseconds()) / 1e3 / float64(max(nodes, 1))), round2(cpu.Seconds() / wall.Seconds())
+}
+
 // Line is the result as the bench prints it: BENCH {json}. A figure JSON
 // cannot carry (NaN, ±Inf) is an error, never an empty line.
-func (r Result) Line() (string, error) {
-	b, err := json.Marshal(r)
+func (r Result) Line() (string, error) { return benchLine(r) }
+
+// benchLine is v as the bench prints it: BENCH {json}.
+func benchLine(v any) (string, error) {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return "", fmt.Errorf("encode the BENCH line: %w", err)
 	}

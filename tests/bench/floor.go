@@ -2,10 +2,8 @@ package bench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"os"
 	"sync/atomic"
 	"time"
@@ -52,13 +50,7 @@ type FloorResult struct {
 }
 
 // Line is the result as the bench prints it: BENCH {json}.
-func (r FloorResult) Line() (string, error) {
-	b, err := json.Marshal(r)
-	if err != nil {
-		return "", fmt.Errorf("encode the BENCH line: %w", err)
-	}
-	return "BENCH " + string(b), nil
-}
+func (r FloorResult) Line() (string, error) { return benchLine(r) }
 
 // floorValues are the three values a node's rollout stores, encoded as
 // sluice encodes them, at the sizes a bench rollout stores them.
@@ -158,10 +150,10 @@ func Floor(ctx context.Context, o Options) (res FloorResult, err error) {
 			if sleep(ctx, o.ApplyLatency) != nil {
 				return
 			}
-			m := nats.NewMsg(statusSubject)
-			m.Header.Set(nats.ExpectedLastSubjSeqHdr, "0")
-			m.Data = values.status
-			if err := pubAck(ctx, conn, m); err != nil {
+			// Acknowledged, compare-and-set on a fresh key, as the agent's
+			// status write is.
+			if _, err := js.PublishMsg(ctx, &nats.Msg{Subject: statusSubject, Data: values.status},
+				jetstream.WithExpectLastSequencePerSubject(0)); err != nil {
 				fail(fmt.Errorf("%s: status: %w", node, err))
 				return
 			}
@@ -254,31 +246,8 @@ func Floor(ctx context.Context, o Options) (res FloorResult, err error) {
 		return res, fmt.Errorf("floor: waiting for the %d events: %w", o.Nodes, err)
 	}
 	res.WallMS = float64(wall.Microseconds()) / 1000
-	res.IdealMS = int64(math.Ceil(float64(o.Nodes)/float64(o.MaxParallel))) * o.ApplyLatency.Milliseconds()
+	res.IdealMS = idealMS(o)
 	res.OverheadRatio = overheadRatio(res.WallMS, res.IdealMS)
-	res.CPUUSPerNode = round2(float64(cpu.Nanoseconds()) / 1e3 / float64(o.Nodes))
-	res.CoresBusy = round2(cpu.Seconds() / wall.Seconds())
+	res.CPUUSPerNode, res.CoresBusy = cpuFigures(cpu, wall, o.Nodes)
 	return res, nil
-}
-
-// pubAck publishes m as a request and checks JetStream's answer.
-func pubAck(ctx context.Context, nc *nats.Conn, m *nats.Msg) error {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	defer cancel()
-	reply, err := nc.RequestMsgWithContext(ctx, m)
-	if err != nil {
-		return err
-	}
-	var ack struct {
-		Error *struct {
-			Description string `json:"description"`
-		} `json:"error"`
-	}
-	if err := json.Unmarshal(reply.Data, &ack); err != nil {
-		return err
-	}
-	if ack.Error != nil {
-		return errors.New(ack.Error.Description)
-	}
-	return nil
 }
