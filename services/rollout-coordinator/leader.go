@@ -12,6 +12,7 @@ import (
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -80,6 +81,10 @@ func (e *election) acquire(ctx context.Context) (*lease, error) {
 	if werr != nil {
 		e.log.Debug().Err(werr).Msg("watch the leader lease; polling it every renew interval instead")
 	}
+	// A lease that cannot be read or written is tried again from the renew
+	// interval up to the lease, jittered (a change the watch sees still
+	// wakes it at once).
+	failing := backoff.New(backoff.Policy{Base: e.cfg.Settings.RenewInterval(), Cap: e.cfg.Settings.LeaderLease})
 	for {
 		now := e.cfg.Now()
 		v := &sluicev1.LeaderLease{Holder: e.cfg.Instance, Session: e.session, AcquiredAt: timestamppb.New(now), RenewedAt: timestamppb.New(now)}
@@ -120,9 +125,13 @@ func (e *election) acquire(ctx context.Context) (*lease, error) {
 			e.roles.acquired()
 			return l, nil
 		}
-		if !errors.Is(err, store.ErrConflict) {
+		wait := e.cfg.Settings.RenewInterval() // standing by: look again
+		if errors.Is(err, store.ErrConflict) {
+			failing.Reset()
+		} else {
+			wait = failing.Next()
 			e.roles.leaseUnreadable(err)
-			e.log.Warn().Err(err).Msg("leader lease: retrying")
+			e.log.Warn().Err(err).Dur("retry_in", wait).Msg("leader lease: retrying")
 		}
 		select {
 		case <-ctx.Done():
@@ -131,7 +140,7 @@ func (e *election) acquire(ctx context.Context) (*lease, error) {
 			if !ok {
 				changes = nil // the watch ended: poll
 			}
-		case <-time.After(e.cfg.Settings.RenewInterval()):
+		case <-time.After(wait):
 		}
 	}
 }
