@@ -187,6 +187,7 @@ func (s *Service) Run(ctx context.Context) error {
 	el := newElection(b.Leases, s.cfg, s.log, em, s.roles)
 	spacing := newTermSpacing(s.cfg.Settings.RenewInterval())
 	for {
+		campaigned := time.Now() // standing by counts: a long stand-by is no failing term
 		l, err := el.acquire(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
@@ -195,7 +196,6 @@ func (s *Service) Run(ctx context.Context) error {
 			return err
 		}
 		termCtx, cancel := context.WithCancel(ctx)
-		began := time.Now()
 		err = s.term(termCtx, cancel, el, l, b, em, reconnected)
 		cancel()
 		el.release(l)
@@ -209,7 +209,7 @@ func (s *Service) Run(ctx context.Context) error {
 			s.log.Warn().Err(err).Uint64("term", l.epoch).Msg("leadership term ended; campaigning again")
 			continue
 		}
-		wait := spacing.after(time.Since(began))
+		wait := spacing.after(time.Since(campaigned))
 		s.log.Warn().Err(err).Uint64("term", l.epoch).Dur("campaign_in", wait).Msg("leadership term ended; campaigning again")
 		if backoff.Sleep(ctx, wait, nil) != nil {
 			return nil
@@ -225,16 +225,19 @@ const termRetryCap = 15 * time.Second
 
 // termSpacing spaces an instance's terms: after a term that ended in an
 // error the wait grows (from renew, doubling, jittered, at most
-// termRetryCap) while terms keep ending before lasting termRetryCap; a
-// term that lasted that long starts the sequence again.
+// termRetryCap) while terms keep ending within termRetryCap of the
+// campaign that won them; a campaign and term that lasted that long
+// (standing by included) start the sequence again. The wait comes only
+// between a term's end and the next campaign: an instance standing by
+// still takes a released or expired lease at once.
 type termSpacing struct{ b *backoff.Backoff }
 
 func newTermSpacing(renew time.Duration) *termSpacing {
 	return &termSpacing{b: backoff.New(backoff.Policy{Base: renew, Cap: termRetryCap})}
 }
 
-// after is the wait before campaigning again after a term that lasted
-// lasted.
+// after is the wait before campaigning again after a term that ended
+// lasted after its campaign began.
 func (t *termSpacing) after(lasted time.Duration) time.Duration {
 	if lasted >= termRetryCap {
 		t.b.Reset()
