@@ -203,13 +203,12 @@ func (s *Service) Run(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return nil
 		}
-		if errors.Is(err, errReconnected) {
-			// The lease was ours: take it again and reload at once (the
-			// client's reconnects are spaced already).
-			s.log.Warn().Err(err).Uint64("term", l.epoch).Msg("leadership term ended; campaigning again")
-			continue
+		// A term ended by a reconnect takes the lease (still ours) again and
+		// reloads at once: the client's reconnects are spaced already.
+		var wait time.Duration
+		if !errors.Is(err, errReconnected) {
+			wait = spacing.after(time.Since(campaigned))
 		}
-		wait := spacing.after(time.Since(campaigned))
 		s.log.Warn().Err(err).Uint64("term", l.epoch).Dur("campaign_in", wait).Msg("leadership term ended; campaigning again")
 		if backoff.Sleep(ctx, wait, nil) != nil {
 			return nil
