@@ -109,6 +109,11 @@ type Service struct {
 	// lastHead is the head this process last wrote (nil: none yet), so
 	// that an unreadable head is written again as it was (repairHead).
 	lastHead atomic.Pointer[sluicev1.Head]
+	// unreadableHead is the revision of the newest unreadable head the
+	// watch delivered (0: none pending), so that a read answered by a
+	// replica still behind it is not taken for "readable again"
+	// (planHeadRepair).
+	unreadableHead atomic.Uint64
 
 	// quarantine reports stored values refused at intake (they do not
 	// decode, or are not well-formed for their key), once per revision.
@@ -309,6 +314,7 @@ func (s *Service) run(ctx context.Context) error {
 			case !ok:
 				heads = nil // the watch ended with ctx
 			case e.Err != nil:
+				s.sawUnreadableHead(e.Revision)
 				_, err := s.repairHead(ctx)
 				reconciled(err, "repair the unreadable head")
 			}
@@ -332,12 +338,61 @@ func (s *Service) run(ctx context.Context) error {
 	}
 }
 
+// headRepair is what repairHead does after reading the head.
+type headRepair int
+
+const (
+	headFine      headRepair = iota // readable again, or gone: nothing to repair
+	headBehind                      // the read is older than the unreadable head the watch saw: look again
+	headUnknown                     // the read failed: look again
+	headRewrite                     // write the head this process last wrote over it
+	headReconcile                   // this process wrote none: cut a head from the stored intents
+)
+
+// planHeadRepair decides repairHead's step from its read of the head (the
+// entry's revision and the read's error), the revision of the newest
+// unreadable head the watch delivered (0: none) and whether this process
+// wrote a head.
+//
+// A direct get may be answered by any replica of the bucket, one still
+// catching up among them: a readable value at a revision below the
+// unreadable one the watch delivered is that replica's, not a repair, and
+// is no answer. Taken for "readable again", it left the garbage for good,
+// as no later write of the head came to show it again (chaos seed 75: the
+// garbage came 20 ms after an R3 cluster's server stopped). An error
+// other than "undecodable" is no answer either.
+func planHeadRepair(readRev uint64, err error, unreadableAt uint64, wroteOne bool) headRepair {
+	switch {
+	case err == nil && readRev < unreadableAt:
+		return headBehind
+	case err == nil, errors.Is(err, store.ErrNotFound):
+		return headFine
+	case !errors.Is(err, store.ErrUndecodable):
+		return headUnknown
+	case wroteOne:
+		return headRewrite
+	}
+	return headReconcile
+}
+
+// sawUnreadableHead remembers the revision of an unreadable head the
+// watch delivered, keeping the newest.
+func (s *Service) sawUnreadableHead(rev uint64) {
+	for {
+		cur := s.unreadableHead.Load()
+		if rev <= cur || s.unreadableHead.CompareAndSwap(cur, rev) {
+			return
+		}
+	}
+}
+
 // repairHead writes revisions/head again when it holds a value that does
 // not decode or is not well-formed: the head this process last wrote, at
 // the same generation (nothing else wrote the head since, or the value
 // would be that write), or, if this process wrote none, a head cut from
 // the stored intents as at start (reconcile: the next generation).
-// reconciled says it reconciled to do so.
+// planHeadRepair decides which from the read; reconciled says it
+// reconciled to do so. An error leaves the repair to the retry (heal).
 func (s *Service) repairHead(ctx context.Context) (reconciled bool, err error) {
 	end, held := s.gate.Begin()
 	if held != nil {
@@ -349,28 +404,34 @@ func (s *Service) repairHead(ctx context.Context) (reconciled bool, err error) {
 	}
 	e, err := s.st.head.Get(ctx, contract.KeyHead)
 	last := s.lastHead.Load()
-	switch {
-	case err == nil, errors.Is(err, store.ErrNotFound):
+	seen := s.unreadableHead.Load()
+	switch planHeadRepair(e.Revision, err, seen, last != nil) {
+	case headFine:
+		s.unreadableHead.CompareAndSwap(seen, 0) // a newer one seen since stays
 		s.mu.Unlock()
-		return false, nil // readable again, or gone: nothing to repair here
-	case !errors.Is(err, store.ErrUndecodable):
-		// Unknown: the retry looks again (heal). Taken for "nothing to
-		// repair", it left the garbage for good, as no other write of the
-		// head came to show it again (chaos seed 75, secured: the read
-		// came as an R3 cluster's server stopped).
+		return false, nil
+	case headBehind:
+		s.mu.Unlock()
+		return false, fmt.Errorf("read the head to see whether it needs repair: the answer is revision %d, older than the unreadable revision %d the watch delivered (a replica still catching up)", e.Revision, seen)
+	case headUnknown:
 		s.mu.Unlock()
 		return false, fmt.Errorf("read the head to see whether it needs repair: %w", err)
-	case last != nil:
+	case headRewrite:
 		defer s.mu.Unlock()
 		if _, uerr := s.st.head.Update(ctx, contract.KeyHead, last, e.Revision); uerr != nil {
 			return false, fmt.Errorf("rewrite the unreadable head: %w", uerr)
 		}
+		s.unreadableHead.CompareAndSwap(seen, 0)
 		s.quarantine.Rewritten(s.st.head.Bucket(), contract.KeyHead, e.Revision, err,
 			fmt.Sprintf("the head this configurator last wrote (revision %s, generation %d)", render.Short(last.GetRevision()), last.GetGeneration()))
 		return false, nil
 	}
 	s.mu.Unlock()
-	return true, s.reconcile(ctx)
+	if err := s.reconcile(ctx); err != nil {
+		return true, err
+	}
+	s.unreadableHead.CompareAndSwap(seen, 0)
+	return true, nil
 }
 
 // heal repairs an unreadable head and reconciles: after a failure, a
