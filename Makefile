@@ -137,6 +137,14 @@ test-overload: ## 10,000 agents, JetStream answering 2 s late for 30 s: the flee
 netns-demo: ## As root: 3 nodes as network namespaces on a fabric; a VXLAN network rolls out through the netlink applier, then a broken VNI is caught by the gateway check and rolled back (prints each step)
 	$(GO) test -count=1 -v -run 'TestEndToEnd_NetlinkApplier' ./tests/e2e/
 
+# The tests that need kernel VRFs (this machine kind's kernel has no
+# CONFIG_NET_VRF), in Debian's kernel under qemu (TCG, one vCPU):
+# tests/kernel/run.sh installs qemu-system-x86, linux-image-amd64 and
+# busybox-static when missing.
+.PHONY: test-kernel
+test-kernel: ## The netlink applier's VRF tests, its checks and the netns demo in Debian's kernel under qemu, where a skip is a failure (installs qemu and the kernel if missing; about 1.5 minutes)
+	GO=$(GO) BIN=$(BIN) tests/kernel/run.sh
+
 .PHONY: mutants
 mutants: ## Mutation-test the chaos suite: each tests/chaos/mutants/*.patch on a copy of the tree, seeds on virtual time until the first catch (MUTANT_SEEDS, default 200; MUTANTS='01-*'; MUTANT_VIRTUAL=0 for real time); prints the score. Not in CI (about 7 minutes)
 	CHAOS_VIRTUAL=$(MUTANT_VIRTUAL) MUTANT_SEEDS=$(MUTANT_SEEDS) MUTANTS='$(MUTANTS)' GO=$(GO) tests/chaos/mutants/run.sh

@@ -120,6 +120,12 @@ func (a *Applier) Apply(ctx context.Context, cfg *sluicev1.DesiredConfig) error 
 			return fmt.Errorf("create %s: %w: remove or rename the host's %s, or give it the alias %q to hand it to sluice",
 				l.Name, ErrNameTaken, l.Name, Alias)
 		}
+		// Two VRF devices on one table share its routes: the tenants
+		// would not be isolated from the host's own VRF.
+		if other, ok := before.foreignTables[l.Table]; ok && l.Kind == KindVRF {
+			return fmt.Errorf("create %s on kernel table %d: %w: the host's VRF %s is on that table; give the VRF another table (a RoutingTable intent, or the agent's --vrf-table-base)",
+				l.Name, l.Table, ErrTableTaken, other)
+		}
 	}
 
 	err = x.performAll(ctx, Diff(before.owned, desired))

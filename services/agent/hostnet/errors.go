@@ -15,4 +15,7 @@ var (
 	// not owned by sluice (it lacks the alias "sluice"): the applier never
 	// touches it.
 	ErrNameTaken = errors.New("link name is taken by a link sluice does not own")
+	// ErrTableTaken means a VRF of the config would be on the kernel table
+	// of a VRF device sluice does not own.
+	ErrTableTaken = errors.New("kernel table is taken by a VRF sluice does not own")
 )

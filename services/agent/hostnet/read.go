@@ -15,6 +15,9 @@ type hostState struct {
 	owned Desired
 	// foreign are the names of the links that are not owned.
 	foreign map[string]bool
+	// foreignTables are the kernel tables of the VRF devices that are not
+	// owned, to the device's name.
+	foreignTables map[uint32]string
 }
 
 // read returns the owned links in the namespace with everything the
@@ -47,13 +50,16 @@ func (x *executor) read(manageFlood bool) (hostState, error) {
 		names[l.Attrs().Index] = l.Attrs().Name
 		macs[l.Attrs().Index] = l.Attrs().HardwareAddr.String()
 	}
-	st := hostState{foreign: map[string]bool{}}
+	st := hostState{foreign: map[string]bool{}, foreignTables: map[uint32]string{}}
 	var mine []Link
 	pos := map[int]int{} // link index → position in mine
 	for _, ln := range links {
 		a := ln.Attrs()
 		if !hasOwnedPrefix(a.Name) || a.Alias != Alias {
 			st.foreign[a.Name] = true
+			if v, ok := ln.(*netlink.Vrf); ok {
+				st.foreignTables[v.Table] = a.Name
+			}
 			continue
 		}
 		l := Link{Name: a.Name, Kind: Kind(ln.Type()), Master: names[a.MasterIndex], Up: a.Flags&net.FlagUp != 0}

@@ -263,7 +263,7 @@ func (ns *testNS) addVRF(t *testing.T, name string, table uint32) {
 	t.Helper()
 	err := ns.nl.LinkAdd(&netlink.Vrf{LinkAttrs: netlink.LinkAttrs{Name: name}, Table: table})
 	if errors.Is(err, unix.EOPNOTSUPP) {
-		t.Skipf("this kernel cannot create VRF devices (CONFIG_NET_VRF is not set): %v; only the bridge-bound path is tested here", err)
+		hostnettest.RequireKernelVRFs(t, err) // skips (only the bridge-bound path is tested here), or fails under make test-kernel
 	}
 	if err != nil {
 		t.Fatalf("%s: add vrf %s: %v", ns.name, name, err)

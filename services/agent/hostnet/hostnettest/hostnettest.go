@@ -55,6 +55,30 @@ func RequireNetAdmin(t testing.TB) {
 	}
 }
 
+// EnvKernelVRFs, set to "required" (make test-kernel sets it in its guest,
+// whose kernel has VRFs), makes RequireKernelVRFs fail a test instead of
+// skipping it: there, a VRF test that does not run is a failure.
+const EnvKernelVRFs = "SLUICE_KERNEL_VRFS"
+
+// KernelVRFsRequired reports whether EnvKernelVRFs says VRF tests must run.
+func KernelVRFsRequired() bool { return os.Getenv(EnvKernelVRFs) == "required" }
+
+// RequireKernelVRFs skips t, saying why, when probe (hostnet.ProbeVRF's
+// answer, or a VRF device's creation error) says the kernel has no VRF
+// devices; with EnvKernelVRFs=required it fails t instead. This machine
+// kind's kernel has no CONFIG_NET_VRF: make test-kernel runs these tests
+// in Debian's kernel under qemu.
+func RequireKernelVRFs(t testing.TB, probe error) {
+	t.Helper()
+	switch {
+	case probe == nil:
+	case KernelVRFsRequired():
+		t.Fatalf("%s=required but the kernel cannot create VRF devices: %v", EnvKernelVRFs, probe)
+	default:
+		t.Skipf("this kernel cannot create VRF devices (CONFIG_NET_VRF): %v; make test-kernel runs this test in a kernel that can", probe)
+	}
+}
+
 var seq atomic.Int64
 
 // UniqueName returns a namespace name unique to this process and call:
