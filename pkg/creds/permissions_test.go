@@ -216,10 +216,22 @@ func TestNodeUser_ReachesItsOwnKeysAndNothingElse(t *testing.T) {
 		_, err := u.js.Publish(ctx, q02, []byte(`{}`))
 		return err
 	})
-	refused(t, u, "publish node-02's events", contract.EventSubject(contract.KindNode, "node-02"), func(ctx context.Context) error {
-		_, err := u.js.Publish(ctx, contract.EventSubject(contract.KindNode, "node-02"), []byte(`{}`))
-		return err
-	})
+	// No event subject but its own (I11): not another node's, not one of a
+	// node whose name starts with its own, not a rollout's, the leader's or
+	// any other kind's.
+	for _, subj := range []string{
+		contract.EventSubject(contract.KindNode, "node-02"),
+		contract.EventSubject(contract.KindNode, "node-01.x"),
+		contract.EventSubject(contract.KindRollout, "1-0123456789ab"),
+		contract.EventSubject(contract.KindLeader, contract.ComponentCoordinator),
+		contract.EventSubject(contract.KindFingerprint, "0123456789abcdef"),
+		contract.EventSubject(contract.KindInstance, contract.InstanceKey(contract.ComponentCoordinator, "node-01")),
+	} {
+		refused(t, u, "publish "+subj, subj, func(ctx context.Context) error {
+			_, err := u.js.Publish(ctx, subj, []byte(`{}`))
+			return err
+		})
+	}
 	for _, w := range []struct{ bucket, key string }{
 		{contract.BucketFingerprints, "0123456789abcdef"},
 		{contract.BucketRollouts, "active"},

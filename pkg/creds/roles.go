@@ -15,13 +15,15 @@ import (
 // account: the key can only issue users with the role's permissions (the
 // template below), whatever the user JWT says, so a stolen node signing key
 // mints node users and nothing else.
+// The names are the contract's (contract.Role…), where the table of the
+// events each role may publish lives.
 const (
-	RoleConfigurator = "configurator"
-	RoleCoordinator  = "coordinator"
-	RoleReaper       = "reaper"
-	RoleAdmin        = "admin"    // the CLI, everything but the leader lease
-	RoleReadOnly     = "readonly" // the CLI's get, events, rollout status
-	RoleNode         = "node"     // one agent: its own keys and subjects only
+	RoleConfigurator = contract.RoleConfigurator
+	RoleCoordinator  = contract.RoleCoordinator
+	RoleReaper       = contract.RoleReaper
+	RoleAdmin        = contract.RoleAdmin    // the CLI, everything but the leader lease
+	RoleReadOnly     = contract.RoleReadOnly // the CLI's get, events, rollout status
+	RoleNode         = contract.RoleNode     // one agent: its own keys and subjects only
 )
 
 // Roles lists every role, in the order `sluice creds` shows them.
@@ -102,15 +104,12 @@ func permissions(role string) (jwt.Permissions, error) {
 			get(contract.BucketControl, contract.KeyPause),
 			kv(contract.BucketStatus, node),
 			kv(contract.BucketNodes, node),
-			contract.EventSubject(contract.KindNode, node),
-			// Its acknowledgement of a pause (PauseReached, ResumeReached).
-			contract.EventSubject(contract.KindInstance, contract.InstanceKey(contract.ComponentAgent, node)),
-			// ValueUnreadable and ValueRewritten about the keys it reads or owns.
-			contract.EventSubject(contract.KindQuarantine, contract.QuarantineID(contract.BucketNodeConfigs, contract.DesiredKey(node))),
-			contract.EventSubject(contract.KindQuarantine, contract.QuarantineID(contract.BucketStatus, node)),
-			contract.EventSubject(contract.KindQuarantine, contract.QuarantineID(contract.BucketNodes, node)),
-			contract.EventSubject(contract.KindQuarantine, contract.QuarantineID(contract.BucketControl, contract.KeyPause)),
 		)
+		// Its events: about its own node, its pause acknowledgement, the
+		// values it refused of the keys it reads or owns; no other event
+		// subject (a rollout's, another node's). Readers check the rest:
+		// what types a node may publish there (pkg/events.Read).
+		p.Pub.Allow.Add(contract.NodeEventSubjects(node)...)
 		p.Sub.Allow.Add(contract.NodeConfigSubject(node), contract.SubjectPause, "_INBOX_"+inbox+".>")
 	default:
 		return p, fmt.Errorf("role %q: want one of %v", role, Roles)

@@ -72,6 +72,12 @@ func (e *Emitter) emit(ev *sluicev1.Event, level zerolog.Level) {
 		}
 	}
 	l.Str(logging.FieldReason, ev.Reason).Msg(ev.Type)
+	if role := contract.RoleOfComponent(e.component); role != "" && !contract.MayPublishEvent(role, ev.Kind, ev.Type) {
+		// A type missing from the contract's table: every reader shows it
+		// as unreadable (Read). Said where the developer will look first.
+		e.log.Error().Str(logging.FieldEvent, ev.Type).Str("kind", ev.Kind).Str("role", role).
+			Msg("event type not in the table of pkg/contract/publishers.go for this role and kind: readers show it as unreadable")
+	}
 	if e.pub == nil {
 		return
 	}

@@ -168,6 +168,7 @@ exit 0
 	if out := run(0, "events"); !strings.Contains(out, "FingerprintForgiven") || !strings.Contains(out, "retried on purpose") {
 		t.Errorf("no FingerprintForgiven event for the retry:\n%s", out)
 	}
+	everyEventReadable(t, s.URL())
 }
 
 // A dry run shows the revision, each changing node with the intents that

@@ -186,7 +186,7 @@ func seedControlPlane(t *testing.T, env *natstest.Env, now time.Time, rollout st
 	for i, ev := range []*sluicev1.Event{
 		{Component: contract.ComponentCoordinator, Type: "NodeConfigured", Rollout: rollout, Reason: "desired config written (wave 5, zone-b)"},
 		{Component: contract.ComponentAgent, Type: "NodeInvalid", Rollout: rollout, Reason: "check mgmt-reachable failed: ping 10.0.0.1 via mgmt: 100% packet loss; restored last-good"},
-		{Component: contract.ComponentCoordinator, Type: "FingerprintRecorded", Rollout: rollout, Reason: "8c158f2eaa0a recorded invalid"},
+		{Component: contract.ComponentCoordinator, Type: "NodeFailed", Rollout: rollout, Reason: "node reported Invalid; 8c158f2eaa0a recorded invalid"},
 	} {
 		ev.Kind, ev.Id, ev.Node, ev.Time = contract.KindNode, "node-0701", "node-0701", ts(time.Duration(i-3)*time.Second)
 		b, _ := store.Marshal(ev)
@@ -194,7 +194,7 @@ func seedControlPlane(t *testing.T, env *natstest.Env, now time.Time, rollout st
 			t.Fatal(err)
 		}
 	}
-	ev := &sluicev1.Event{Time: ts(0), Component: contract.ComponentCoordinator, Kind: contract.KindNode, Id: "node-0702", Node: "node-0702", Type: "NodeInvalid", Rollout: rollout, Reason: "check mgmt-reachable failed"}
+	ev := &sluicev1.Event{Time: ts(0), Component: contract.ComponentAgent, Kind: contract.KindNode, Id: "node-0702", Node: "node-0702", Type: "NodeInvalid", Rollout: rollout, Reason: "check mgmt-reachable failed"}
 	b, _ := store.Marshal(ev)
 	if _, err := env.JS.Publish(ctx, contract.EventSubject(contract.KindNode, "node-0702"), b); err != nil {
 		t.Fatal(err)

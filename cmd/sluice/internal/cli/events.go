@@ -19,7 +19,7 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/events"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -55,9 +55,15 @@ Without --follow it stops once it has printed the stored events; with
 that node, of those types (comma-separated, any case; Rollout* takes every
 type starting with Rollout); --last counts the events kept.
 
+A message is shown as unreadable, <unreadable: SLUICE_EVENTS/<seq> reason>,
+when it does not decode or is not an event its subject's publishers may
+send: what it is about comes from its subject, and its type must be one the
+role of the component it names may publish there (docs/security.md, "Who
+may say what"), so a node cannot pass off a rollout's or another node's event.
+
 -o json and -o yaml print {"items": [...], "unreadable": [...]} as 'sluice get'
 does: items are the events (protojson field names), unreadable the messages
-that do not decode, each {bucket: SLUICE_EVENTS, key: its stream sequence,
+shown as unreadable, each {bucket: SLUICE_EVENTS, key: its stream sequence,
 reason}. They print the stored events once, so they do not go with --follow.`,
 		Example: "  sluice events --last 20\n  sluice events --follow --kind rollout\n  sluice events --kind node -o json\n" +
 			"  sluice events --rollout 3-ab12cd34ef56 --type 'NodeInvalid,Rollout*'\n  sluice events --node node-03 -o wide",
@@ -183,7 +189,7 @@ func (a *app) printEvents(ctx context.Context, stream jetstream.Stream, cfg jets
 		if err != nil {
 			return fmt.Errorf("read stream %s: %w", contract.StreamEvents, err)
 		}
-		p.add(newStreamEvent(msg.Data(), meta))
+		p.add(newStreamEvent(msg.Subject(), msg.Data(), meta))
 		if meta.NumPending == 0 && !p.live {
 			if err := p.caughtUp(); err != nil || !follow {
 				return err
@@ -192,8 +198,9 @@ func (a *app) printEvents(ctx context.Context, stream jetstream.Stream, cfg jets
 	}
 }
 
-// streamEvent is one message of the events stream: its event, or why it
-// does not decode.
+// streamEvent is one message of the events stream: its event, or why it is
+// shown as unreadable (it does not decode, or it is not an event its
+// subject's publishers may send: events.Read).
 type streamEvent struct {
 	ev  *sluicev1.Event
 	bad *unreadableKey
@@ -203,13 +210,15 @@ type streamEvent struct {
 	at time.Time
 }
 
-func newStreamEvent(data []byte, meta *jetstream.MsgMetadata) streamEvent {
-	e := streamEvent{ev: &sluicev1.Event{}, seq: meta.Sequence.Stream, at: meta.Timestamp}
-	if err := store.Unmarshal(data, e.ev); err != nil {
+func newStreamEvent(subject string, data []byte, meta *jetstream.MsgMetadata) streamEvent {
+	e := streamEvent{seq: meta.Sequence.Stream, at: meta.Timestamp}
+	ev, err := events.Read(subject, data)
+	if err != nil {
 		u := newUnreadable(contract.StreamEvents, strconv.FormatUint(e.seq, 10), err)
-		e.ev, e.bad = nil, &u
+		e.bad = &u
 		return e
 	}
+	e.ev = ev
 	if t := e.ev.GetTime(); t != nil {
 		e.at = t.AsTime()
 	}

@@ -7,12 +7,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -38,7 +41,7 @@ func publishEvents(t *testing.T, env *natstest.Env, evs ...*sluicev1.Event) {
 	}
 }
 
-// outOfOrder are events stored in the order Third, First, Second, then
+// outOfOrder are events stored in the order third, first, second, then
 // one without a time (ordered by when the stream stored it: now, after
 // the others), then a message that does not decode (stream sequence 5).
 func outOfOrder() []*sluicev1.Event {
@@ -46,10 +49,10 @@ func outOfOrder() []*sluicev1.Event {
 		return timestamppb.New(time.Date(2020, 1, 2, 10, 0, sec, 0, time.UTC))
 	}
 	return []*sluicev1.Event{
-		{Time: at(3), Component: "rollout-coordinator", Kind: "rollout", Id: "2-bbbbbbbbbbbb", Type: "Third", Reason: "published first"},
-		{Time: at(1), Component: "agent", Kind: "node", Id: "node-01", Type: "First", Reason: "published second"},
-		{Time: at(2), Component: "agent", Kind: "node", Id: "node-02", Type: "Second", Reason: "published third"},
-		{Component: "agent", Kind: "node", Id: "node-03", Type: "NoTime", Reason: "published fourth"},
+		{Time: at(3), Component: "rollout-coordinator", Kind: "rollout", Id: "2-bbbbbbbbbbbb", Type: "RolloutStarted", Reason: "published first"},
+		{Time: at(1), Component: "agent", Kind: "node", Id: "node-01", Type: "NodeRegistered", Reason: "published second"},
+		{Time: at(2), Component: "agent", Kind: "node", Id: "node-02", Type: "NodeLabelsChanged", Reason: "published third"},
+		{Component: "agent", Kind: "node", Id: "node-03", Type: "NodeProvisioned", Reason: "published fourth"},
 		nil,
 	}
 }
@@ -58,19 +61,20 @@ func TestEvents_PrintsTheStoredEventsByTime_NotInTheOrderStored(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
 	publishEvents(t, env, outOfOrder()...)
 	const unreadable = "<unreadable: SLUICE_EVENTS/5"
+	const first, second, third, noTime = "NodeRegistered", "NodeLabelsChanged", "RolloutStarted", "NodeProvisioned"
 	tests := []struct {
 		name string
 		args []string
 		want []string // each line's event type, or the start of the unreadable cell
 	}{
-		{"all", nil, []string{"First", "Second", "Third", "NoTime", unreadable}},
-		{"one kind", []string{"--kind", "node"}, []string{"First", "Second", "NoTime", unreadable}},
-		{"the last N stored, by time", []string{"--last", "3"}, []string{"Second", "NoTime", unreadable}},
-		{"the last N of one kind", []string{"--kind", "node", "--last", "3"}, []string{"Second", "NoTime", unreadable}},
-		{"one rollout", []string{"--rollout", "2-bbbbbbbbbbbb"}, []string{"Third", unreadable}},
-		{"one node", []string{"--node", "node-02"}, []string{"Second", unreadable}},
-		{"types, any case, by prefix", []string{"--type", "first,Sec*"}, []string{"First", "Second", unreadable}},
-		{"the last N kept", []string{"--type", "first,Sec*,third", "--last", "3"}, []string{"First", "Second", unreadable}},
+		{"all", nil, []string{first, second, third, noTime, unreadable}},
+		{"one kind", []string{"--kind", "node"}, []string{first, second, noTime, unreadable}},
+		{"the last N stored, by time", []string{"--last", "3"}, []string{second, noTime, unreadable}},
+		{"the last N of one kind", []string{"--kind", "node", "--last", "3"}, []string{second, noTime, unreadable}},
+		{"one rollout", []string{"--rollout", "2-bbbbbbbbbbbb"}, []string{third, unreadable}},
+		{"one node", []string{"--node", "node-02"}, []string{second, unreadable}},
+		{"types, any case, by prefix", []string{"--type", "noderegistered,NodeLabels*"}, []string{first, second, unreadable}},
+		{"the last N kept", []string{"--type", "noderegistered,NodeLabels*,rolloutstarted", "--last", "3"}, []string{first, second, unreadable}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -163,5 +167,154 @@ func TestEvents_LinesFit120ColumnsOnATerminal(t *testing.T) {
 	if code != 0 || strings.Contains(wide, rev) || !strings.Contains(wide, "from revision ab12ab12ab12 ") ||
 		!strings.HasSuffix(wide, strings.Repeat("and more ", 9)+"and more\n") {
 		t.Errorf("events -o wide: exit %d, want the whole line, the revision short, no references the reason names:\n%s%s", code, wide, stderr)
+	}
+}
+
+// spoofs are what node-01's own credentials can put on node-01's own event
+// subject: a coordinator's RolloutSucceeded and node-02's NodeInvalid, each
+// as the real publisher would write it.
+func spoofs(rollout string) []*sluicev1.Event {
+	return []*sluicev1.Event{
+		{Time: timestamppb.Now(), Component: "rollout-coordinator", Kind: "rollout", Id: rollout, Type: "RolloutSucceeded",
+			Rollout: rollout, Reason: "every node provisioned (spoofed by node-01)"},
+		{Time: timestamppb.Now(), Component: "agent", Kind: "node", Id: "node-02", Type: "NodeInvalid", Node: "node-02",
+			Reason: "check ping failed (spoofed by node-01)"},
+	}
+}
+
+// publishAs publishes each event on subject over nc (a connection of one
+// role's user), waiting for the stream's acknowledgement.
+func publishAs(t *testing.T, nc *nats.Conn, subject string, evs ...*sluicev1.Event) {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, ev := range evs {
+		b, err := store.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := js.Publish(context.Background(), subject, b); err != nil {
+			t.Fatalf("publish on %s: %v", subject, err)
+		}
+	}
+}
+
+// TestEvents_SecureMode_ANodesSpoofsShowAsUnreadable (I11): node-01's
+// credentials may publish on node-01's event subject only; what it puts
+// there dressed as a coordinator's RolloutSucceeded or node-02's
+// NodeInvalid is shown as unreadable by `sluice events` (lines, -o json,
+// --node, --follow), never as an event; real events show as before.
+func TestEvents_SecureMode_ANodesSpoofsShowAsUnreadable(t *testing.T) {
+	env := natstest.StartSecure(t, contract.DefaultSettings())
+	const rollout = "4-0123456789ab"
+	node01 := env.ConnectRole(t, creds.RoleNode, "node-01")
+	coordinator := env.ConnectRole(t, creds.RoleCoordinator, "")
+	own := contract.EventSubject(contract.KindNode, "node-01")
+	real := []*sluicev1.Event{
+		{Time: timestamppb.Now(), Component: "agent", Kind: "node", Id: "node-01", Type: "NodeProvisioned", Node: "node-01",
+			Rollout: rollout, Reason: "applied and checked"},
+		{Time: timestamppb.Now(), Component: "rollout-coordinator", Kind: "rollout", Id: rollout, Type: "RolloutStarted",
+			Rollout: rollout, Reason: "2 nodes"},
+	}
+	publishAs(t, node01, own, real[0])
+	publishAs(t, node01, own, spoofs(rollout)...)
+	publishAs(t, coordinator, contract.EventSubject(contract.KindRollout, rollout), real[1])
+	admin := env.CredsFile(t, creds.RoleAdmin, "")
+	as := func(args ...string) string {
+		t.Helper()
+		code, stdout, stderr := sluice(t, env.URL, append([]string{"--creds", admin, "events"}, args...)...)
+		if code != 0 {
+			t.Fatalf("events %v: exit %d: %s", args, code, stderr)
+		}
+		return stdout
+	}
+	const why = "not an event its subject's publishers may send"
+	noSpoofShown := func(what, out string) {
+		t.Helper()
+		for _, line := range strings.Split(out, "\n") {
+			if strings.Contains(line, "<unreadable: ") {
+				continue
+			}
+			if strings.Contains(line, "spoofed") || strings.Contains(line, "RolloutSucceeded") || strings.Contains(line, "node/node-02") {
+				t.Errorf("%s shows a spoof as an event: %q\n%s", what, line, out)
+			}
+		}
+	}
+
+	out := as()
+	noSpoofShown("events", out)
+	if !strings.Contains(out, "NodeProvisioned") || !strings.Contains(out, "RolloutStarted") ||
+		strings.Count(out, "<unreadable: SLUICE_EVENTS/") != 2 || strings.Count(out, why) != 2 {
+		t.Errorf("events: want the two real events and two unreadable messages saying why:\n%s", out)
+	}
+	if out := as("--node", "node-02"); strings.Contains(out, "NodeInvalid") {
+		t.Errorf("events --node node-02 shows node-01's spoof as node-02's failure:\n%s", out)
+	}
+
+	var list struct {
+		Items      []json.RawMessage
+		Unreadable []view.Unreadable
+	}
+	if err := json.Unmarshal([]byte(as("-o", "json")), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) != 2 || len(list.Unreadable) != 2 {
+		t.Fatalf("events -o json: %d items and %d unreadable, want the 2 real events and the 2 spoofs unreadable", len(list.Items), len(list.Unreadable))
+	}
+	for i, want := range real {
+		got := &sluicev1.Event{}
+		if err := store.Unmarshal(list.Items[i], got); err != nil || !proto.Equal(got, want) {
+			t.Errorf("events -o json item %d: %v (%v), want %v", i, got, err, want)
+		}
+	}
+	for _, u := range list.Unreadable {
+		if u.Bucket != contract.StreamEvents || !strings.Contains(u.Reason, why) || !strings.Contains(u.Reason, own) {
+			t.Errorf("events -o json: unreadable %+v, want it named by its sequence and saying why", u)
+		}
+	}
+
+	// --follow: spoofs published while it follows are unreadable lines too.
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var fout, ferr lockedBuffer
+	done := make(chan int, 1)
+	go func() {
+		done <- run(ctx, []string{"--server", env.URL, "--creds", admin, "events", "--follow"}, Streams{Out: &fout, Err: &ferr}, "test", time.Now)
+	}()
+	// margin: the poll ends as soon as the stored events are printed.
+	natstest.Eventually(t, 30*time.Second, "events --follow to print the stored events", func() bool {
+		return strings.Contains(fout.String(), "RolloutStarted")
+	})
+	publishAs(t, node01, own, spoofs("5-0123456789ab")...)
+	natstest.Eventually(t, 30*time.Second, "events --follow to print the new spoofs", func() bool {
+		return strings.Count(fout.String(), why) == 4
+	})
+	cancel()
+	if code := <-done; code != 0 {
+		t.Errorf("events --follow: exit %d: %s", code, ferr.String())
+	}
+	noSpoofShown("events --follow", fout.String())
+}
+
+// everyEventReadable checks that `sluice events` (as the user of args, if
+// any) shows every stored event of a real run as an event: the services
+// publish only what the contract's table lets their roles say (I11).
+func everyEventReadable(t *testing.T, url string, args ...string) {
+	t.Helper()
+	code, stdout, stderr := sluice(t, url, append(args, "events", "--last", "1000000", "-o", "json")...)
+	if code != 0 {
+		t.Fatalf("events -o json: exit %d: %s", code, stderr)
+	}
+	var list view.List
+	if err := json.Unmarshal([]byte(stdout), &list); err != nil {
+		t.Fatal(err)
+	}
+	if len(list.Items) == 0 {
+		t.Fatal("events -o json: no events")
+	}
+	for _, u := range list.Unreadable {
+		t.Errorf("a service's event is shown as unreadable: %s", u.Cell())
 	}
 }

@@ -10,7 +10,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/events"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -131,8 +131,9 @@ func readLeaderEvidence(ctx context.Context, js jetstream.KeyValueManager) (lead
 	if err != nil {
 		return ev, nil
 	}
-	last := &sluicev1.Event{}
-	if store.Unmarshal(msg.Data, last) == nil {
+	// Only a leadership event the coordinator may publish says when the
+	// last term ended: anything else on the subject is not evidence.
+	if last, err := events.Read(msg.Subject, msg.Data); err == nil {
 		if last.GetTime() == nil {
 			last.Time = timestamppb.New(msg.Time)
 		}

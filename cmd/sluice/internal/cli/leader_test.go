@@ -132,7 +132,7 @@ func TestRolloutStatusAndGetRollouts_SayWhenNoCoordinatorLeads(t *testing.T) {
 	if err := leases.Delete(ctx, contract.LeaseCoordinator, rev); err != nil {
 		t.Fatal(err)
 	}
-	publishEvents(t, env, &sluicev1.Event{Kind: contract.KindLeader, Id: contract.ComponentCoordinator, Type: contract.EventLeadershipReleased,
+	publishEvents(t, env, &sluicev1.Event{Component: contract.ComponentCoordinator, Kind: contract.KindLeader, Id: contract.ComponentCoordinator, Type: contract.EventLeadershipReleased,
 		Time: timestamppb.New(time.Now().Add(-2 * time.Minute)), Reason: "stopped"})
 	t.Run("released within a lease: a standby may take over yet", func(t *testing.T) { check(t, "") })
 	// margin: the poll ends as soon as the marker is gone (about a lease);

@@ -103,6 +103,10 @@ func TestDevSecure_RollsOutWithLeastPrivilege_AndTheCLIActsByRole(t *testing.T) 
 	if strings.Contains(logs.String(), "Permissions Violation") {
 		t.Fatalf("a component was refused a permission:\n%s", grepLines(logs.String(), "Permissions Violation"))
 	}
+	everyEventReadable(t, s.URL(), "--creds", admin)
+	if strings.Contains(logs.String(), "publishers.go") {
+		t.Errorf("a component emitted an event its role may not publish:\n%s", grepLines(logs.String(), "publishers.go"))
+	}
 	// Revoked with credentials that may not delete its presence: the
 	// revocation stands (exit 0) and a note says why the node stays present.
 	if code, out, stderr := as(readonly, "creds", "revoke", "node-03", "--dir", s.Creds().Dir); code != 0 || !strings.Contains(out, "pushed") ||

@@ -216,7 +216,7 @@ func (srv *Server) nodeOperations(ctx context.Context, name string) ([]json.RawM
 			if err != nil {
 				return out, err
 			}
-			out = append(out, eventJSON(msg.Data(), meta))
+			out = append(out, eventJSON(msg.Subject(), msg.Data(), meta))
 			if len(out) > nodeEvents {
 				out = out[1:]
 			}

@@ -17,11 +17,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/cli"
 	"github.com/sluicehq/sluice/cmd/sluice/internal/dashboard"
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -441,15 +443,33 @@ type streamUpdate struct {
 	Fleet struct{ Names []string }
 }
 
+// testRolloutID is the rollout publishEvents' event i is about.
+func testRolloutID(i int) string { return fmt.Sprintf("%d-dashboardtest", i) }
+
+// ofTestRolloutID is the i of testRolloutID(i).
+func ofTestRolloutID(id string) (int, bool) {
+	gen, ok := strings.CutSuffix(id, "-dashboardtest")
+	if !ok {
+		return 0, false
+	}
+	var i int
+	_, err := fmt.Sscan(gen, &i)
+	return i, err == nil
+}
+
+// publishEvents publishes events from to to-1, one per rollout, as the
+// coordinator does.
 func publishEvents(t *testing.T, env *natstest.Env, from, to int) {
 	t.Helper()
 	for i := from; i < to; i++ {
-		ev := &sluicev1.Event{Time: timestamppb.Now(), Component: "test", Kind: "dashboard-test", Id: fmt.Sprint(i), Type: "Tested", Reason: "event " + fmt.Sprint(i)}
+		id := testRolloutID(i)
+		ev := &sluicev1.Event{Time: timestamppb.Now(), Component: contract.ComponentCoordinator, Kind: contract.KindRollout, Id: id,
+			Type: "WaveStarted", Reason: "event " + fmt.Sprint(i)}
 		b, err := store.Marshal(ev)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := env.JS.Publish(context.Background(), contract.EventSubject("dashboard-test", fmt.Sprint(i)), b); err != nil {
+		if _, err := env.JS.Publish(context.Background(), contract.EventSubject(contract.KindRollout, id), b); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -486,10 +506,8 @@ func TestStream_ReconnectWithLastEventID_LosesNoEvent(t *testing.T) {
 					t.Errorf("a snapshot after resuming from %s", last)
 				}
 				for _, e := range u.Events {
-					if e.Event.Kind == "dashboard-test" {
-						got[e.Event.Id]++
-						var i int
-						fmt.Sscan(e.Event.Id, &i)
+					if i, ok := ofTestRolloutID(e.Event.Id); ok {
+						got[fmt.Sprint(i)]++
 						order = append(order, i)
 					}
 				}
@@ -636,4 +654,80 @@ func TestAPI_Gzip(t *testing.T) {
 	if !bytes.Equal(unzipped, plain) {
 		t.Errorf("gzipped fleet differs from the plain one:\n%s\n%s", unzipped, plain)
 	}
+}
+
+// TestStreamAndNode_SecureMode_ANodesSpoofsShowAsUnreadable (I11): what
+// node-01's credentials put on node-01's event subject dressed as a
+// coordinator's RolloutSucceeded or node-02's NodeInvalid reaches the
+// page's stream and node-01's operations as unreadable, never as an event;
+// node-01's real event shows as before.
+func TestStreamAndNode_SecureMode_ANodesSpoofsShowAsUnreadable(t *testing.T) {
+	env := natstest.StartSecure(t, contract.DefaultSettings())
+	seedFleet(t, env)
+	node01, err := jetstream.New(env.ConnectRole(t, creds.RoleNode, "node-01"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	own := contract.EventSubject(contract.KindNode, "node-01")
+	for _, ev := range []*sluicev1.Event{
+		{Time: timestamppb.Now(), Component: "agent", Kind: "node", Id: "node-01", Type: "NodeProvisioned", Node: "node-01", Reason: "applied and checked"},
+		{Time: timestamppb.Now(), Component: "rollout-coordinator", Kind: "rollout", Id: "1-rev1", Type: "RolloutSucceeded", Rollout: "1-rev1", Reason: "spoofed by node-01"},
+		{Time: timestamppb.Now(), Component: "agent", Kind: "node", Id: "node-02", Type: "NodeInvalid", Node: "node-02", Reason: "spoofed by node-01"},
+	} {
+		b, err := store.Marshal(ev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := node01.Publish(context.Background(), own, b); err != nil {
+			t.Fatalf("node-01 publishes on %s: %v", own, err)
+		}
+	}
+	type shown struct {
+		Seq        uint64
+		Event      *struct{ Kind, Id, Type, Reason string }
+		Unreadable string
+	}
+	const why = "not an event its subject's publishers may send: on " + "sluice.events.node.node-01"
+	check := func(what string, evs []shown) {
+		t.Helper()
+		if len(evs) != 3 {
+			t.Fatalf("%s: %d events, want 3: %+v", what, len(evs), evs)
+		}
+		if e := evs[0].Event; e == nil || e.Type != "NodeProvisioned" || e.Id != "node-01" {
+			t.Errorf("%s: first %+v, want node-01's real NodeProvisioned", what, evs[0])
+		}
+		for _, e := range evs[1:] {
+			if e.Event != nil || !strings.Contains(e.Unreadable, why) {
+				t.Errorf("%s: a spoof shown as %+v; want it unreadable, saying %q", what, e, why)
+			}
+		}
+	}
+
+	s := serve(t, env, dashboard.Options{Interval: 50 * time.Millisecond})
+	code, body := s.get(t, "/api/v1/nodes/node-01", "")
+	var n struct{ Operations []shown }
+	if err := json.Unmarshal(body, &n); code != 200 || err != nil {
+		t.Fatalf("/api/v1/nodes/node-01: %d %v\n%s", code, err, body)
+	}
+	check("node-01's operations", n.Operations)
+
+	ch, _ := s.stream(t, "")
+	var evs []shown
+	deadline := time.After(10 * time.Second) // margin: the page's stream sends them within one interval
+	for len(evs) < 3 {
+		select {
+		case m, ok := <-ch:
+			if !ok {
+				t.Fatal("the stream ended")
+			}
+			var u struct{ Events []shown }
+			if err := json.Unmarshal(m.data, &u); err != nil {
+				t.Fatal(err)
+			}
+			evs = append(evs, u.Events...)
+		case <-deadline:
+			t.Fatalf("the stream sent %d of the 3 events: %+v", len(evs), evs)
+		}
+	}
+	check("the stream", evs)
 }

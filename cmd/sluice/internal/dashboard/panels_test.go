@@ -150,9 +150,9 @@ func TestAPI_Node_DiffAndOperations(t *testing.T) {
 		}
 	}
 	for _, ev := range []*sluicev1.Event{
-		{Kind: contract.KindNode, Id: "node-03", Node: "node-03", Type: "NodeConfigured", Rollout: "1-rev1", Reason: "desired written"},
-		{Kind: contract.KindNode, Id: "node-01", Node: "node-01", Type: "NodeProvisioned", Rollout: "1-rev1"},
-		{Kind: contract.KindNode, Id: "node-03", Node: "node-03", Type: "NodeInvalid", Rollout: "1-rev1", Reason: "check ping failed"},
+		{Component: contract.ComponentCoordinator, Kind: contract.KindNode, Id: "node-03", Node: "node-03", Type: "NodeConfigured", Rollout: "1-rev1", Reason: "desired written"},
+		{Component: contract.ComponentAgent, Kind: contract.KindNode, Id: "node-01", Node: "node-01", Type: "NodeProvisioned", Rollout: "1-rev1"},
+		{Component: contract.ComponentAgent, Kind: contract.KindNode, Id: "node-03", Node: "node-03", Type: "NodeInvalid", Rollout: "1-rev1", Reason: "check ping failed"},
 	} {
 		ev.Time = timestamppb.Now()
 		b, _ := store.Marshal(ev)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -408,7 +409,7 @@ func (s *state) followEvents(ctx context.Context, js jetstream.JetStream, last *
 			return err
 		}
 		*last = meta.Sequence.Stream
-		b := eventJSON(msg.Data(), meta)
+		b := eventJSON(msg.Subject(), msg.Data(), meta)
 		s.mu.Lock()
 		s.events = append(s.events, b)
 		if len(s.events) > recentEvents {
@@ -420,17 +421,20 @@ func (s *state) followEvents(ctx context.Context, js jetstream.JetStream, last *
 }
 
 // streamEvent is an event as the stream sends it: the stream's sequence,
-// and the stored event (or why it does not decode).
+// and the stored event (or why it is unreadable: eventJSON).
 type streamEvent struct {
 	Seq        uint64          `json:"seq"`
 	Event      json.RawMessage `json:"event,omitempty"`
 	Unreadable string          `json:"unreadable,omitempty"`
 }
 
-func eventJSON(data []byte, meta *jetstream.MsgMetadata) json.RawMessage {
+// eventJSON is one message of the events stream as the page shows it: the
+// event, or why it is unreadable (it does not decode, or it is not an
+// event its subject's publishers may send: events.Read).
+func eventJSON(subject string, data []byte, meta *jetstream.MsgMetadata) json.RawMessage {
 	e := streamEvent{Seq: meta.Sequence.Stream}
-	ev := &sluicev1.Event{}
-	if err := store.Unmarshal(data, ev); err != nil {
+	ev, err := events.Read(subject, data)
+	if err != nil {
 		e.Unreadable = err.Error()
 	} else if e.Event, err = view.JSON(ev); err != nil {
 		e.Unreadable = err.Error()
