@@ -24,6 +24,11 @@ type Observation struct {
 	Active       *sluicev1.RolloutRef
 	Fingerprints map[string]*sluicev1.InvalidFingerprint
 	Events       []*sluicev1.Event // the events stream, in stream order
+	// Misread are the messages of the events stream that every reader
+	// shows as unreadable (events.Read refused them), each with its
+	// sequence and why. The harness publishes no event: each is one of
+	// sluice's own that its subject's role may not say (I11).
+	Misread []string
 	// ConfigWrites and RolloutWrites are the nodeconfigs and rollouts
 	// buckets' stored operations in stream order, as watchers saw them.
 	ConfigWrites  []KVOp
@@ -218,6 +223,9 @@ func Check(o *Observation) []Violation {
 	checkPairs(o, add)
 	checkFreezesAndWindows(o, add)
 	checkGates(o, add)
+	for _, m := range o.Misread {
+		add("I11", "", "", "an event sluice published is shown as unreadable: %s", m)
+	}
 	sort.SliceStable(vs, func(i, j int) bool {
 		a, b := vs[i], vs[j]
 		if a.Invariant != b.Invariant {

@@ -169,6 +169,9 @@ func TestCheck_EachBrokenInvariantIsReported(t *testing.T) {
 		node  string
 	}{
 		{name: "not quiescent", given: func(o *Observation) { o.NotQuiescent = []string{"node-01 is provisioning"} }, want: "I2"},
+		{name: "an event of sluice's own shown as unreadable", given: func(o *Observation) {
+			o.Misread = []string{`#7 on sluice.events.node.node-01: type "WaveStarted" is not a node event any role may publish`}
+		}, want: "I11"},
 		{name: "rollout still progressing at rest", given: func(o *Observation) {
 			rollout(o, "r2").Phase = sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING
 		}, want: "I2"},

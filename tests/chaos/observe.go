@@ -14,6 +14,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/render"
@@ -694,7 +695,7 @@ func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestar
 	// On a cluster the stream may have no leader for a while after a
 	// server came back: retry.
 	err := retry(ctx, func(ctx context.Context) (err error) {
-		o.Events, err = readEvents(ctx, s.Env().JS)
+		o.Events, o.Misread, err = readEvents(ctx, s.Env().JS)
 		return err
 	})
 	if err != nil {
@@ -716,31 +717,34 @@ func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestar
 	return o, nil
 }
 
-// readEvents reads the whole events stream in order.
-func readEvents(ctx context.Context, js jetstream.JetStream) ([]*sluicev1.Event, error) {
+// readEvents reads the whole events stream in order, as its readers do
+// (events.Read): the events, and the messages they would show as
+// unreadable.
+func readEvents(ctx context.Context, js jetstream.JetStream) (evs []*sluicev1.Event, misread []string, err error) {
 	st, err := js.Stream(ctx, contract.StreamEvents)
 	if err != nil {
-		return nil, fmt.Errorf("events stream: %w", err)
+		return nil, nil, fmt.Errorf("events stream: %w", err)
 	}
 	info, err := st.Info(ctx)
 	if err != nil {
-		return nil, fmt.Errorf("events stream info: %w", err)
+		return nil, nil, fmt.Errorf("events stream info: %w", err)
 	}
-	var out []*sluicev1.Event
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
 		m, err := st.GetMsg(ctx, seq)
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			continue // expired or deleted
 		}
 		if err != nil {
-			return nil, fmt.Errorf("events stream message %d: %w", seq, err)
+			return nil, nil, fmt.Errorf("events stream message %d: %w", seq, err)
 		}
-		ev := &sluicev1.Event{}
-		if store.Unmarshal(m.Data, ev) == nil {
-			out = append(out, ev)
+		ev, err := events.Read(m.Subject, m.Data)
+		if err != nil {
+			misread = append(misread, fmt.Sprintf("#%d on %s: %v", seq, m.Subject, err))
+			continue
 		}
+		evs = append(evs, ev)
 	}
-	return out, nil
+	return evs, misread, nil
 }
 
 // unregistered lists the agents that have no presence yet; its error is a
