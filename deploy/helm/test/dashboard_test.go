@@ -67,3 +67,21 @@ dashboard:
 		t.Errorf("service %+v", svc.Spec)
 	}
 }
+
+// allowedHosts become --allowed-host flags: the names, such as an
+// Ingress's, the dashboard answers to besides the pod's address and
+// localhost.
+func TestChart_DashboardAllowedHosts(t *testing.T) {
+	objs, _ := render(t, writeValues(t, `
+dashboard:
+  enabled: true
+  tokenSecret: sluice-dashboard
+  allowedHosts: [sluice.example.com, "localhost:8080"]
+`))
+	c := get[*appsv1.Deployment](t, objs, "Deployment/sl-dashboard").Spec.Template.Spec.Containers[0]
+	want := []string{"dashboard", "--addr=0.0.0.0:3100", "--token-file=/etc/sluice/dashboard/token", "--group-by=zone,rack",
+		"--allowed-host=sluice.example.com", "--allowed-host=localhost:8080"}
+	if !slices.Equal(c.Args, want) {
+		t.Errorf("args\n got %v\nwant %v", c.Args, want)
+	}
+}

@@ -19,9 +19,12 @@ import (
 
 // dashboardFlags are what `sluice dashboard` and `sluice dev` take.
 type dashboardFlags struct {
-	addr      string
-	tokenFile string
-	groupBy   string
+	addr         string
+	tokenFile    string
+	groupBy      string
+	allowedHosts []string
+	// allowedHostFlag is --allowed-host as this command spells it.
+	allowedHostFlag string
 }
 
 func (a *app) dashboardCommand() *cobra.Command {
@@ -42,8 +45,18 @@ disabled.
 
 It listens on loopback by default. Bound to any other address it requires
 --token-file: every API request then carries the token (Authorization:
-Bearer TOKEN), and the page asks for it once.`,
-		Example: "  sluice dashboard\n  sluice dashboard --addr 0.0.0.0:3100 --token-file /etc/sluice/dashboard.token",
+Bearer TOKEN), and the page asks for it once.
+
+It answers only requests that name it in their Host header: its listen
+address with its port (on 0.0.0.0 or ::, the address the client reached),
+localhost, 127.0.0.1 and [::1] with its port, and the names given with
+--allowed-host. Any other Host is refused with 421 before anything is read
+or run, so a web page whose name rebinds to this machine (DNS rebinding)
+gets nothing; controls must also come from a page of one of those names
+(Origin). Behind a reverse proxy, or a port forwarded to another port, give
+the name the browser uses: --allowed-host dashboard.example.com or
+--allowed-host localhost:8080.`,
+		Example: "  sluice dashboard\n  sluice dashboard --addr 0.0.0.0:3100 --token-file /etc/sluice/dashboard.token --allowed-host dashboard.example.com",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			url, serve, err := a.startDashboard(df)
@@ -62,6 +75,10 @@ func (df *dashboardFlags) register(cmd *cobra.Command, addr, usage string) {
 	cmd.Flags().StringVar(&df.addr, flagName(cmd, "addr"), addr, usage)
 	cmd.Flags().StringVar(&df.tokenFile, flagName(cmd, "token-file"), "", "file holding the token the dashboard requires (required unless it listens on loopback)")
 	cmd.Flags().StringVar(&df.groupBy, flagName(cmd, "group-by"), "zone,rack", "labels the fleet map groups nodes by, outermost first")
+	df.allowedHostFlag = "--" + flagName(cmd, "allowed-host")
+	cmd.Flags().StringSliceVar(&df.allowedHosts, flagName(cmd, "allowed-host"), nil,
+		"another name the dashboard answers to, NAME or NAME:PORT, such as a reverse proxy's (repeatable or comma-separated); "+
+			"it answers only its listen address and localhost otherwise, refusing every other Host with 421 (DNS rebinding)")
 }
 
 // flagName prefixes the dashboard's flags with dashboard- in sluice dev.
@@ -95,7 +112,7 @@ func (a *app) startDashboard(df dashboardFlags) (string, func(context.Context) e
 	}
 	who := a.dashboardWho()
 	srv, err := dashboard.New(dashboard.Options{
-		Addr: df.addr, Token: token, JS: js, Run: a.runner(who), Who: who, Readonly: readonly, GroupBy: groupBy,
+		Addr: df.addr, AllowedHosts: df.allowedHosts, AllowedHostFlag: df.allowedHostFlag, Token: token, JS: js, Run: a.runner(who), Who: who, Readonly: readonly, GroupBy: groupBy,
 		Logf: func(format string, args ...any) { fmt.Fprintf(a.streams.Err, format+"\n", args...) },
 	})
 	if err != nil {

@@ -76,6 +76,9 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 			if err := checkMaxParallel(opts.MaxParallel); err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
+			if err := dashboard.CheckAllowedHosts(df.allowedHostFlag, df.allowedHosts); err != nil {
+				return &ExitError{Code: ExitUsage, Err: err}
+			}
 			settings, err := devSettings(cmd, replicas, leaderLease, nodeLease, opts.NATSCluster)
 			if err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}

@@ -4,6 +4,8 @@
 // viewer over Server-Sent Events (stream.go); the API prints the objects of
 // `sluice get … -o json` (package view); controls run the CLI's own
 // commands (control.go), so that they go through the same control requests.
+// It answers only requests that name it, and runs controls only from its
+// own pages (hosts.go: DNS rebinding).
 // Entry points: New, then Server.Serve or Server.Handler.
 package dashboard
 
@@ -40,6 +42,13 @@ type Runner func(ctx context.Context, args []string) (output string, err error)
 type Options struct {
 	// Addr is the listen address; a non-loopback one requires Token.
 	Addr string
+	// AllowedHosts are the names, NAME or NAME:PORT, the dashboard answers
+	// to besides its own addresses and localhost (hosts.go): a reverse
+	// proxy's. A request naming any other Host is refused (421).
+	AllowedHosts []string
+	// AllowedHostFlag names the flag AllowedHosts come from, for errors
+	// (default "--allowed-host").
+	AllowedHostFlag string
 	// Token, when set, is required of every API request: as
 	// "Authorization: Bearer TOKEN", or the cookie the page's login sets.
 	Token string
@@ -63,12 +72,16 @@ type Options struct {
 
 // Server is a running dashboard.
 type Server struct {
-	opts     Options
-	state    *state
-	run      string // names this run in the stream's event ids
-	interval time.Duration
-	done     chan struct{}
-	stopOnce sync.Once
+	opts  Options
+	hosts hosts
+	// refused are the Hosts refused so far (logged once each).
+	refusedMu sync.Mutex
+	refused   map[string]struct{}
+	state     *state
+	run       string // names this run in the stream's event ids
+	interval  time.Duration
+	done      chan struct{}
+	stopOnce  sync.Once
 }
 
 // ErrTokenRequired is New's error for a non-loopback address without a token.
@@ -89,6 +102,13 @@ func New(opts Options) (*Server, error) {
 	if !loop && opts.Token == "" {
 		return nil, fmt.Errorf("--addr %s is not a loopback address: %w (--token-file FILE); anyone who reaches it would see the fleet", opts.Addr, ErrTokenRequired)
 	}
+	if opts.AllowedHostFlag == "" {
+		opts.AllowedHostFlag = "--allowed-host"
+	}
+	hs, err := parseHosts(opts.AllowedHostFlag, opts.Addr, opts.AllowedHosts)
+	if err != nil {
+		return nil, err
+	}
 	if opts.Interval <= 0 {
 		opts.Interval = 250 * time.Millisecond
 	}
@@ -101,7 +121,7 @@ func New(opts Options) (*Server, error) {
 	st := newState()
 	st.groupBy = opts.GroupBy
 	return &Server{
-		opts: opts, state: st, interval: opts.Interval, done: make(chan struct{}),
+		opts: opts, hosts: hs, state: st, interval: opts.Interval, done: make(chan struct{}),
 		run: strconv.FormatInt(time.Now().UnixNano(), 36),
 	}, nil
 }
@@ -166,7 +186,8 @@ func (srv *Server) Serve(ctx context.Context, ln net.Listener) error {
 // Stop ends every stream; safe to call twice.
 func (srv *Server) Stop() { srv.stopOnce.Do(func() { close(srv.done) }) }
 
-// Handler serves the page and the API.
+// Handler serves the page and the API, each only to a request that names
+// this server (guard, hosts.go).
 func (srv *Server) Handler() http.Handler {
 	mux := http.NewServeMux()
 	static, _ := fs.Sub(webFiles, "web")
@@ -184,12 +205,12 @@ func (srv *Server) Handler() http.Handler {
 	mux.Handle("GET /api/v1/rollouts/{id}", gzipped(srv.authed(srv.handleRollout)))
 	mux.Handle("GET /api/v1/nodes/{name}", gzipped(srv.authed(srv.handleNode)))
 	mux.Handle("GET /api/v1/stream", gzipped(srv.authed(srv.handleStream)))
-	mux.HandleFunc("POST /api/v1/login", srv.sameOrigin(srv.handleLogin))
-	mux.HandleFunc("POST /api/v1/control", srv.sameOrigin(srv.authed(srv.handleControl)))
+	mux.HandleFunc("POST /api/v1/login", jsonBody(srv.handleLogin))
+	mux.HandleFunc("POST /api/v1/control", jsonBody(srv.authed(srv.handleControl)))
 	mux.HandleFunc("/api/", func(w http.ResponseWriter, r *http.Request) {
 		httpError(w, http.StatusNotFound, "", fmt.Sprintf("%s %s: no such API (docs/dashboard.md lists them)", r.Method, r.URL.Path))
 	})
-	return securityHeaders(mux)
+	return securityHeaders(srv.guard(mux))
 }
 
 // securityHeaders: no inline script, nothing from elsewhere, no framing.
