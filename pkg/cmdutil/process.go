@@ -150,6 +150,11 @@ func (p *Process) Ready() (bool, string) {
 		}
 		return false, health.Line(false, why)
 	}
+	if se, since := store.StorageTrouble(); se != nil {
+		// The service's own readiness cannot say more while its writes
+		// are refused: nothing it decides can be stored.
+		return false, health.Line(false, fmt.Sprintf("writes refused since %s (%s): %v", since.UTC().Format(time.RFC3339), ago(time.Since(since)), se))
+	}
 	if r := p.ready.Load(); r != nil {
 		return (*r)()
 	}

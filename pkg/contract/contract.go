@@ -297,8 +297,11 @@ func ValidName(s string) error {
 	if s == "" {
 		return fmt.Errorf("must not be empty")
 	}
+	if err := CheckPrintable("the name", s); err != nil {
+		return err
+	}
 	if len(s) > 63 {
-		return fmt.Errorf("%q is longer than 63 characters", s)
+		return fmt.Errorf("%s is %s characters, longer than 63", Clip(s), Thousands(len(s)))
 	}
 	for i, r := range s {
 		switch {
@@ -316,8 +319,11 @@ func ValidName(s string) error {
 // Keys and subjects take the dots as separators, and every consumer of a
 // node's keys matches them whole (see NodeOfConfigKey), so dots are safe.
 func ValidNodeName(s string) error {
+	if err := CheckPrintable("the node name", s); err != nil {
+		return err
+	}
 	if len(s) > 253 {
-		return fmt.Errorf("%q is longer than 253 characters", s)
+		return fmt.Errorf("%s is %s characters, longer than 253", Clip(s), Thousands(len(s)))
 	}
 	for _, label := range strings.Split(s, ".") {
 		if err := ValidName(label); err != nil {

@@ -46,7 +46,7 @@ type claim struct {
 func (c *checker) conflicts(intents []*sluicev1.Intent) {
 	var claims []claim
 	for _, in := range intents {
-		id, sel := ID(in), Selector(in)
+		id, sel := displayID(in), Selector(in)
 		switch s := in.GetSpec().(type) {
 		case *sluicev1.Intent_Layer2Network:
 			if v := s.Layer2Network.GetVlan(); v != 0 {

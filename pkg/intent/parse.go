@@ -18,6 +18,7 @@ import (
 	"google.golang.org/protobuf/proto"
 	"sigs.k8s.io/yaml"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -58,7 +59,9 @@ func (e *ParseError) Error() string {
 		b.WriteString(": ")
 	}
 	b.WriteString(e.Msg)
-	return b.String()
+	// The intent's name and the file's fields come from the file: escape
+	// any control character in them before a terminal prints the line.
+	return contract.Escape(b.String())
 }
 
 // Extensions of the files ParseFiles reads from a directory.

@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -224,5 +225,18 @@ func TestParseFiles_FileOverTheLimit_IsRefusedBeforeReadingItWhole(t *testing.T)
 				t.Fatalf("ParseFiles error = %v, want %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// Issue 38, item 6: a parse error names the intent as the file wrote it;
+// a control character in that name is escaped, not sent to the terminal.
+func TestParseError_EscapesControlCharactersOfTheFile(t *testing.T) {
+	_, err := intent.Parse("evil.yaml", []byte("kind: Layer9\nname: \"x\\e]0;pwned\\a\"\nspec: {}\n"))
+	if err == nil {
+		t.Fatal("no error for an unknown kind")
+	}
+	want := `evil.yaml: document 1 (line 1): x\x1b]0;pwned\a: kind: unknown kind "Layer9"`
+	if got := err.Error(); !strings.HasPrefix(got, want) || !contract.Printable(got) {
+		t.Fatalf("error %q, want it to start %q and be printable", got, want)
 	}
 }

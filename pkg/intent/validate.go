@@ -62,7 +62,10 @@ func SortFieldErrors(errs []*sluicev1.FieldError) {
 	})
 }
 
-// FormatFieldError renders fe for people: "layer2network/a: spec.vlan: 5000 is outside 1-4094".
+// FormatFieldError renders fe for people: "layer2network/a: spec.vlan: 5000
+// is outside 1-4094". Control characters in it (a name a registry or an
+// older release let through), newlines included, are escaped
+// (contract.EscapeLine): it is printed to terminals as one line.
 func FormatFieldError(fe *sluicev1.FieldError) string {
 	var parts []string
 	for _, p := range []string{fe.GetIntent(), fe.GetField(), fe.GetRule()} {
@@ -70,15 +73,18 @@ func FormatFieldError(fe *sluicev1.FieldError) string {
 			parts = append(parts, p)
 		}
 	}
-	return strings.Join(parts, ": ")
+	return contract.EscapeLine(strings.Join(parts, ": "))
 }
 
-// displayID is ID, or the bare name when the intent has no kind.
+// displayID is ID, or the bare name when the intent has no kind; a name
+// that is not printable text is quoted (contract.Quote), so that the
+// errors naming the intent show it as visible text.
 func displayID(in *sluicev1.Intent) string {
+	name := contract.Quote(in.GetName())
 	if Kind(in) == "" {
-		return in.GetName()
+		return name
 	}
-	return ID(in)
+	return IDOf(Kind(in), name)
 }
 
 type checker struct{ errs []*sluicev1.FieldError }
@@ -202,14 +208,25 @@ func (c *checker) routingTable(id string, t *sluicev1.RoutingTable) {
 	c.selector(id, t.GetNodeSelector())
 }
 
+// selector checks a node selector against the label rules and bounds of
+// pkg/contract (labels.go): at most MaxSelectorLabels labels, Kubernetes'
+// key and value syntax, and a value for every label.
 func (c *checker) selector(id string, s *sluicev1.NodeSelector) {
+	const field = "spec.nodeSelector.matchLabels"
 	labels := s.GetMatchLabels()
+	if n := len(labels); n > contract.MaxSelectorLabels {
+		c.add(id, field, "%s labels, over the limit of %d a node selector may require", thousands(n), contract.MaxSelectorLabels)
+		return
+	}
 	for _, k := range sortedKeys(labels) {
-		switch {
-		case k == "":
-			c.add(id, "spec.nodeSelector.matchLabels", "a label key is empty")
-		case labels[k] == "":
-			c.add(id, "spec.nodeSelector.matchLabels."+k, "label %q has an empty value", k)
+		if err := contract.ValidLabelKey(k); err != nil {
+			c.add(id, field, "%v", err)
+			continue
+		}
+		if labels[k] == "" {
+			c.add(id, field+"."+k, "label %q has an empty value", k)
+		} else if err := contract.ValidLabelValue(k, labels[k]); err != nil {
+			c.add(id, field+"."+k, "%v", err)
 		}
 	}
 }

@@ -2,11 +2,13 @@ package intent_test
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -39,6 +41,9 @@ func FuzzValidate(f *testing.F) {
 		for _, fe := range errs {
 			if fe.GetField() == "" || fe.GetRule() == "" {
 				t.Fatalf("problem without a field or a rule: %v", fe)
+			}
+			if line := intent.FormatFieldError(fe); !contract.Printable(line) {
+				t.Fatalf("a problem prints a control character to the terminal: %q", line)
 			}
 		}
 		sorted := slices.Clone(errs)
@@ -103,6 +108,13 @@ func validateSeeds(f *testing.F) [][]*sluicev1.Intent {
 			}),
 			{Name: "no-spec"},
 			{Name: "Bad Name", Spec: &sluicev1.Intent_RoutingTable{}},
+		},
+		{ // issue 38, item 6: control characters and labels past the limits
+			l2("evil\x1b]0;pwned\a", func(s *sluicev1.Layer2Network) { s.Vrf = "v\u009b2J" }),
+			table("t", func(s *sluicev1.RoutingTable) {
+				s.NodeSelector = sel("zone\x1b[31m", "a", "rack", strings.Repeat("r", 64), "Bad.Prefix/x", "y")
+			}),
+			vrf("many", func(s *sluicev1.VRFRoute) { s.NodeSelector = manyLabels(contract.MaxSelectorLabels + 1) }),
 		},
 	}
 }

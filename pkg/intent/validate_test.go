@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -119,6 +120,24 @@ func TestValidate_Rules(t *testing.T) {
 			[]wantErr{{"layer2network/a", "spec.nodeSelector.matchLabels", "label key is empty"}}},
 		{"selector label value empty", []*sluicev1.Intent{l2("a", func(s *sluicev1.Layer2Network) { s.NodeSelector = sel("zone", "") })},
 			[]wantErr{{"layer2network/a", "spec.nodeSelector.matchLabels.zone", `label "zone" has an empty value`}}},
+		// Issue 38, item 6: a selector of 10,000 labels and a 900 KB label
+		// value were accepted; the limits are Kubernetes' (pkg/contract/labels.go).
+		{"selector of 10,000 labels", []*sluicev1.Intent{l2("a", func(s *sluicev1.Layer2Network) { s.NodeSelector = manyLabels(10_000) })},
+			[]wantErr{{"layer2network/a", "spec.nodeSelector.matchLabels", "10,000 labels, over the limit of 64 a node selector may require"}}},
+		{"selector of 64 labels", []*sluicev1.Intent{l2("a", func(s *sluicev1.Layer2Network) { s.NodeSelector = manyLabels(64) })}, nil},
+		{"selector label value of 900 KB", []*sluicev1.Intent{l2("a", func(s *sluicev1.Layer2Network) { s.NodeSelector = sel("zone", strings.Repeat("a", 900_000)) })},
+			[]wantErr{{"layer2network/a", "spec.nodeSelector.matchLabels.zone", "label zone has a value of 900,000 characters, over the limit of 63"}}},
+		{"selector label key of 64 characters", []*sluicev1.Intent{table("t", func(s *sluicev1.RoutingTable) { s.NodeSelector = sel(strings.Repeat("k", 64), "a") })},
+			[]wantErr{{"routingtable/t", "spec.nodeSelector.matchLabels", "has a name of 64 characters, over the limit of 63"}}},
+		{"selector label key with a Kubernetes prefix", []*sluicev1.Intent{vrf("r", func(s *sluicev1.VRFRoute) { s.NodeSelector = sel("topology.kubernetes.io/zone", "eu-1a") })}, nil},
+		{"selector label value with a space", []*sluicev1.Intent{l2("a", func(s *sluicev1.Layer2Network) { s.NodeSelector = sel("zone", "zone a") })},
+			[]wantErr{{"layer2network/a", "spec.nodeSelector.matchLabels.zone", `label zone has the value "zone a"`}}},
+		{"selector label key with an escape sequence", []*sluicev1.Intent{l2("a", func(s *sluicev1.Layer2Network) { s.NodeSelector = sel("zone\x1b[2J", "a") })},
+			[]wantErr{{"layer2network/a", "spec.nodeSelector.matchLabels", `label key "zone\x1b[2J" holds the control character U+001B`}}},
+		{"name with an escape sequence", []*sluicev1.Intent{l2("evil\x1b]0;pwned\a", nil)},
+			[]wantErr{{`layer2network/"evil\x1b]0;pwned\a"`, "name", `the name "evil\x1b]0;pwned\a" holds the control character U+001B at byte 4`}}},
+		{"vrf with a C1 control", []*sluicev1.Intent{vrf("r", func(s *sluicev1.VRFRoute) { s.Vrf = "a\u009b2J" })},
+			[]wantErr{{"vrfroute/r", "spec.vrf", `holds the control character U+009B`}}},
 
 		{"vrf route needs a vrf", []*sluicev1.Intent{vrf("r", func(s *sluicev1.VRFRoute) { s.Vrf = "" })},
 			[]wantErr{{"vrfroute/r", "spec.vrf", "is required"}}},
@@ -306,5 +325,39 @@ func TestCanShareNode(t *testing.T) {
 				t.Errorf("CanShareNode(b, a) = %t, want %t", got, tt.want)
 			}
 		})
+	}
+}
+
+// manyLabels is a selector of n valid labels.
+func manyLabels(n int) *sluicev1.NodeSelector {
+	m := make(map[string]string, n)
+	for i := range n {
+		m[fmt.Sprintf("l%05d", i)] = "v"
+	}
+	return &sluicev1.NodeSelector{MatchLabels: m}
+}
+
+// Issue 38, item 6: whatever a set holds, the lines the CLI prints for its
+// problems carry no control character (a crafted name retitled the
+// terminal) and no value longer than a line.
+func TestFormatFieldError_IsPrintableAndShort(t *testing.T) {
+	errs := intent.Validate([]*sluicev1.Intent{
+		l2("evil\x1b]0;pwned\a", nil),
+		l2("evil\x1b]0;pwned\a", nil),
+		table("x\u202egnp.exe", func(s *sluicev1.RoutingTable) { s.NodeSelector = sel("zone", strings.Repeat("\x1b", 900_000)) }),
+		{Name: "no-kind\r\x1b[2K"},
+	})
+	if len(errs) == 0 {
+		t.Fatal("no problems found")
+	}
+	for _, fe := range errs {
+		line := intent.FormatFieldError(fe)
+		if !contract.Printable(line) || len(line) > 500 {
+			t.Errorf("printed as %d bytes, printable %v: %.600q", len(line), contract.Printable(line), line)
+		}
+	}
+	// A problem made outside Validate (a registry document's origin) is escaped too.
+	if got := intent.FormatFieldError(&sluicev1.FieldError{Intent: "redis key a\x1b[31m", Rule: "r"}); got != `redis key a\x1b[31m: r` {
+		t.Errorf("FormatFieldError = %q", got)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nuid"
 	"google.golang.org/protobuf/proto"
 
@@ -64,8 +65,15 @@ func NewBatcher(nc *nats.Conn, bucket string) *Batcher { return &Batcher{nc: nc,
 
 // apiError is a JetStream API error in a reply.
 type apiError struct {
+	Code        int    `json:"code"`
 	ErrCode     int    `json:"err_code"`
 	Description string `json:"description"`
+}
+
+// apiError is e as nats.go's error type, so that its code stays matchable
+// (AsStorageError, errors.As).
+func (e *apiError) apiError() *jetstream.APIError {
+	return &jetstream.APIError{Code: e.Code, ErrorCode: jetstream.ErrorCode(e.ErrCode), Description: e.Description}
 }
 
 type pubAck struct {
@@ -170,9 +178,12 @@ func (b *Batcher) publish(ctx context.Context, m *nats.Msg) (uint64, error) {
 	defer cancel()
 	ack, _, err := requestPubAck(ctx, b.nc, m)
 	if err != nil {
-		return 0, err
+		return 0, explain(err)
 	}
 	if e := ack.Error; e != nil {
+		if se := AsStorageError(e.apiError()); se != nil {
+			return 0, fmt.Errorf("%w: %w", se, ErrBatchRejected)
+		}
 		switch e.ErrCode {
 		case errCodeWrongLastSeq:
 			return 0, fmt.Errorf("%s: %w", e.Description, ErrConflict)

@@ -70,7 +70,7 @@ func (s *Store[T]) put(ctx context.Context, key string, value []byte, rev uint64
 		if e.ErrCode == errCodeWrongLastSeq || e.ErrCode == errCodeWrongLastSeqConstant {
 			return 0, fmt.Errorf("%s: %w", e.Description, errDirectConflict)
 		}
-		return 0, fmt.Errorf("%s (%d)", e.Description, e.ErrCode)
+		return 0, e.apiError()
 	}
 	if ack.Seq == 0 {
 		return 0, fmt.Errorf("bad reply %q: no sequence", reply)

@@ -40,7 +40,11 @@ func SetWriteObserver(o WriteObserver) {
 // observe tells the observer of err, a write's result. A write abandoned
 // because its caller's ctx ended (a shutdown) is not a failure of the store.
 func observe(ctx context.Context, bucket string, err error) {
-	if err == nil || ctx.Err() != nil {
+	if ctx.Err() != nil {
+		return
+	}
+	noteWrite(err)
+	if err == nil {
 		return
 	}
 	o := observer.Load()

@@ -441,6 +441,6 @@ func (s *Store[T]) wrap(op, key string, err error) error {
 	case errors.Is(err, jetstream.ErrKeyNotFound):
 		return fmt.Errorf("%s %s/%s: %w", op, s.kv.Bucket(), key, ErrNotFound)
 	default:
-		return fmt.Errorf("%s %s/%s: %w", op, s.kv.Bucket(), key, err)
+		return fmt.Errorf("%s %s/%s: %w", op, s.kv.Bucket(), key, explain(err))
 	}
 }

@@ -229,6 +229,9 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.ProgressInterval <= 0 {
 		cfg.ProgressInterval = DefaultProgressInterval
 	}
+	if errs := contract.CheckLabels("the node", cfg.Labels, contract.MaxNodeLabels); len(errs) > 0 {
+		return nil, fmt.Errorf("agent: labels: %w", errors.Join(errs...))
+	}
 	cfg.Labels = maps.Clone(cfg.Labels)
 	log := cfg.Log.With().Str(logging.FieldComponent, Component).Str(logging.FieldNode, cfg.Node).Logger()
 	reconnected, endConnection := context.WithCancel(context.Background())

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -36,4 +37,53 @@ func TestAgent_LabelUpdates_PublishedAtOnce(t *testing.T) {
 		ev := lastEvent(t, f, "n1")
 		return ev.GetType() == agent.EventNodeLabelsChanged && strings.Contains(ev.GetReason(), "{zone=a} to {rack=r2,zone=b}")
 	})
+}
+
+// Issue 38, item 6: the labels an agent publishes obey sluice's label rules
+// (pkg/contract/labels.go), or its presence would be quarantined by every
+// reader. A Node relabelled past them is refused: the node keeps the labels
+// it had, and the next valid set is taken as a change from those.
+func TestAgent_LabelUpdates_OverTheLimits_Refused(t *testing.T) {
+	s := contract.DefaultSettings()
+	s.NodeLease = 3 * time.Minute
+	f := newFleet(t, s)
+	updates := make(chan map[string]string) // unbuffered: each send is taken before the next
+	f.start(t, agent.Config{Node: "n1", Labels: map[string]string{"zone": "a"}, LabelUpdates: updates,
+		StateDir: t.TempDir(), Applier: &recorder{}})
+	natstest.Eventually(t, waitFor, "presence of n1", func() bool {
+		e, err := f.nodes.Get(context.Background(), "n1")
+		return err == nil && e.Value.GetLabels()["zone"] == "a"
+	})
+	tooMany := map[string]string{}
+	for i := range contract.MaxNodeLabels + 1 {
+		tooMany[fmt.Sprintf("l%05d", i)] = "v"
+	}
+	for _, bad := range []map[string]string{tooMany, {"zone": strings.Repeat("b", 900_000)}, {"zone": "b\x1b]0;pwned\a"}} {
+		select {
+		case updates <- bad:
+		case <-time.After(waitFor):
+			t.Fatal("the agent does not take label updates")
+		}
+	}
+	updates <- map[string]string{"zone": "c"}
+	natstest.Eventually(t, waitFor, "the valid labels in the presence", func() bool {
+		e, err := f.nodes.Get(context.Background(), "n1")
+		return err == nil && e.Value.GetLabels()["zone"] == "c"
+	})
+	natstest.Eventually(t, waitFor, "a NodeLabelsChanged event from the labels kept", func() bool {
+		ev := lastEvent(t, f, "n1")
+		return ev.GetType() == agent.EventNodeLabelsChanged && strings.Contains(ev.GetReason(), "from {zone=a} to {zone=c}")
+	})
+}
+
+func TestAgentNew_LabelsOverTheLimits_Refused(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	tooMany := map[string]string{}
+	for i := range 10_000 {
+		tooMany[fmt.Sprintf("l%05d", i)] = "v"
+	}
+	_, err := agent.New(agent.Config{Conn: env.Conn, Node: "n1", Labels: tooMany, StateDir: t.TempDir(), Applier: &recorder{}})
+	if want := "agent: labels: the node has 10,000 labels, over the limit of 256"; err == nil || err.Error() != want {
+		t.Fatalf("New = %v, want %q", err, want)
+	}
 }

@@ -137,6 +137,14 @@ func (a *Agent) setLabels(ctx context.Context, l map[string]string) {
 	if maps.Equal(l, a.cfg.Labels) {
 		return
 	}
+	if errs := contract.CheckLabels("the node", l, contract.MaxNodeLabels); len(errs) > 0 {
+		// Publishing them would have the presence quarantined by every
+		// reader (pkg/contract/wellformed): keep the labels in force. A
+		// set is sent once per change, so this logs once per refused set.
+		a.log.Error().Str(logging.FieldReason, errors.Join(errs...).Error()).
+			Msg("node labels refused: they break sluice's label rules; the node keeps its previous labels until they are fixed")
+		return
+	}
 	reason := fmt.Sprintf("labels changed from {%s} to {%s}", formatLabels(a.cfg.Labels), formatLabels(l))
 	a.cfg.Labels = maps.Clone(l)
 	a.log.Info().Str(logging.FieldReason, reason).Msg("node labels changed")

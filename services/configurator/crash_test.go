@@ -74,16 +74,19 @@ func TestApply_IntentOverTheMaxPayload_IsRefusedNamingIt(t *testing.T) {
 	mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: tables("a", 1000, 3)})
 	// One intent just under the max payload: the request fits, the value
 	// stored for it (with its source and time, and the CAS headers) does not.
-	big := tables("big", 5000, 1)[0]
-	labels := big.GetRoutingTable().GetNodeSelector().GetMatchLabels()
+	// Its bulk is long gateway addresses: labels are bounded far below it
+	// (contract.MaxSelectorLabels), and many short items would make the
+	// request, whose protojson spaces differ, larger than the value.
+	l2 := &sluicev1.Layer2Network{Vlan: 100, Vni: 10100, Vrf: "tenant-a"}
+	big := &sluicev1.Intent{Name: "big-00000", Spec: &sluicev1.Intent_Layer2Network{Layer2Network: l2}}
 	for i := 0; encodedSize(t, big) < smallPayload-1500; i++ {
-		labels[fmt.Sprintf("example.com/k%03d", i)] = strings.Repeat("v", 200)
+		l2.AnycastGateways = append(l2.AnycastGateways, fmt.Sprintf("fd00:0000:0000:0000:0000:0000:%04x:%04x/128", i/65536, i%65536))
 	}
 	before, headBefore := takeSnapshot(t, env), getHead(t, env).Revision
 
 	_, err := apply(t, env.Conn, &sluicev1.ApplyRequest{Intents: []*sluicev1.Intent{big}})
 
-	refused(t, env, err, before, headBefore, "intent routingtable/big-00000", "bytes", "nothing was stored")
+	refused(t, env, err, before, headBefore, "intent layer2network/big-00000", "bytes", "nothing was stored")
 }
 
 // Issue 9, item 14: 1,000 routing tables on one table id used to produce

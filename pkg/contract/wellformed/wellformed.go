@@ -180,7 +180,15 @@ func statuses(key string, v proto.Message) error {
 }
 
 func presences(key string, v proto.Message) error {
-	return check(v, func(p *sluicev1.NodePresence) error { return names("node", p.GetNode(), key) })
+	return check(v, func(p *sluicev1.NodePresence) error {
+		if err := names("node", p.GetNode(), key); err != nil {
+			return err
+		}
+		// The agent refuses labels that break the rules; a presence with
+		// such labels (a hand write, a foreign writer) would otherwise put
+		// unbounded text into every listing and selection.
+		return errors.Join(contract.CheckLabels("the presence", p.GetLabels(), contract.MaxNodeLabels)...)
+	})
 }
 
 // rollouts: <id> holds the Rollout record; active and last-applied a

@@ -1,6 +1,7 @@
 package wellformed_test
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -66,6 +67,14 @@ func TestCheck(t *testing.T) {
 		{"status of another node", contract.BucketStatus, "n1", &sluicev1.NodeStatus{Node: "n2"}, `"n2", not "n1"`},
 		{"presence", contract.BucketNodes, "n1", &sluicev1.NodePresence{Node: "n1"}, ""},
 		{"empty presence", contract.BucketNodes, "n1", &sluicev1.NodePresence{}, `names node ""`},
+		{"presence with a Kubernetes node's labels", contract.BucketNodes, "n1",
+			&sluicev1.NodePresence{Node: "n1", Labels: map[string]string{"topology.kubernetes.io/zone": "eu-1a", "node-role.kubernetes.io/worker": ""}}, ""},
+		{"presence with too many labels", contract.BucketNodes, "n1",
+			&sluicev1.NodePresence{Node: "n1", Labels: manyLabels(contract.MaxNodeLabels + 1)}, "the presence has 257 labels, over the limit of 256"},
+		{"presence with a 900 KB label value", contract.BucketNodes, "n1",
+			&sluicev1.NodePresence{Node: "n1", Labels: map[string]string{"zone": strings.Repeat("a", 900_000)}}, `label zone has a value of 900,000 characters, over the limit of 63`},
+		{"presence with a control character in a label", contract.BucketNodes, "n1",
+			&sluicev1.NodePresence{Node: "n1", Labels: map[string]string{"zone": "a\x1b[31m"}}, `holds the control character U+001B`},
 
 		{"rollout", contract.BucketRollouts, "1-abc", &sluicev1.Rollout{Id: "1-abc"}, ""},
 		{"empty rollout", contract.BucketRollouts, "1-abc", &sluicev1.Rollout{}, `names rollout ""`},
@@ -124,4 +133,13 @@ func TestCheck_EveryBucketHasRules(t *testing.T) {
 			t.Errorf("bucket %s has no well-formedness rules", b)
 		}
 	}
+}
+
+// manyLabels is n valid labels.
+func manyLabels(n int) map[string]string {
+	m := make(map[string]string, n)
+	for i := range n {
+		m[fmt.Sprintf("l%05d", i)] = "v"
+	}
+	return m
 }

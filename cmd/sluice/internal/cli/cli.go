@@ -25,6 +25,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/natsauth"
 )
@@ -95,13 +96,16 @@ func run(ctx context.Context, args []string, s Streams, version string, now func
 	}
 	code := 1
 	var ee *ExitError
+	// An error may echo what the user typed or the store holds (a name, a
+	// registry key): contract.Escape writes its control characters as
+	// visible escapes, so that it cannot drive the terminal.
 	if errors.As(err, &ee) {
 		if ee.Err != nil {
-			fmt.Fprintf(s.Err, "error: %v\n", ee.Err)
+			fmt.Fprintf(s.Err, "error: %s\n", contract.Escape(ee.Err.Error()))
 		}
 		code = ee.Code
 	} else {
-		fmt.Fprintf(s.Err, "error: %v\n", err)
+		fmt.Fprintf(s.Err, "error: %s\n", contract.Escape(err.Error()))
 	}
 	if code == 1 && a.failCode != 0 {
 		return a.failCode

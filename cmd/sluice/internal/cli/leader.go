@@ -20,8 +20,12 @@ import (
 //
 //   - The lease key (sluice-leases/coordinator) is present: the server
 //     removes it one lease (the bucket's TTL) after the last renewal, so a
-//     coordinator renewed it within a lease: it leads. Its clock is not
-//     compared with ours.
+//     coordinator renewed it within a lease: it leads. Unless the server
+//     failed to: a server whose store's disk is full neither stores the
+//     renewals nor expires the key (docs/operations.md, "A full store"). A
+//     lease last written more than two leases ago (the server's time of
+//     the write against ours: a lease of margin for the clocks) is then
+//     reported as not renewed since.
 //   - The key's delete marker is there (the leader released it, or the
 //     server expired it): no one has led since the marker's time. Within a
 //     lease of it a standby takes over (it polls every third of a lease),
@@ -38,6 +42,8 @@ import (
 // leaderEvidence is what the stored state says about the coordinator lease.
 type leaderEvidence struct {
 	present  bool          // the lease key holds a lease
+	renewed  time.Time     // when the lease held was last written (the server's time), if present
+	holder   string        // the instance the lease held names, if present
 	markerAt time.Time     // when the key was deleted or expired, if its marker is still stored
 	expired  bool          // the marker is the server's expiry, not a release
 	ttl      time.Duration // the leases bucket's TTL: the leader lease
@@ -47,11 +53,23 @@ type leaderEvidence struct {
 // noLeaderLine is the line saying that no coordinator leads while rollout r
 // runs, "" when one does (or r is not running).
 func noLeaderLine(r *sluicev1.Rollout, ev leaderEvidence, now time.Time) string {
-	if !contract.Active(r.GetPhase()) || ev.present {
+	if !contract.Active(r.GetPhase()) {
 		return ""
 	}
 	const todo = ": the rollout is not progressing; start a rollout-coordinator"
 	at := func(t time.Time) string { return t.UTC().Format(time.RFC3339) }
+	if ev.present {
+		if ev.renewed.IsZero() || now.Sub(ev.renewed) <= 2*ev.ttl {
+			return ""
+		}
+		holder := ""
+		if ev.holder != "" {
+			holder = " (held by " + contract.Quote(ev.holder) + ")"
+		}
+		return fmt.Sprintf("no coordinator has renewed the lease%s since %s, %s ago; a lease is %s, and the server has not expired it: "+
+			"the rollout is not progressing; look at the NATS server (a store whose disk is full takes no write and expires nothing, see docs/operations.md)",
+			holder, at(ev.renewed), humanDuration(now.Sub(ev.renewed)), humanDuration(ev.ttl))
+	}
 	if !ev.markerAt.IsZero() {
 		if now.Sub(ev.markerAt) < ev.ttl {
 			return "" // a standby takes over within this
@@ -112,7 +130,12 @@ func readLeaderEvidence(ctx context.Context, js jetstream.KeyValueManager) (lead
 	case err != nil:
 		return ev, fmt.Errorf("read the coordinator lease: %w", err)
 	case hist[len(hist)-1].Operation() == jetstream.KeyValuePut:
-		ev.present = true
+		last := hist[len(hist)-1]
+		ev.present, ev.renewed = true, last.Created()
+		var l sluicev1.LeaderLease
+		if store.Unmarshal(last.Value(), &l) == nil {
+			ev.holder = l.GetHolder()
+		}
 		return ev, nil
 	default:
 		last := hist[len(hist)-1]

@@ -36,6 +36,13 @@ func TestNoLeaderLine(t *testing.T) {
 		want  string
 	}{
 		{name: "the lease is held", given: running, ev: leaderEvidence{present: true, ttl: lease}},
+		{name: "the lease was renewed within two leases", given: running, ev: leaderEvidence{present: true, renewed: at(2 * lease), ttl: lease}},
+		// Issue 38, item 5: a server whose disk is full neither stores the
+		// renewals nor expires the key; the lease reads as held.
+		{name: "the lease is held but nobody renewed it", given: running,
+			ev: leaderEvidence{present: true, renewed: at(74 * time.Second), holder: "coord-1", ttl: lease},
+			want: "no coordinator has renewed the lease (held by coord-1) since 2026-05-01T12:08:46Z, 1m14s ago; a lease is 10s, and the server has not expired it: " +
+				"the rollout is not progressing; look at the NATS server (a store whose disk is full takes no write and expires nothing, see docs/operations.md)"},
 		{name: "no rollout runs", given: ended, ev: leaderEvidence{ttl: lease}},
 		{name: "no active rollout", given: nil, ev: leaderEvidence{ttl: lease}},
 		{name: "released within a lease: a standby takes over", given: running, ev: leaderEvidence{markerAt: at(5 * time.Second), ttl: lease}},

@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluicehq/sluice/pkg/cmdutil"
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/natsauth"
 	"github.com/sluicehq/sluice/services/agent"
@@ -355,6 +356,9 @@ func parseLabels(s string) (map[string]string, error) {
 			return nil, fmt.Errorf("label %q given twice", k)
 		}
 		out[k] = v
+	}
+	if errs := contract.CheckLabels("--labels", out, contract.MaxNodeLabels); len(errs) > 0 {
+		return nil, errors.Join(errs...)
 	}
 	return out, nil
 }

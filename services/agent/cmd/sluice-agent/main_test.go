@@ -74,6 +74,10 @@ func TestParseLabels(t *testing.T) {
 		{name: "no equals", given: "zone", wantErr: true},
 		{name: "no key", given: "=a", wantErr: true},
 		{name: "duplicate", given: "zone=a,zone=b", wantErr: true},
+		{name: "Kubernetes prefix", given: "topology.kubernetes.io/zone=eu-1a", want: map[string]string{"topology.kubernetes.io/zone": "eu-1a"}},
+		{name: "value over 63 characters", given: "zone=" + strings.Repeat("a", 64), wantErr: true},
+		{name: "value with a control character", given: "zone=a\x1b[31m", wantErr: true},
+		{name: "key with a space", given: "my zone=a", wantErr: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
