@@ -116,6 +116,10 @@ type Service struct {
 
 	// readiness is what Ready reports.
 	readiness health.State
+
+	// lost: the store was last found lost (storeloss.go), so StoreLost is
+	// emitted once until it is not.
+	lost atomic.Bool
 }
 
 // Ready reports whether the configurator answers requests, and why in one
@@ -134,6 +138,7 @@ type state struct {
 	invalid   *store.Store[*sluicev1.InvalidFingerprint] // read only: refusing known-bad revisions
 	nodes     *store.Store[*sluicev1.NodePresence]       // read only: whom a revision would reach
 	specs     *store.Store[*sluicev1.RegistrySpec]       // read only: which registries own intents
+	set       *buckets.Set                               // read only: whether the store is lost (storeloss.go)
 }
 
 // New checks cfg and fills in defaults; it does no I/O.
@@ -197,6 +202,7 @@ func (s *Service) run(ctx context.Context) error {
 		invalid:   store.New(b.Fingerprints, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }),
 		nodes:     store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }),
 		specs:     store.New(b.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} }),
+		set:       b,
 	}
 	s.events = events.NewEmitter(js, s.cfg.Log, Component, s.cfg.Now)
 	s.quarantine = events.NewQuarantine(s.events)
@@ -411,6 +417,12 @@ func (s *Service) reconcile(ctx context.Context) error {
 	}
 	defer s.mu.Unlock()
 	if err := s.rollForward(ctx); err != nil {
+		return err
+	}
+	if err := s.refuseLost(ctx, "reconciling the head with the stored intents"); err != nil {
+		if ae := (*apiError)(nil); errors.As(err, &ae) && ae.code == contract.ErrCodeStoreLost {
+			return nil // said once (refuseLost); an operator's recover lifts it
+		}
 		return err
 	}
 	in, err := s.readStored(ctx)

@@ -169,6 +169,7 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 		a.pauseCommand(),
 		a.resumeCommand(),
 		a.reaperCommand(),
+		a.recoverCommand(),
 		a.registryCommand(),
 		a.eventsCommand(),
 		a.devCommand(),
