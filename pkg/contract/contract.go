@@ -82,6 +82,9 @@ const (
 	// EventStoreLossConfirmed: an operator ran `sluice recover
 	// --confirm-empty`; the reason names who, and what the rule saw.
 	EventStoreLossConfirmed = "StoreLossConfirmed"
+	// EventStoreRestored: an operator ran `sluice restore FILE`; the reason
+	// names who, the file and when it was taken.
+	EventStoreRestored = "StoreRestored"
 )
 
 // EventKinds are every kind of event, in the order `sluice events` lists them.

@@ -11,7 +11,7 @@
 // and the way out), the coordinator starts no rollout, the reaper deletes
 // nothing, and `sluice dev` loads no examples. The way out is
 // `sluice recover --confirm-empty` (StoreConfirm in the control bucket), or
-// a restore of the store.
+// `sluice restore FILE` of a `sluice backup FILE` taken earlier.
 //
 // Judge is the rule, pure; Read gathers its Evidence from the buckets. A
 // read that fails is an error, and every caller holds on an error as it
@@ -36,7 +36,7 @@ import (
 
 // WayOut is what an operator does about a lost store.
 const WayOut = "if starting from nothing is what you want, run 'sluice recover --confirm-empty' (the next revision then reconfigures those nodes); " +
-	"else restore the store from a backup; docs/operations.md, \"Disaster recovery\""
+	"else restore a backup taken earlier with 'sluice restore FILE'; docs/operations.md, \"Disaster recovery\""
 
 // Node is what one live node says it runs.
 type Node struct {

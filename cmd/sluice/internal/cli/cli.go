@@ -170,6 +170,8 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 		a.resumeCommand(),
 		a.reaperCommand(),
 		a.recoverCommand(),
+		a.backupCommand(),
+		a.restoreCommand(),
 		a.registryCommand(),
 		a.eventsCommand(),
 		a.devCommand(),

@@ -39,9 +39,11 @@ then their whole config (apply every intent you want them to keep). The
 confirmation is stored in sluice-control/store.confirm with who and when, and
 recorded as the event StoreLossConfirmed (kind store).
 
-Rebuilding the intents from what the nodes run is not possible: a node's
-config holds its intents without their node selectors (docs/operations.md,
-"Disaster recovery"). Exit 0 when stored, 1 when the store is not lost.`,
+The other way out is 'sluice restore FILE' of a 'sluice backup FILE' taken
+earlier. Rebuilding the intents from what the nodes run is not possible: a
+node's config holds its intents without their node selectors
+(docs/operations.md, "Disaster recovery"). Exit 0 when stored, 1 when the
+store is not lost.`,
 		Example: "  sluice recover --confirm-empty --reason 'store disk replaced; re-applying from git'",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

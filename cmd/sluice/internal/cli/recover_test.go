@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -162,4 +163,115 @@ func TestDisasterRecovery_StoreWipedUnderRunningAgents_NothingStartsUntilConfirm
 		t.Fatalf("apply after the confirmation: exit %d: %s", code, stderr)
 	}
 	natstest.Eventually(t, 60*time.Second, "the new revision rolled out", lastApplied(1))
+}
+
+// The other way out: a backup taken at rest is restored into the wiped
+// store; the control plane carries on where it was, nothing is rolled out
+// again and no node's config changes.
+func TestDisasterRecovery_RestoreABackup_CarriesOnWhereItWas(t *testing.T) {
+	data, exDir := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(exDir, "intents.yaml"), []byte(tenantA), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := dev.Options{DataDir: data, Listen: "127.0.0.1:-1", Agents: 3, Examples: exDir, MaxParallel: "3", Stderr: io.Discard}
+	s, err := dev.Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	url := s.URL()
+	lastApplied := func() *sluicev1.RolloutRef {
+		e, err := store.New(openBuckets(t, url).Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Get(context.Background(), contract.KeyLastApplied)
+		if err != nil {
+			return nil
+		}
+		return e.Value
+	}
+	// margin: each poll ends as soon as the rollout is done.
+	natstest.Eventually(t, 60*time.Second, "the examples rolled out", func() bool { return lastApplied().GetGeneration() == 1 })
+	older := filepath.Join(t.TempDir(), "older.json")
+	if code, stdout, stderr := sluice(t, url, "backup", older); code != 0 {
+		t.Fatalf("backup: exit %d: %s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := sluice(t, url, "delete", "routingtable", "mgmt"); code != 0 {
+		t.Fatalf("delete: exit %d: %s", code, stderr)
+	}
+	natstest.Eventually(t, 60*time.Second, "the operator's change rolled out", func() bool { return lastApplied().GetGeneration() == 2 })
+	want := lastApplied()
+	file := filepath.Join(t.TempDir(), "backup.json")
+	if code, stdout, stderr := sluice(t, url, "backup", file); code != 0 {
+		t.Fatalf("backup: exit %d: %s%s", code, stdout, stderr)
+	}
+	rolloutKeys := func() []string {
+		keys, err := store.New(openBuckets(t, url).Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }).Keys(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out []string
+		for _, k := range keys {
+			if !contract.IsControlKey(k) {
+				out = append(out, k)
+			}
+		}
+		slices.Sort(out)
+		return out
+	}
+	records := rolloutKeys()
+	nodes := s.Nodes()
+	before := configs(t, data, nodes)
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(data, "nats")); err != nil {
+		t.Fatal(err)
+	}
+	s, err = dev.Start(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	url = s.URL()
+
+	// A damaged file is refused, and nothing is written.
+	b, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	damaged := writeFile(t, "damaged.json", strings.Replace(string(b), `"eventsLastSeq": `, `"eventsLastSeq": 1`, 1))
+	if code, _, stderr := sluice(t, url, "restore", damaged); code != 1 || !strings.Contains(stderr, "damaged") {
+		t.Errorf("restore of a damaged file: exit %d, %q; want 1, damaged", code, stderr)
+	}
+	// A backup older than what the fleet runs would reconfigure it at once.
+	if code, _, stderr := sluice(t, url, "restore", older); code != 1 || !strings.Contains(stderr, "the backup is not what the fleet runs") ||
+		!strings.Contains(stderr, nodes[0]+" runs ") {
+		t.Errorf("restore of an older backup: exit %d, %q; want 1, naming the nodes", code, stderr)
+	}
+	if code, stdout, stderr := sluice(t, url, "restore", file); code != 0 || !strings.Contains(stdout, "restored") {
+		t.Fatalf("restore: exit %d: %s%s", code, stdout, stderr)
+	}
+	if got := lastApplied(); got.GetRollout() != want.GetRollout() || got.GetRevision() != want.GetRevision() {
+		t.Errorf("last-applied after the restore %v, want %v", got, want)
+	}
+	if code, stdout, stderr := sluice(t, url, "get", "nodes"); code != 0 || strings.Contains(stdout, "store is empty") {
+		t.Errorf("get nodes after the restore: exit %d:\n%s%s", code, stdout, stderr)
+	}
+	// A restore is not a rollout: give a wrong one the time to show.
+	time.Sleep(2 * time.Second)
+	if got := rolloutKeys(); !slices.Equal(got, records) {
+		t.Errorf("rollout records after the restore %v, want the backup's %v", got, records)
+	}
+	for n, b := range configs(t, data, nodes) {
+		if !bytes.Equal(b, before[n]) {
+			t.Errorf("node %s's config changed by the restore:\n%s\nwas\n%s", n, b, before[n])
+		}
+	}
+	code, stdout, _ := sluice(t, url, "events", "--kind", "store")
+	if code != 0 || !strings.Contains(stdout, contract.EventStoreRestored) {
+		t.Errorf("events --kind store: exit %d:\n%s", code, stdout)
+	}
+	// The control plane carries on: the next change rolls out as generation 3.
+	if code, _, stderr := sluice(t, url, "apply", "-f", exDir); code != 0 {
+		t.Fatalf("apply after the restore: exit %d: %s", code, stderr)
+	}
+	natstest.Eventually(t, 60*time.Second, "generation 3 rolled out", func() bool { return lastApplied().GetGeneration() == 3 })
 }
