@@ -81,6 +81,9 @@ type Config struct {
 	// it at the first answer without it. nil: per registry twice its sync
 	// interval, at least 30s.
 	DeleteAfter *time.Duration
+	// LossCheck is how often the configurator asks whether the store is
+	// lost besides every change it is asked for (storeloss.go; default 30s).
+	LossCheck time.Duration
 	// Metrics, when set, records each registry's sync state (metrics.go).
 	Metrics *Metrics
 	// Version is the build version, announced in the micro service and the
@@ -156,6 +159,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.FetchTimeout <= 0 {
 		cfg.FetchTimeout = fetchTimeout
+	}
+	if cfg.LossCheck <= 0 {
+		cfg.LossCheck = lossEvery
 	}
 	if cfg.Source == "" {
 		cfg.Source = DefaultSource
@@ -306,10 +312,17 @@ func (s *Service) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", s.st.revisions.Bucket(), err)
 	}
+	// Whether the store is lost is said when it becomes so, not only when
+	// an apply is refused: the agents' presence, which is the evidence,
+	// arrives a beat after a wipe (storeloss.go).
+	lossCheck := time.NewTicker(s.cfg.LossCheck)
+	defer lossCheck.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-lossCheck.C:
+			s.checkLost(ctx)
 		case e, ok := <-heads:
 			switch {
 			case !ok:

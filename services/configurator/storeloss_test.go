@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -13,6 +14,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/configurator"
 )
 
 // presentRunning writes node's presence as its agent does after a store
@@ -76,5 +78,23 @@ func TestApply_EmptyStoreNodesRunNothing_Accepted(t *testing.T) {
 	start(t, env)
 	if resp := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)[:1]}); resp.GetRevision() == "" {
 		t.Fatalf("first apply cut no revision: %v", resp)
+	}
+}
+
+// The loss is said when it shows, not only when an apply is refused: the
+// agents' presence arrives a beat after the wipe, after the configurator
+// started.
+func TestConfigurator_StoreBecomesLost_SaysSoOnce(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	evs := watchEvents(t, env.Conn)
+	start(t, env, func(c *configurator.Config) { c.LossCheck = 50 * time.Millisecond })
+	presentRunning(t, env, "node-01", "110b0b1c2d3e4f5a")
+	natstest.Eventually(t, wait, "a StoreLost event", func() bool { return len(evs.ofType(contract.EventStoreLost)) > 0 })
+	time.Sleep(300 * time.Millisecond) // six more checks: none may say it again
+	if n := len(evs.ofType(contract.EventStoreLost)); n != 1 {
+		t.Errorf("%d StoreLost events, want 1", n)
+	}
+	if r := evs.ofType(contract.EventStoreLost)[0].GetReason(); !strings.Contains(r, "the store is empty but 1 node runs configs of revision 110b0b1c2d3e") {
+		t.Errorf("StoreLost reason %q", r)
 	}
 }

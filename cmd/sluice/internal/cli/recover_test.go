@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"os"
@@ -268,6 +269,25 @@ func TestDisasterRecovery_RestoreABackup_CarriesOnWhereItWas(t *testing.T) {
 	code, stdout, _ := sluice(t, url, "events", "--kind", "store")
 	if code != 0 || !strings.Contains(stdout, contract.EventStoreRestored) {
 		t.Errorf("events --kind store: exit %d:\n%s", code, stdout)
+	}
+	// The events continue after the backup's last sequence.
+	var bf struct {
+		EventsLastSeq uint64 `json:"eventsLastSeq"`
+	}
+	if err := json.Unmarshal(b, &bf); err != nil {
+		t.Fatal(err)
+	}
+	nc, js, err := (&app{server: url}).jetStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	st, err := js.Stream(context.Background(), contract.StreamEvents)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info, err := st.Info(context.Background()); err != nil || info.State.FirstSeq <= bf.EventsLastSeq {
+		t.Errorf("events stream after the restore: %+v (%v), want its first sequence after the backup's last, %d", info.State, err, bf.EventsLastSeq)
 	}
 	// The control plane carries on: the next change rolls out as generation 3.
 	if code, _, stderr := sluice(t, url, "apply", "-f", exDir); code != 0 {
