@@ -1,10 +1,10 @@
 // Package storeloss is the one home of the rule "the store is lost": the
 // control plane's store (JetStream) holds no rollout record and none of the
 // revisions that live nodes say they run (their presence names it, from
-// the agent's last-good on disk), and no operator has
-// confirmed that starting from nothing is wanted. It is what a wiped or
-// replaced store looks like while the fleet keeps its configs; a first
-// install looks different (its nodes run nothing yet).
+// the agent's last-good on disk), and no operator has confirmed that
+// starting from nothing is wanted. It is what a wiped or replaced store
+// looks like while the fleet keeps its configs; a first install looks
+// different (its nodes run nothing yet).
 //
 // While the store is lost nothing is started: the configurator cuts no
 // revision (an apply or a registry sync is refused, naming the situation
