@@ -20,7 +20,7 @@ const (
 	BucketNodes        = "sluice-nodes"        // agent of <node>: <node> → NodePresence (TTL = heartbeat lease)
 	BucketRollouts     = "sluice-rollouts"     // coordinator: <id> → Rollout, active / last-applied → RolloutRef
 	BucketLeases       = "sluice-leases"       // whoever holds it: <component> → LeaderLease (TTL = leader lease)
-	BucketControl      = "sluice-control"      // operators (the CLI): abort.<rollout> → AbortRequest, forgive.<fingerprint> → ForgiveRequest, pause and pause.<rollout> → PauseRequest, reaper.confirm → ReapConfirm, registry.<name> → RegistrySpec, registry.<name>.confirm → RegistryConfirm
+	BucketControl      = "sluice-control"      // operators (the CLI): abort.<rollout> → AbortRequest, forgive.<fingerprint> → ForgiveRequest, pause and pause.<rollout> → PauseRequest, reaper.confirm → ReapConfirm, store.confirm → StoreConfirm, registry.<name> → RegistrySpec, registry.<name>.confirm → RegistryConfirm
 	BucketInstances    = "sluice-instances"    // each service instance: <component>.<instance> → Instance (TTL = node lease)
 	BucketRegistries   = "sluice-registries"   // configurator: <name> → RegistryStatus
 	StreamEvents       = "SLUICE_EVENTS"       // everyone: sluice.events.<kind>.<id> → Event
@@ -35,6 +35,7 @@ const (
 	LeaseCoordinator = "coordinator"    // leases: the rollout-coordinator's leader lease
 	KeyPause         = "pause"          // control: the whole control plane's PauseRequest
 	KeyReapConfirm   = "reaper.confirm" // control: an operator's ReapConfirm of held node deletions
+	KeyStoreConfirm  = "store.confirm"  // control: an operator's StoreConfirm that a lost store is to start from nothing (pkg/storeloss)
 )
 
 // KeyFence is the term fence the coordinator keeps in every bucket it writes
@@ -64,10 +65,30 @@ const (
 	// KindQuarantine: a stored value refused at intake (ValueUnreadable):
 	// id QuarantineID(bucket, key).
 	KindQuarantine = "quarantine"
+	// KindStore: the store as a whole (id IDStore): found lost, or its loss
+	// confirmed by an operator (pkg/storeloss).
+	KindStore = "store"
+)
+
+// IDStore is the id of every event of kind store.
+const IDStore = "store"
+
+// Store events (kind store, id IDStore).
+const (
+	// EventStoreLost: the store holds no record of a finished rollout nor
+	// the revisions live nodes run (pkg/storeloss); nothing is started
+	// until an operator recovers. Emitted once by the configurator.
+	EventStoreLost = "StoreLost"
+	// EventStoreLossConfirmed: an operator ran `sluice recover
+	// --confirm-empty`; the reason names who, and what the rule saw.
+	EventStoreLossConfirmed = "StoreLossConfirmed"
+	// EventStoreRestored: an operator ran `sluice restore FILE`; the reason
+	// names who, the file and when it was taken.
+	EventStoreRestored = "StoreRestored"
 )
 
 // EventKinds are every kind of event, in the order `sluice events` lists them.
-var EventKinds = []string{KindNode, KindRollout, KindRevision, KindIntent, KindFingerprint, KindLeader, KindRegistry, KindInstance, KindFreeze, KindGate, KindControl, KindQuarantine}
+var EventKinds = []string{KindNode, KindRollout, KindRevision, KindIntent, KindFingerprint, KindLeader, KindRegistry, KindInstance, KindFreeze, KindGate, KindControl, KindQuarantine, KindStore}
 
 // GateEventID is the id of an event about gate of rollout: "<rollout>.<gate>".
 func GateEventID(rollout, gate string) string { return rollout + "." + gate }
@@ -186,6 +207,7 @@ const (
 	ErrCodeNotFound    = "404"
 	ErrCodeConflict    = "409" // state moved under the request; retry
 	ErrCodeUnavailable = "503" // the control plane failed; retry
+	ErrCodeStoreLost   = "412" // the store is lost (pkg/storeloss): nothing is started until an operator recovers
 )
 
 // AbortKey is the control key asking the coordinator to abort rollout id.

@@ -349,15 +349,23 @@ func (x *BakeChecks) GetFor() *durationpb.Duration {
 // NodePresence is the value of nodes/<node>: the agent's heartbeat lease.
 // The bucket's TTL expires it when the agent stops heartbeating.
 type NodePresence struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	Labels        map[string]string      `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	AgentVersion  string                 `protobuf:"bytes,3,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	HeartbeatAt   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=heartbeat_at,json=heartbeatAt,proto3" json:"heartbeat_at,omitempty"`
-	Pause         *PauseAck              `protobuf:"bytes,6,opt,name=pause,proto3" json:"pause,omitempty"` // the pause generation this node's agent has reached (see PauseRequest)
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Node         string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Labels       map[string]string      `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	AgentVersion string                 `protobuf:"bytes,3,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	StartedAt    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	HeartbeatAt  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=heartbeat_at,json=heartbeatAt,proto3" json:"heartbeat_at,omitempty"`
+	Pause        *PauseAck              `protobuf:"bytes,6,opt,name=pause,proto3" json:"pause,omitempty"` // the pause generation this node's agent has reached (see PauseRequest)
+	// The config this node runs, from the agent's last-good copy on its own
+	// disk (the last config it applied and proved): so that a control plane
+	// whose store was lost still learns, at the node's next beat, what every
+	// live node runs (pkg/storeloss). Empty when the node has no last-good.
+	// (Field numbers from 20: 7-19 are left for the version-skew fields.)
+	InForceRevision    string `protobuf:"bytes,20,opt,name=in_force_revision,json=inForceRevision,proto3" json:"in_force_revision,omitempty"`
+	InForceFingerprint string `protobuf:"bytes,21,opt,name=in_force_fingerprint,json=inForceFingerprint,proto3" json:"in_force_fingerprint,omitempty"`
+	InForceRollout     string `protobuf:"bytes,22,opt,name=in_force_rollout,json=inForceRollout,proto3" json:"in_force_rollout,omitempty"`
+	unknownFields      protoimpl.UnknownFields
+	sizeCache          protoimpl.SizeCache
 }
 
 func (x *NodePresence) Reset() {
@@ -430,6 +438,27 @@ func (x *NodePresence) GetPause() *PauseAck {
 		return x.Pause
 	}
 	return nil
+}
+
+func (x *NodePresence) GetInForceRevision() string {
+	if x != nil {
+		return x.InForceRevision
+	}
+	return ""
+}
+
+func (x *NodePresence) GetInForceFingerprint() string {
+	if x != nil {
+		return x.InForceFingerprint
+	}
+	return ""
+}
+
+func (x *NodePresence) GetInForceRollout() string {
+	if x != nil {
+		return x.InForceRollout
+	}
+	return ""
 }
 
 // NodeStatus is the value of status/<node>, written only by that node's agent.
@@ -719,7 +748,7 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"BakeChecks\x12\x16\n" +
 	"\x06passes\x18\x01 \x01(\rR\x06passes\x125\n" +
 	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12+\n" +
-	"\x03for\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03for\"\xe4\x02\n" +
+	"\x03for\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03for\"\xec\x03\n" +
 	"\fNodePresence\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12;\n" +
 	"\x06labels\x18\x02 \x03(\v2#.sluice.v1.NodePresence.LabelsEntryR\x06labels\x12#\n" +
@@ -727,7 +756,10 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\n" +
 	"started_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12=\n" +
 	"\fheartbeat_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\x12)\n" +
-	"\x05pause\x18\x06 \x01(\v2\x13.sluice.v1.PauseAckR\x05pause\x1a9\n" +
+	"\x05pause\x18\x06 \x01(\v2\x13.sluice.v1.PauseAckR\x05pause\x12*\n" +
+	"\x11in_force_revision\x18\x14 \x01(\tR\x0finForceRevision\x120\n" +
+	"\x14in_force_fingerprint\x18\x15 \x01(\tR\x12inForceFingerprint\x12(\n" +
+	"\x10in_force_rollout\x18\x16 \x01(\tR\x0einForceRollout\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x04\n" +

@@ -196,6 +196,89 @@ func (x *ReapConfirm) GetReason() string {
 	return ""
 }
 
+// StoreConfirm is the value of control/store.confirm: an operator's
+// `sluice recover --confirm-empty`, saying that a store holding no record
+// of a finished rollout, while live nodes run configs it does not hold
+// (pkg/storeloss), is what they want: the control plane starts from
+// nothing again, and the next revision reconfigures those nodes. It stays
+// as the audit record; a store lost again loses it too.
+type StoreConfirm struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	By     string                 `protobuf:"bytes,1,opt,name=by,proto3" json:"by,omitempty"`
+	At     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=at,proto3" json:"at,omitempty"`
+	Reason string                 `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What the store-loss rule saw when the operator confirmed.
+	Nodes         uint32   `protobuf:"varint,4,opt,name=nodes,proto3" json:"nodes,omitempty"`
+	Revisions     []string `protobuf:"bytes,5,rep,name=revisions,proto3" json:"revisions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoreConfirm) Reset() {
+	*x = StoreConfirm{}
+	mi := &file_sluice_v1_control_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoreConfirm) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoreConfirm) ProtoMessage() {}
+
+func (x *StoreConfirm) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_control_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoreConfirm.ProtoReflect.Descriptor instead.
+func (*StoreConfirm) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_control_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *StoreConfirm) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
+func (x *StoreConfirm) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *StoreConfirm) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *StoreConfirm) GetNodes() uint32 {
+	if x != nil {
+		return x.Nodes
+	}
+	return 0
+}
+
+func (x *StoreConfirm) GetRevisions() []string {
+	if x != nil {
+		return x.Revisions
+	}
+	return nil
+}
+
 // PauseAck is the pause generation one component instance has reached. An
 // instance acknowledges a pause once it has finished what it was doing and
 // starts nothing new (the coordinator: no node operation in flight; an
@@ -216,7 +299,7 @@ type PauseAck struct {
 
 func (x *PauseAck) Reset() {
 	*x = PauseAck{}
-	mi := &file_sluice_v1_control_proto_msgTypes[2]
+	mi := &file_sluice_v1_control_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -228,7 +311,7 @@ func (x *PauseAck) String() string {
 func (*PauseAck) ProtoMessage() {}
 
 func (x *PauseAck) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_control_proto_msgTypes[2]
+	mi := &file_sluice_v1_control_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -241,7 +324,7 @@ func (x *PauseAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseAck.ProtoReflect.Descriptor instead.
 func (*PauseAck) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_control_proto_rawDescGZIP(), []int{2}
+	return file_sluice_v1_control_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *PauseAck) GetGeneration() uint64 {
@@ -299,7 +382,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_sluice_v1_control_proto_msgTypes[3]
+	mi := &file_sluice_v1_control_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +394,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_control_proto_msgTypes[3]
+	mi := &file_sluice_v1_control_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +407,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_control_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_control_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Instance) GetComponent() string {
@@ -400,7 +483,7 @@ type Freeze struct {
 
 func (x *Freeze) Reset() {
 	*x = Freeze{}
-	mi := &file_sluice_v1_control_proto_msgTypes[4]
+	mi := &file_sluice_v1_control_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -412,7 +495,7 @@ func (x *Freeze) String() string {
 func (*Freeze) ProtoMessage() {}
 
 func (x *Freeze) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_control_proto_msgTypes[4]
+	mi := &file_sluice_v1_control_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -425,7 +508,7 @@ func (x *Freeze) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Freeze.ProtoReflect.Descriptor instead.
 func (*Freeze) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_control_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_control_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Freeze) GetId() string {
@@ -489,7 +572,13 @@ const file_sluice_v1_control_proto_rawDesc = "" +
 	"\x05nodes\x18\x01 \x03(\tR\x05nodes\x12\x0e\n" +
 	"\x02by\x18\x02 \x01(\tR\x02by\x12*\n" +
 	"\x02at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
-	"\x06reason\x18\x04 \x01(\tR\x06reason\"\xa3\x01\n" +
+	"\x06reason\x18\x04 \x01(\tR\x06reason\"\x96\x01\n" +
+	"\fStoreConfirm\x12\x0e\n" +
+	"\x02by\x18\x01 \x01(\tR\x02by\x12*\n" +
+	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x14\n" +
+	"\x05nodes\x18\x04 \x01(\rR\x05nodes\x12\x1c\n" +
+	"\trevisions\x18\x05 \x03(\tR\trevisions\"\xa3\x01\n" +
 	"\bPauseAck\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -530,30 +619,32 @@ func file_sluice_v1_control_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_control_proto_rawDescData
 }
 
-var file_sluice_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 5)
+var file_sluice_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
 var file_sluice_v1_control_proto_goTypes = []any{
 	(*PauseRequest)(nil),          // 0: sluice.v1.PauseRequest
 	(*ReapConfirm)(nil),           // 1: sluice.v1.ReapConfirm
-	(*PauseAck)(nil),              // 2: sluice.v1.PauseAck
-	(*Instance)(nil),              // 3: sluice.v1.Instance
-	(*Freeze)(nil),                // 4: sluice.v1.Freeze
-	(*timestamppb.Timestamp)(nil), // 5: google.protobuf.Timestamp
+	(*StoreConfirm)(nil),          // 2: sluice.v1.StoreConfirm
+	(*PauseAck)(nil),              // 3: sluice.v1.PauseAck
+	(*Instance)(nil),              // 4: sluice.v1.Instance
+	(*Freeze)(nil),                // 5: sluice.v1.Freeze
+	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
 }
 var file_sluice_v1_control_proto_depIdxs = []int32{
-	5, // 0: sluice.v1.PauseRequest.at:type_name -> google.protobuf.Timestamp
-	5, // 1: sluice.v1.ReapConfirm.at:type_name -> google.protobuf.Timestamp
-	5, // 2: sluice.v1.PauseAck.at:type_name -> google.protobuf.Timestamp
-	5, // 3: sluice.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	5, // 4: sluice.v1.Instance.heartbeat_at:type_name -> google.protobuf.Timestamp
-	2, // 5: sluice.v1.Instance.pause:type_name -> sluice.v1.PauseAck
-	5, // 6: sluice.v1.Freeze.from:type_name -> google.protobuf.Timestamp
-	5, // 7: sluice.v1.Freeze.to:type_name -> google.protobuf.Timestamp
-	5, // 8: sluice.v1.Freeze.created_at:type_name -> google.protobuf.Timestamp
-	9, // [9:9] is the sub-list for method output_type
-	9, // [9:9] is the sub-list for method input_type
-	9, // [9:9] is the sub-list for extension type_name
-	9, // [9:9] is the sub-list for extension extendee
-	0, // [0:9] is the sub-list for field type_name
+	6,  // 0: sluice.v1.PauseRequest.at:type_name -> google.protobuf.Timestamp
+	6,  // 1: sluice.v1.ReapConfirm.at:type_name -> google.protobuf.Timestamp
+	6,  // 2: sluice.v1.StoreConfirm.at:type_name -> google.protobuf.Timestamp
+	6,  // 3: sluice.v1.PauseAck.at:type_name -> google.protobuf.Timestamp
+	6,  // 4: sluice.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	6,  // 5: sluice.v1.Instance.heartbeat_at:type_name -> google.protobuf.Timestamp
+	3,  // 6: sluice.v1.Instance.pause:type_name -> sluice.v1.PauseAck
+	6,  // 7: sluice.v1.Freeze.from:type_name -> google.protobuf.Timestamp
+	6,  // 8: sluice.v1.Freeze.to:type_name -> google.protobuf.Timestamp
+	6,  // 9: sluice.v1.Freeze.created_at:type_name -> google.protobuf.Timestamp
+	10, // [10:10] is the sub-list for method output_type
+	10, // [10:10] is the sub-list for method input_type
+	10, // [10:10] is the sub-list for extension type_name
+	10, // [10:10] is the sub-list for extension extendee
+	0,  // [0:10] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_control_proto_init() }
@@ -567,7 +658,7 @@ func file_sluice_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_control_proto_rawDesc), len(file_sluice_v1_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   5,
+			NumMessages:   6,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

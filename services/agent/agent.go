@@ -184,6 +184,10 @@ type Agent struct {
 	pz         pausing
 	run        running // the operation the worker runs
 
+	// inForce is the worker's last-good, for the presence to carry
+	// (presence.go): written by the worker, read by Run's loop.
+	inForce atomic.Pointer[sluicev1.DesiredConfig]
+
 	pres   presence  // touched by Run's loop only
 	in     intake    // touched by Run's loop only
 	worker workState // touched by the worker only (after Run's setup)

@@ -40,6 +40,7 @@ func (a *Agent) loadLastGood() error {
 		return nil
 	}
 	a.worker.applied, a.worker.lastGood = cfg.GetFingerprint(), cfg
+	a.inForce.Store(cfg)
 	a.log.Info().Str(logging.FieldFingerprint, cfg.GetFingerprint()).Str(logging.FieldRevision, cfg.GetRevision()).
 		Msg("loaded last-good config")
 	return nil

@@ -45,6 +45,11 @@ func (a *Agent) heartbeat(ctx context.Context) (ok bool) {
 		HeartbeatAt:  timestamppb.New(a.cfg.Now()),
 		Pause:        a.currentAck(),
 	}
+	// What the node runs, from its last-good on disk: the one statement of
+	// it that survives a lost store (docs/agent.md, "What a node runs").
+	if lg := a.inForce.Load(); lg != nil {
+		p.InForceRevision, p.InForceFingerprint, p.InForceRollout = lg.GetRevision(), lg.GetFingerprint(), lg.GetRollout()
+	}
 	bctx, cancel := context.WithTimeout(ctx, a.beatAttempt())
 	defer cancel()
 	if a.pres.rev != 0 {

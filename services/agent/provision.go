@@ -202,6 +202,7 @@ func (a *Agent) apply(ctx context.Context, d *sluicev1.DesiredConfig) error {
 // force and healthy, and the fault is the node's disk, not the config.
 func (a *Agent) commit(d *sluicev1.DesiredConfig) {
 	a.worker.applied, a.worker.lastGood = d.GetFingerprint(), d
+	a.inForce.Store(d)
 	if err := a.saveLastGood(d); err != nil {
 		a.log.Error().Err(err).Str(logging.FieldFingerprint, d.GetFingerprint()).
 			Msg("config applied but last-good could not be saved; the node cannot restore it after a restart")

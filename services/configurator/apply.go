@@ -50,6 +50,9 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	if err := s.rollForward(ctx); err != nil {
 		return nil, unavailable(err)
 	}
+	if err := s.refuseLost(ctx, "the apply"); err != nil {
+		return nil, err
+	}
 	in, err := s.readStored(ctx)
 	if err != nil {
 		return nil, unavailable(err)
@@ -297,6 +300,9 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 	defer s.mu.Unlock()
 	if err := s.rollForward(ctx); err != nil {
 		return nil, unavailable(err)
+	}
+	if err := s.refuseLost(ctx, "the delete"); err != nil {
+		return nil, err
 	}
 	cur, err := s.st.intents.Get(ctx, key)
 	switch {

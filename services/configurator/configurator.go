@@ -81,6 +81,9 @@ type Config struct {
 	// it at the first answer without it. nil: per registry twice its sync
 	// interval, at least 30s.
 	DeleteAfter *time.Duration
+	// LossCheck is how often the configurator asks whether the store is
+	// lost besides every change it is asked for (storeloss.go; default 30s).
+	LossCheck time.Duration
 	// Metrics, when set, records each registry's sync state (metrics.go).
 	Metrics *Metrics
 	// Version is the build version, announced in the micro service and the
@@ -121,6 +124,10 @@ type Service struct {
 
 	// readiness is what Ready reports.
 	readiness health.State
+
+	// lost: the store was last found lost (storeloss.go), so StoreLost is
+	// emitted once until it is not.
+	lost atomic.Bool
 }
 
 // Ready reports whether the configurator answers requests, and why in one
@@ -139,6 +146,7 @@ type state struct {
 	invalid   *store.Store[*sluicev1.InvalidFingerprint] // read only: refusing known-bad revisions
 	nodes     *store.Store[*sluicev1.NodePresence]       // read only: whom a revision would reach
 	specs     *store.Store[*sluicev1.RegistrySpec]       // read only: which registries own intents
+	set       *buckets.Set                               // read only: whether the store is lost (storeloss.go)
 }
 
 // New checks cfg and fills in defaults; it does no I/O.
@@ -156,6 +164,9 @@ func New(cfg Config) (*Service, error) {
 	}
 	if cfg.FetchTimeout <= 0 {
 		cfg.FetchTimeout = fetchTimeout
+	}
+	if cfg.LossCheck <= 0 {
+		cfg.LossCheck = lossEvery
 	}
 	if cfg.Source == "" {
 		cfg.Source = DefaultSource
@@ -202,6 +213,7 @@ func (s *Service) run(ctx context.Context) error {
 		invalid:   store.New(b.Fingerprints, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }),
 		nodes:     store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }),
 		specs:     store.New(b.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} }),
+		set:       b,
 	}
 	s.events = events.NewEmitter(js, s.cfg.Log, Component, s.cfg.Now)
 	s.quarantine = events.NewQuarantine(s.events)
@@ -305,10 +317,17 @@ func (s *Service) run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("watch %s: %w", s.st.revisions.Bucket(), err)
 	}
+	// Whether the store is lost is said when it becomes so, not only when
+	// an apply is refused: the agents' presence, which is the evidence,
+	// arrives a beat after a wipe (storeloss.go).
+	lossCheck := time.NewTicker(s.cfg.LossCheck)
+	defer lossCheck.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-lossCheck.C:
+			s.checkLost(ctx)
 		case e, ok := <-heads:
 			switch {
 			case !ok:
@@ -472,6 +491,12 @@ func (s *Service) reconcile(ctx context.Context) error {
 	}
 	defer s.mu.Unlock()
 	if err := s.rollForward(ctx); err != nil {
+		return err
+	}
+	if err := s.refuseLost(ctx, "reconciling the head with the stored intents"); err != nil {
+		if ae := (*apiError)(nil); errors.As(err, &ae) && ae.code == contract.ErrCodeStoreLost {
+			return nil // said once (refuseLost); an operator's recover lifts it
+		}
 		return err
 	}
 	in, err := s.readStored(ctx)

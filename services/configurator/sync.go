@@ -80,6 +80,9 @@ func (s *Service) syncRegistry(ctx context.Context, spec *sluicev1.RegistrySpec,
 	if err := s.rollForward(ctx); err != nil {
 		return syncPlan{}, err
 	}
+	if err := s.refuseLost(ctx, "the sync of registry "+spec.GetName()); err != nil {
+		return syncPlan{}, err
+	}
 	in, err := s.readStored(ctx)
 	if err != nil {
 		return syncPlan{}, err

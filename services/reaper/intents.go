@@ -34,6 +34,9 @@ func (r *Reaper) CollectIntents(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if hold, err := r.holdForLoss(ctx, h); hold || err != nil {
+		return err
+	}
 	all, err := h.intents.List(ctx, ">")
 	if err != nil {
 		return fmt.Errorf("list intents: %w", err)

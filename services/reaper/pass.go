@@ -26,6 +26,9 @@ func (r *Reaper) Pass(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if hold, err := r.holdForLoss(ctx, h); hold || err != nil {
+		return err
+	}
 	f, err := r.fleetFor(ctx, h)
 	if err != nil {
 		return err

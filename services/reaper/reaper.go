@@ -127,9 +127,12 @@ type Reaper struct {
 	// holding is the set of nodes the mass-deletion guard holds, as last
 	// reported ("" = none).
 	holding string
-	h       *handles // opened on first use
-	view    *watched // the fleet as Run's watches see it (fleet.go); nil outside Run
-	passes  int      // passes so far (every relistEvery-th lists)
+	// lost is the store loss as last reported ("" = the store is whole),
+	// so a pass held by it says so once (storeloss.go).
+	lost   string
+	h      *handles // opened on first use
+	view   *watched // the fleet as Run's watches see it (fleet.go); nil outside Run
+	passes int      // passes so far (every relistEvery-th lists)
 	// listings counts the passes that listed the buckets' keys (fleet.go).
 	listings atomic.Uint64
 
@@ -191,6 +194,7 @@ type handles struct {
 	// revisions reads revisions/pending (an ApplyJournal), existence only.
 	revisions *store.Store[*sluicev1.ApplyJournal]
 	records   *store.Store[*sluicev1.Rollout]
+	set       *buckets.Set // whether the store is lost (storeloss.go)
 }
 
 // New checks cfg and fills in defaults. It does no I/O.
@@ -533,6 +537,7 @@ func (r *Reaper) openWith(ctx context.Context, js jetstream.JetStream) (*handles
 		heads:      store.New(b.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }),
 		revisions:  store.New(b.Revisions, func() *sluicev1.ApplyJournal { return &sluicev1.ApplyJournal{} }),
 		records:    store.New(b.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }),
+		set:        b,
 	}
 	return r.h, nil
 }

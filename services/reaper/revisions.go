@@ -45,6 +45,9 @@ func (r *Reaper) CollectRevisions(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	if hold, err := r.holdForLoss(ctx, h); hold || err != nil {
+		return err
+	}
 	all, err := h.revs.List(ctx, ">")
 	if err != nil {
 		return fmt.Errorf("list revisions: %w", err)

@@ -56,6 +56,9 @@ func (lp *loop) load(ctx context.Context, w watches) (rollout.Loaded, error) {
 		if ev.HeadRev, err = lp.revision(ctx, contract.BucketRevisions, contract.KeyHead, ev.Head.GetRevision()); err != nil {
 			return ev, err
 		}
+		if ev.StoreLost, err = lp.storeLost(ctx); err != nil {
+			return ev, err
+		}
 		id := contract.RolloutID(ev.Head.GetGeneration(), ev.Head.GetRevision())
 		r, err := lp.rollouts.Get(ctx, id)
 		switch {

@@ -44,6 +44,8 @@ type loop struct {
 	forgives    *store.Store[*sluicev1.ForgiveRequest] // control/forgive.<fingerprint>, written by operators
 	pauses      *store.Store[*sluicev1.PauseRequest]   // control/pause and pause.<rollout>, written by operators
 	freezes     *store.Store[*sluicev1.Freeze]         // control/freeze.<id>, written by operators
+	confirms    *store.Store[*sluicev1.StoreConfirm]   // control/store.confirm, written by operators
+	set         *buckets.Set                           // whether the store is lost (storeloss.go)
 
 	// acked announces the control-plane pause generation this leader
 	// reached (its instance presence); nil in tests without one.
@@ -105,6 +107,8 @@ func newLoop(b *buckets.Set, cfg Config, log zerolog.Logger, em *events.Emitter,
 		forgives:    store.New(b.Control, func() *sluicev1.ForgiveRequest { return &sluicev1.ForgiveRequest{} }),
 		pauses:      store.New(b.Control, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} }),
 		freezes:     store.New(b.Control, func() *sluicev1.Freeze { return &sluicev1.Freeze{} }),
+		confirms:    store.New(b.Control, func() *sluicev1.StoreConfirm { return &sluicev1.StoreConfirm{} }),
+		set:         b,
 		st:          rollout.NewState(),
 		writeFails:  make(chan error, 1),
 		landedSig:   make(chan struct{}, 1),
@@ -218,6 +222,8 @@ func (lp *loop) run(ctx context.Context) error {
 			})
 		case e, ok := <-w.freeze:
 			ev, err = freezeEvent(lp, e, ok)
+		case e, ok := <-w.storeConfirm:
+			ev, err = lp.storeConfirmEvent(ctx, e, ok)
 		case e, ok := <-w.nodes:
 			ev, err = lp.presenceEvent(e, ok)
 		case e, ok := <-w.status:

@@ -67,6 +67,7 @@ type watches struct {
 	pause        <-chan store.Entry[*sluicev1.PauseRequest] // control/pause
 	rolloutPause <-chan store.Entry[*sluicev1.PauseRequest] // control/pause.<rollout>
 	freeze       <-chan store.Entry[*sluicev1.Freeze]
+	storeConfirm <-chan store.Entry[*sluicev1.StoreConfirm] // control/store.confirm
 }
 
 // watch opens the term's watches.
@@ -86,6 +87,9 @@ func (lp *loop) watch(ctx context.Context) (watches, error) {
 	open(func() (err error) { w.pause, err = lp.pauses.Watch(ctx, contract.KeyPause); return })
 	open(func() (err error) { w.rolloutPause, err = lp.pauses.Watch(ctx, contract.RolloutPauseKey(">")); return })
 	open(func() (err error) { w.freeze, err = lp.freezes.Watch(ctx, contract.FreezeKey(">")); return })
+	if lp.confirms != nil {
+		open(func() (err error) { w.storeConfirm, err = lp.confirms.Watch(ctx, contract.KeyStoreConfirm); return })
+	}
 	return w, err
 }
 
@@ -108,7 +112,11 @@ func (lp *loop) headEvent(ctx context.Context, e store.Entry[*sluicev1.Head], ok
 	if err := lp.freezesNow(ctx); err != nil {
 		return nil, err
 	}
-	return rollout.HeadMoved{Head: e.Value, Rev: rev}, nil
+	lost, err := lp.storeLost(ctx)
+	if err != nil {
+		return nil, err // the term reloads: an unreadable answer starts nothing
+	}
+	return rollout.HeadMoved{Head: e.Value, Rev: rev, StoreLost: lost}, nil
 }
 
 // freezesNow takes in every freeze stored now, before a head that moved is

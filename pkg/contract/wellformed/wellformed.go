@@ -234,6 +234,14 @@ func control(key string, v proto.Message) error {
 	if key == contract.KeyPause {
 		return check(v, func(p *sluicev1.PauseRequest) error { return pause(p, "") })
 	}
+	if key == contract.KeyStoreConfirm {
+		return check(v, func(c *sluicev1.StoreConfirm) error {
+			if c.GetBy() == "" || c.GetAt() == nil {
+				return errors.New("the confirmation names no operator or no time (a value of another type?)")
+			}
+			return nil
+		})
+	}
 	if key == contract.KeyReapConfirm {
 		return check(v, func(c *sluicev1.ReapConfirm) error {
 			if len(c.GetNodes()) == 0 {
@@ -273,9 +281,9 @@ func control(key string, v proto.Message) error {
 			return nil
 		})
 	}
-	return fmt.Errorf("not a key of this bucket: want %s, %s.<rollout>, %s, %s, %s, %s, %s or %s",
+	return fmt.Errorf("not a key of this bucket: want %s, %s.<rollout>, %s, %s, %s, %s, %s, %s or %s",
 		contract.KeyPause, contract.KeyPause, contract.AbortKey("<rollout>"), contract.ForgiveKey("<fingerprint>"),
-		contract.FreezeKey("<id>"), contract.KeyReapConfirm, contract.RegistryKey("<name>"), contract.RegistryConfirmKey("<name>"))
+		contract.FreezeKey("<id>"), contract.KeyReapConfirm, contract.KeyStoreConfirm, contract.RegistryKey("<name>"), contract.RegistryConfirmKey("<name>"))
 }
 
 // pause: every pause and resume is a new generation (from 1); a rollout's
@@ -298,7 +306,7 @@ var storedTypes = []proto.Message{
 	&sluicev1.StoredIntent{}, &sluicev1.Revision{}, &sluicev1.Head{}, &sluicev1.ApplyJournal{},
 	&sluicev1.DesiredConfig{}, &sluicev1.Fence{}, &sluicev1.InvalidFingerprint{}, &sluicev1.NodeStatus{},
 	&sluicev1.NodePresence{}, &sluicev1.Rollout{}, &sluicev1.RolloutRef{}, &sluicev1.LeaderLease{},
-	&sluicev1.AbortRequest{}, &sluicev1.ForgiveRequest{}, &sluicev1.PauseRequest{}, &sluicev1.ReapConfirm{},
+	&sluicev1.AbortRequest{}, &sluicev1.ForgiveRequest{}, &sluicev1.PauseRequest{}, &sluicev1.ReapConfirm{}, &sluicev1.StoreConfirm{},
 	&sluicev1.RegistrySpec{}, &sluicev1.RegistryConfirm{}, &sluicev1.Instance{}, &sluicev1.RegistryStatus{},
 }
 

@@ -102,6 +102,8 @@ func TestCheck(t *testing.T) {
 		{"freeze of another", contract.BucketControl, contract.FreezeKey("xmas"), &sluicev1.Freeze{Id: "easter", From: timestamppb.New(time.Unix(100, 0)), To: timestamppb.New(time.Unix(200, 0))}, `not "xmas"`},
 		{"freeze ending before it starts", contract.BucketControl, contract.FreezeKey("xmas"), &sluicev1.Freeze{Id: "xmas", From: timestamppb.New(time.Unix(200, 0)), To: timestamppb.New(time.Unix(100, 0))}, "no period"},
 		{"empty forgive", contract.BucketControl, contract.ForgiveKey("abc"), &sluicev1.ForgiveRequest{}, `names fingerprint ""`},
+		{"store confirm", contract.BucketControl, contract.KeyStoreConfirm, &sluicev1.StoreConfirm{By: "ops", At: at}, ""},
+		{"store confirm naming no one", contract.BucketControl, contract.KeyStoreConfirm, &sluicev1.StoreConfirm{At: at}, "names no operator"},
 		{"reap confirm", contract.BucketControl, contract.KeyReapConfirm, &sluicev1.ReapConfirm{Nodes: []string{"n1"}, At: at}, ""},
 		{"empty reap confirm", contract.BucketControl, contract.KeyReapConfirm, &sluicev1.ReapConfirm{At: at}, "names no node"},
 		{"registry spec", contract.BucketControl, contract.RegistryKey("redis"), &sluicev1.RegistrySpec{Name: "redis"}, ""},

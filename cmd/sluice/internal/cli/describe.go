@@ -177,6 +177,9 @@ func writeNodeDescription(w io.Writer, d nodeDescription, now time.Time) {
 			labels[i] = k + "=" + p.GetLabels()[k]
 		}
 		line("Labels:", "%s", cmp.Or(strings.Join(labels, ", "), "(none)"))
+		if runs := inForceLine(p); runs != "" {
+			line("Runs:", "%s (the agent's last-good, as its presence says)", runs)
+		}
 	} else {
 		line("Present:", "no (no presence lease: the agent is stopped, cut off or gone)")
 	}
@@ -202,7 +205,7 @@ func writeNodeDescription(w io.Writer, d nodeDescription, now time.Time) {
 		label string
 		d     *sluicev1.DesiredConfig
 		none  string
-	}{{"Desired:", d.Desired, "none written (the node has never been configured)"},
+	}{{"Desired:", d.Desired, noDesired(d.Presence)},
 		{"Backup:", d.Backup, "none (no rollout has changed this node's config yet)"}} {
 		if c.d == nil {
 			line(c.label, "%s", c.none)
@@ -274,4 +277,13 @@ func before(now time.Time, t *timestamppb.Timestamp) string {
 		return none
 	}
 	return age(now, t) + " ago"
+}
+
+// noDesired says why a node has no desired config: never configured, or,
+// when its agent says it runs one, a store that holds none (lost).
+func noDesired(p *sluicev1.NodePresence) string {
+	if runs := inForceLine(p); runs != "" {
+		return "none stored, yet the node runs " + runs + " (the store holds no record of it: lost or wiped?)"
+	}
+	return "none written (the node has never been configured)"
 }

@@ -218,6 +218,15 @@ func (a *app) printGet(ctx context.Context, w io.Writer, js jetstream.KeyValueMa
 	if err := printListing(w, l, bad, output, a.now()); err != nil {
 		return missing, err
 	}
+	if _, ok := l.(nodeList); ok {
+		if note := storeLossNote(ctx, js); note != "" {
+			if tabular {
+				fmt.Fprintf(w, "\n%s\n", note)
+			} else {
+				fmt.Fprintln(a.streams.Err, note)
+			}
+		}
+	}
 	if rl, ok := l.(rolloutList); ok {
 		if note := a.noLeaderNote(ctx, js, rl.activeRollout()); note != "" {
 			if tabular {

@@ -199,10 +199,15 @@ func (l nodeList) table(now time.Time) [][]string {
 		if last == nil {
 			last = n.Presence.GetHeartbeatAt()
 		}
+		fp, msg := n.Status.GetFingerprint(), n.Status.GetMessage()
+		if n.Status == nil && n.Presence.GetInForceFingerprint() != "" {
+			// No status stored (a lost store): what the agent says it runs.
+			fp, msg = n.Presence.GetInForceFingerprint(), "no status stored; the agent runs its last-good"
+		}
 		rows = append(rows, []string{
 			n.Name, present, labelString(n.Presence.GetLabels()), nodePhase(n.Status.GetPhase()),
-			shortN(n.Status.GetFingerprint(), 12), short(n.Revision()),
-			oneLine(n.Status.GetMessage(), 60), age(now, last),
+			shortN(fp, 12), short(n.Revision()),
+			oneLine(msg, 60), age(now, last),
 		})
 	}
 	return rows

@@ -117,6 +117,13 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool, output s
 	}
 	defer sn.Close()
 	js, kv := sn.js, sn.kv[contract.BucketRollouts]
+	if id == "" {
+		// A lost store holds no rollout record: say why, not "apply first"
+		// (an apply is refused until an operator recovers).
+		if loss, err := readLoss(ctx, js); err == nil && loss != nil {
+			return &ExitError{Code: ExitUnreadable, Err: errors.New(lossNote(loss))}
+		}
+	}
 	rollouts := store.New(kv, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
 	target, bad, err := pickRollout(ctx, js, rollouts, id)
 	if err != nil {

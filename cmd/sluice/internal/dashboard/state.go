@@ -15,9 +15,11 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/storeloss"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -33,6 +35,7 @@ const (
 	kindEvent       = "event"
 	kindFreeze      = "freeze"
 	kindRegistry    = "registry"
+	kindStoreLoss   = "storeloss"
 )
 
 // ringSize is how many changes the state remembers for viewers that
@@ -77,6 +80,9 @@ type state struct {
 	unreadable   map[string]view.Unreadable
 	ready        map[string]bool // buckets whose initial values are all read
 	watchErrors  map[string]string
+	// storeLoss says the store is lost (pkg/storeloss: "the store is empty
+	// but N nodes run configs of revision X …"), "" when it is not.
+	storeLoss string
 }
 
 // leaseEnd is the coordinator lease's delete marker: released by its
@@ -261,6 +267,11 @@ func (s *state) follow(ctx context.Context, js jetstream.JetStream, logf func(st
 			})
 		}()
 	}
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.watchLoss(ctx, js, logf)
+	}()
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
@@ -499,4 +510,45 @@ func (s *state) unreadableList() []view.Unreadable {
 		out = append(out, s.unreadable[k])
 	}
 	return out
+}
+
+// lossEvery is how often the dashboard asks whether the store is lost: one
+// Get in a store that records a finished rollout.
+const lossEvery = 5 * time.Second
+
+// watchLoss asks whether the store is lost (pkg/storeloss) every lossEvery
+// and notes a change of the answer for the banner. A read that fails says
+// so in the banner: it is no proof the store is whole.
+func (s *state) watchLoss(ctx context.Context, js jetstream.JetStream, logf func(string, ...any)) {
+	t := time.NewTimer(0)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		say := ""
+		b, err := buckets.BindAll(ctx, js)
+		var loss *storeloss.Loss
+		if err == nil {
+			loss, _, err = storeloss.Read(ctx, b)
+		}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case err != nil:
+			say = "cannot tell whether the store is lost: " + err.Error()
+			logf("dashboard: %s (asking again in %s)", say, lossEvery)
+		case loss != nil:
+			say = loss.String() + ": nothing is started (no rollout, no deletion) until you recover; " + storeloss.WayOut
+		}
+		s.mu.Lock()
+		if say != s.storeLoss {
+			s.storeLoss = say
+			s.note(kindStoreLoss, "", nil)
+		}
+		s.mu.Unlock()
+		t.Reset(lossEvery)
+	}
 }

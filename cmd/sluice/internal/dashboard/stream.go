@@ -37,11 +37,15 @@ type update struct {
 	Registries   *[]json.RawMessage `json:"registries,omitempty"` // every registry's status
 	Events       []json.RawMessage  `json:"events,omitempty"`     // streamEvent, oldest first
 	Unreadable   []view.Unreadable  `json:"unreadable,omitempty"`
+	// StoreLoss is the lost store's banner (pkg/storeloss), "" once it is
+	// not lost; absent when unchanged.
+	StoreLoss *string `json:"storeLoss,omitempty"`
 }
 
 // snapshot is everything; the caller holds mu.
 func (s *state) snapshot() (update, error) {
-	u := update{Reset: true, Fleet: compact(s.fleet(), s.groupBy)}
+	loss := s.storeLoss
+	u := update{Reset: true, Fleet: compact(s.fleet(), s.groupBy), StoreLoss: &loss}
 	var err error
 	rs := s.rolloutsNewestFirst()
 	if u.Rollouts, err = view.ProtoObjects(rs); err != nil {
@@ -134,6 +138,9 @@ func (s *state) changed(changes []change) (update, error) {
 			freezes = true
 		case kindRegistry:
 			registries = true
+		case kindStoreLoss:
+			loss := s.storeLoss
+			u.StoreLoss = &loss
 		}
 		if err != nil {
 			return u, err

@@ -11,7 +11,9 @@
 //
 // A data directory is seeded with the examples only on its first start (no
 // intents and no head yet), so a restart resumes where it stopped and never
-// undoes what the operator applied.
+// undoes what the operator applied; and never when its agents have state
+// (a last-good config): a store that was lost or wiped under them is not a
+// first start (pkg/storeloss).
 package dev
 
 import (
@@ -30,6 +32,8 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/embedded"
+	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/pkg/storeloss"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -44,6 +48,7 @@ type System struct {
 	logPath string
 	nodes   []string
 	seeded  Seed
+	loss    *storeloss.Loss // the store found lost at start (pkg/storeloss), nil when it is not
 	// registries are every registry stored when it started: those of
 	// --redis and --watch-dir, and those an earlier start or 'sluice
 	// registry add' stored, which the configurator syncs as well.
@@ -78,6 +83,10 @@ type Seed struct {
 	Intents int
 	// Revision is the revision the examples made the head, "" if none.
 	Revision string
+	// Held says why the examples were not applied on a first start: the
+	// agents in the data directory have state (their last-good config),
+	// so the empty store is evidence of a lost one, not a clean slate.
+	Held string
 }
 
 // Start starts the server, the services and the agents, then on a first
@@ -166,8 +175,18 @@ func Start(ctx context.Context, opts Options) (_ *System, err error) {
 	if err := s.waitAgents(runCtx, agentsSince); err != nil {
 		return nil, err
 	}
+	if s.loss, err = s.readLoss(runCtx); err != nil {
+		return nil, err
+	}
 	s.seeded.FirstStart = first
 	if first && opts.Examples != "" {
+		if s.seeded.Held, err = s.seedHeld(); err != nil {
+			return nil, err
+		}
+		if s.seeded.Held != "" {
+			s.log.Warn().Str(logging.FieldReason, s.seeded.Held).Msg("the examples are not applied: the data directory's agents have state")
+			return s, nil
+		}
 		if s.seeded, err = s.applyExamples(runCtx); err != nil {
 			return nil, err
 		}
@@ -199,6 +218,9 @@ func (s *System) Nodes() []string { return s.nodes }
 
 // Seeded says whether this start applied the examples.
 func (s *System) Seeded() Seed { return s.seeded }
+
+// Loss is the store loss found at start, nil when the store was not lost.
+func (s *System) Loss() *storeloss.Loss { return s.loss }
 
 // LogPath is the file every service logs to.
 func (s *System) LogPath() string { return s.logPath }

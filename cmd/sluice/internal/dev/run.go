@@ -79,7 +79,13 @@ func (s *System) Banner() string {
 	if len(s.registries) > 0 {
 		p("            registries are kept in the data directory across restarts; 'sluice registry remove NAME' stops syncing one")
 	}
+	if s.loss != nil {
+		p("  STORE     %s: nothing is started (no rollout, no deletion) until you recover:", s.loss)
+		p("            sluice recover --confirm-empty starts from nothing; docs/operations.md, \"Disaster recovery\"")
+	}
 	switch seed := s.seeded; {
+	case seed.Held != "":
+		p("  examples  not applied: %s", seed.Held)
 	case seed.Intents > 0:
 		p("  examples  applied %d intents from %s (revision %s)", seed.Intents, s.opts.Examples, render.Short(seed.Revision))
 	case !seed.FirstStart:

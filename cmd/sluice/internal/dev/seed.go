@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -12,11 +13,14 @@ import (
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/registryspec"
 	"github.com/sluicehq/sluice/pkg/apiclient"
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/storeloss"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/agent"
 )
 
 // readyTimeout bounds the wait for the configurator to answer.
@@ -49,6 +53,55 @@ func (s *System) applyExamples(ctx context.Context) (Seed, error) {
 	s.log.Info().Int("intents", len(intents)).Str(logging.FieldRevision, resp.GetRevision()).
 		Str("examples", s.opts.Examples).Msg("applied the examples on the first start of the data directory")
 	return seed, nil
+}
+
+// seedHeld says why the examples must not be applied although the store
+// is empty: the agents of the data directory have state (a last-good
+// config on disk). "" when none has. It reads the disk, not the store: the
+// agents' presence may not be written yet, and their state dirs are the
+// evidence itself.
+func (s *System) seedHeld() (string, error) {
+	found, err := filepath.Glob(filepath.Join(s.opts.DataDir, "agents", "*", agent.LastGoodFile))
+	if err != nil {
+		return "", fmt.Errorf("look for the agents' state: %w", err)
+	}
+	if len(found) == 0 {
+		return "", nil
+	}
+	what := fmt.Sprintf("%d agents have state (%s) in %s", len(found), agent.LastGoodFile, filepath.Join(s.opts.DataDir, "agents"))
+	if len(found) == 1 {
+		what = fmt.Sprintf("1 agent has state (%s) in %s", agent.LastGoodFile, filepath.Join(s.opts.DataDir, "agents"))
+	}
+	if s.loss != nil {
+		what = s.loss.String() + "; " + what
+	}
+	return what + ": the empty store is not a first start", nil
+}
+
+// readLoss tells whether the store is lost (pkg/storeloss), once the
+// agents have registered: their presence names what their nodes run.
+func (s *System) readLoss(ctx context.Context) (*storeloss.Loss, error) {
+	nc, err := s.connect("store-loss")
+	if err != nil {
+		return nil, err
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("jetstream: %w", err)
+	}
+	b, err := buckets.BindAll(ctx, js)
+	if err != nil {
+		return nil, err
+	}
+	loss, _, err := storeloss.Read(ctx, b)
+	if err != nil {
+		return nil, fmt.Errorf("tell whether the store is lost: %w", err)
+	}
+	if loss != nil {
+		s.log.Warn().Str(logging.FieldReason, loss.String()).Msg("the store is lost: nothing is started until an operator recovers; " + storeloss.WayOut)
+	}
+	return loss, nil
 }
 
 // storeRegistries stores the registries of --redis and --watch-dir in the

@@ -40,6 +40,9 @@ func (n Node) Revision() string {
 	if n.InForce != "" {
 		return n.InForce
 	}
+	if n.Status == nil {
+		return n.Presence.GetInForceRevision() // what its agent says it runs (no status: a lost store)
+	}
 	return n.Status.GetRevision()
 }
 

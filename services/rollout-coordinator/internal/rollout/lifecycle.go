@@ -115,6 +115,7 @@ func (s *State) load(ev Loaded, now time.Time) {
 		s.abortRequested(a, now)
 	}
 	s.head, s.headRev = ev.Head, ev.HeadRev
+	s.storeLost = ev.StoreLost
 	s.headMoved(ev.Head, ev.HeadRev, now)
 	s.recordReportedInvalid(now)
 	s.configureStragglers()
@@ -252,6 +253,10 @@ func (s *State) headMoved(h *sluicev1.Head, rev *sluicev1.Revision, now time.Tim
 	}
 	if s.rollout != nil {
 		s.wait(h, rev)
+		return
+	}
+	if s.storeLost != "" {
+		s.holdForLoss(h)
 		return
 	}
 	s.start(h, rev, now)

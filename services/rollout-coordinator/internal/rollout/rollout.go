@@ -17,7 +17,8 @@
 // pairs.go (redundancy groups), domains.go (failure-domain stages of up to
 // maxUnprovenDomains values), bakechecks.go (re-run checks while baking),
 // gates.go (metric and alert gates), rereads.go (what the loop is asked to
-// read again, and the answers).
+// read again, and the answers), storeloss.go (no rollout starts while the
+// store is lost).
 // docs/rollouts.md draws the state machine.
 //
 // Cost: the state keeps about 700 bytes per node, and no event but a
@@ -82,12 +83,21 @@ type (
 		// (NewIntake), besides or instead of Presence, Status, Desired and
 		// Backups. Decide takes its nodes over: it is spent after.
 		Intake *Intake
+		// StoreLost says the store is lost (pkg/storeloss, as the loop
+		// read it: "the store is empty but N nodes run configs of
+		// revision X"), "" when it is not: no rollout starts (storeloss.go).
+		StoreLost string
 	}
-	// HeadMoved: the configurator moved revisions/head.
+	// HeadMoved: the configurator moved revisions/head. StoreLost as in
+	// Loaded, read with the head.
 	HeadMoved struct {
-		Head *sluicev1.Head
-		Rev  *sluicev1.Revision
+		Head      *sluicev1.Head
+		Rev       *sluicev1.Revision
+		StoreLost string
 	}
+	// StoreLossChanged: an operator confirmed a lost store
+	// (control/store.confirm); Lost is the rule's answer read since.
+	StoreLossChanged struct{ Lost string }
 	// Presence: a node's presence was written (P set) or expired (P nil).
 	Presence struct {
 		Node string
@@ -170,6 +180,7 @@ func (PauseChanged) isEvent()        {}
 func (RolloutPauseChanged) isEvent() {}
 func (FreezeChanged) isEvent()       {}
 func (GateMeasured) isEvent()        {}
+func (StoreLossChanged) isEvent()    {}
 
 // Actions. Each carries copies, never pointers into the state.
 type (
@@ -272,6 +283,7 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 	case Loaded:
 		s.load(ev, now)
 	case HeadMoved:
+		s.storeLost = ev.StoreLost
 		s.headMoved(ev.Head, ev.Rev, now)
 	case Presence:
 		if s.returning(ev.Node, ev.P) {
@@ -309,6 +321,8 @@ func Decide(s *State, ev Event, now time.Time) []Action {
 		s.freezeChanged(ev.ID, ev.F)
 	case GateMeasured:
 		s.gateMeasured(ev, now)
+	case StoreLossChanged:
+		s.storeLossChanged(ev.Lost, now)
 	}
 	// A rollout that ends starts the head waiting for it, which may start
 	// nodes, or end at once (nothing to change): until nothing moves.

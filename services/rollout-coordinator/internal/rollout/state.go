@@ -94,6 +94,11 @@ type State struct {
 	// startedGen is the highest head generation a rollout was ever started
 	// for, as far as the stored records say: a generation is rolled out once.
 	startedGen uint64
+	// storeLost is the lost store as last read ("" = not lost): no
+	// rollout starts while it is set; heldGen is the head generation last
+	// reported held for it (storeloss.go).
+	storeLost string
+	heldGen   uint64
 
 	rollout    *sluicev1.Rollout // the active rollout, nil when none
 	rolloutRev *sluicev1.Revision
