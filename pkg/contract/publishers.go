@@ -64,7 +64,7 @@ var eventRules = []EventRule{
 		"DomainStarted", "RolloutBaking", "RolloutWaitingForWindow", "RolloutWindowOpened", "RolloutCheckingGates",
 		"RolloutGatesPassed", "RolloutWaitingForBakeChecks", "RolloutPausing", "RolloutPaused", "RolloutUnpaused",
 		"RolloutResumed", "RolloutReverting", "RolloutAborting", "DecisionUnsettled", "RolloutRecordsPruned",
-		"RolloutSucceeded", "RolloutPartiallyFailed", "RolloutRolledBack", "RolloutAborted"}},
+		"RolloutSucceeded", "RolloutPartiallyFailed", "RolloutRolledBack", "RolloutAborted", "RolloutHeld"}},
 	{RoleCoordinator, KindNode, []string{"NodeConfigured", "NodeFoundStarted", "NodeJoinedRollout", "NodeJoinedRevert",
 		"NodeWaitingForPair", "NodeSkipped", "NodeFailed", "NodeTimedOut", "NodeOperationCancelled",
 		"NodeRevertTarget", "NodeReverted", "NodeRevertFailed", "NodeRevertDeferred", "DesiredWriteRefused"}},
@@ -81,6 +81,7 @@ var eventRules = []EventRule{
 	{RoleConfigurator, KindRegistry, []string{"RegistrySynced", "RegistryReachable", "RegistryUnreachable", "RegistryRemoved",
 		"RegistryIntentsInvalid", "RegistryDeletionPending", "RegistryDeletionHeld", "RegistryDeletionConfirmed",
 		"RegistryDeletionCancelled", "RegistryHoldReleased"}},
+	{RoleConfigurator, KindStore, []string{EventStoreLost}},
 	{RoleConfigurator, KindInstance, pauseTypes},
 	{RoleConfigurator, KindQuarantine, quarantineTypes},
 
@@ -95,6 +96,7 @@ var eventRules = []EventRule{
 	{RoleAdmin, KindNode, []string{"NodeRevoked"}},
 	{RoleAdmin, KindFreeze, []string{"FreezeAdded", "FreezeRemoved"}},
 	{RoleAdmin, KindControl, []string{"ControlRan", "ControlFailed"}},
+	{RoleAdmin, KindStore, []string{EventStoreLossConfirmed, EventStoreRestored}},
 }
 
 // EventRules returns the table of who may publish which events, in the
