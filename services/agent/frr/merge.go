@@ -30,7 +30,8 @@ const (
 // error matching ErrBaseConflict that names the base file's line: a prefix
 // list, route map or other named list whose name starts with NamePrefix, a
 // VRF with the prefix of sluice's VRF devices (hostnet.PrefixVRF), a
-// `router bgp` of a VRF the rendered block has a BGP instance for, and
+// `router bgp` of such a VRF or of one the rendered block has a BGP
+// instance for (the default VRF's included), and
 // markers that do not pair up. Merge is pure; Merge(Merge(b, r), r) equals
 // Merge(b, r).
 func Merge(base, rendered string) (string, error) {
@@ -185,8 +186,13 @@ func conflict(line string, instances map[string]bool) string {
 	if len(f) >= 2 && f[0] == "vrf" && strings.HasPrefix(f[1], hostnet.PrefixVRF) {
 		return fmt.Sprintf("configures VRF %s, which has the prefix %q of sluice's VRF devices", f[1], hostnet.PrefixVRF)
 	}
-	if v, ok := routerBGPVRF(f); ok && instances[v] {
-		return fmt.Sprintf("is a BGP instance of VRF %s, which sluice renders (settings asn, neighbors, clusterVRF)", v)
+	if v, ok := routerBGPVRF(f); ok {
+		switch {
+		case instances[v]:
+			return fmt.Sprintf("is a BGP instance of VRF %s, which sluice renders (settings asn, neighbors, clusterVRF)", v)
+		case strings.HasPrefix(v, hostnet.PrefixVRF):
+			return fmt.Sprintf("is a BGP instance of VRF %s, which has the prefix %q of sluice's VRF devices", v, hostnet.PrefixVRF)
+		}
 	}
 	return ""
 }

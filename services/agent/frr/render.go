@@ -296,9 +296,9 @@ func renderKernel(w *writer, s Settings, vrfs []vrf) {
 	for _, v := range vrfs {
 		for dir := range dirNames {
 			for fam := range famNames {
-				seqs := v.routeMapSeqs(dir, fam)
-				for i, r := range v.routesWith(dir, fam) {
-					entry(w, routeMapName(v.name, dir, fam), seqs[i], v.name, r, dir, fam)
+				// A tenant VRF's map is numbered by the routes' own sequences.
+				for _, r := range v.routesWith(dir, fam) {
+					entry(w, routeMapName(v.name, dir, fam), int(r.seq), v.name, r, dir, fam)
 				}
 			}
 		}
@@ -460,16 +460,6 @@ func (v vrf) routesWith(dir, fam int) []route {
 		if len(r.items[dir][fam]) > 0 {
 			out = append(out, r)
 		}
-	}
-	return out
-}
-
-// routeMapSeqs are the entry numbers of v's route map of dir and fam: the
-// routes' own sequences.
-func (v vrf) routeMapSeqs(dir, fam int) []int {
-	var out []int
-	for _, r := range v.routesWith(dir, fam) {
-		out = append(out, int(r.seq))
 	}
 	return out
 }
