@@ -22,7 +22,8 @@
 //   - Every VRF a layer2 network or VRF route names: a VRF device vrf-<name>
 //     (VRFName) bound to its table — the table id of the RoutingTable intent
 //     of the same name plus Host.TableOffset, else Host.VRFTableBase +
-//     FNV-32a(name) % 100000. Two VRF devices on one table are an error.
+//     FNV-32a(name) % 100000 (VRFTables, which the FRR applier shares).
+//     Two VRF devices on one table are an error.
 //   - RoutingTable: a VRF device tbl.<id> bound to table id + TableOffset,
 //     unless a VRF of the intent's name is bound to it.
 //   - VRFRoute: nothing in the kernel, which has no route maps: an entry in

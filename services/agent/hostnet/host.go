@@ -19,9 +19,9 @@ const (
 	DefaultAnycastMAC   = "02:53:4c:00:00:01"
 )
 
-// vrfTableSpan is how many tables VRFTableBase + hash % vrfTableSpan spreads
+// VRFTableSpan is how many tables VRFTableBase + hash % VRFTableSpan spreads
 // the VRFs without a routing table of their own over.
-const vrfTableSpan = 100000
+const VRFTableSpan = 100000
 
 // VRF modes (Host.VRFs).
 const (
@@ -92,8 +92,8 @@ func (h Host) Validate() error {
 	if a := h.VTEPAddress; a.IsValid() && !usableUnicast(a) {
 		bad("vtepAddress", "%s is not a unicast address", a)
 	}
-	if b := h.VRFTableBase; b != 0 && (b < 256 || uint64(b)+vrfTableSpan-1 > math.MaxUint32) {
-		bad("vrfTableBase", "%d is outside 256-%d: VRF tables run from it to %d above it and must miss the kernel's tables 253-255", b, math.MaxUint32-vrfTableSpan+1, vrfTableSpan-1)
+	if b := h.VRFTableBase; b != 0 && (b < 256 || uint64(b)+VRFTableSpan-1 > math.MaxUint32) {
+		bad("vrfTableBase", "%d is outside 256-%d: VRF tables run from it to %d above it and must miss the kernel's tables 253-255", b, math.MaxUint32-VRFTableSpan+1, VRFTableSpan-1)
 	}
 	if h.AnycastMAC != "" {
 		if _, err := parseAnycastMAC(h.AnycastMAC); err != nil {

@@ -3,7 +3,6 @@ package hostnet
 import (
 	"cmp"
 	"fmt"
-	"hash/fnv"
 	"maps"
 	"net/netip"
 	"slices"
@@ -85,42 +84,14 @@ func invalid(format string, args ...any) error {
 // VRFs, renders the VRF devices: one per VRF and one per routing table that
 // no VRF takes.
 func (r *renderer) vrfs(l2s, routes, tables []*sluicev1.Intent) error {
-	// The kernel table of each RoutingTable intent, by intent name.
-	tableOf := map[string]uint32{}
-	for _, in := range tables {
-		id := in.GetRoutingTable().GetTableId()
-		t := uint64(id) + uint64(r.h.TableOffset)
-		switch {
-		case id == 0:
-			return invalid("routing table %s has no table id", in.GetName())
-		case t > 1<<32-1 || (t >= 253 && t <= 255):
-			return invalid("routing table %s: table id %d + tableOffset %d = %d is not a usable kernel table (1-4294967295 except 253-255)",
-				in.GetName(), id, r.h.TableOffset, t)
-		}
-		tableOf[in.GetName()] = uint32(t)
+	tableOf, err := routingTables(tables, r.h.TableOffset)
+	if err != nil {
+		return err
 	}
-
-	names := map[string]bool{}
-	for _, in := range l2s {
-		if v := in.GetLayer2Network().GetVrf(); v != "" {
-			names[v] = true
-		}
-	}
-	for _, in := range routes {
-		if v := in.GetVrfRoute().GetVrf(); v != "" {
-			names[v] = true
-		}
-	}
-
+	names := vrfNames(l2s, routes)
 	r.vrfTables = map[string]uint32{}
 	for vrf := range names {
-		t, ok := tableOf[vrf]
-		if !ok {
-			f := fnv.New32a()
-			_, _ = f.Write([]byte(vrf))
-			t = r.h.VRFTableBase + f.Sum32()%vrfTableSpan
-		}
-		r.vrfTables[vrf] = t
+		r.vrfTables[vrf] = vrfTable(vrf, tableOf, r.h.VRFTableBase)
 	}
 	if !r.kernelVRFs {
 		return nil
