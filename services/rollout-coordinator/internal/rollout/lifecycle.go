@@ -375,20 +375,24 @@ func (s *State) placeAll(resuming bool, now time.Time) {
 			if resuming {
 				n.previous = n.backup
 			}
-			s.place(n, outcomeOf(prevFailures, name), now)
+			s.place(n, prevOutcome(prevFailures, prevSkipped, name), now)
 		case outcomeOf(prevSkipped, name) != nil:
 			// Left during an earlier term and not back: still skipped
 			// (also a node that left while pending, whose desired config
 			// is still the previous rollout's).
 			n.touched = true
 			r.Counts.Total++
+			if o := outcomeOf(prevSkipped, name); o.GetResult() == sluicev1.NodeResult_NODE_RESULT_INCOMPATIBLE {
+				s.skipIncompatible(n, o.GetOutput(), o.GetMessage(), false)
+				break
+			}
 			s.setProg(n, progSkipped)
 			s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_SKIPPED, "", "", outcomeOf(prevSkipped, name).GetMessage())
 		case resuming && n.desired.GetRollout() == r.GetId() && !n.desired.GetRevert():
 			// Written by this rollout in an earlier term, and gone since
 			// while no coordinator led (its lease lapsed unseen).
 			n.previous = n.backup
-			s.placeAway(n, outcomeOf(prevFailures, name), now)
+			s.placeAway(n, prevOutcome(prevFailures, prevSkipped, name), now)
 		}
 	}
 	if resuming {
@@ -405,6 +409,18 @@ func (s *State) countPresent() int {
 		}
 	}
 	return c
+}
+
+// prevOutcome is node's outcome in the record a term resumes from: its
+// failure, or else its skip when its agent could not read its target.
+func prevOutcome(failures, skipped []*sluicev1.NodeOutcome, node string) *sluicev1.NodeOutcome {
+	if o := outcomeOf(failures, node); o != nil {
+		return o
+	}
+	if o := outcomeOf(skipped, node); o.GetResult() == sluicev1.NodeResult_NODE_RESULT_INCOMPATIBLE {
+		return o
+	}
+	return nil
 }
 
 func outcomeOf(list []*sluicev1.NodeOutcome, node string) *sluicev1.NodeOutcome {
@@ -488,6 +504,11 @@ func (s *State) placeAt(n *node, target string, config *sluicev1.NodeConfig, pre
 		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_INVALID, check, st.GetCheckOutput(), st.GetMessage())
 		s.recordInvalid(n.name, n.target, r.GetId(), r.GetRevision(), check, st.GetCheckOutput(), CauseCheckFailed, now)
 
+	case ours && st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INCOMPATIBLE:
+		// Its agent cannot read it (reported while no leader ran, or
+		// skipped by an earlier term): skipped, never a failure.
+		s.touchedAgain(n)
+		s.skipIncompatible(n, st.GetCheckOutput(), st.GetMessage(), prev.GetResult() != sluicev1.NodeResult_NODE_RESULT_INCOMPATIBLE)
 	case d.GetRollout() == r.GetId() && carriesFailure(st.GetLastInvalid(), r.GetId(), n.target):
 		// This rollout wrote n (its revert, here), and n's agent carries an
 		// Invalid report of the target in its status: a failure whose
@@ -524,7 +545,8 @@ func (s *State) reportsTarget(n *node, st reportOn) bool {
 		return false
 	}
 	switch st.GetPhase() {
-	case sluicev1.NodePhase_NODE_PHASE_PROVISIONING, sluicev1.NodePhase_NODE_PHASE_PROVISIONED, sluicev1.NodePhase_NODE_PHASE_INVALID:
+	case sluicev1.NodePhase_NODE_PHASE_PROVISIONING, sluicev1.NodePhase_NODE_PHASE_PROVISIONED, sluicev1.NodePhase_NODE_PHASE_INVALID,
+		sluicev1.NodePhase_NODE_PHASE_INCOMPATIBLE:
 		return true
 	}
 	return false

@@ -17,7 +17,8 @@
 // pairs.go (redundancy groups), domains.go (failure-domain stages of up to
 // maxUnprovenDomains values), bakechecks.go (re-run checks while baking),
 // gates.go (metric and alert gates), rereads.go (what the loop is asked to
-// read again, and the answers).
+// read again, and the answers), incompatible.go (nodes whose agent cannot
+// read their target).
 // docs/rollouts.md draws the state machine.
 //
 // Cost: the state keeps about 700 bytes per node, and no event but a
