@@ -369,15 +369,19 @@ func (x *BakeChecks) GetFor() *durationpb.Duration {
 // NodePresence is the value of nodes/<node>: the agent's heartbeat lease.
 // The bucket's TTL expires it when the agent stops heartbeating.
 type NodePresence struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	Labels        map[string]string      `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
-	AgentVersion  string                 `protobuf:"bytes,3,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
-	StartedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
-	HeartbeatAt   *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=heartbeat_at,json=heartbeatAt,proto3" json:"heartbeat_at,omitempty"`
-	Pause         *PauseAck              `protobuf:"bytes,6,opt,name=pause,proto3" json:"pause,omitempty"` // the pause generation this node's agent has reached (see PauseRequest)
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state        protoimpl.MessageState `protogen:"open.v1"`
+	Node         string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Labels       map[string]string      `protobuf:"bytes,2,rep,name=labels,proto3" json:"labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	AgentVersion string                 `protobuf:"bytes,3,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	StartedAt    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	HeartbeatAt  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=heartbeat_at,json=heartbeatAt,proto3" json:"heartbeat_at,omitempty"`
+	Pause        *PauseAck              `protobuf:"bytes,6,opt,name=pause,proto3" json:"pause,omitempty"` // the pause generation this node's agent has reached (see PauseRequest)
+	// The config features this agent reads (contract.ConfigFeatures), sorted.
+	// None stated: an agent of the baseline release (8c96385), which reads
+	// none. The coordinator writes no config needing another to it.
+	ConfigFeatures []string `protobuf:"bytes,7,rep,name=config_features,json=configFeatures,proto3" json:"config_features,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *NodePresence) Reset() {
@@ -448,6 +452,13 @@ func (x *NodePresence) GetHeartbeatAt() *timestamppb.Timestamp {
 func (x *NodePresence) GetPause() *PauseAck {
 	if x != nil {
 		return x.Pause
+	}
+	return nil
+}
+
+func (x *NodePresence) GetConfigFeatures() []string {
+	if x != nil {
+		return x.ConfigFeatures
 	}
 	return nil
 }
@@ -750,7 +761,7 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"BakeChecks\x12\x16\n" +
 	"\x06passes\x18\x01 \x01(\rR\x06passes\x125\n" +
 	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12+\n" +
-	"\x03for\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03for\"\xe4\x02\n" +
+	"\x03for\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03for\"\x8d\x03\n" +
 	"\fNodePresence\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12;\n" +
 	"\x06labels\x18\x02 \x03(\v2#.sluice.v1.NodePresence.LabelsEntryR\x06labels\x12#\n" +
@@ -758,7 +769,8 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\n" +
 	"started_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12=\n" +
 	"\fheartbeat_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\x12)\n" +
-	"\x05pause\x18\x06 \x01(\v2\x13.sluice.v1.PauseAckR\x05pause\x1a9\n" +
+	"\x05pause\x18\x06 \x01(\v2\x13.sluice.v1.PauseAckR\x05pause\x12'\n" +
+	"\x0fconfig_features\x18\a \x03(\tR\x0econfigFeatures\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x04\n" +

@@ -267,8 +267,14 @@ type Strategy struct {
 	// bake is time only.
 	BakeChecks        uint32               `protobuf:"varint,15,opt,name=bake_checks,json=bakeChecks,proto3" json:"bake_checks,omitempty"`
 	BakeCheckInterval *durationpb.Duration `protobuf:"bytes,16,opt,name=bake_check_interval,json=bakeCheckInterval,proto3" json:"bake_check_interval,omitempty"` // default 30s
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// A node whose agent does not read a config feature its target needs
+	// (NodePresence.config_features, contract.FeaturesOf) is skipped, never
+	// written (result INCOMPATIBLE). Without it, such nodes present when the
+	// rollout starts refuse the whole rollout before any node is touched,
+	// naming them; a node that joins later is skipped either way.
+	SkipIncompatible bool `protobuf:"varint,17,opt,name=skip_incompatible,json=skipIncompatible,proto3" json:"skip_incompatible,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Strategy) Reset() {
@@ -411,6 +417,13 @@ func (x *Strategy) GetBakeCheckInterval() *durationpb.Duration {
 		return x.BakeCheckInterval
 	}
 	return nil
+}
+
+func (x *Strategy) GetSkipIncompatible() bool {
+	if x != nil {
+		return x.SkipIncompatible
+	}
+	return false
 }
 
 // Gate is a check of the fleet's monitoring a rollout must pass. A metric
@@ -2004,7 +2017,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
 	"\aintents\x18\x02 \x03(\v2\x11.sluice.v1.IntentR\aintents\x129\n" +
 	"\n" +
-	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xe8\x05\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x95\x06\n" +
 	"\bStrategy\x12!\n" +
 	"\fmax_parallel\x18\x01 \x01(\tR\vmaxParallel\x12\x1d\n" +
 	"\n" +
@@ -2025,7 +2038,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x14max_unproven_domains\x18\x0e \x01(\rR\x12maxUnprovenDomains\x12\x1f\n" +
 	"\vbake_checks\x18\x0f \x01(\rR\n" +
 	"bakeChecks\x12I\n" +
-	"\x13bake_check_interval\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\x11bakeCheckInterval\"\xbd\x03\n" +
+	"\x13bake_check_interval\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\x11bakeCheckInterval\x12+\n" +
+	"\x11skip_incompatible\x18\x11 \x01(\bR\x10skipIncompatible\"\xbd\x03\n" +
 	"\x04Gate\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +

@@ -38,12 +38,13 @@ type presence struct {
 // is three beats long.
 func (a *Agent) heartbeat(ctx context.Context) (ok bool) {
 	p := &sluicev1.NodePresence{
-		Node:         a.cfg.Node,
-		Labels:       a.cfg.Labels,
-		AgentVersion: a.cfg.Version,
-		StartedAt:    timestamppb.New(a.pres.started),
-		HeartbeatAt:  timestamppb.New(a.cfg.Now()),
-		Pause:        a.currentAck(),
+		Node:           a.cfg.Node,
+		Labels:         a.cfg.Labels,
+		AgentVersion:   a.cfg.Version,
+		ConfigFeatures: a.cfg.Features,
+		StartedAt:      timestamppb.New(a.pres.started),
+		HeartbeatAt:    timestamppb.New(a.cfg.Now()),
+		Pause:          a.currentAck(),
 	}
 	bctx, cancel := context.WithTimeout(ctx, a.beatAttempt())
 	defer cancel()

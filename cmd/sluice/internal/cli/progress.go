@@ -138,6 +138,9 @@ func strategyLine(st *sluicev1.Strategy) string {
 	if st.GetRetryInvalid() {
 		parts = append(parts, "retrying invalid fingerprints")
 	}
+	if st.GetSkipIncompatible() {
+		parts = append(parts, "skipping nodes whose agent cannot read the config")
+	}
 	if ws := st.GetWindows(); len(ws) > 0 {
 		parts = append(parts, "waves start within "+strings.Join(ws, " or "))
 	}

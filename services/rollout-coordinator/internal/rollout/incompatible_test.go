@@ -5,6 +5,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -116,4 +119,122 @@ func TestDecide_Incompatible(t *testing.T) {
 			},
 		},
 	})
+}
+
+// TestDecide_AgentTooOldForTheTarget covers issue 38 item 2's class: each
+// agent states in its presence the config features it reads (none: an
+// agent of the baseline release), and the coordinator never writes a
+// config an agent cannot read. A rollout that needs a newer agent on some
+// nodes is refused before any node is touched, naming them, their versions
+// and the feature; with skip_incompatible they are skipped; a node met
+// later is skipped either way. Nothing is ever timed out or recorded
+// invalid for it. Before, the desired config was written, the old agent
+// could not decode it, and the node was timed out and the good config
+// recorded invalid.
+func TestDecide_AgentTooOldForTheTarget(t *testing.T) {
+	// An agent of the baseline release: its presence states no features.
+	old := &sluicev1.NodePresence{Node: "n2", Labels: map[string]string{"zone": "a"}, AgentVersion: "v0.4.0"}
+	withBake := func(skip bool) *sluicev1.Head {
+		return withStrategy(head(1, r1.Id, "3"), &sluicev1.Strategy{MaxParallel: "3", FirstWave: 3, BakeTime: durationpb.New(time.Minute),
+			BakeChecks: 2, SkipIncompatible: skip})
+	}
+	fleet := func(h *sluicev1.Head) Loaded {
+		return Loaded{Head: h, HeadRev: r1, Presence: append(presence("n1", "n3"), old)}
+	}
+	nothingRecorded := func(t *testing.T, s *State) {
+		t.Helper()
+		if len(s.invalid) != 0 {
+			t.Fatalf("invalid %v: an agent's version is not the config's failure", s.invalid)
+		}
+	}
+	runDecide(t, []decideCase{
+		{
+			name:  "a rollout needing a newer agent on a node is refused before any node is touched, naming it",
+			event: fleet(withBake(false)),
+			want:  []string{"start " + id1, "finish Aborted", "emit RolloutStarted", "emit RolloutAborted"},
+			check: func(t *testing.T, s *State) {
+				nothingRecorded(t, s)
+				if s.rollout != nil {
+					t.Fatalf("rollout %v still running", s.rollout)
+				}
+				for _, n := range []string{"n1", "n2", "n3"} {
+					if s.nodes[n].desired != nil {
+						t.Fatalf("%s written %v; a refused rollout touches no node", n, s.nodes[n].desired)
+					}
+				}
+			},
+		},
+		{
+			name:       "with skip_incompatible the node is skipped, never written, and the others go on",
+			event:      fleet(withBake(true)),
+			want:       []string{"start " + id1, "write n1", "write n3", "emit RolloutStarted", "emit WaveStarted", "emit NodeIncompatible"},
+			wantCounts: "total=3 pending=0 inprogress=2 provisioned=0 failed=0 skipped=1",
+			check: func(t *testing.T, s *State) {
+				nothingRecorded(t, s)
+				sk := s.rollout.GetSkipped()
+				if len(sk) != 1 || sk[0].GetNode() != "n2" || sk[0].GetResult() != sluicev1.NodeResult_NODE_RESULT_INCOMPATIBLE ||
+					!strings.Contains(sk[0].GetMessage(), "v0.4.0") || !strings.Contains(sk[0].GetMessage(), contract.FeatureBakeChecks) {
+					t.Fatalf("skipped %v; want n2, incompatible, naming its version and the feature", sk)
+				}
+				if s.nodes["n2"].desired != nil || s.rollout.GetCounts().GetIncompatible() != 1 {
+					t.Fatalf("n2 desired %v, counts %v", s.nodes["n2"].desired, s.rollout.GetCounts())
+				}
+			},
+		},
+		{
+			name:       "a config the old agent reads is written to it as to any",
+			event:      Loaded{Head: head(1, r1.Id, "3"), HeadRev: r1, Presence: append(presence("n1", "n3"), old)},
+			want:       []string{"start " + id1, "write n1", "write n2", "write n3", "emit RolloutStarted"},
+			wantCounts: "total=3 pending=0 inprogress=3 provisioned=0 failed=0 skipped=0",
+		},
+		{
+			name:       "an old agent joining mid-rollout is skipped, not written, and not timed out",
+			given:      []Event{loaded(withBake(false), r1, "n1")},
+			event:      Presence{Node: "n2", P: old},
+			want:       []string{"emit NodeJoinedRollout", "emit NodeIncompatible"},
+			wantCounts: "total=2 pending=0 inprogress=1 provisioned=0 failed=0 skipped=1",
+			check: func(t *testing.T, s *State) {
+				Decide(s, Tick{}, t0.Add(time.Hour/2))
+				if s.nodes["n2"].desired != nil || s.rollout.GetCounts().GetTimedOut() != 0 {
+					t.Fatalf("n2 desired %v, counts %v", s.nodes["n2"].desired, s.rollout.GetCounts())
+				}
+				nothingRecorded(t, s)
+			},
+		},
+		{
+			name:       "a skipped node whose agent is upgraded in place is in the rollout again and written",
+			given:      []Event{fleet(withBake(true))},
+			event:      Presence{Node: "n2", P: &sluicev1.NodePresence{Node: "n2", Labels: map[string]string{"zone": "a"}, AgentVersion: "v0.5.0", ConfigFeatures: contract.ConfigFeatures}},
+			want:       []string{"write n2", "emit NodeJoinedRollout"},
+			wantCounts: "total=3 pending=0 inprogress=3 provisioned=0 failed=0 skipped=0",
+		},
+	})
+}
+
+// The refusal's record says which nodes, their versions, the feature and
+// what to do, and lists the node INCOMPATIBLE; the counts add up.
+func TestDecide_AgentTooOldForTheTarget_RefusalSaysWhy(t *testing.T) {
+	old := &sluicev1.NodePresence{Node: "n2", Labels: map[string]string{"zone": "a"}, AgentVersion: "v0.4.0"}
+	h := withStrategy(head(1, r1.Id, "3"), &sluicev1.Strategy{MaxParallel: "3", FirstWave: 3, BakeTime: durationpb.New(time.Minute), BakeChecks: 2})
+	var fin *sluicev1.Rollout
+	for _, a := range Decide(NewState(), Loaded{Head: h, HeadRev: r1, Presence: append(presence("n1", "n3"), old)}, t0) {
+		if f, ok := a.(FinishRollout); ok {
+			fin = f.Rollout
+		}
+	}
+	if fin.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED {
+		t.Fatalf("finished %v; want ABORTED", fin)
+	}
+	for _, want := range []string{"refused before touching any node", "n2 (agent v0.4.0)", contract.FeatureBakeChecks, "--skip-incompatible"} {
+		if !strings.Contains(fin.GetReason(), want) {
+			t.Errorf("reason %q does not say %q", fin.GetReason(), want)
+		}
+	}
+	c := fin.GetCounts()
+	if c.GetIncompatible() != 1 || c.GetSkipped() != 1 || c.GetNotStarted() != 2 || c.GetAttempted() != 0 || c.GetTotal() != 3 {
+		t.Errorf("counts %v; want n2 incompatible, n1 and n3 not started, nothing attempted", c)
+	}
+	if sk := fin.GetSkipped(); len(sk) != 1 || sk[0].GetNode() != "n2" || sk[0].GetResult() != sluicev1.NodeResult_NODE_RESULT_INCOMPATIBLE {
+		t.Errorf("skipped %v; want n2 incompatible", sk)
+	}
 }

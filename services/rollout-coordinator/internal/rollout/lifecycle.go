@@ -307,6 +307,7 @@ func (s *State) start(h *sluicev1.Head, rev *sluicev1.Revision, now time.Time) {
 	s.emit(s.rolloutEvent("RolloutStarted", fmt.Sprintf("%s; %d nodes, %d already up to date; %s",
 		r.GetReason(), r.GetCounts().GetTotal(), r.GetCounts().GetProvisioned(), s.plan.Describe())))
 	s.refuseKnownBad(now)
+	s.refuseIncompatible()
 }
 
 // adopt resumes r, read back from its record: the backups the term read

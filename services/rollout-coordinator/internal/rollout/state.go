@@ -68,6 +68,9 @@ type node struct {
 	revertNote string               // why its revert target is not its backup, if it is not
 	pauseAck   agentPause           // the control-plane pause its agent reached (its presence)
 	startedAt  time.Time            // when its agent started, as its presence last said
+	// What its agent reads, as its presence last said (incompatible.go):
+	// its config features, comma-joined and interned, and its version.
+	reads, version string
 
 	group   *pairGroup // its redundancy group in the active rollout (pairs.go), nil when none
 	unbaked bool       // provisioned by the active rollout, its stage's bake not yet passed (pairs.go)
