@@ -1,6 +1,11 @@
 package contract
 
-import "testing"
+import (
+	"slices"
+	"testing"
+
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
 
 func TestValidNodeName(t *testing.T) {
 	tests := []struct {
@@ -50,6 +55,34 @@ func TestServiceVersion_IsSemverAsMicroWantsIt(t *testing.T) {
 			got := ServiceVersion(tc.given)
 			if got != tc.want || !semver.MatchString(got) {
 				t.Fatalf("ServiceVersion(%q) = %q, want %q (semver)", tc.given, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFeaturesOf_NamesWhatAnAgentMustRead(t *testing.T) {
+	tests := []struct {
+		name         string
+		given        *sluicev1.DesiredConfig
+		want         []string
+		baselineMiss []string // what an agent of the baseline release (no features) lacks
+	}{
+		{name: "a plain config needs nothing beyond the baseline", given: &sluicev1.DesiredConfig{Node: "n1", Fingerprint: "f"}},
+		{name: "nil", given: nil},
+		{name: "bake checks", given: &sluicev1.DesiredConfig{BakeChecks: &sluicev1.BakeChecks{Passes: 2}},
+			want: []string{FeatureBakeChecks}, baselineMiss: []string{FeatureBakeChecks}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := FeaturesOf(tt.given)
+			if !slices.Equal(got, tt.want) {
+				t.Fatalf("FeaturesOf = %v, want %v", got, tt.want)
+			}
+			if m := MissingFeatures(nil, got); !slices.Equal(m, tt.baselineMiss) {
+				t.Fatalf("missing for a baseline agent = %v, want %v", m, tt.baselineMiss)
+			}
+			if m := MissingFeatures(ConfigFeatures, got); m != nil {
+				t.Fatalf("this version's agent lacks %v of what this version writes", m)
 			}
 		})
 	}

@@ -46,8 +46,11 @@ type Plan struct {
 	PickupDeadline time.Duration
 	Progress       time.Duration
 	RetryInvalid   bool
-	Windows        []Window // waves start only within one of them; none: any time
-	Gates          []Gate   // metric gates before each next stage and the end; alert gates throughout
+	// SkipIncompatible skips the nodes whose agent cannot read their target
+	// instead of refusing the rollout (Strategy.skip_incompatible).
+	SkipIncompatible bool
+	Windows          []Window // waves start only within one of them; none: any time
+	Gates            []Gate   // metric gates before each next stage and the end; alert gates throughout
 	// BakeChecks is how many re-runs of its checks every node provisioned
 	// in a stage must have passed before the next stage starts (0: none),
 	// the agent re-running them every BakeCheckInterval.
@@ -70,8 +73,9 @@ func (p Plan) BakeChecksOf() *sluicev1.BakeChecks {
 func ResolveStrategy(st *sluicev1.Strategy, total int) (Plan, error) {
 	p := Plan{
 		Bake: st.GetBakeTime().AsDuration(), DomainKey: st.GetFailureDomain(), RetryInvalid: st.GetRetryInvalid(),
-		Domains:    max(1, int(st.GetMaxUnprovenDomains())),
-		BakeChecks: int(st.GetBakeChecks()), BakeCheckInterval: orDuration(st.GetBakeCheckInterval().AsDuration(), DefaultBakeCheckInterval),
+		SkipIncompatible: st.GetSkipIncompatible(),
+		Domains:          max(1, int(st.GetMaxUnprovenDomains())),
+		BakeChecks:       int(st.GetBakeChecks()), BakeCheckInterval: orDuration(st.GetBakeCheckInterval().AsDuration(), DefaultBakeCheckInterval),
 		ApplyDeadline:  orDuration(st.GetApplyDeadline().AsDuration(), DefaultApplyDeadline),
 		PickupDeadline: orDuration(st.GetPickupDeadline().AsDuration(), DefaultPickupDeadline),
 		Progress:       orDuration(st.GetProgressDeadline().AsDuration(), DefaultProgressDeadline),

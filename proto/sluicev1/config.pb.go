@@ -31,6 +31,11 @@ const (
 	NodePhase_NODE_PHASE_PROVISIONING NodePhase = 1 // applying the config named in the status
 	NodePhase_NODE_PHASE_PROVISIONED  NodePhase = 2 // applied and healthy
 	NodePhase_NODE_PHASE_INVALID      NodePhase = 3 // failed; the agent restored its last-good config
+	// The agent cannot read its desired config: written for a newer agent (a
+	// field or value this agent's schema does not have). Nothing was applied;
+	// the config in force stays. Says nothing about the config itself: it is
+	// never recorded invalid for it (docs/deploy.md, "Version skew").
+	NodePhase_NODE_PHASE_INCOMPATIBLE NodePhase = 4
 )
 
 // Enum value maps for NodePhase.
@@ -40,12 +45,14 @@ var (
 		1: "NODE_PHASE_PROVISIONING",
 		2: "NODE_PHASE_PROVISIONED",
 		3: "NODE_PHASE_INVALID",
+		4: "NODE_PHASE_INCOMPATIBLE",
 	}
 	NodePhase_value = map[string]int32{
 		"NODE_PHASE_UNSPECIFIED":  0,
 		"NODE_PHASE_PROVISIONING": 1,
 		"NODE_PHASE_PROVISIONED":  2,
 		"NODE_PHASE_INVALID":      3,
+		"NODE_PHASE_INCOMPATIBLE": 4,
 	}
 )
 
@@ -159,7 +166,13 @@ type DesiredConfig struct {
 	// (NodeStatus.bake_passes); a failing re-run restores last-good and
 	// reports Invalid. The agent stops once it has passes passes and for has
 	// gone by since it provisioned, or when another desired config arrives.
-	BakeChecks    *BakeChecks `protobuf:"bytes,13,opt,name=bake_checks,json=bakeChecks,proto3" json:"bake_checks,omitempty"`
+	BakeChecks *BakeChecks `protobuf:"bytes,13,opt,name=bake_checks,json=bakeChecks,proto3" json:"bake_checks,omitempty"`
+	// The config features (contract.ConfigFeatures) reading this value needs,
+	// sorted: contract.FeaturesOf, set by the coordinator on every write. An
+	// agent that does not read one of them reports the config INCOMPATIBLE
+	// instead of applying it (docs/deploy.md, "Version skew"). Empty for a
+	// config the agents of release 8c96385 read.
+	Features      []string `protobuf:"bytes,14,rep,name=features,proto3" json:"features,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -285,6 +298,13 @@ func (x *DesiredConfig) GetBakeChecks() *BakeChecks {
 	return nil
 }
 
+func (x *DesiredConfig) GetFeatures() []string {
+	if x != nil {
+		return x.Features
+	}
+	return nil
+}
+
 // BakeChecks asks an agent to re-run its checks while its node bakes.
 type BakeChecks struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -356,11 +376,14 @@ type NodePresence struct {
 	StartedAt    *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
 	HeartbeatAt  *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=heartbeat_at,json=heartbeatAt,proto3" json:"heartbeat_at,omitempty"`
 	Pause        *PauseAck              `protobuf:"bytes,6,opt,name=pause,proto3" json:"pause,omitempty"` // the pause generation this node's agent has reached (see PauseRequest)
+	// The config features this agent reads (contract.ConfigFeatures), sorted.
+	// None stated: an agent of the baseline release (8c96385), which reads
+	// none. The coordinator writes no config needing another to it.
+	ConfigFeatures []string `protobuf:"bytes,7,rep,name=config_features,json=configFeatures,proto3" json:"config_features,omitempty"`
 	// The config this node runs, from the agent's last-good copy on its own
 	// disk (the last config it applied and proved): so that a control plane
 	// whose store was lost still learns, at the node's next beat, what every
 	// live node runs (pkg/storeloss). Empty when the node has no last-good.
-	// (Field numbers from 20: 7-19 are left for the version-skew fields.)
 	InForceRevision    string `protobuf:"bytes,20,opt,name=in_force_revision,json=inForceRevision,proto3" json:"in_force_revision,omitempty"`
 	InForceFingerprint string `protobuf:"bytes,21,opt,name=in_force_fingerprint,json=inForceFingerprint,proto3" json:"in_force_fingerprint,omitempty"`
 	InForceRollout     string `protobuf:"bytes,22,opt,name=in_force_rollout,json=inForceRollout,proto3" json:"in_force_rollout,omitempty"`
@@ -440,6 +463,13 @@ func (x *NodePresence) GetPause() *PauseAck {
 	return nil
 }
 
+func (x *NodePresence) GetConfigFeatures() []string {
+	if x != nil {
+		return x.ConfigFeatures
+	}
+	return nil
+}
+
 func (x *NodePresence) GetInForceRevision() string {
 	if x != nil {
 		return x.InForceRevision
@@ -473,7 +503,7 @@ type NodeStatus struct {
 	LastUpdate         *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=last_update,json=lastUpdate,proto3" json:"last_update,omitempty"`
 	Message            string                 `protobuf:"bytes,8,opt,name=message,proto3" json:"message,omitempty"`
 	FailedCheck        string                 `protobuf:"bytes,9,opt,name=failed_check,json=failedCheck,proto3" json:"failed_check,omitempty"`                       // name of the check or step that failed, with INVALID
-	CheckOutput        string                 `protobuf:"bytes,10,opt,name=check_output,json=checkOutput,proto3" json:"check_output,omitempty"`                      // its output, with INVALID
+	CheckOutput        string                 `protobuf:"bytes,10,opt,name=check_output,json=checkOutput,proto3" json:"check_output,omitempty"`                      // its output, with INVALID; the decoder's message, with INCOMPATIBLE
 	AppliedFingerprint string                 `protobuf:"bytes,11,opt,name=applied_fingerprint,json=appliedFingerprint,proto3" json:"applied_fingerprint,omitempty"` // fingerprint in force on the node now
 	// The last config this node reported Invalid, carried in every later
 	// status: the bucket keeps one revision per key, so a report overwritten
@@ -486,7 +516,10 @@ type NodeStatus struct {
 	Progress string `protobuf:"bytes,14,opt,name=progress,proto3" json:"progress,omitempty"`
 	// Re-runs of the checks passed since this config was provisioned, when
 	// its desired config asked for them (DesiredConfig.bake_checks).
-	BakePasses    uint32 `protobuf:"varint,15,opt,name=bake_passes,json=bakePasses,proto3" json:"bake_passes,omitempty"`
+	BakePasses uint32 `protobuf:"varint,15,opt,name=bake_passes,json=bakePasses,proto3" json:"bake_passes,omitempty"`
+	// The agent's version, with INCOMPATIBLE (its presence says it too, but
+	// the presence lapses with the agent and the status stays).
+	AgentVersion  string `protobuf:"bytes,16,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -626,6 +659,13 @@ func (x *NodeStatus) GetBakePasses() uint32 {
 	return 0
 }
 
+func (x *NodeStatus) GetAgentVersion() string {
+	if x != nil {
+		return x.AgentVersion
+	}
+	return ""
+}
+
 // InvalidReport is one config a node reported Invalid, and why.
 type InvalidReport struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -726,7 +766,7 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\x16sluice/v1/config.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x17sluice/v1/control.proto\x1a\x16sluice/v1/intent.proto\"9\n" +
 	"\n" +
 	"NodeConfig\x12+\n" +
-	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\"\xdd\x03\n" +
+	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\"\xf9\x03\n" +
 	"\rDesiredConfig\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12\x18\n" +
@@ -743,12 +783,13 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\bdeadline\x18\v \x01(\v2\x19.google.protobuf.DurationR\bdeadline\x12\x16\n" +
 	"\x06cancel\x18\f \x01(\bR\x06cancel\x126\n" +
 	"\vbake_checks\x18\r \x01(\v2\x15.sluice.v1.BakeChecksR\n" +
-	"bakeChecks\"\x88\x01\n" +
+	"bakeChecks\x12\x1a\n" +
+	"\bfeatures\x18\x0e \x03(\tR\bfeatures\"\x88\x01\n" +
 	"\n" +
 	"BakeChecks\x12\x16\n" +
 	"\x06passes\x18\x01 \x01(\rR\x06passes\x125\n" +
 	"\binterval\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\binterval\x12+\n" +
-	"\x03for\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03for\"\xec\x03\n" +
+	"\x03for\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\x03for\"\x95\x04\n" +
 	"\fNodePresence\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12;\n" +
 	"\x06labels\x18\x02 \x03(\v2#.sluice.v1.NodePresence.LabelsEntryR\x06labels\x12#\n" +
@@ -756,13 +797,14 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\n" +
 	"started_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12=\n" +
 	"\fheartbeat_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\vheartbeatAt\x12)\n" +
-	"\x05pause\x18\x06 \x01(\v2\x13.sluice.v1.PauseAckR\x05pause\x12*\n" +
+	"\x05pause\x18\x06 \x01(\v2\x13.sluice.v1.PauseAckR\x05pause\x12'\n" +
+	"\x0fconfig_features\x18\a \x03(\tR\x0econfigFeatures\x12*\n" +
 	"\x11in_force_revision\x18\x14 \x01(\tR\x0finForceRevision\x120\n" +
 	"\x14in_force_fingerprint\x18\x15 \x01(\tR\x12inForceFingerprint\x12(\n" +
 	"\x10in_force_rollout\x18\x16 \x01(\tR\x0einForceRollout\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xd0\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x04\n" +
 	"\n" +
 	"NodeStatus\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12*\n" +
@@ -782,7 +824,8 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\toperation\x18\r \x01(\tR\toperation\x12\x1a\n" +
 	"\bprogress\x18\x0e \x01(\tR\bprogress\x12\x1f\n" +
 	"\vbake_passes\x18\x0f \x01(\rR\n" +
-	"bakePasses\"\xd9\x01\n" +
+	"bakePasses\x12#\n" +
+	"\ragent_version\x18\x10 \x01(\tR\fagentVersion\"\xd9\x01\n" +
 	"\rInvalidReport\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x18\n" +
 	"\arollout\x18\x02 \x01(\tR\arollout\x12\x1a\n" +
@@ -790,12 +833,13 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\x05check\x18\x04 \x01(\tR\x05check\x12\x16\n" +
 	"\x06output\x18\x05 \x01(\tR\x06output\x12*\n" +
 	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
-	"\x06revert\x18\a \x01(\bR\x06revert*x\n" +
+	"\x06revert\x18\a \x01(\bR\x06revert*\x95\x01\n" +
 	"\tNodePhase\x12\x1a\n" +
 	"\x16NODE_PHASE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17NODE_PHASE_PROVISIONING\x10\x01\x12\x1a\n" +
 	"\x16NODE_PHASE_PROVISIONED\x10\x02\x12\x16\n" +
-	"\x12NODE_PHASE_INVALID\x10\x03B4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"\x12NODE_PHASE_INVALID\x10\x03\x12\x1b\n" +
+	"\x17NODE_PHASE_INCOMPATIBLE\x10\x04B4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_config_proto_rawDescOnce sync.Once

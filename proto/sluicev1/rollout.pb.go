@@ -97,6 +97,9 @@ const (
 	NodeResult_NODE_RESULT_REVERTED      NodeResult = 5 // put back on its backup config after the rollout stopped
 	NodeResult_NODE_RESULT_REFUSED       NodeResult = 6 // its target fingerprint is recorded as invalid: never touched
 	NodeResult_NODE_RESULT_REVERT_FAILED NodeResult = 7 // its revert failed, timed out or had no safe target: it needs an operator
+	// Its agent cannot read the config (it needs a newer agent): listed with
+	// the skipped, never counted against the failure budget, never recorded invalid.
+	NodeResult_NODE_RESULT_INCOMPATIBLE NodeResult = 8
 )
 
 // Enum value maps for NodeResult.
@@ -110,6 +113,7 @@ var (
 		5: "NODE_RESULT_REVERTED",
 		6: "NODE_RESULT_REFUSED",
 		7: "NODE_RESULT_REVERT_FAILED",
+		8: "NODE_RESULT_INCOMPATIBLE",
 	}
 	NodeResult_value = map[string]int32{
 		"NODE_RESULT_UNSPECIFIED":   0,
@@ -120,6 +124,7 @@ var (
 		"NODE_RESULT_REVERTED":      5,
 		"NODE_RESULT_REFUSED":       6,
 		"NODE_RESULT_REVERT_FAILED": 7,
+		"NODE_RESULT_INCOMPATIBLE":  8,
 	}
 )
 
@@ -262,8 +267,14 @@ type Strategy struct {
 	// bake is time only.
 	BakeChecks        uint32               `protobuf:"varint,15,opt,name=bake_checks,json=bakeChecks,proto3" json:"bake_checks,omitempty"`
 	BakeCheckInterval *durationpb.Duration `protobuf:"bytes,16,opt,name=bake_check_interval,json=bakeCheckInterval,proto3" json:"bake_check_interval,omitempty"` // default 30s
-	unknownFields     protoimpl.UnknownFields
-	sizeCache         protoimpl.SizeCache
+	// A node whose agent does not read a config feature its target needs
+	// (NodePresence.config_features, contract.FeaturesOf) is skipped, never
+	// written (result INCOMPATIBLE). Without it, such nodes present when the
+	// rollout starts refuse the whole rollout before any node is touched,
+	// naming them; a node that joins later is skipped either way.
+	SkipIncompatible bool `protobuf:"varint,17,opt,name=skip_incompatible,json=skipIncompatible,proto3" json:"skip_incompatible,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *Strategy) Reset() {
@@ -406,6 +417,13 @@ func (x *Strategy) GetBakeCheckInterval() *durationpb.Duration {
 		return x.BakeCheckInterval
 	}
 	return nil
+}
+
+func (x *Strategy) GetSkipIncompatible() bool {
+	if x != nil {
+		return x.SkipIncompatible
+	}
+	return false
 }
 
 // Gate is a check of the fleet's monitoring a rollout must pass. A metric
@@ -869,6 +887,7 @@ type RolloutCounts struct {
 	// (reverting, reverted, revert_failed) count the touched nodes again.
 	Stopped       uint32 `protobuf:"varint,12,opt,name=stopped,proto3" json:"stopped,omitempty"`                         // in flight when the rollout stopped (revert or abort): no forward outcome
 	NotStarted    uint32 `protobuf:"varint,13,opt,name=not_started,json=notStarted,proto3" json:"not_started,omitempty"` // still pending when the rollout stopped: never touched
+	Incompatible  uint32 `protobuf:"varint,14,opt,name=incompatible,proto3" json:"incompatible,omitempty"`               // of the skipped, those whose agent cannot read the rollout's config
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -990,6 +1009,13 @@ func (x *RolloutCounts) GetStopped() uint32 {
 func (x *RolloutCounts) GetNotStarted() uint32 {
 	if x != nil {
 		return x.NotStarted
+	}
+	return 0
+}
+
+func (x *RolloutCounts) GetIncompatible() uint32 {
+	if x != nil {
+		return x.Incompatible
 	}
 	return 0
 }
@@ -1991,7 +2017,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
 	"\aintents\x18\x02 \x03(\v2\x11.sluice.v1.IntentR\aintents\x129\n" +
 	"\n" +
-	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xe8\x05\n" +
+	"created_at\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x95\x06\n" +
 	"\bStrategy\x12!\n" +
 	"\fmax_parallel\x18\x01 \x01(\tR\vmaxParallel\x12\x1d\n" +
 	"\n" +
@@ -2012,7 +2038,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x14max_unproven_domains\x18\x0e \x01(\rR\x12maxUnprovenDomains\x12\x1f\n" +
 	"\vbake_checks\x18\x0f \x01(\rR\n" +
 	"bakeChecks\x12I\n" +
-	"\x13bake_check_interval\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\x11bakeCheckInterval\"\xbd\x03\n" +
+	"\x13bake_check_interval\x18\x10 \x01(\v2\x19.google.protobuf.DurationR\x11bakeCheckInterval\x12+\n" +
+	"\x11skip_incompatible\x18\x11 \x01(\bR\x10skipIncompatible\"\xbd\x03\n" +
 	"\x04Gate\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -2063,7 +2090,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\amessage\x18\x04 \x01(\tR\amessage\x12!\n" +
 	"\ffailed_check\x18\x05 \x01(\tR\vfailedCheck\x12-\n" +
 	"\x06result\x18\x06 \x01(\x0e2\x15.sluice.v1.NodeResultR\x06result\x12\x16\n" +
-	"\x06output\x18\a \x01(\tR\x06output\"\x89\x03\n" +
+	"\x06output\x18\a \x01(\tR\x06output\"\xad\x03\n" +
 	"\rRolloutCounts\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\rR\x05total\x12\x18\n" +
 	"\apending\x18\x02 \x01(\rR\apending\x12\x1f\n" +
@@ -2080,7 +2107,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\tattempted\x18\v \x01(\rR\tattempted\x12\x18\n" +
 	"\astopped\x18\f \x01(\rR\astopped\x12\x1f\n" +
 	"\vnot_started\x18\r \x01(\rR\n" +
-	"notStarted\"\xf6\t\n" +
+	"notStarted\x12\"\n" +
+	"\fincompatible\x18\x0e \x01(\rR\fincompatible\"\xf6\t\n" +
 	"\aRollout\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12+\n" +
@@ -2192,7 +2220,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x1eROLLOUT_PHASE_PARTIALLY_FAILED\x10\x03\x12\x1d\n" +
 	"\x19ROLLOUT_PHASE_ROLLED_BACK\x10\x04\x12\x19\n" +
 	"\x15ROLLOUT_PHASE_ABORTED\x10\x05\x12\x1b\n" +
-	"\x17ROLLOUT_PHASE_REVERTING\x10\x06*\xe5\x01\n" +
+	"\x17ROLLOUT_PHASE_REVERTING\x10\x06*\x83\x02\n" +
 	"\n" +
 	"NodeResult\x12\x1b\n" +
 	"\x17NODE_RESULT_UNSPECIFIED\x10\x00\x12\x1b\n" +
@@ -2202,7 +2230,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x13NODE_RESULT_SKIPPED\x10\x04\x12\x18\n" +
 	"\x14NODE_RESULT_REVERTED\x10\x05\x12\x17\n" +
 	"\x13NODE_RESULT_REFUSED\x10\x06\x12\x1d\n" +
-	"\x19NODE_RESULT_REVERT_FAILED\x10\aB4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"\x19NODE_RESULT_REVERT_FAILED\x10\a\x12\x1c\n" +
+	"\x18NODE_RESULT_INCOMPATIBLE\x10\bB4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_rollout_proto_rawDescOnce sync.Once

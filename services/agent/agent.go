@@ -117,6 +117,12 @@ type Config struct {
 	Applier Applier
 	// Version is the agent's version, published with its presence.
 	Version string
+	// Features are the config features this agent reads
+	// (contract.ConfigFeatures, docs/deploy.md "Version skew"); nil means
+	// all of them. A test sets fewer (an empty, non-nil list: none) to play
+	// an agent of an earlier release: a desired config needing one it lacks
+	// is reported INCOMPATIBLE, not applied.
+	Features []string
 	// ApplyTimeout bounds one Applier.Apply call (default 2m).
 	ApplyTimeout time.Duration
 	// Checks run, in order, after every apply and after every restore; the
@@ -237,6 +243,10 @@ func New(cfg Config) (*Agent, error) {
 		return nil, fmt.Errorf("agent: labels: %w", errors.Join(errs...))
 	}
 	cfg.Labels = maps.Clone(cfg.Labels)
+	if cfg.Features == nil {
+		cfg.Features = contract.ConfigFeatures
+	}
+	cfg.Features = slices.Clone(cfg.Features)
 	log := cfg.Log.With().Str(logging.FieldComponent, Component).Str(logging.FieldNode, cfg.Node).Logger()
 	reconnected, endConnection := context.WithCancel(context.Background())
 	return &Agent{

@@ -227,6 +227,11 @@ func TestAgent_RegistersPresenceWithLabels(t *testing.T) {
 	if got.GetStartedAt() == nil || got.GetHeartbeatAt() == nil {
 		t.Fatalf("presence = %v, want started_at and heartbeat_at", got)
 	}
+	// The config schema it reads (issue 38 item 2): the coordinator writes
+	// it nothing it cannot read.
+	if !slices.Equal(got.GetConfigFeatures(), contract.ConfigFeatures) {
+		t.Fatalf("presence states config features %v, want %v", got.GetConfigFeatures(), contract.ConfigFeatures)
+	}
 	natstest.Eventually(t, waitFor, "NodeRegistered event", func() bool {
 		ev := lastEvent(t, f, "n1")
 		return ev.GetType() == agent.EventNodeRegistered && strings.Contains(ev.GetReason(), "rack=r7,zone=a")

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"sync"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/sluicehq/sluice/pkg/codec"
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -26,6 +28,12 @@ const kvOperationHeader = "KV-Operation"
 type desired struct {
 	cfg *sluicev1.DesiredConfig
 	rev uint64
+	// unreadable, when set, is why this agent cannot read the config: it
+	// was written for a newer agent (fields this agent's schema does not
+	// have). cfg then holds only what this agent could read of it (node,
+	// fingerprint, rollout, operation...): it is reported INCOMPATIBLE,
+	// never applied.
+	unreadable error
 }
 
 // mailbox hands desired configs to the worker, keeping only the newest: if
@@ -108,18 +116,68 @@ func decodeDesired(node string, b []byte) (*sluicev1.DesiredConfig, error) {
 	return cfg, nil
 }
 
+// lenient decodes what this agent's schema knows of a desired config.
+var lenient = protojson.UnmarshalOptions{DiscardUnknown: true}
+
+// newerSchema is what this agent can read of b, a stored desired config
+// that does not decode strictly, when it is a config written for a newer
+// agent: once the fields this agent does not know are dropped it decodes,
+// names node, carries a fingerprint, and names features this agent does
+// not read (DesiredConfig.features). Anything else — garbage, a value of
+// another type, a misspelt field — is nil: refused and quarantined. Its
+// fingerprint is not checked against its config: the config read without
+// the unknown fields is not the one fingerprinted.
+func newerSchema(node string, features []string, b []byte) *sluicev1.DesiredConfig {
+	cfg := &sluicev1.DesiredConfig{}
+	if err := lenient.Unmarshal(b, cfg); err != nil || cfg.GetNode() != node || cfg.GetFingerprint() == "" ||
+		contract.MissingFeatures(features, cfg.GetFeatures()) == nil {
+		return nil
+	}
+	return cfg
+}
+
 // intake reads one stored value of the node's desired config (rev is its
 // nodeconfigs revision, 0 when unknown): refused and reported when it does
-// not decode or is not well-formed, else handed to accept.
+// not decode or is not well-formed, else handed to accept. A config that
+// needs features this agent does not read (written for a newer agent) is
+// handed on marked unreadable, so that the worker reports it INCOMPATIBLE
+// at once: a refusal alone left the coordinator waiting for an
+// acknowledgement until the pickup deadline, and it then recorded a good
+// config invalid (invariant I9).
 func (a *Agent) intake(b []byte, rev uint64, from string) {
 	cfg, err := decodeDesired(a.cfg.Node, b)
 	if err != nil {
+		if newer := newerSchema(a.cfg.Node, a.cfg.Features, b); newer != nil {
+			a.accept(desired{cfg: newer, rev: rev, unreadable: a.needsFeatures(newer, err)}, from)
+			return
+		}
 		// Retrying soon would read the same value: the next write or the
 		// periodic resync brings another one.
 		a.refuseDesired(rev, err, from)
 		return
 	}
+	if contract.MissingFeatures(a.cfg.Features, cfg.GetFeatures()) != nil {
+		// It decodes, but needs a feature this agent does not read (one
+		// that changes what a field it knows means).
+		a.accept(desired{cfg: cfg, rev: rev, unreadable: a.needsFeatures(cfg, nil)}, from)
+		return
+	}
 	a.accept(desired{cfg: cfg, rev: rev}, from)
+}
+
+// needsFeatures says which features d needs that this agent does not
+// read, and what the decoder said of it (decodeErr; nil when it decoded).
+func (a *Agent) needsFeatures(d *sluicev1.DesiredConfig, decodeErr error) error {
+	reads := strings.Join(a.cfg.Features, ", ")
+	if reads == "" {
+		reads = "none beyond the baseline schema"
+	}
+	err := fmt.Errorf("it needs config feature(s) %s, which this agent does not read (it reads: %s)",
+		strings.Join(contract.MissingFeatures(a.cfg.Features, d.GetFeatures()), ", "), reads)
+	if decodeErr != nil {
+		err = fmt.Errorf("%w; %w", err, decodeErr)
+	}
+	return err
 }
 
 // receive handles one message republished from the nodeconfigs bucket.

@@ -66,10 +66,10 @@ func TestMailbox_KeepsNewest(t *testing.T) {
 		accepted []bool
 	}{
 		{name: "nothing offered", want: ""},
-		{name: "newer replaces pending", given: []desired{{cfg("a"), 1}, {cfg("b"), 2}, {cfg("c"), 3}}, want: "c", accepted: []bool{true, true, true}},
-		{name: "older revision after newer is dropped", given: []desired{{cfg("b"), 5}, {cfg("a"), 4}}, want: "b", accepted: []bool{true, false}},
-		{name: "same revision again is accepted", given: []desired{{cfg("a"), 5}, {cfg("a"), 5}}, want: "a", accepted: []bool{true, true}},
-		{name: "unknown revision is accepted", given: []desired{{cfg("a"), 5}, {cfg("b"), 0}}, want: "b", accepted: []bool{true, true}},
+		{name: "newer replaces pending", given: []desired{{cfg: cfg("a"), rev: 1}, {cfg: cfg("b"), rev: 2}, {cfg: cfg("c"), rev: 3}}, want: "c", accepted: []bool{true, true, true}},
+		{name: "older revision after newer is dropped", given: []desired{{cfg: cfg("b"), rev: 5}, {cfg: cfg("a"), rev: 4}}, want: "b", accepted: []bool{true, false}},
+		{name: "same revision again is accepted", given: []desired{{cfg: cfg("a"), rev: 5}, {cfg: cfg("a"), rev: 5}}, want: "a", accepted: []bool{true, true}},
+		{name: "unknown revision is accepted", given: []desired{{cfg: cfg("a"), rev: 5}, {cfg: cfg("b"), rev: 0}}, want: "b", accepted: []bool{true, true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

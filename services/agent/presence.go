@@ -38,12 +38,13 @@ type presence struct {
 // is three beats long.
 func (a *Agent) heartbeat(ctx context.Context) (ok bool) {
 	p := &sluicev1.NodePresence{
-		Node:         a.cfg.Node,
-		Labels:       a.cfg.Labels,
-		AgentVersion: a.cfg.Version,
-		StartedAt:    timestamppb.New(a.pres.started),
-		HeartbeatAt:  timestamppb.New(a.cfg.Now()),
-		Pause:        a.currentAck(),
+		Node:           a.cfg.Node,
+		Labels:         a.cfg.Labels,
+		AgentVersion:   a.cfg.Version,
+		ConfigFeatures: a.cfg.Features,
+		StartedAt:      timestamppb.New(a.pres.started),
+		HeartbeatAt:    timestamppb.New(a.cfg.Now()),
+		Pause:          a.currentAck(),
 	}
 	// What the node runs, from its last-good on disk: the one statement of
 	// it that survives a lost store (docs/agent.md, "What a node runs").

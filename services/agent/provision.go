@@ -70,7 +70,11 @@ func (a *Agent) work(ctx context.Context) {
 		if !ok {
 			continue
 		}
-		a.handle(ctx, d.cfg)
+		if d.unreadable != nil {
+			a.incompatible(ctx, d.cfg, d.unreadable)
+		} else {
+			a.handle(ctx, d.cfg)
+		}
 		a.setBusy("", nil)
 	}
 }
@@ -261,6 +265,7 @@ type statusUpdate struct {
 	message, failedCheck, output string
 	bakePasses                   uint32 // re-runs passed while baking (bake.go)
 	progress                     string // the step in progress (operation.go)
+	version                      string // the agent's version, with INCOMPATIBLE (incompatible.go)
 }
 
 // setPhase writes the status of d and, once stored, emits the transition.
@@ -293,6 +298,7 @@ func (a *Agent) writePhase(ctx context.Context, d *sluicev1.DesiredConfig, start
 		Operation:          d.GetOperation(),
 		BakePasses:         u.bakePasses,
 		Progress:           u.progress,
+		AgentVersion:       u.version,
 	}
 	if u.phase == sluicev1.NodePhase_NODE_PHASE_INVALID {
 		st.LastInvalid = &sluicev1.InvalidReport{Fingerprint: d.GetFingerprint(), Rollout: d.GetRollout(), Revision: d.GetRevision(),

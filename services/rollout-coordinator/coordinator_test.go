@@ -34,6 +34,9 @@ type fakeFleet struct {
 	mu        sync.Mutex
 	statusRev map[string]uint64
 	held      map[string]*sluicev1.DesiredConfig // node → the apply held (not reported) by hold
+	// incompatible: these nodes' agents cannot read what they are written
+	// and report it INCOMPATIBLE, as an agent older than the config does.
+	incompatible map[string]bool
 }
 
 // hold makes node's next applies go unreported until release.
@@ -106,6 +109,9 @@ func (f *fakeFleet) apply(ctx context.Context, d *sluicev1.DesiredConfig, delay 
 	phase := sluicev1.NodePhase_NODE_PHASE_PROVISIONED
 	if f.fail[d.GetNode()] && !d.GetRevert() {
 		phase = sluicev1.NodePhase_NODE_PHASE_INVALID
+	}
+	if f.incompatible[d.GetNode()] {
+		phase = sluicev1.NodePhase_NODE_PHASE_INCOMPATIBLE
 	}
 	rev, err := f.status.Update(ctx, d.GetNode(), &sluicev1.NodeStatus{
 		Node: d.GetNode(), Phase: phase, Fingerprint: d.GetFingerprint(), Revision: d.GetRevision(),

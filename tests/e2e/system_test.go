@@ -41,8 +41,12 @@ type system struct {
 	// pairs, if set, gives a node a redundancy group (contract.LabelPair)
 	// besides nodeLabels.
 	pairs map[string]string
-	mu    sync.Mutex
-	stops map[string]func() // component or node → stop it and wait
+	// features, if set for a node, are the config features its agent reads
+	// (agent.Config.Features): an empty list plays an agent of the
+	// baseline release.
+	features map[string][]string
+	mu       sync.Mutex
+	stops    map[string]func() // component or node → stop it and wait
 }
 
 // nodeLabels spreads nodes over three zones and two racks.
@@ -142,7 +146,7 @@ func (s *system) startAgent(i int) {
 	}
 	nc := s.env.ConnectRole(s.t, creds.RoleNode, name)
 	a, err := agent.New(agent.Config{Conn: nc, Settings: s.env.Settings, Log: zerolog.Nop(), Node: name,
-		Labels: labels, StateDir: stateDir, Applier: ap, Version: "e2e", Checks: checks})
+		Labels: labels, StateDir: stateDir, Applier: ap, Version: "e2e", Checks: checks, Features: s.features[name]})
 	if err != nil {
 		s.t.Fatal(err)
 	}

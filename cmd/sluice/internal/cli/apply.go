@@ -223,6 +223,7 @@ type strategyFlags struct {
 	bake, bakeCheckEvery, apply, pickup       time.Duration
 	progress                                  time.Duration
 	retryInvalid                              bool
+	skipIncompatible                          bool
 	windows                                   []string
 	gates                                     []string
 	gatesFile                                 string
@@ -242,6 +243,7 @@ func (f *strategyFlags) register(fs *pflag.FlagSet) {
 	fs.DurationVar(&f.pickup, "pickup-deadline", 0, fmt.Sprintf("per node that never acknowledges, from the write; at least the apply deadline (default %s)", contract.DefaultPickupDeadline))
 	fs.DurationVar(&f.progress, "progress-deadline", 0, fmt.Sprintf("the whole rollout, counted while a coordinator runs it (default %s)", contract.DefaultProgressDeadline))
 	fs.BoolVar(&f.retryInvalid, "retry-invalid", false, "roll out even fingerprints recorded as invalid, on purpose")
+	fs.BoolVar(&f.skipIncompatible, "skip-incompatible", false, "skip the nodes whose agent is too old to read their config (e.g. --bake-checks needs a newer agent) instead of refusing the rollout")
 	fs.StringArrayVar(&f.windows, "window", nil, `weekly window in which waves may start, e.g. "Mon-Fri 09:00-16:00 Europe/Berlin" (DAYS HH:MM-HH:MM [ZONE]; repeat for several); a wave in flight when it closes finishes`)
 	fs.StringArrayVar(&f.gates, "gate", nil, `a gate the rollout must pass (repeatable): NAME=prometheus:URL?query=PROMQL&max=N[&min=N&lookback=5m&step=15s&min-samples=1&deadline=10m] before each next wave and the end, or NAME=prometheus:URL?alert=ALERT[,ALERT][&interval=10s&deadline=10m] all the time; values as written, no URL escaping`)
 	fs.StringVar(&f.gatesFile, "gates-file", "", "a YAML file of gates the rollout must pass, as --gate takes them (docs/rollouts.md, \"Gates file\"); with --gate, both sets")
@@ -254,7 +256,7 @@ func (f *strategyFlags) register(fs *pflag.FlagSet) {
 func (f *strategyFlags) strategy(fs *pflag.FlagSet) (*sluicev1.Strategy, error) {
 	st := &sluicev1.Strategy{MaxParallel: f.maxParallel, FirstWave: f.firstWave, WaveGrowth: f.waveGrowth,
 		FailureDomain: f.failureDomain, FailureBudget: f.failureBudget, RetryInvalid: f.retryInvalid, WhileActive: f.whileActive,
-		Windows: f.windows, MaxUnprovenDomains: f.maxUnprovenDomains, BakeChecks: f.bakeChecks}
+		SkipIncompatible: f.skipIncompatible, Windows: f.windows, MaxUnprovenDomains: f.maxUnprovenDomains, BakeChecks: f.bakeChecks}
 	if f.gatesFile != "" {
 		b, err := os.ReadFile(f.gatesFile)
 		if err != nil {

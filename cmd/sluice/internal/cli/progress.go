@@ -68,8 +68,12 @@ func countsLine(c *sluicev1.RolloutCounts) string {
 	if c.GetTimedOut() > 0 {
 		failed = fmt.Sprintf("%d (%d timed out)", c.GetFailed(), c.GetTimedOut())
 	}
-	line := fmt.Sprintf("pending %d, in progress %d, provisioned %d, failed %s, skipped %d",
-		c.GetPending(), c.GetInProgress(), c.GetProvisioned(), failed, c.GetSkipped())
+	skipped := fmt.Sprint(c.GetSkipped())
+	if c.GetIncompatible() > 0 {
+		skipped = fmt.Sprintf("%d (%d: their agent cannot read the config)", c.GetSkipped(), c.GetIncompatible())
+	}
+	line := fmt.Sprintf("pending %d, in progress %d, provisioned %d, failed %s, skipped %s",
+		c.GetPending(), c.GetInProgress(), c.GetProvisioned(), failed, skipped)
 	// Once a rollout stopped, its nodes in flight and still pending have no
 	// outcome of their own: counted apart, so the counts add up to the total.
 	if c.GetStopped()+c.GetNotStarted() > 0 {
@@ -133,6 +137,9 @@ func strategyLine(st *sluicev1.Strategy) string {
 	}
 	if st.GetRetryInvalid() {
 		parts = append(parts, "retrying invalid fingerprints")
+	}
+	if st.GetSkipIncompatible() {
+		parts = append(parts, "skipping nodes whose agent cannot read the config")
 	}
 	if ws := st.GetWindows(); len(ws) > 0 {
 		parts = append(parts, "waves start within "+strings.Join(ws, " or "))
@@ -303,6 +310,8 @@ func liveState(l liveNode, now time.Time) (result, check, msg, output string, sh
 			res = "revert failed"
 		}
 		return res, st.GetFailedCheck(), st.GetMessage(), st.GetCheckOutput(), true
+	case sluicev1.NodePhase_NODE_PHASE_INCOMPATIBLE:
+		return "incompatible", "", st.GetMessage(), st.GetCheckOutput(), true
 	}
 	msg = "applying for " + age(now, since)
 	if d.GetRevert() {

@@ -478,3 +478,13 @@ func TestCountsLine_StoppedRollout_AddsUpToTheTotal(t *testing.T) {
 		t.Errorf("countsLine:\n got  %q\n want %q", got, want)
 	}
 }
+
+// Nodes skipped because their agent cannot read the config are said apart
+// from nodes that left (issue 38 item 2).
+func TestCountsLine_IncompatibleNodes_SaidApartFromTheSkipped(t *testing.T) {
+	c := &sluicev1.RolloutCounts{Total: 4, Provisioned: 2, Skipped: 2, Incompatible: 1}
+	want := "pending 0, in progress 0, provisioned 2, failed 0, skipped 2 (1: their agent cannot read the config)"
+	if got := countsLine(c); got != want {
+		t.Errorf("countsLine:\n got  %q\n want %q", got, want)
+	}
+}

@@ -31,7 +31,8 @@ func head(gen uint64, rev, maxPar string) *sluicev1.Head {
 func presence(names ...string) []*sluicev1.NodePresence {
 	var ps []*sluicev1.NodePresence
 	for _, n := range names {
-		ps = append(ps, &sluicev1.NodePresence{Node: n, Labels: map[string]string{"zone": "a"}})
+		// As an agent of this version states it: it reads every feature.
+		ps = append(ps, &sluicev1.NodePresence{Node: n, Labels: map[string]string{"zone": "a"}, ConfigFeatures: contract.ConfigFeatures})
 	}
 	return ps
 }

@@ -65,6 +65,7 @@ func (s *State) takePresence(p *sluicev1.NodePresence) {
 	n := s.nodeOf(p.GetNode())
 	s.setLabels(n, p.GetLabels())
 	n.present, n.pauseAck, n.startedAt = true, agentPauseOf(p.GetPause()), p.GetStartedAt().AsTime()
+	s.setReads(n, p)
 }
 
 func (s *State) takeStatus(st *sluicev1.NodeStatus) { s.nodeOf(st.GetNode()).status = s.keepReport(st) }
@@ -170,6 +171,7 @@ func (d *desired) message(node string) *sluicev1.DesiredConfig {
 	if d.config != nil {
 		m.Config = proto.Clone(d.config).(*sluicev1.NodeConfig)
 	}
+	m.Features = contract.FeaturesOf(m)
 	return m
 }
 
@@ -204,7 +206,7 @@ func (s *State) keepDesired(m *sluicev1.DesiredConfig) *desired {
 type report struct {
 	phase                          sluicev1.NodePhase
 	fingerprint, rollout, revision string
-	failed                         *failedReport           // Invalid only
+	failed                         *failedReport           // Invalid or Incompatible only: what the agent said
 	lastInvalid                    *sluicev1.InvalidReport // as the status carried it
 }
 
@@ -268,7 +270,7 @@ func (r *report) GetLastInvalid() *sluicev1.InvalidReport {
 func (s *State) keepReport(st *sluicev1.NodeStatus) *report {
 	r := &report{phase: st.GetPhase(), fingerprint: s.intern(st.GetFingerprint()), rollout: s.intern(st.GetRollout()),
 		revision: s.intern(st.GetRevision()), lastInvalid: st.GetLastInvalid()}
-	if r.phase == sluicev1.NodePhase_NODE_PHASE_INVALID {
+	if r.phase == sluicev1.NodePhase_NODE_PHASE_INVALID || r.phase == sluicev1.NodePhase_NODE_PHASE_INCOMPATIBLE {
 		r.failed = &failedReport{check: st.GetFailedCheck(), output: st.GetCheckOutput(), message: st.GetMessage()}
 	}
 	return r

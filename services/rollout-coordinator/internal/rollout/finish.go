@@ -58,15 +58,32 @@ func (s *State) maybeFinish(now time.Time) {
 		// force, and every returning node would get it at once, not wave
 		// by wave (a virtual-time chaos seed). It ends Aborted: the config
 		// in force stays, and `sluice rollout retry` rolls it out again.
+		why := fmt.Sprintf("the %d node(s) it was for left before they were configured (presence lapsed)", left)
+		if inc := int(c.GetIncompatible()); inc > 0 {
+			why = fmt.Sprintf("of the %d node(s) it was for, %d left before they were configured (presence lapsed) and %d have an agent that cannot read it (upgrade them)",
+				left, left-inc, inc)
+		}
 		s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, fmt.Sprintf(
-			"no node was provisioned: the %d node(s) it was for left before they were configured (presence lapsed), so nothing of its target is proven and it is not put in force; sluice rollout retry rolls it out again", left), now)
+			"no node was provisioned: %s, so nothing of its target is proven and it is not put in force; sluice rollout retry rolls it out again", why), now)
 		return
 	}
 	reason := fmt.Sprintf("all %d nodes provisioned", c.GetProvisioned())
 	if c.GetSkipped() > 0 {
-		reason = fmt.Sprintf("%d nodes provisioned, %d skipped (left during the rollout)", c.GetProvisioned(), c.GetSkipped())
+		reason = fmt.Sprintf("%d nodes provisioned, %d skipped (%s)", c.GetProvisioned(), c.GetSkipped(), skippedWhy(c))
 	}
 	s.finish(sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, reason, now)
+}
+
+// skippedWhy says why a rollout's nodes were skipped.
+func skippedWhy(c *sluicev1.RolloutCounts) string {
+	inc, left := c.GetIncompatible(), c.GetSkipped()-c.GetIncompatible()
+	switch {
+	case inc == 0:
+		return "left during the rollout"
+	case left == 0:
+		return "their agent cannot read the config: upgrade them"
+	}
+	return fmt.Sprintf("%d left during the rollout, %d have an agent that cannot read the config: upgrade them", left, inc)
 }
 
 func describeFailure(fs []*sluicev1.NodeOutcome) string {

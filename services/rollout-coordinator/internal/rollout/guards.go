@@ -71,12 +71,18 @@ func (s *State) configureStragglers() {
 
 // configureStraggler gives n the configuration in force (the last applied
 // revision's), with an event, unless it already has it or it is known bad.
-func (s *State) configureStraggler(n *node, why string) {
+func (s *State) configureStraggler(n *node, whyStraggler string) {
 	if s.lastAppliedRev == nil || !n.present || s.joinerWaits(n) {
 		return
 	}
 	fp, cfg := s.renderFor(s.lastAppliedRev, n)
 	if (n.desired.GetFingerprint() == fp && !n.desired.GetCancel()) || s.invalid[fp] != nil {
+		return
+	}
+	if why := n.cannotRead(fp, nil, cfg); why != "" {
+		s.emit(&sluicev1.Event{Kind: contract.KindNode, Id: n.name, Type: "NodeIncompatible", Node: n.name,
+			Revision: s.lastApplied.GetRevision(), Rollout: s.lastApplied.GetRollout(), Fingerprint: fp,
+			Reason: why + "; " + whyStraggler + ", it is not configured: it keeps the config in force until its agent is upgraded"})
 		return
 	}
 	d := &desired{revision: s.intern(s.lastApplied.GetRevision()), rollout: s.intern(s.lastApplied.GetRollout()),
@@ -86,7 +92,7 @@ func (s *State) configureStraggler(n *node, why string) {
 	s.do(WriteDesired{Desired: d.message(n.name), Backup: save.message(n.name), Events: []*sluicev1.Event{{
 		Kind: contract.KindNode, Id: n.name, Type: "NodeConfigured", Node: n.name,
 		Revision: d.revision, Rollout: d.rollout, Fingerprint: fp,
-		Reason: why + " and differs from the configuration in force; it gets the last applied revision " + render.Short(d.revision),
+		Reason: whyStraggler + " and differs from the configuration in force; it gets the last applied revision " + render.Short(d.revision),
 	}}})
 }
 

@@ -312,6 +312,7 @@ func (s *State) start(h *sluicev1.Head, rev *sluicev1.Revision, now time.Time) {
 	s.emit(s.rolloutEvent("RolloutStarted", fmt.Sprintf("%s; %d nodes, %d already up to date; %s",
 		r.GetReason(), r.GetCounts().GetTotal(), r.GetCounts().GetProvisioned(), s.plan.Describe())))
 	s.refuseKnownBad(now)
+	s.refuseIncompatible()
 }
 
 // adopt resumes r, read back from its record: the backups the term read
@@ -380,20 +381,24 @@ func (s *State) placeAll(resuming bool, now time.Time) {
 			if resuming {
 				n.previous = n.backup
 			}
-			s.place(n, outcomeOf(prevFailures, name), now)
+			s.place(n, prevOutcome(prevFailures, prevSkipped, name), now)
 		case outcomeOf(prevSkipped, name) != nil:
 			// Left during an earlier term and not back: still skipped
 			// (also a node that left while pending, whose desired config
 			// is still the previous rollout's).
 			n.touched = true
 			r.Counts.Total++
+			if o := outcomeOf(prevSkipped, name); o.GetResult() == sluicev1.NodeResult_NODE_RESULT_INCOMPATIBLE {
+				s.skipIncompatible(n, o.GetOutput(), o.GetMessage(), false)
+				break
+			}
 			s.setProg(n, progSkipped)
 			s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_SKIPPED, "", "", outcomeOf(prevSkipped, name).GetMessage())
 		case resuming && n.desired.GetRollout() == r.GetId() && !n.desired.GetRevert():
 			// Written by this rollout in an earlier term, and gone since
 			// while no coordinator led (its lease lapsed unseen).
 			n.previous = n.backup
-			s.placeAway(n, outcomeOf(prevFailures, name), now)
+			s.placeAway(n, prevOutcome(prevFailures, prevSkipped, name), now)
 		}
 	}
 	if resuming {
@@ -410,6 +415,18 @@ func (s *State) countPresent() int {
 		}
 	}
 	return c
+}
+
+// prevOutcome is node's outcome in the record a term resumes from: its
+// failure, or else its skip when its agent could not read its target.
+func prevOutcome(failures, skipped []*sluicev1.NodeOutcome, node string) *sluicev1.NodeOutcome {
+	if o := outcomeOf(failures, node); o != nil {
+		return o
+	}
+	if o := outcomeOf(skipped, node); o.GetResult() == sluicev1.NodeResult_NODE_RESULT_INCOMPATIBLE {
+		return o
+	}
+	return nil
 }
 
 func outcomeOf(list []*sluicev1.NodeOutcome, node string) *sluicev1.NodeOutcome {
@@ -493,6 +510,11 @@ func (s *State) placeAt(n *node, target string, config *sluicev1.NodeConfig, pre
 		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_INVALID, check, st.GetCheckOutput(), st.GetMessage())
 		s.recordInvalid(n.name, n.target, r.GetId(), r.GetRevision(), check, st.GetCheckOutput(), CauseCheckFailed, now)
 
+	case ours && st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INCOMPATIBLE:
+		// Its agent cannot read it (reported while no leader ran, or
+		// skipped by an earlier term): skipped, never a failure.
+		s.touchedAgain(n)
+		s.skipIncompatible(n, st.GetCheckOutput(), st.GetMessage(), prev.GetResult() != sluicev1.NodeResult_NODE_RESULT_INCOMPATIBLE)
 	case d.GetRollout() == r.GetId() && carriesFailure(st.GetLastInvalid(), r.GetId(), n.target):
 		// This rollout wrote n (its revert, here), and n's agent carries an
 		// Invalid report of the target in its status: a failure whose
@@ -529,7 +551,8 @@ func (s *State) reportsTarget(n *node, st reportOn) bool {
 		return false
 	}
 	switch st.GetPhase() {
-	case sluicev1.NodePhase_NODE_PHASE_PROVISIONING, sluicev1.NodePhase_NODE_PHASE_PROVISIONED, sluicev1.NodePhase_NODE_PHASE_INVALID:
+	case sluicev1.NodePhase_NODE_PHASE_PROVISIONING, sluicev1.NodePhase_NODE_PHASE_PROVISIONED, sluicev1.NodePhase_NODE_PHASE_INVALID,
+		sluicev1.NodePhase_NODE_PHASE_INCOMPATIBLE:
 		return true
 	}
 	return false

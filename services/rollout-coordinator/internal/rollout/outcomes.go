@@ -49,6 +49,10 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 		}
 		return
 	}
+	if phase == sluicev1.NodePhase_NODE_PHASE_INCOMPATIBLE {
+		s.incompatibleReported(n, st)
+		return
+	}
 	if phase == sluicev1.NodePhase_NODE_PHASE_PROVISIONING {
 		if n.ackAt.IsZero() {
 			n.ackAt = now
@@ -170,7 +174,7 @@ func (s *State) recordOutcomeOf(n *node, fp string, res sluicev1.NodeResult, che
 	}
 	s.changed()
 	r := s.rollout
-	if res == sluicev1.NodeResult_NODE_RESULT_SKIPPED {
+	if res == sluicev1.NodeResult_NODE_RESULT_SKIPPED || res == sluicev1.NodeResult_NODE_RESULT_INCOMPATIBLE {
 		for i, f := range r.Skipped {
 			if f.GetNode() == n.name {
 				r.Skipped[i] = o

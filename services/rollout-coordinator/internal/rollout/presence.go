@@ -31,6 +31,11 @@ func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 	}
 	joined := !n.present
 	s.setLabels(n, p.GetLabels())
+	if s.setReads(n, p) && n.prog == progIncompatible && !n.touched && !joined && s.rollout != nil && !s.reverting {
+		// Its agent was upgraded in place (within its lease): it is in
+		// the rollout again, as a node that comes back is.
+		joined = true
+	}
 	ack := agentPauseOf(p.GetPause())
 	n.present, n.startedAt = true, p.GetStartedAt().AsTime()
 	if ack != n.pauseAck {
@@ -51,11 +56,11 @@ func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 		if n.rev == revNone && n.prog == progNone {
 			s.configureStraggler(n, "node joined while the rollout reverts")
 		}
-	case n.prog == progNone || n.prog == progSkipped:
+	case n.prog == progNone || n.prog == progSkipped || n.prog == progIncompatible:
 		if s.pause.GetPaused() && n.desired == nil {
 			s.configureStraggler(n, "node joined while the control plane is paused (joiners last-good)")
 		}
-		if n.prog == progSkipped { // it came back: it is in the rollout again, no longer skipped
+		if n.prog == progSkipped || n.prog == progIncompatible { // it came back: it is in the rollout again, no longer skipped
 			s.setProg(n, progNone)
 			s.rollout.Counts.Total--
 			s.rollout.Skipped = slices.DeleteFunc(s.rollout.Skipped, func(o *sluicev1.NodeOutcome) bool { return o.GetNode() == n.name })

@@ -105,6 +105,6 @@ func (s *State) reaped(node string, now time.Time) {
 	n.status, n.desired, n.backup = nil, nil, nil
 	if n.present {
 		n.present = false
-		s.presence(n.name, &sluicev1.NodePresence{Node: n.name, Labels: n.labelMap()}, now)
+		s.presence(n.name, &sluicev1.NodePresence{Node: n.name, Labels: n.labelMap(), AgentVersion: n.version, ConfigFeatures: n.readsList()}, now)
 	}
 }

@@ -183,7 +183,8 @@ func (s *State) resumeRevert(now time.Time) {
 	s.clockBase, s.clockFrom, s.heldAt = r.GetLeaderTime().AsDuration(), now, time.Time{}
 	c := countsOf(r.GetCounts())
 	r.Counts = &sluicev1.RolloutCounts{Total: c.GetTotal(), Provisioned: c.GetProvisioned(), Failed: c.GetFailed(),
-		TimedOut: c.GetTimedOut(), Skipped: c.GetSkipped(), Stopped: c.GetStopped(), NotStarted: c.GetNotStarted(), Attempted: c.GetAttempted()}
+		TimedOut: c.GetTimedOut(), Skipped: c.GetSkipped(), Stopped: c.GetStopped(), NotStarted: c.GetNotStarted(), Attempted: c.GetAttempted(),
+		Incompatible: c.GetIncompatible()}
 	var err error
 	if s.plan, err = resolve(r.GetStrategy(), int(c.GetTotal())); err != nil {
 		s.plan = fallbackPlan()
@@ -202,6 +203,8 @@ func (s *State) resumeRevert(now time.Time) {
 		// Its forward outcome: as the record has it; failed while no leader
 		// ran; or stopped in flight (a later Invalid report still counts).
 		switch prev := outcomeOf(r.GetFailures(), name); {
+		case outcomeOf(r.GetSkipped(), name).GetResult() == sluicev1.NodeResult_NODE_RESULT_INCOMPATIBLE:
+			n.prog = progIncompatible // its agent could not read it: the record's counts stand
 		case prev.GetResult() == sluicev1.NodeResult_NODE_RESULT_INVALID && prev.GetFailedCheck() != "revert":
 			n.prog = progFailed
 		case prev.GetResult() == sluicev1.NodeResult_NODE_RESULT_TIMED_OUT:

@@ -18,7 +18,8 @@
 // maxUnprovenDomains values), bakechecks.go (re-run checks while baking),
 // gates.go (metric and alert gates), rereads.go (what the loop is asked to
 // read again, and the answers), storeloss.go (no rollout starts while the
-// store is lost).
+// store is lost), incompatible.go (nodes whose agent cannot read their
+// target).
 // docs/rollouts.md draws the state machine.
 //
 // Cost: the state keeps about 700 bytes per node, and no event but a

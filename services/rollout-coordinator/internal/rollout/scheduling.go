@@ -47,6 +47,10 @@ func (s *State) fill(now time.Time) {
 			s.bakedNow()
 		}
 		n := s.pending.first()
+		if why := n.cannotRead(n.target, s.bakeSpec, n.config); why != "" {
+			s.skipUnreadable(n, why) // never written a config its agent cannot read
+			continue
+		}
 		if s.held(n) {
 			// n waits for its redundancy group, and so does every node
 			// after it (pairs.go).

@@ -16,20 +16,21 @@ import (
 type progress uint8
 
 const (
-	progNone        progress = iota // not part of the active rollout
-	progPending                     // waiting for a slot
-	progInFlight                    // desired config written, no final report yet
-	progProvisioned                 // reported Provisioned with the target fingerprint
-	progFailed                      // reported Invalid with the target fingerprint
-	progTimedOut                    // no final report within its deadline
-	progSkipped                     // left before finishing
-	progRefused                     // its target is a known-bad fingerprint: never touched
-	progStopped                     // in flight when the rollout stopped: no outcome
+	progNone         progress = iota // not part of the active rollout
+	progPending                      // waiting for a slot
+	progInFlight                     // desired config written, no final report yet
+	progProvisioned                  // reported Provisioned with the target fingerprint
+	progFailed                       // reported Invalid with the target fingerprint
+	progTimedOut                     // no final report within its deadline
+	progSkipped                      // left before finishing
+	progRefused                      // its target is a known-bad fingerprint: never touched
+	progStopped                      // in flight when the rollout stopped: no outcome
+	progIncompatible                 // its agent cannot read its target (incompatible.go): skipped
 )
 
 func (p progress) String() string {
 	return [...]string{"none", "pending", "in-progress", "provisioned", "failed", "timed-out", "skipped",
-		"refused", "stopped"}[p]
+		"refused", "stopped", "incompatible"}[p]
 }
 
 // revertState is where a touched node is in the revert after the rollout stopped.
@@ -67,6 +68,9 @@ type node struct {
 	revertNote string               // why its revert target is not its backup, if it is not
 	pauseAck   agentPause           // the control-plane pause its agent reached (its presence)
 	startedAt  time.Time            // when its agent started, as its presence last said
+	// What its agent reads, as its presence last said (incompatible.go):
+	// its config features, comma-joined and interned, and its version.
+	reads, version string
 
 	group   *pairGroup // its redundancy group in the active rollout (pairs.go), nil when none
 	unbaked bool       // provisioned by the active rollout, its stage's bake not yet passed (pairs.go)
@@ -223,14 +227,19 @@ func (s *State) elapsed(now time.Time) time.Duration {
 
 // setProg moves n's forward progress to p, keeping the rollout's counts.
 // Failed counts every node that failed, timed out or was refused; TimedOut
-// says how many of those timed out.
+// says how many of those timed out. Skipped counts every node that left or
+// whose agent cannot read its target; Incompatible says how many of those
+// could not read it.
 func (s *State) setProg(n *node, p progress) {
 	c := s.rollout.Counts
 	if f := progCounter(c, n.prog); f != nil {
 		*f--
 	}
-	if n.prog == progTimedOut {
+	switch n.prog {
+	case progTimedOut:
 		c.Failed--
+	case progIncompatible:
+		c.Skipped--
 	}
 	from := n.prog
 	n.prog = p
@@ -239,8 +248,11 @@ func (s *State) setProg(n *node, p progress) {
 	if f := progCounter(c, p); f != nil {
 		*f++
 	}
-	if p == progTimedOut {
+	switch p {
+	case progTimedOut:
 		c.Failed++
+	case progIncompatible:
+		c.Skipped++
 	}
 	s.changed()
 }
@@ -261,6 +273,8 @@ func progCounter(c *sluicev1.RolloutCounts, p progress) *uint32 {
 		return &c.Skipped
 	case progStopped:
 		return &c.Stopped
+	case progIncompatible:
+		return &c.Incompatible
 	}
 	return nil
 }

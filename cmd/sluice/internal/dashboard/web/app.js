@@ -52,6 +52,7 @@ const STATES = {
   reverted: { label: 'Reverted', color: '--reverted' },
   pending: { label: 'Pending / no status', color: '--pending' },
   left: { label: 'left (not present)', color: '--left', mark: 'dot' },
+  incompatible: { label: 'Incompatible (needs a newer agent)', color: '--left', mark: 'stripe' },
 };
 function outcomes() {
   // The outcomes the newest rollout recorded, by node; while a rollout
@@ -60,6 +61,7 @@ function outcomes() {
   const m = new Map();
   if (!r) return m;
   for (const f of r.failures || []) m.set(f.node, f.result);
+  for (const f of r.skipped || []) if (f.result === 'NODE_RESULT_INCOMPATIBLE') m.set(f.node, f.result);
   if (r.id === S.active && r.phase === 'ROLLOUT_PHASE_PROGRESSING') m.revision = r.revision;
   return m;
 }
@@ -69,6 +71,9 @@ function nodeState(n, out) {
   if (res === 'NODE_RESULT_INVALID' || res === 'NODE_RESULT_REFUSED') return 'failed';
   const ph = n.status && n.status.phase;
   if (ph === 'NODE_PHASE_INVALID') return 'failed';
+  // Skipped by the running rollout, or reporting it cannot read its
+  // config: once a rollout ends the node's own phase tells.
+  if (ph === 'NODE_PHASE_INCOMPATIBLE' || (res === 'NODE_RESULT_INCOMPATIBLE' && out.revision)) return 'incompatible';
   if (!n.present) return 'left';
   if (ph === 'NODE_PHASE_PROVISIONING') return 'progress';
   if (out.revision && n.status && n.status.revision !== out.revision) return 'pending';
