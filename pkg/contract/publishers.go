@@ -54,7 +54,7 @@ var (
 var eventRules = []EventRule{
 	// The agent: its own node's transitions, as it applies and checks.
 	{RoleNode, KindNode, []string{"NodeRegistered", "NodeLabelsChanged", "NodeProvisioning", "NodeProvisioned",
-		"NodeInvalid", "NodeRestored", "NodeRestoreFailed", "StaleDesiredIgnored", "NodeBakeCheckPassed"}},
+		"NodeInvalid", "NodeRestored", "NodeRestoreFailed", "StaleDesiredIgnored", "NodeBakeCheckPassed", "NodeIncompatible"}},
 	{RoleNode, KindInstance, pauseTypes},
 	{RoleNode, KindQuarantine, quarantineTypes},
 
@@ -67,7 +67,7 @@ var eventRules = []EventRule{
 		"RolloutSucceeded", "RolloutPartiallyFailed", "RolloutRolledBack", "RolloutAborted", "RolloutHeld"}},
 	{RoleCoordinator, KindNode, []string{"NodeConfigured", "NodeFoundStarted", "NodeJoinedRollout", "NodeJoinedRevert",
 		"NodeWaitingForPair", "NodeSkipped", "NodeFailed", "NodeTimedOut", "NodeOperationCancelled",
-		"NodeRevertTarget", "NodeReverted", "NodeRevertFailed", "NodeRevertDeferred", "DesiredWriteRefused"}},
+		"NodeRevertTarget", "NodeReverted", "NodeRevertFailed", "NodeRevertDeferred", "DesiredWriteRefused", "NodeIncompatible"}},
 	{RoleCoordinator, KindGate, []string{"GateWaiting", "GatePassed", "GateClear", "GateFailed"}},
 	{RoleCoordinator, KindFingerprint, []string{"FingerprintInvalid", "FingerprintForgiven"}},
 	{RoleCoordinator, KindLeader, []string{EventLeadershipAcquired, EventLeadershipLost, EventLeadershipReleased}},
