@@ -158,38 +158,42 @@ var logRecord = regexp.MustCompile(`^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3} +(\w+)
 
 var ansi = regexp.MustCompile("\x1b\\[[0-9;]*m")
 
-// reloadErrors returns the errors and warnings of frr-reload's log (with
-// their continuation lines), and any line it printed without a log header
-// (errors it reports on stdout), python's bytes reprs decoded.
+// reloadErrors returns the errors and warnings of frr-reload's log, each
+// with its continuation lines, and any line it printed without a log
+// header (errors it reports on stdout), python's bytes reprs decoded: one
+// record per error, joined by "; ".
 func reloadErrors(out string) string {
-	var keep []string
-	in := false
+	var records []string
+	in, skip := false, false // in an error record of the log; in another one
 	for _, l := range strings.Split(ansi.ReplaceAllString(out, ""), "\n") {
+		l = strings.TrimSpace(decodePyBytes(l))
 		if m := logRecord.FindStringSubmatch(l); m != nil {
 			in = m[1] == "ERROR" || m[1] == "WARNING" || m[1] == "CRITICAL"
+			skip = !in
 			if in {
-				keep = append(keep, m[2])
+				records = append(records, m[2])
 			}
 			continue
 		}
-		if strings.TrimSpace(l) == "" {
-			continue
-		}
-		if in || !strings.HasPrefix(l, " ") {
-			keep = append(keep, l)
+		switch {
+		case l == "" || skip:
+		case in:
+			records[len(records)-1] += " " + l
+		default: // printed, not logged: an error line and its continuation
+			records = append(records, l)
+			in = true
 		}
 	}
 	// frr-reload prints the same error on stdout and in its log.
 	var uniq []string
 	seen := map[string]bool{}
-	for _, l := range keep {
-		l = strings.TrimSpace(decodePyBytes(l))
-		if l != "" && !seen[l] {
-			seen[l] = true
-			uniq = append(uniq, l)
+	for _, r := range records {
+		if !seen[r] {
+			seen[r] = true
+			uniq = append(uniq, r)
 		}
 	}
-	return clip(strings.ReplaceAll(strings.Join(uniq, "; "), ":; ", ": "), 2000)
+	return clip(strings.Join(uniq, "; "), 2000)
 }
 
 // pyBytes is python's repr of a bytes value: b'…' or b"…".
