@@ -77,13 +77,13 @@ func (c BGP) Validate() error {
 
 // Run polls "show bgp vrf all summary json" until every neighbour passes.
 func (c BGP) Run(ctx context.Context, _ agent.CheckEnv) (string, error) {
-	return converge(ctx, c.FRR, func(ctx context.Context) (string, error, error) {
+	return converge(ctx, c.FRR, func(ctx context.Context) (answer, error) {
 		s, err := c.FRR.BGPSummary(ctx)
 		if err != nil {
-			return "", nil, err
+			return answer{}, err
 		}
 		out, verdict := c.judge(s)
-		return out, verdict, nil
+		return answer{out, verdict}, nil
 	})
 }
 
@@ -185,10 +185,10 @@ func (c Route) Validate() error {
 
 // Run polls FRR and the kernel until both have the route.
 func (c Route) Run(ctx context.Context, _ agent.CheckEnv) (string, error) {
-	return converge(ctx, c.FRR, func(ctx context.Context) (string, error, error) {
+	return converge(ctx, c.FRR, func(ctx context.Context) (answer, error) {
 		rib, err := c.FRR.RIB(ctx, c.vrf(), c.Prefix)
 		if err != nil {
-			return "", nil, err
+			return answer{}, err
 		}
 		var r report
 		selected := slices.ContainsFunc(rib, func(e RIBEntry) bool { return e.Selected })
@@ -212,40 +212,46 @@ func (c Route) Run(ctx context.Context, _ agent.CheckEnv) (string, error) {
 			r.line("kernel %s: %s", where, k)
 		}
 		out, verdict := r.result()
-		return out, verdict, nil
+		return answer{out, verdict}, nil
 	})
 }
 
-// converge runs look (one answer from FRR: its evidence and verdict, or
-// the error asking FRR) until the verdict is nil or ctx ends, backing off
-// between answers, and returns the last answer. FRR not answering ends it
-// at once: no answer will come by waiting, and the agent's retries are
-// for that.
-func converge(ctx context.Context, inst Instance, look func(context.Context) (out string, verdict, err error)) (string, error) {
+// answer is what one look at FRR found: the evidence, and the first
+// failure (nil: the check passes).
+type answer struct {
+	out     string
+	verdict error
+}
+
+// converge runs look until its verdict is nil or ctx ends, backing off
+// between looks, and returns the last answer. FRR not answering (look's
+// error) ends it at once: waiting brings no answer, and the agent's
+// retries are there for that.
+func converge(ctx context.Context, inst Instance, look func(context.Context) (answer, error)) (string, error) {
 	start := time.Now()
 	b := backoff.New(poll)
-	var lastOut string
-	var last error
+	var last *answer
 	for polls := 1; ; polls++ {
-		out, verdict, err := look(ctx)
+		a, err := look(ctx)
 		if err != nil {
 			if last != nil && ctx.Err() != nil {
-				// The deadline cut a poll short: the answer before it is
-				// the evidence.
-				break
+				break // the deadline cut a look short: the one before is the evidence
 			}
-			return fmt.Sprintf("%s: cannot ask FRR: %v", inst, err), fmt.Errorf("FRR is unreachable: %w", err)
+			if errors.Is(err, ErrNotRunning) || errors.Is(err, ErrNotInstalled) || errors.Is(err, ErrNoAnswer) {
+				return fmt.Sprintf("%s: cannot ask FRR: %v", inst, err), fmt.Errorf("FRR is unreachable: %w", err)
+			}
+			return fmt.Sprintf("%s: cannot read FRR's state: %v", inst, err), fmt.Errorf("cannot read FRR's state: %w", err)
 		}
-		lastOut, last = out, verdict
-		if verdict == nil {
-			return fmt.Sprintf("%s, answer %d after %s:\n%s", inst, polls, since(start), out), nil
+		if a.verdict == nil {
+			return fmt.Sprintf("%s, answer %d after %s:\n%s", inst, polls, since(start), a.out), nil
 		}
+		last = &a
 		if b.Wait(ctx) != nil {
 			break
 		}
 	}
-	return fmt.Sprintf("%s, last answer after %s of waiting:\n%s", inst, since(start), lastOut),
-		fmt.Errorf("after %s: %w", since(start), last)
+	return fmt.Sprintf("%s, last answer after %s of waiting:\n%s", inst, since(start), last.out),
+		fmt.Errorf("after %s: %w", since(start), last.verdict)
 }
 
 func since(t time.Time) time.Duration { return time.Since(t).Round(time.Millisecond) }

@@ -241,6 +241,10 @@ func TestFRR_TwoPeers_ChecksFollowSessionsRoutesAndReloads(t *testing.T) {
 		if d, err := n2.Diff(ctxT(t, 10*time.Second), filtered); err != nil || !d.Empty() {
 			t.Errorf("after the reload, diff = %s, %v; want no change", d, err)
 		}
+		// frr-reload saved what it applied as the instance's boot config.
+		if saved, err := os.ReadFile(n2.ConfigFile()); err != nil || !strings.Contains(string(saved), "neighbor 192.0.2.1 route-map from-n1 in") {
+			t.Errorf("%s after the reload: %v\n%s", n2.ConfigFile(), err, saved)
+		}
 
 		gone := waitRIB(t, n2, dropped, false)
 		out, err, took := runCheck(t, ns2, routeCheck(dropped), 3*time.Second)
