@@ -18,22 +18,6 @@ import (
 	"github.com/sluicehq/sluice/services/agent"
 )
 
-// What a check found wrong; a check's error wraps one of these, or
-// ErrNotRunning / ErrNotInstalled / ErrNoAnswer when it could not ask FRR.
-var (
-	// ErrNotEstablished: a BGP neighbour's session is not up.
-	ErrNotEstablished = errors.New("not established")
-	// ErrFewPrefixes: a BGP neighbour sent fewer prefixes than required.
-	ErrFewPrefixes = errors.New("too few prefixes")
-	// ErrNoNeighbors: FRR has no BGP neighbour at all to check.
-	ErrNoNeighbors = errors.New("no BGP neighbour")
-	// ErrRouteMissing: a prefix is not in FRR's routing table of its VRF
-	// (or no route to it there is selected).
-	ErrRouteMissing = errors.New("route missing")
-	// ErrNotInKernel: FRR has the route but the kernel's table does not.
-	ErrNotInKernel = errors.New("not in the kernel")
-)
-
 // poll is how a check waits for FRR to converge: 100 ms doubling to 1 s:
 // a session comes up in 1-2 s after a start, a route about 0.5 s after a
 // reload.

@@ -2,8 +2,8 @@ package frr
 
 import "errors"
 
-// Errors of the renderer, the merge and the validation; match them with
-// errors.Is (and *RefusedError with errors.As).
+// Errors of this package, in one place; match them with errors.Is (and
+// *RefusedError with errors.As).
 var (
 	// ErrInvalidSettings is wrapped by every error of Settings.Validate.
 	ErrInvalidSettings = errors.New("invalid FRR settings")
@@ -13,8 +13,35 @@ var (
 	// ErrBaseConflict is wrapped by the errors of Merge: the operator's base
 	// file defines something sluice renders, or its sluice markers are broken.
 	ErrBaseConflict = errors.New("FRR base file conflicts with what sluice renders")
-	// ErrNotInstalled means vtysh is not on PATH.
+)
+
+// What went wrong talking to FRR.
+var (
+	// ErrNotInstalled: vtysh or frr-reload.py is not on this host.
 	ErrNotInstalled = errors.New("FRR is not installed")
-	// ErrRefused is wrapped by *RefusedError: FRR's own check refused the file.
-	ErrRefused = errors.New("FRR refuses the configuration")
+	// ErrNotRunning: the instance's daemons (or the one a command needs)
+	// do not answer on their sockets.
+	ErrNotRunning = errors.New("FRR is not running")
+	// ErrNoAnswer: vtysh or frr-reload did not finish before the deadline;
+	// it was killed.
+	ErrNoAnswer = errors.New("FRR did not answer in time")
+	// ErrRefused: FRR refused a command or a config file (a reload, or
+	// Validate's *RefusedError).
+	ErrRefused = errors.New("FRR refused it")
+)
+
+// What a check found wrong; a check's error wraps one of these, or
+// ErrNotRunning / ErrNotInstalled / ErrNoAnswer when it could not ask FRR.
+var (
+	// ErrNotEstablished: a BGP neighbour's session is not up.
+	ErrNotEstablished = errors.New("not established")
+	// ErrFewPrefixes: a BGP neighbour sent fewer prefixes than required.
+	ErrFewPrefixes = errors.New("too few prefixes")
+	// ErrNoNeighbors: FRR has no BGP neighbour at all to check.
+	ErrNoNeighbors = errors.New("no BGP neighbour")
+	// ErrRouteMissing: a prefix is not in FRR's routing table of its VRF
+	// (or no route to it there is selected).
+	ErrRouteMissing = errors.New("route missing")
+	// ErrNotInKernel: FRR has the route but the kernel's table does not.
+	ErrNotInKernel = errors.New("not in the kernel")
 )

@@ -90,7 +90,7 @@ func TestValidate_RefusedLines_CarryFRRsLineAndMessage(t *testing.T) {
 		}
 	}
 	msg := err.Error()
-	for _, s := range []string{"FRR refuses the configuration", "line 3 (base file): % Unknown command: bogus command",
+	for _, s := range []string{"FRR refused it", "line 3 (base file): % Unknown command: bogus command",
 		"line 7 (sluice's block): % Unknown command: set communityx 65000:1"} {
 		if !strings.Contains(msg, s) {
 			t.Errorf("error %q lacks %q", msg, s)

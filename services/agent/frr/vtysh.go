@@ -37,21 +37,6 @@ const (
 	DefaultCommandTimeout = 30 * time.Second
 )
 
-// What went wrong talking to FRR; errors of this package wrap one of these
-// (match with errors.Is).
-var (
-	// ErrNotInstalled: vtysh or frr-reload.py is not on this host.
-	ErrNotInstalled = errors.New("FRR is not installed")
-	// ErrNotRunning: the instance's daemons (or the one a command needs)
-	// do not answer on their sockets.
-	ErrNotRunning = errors.New("FRR is not running")
-	// ErrNoAnswer: vtysh or frr-reload did not finish before the deadline;
-	// it was killed.
-	ErrNoAnswer = errors.New("FRR did not answer in time")
-	// ErrRefused: FRR refused a command or a config file.
-	ErrRefused = errors.New("FRR refused it")
-)
-
 // Instance is one FRR instance on this host, addressed by its pathspace
 // (vtysh -N, the daemons' -N): its config is ConfDir/<pathspace>/frr.conf
 // and its sockets are in RunDir/<pathspace>/. The zero value is the
