@@ -66,10 +66,10 @@ run: $(BIN)/sluice ## Run everything locally: embedded NATS, all services, 5 age
 	exec $(BIN)/sluice dev $(ARGS)
 
 .PHONY: test
-test: redis promtool chromium ## go vet and go test every module of the workspace (installs redis-server, promtool and chromium first if missing)
+test: redis promtool chromium frr ## go vet and go test every module of the workspace (installs redis-server, promtool, chromium and FRR first if missing)
 	@echo "modules: $(MODULES)"
 	$(GO) vet $(PKGS)
-	$(GO) test -count=1 -timeout 20m $(PKGS)
+	SLUICE_REQUIRE_FRR=1 $(GO) test -count=1 -timeout 20m $(PKGS)
 
 # deploy/prometheus/alerts.yaml, checked and unit-tested with promtool
 # (Debian's prometheus package, installed like redis-server).
@@ -119,6 +119,14 @@ promtool: ## Install Debian's prometheus (for promtool) if promtool is missing (
 .PHONY: chromium
 chromium: ## Install Debian's chromium if it is missing (make test does this first: the dashboard's browser tests)
 	$(call apt-install,chromium,chromium,the dashboard's browser tests need it)
+
+# The FRR applier's tests run real FRR daemons in network namespaces
+# (services/agent/frr/frrtest); make test sets SLUICE_REQUIRE_FRR=1, so
+# there they fail, never skip, without FRR or root.
+.PHONY: frr
+frr: ## Install Debian's frr and frr-pythontools (frr-reload.py) if missing (make test does this first: the FRR applier's tests)
+	$(call apt-install,vtysh,frr frr-pythontools,the FRR applier's tests need it)
+	$(call apt-install,/usr/lib/frr/frr-reload.py,frr-pythontools,the FRR applier's reload needs it)
 
 .PHONY: chaos
 chaos: ## Run SEEDS seeded fault schedules (default 50) against the real services; a failing seed prints its repro line
