@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 
@@ -113,7 +112,7 @@ func call(ctx context.Context, nc *nats.Conn, subject string, req, resp proto.Me
 	}
 	if max := nc.MaxPayload(); max > 0 && int64(len(body)) > max {
 		return fmt.Errorf("%w: it is %s bytes, over the NATS server's max_payload of %s bytes; nothing was sent: send fewer intents per request, or raise max_payload on the server",
-			ErrRequestTooLarge, thousands(int64(len(body))), thousands(max))
+			ErrRequestTooLarge, contract.Thousands(len(body)), contract.Thousands(int(max)))
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -187,13 +186,4 @@ func Ready(ctx context.Context, nc *nats.Conn) error {
 		}
 	}
 	return nil
-}
-
-// thousands writes n with comma separators: 8,388,608.
-func thousands(n int64) string {
-	s := strconv.FormatInt(n, 10)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
 }

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -91,7 +92,7 @@ func (c *checker) conflicts(intents []*sluicev1.Intent) {
 			continue
 		}
 		c.add(first.id, first.field, "%s is used by %s %s whose node selectors can match the same node: %s; give each its own value or selectors that cannot match one node",
-			first.what, thousands(len(ids)), first.noun, listSome(ids, conflictNamesShown))
+			first.what, contract.Thousands(len(ids)), first.noun, listSome(ids, conflictNamesShown))
 	}
 }
 
@@ -216,14 +217,5 @@ func listSome(ids []string, n int) string {
 	if len(ids) <= n {
 		return strings.Join(ids, ", ")
 	}
-	return strings.Join(ids[:n], ", ") + " … (+" + thousands(len(ids)-n) + " more)"
-}
-
-// thousands writes n with comma separators: 1,000.
-func thousands(n int) string {
-	s := strconv.Itoa(n)
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	return s
+	return strings.Join(ids[:n], ", ") + " … (+" + contract.Thousands(len(ids)-n) + " more)"
 }

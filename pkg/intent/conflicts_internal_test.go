@@ -43,14 +43,3 @@ func TestClashing_AgreesWithThePairwiseCheck(t *testing.T) {
 		}
 	}
 }
-
-func TestThousands(t *testing.T) {
-	for _, tt := range []struct {
-		given int
-		want  string
-	}{{0, "0"}, {7, "7"}, {999, "999"}, {1000, "1,000"}, {999000, "999,000"}, {1234567, "1,234,567"}} {
-		if got := thousands(tt.given); got != tt.want {
-			t.Errorf("thousands(%d) = %q, want %q", tt.given, got, tt.want)
-		}
-	}
-}

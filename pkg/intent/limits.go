@@ -6,6 +6,8 @@ import (
 	"io"
 	"os"
 	"syscall"
+
+	"github.com/sluicehq/sluice/pkg/contract"
 )
 
 // Bounds on what one apply carries, so that a mistaken or hostile input is
@@ -27,7 +29,7 @@ func CheckApplySize(n int) error {
 		return nil
 	}
 	return fmt.Errorf("%s intents in one apply, over the limit of %s: apply them in batches of at most %s",
-		thousands(n), thousands(MaxIntentsPerApply), thousands(MaxIntentsPerApply))
+		contract.Thousands(n), contract.Thousands(MaxIntentsPerApply), contract.Thousands(MaxIntentsPerApply))
 }
 
 // ErrNotRegular is the error of ReadRegular for a path that is not a
@@ -90,17 +92,17 @@ func fileKind(m os.FileMode) string {
 func readLimited(f *os.File, name string) ([]byte, error) {
 	tooLarge := func(size string) error {
 		return fmt.Errorf("%s is %s bytes, over the limit of %s bytes (16 MiB) for one intent file; nothing was read: split it into several files",
-			name, size, thousands(MaxFileSize))
+			name, size, contract.Thousands(MaxFileSize))
 	}
 	if st, err := f.Stat(); err == nil && st.Size() > MaxFileSize {
-		return nil, tooLarge(thousands(int(st.Size())))
+		return nil, tooLarge(contract.Thousands(int(st.Size())))
 	}
 	b, err := io.ReadAll(io.LimitReader(f, MaxFileSize+1))
 	if err != nil {
 		return nil, err
 	}
 	if len(b) > MaxFileSize {
-		return nil, tooLarge("more than " + thousands(MaxFileSize))
+		return nil, tooLarge("more than " + contract.Thousands(MaxFileSize))
 	}
 	return b, nil
 }

@@ -215,7 +215,7 @@ func (c *checker) selector(id string, s *sluicev1.NodeSelector) {
 	const field = "spec.nodeSelector.matchLabels"
 	labels := s.GetMatchLabels()
 	if n := len(labels); n > contract.MaxSelectorLabels {
-		c.add(id, field, "%s labels, over the limit of %d a node selector may require", thousands(n), contract.MaxSelectorLabels)
+		c.add(id, field, "%s labels, over the limit of %d a node selector may require", contract.Thousands(n), contract.MaxSelectorLabels)
 		return
 	}
 	for _, k := range sortedKeys(labels) {

@@ -329,7 +329,7 @@ func applyReason(n int, created, updated []string) string {
 		parts = append(parts, "updated "+someIDs(updated))
 	}
 	if unchanged := n - len(created) - len(updated); unchanged > 0 && len(parts) > 0 {
-		parts = append(parts, thousands(unchanged)+" unchanged")
+		parts = append(parts, contract.Thousands(unchanged)+" unchanged")
 	}
 	if len(parts) == 0 {
 		return "applied " + plural(n, "intent")

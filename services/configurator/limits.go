@@ -2,11 +2,11 @@ package configurator
 
 import (
 	"fmt"
-	"strconv"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/store"
 )
 
@@ -43,7 +43,7 @@ type tooLargeError struct {
 
 func (e *tooLargeError) Error() string {
 	return fmt.Sprintf("%s would be %s bytes stored, over the limit of %s bytes for one value (the NATS server's max_payload %s less %s for headers)",
-		e.what, thousands(e.size), thousands(e.limit), thousands(int(e.maxPayload)), thousands(headroom))
+		e.what, contract.Thousands(e.size), contract.Thousands(e.limit), contract.Thousands(int(e.maxPayload)), contract.Thousands(headroom))
 }
 
 // fits returns a *tooLargeError when v, encoded as it is stored, is larger
@@ -59,26 +59,12 @@ func (s *Service) fits(what string, v proto.Message) error {
 	return nil
 }
 
-// thousands writes n with comma separators: 8,388,608.
-func thousands(n int) string {
-	s := strconv.Itoa(n)
-	neg := strings.HasPrefix(s, "-")
-	s = strings.TrimPrefix(s, "-")
-	for i := len(s) - 3; i > 0; i -= 3 {
-		s = s[:i] + "," + s[i:]
-	}
-	if neg {
-		return "-" + s
-	}
-	return s
-}
-
 // someIDs joins the first maxNamesInReason ids, then "(+N more)".
 func someIDs(ids []string) string {
 	if len(ids) <= maxNamesInReason {
 		return strings.Join(ids, ", ")
 	}
-	return strings.Join(ids[:maxNamesInReason], ", ") + " (+" + thousands(len(ids)-maxNamesInReason) + " more)"
+	return strings.Join(ids[:maxNamesInReason], ", ") + " (+" + contract.Thousands(len(ids)-maxNamesInReason) + " more)"
 }
 
 // plural is "1 intent", "2 intents", "1,000 intents".
@@ -86,5 +72,5 @@ func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
-	return thousands(n) + " " + noun + "s"
+	return contract.Thousands(n) + " " + noun + "s"
 }

@@ -11,6 +11,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/registry"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -229,7 +230,7 @@ func whenList(pending map[string]time.Time, after time.Duration, ids []string) s
 		parts = append(parts, fmt.Sprintf("%s at %s", id, pending[intentKeyOfID(id)].Add(after).UTC().Format(time.RFC3339)))
 	}
 	if len(ids) > maxNamesInReason {
-		parts = append(parts, fmt.Sprintf("(+%s more)", thousands(len(ids)-maxNamesInReason)))
+		parts = append(parts, fmt.Sprintf("(+%s more)", contract.Thousands(len(ids)-maxNamesInReason)))
 	}
 	return strings.Join(parts, ", ")
 }
