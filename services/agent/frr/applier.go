@@ -29,9 +29,9 @@ type ApplierConfig struct {
 	// it takes effect when the agent restarts.
 	Base, BasePath string
 	// Hostname is the daemons' host name. frr-reload compares every line,
-	// hostname included, so when Base has no hostname line the file starts
-	// with "hostname <Hostname>" (else every reload would remove FRR's).
-	// "" adds nothing.
+	// hostname included, so when Base has no hostname line sluice's block
+	// starts with "hostname <Hostname>" (else every reload would remove
+	// FRR's). "" adds nothing.
 	Hostname string
 	// Dir is where the file to reload is written, then removed ("" =
 	// os.TempDir()).
@@ -66,6 +66,8 @@ const DefaultSettle = 500 * time.Millisecond
 // Its methods are safe for concurrent use; applies run one at a time.
 type Applier struct {
 	cfg ApplierConfig
+	// hostname starts sluice's block when the base has no hostname line.
+	hostname string
 
 	mu sync.Mutex
 	// reloaded is the file of the last successful reload; "" = unknown.
@@ -86,8 +88,8 @@ func NewApplier(c ApplierConfig) (*Applier, error) {
 	if err := c.Settings.Validate(); err != nil {
 		return nil, err
 	}
-	if c.BasePath != "" && filepath.Clean(c.BasePath) == c.FRR.ConfigFile() {
-		return nil, baseIsConfigFile(c)
+	if err := CheckBasePath(c.BasePath, c.FRR); err != nil {
+		return nil, err
 	}
 	if c.Settle < 0 {
 		return nil, fmt.Errorf("%w: settle: %s is negative", ErrInvalidSettings, c.Settle)
@@ -95,15 +97,27 @@ func NewApplier(c ApplierConfig) (*Applier, error) {
 	if c.Settle == 0 {
 		c.Settle = DefaultSettle
 	}
+	a := &Applier{cfg: c}
 	if c.Hostname != "" && !hasHostname(c.Base) {
-		c.Base = "hostname " + c.Hostname + "\n" + c.Base
+		// In sluice's block, so that the base file's lines keep their
+		// numbers in FRR's complaints.
+		a.hostname = "hostname " + c.Hostname + "\n!\n"
 	}
-	return &Applier{cfg: c}, nil
+	return a, nil
 }
 
-func baseIsConfigFile(c ApplierConfig) error {
+// CheckBasePath refuses a base file that is inst's own frr.conf (by its
+// path; Preflight also compares the files).
+func CheckBasePath(path string, inst Instance) error {
+	if path != "" && filepath.Clean(path) == inst.ConfigFile() {
+		return baseIsConfigFile(path, inst)
+	}
+	return nil
+}
+
+func baseIsConfigFile(path string, inst Instance) error {
 	return fmt.Errorf("%w: base file %s is %s's own frr.conf (%s), which frr-reload overwrites with the running config after every reload: keep your base in a file of its own (e.g. /etc/frr/base.conf) and give that",
-		ErrBaseConflict, c.BasePath, c.FRR, c.FRR.ConfigFile())
+		ErrBaseConflict, path, inst, inst.ConfigFile())
 }
 
 // Instance is the FRR instance the applier reloads.
@@ -123,7 +137,7 @@ func (a *Applier) File(cfg *sluicev1.NodeConfig) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	merged, err := Merge(a.cfg.Base, block)
+	merged, err := Merge(a.cfg.Base, a.hostname+block)
 	if err != nil {
 		return "", fmt.Errorf("merge into %s: %w", a.baseName(), err)
 	}
@@ -160,7 +174,7 @@ func (a *Applier) Preflight(ctx context.Context) (warnings []string, err error) 
 		bi, berr := os.Stat(a.cfg.BasePath)
 		ci, cerr := os.Stat(a.cfg.FRR.ConfigFile())
 		if berr == nil && cerr == nil && os.SameFile(bi, ci) {
-			return nil, baseIsConfigFile(a.cfg)
+			return nil, baseIsConfigFile(a.cfg.BasePath, a.cfg.FRR)
 		}
 	}
 	empty, err := a.File(&sluicev1.NodeConfig{})
