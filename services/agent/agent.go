@@ -29,8 +29,8 @@
 // check, coalescing mailbox, epoch fence), pause.go, presence.go
 // (heartbeat lease), provision.go (the apply flow and its pure plan),
 // restore.go (marker, restore, validate), check.go (health checks),
-// status.go (compare-and-set status writes), applier.go, exec.go and
-// lastgood.go (appliers and atomic files on disk).
+// status.go (compare-and-set status writes), applier.go, appliers.go
+// (Validator, several appliers as one), exec.go and lastgood.go (appliers and atomic files on disk).
 package agent
 
 import (
@@ -133,7 +133,8 @@ type Config struct {
 	CheckDeadline time.Duration
 	// CheckPause is the wait between attempts of a failing check (default 1s).
 	CheckPause time.Duration
-	// ValidateCmd, if set, runs (/bin/sh -c) before each apply with
+	// ValidateCmd, if set, runs (/bin/sh -c) before each apply, after the
+	// Applier's own Validate if it is a Validator, with
 	// SLUICE_CONFIG naming the desired config; a non-zero exit makes it
 	// Invalid with failed_check "validate" and nothing is applied.
 	ValidateCmd string

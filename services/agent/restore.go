@@ -188,8 +188,17 @@ func (a *Agent) check(ctx context.Context, cfg *sluicev1.DesiredConfig, each fun
 	return runChecks(ctx, a.cfg.Metrics.timed(a.cfg.Checks), a.cfg.CheckDeadline, a.cfg.CheckPause, env, each)
 }
 
-// validate runs ValidateCmd on d before it is applied.
+// validate has the Applier (if it is a Validator), then ValidateCmd,
+// check d before it is applied.
 func (a *Agent) validate(ctx context.Context, d *sluicev1.DesiredConfig) *checkFailure {
+	if v, ok := a.cfg.Applier.(Validator); ok {
+		vctx, cancel := context.WithTimeout(ctx, a.cfg.ApplyTimeout)
+		err := v.Validate(vctx, d)
+		cancel()
+		if err != nil {
+			return &checkFailure{name: "validate", output: tail(err.Error(), MaxCheckOutput), err: err}
+		}
+	}
 	if a.cfg.ValidateCmd == "" {
 		return nil
 	}

@@ -1,10 +1,34 @@
-// Package frr puts a node's routing in force through FRR. This part
-// renders, merges and checks: Render turns a NodeConfig and the node's
-// Settings into the FRR configuration sluice owns (pure, deterministic);
-// Merge puts it into the operator's base file (--frr-base) between
-// markers, keeping every line of the base; Validate has FRR itself check
-// the merged file (vtysh -C) before anything is applied, so a file FRR
-// refuses makes the node Invalid with FRR's line and message.
+// Package frr puts a node's routing in force through FRR. Entry point:
+// NewApplier, the agent's FRR applier (--applier frr, or netlink,frr as
+// agent.Appliers). Render turns a NodeConfig and the node's Settings into
+// the FRR configuration sluice owns (pure, deterministic); Merge puts it
+// into the operator's base file (--frr-base) between markers, keeping
+// every line of the base; Validate has FRR itself check the merged file
+// (vtysh -C) before anything is applied, so a file FRR refuses makes the
+// node Invalid with FRR's line and message; Instance runs vtysh and
+// frr-reload.py against one pathspace; the BGP and Route checks read FRR's
+// state. Files: applier.go (the applier), render.go, merge.go,
+// validate.go, reload.go and vtysh.go (Instance), state.go and check.go
+// (FRR's JSON state, the checks), settings.go, errors.go.
+//
+// # Applying
+//
+// Applier.Validate (the agent's pre-apply validation, agent.Validator)
+// renders, merges and runs vtysh -C, unless that file was accepted or
+// reloaded before. Applier.Apply reloads with frr-reload.py only when the
+// merged file differs from the last one it reloaded successfully: the
+// same file again costs no vtysh run at all. No Diff (frr-reload --test,
+// ≈ 0.4 s) is ever run by the applier: after the agent's restart, or
+// after a reload that failed (it may have applied part of the file),
+// nothing is remembered and the next Apply reloads, frr-reload computing
+// the difference itself. A change made by hand to the running config is
+// therefore corrected only by the next change of the file or a restart.
+// After each reload Apply runs `clear bgp [vrf X] * soft` and waits
+// Settle, because bgpd applies a changed route map to its sessions only
+// after its route-map delay timer (5 s): a route check run at once would
+// still see a route the new policy drops. The base file is read once, at
+// the agent's start; Preflight refuses one FRR rejects there, so a base
+// file can never make a config Invalid.
 //
 // # What sluice renders
 //

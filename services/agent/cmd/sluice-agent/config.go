@@ -35,6 +35,7 @@ type options struct {
 	checkRetries                                int
 	netlink                                     netlinkFlags
 	netChecks                                   netCheckFlags
+	frr                                         frrFlags
 	// warnings found while building the config, logged at start.
 	warnings []string
 }
@@ -50,7 +51,7 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.kubeconfig, "kubeconfig", os.Getenv("KUBECONFIG"), "kubeconfig for --kube-node-labels outside a cluster (default: the in-cluster ServiceAccount)")
 	fs.StringVar(&o.stateDir, "state-dir", "/var/lib/sluice-agent", "directory for the last-good config and the apply marker")
 	fs.StringVar(&o.configFile, "config", "", "YAML file with applier, validate and checks (flags override it; check flags add to its checks)")
-	fs.StringVar(&o.applier, "applier", "file", "how configs are applied: file, exec or netlink (the host's network through netlink: docs/agent.md)")
+	fs.StringVar(&o.applier, "applier", "file", "how configs are applied: file, exec, netlink (links, VXLAN, bridges and VRF devices through netlink), frr (routing through FRR's frr-reload) or netlink,frr (both, one operation: docs/agent.md)")
 	fs.StringVar(&o.configPath, "config-path", "", "file the file applier writes (default <state-dir>/config.json); with --apply-mode file, where the exec applier writes it")
 	fs.StringVar(&o.applyCmd, "apply-cmd", "", "exec applier: shell command that applies the config (SLUICE_NODE, SLUICE_FINGERPRINT; SLUICE_CONFIG in file mode)")
 	fs.StringVar(&o.applyMode, "apply-mode", "stdin", "exec applier: how the config reaches --apply-cmd: stdin or file")
@@ -64,6 +65,7 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.IntVar(&o.checkRetries, "check-retries", 0, "further attempts a failing check gets")
 	fs.DurationVar(&o.checkDeadline, "check-deadline", agent.DefaultCheckDeadline, "time all checks of one apply may take, retries included")
 	o.netlink.register(fs)
+	o.frr.register(fs)
 	return fs
 }
 
@@ -105,21 +107,43 @@ func (o *options) agentConfig(fs *flag.FlagSet) (agent.Config, error) {
 			return cfg, fmt.Errorf("--apply-mode (applier.mode) %q: want stdin or file", mode)
 		}
 		cfg.Applier = agent.ExecApplier{Command: cmd, Mode: agent.ApplyMode(mode), Path: path}
-	case "netlink":
-		h, err := o.netlink.host(set, fc.Netlink)
+	case "netlink", "frr", "netlink,frr", "frr,netlink":
+		withNetlink, withFRR, err := applierKinds(kind)
 		if err != nil {
-			return cfg, fmt.Errorf("--applier netlink: %w", err)
-		}
-		var warning string
-		if cfg.Applier, warning, err = netlinkApplier(h); err != nil {
 			return cfg, err
 		}
-		if warning != "" {
-			o.warnings = append(o.warnings, warning)
+		var parts agent.Appliers
+		var host *hostnet.Host
+		if withNetlink {
+			h, err := o.netlink.host(set, fc.Netlink)
+			if err != nil {
+				return cfg, fmt.Errorf("--applier netlink: %w", err)
+			}
+			a, warning, err := netlinkApplier(h)
+			if err != nil {
+				return cfg, err
+			}
+			if warning != "" {
+				o.warnings = append(o.warnings, warning)
+			}
+			parts, host = append(parts, agent.NamedApplier{Name: "netlink", Applier: a}), &h
+		}
+		if withFRR {
+			a, warnings, err := o.frr.frrApplier(set, fc.FRR, host, &o.netlink, o.stateDir)
+			if err != nil {
+				return cfg, err
+			}
+			o.warnings = append(o.warnings, warnings...)
+			parts = append(parts, agent.NamedApplier{Name: "frr", Applier: a})
+		}
+		cfg.Applier = parts[0].Applier
+		if len(parts) > 1 {
+			cfg.Applier = parts
 		}
 	default:
-		return cfg, fmt.Errorf("--applier (applier.kind) %q: want file, exec or netlink", kind)
+		return cfg, fmt.Errorf("--applier (applier.kind) %q: want file, exec, netlink, frr or netlink,frr", kind)
 	}
+	inst := o.frr.instance(set, fc.FRR)
 
 	if o.checkRetries < 0 {
 		return cfg, fmt.Errorf("--check-retries: %d is negative", o.checkRetries)
@@ -138,6 +162,7 @@ func (o *options) agentConfig(fs *flag.FlagSet) (agent.Config, error) {
 		deadline = time.Duration(fc.CheckDeadline)
 	}
 	for i, s := range fc.Checks {
+		s.frr = inst
 		c, err := s.spec(timeout, retries)
 		if err != nil {
 			return cfg, fmt.Errorf("--config %s: checks[%d]: %w", o.configFile, i, err)
@@ -179,6 +204,11 @@ func (o *options) agentConfig(fs *flag.FlagSet) (agent.Config, error) {
 		return cfg, err
 	}
 	cfg.Checks = append(cfg.Checks, netChecks...)
+	frrChecks, err := o.frr.specs(inst, timeout, retries)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Checks = append(cfg.Checks, frrChecks...)
 	cfg.Node, cfg.Labels, cfg.StateDir = o.node, lbls, o.stateDir
 	cfg.CheckDeadline = deadline
 	// The connection: a flag on the command line wins over the file, the
@@ -202,7 +232,7 @@ func (o *options) agentConfig(fs *flag.FlagSet) (agent.Config, error) {
 // checked. Unknown fields are errors.
 type fileConfig struct {
 	Applier struct {
-		Kind    string `json:"kind"`    // file | exec | netlink
+		Kind    string `json:"kind"`    // file | exec | netlink | frr | netlink,frr
 		Path    string `json:"path"`    // file: the file written; exec file mode: where the config is written
 		Command string `json:"command"` // exec: the command
 		Mode    string `json:"mode"`    // exec: stdin | file
@@ -217,11 +247,14 @@ type fileConfig struct {
 	// Netlink: the host's network settings of the netlink applier (the
 	// --uplink, --vtep-address, … flags win over it).
 	Netlink hostnet.Host `json:"netlink"`
+	// FRR: the node's FRR settings of the FRR applier and where FRR is
+	// (the --frr-* flags win over it).
+	FRR frrSection `json:"frr"`
 }
 
 // checkSpec is one check of the config file (or of a --check-* flag);
-// exactly one of Exec, TCP, HTTP, Interface and the network checks
-// (Gateway, Peer, Uplink) is set.
+// exactly one of Exec, TCP, HTTP, Interface, the network checks (Gateway,
+// Peer, Uplink) and the FRR checks (BGP, Route) is set.
 type checkSpec struct {
 	Name               string   `json:"name"`
 	Exec               string   `json:"exec"`
@@ -233,6 +266,7 @@ type checkSpec struct {
 	Timeout            duration `json:"timeout"`
 	Retries            *int     `json:"retries"`
 	netCheckFields
+	frrCheckFields
 }
 
 // invalid is an error in s's fields, naming s when it has a name (as the
@@ -265,9 +299,14 @@ func (s checkSpec) spec(timeout time.Duration, retries int) (agent.CheckSpec, er
 		return agent.CheckSpec{}, s.invalid("%w", err)
 	}
 	kinds = append(kinds, nets...)
+	frrs, err := s.frrCheckFields.checks(s.Name)
+	if err != nil {
+		return agent.CheckSpec{}, s.invalid("%w", err)
+	}
+	kinds = append(kinds, frrs...)
 	switch {
 	case len(kinds) != 1:
-		return agent.CheckSpec{}, s.invalid("set exactly one of exec, tcp, http, interface, gateway, peer, uplink")
+		return agent.CheckSpec{}, s.invalid("set exactly one of exec, tcp, http, interface, gateway, peer, uplink, bgp, route")
 	case s.RefusedIsReachable && s.TCP == "":
 		return agent.CheckSpec{}, s.invalid("refusedIsReachable: only for a tcp check")
 	case s.ExpectStatus != 0 && s.HTTP == "":

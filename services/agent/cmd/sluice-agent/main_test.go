@@ -106,7 +106,7 @@ func TestRun_RejectsBadSettings_NamingTheField(t *testing.T) {
 		given   []string
 		wantErr string
 	}{
-		{name: "unknown applier", given: []string{"--applier", "nftables"}, wantErr: `--applier (applier.kind) "nftables": want file, exec or netlink`},
+		{name: "unknown applier", given: []string{"--applier", "nftables"}, wantErr: `--applier (applier.kind) "nftables": want file, exec, netlink, frr or netlink,frr`},
 		{name: "netlink applier without uplink or VTEP address", given: []string{"--applier", "netlink", "--vrfs", "off"},
 			wantErr: "--applier netlink: invalid host network settings: uplink: one of uplink and vtepAddress is required"},
 		{name: "netlink: bad VTEP address", given: []string{"--applier", "netlink", "--vtep-address", "192.0.2"}, wantErr: `--vtep-address "192.0.2": not an IP address`},
