@@ -369,8 +369,14 @@ func (d *driver) expectations(natsRestarted bool) map[string]Expectation {
 		}
 		var bad []string
 		ambiguous := false
+		var old []string // agents that cannot read this change's config: never given its target
+		if sc.Skew != nil {
+			if _, ok := sc.Skew.Changes[i]; ok {
+				old = sc.Skew.Old
+			}
+		}
 		for _, n := range sortedKeys(c.Behaviour) {
-			if c.Behaviour[n] != Healthy {
+			if c.Behaviour[n] != Healthy && !slices.Contains(old, n) {
 				bad = append(bad, n)
 				ambiguous = ambiguous || leavers[n]
 			}
@@ -408,6 +414,8 @@ func (d *driver) expectations(natsRestarted bool) map[string]Expectation {
 			x.Why = "no node fails this change"
 		}
 		d.gateExpectation(i, &x, len(bad), budget)
+		away := lapse || slices.ContainsFunc(old, func(n string) bool { return leavers[n] })
+		d.skewExpectation(i, &x, x, away)
 		out[a.id] = x
 	}
 	return out

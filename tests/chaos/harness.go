@@ -382,7 +382,7 @@ func (s *system) startAgent(name string) {
 	}
 	nc := s.connect(name)
 	a, err := agent.New(agent.Config{Conn: nc, Settings: s.settings, Log: s.logger.With().Str("svc", name).Logger(), Node: name,
-		Labels: s.sc.Labels(n.index), StateDir: stateDir, Applier: ap, Version: "chaos",
+		Labels: s.sc.Labels(n.index), StateDir: stateDir, Applier: ap, Version: s.sc.agentVersion(name), Features: s.sc.features(name),
 		ApplyTimeout: s.applyTimeout(), ResyncInterval: resyncEvery, CheckPause: 50 * time.Millisecond,
 		Checks: []agent.CheckSpec{{Check: connectivity{sys: s, node: name}, Timeout: time.Second}}})
 	if err != nil {
