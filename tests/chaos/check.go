@@ -180,7 +180,7 @@ type Expectation struct {
 	// IfResumed: with Refuse, what it must end as if a term resumed it
 	// before its refusal was stored (expectationOf).
 	IfResumed *Expectation
-	Why          string // the scenario's reasoning, for the failure message
+	Why       string // the scenario's reasoning, for the failure message
 }
 
 // Violation is one broken invariant.
