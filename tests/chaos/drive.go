@@ -119,10 +119,7 @@ func newDriver(s *system) *driver {
 // apply sends change i, retrying while the configurator is away (a user
 // runs the command again); it returns once the configurator answered.
 func (d *driver) apply(ctx context.Context, i int) error {
-	c := d.sys.sc.Changes[i]
-	in := append(append([]*sluicev1.Intent(nil), d.base...),
-		&sluicev1.Intent{Name: fleetWide, Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: c.TableID}}})
-	req := &sluicev1.ApplyRequest{Intents: in, Strategy: d.sys.decorate(i, c.Strategy), Source: "chaos"}
+	req := d.request(i)
 	ctx, cancel := context.WithTimeout(ctx, acceptWithin)
 	defer cancel()
 	for {
@@ -146,6 +143,15 @@ func (d *driver) apply(ctx context.Context, i int) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// request is change i's apply: the examples, the fleet-wide routing table
+// and the change's strategy.
+func (d *driver) request(i int) *sluicev1.ApplyRequest {
+	c := d.sys.sc.Changes[i]
+	in := append(append([]*sluicev1.Intent(nil), d.base...),
+		&sluicev1.Intent{Name: fleetWide, Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: c.TableID}}})
+	return &sluicev1.ApplyRequest{Intents: in, Strategy: d.sys.decorate(i, c.Strategy), Source: "chaos"}
 }
 
 // declared are the intents-bucket keys of the intents every change

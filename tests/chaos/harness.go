@@ -321,15 +321,19 @@ func (s *system) start() {
 	if s.sc.Standby {
 		s.startCoordinator(coordinatorB)
 	}
+	s.startReaper()
+	for i := range s.sc.Nodes {
+		s.startAgent(NodeName(i))
+	}
+}
+
+func (s *system) startReaper() {
 	rp, err := reaper.New(reaper.Config{Conn: s.connect(reaperC), Settings: s.settings, Log: s.logger.With().Str("svc", reaperC).Logger(),
 		Grace: s.sc.NodeLease, Interval: reaperEvery, RevisionRetention: revisionRetention})
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	s.run(reaperC, rp.Run)
-	for i := range s.sc.Nodes {
-		s.startAgent(NodeName(i))
-	}
 }
 
 func (s *system) startConfigurator() {

@@ -209,6 +209,9 @@ type Scenario struct {
 	Registry  *RegistryPlan // nil: no registry; the driver declares every intent
 	Extras    Extras        // pairs, freezes, windows, gates: drawn from a stream of their own (extras.go)
 	Skew      *SkewPlan     // version skew (skew.go); nil: every agent is of this version
+	// StoreLoss: once the last rollout ended and the checks at rest ran,
+	// the store is wiped while the agents keep their state (storeloss.go).
+	StoreLoss bool
 	// RevertGate: every revert apply waits until the leave-until-revert
 	// fault's node is back (or at most this long), so that the revert still
 	// runs when it comes back. Zero: reverts take the apply time.
@@ -325,6 +328,11 @@ func Pick(seed uint64) Scenario {
 	// baseline release, and bake checks they cannot read (skew.go).
 	if rng.IntN(skewOdds) == 0 {
 		s.Skew = s.pickSkew(rng, nodes)
+	}
+	// Drawn after everything above, for the same reason: the store lost
+	// at the end (one server only: a cluster's stores are not wiped).
+	if rng.IntN(storeLossOdds) == 0 && !s.Cluster {
+		s.StoreLoss = true
 	}
 	s.pickExtras() // its own stream: no draw above moves
 	s.applySkew()  // after pickExtras, which sees the strategies as drawn
@@ -554,6 +562,9 @@ func (s Scenario) Describe() string {
 	}
 	if s.Skew != nil {
 		fmt.Fprintf(&b, "  version skew: %s\n", s.Skew)
+	}
+	if s.StoreLoss {
+		fmt.Fprintf(&b, "  store-loss: at the end, the store is wiped while the agents keep their state; confirmed after a node lease, then the last change is applied again\n")
 	}
 	s.describeExtras(&b)
 	return b.String()
