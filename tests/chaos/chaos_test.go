@@ -210,6 +210,19 @@ func runSeed(t *testing.T, seed uint64) string {
 	if driveErr != nil {
 		vs = append(vs, Violation{Invariant: "I2", Detail: driveErr.Error()})
 	}
+	// The store-loss fault runs after a clean run only: its violations are
+	// then its own (storeloss.go). The watchers stop first: the records
+	// they follow are wiped.
+	if sc.StoreLoss && len(vs) == 0 && len(harness) == 0 {
+		w.stop()
+		lctx, lcancel := context.WithTimeout(context.Background(), 3*time.Minute)
+		lv, err := s.loseStore(lctx, d)
+		lcancel()
+		if err != nil {
+			return harnessFail(err)
+		}
+		vs = append(vs, lv...)
+	}
 	if len(vs) > 0 {
 		var names []string
 		var lines []string

@@ -106,6 +106,10 @@ type NodeObs struct {
 	Backup  *sluicev1.DesiredConfig
 	Status  *sluicev1.NodeStatus
 	Applies []Apply
+	// Features are the config features its agent reads (version skew):
+	// nil for this version's agent (every feature, as agent.Config.Features),
+	// empty for an agent of the baseline release.
+	Features []string
 }
 
 // Apply is one call of a node's applier, as the harness's wrapper saw it.
@@ -165,6 +169,17 @@ type Expectation struct {
 	// so a rollback names one of them in blockedBy (gates.go).
 	Blocking  []string
 	MustBlock bool
+	// Incompatible are the nodes whose agent cannot read this rollout's
+	// config (version skew: agents of the baseline release, bake checks);
+	// Refuse: its strategy does not skip them, so it is refused before it
+	// touches any node; OldMayBeAway: one of them may be away at its start
+	// (then nothing refuses for it, and it is skipped when it comes back).
+	Incompatible []string
+	Refuse       bool
+	OldMayBeAway bool
+	// IfResumed: with Refuse, what it must end as if a term resumed it
+	// before its refusal was stored (expectationOf).
+	IfResumed *Expectation
 	Why       string // the scenario's reasoning, for the failure message
 }
 
@@ -223,6 +238,7 @@ func Check(o *Observation) []Violation {
 	checkPairs(o, add)
 	checkFreezesAndWindows(o, add)
 	checkGates(o, add)
+	checkSkew(o, add)
 	for _, m := range o.Misread {
 		add("I11", "", "", "an event sluice published is shown as unreadable: %s", m)
 	}
@@ -551,8 +567,31 @@ func checkExpectations(o *Observation, add addFunc) {
 		if !ok || !contract.Terminal(r.GetPhase()) {
 			continue
 		}
+		x = expectationOf(o, r)
 		if x.NodesMayLapse && slices.ContainsFunc(r.GetSkipped(), func(n *sluicev1.NodeOutcome) bool { return slices.Contains(x.MayFail, n.GetNode()) }) {
 			x.Phases, x.AllFail = nil, false // a failing node lapsed and was skipped: it may not count
+		}
+		// A failing node listed INCOMPATIBLE was never given the target (its
+		// agent cannot read it, or its presence got garbage: the coordinator
+		// cannot tell what it reads): it may not count. checkSkew judges
+		// whether it should have been listed so.
+		if slices.ContainsFunc(r.GetSkipped(), func(n *sluicev1.NodeOutcome) bool {
+			return n.GetResult() == sluicev1.NodeResult_NODE_RESULT_INCOMPATIBLE && slices.Contains(x.MayFail, n.GetNode())
+		}) {
+			x.Phases, x.AllFail = nil, false
+		}
+		// A failing node the rollout never wrote to, whose presence lapsed
+		// (or got garbage) while no coordinator led, leaves no trace in the
+		// record but its total (docs/rollouts.md, "Restarts and
+		// leadership"): the record's total is below the fleet and names it
+		// nowhere. It may not count (seed 103, skew: node-02's presence
+		// garbage during a NATS restart).
+		if c := r.GetCounts(); int(c.GetTotal()) < len(o.Nodes) && slices.ContainsFunc(x.MayFail, func(n string) bool {
+			named := slices.ContainsFunc(append(slices.Clone(r.GetFailures()), r.GetSkipped()...), func(f *sluicev1.NodeOutcome) bool { return f.GetNode() == n })
+			gone := x.NodesMayLapse || slices.ContainsFunc(o.Spoiled, func(sp Spoil) bool { return sp.Bucket == contract.BucketNodes && sp.Key == n })
+			return !named && gone
+		}) {
+			x.Phases, x.AllFail = nil, false
 		}
 		// Every node it was for lapsed before it was configured: it proved
 		// nothing, and ends Aborted rather than in force (docs/rollouts.md).

@@ -253,6 +253,45 @@ func TestCheck_EachBrokenInvariantIsReported(t *testing.T) {
 		{name: "reverted node without its event", given: func(o *Observation) {
 			o.Events = slices.DeleteFunc(o.Events, func(e *sluicev1.Event) bool { return e.GetType() == "NodeReverted" && e.GetNode() == "node-02" })
 		}, want: "Counts"},
+		// Version skew (skew.go): node-02's agent is of the baseline release.
+		{name: "an old agent written a config needing a feature it does not read", given: func(o *Observation) {
+			o.Nodes[1].Features = []string{}
+			o.ConfigWrites[4].Desired.BakeChecks = &sluicev1.BakeChecks{Passes: 1}
+		}, want: "Skew", node: "node-02"},
+		{name: "a fingerprint recorded invalid from an agent that could not read it", given: func(o *Observation) {
+			o.Nodes[1].Features = []string{}
+			o.ConfigWrites[4].Desired.Features = []string{"bakeChecks"}
+		}, want: "I9", node: "node-02"},
+		{name: "a fingerprint recorded invalid from an agent that reported it INCOMPATIBLE", given: func(o *Observation) {
+			o.Nodes[1].Features = []string{}
+			o.ConfigWrites = slices.DeleteFunc(o.ConfigWrites, func(w KVOp) bool { return w.Desired.GetFingerprint() == "fp-b2" })
+			o.StatusWrites[1].Phase = sluicev1.NodePhase_NODE_PHASE_INCOMPATIBLE
+		}, want: "I9", node: "node-02"},
+		{name: "an old agent's node not listed INCOMPATIBLE by a rollout that ended in force", given: func(o *Observation) {
+			o.Nodes[0].Features = []string{}
+			x := o.Expect["r1"]
+			x.Incompatible = []string{"node-01"}
+			o.Expect["r1"] = x
+		}, want: "Skew", node: "node-01"},
+		{name: "a node listed INCOMPATIBLE whose agent reads every feature", given: func(o *Observation) {
+			r := rollout(o, "r1")
+			r.Skipped = []*sluicev1.NodeOutcome{{Node: "node-01", Result: sluicev1.NodeResult_NODE_RESULT_INCOMPATIBLE, Message: "its agent does not read bakeChecks"}}
+			r.Counts.Skipped = 1
+		}, want: "Skew", node: "node-01"},
+		{name: "a rollout its old agents cannot read ends in force instead of being refused", given: func(o *Observation) {
+			o.Nodes[0].Features = []string{}
+			r := rollout(o, "r1")
+			r.Skipped = []*sluicev1.NodeOutcome{{Node: "node-01", Result: sluicev1.NodeResult_NODE_RESULT_INCOMPATIBLE}}
+			r.Counts = &sluicev1.RolloutCounts{Total: 2, Provisioned: 1, Skipped: 1}
+			o.Expect["r1"] = Expectation{Phases: []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED}, Incompatible: []string{"node-01"}, Refuse: true,
+				IfResumed: &Expectation{Phases: []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED}, Incompatible: []string{"node-01"}}}
+		}, want: "Outcome"},
+		{name: "a refused rollout that does not list its old agents", given: func(o *Observation) {
+			o.Nodes[0].Features = []string{}
+			r := rollout(o, "r1")
+			r.Phase, r.Reason = sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, "refused before touching any node: …"
+			o.Expect["r1"] = Expectation{Phases: []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED}, Incompatible: []string{"node-01"}, Refuse: true}
+		}, want: "Skew", node: "node-01"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -651,5 +690,58 @@ func TestCheck_StaleDesired_JudgedByTheCoordinatorsWriteBefore(t *testing.T) {
 				t.Errorf("the harness's write is judged as sluice's: %v", vs)
 			}
 		})
+	}
+}
+
+// A rollout the old agents cannot read is refused up front; one a term
+// resumed before the refusal was stored skips them instead (docs/rollouts.md:
+// a resumed rollout skips them), and is then judged as one that skips them:
+// told by its RolloutResumed event (chaos seed 148: the leader stopped
+// between the rollout's start and its refusal).
+func TestCheck_Skew_ARefusalResumedByANewTermSkipsTheOldAgents(t *testing.T) {
+	skipped := func(resumed bool) *Observation {
+		o := healthy()
+		o.Nodes[0].Features = []string{}
+		r := rollout(o, "r1")
+		r.Skipped = []*sluicev1.NodeOutcome{{Node: "node-01", Result: sluicev1.NodeResult_NODE_RESULT_INCOMPATIBLE, Message: "its agent does not read bakeChecks"}}
+		r.Counts = &sluicev1.RolloutCounts{Total: 2, Provisioned: 1, Skipped: 1}
+		o.Expect["r1"] = Expectation{Phases: []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED}, Incompatible: []string{"node-01"}, Refuse: true,
+			IfResumed: &Expectation{Phases: []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED}, Incompatible: []string{"node-01"}}}
+		if resumed {
+			o.Events = append(o.Events, &sluicev1.Event{Type: "RolloutResumed", Rollout: "r1"})
+		}
+		return o
+	}
+	if vs := Check(skipped(true)); len(vs) != 0 {
+		t.Errorf("resumed by a new term: want no violation, got %v", vs)
+	}
+	if vs := Check(skipped(false)); !slices.ContainsFunc(vs, func(v Violation) bool { return v.Invariant == "Outcome" }) {
+		t.Errorf("never resumed: want an Outcome violation (it should have been refused), got %v", vs)
+	}
+}
+
+// A failing node the rollout never wrote to, whose presence lapsed while no
+// coordinator led, leaves no trace in the record but its total: the rollout
+// may then end within the budget. Only a schedule that can stop heartbeats
+// (or garbage over that node's presence) excuses it (chaos seed 103).
+func TestCheck_FailingNodeDroppedUntracedByANewTerm(t *testing.T) {
+	dropped := func(lapse, spoiled bool) *Observation {
+		o := healthy()
+		r := rollout(o, "r1")
+		r.Counts = &sluicev1.RolloutCounts{Total: 1, Provisioned: 1}
+		o.Expect["r1"] = Expectation{Phases: []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK},
+			MayFail: []string{"node-02"}, AllFail: true, NodesMayLapse: lapse}
+		if spoiled {
+			o.Spoiled = []Spoil{{Bucket: "sluice-nodes", Key: "node-02", At: at(0.2)}}
+		}
+		return o
+	}
+	isOutcome := func(v Violation) bool { return v.Invariant == "Outcome" && v.Rollout == "r1" }
+	for _, tt := range []struct {
+		lapse, spoiled, want bool
+	}{{true, false, false}, {false, true, false}, {false, false, true}} {
+		if got := slices.ContainsFunc(Check(dropped(tt.lapse, tt.spoiled)), isOutcome); got != tt.want {
+			t.Errorf("heartbeats may lapse %v, presence spoiled %v: Outcome violation %v, want %v", tt.lapse, tt.spoiled, got, tt.want)
+		}
 	}
 }

@@ -119,10 +119,7 @@ func newDriver(s *system) *driver {
 // apply sends change i, retrying while the configurator is away (a user
 // runs the command again); it returns once the configurator answered.
 func (d *driver) apply(ctx context.Context, i int) error {
-	c := d.sys.sc.Changes[i]
-	in := append(append([]*sluicev1.Intent(nil), d.base...),
-		&sluicev1.Intent{Name: fleetWide, Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: c.TableID}}})
-	req := &sluicev1.ApplyRequest{Intents: in, Strategy: d.sys.decorate(i, c.Strategy), Source: "chaos"}
+	req := d.request(i)
 	ctx, cancel := context.WithTimeout(ctx, acceptWithin)
 	defer cancel()
 	for {
@@ -146,6 +143,15 @@ func (d *driver) apply(ctx context.Context, i int) error {
 		case <-time.After(200 * time.Millisecond):
 		}
 	}
+}
+
+// request is change i's apply: the examples, the fleet-wide routing table
+// and the change's strategy.
+func (d *driver) request(i int) *sluicev1.ApplyRequest {
+	c := d.sys.sc.Changes[i]
+	in := append(append([]*sluicev1.Intent(nil), d.base...),
+		&sluicev1.Intent{Name: fleetWide, Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: c.TableID}}})
+	return &sluicev1.ApplyRequest{Intents: in, Strategy: d.sys.decorate(i, c.Strategy), Source: "chaos"}
 }
 
 // declared are the intents-bucket keys of the intents every change
@@ -369,8 +375,14 @@ func (d *driver) expectations(natsRestarted bool) map[string]Expectation {
 		}
 		var bad []string
 		ambiguous := false
+		var old []string // agents that cannot read this change's config: never given its target
+		if sc.Skew != nil {
+			if _, ok := sc.Skew.Changes[i]; ok {
+				old = sc.Skew.Old
+			}
+		}
 		for _, n := range sortedKeys(c.Behaviour) {
-			if c.Behaviour[n] != Healthy {
+			if c.Behaviour[n] != Healthy && !slices.Contains(old, n) {
 				bad = append(bad, n)
 				ambiguous = ambiguous || leavers[n]
 			}
@@ -408,6 +420,8 @@ func (d *driver) expectations(natsRestarted bool) map[string]Expectation {
 			x.Why = "no node fails this change"
 		}
 		d.gateExpectation(i, &x, len(bad), budget)
+		away := lapse || slices.ContainsFunc(old, func(n string) bool { return leavers[n] })
+		d.skewExpectation(i, &x, x, away)
 		out[a.id] = x
 	}
 	return out

@@ -321,15 +321,19 @@ func (s *system) start() {
 	if s.sc.Standby {
 		s.startCoordinator(coordinatorB)
 	}
+	s.startReaper()
+	for i := range s.sc.Nodes {
+		s.startAgent(NodeName(i))
+	}
+}
+
+func (s *system) startReaper() {
 	rp, err := reaper.New(reaper.Config{Conn: s.connect(reaperC), Settings: s.settings, Log: s.logger.With().Str("svc", reaperC).Logger(),
 		Grace: s.sc.NodeLease, Interval: reaperEvery, RevisionRetention: revisionRetention})
 	if err != nil {
 		s.t.Fatal(err)
 	}
 	s.run(reaperC, rp.Run)
-	for i := range s.sc.Nodes {
-		s.startAgent(NodeName(i))
-	}
 }
 
 func (s *system) startConfigurator() {
@@ -382,7 +386,7 @@ func (s *system) startAgent(name string) {
 	}
 	nc := s.connect(name)
 	a, err := agent.New(agent.Config{Conn: nc, Settings: s.settings, Log: s.logger.With().Str("svc", name).Logger(), Node: name,
-		Labels: s.sc.Labels(n.index), StateDir: stateDir, Applier: ap, Version: "chaos",
+		Labels: s.sc.Labels(n.index), StateDir: stateDir, Applier: ap, Version: s.sc.agentVersion(name), Features: s.sc.features(name),
 		ApplyTimeout: s.applyTimeout(), ResyncInterval: resyncEvery, CheckPause: 50 * time.Millisecond,
 		Checks: []agent.CheckSpec{{Check: connectivity{sys: s, node: name}, Timeout: time.Second}}})
 	if err != nil {

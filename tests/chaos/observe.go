@@ -641,7 +641,7 @@ func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestar
 	for _, name := range sortedKeys(s.nodes) {
 		n := s.nodes[name]
 		labels[name] = s.sc.Labels(n.index)
-		no := NodeObs{Name: name, Live: s.running(name), OnDisk: s.onDisk(name), Applies: n.history()}
+		no := NodeObs{Name: name, Live: s.running(name), OnDisk: s.onDisk(name), Applies: n.history(), Features: s.sc.features(name)}
 		no.Desired = get(ctx, r, b.NodeConfigs, contract.DesiredKey(name), &sluicev1.DesiredConfig{})
 		no.Backup = get(ctx, r, b.NodeConfigs, contract.BackupKey(name), &sluicev1.DesiredConfig{})
 		no.Status = get(ctx, r, b.Status, name, &sluicev1.NodeStatus{})

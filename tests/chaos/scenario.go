@@ -208,6 +208,10 @@ type Scenario struct {
 	Faults    []Fault
 	Registry  *RegistryPlan // nil: no registry; the driver declares every intent
 	Extras    Extras        // pairs, freezes, windows, gates: drawn from a stream of their own (extras.go)
+	Skew      *SkewPlan     // version skew (skew.go); nil: every agent is of this version
+	// StoreLoss: once the last rollout ended and the checks at rest ran,
+	// the store is wiped while the agents keep their state (storeloss.go).
+	StoreLoss bool
 	// RevertGate: every revert apply waits until the leave-until-revert
 	// fault's node is back (or at most this long), so that the revert still
 	// runs when it comes back. Zero: reverts take the apply time.
@@ -320,7 +324,18 @@ func Pick(seed uint64) Scenario {
 			s.Faults = append(s.Faults, Fault{Kind: AwayPastGrace, Trigger: AfterApply, Change: c, Node: n})
 		}
 	}
+	// Drawn after everything above, for the same reason: agents of the
+	// baseline release, and bake checks they cannot read (skew.go).
+	if rng.IntN(skewOdds) == 0 {
+		s.Skew = s.pickSkew(rng, nodes)
+	}
+	// Drawn after everything above, for the same reason: the store lost
+	// at the end (one server only: a cluster's stores are not wiped).
+	if rng.IntN(storeLossOdds) == 0 && !s.Cluster {
+		s.StoreLoss = true
+	}
 	s.pickExtras() // its own stream: no draw above moves
+	s.applySkew()  // after pickExtras, which sees the strategies as drawn
 	return s
 }
 
@@ -525,6 +540,9 @@ func (s Scenario) Describe() string {
 		st := c.Strategy
 		fmt.Fprintf(&b, "  change %d: table %d, maxParallel %s firstWave %d growth %g domain %q budget %q bake %s",
 			i, c.TableID, st.GetMaxParallel(), st.GetFirstWave(), st.GetWaveGrowth(), st.GetFailureDomain(), st.GetFailureBudget(), st.GetBakeTime().AsDuration())
+		if st.GetBakeChecks() > 0 {
+			fmt.Fprintf(&b, " bakeChecks %d every %s skipIncompatible %v", st.GetBakeChecks(), st.GetBakeCheckInterval().AsDuration(), st.GetSkipIncompatible())
+		}
 		if c.Supersede {
 			fmt.Fprintf(&b, ", applied while change %d runs after %s (whileActive %s)", i-1, c.After, c.Strategy.GetWhileActive())
 		}
@@ -541,6 +559,12 @@ func (s Scenario) Describe() string {
 	}
 	for _, f := range s.Faults {
 		fmt.Fprintf(&b, "  fault: %s\n", f)
+	}
+	if s.Skew != nil {
+		fmt.Fprintf(&b, "  version skew: %s\n", s.Skew)
+	}
+	if s.StoreLoss {
+		fmt.Fprintf(&b, "  store-loss: at the end, the store is wiped while the agents keep their state; confirmed after a node lease, then the last change is applied again\n")
 	}
 	s.describeExtras(&b)
 	return b.String()
