@@ -4,10 +4,14 @@
 // pkg/contract's; this package opens them. Each component opens its buckets
 // once, with Open (a service, the CLI) or Prepare (on a JetStream context
 // it has); Ensure creates everything for installers, tests and sluice dev.
+// The manager of the control bucket (and Ensure) also gives the store its
+// identity, control/store.id, if it has none.
 package buckets
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"reflect"
@@ -17,8 +21,12 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/sluicehq/sluice/pkg/backoff"
+	"github.com/sluicehq/sluice/pkg/codec"
 	"github.com/sluicehq/sluice/pkg/contract"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // ErrMismatch: a bucket or stream exists with settings a component cannot
@@ -103,6 +111,11 @@ func Prepare(ctx context.Context, js jetstream.JetStream, s contract.Settings, c
 			}
 		}
 	}
+	if contract.Manager(contract.BucketControl) == component {
+		if err := c.stampStoreID(ctx, js); err != nil {
+			return nil, err
+		}
+	}
 	b := &Set{}
 	for _, w := range wants(s) {
 		if !slices.Contains(used, w.name) {
@@ -140,7 +153,46 @@ func Ensure(ctx context.Context, js jetstream.JetStream, s contract.Settings, op
 			return err
 		}
 	}
-	return nil
+	return c.stampStoreID(ctx, js)
+}
+
+// stampStoreID gives the store its identity, control/store.id (a StoreID
+// with a random id), unless it has one: Create, so the first manager to
+// write it wins and every later start keeps it. A store lost and started
+// afresh is given a new one by the first manager that starts on it; agents
+// that kept running tell by it that the leader epochs and nodeconfigs
+// revisions they remember were another store's (docs/agent.md).
+func (c openConfig) stampStoreID(ctx context.Context, js jetstream.JetStream) error {
+	var raw [16]byte
+	if _, err := rand.Read(raw[:]); err != nil {
+		return fmt.Errorf("store identity (%s/%s): random id: %w", contract.BucketControl, contract.KeyStoreID, err)
+	}
+	v, err := codec.Marshal(&sluicev1.StoreID{Id: hex.EncodeToString(raw[:]), CreatedAt: timestamppb.Now()})
+	if err != nil {
+		return fmt.Errorf("store identity (%s/%s): %w", contract.BucketControl, contract.KeyStoreID, err)
+	}
+	retry := c.retry()
+	for attempt := 1; ; attempt++ {
+		cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		var kv jetstream.KeyValue
+		kv, err = js.KeyValue(cctx, contract.BucketControl)
+		if err == nil {
+			_, err = kv.Create(cctx, contract.KeyStoreID, v)
+		}
+		cancel()
+		if err == nil || errors.Is(err, jetstream.ErrKeyExists) {
+			return nil
+		}
+		if ctx.Err() != nil || !transient(err) {
+			return fmt.Errorf("write the store identity %s/%s: %w", contract.BucketControl, contract.KeyStoreID, err)
+		}
+		delay := retry.Next()
+		c.log.Info().Str("bucket", contract.BucketControl).Int("attempt", attempt).Dur("retry_in", delay).Err(err).
+			Msgf("waiting for JetStream to write the store identity %s/%s", contract.BucketControl, contract.KeyStoreID)
+		if err := backoff.Sleep(ctx, delay, nil); err != nil {
+			return fmt.Errorf("write the store identity %s/%s: %w", contract.BucketControl, contract.KeyStoreID, err)
+		}
+	}
 }
 
 // want is one bucket or stream and the stream config it should have.

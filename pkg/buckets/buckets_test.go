@@ -18,6 +18,8 @@ import (
 	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 func streamConfig(t *testing.T, js jetstream.JetStream, bucket string) jetstream.StreamConfig {
@@ -520,4 +522,48 @@ func publishFencedBatch(t *testing.T, nc *nats.Conn, id, bucket string, fence ui
 		t.Fatalf("batch %s ack %q: %v", id, reply.Data, err)
 	}
 	return ack
+}
+
+// The manager of the control bucket (and Ensure) gives the store its
+// identity once: a second start keeps it, and the value is well-formed for
+// its key; a store without one (started afresh) gets another.
+func TestPrepare_TheControlBucketsManagerStampsTheStoreOnce(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // margin: nothing here waits
+	defer cancel()
+	env := natstest.Start(t, contract.DefaultSettings()) // buckets.Ensure
+	read := func(t *testing.T) string {
+		t.Helper()
+		e, err := env.Buckets.Control.Get(ctx, contract.KeyStoreID)
+		if err != nil {
+			t.Fatalf("control/%s: %v", contract.KeyStoreID, err)
+		}
+		v := &sluicev1.StoreID{}
+		if err := store.Decode(contract.BucketControl, contract.KeyStoreID, e.Value(), v); err != nil {
+			t.Fatalf("control/%s: %v", contract.KeyStoreID, err)
+		}
+		if len(v.GetId()) != 32 || v.GetCreatedAt() == nil {
+			t.Fatalf("control/%s = %v, want a 128-bit hex id and a time", contract.KeyStoreID, v)
+		}
+		return v.GetId()
+	}
+	manager := contract.Manager(contract.BucketControl)
+	first := read(t)
+	if _, err := buckets.Prepare(ctx, env.JS, env.Settings, manager); err != nil {
+		t.Fatal(err)
+	}
+	if err := buckets.Ensure(ctx, env.JS, env.Settings); err != nil {
+		t.Fatal(err)
+	}
+	if again := read(t); again != first {
+		t.Fatalf("store id %s after the manager started again, want the first one %s kept", again, first)
+	}
+	if err := env.Buckets.Control.Purge(ctx, contract.KeyStoreID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := buckets.Prepare(ctx, env.JS, env.Settings, manager); err != nil {
+		t.Fatal(err)
+	}
+	if id := read(t); id == first {
+		t.Fatalf("the manager stamped a store without an id with the old id %s", id)
+	}
 }

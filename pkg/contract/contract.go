@@ -20,7 +20,7 @@ const (
 	BucketNodes        = "sluice-nodes"        // agent of <node>: <node> → NodePresence (TTL = heartbeat lease)
 	BucketRollouts     = "sluice-rollouts"     // coordinator: <id> → Rollout, active / last-applied → RolloutRef
 	BucketLeases       = "sluice-leases"       // whoever holds it: <component> → LeaderLease (TTL = leader lease)
-	BucketControl      = "sluice-control"      // operators (the CLI): abort.<rollout> → AbortRequest, forgive.<fingerprint> → ForgiveRequest, pause and pause.<rollout> → PauseRequest, reaper.confirm → ReapConfirm, store.confirm → StoreConfirm, registry.<name> → RegistrySpec, registry.<name>.confirm → RegistryConfirm
+	BucketControl      = "sluice-control"      // operators (the CLI): abort.<rollout> → AbortRequest, forgive.<fingerprint> → ForgiveRequest, pause and pause.<rollout> → PauseRequest, reaper.confirm → ReapConfirm, store.confirm → StoreConfirm, store.id → StoreID, registry.<name> → RegistrySpec, registry.<name>.confirm → RegistryConfirm
 	BucketInstances    = "sluice-instances"    // each service instance: <component>.<instance> → Instance (TTL = node lease)
 	BucketRegistries   = "sluice-registries"   // configurator: <name> → RegistryStatus
 	StreamEvents       = "SLUICE_EVENTS"       // everyone: sluice.events.<kind>.<id> → Event
@@ -36,6 +36,7 @@ const (
 	KeyPause         = "pause"          // control: the whole control plane's PauseRequest
 	KeyReapConfirm   = "reaper.confirm" // control: an operator's ReapConfirm of held node deletions
 	KeyStoreConfirm  = "store.confirm"  // control: an operator's StoreConfirm that a lost store is to start from nothing (pkg/storeloss)
+	KeyStoreID       = "store.id"       // control: the store's StoreID, created once by the bucket manager (pkg/buckets); a store started afresh has another
 )
 
 // KeyFence is the term fence the coordinator keeps in every bucket it writes

@@ -54,7 +54,7 @@ var (
 var eventRules = []EventRule{
 	// The agent: its own node's transitions, as it applies and checks.
 	{RoleNode, KindNode, []string{"NodeRegistered", "NodeLabelsChanged", "NodeProvisioning", "NodeProvisioned",
-		"NodeInvalid", "NodeRestored", "NodeRestoreFailed", "StaleDesiredIgnored", "NodeBakeCheckPassed", "NodeIncompatible"}},
+		"NodeInvalid", "NodeRestored", "NodeRestoreFailed", "StaleDesiredIgnored", "NodeStoreReplaced", "NodeBakeCheckPassed", "NodeIncompatible"}},
 	{RoleNode, KindInstance, pauseTypes},
 	{RoleNode, KindQuarantine, quarantineTypes},
 

@@ -150,6 +150,9 @@ func TestNodeUser_ReachesItsOwnKeysAndNothingElse(t *testing.T) {
 	if _, err := control.Get(ctx, contract.KeyPause); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
 		t.Fatalf("node-01 reads the pause: %v", err)
 	}
+	if _, err := control.Get(ctx, contract.KeyStoreID); err != nil {
+		t.Fatalf("node-01 reads the store's identity: %v", err)
+	}
 	if _, err := u.js.Publish(ctx, contract.EventSubject(contract.KindNode, "node-01"), []byte(`{}`)); err != nil {
 		t.Fatalf("node-01 publishes its events: %v", err)
 	}

@@ -102,6 +102,7 @@ func permissions(role string) (jwt.Permissions, error) {
 			get(contract.BucketStatus, node),
 			get(contract.BucketNodes, node),
 			get(contract.BucketControl, contract.KeyPause),
+			get(contract.BucketControl, contract.KeyStoreID),
 			kv(contract.BucketStatus, node),
 			kv(contract.BucketNodes, node),
 		)

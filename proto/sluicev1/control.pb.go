@@ -279,6 +279,66 @@ func (x *StoreConfirm) GetRevisions() []string {
 	return nil
 }
 
+// StoreID is the value of control/store.id: the identity of this
+// JetStream store, a random id written once (Create: the first writer
+// wins) by whoever manages the buckets, when it creates or ensures them
+// (pkg/buckets). A store lost and started afresh gets a new one. An agent
+// that kept running through the loss tells by it that the leader epochs
+// and nodeconfigs revisions it remembers belong to the old store, not to a
+// deposed leader (docs/agent.md, "Fencing desired configs from a deposed
+// leader"). It is never backed up: a restored store is another store.
+type StoreID struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *StoreID) Reset() {
+	*x = StoreID{}
+	mi := &file_sluice_v1_control_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *StoreID) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*StoreID) ProtoMessage() {}
+
+func (x *StoreID) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_control_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use StoreID.ProtoReflect.Descriptor instead.
+func (*StoreID) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_control_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *StoreID) GetId() string {
+	if x != nil {
+		return x.Id
+	}
+	return ""
+}
+
+func (x *StoreID) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
 // PauseAck is the pause generation one component instance has reached. An
 // instance acknowledges a pause once it has finished what it was doing and
 // starts nothing new (the coordinator: no node operation in flight; an
@@ -299,7 +359,7 @@ type PauseAck struct {
 
 func (x *PauseAck) Reset() {
 	*x = PauseAck{}
-	mi := &file_sluice_v1_control_proto_msgTypes[3]
+	mi := &file_sluice_v1_control_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -311,7 +371,7 @@ func (x *PauseAck) String() string {
 func (*PauseAck) ProtoMessage() {}
 
 func (x *PauseAck) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_control_proto_msgTypes[3]
+	mi := &file_sluice_v1_control_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -324,7 +384,7 @@ func (x *PauseAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseAck.ProtoReflect.Descriptor instead.
 func (*PauseAck) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_control_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_control_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PauseAck) GetGeneration() uint64 {
@@ -382,7 +442,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_sluice_v1_control_proto_msgTypes[4]
+	mi := &file_sluice_v1_control_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -394,7 +454,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_control_proto_msgTypes[4]
+	mi := &file_sluice_v1_control_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -407,7 +467,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_control_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_control_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Instance) GetComponent() string {
@@ -483,7 +543,7 @@ type Freeze struct {
 
 func (x *Freeze) Reset() {
 	*x = Freeze{}
-	mi := &file_sluice_v1_control_proto_msgTypes[5]
+	mi := &file_sluice_v1_control_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -495,7 +555,7 @@ func (x *Freeze) String() string {
 func (*Freeze) ProtoMessage() {}
 
 func (x *Freeze) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_control_proto_msgTypes[5]
+	mi := &file_sluice_v1_control_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -508,7 +568,7 @@ func (x *Freeze) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Freeze.ProtoReflect.Descriptor instead.
 func (*Freeze) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_control_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_control_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Freeze) GetId() string {
@@ -578,7 +638,11 @@ const file_sluice_v1_control_proto_rawDesc = "" +
 	"\x02at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
 	"\x06reason\x18\x03 \x01(\tR\x06reason\x12\x14\n" +
 	"\x05nodes\x18\x04 \x01(\rR\x05nodes\x12\x1c\n" +
-	"\trevisions\x18\x05 \x03(\tR\trevisions\"\xa3\x01\n" +
+	"\trevisions\x18\x05 \x03(\tR\trevisions\"T\n" +
+	"\aStoreID\x12\x0e\n" +
+	"\x02id\x18\x01 \x01(\tR\x02id\x129\n" +
+	"\n" +
+	"created_at\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\xa3\x01\n" +
 	"\bPauseAck\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x01 \x01(\x04R\n" +
@@ -619,32 +683,34 @@ func file_sluice_v1_control_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_control_proto_rawDescData
 }
 
-var file_sluice_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 6)
+var file_sluice_v1_control_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
 var file_sluice_v1_control_proto_goTypes = []any{
 	(*PauseRequest)(nil),          // 0: sluice.v1.PauseRequest
 	(*ReapConfirm)(nil),           // 1: sluice.v1.ReapConfirm
 	(*StoreConfirm)(nil),          // 2: sluice.v1.StoreConfirm
-	(*PauseAck)(nil),              // 3: sluice.v1.PauseAck
-	(*Instance)(nil),              // 4: sluice.v1.Instance
-	(*Freeze)(nil),                // 5: sluice.v1.Freeze
-	(*timestamppb.Timestamp)(nil), // 6: google.protobuf.Timestamp
+	(*StoreID)(nil),               // 3: sluice.v1.StoreID
+	(*PauseAck)(nil),              // 4: sluice.v1.PauseAck
+	(*Instance)(nil),              // 5: sluice.v1.Instance
+	(*Freeze)(nil),                // 6: sluice.v1.Freeze
+	(*timestamppb.Timestamp)(nil), // 7: google.protobuf.Timestamp
 }
 var file_sluice_v1_control_proto_depIdxs = []int32{
-	6,  // 0: sluice.v1.PauseRequest.at:type_name -> google.protobuf.Timestamp
-	6,  // 1: sluice.v1.ReapConfirm.at:type_name -> google.protobuf.Timestamp
-	6,  // 2: sluice.v1.StoreConfirm.at:type_name -> google.protobuf.Timestamp
-	6,  // 3: sluice.v1.PauseAck.at:type_name -> google.protobuf.Timestamp
-	6,  // 4: sluice.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	6,  // 5: sluice.v1.Instance.heartbeat_at:type_name -> google.protobuf.Timestamp
-	3,  // 6: sluice.v1.Instance.pause:type_name -> sluice.v1.PauseAck
-	6,  // 7: sluice.v1.Freeze.from:type_name -> google.protobuf.Timestamp
-	6,  // 8: sluice.v1.Freeze.to:type_name -> google.protobuf.Timestamp
-	6,  // 9: sluice.v1.Freeze.created_at:type_name -> google.protobuf.Timestamp
-	10, // [10:10] is the sub-list for method output_type
-	10, // [10:10] is the sub-list for method input_type
-	10, // [10:10] is the sub-list for extension type_name
-	10, // [10:10] is the sub-list for extension extendee
-	0,  // [0:10] is the sub-list for field type_name
+	7,  // 0: sluice.v1.PauseRequest.at:type_name -> google.protobuf.Timestamp
+	7,  // 1: sluice.v1.ReapConfirm.at:type_name -> google.protobuf.Timestamp
+	7,  // 2: sluice.v1.StoreConfirm.at:type_name -> google.protobuf.Timestamp
+	7,  // 3: sluice.v1.StoreID.created_at:type_name -> google.protobuf.Timestamp
+	7,  // 4: sluice.v1.PauseAck.at:type_name -> google.protobuf.Timestamp
+	7,  // 5: sluice.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	7,  // 6: sluice.v1.Instance.heartbeat_at:type_name -> google.protobuf.Timestamp
+	4,  // 7: sluice.v1.Instance.pause:type_name -> sluice.v1.PauseAck
+	7,  // 8: sluice.v1.Freeze.from:type_name -> google.protobuf.Timestamp
+	7,  // 9: sluice.v1.Freeze.to:type_name -> google.protobuf.Timestamp
+	7,  // 10: sluice.v1.Freeze.created_at:type_name -> google.protobuf.Timestamp
+	11, // [11:11] is the sub-list for method output_type
+	11, // [11:11] is the sub-list for method input_type
+	11, // [11:11] is the sub-list for extension type_name
+	11, // [11:11] is the sub-list for extension extendee
+	0,  // [0:11] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_control_proto_init() }
@@ -658,7 +724,7 @@ func file_sluice_v1_control_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_control_proto_rawDesc), len(file_sluice_v1_control_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   6,
+			NumMessages:   7,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

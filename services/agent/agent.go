@@ -16,7 +16,8 @@
 // last run stopped mid-apply: last-good is restored before anything else.
 //
 // It never applies a desired config written under a lower leader epoch
-// than one it already accepted (a deposed coordinator's), nor one that does
+// than one it already accepted (a deposed coordinator's) — unless the store
+// itself was replaced since (control/store.id changed: storeid.go) — nor one that does
 // not decode strictly or is not well-formed for its key (it names another
 // node, or its fingerprint does not match its config: pkg/contract/
 // wellformed); and it overwrites its own status key if that does not decode
@@ -83,6 +84,12 @@ const (
 	// EventNodeBakeCheckPassed: a re-run of the checks passed while the
 	// node bakes (DesiredConfig.bake_checks); the status counts them.
 	EventNodeBakeCheckPassed = "NodeBakeCheckPassed"
+	// EventNodeStoreReplaced: a desired config that looked stale (a lower
+	// leader epoch or nodeconfigs revision than already seen) came from
+	// another store (control/store.id changed: the store was lost and
+	// started afresh): the agent forgot the old store's epoch and revision
+	// and took it. The reason names both ids.
+	EventNodeStoreReplaced = "NodeStoreReplaced"
 )
 
 // Defaults.
@@ -188,6 +195,7 @@ type Agent struct {
 	statuses   *store.Store[*sluicev1.NodeStatus]
 	configs    rawGetter // the nodeconfigs bucket, read raw (intake.go)
 	pauses     *store.Store[*sluicev1.PauseRequest]
+	storeIDs   *store.Store[*sluicev1.StoreID] // control/store.id (storeid.go)
 	pz         pausing
 	run        running // the operation the worker runs
 
@@ -354,6 +362,9 @@ func (a *Agent) Run(ctx context.Context) error {
 	a.statuses = store.New(b.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }).Direct(js.Conn())
 	a.configs = b.NodeConfigs
 	a.pauses = store.New(b.Control, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} })
+	a.storeIDs = store.New(b.Control, func() *sluicev1.StoreID { return &sluicev1.StoreID{} })
+	// The store its fences count in (storeid.go).
+	a.learnStoreID(ctx)
 
 	if err := a.loadLastGood(); err != nil {
 		return err

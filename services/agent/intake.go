@@ -64,6 +64,21 @@ func (b *mailbox) offer(d desired) bool {
 	return true
 }
 
+// highest is the highest revision offered.
+func (b *mailbox) highest() uint64 {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.seen
+}
+
+// forget forgets the highest revision offered: the store was replaced, and
+// the new one's revisions count from 1 (storeid.go). What waits stays.
+func (b *mailbox) forget() {
+	b.mu.Lock()
+	b.seen = 0
+	b.mu.Unlock()
+}
+
 // take returns the newest desired config not yet taken.
 func (b *mailbox) take() (desired, bool) {
 	b.mu.Lock()
@@ -228,6 +243,9 @@ type intake struct {
 	// value re-read by every resync is reported once, not every 30 seconds
 	// (a refused value is reported once by the agent's quarantine).
 	staleRev uint64
+	// storeID is the store identity (control/store.id) the epoch and the
+	// mailbox's revisions were counted in; "" when not known (storeid.go).
+	storeID string
 }
 
 // accept hands d, read by intake, to the worker unless it was written by a
@@ -235,15 +253,21 @@ type intake struct {
 // already accepted. Epoch 0 (written by a version that did not set it) is
 // always accepted. (intake refused a value that is not what the coordinator
 // wrote before this fence: it says nothing about the coordinator's epoch.)
+//
+// Both fences count in one store: before refusing, the agent asks whether
+// the store was replaced (storeReplaced: control/store.id changed), and if
+// it was it forgets the old store's counts and takes d.
 func (a *Agent) accept(d desired, from string) {
-	if e := d.cfg.GetLeaderEpoch(); e != 0 && e < a.in.epoch {
+	if e := d.cfg.GetLeaderEpoch(); e != 0 && e < a.in.epoch &&
+		!a.storeReplaced(d, fmt.Sprintf("leader epoch %d, lower than epoch %d already seen", e, a.in.epoch), from) {
 		a.staleDesired(d, from)
 		return
 	}
 	if d.cfg.GetCancel() && a.cancelRunning(d.cfg) {
 		a.log.Info().Str("operation", d.cfg.GetOperation()).Str("from", from).Msg("the coordinator cancelled the running operation; stopping it")
 	}
-	if !a.box.offer(d) {
+	if !a.box.offer(d) && (!a.storeReplaced(d, fmt.Sprintf("nodeconfigs revision %d, lower than revision %d already received", d.rev, a.box.highest()), from) ||
+		!a.box.offer(d)) {
 		a.log.Debug().Uint64("kv_revision", d.rev).Str("from", from).Msg("ignoring desired config older than one already received")
 		return
 	}

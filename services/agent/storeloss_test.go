@@ -3,11 +3,17 @@ package agent_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"slices"
+	"strings"
 	"testing"
+	"time"
 
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent"
 )
 
@@ -59,5 +65,98 @@ func TestAgent_NoLastGood_PresenceNamesNoConfig(t *testing.T) {
 	e, _ := f.nodes.Get(context.Background(), "n1")
 	if p := e.Value; p.GetInForceRevision() != "" || p.GetInForceFingerprint() != "" {
 		t.Fatalf("presence of a node with no last-good names %q/%q, want nothing", p.GetInForceRevision(), p.GetInForceFingerprint())
+	}
+}
+
+// storeID reads control/store.id.
+func storeID(t *testing.T, f *fleet) string {
+	t.Helper()
+	e, err := store.New(f.env.Buckets.Control, func() *sluicev1.StoreID { return &sluicev1.StoreID{} }).Get(context.Background(), contract.KeyStoreID)
+	if err != nil {
+		t.Fatalf("read control/%s: %v", contract.KeyStoreID, err)
+	}
+	return e.Value.GetId()
+}
+
+// replaceStore does to the store what a lost JetStream directory does while
+// the agent keeps running: the nodeconfigs and control buckets are deleted
+// and created again by their manager (buckets.Ensure), so the nodeconfigs
+// revisions count from 1 again and the store has another identity.
+func replaceStore(t *testing.T, f *fleet) {
+	t.Helper()
+	ctx := context.Background()
+	for _, b := range []string{contract.BucketNodeConfigs, contract.BucketControl} {
+		if err := f.env.JS.DeleteKeyValue(ctx, b); err != nil {
+			t.Fatalf("delete bucket %s: %v", b, err)
+		}
+	}
+	if err := buckets.Ensure(ctx, f.env.JS, f.env.Settings); err != nil {
+		t.Fatalf("create the buckets again: %v", err)
+	}
+}
+
+// An agent that kept running through a store loss takes the new store's
+// desired configs, whose leader epochs (the lease's revisions) and
+// nodeconfigs revisions count from 1 again, once control/store.id says the
+// store was replaced; within one store a lower epoch is still a deposed
+// leader's and refused. On the code before control/store.id the new
+// store's configs were ignored as stale until the agent restarted.
+func TestAgent_StoreReplaced_NewStoresConfigsAreTaken(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		epoch uint64 // of the new store's first config; the old store's is 5
+	}{
+		{"lower leader epoch", 1},
+		{"higher epoch, lower nodeconfigs revision", 9},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleet(t, contract.DefaultSettings())
+			rec := &recorder{}
+			f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: rec, ResyncInterval: 100 * time.Millisecond})
+			withEpoch := func(name string, vlan uint32, epoch uint64) *sluicev1.DesiredConfig {
+				d := desiredConfig("n1", name, vlan)
+				d.LeaderEpoch = epoch
+				return d
+			}
+			// The old store: epoch 5, and revisions well above what the
+			// new store's first writes get.
+			for i := range 5 {
+				f.writeDesired(t, desiredConfig("n2", fmt.Sprint("filler-", i), uint32(500+i)))
+			}
+			old := withEpoch("old-store", 100, 5)
+			f.writeDesired(t, old)
+			f.waitStatus(t, "n1", "provisioned the old store's config", provisioned(old.Fingerprint))
+			was := storeID(t, f)
+
+			replaceStore(t, f)
+			now := storeID(t, f)
+			if now == "" || now == was {
+				t.Fatalf("store id after the replacement %q, before %q: want a new one", now, was)
+			}
+			fresh := withEpoch("new-store", 200, tc.epoch)
+			f.writeDesired(t, fresh) // nodeconfigs revision 1
+			f.waitStatus(t, "n1", "provisioned the new store's first config", provisioned(fresh.Fingerprint))
+			evs := eventsOf(t, f, "n1", agent.EventNodeStoreReplaced)
+			if len(evs) != 1 || !strings.Contains(evs[0].GetReason(), was) || !strings.Contains(evs[0].GetReason(), now) ||
+				evs[0].GetFingerprint() != fresh.Fingerprint {
+				t.Fatalf("events %v, want one NodeStoreReplaced naming both store ids (%s, %s) and the new config", evs, was, now)
+			}
+
+			// Within the new store the deposed-leader fence holds.
+			next := withEpoch("next-term", 300, tc.epoch+3)
+			f.writeDesired(t, next)
+			f.waitStatus(t, "n1", "provisioned the new store's next term", provisioned(next.Fingerprint))
+			deposed := withEpoch("deposed", 400, tc.epoch+1)
+			f.writeDesired(t, deposed)
+			natstest.Eventually(t, waitFor, "StaleDesiredIgnored in the new store", func() bool {
+				return len(eventsOf(t, f, "n1", agent.EventStaleDesiredIgnored)) > 0
+			})
+			if got := rec.fingerprints(); !slices.Equal(got, []string{old.Fingerprint, fresh.Fingerprint, next.Fingerprint}) {
+				t.Fatalf("applied %v, want the old store's, the new store's first and its next term's, not the deposed leader's", got)
+			}
+			if n := len(eventsOf(t, f, "n1", agent.EventNodeStoreReplaced)); n != 1 {
+				t.Fatalf("%d NodeStoreReplaced events, want 1: the store was replaced once", n)
+			}
+		})
 	}
 }

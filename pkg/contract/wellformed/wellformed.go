@@ -242,6 +242,14 @@ func control(key string, v proto.Message) error {
 			return nil
 		})
 	}
+	if key == contract.KeyStoreID {
+		return check(v, func(id *sluicev1.StoreID) error {
+			if id.GetId() == "" {
+				return errors.New("the store identity has no id (a value of another type?)")
+			}
+			return nil
+		})
+	}
 	if key == contract.KeyReapConfirm {
 		return check(v, func(c *sluicev1.ReapConfirm) error {
 			if len(c.GetNodes()) == 0 {
@@ -281,9 +289,9 @@ func control(key string, v proto.Message) error {
 			return nil
 		})
 	}
-	return fmt.Errorf("not a key of this bucket: want %s, %s.<rollout>, %s, %s, %s, %s, %s, %s or %s",
+	return fmt.Errorf("not a key of this bucket: want %s, %s.<rollout>, %s, %s, %s, %s, %s, %s, %s or %s",
 		contract.KeyPause, contract.KeyPause, contract.AbortKey("<rollout>"), contract.ForgiveKey("<fingerprint>"),
-		contract.FreezeKey("<id>"), contract.KeyReapConfirm, contract.KeyStoreConfirm, contract.RegistryKey("<name>"), contract.RegistryConfirmKey("<name>"))
+		contract.FreezeKey("<id>"), contract.KeyReapConfirm, contract.KeyStoreConfirm, contract.KeyStoreID, contract.RegistryKey("<name>"), contract.RegistryConfirmKey("<name>"))
 }
 
 // pause: every pause and resume is a new generation (from 1); a rollout's

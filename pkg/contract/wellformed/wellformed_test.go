@@ -104,6 +104,8 @@ func TestCheck(t *testing.T) {
 		{"empty forgive", contract.BucketControl, contract.ForgiveKey("abc"), &sluicev1.ForgiveRequest{}, `names fingerprint ""`},
 		{"store confirm", contract.BucketControl, contract.KeyStoreConfirm, &sluicev1.StoreConfirm{By: "ops", At: at}, ""},
 		{"store confirm naming no one", contract.BucketControl, contract.KeyStoreConfirm, &sluicev1.StoreConfirm{At: at}, "names no operator"},
+		{"store id", contract.BucketControl, contract.KeyStoreID, &sluicev1.StoreID{Id: "3f2a9c", CreatedAt: at}, ""},
+		{"store id without an id", contract.BucketControl, contract.KeyStoreID, &sluicev1.StoreID{CreatedAt: at}, "has no id"},
 		{"reap confirm", contract.BucketControl, contract.KeyReapConfirm, &sluicev1.ReapConfirm{Nodes: []string{"n1"}, At: at}, ""},
 		{"empty reap confirm", contract.BucketControl, contract.KeyReapConfirm, &sluicev1.ReapConfirm{At: at}, "names no node"},
 		{"registry spec", contract.BucketControl, contract.RegistryKey("redis"), &sluicev1.RegistrySpec{Name: "redis"}, ""},

@@ -96,13 +96,14 @@ func (f backupFile) sum() (string, error) {
 }
 
 // skipped reports whether key of bucket is left out of a backup: the
-// pause and a store confirmation, and every control key but the fence (the
-// coordinator's throwaway fence checks).
+// pause, a store confirmation and the store's identity (a restored store
+// is another store: its manager gave it an id of its own), and every
+// control key but the fence (the coordinator's throwaway fence checks).
 func skipped(bucket, key string) bool {
 	if contract.IsControlKey(key) {
 		return key != contract.KeyFence
 	}
-	return bucket == contract.BucketControl && (key == contract.KeyPause || strings.HasPrefix(key, contract.KeyPause+".") || key == contract.KeyStoreConfirm)
+	return bucket == contract.BucketControl && (key == contract.KeyPause || strings.HasPrefix(key, contract.KeyPause+".") || key == contract.KeyStoreConfirm || key == contract.KeyStoreID)
 }
 
 func (a *app) backupCommand() *cobra.Command {
