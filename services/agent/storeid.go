@@ -94,4 +94,3 @@ func (a *Agent) storeReplaced(d desired, why, from string) bool {
 	a.box.forget()
 	return true
 }
-
