@@ -16,9 +16,10 @@ package chaos
 //     rollout record, no NodeReaped event, no applier call;
 //  4. the harness confirms starting from nothing, as `sluice recover
 //     --confirm-empty` does (control/store.confirm);
-//  5. with CHAOS_STORELOSS_CONTINUE=1, the change is applied again and
-//     its rollout must end (off by default: it fails on today's product,
-//     docs/chaos.md, Limits); the system must come to rest in any case.
+//  5. the change is applied again and its rollout must end (the agents
+//     that kept running take the new store's configs: control/store.id
+//     says the store was replaced, docs/agent.md); the system must come to
+//     rest.
 //
 // I10: no applier call between the wipe and the confirmation (no node
 // loses its config to a lost store), and nothing started before it. The
@@ -129,14 +130,11 @@ func (s *system) loseStore(ctx context.Context, d *driver) ([]Violation, error) 
 	}
 	s.log.add("store-loss: confirmed starting from an empty store (control/store.confirm)")
 
-	// 5. The run goes on: the change is applied again and rolls out. Off
-	// unless CHAOS_STORELOSS_CONTINUE=1: on today's product it never ends
-	// (docs/chaos.md, Limits: the new plane's leader epochs start below
-	// what the agents saw, and they ignore its writes as a deposed
-	// leader's).
-	if os.Getenv(envStoreLossContinue) == "1" {
-		vs = append(vs, s.continueAfterLoss(ctx, d, last)...)
-	}
+	// 5. The run goes on: the change is applied again and rolls out. The
+	// new store's leader epochs and nodeconfigs revisions start below what
+	// the agents saw; they take its configs because its identity
+	// (control/store.id) is another.
+	vs = append(vs, s.continueAfterLoss(ctx, d, last)...)
 	// And the system comes to rest again (which also lets the server's
 	// writes settle before the seed ends: on virtual time a flush still
 	// sleeping when the bubble's test returns is a deadlock).
@@ -149,10 +147,6 @@ func (s *system) loseStore(ctx context.Context, d *driver) ([]Violation, error) 
 	}
 	return vs, nil
 }
-
-// envStoreLossContinue, set to 1, makes the store-loss fault apply the
-// last change again after the confirmation and wait for its rollout.
-const envStoreLossContinue = "CHAOS_STORELOSS_CONTINUE"
 
 // continueAfterLoss applies change last again after a confirmed store
 // loss and waits for its rollout to end.
