@@ -92,7 +92,7 @@ type GateAnswer struct {
 	What string // "5 samples, worst 0.05", "HTTP 500", "firing ChaosLinkDown"
 }
 
-// promStub is the harness's Prometheus: /c<change>/<gate>/api/v1/query and
+// promStub is the harness's Prometheus: /c<change>/<gate>/api/v1/query_range and
 // …/api/v1/alerts, answering as the scenario says, recording every answer
 // by the gate's base URL.
 type promStub struct {

@@ -1,6 +1,6 @@
 // Package gate measures a rollout's gates against Prometheus's HTTP API:
-// Measure evaluates a metric gate's query over its lookback (one instant
-// query of the subquery `(QUERY)[LOOKBACK:STEP]`, GET /api/v1/query) and
+// Measure evaluates a metric gate's query over its lookback (one range
+// query from at-LOOKBACK to at every STEP, GET /api/v1/query_range) and
 // Firing reads which of an alert gate's alerts fire (GET /api/v1/alerts).
 // It measures only: the rollout-coordinator's decider judges the numbers
 // (internal/rollout/gates.go). Every request is bounded by its context.
@@ -40,18 +40,25 @@ type Client struct {
 	HTTP *http.Client
 }
 
-// Measure evaluates g's query at every step of the lookback ending at at.
+// Measure evaluates g's query at every step of the lookback ending at at:
+// at at-lookback, then every step up to at, lookback/step + 1 points when
+// the step divides the lookback, so a gate's min-samples (at most that,
+// contract.ResolveGate) is a number every window can give. A subquery
+// (QUERY)[LOOKBACK:STEP] would not do: its points are aligned to
+// multiples of the step, one fewer than that whenever at is not on one.
 func (c Client) Measure(ctx context.Context, g contract.Gate, at time.Time) (Measurement, error) {
 	q := url.Values{}
-	q.Set("query", fmt.Sprintf("(%s)[%s:%s]", g.Query, promDuration(g.Lookback), promDuration(g.Step)))
-	q.Set("time", strconv.FormatFloat(float64(at.UnixMilli())/1000, 'f', 3, 64))
+	q.Set("query", g.Query)
+	q.Set("start", promTime(at.Add(-g.Lookback)))
+	q.Set("end", promTime(at))
+	q.Set("step", promDuration(g.Step))
 	var data struct {
 		ResultType string `json:"resultType"`
 		Result     []struct {
 			Values [][2]any `json:"values"`
 		} `json:"result"`
 	}
-	if err := c.get(ctx, g.URL+"/api/v1/query?"+q.Encode(), &data); err != nil {
+	if err := c.get(ctx, g.URL+"/api/v1/query_range?"+q.Encode(), &data); err != nil {
 		return Measurement{}, err
 	}
 	if data.ResultType != "matrix" {
@@ -148,6 +155,11 @@ func (c Client) get(ctx context.Context, u string, data any) error {
 		return fmt.Errorf("decoding the answer: %w", err)
 	}
 	return nil
+}
+
+// promTime writes t as the API's Unix seconds, to the millisecond.
+func promTime(t time.Time) string {
+	return strconv.FormatFloat(float64(t.UnixMilli())/1000, 'f', 3, 64)
 }
 
 // promDuration writes d in PromQL's syntax (whole milliseconds at least).

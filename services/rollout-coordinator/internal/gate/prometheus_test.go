@@ -48,6 +48,28 @@ func TestClient_AgainstPrometheus(t *testing.T) {
 		t.Fatalf("measured %+v; want 3 to 6 samples (5s at 1s) of 0.25", m)
 	}
 
+	// Every window gives lookback/step + 1 values, the most min-samples
+	// may ask: at a time between two multiples of the step as on one (a
+	// subquery's points are aligned to the multiples, one fewer between).
+	w := g
+	w.Lookback, w.Step = 2*time.Second, time.Second
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		// Until the series has three seconds of history.
+		if m, err := c.Measure(ctx, w, time.Now().Add(-time.Second)); err != nil || m.Samples == 3 || time.Now().After(deadline) {
+			break
+		}
+	}
+	whole := time.Now().Truncate(time.Second) // data since at least 3s before it
+	for _, at := range []time.Time{whole, whole.Add(250 * time.Millisecond), whole.Add(500 * time.Millisecond)} {
+		m, err := c.Measure(ctx, w, at)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Samples != 3 {
+			t.Errorf("a lookback of 2s at a step of 1s ending at %s: %d samples; want 3, every time", at.Format("15:04:05.000"), m.Samples)
+		}
+	}
+
 	g.Query = "nothing_here"
 	if m, err := c.Measure(ctx, g, time.Now()); err != nil || m.Samples != 0 {
 		t.Fatalf("a series that does not exist: %+v, %v; want 0 samples, no error", m, err)
