@@ -864,10 +864,40 @@ func desiredSpoiledWhile(o *Observation, r *sluicev1.Rollout) map[string]bool {
 // proves the answers that lacked it partial. Marks are read from the
 // intents bucket's writes (a write that marks an unmarked intent) and from
 // IntentMarkedForDeletion events (their time is the configurator's).
+//
+// And while the registry refills, no mark: an answer that grows (a file
+// back) starts the settle period of every intent still missing again, so a
+// mark needs the whole settle period without a file coming back, not only
+// its own file's absence. A file back less than growthSeen before the mark
+// is not counted: the answer the mark followed may have been read before.
 func checkPartialAnswers(o *Observation, add addFunc) {
 	reg := o.Registry
 	if reg == nil {
 		return
+	}
+	type growth struct {
+		at  time.Time
+		key string
+	}
+	var grew []growth // when a file came back: the answers grew
+	for _, key := range reg.Intents {
+		for _, sp := range reg.Absent[key] {
+			if !sp.To.IsZero() {
+				grew = append(grew, growth{sp.To, key})
+			}
+		}
+	}
+	slices.SortFunc(grew, func(a, b growth) int { return a.at.Compare(b.at) })
+	// lastGrowth is the latest file back after from and growthSeen or more
+	// before m.
+	lastGrowth := func(from, m time.Time) (growth, bool) {
+		var last growth
+		for _, g := range grew {
+			if g.at.After(from) && !g.at.After(m.Add(-growthSeen)) {
+				last = g
+			}
+		}
+		return last, !last.at.IsZero()
 	}
 	marks := map[string][]time.Time{}
 	marked := map[string]bool{}
@@ -906,7 +936,12 @@ func checkPartialAnswers(o *Observation, add addFunc) {
 				why = fmt.Sprintf("its file came back %s after it left, within the settle period %s: the answers that lacked it were partial",
 					span.To.Sub(span.From).Round(time.Millisecond), reg.Settle)
 			default:
-				continue // missing for the whole settle period: a deletion
+				g, ok := lastGrowth(span.From, m)
+				if !ok || !m.Before(g.at.Add(reg.Settle)) {
+					continue // missing for the whole settle period, which no growing answer restarted: a deletion
+				}
+				why = fmt.Sprintf("the registry's answer grew %s before (%s came back at %s), within the settle period %s: a source that refills may still bring it, and a growing answer starts the period again",
+					m.Sub(g.at).Round(time.Millisecond), g.key, g.at.Format("15:04:05.000"), reg.Settle)
 			}
 			add("I7", "", "", "registry %s's intent %s was marked for deletion at %s; %s", reg.Name, key, m.Format("15:04:05.000"), why)
 			break // once per intent

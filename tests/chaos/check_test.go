@@ -433,7 +433,8 @@ func TestCheck_I7_NoDeletionOnAPartialAnswer(t *testing.T) {
 		wantI7 bool
 	}{
 		{name: "files dropped and back within the settle period, nothing marked", given: withRegistry(5, nil)},
-		{name: "a file gone for longer than the settle period, marked after it", given: withRegistry(12, map[string]float64{"routingtable.reg-2": 9.5})},
+		{name: "a file gone for longer than the settle period, marked after it (and after the answer last grew)", given: withRegistry(12, map[string]float64{"routingtable.reg-2": 10.5})},
+		{name: "marked a settle period after its file left, but the answer grew since", given: withRegistry(12, map[string]float64{"routingtable.reg-2": 9.5}), wantI7: true},
 		{name: "marked within its absence, back within the settle period", given: withRegistry(5, map[string]float64{"routingtable.reg-1": 3.5}), wantI7: true},
 		{name: "marked before the settle period ran out, back later", given: withRegistry(12, map[string]float64{"routingtable.reg-2": 5}), wantI7: true},
 		{name: "marked just after it came back (the answer before was partial)", given: withRegistry(5, map[string]float64{"routingtable.reg-1": 4.01}), wantI7: true},
@@ -447,6 +448,42 @@ func TestCheck_I7_NoDeletionOnAPartialAnswer(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			vs := Check(tt.given)
+			if got := slices.ContainsFunc(vs, func(v Violation) bool { return v.Invariant == "I7" }); got != tt.wantI7 {
+				t.Fatalf("want an I7 violation: %v; got %v", tt.wantI7, vs)
+			}
+		})
+	}
+}
+
+// withRefill is withRegistry refilling slowly: reg-1 and reg-2 gone from 3
+// s, back at 4 and 8 (each gap shorter than the 6 s settle period), reg-3
+// gone from 3 s until 30 s; marks as given.
+func withRefill(marks map[string]float64) *Observation {
+	o := withRegistry(8, marks)
+	r := o.Registry
+	r.Intents = append(r.Intents, "routingtable.reg-3")
+	r.Absent["routingtable.reg-3"] = []Span{{From: at(3), To: at(30)}}
+	o.IntentWrites = append([]KVOp{{Key: "routingtable.reg-3", Revision: 100, At: at(0.1), Intent: &sluicev1.StoredIntent{Source: "gitops",
+		Intent: &sluicev1.Intent{Name: "reg-3", Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: 62}}}}}}, o.IntentWrites...)
+	return o
+}
+
+// While a registry refills, a growing answer starts the settle period of
+// what is still missing again: a mark needs the whole period without a
+// file coming back (issue 47: the rule a slow refill reaches).
+func TestCheck_I7_NoDeletionWhileTheRegistryRefills(t *testing.T) {
+	for _, tt := range []struct {
+		name   string
+		mark   float64
+		wantI7 bool
+	}{
+		{"marked 4 s after the answer last grew (reg-2 back at 8)", 12, true},
+		{"marked 6.5 s after the answer last grew: the whole settle period", 14.5, false},
+		{"marked 0.5 s after reg-2 came back (perhaps not yet seen), 6.5 s after reg-1", 8.5, true},
+		{"marked 6 s after its file left, the answer growing since", 9.1, true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			vs := Check(withRefill(map[string]float64{"routingtable.reg-3": tt.mark}))
 			if got := slices.ContainsFunc(vs, func(v Violation) bool { return v.Invariant == "I7" }); got != tt.wantI7 {
 				t.Fatalf("want an I7 violation: %v; got %v", tt.wantI7, vs)
 			}
@@ -744,4 +781,51 @@ func TestCheck_FailingNodeDroppedUntracedByANewTerm(t *testing.T) {
 			t.Errorf("heartbeats may lapse %v, presence spoiled %v: Outcome violation %v, want %v", tt.lapse, tt.spoiled, got, tt.want)
 		}
 	}
+}
+
+// Slow refills are drawn, each shape in the first 200 seeds, and each is
+// what its shape says: every gap shorter than the settle period, together
+// longer; a stall's last gap longer; a flap's file listed twice.
+func TestPick_SlowRefillsAreDrawnAsTheirShapeSays(t *testing.T) {
+	seen := map[string][]uint64{}
+	for seed := uint64(1); seed <= 200; seed++ {
+		for _, f := range Pick(seed).Faults {
+			tr := f.Trickle
+			if tr == nil || tr.Shape == "" {
+				continue
+			}
+			seen[tr.Shape] = append(seen[tr.Shape], seed)
+			var total time.Duration
+			for i, g := range tr.Gaps {
+				last := i == len(tr.Gaps)-1
+				if g >= registrySettle && !(last && tr.Shape == "stall") {
+					t.Errorf("seed %d: %s: gap %d is %s, not shorter than the settle period %s", seed, tr, i, g, registrySettle)
+				}
+				if last && tr.Shape == "stall" && g < registrySettle+registrySettle/2 {
+					t.Errorf("seed %d: %s: a stall's last gap %s is not half a settle period longer than it", seed, tr, g)
+				}
+				if !last || tr.Shape != "stall" {
+					total += g
+				}
+			}
+			if tr.Shape != "stall" && total <= registrySettle {
+				t.Errorf("seed %d: %s: the refill takes %s, not longer than the settle period %s", seed, tr, total, registrySettle)
+			}
+			twice := 0
+			for i, b := range tr.Back {
+				if slices.Index(tr.Back, b) != i {
+					twice++
+				}
+			}
+			if (tr.Shape == "flap") != (twice == 1) {
+				t.Errorf("seed %d: %s: %d files listed twice", seed, tr, twice)
+			}
+		}
+	}
+	for _, shape := range []string{"refill", "stall", "flap"} {
+		if len(seen[shape]) < 3 {
+			t.Errorf("shape %s: seeds %v of the first 200; want 3 at least", shape, seen[shape])
+		}
+	}
+	t.Logf("slow refills in seeds 1–200: %v", seen)
 }

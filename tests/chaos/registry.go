@@ -34,9 +34,14 @@ const (
 	// (--registry-delete-after): an intent missing from every answer this
 	// long is marked for deletion. A trickle brings every file back within
 	// 2.5 s (Trickle.Gaps: 5 files at most, 0.1–0.5 s each); the margin is
-	// for a loaded machine. Setting it to 0 (mark at the first answer that
+	// for a loaded machine. A slow refill (Trickle.Shape) brings each file
+	// back 2–5.4 s after the one before, so that the whole takes longer. Setting it to 0 (mark at the first answer that
 	// lacks an intent, as before the rule) is the deliberate bug I7 catches.
 	registrySettle = 6 * time.Second
+	// growthSeen: a file back this long before a mark may not have been in
+	// the answer the mark followed (two sync intervals), so I7 does not
+	// count it as growth the configurator saw.
+	growthSeen = 2 * registrySync
 )
 
 // regName is the i-th registry intent's name (reg-1 …).
@@ -174,7 +179,8 @@ func (d *driver) declareRegistry(ctx context.Context) error {
 
 // partialRegistry makes the registry's answers partial: it drops files
 // (some, all, or the whole directory), then brings them back one at a time
-// (rename: atomic), recording when each intent was absent.
+// (rename: atomic), a flapping one leaving again once, recording when each
+// intent was absent.
 func (f *faults) partialRegistry(ctx context.Context, ft Fault) {
 	s, t := f.sys, ft.Trickle
 	defer f.lock("registry")()
@@ -185,25 +191,30 @@ func (f *faults) partialRegistry(ctx context.Context, ft Fault) {
 		}
 		return true
 	}
+	dropped := slices.Compact(slices.Sorted(slices.Values(t.Back))) // a flapping file is listed twice
 	if t.Drop == "gone" {
 		from := time.Now()
 		if err := os.Rename(s.reg.dir, s.reg.away+".dir"); err != nil {
 			s.harnessFailed(harnessErr("%s: move the directory away: %w", ft.Kind, err))
 			return
 		}
-		for _, i := range t.Back {
+		for _, i := range dropped {
 			s.reg.absent(i, from)
 		}
 		s.log.add("%s: the registry's directory is gone", ft)
 	} else {
-		for _, i := range t.Back {
+		for _, i := range dropped {
 			from := time.Now()
 			if !move(s.reg.dir, s.reg.away, i) {
 				return
 			}
 			s.reg.absent(i, from)
 		}
-		s.log.add("%s: dropped %d of %d files", ft, len(t.Back), s.sc.Registry.Intents)
+		s.log.add("%s: dropped %d of %d files", ft, len(dropped), s.sc.Registry.Intents)
+	}
+	away := s.reg.away
+	if t.Drop == "gone" {
+		away = s.reg.away + ".dir"
 	}
 	for k, i := range t.Back {
 		select {
@@ -211,22 +222,27 @@ func (f *faults) partialRegistry(ctx context.Context, ft Fault) {
 			return
 		case <-time.After(t.Gaps[k]):
 		}
-		if t.Drop == "gone" {
-			if k == 0 {
-				// The directory comes back empty, then fills up: a checkout
-				// being made again.
-				if err := os.Mkdir(s.reg.dir, 0o755); err != nil {
-					s.harnessFailed(harnessErr("%s: make the directory again: %w", ft.Kind, err))
-					return
-				}
-			}
-			if !move(s.reg.away+".dir", s.reg.dir, i) {
+		if t.Drop == "gone" && k == 0 {
+			// The directory comes back empty, then fills up: a checkout
+			// being made again.
+			if err := os.Mkdir(s.reg.dir, 0o755); err != nil {
+				s.harnessFailed(harnessErr("%s: make the directory again: %w", ft.Kind, err))
 				return
 			}
-		} else if !move(s.reg.away, s.reg.dir, i) {
+		}
+		if !move(away, s.reg.dir, i) {
 			return
 		}
 		s.reg.back(i, time.Now())
 		s.log.add("%s: %s is back (%d of %d)", ft.Kind, regFile(i), k+1, len(t.Back))
+		if j := t.leavesAgain(k); j >= 0 {
+			// The file that came back before this one leaves again (a flap).
+			f, from := t.Back[j], time.Now()
+			if !move(s.reg.dir, away, f) {
+				return
+			}
+			s.reg.absent(f, from)
+			s.log.add("%s: %s leaves again", ft.Kind, regFile(f))
+		}
 	}
 }

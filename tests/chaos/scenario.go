@@ -56,7 +56,7 @@ const (
 	NetStall         FaultKind = "net-stall"         // hold a component's traffic for Down: its requests time out, answers arrive late
 	PausePlane       FaultKind = "pause-plane"       // sluice pause; once every live instance acknowledged, nothing may start for Down; then resume
 	GarbageValue     FaultKind = "garbage-value"     // raw Puts of values not well-formed for their keys (Garbage), into existing and fresh keys of every bucket
-	PartialRegistry  FaultKind = "partial-registry"  // the registry's directory drops files (Trickle), which then come back one at a time within the settle period
+	PartialRegistry  FaultKind = "partial-registry"  // the registry's directory drops files (Trickle), which then come back one at a time, within the settle period or, refilling, more slowly
 	// PauseAway: a node leaves or comes back while the control plane is
 	// paused and every instance acknowledged (Paused is checked as for
 	// pause-plane). After an apply: a node whose forward operation its agent
@@ -155,19 +155,51 @@ type RegistryPlan struct {
 // Trickle is what a partial-registry fault does to the registry's
 // directory: Drop some of its files, all of them (an empty answer), or the
 // directory itself (an unreachable registry); then the dropped files come
-// back one at a time in Back's order, Gaps[i] before the i-th.
+// back one at a time in Back's order, Gaps[i] before the i-th. A file
+// listed twice in Back flaps: after its first return it leaves again with
+// the next file's return, and its second listing brings it back.
+//
+// Shape says how the gaps compare with the settle period: "trickle"
+// (every file back within it), "refill" (each gap shorter than it, the
+// whole refill longer: a Redis restored key by key, a directory copied back
+// file by file, an answer that keeps growing), "stall" (a refill whose last
+// gap is longer than the settle period: the answer stops growing while a
+// file is still missing, which the rule then deletes) and "flap" (a refill
+// in which a file comes back, leaves and comes back).
 type Trickle struct {
-	Drop string // "some", "all" or "gone"
-	Back []int  // the dropped files (index into reg-1 … reg-N), in the order they come back
-	Gaps []time.Duration
+	Drop  string // "some", "all" or "gone"
+	Shape string // "trickle" (zero value), "refill", "stall" or "flap"
+	Back  []int  // the dropped files (index into reg-1 … reg-N), in the order they come back
+	Gaps  []time.Duration
 }
 
 func (t *Trickle) String() string {
 	var back []string
 	for i, f := range t.Back {
-		back = append(back, fmt.Sprintf("+%s reg-%d", t.Gaps[i], f+1))
+		step := fmt.Sprintf("+%s reg-%d", t.Gaps[i].Round(time.Millisecond), f+1)
+		if k := t.leavesAgain(i); k >= 0 {
+			step += fmt.Sprintf(" (reg-%d leaves again)", t.Back[k]+1)
+		}
+		back = append(back, step)
 	}
-	return fmt.Sprintf("drops %s, back: %s", t.Drop, strings.Join(back, ", "))
+	shape := ""
+	if t.Shape != "" {
+		shape = " (" + t.Shape + ")"
+	}
+	return fmt.Sprintf("drops %s%s, back: %s", t.Drop, shape, strings.Join(back, ", "))
+}
+
+// leavesAgain is the step of the flapping file that leaves again with step
+// i's return (the step right after its first return), or -1.
+func (t *Trickle) leavesAgain(i int) int {
+	if i == 0 {
+		return -1
+	}
+	f := t.Back[i-1]
+	if slices.Index(t.Back, f) == i-1 && slices.Index(t.Back[i:], f) >= 0 {
+		return i - 1
+	}
+	return -1
 }
 
 func (f Fault) String() string {
@@ -413,8 +445,54 @@ func (s Scenario) pickTrickle(rng *rand.Rand) Fault {
 	for range perm {
 		t.Gaps = append(t.Gaps, time.Duration(100+rng.IntN(400))*time.Millisecond)
 	}
-	return Fault{Kind: PartialRegistry, Change: 1 + rng.IntN(len(s.Changes)-1), Trigger: AfterApply,
+	f := Fault{Kind: PartialRegistry, Change: 1 + rng.IntN(len(s.Changes)-1), Trigger: AfterApply,
 		Delay: time.Duration(rng.IntN(800)) * time.Millisecond, Trickle: t}
+	// Half of them refill slowly (issue 47), drawn from a source of their
+	// own so that every other draw of the seed stays what it was.
+	slow := rand.New(rand.NewPCG(s.Seed, 0x51ee7))
+	if slow.IntN(2) == 0 {
+		s.slowRefill(slow, t)
+	}
+	return f
+}
+
+// slowRefill makes t a refill slower than the settle period: every dropped
+// file back 2–4 s after the one before (a third to two thirds of the settle
+// period; together longer), then as t's shape says. "some" drops as many
+// files as the hold share lets be pending (half, rounded down, two at
+// least), so the answers stay on the pending path.
+func (s Scenario) slowRefill(rng *rand.Rand, t *Trickle) {
+	n := s.Registry.Intents
+	t.Shape = []string{"refill", "stall", "flap"}[rng.IntN(3)]
+	t.Drop = []string{"some", "all", "gone"}[rng.IntN(3)]
+	t.Back = rng.Perm(n)
+	if t.Drop == "some" && n/2 >= 2 {
+		t.Back = t.Back[:n/2]
+	} else if t.Drop == "some" {
+		t.Drop = "all" // one file dropped comes back in one gap: no refill
+	}
+	if t.Shape == "flap" {
+		// Two files at least: the first back leaves again with the second,
+		// and is the last back.
+		t.Back = append(t.Back, t.Back[0])
+	}
+	// Each gap shorter than the settle period, together longer: k gaps of
+	// at least 1.1/k of it (a third at least), at most two thirds of it
+	// (nine tenths for two).
+	k := time.Duration(len(t.Back))
+	lo, hi := max(registrySettle/3, registrySettle*11/10/k), 2*registrySettle/3
+	if k == 2 {
+		hi = registrySettle * 9 / 10
+	}
+	t.Gaps = t.Gaps[:0]
+	for range t.Back {
+		t.Gaps = append(t.Gaps, lo+time.Duration(rng.Int64N(int64(hi-lo))))
+	}
+	if t.Shape == "stall" {
+		// The answer stops growing for longer than the settle period, with
+		// margin (a loaded machine's sync is late), before the last file.
+		t.Gaps[len(t.Gaps)-1] = registrySettle + registrySettle/2 + time.Duration(rng.Int64N(int64(registrySettle/2)))
+	}
 }
 
 func (s Scenario) pickChange(rng *rand.Rand, nodes []string, table uint32) Change {
