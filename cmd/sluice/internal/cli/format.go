@@ -70,7 +70,7 @@ func oneLine(s string, max int) string {
 	if s == "" {
 		return none
 	}
-	if utf8.RuneCountInString(s) <= max {
+	if max <= 0 || utf8.RuneCountInString(s) <= max {
 		return s
 	}
 	r := []rune(s)

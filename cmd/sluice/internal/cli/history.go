@@ -48,6 +48,9 @@ in the records that -o json and -o yaml print whole.`,
 			if err != nil {
 				return err
 			}
+			if a.streams.TTY {
+				h.reasonWidth = 80
+			}
 			if limit > 0 && len(h.items) > limit {
 				h.items = h.items[len(h.items)-limit:]
 			}
@@ -66,6 +69,7 @@ in the records that -o json and -o yaml print whole.`,
 type history struct {
 	items         []*sluicev1.Rollout
 	active, force string
+	reasonWidth   int // a reason's cut (0: whole, for output that is not a terminal)
 }
 
 func loadHistory(ctx context.Context, js jetstream.KeyValueManager) (history, []unreadableKey, error) {
@@ -102,7 +106,7 @@ func (h history) table(now time.Time) [][]string {
 		rows = append(rows, []string{
 			fmt.Sprint(r.GetGeneration()), r.GetId(), short(r.GetRevision()), outcome,
 			age(now, r.GetStartedAt()), rolloutDuration(r, now), fmt.Sprintf("%d/%d", c.GetProvisioned(), c.GetTotal()),
-			fmt.Sprint(c.GetFailed()), fmt.Sprint(c.GetReverted()), oneLine(r.GetReason(), 80),
+			fmt.Sprint(c.GetFailed()), fmt.Sprint(c.GetReverted()), oneLine(r.GetReason(), h.reasonWidth),
 		})
 		// One row per wave or failure-domain stage, under its rollout.
 		for _, st := range r.GetStages() {

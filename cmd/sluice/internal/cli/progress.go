@@ -192,11 +192,27 @@ func stageLine(r *sluicev1.Rollout, now time.Time) string {
 // maxNodeRows bounds the nodes listed; the rest are counted.
 const maxNodeRows = 10
 
-// Widths the node table cuts its cells to.
+// Widths the node table cuts its cells to on a terminal. Output that is
+// not a terminal (a pipe, a file, a CI log) gets the whole text
+// (cellWidths{}): the decisive part of a failure is often last.
 const (
 	outputWidth  = 60
 	messageWidth = 140
 )
+
+// cellWidths is how long a node table's cells may be: 0 is no limit.
+type cellWidths struct{ output, message int }
+
+// terminalWidths are the cuts for a terminal.
+var terminalWidths = cellWidths{output: outputWidth, message: messageWidth}
+
+// widthsFor is the cuts for output on a terminal (tty) or not.
+func widthsFor(tty bool) cellWidths {
+	if tty {
+		return terminalWidths
+	}
+	return cellWidths{}
+}
 
 // liveNode is a node whose desired config belongs to the rollout shown, as
 // the nodeconfigs and status buckets hold it now; status is nil when the
@@ -216,6 +232,11 @@ type liveNode struct {
 // sorted by name. A live node the record already lists adds its revert to
 // that row instead. The failing check's output follows the message, cut short.
 func nodeLines(r *sluicev1.Rollout, live []liveNode, now time.Time) []string {
+	return nodeTable(r, live, now, terminalWidths)
+}
+
+// nodeTable is nodeLines with its cells cut to w.
+func nodeTable(r *sluicev1.Rollout, live []liveNode, now time.Time, w cellWidths) []string {
 	type row struct{ node, result, check, msg, output string }
 	var rows []row
 	listed := map[string]int{} // node → its row
@@ -257,9 +278,9 @@ func nodeLines(r *sluicev1.Rollout, live []liveNode, now time.Time) []string {
 		}
 		msg := strings.Join(strings.Fields(rw.msg), " ")
 		if strings.TrimSpace(rw.output) != "" {
-			msg = strings.TrimPrefix(msg+" | output: "+oneLine(rw.output, outputWidth), " ")
+			msg = strings.TrimPrefix(msg+" | output: "+oneLine(rw.output, w.output), " ")
 		}
-		table = append(table, []string{rw.node, rw.result, orNone(rw.check), oneLine(msg, messageWidth)})
+		table = append(table, []string{rw.node, rw.result, orNone(rw.check), oneLine(msg, w.message)})
 	}
 	var b strings.Builder
 	_ = writeTable(&b, table) // a strings.Builder does not fail
@@ -345,6 +366,11 @@ func nodeResult(r sluicev1.NodeResult) string {
 // rolloutLines is the full status block of r with its live nodes (nil when
 // they were not read); its last line is the outcome.
 func rolloutLines(r *sluicev1.Rollout, live []liveNode, now time.Time) []string {
+	return rolloutBlock(r, live, now, terminalWidths)
+}
+
+// rolloutBlock is rolloutLines with the node table's cells cut to w.
+func rolloutBlock(r *sluicev1.Rollout, live []liveNode, now time.Time, w cellWidths) []string {
 	rev := short(r.GetRevision())
 	if r.GetPreviousRevision() != "" {
 		rev += " (from " + short(r.GetPreviousRevision()) + ")"
@@ -370,7 +396,7 @@ func rolloutLines(r *sluicev1.Rollout, live []liveNode, now time.Time) []string 
 		lines = append(lines, "stages    "+st)
 	}
 	lines = append(lines, gateLines(r, now)...)
-	lines = append(lines, nodeLines(r, live, now)...)
+	lines = append(lines, nodeTable(r, live, now, w)...)
 	return append(lines, outcomeLine(r))
 }
 

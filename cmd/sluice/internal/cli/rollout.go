@@ -130,15 +130,7 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool, output s
 		return err
 	}
 	if watch {
-		if target.id != "" {
-			// Said once, before following: without a leader it would follow a rollout that does not move.
-			if e, err := rollouts.Get(ctx, target.id); err == nil {
-				if note := a.noLeaderNote(ctx, js, e.Value); note != "" {
-					fmt.Fprintln(a.streams.Out, note)
-				}
-			}
-		}
-		return a.watchRollout(ctx, rollouts, target)
+		return a.watchRollout(ctx, js, rollouts, target)
 	}
 	if target.id == "" {
 		// A listing on stdout stays parseable: the news goes to stderr.
@@ -181,7 +173,7 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool, output s
 	if err != nil {
 		return err
 	}
-	lines := rolloutLines(e.Value, live, a.now())
+	lines := rolloutBlock(e.Value, live, a.now(), widthsFor(a.streams.TTY))
 	if req, _, err := getOne(ctx, js, contract.BucketControl, contract.KeyPause, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} }); err == nil &&
 		req.GetPaused() && !contract.Terminal(e.Value.GetPhase()) {
 		// Before the outcome, which stays the last line.
@@ -266,10 +258,42 @@ func pickRollout(ctx context.Context, js jetstream.KeyValueManager, rollouts *st
 	return t, bad, nil
 }
 
+// leaderCheckEvery is how often a watch asks whether a coordinator leads
+// while the rollout's record does not change: a rollout without a leader
+// writes nothing, so its silence is what needs explaining.
+const leaderCheckEvery = 5 * time.Second
+
 // watchRollout redraws the target rollout on every change until it ends.
-func (a *app) watchRollout(ctx context.Context, rollouts *store.Store[*sluicev1.Rollout], t rolloutTarget) error {
+// Before it follows a rollout, and every leaderCheckEvery while that one
+// runs, it says whether no coordinator leads (noLeaderNote): once when
+// none does, and once when one leads again.
+func (a *app) watchRollout(ctx context.Context, js jetstream.KeyValueManager, rollouts *store.Store[*sluicev1.Rollout], t rolloutTarget) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	var current *sluicev1.Rollout // the target's newest record
+	leaderless := ""              // the no-leader line said last, "" when one leads
+	checkLeader := func() {
+		if current == nil {
+			return
+		}
+		note := a.noLeaderNote(ctx, js, current)
+		switch {
+		case note != "" && leaderless == "":
+			fmt.Fprintln(a.streams.Out, a.now().Format(time.TimeOnly)+" "+note)
+		case note == "" && leaderless != "" && contract.Active(current.GetPhase()):
+			fmt.Fprintln(a.streams.Out, a.now().Format(time.TimeOnly)+" a coordinator leads again")
+		}
+		leaderless = note
+	}
+	if t.id != "" {
+		// Said before following: without a leader it would follow a rollout that does not move.
+		if e, err := rollouts.Get(ctx, t.id); err == nil {
+			current = e.Value
+			checkLeader()
+		}
+	}
+	tick := time.NewTicker(leaderCheckEvery)
+	defer tick.Stop()
 	filter := t.id
 	switch {
 	case t.queued():
@@ -295,6 +319,9 @@ func (a *app) watchRollout(ctx context.Context, rollouts *store.Store[*sluicev1.
 		select {
 		case <-ctx.Done():
 			return silentExit(exitInterrupted)
+		case <-tick.C:
+			checkLeader()
+			continue
 		case e, ok = <-updates:
 		}
 		switch {
@@ -332,6 +359,7 @@ func (a *app) watchRollout(ctx context.Context, rollouts *store.Store[*sluicev1.
 		}
 		seen = true
 		r := e.Value
+		current = r
 		d.draw(r, a.now())
 		if !contract.Terminal(r.GetPhase()) {
 			continue
@@ -343,9 +371,9 @@ func (a *app) watchRollout(ctx context.Context, rollouts *store.Store[*sluicev1.
 		// The rollout the head queued behind ended: follow the head's.
 		fmt.Fprintf(a.streams.Out, "\nwaiting for the rollout of revision %s (generation %d) to start…\n",
 			short(t.head.GetRevision()), t.head.GetGeneration())
-		t.id, t.behind, d = "", false, &drawer{w: a.streams.Out, tty: a.streams.TTY}
+		t.id, t.behind, d, current = "", false, &drawer{w: a.streams.Out, tty: a.streams.TTY}, nil
 		if next != nil {
-			t.id = next.Key
+			t.id, current = next.Key, next.Value
 			d.draw(next.Value, a.now())
 			if contract.Terminal(next.Value.GetPhase()) {
 				d.finish(next.Value, a.now())
@@ -364,21 +392,29 @@ func exitFor(p sluicev1.RolloutPhase) error {
 }
 
 // drawer shows successive states of a rollout: on a terminal it redraws the
-// block in place; otherwise it prints a line when the line would change.
+// block in place; otherwise (a pipe, a CI log) it prints, after the time,
+// each line of pipeLines that changed.
 type drawer struct {
 	w     io.Writer
 	tty   bool
-	lines int    // lines of the last block drawn on the terminal
-	last  string // the last line printed when not on a terminal, without its time
+	lines int               // lines of the last block drawn on the terminal
+	last  map[string]string // pipeLines last printed when not on a terminal, by what each says
 }
 
 func (d *drawer) draw(r *sluicev1.Rollout, now time.Time) {
 	if !d.tty {
-		// The record changes more often than this line shows (its leader
-		// time, a failure's details): print the line only when it differs.
-		if p := progress(r); p != d.last {
-			d.last = p
-			fmt.Fprintln(d.w, now.Format(time.TimeOnly)+" "+p)
+		// The record changes more often than these lines show (its leader
+		// time, a failure's details): a line is printed only when it differs.
+		if d.last == nil {
+			d.last = map[string]string{}
+		}
+		for _, l := range pipeLines(r) {
+			if l.text != d.last[l.what] {
+				d.last[l.what] = l.text
+				if l.text != "" {
+					fmt.Fprintln(d.w, now.Format(time.TimeOnly)+" "+l.text)
+				}
+			}
 		}
 		return
 	}
@@ -396,12 +432,86 @@ func (d *drawer) draw(r *sluicev1.Rollout, now time.Time) {
 	_, _ = io.WriteString(d.w, b.String())
 }
 
+// pipeLine is one thing a watch that is not on a terminal says, and what
+// it says now ("" for nothing).
+type pipeLine struct{ what, text string }
+
+// pipeLines is what a watch in a pipe prints of r, each line when it
+// changes: the progress line, the leader's term, the stage (with the bake's
+// end as a time, not a countdown that would change with every record),
+// the pause, each gate's last verdict, what blocks the rollout, and each
+// stage once it ended.
+func pipeLines(r *sluicev1.Rollout) []pipeLine {
+	lines := []pipeLine{{"progress", progress(r)}}
+	if e := r.GetLeaderEpoch(); e > 0 {
+		lines = append(lines, pipeLine{"term", fmt.Sprintf("  led by the coordinator of term %d", e)})
+	}
+	var stage []string
+	if !contract.Terminal(r.GetPhase()) {
+		if r.GetWave() > 0 {
+			stage = append(stage, fmt.Sprintf("wave %d", r.GetWave()))
+		}
+		if ds := r.GetDomains(); len(ds) > 1 {
+			stage = append(stage, domainsStage(r, ds))
+		} else if dm := r.GetDomain(); dm != "" {
+			stage = append(stage, domainStage(r, dm))
+		}
+		if b := r.GetBakeUntil(); b != nil {
+			bake := "baking until " + b.AsTime().Local().Format(time.TimeOnly)
+			if want := r.GetStrategy().GetBakeChecks(); want > 0 {
+				bake += fmt.Sprintf(", %d of %d checks passed on every node", r.GetBakeChecksPassed(), want)
+			}
+			stage = append(stage, bake)
+		}
+		if w := r.GetWaiting(); w != "" {
+			if u := r.GetWaitingUntil(); u != nil {
+				w += " (until " + u.AsTime().Local().Format(time.TimeOnly) + ")"
+			}
+			stage = append(stage, w)
+		}
+	}
+	if len(stage) > 0 {
+		lines = append(lines, pipeLine{"stage", "  stage " + strings.Join(stage, ", ")})
+	} else {
+		lines = append(lines, pipeLine{"stage", ""})
+	}
+	if p := pauseLine(r); p != "" {
+		lines = append(lines, pipeLine{"pause", "  paused " + p})
+	} else {
+		lines = append(lines, pipeLine{"pause", ""})
+	}
+	for _, g := range r.GetGates() {
+		what := g.GetVerdict()
+		if b := g.GetBefore(); b != "" {
+			what += " before " + b
+		}
+		lines = append(lines, pipeLine{"gate " + g.GetGate(), fmt.Sprintf("  gate %s (%s)", g.GetMessage(), what)})
+	}
+	if b := r.GetBlockedBy(); b != nil {
+		lines = append(lines, pipeLine{"blocked", "  blocked by gate " + b.GetMessage()})
+	}
+	for _, st := range r.GetStages() {
+		if st.GetEndedAt() == nil {
+			continue
+		}
+		done := fmt.Sprintf("  %s done: %d/%d provisioned", stageName(r, st), st.GetProvisioned(), st.GetNodes())
+		if st.GetFailed() > 0 {
+			done += fmt.Sprintf(", %d failed", st.GetFailed())
+		}
+		if st.GetSkipped() > 0 {
+			done += fmt.Sprintf(", %d skipped", st.GetSkipped())
+		}
+		lines = append(lines, pipeLine{"ended " + stageName(r, st), done})
+	}
+	return lines
+}
+
 // finish prints what the last draw left out, so the outcome is the last line.
 func (d *drawer) finish(r *sluicev1.Rollout, now time.Time) {
 	if d.tty {
 		return // the block ends with the outcome
 	}
-	writeLines(d.w, append(nodeLines(r, nil, now), outcomeLine(r)))
+	writeLines(d.w, append(nodeTable(r, nil, now, widthsFor(false)), outcomeLine(r)))
 }
 
 // liveNodes reads the nodes whose desired config (or revert) belongs to the
