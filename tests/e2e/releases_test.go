@@ -2,6 +2,8 @@ package e2e
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"fmt"
 	"maps"
 	"os"
@@ -98,15 +100,39 @@ func baselineBinaries(t *testing.T) release {
 	return rel
 }
 
-// todaysBinaries builds this tree's binaries into a temporary directory
-// (seconds: the go build cache holds their packages).
+// todaysBinaries builds this tree's binaries, once per test binary, into a
+// directory of the user's cache named for this tree
+// ($XDG_CACHE_HOME/sluice/today-<hash of its path>): go build rewrites a
+// binary there only when its code changed, so after the first build a run
+// takes a second, not the tens of seconds four links take.
 func todaysBinaries(t *testing.T) release {
 	t.Helper()
-	rel := release{version: todaysVersion, dir: t.TempDir()}
-	if err := goBuild("../..", rel.dir, todaysVersion); err != nil {
-		t.Fatalf("build today's binaries: %v", err)
+	today.once.Do(func() {
+		root, err := filepath.Abs("../..")
+		if err != nil {
+			today.err = err
+			return
+		}
+		cache, err := os.UserCacheDir()
+		if err != nil {
+			today.err = fmt.Errorf("today's binaries' cache: %w (set XDG_CACHE_HOME or HOME)", err)
+			return
+		}
+		sum := sha256.Sum256([]byte(root))
+		today.rel = release{version: todaysVersion, dir: filepath.Join(cache, "sluice", "today-"+hex.EncodeToString(sum[:6]))}
+		today.err = goBuild(root, today.rel.dir, todaysVersion)
+	})
+	if today.err != nil {
+		t.Fatalf("build today's binaries: %v", today.err)
 	}
-	return rel
+	return today.rel
+}
+
+// today is todaysBinaries' build, shared by the tests of one run.
+var today struct {
+	once sync.Once
+	rel  release
+	err  error
 }
 
 func haveAll(dir string) bool {
@@ -131,12 +157,14 @@ type fleet struct {
 	nodeLease time.Duration
 	mu        sync.Mutex
 	running   map[string]*member
+	stopped   []*member // their output is shown when the test fails
 	labels    map[string]map[string]string
 }
 
 type member struct {
-	rel release
-	p   *testproc.Process
+	name string
+	rel  release
+	p    *testproc.Process
 }
 
 func newFleet(t *testing.T, env *natstest.Env) *fleet {
@@ -144,11 +172,14 @@ func newFleet(t *testing.T, env *natstest.Env) *fleet {
 	t.Cleanup(func() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
+		all := f.stopped
 		for _, name := range slices.Sorted(maps.Keys(f.running)) {
-			m := f.running[name]
-			m.p.Kill()
-			if t.Failed() {
-				t.Logf("%s (%s) wrote:\n%s", name, m.rel.version, m.p.Output())
+			f.running[name].p.Kill()
+			all = append(all, f.running[name])
+		}
+		if t.Failed() {
+			for _, m := range all {
+				t.Logf("%s (%s) wrote:\n%s", m.name, m.rel.version, m.p.Output())
 			}
 		}
 	})
@@ -196,7 +227,7 @@ func (f *fleet) start(name string, rel release) {
 	if err != nil {
 		f.t.Fatal(err)
 	}
-	f.running[name] = &member{rel: rel, p: p}
+	f.running[name] = &member{name: name, rel: rel, p: p}
 }
 
 // stop stops member name as a rolling restart does (SIGTERM) and fails the
@@ -206,6 +237,7 @@ func (f *fleet) stop(name string) {
 	f.mu.Lock()
 	m := f.running[name]
 	delete(f.running, name)
+	f.stopped = append(f.stopped, m)
 	f.mu.Unlock()
 	// margin: a service stops in milliseconds; an agent may finish an apply first.
 	if !m.p.Stop(20 * time.Second) {

@@ -2,8 +2,10 @@ package e2e
 
 import (
 	"context"
+	"maps"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -126,9 +128,10 @@ func waitRuns(t *testing.T, env *natstest.Env, node, rev string) {
 // A second change starts there, one node at a time with a 3 s bake
 // between, and while it is in flight every process is replaced by today's
 // binary, one at a time, in docs/deploy.md's order:
-//   - the leading coordinator (the baseline's standby takes the rollout
-//     over), then the other (today's first takes it over), then the
-//     configurator and the reaper, all while the first node's wave bakes;
+//   - the leading coordinator: the baseline's standby takes the rollout
+//     over, and today's coordinator starts beside it, as a standby, for
+//     5 s; then the other coordinator (today's takes the rollout over, if
+//     it has not yet: below), the configurator and the reaper;
 //   - the agents, each at a different point of its node's part: node-01
 //     after the baseline's agent provisioned it, node-02 and node-03 the
 //     moment the rollout writes their desired config (the baseline's agent
@@ -207,6 +210,17 @@ func TestUpgrade_RollingRestartFromBaseline_RolloutInFlightEndsAsOnOneVersion(t 
 	f.waitLeader("coordinator-b", old)
 	f.start("coordinator-a", today)
 	f.waitUp("coordinator-a", today)
+	// Today's coordinator manages the leases bucket: it sets its TTL to its
+	// --leader-lease (2 s), shorter than the 3.3 s the baseline's leader
+	// renews at (a third of its 10 s), so it takes the lease over while
+	// that leader still runs and thinks it leads; side by side for longer
+	// than that, the fences must refuse the deposed leader's writes
+	// (docs/deploy.md). The 5 s stand for an orchestrator's pause between
+	// two instances.
+	time.Sleep(5 * time.Second)
+	if e, err := store.New(env.Buckets.Leases, func() *sluicev1.LeaderLease { return &sluicev1.LeaderLease{} }).Get(ctx, contract.LeaseCoordinator); err == nil {
+		t.Logf("%s leads beside the baseline's coordinator-b", e.Value.GetHolder())
+	}
 	restart("coordinator-b")
 	f.waitLeader("coordinator-a", today)
 	restart("configurator")
@@ -242,4 +256,40 @@ func TestUpgrade_RollingRestartFromBaseline_RolloutInFlightEndsAsOnOneVersion(t 
 	assertFleetRuns(t, s, expectedFingerprints(t, env, next.GetRevision(), s.labels))
 	noneRecordedInvalid(t, env)
 	assertInvariants(t, s, r)
+}
+
+// TestUpgrade_TodaysAgentsOnTheBaselinesControlPlane_RolloutSucceeds is the
+// other direction of issue 38's skew: agents upgraded before the control
+// plane. The baseline release's coordinator, configurator and reaper run
+// node-01 and node-02 on today's agent and node-03 on the baseline's: a
+// rollout in waves succeeds on all three, every node on the target, and
+// nothing is recorded invalid. (A config the baseline's plane writes never
+// needs a feature, so today's agents read all of it; docs/deploy.md.)
+func TestUpgrade_TodaysAgentsOnTheBaselinesControlPlane_RolloutSucceeds(t *testing.T) {
+	old, today := baselineBinaries(t), todaysBinaries(t)
+	env := natstest.StartBare(t)
+	f := newFleet(t, env)
+	for _, name := range []string{"coordinator-a", "configurator", "reaper"} {
+		f.start(name, old)
+	}
+	f.bind()
+	agents := map[string]release{nodeName(0): today, nodeName(1): today, nodeName(2): old}
+	for _, name := range slices.Sorted(maps.Keys(agents)) {
+		f.start(name, agents[name])
+	}
+	f.waitLeader("coordinator-a", old)
+	for _, name := range slices.Sorted(maps.Keys(agents)) {
+		f.waitUp(name, agents[name])
+	}
+	for i, table := range []uint32{700, 701} {
+		resp := apply(t, env, examplesWith(t, table), &sluicev1.Strategy{MaxParallel: "2", FirstWave: 1, BakeTime: durationpb.New(500 * time.Millisecond)})
+		r := waitRolloutEnd(t, env, resp.GetGeneration(), 60*time.Second)
+		if r.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED || r.GetCounts().GetProvisioned() != 3 {
+			t.Fatalf("rollout %d on the baseline's plane ended %s (%s), counts %v; want SUCCEEDED on all 3", i+1, r.GetPhase(), r.GetReason(), r.GetCounts())
+		}
+		s := f.system()
+		assertFleetRuns(t, s, expectedFingerprints(t, env, resp.GetRevision(), s.labels))
+		noneRecordedInvalid(t, env)
+		assertInvariants(t, s, r)
+	}
 }
