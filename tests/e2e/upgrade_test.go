@@ -191,8 +191,8 @@ func TestUpgrade_RollingRestartFromBaseline_RolloutInFlightEndsAsOnOneVersion(t 
 	inFlightNow := func(name string) {
 		t.Helper()
 		if e, err := rollouts.Get(ctx, id); err != nil || e.Value.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING {
-			t.Fatalf("rollout %s was %s (%v) when %s was to be restarted, %s after the first restart: the test must restart every process while it is in flight",
-				id, e.Value.GetPhase(), err, name, time.Since(began).Round(time.Millisecond))
+			t.Fatalf("rollout %s was %s (%s; counts %v; %v) when %s was to be restarted, %s after the first restart: the test must restart every process while it is in flight",
+				id, e.Value.GetPhase(), e.Value.GetReason(), e.Value.GetCounts(), err, name, time.Since(began).Round(time.Millisecond))
 		}
 	}
 	// restart replaces name by today's binary, the rollout still in flight.
