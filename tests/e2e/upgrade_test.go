@@ -219,7 +219,7 @@ func TestUpgrade_RollingRestartFromBaseline_RolloutInFlightEndsAsOnOneVersion(t 
 	// two instances.
 	time.Sleep(5 * time.Second)
 	if e, err := store.New(env.Buckets.Leases, func() *sluicev1.LeaderLease { return &sluicev1.LeaderLease{} }).Get(ctx, contract.LeaseCoordinator); err == nil {
-		t.Logf("%s leads beside the baseline's coordinator-b", e.Value.GetHolder())
+		t.Logf("%s holds the lease 5 s after today's coordinator-a started beside the baseline's coordinator-b", e.Value.GetHolder())
 	}
 	restart("coordinator-b")
 	f.waitLeader("coordinator-a", today)
