@@ -1,7 +1,7 @@
 // Package testproc runs a server binary a test owns (redis-server,
 // prometheus): its output kept for the failure message, killed by the
 // kernel if the test binary dies without its cleanups (Linux), and
-// stopped as a crash would.
+// stopped as a crash would (Kill) or asked to stop (Stop).
 package testproc
 
 import (
@@ -10,6 +10,8 @@ import (
 	"os"
 	"os/exec"
 	"sync"
+	"syscall"
+	"time"
 )
 
 // Process is one run of a server binary.
@@ -38,6 +40,22 @@ func Start(cmd *exec.Cmd) (*Process, error) {
 func (p *Process) Kill() {
 	_ = p.cmd.Process.Kill()
 	<-p.exited
+}
+
+// Stop asks the process to stop (SIGTERM), as an orchestrator does in a
+// rolling restart, and waits up to grace for it to exit before killing it.
+// It reports whether the process exited on its own, with status 0.
+func (p *Process) Stop(grace time.Duration) bool {
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	select {
+	case <-p.exited:
+		return p.cmd.ProcessState.Success()
+	case <-t.C:
+		p.Kill()
+		return false
+	}
 }
 
 // Exited is closed once the process has exited.

@@ -2,9 +2,10 @@ package e2e
 
 import (
 	"context"
-	"os"
+	"maps"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -18,29 +19,6 @@ import (
 	"github.com/sluicehq/sluice/pkg/testproc"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
-
-// baselineRelease is the commit whose agents are the oldest the control
-// plane supports (docs/deploy.md, "Version skew and upgrades").
-const baselineRelease = "8c96385"
-
-// buildBaselineAgent builds the agent of baselineRelease from this
-// repository's history (git archive into a temporary directory, go build
-// there) and returns the binary's path.
-func buildBaselineAgent(t *testing.T) string {
-	t.Helper()
-	src, bin := t.TempDir(), filepath.Join(t.TempDir(), "sluice-agent")
-	archive := exec.Command("sh", "-c", `git -C "$REPO" archive --format=tar "$COMMIT" | tar -x -C "$DEST"`)
-	archive.Env = append(os.Environ(), "REPO=../..", "COMMIT="+baselineRelease, "DEST="+src)
-	if out, err := archive.CombinedOutput(); err != nil {
-		t.Fatalf("git archive %s of this repository (the test needs its git history): %v\n%s", baselineRelease, err, out)
-	}
-	build := exec.Command("go", "build", "-o", bin, "./services/agent/cmd/sluice-agent")
-	build.Dir = src
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build the agent of %s: %v\n%s", baselineRelease, err, out)
-	}
-	return bin
-}
 
 // TestUpgrade_BaselineAgentBesideTodaysControlPlane_NothingGoodRecordedInvalid
 // covers issue 38 item 2 with the agent of the baseline release itself,
@@ -57,7 +35,7 @@ func buildBaselineAgent(t *testing.T) string {
 // No fingerprint is ever recorded invalid. The node lease is the baseline
 // agent's built-in 15 s, which it insists on (docs/deploy.md).
 func TestUpgrade_BaselineAgentBesideTodaysControlPlane_NothingGoodRecordedInvalid(t *testing.T) {
-	bin := buildBaselineAgent(t)
+	bin := baselineBinaries(t).bin("sluice-agent")
 	settings := contract.DefaultSettings()
 	settings.NodeLease = 15 * time.Second
 	env := natstest.Start(t, settings)
@@ -141,4 +119,177 @@ func waitRuns(t *testing.T, env *natstest.Env, node, rev string) {
 		return derr == nil && serr == nil && d.Value.GetRevision() == rev &&
 			st.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && st.Value.GetFingerprint() == d.Value.GetFingerprint()
 	})
+}
+
+// TestUpgrade_RollingRestartFromBaseline_RolloutInFlightEndsAsOnOneVersion
+// is issue 38's rolling upgrade. A control plane and fleet of the baseline
+// release's binaries (two rollout-coordinators, the configurator, the
+// reaper, four agents) run on one nats-server and roll a first change out.
+// A second change starts there, one node at a time with a 3 s bake
+// between, and while it is in flight every process is replaced by today's
+// binary, one at a time, in docs/deploy.md's order:
+//   - the leading coordinator: the baseline's standby takes the rollout
+//     over, and today's coordinator starts beside it, as a standby, for
+//     5 s; then the other coordinator (today's takes the rollout over, if
+//     it has not yet: below), the configurator and the reaper;
+//   - the agents, each at a different point of its node's part: node-01
+//     after the baseline's agent provisioned it, node-02 and node-03 the
+//     moment the rollout writes their desired config (the baseline's agent
+//     is picking it up as it is stopped), node-04 before the rollout
+//     reaches it.
+//
+// The rollout ends as on one version, Succeeded with every node on the
+// target, and nothing is recorded invalid. Then the all-new fleet rolls out
+// with bake checks, a config feature the baseline's agents lack. Today's
+// coordinators run with --node-lease 15s, as docs/deploy.md asks while
+// agents of the baseline may still (re)start.
+func TestUpgrade_RollingRestartFromBaseline_RolloutInFlightEndsAsOnOneVersion(t *testing.T) {
+	old, today := baselineBinaries(t), todaysBinaries(t)
+	env := natstest.StartBare(t)
+	f := newFleet(t, env)
+	f.nodeLease = 15 * time.Second
+	const n = 4
+	for _, name := range []string{"coordinator-a", "configurator", "reaper"} {
+		f.start(name, old)
+	}
+	f.bind()
+	f.waitLeader("coordinator-a", old)
+	f.start("coordinator-b", old)
+	for i := range n {
+		f.start(nodeName(i), old)
+	}
+	for _, name := range []string{"coordinator-b", "configurator", "reaper", nodeName(0), nodeName(1), nodeName(2), nodeName(3)} {
+		f.waitUp(name, old)
+	}
+
+	first := apply(t, env, examplesWith(t, 600), &sluicev1.Strategy{MaxParallel: "4"})
+	r := waitRolloutEnd(t, env, first.GetGeneration(), 60*time.Second)
+	if r.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED || r.GetCounts().GetProvisioned() != n {
+		t.Fatalf("the baseline fleet's first rollout ended %s (%s), counts %v; want SUCCEEDED on %d", r.GetPhase(), r.GetReason(), r.GetCounts(), n)
+	}
+
+	inFlight := apply(t, env, examplesWith(t, 601), &sluicev1.Strategy{MaxParallel: "1", FirstWave: 1, WaveGrowth: 1,
+		BakeTime: durationpb.New(3 * time.Second)})
+	id := contract.RolloutID(inFlight.GetGeneration(), inFlight.GetRevision())
+	ctx := context.Background()
+	rollouts := store.New(env.Buckets.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
+	desired, status, _ := stores(env)
+	reached := func(node string) bool {
+		d, err := desired.Get(ctx, contract.DesiredKey(node))
+		return err == nil && d.Value.GetRollout() == id
+	}
+	provisioned := func(node string) bool {
+		d, derr := desired.Get(ctx, contract.DesiredKey(node))
+		st, serr := status.Get(ctx, node)
+		return reached(node) && derr == nil && serr == nil &&
+			st.Value.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED && st.Value.GetFingerprint() == d.Value.GetFingerprint()
+	}
+	// margin: each wait below ends as soon as its step of the rollout
+	// (a 3 s bake and milliseconds of work) is done.
+	await := func(what string, cond func() bool) { t.Helper(); natstest.Eventually(t, 60*time.Second, what, cond) }
+	began := time.Now()
+	inFlightNow := func(name string) {
+		t.Helper()
+		if e, err := rollouts.Get(ctx, id); err != nil || e.Value.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING {
+			t.Fatalf("rollout %s was %s (%s; counts %v; %v) when %s was to be restarted, %s after the first restart: the test must restart every process while it is in flight",
+				id, e.Value.GetPhase(), e.Value.GetReason(), e.Value.GetCounts(), err, name, time.Since(began).Round(time.Millisecond))
+		}
+	}
+	// restart replaces name by today's binary, the rollout still in flight.
+	restart := func(name string) {
+		t.Helper()
+		inFlightNow(name)
+		f.restart(name, today)
+	}
+	await("the baseline's plane to provision node-01", func() bool { return provisioned(nodeName(0)) })
+	began = time.Now()
+	// The leader goes first; its new process starts once the baseline's
+	// standby leads (else it would take the lease it gave up at once).
+	inFlightNow("coordinator-a")
+	f.stop("coordinator-a")
+	f.waitLeader("coordinator-b", old)
+	f.start("coordinator-a", today)
+	f.waitUp("coordinator-a", today)
+	// Today's coordinator manages the leases bucket: it sets its TTL to its
+	// --leader-lease (2 s), shorter than the 3.3 s the baseline's leader
+	// renews at (a third of its 10 s), so it takes the lease over while
+	// that leader still runs and thinks it leads; side by side for longer
+	// than that, the fences must refuse the deposed leader's writes
+	// (docs/deploy.md). The 5 s stand for an orchestrator's pause between
+	// two instances.
+	time.Sleep(5 * time.Second)
+	if e, err := store.New(env.Buckets.Leases, func() *sluicev1.LeaderLease { return &sluicev1.LeaderLease{} }).Get(ctx, contract.LeaseCoordinator); err == nil {
+		t.Logf("%s holds the lease 5 s after today's coordinator-a started beside the baseline's coordinator-b", e.Value.GetHolder())
+	}
+	restart("coordinator-b")
+	f.waitLeader("coordinator-a", today)
+	restart("configurator")
+	restart("reaper")
+	restart(nodeName(0))
+	await("the rollout to reach node-02", func() bool { return reached(nodeName(1)) })
+	restart(nodeName(1))
+	await("the rollout to reach node-03", func() bool { return reached(nodeName(2)) })
+	restart(nodeName(2))
+	await("node-03 to be provisioned", func() bool { return provisioned(nodeName(2)) })
+	restart(nodeName(3))
+	if reached(nodeName(3)) {
+		t.Errorf("the rollout reached node-04 before its agent was restarted")
+	}
+
+	r = waitRolloutEnd(t, env, inFlight.GetGeneration(), 60*time.Second)
+	if r.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED || r.GetCounts().GetProvisioned() != n {
+		t.Fatalf("the rollout in flight through the upgrade ended %s (%s), counts %v; want SUCCEEDED on %d", r.GetPhase(), r.GetReason(), r.GetCounts(), n)
+	}
+	t.Logf("the rollout in flight ended %s after the first restart", time.Since(began).Round(time.Millisecond))
+	s := f.system()
+	assertFleetRuns(t, s, expectedFingerprints(t, env, inFlight.GetRevision(), s.labels))
+	noneRecordedInvalid(t, env)
+	assertInvariants(t, s, r)
+
+	// The all-new fleet reads a feature the baseline's agents lack.
+	next := apply(t, env, examplesWith(t, 602), &sluicev1.Strategy{MaxParallel: "2", FirstWave: 1, BakeTime: durationpb.New(time.Second),
+		BakeChecks: 1, BakeCheckInterval: durationpb.New(200 * time.Millisecond)})
+	r = waitRolloutEnd(t, env, next.GetGeneration(), 60*time.Second)
+	if r.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED || r.GetCounts().GetProvisioned() != n {
+		t.Fatalf("the all-new fleet's bake-checked rollout ended %s (%s), counts %v; want SUCCEEDED on %d", r.GetPhase(), r.GetReason(), r.GetCounts(), n)
+	}
+	assertFleetRuns(t, s, expectedFingerprints(t, env, next.GetRevision(), s.labels))
+	noneRecordedInvalid(t, env)
+	assertInvariants(t, s, r)
+}
+
+// TestUpgrade_TodaysAgentsOnTheBaselinesControlPlane_RolloutSucceeds is the
+// other direction of issue 38's skew: agents upgraded before the control
+// plane. The baseline release's coordinator, configurator and reaper run
+// node-01 and node-02 on today's agent and node-03 on the baseline's: a
+// rollout in waves succeeds on all three, every node on the target, and
+// nothing is recorded invalid. (A config the baseline's plane writes never
+// needs a feature, so today's agents read all of it; docs/deploy.md.)
+func TestUpgrade_TodaysAgentsOnTheBaselinesControlPlane_RolloutSucceeds(t *testing.T) {
+	old, today := baselineBinaries(t), todaysBinaries(t)
+	env := natstest.StartBare(t)
+	f := newFleet(t, env)
+	for _, name := range []string{"coordinator-a", "configurator", "reaper"} {
+		f.start(name, old)
+	}
+	f.bind()
+	agents := map[string]release{nodeName(0): today, nodeName(1): today, nodeName(2): old}
+	for _, name := range slices.Sorted(maps.Keys(agents)) {
+		f.start(name, agents[name])
+	}
+	f.waitLeader("coordinator-a", old)
+	for _, name := range slices.Sorted(maps.Keys(agents)) {
+		f.waitUp(name, agents[name])
+	}
+	for i, table := range []uint32{700, 701} {
+		resp := apply(t, env, examplesWith(t, table), &sluicev1.Strategy{MaxParallel: "2", FirstWave: 1, BakeTime: durationpb.New(500 * time.Millisecond)})
+		r := waitRolloutEnd(t, env, resp.GetGeneration(), 60*time.Second)
+		if r.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED || r.GetCounts().GetProvisioned() != 3 {
+			t.Fatalf("rollout %d on the baseline's plane ended %s (%s), counts %v; want SUCCEEDED on all 3", i+1, r.GetPhase(), r.GetReason(), r.GetCounts())
+		}
+		s := f.system()
+		assertFleetRuns(t, s, expectedFingerprints(t, env, resp.GetRevision(), s.labels))
+		noneRecordedInvalid(t, env)
+		assertInvariants(t, s, r)
+	}
 }
