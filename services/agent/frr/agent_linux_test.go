@@ -262,7 +262,7 @@ func TestAgent_NetlinkAndFRR_AppliesRestoresAndRefusesAsOneOperation(t *testing.
 }
 
 // confFileRaw writes body to a temporary file as it is.
-func confFileRaw(t *testing.T, body string) string {
+func confFileRaw(t testing.TB, body string) string {
 	t.Helper()
 	p := t.TempDir() + "/frr.conf"
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
