@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"slices"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -117,6 +118,7 @@ func BenchmarkApply_50RoutesIn10VRFs(b *testing.B) {
 
 	var lines []benchFigures
 	b.Run("changed", func(b *testing.B) {
+		load := loadAvg()
 		reloads := fa.Reloads()
 		var runs []stepTimes
 		i := 1
@@ -127,9 +129,10 @@ func BenchmarkApply_50RoutesIn10VRFs(b *testing.B) {
 		if got := fa.Reloads() - reloads; got != len(runs) {
 			b.Fatalf("%d reloads in %d operations of a changed config, want one each", got, len(runs))
 		}
-		lines = append(lines, report(b, "changed", runs, true))
+		lines = append(lines, report(b, "changed", runs, true, load))
 	})
 	b.Run("same", func(b *testing.B) {
+		load := loadAvg()
 		reloads := fa.Reloads()
 		var runs []stepTimes
 		for b.Loop() {
@@ -138,11 +141,12 @@ func BenchmarkApply_50RoutesIn10VRFs(b *testing.B) {
 		if got := fa.Reloads() - reloads; got != 0 {
 			b.Fatalf("%d reloads in %d operations of the same config, want none", got, len(runs))
 		}
-		lines = append(lines, report(b, "same", runs, true))
+		lines = append(lines, report(b, "same", runs, true, load))
 	})
 	// frr-reload.py alone on the same two files, for where the time goes
 	// (last: the applier's memory of what it reloaded is stale after it).
 	b.Run("reload-only", func(b *testing.B) {
+		load := loadAvg()
 		var files [2]string
 		for i, d := range configs {
 			file, err := fa.File(d.GetConfig())
@@ -164,7 +168,7 @@ func BenchmarkApply_50RoutesIn10VRFs(b *testing.B) {
 			runs = append(runs, stepTimes{total: time.Since(start), cpu: childCPU(b) - cpu})
 			i++
 		}
-		lines = append(lines, report(b, "reload-only", runs, false))
+		lines = append(lines, report(b, "reload-only", runs, false, load))
 	})
 	for _, l := range lines {
 		j, err := json.Marshal(l)
@@ -194,11 +198,14 @@ type benchFigures struct {
 	// used in one operation (wall time on a loaded machine is mostly
 	// waiting for a core).
 	CPUP50ms float64 `json:"cpu_p50_ms"`
+	// Load is the 1-minute load average at the start and the end of the
+	// case (/proc/loadavg): on 2 cores, above 2 the wall times wait.
+	Load [2]string `json:"load"`
 }
 
 // report reports runs' p50 and p99 (and with steps each step's p50) as
 // metrics of b and returns them as a BENCH line's figures.
-func report(b *testing.B, name string, runs []stepTimes, steps bool) benchFigures {
+func report(b *testing.B, name string, runs []stepTimes, steps bool, load string) benchFigures {
 	pick := func(f func(stepTimes) time.Duration) []time.Duration {
 		out := make([]time.Duration, len(runs))
 		for i, r := range runs {
@@ -209,7 +216,7 @@ func report(b *testing.B, name string, runs []stepTimes, steps bool) benchFigure
 	}
 	total := pick(func(s stepTimes) time.Duration { return s.total })
 	fig := benchFigures{Bench: "frr-apply-50-routes-10-vrfs", Case: name, Operations: len(runs),
-		P50ms: ms(quantile(total, 0.50)), P99ms: ms(quantile(total, 0.99))}
+		P50ms: ms(quantile(total, 0.50)), P99ms: ms(quantile(total, 0.99)), Load: [2]string{load, loadAvg()}}
 	b.ReportMetric(fig.P50ms, "p50-ms")
 	b.ReportMetric(fig.P99ms, "p99-ms")
 	fig.CPUP50ms = ms(quantile(pick(func(s stepTimes) time.Duration { return s.cpu }), 0.5))
@@ -241,6 +248,19 @@ func quantile(sorted []time.Duration, q float64) time.Duration {
 	}
 	i := int(q*float64(len(sorted))+0.999999) - 1
 	return sorted[max(0, min(i, len(sorted)-1))]
+}
+
+// loadAvg is the 1-minute load average ("" if unreadable).
+func loadAvg() string {
+	b, err := os.ReadFile("/proc/loadavg")
+	if err != nil {
+		return ""
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return ""
+	}
+	return f[0]
 }
 
 func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
