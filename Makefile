@@ -191,9 +191,16 @@ natscli: ## Install the nats CLI into bin/nats, at the version NATSCLI_VERSION p
 	GOBIN='$(BIN)' $(GO) install github.com/nats-io/natscli/nats@$(NATSCLI_VERSION)
 
 .PHONY: bench
-bench: ## Measure a rollout over 1,000 simulated agents, a failing wave, a killed, a stopped and a paused leader; ends with one line BENCH {json} (BENCH_ARGS="--nodes 10000")
+bench: bench-frr ## bench-frr, then measure a rollout over 1,000 simulated agents, a failing wave, a killed, a stopped and a paused leader; ends with one line BENCH {json} (BENCH_ARGS="--nodes 10000")
 	$(GO) build -o $(BIN)/sluice-bench ./tests/cmd/sluice-bench
 	$(BIN)/sluice-bench $(BENCH_ARGS)
+
+# The FRR applier against real FRR (frrtest: root, Debian's frr): docs/agent.md,
+# "Apply time". BENCH_FRR_OPS operations per case; p99 of 20 is the slowest.
+BENCH_FRR_OPS ?= 20
+.PHONY: bench-frr
+bench-frr: frr ## The FRR applier's apply-to-checked time for 50 VRF routes in 10 VRFs against real FRR: a changed config, the same again, frr-reload alone (p50/p99, BENCH lines; BENCH_FRR_OPS=20)
+	SLUICE_REQUIRE_FRR=1 $(GO) test -count=1 -run '^$$' -bench 'BenchmarkApply_50RoutesIn10VRFs$$' -benchtime $(BENCH_FRR_OPS)x ./services/agent/frr/ | grep -E '^(Benchmark|BENCH|ok|FAIL|--- )|_test\.go:'
 
 # The dashboard's page in headless Chromium (build tag dashboardbench, so
 # make test leaves it out): docs/benchmarks.md, "The dashboard's page".

@@ -166,6 +166,12 @@ func TestChart_RendersStrictKubernetesObjects(t *testing.T) {
 			"PodDisruptionBudget/sl-configurator", "PodDisruptionBudget/sl-reaper", "PodDisruptionBudget/sl-rollout-coordinator",
 			"ServiceAccount/sl-agent",
 		}},
+		{name: "agent with the netlink and FRR appliers", valuesFile: "testdata/agent-frr.yaml", want: []string{
+			"ClusterRole/sl-agent", "ClusterRoleBinding/sl-agent", "ConfigMap/sl-agent", "DaemonSet/sl-agent",
+			"Deployment/sl-configurator", "Deployment/sl-reaper", "Deployment/sl-rollout-coordinator",
+			"PodDisruptionBudget/sl-configurator", "PodDisruptionBudget/sl-reaper", "PodDisruptionBudget/sl-rollout-coordinator",
+			"ServiceAccount/sl-agent",
+		}},
 		{name: "services scaled, no agent", valuesFile: "testdata/services-scaled.yaml", want: []string{
 			"Deployment/sl-configurator", "Deployment/sl-reaper", "Deployment/sl-rollout-coordinator",
 			"PodDisruptionBudget/sl-configurator", "PodDisruptionBudget/sl-rollout-coordinator",

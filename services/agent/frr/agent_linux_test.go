@@ -70,9 +70,9 @@ func layer2(vlan uint32) *sluicev1.Intent {
 //     layer2 network) fails --check-route 203.0.113.0/24; the agent
 //     restores last-good through both appliers: the prefix is back in FRR
 //     and the kernel, the links are last-good's, the node is Invalid;
-//  3. a config FRR's parser refuses (a route map entry past 65535) is
-//     Invalid with FRR's line and message, and nothing is applied: no
-//     reload, the links unchanged.
+//  3. a config FRR cannot take (a route map entry past 65535) is Invalid
+//     naming the route and the field, and nothing is applied: no reload,
+//     the links unchanged.
 func TestAgent_NetlinkAndFRR_AppliesRestoresAndRefusesAsOneOperation(t *testing.T) {
 	frrtest.Require(t)
 	hostnettest.RequireNetAdmin(t)
@@ -226,9 +226,10 @@ func TestAgent_NetlinkAndFRR_AppliesRestoresAndRefusesAsOneOperation(t *testing.
 		}
 	})
 
-	t.Run("a config FRR refuses is Invalid with FRR's line, nothing applied", func(t *testing.T) {
+	t.Run("a config FRR cannot take is Invalid naming the route, nothing applied", func(t *testing.T) {
 		// In one route map of the flat layout, entries are numbered 10,
-		// 20, …: the 6554th is 65540, past FRR's 65535.
+		// 20, …: the 6554th would be 65540, past FRR's 65535, which
+		// Render refuses before FRR's parser would.
 		intents := []*sluicev1.Intent{layer2(300)}
 		for i := 1; i <= 6554; i++ {
 			intents = append(intents, vrfRoute(fmt.Sprintf("r%d", i), "t", uint32(i), "", items(fmt.Sprintf("10.%d.%d.0/24", i/256, i%256)), nil))
@@ -241,7 +242,7 @@ func TestAgent_NetlinkAndFRR_AppliesRestoresAndRefusesAsOneOperation(t *testing.
 		if st.GetFailedCheck() != "validate" {
 			t.Errorf("failed check %q, want validate", st.GetFailedCheck())
 		}
-		for _, want := range []string{"frr applier", "(sluice's block): % Unknown command: route-map sluice_import_v4 permit 65540"} {
+		for _, want := range []string{"frr applier", "VRF route r6554 (VRF t, sequence 6554): spec.import's IPv4 items would be entry 65540 of route map sluice_import_v4, past FRR's largest entry 65535"} {
 			if !strings.Contains(st.GetCheckOutput(), want) {
 				t.Errorf("output lacks %q", want)
 			}
@@ -262,7 +263,7 @@ func TestAgent_NetlinkAndFRR_AppliesRestoresAndRefusesAsOneOperation(t *testing.
 }
 
 // confFileRaw writes body to a temporary file as it is.
-func confFileRaw(t *testing.T, body string) string {
+func confFileRaw(t testing.TB, body string) string {
 	t.Helper()
 	p := t.TempDir() + "/frr.conf"
 	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {

@@ -84,7 +84,11 @@
 // sluice_export_<fam> out` (every export item, with its community: what
 // it announces). Their entries are ordered by sequence (VRF and intent
 // name break ties) and numbered 10, 20, …, since sequences of different
-// VRFs may coincide; a map with no entries is `deny 65535`. FRR's
+// VRFs may coincide; a map with no entries is `deny 65535`. FRR's largest
+// entry is 65535, so Render refuses a config with more than 6553 routes
+// with items of one direction and family (and, with kernel VRFs, more
+// than 6553 VRFs exporting a family: the cluster import map's entries),
+// naming the first route past it. FRR's
 // eBGP-requires-policy default stays on: every neighbour has a policy.
 // FRR's netns-VRF backend (zebra -n) was not chosen: the netlink applier
 // puts nothing in per-VRF namespaces, and FRR cannot leak routes between

@@ -85,10 +85,20 @@ func (i Instance) reloadScript(ctx context.Context, mode, file string) (stdout, 
 	if _, err := os.Stat(file); err != nil {
 		return "", "", fmt.Errorf("%s: %s: %w", i, what, err)
 	}
-	if _, err := os.Stat(script); err != nil {
+	fi, err := os.Stat(script)
+	if err != nil {
 		return "", "", fmt.Errorf("%w: %s: %s not found (install Debian's frr-pythontools): %w", ErrNotInstalled, what, script, err)
 	}
-	args := []string{script, mode, "--stdout"}
+	// The script runs with the interpreter its shebang names (Debian's
+	// /usr/bin/python3), not whatever "python3" is first in PATH: a
+	// version manager's shim there (pyenv's) cost 0.2-0.3 s per reload on
+	// this project's hosts, and another Python may lack what the
+	// package's depends on. A script without its exec bit runs with
+	// python3 from PATH.
+	bin, args := script, []string{mode, "--stdout"}
+	if fi.Mode()&0o111 == 0 {
+		bin, args = "python3", []string{script, mode, "--stdout"}
+	}
 	if i.Pathspace != "" {
 		args = append(args, "--pathspace", i.Pathspace)
 	}
@@ -97,12 +107,12 @@ func (i Instance) reloadScript(ctx context.Context, mode, file string) (stdout, 
 		args = append(args, "--bindir", dirOf(i.Vtysh))
 	}
 	args = append(args, file)
-	stdout, log, err = runBounded(ctx, "python3", args...)
+	stdout, log, err = runBounded(ctx, bin, args...)
 	if err == nil {
 		return stdout, log, nil
 	}
 	if errors.Is(err, ErrNoAnswer) || errors.Is(err, exec.ErrNotFound) {
-		return stdout, log, i.explain(what, "python3", "", "", err)
+		return stdout, log, i.explain(what, bin, "", "", err)
 	}
 	// Why it failed: FRR down, else what frr-reload logged as an error.
 	if perr := i.Ping(ctx); perr != nil && (errors.Is(perr, ErrNotRunning) || errors.Is(perr, ErrNotInstalled)) {

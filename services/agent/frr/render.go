@@ -34,6 +34,7 @@ const (
 var (
 	dirNames = [2]string{"import", "export"}
 	famNames = [2]string{"v4", "v6"}
+	famWords = [2]string{"IPv4", "IPv6"}
 	// famPL is the prefix-list command, famAF the address family.
 	famPL = [2]string{"ip", "ipv6"}
 	famAF = [2]string{"ipv4 unicast", "ipv6 unicast"}
@@ -116,6 +117,9 @@ func Render(cfg *sluicev1.NodeConfig, s Settings) (string, error) {
 	})
 	vrfs, err := collect(cfg, s)
 	if err != nil {
+		return "", err
+	}
+	if err := checkNumbers(s, vrfs); err != nil {
 		return "", err
 	}
 	w := &writer{}
@@ -336,23 +340,9 @@ func renderFlat(w *writer, s Settings, vrfs []vrf) {
 	w.bang()
 
 	prefixLists(w, vrfs)
-	// One map per direction and family for all VRFs, its entries in
-	// sequence order (VRF and intent name break ties), numbered 10, 20, …:
-	// a sequence orders routes only within its VRF, so two VRFs may use the
-	// same one.
-	type ref struct {
-		v *vrf
-		r route
-	}
 	for dir := range dirNames {
 		for fam := range famNames {
-			var refs []ref
-			for i := range vrfs {
-				for _, r := range vrfs[i].routesWith(dir, fam) {
-					refs = append(refs, ref{&vrfs[i], r})
-				}
-			}
-			slices.SortStableFunc(refs, func(a, b ref) int { return cmp.Compare(a.r.seq, b.r.seq) })
+			refs := flatEntries(vrfs, dir, fam)
 			name := clusterMapName(dir, fam)
 			if len(refs) == 0 {
 				// The neighbours name the map: define it, letting nothing through.
@@ -365,6 +355,70 @@ func renderFlat(w *writer, s Settings, vrfs []vrf) {
 			}
 		}
 	}
+}
+
+// ref is one VRF route's entry in a route map of the flat layout.
+type ref struct {
+	v *vrf
+	r route
+}
+
+// flatEntries are the entries of the flat layout's map of dir and fam: one
+// map for all VRFs, its entries in sequence order (VRF and intent name
+// break ties), numbered 10, 20, …: a sequence orders routes only within its
+// VRF, so two VRFs may use the same one.
+func flatEntries(vrfs []vrf, dir, fam int) []ref {
+	var refs []ref
+	for i := range vrfs {
+		for _, r := range vrfs[i].routesWith(dir, fam) {
+			refs = append(refs, ref{&vrfs[i], r})
+		}
+	}
+	slices.SortStableFunc(refs, func(a, b ref) int { return cmp.Compare(a.r.seq, b.r.seq) })
+	return refs
+}
+
+// maxRouteMapSeq is the largest entry number of an FRR route map
+// (`route-map NAME permit (1-65535)`). A prefix list's entries (5, 10, …
+// per route) cannot reach FRR's largest, 4294967295: that takes 858
+// million items in one route.
+const maxRouteMapSeq = 65535
+
+// checkNumbers refuses a config whose computed route map entry numbers
+// FRR cannot take. A tenant VRF's map uses the routes' own sequences
+// (1-65535, checked by newRoute); the maps sluice numbers 10, 20, … (the
+// flat layout's, the kernel layout's cluster import map) end at entry
+// 6553.
+func checkNumbers(s Settings, vrfs []vrf) error {
+	const most = maxRouteMapSeq / 10
+	for dir := range dirNames {
+		for fam := range famNames {
+			if s.kernelVRFs() {
+				if dir != dirExport {
+					continue
+				}
+				n := 0
+				for _, v := range vrfs {
+					if !v.has(dirExport, fam) {
+						continue
+					}
+					if n++; n > most {
+						r := v.routesWith(dirExport, fam)[0]
+						return invalid("VRF route %s (VRF %s, sequence %d): spec.export's %s items would make its VRF entry %d of route map %s, past FRR's largest entry %d: that map has an entry 10, 20, … for each VRF that exports %s, so at most %d VRFs on a node may",
+							r.intent, v.name, r.seq, famWords[fam], 10*n, clusterMapName(dirImport, fam), maxRouteMapSeq, famWords[fam], most)
+					}
+				}
+				continue
+			}
+			refs := flatEntries(vrfs, dir, fam)
+			if len(refs) > most {
+				x := refs[most]
+				return invalid("VRF route %s (VRF %s, sequence %d): spec.%s's %s items would be entry %d of route map %s, past FRR's largest entry %d: with vrfs: off one map holds every VRF's routes, numbered 10, 20, …, so at most %d VRF routes on a node may have %s %s items (this config has %d)",
+					x.r.intent, x.v.name, x.r.seq, dirNames[dir], famWords[fam], 10*(most+1), clusterMapName(dir, fam), maxRouteMapSeq, most, famWords[fam], dirNames[dir], len(refs))
+			}
+		}
+	}
+	return nil
 }
 
 // header opens the BGP instance of VRF frrVRF.

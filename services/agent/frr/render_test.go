@@ -3,6 +3,7 @@ package frr_test
 import (
 	"errors"
 	"flag"
+	"fmt"
 	"math/rand/v2"
 	"net/netip"
 	"os"
@@ -261,6 +262,75 @@ func TestSettings_Validate(t *testing.T) {
 				t.Fatalf("Validate = %v; want nil", err)
 			case tc.wantErr != "" && (!errors.Is(err, frr.ErrInvalidSettings) || !strings.Contains(err.Error(), tc.wantErr)):
 				t.Fatalf("Validate = %v; want ErrInvalidSettings containing %q", err, tc.wantErr)
+			}
+		})
+	}
+}
+
+// manyRoutes is n VRF routes split over vrfs VRFs (v0, v1, …; sequences 1,
+// 2, … in each), each importing (or, with export, exporting) one IPv4
+// prefix and, every tenth, one IPv6 prefix.
+func manyRoutes(n, vrfs int, export bool) *sluicev1.NodeConfig {
+	cfg := &sluicev1.NodeConfig{}
+	for i := range n {
+		v, seq := i%vrfs, uint32(i/vrfs+1)
+		its := items(fmt.Sprintf("10.%d.%d.0/24", i/256%256, i%256))
+		if i%10 == 0 {
+			its = append(its, items(fmt.Sprintf("2001:db8:%x::/48", i))...)
+		}
+		imp, exp := its, []*sluicev1.PrefixItem(nil)
+		if export {
+			imp, exp = nil, its
+		}
+		cfg.Intents = append(cfg.Intents, vrfRoute(fmt.Sprintf("r%d", i), fmt.Sprintf("v%d", v), seq, "", imp, exp))
+	}
+	return cfg
+}
+
+// Route map entries sluice numbers itself (10, 20, …) must stay within
+// FRR's 1-65535: Render refuses the config naming the first route past
+// it, instead of leaving it to FRR's parser ("% Unknown command: route-map
+// sluice_import_v4 permit 65540").
+func TestRender_RouteMapEntryPastFRRsLargest_Refused(t *testing.T) {
+	off := settings()
+	off.VRFs = hostnet.VRFsOff
+	for _, tc := range []struct {
+		name    string
+		cfg     *sluicev1.NodeConfig
+		s       frr.Settings
+		wantErr string // "" = rendered, with line last
+		last    string
+	}{
+		{name: "vrfs off: 6553 routes with IPv4 imports fit", cfg: manyRoutes(6553, 2, false), s: off,
+			last: "route-map sluice_import_v4 permit 65530\n"},
+		// Sorted by sequence, VRF breaking ties: r0 (v0, 1), r1 (v1, 1), …;
+		// the 6554th is r6553, in v1 with sequence 3277.
+		{name: "vrfs off: the 6554th route with IPv4 imports, over two VRFs", cfg: manyRoutes(6554, 2, false), s: off,
+			wantErr: "VRF route r6553 (VRF v1, sequence 3277): spec.import's IPv4 items would be entry 65540 of route map sluice_import_v4, past FRR's largest entry 65535: with vrfs: off one map holds every VRF's routes, numbered 10, 20, …, so at most 6553 VRF routes on a node may have IPv4 import items (this config has 6554)"},
+		{name: "vrfs off: exports too", cfg: manyRoutes(6560, 3, true), s: off,
+			wantErr: "spec.export's IPv4 items would be entry 65540 of route map sluice_export_v4"},
+		// Only 656 routes have IPv6 items: their map fits.
+		{name: "vrfs off: IPv6 entries counted apart", cfg: manyRoutes(6553, 1, false), s: off,
+			last: "route-map sluice_import_v6 permit 6560\n"},
+		{name: "kernel VRFs: a route map per VRF, 6554 routes in one fit", cfg: manyRoutes(6554, 1, false), s: settings(),
+			last: "route-map sluice_v0_import_v4 permit 6554\n"},
+		// VRFs in name order: v0, v1, v10, v100, v1000, v1001, …, v999 last.
+		{name: "kernel VRFs: the 6554th VRF exporting IPv4", cfg: manyRoutes(6554, 6554, true), s: settings(),
+			wantErr: "VRF route r999 (VRF v999, sequence 1): spec.export's IPv4 items would make its VRF entry 65540 of route map sluice_import_v4, past FRR's largest entry 65535"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			out, err := frr.Render(tc.cfg, tc.s)
+			if tc.wantErr != "" {
+				if !errors.Is(err, frr.ErrInvalidConfig) || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("Render: err = %v; want ErrInvalidConfig containing %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("Render: %v", err)
+			}
+			if !strings.Contains(out, tc.last) {
+				t.Errorf("output lacks %q", tc.last)
 			}
 		})
 	}

@@ -139,8 +139,11 @@ services.yaml, so it runs once per render.
 {{- if and .Values.dashboard.enabled $auth.enabled (not $auth.servicesSecret) -}}
 {{- fail (printf "dashboard.enabled and nats.auth.enabled are true but nats.auth.servicesSecret is empty: the dashboard's credentials are its key %s (from `sluice creds issue readonly`)." .Values.dashboard.credsKey) -}}
 {{- end -}}
-{{- if and .Values.agent.enabled (eq .Values.agent.applier.kind "netlink") -}}
+{{- if and .Values.agent.enabled (include "sluice.agentNetlink" .) -}}
 {{- include "sluice.validateNetlink" . -}}
+{{- end -}}
+{{- if and .Values.agent.enabled (include "sluice.agentFRR" .) -}}
+{{- include "sluice.validateFRR" . -}}
 {{- end -}}
 {{- end -}}
 
@@ -160,7 +163,7 @@ set, rather than by every node at its first rollout.
 {{- range list "NET_ADMIN" "NET_RAW" }}{{ if not (has . $a.capabilities) }}{{ $caps = append $caps . }}{{ end }}{{ end -}}
 {{- with $caps }}{{ $missing = append $missing (printf "agent.capabilities lacks %s (NET_ADMIN: links and addresses; NET_RAW: the ping of the gateway and peer checks)" (join " and " .)) }}{{ end -}}
 {{- with $missing -}}
-{{- fail (printf "agent.applier.kind is netlink, which configures the node's own network, but %s. Set agent.hostNetwork: true, agent.runAsRoot: true and agent.capabilities: [NET_ADMIN, NET_RAW] (docs/deploy.md, The netlink applier), or use another applier." (join "; " .)) -}}
+{{- fail (printf "agent.applier.kind is %s, which configures the node's own network, but %s. Set agent.hostNetwork: true, agent.runAsRoot: true and agent.capabilities: [NET_ADMIN, NET_RAW] (docs/deploy.md, The netlink applier), or use another applier." $a.applier.kind (join "; " .)) -}}
 {{- end -}}
 {{- $nl := $a.netlink | default dict -}}
 {{- $hostFlags := false -}}
@@ -175,6 +178,38 @@ set, rather than by every node at its first rollout.
 {{- fail (printf "agent.netlink.routingDaemonFile %s: its directory %s is mounted from the node at the same path, and would overlap the agent's own %s. Pick a directory of its own, e.g. /run/sluice/routing.json." $nl.routingDaemonFile $dir .) -}}
 {{- end -}}
 {{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* "true" when the agent runs the netlink applier (kind netlink or netlink,frr), else "". */}}
+{{- define "sluice.agentNetlink" -}}
+{{- if has "netlink" (splitList "," .Values.agent.applier.kind) }}true{{ end -}}
+{{- end -}}
+
+{{/* "true" when the agent runs the FRR applier (kind frr or netlink,frr), else "". */}}
+{{- define "sluice.agentFRR" -}}
+{{- if has "frr" (splitList "," .Values.agent.applier.kind) }}true{{ end -}}
+{{- end -}}
+
+{{/*
+The FRR applier runs FRR's vtysh and frr-reload.py (python3) against the
+node's FRR: through its sockets in /var/run/frr and its config in /etc/frr
+(mounted from the node), in the node's network namespace (its route checks
+read the node's kernel tables), as root (FRR's sockets and files belong to
+frr). sluice's agent image has neither vtysh nor python, so an image that
+has them must be named. Refused here, at install, naming the values to set.
+*/}}
+{{- define "sluice.validateFRR" -}}
+{{- $a := .Values.agent -}}
+{{- $missing := list -}}
+{{- if not $a.hostNetwork }}{{ $missing = append $missing "agent.hostNetwork is false (the route checks would read the pod's kernel tables, not the node's)" }}{{ end -}}
+{{- if not $a.runAsRoot }}{{ $missing = append $missing "agent.runAsRoot is false (FRR's sockets in /var/run/frr and its files in /etc/frr belong to frr; vtysh runs as root)" }}{{ end -}}
+{{- if not $a.image }}{{ $missing = append $missing "agent.image is empty (sluice's agent image has no vtysh and no python3 for frr-reload.py: name an image that has FRR's tools and sluice-agent)" }}{{ end -}}
+{{- with $missing -}}
+{{- fail (printf "agent.applier.kind is %s, which runs FRR's vtysh and frr-reload.py against the node's FRR, but %s. Set agent.hostNetwork: true, agent.runAsRoot: true and agent.image (docs/deploy.md, The FRR applier)." $a.applier.kind (join "; " .)) -}}
+{{- end -}}
+{{- if and $a.frrRouterIdFromHostIP ($a.frr | default dict).routerId -}}
+{{- fail "agent.frrRouterIdFromHostIP is true and agent.frr.routerId is set: the router id would be the same on every node. Keep one (docs/deploy.md, The FRR applier)." -}}
 {{- end -}}
 {{- end -}}
 
@@ -208,11 +243,11 @@ readinessProbe:
   failureThreshold: 3
 {{- end -}}
 
-{{/* The agent's --config file: applier (with the netlink section for the netlink applier), validate and checks, with unset fields left out (the agent reads it strictly). */}}
+{{/* The agent's --config file: applier (with the netlink section for the netlink applier, the frr section for the FRR applier), validate and checks, with unset fields left out (the agent reads it strictly). */}}
 {{- define "sluice.agentConfig" -}}
 {{- $a := .Values.agent -}}
 {{- $applier := dict "kind" $a.applier.kind -}}
-{{- if ne $a.applier.kind "netlink" }}
+{{- if has $a.applier.kind (list "file" "exec") }}
 {{- with $a.applier.path }}{{ $_ := set $applier "path" . }}{{ end -}}
 {{- end -}}
 {{- if eq $a.applier.kind "exec" }}
@@ -220,8 +255,11 @@ readinessProbe:
 {{- $_ := set $applier "mode" $a.applier.mode -}}
 {{- end -}}
 {{- $cfg := dict "applier" $applier -}}
-{{- if eq $a.applier.kind "netlink" }}
+{{- if include "sluice.agentNetlink" . }}
 {{- with $a.netlink }}{{ $_ := set $cfg "netlink" . }}{{ end -}}
+{{- end -}}
+{{- if include "sluice.agentFRR" . }}
+{{- with $a.frr }}{{ $_ := set $cfg "frr" . }}{{ end -}}
 {{- end -}}
 {{- with $a.validate }}{{ $_ := set $cfg "validate" . }}{{ end -}}
 {{- with $a.checkTimeout }}{{ $_ := set $cfg "checkTimeout" . }}{{ end -}}
