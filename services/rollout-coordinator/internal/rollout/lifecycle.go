@@ -376,10 +376,11 @@ func (s *State) placeAll(resuming bool, now time.Time) {
 	for _, name := range s.sortedNodes() {
 		n := s.nodes[name]
 		n.prog, n.rev, n.previous, n.writtenAt, n.ackAt, n.touched = progNone, revNone, nil, time.Time{}, time.Time{}, false
+		n.before = nil
 		switch {
 		case n.present:
 			if resuming {
-				n.previous = n.backup
+				n.previous, n.before = n.backup, s.ranBefore(n, r.GetId())
 			}
 			s.place(n, prevOutcome(prevFailures, prevSkipped, name), now)
 		case outcomeOf(prevSkipped, name) != nil:
@@ -397,7 +398,7 @@ func (s *State) placeAll(resuming bool, now time.Time) {
 		case resuming && n.desired.GetRollout() == r.GetId() && !n.desired.GetRevert():
 			// Written by this rollout in an earlier term, and gone since
 			// while no coordinator led (its lease lapsed unseen).
-			n.previous = n.backup
+			n.previous, n.before = n.backup, s.ranBefore(n, r.GetId())
 			s.placeAway(n, prevOutcome(prevFailures, prevSkipped, name), now)
 		}
 	}

@@ -36,3 +36,35 @@ func (s *State) storeLossChanged(lost string, now time.Time) {
 		s.headMoved(s.head, s.headRev, now)
 	}
 }
+
+// ran is a config a node's agent says it runs: its presence's in_force_*.
+type ran struct{ fingerprint, revision, rollout string }
+
+// setRuns keeps what n's agent says it runs. A heartbeat that changes
+// nothing costs three comparisons.
+func (s *State) setRuns(n *node, p *sluicev1.NodePresence) {
+	fp, rev, ro := p.GetInForceFingerprint(), p.GetInForceRevision(), p.GetInForceRollout()
+	if n.runs.fingerprint == fp && n.runs.revision == rev && n.runs.rollout == ro {
+		return
+	}
+	n.runs = ran{fingerprint: s.intern(fp), revision: s.intern(rev), rollout: s.intern(ro)}
+}
+
+// ranBefore is what n ran before rollout touched it, for a node nothing
+// stored has a desired config or backup for: what its agent says it runs,
+// unless that is nothing or rollout's own config. It is asked when the
+// rollout first writes n (its agent has not taken the new config yet), and
+// when a new term resumes the rollout: a node that proved the rollout's
+// config by then says only that (its agent keeps one last-good), so the
+// term takes it as having run nothing before (docs/operations.md says so).
+//
+// After a store loss no stored value holds what a node ran (pkg/storeloss),
+// and a revert must not take "no backup" for "ran nothing": that wrote
+// every node the empty config (chaos seeds 6 and 13, I10).
+func (s *State) ranBefore(n *node, rollout string) *ran {
+	if n.runs.fingerprint == "" || n.runs.rollout == rollout {
+		return nil
+	}
+	r := n.runs
+	return &r
+}
