@@ -145,11 +145,11 @@ func (d *driver) skewExpectation(i int, x *Expectation, skipPhases Expectation, 
 	}
 	aborted := sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED
 	if !away {
-		skipped := skipPhases
-		skipped.Incompatible, skipped.Refuse = sk.Old, false
-		skipped.Why = "resumed by a term before its refusal was stored: a resumed rollout skips the nodes that cannot read it (docs/rollouts.md): " + skipped.Why
+		// Also when a term resumed it before its refusal was stored (the
+		// leader stopped between the two writes): no node was touched, so
+		// the resumed term refuses it as the start would have (seed 148).
 		*x = Expectation{Phases: []sluicev1.RolloutPhase{aborted}, EventsMayBeLost: x.EventsMayBeLost, NodesMayLapse: x.NodesMayLapse,
-			Leavers: x.Leavers, Incompatible: sk.Old, Refuse: true, IfResumed: &skipped,
+			Leavers: x.Leavers, Incompatible: sk.Old, Refuse: true,
 			Why: fmt.Sprintf("its agents %v cannot read bake checks, and the strategy does not skip them: refused before touching any node", sk.Old)}
 		return
 	}
@@ -264,7 +264,7 @@ func checkSkew(o *Observation, add addFunc) {
 		// Which records must list every old node: a refusal lists them all
 		// at the start; a rollout that skips them meets each at its turn, so
 		// only one that ended in force (every node reached) lists them all.
-		x := expectationOf(o, r)
+		x := o.Expect[r.GetId()]
 		inForce := contract.InForce(r.GetPhase())
 		refused := x.Refuse && r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED
 		if len(x.Incompatible) == 0 || x.OldMayBeAway || !(refused || !x.Refuse && inForce) || spoiledRollout(o, r) {
@@ -288,24 +288,4 @@ func spoiledRollout(o *Observation, r *sluicev1.Rollout) bool {
 			sp.Bucket == contract.BucketRollouts && sp.Key == r.GetId()
 		return spoilsIt && (r.GetFinishedAt() == nil || sp.At.Before(r.GetFinishedAt().AsTime()))
 	})
-}
-
-// expectationOf is what rollout r must end as: o.Expect's, or, for a
-// rollout to be refused for agents too old for it that a term resumed
-// instead (its start was stored, its refusal not: the leader stopped in
-// between), what it must end as skipping them (docs/rollouts.md: a resumed
-// rollout skips them, "the rollout was accepted"). A refusal is ABORTED; a
-// resume is told by its RolloutResumed event, or, where events may be lost,
-// by any other end.
-func expectationOf(o *Observation, r *sluicev1.Rollout) Expectation {
-	x := o.Expect[r.GetId()]
-	if !x.Refuse || x.IfResumed == nil || r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED {
-		return x
-	}
-	if x.EventsMayBeLost || slices.ContainsFunc(o.Events, func(ev *sluicev1.Event) bool {
-		return ev.GetType() == "RolloutResumed" && ev.GetRollout() == r.GetId()
-	}) {
-		return *x.IfResumed
-	}
-	return x
 }

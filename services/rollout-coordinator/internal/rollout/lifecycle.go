@@ -340,6 +340,14 @@ func (s *State) adopt(r *sluicev1.Rollout, rev *sluicev1.Revision, now time.Time
 		return gone
 	}
 	s.refuseKnownBad(now)
+	if s.started == 0 {
+		// No node was written yet: the rule of the start holds, as if this
+		// term had started it. A leader stopped between storing the start
+		// and the refusal (they are two writes) left a record that the next
+		// term would otherwise roll out, skipping the nodes it was to be
+		// refused for (chaos seed 148).
+		s.refuseIncompatible()
+	}
 	return gone
 }
 
