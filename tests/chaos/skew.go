@@ -139,8 +139,9 @@ func (d *driver) skewExpectation(i int, x *Expectation, skipPhases Expectation, 
 	if !ok {
 		return
 	}
-	x.Incompatible, x.Refuse, x.OldMayBeAway = sk.Old, !c.Skip, away
-	if c.Skip {
+	skip := c.Skip || d.changes[i].skipping
+	x.Incompatible, x.Refuse, x.OldMayBeAway = sk.Old, !skip, away
+	if skip {
 		return
 	}
 	aborted := sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED
@@ -288,4 +289,44 @@ func spoiledRollout(o *Observation, r *sluicev1.Rollout) bool {
 			sp.Bucket == contract.BucketRollouts && sp.Key == r.GetId()
 		return spoilsIt && (r.GetFinishedAt() == nil || sp.At.Before(r.GetFinishedAt().AsTime()))
 	})
+}
+
+// refusedForVersions is how the configurator's request-time refusal of a
+// change some present agents cannot read begins (services/configurator,
+// refuseIncompatible; docs/rollouts.md).
+const refusedForVersions = "whose agent cannot read its config: "
+
+// refusedForSkew takes the configurator's refusal (desc) of change i at
+// request time: a skew change that does not skip the old agents, refused
+// naming nodes whose agent cannot read it. Every node it names must be an
+// old agent's (else a Skew violation: it blamed an agent that reads the
+// feature). The user then applies it again with skipIncompatible, as the
+// refusal says (d.changes[i].skipping), and the change is judged as one
+// that skips them. false: not such a refusal.
+func (d *driver) refusedForSkew(i int, desc string) bool {
+	sk := d.sys.sc.Skew
+	c, ok := sk.changeOf(i)
+	if !ok || c.Skip || d.changes[i].skipping || !strings.Contains(desc, refusedForVersions) {
+		return false
+	}
+	for _, name := range sortedKeys(d.sys.nodes) {
+		if strings.Contains(desc, name+": its agent") && !slices.Contains(sk.Old, name) {
+			d.sys.findingsMu.Lock()
+			d.sys.findings = append(d.sys.findings, Violation{Invariant: "Skew", Node: name, Detail: fmt.Sprintf(
+				"the configurator refused change %d naming this node, whose agent reads every feature: %s", i, desc)})
+			d.sys.findingsMu.Unlock()
+		}
+	}
+	d.changes[i].skipping = true
+	d.sys.log.add("change %d refused at request time for agents that cannot read it; applied again with skipIncompatible: %s", i, desc)
+	return true
+}
+
+// changeOf is change i of the plan, if it asks for a feature (nil-safe).
+func (p *SkewPlan) changeOf(i int) (SkewChange, bool) {
+	if p == nil {
+		return SkewChange{}, false
+	}
+	c, ok := p.Changes[i]
+	return c, ok
 }
