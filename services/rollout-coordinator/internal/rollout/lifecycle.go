@@ -20,7 +20,7 @@ import (
 // rollout twice.
 func (s *State) load(ev Loaded, now time.Time) {
 	*s = *NewState()
-	s.invalidExpiry = ev.InvalidExpiry
+	s.invalidExpiry, s.storeConfirmed = ev.InvalidExpiry, ev.StoreConfirmed
 	s.pause = clonePause(ev.Pause)
 	for _, f := range ev.Freezes {
 		s.freezeChanged(f.GetId(), f)
@@ -388,7 +388,7 @@ func (s *State) placeAll(resuming bool, now time.Time) {
 		switch {
 		case n.present:
 			if resuming {
-				n.previous, n.before = n.backup, s.ranBefore(n, r.GetId())
+				n.previous, n.before = n.backup, s.ranBefore(n, r.GetId(), true)
 			}
 			s.place(n, prevOutcome(prevFailures, prevSkipped, name), now)
 		case outcomeOf(prevSkipped, name) != nil:
@@ -406,7 +406,7 @@ func (s *State) placeAll(resuming bool, now time.Time) {
 		case resuming && n.desired.GetRollout() == r.GetId() && !n.desired.GetRevert():
 			// Written by this rollout in an earlier term, and gone since
 			// while no coordinator led (its lease lapsed unseen).
-			n.previous, n.before = n.backup, s.ranBefore(n, r.GetId())
+			n.previous, n.before = n.backup, s.ranBefore(n, r.GetId(), true)
 			s.placeAway(n, prevOutcome(prevFailures, prevSkipped, name), now)
 		}
 	}

@@ -85,6 +85,11 @@ func (s *State) revertTarget(n *node) (*desired, string) {
 		return nil, fmt.Sprintf("it has no backup, and the last applied revision %s cannot be read; left on %s",
 			render.Short(s.lastApplied.GetRevision()), render.Short(n.desired.GetFingerprint()))
 	}
+	if b := n.before; b != nil && b.fingerprint == "" {
+		return nil, fmt.Sprintf("it has no backup, and nothing stored says what it ran before this rollout (the store was lost and confirmed empty); "+
+			"its agent names only this rollout's config %s, which it proved: the empty config is no revert of a node that may have run one: left on it, its agent's last-good",
+			render.Short(cmp.Or(n.runs.fingerprint, n.desired.GetFingerprint())))
+	}
 	if b := n.before; b != nil {
 		// Nothing stored says it ran anything, but its agent said it did:
 		// the store that held its backup was lost (pkg/storeloss) and an
@@ -210,7 +215,7 @@ func (s *State) resumeRevert(now time.Time) {
 		}
 		n.touched = true
 		n.previous = n.backup // as the term read it: the revert target
-		n.before = s.ranBefore(n, r.GetId())
+		n.before = s.ranBefore(n, r.GetId(), true)
 		n.forward = s.forwardOf(n, d)
 		// Its forward outcome: as the record has it; failed while no leader
 		// ran; or stopped in flight (a later Invalid report still counts).

@@ -109,6 +109,8 @@ type State struct {
 	// reported held for it (storeloss.go).
 	storeLost string
 	heldGen   uint64
+	// storeConfirmed: an operator confirmed a lost store (storeloss.go).
+	storeConfirmed bool
 
 	rollout    *sluicev1.Rollout // the active rollout, nil when none
 	rolloutRev *sluicev1.Revision

@@ -3,6 +3,9 @@ package rollout
 import (
 	"strings"
 	"testing"
+	"time"
+
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/pkg/render"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -89,4 +92,54 @@ func TestDecide_AfterAConfirmedLoss_ARevertKeepsWhatNodesRan(t *testing.T) {
 			}
 		},
 	}})
+}
+
+// The same across a leader change: a new term resumes the first rollout
+// after a confirmed loss, where n1 has proved the rollout's config (its
+// agent now names only that) and n2 then fails. Nothing says what n1 ran
+// before, but the store was confirmed lost: it is not reverted to the empty
+// config. On a store never lost (a first install) it is, as a node that
+// ran nothing before.
+func TestDecide_AfterAConfirmedLoss_ANewTermsRevertKeepsWhatNodesRan(t *testing.T) {
+	h := head(1, r1.Id, "2")
+	var started *sluicev1.Rollout
+	var desired []*sluicev1.DesiredConfig
+	for _, a := range Decide(NewState(), Loaded{Head: h, HeadRev: r1, Presence: presence("n1", "n2")}, t0) {
+		switch a := a.(type) {
+		case StartRollout:
+			started = a.Rollout
+		case WriteDesired:
+			desired = append(desired, a.Desired)
+		}
+	}
+	if len(desired) != 2 || started == nil {
+		t.Fatalf("start wrote %v, record %v; want both nodes written", desired, started)
+	}
+	for _, tc := range []struct {
+		name      string
+		confirmed bool
+		wantEmpty bool
+	}{
+		{"after a confirmed loss n1 keeps the config it proved", true, false},
+		{"on a first install n1 goes back to the empty config", false, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ps := presence("n1", "n2")
+			ps[0].InForceFingerprint, ps[0].InForceRevision, ps[0].InForceRollout = fp1, r1.Id, id1
+			s := NewState()
+			Decide(s, Loaded{Head: h, HeadRev: r1, Active: proto.Clone(started).(*sluicev1.Rollout), ActiveRev: r1, Term: 2, Presence: ps, Desired: desired,
+				Status: []*sluicev1.NodeStatus{status("n1", provisioned, fp1, id1)}, StoreConfirmed: tc.confirmed}, t0.Add(time.Second))
+			Decide(s, Status{S: status("n2", invalid, fp1, id1)}, t0.Add(2*time.Second))
+			d := s.nodes["n1"].desired
+			if got := d.GetRevert() && d.GetFingerprint() == emptyFP; got != tc.wantEmpty {
+				t.Fatalf("n1's desired config after the revert began: %+v; want the empty config written: %v", d, tc.wantEmpty)
+			}
+			if !tc.wantEmpty {
+				o := revertOutcomeOf(s.rollout.GetFailures(), "n1")
+				if o.GetResult() != sluicev1.NodeResult_NODE_RESULT_REVERT_FAILED || !strings.Contains(o.GetMessage(), "confirmed empty") {
+					t.Fatalf("n1: the record must list its revert failed, naming the lost store; got %v", o)
+				}
+			}
+		})
+	}
 }
