@@ -208,7 +208,9 @@ func (s *system) continueAfterLoss(ctx context.Context, d *driver, last int) []V
 	if err := d.waitEnded(ctx, id, fmt.Sprintf("of change %d after the confirmation", last), endWithin); err != nil {
 		add("%v", err)
 	} else {
-		s.log.add("store-loss: rollout %s of change %d ended after the confirmation", id, last)
+		r, _ := s.rollout(ctx, id)
+		s.log.add("store-loss: rollout %s of change %d ended after the confirmation: %s (%s), %d revert(s) failed",
+			id, last, r.GetPhase(), r.GetReason(), r.GetCounts().GetRevertFailed())
 	}
 	return vs
 }
