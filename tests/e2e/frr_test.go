@@ -298,6 +298,13 @@ func TestEndToEnd_FRR_LeaksAPrefixRollsBackAFilterAndRefusesWhatFRRRefuses(t *te
 		want := 1
 		if node == failed {
 			want = 3
+		} else {
+			n.mu.Lock()
+			applies := len(n.applies)
+			n.mu.Unlock()
+			if applies != 1 {
+				t.Errorf("%s: %d applies, want 1: the first wave's failure ends the rollout before any other node is given the filter", node, applies)
+			}
 		}
 		// Every node ends on last-good: the failed one by its own restore,
 		// then as the rest, by the rollback (its backup: the same file, no reload).
