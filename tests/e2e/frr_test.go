@@ -148,8 +148,14 @@ func TestEndToEnd_FRR_LeaksAPrefixRollsBackAFilterAndRefusesWhatFRRRefuses(t *te
 		return timedAppliers{Appliers: agent.Appliers{{Name: "netlink", Applier: netl}, {Name: "frr", Applier: n.fa}}, n: n}
 	}
 	// --check-bgp --check-route 203.0.113.0/24[%vrf-tenant-a], in the
-	// node's namespace (all agents share this process).
-	routeSpec := frrKept + checkVRF
+	// node's namespace (all agents share this process). The route check's
+	// timeout is what a filtered prefix costs the failing node; with kernel
+	// VRFs the test runs in make test-kernel's guest, under qemu's TCG, where
+	// every FRR command is 5-10× slower.
+	routeSpec, routeTimeout := frrKept+checkVRF, 6*time.Second
+	if vrfs == hostnet.VRFsKernel {
+		routeTimeout = 30 * time.Second
+	}
 	checks := func(node string) []agent.CheckSpec {
 		n := byName[node]
 		route, err := frr.ParseRoute(routeSpec, n.inst.Instance)
@@ -157,9 +163,8 @@ func TestEndToEnd_FRR_LeaksAPrefixRollsBackAFilterAndRefusesWhatFRRRefuses(t *te
 			t.Fatal(err)
 		}
 		return []agent.CheckSpec{
-			{Check: inNamespace{ns: n.ns.NS, Check: frr.BGP{FRR: n.inst.Instance}}, Timeout: 20 * time.Second},
-			// Its timeout is what a filtered prefix costs the failing node.
-			{Check: inNamespace{ns: n.ns.NS, Check: route}, Timeout: 6 * time.Second},
+			{Check: inNamespace{ns: n.ns.NS, Check: frr.BGP{FRR: n.inst.Instance}}, Timeout: time.Minute},
+			{Check: inNamespace{ns: n.ns.NS, Check: route}, Timeout: routeTimeout},
 		}
 	}
 	// routeNow runs the route check once more from outside the agent: the
@@ -215,11 +220,29 @@ func TestEndToEnd_FRR_LeaksAPrefixRollsBackAFilterAndRefusesWhatFRRRefuses(t *te
 	s := startSystemWith(t, env, t.TempDir(), nodes, wrap, checks)
 	waitRegistered(t, env, nodes)
 	begin := time.Now()
+	// On a failure, what each node says and has, before anything stops.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		_, status, _ := stores(env)
+		for i := range nodes {
+			node := nodeName(i)
+			st, err := status.Get(context.Background(), node)
+			t.Logf("%s at the failure: status %s %.12s %q (%v)\n%s", node, st.Value.GetPhase(), st.Value.GetFingerprint(), st.Value.GetMessage(), err, indent(st.Value.GetCheckOutput()))
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			out, err := byName[node].inst.Run(ctx, "show bgp vrf all summary", "show ip route vrf all")
+			cancel()
+			t.Logf("%s's FRR (%v):\n%s", node, err, indent(out))
+		}
+	})
 
 	// 1. The VRF route imports both prefixes, one node at a time.
 	t.Logf("1. VRF route tenant-a-leak imports %s and %s into tenant-a, maxParallel 1; every node checks --check-bgp --check-route %s", frrKept, frrOther, routeSpec)
 	ok := apply(t, env, leak(frrKept, frrOther), &sluicev1.Strategy{MaxParallel: "1"})
-	if r := waitRolloutEnd(t, env, ok.GetGeneration(), 2*time.Minute); r.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED {
+	// The waits' 5 minutes are margins for the guest under TCG; on a host
+	// a rollout here ends in about 20 s.
+	if r := waitRolloutEnd(t, env, ok.GetGeneration(), 5*time.Minute); r.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED {
 		t.Fatalf("rollout of the VRF route: %s (%s)", r.GetPhase(), r.GetReason())
 	}
 	type span struct {
@@ -274,7 +297,7 @@ func TestEndToEnd_FRR_LeaksAPrefixRollsBackAFilterAndRefusesWhatFRRRefuses(t *te
 	t.Logf("2. tenant-a-leak changed to import only %s: its route map drops %s", frrOther, frrKept)
 	step2 := time.Now()
 	bad := apply(t, env, leak(frrOther), &sluicev1.Strategy{MaxParallel: "1"})
-	r := waitRolloutEnd(t, env, bad.GetGeneration(), 2*time.Minute)
+	r := waitRolloutEnd(t, env, bad.GetGeneration(), 5*time.Minute)
 	if r.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK {
 		t.Fatalf("rollout of the filter: %s (%s); want ROLLED_BACK", r.GetPhase(), r.GetReason())
 	}
@@ -367,11 +390,11 @@ func refuse(t *testing.T, env *natstest.Env, byName map[string]*frrNode, goodCon
 		t.Fatal(err)
 	}
 	var head *sluicev1.Head
-	natstest.Eventually(t, time.Minute, "the registry's VRF routes to be the head", func() bool {
+	natstest.Eventually(t, 2*time.Minute, "the registry's VRF routes to be the head", func() bool {
 		head = headOf(t, env)
 		return head.GetGeneration() > after
 	})
-	r := waitRolloutEnd(t, env, head.GetGeneration(), 2*time.Minute)
+	r := waitRolloutEnd(t, env, head.GetGeneration(), 5*time.Minute)
 	if r.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK {
 		t.Fatalf("rollout of the refused config: %s (%s); want ROLLED_BACK", r.GetPhase(), r.GetReason())
 	}
