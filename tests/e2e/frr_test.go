@@ -76,7 +76,7 @@ func (a timedAppliers) Apply(ctx context.Context, cfg *sluicev1.DesiredConfig) e
 	return err
 }
 
-// TestEndToEnd_FRR_LeaksAPrefixRollsBackAFilterAndRefusesWhatFRRRefuses
+// TestEndToEnd_FRR_LeaksAPrefixRollsBackAFilterAndRefusesWhatFRRCannotTake
 // runs the whole system with three agents whose applier is netlink then
 // FRR (--applier netlink,frr), each node a network namespace with its own
 // FRR instance (pathspace), peering over eBGP with a spine (a fourth
@@ -92,17 +92,17 @@ func (a timedAppliers) Apply(ctx context.Context, cfg *sluicev1.DesiredConfig) e
 //     is last-good's again, the prefix back in FRR and the kernel), the
 //     rollout is rolled back, the other nodes untouched, and the
 //     fingerprint is recorded invalid with the check's output.
-//  3. A config FRR's parser refuses (more VRF routes than the default
-//     VRF's route map can number) is Invalid on the first node before any
-//     reload: no FRR running config changes, and the record quotes FRR's
-//     line and message.
+//  3. A config FRR cannot take (more VRF routes than the default VRF's
+//     route map can number: FRR's parser would refuse entry 65540) is
+//     Invalid on the first node before any reload: no FRR running config
+//     changes, and the record names the route and FRR's limit.
 //
 // Without kernel VRFs (this machine kind's kernel) FRR routes in each
 // node's default VRF and the VRF route is the policy on the node's
 // neighbour; with them (make test-kernel's guest) the VRF route leaks the
 // prefixes from the default VRF into VRF device vrf-tenant-a with `import
 // vrf` and the checks look there. Step 3 needs the default-VRF layout.
-func TestEndToEnd_FRR_LeaksAPrefixRollsBackAFilterAndRefusesWhatFRRRefuses(t *testing.T) {
+func TestEndToEnd_FRR_LeaksAPrefixRollsBackAFilterAndRefusesWhatFRRCannotTake(t *testing.T) {
 	frrtest.Require(t)
 	hostnettest.RequireNetAdmin(t)
 	vrfs, checkVRF, frrVRF := hostnet.VRFsKernel, "%"+hostnet.VRFName("tenant-a"), hostnet.VRFName("tenant-a")
@@ -353,9 +353,9 @@ func TestEndToEnd_FRR_LeaksAPrefixRollsBackAFilterAndRefusesWhatFRRRefuses(t *te
 		}
 	}
 
-	// 3. A config FRR's parser refuses.
+	// 3. A config FRR cannot take.
 	if vrfs == hostnet.VRFsKernel {
-		t.Logf("3. left out with kernel VRFs: each VRF's route map is numbered by its routes' own sequences (1-65535), so only 6554 VRFs with exports would make FRR's parser refuse the file; the host runs this step in the default-VRF layout")
+		t.Logf("3. left out with kernel VRFs: each VRF's route map is numbered by its routes' own sequences (1-65535), so a map past FRR's 65535 would take 6554 VRFs with exports; the host runs this step in the default-VRF layout")
 		return
 	}
 	refuse(t, env, byName, goodConfig, bad.GetGeneration())
@@ -364,8 +364,9 @@ func TestEndToEnd_FRR_LeaksAPrefixRollsBackAFilterAndRefusesWhatFRRRefuses(t *te
 
 // refuse is step 3: a registry adds 6,554 VRF routes, so that with the VRF
 // route of step 2 the default VRF's import map needs entries 10 to 65,550,
-// past FRR's 65,535: FRR's parser (vtysh -C) refuses the file, the first
-// node is Invalid before any reload, and nothing changes in any FRR.
+// past FRR's 65,535, which FRR's parser refuses: the agent's validation
+// (Render, before FRR's parser would) makes the first node Invalid before
+// any reload, and nothing changes in any FRR.
 // A registry, because one apply carries at most intent.MaxIntentsPerApply
 // (5,000) intents; a sync has no such bound.
 func refuse(t *testing.T, env *natstest.Env, byName map[string]*frrNode, goodConfig map[string]string, after uint64) {
@@ -399,7 +400,8 @@ func refuse(t *testing.T, env *natstest.Env, byName map[string]*frrNode, goodCon
 		t.Fatalf("rollout of the refused config: %s (%s); want ROLLED_BACK", r.GetPhase(), r.GetReason())
 	}
 	rec := invalidOf(t, env, r.GetId())
-	want := []string{"FRR refused it (vtysh -C): line ", "(sluice's block): % Unknown command: route-map sluice_import_v4 permit 65540"}
+	// Ordered by sequence, VRF breaking ties: bulk-6553 is the 6554th route.
+	want := []string{"frr applier", "VRF route bulk-6553 (VRF bulk, sequence 6553): spec.import's IPv4 items would be entry 65540 of route map sluice_import_v4, past FRR's largest entry 65535"}
 	if rec.GetCheck() != "validate" || !containsAll(rec.GetOutput(), want...) {
 		t.Fatalf("recorded %.12s: cause %q, check %q, output:\n%s\nwant validate with %q", rec.GetFingerprint(), rec.GetCause(), rec.GetCheck(), rec.GetOutput(), want)
 	}
@@ -407,14 +409,14 @@ func refuse(t *testing.T, env *natstest.Env, byName map[string]*frrNode, goodCon
 	t.Logf("   rollout %s: %s: %s (%s after the registry was added)", r.GetId(), r.GetPhase(), r.GetReason(), time.Since(start).Round(time.Millisecond))
 	for node, n := range byName {
 		if n.fa.Reloads() != reloads[node] {
-			t.Errorf("%s: %d FRR reloads, want %d: a config FRR refuses is never reloaded", node, n.fa.Reloads(), reloads[node])
+			t.Errorf("%s: %d FRR reloads, want %d: a config FRR cannot take is never reloaded", node, n.fa.Reloads(), reloads[node])
 		}
 		cfg, err := n.inst.RunningConfig(ctxTimeout(t, 10*time.Second))
 		if err != nil {
 			t.Fatal(err)
 		}
 		if cfg != goodConfig[node] {
-			t.Errorf("%s: FRR's running config changed by a config FRR refused:\n%s\nwant:\n%s", node, cfg, goodConfig[node])
+			t.Errorf("%s: FRR's running config changed by a config FRR cannot take:\n%s\nwant:\n%s", node, cfg, goodConfig[node])
 		}
 	}
 	if !t.Failed() {
