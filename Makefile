@@ -149,7 +149,7 @@ netns-demo: ## As root: 3 nodes as network namespaces on a fabric; a VXLAN netwo
 # frr-pythontools, which the frr target installs): docs/agent.md, "Trying
 # the FRR applier".
 .PHONY: frr-demo
-frr-demo: frr ## As root: 3 nodes and a spine as namespaces, each its own FRR; a VRF route rolls out through netlink,frr agents, a route map dropping a checked prefix is rolled back, a file FRR refuses is Invalid before any reload (prints each step)
+frr-demo: frr ## As root: 3 nodes and a spine as namespaces, each its own FRR; a VRF route rolls out through netlink,frr agents, a route map dropping a checked prefix is rolled back, a config FRR cannot take is Invalid before any reload (prints each step)
 	SLUICE_REQUIRE_FRR=1 $(GO) test -count=1 -v -run 'TestEndToEnd_FRR' ./tests/e2e/
 
 # The tests that need kernel VRFs (this machine kind's kernel has no
