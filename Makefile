@@ -145,6 +145,13 @@ test-overload: ## 10,000 agents, JetStream answering 2 s late for 30 s: the flee
 netns-demo: ## As root: 3 nodes as network namespaces on a fabric; a VXLAN network rolls out through the netlink applier, then a broken VNI is caught by the gateway check and rolled back (prints each step)
 	$(GO) test -count=1 -v -run 'TestEndToEnd_NetlinkApplier' ./tests/e2e/
 
+# The FRR applier end to end (needs root and Debian's frr and
+# frr-pythontools, which the frr target installs): docs/agent.md, "Trying
+# the FRR applier".
+.PHONY: frr-demo
+frr-demo: frr ## As root: 3 nodes and a spine as namespaces, each its own FRR; a VRF route rolls out through netlink,frr agents, a route map dropping a checked prefix is rolled back, a config FRR cannot take is Invalid before any reload (prints each step)
+	SLUICE_REQUIRE_FRR=1 $(GO) test -count=1 -v -run 'TestEndToEnd_FRR' ./tests/e2e/
+
 # The tests that need kernel VRFs (this machine kind's kernel has no
 # CONFIG_NET_VRF), in Debian's kernel under qemu (TCG, one vCPU):
 # tests/kernel/run.sh installs qemu-system-x86, linux-image-amd64 and
