@@ -819,3 +819,53 @@ func refused(t *testing.T, env *natstest.Env, role, node, subject string) {
 		t.Errorf("the server let %s %s publish on %s", role, node, subject)
 	}
 }
+
+// TestStream_StorageTrouble_IsABannerUntilAWriteLands: a write JetStream
+// refuses for want of space puts a banner naming it (in sluice's words,
+// with the JetStream error code) on the page; the next write that lands
+// takes it away.
+func TestStream_StorageTrouble_IsABannerUntilAWriteLands(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	kv, err := env.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "tiny", MaxBytes: 1024, Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiny := store.New(kv, func() *sluicev1.Event { return &sluicev1.Event{} })
+	s := serve(t, env, dashboard.Options{Interval: 50 * time.Millisecond, StoreEvery: 50 * time.Millisecond})
+	ch, _ := s.stream(t, "")
+	storage := func(what string, want func(string) bool) {
+		t.Helper()
+		deadline := time.After(10 * time.Second) // margin: a check runs every 50ms
+		for {
+			select {
+			case m, ok := <-ch:
+				if !ok {
+					t.Fatal("the stream ended")
+				}
+				var u struct{ Storage *string }
+				if err := json.Unmarshal(m.data, &u); err != nil {
+					t.Fatal(err)
+				}
+				if u.Storage != nil && want(*u.Storage) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no update with %s", what)
+			}
+		}
+	}
+	storage("no banner", func(s string) bool { return s == "" })
+
+	_, err = tiny.Create(ctx, "big", &sluicev1.Event{Reason: strings.Repeat("x", 4096)})
+	if !errors.Is(err, store.ErrStorageFull) {
+		t.Fatalf("a write past the bucket's max_bytes: %v, want store.ErrStorageFull", err)
+	}
+	storage("the banner naming the refusal", func(s string) bool {
+		return strings.Contains(s, "JetStream refuses writes since") && strings.Contains(s, "the bucket is at its size limit (JetStream error 10077")
+	})
+	if _, err := tiny.Create(ctx, "small", &sluicev1.Event{Reason: "fits"}); err != nil {
+		t.Fatal(err)
+	}
+	storage("the banner gone once a write lands", func(s string) bool { return s == "" })
+}
