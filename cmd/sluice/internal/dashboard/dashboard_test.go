@@ -64,7 +64,12 @@ func serve(t *testing.T, env *natstest.Env, opts dashboard.Options) served {
 	if opts.Addr == "" {
 		opts.Addr = "127.0.0.1:0"
 	}
-	opts.JS = env.JS
+	// As the dashboard runs: an operator's (admin) user in secure mode.
+	js, err := jetstream.New(env.ConnectRole(t, creds.RoleAdmin, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.JS = js
 	if opts.Run == nil {
 		opts.Run = ran.run
 	}
