@@ -32,7 +32,7 @@ var componentRoles = map[string]string{
 func RoleOfComponent(component string) string { return componentRoles[component] }
 
 // EventRule says that Role may publish events of Types on the subjects of
-// Kind (sluice.events.<Kind>.<id>). A node's rules are about itself only:
+// Kind it may publish on (EventSubjectOf). A node's rules are about itself only:
 // the ids of NodeEventIDs, which its credentials allow and nothing else.
 type EventRule struct {
 	Role  string
@@ -186,7 +186,9 @@ var sharedKinds = func() map[string]bool {
 }()
 
 // publishingRoles are the roles with a row in the table, in its order.
-func publishingRoles() []string {
+func publishingRoles() []string { return tableRoles }
+
+var tableRoles = func() []string {
 	var out []string
 	for _, r := range eventRules {
 		if !slices.Contains(out, r.Role) {
@@ -194,7 +196,7 @@ func publishingRoles() []string {
 		}
 	}
 	return out
-}
+}()
 
 // SharedEventKind reports whether more than one role publishes events of
 // kind: its events carry their publisher's role in the subject (but the
