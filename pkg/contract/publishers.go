@@ -1,6 +1,7 @@
 package contract
 
 import (
+	"fmt"
 	"slices"
 	"strings"
 )
@@ -31,7 +32,7 @@ var componentRoles = map[string]string{
 func RoleOfComponent(component string) string { return componentRoles[component] }
 
 // EventRule says that Role may publish events of Types on the subjects of
-// Kind (sluice.events.<Kind>.<id>). A node's rules are about itself only:
+// Kind it may publish on (EventSubjectOf). A node's rules are about itself only:
 // the ids of NodeEventIDs, which its credentials allow and nothing else.
 type EventRule struct {
 	Role  string
@@ -159,16 +160,150 @@ func NodeEventSubjects(node string) []string {
 	return out
 }
 
-// ParseEventSubject returns the kind and id of an event subject
-// (sluice.events.<kind>.<id>; the id may hold dots, as a node name does).
-func ParseEventSubject(subject string) (kind, id string, ok bool) {
+// Event subjects. The node role publishes on sluice.events.<kind>.<id>,
+// exactly the subjects of NodeEventIDs (what an agent's credentials allow).
+// Every other role publishes the kinds more than one role publishes on
+// (node, instance, quarantine, intent, revision, store) on subjects of its
+// own, sluice.events.<role>.<kind>.<id>, and the kinds only it publishes
+// on sluice.events.<kind>.<id>: so each role's credentials allow its own
+// subjects only, and no node can write where the coordinator says
+// NodeReverted about it. Role tokens are never kind tokens (a test).
+
+// sharedKinds are the kinds the table gives to more than one role.
+var sharedKinds = func() map[string]bool {
+	roles := map[string]map[string]bool{}
+	for _, r := range eventRules {
+		if roles[r.Kind] == nil {
+			roles[r.Kind] = map[string]bool{}
+		}
+		roles[r.Kind][r.Role] = true
+	}
+	out := map[string]bool{}
+	for kind, rs := range roles {
+		out[kind] = len(rs) > 1
+	}
+	return out
+}()
+
+// publishingRoles are the roles with a row in the table, in its order.
+func publishingRoles() []string { return tableRoles }
+
+var tableRoles = func() []string {
+	var out []string
+	for _, r := range eventRules {
+		if !slices.Contains(out, r.Role) {
+			out = append(out, r.Role)
+		}
+	}
+	return out
+}()
+
+// SharedEventKind reports whether more than one role publishes events of
+// kind: its events carry their publisher's role in the subject (but the
+// node role's).
+func SharedEventKind(kind string) bool { return sharedKinds[kind] }
+
+// EventSubjectOf is the subject role publishes an event about id of kind
+// on: EventSubject(kind, id) for the node role, for a kind only role
+// publishes and for no role (""); sluice.events.<role>.<kind>.<id> for
+// another role's event of a shared kind.
+func EventSubjectOf(role, kind, id string) string {
+	if role == "" || role == RoleNode || !sharedKinds[kind] {
+		return EventSubject(kind, id)
+	}
+	return fmt.Sprintf("%s.%s.%s.%s", EventsSubjectPrefix, role, kind, id)
+}
+
+// EventFilterSubjects are the subjects of every role's events about id of
+// kind (id ">" for every id of kind), for a consumer's FilterSubjects: the
+// plain subject (the node role's, a kind's only publisher's, and events
+// stored before the roles had subjects of their own) and each other role's.
+// They never overlap.
+func EventFilterSubjects(kind, id string) []string {
+	out := []string{EventSubject(kind, id)}
+	if !sharedKinds[kind] {
+		return out
+	}
+	for _, role := range publishingRoles() {
+		if role != RoleNode && MayPublishKind(role, kind) {
+			out = append(out, EventSubjectOf(role, kind, id))
+		}
+	}
+	return out
+}
+
+// MayPublishKind reports whether the table gives role any type of kind.
+func MayPublishKind(role, kind string) bool {
+	return slices.ContainsFunc(eventRules, func(r EventRule) bool { return r.Role == role && r.Kind == kind })
+}
+
+// OthersEventSubjects are the event subjects role must not publish on, as
+// NATS subject filters (its permissions deny them; pkg/creds): every other
+// role's own subjects, and the plain subjects of every kind that is shared
+// (the node role's) or that role does not publish. Nil for the node role,
+// which is allowed its own subjects only (NodeEventSubjects).
+func OthersEventSubjects(role string) []string {
+	if role == RoleNode {
+		return nil
+	}
+	var out []string
+	for _, kind := range EventKinds {
+		if sharedKinds[kind] || !MayPublishKind(role, kind) {
+			out = append(out, EventSubject(kind, ">"))
+		}
+	}
+	for _, other := range publishingRoles() {
+		if other != role && other != RoleNode {
+			out = append(out, EventsSubjectPrefix+"."+other+".>")
+		}
+	}
+	return out
+}
+
+// NodeMayPublishOn reports whether some node's credentials may publish on
+// the plain subject of id of kind (NodeEventIDs of some node): every node
+// subject, an agent's instance, a refused value of a key some node reads.
+// Only the node role's events are believed there (pkg/events.Read).
+func NodeMayPublishOn(kind, id string) bool {
+	switch kind {
+	case KindNode:
+		return true
+	case KindInstance:
+		return strings.HasPrefix(id, ComponentAgent+".")
+	case KindQuarantine:
+		bucket, key, _ := strings.Cut(id, ".")
+		switch bucket {
+		case BucketStatus, BucketNodes:
+			return true
+		case BucketNodeConfigs:
+			n, _, ok := NodeOfConfigKey(key)
+			return ok && key == DesiredKey(n)
+		case BucketControl:
+			return key == KeyPause
+		}
+	}
+	return false
+}
+
+// ParseEventSubject returns the publishing role (for a role's own subject,
+// sluice.events.<role>.<kind>.<id>; "" for sluice.events.<kind>.<id>), the
+// kind and the id of an event subject. The id may hold dots, as a node
+// name does.
+func ParseEventSubject(subject string) (role, kind, id string, ok bool) {
 	rest, found := strings.CutPrefix(subject, EventsSubjectPrefix+".")
 	if !found {
-		return "", "", false
+		return "", "", "", false
 	}
-	kind, id, found = strings.Cut(rest, ".")
-	if !found || kind == "" || id == "" {
-		return "", "", false
+	first, rest, found := strings.Cut(rest, ".")
+	if found && first != RoleNode && slices.Contains(publishingRoles(), first) {
+		role = first
+		if kind, id, found = strings.Cut(rest, "."); !found || kind == "" || id == "" || !sharedKinds[kind] {
+			return "", "", "", false
+		}
+		return role, kind, id, true
 	}
-	return kind, id, true
+	if !found || first == "" || rest == "" {
+		return "", "", "", false
+	}
+	return "", first, rest, true
 }

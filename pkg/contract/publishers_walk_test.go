@@ -227,14 +227,14 @@ func TestEventRules_CoverEveryTypeTheCodePublishes(t *testing.T) {
 }
 
 // TestEventRules_DocsListTheTable: docs/security.md ("Who may say what")
-// shows the table as it is.
+// shows the table as it is, with each rule's subjects.
 func TestEventRules_DocsListTheTable(t *testing.T) {
 	b, err := os.ReadFile(filepath.Join(moduleRoot(t), "docs", "security.md"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, r := range EventRules() {
-		row := fmt.Sprintf("| `%s` | `%s` | `%s` |", r.Role, r.Kind, strings.Join(r.Types, "`, `"))
+		row := fmt.Sprintf("| `%s` | `%s` | `%s` | `%s` |", r.Role, r.Kind, EventSubjectOf(r.Role, r.Kind, "<id>"), strings.Join(r.Types, "`, `"))
 		if !strings.Contains(string(b), row+"\n") {
 			t.Errorf("docs/security.md does not list the rule of %s on %s as it is; want the row\n%s", r.Role, r.Kind, row)
 		}

@@ -71,10 +71,15 @@ func permissions(role string) (jwt.Permissions, error) {
 	switch role {
 	case RoleCoordinator:
 		p.Pub.Allow.Add(">")
+		// Events on its own subjects only (contract.EventSubjectOf): a
+		// role's events are told apart by where they are, not by what
+		// they claim.
+		p.Pub.Deny.Add(contract.OthersEventSubjects(role)...)
 		p.Sub.Allow.Add(">")
 	case RoleConfigurator, RoleReaper, RoleAdmin:
 		p.Pub.Allow.Add(">")
 		p.Pub.Deny.Add(leaseWrites()...)
+		p.Pub.Deny.Add(contract.OthersEventSubjects(role)...)
 		p.Sub.Allow.Add(">")
 	case RoleReadOnly:
 		p.Pub.Allow.Add(

@@ -52,7 +52,8 @@ func NewEmitter(pub Publisher, log zerolog.Logger, component string, now func() 
 
 // Emit logs ev once at info and publishes it without waiting for the ack:
 // state is already stored when an event is emitted, so a lost event loses
-// history, never state. The ID field names the subject token.
+// history, never state. The Kind and Id fields, with the role the
+// component connects as, name the subject (contract.EventSubjectOf).
 func (e *Emitter) Emit(ev *sluicev1.Event) { e.emit(ev, zerolog.InfoLevel) }
 
 // emit is Emit with the level of its log line.
@@ -86,7 +87,7 @@ func (e *Emitter) emit(ev *sluicev1.Event, level zerolog.Level) {
 		e.log.Error().Err(err).Msg("encode event")
 		return
 	}
-	msg := &nats.Msg{Subject: contract.EventSubject(ev.Kind, ev.Id), Data: b}
+	msg := &nats.Msg{Subject: contract.EventSubjectOf(contract.RoleOfComponent(e.component), ev.Kind, ev.Id), Data: b}
 	if _, err := e.pub.PublishMsgAsync(msg); err != nil {
 		e.log.Warn().Err(err).Str(logging.FieldEvent, ev.Type).Msg("publish event")
 	}

@@ -69,7 +69,7 @@ func TestQuarantine_ReportsEachRevisionOnce(t *testing.T) {
 	if ev.GetReason() != want {
 		t.Fatalf("reason\n got %q\nwant %q", ev.GetReason(), want)
 	}
-	if got := pub.msgs[0].Subject; got != contract.EventSubject(contract.KindQuarantine, contract.BucketNodeConfigs+"."+key) {
+	if got := pub.msgs[0].Subject; got != contract.EventSubjectOf(contract.RoleReaper, contract.KindQuarantine, contract.BucketNodeConfigs+"."+key) {
 		t.Fatalf("subject %q", got)
 	}
 	lines := strings.Split(strings.TrimSpace(logs.String()), "\n")

@@ -20,6 +20,7 @@ import (
 func TestRead_ShowsAnEventOnlyAsItsSubjectsPublishersMaySay(t *testing.T) {
 	const rollout = "3-0123456789ab"
 	node := func(node string) string { return contract.EventSubject(contract.KindNode, node) }
+	nodeBy := func(role, node string) string { return contract.EventSubjectOf(role, contract.KindNode, node) }
 	ev := func(component, kind, id, typ string) *sluicev1.Event {
 		return &sluicev1.Event{Component: component, Kind: kind, Id: id, Type: typ, Reason: "because"}
 	}
@@ -35,14 +36,22 @@ func TestRead_ShowsAnEventOnlyAsItsSubjectsPublishersMaySay(t *testing.T) {
 			with(ev("agent", "node", "node-01", "NodeInvalid"), func(e *sluicev1.Event) { e.Node, e.Rollout = "node-01", rollout }), ""},
 		{"a node name with dots", node("worker-1.eu.example.com"),
 			with(ev("agent", "node", "worker-1.eu.example.com", "NodeProvisioned"), func(e *sluicev1.Event) { e.Node = "worker-1.eu.example.com" }), ""},
-		{"the coordinator's node outcome", node("node-02"),
+		{"the coordinator's node outcome", nodeBy(contract.RoleCoordinator, "node-02"),
 			with(ev("rollout-coordinator", "node", "node-02", "NodeFailed"), func(e *sluicev1.Event) { e.Node, e.Rollout = "node-02", rollout }), ""},
 		{"the coordinator's rollout event", contract.EventSubject(contract.KindRollout, rollout),
 			with(ev("rollout-coordinator", "rollout", rollout, "RolloutSucceeded"), func(e *sluicev1.Event) { e.Rollout = rollout }), ""},
 		{"a gate", contract.EventSubject(contract.KindGate, contract.GateEventID(rollout, "alerts")),
 			with(ev("rollout-coordinator", "gate", rollout+".alerts", "GatePassed"), func(e *sluicev1.Event) { e.Rollout, e.Gate = rollout, "alerts" }), ""},
-		{"the reaper's node event", node("node-03"), ev("reaper", "node", "node-03", "NodeReaped"), ""},
-		{"an operator's revocation", node("node-03"), ev("cli", "node", "node-03", "NodeRevoked"), ""},
+		{"the reaper's node event", nodeBy(contract.RoleReaper, "node-03"), ev("reaper", "node", "node-03", "NodeReaped"), ""},
+		{"an operator's revocation", nodeBy(contract.RoleAdmin, "node-03"), ev("cli", "node", "node-03", "NodeRevoked"), ""},
+		{"the coordinator's refusal of a node's status", contract.EventSubjectOf(contract.RoleCoordinator, contract.KindQuarantine, "sluice-status.node-01"),
+			with(ev("rollout-coordinator", "quarantine", "sluice-status.node-01", "ValueUnreadable"), func(e *sluicev1.Event) {
+				e.Bucket, e.Key, e.Node = contract.BucketStatus, "node-01", "node-01"
+			}), ""},
+		{"a rollout event stored on the plain subject", contract.EventSubject(contract.KindRollout, rollout),
+			with(ev("rollout-coordinator", "rollout", rollout, "RolloutStarted"), func(e *sluicev1.Event) { e.Rollout = rollout }), ""},
+		{"an intent event stored before the roles had subjects of their own", contract.EventSubject(contract.KindIntent, "vrf.blue"),
+			ev("configurator", "intent", "vrf.blue", "IntentCreated"), ""},
 		{"an agent's pause acknowledgement", contract.EventSubject(contract.KindInstance, "agent.node-01"),
 			ev("agent", "instance", "agent.node-01", "PauseReached"), ""},
 		{"a value an agent refused", contract.EventSubject(contract.KindQuarantine, "sluice-status.node-01"),
@@ -63,11 +72,33 @@ func TestRead_ShowsAnEventOnlyAsItsSubjectsPublishersMaySay(t *testing.T) {
 		{"another node named in its own event", node("node-01"),
 			with(ev("agent", "node", "node-01", "NodeInvalid"), func(e *sluicev1.Event) { e.Node = "node-02" }), `its node is "node-02", not the subject's "node-01"`},
 		{"an agent saying what only the coordinator says", node("node-01"),
-			ev("agent", "node", "node-01", "NodeFailed"), `NodeFailed is published by the coordinator role, not by component "agent"`},
+			ev("agent", "node", "node-01", "NodeFailed"), `NodeFailed is published by the coordinator role on its own subjects (sluice.events.coordinator.node.node-01); a node's credentials may publish here`},
+		// A coordinator's type about node-01 on node-01's own subject:
+		// node-01's forgery, or one stored before the roles had subjects
+		// of their own; they cannot be told apart.
+		{"a coordinator's revert on the node's own subject", node("node-01"),
+			with(ev("rollout-coordinator", "node", "node-01", "NodeReverted"), func(e *sluicev1.Event) { e.Node, e.Rollout = "node-01", rollout }),
+			`NodeReverted is published by the coordinator role on its own subjects`},
+		{"a type both publish, on the node's subject, naming the coordinator", node("node-01"),
+			ev("rollout-coordinator", "node", "node-01", "NodeIncompatible"), `NodeIncompatible is published by the node role, not by component "rollout-coordinator"`},
+		{"a coordinator's refusal of a node's status on the node's subject", contract.EventSubject(contract.KindQuarantine, "sluice-status.node-01"),
+			with(ev("rollout-coordinator", "quarantine", "sluice-status.node-01", "ValueUnreadable"), func(e *sluicev1.Event) {
+				e.Bucket, e.Key, e.Node = contract.BucketStatus, "node-01", "node-01"
+			}), `not by component "rollout-coordinator"`},
+		{"an agent's type on the coordinator's subject", nodeBy(contract.RoleCoordinator, "node-01"),
+			ev("agent", "node", "node-01", "NodeProvisioned"), `NodeProvisioned is published by the node role, not on the coordinator role's subjects`},
+		{"the reaper's type on the coordinator's subject", nodeBy(contract.RoleCoordinator, "node-01"),
+			ev("reaper", "node", "node-01", "NodeReaped"), `not on the coordinator role's subjects`},
+		{"another component on the coordinator's subject", nodeBy(contract.RoleCoordinator, "node-01"),
+			ev("reaper", "node", "node-01", "NodeReverted"), `not by component "reaper"`},
+		{"a role's subject of a kind only one role publishes", "sluice.events.coordinator.rollout." + rollout,
+			ev("rollout-coordinator", "rollout", rollout, "RolloutStarted"), "is not sluice.events.<kind>.<id>"},
 		{"a coordinator's event naming no component", node("node-01"),
 			ev("", "node", "node-01", "NodeInvalid"), `not by component ""`},
 		{"an instance of another component", contract.EventSubject(contract.KindInstance, "agent.node-01"),
-			ev("rollout-coordinator", "instance", "agent.node-01", "PauseReached"), `its component is "rollout-coordinator"`},
+			ev("rollout-coordinator", "instance", "agent.node-01", "PauseReached"), `PauseReached is published by the node role, not by component "rollout-coordinator"`},
+		{"an instance of another component on a role's subject", contract.EventSubjectOf(contract.RoleCoordinator, contract.KindInstance, "configurator.c1"),
+			ev("rollout-coordinator", "instance", "configurator.c1", "PauseReached"), `its component is "rollout-coordinator"`},
 		{"a refused value naming another node", contract.EventSubject(contract.KindQuarantine, "sluice-status.node-01"),
 			with(ev("agent", "quarantine", "sluice-status.node-01", "ValueUnreadable"), func(e *sluicev1.Event) {
 				e.Bucket, e.Key, e.Node = contract.BucketStatus, "node-01", "node-02"

@@ -73,26 +73,35 @@ type Loss struct {
 // a rollout, an operator confirmed, or no live node runs a config of a
 // revision the store does not hold.
 func Judge(e Evidence) *Loss {
-	if e.Rollouts || e.Confirmed != nil {
-		return nil
-	}
-	counts := map[string]int{}
-	n := 0
+	running := map[string]int{}
 	for _, node := range e.Nodes {
 		// A node naming no revision runs nothing of a revision (an empty
 		// config it reverted to): it is no evidence of one.
-		if node.Revision == "" || e.Held[node.Revision] {
-			continue
+		if node.Revision != "" {
+			running[node.Revision]++
 		}
-		counts[node.Revision]++
-		n++
 	}
-	if n == 0 {
+	return JudgeCounts(e.Rollouts || e.Confirmed != nil, running, e.Held)
+}
+
+// JudgeCounts is the rule for a caller that keeps, instead of every node,
+// how many live nodes run configs of each revision (the dashboard, from
+// its watch of the nodes bucket): settled is a recorded rollout or an
+// operator's confirmation.
+func JudgeCounts(settled bool, running map[string]int, held map[string]bool) *Loss {
+	if settled {
 		return nil
 	}
-	l := &Loss{Nodes: n}
-	for rev, c := range counts {
+	l := &Loss{}
+	for rev, c := range running {
+		if rev == "" || c <= 0 || held[rev] {
+			continue
+		}
+		l.Nodes += c
 		l.Revisions = append(l.Revisions, RevisionCount{Revision: rev, Nodes: c})
+	}
+	if l.Nodes == 0 {
+		return nil
 	}
 	slices.SortFunc(l.Revisions, func(a, b RevisionCount) int {
 		return cmp.Or(cmp.Compare(b.Nodes, a.Nodes), strings.Compare(a.Revision, b.Revision))

@@ -2,6 +2,7 @@ package reaper_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -70,7 +71,7 @@ func nodeEvents(t *testing.T, f *fleet, kind, id, typ string) []*sluicev1.Event 
 	var out []*sluicev1.Event
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
 		m, err := st.GetMsg(ctx, seq)
-		if err != nil || m.Subject != contract.EventSubject(kind, id) {
+		if err != nil || !slices.Contains(contract.EventFilterSubjects(kind, id), m.Subject) {
 			continue
 		}
 		ev := &sluicev1.Event{}

@@ -169,7 +169,7 @@ func TestReaper_AbsentNode(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				m, err := st.GetLastMsgForSubject(context.Background(), contract.EventSubject("node", "gone"))
+				m, err := st.GetLastMsgForSubject(context.Background(), contract.EventSubjectOf(contract.RoleReaper, contract.KindNode, "gone"))
 				if err != nil {
 					return false
 				}

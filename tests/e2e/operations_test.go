@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -102,7 +103,7 @@ func nodeEventsOf(t *testing.T, env *natstest.Env, node string) []string {
 	var out []string
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && seq > 0; seq++ {
 		m, err := st.GetMsg(ctx, seq)
-		if err != nil || m.Subject != contract.EventSubject(contract.KindNode, node) {
+		if err != nil || !slices.Contains(contract.EventFilterSubjects(contract.KindNode, node), m.Subject) {
 			continue
 		}
 		ev := &sluicev1.Event{}

@@ -190,7 +190,7 @@ func seedControlPlane(t *testing.T, env *natstest.Env, now time.Time, rollout st
 	} {
 		ev.Kind, ev.Id, ev.Node, ev.Time = contract.KindNode, "node-0701", "node-0701", ts(time.Duration(i-3)*time.Second)
 		b, _ := store.Marshal(ev)
-		if _, err := env.JS.Publish(ctx, contract.EventSubject(contract.KindNode, "node-0701"), b); err != nil {
+		if _, err := env.JS.Publish(ctx, contract.EventSubjectOf(contract.RoleOfComponent(ev.GetComponent()), contract.KindNode, "node-0701"), b); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -131,7 +131,7 @@ func (a *app) describeNode(ctx context.Context, name, output string) error {
 		return fmt.Errorf("open stream %s: %w", contract.StreamEvents, err)
 	}
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy,
-		FilterSubjects: []string{contract.EventSubject(contract.KindNode, name)}}
+		FilterSubjects: contract.EventFilterSubjects(contract.KindNode, name)}
 	return a.printEvents(ctx, stream, cfg, eventFilter{}, describeEvents, false, formatTable)
 }
 

@@ -141,7 +141,7 @@ func (a *app) events(ctx context.Context, kind string, f eventFilter, last int, 
 	cfg := jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy}
 	switch {
 	case kind != "":
-		cfg.FilterSubjects = []string{contract.EventsSubjectPrefix + "." + kind + ".>"}
+		cfg.FilterSubjects = contract.EventFilterSubjects(kind, ">")
 	case !f.empty():
 		// The filters are the CLI's: read everything, the ring keeps the last N kept.
 	default:

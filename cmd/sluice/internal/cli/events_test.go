@@ -33,7 +33,7 @@ func publishEvents(t *testing.T, env *natstest.Env, evs ...*sluicev1.Event) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			subject, data = contract.EventSubject(ev.GetKind(), ev.GetId()), b
+			subject, data = contract.EventSubjectOf(contract.RoleOfComponent(ev.GetComponent()), ev.GetKind(), ev.GetId()), b
 		}
 		if _, err := env.JS.Publish(context.Background(), subject, data); err != nil {
 			t.Fatal(err)
@@ -316,5 +316,32 @@ func everyEventReadable(t *testing.T, url string, args ...string) {
 	}
 	for _, u := range list.Unreadable {
 		t.Errorf("a service's event is shown as unreadable: %s", u.Cell())
+	}
+}
+
+// TestEvents_SecureMode_ANodesForgedCoordinatorEventAboutItself_IsUnreadable
+// (I11): a coordinator's NodeReverted about node-01 that node-01 puts on
+// its own subject is unreadable in `sluice events`, `--node node-01` and
+// `--kind node`; the coordinator's real one, on its own subject, is found
+// by each.
+func TestEvents_SecureMode_ANodesForgedCoordinatorEventAboutItself_IsUnreadable(t *testing.T) {
+	env := natstest.StartSecure(t, contract.DefaultSettings())
+	reverted := func(reason string) *sluicev1.Event {
+		return &sluicev1.Event{Time: timestamppb.Now(), Component: "rollout-coordinator", Kind: "node", Id: "node-01",
+			Type: "NodeReverted", Node: "node-01", Rollout: "4-0123456789ab", Reason: reason}
+	}
+	publishAs(t, env.ConnectRole(t, creds.RoleNode, "node-01"), contract.EventSubject(contract.KindNode, "node-01"), reverted("forged by node-01"))
+	publishAs(t, env.ConnectRole(t, creds.RoleCoordinator, ""), contract.EventSubjectOf(contract.RoleCoordinator, contract.KindNode, "node-01"),
+		reverted("reverted to its backup"))
+	admin := env.CredsFile(t, creds.RoleAdmin, "")
+	for _, args := range [][]string{nil, {"--node", "node-01"}, {"--kind", "node"}} {
+		code, out, stderr := sluice(t, env.URL, append([]string{"--creds", admin, "events"}, args...)...)
+		if code != 0 {
+			t.Fatalf("events %v: exit %d: %s", args, code, stderr)
+		}
+		if strings.Contains(out, "forged by node-01") || !strings.Contains(out, "reverted to its backup") ||
+			strings.Count(out, "a node's credentials may publish here") != 1 {
+			t.Errorf("events %v: want the coordinator's revert and node-01's forgery unreadable, saying why:\n%s", args, out)
+		}
 	}
 }

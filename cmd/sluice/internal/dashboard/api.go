@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/http"
 	"regexp"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -198,8 +199,11 @@ func (srv *Server) nodeOperations(ctx context.Context, name string) ([]json.RawM
 	if err != nil {
 		return out, fmt.Errorf("open stream %s: %w", contract.StreamEvents, err)
 	}
-	subject := contract.EventSubject(contract.KindNode, name)
-	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{subject}})
+	// Every role's events about the node: its own and the coordinator's,
+	// the reaper's and an operator's, each on its role's subject.
+	subjects := contract.EventFilterSubjects(contract.KindNode, name)
+	subject := strings.Join(subjects, ", ")
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: subjects})
 	if err != nil {
 		return out, fmt.Errorf("read %s: %w", subject, err)
 	}

@@ -66,6 +66,10 @@ type Options struct {
 	GroupBy []string
 	// Interval is the least time between two updates to one viewer (default 250ms).
 	Interval time.Duration
+	// StoreEvery is how often the store is checked for a loss and for
+	// storage trouble (default 5s); a check costs no read in a store that
+	// records a rollout.
+	StoreEvery time.Duration
 	// Logf logs what an operator should know (watch errors); nil discards.
 	Logf func(format string, args ...any)
 }
@@ -115,6 +119,9 @@ func New(opts Options) (*Server, error) {
 	if len(opts.GroupBy) == 0 {
 		opts.GroupBy = []string{"zone", "rack"}
 	}
+	if opts.StoreEvery <= 0 {
+		opts.StoreEvery = storeEvery
+	}
 	if opts.Logf == nil {
 		opts.Logf = func(string, ...any) {}
 	}
@@ -143,7 +150,7 @@ func IsLoopback(addr string) (bool, error) {
 
 // Follow keeps the state current until ctx ends; Serve runs it.
 func (srv *Server) Follow(ctx context.Context) {
-	srv.state.follow(ctx, srv.opts.JS, srv.opts.Logf)
+	srv.state.follow(ctx, srv.opts.JS, srv.opts.StoreEvery, srv.opts.Logf)
 }
 
 // Serve listens on Addr (or uses ln when not nil), follows the control

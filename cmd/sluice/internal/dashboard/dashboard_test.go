@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -63,7 +64,12 @@ func serve(t *testing.T, env *natstest.Env, opts dashboard.Options) served {
 	if opts.Addr == "" {
 		opts.Addr = "127.0.0.1:0"
 	}
-	opts.JS = env.JS
+	// As the dashboard runs: an operator's (admin) user in secure mode.
+	js, err := jetstream.New(env.ConnectRole(t, creds.RoleAdmin, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.JS = js
 	if opts.Run == nil {
 		opts.Run = ran.run
 	}
@@ -730,4 +736,141 @@ func TestStreamAndNode_SecureMode_ANodesSpoofsShowAsUnreadable(t *testing.T) {
 		}
 	}
 	check("the stream", evs)
+}
+
+// TestNode_SecureMode_ANodesForgedCoordinatorEventAboutItself_IsUnreadable
+// (I11): node-01's credentials cannot publish on the coordinator's subjects,
+// and a coordinator's NodeReverted about node-01 that node-01 puts on its
+// own subject is unreadable in node-01's operations; the coordinator's
+// real one, on the coordinator's subject, shows.
+func TestNode_SecureMode_ANodesForgedCoordinatorEventAboutItself_IsUnreadable(t *testing.T) {
+	env := natstest.StartSecure(t, contract.DefaultSettings())
+	seedFleet(t, env)
+	ctx := context.Background()
+	node01, err := jetstream.New(env.ConnectRole(t, creds.RoleNode, "node-01"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	coordinator, err := jetstream.New(env.ConnectRole(t, creds.RoleCoordinator, ""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reverted := func(reason string) []byte {
+		b, err := store.Marshal(&sluicev1.Event{Time: timestamppb.Now(), Component: "rollout-coordinator", Kind: "node", Id: "node-01",
+			Type: "NodeReverted", Node: "node-01", Rollout: "1-rev1", Reason: reason})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	own := contract.EventSubject(contract.KindNode, "node-01")
+	theirs := contract.EventSubjectOf(contract.RoleCoordinator, contract.KindNode, "node-01")
+	if _, err := node01.Publish(ctx, own, reverted("forged by node-01")); err != nil {
+		t.Fatalf("node-01 publishes on %s: %v", own, err)
+	}
+	refused(t, env, creds.RoleNode, "node-01", theirs)
+	refused(t, env, creds.RoleCoordinator, "", own)
+	if _, err := coordinator.Publish(ctx, theirs, reverted("reverted to its backup")); err != nil {
+		t.Fatalf("the coordinator publishes on %s: %v", theirs, err)
+	}
+
+	s := serve(t, env, dashboard.Options{Interval: 50 * time.Millisecond})
+	code, body := s.get(t, "/api/v1/nodes/node-01", "")
+	var n struct {
+		Operations []struct {
+			Event      *struct{ Type, Reason string }
+			Unreadable string
+		}
+	}
+	if err := json.Unmarshal(body, &n); code != 200 || err != nil {
+		t.Fatalf("/api/v1/nodes/node-01: %d %v\n%s", code, err, body)
+	}
+	if len(n.Operations) != 2 {
+		t.Fatalf("node-01's operations: %d, want the forgery and the real revert:\n%s", len(n.Operations), body)
+	}
+	if forged := n.Operations[0]; forged.Event != nil || !strings.Contains(forged.Unreadable, "a node's credentials may publish here") {
+		t.Errorf("node-01's forged revert shown as %+v, want it unreadable, saying a node could have published it", forged)
+	}
+	if real := n.Operations[1].Event; real == nil || real.Type != "NodeReverted" || real.Reason != "reverted to its backup" {
+		t.Errorf("the coordinator's revert shown as %+v, want the event", n.Operations[1])
+	}
+}
+
+// refused fails the test unless the server refuses a user of role (and
+// node) a publish on subject.
+func refused(t *testing.T, env *natstest.Env, role, node, subject string) {
+	t.Helper()
+	violations := make(chan error, 1)
+	nc, err := nats.Connect(env.URL, nats.UserCredentials(env.CredsFile(t, role, node)),
+		nats.ErrorHandler(func(_ *nats.Conn, _ *nats.Subscription, err error) {
+			select {
+			case violations <- err:
+			default:
+			}
+		}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if err := nc.Publish(subject, []byte("{}")); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-violations:
+		if !strings.Contains(err.Error(), "Permissions Violation for Publish to \""+subject+"\"") {
+			t.Errorf("%s %s publishing on %s: %v, want a permissions violation", role, node, subject, err)
+		}
+	case <-time.After(5 * time.Second): // margin: the server answers a refusal at once
+		t.Errorf("the server let %s %s publish on %s", role, node, subject)
+	}
+}
+
+// TestStream_StorageTrouble_IsABannerUntilAWriteLands: a write JetStream
+// refuses for want of space puts a banner naming it (in sluice's words,
+// with the JetStream error code) on the page; the next write that lands
+// takes it away.
+func TestStream_StorageTrouble_IsABannerUntilAWriteLands(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	kv, err := env.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "tiny", MaxBytes: 1024, Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiny := store.New(kv, func() *sluicev1.Event { return &sluicev1.Event{} })
+	s := serve(t, env, dashboard.Options{Interval: 50 * time.Millisecond, StoreEvery: 50 * time.Millisecond})
+	ch, _ := s.stream(t, "")
+	storage := func(what string, want func(string) bool) {
+		t.Helper()
+		deadline := time.After(10 * time.Second) // margin: a check runs every 50ms
+		for {
+			select {
+			case m, ok := <-ch:
+				if !ok {
+					t.Fatal("the stream ended")
+				}
+				var u struct{ Storage *string }
+				if err := json.Unmarshal(m.data, &u); err != nil {
+					t.Fatal(err)
+				}
+				if u.Storage != nil && want(*u.Storage) {
+					return
+				}
+			case <-deadline:
+				t.Fatalf("no update with %s", what)
+			}
+		}
+	}
+	storage("no banner", func(s string) bool { return s == "" })
+
+	_, err = tiny.Create(ctx, "big", &sluicev1.Event{Reason: strings.Repeat("x", 4096)})
+	if !errors.Is(err, store.ErrStorageFull) {
+		t.Fatalf("a write past the bucket's max_bytes: %v, want store.ErrStorageFull", err)
+	}
+	storage("the banner naming the refusal", func(s string) bool {
+		return strings.Contains(s, "JetStream refuses writes since") && strings.Contains(s, "the bucket is at its size limit (JetStream error 10077")
+	})
+	if _, err := tiny.Create(ctx, "small", &sluicev1.Event{Reason: "fits"}); err != nil {
+		t.Fatal(err)
+	}
+	storage("the banner gone once a write lands", func(s string) bool { return s == "" })
 }

@@ -156,7 +156,7 @@ func TestAPI_Node_DiffAndOperations(t *testing.T) {
 	} {
 		ev.Time = timestamppb.Now()
 		b, _ := store.Marshal(ev)
-		if _, err := env.JS.Publish(ctx, contract.EventSubject(ev.GetKind(), ev.GetId()), b); err != nil {
+		if _, err := env.JS.Publish(ctx, contract.EventSubjectOf(contract.RoleOfComponent(ev.GetComponent()), ev.GetKind(), ev.GetId()), b); err != nil {
 			t.Fatal(err)
 		}
 	}

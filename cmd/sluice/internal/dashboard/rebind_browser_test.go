@@ -22,6 +22,8 @@ import (
 	"github.com/sluicehq/sluice/cmd/sluice/internal/dashboard"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // cliRunner runs controls as `sluice dashboard` does: the CLI's own
@@ -184,4 +186,45 @@ func TestBrowser_AnotherOriginOrARebindingCannotDriveTheDashboard(t *testing.T) 
 			t.Errorf("a control from the dashboard's own page: %s; stored %v, want it run", got[0], pauseStored(t, env))
 		}
 	})
+}
+
+// TestBrowser_StorageTrouble_ShowsABanner: in real Chromium, the page shows
+// a write JetStream refused for want of space as a banner naming it, and
+// hides it once a write lands.
+func TestBrowser_StorageTrouble_ShowsABanner(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	kv, err := env.JS.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "tiny", MaxBytes: 1024, Storage: jetstream.MemoryStorage})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tiny := store.New(kv, func() *sluicev1.Event { return &sluicev1.Event{} })
+	s := serve(t, env, dashboard.Options{Interval: 50 * time.Millisecond, StoreEvery: 50 * time.Millisecond})
+	tab := rebindingBrowser(t)
+	if err := chromedp.Do(tab, chromedp.Navigate(s.url+"/")); err != nil {
+		t.Fatal(err)
+	}
+	banner := func(what, want string) {
+		t.Helper()
+		deadline := time.Now().Add(20 * time.Second) // margin: a check every 50ms, an update every 50ms
+		for {
+			got := jsIn(t, tab, `(() => { const b = document.getElementById('storage'); return [String(b.hidden), b.textContent]; })()`)
+			if (want == "" && got[0] == "true") || (want != "" && got[0] == "false" && strings.Contains(got[1], want)) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: the storage banner is hidden=%s %q", what, got[0], got[1])
+			}
+			time.Sleep(50 * time.Millisecond)
+		}
+	}
+	banner("before any refusal", "")
+	if _, err := tiny.Create(ctx, "big", &sluicev1.Event{Reason: strings.Repeat("x", 4096)}); !errors.Is(err, store.ErrStorageFull) {
+		t.Fatalf("a write past the bucket's max_bytes: %v, want store.ErrStorageFull", err)
+	}
+	banner("a refused write", "the bucket is at its size limit (JetStream error 10077")
+	if _, err := tiny.Create(ctx, "small", &sluicev1.Event{Reason: "fits"}); err != nil {
+		t.Fatal(err)
+	}
+	banner("a write that landed", "")
 }

@@ -15,7 +15,6 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
-	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -36,6 +35,7 @@ const (
 	kindFreeze      = "freeze"
 	kindRegistry    = "registry"
 	kindStoreLoss   = "storeloss"
+	kindStorage     = "storage"
 )
 
 // ringSize is how many changes the state remembers for viewers that
@@ -83,6 +83,20 @@ type state struct {
 	// storeLoss says the store is lost (pkg/storeloss: "the store is empty
 	// but N nodes run configs of revision X …"), "" when it is not.
 	storeLoss string
+	// storage says JetStream refuses writes for want of space
+	// (pkg/store.StorageError), "" when it does not.
+	storage string
+
+	// The evidence of a lost store, kept as the watches apply values so
+	// that checking it costs no read while nothing changed (checkStore):
+	// how many live nodes run configs of each revision, whether the
+	// rollouts bucket has last-applied, whether an operator confirmed.
+	inForce     map[string]int
+	lastApplied bool
+	confirmed   bool
+	revisions   jetstream.KeyValue // bound on first need; checkStore's goroutine only
+	// trouble is the storage error of the writes seen (store.StorageTrouble).
+	trouble func() (*store.StorageError, time.Time)
 }
 
 // leaseEnd is the coordinator lease's delete marker: released by its
@@ -105,6 +119,8 @@ func newState() *state {
 		unreadable:  map[string]view.Unreadable{},
 		ready:       map[string]bool{},
 		watchErrors: map[string]string{},
+		inForce:     map[string]int{},
+		trouble:     store.StorageTrouble,
 	}
 }
 
@@ -141,8 +157,16 @@ func (s *state) watchedBuckets() []watched {
 	return []watched{
 		{contract.BucketNodes, func(key string, data []byte) (string, bool, error) {
 			ack := s.presences[key].GetPause()
+			was := s.presences[key].GetInForceRevision()
 			kind, changed, err := applyTo(kindNode, s.presences, key, data, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} },
 				func(p *sluicev1.NodePresence) { p.HeartbeatAt = nil })
+			if now := s.presences[key].GetInForceRevision(); now != was {
+				s.inForce[was]--
+				if s.inForce[was] <= 0 {
+					delete(s.inForce, was)
+				}
+				s.inForce[now]++
+			}
 			if err == nil && !proto.Equal(ack, s.presences[key].GetPause()) {
 				// An agent's presence is also its pause acknowledgement.
 				s.note(kindPause, "", nil)
@@ -155,6 +179,7 @@ func (s *state) watchedBuckets() []watched {
 		{contract.BucketRollouts, func(key string, data []byte) (string, bool, error) {
 			switch key {
 			case contract.KeyLastApplied:
+				s.lastApplied = data != nil // a value, readable or not: the store has a history (as storeloss.Read)
 				return "", false, nil
 			case contract.KeyActive:
 				ref := &sluicev1.RolloutRef{}
@@ -175,6 +200,11 @@ func (s *state) watchedBuckets() []watched {
 		{contract.BucketControl, func(key string, data []byte) (string, bool, error) {
 			if strings.HasPrefix(key, contract.KeyFreezePrefix+".") {
 				return applyTo(kindFreeze, s.freezes, key, data, func() *sluicev1.Freeze { return &sluicev1.Freeze{} }, nil)
+			}
+			if key == contract.KeyStoreConfirm {
+				// An unreadable confirmation confirms nothing (as storeloss.Read).
+				s.confirmed = data != nil && store.Unmarshal(data, &sluicev1.StoreConfirm{}) == nil
+				return "", false, nil
 			}
 			if key != contract.KeyPause {
 				return "", false, nil
@@ -255,7 +285,7 @@ func applyTo[T proto.Message](kind string, m map[string]T, key string, data []by
 
 // follow watches every bucket and the events stream until ctx ends,
 // rewatching after an error.
-func (s *state) follow(ctx context.Context, js jetstream.JetStream, logf func(string, ...any)) {
+func (s *state) follow(ctx context.Context, js jetstream.JetStream, every time.Duration, logf func(string, ...any)) {
 	var wg sync.WaitGroup
 	for _, w := range s.watchedBuckets() {
 		wg.Add(1)
@@ -270,7 +300,7 @@ func (s *state) follow(ctx context.Context, js jetstream.JetStream, logf func(st
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		s.watchLoss(ctx, js, logf)
+		s.watchStore(ctx, js, every, logf)
 	}()
 	wg.Add(1)
 	go func() {
@@ -512,14 +542,12 @@ func (s *state) unreadableList() []view.Unreadable {
 	return out
 }
 
-// lossEvery is how often the dashboard asks whether the store is lost: one
-// Get in a store that records a finished rollout.
-const lossEvery = 5 * time.Second
+// storeEvery is how often, by default, the dashboard checks the store for
+// a loss and for storage trouble (Options.StoreEvery).
+const storeEvery = 5 * time.Second
 
-// watchLoss asks whether the store is lost (pkg/storeloss) every lossEvery
-// and notes a change of the answer for the banner. A read that fails says
-// so in the banner: it is no proof the store is whole.
-func (s *state) watchLoss(ctx context.Context, js jetstream.JetStream, logf func(string, ...any)) {
+// watchStore runs checkStore every every until ctx ends.
+func (s *state) watchStore(ctx context.Context, js jetstream.JetStream, every time.Duration, logf func(string, ...any)) {
 	t := time.NewTimer(0)
 	defer t.Stop()
 	for {
@@ -528,27 +556,95 @@ func (s *state) watchLoss(ctx context.Context, js jetstream.JetStream, logf func
 			return
 		case <-t.C:
 		}
-		say := ""
-		b, err := buckets.BindAll(ctx, js)
-		var loss *storeloss.Loss
-		if err == nil {
-			loss, _, err = storeloss.Read(ctx, b)
+		if err := s.checkStore(ctx, js); err != nil && ctx.Err() == nil {
+			logf("dashboard: %v (asking again in %s)", err, every)
 		}
-		switch {
-		case ctx.Err() != nil:
-			return
-		case err != nil:
-			say = "cannot tell whether the store is lost: " + err.Error()
-			logf("dashboard: %s (asking again in %s)", say, lossEvery)
-		case loss != nil:
+		t.Reset(every)
+	}
+}
+
+// lossBuckets are the watched buckets a loss is judged from.
+var lossBuckets = []string{contract.BucketNodes, contract.BucketRollouts, contract.BucketControl}
+
+// checkStore notes a change of the two store banners: whether the store is
+// lost (pkg/storeloss), and whether JetStream refuses writes for want of
+// space (pkg/store.StorageTrouble). The loss is judged from what the
+// watches keep (inForce, the rollouts, the confirmation): no read at all
+// while the store records a rollout or nodes run no revision, as on a
+// fresh install and in every steady state; else one Get per distinct
+// revision the nodes run, whatever the fleet's size. A read or watch that
+// fails says so in the banner (the error returned is for the log): it is no
+// proof the store is whole.
+func (s *state) checkStore(ctx context.Context, js jetstream.JetStream) error {
+	s.mu.Lock()
+	var running map[string]int
+	ready, cannot := true, ""
+	for _, b := range lossBuckets {
+		ready = ready && s.ready[b]
+		if e := s.watchErrors[b]; e != "" && cannot == "" {
+			cannot = "watch " + b + ": " + e
+		}
+	}
+	settled := s.lastApplied || s.confirmed || len(s.rollouts) > 0
+	if !settled && ready && cannot == "" {
+		running = maps.Clone(s.inForce)
+		delete(running, "")
+	}
+	s.mu.Unlock()
+
+	var err error
+	held := map[string]bool{}
+	for _, rev := range slices.Sorted(maps.Keys(running)) {
+		if held[rev], err = s.held(ctx, js, rev); err != nil {
+			cannot = err.Error()
+			break
+		}
+	}
+	say := ""
+	switch {
+	case cannot != "":
+		say = "cannot tell whether the store is lost: " + cannot
+		err = errors.New(say)
+	case !ready:
+		// The watches have not read every value yet: nothing to judge.
+	default:
+		if loss := storeloss.JudgeCounts(settled, running, held); loss != nil {
 			say = loss.String() + ": nothing is started (no rollout, no deletion) until you recover; " + storeloss.WayOut
 		}
-		s.mu.Lock()
-		if say != s.storeLoss {
-			s.storeLoss = say
-			s.note(kindStoreLoss, "", nil)
-		}
-		s.mu.Unlock()
-		t.Reset(lossEvery)
 	}
+	full := ""
+	if se, since := s.trouble(); se != nil {
+		full = fmt.Sprintf("JetStream refuses writes since %s: %v", since.UTC().Format(time.RFC3339), se)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if (ready || cannot != "") && say != s.storeLoss {
+		s.storeLoss = say
+		s.note(kindStoreLoss, "", nil)
+	}
+	if full != s.storage {
+		s.storage = full
+		s.note(kindStorage, "", nil)
+	}
+	return err
+}
+
+// held says whether the store holds revision id (a value, readable or
+// not, as storeloss.Read), binding the revisions bucket on first need.
+func (s *state) held(ctx context.Context, js jetstream.JetStream, id string) (bool, error) {
+	if s.revisions == nil {
+		kv, err := js.KeyValue(ctx, contract.BucketRevisions)
+		if err != nil {
+			return false, fmt.Errorf("open bucket %s: %w", contract.BucketRevisions, err)
+		}
+		s.revisions = kv
+	}
+	_, err := store.New(s.revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} }).Get(ctx, id)
+	switch {
+	case err == nil, errors.Is(err, store.ErrUndecodable):
+		return true, nil
+	case errors.Is(err, store.ErrNotFound):
+		return false, nil
+	}
+	return false, fmt.Errorf("read %s/%s: %w", contract.BucketRevisions, id, err)
 }

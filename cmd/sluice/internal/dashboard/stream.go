@@ -40,12 +40,16 @@ type update struct {
 	// StoreLoss is the lost store's banner (pkg/storeloss), "" once it is
 	// not lost; absent when unchanged.
 	StoreLoss *string `json:"storeLoss,omitempty"`
+	// Storage is the storage trouble banner (JetStream refuses writes for
+	// want of space, pkg/store.StorageError), "" once writes land; absent
+	// when unchanged.
+	Storage *string `json:"storage,omitempty"`
 }
 
 // snapshot is everything; the caller holds mu.
 func (s *state) snapshot() (update, error) {
-	loss := s.storeLoss
-	u := update{Reset: true, Fleet: compact(s.fleet(), s.groupBy), StoreLoss: &loss}
+	loss, storage := s.storeLoss, s.storage
+	u := update{Reset: true, Fleet: compact(s.fleet(), s.groupBy), StoreLoss: &loss, Storage: &storage}
 	var err error
 	rs := s.rolloutsNewestFirst()
 	if u.Rollouts, err = view.ProtoObjects(rs); err != nil {
@@ -141,6 +145,9 @@ func (s *state) changed(changes []change) (update, error) {
 		case kindStoreLoss:
 			loss := s.storeLoss
 			u.StoreLoss = &loss
+		case kindStorage:
+			storage := s.storage
+			u.Storage = &storage
 		}
 		if err != nil {
 			return u, err

@@ -136,6 +136,7 @@ function apply(u) {
   if (u.freezes) S.freezes = u.freezes;
   if (u.registries) S.registries = u.registries;
   if (u.storeLoss !== undefined) { const b = $('store-loss'); b.textContent = u.storeLoss; b.hidden = !u.storeLoss; }
+  if (u.storage !== undefined) { const b = $('storage'); b.textContent = u.storage; b.hidden = !u.storage; }
   for (const tl of u.timelines || []) { tl.at = Date.now(); S.timelines.set(tl.rollout, tl); }
   if (u.events) { S.events.push(...u.events); if (S.events.length > 500) S.events.splice(0, S.events.length - 500); }
   schedule();
