@@ -86,6 +86,9 @@ type Config struct {
 	LossCheck time.Duration
 	// Metrics, when set, records each registry's sync state (metrics.go).
 	Metrics *Metrics
+	// StrictVerify makes the fleet verifier's warnings refuse an apply as
+	// its errors do (verify.go), for every request.
+	StrictVerify bool
 	// Version is the build version, announced in the micro service and the
 	// instances bucket (default "dev").
 	Version string

@@ -1,0 +1,135 @@
+package configurator_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"strings"
+	"testing"
+
+	"github.com/sluicehq/sluice/pkg/apiclient"
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/verify"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+	"github.com/sluicehq/sluice/services/configurator"
+)
+
+// presentNodes registers n nodes per zone, as their agents would.
+func presentNodes(t *testing.T, env *natstest.Env, n int, zones ...string) {
+	t.Helper()
+	nodes := store.New(env.Buckets.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
+	for _, z := range zones {
+		for i := range n {
+			name := fmt.Sprintf("%s-%02d", z, i)
+			if _, err := nodes.Create(context.Background(), name, &sluicev1.NodePresence{Node: name, Labels: map[string]string{"zone": z}}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+func vrfRoute(name, vrf string) *sluicev1.Intent {
+	return &sluicev1.Intent{Name: name, Spec: &sluicev1.Intent_VrfRoute{VrfRoute: &sluicev1.VRFRoute{Vrf: vrf, Sequence: 30,
+		Export: []*sluicev1.PrefixItem{{Cidr: "10.77.0.0/16"}}}}}
+}
+
+// rules are the rule ids of fs.
+func rules(fs []*sluicev1.Finding) []string {
+	var out []string
+	for _, f := range fs {
+		out = append(out, f.GetRule())
+	}
+	return out
+}
+
+// The fleet verifier runs before a revision is cut: an error refuses the
+// apply (and its dry run) with the finding, nothing stored; the same VNI
+// with another VLAN on a zone of its own passes every per-node rule.
+func TestApply_FleetVerifierErrorRefusesBeforeAnythingIsStored(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	start(t, env)
+	presentNodes(t, env, 2, "zone-a", "zone-b", "zone-c")
+	mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)})
+
+	// tenant-a is VLAN 100, VNI 10100 in zone-a.
+	other := &sluicev1.Intent{Name: "tenant-a-c", Spec: &sluicev1.Intent_Layer2Network{Layer2Network: &sluicev1.Layer2Network{
+		Vlan: 101, Vni: 10100, Mtu: 9000, Vrf: "tenant-a", AnycastGateways: []string{"10.0.100.1/24", "fd00:100::1/64"},
+		NodeSelector: &sluicev1.NodeSelector{MatchLabels: map[string]string{"zone": "zone-c"}}}}}
+	failFD := &sluicev1.Strategy{FailureDomain: "zonee"}
+	for _, tt := range []struct {
+		name     string
+		intents  []*sluicev1.Intent
+		strategy *sluicev1.Strategy
+		rule     string
+	}{
+		{"one VNI, two VLANs", []*sluicev1.Intent{other}, nil, verify.RuleVNIVLAN},
+		{"a failure domain no node carries", []*sluicev1.Intent{vrfRoute("extra", "tenant-a")}, failFD, verify.RuleDomainMissing},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			before := takeSnapshot(t, env)
+			for _, dry := range []bool{true, false} {
+				_, err := apply(t, env.Conn, &sluicev1.ApplyRequest{Intents: tt.intents, Strategy: tt.strategy, DryRun: dry})
+				var ae *apiclient.Error
+				if !errors.As(err, &ae) || ae.Code != contract.ErrCodeInvalid {
+					t.Fatalf("dry run %v: err = %v, want a refusal (%s)", dry, err, contract.ErrCodeInvalid)
+				}
+				if got := rules(ae.Findings); len(got) != 1 || got[0] != tt.rule {
+					t.Fatalf("dry run %v: findings %v, want [%s]: %v", dry, got, tt.rule, err)
+				}
+				if f := ae.Findings[0]; f.GetSeverity() != sluicev1.Severity_SEVERITY_ERROR || f.GetNodeCount() == 0 || len(f.GetNodes()) == 0 {
+					t.Errorf("finding %v: want an error naming example nodes", f)
+				}
+				if !strings.Contains(ae.Description, "refused by the fleet verifier: 1 error") || !strings.Contains(ae.Description, "nothing was stored") {
+					t.Errorf("description %q", ae.Description)
+				}
+			}
+			if after := takeSnapshot(t, env); !maps.Equal(before.intents, after.intents) || !maps.Equal(before.revisions, after.revisions) {
+				t.Fatal("a refused apply stored something")
+			}
+		})
+	}
+}
+
+// A warning is answered with the apply it did not stop; strict (the
+// request's, or the configurator's setting) makes it refuse.
+func TestApply_FleetVerifierWarningIsAnsweredAndRefusesWhenStrict(t *testing.T) {
+	typo := []*sluicev1.Intent{vrfRoute("typo", "tenant-aa")} // tenant-a is named by two intents
+	for _, tt := range []struct {
+		name          string
+		strictRequest bool
+		strictConfig  bool
+	}{
+		{name: "not strict"}, {name: "strict request", strictRequest: true}, {name: "strict configurator", strictConfig: true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			env := natstest.Start(t, contract.DefaultSettings())
+			start(t, env, func(c *configurator.Config) { c.StrictVerify = tt.strictConfig })
+			presentNodes(t, env, 1, "zone-a", "zone-b")
+			mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)})
+			before := headNow(t, env)
+			resp, err := apply(t, env.Conn, &sluicev1.ApplyRequest{Intents: typo, Strict: tt.strictRequest})
+			if !tt.strictRequest && !tt.strictConfig {
+				if err != nil {
+					t.Fatalf("apply: %v", err)
+				}
+				if got := rules(resp.GetFindings()); len(got) != 1 || got[0] != verify.RuleVRFUnknown || !resp.GetChanged() {
+					t.Fatalf("changed %v, findings %v: want the apply done and the vrf-unknown warning", resp.GetChanged(), got)
+				}
+				if msg := resp.GetFindings()[0].GetMessage(); !strings.Contains(msg, `did you mean "tenant-a"?`) {
+					t.Errorf("message %q does not name the nearest VRF", msg)
+				}
+				return
+			}
+			var ae *apiclient.Error
+			if !errors.As(err, &ae) || rules(ae.Findings)[0] != verify.RuleVRFUnknown || !strings.Contains(ae.Description, "strict: warnings refuse too") {
+				t.Fatalf("err = %v, want a refusal by the vrf-unknown warning", err)
+			}
+			if headNow(t, env).GetRevision() != before.GetRevision() {
+				t.Fatal("the head moved")
+			}
+		})
+	}
+}
