@@ -1,9 +1,7 @@
 package verify
 
 import (
-	"maps"
 	"slices"
-	"strings"
 
 	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/render"
@@ -33,11 +31,14 @@ func newFleet(nodes []Node) *fleet {
 	f := &fleet{total: len(nodes)}
 	byCanon := map[string]*labelSet{}
 	var canons []string
+	var keys []string
+	var buf []byte
 	for _, n := range nodes {
-		c := canonical(n.Labels)
-		s := byCanon[c]
+		buf, keys = canonical(buf[:0], keys[:0], n.Labels)
+		s := byCanon[string(buf)] // no copy: the conversion in a map index does not allocate
 		if s == nil {
 			s = &labelSet{labels: n.Labels}
+			c := string(buf)
 			byCanon[c] = s
 			canons = append(canons, c)
 		}
@@ -51,16 +52,21 @@ func newFleet(nodes []Node) *fleet {
 	return f
 }
 
-// canonical is labels as one string, the same for equal maps.
-func canonical(labels map[string]string) string {
-	var b strings.Builder
-	for _, k := range slices.Sorted(maps.Keys(labels)) {
-		b.WriteString(k)
-		b.WriteByte(0)
-		b.WriteString(labels[k])
-		b.WriteByte(0)
+// canonical appends labels to buf as one string, the same for equal maps;
+// keys is scratch space. Both are returned for reuse: per node this
+// allocates nothing once they have grown.
+func canonical(buf []byte, keys []string, labels map[string]string) ([]byte, []string) {
+	for k := range labels {
+		keys = append(keys, k)
 	}
-	return b.String()
+	slices.Sort(keys)
+	for _, k := range keys {
+		buf = append(buf, k...)
+		buf = append(buf, 0)
+		buf = append(buf, labels[k]...)
+		buf = append(buf, 0)
+	}
+	return buf, keys
 }
 
 // keepSmallest adds name to names, a sorted list of at most examplesShown.
