@@ -110,6 +110,13 @@ func (w *world) plant(rule string) {
 		_, _, z := w.pick()
 		add(table("planted-a", 7, zoneSel(z)))
 		add(table("planted-b", 7, zoneSel(w.zones[(slices.Index(w.zones, z)+1)%len(w.zones)])))
+	case verify.RuleVRFTableCollision:
+		// vrf-556 and vrf-1960 hash to one slot (contract.VRFTableSlot).
+		_, _, z := w.pick()
+		add(l2("planted-a", w.fresh(), 10000+w.fresh(), 0, "vrf-556", []string{"172.17.0.1/24"}, zoneSel(z)))
+		add(l2("planted-b", w.fresh(), 10000+w.fresh(), 0, "vrf-1960", []string{"172.17.1.1/24"}, nil))
+		add(route("planted-a", "vrf-556", 10, nil, nil, "", nil)) // each VRF named twice: no vrf-unknown
+		add(route("planted-b", "vrf-1960", 10, nil, nil, "", nil))
 	case verify.RuleLeakCycle:
 		a, _, _ := w.pick()
 		b := w.nets[(slices.Index(w.nets, a)+1)%len(w.nets)]

@@ -61,7 +61,7 @@ func (v *verifier) labelHint(k string) string {
 		return "; the nodes carry no labels"
 	}
 	slices.Sort(keys)
-	if near, d := nearest(k, keys); d <= maxTypoDistance {
+	if near, d := nearest(k, keys); d <= typoDistance(k) {
 		return fmt.Sprintf("; did you mean %q?", near)
 	}
 	if len(keys) > 5 {

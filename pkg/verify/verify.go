@@ -42,6 +42,7 @@ const (
 	RuleGatewayShared     = "gateway-shared"
 	RuleVRFUnknown        = "vrf-unknown"
 	RuleTableShared       = "table-shared"
+	RuleVRFTableCollision = "vrf-table-collision"
 	RuleLeakCycle         = "leak-cycle"
 	RuleExportCommunities = "export-community-conflict"
 	RuleDomainMissing     = "failure-domain-missing"
@@ -65,6 +66,7 @@ var Rules = []Rule{
 	{RuleGatewayShared, sluicev1.Severity_SEVERITY_ERROR},
 	{RuleVRFUnknown, sluicev1.Severity_SEVERITY_WARNING},
 	{RuleTableShared, sluicev1.Severity_SEVERITY_ERROR},
+	{RuleVRFTableCollision, sluicev1.Severity_SEVERITY_ERROR},
 	{RuleLeakCycle, sluicev1.Severity_SEVERITY_WARNING},
 	{RuleExportCommunities, sluicev1.Severity_SEVERITY_WARNING},
 	{RuleDomainMissing, sluicev1.Severity_SEVERITY_ERROR},

@@ -6,12 +6,21 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/intent"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// maxTypoDistance is the largest edit distance at which a VRF name is
-// offered as the one meant.
-const maxTypoDistance = 3
+// typoDistance is the largest edit distance at which a name is offered as
+// the one meant for name: a quarter of its length, from 1 to 3 (tenant-aa
+// for tenant-a, zonee for zone; not vrf-1960 for vrf-556).
+func typoDistance(name string) int { return min(3, max(1, len(name)/4)) }
+
+// naming is an intent that names a VRF.
+type naming struct {
+	vrf string
+	in  *sluicev1.Intent
+}
 
 // vrfs checks the VRFs the intents name: one named by a single intent
 // while others are established (a likely typo), routing tables shared by
@@ -21,10 +30,6 @@ func (v *verifier) vrfs(ins []*sluicev1.Intent) {
 	// Who names each VRF: a layer2 network routing its gateways in it, a
 	// VRF route leaking in it, and the routing table of its name (which
 	// binds the VRF to its table, as the agent does).
-	type naming struct {
-		vrf string
-		in  *sluicev1.Intent
-	}
 	var names []naming
 	refs := map[string]bool{}
 	for _, in := range ins {
@@ -62,7 +67,7 @@ func (v *verifier) vrfs(ins []*sluicev1.Intent) {
 			near, d := nearest(name, established)
 			msg := fmt.Sprintf("VRF %q is named by %s only: no other intent routes, leaks or binds a table in it", name, idsOf([]*sluicev1.Intent{in})[0])
 			fix := "if it is a new VRF, ignore this; else name an existing VRF"
-			if d <= maxTypoDistance {
+			if d <= typoDistance(name) {
 				msg += fmt.Sprintf("; did you mean %q?", near)
 				fix = fmt.Sprintf("write vrf: %s (or, for a new VRF, ignore this)", near)
 			}
@@ -81,7 +86,59 @@ func (v *verifier) vrfs(ins []*sluicev1.Intent) {
 			"a table id means one VRF everywhere: give each its own tableId, or one name (one intent)")
 	}
 
+	v.hashedTables(byVRF, tables)
 	v.leaks(ins)
+}
+
+// hashedTables finds VRFs without a routing table of their name whose
+// hashed kernel tables (contract.VRFTableSlot) are one, and that intents
+// can put on one node: the agent refuses such a config when it renders it,
+// so the rollout would fail on every such node. A collision between VRFs
+// no node can carry together harms nothing, and is not reported.
+func (v *verifier) hashedTables(byVRF [][]naming, tables []*sluicev1.Intent) {
+	bound := map[string]bool{}
+	for _, t := range tables {
+		bound[t.GetName()] = true
+	}
+	type hashed struct {
+		vrf  string
+		slot uint32
+		by   []*sluicev1.Intent
+	}
+	var hs []hashed
+	for _, g := range byVRF {
+		if bound[g[0].vrf] {
+			continue
+		}
+		h := hashed{vrf: g[0].vrf, slot: contract.VRFTableSlot(g[0].vrf)}
+		for _, n := range g {
+			h.by = append(h.by, n.in)
+		}
+		hs = append(hs, h)
+	}
+	for _, g := range groupBy(hs, func(h hashed) string { return key(h.slot) }) {
+		// Collisions are rare (a few VRFs per 100,000 slots): the pairs
+		// within one are few.
+		for i := range g {
+			for j := i + 1; j < len(g); j++ {
+				a, b := g[i], g[j]
+				var shared []*sluicev1.Intent
+				for _, x := range a.by {
+					for _, y := range b.by {
+						if intent.CanShareNode(intent.Selector(x), intent.Selector(y)) {
+							shared = append(shared, x, y)
+						}
+					}
+				}
+				if len(shared) == 0 {
+					continue
+				}
+				v.add(RuleVRFTableCollision, shared, fmt.Sprintf("VRFs %s and %s both take kernel table base + %d (no routing table binds either) and %s can select one node: the agent refuses that config",
+					a.vrf, b.vrf, g[0].slot, listIDs(shared)),
+					fmt.Sprintf("bind one of them to a table of its own: a RoutingTable intent named %s (or %s) with a free tableId", a.vrf, b.vrf))
+			}
+		}
+	}
 }
 
 // leaks checks the VRF routes' prefixes: a prefix two VRFs both export and
