@@ -120,7 +120,7 @@ func TestVerify_Rules(t *testing.T) {
 		{name: "two VRFs hashed to one kernel table, one bound to a table of its own",
 			intents: []*sluicev1.Intent{l2("a", 100, 5000, 0, "vrf-556", gwA, nil), l2("b", 200, 5001, 0, "vrf-1960", []string{"10.0.200.1/24"}, nil), table("vrf-556", 556, nil),
 				route("vrf-1960", "vrf-1960", 10, nil, nil, "", nil)},
-			nodes:   fleet},
+			nodes: fleet},
 		{name: "a prefix leaked both ways between two VRFs",
 			intents: []*sluicev1.Intent{route("a", "t1", 10, []string{"10.5.0.0/16"}, []string{"10.5.0.0/16"}, "", nil),
 				route("b", "t2", 10, []string{"10.5.0.0/16"}, []string{"10.5.0.0/16"}, "", nil)},
