@@ -973,6 +973,7 @@ type DeleteResponse struct {
 	Changed       bool                   `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
 	Generation    uint64                 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
 	WaitsFor      string                 `protobuf:"bytes,4,opt,name=waits_for,json=waitsFor,proto3" json:"waits_for,omitempty"` // as ApplyResponse.waits_for
+	Findings      []*Finding             `protobuf:"bytes,5,rep,name=findings,proto3" json:"findings,omitempty"`                 // as ApplyResponse.findings: the fleet verifier's warnings
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1033,6 +1034,13 @@ func (x *DeleteResponse) GetWaitsFor() string {
 		return x.WaitsFor
 	}
 	return ""
+}
+
+func (x *DeleteResponse) GetFindings() []*Finding {
+	if x != nil {
+		return x.Findings
+	}
+	return nil
 }
 
 var File_sluice_v1_api_proto protoreflect.FileDescriptor
@@ -1125,14 +1133,15 @@ const file_sluice_v1_api_proto_rawDesc = "" +
 	"\rDeleteRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12/\n" +
-	"\bstrategy\x18\x03 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\"\x83\x01\n" +
+	"\bstrategy\x18\x03 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\"\xb3\x01\n" +
 	"\x0eDeleteResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x18\n" +
 	"\achanged\x18\x02 \x01(\bR\achanged\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x12\x1b\n" +
-	"\twaits_for\x18\x04 \x01(\tR\bwaitsFor*N\n" +
+	"\twaits_for\x18\x04 \x01(\tR\bwaitsFor\x12.\n" +
+	"\bfindings\x18\x05 \x03(\v2\x12.sluice.v1.FindingR\bfindings*N\n" +
 	"\bSeverity\x12\x18\n" +
 	"\x14SEVERITY_UNSPECIFIED\x10\x00\x12\x12\n" +
 	"\x0eSEVERITY_ERROR\x10\x01\x12\x14\n" +
@@ -1185,11 +1194,12 @@ var file_sluice_v1_api_proto_depIdxs = []int32{
 	15, // 10: sluice.v1.UndoRequest.strategy:type_name -> sluice.v1.Strategy
 	15, // 11: sluice.v1.RetryRequest.strategy:type_name -> sluice.v1.Strategy
 	15, // 12: sluice.v1.DeleteRequest.strategy:type_name -> sluice.v1.Strategy
-	13, // [13:13] is the sub-list for method output_type
-	13, // [13:13] is the sub-list for method input_type
-	13, // [13:13] is the sub-list for extension type_name
-	13, // [13:13] is the sub-list for extension extendee
-	0,  // [0:13] is the sub-list for field type_name
+	6,  // 13: sluice.v1.DeleteResponse.findings:type_name -> sluice.v1.Finding
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_api_proto_init() }

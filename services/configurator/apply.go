@@ -105,7 +105,7 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	}
 	// The head moves: the whole set is verified on the fleet, and a
 	// rollout the coordinator would refuse is refused now.
-	if resp.Findings, err = s.verifyFleet(ctx, set, req.GetStrategy(), req.GetStrict()); err != nil {
+	if resp.Findings, err = s.verifyFleet(ctx, "the apply", set, req.GetStrategy(), req.GetStrict()); err != nil {
 		return nil, err
 	}
 	if err := s.refuseKnownBad(ctx, &sluicev1.Revision{Id: target, Intents: set}, req.GetStrategy()); err != nil {
@@ -357,6 +357,10 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 		if errs := intent.Validate(eff); len(errs) > 0 {
 			return nil, invalid("the intents left after the delete", errs)
 		}
+		findings, err := s.verifyFleet(ctx, "the delete", eff, req.GetStrategy(), false)
+		if err != nil {
+			return nil, err
+		}
 		if err := s.refuseKnownBad(ctx, &sluicev1.Revision{Id: render.RevisionID(eff), Intents: eff}, req.GetStrategy()); err != nil {
 			return nil, err
 		}
@@ -374,7 +378,7 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 			return nil, err
 		}
 		resp := &sluicev1.DeleteResponse{Revision: done.head.GetRevision(), Generation: done.head.GetGeneration(),
-			Changed: done.head.GetRevision() != before.Value.GetRevision()}
+			Changed: done.head.GetRevision() != before.Value.GetRevision(), Findings: findings}
 		if resp.Changed {
 			resp.WaitsFor = s.runningRollout(ctx, done.head)
 		}

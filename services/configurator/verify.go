@@ -14,7 +14,9 @@ import (
 // cut: its errors refuse the request with every finding, and with strict
 // (the request's or Config.StrictVerify) its warnings do too. Otherwise the
 // findings (warnings only) are returned for the answer to show.
-func (s *Service) verifyFleet(ctx context.Context, set []*sluicev1.Intent, st *sluicev1.Strategy, strict bool) ([]*sluicev1.Finding, error) {
+//
+// what names the request for the refusal: "the apply", "the delete".
+func (s *Service) verifyFleet(ctx context.Context, what string, set []*sluicev1.Intent, st *sluicev1.Strategy, strict bool) ([]*sluicev1.Finding, error) {
 	entries, err := s.st.nodes.List(ctx, ">")
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("read the nodes: %w", err))
@@ -34,8 +36,8 @@ func (s *Service) verifyFleet(ctx context.Context, set []*sluicev1.Intent, st *s
 	if strict && verify.Errors(fs) < len(fs) {
 		found = plural(len(fs), "finding") + " (strict: warnings refuse too)"
 	}
-	desc := fmt.Sprintf("refused by the fleet verifier: %s in the set the apply produces, on the %s present; nothing was stored. "+
-		"Fix what each finding names (docs/intents.md, \"Fleet rules\")", found, plural(len(nodes), "node"))
+	desc := fmt.Sprintf("refused by the fleet verifier: %s in the set %s produces, on the %s present; nothing was stored. "+
+		"Fix what each finding names (docs/intents.md, \"Fleet rules\")", found, what, plural(len(nodes), "node"))
 	if len(fs) > maxListedErrors {
 		desc += fmt.Sprintf(" (the first %d findings are listed)", maxListedErrors)
 		fs = fs[:maxListedErrors]

@@ -133,3 +133,24 @@ func TestApply_FleetVerifierWarningIsAnsweredAndRefusesWhenStrict(t *testing.T) 
 		})
 	}
 }
+
+// A delete is verified as an apply: the set it leaves, on the present nodes
+// and with its strategy.
+func TestDelete_FleetVerifierErrorRefusesIt(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	start(t, env)
+	presentNodes(t, env, 1, "zone-a", "zone-b")
+	mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)})
+	before := takeSnapshot(t, env)
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	_, err := apiclient.Delete(ctx, env.Conn, &sluicev1.DeleteRequest{Kind: "Layer2Network", Name: "storage", Strategy: &sluicev1.Strategy{FailureDomain: "zonee"}})
+	var ae *apiclient.Error
+	if !errors.As(err, &ae) || len(ae.Findings) != 1 || ae.Findings[0].GetRule() != verify.RuleDomainMissing ||
+		!strings.Contains(ae.Description, "in the set the delete produces") {
+		t.Fatalf("err = %v, want a refusal by failure-domain-missing", err)
+	}
+	if after := takeSnapshot(t, env); !maps.Equal(before.intents, after.intents) || !maps.Equal(before.revisions, after.revisions) {
+		t.Fatal("a refused delete stored something")
+	}
+}

@@ -153,6 +153,7 @@ The strategy flags are those of apply, checked the same way.`,
 			}
 			fmt.Fprintf(a.streams.Out, "%s marked for deletion\n", intent.IDOf(kind, name))
 			printRevision(a.streams.Out, resp.GetRevision(), resp.GetGeneration(), resp.GetChanged(), resp.GetWaitsFor(), strategy)
+			printFindings(a.streams.Err, resp.GetFindings())
 			return nil
 		},
 	}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
@@ -81,8 +82,18 @@ func TestApply_FleetVerifierFindings(t *testing.T) {
 		})
 	}
 
+	// diff -o json carries the warnings as findings.
+	code, stdout, stderr := sluice(t, s.URL(), "diff", "-f", typo, "-o", "json")
+	var r struct {
+		Findings []struct{ Rule, Severity, Message string }
+	}
+	if err := json.Unmarshal([]byte(stdout), &r); code != ExitDiffers || err != nil || len(r.Findings) != 1 ||
+		r.Findings[0].Rule != "vrf-unknown" || r.Findings[0].Severity != "warning" || !strings.Contains(stderr, "warning vrf-unknown: ") {
+		t.Errorf("diff -o json: exit %d, %v\nstdout: %s\nstderr: %s", code, err, stdout, stderr)
+	}
+
 	// Without --strict the typo is a warning: applied, and said.
-	code, stdout, stderr := sluice(t, s.URL(), "apply", "-f", typo)
+	code, stdout, stderr = sluice(t, s.URL(), "apply", "-f", typo)
 	if code != 0 || !strings.Contains(stdout, "vrfroute/tenant-a-extra created") {
 		t.Fatalf("apply: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
