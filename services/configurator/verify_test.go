@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
@@ -152,5 +154,23 @@ func TestDelete_FleetVerifierErrorRefusesIt(t *testing.T) {
 	}
 	if after := takeSnapshot(t, env); !maps.Equal(before.intents, after.intents) || !maps.Equal(before.revisions, after.revisions) {
 		t.Fatal("a refused delete stored something")
+	}
+}
+
+// Content that is the head, applied again while the head's rollout waits
+// behind another, changes nothing and answers which rollout it waits for.
+func TestApply_UnchangedWhileQueued_AnswersWhatItWaitsFor(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	start(t, env) // no coordinator: the head's rollout never starts
+	mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)})
+	rev := strings.Repeat("0123456789abcdef", 4)
+	running := contract.RolloutID(7, rev)
+	if _, err := store.New(env.Buckets.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).
+		Create(context.Background(), contract.KeyActive, &sluicev1.RolloutRef{Rollout: running, Revision: rev, Generation: 7, At: timestamppb.Now()}); err != nil {
+		t.Fatal(err)
+	}
+	resp := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t), Strategy: &sluicev1.Strategy{MaxParallel: "3"}})
+	if resp.GetChanged() || resp.GetWaitsFor() != running {
+		t.Fatalf("changed %v, waitsFor %q: want no change, waiting for %s", resp.GetChanged(), resp.GetWaitsFor(), running)
 	}
 }

@@ -246,7 +246,7 @@ func printRevision(w io.Writer, revision string, generation uint64, changed bool
 func noChange(revision, waitsFor string, st *sluicev1.Strategy) string {
 	msg := fmt.Sprintf("no change: revision %s is already the head", short(revision))
 	if st != nil {
-		msg += "; the strategy flags were not used (a strategy is used only when the head moves: 'sluice rollout retry' rolls the head out again with one)"
+		msg += "; the strategy flags were not used (a strategy is used only when the head moves)"
 	}
 	if waitsFor != "" {
 		msg += fmt.Sprintf("; its rollout is queued: it starts when rollout %s ends", waitsFor)

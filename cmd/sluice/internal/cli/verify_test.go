@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/natstest"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 const vrfTypo = `kind: VRFRoute
@@ -209,5 +210,22 @@ func TestVerify_LiveChecksTheStrategyOnThePresentNodes(t *testing.T) {
 	}
 	if code, stdout, _ := sluice(t, s.URL(), "verify", "--live", "-f", "../../../../examples", "--failure-domain", "zone"); code != 0 {
 		t.Errorf("failure domain zone: exit %d\n%s", code, stdout)
+	}
+}
+
+func TestNoChange_SaysTheStrategyWasNotUsedAndWhatAQueuedHeadWaitsFor(t *testing.T) {
+	rev := strings.Repeat("ab", 32)
+	for _, tt := range []struct {
+		waitsFor string
+		st       *sluicev1.Strategy
+		want     string
+	}{
+		{"", nil, "no change: revision abababababab is already the head"},
+		{"", &sluicev1.Strategy{MaxParallel: "3"}, "no change: revision abababababab is already the head; the strategy flags were not used (a strategy is used only when the head moves)"},
+		{"4-cdcdcdcdcdcd", &sluicev1.Strategy{MaxParallel: "3"}, "no change: revision abababababab is already the head; the strategy flags were not used (a strategy is used only when the head moves); its rollout is queued: it starts when rollout 4-cdcdcdcdcdcd ends"},
+	} {
+		if got := noChange(rev, tt.waitsFor, tt.st); got != tt.want {
+			t.Errorf("noChange(%q, %v)\n got %s\nwant %s", tt.waitsFor, tt.st, got, tt.want)
+		}
 	}
 }
