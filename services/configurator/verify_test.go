@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -172,5 +175,38 @@ func TestApply_UnchangedWhileQueued_AnswersWhatItWaitsFor(t *testing.T) {
 	resp := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t), Strategy: &sluicev1.Strategy{MaxParallel: "3"}})
 	if resp.GetChanged() || resp.GetWaitsFor() != running {
 		t.Fatalf("changed %v, waitsFor %q: want no change, waiting for %s", resp.GetChanged(), resp.GetWaitsFor(), running)
+	}
+}
+
+// A registry sync keeps the set as valid as it is by the fleet rules too:
+// an upsert that gives a stored network's VNI another VLAN in a zone of its
+// own is left out and reported, the rest goes ahead.
+func TestDirectoryRegistry_FleetErrorLeavesTheUpsertOut(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	start(t, env)
+	dir := t.TempDir()
+	write := func(name, spec string) {
+		t.Helper()
+		doc := fmt.Sprintf("kind: Layer2Network\nname: %s\nspec: %s\n", name, spec)
+		if err := os.WriteFile(filepath.Join(dir, name+".yaml"), []byte(doc), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("red", "{vlan: 100, vni: 5000, nodeSelector: {matchLabels: {zone: z1}}}")
+	addRegistry(t, env, dirSpec("gitops", dir))
+	waitStored(t, env, "layer2network.red", "red synced", func(v *sluicev1.StoredIntent) bool { return v != nil })
+	write("blue", "{vlan: 101, vni: 5000, nodeSelector: {matchLabels: {zone: z2}}}")
+	write("green", "{vlan: 102, vni: 5002}")
+	waitStored(t, env, "layer2network.green", "green synced beside blue", func(v *sluicev1.StoredIntent) bool { return v != nil })
+	var got []string
+	natstest.Eventually(t, wait, "the status to report blue's VNI", func() bool {
+		got = got[:0]
+		for _, fe := range registryStatus(t, env, "gitops").GetInvalid() {
+			got = append(got, fe.GetIntent()+" "+fe.GetField())
+		}
+		return slices.Equal(got, []string{"layer2network/blue fleet: " + verify.RuleVNIVLAN})
+	})
+	if _, err := intentsStore(env).Get(context.Background(), "layer2network.blue"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("blue is stored (%v): it breaks vni-vlan-mismatch with red", err)
 	}
 }
