@@ -105,7 +105,7 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	}
 	// The head moves: the whole set is verified on the fleet, and a
 	// rollout the coordinator would refuse is refused now.
-	if resp.Findings, err = s.verifyFleet(ctx, "the apply", set, req.GetStrategy(), req.GetStrict()); err != nil {
+	if resp.Findings, err = s.verifyFleet(ctx, "the set the apply produces", set, req.GetStrategy(), req.GetStrict()); err != nil {
 		return nil, err
 	}
 	if err := s.refuseKnownBad(ctx, &sluicev1.Revision{Id: target, Intents: set}, req.GetStrategy()); err != nil {
@@ -357,7 +357,7 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 		if errs := intent.Validate(eff); len(errs) > 0 {
 			return nil, invalid("the intents left after the delete", errs)
 		}
-		findings, err := s.verifyFleet(ctx, "the delete", eff, req.GetStrategy(), false)
+		findings, err := s.verifyFleet(ctx, "the set the delete leaves", eff, req.GetStrategy(), false)
 		if err != nil {
 			return nil, err
 		}

@@ -15,7 +15,8 @@ import (
 // (the request's or Config.StrictVerify) its warnings do too. Otherwise the
 // findings (warnings only) are returned for the answer to show.
 //
-// what names the request for the refusal: "the apply", "the delete".
+// what names what was verified, for the refusal: "the set the apply
+// produces", "the undo's strategy" (a nil set: the strategy rules only).
 func (s *Service) verifyFleet(ctx context.Context, what string, set []*sluicev1.Intent, st *sluicev1.Strategy, strict bool) ([]*sluicev1.Finding, error) {
 	entries, err := s.st.nodes.List(ctx, ">")
 	if err != nil {
@@ -36,7 +37,7 @@ func (s *Service) verifyFleet(ctx context.Context, what string, set []*sluicev1.
 	if strict && verify.Errors(fs) < len(fs) {
 		found = plural(len(fs), "finding") + " (strict: warnings refuse too)"
 	}
-	desc := fmt.Sprintf("refused by the fleet verifier: %s in the set %s produces, on the %s present; nothing was stored. "+
+	desc := fmt.Sprintf("refused by the fleet verifier: %s in %s, on the %s present; nothing was stored. "+
 		"Fix what each finding names (docs/intents.md, \"Fleet rules\")", found, what, plural(len(nodes), "node"))
 	if len(fs) > maxListedErrors {
 		desc += fmt.Sprintf(" (the first %d findings are listed)", maxListedErrors)

@@ -152,7 +152,7 @@ func TestDelete_FleetVerifierErrorRefusesIt(t *testing.T) {
 	_, err := apiclient.Delete(ctx, env.Conn, &sluicev1.DeleteRequest{Kind: "Layer2Network", Name: "storage", Strategy: &sluicev1.Strategy{FailureDomain: "zonee"}})
 	var ae *apiclient.Error
 	if !errors.As(err, &ae) || len(ae.Findings) != 1 || ae.Findings[0].GetRule() != verify.RuleDomainMissing ||
-		!strings.Contains(ae.Description, "in the set the delete produces") {
+		!strings.Contains(ae.Description, "in the set the delete leaves") {
 		t.Fatalf("err = %v, want a refusal by failure-domain-missing", err)
 	}
 	if after := takeSnapshot(t, env); !maps.Equal(before.intents, after.intents) || !maps.Equal(before.revisions, after.revisions) {
@@ -208,5 +208,31 @@ func TestDirectoryRegistry_FleetErrorLeavesTheUpsertOut(t *testing.T) {
 	})
 	if _, err := intentsStore(env).Get(context.Background(), "layer2network.blue"); !errors.Is(err, store.ErrNotFound) {
 		t.Fatalf("blue is stored (%v): it breaks vni-vlan-mismatch with red", err)
+	}
+}
+
+// An undo and a retry check their strategy on the present nodes: a
+// failure-domain key no node carries is refused, and nothing moves.
+func TestUndoRetry_FleetVerifierRefusesTheirStrategy(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	start(t, env)
+	presentNodes(t, env, 1, "zone-a", "zone-b")
+	first := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)}).GetRevision()
+	mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: []*sluicev1.Intent{vrfRoute("extra", "tenant-a")}})
+	before := takeSnapshot(t, env)
+	zonee := &sluicev1.Strategy{FailureDomain: "zonee"}
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	_, errUndo := apiclient.Undo(ctx, env.Conn, &sluicev1.UndoRequest{ToRevision: first, Strategy: zonee})
+	_, errRetry := apiclient.Retry(ctx, env.Conn, &sluicev1.RetryRequest{Strategy: zonee})
+	for what, err := range map[string]error{"undo": errUndo, "retry": errRetry} {
+		var ae *apiclient.Error
+		if !errors.As(err, &ae) || len(ae.Findings) != 1 || ae.Findings[0].GetRule() != verify.RuleDomainMissing ||
+			!strings.Contains(ae.Description, "in the "+what+"'s strategy") {
+			t.Errorf("%s: err = %v, want a refusal by failure-domain-missing", what, err)
+		}
+	}
+	if after := takeSnapshot(t, env); !maps.Equal(before.intents, after.intents) || !maps.Equal(before.revisions, after.revisions) {
+		t.Fatal("a refused undo or retry stored something")
 	}
 }
