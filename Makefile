@@ -216,6 +216,11 @@ bench-dashboard: chromium ## The dashboard: its page in headless Chromium (paint
 	$(GO) vet -tags dashboardbench ./cmd/sluice/internal/cli/
 	$(GO) test -tags dashboardbench -count=1 -v -run 'TestDashboard_(Render|Server)Bench$$' ./cmd/sluice/internal/cli/ | grep -E 'BENCH|^(--- |ok|FAIL)'
 
+# The fleet verifier at the issue's size: docs/benchmarks.md, "The fleet verifier".
+.PHONY: bench-verify
+bench-verify: ## The fleet verifier (pkg/verify) on 10,000 intents and 100,000 nodes, each node a label set of its own: ns/op, goal ≤ 2 s
+	$(GO) test -count=1 -run '^$$' -bench 'BenchmarkVerify_100kNodes10kIntents$$' -benchtime 5x ./pkg/verify/
+
 # Both runs run even when the first fails; the target fails if either did.
 .PHONY: bench-scale
 bench-scale: ## Not run in CI, minutes: 30,000 then 100,000 simulated agents (maxParallel 1000, apply 100 ms; the failover scenario off: three more rollouts and a lease wait would add minutes), each after the transport's floor at its size (--floor), a BENCH line each (BENCH_SCALE_ARGS="...")

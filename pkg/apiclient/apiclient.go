@@ -22,6 +22,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
+	"github.com/sluicehq/sluice/pkg/verify"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -33,6 +34,7 @@ type Error struct {
 	Code        string                 // contract.ErrCode*: "400", "404", "409", "503"
 	Description string                 // one line saying what went wrong
 	FieldErrors []*sluicev1.FieldError // every problem, when a batch failed validation
+	Findings    []*sluicev1.Finding    // the fleet verifier's findings, when it refused the apply
 }
 
 func (e *Error) Error() string {
@@ -41,6 +43,10 @@ func (e *Error) Error() string {
 	for _, fe := range e.FieldErrors {
 		b.WriteString("\n  ")
 		b.WriteString(intent.FormatFieldError(fe))
+	}
+	for _, f := range e.Findings {
+		b.WriteString("\n  ")
+		b.WriteString(contract.EscapeLine(verify.Format(f)))
 	}
 	return b.String()
 }
@@ -132,7 +138,7 @@ func call(ctx context.Context, nc *nats.Conn, subject string, req, resp proto.Me
 			// Validation failures carry an ApplyResponse listing every field error.
 			var data sluicev1.ApplyResponse
 			if (protojson.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(msg.Data, &data) == nil {
-				e.FieldErrors = data.GetErrors()
+				e.FieldErrors, e.Findings = data.GetErrors(), data.GetFindings()
 			}
 		}
 		return e

@@ -21,6 +21,56 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// Severity is how much a finding of the fleet verifier weighs.
+type Severity int32
+
+const (
+	Severity_SEVERITY_UNSPECIFIED Severity = 0
+	Severity_SEVERITY_ERROR       Severity = 1 // refuses the apply; nothing is stored
+	Severity_SEVERITY_WARNING     Severity = 2 // shown; refuses only with strict
+)
+
+// Enum value maps for Severity.
+var (
+	Severity_name = map[int32]string{
+		0: "SEVERITY_UNSPECIFIED",
+		1: "SEVERITY_ERROR",
+		2: "SEVERITY_WARNING",
+	}
+	Severity_value = map[string]int32{
+		"SEVERITY_UNSPECIFIED": 0,
+		"SEVERITY_ERROR":       1,
+		"SEVERITY_WARNING":     2,
+	}
+)
+
+func (x Severity) Enum() *Severity {
+	p := new(Severity)
+	*p = x
+	return p
+}
+
+func (x Severity) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (Severity) Descriptor() protoreflect.EnumDescriptor {
+	return file_sluice_v1_api_proto_enumTypes[0].Descriptor()
+}
+
+func (Severity) Type() protoreflect.EnumType {
+	return &file_sluice_v1_api_proto_enumTypes[0]
+}
+
+func (x Severity) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use Severity.Descriptor instead.
+func (Severity) EnumDescriptor() ([]byte, []int) {
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{0}
+}
+
 // ApplyRequest asks the configurator to store a batch of intents, all or nothing.
 type ApplyRequest struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -35,7 +85,10 @@ type ApplyRequest struct {
 	// updated, unchanged, the revision, or the refusal), storing nothing:
 	// `sluice diff` and `sluice apply --dry-run`. changed is then whether
 	// the head would move.
-	DryRun        bool `protobuf:"varint,5,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	DryRun bool `protobuf:"varint,5,opt,name=dry_run,json=dryRun,proto3" json:"dry_run,omitempty"`
+	// Warnings of the fleet verifier (pkg/verify) refuse the apply as its
+	// errors do: `sluice apply --strict`.
+	Strict        bool `protobuf:"varint,6,opt,name=strict,proto3" json:"strict,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -101,6 +154,13 @@ func (x *ApplyRequest) GetRequestId() string {
 func (x *ApplyRequest) GetDryRun() bool {
 	if x != nil {
 		return x.DryRun
+	}
+	return false
+}
+
+func (x *ApplyRequest) GetStrict() bool {
+	if x != nil {
+		return x.Strict
 	}
 	return false
 }
@@ -353,7 +413,12 @@ type ApplyResponse struct {
 	Replayed bool `protobuf:"varint,8,opt,name=replayed,proto3" json:"replayed,omitempty"`
 	// The rollout that was running when the head moved: the new revision
 	// starts when it ends, or stops it first (strategy whileActive supersede).
-	WaitsFor      string `protobuf:"bytes,9,opt,name=waits_for,json=waitsFor,proto3" json:"waits_for,omitempty"`
+	WaitsFor string `protobuf:"bytes,9,opt,name=waits_for,json=waitsFor,proto3" json:"waits_for,omitempty"`
+	// What the fleet verifier (pkg/verify) found in the set the apply
+	// produces, on the present nodes and the strategy: the warnings of an
+	// apply that was accepted, or, in the data of a refusal, the findings
+	// that refused it (and the warnings beside them).
+	Findings      []*Finding `protobuf:"bytes,10,rep,name=findings,proto3" json:"findings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -451,6 +516,108 @@ func (x *ApplyResponse) GetWaitsFor() string {
 	return ""
 }
 
+func (x *ApplyResponse) GetFindings() []*Finding {
+	if x != nil {
+		return x.Findings
+	}
+	return nil
+}
+
+// Finding is one problem the fleet verifier (pkg/verify) found in a whole
+// intent set, its present nodes and its strategy. docs/intents.md ("Fleet
+// rules") lists every rule.
+type Finding struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Rule          string                 `protobuf:"bytes,1,opt,name=rule,proto3" json:"rule,omitempty"` // stable id, e.g. "vni-vlan-mismatch"
+	Severity      Severity               `protobuf:"varint,2,opt,name=severity,proto3,enum=sluice.v1.Severity" json:"severity,omitempty"`
+	Intents       []string               `protobuf:"bytes,3,rep,name=intents,proto3" json:"intents,omitempty"`                       // <kind>/<name> of the intents concerned, sorted (at most a few)
+	Nodes         []string               `protobuf:"bytes,4,rep,name=nodes,proto3" json:"nodes,omitempty"`                           // up to three example present nodes concerned, sorted
+	NodeCount     uint32                 `protobuf:"varint,5,opt,name=node_count,json=nodeCount,proto3" json:"node_count,omitempty"` // how many present nodes are concerned in all
+	Message       string                 `protobuf:"bytes,6,opt,name=message,proto3" json:"message,omitempty"`                       // one line: what is wrong
+	Fix           string                 `protobuf:"bytes,7,opt,name=fix,proto3" json:"fix,omitempty"`                               // one line: what to do
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Finding) Reset() {
+	*x = Finding{}
+	mi := &file_sluice_v1_api_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Finding) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Finding) ProtoMessage() {}
+
+func (x *Finding) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_api_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Finding.ProtoReflect.Descriptor instead.
+func (*Finding) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Finding) GetRule() string {
+	if x != nil {
+		return x.Rule
+	}
+	return ""
+}
+
+func (x *Finding) GetSeverity() Severity {
+	if x != nil {
+		return x.Severity
+	}
+	return Severity_SEVERITY_UNSPECIFIED
+}
+
+func (x *Finding) GetIntents() []string {
+	if x != nil {
+		return x.Intents
+	}
+	return nil
+}
+
+func (x *Finding) GetNodes() []string {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *Finding) GetNodeCount() uint32 {
+	if x != nil {
+		return x.NodeCount
+	}
+	return 0
+}
+
+func (x *Finding) GetMessage() string {
+	if x != nil {
+		return x.Message
+	}
+	return ""
+}
+
+func (x *Finding) GetFix() string {
+	if x != nil {
+		return x.Fix
+	}
+	return ""
+}
+
 // UndoRequest makes an earlier revision's intents the stored set again, and
 // so the head (a new generation, rolled out under the same safety rules).
 type UndoRequest struct {
@@ -467,7 +634,7 @@ type UndoRequest struct {
 
 func (x *UndoRequest) Reset() {
 	*x = UndoRequest{}
-	mi := &file_sluice_v1_api_proto_msgTypes[5]
+	mi := &file_sluice_v1_api_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -479,7 +646,7 @@ func (x *UndoRequest) String() string {
 func (*UndoRequest) ProtoMessage() {}
 
 func (x *UndoRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_api_proto_msgTypes[5]
+	mi := &file_sluice_v1_api_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -492,7 +659,7 @@ func (x *UndoRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoRequest.ProtoReflect.Descriptor instead.
 func (*UndoRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_api_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *UndoRequest) GetToRevision() string {
@@ -531,7 +698,7 @@ type UndoResponse struct {
 
 func (x *UndoResponse) Reset() {
 	*x = UndoResponse{}
-	mi := &file_sluice_v1_api_proto_msgTypes[6]
+	mi := &file_sluice_v1_api_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -543,7 +710,7 @@ func (x *UndoResponse) String() string {
 func (*UndoResponse) ProtoMessage() {}
 
 func (x *UndoResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_api_proto_msgTypes[6]
+	mi := &file_sluice_v1_api_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -556,7 +723,7 @@ func (x *UndoResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UndoResponse.ProtoReflect.Descriptor instead.
 func (*UndoResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_api_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *UndoResponse) GetRevision() string {
@@ -621,7 +788,7 @@ type RetryRequest struct {
 
 func (x *RetryRequest) Reset() {
 	*x = RetryRequest{}
-	mi := &file_sluice_v1_api_proto_msgTypes[7]
+	mi := &file_sluice_v1_api_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -633,7 +800,7 @@ func (x *RetryRequest) String() string {
 func (*RetryRequest) ProtoMessage() {}
 
 func (x *RetryRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_api_proto_msgTypes[7]
+	mi := &file_sluice_v1_api_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -646,7 +813,7 @@ func (x *RetryRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryRequest.ProtoReflect.Descriptor instead.
 func (*RetryRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_api_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RetryRequest) GetStrategy() *Strategy {
@@ -676,7 +843,7 @@ type RetryResponse struct {
 
 func (x *RetryResponse) Reset() {
 	*x = RetryResponse{}
-	mi := &file_sluice_v1_api_proto_msgTypes[8]
+	mi := &file_sluice_v1_api_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -688,7 +855,7 @@ func (x *RetryResponse) String() string {
 func (*RetryResponse) ProtoMessage() {}
 
 func (x *RetryResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_api_proto_msgTypes[8]
+	mi := &file_sluice_v1_api_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -701,7 +868,7 @@ func (x *RetryResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryResponse.ProtoReflect.Descriptor instead.
 func (*RetryResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_api_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RetryResponse) GetRevision() string {
@@ -751,7 +918,7 @@ type DeleteRequest struct {
 
 func (x *DeleteRequest) Reset() {
 	*x = DeleteRequest{}
-	mi := &file_sluice_v1_api_proto_msgTypes[9]
+	mi := &file_sluice_v1_api_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -763,7 +930,7 @@ func (x *DeleteRequest) String() string {
 func (*DeleteRequest) ProtoMessage() {}
 
 func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_api_proto_msgTypes[9]
+	mi := &file_sluice_v1_api_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -776,7 +943,7 @@ func (x *DeleteRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteRequest.ProtoReflect.Descriptor instead.
 func (*DeleteRequest) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_api_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeleteRequest) GetKind() string {
@@ -806,13 +973,14 @@ type DeleteResponse struct {
 	Changed       bool                   `protobuf:"varint,2,opt,name=changed,proto3" json:"changed,omitempty"`
 	Generation    uint64                 `protobuf:"varint,3,opt,name=generation,proto3" json:"generation,omitempty"`
 	WaitsFor      string                 `protobuf:"bytes,4,opt,name=waits_for,json=waitsFor,proto3" json:"waits_for,omitempty"` // as ApplyResponse.waits_for
+	Findings      []*Finding             `protobuf:"bytes,5,rep,name=findings,proto3" json:"findings,omitempty"`                 // as ApplyResponse.findings: the fleet verifier's warnings
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *DeleteResponse) Reset() {
 	*x = DeleteResponse{}
-	mi := &file_sluice_v1_api_proto_msgTypes[10]
+	mi := &file_sluice_v1_api_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -824,7 +992,7 @@ func (x *DeleteResponse) String() string {
 func (*DeleteResponse) ProtoMessage() {}
 
 func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_api_proto_msgTypes[10]
+	mi := &file_sluice_v1_api_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -837,7 +1005,7 @@ func (x *DeleteResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteResponse.ProtoReflect.Descriptor instead.
 func (*DeleteResponse) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_api_proto_rawDescGZIP(), []int{10}
+	return file_sluice_v1_api_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *DeleteResponse) GetRevision() string {
@@ -868,18 +1036,26 @@ func (x *DeleteResponse) GetWaitsFor() string {
 	return ""
 }
 
+func (x *DeleteResponse) GetFindings() []*Finding {
+	if x != nil {
+		return x.Findings
+	}
+	return nil
+}
+
 var File_sluice_v1_api_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_api_proto_rawDesc = "" +
 	"\n" +
-	"\x13sluice/v1/api.proto\x12\tsluice.v1\x1a\x16sluice/v1/intent.proto\x1a\x17sluice/v1/rollout.proto\"\xbc\x01\n" +
+	"\x13sluice/v1/api.proto\x12\tsluice.v1\x1a\x16sluice/v1/intent.proto\x1a\x17sluice/v1/rollout.proto\"\xd4\x01\n" +
 	"\fApplyRequest\x12+\n" +
 	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\x12/\n" +
 	"\bstrategy\x18\x02 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x12\x16\n" +
 	"\x06source\x18\x03 \x01(\tR\x06source\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x12\x17\n" +
-	"\adry_run\x18\x05 \x01(\bR\x06dryRun\"\xfe\x02\n" +
+	"\adry_run\x18\x05 \x01(\bR\x06dryRun\x12\x16\n" +
+	"\x06strict\x18\x06 \x01(\bR\x06strict\"\xfe\x02\n" +
 	"\fApplyJournal\x12+\n" +
 	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\x12/\n" +
 	"\bstrategy\x18\x02 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x12\x16\n" +
@@ -902,7 +1078,7 @@ const file_sluice_v1_api_proto_rawDesc = "" +
 	"FieldError\x12\x16\n" +
 	"\x06intent\x18\x01 \x01(\tR\x06intent\x12\x14\n" +
 	"\x05field\x18\x02 \x01(\tR\x05field\x12\x12\n" +
-	"\x04rule\x18\x03 \x01(\tR\x04rule\"\x9f\x02\n" +
+	"\x04rule\x18\x03 \x01(\tR\x04rule\"\xcf\x02\n" +
 	"\rApplyResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x18\n" +
 	"\achanged\x18\x02 \x01(\bR\achanged\x12\x1e\n" +
@@ -914,7 +1090,18 @@ const file_sluice_v1_api_proto_rawDesc = "" +
 	"\aupdated\x18\x06 \x03(\tR\aupdated\x12\x1c\n" +
 	"\tunchanged\x18\a \x03(\tR\tunchanged\x12\x1a\n" +
 	"\breplayed\x18\b \x01(\bR\breplayed\x12\x1b\n" +
-	"\twaits_for\x18\t \x01(\tR\bwaitsFor\"~\n" +
+	"\twaits_for\x18\t \x01(\tR\bwaitsFor\x12.\n" +
+	"\bfindings\x18\n" +
+	" \x03(\v2\x12.sluice.v1.FindingR\bfindings\"\xc9\x01\n" +
+	"\aFinding\x12\x12\n" +
+	"\x04rule\x18\x01 \x01(\tR\x04rule\x12/\n" +
+	"\bseverity\x18\x02 \x01(\x0e2\x13.sluice.v1.SeverityR\bseverity\x12\x18\n" +
+	"\aintents\x18\x03 \x03(\tR\aintents\x12\x14\n" +
+	"\x05nodes\x18\x04 \x03(\tR\x05nodes\x12\x1d\n" +
+	"\n" +
+	"node_count\x18\x05 \x01(\rR\tnodeCount\x12\x18\n" +
+	"\amessage\x18\x06 \x01(\tR\amessage\x12\x10\n" +
+	"\x03fix\x18\a \x01(\tR\x03fix\"~\n" +
 	"\vUndoRequest\x12\x1f\n" +
 	"\vto_revision\x18\x01 \x01(\tR\n" +
 	"toRevision\x12/\n" +
@@ -946,14 +1133,19 @@ const file_sluice_v1_api_proto_rawDesc = "" +
 	"\rDeleteRequest\x12\x12\n" +
 	"\x04kind\x18\x01 \x01(\tR\x04kind\x12\x12\n" +
 	"\x04name\x18\x02 \x01(\tR\x04name\x12/\n" +
-	"\bstrategy\x18\x03 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\"\x83\x01\n" +
+	"\bstrategy\x18\x03 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\"\xb3\x01\n" +
 	"\x0eDeleteResponse\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x18\n" +
 	"\achanged\x18\x02 \x01(\bR\achanged\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x03 \x01(\x04R\n" +
 	"generation\x12\x1b\n" +
-	"\twaits_for\x18\x04 \x01(\tR\bwaitsForB4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
+	"\twaits_for\x18\x04 \x01(\tR\bwaitsFor\x12.\n" +
+	"\bfindings\x18\x05 \x03(\v2\x12.sluice.v1.FindingR\bfindings*N\n" +
+	"\bSeverity\x12\x18\n" +
+	"\x14SEVERITY_UNSPECIFIED\x10\x00\x12\x12\n" +
+	"\x0eSEVERITY_ERROR\x10\x01\x12\x14\n" +
+	"\x10SEVERITY_WARNING\x10\x02B4Z2github.com/sluicehq/sluice/proto/sluicev1;sluicev1b\x06proto3"
 
 var (
 	file_sluice_v1_api_proto_rawDescOnce sync.Once
@@ -967,41 +1159,47 @@ func file_sluice_v1_api_proto_rawDescGZIP() []byte {
 	return file_sluice_v1_api_proto_rawDescData
 }
 
-var file_sluice_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_sluice_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
+var file_sluice_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_sluice_v1_api_proto_goTypes = []any{
-	(*ApplyRequest)(nil),   // 0: sluice.v1.ApplyRequest
-	(*ApplyJournal)(nil),   // 1: sluice.v1.ApplyJournal
-	(*PriorIntent)(nil),    // 2: sluice.v1.PriorIntent
-	(*FieldError)(nil),     // 3: sluice.v1.FieldError
-	(*ApplyResponse)(nil),  // 4: sluice.v1.ApplyResponse
-	(*UndoRequest)(nil),    // 5: sluice.v1.UndoRequest
-	(*UndoResponse)(nil),   // 6: sluice.v1.UndoResponse
-	(*RetryRequest)(nil),   // 7: sluice.v1.RetryRequest
-	(*RetryResponse)(nil),  // 8: sluice.v1.RetryResponse
-	(*DeleteRequest)(nil),  // 9: sluice.v1.DeleteRequest
-	(*DeleteResponse)(nil), // 10: sluice.v1.DeleteResponse
-	nil,                    // 11: sluice.v1.ApplyJournal.OriginsEntry
-	(*Intent)(nil),         // 12: sluice.v1.Intent
-	(*Strategy)(nil),       // 13: sluice.v1.Strategy
-	(*StoredIntent)(nil),   // 14: sluice.v1.StoredIntent
+	(Severity)(0),          // 0: sluice.v1.Severity
+	(*ApplyRequest)(nil),   // 1: sluice.v1.ApplyRequest
+	(*ApplyJournal)(nil),   // 2: sluice.v1.ApplyJournal
+	(*PriorIntent)(nil),    // 3: sluice.v1.PriorIntent
+	(*FieldError)(nil),     // 4: sluice.v1.FieldError
+	(*ApplyResponse)(nil),  // 5: sluice.v1.ApplyResponse
+	(*Finding)(nil),        // 6: sluice.v1.Finding
+	(*UndoRequest)(nil),    // 7: sluice.v1.UndoRequest
+	(*UndoResponse)(nil),   // 8: sluice.v1.UndoResponse
+	(*RetryRequest)(nil),   // 9: sluice.v1.RetryRequest
+	(*RetryResponse)(nil),  // 10: sluice.v1.RetryResponse
+	(*DeleteRequest)(nil),  // 11: sluice.v1.DeleteRequest
+	(*DeleteResponse)(nil), // 12: sluice.v1.DeleteResponse
+	nil,                    // 13: sluice.v1.ApplyJournal.OriginsEntry
+	(*Intent)(nil),         // 14: sluice.v1.Intent
+	(*Strategy)(nil),       // 15: sluice.v1.Strategy
+	(*StoredIntent)(nil),   // 16: sluice.v1.StoredIntent
 }
 var file_sluice_v1_api_proto_depIdxs = []int32{
-	12, // 0: sluice.v1.ApplyRequest.intents:type_name -> sluice.v1.Intent
-	13, // 1: sluice.v1.ApplyRequest.strategy:type_name -> sluice.v1.Strategy
-	12, // 2: sluice.v1.ApplyJournal.intents:type_name -> sluice.v1.Intent
-	13, // 3: sluice.v1.ApplyJournal.strategy:type_name -> sluice.v1.Strategy
-	2,  // 4: sluice.v1.ApplyJournal.prior:type_name -> sluice.v1.PriorIntent
-	11, // 5: sluice.v1.ApplyJournal.origins:type_name -> sluice.v1.ApplyJournal.OriginsEntry
-	14, // 6: sluice.v1.PriorIntent.value:type_name -> sluice.v1.StoredIntent
-	3,  // 7: sluice.v1.ApplyResponse.errors:type_name -> sluice.v1.FieldError
-	13, // 8: sluice.v1.UndoRequest.strategy:type_name -> sluice.v1.Strategy
-	13, // 9: sluice.v1.RetryRequest.strategy:type_name -> sluice.v1.Strategy
-	13, // 10: sluice.v1.DeleteRequest.strategy:type_name -> sluice.v1.Strategy
-	11, // [11:11] is the sub-list for method output_type
-	11, // [11:11] is the sub-list for method input_type
-	11, // [11:11] is the sub-list for extension type_name
-	11, // [11:11] is the sub-list for extension extendee
-	0,  // [0:11] is the sub-list for field type_name
+	14, // 0: sluice.v1.ApplyRequest.intents:type_name -> sluice.v1.Intent
+	15, // 1: sluice.v1.ApplyRequest.strategy:type_name -> sluice.v1.Strategy
+	14, // 2: sluice.v1.ApplyJournal.intents:type_name -> sluice.v1.Intent
+	15, // 3: sluice.v1.ApplyJournal.strategy:type_name -> sluice.v1.Strategy
+	3,  // 4: sluice.v1.ApplyJournal.prior:type_name -> sluice.v1.PriorIntent
+	13, // 5: sluice.v1.ApplyJournal.origins:type_name -> sluice.v1.ApplyJournal.OriginsEntry
+	16, // 6: sluice.v1.PriorIntent.value:type_name -> sluice.v1.StoredIntent
+	4,  // 7: sluice.v1.ApplyResponse.errors:type_name -> sluice.v1.FieldError
+	6,  // 8: sluice.v1.ApplyResponse.findings:type_name -> sluice.v1.Finding
+	0,  // 9: sluice.v1.Finding.severity:type_name -> sluice.v1.Severity
+	15, // 10: sluice.v1.UndoRequest.strategy:type_name -> sluice.v1.Strategy
+	15, // 11: sluice.v1.RetryRequest.strategy:type_name -> sluice.v1.Strategy
+	15, // 12: sluice.v1.DeleteRequest.strategy:type_name -> sluice.v1.Strategy
+	6,  // 13: sluice.v1.DeleteResponse.findings:type_name -> sluice.v1.Finding
+	14, // [14:14] is the sub-list for method output_type
+	14, // [14:14] is the sub-list for method input_type
+	14, // [14:14] is the sub-list for extension type_name
+	14, // [14:14] is the sub-list for extension extendee
+	0,  // [0:14] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_api_proto_init() }
@@ -1016,13 +1214,14 @@ func file_sluice_v1_api_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_api_proto_rawDesc), len(file_sluice_v1_api_proto_rawDesc)),
-			NumEnums:      0,
-			NumMessages:   12,
+			NumEnums:      1,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
 		GoTypes:           file_sluice_v1_api_proto_goTypes,
 		DependencyIndexes: file_sluice_v1_api_proto_depIdxs,
+		EnumInfos:         file_sluice_v1_api_proto_enumTypes,
 		MessageInfos:      file_sluice_v1_api_proto_msgTypes,
 	}.Build()
 	File_sluice_v1_api_proto = out.File

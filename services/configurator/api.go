@@ -18,12 +18,13 @@ import (
 )
 
 // apiError is an answer with a micro error code (contract.ErrCode*). When
-// fieldErrors is set, the answer's data is an ApplyResponse listing them, so
-// a client can show every problem and not only the summary.
+// fieldErrors or findings are set, the answer's data is an ApplyResponse
+// listing them, so a client can show every problem and not only the summary.
 type apiError struct {
 	code        string
 	desc        string
 	fieldErrors []*sluicev1.FieldError
+	findings    []*sluicev1.Finding // the fleet verifier's, when it refused (verify.go)
 }
 
 func (e *apiError) Error() string { return e.code + " " + e.desc }
@@ -163,19 +164,19 @@ func (s *Service) respond(r micro.Request, op string, resp proto.Message, err er
 		desc = strings.ToValidUTF8(desc[:maxDescription], "") + " …"
 	}
 	var data []byte
-	listed := ae.fieldErrors
-	for len(listed) > 0 {
-		data, _ = protojson.Marshal(&sluicev1.ApplyResponse{Errors: listed})
+	listed, found := ae.fieldErrors, ae.findings
+	for len(listed)+len(found) > 0 {
+		data, _ = protojson.Marshal(&sluicev1.ApplyResponse{Errors: listed, Findings: found})
 		if len(data)+len(desc) <= s.maxValue() {
 			break
 		}
-		listed, data = listed[:len(listed)/2], nil
+		listed, found, data = listed[:len(listed)/2], found[:len(found)/2], nil
 	}
 	lvl := s.log.Info()
 	if ae.code == contract.ErrCodeUnavailable {
 		lvl = s.log.Warn()
 	}
-	lvl.Str("op", op).Str("code", ae.code).Int("problems", len(ae.fieldErrors)).Msg(desc)
+	lvl.Str("op", op).Str("code", ae.code).Int("problems", len(ae.fieldErrors)+len(ae.findings)).Msg(desc)
 	if rerr := r.Error(ae.code, desc, data); rerr != nil {
 		s.log.Warn().Err(rerr).Str("op", op).Msg("send error response")
 	}

@@ -99,10 +99,15 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 				return nil, err
 			}
 			resp.Revision, resp.Generation = target, head.Value.GetGeneration()
+			resp.WaitsFor = s.queuedBehind(ctx, head.Value)
 			return resp, nil // a dry run's answer too: nothing would change
 		}
 	}
-	// The head moves: a rollout the coordinator would refuse is refused now.
+	// The head moves: the whole set is verified on the fleet, and a
+	// rollout the coordinator would refuse is refused now.
+	if resp.Findings, err = s.verifyFleet(ctx, "the set the apply produces", set, req.GetStrategy(), req.GetStrict()); err != nil {
+		return nil, err
+	}
 	if err := s.refuseKnownBad(ctx, &sluicev1.Revision{Id: target, Intents: set}, req.GetStrategy()); err != nil {
 		return nil, err
 	}
@@ -161,6 +166,19 @@ func (s *Service) runningRollout(ctx context.Context, h *sluicev1.Head) string {
 		return ""
 	}
 	return ref.Value.GetRollout()
+}
+
+// queuedBehind is the rollout the head's own waits for while it has not
+// started (its record does not exist yet), "" otherwise: an apply that
+// changes nothing says so, for it is why nothing seems to happen.
+func (s *Service) queuedBehind(ctx context.Context, h *sluicev1.Head) string {
+	if h == nil {
+		return ""
+	}
+	if _, err := s.st.rollouts.Get(ctx, contract.RolloutID(h.GetGeneration(), h.GetRevision())); !errors.Is(err, store.ErrNotFound) {
+		return ""
+	}
+	return s.runningRollout(ctx, h)
 }
 
 // commit writes journal and finishes it: from the journal's write on the
@@ -339,6 +357,10 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 		if errs := intent.Validate(eff); len(errs) > 0 {
 			return nil, invalid("the intents left after the delete", errs)
 		}
+		findings, err := s.verifyFleet(ctx, "the set the delete leaves", eff, req.GetStrategy(), false)
+		if err != nil {
+			return nil, err
+		}
 		if err := s.refuseKnownBad(ctx, &sluicev1.Revision{Id: render.RevisionID(eff), Intents: eff}, req.GetStrategy()); err != nil {
 			return nil, err
 		}
@@ -356,7 +378,7 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 			return nil, err
 		}
 		resp := &sluicev1.DeleteResponse{Revision: done.head.GetRevision(), Generation: done.head.GetGeneration(),
-			Changed: done.head.GetRevision() != before.Value.GetRevision()}
+			Changed: done.head.GetRevision() != before.Value.GetRevision(), Findings: findings}
 		if resp.Changed {
 			resp.WaitsFor = s.runningRollout(ctx, done.head)
 		}

@@ -1,7 +1,8 @@
 // Package configurator is the configurator service: the single writer of
 // intents and revisions. It serves the apply and delete API (a NATS micro
 // service, api.go), validates every batch against the whole effective set of
-// intents, and when that set changes writes an immutable, content-addressed
+// intents and verifies that set on the present nodes (the fleet rules,
+// verify.go), and when that set changes writes an immutable, content-addressed
 // revision and moves the head to it (commit.go). Entry point: New(cfg).Run(ctx).
 //
 // State, all in the revisions and intents buckets:
@@ -86,6 +87,9 @@ type Config struct {
 	LossCheck time.Duration
 	// Metrics, when set, records each registry's sync state (metrics.go).
 	Metrics *Metrics
+	// StrictVerify makes the fleet verifier's warnings refuse an apply as
+	// its errors do (verify.go), for every request.
+	StrictVerify bool
 	// Version is the build version, announced in the micro service and the
 	// instances bucket (default "dev").
 	Version string

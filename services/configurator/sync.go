@@ -17,6 +17,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/registry"
 	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/verify"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -260,6 +261,25 @@ func planSync(spec *sluicev1.RegistrySpec, snap registry.Snapshot, live map[stri
 	return plan
 }
 
+// validateSet is every problem of a whole set a sync would produce: each
+// intent's and node's rules (intent.Validate), and the fleet verifier's
+// errors that hold without nodes or a strategy (pkg/verify: a VNI is one
+// network everywhere, …), one FieldError per intent a finding names, its
+// field "fleet: <rule>". A sync has no strategy and is planned without
+// reading the nodes, so the strategy rules are the apply's alone.
+func validateSet(set []*sluicev1.Intent) []*sluicev1.FieldError {
+	errs := intent.Validate(set)
+	for _, f := range verify.Verify(verify.Input{Intents: set}) {
+		if f.GetSeverity() != sluicev1.Severity_SEVERITY_ERROR {
+			continue
+		}
+		for _, id := range f.GetIntents() {
+			errs = append(errs, &sluicev1.FieldError{Intent: id, Field: "fleet: " + f.GetRule(), Rule: f.GetMessage() + "; " + f.GetFix()})
+		}
+	}
+	return errs
+}
+
 // rejectedIntent is an upsert left out of a sync, with the problems it causes.
 type rejectedIntent struct {
 	in   *sluicev1.Intent
@@ -272,7 +292,7 @@ type rejectedIntent struct {
 // name none of them (a clash reported on an intent already stored) adds
 // them one at a time.
 func admit(base, upserts []*sluicev1.Intent) (kept []*sluicev1.Intent, rejected []rejectedIntent) {
-	baseErrs := len(intent.Validate(base))
+	baseErrs := len(validateSet(base))
 	with := func(set, add []*sluicev1.Intent) []*sluicev1.Intent {
 		keys := map[string]bool{}
 		for _, in := range add {
@@ -283,7 +303,7 @@ func admit(base, upserts []*sluicev1.Intent) (kept []*sluicev1.Intent, rejected 
 	}
 	kept = upserts
 	for range 3 {
-		errs := intent.Validate(with(base, kept))
+		errs := validateSet(with(base, kept))
 		if len(errs) <= baseErrs {
 			return kept, rejected
 		}
@@ -307,7 +327,7 @@ func admit(base, upserts []*sluicev1.Intent) (kept []*sluicev1.Intent, rejected 
 	// One at a time, in order: each joins if the set stays as valid.
 	var accepted []*sluicev1.Intent
 	for _, in := range kept {
-		errs := intent.Validate(with(base, append(slices.Clone(accepted), in)))
+		errs := validateSet(with(base, append(slices.Clone(accepted), in)))
 		if len(errs) <= baseErrs {
 			accepted = append(accepted, in)
 			continue

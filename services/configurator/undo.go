@@ -7,6 +7,8 @@ import (
 	"sort"
 	"strings"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sluicehq/sluice/pkg/change"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
@@ -102,7 +104,16 @@ func (s *Service) headFor(ctx context.Context, what string, st *sluicev1.Strateg
 	if head.Value == nil {
 		return head, false, &apiError{code: contract.ErrCodeNotFound, desc: "nothing has been applied yet: there is nothing to " + what}
 	}
-	return head, requestID != "" && head.Value.GetRequestId() == requestID, nil
+	replayed = requestID != "" && head.Value.GetRequestId() == requestID
+	if !replayed && proto.Size(st) > 0 {
+		// The strategy rules only: the content is a revision's that ran
+		// (undo) or the head's own (retry), and an undo in an emergency is
+		// not refused for what that content was then.
+		if _, err := s.verifyFleet(ctx, "the "+what+"'s strategy", nil, st, false); err != nil {
+			return head, false, err
+		}
+	}
+	return head, replayed, nil
 }
 
 // undoTarget is the revision an undo goes back to: the one asked for (an id

@@ -10,6 +10,8 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+
+	"github.com/sluicehq/sluice/pkg/contract"
 )
 
 // Defaults of the Host fields left zero.
@@ -20,8 +22,9 @@ const (
 )
 
 // VRFTableSpan is how many tables VRFTableBase + hash % VRFTableSpan spreads
-// the VRFs without a routing table of their own over.
-const VRFTableSpan = 100000
+// the VRFs without a routing table of their own over (contract.VRFTableSlot,
+// which the fleet verifier reads too).
+const VRFTableSpan = contract.VRFTableSpan
 
 // VRF modes (Host.VRFs).
 const (

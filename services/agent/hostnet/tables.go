@@ -1,8 +1,7 @@
 package hostnet
 
 import (
-	"hash/fnv"
-
+	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -79,7 +78,5 @@ func vrfTable(vrf string, tableOf map[string]uint32, base uint32) uint32 {
 	if t, ok := tableOf[vrf]; ok {
 		return t
 	}
-	f := fnv.New32a()
-	_, _ = f.Write([]byte(vrf))
-	return base + f.Sum32()%VRFTableSpan
+	return base + contract.VRFTableSlot(vrf)
 }

@@ -18,13 +18,14 @@ import (
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
+	"github.com/sluicehq/sluice/pkg/verify"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 func (a *app) applyCommand() *cobra.Command {
 	var files []string
 	var sf strategyFlags
-	var dry bool
+	var dry, strict bool
 	cmd := &cobra.Command{
 		Use:   "apply -f FILE|DIR [-f ...]",
 		Short: "Store intents and roll the new revision out",
@@ -39,6 +40,16 @@ error naming the flag, with exit code 2.
 
 If any intent is invalid, every problem is printed as <intent>: <field>: <rule>,
 nothing is stored, and the exit code is 1.
+
+Before a revision is cut, the configurator runs the fleet verifier on the
+whole set the apply produces, the present nodes and the strategy
+(docs/intents.md, "Fleet rules"): an error refuses the apply (exit 1,
+nothing stored); a warning is printed and the apply goes on, unless
+--strict makes warnings refuse too. 'sluice verify' runs the same rules on
+files alone.
+
+Content that is already the head changes nothing, and the strategy flags
+given with it are not used: apply says so.
 
 Limits (docs/intents.md, "Apply limits"): an intent file of at most %d MiB,
 at most %d intents in one apply, and a request that fits the NATS server's
@@ -69,7 +80,7 @@ max_payload. Anything larger is refused before it is sent, with exit code 1.`,
 				return fmt.Errorf("%s: %w; nothing was sent", strings.Join(files, ", "), err)
 			}
 			if dry {
-				return a.dryRun(cmd.Context(), intents, strategy)
+				return a.dryRun(cmd.Context(), intents, strategy, strict)
 			}
 			nc, err := a.connect()
 			if err != nil {
@@ -77,7 +88,7 @@ max_payload. Anything larger is refused before it is sent, with exit code 1.`,
 			}
 			defer nc.Close()
 			resp, err := apiclient.Apply(cmd.Context(), nc, &sluicev1.ApplyRequest{
-				Intents: intents, Strategy: strategy, Source: contract.SourceAPI,
+				Intents: intents, Strategy: strategy, Source: contract.SourceAPI, Strict: strict,
 			})
 			if err != nil {
 				return a.rejected(err)
@@ -87,6 +98,7 @@ max_payload. Anything larger is refused before it is sent, with exit code 1.`,
 				return silentExit(1)
 			}
 			printApplied(a.streams.Out, resp, strategy)
+			printFindings(a.streams.Err, resp.GetFindings())
 			for _, w := range selectsNone(intents, a.presentLabels(cmd.Context())) {
 				fmt.Fprintln(a.streams.Err, w)
 			}
@@ -95,6 +107,7 @@ max_payload. Anything larger is refused before it is sent, with exit code 1.`,
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "intent file or directory (repeatable)")
 	cmd.Flags().BoolVar(&dry, "dry-run", false, "show what would change, as 'sluice diff' does, and store nothing")
+	cmd.Flags().BoolVar(&strict, "strict", false, "the fleet verifier's warnings refuse the apply as its errors do")
 	sf.register(cmd.Flags())
 	return cmd
 }
@@ -140,6 +153,7 @@ The strategy flags are those of apply, checked the same way.`,
 			}
 			fmt.Fprintf(a.streams.Out, "%s marked for deletion\n", intent.IDOf(kind, name))
 			printRevision(a.streams.Out, resp.GetRevision(), resp.GetGeneration(), resp.GetChanged(), resp.GetWaitsFor(), strategy)
+			printFindings(a.streams.Err, resp.GetFindings())
 			return nil
 		},
 	}
@@ -150,6 +164,12 @@ The strategy flags are those of apply, checked the same way.`,
 // rejected explains an error from the configurator's API.
 func (a *app) rejected(err error) error {
 	var apiErr *apiclient.Error
+	if errors.As(err, &apiErr) && len(apiErr.Findings) > 0 {
+		// The fleet verifier refused: each finding, then the summary.
+		printFindings(a.streams.Err, apiErr.Findings)
+		fmt.Fprintf(a.streams.Err, "rejected: %s\n", apiErr.Description)
+		return silentExit(1)
+	}
 	if errors.As(err, &apiErr) && len(apiErr.FieldErrors) > 0 {
 		for _, fe := range apiErr.FieldErrors {
 			fmt.Fprintln(a.streams.Err, intent.FormatFieldError(fe))
@@ -173,6 +193,14 @@ func printFieldErrors(w io.Writer, errs []*sluicev1.FieldError) {
 		fmt.Fprintln(w, intent.FormatFieldError(fe))
 	}
 	printRejected(w, len(errs))
+}
+
+// printFindings prints the fleet verifier's findings, one line each
+// ("warning vrf-unknown: …; fix: …").
+func printFindings(w io.Writer, fs []*sluicev1.Finding) {
+	for _, f := range fs {
+		fmt.Fprintln(w, contract.EscapeLine(verify.Format(f)))
+	}
 }
 
 func printRejected(w io.Writer, n int) {
@@ -199,7 +227,7 @@ func printApplied(w io.Writer, resp *sluicev1.ApplyResponse, st *sluicev1.Strate
 func printRevision(w io.Writer, revision string, generation uint64, changed bool, waitsFor string, st *sluicev1.Strategy) {
 	switch {
 	case !changed:
-		fmt.Fprintf(w, "no change: revision %s is already the head\n", short(revision))
+		fmt.Fprintln(w, noChange(revision, waitsFor, st))
 	case waitsFor != "" && contract.Supersedes(st):
 		fmt.Fprintf(w, "revision %s (generation %d): rollout %s starts no more nodes and stops once its in-flight nodes settle; then this one starts — watch with: sluice rollout status --watch\n",
 			short(revision), generation, waitsFor)
@@ -210,6 +238,20 @@ func printRevision(w io.Writer, revision string, generation uint64, changed bool
 		fmt.Fprintf(w, "revision %s (generation %d): rollout starting — watch with: sluice rollout status --watch\n",
 			short(revision), generation)
 	}
+}
+
+// noChange says that content already the head changes nothing: that the
+// strategy flags given (st set) were not used, and, when the head's rollout
+// is queued, which rollout it waits for.
+func noChange(revision, waitsFor string, st *sluicev1.Strategy) string {
+	msg := fmt.Sprintf("no change: revision %s is already the head", short(revision))
+	if st != nil {
+		msg += "; the strategy flags were not used (a strategy is used only when the head moves)"
+	}
+	if waitsFor != "" {
+		msg += fmt.Sprintf("; its rollout is queued: it starts when rollout %s ends", waitsFor)
+	}
+	return msg
 }
 
 // strategyFlags are the rollout strategy flags of apply and delete;

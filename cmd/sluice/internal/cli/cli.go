@@ -165,6 +165,7 @@ Start everything locally with 'sluice dev' (or 'make run'), then:
 		a.applyCommand(),
 		a.deleteCommand(),
 		a.diffCommand(),
+		a.verifyCommand(),
 		a.getCommand(),
 		a.describeCommand(),
 		a.freezeCommand(),

@@ -20,6 +20,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
+	"github.com/sluicehq/sluice/pkg/verify"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -27,12 +28,14 @@ func (a *app) diffCommand() *cobra.Command {
 	var files []string
 	var output string
 	var sf strategyFlags
+	var strict bool
 	cmd := &cobra.Command{
 		Use:   "diff -f FILE|DIR [-f ...] [strategy flags] [-o json|yaml]",
 		Short: "Show what applying the files would change, storing nothing",
 		Long: `A dry run of 'sluice apply': the configurator checks the files exactly as
 it checks an apply (the rules, the stored intents, registry ownership,
-intents marked for deletion, configs recorded invalid, sizes) and answers
+intents marked for deletion, configs recorded invalid, sizes, the fleet
+verifier's rules on the whole set and the present nodes) and answers
 what it would do, storing nothing. For the revision it would cut, the diff
 shows the intents created and updated, every present node whose config would
 change with the intents that change in it, and the waves and failure domains
@@ -49,7 +52,9 @@ still does (0 accepted, 1 refused).
 created, updated, unchanged, nodes {present, change, unchanged, refused},
 changes [{node, from, to, wave, domain, intents [{intent, op, from, to}]}],
 refused [{node, fingerprint, cause, failedNode, rollout, check, output}],
-plan and warnings (the warnings are on stderr too).
+plan, findings [{rule, severity, intents, nodes, nodeCount, message, fix}]
+(the fleet verifier's warnings) and warnings (findings and warnings are on
+stderr too).
 
 What the coordinator does can still differ if nodes join or leave, or the
 stored intents change, before the apply.`,
@@ -75,7 +80,7 @@ stored intents change, before the apply.`,
 				fmt.Fprintln(a.streams.Err, err)
 				return silentExit(ExitDiffFailed)
 			}
-			r, err := a.diff(cmd.Context(), intents, strategy)
+			r, err := a.diff(cmd.Context(), intents, strategy, strict)
 			if err != nil {
 				return err
 			}
@@ -96,14 +101,15 @@ stored intents change, before the apply.`,
 	}
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "intent file or directory (repeatable)")
 	outputFlag(cmd.Flags(), &output)
+	cmd.Flags().BoolVar(&strict, "strict", false, "the fleet verifier's warnings refuse, as they would refuse 'apply --strict'")
 	sf.register(cmd.Flags())
 	return cmd
 }
 
 // dryRun prints what applying intents with strategy would do, for
 // `apply --dry-run`: exit 0 when apply would be accepted, 1 when refused.
-func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *sluicev1.Strategy) error {
-	r, err := a.diff(ctx, intents, strategy)
+func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *sluicev1.Strategy, strict bool) error {
+	r, err := a.diff(ctx, intents, strategy, strict)
 	if err != nil {
 		return err
 	}
@@ -127,7 +133,11 @@ type diffReport struct {
 	Changes   []nodeChange   `json:"changes"`
 	Refused   []diffRefusal  `json:"refused"`
 	Plan      string         `json:"plan,omitempty"` // the strategy, when a node changes
+	Findings  []finding      `json:"findings"`       // the fleet verifier's (warnings: errors refuse)
 	Warnings  []string       `json:"warnings"`
+
+	waitsFor       string // the rollout a queued head waits for
+	strategyUnused bool   // strategy flags given with content that is the head
 
 	domainKey   string // the strategy's failure-domain label key
 	maxParallel int
@@ -175,7 +185,7 @@ type diffRefusal struct {
 // diff works out what applying intents with strategy would do (see
 // diffCommand); invalid intents are printed and end it with ExitError 1
 // (ExitDiffFailed for diff).
-func (a *app) diff(ctx context.Context, intents []*sluicev1.Intent, strategy *sluicev1.Strategy) (*diffReport, error) {
+func (a *app) diff(ctx context.Context, intents []*sluicev1.Intent, strategy *sluicev1.Strategy, strict bool) (*diffReport, error) {
 	if errs := intent.Validate(intents); len(errs) > 0 {
 		printFieldErrors(a.streams.Err, errs)
 		return nil, silentExit(1)
@@ -187,17 +197,20 @@ func (a *app) diff(ctx context.Context, intents []*sluicev1.Intent, strategy *sl
 	defer nc.Close()
 	// The verdict is the configurator's own: it checks a dry run exactly as
 	// an apply and answers before its first write.
-	verdict, err := apiclient.Apply(ctx, nc, &sluicev1.ApplyRequest{Intents: intents, Strategy: strategy, Source: contract.SourceAPI, DryRun: true})
+	verdict, err := apiclient.Apply(ctx, nc, &sluicev1.ApplyRequest{Intents: intents, Strategy: strategy, Source: contract.SourceAPI, DryRun: true, Strict: strict})
 	if err != nil {
 		var apiErr *apiclient.Error
 		if errors.As(err, &apiErr) && len(apiErr.FieldErrors) == 0 && apiErr.Code != contract.ErrCodeUnavailable {
+			printFindings(a.streams.Err, apiErr.Findings)
 			fmt.Fprintf(a.streams.Err, "apply would be refused: %s\n", apiErr.Description)
 			return nil, silentExit(1)
 		}
 		return nil, a.rejected(err)
 	}
 	r := &diffReport{Created: verdict.GetCreated(), Updated: verdict.GetUpdated(), Unchanged: len(verdict.GetUnchanged()),
-		Changes: []nodeChange{}, Refused: []diffRefusal{}, Warnings: []string{}, Revision: verdict.GetRevision(), Changed: verdict.GetChanged()}
+		Changes: []nodeChange{}, Refused: []diffRefusal{}, Warnings: []string{}, Revision: verdict.GetRevision(), Changed: verdict.GetChanged(),
+		Findings: findingsOf(verdict.GetFindings()), waitsFor: verdict.GetWaitsFor(), strategyUnused: strategy != nil && !verdict.GetChanged()}
+	printFindings(a.streams.Err, verdict.GetFindings())
 	if r.Created == nil {
 		r.Created = []string{} // [] in -o json, not null
 	}
@@ -316,7 +329,11 @@ func (a *app) diff(ctx context.Context, intents []*sluicev1.Intent, strategy *sl
 // the refused nodes and the waves.
 func (r *diffReport) print(w io.Writer) {
 	if !r.Changed {
-		fmt.Fprintf(w, "no change: revision %s is already the head (nothing was stored: dry run)\n", short(r.Revision))
+		var st *sluicev1.Strategy
+		if r.strategyUnused {
+			st = &sluicev1.Strategy{}
+		}
+		fmt.Fprintf(w, "%s (nothing was stored: dry run)\n", noChange(r.Revision, r.waitsFor, st))
 		return
 	}
 	fmt.Fprintf(w, "revision %s (the head is %s): %d intent(s) created, %d updated, %d unchanged\n", short(r.Revision),
@@ -367,6 +384,35 @@ func (r *diffReport) print(w io.Writer) {
 		flush()
 	}
 	fmt.Fprintln(w, "nothing was stored (dry run)")
+}
+
+// finding is a fleet verifier's finding in diff's JSON (sluicev1.Finding
+// with its severity as a word).
+type finding struct {
+	Rule      string   `json:"rule"`
+	Severity  string   `json:"severity"` // error or warning
+	Intents   []string `json:"intents"`
+	Nodes     []string `json:"nodes"`
+	NodeCount uint32   `json:"nodeCount"`
+	Message   string   `json:"message"`
+	Fix       string   `json:"fix"`
+}
+
+func findingsOf(fs []*sluicev1.Finding) []finding {
+	out := []finding{}
+	for _, f := range fs {
+		out = append(out, finding{Rule: f.GetRule(), Severity: verify.SeverityWord(f.GetSeverity()), Intents: orEmpty(f.GetIntents()),
+			Nodes: orEmpty(f.GetNodes()), NodeCount: f.GetNodeCount(), Message: f.GetMessage(), Fix: f.GetFix()})
+	}
+	return out
+}
+
+// orEmpty is s, or [] for nil (so that JSON shows [], not null).
+func orEmpty(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }
 
 // stageLabel names the stage c starts in: its wave and failure domain, or

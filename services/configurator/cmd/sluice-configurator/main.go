@@ -31,6 +31,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	common.Register(fs)
 	source := fs.String("source", configurator.DefaultSource, "source recorded on applied intents when a request names none")
 	fetchTimeout := fs.Duration("registry-fetch-timeout", 30*time.Second, "bound on one read of a registry (Redis, directory); a read that takes longer counts as unreachable")
+	strictVerify := fs.Bool("strict-verify", false, "the fleet verifier's warnings refuse an apply as its errors do (docs/intents.md, \"Fleet rules\")")
 	var deleteAfter *time.Duration // nil: the per-registry default
 	fs.Func("registry-delete-after", "how long an intent must be missing from every answer of its registry before it is marked for deletion; 0 marks it at the first answer without it (default: per registry twice its sync interval, at least 30s)",
 		func(v string) error {
@@ -40,7 +41,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 		})
 	return common.Main(ctx, fs, args, stderr, nil, func(rt cmdutil.Runtime) (cmdutil.Service, error) {
 		return configurator.New(configurator.Config{Conn: rt.Conn, Settings: common.Settings(), Log: rt.Log, Source: *source,
-			FetchTimeout: *fetchTimeout, DeleteAfter: deleteAfter, Version: cmdutil.Version, Metrics: configurator.NewMetrics(rt.Metrics)})
+			FetchTimeout: *fetchTimeout, DeleteAfter: deleteAfter, StrictVerify: *strictVerify, Version: cmdutil.Version, Metrics: configurator.NewMetrics(rt.Metrics)})
 	})
 }
 
