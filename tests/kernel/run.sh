@@ -30,6 +30,7 @@ tests=(
 	"hostnet ./services/agent/hostnet -test.skip ^TestApplier_KernelVRFsWithoutKernelSupport_SaysWhatToDo$"
 	"netcheck ./services/agent/netcheck"
 	"e2e ./tests/e2e -test.run ^TestEndToEnd_NetlinkApplier"
+	"frr ./services/agent/frr -test.run ^(TestAgent_KernelVRFs_|TestKernelRoutes$)"
 )
 args=()
 for t in "${tests[@]}"; do
