@@ -92,7 +92,7 @@ func TestAgent_KernelVRFs_ImportVRFLeakFollowsTheRouteMap(t *testing.T) {
 	statuses := store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} })
 	a, err := agent.New(agent.Config{
 		Conn: env.Conn, Settings: env.Settings, Node: node, StateDir: t.TempDir(),
-		Log:  zerolog.New(zerolog.NewTestWriter(t)).With().Timestamp().Logger().Level(zerolog.InfoLevel),
+		Log:     zerolog.New(zerolog.NewTestWriter(t)).With().Timestamp().Logger().Level(zerolog.InfoLevel),
 		Applier: agent.Appliers{{Name: "netlink", Applier: netl}, {Name: "frr", Applier: fa}},
 		Checks: []agent.CheckSpec{
 			{Check: frr.BGP{FRR: n2.Instance, MinPrefixes: 2}, Timeout: time.Minute},
