@@ -150,7 +150,7 @@ netns-demo: ## As root: 3 nodes as network namespaces on a fabric; a VXLAN netwo
 # tests/kernel/run.sh installs qemu-system-x86, linux-image-amd64 and
 # busybox-static when missing.
 .PHONY: test-kernel
-test-kernel: ## The netlink applier's VRF tests, its checks and the netns demo in Debian's kernel under qemu, where a skip is a failure (installs qemu and the kernel if missing; about 1.5 minutes)
+test-kernel: ## The netlink applier's VRF tests, its checks, the netns demo and the FRR applier's kernel-VRF route leaking (host FRR over 9p) in Debian's kernel under qemu, where a skip is a failure (installs qemu and the kernel if missing; about 4.5 minutes)
 	GO=$(GO) BIN=$(BIN) tests/kernel/run.sh
 
 .PHONY: mutants

@@ -5,13 +5,17 @@
 //
 // It builds an initramfs (busybox, the kernel modules the tests need with
 // their dependencies, the binaries and an /init script), boots it with
-// qemu's software emulation on one virtual CPU, reads the serial console,
+// qemu's software emulation on one virtual CPU with the host's /usr and
+// /etc shared read-only over virtio-9p (so that the tests can run the
+// host's FRR; /etc under a tmpfs overlay in the guest), reads the serial
+// console,
 // turns each binary's -test.v=test2json output into test events with
 // `go tool test2json`, prints one line per test and ends with
 // "N passed, N failed". It exits 1 when a test failed, a test skipped (here
 // nothing may skip: a VRF test that skips did not run where it must), a
 // binary exited non-zero, or the guest never printed its end marker before
-// --timeout: qemu's own exit status says nothing about the guest.
+// --timeout: qemu's own exit status says nothing about the guest. The
+// binaries run with SLUICE_KERNEL_VRFS=required and SLUICE_REQUIRE_FRR=1.
 //
 //	sluice-kernel-test [flags] NAME=BINARY[:ARGS] ...
 //
