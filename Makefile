@@ -157,7 +157,7 @@ frr-demo: frr ## As root: 3 nodes and a spine as namespaces, each its own FRR; a
 # tests/kernel/run.sh installs qemu-system-x86, linux-image-amd64 and
 # busybox-static when missing.
 .PHONY: test-kernel
-test-kernel: ## The netlink applier's VRF tests, its checks and the netns demo in Debian's kernel under qemu, where a skip is a failure (installs qemu and the kernel if missing; about 1.5 minutes)
+test-kernel: ## The netlink applier's VRF tests, its checks, the netns demo and the FRR applier's kernel-VRF route leaking (host FRR over 9p) in Debian's kernel under qemu, where a skip is a failure (installs qemu and the kernel if missing; about 4.5 minutes)
 	GO=$(GO) BIN=$(BIN) tests/kernel/run.sh
 
 .PHONY: mutants

@@ -3,8 +3,9 @@
 # which this machine kind's kernel lacks), in Debian's kernel under qemu.
 # Installs qemu, the kernel and a static busybox when missing (Debian
 # packages, no recommends), builds each test package as a static binary
-# and boots them in one VM (tests/cmd/sluice-kernel-test; docs/agent.md,
-# "On a real kernel"). Ends with "N passed, N failed"; exits non-zero on a
+# and boots them in one VM with the host's /usr and /etc shared read-only,
+# for the FRR tests (tests/cmd/sluice-kernel-test; docs/agent.md, "On a
+# real kernel"). Ends with "N passed, N failed"; exits non-zero on a
 # failure, a skip, or a guest that never finished.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -30,6 +31,7 @@ tests=(
 	"hostnet ./services/agent/hostnet -test.skip ^TestApplier_KernelVRFsWithoutKernelSupport_SaysWhatToDo$"
 	"netcheck ./services/agent/netcheck"
 	"e2e ./tests/e2e -test.run ^TestEndToEnd_NetlinkApplier"
+	"frr ./services/agent/frr -test.run ^(TestAgent_KernelVRFs_|TestKernelRoutes$)"
 )
 args=()
 for t in "${tests[@]}"; do

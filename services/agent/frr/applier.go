@@ -42,8 +42,8 @@ type ApplierConfig struct {
 }
 
 // DefaultSettle is ApplierConfig.Settle's default. A changed prefix list
-// or route map took 110-170 ms to leave FRR's RIB after `clear bgp *
-// soft` here (route refresh over a veth, on a loaded 2-core machine).
+// or route map took 110-170 ms to leave FRR's RIB after the refresh here
+// (route refresh over a veth, on a loaded 2-core machine).
 const DefaultSettle = 500 * time.Millisecond
 
 // Applier puts a node's routing in force through one FRR instance: it
@@ -235,13 +235,14 @@ func (a *Applier) Validate(ctx context.Context, cfg *sluicev1.DesiredConfig) err
 // applied part of the file (frr-reload applies line by line), and the
 // next Apply (the agent's restore of last-good) reloads in full.
 //
-// After a reload it has BGP re-run its policies at once (`clear bgp [vrf
-// X] * soft` in every VRF with BGP: a route refresh from each neighbour)
-// and waits Settle before it returns: bgpd on its own applies a changed
-// prefix list or route map to its sessions only after its route-map
-// delay timer (5 s), and until then a route the new policy filters is
-// still there, so a route check run at once would pass a config that
-// drops it.
+// After a reload it has BGP put the new policies in force at once
+// (refresh: the pending route-map update fired now, then `clear bgp [vrf
+// X] * soft` in every VRF with BGP) and waits Settle before it returns:
+// bgpd on its own applies a changed prefix list or route map only after
+// its route-map delay timer (5 s) — to its sessions and to the routes
+// `import vrf` leaks between VRFs alike — and until then a route the new
+// policy filters is still there, so a route check run at once would pass
+// a config that drops it.
 func (a *Applier) Apply(ctx context.Context, cfg *sluicev1.DesiredConfig) error {
 	if cfg == nil {
 		return errors.New("apply: no desired config")
@@ -278,40 +279,10 @@ func (a *Applier) Apply(ctx context.Context, cfg *sluicev1.DesiredConfig) error 
 		return err
 	}
 	a.reloads++
-	if err := a.refresh(ctx); err != nil {
+	if err := a.refresh(ctx, file); err != nil {
 		return err
 	}
 	a.reloaded, a.validated = file, file
-	return nil
-}
-
-// refresh has every BGP instance re-run its policies now, then waits
-// Settle (or ctx's end).
-func (a *Applier) refresh(ctx context.Context) error {
-	s, err := a.cfg.FRR.BGPSummary(ctx)
-	if err != nil {
-		return fmt.Errorf("after the reload: %w", err)
-	}
-	var cmds []string
-	for _, v := range s.VRFs {
-		if v == DefaultVRF {
-			cmds = append(cmds, "clear bgp * soft")
-		} else {
-			cmds = append(cmds, "clear bgp vrf "+v+" * soft")
-		}
-	}
-	if len(cmds) > 0 {
-		if _, err := a.cfg.FRR.Run(ctx, cmds...); err != nil {
-			return fmt.Errorf("after the reload, have BGP apply the new policy: %w", err)
-		}
-	}
-	t := time.NewTimer(a.cfg.Settle)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return fmt.Errorf("%s: waiting %s for BGP to settle after the reload: %w", a.cfg.FRR, a.cfg.Settle, context.Cause(ctx))
-	case <-t.C:
-	}
 	return nil
 }
 

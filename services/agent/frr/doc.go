@@ -8,7 +8,8 @@
 // node Invalid with FRR's line and message; Instance runs vtysh and
 // frr-reload.py against one pathspace; the BGP and Route checks read FRR's
 // state. Files: applier.go (the applier), render.go, merge.go,
-// validate.go, reload.go and vtysh.go (Instance), state.go and check.go
+// validate.go, reload.go and vtysh.go (Instance), refresh.go (after a
+// reload), state.go and check.go
 // (FRR's JSON state, the checks), settings.go, errors.go.
 //
 // # Applying
@@ -23,10 +24,14 @@
 // nothing is remembered and the next Apply reloads, frr-reload computing
 // the difference itself. A change made by hand to the running config is
 // therefore corrected only by the next change of the file or a restart.
-// After each reload Apply runs `clear bgp [vrf X] * soft` and waits
-// Settle, because bgpd applies a changed route map to its sessions only
-// after its route-map delay timer (5 s): a route check run at once would
-// still see a route the new policy drops. The base file is read once, at
+// After each reload Apply fires bgpd's pending route-map update (the
+// route-map delay timer set to 0 and back to the file's own value), runs
+// `clear bgp [vrf X] * soft` and waits Settle (refresh.go): bgpd re-runs
+// a changed route map or prefix list — on its sessions and on what
+// `import vrf route-map` leaks into a VRF — only when that timer fires
+// (5 s), and a soft clear re-runs the neighbours' maps alone, so a route
+// check run at once would still see a route the new policy drops. The
+// base file is read once, at
 // the agent's start; Preflight refuses one FRR rejects there, so a base
 // file can never make a config Invalid.
 //

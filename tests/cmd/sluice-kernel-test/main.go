@@ -5,13 +5,17 @@
 //
 // It builds an initramfs (busybox, the kernel modules the tests need with
 // their dependencies, the binaries and an /init script), boots it with
-// qemu's software emulation on one virtual CPU, reads the serial console,
+// qemu's software emulation on one virtual CPU with the host's /usr and
+// /etc shared read-only over virtio-9p (so that the tests can run the
+// host's FRR; /etc under a tmpfs overlay in the guest), reads the serial
+// console,
 // turns each binary's -test.v=test2json output into test events with
 // `go tool test2json`, prints one line per test and ends with
 // "N passed, N failed". It exits 1 when a test failed, a test skipped (here
 // nothing may skip: a VRF test that skips did not run where it must), a
 // binary exited non-zero, or the guest never printed its end marker before
-// --timeout: qemu's own exit status says nothing about the guest.
+// --timeout: qemu's own exit status says nothing about the guest. The
+// binaries run with SLUICE_KERNEL_VRFS=required and SLUICE_REQUIRE_FRR=1.
 //
 //	sluice-kernel-test [flags] NAME=BINARY[:ARGS] ...
 //
@@ -56,8 +60,30 @@ const (
 
 // modules are what the tests load, in an order that satisfies their
 // dependencies once each one's own (modules.dep) come first: links the
-// netlink applier makes (bridge, 802.1Q, veth, macvlan, VXLAN, VRF, dummy).
-var modules = []string{"bridge", "8021q", "veth", "macvlan", "vxlan", "vrf", "dummy"}
+// netlink applier makes (bridge, 802.1Q, veth, macvlan, VXLAN, VRF, dummy),
+// then what the guest needs to mount the host's shares (virtio PCI, 9p
+// over virtio, overlay).
+var modules = []string{"bridge", "8021q", "veth", "macvlan", "vxlan", "vrf", "dummy", "virtio_pci", "9pnet_virtio", "9p", "overlay"}
+
+// share is a host directory the guest mounts read-only over virtio-9p.
+type share struct{ tag, path string }
+
+// shares are the host's /usr and /etc, so that the tests can run the
+// host's FRR (its daemons, vtysh, frr-reload.py and python3), iproute2's
+// ip (ip netns exec) and read its users (FRR drops to user frr). The
+// guest mounts /usr as it is and /etc under a tmpfs overlay, where the
+// tests write FRR's per-instance config: nothing reaches the host.
+var shares = []share{{"usr", "/usr"}, {"etc", "/etc"}}
+
+// The guest's own tools are busybox's, in bbDir: its /bin, /sbin and
+// /lib are links into /usr as on the host (merged /usr), so that the
+// host's programs and the links between them (/usr/sbin/ip -> /bin/ip)
+// resolve to the host's. guestPath is the tests' PATH: the host's
+// programs first, busybox's where the host has none.
+const (
+	bbDir     = "/bbin"
+	guestPath = "/usr/sbin:/usr/bin:" + bbDir
+)
 
 type binary struct {
 	name, path string
@@ -150,9 +176,9 @@ func newestKernel() (string, error) {
 // between them are told apart.
 func initScript(bins []binary, mods []string) string {
 	var b strings.Builder
-	b.WriteString(`#!/bin/sh
-/bin/busybox --install -s /bin
-export PATH=/bin
+	b.WriteString(`#!` + bbDir + `/sh
+` + bbDir + `/busybox --install -s ` + bbDir + `
+export PATH=` + bbDir + `
 mount -t proc proc /proc
 mount -t sysfs sys /sys
 mount -t devtmpfs dev /dev
@@ -168,10 +194,37 @@ ip link set lo up
 	for _, m := range mods {
 		fmt.Fprintf(&b, "insmod /modules/%s || echo '%smodules 1 insmod %s failed'\n", m, markExit, m)
 	}
+	// The shares: /usr read-only (cache=loose: nothing changes it while
+	// the guest runs), /etc read-only under a tmpfs overlay. Then what
+	// FRR needs beside them: the guest's own hostname and hosts (frr-reload
+	// fails on a hostname of "(none)"), and its run, log and state
+	// directories owned by user frr.
+	opts := "trans=virtio,version=9p2000.L,msize=262144,ro"
+	fmt.Fprintf(&b, "mkdir -p /run/host-etc /run/etc\n")
+	for _, sh := range shares {
+		dir := sh.path
+		if sh.tag == "etc" {
+			dir = "/run/host-etc"
+		}
+		cache := ""
+		if sh.tag == "usr" {
+			cache = ",cache=loose"
+		}
+		fmt.Fprintf(&b, "mount -t 9p -o %s%s %s %s || echo '%sshare 1 mount %s failed'\n", opts, cache, sh.tag, dir, markExit, sh.path)
+	}
+	fmt.Fprintf(&b, `mount -t tmpfs etc /run/etc && mkdir /run/etc/upper /run/etc/work &&
+  mount -t overlay overlay -o lowerdir=/run/host-etc,upperdir=/run/etc/upper,workdir=/run/etc/work /etc ||
+  echo '%sshare 1 overlay on /etc failed'
+echo sluice-guest > /etc/hostname
+printf '127.0.0.1 localhost sluice-guest\n::1 localhost\n' > /etc/hosts
+mkdir -p /run/frr /var/log/frr /var/lib/frr /var/tmp
+chown frr:frr /run/frr /var/log/frr /var/lib/frr
+chmod 1777 /var/tmp
+`, markExit)
 	for _, bin := range bins {
 		args := strings.Join(append([]string{"-test.v=test2json", "-test.timeout=10m"}, quoteAll(bin.args)...), " ")
 		fmt.Fprintf(&b, "mkdir -p /tmp/%[1]s && cd /tmp/%[1]s\n", bin.name)
-		fmt.Fprintf(&b, "TMPDIR=/tmp/%[1]s SLUICE_KERNEL_VRFS=required /tests/%[1]s %[2]s > /tmp/%[1]s.out 2>&1\n", bin.name, args)
+		fmt.Fprintf(&b, "PATH=%[3]s TMPDIR=/tmp/%[1]s SLUICE_KERNEL_VRFS=required SLUICE_REQUIRE_FRR=1 /tests/%[1]s %[2]s > /tmp/%[1]s.out 2>&1\n", bin.name, args, guestPath)
 		fmt.Fprintf(&b, "rc=$?\nsed 's/^/%s%s /' /tmp/%s.out\necho \"%s%s $rc\"\ncd /\n", markOut, bin.name, bin.name, markExit, bin.name)
 	}
 	b.WriteString("echo " + markDone + "\nsync\npoweroff -f\n")
@@ -186,7 +239,7 @@ func quoteAll(args []string) []string {
 	return out
 }
 
-// buildInitramfs writes a gzipped newc cpio archive with busybox as /bin/sh,
+// buildInitramfs writes a gzipped newc cpio archive with busybox as /bbin/sh,
 // the modules the tests need (and theirs) and the test binaries.
 func buildInitramfs(out, busybox, modDir string, bins []binary) error {
 	mods, err := resolveModules(modDir, modules)
@@ -202,15 +255,22 @@ func buildInitramfs(out, busybox, modDir string, bins []binary) error {
 	w := newCPIO(gz)
 	// The root must be 0755 and /tmp 1777: daemons that drop privileges
 	// (FRR) need both.
-	for _, d := range []string{".", "bin", "proc", "sys", "dev", "tmp", "run", "modules", "tests", "etc"} {
+	for _, d := range []string{".", bbDir[1:], "proc", "sys", "dev", "tmp", "run", "modules", "tests", "etc", "usr"} {
 		if err := w.dir(d, 0o755); err != nil {
 			return err
 		}
 	}
-	if err := w.fileFrom("bin/busybox", busybox, 0o755); err != nil {
+	// The host's programs in /usr (mounted by /init) find their loader and
+	// libraries where a merged-/usr Debian has them.
+	for _, l := range []string{"bin", "sbin", "lib", "lib64"} {
+		if err := w.symlink(l, "usr/"+l); err != nil {
+			return err
+		}
+	}
+	if err := w.fileFrom(bbDir[1:]+"/busybox", busybox, 0o755); err != nil {
 		return err
 	}
-	if err := w.symlink("bin/sh", "busybox"); err != nil {
+	if err := w.symlink(bbDir[1:]+"/sh", "busybox"); err != nil {
 		return err
 	}
 	var names []string
@@ -290,6 +350,9 @@ func boot(ctx context.Context, qemu, kernel, initrd string, memMiB int, timeout 
 		"-kernel", kernel, "-initrd", initrd,
 		"-append", "console=ttyS0 panic=-1 quiet loglevel=1",
 		"-nographic", "-no-reboot", "-nic", "none")
+	for _, sh := range shares {
+		cmd.Args = append(cmd.Args, "-virtfs", fmt.Sprintf("local,path=%s,mount_tag=%s,security_model=none,readonly=on", sh.path, sh.tag))
+	}
 	var console bytes.Buffer
 	out := io.Writer(&console)
 	if keep != "" {
@@ -355,6 +418,9 @@ func summarize(ctx context.Context, console []byte, bins []binary, stdout io.Wri
 	}
 	if code, ok := exits["modules"]; ok {
 		res.problems = append(res.problems, "a kernel module did not load (exit "+code+")")
+	}
+	if code, ok := exits["share"]; ok {
+		res.problems = append(res.problems, "the guest could not mount the host's /usr and /etc (exit "+code+")")
 	}
 	for _, b := range bins {
 		evs, err := test2json(ctx, b.name, outputs[b.name])

@@ -46,6 +46,8 @@ func TestSummarize(t *testing.T) {
 			[]string{"hostnet: read its output: no output at all", "hostnet: the guest printed no exit status", "never printed its end marker"}},
 		{"a module that did not load", console(append(pass[:4], "@exit modules 1 insmod vrf.ko failed", "@exit hostnet 0", "@done")...), 1, 0,
 			[]string{"a kernel module did not load"}},
+		{"a host share that did not mount", console(append(pass[:4], "@exit share 1 mount /usr failed", "@exit hostnet 0", "@done")...), 1, 0,
+			[]string{"the guest could not mount the host's /usr and /etc"}},
 		{"all passed", console(append(pass[:4], "@exit hostnet 0", "@done")...), 1, 0, nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
