@@ -260,6 +260,7 @@ build: $(addprefix $(BIN)/,$(BINARIES)) ## Build static binaries into bin/
 # Always rebuilt: go build is incremental and knows the real dependencies.
 .PHONY: $(addprefix $(BIN)/,$(BINARIES) probe)
 $(addprefix $(BIN)/,$(BINARIES) probe):
+	@[ -x $@ ] || echo "building $@ (the first build downloads the modules and compiles everything: a minute or two on a fresh machine)"
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $@ $(pkg.$(notdir $@))
 
 # Credentials and certificates for deploy/compose/secure.yaml, made once

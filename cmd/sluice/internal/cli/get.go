@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -206,6 +207,11 @@ func (a *app) printGet(ctx context.Context, w io.Writer, js jetstream.KeyValueMa
 	}
 	if nodes, ok := l.(nodeList); ok && sel != nil {
 		l = nodes.selecting(sel)
+		if picked := l.(nodeList); len(picked) == 0 {
+			// On stderr, as kubectl's "No resources found": stdout stays the (empty) listing.
+			fmt.Fprintf(a.streams.Err, "no node matches -l %s: none of the %s registered has every one of those labels (sluice get nodes shows their labels)\n",
+				formatSelector(sel), contract.Thousands(len(nodes)))
+		}
 	}
 	if n, ok := l.(named); ok && len(names) > 0 {
 		l, missing = pickNamed(n, names, kind.byPrefix)
@@ -262,6 +268,15 @@ func parseSelector(s string) (map[string]string, error) {
 		sel[k] = v
 	}
 	return sel, nil
+}
+
+// formatSelector writes sel as -l takes it, keys sorted.
+func formatSelector(sel map[string]string) string {
+	parts := make([]string, 0, len(sel))
+	for _, k := range slices.Sorted(maps.Keys(sel)) {
+		parts = append(parts, contract.Quote(k)+"="+contract.Quote(sel[k]))
+	}
+	return strings.Join(parts, ",")
 }
 
 // selecting is the nodes of l whose presence carries every label of sel

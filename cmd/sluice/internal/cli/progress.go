@@ -372,8 +372,8 @@ func rolloutLines(r *sluicev1.Rollout, live []liveNode, now time.Time) []string 
 // rolloutBlock is rolloutLines with the node table's cells cut to w.
 func rolloutBlock(r *sluicev1.Rollout, live []liveNode, now time.Time, w cellWidths) []string {
 	rev := short(r.GetRevision())
-	if r.GetPreviousRevision() != "" {
-		rev += " (from " + short(r.GetPreviousRevision()) + ")"
+	if p := r.GetPreviousRevision(); p != "" && p != r.GetRevision() {
+		rev += " (from " + short(p) + ")" // not "X (from X)": a rollout of the revision in force (an undo to it, a retry)
 	}
 	lines := []string{
 		fmt.Sprintf("rollout   %s (generation %d)", r.GetId(), r.GetGeneration()),

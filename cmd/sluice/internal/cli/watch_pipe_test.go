@@ -159,3 +159,34 @@ func TestRolloutStatusAndHistory_Piped_PrintTheWholeFailure(t *testing.T) {
 		t.Errorf("on a terminal the output is not cut:\n%s", text)
 	}
 }
+
+// A rollout of the revision already in force (an undo to it, a retry) is
+// not "revision X (from X)".
+func TestRolloutLines_SameRevisionAsBefore_NoFrom(t *testing.T) {
+	r := rolledBack()
+	r.PreviousRevision = r.Revision
+	text := strings.Join(rolloutLines(r, nil, now), "\n")
+	if !strings.Contains(text, "revision  bbbbbbbbbbbb\n") || strings.Contains(text, "(from") {
+		t.Errorf("the revision line names itself as where it came from:\n%s", text)
+	}
+}
+
+// get nodes -l that matches nothing says so (on stderr: stdout stays the
+// listing), instead of a bare header.
+func TestGetNodes_SelectorMatchingNothing_SaysSo(t *testing.T) {
+	s := startSystem(t, 2)
+	natstest.Eventually(t, 30*time.Second, "two nodes present", func() bool {
+		_, out, _ := sluice(t, s.URL(), "get", "nodes")
+		return strings.Count(out, "\nnode-") == 2
+	})
+	code, out, stderr := sluice(t, s.URL(), "get", "nodes", "-l", "zone=zone-z")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, stderr)
+	}
+	if strings.Contains(out, "node-") || !strings.Contains(stderr, `no node matches -l zone=zone-z: none of the 2 registered has every one of those labels`) {
+		t.Errorf("stdout:\n%s\nstderr:\n%s", out, stderr)
+	}
+	if _, _, stderr := sluice(t, s.URL(), "get", "nodes"); strings.Contains(stderr, "no node matches") {
+		t.Errorf("without -l: %s", stderr)
+	}
+}
