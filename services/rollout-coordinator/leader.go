@@ -95,10 +95,11 @@ func (e *election) margin() time.Duration {
 
 // follow reads the leases bucket's TTL and takes it as the lease in force
 // when it changed, logging the change once; it reports whether it did. A
-// TTL that cannot be read leaves the lease as it was (the lease's own read
-// or write says what is wrong).
+// TTL that cannot be read within a renew interval leaves the lease as it
+// was (the lease's own read or write says what is wrong): a slow answer
+// must not hold up the next renewal.
 func (e *election) follow(ctx context.Context) bool {
-	cctx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
+	cctx, cancel := context.WithTimeout(ctx, min(store.AttemptTimeout, e.settings().RenewInterval()))
 	ttl, err := buckets.LeaderLease(cctx, e.kv)
 	cancel()
 	if err != nil || ttl <= 0 {
@@ -250,14 +251,12 @@ func (e *election) keep(ctx context.Context, l *lease, lost context.CancelFunc) 
 		case <-t.C:
 		}
 		err := e.renew(ctx, l)
-		if e.follow(ctx) {
+		if err == nil && e.follow(ctx) {
 			// The TTL changed under this term: renew by the new one from
 			// now on, and stop writing by the time the last renewal could
 			// have expired under it.
 			t.Reset(e.settings().RenewInterval())
-			if !l.renewed.IsZero() {
-				l.validUntil.Store(min(l.validUntil.Load(), l.renewed.Add(e.margin()).UnixNano()))
-			}
+			l.validUntil.Store(min(l.validUntil.Load(), l.renewed.Add(e.margin()).UnixNano()))
 		}
 		switch {
 		case err == nil:
