@@ -6,6 +6,11 @@
 // it has); Ensure creates everything for installers, tests and sluice dev.
 // The manager of the control bucket (and Ensure) also gives the store its
 // identity, control/store.id, if it has none.
+//
+// The leases bucket's TTL is the leader lease in force, and a leader renews
+// by it: its manager sets it to its --leader-lease only while no lease is
+// held (keptTTL), and says so when it keeps it; Set.LeaderLease and
+// LeaderLease report it.
 package buckets
 
 import (
@@ -95,7 +100,9 @@ func Open(ctx context.Context, nc *nats.Conn, s contract.Settings, component str
 // enabled atomic publish on it. It
 // returns the handles of the buckets component uses (an agent gets
 // NodeConfigs, Status, Nodes and Control; every other component gets all)
-// and the node lease in force. An agent and the CLI manage nothing.
+// and the node and leader leases in force. An agent and the CLI manage
+// nothing. The leases bucket's TTL is changed only while no lease is held
+// in it (see keptTTL).
 func Prepare(ctx context.Context, js jetstream.JetStream, s contract.Settings, component string, opts ...OpenOption) (*Set, error) {
 	if !contract.ValidComponent(component) {
 		return nil, fmt.Errorf("buckets: unknown component %q", component)
@@ -131,8 +138,11 @@ func Prepare(ctx context.Context, js jetstream.JetStream, s contract.Settings, c
 		if w.kv == nil {
 			continue
 		}
-		if w.name == contract.BucketNodes {
+		switch w.name {
+		case contract.BucketNodes:
 			b.NodeLease = cfg.MaxAge
+		case contract.BucketLeases:
+			b.LeaderLease = cfg.MaxAge
 		}
 		kv, err := c.bind(ctx, js, w)
 		if err != nil {
@@ -276,12 +286,13 @@ func (w want) apply(cur jetstream.StreamConfig) jetstream.StreamConfig {
 
 // manage creates the bucket or stream when missing and updates the fields
 // sluice manages when they differ, refusing to lower replicas or to change
-// the storage type.
-func (w want) manage(ctx context.Context, js jetstream.JetStream, component string) error {
+// the storage type. It returns the TTL it kept instead of the one wanted
+// (see keptTTL), zero when it kept none.
+func (w want) manage(ctx context.Context, js jetstream.JetStream, component string) (kept time.Duration, err error) {
 	cur, err := streamConfig(ctx, js, w.stream())
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		if err := w.create(ctx, js); err != nil {
-			return err
+			return 0, err
 		}
 		// On a cluster a stream just created (by us, or by another manager
 		// starting at the same time: then create saw "already exists") can
@@ -294,13 +305,13 @@ func (w want) manage(ctx context.Context, js jetstream.JetStream, component stri
 			}
 		}
 		if err != nil {
-			return fmt.Errorf("%s %s: %w", w.kind(), w.name, err)
+			return 0, fmt.Errorf("%s %s: %w", w.kind(), w.name, err)
 		}
 	} else if err != nil {
-		return fmt.Errorf("%s %s: %w", w.kind(), w.name, err)
+		return 0, fmt.Errorf("%s %s: %w", w.kind(), w.name, err)
 	}
 	if cur.Replicas > w.sc.Replicas {
-		return &MismatchError{
+		return 0, &MismatchError{
 			Kind: w.kind(), Name: w.name, Setting: "replicas", Component: component, Manager: contract.Manager(w.name),
 			Found: fmt.Sprint(cur.Replicas), Want: fmt.Sprint(w.sc.Replicas),
 			Fix: fmt.Sprintf("replicas are never lowered on start; start %s with --replicas %d (env SLUICE_REPLICAS), "+
@@ -309,7 +320,7 @@ func (w want) manage(ctx context.Context, js jetstream.JetStream, component stri
 		}
 	}
 	if cur.Storage != w.sc.Storage {
-		return &MismatchError{
+		return 0, &MismatchError{
 			Kind: w.kind(), Name: w.name, Setting: "storage", Component: component, Manager: contract.Manager(w.name),
 			Found: cur.Storage.String(), Want: w.sc.Storage.String(),
 			Fix: "JetStream cannot change a stream's storage type; start with the storage it has, " +
@@ -317,14 +328,53 @@ func (w want) manage(ctx context.Context, js jetstream.JetStream, component stri
 		}
 	}
 	next := w.apply(cur)
+	if cur.MaxAge != next.MaxAge {
+		held, err := w.keptTTL(ctx, js)
+		if err != nil {
+			return 0, err
+		}
+		if held {
+			kept = cur.MaxAge
+			next.MaxAge, next.Duplicates, next.SubjectDeleteMarkerTTL = cur.MaxAge, cur.Duplicates, cur.SubjectDeleteMarkerTTL
+		}
+	}
 	if reflect.DeepEqual(next, cur) {
-		return nil
+		return kept, nil
 	}
 	if _, err := js.UpdateStream(ctx, next); err != nil {
-		return fmt.Errorf("update %s %s (replicas %d → %d): %w%s%s", w.kind(), w.name, cur.Replicas, next.Replicas, err,
+		return kept, fmt.Errorf("update %s %s (replicas %d → %d): %w%s%s", w.kind(), w.name, cur.Replicas, next.Replicas, err,
 			replicasHint(err, w.sc.Replicas), storageHint(err, next))
 	}
-	return nil
+	return kept, nil
+}
+
+// keptTTL reports whether w's TTL must be kept as it is: the leases
+// bucket's while its coordinator key holds a lease (a put, not a delete or
+// expiry marker). The leader renews by the TTL it found when it took the
+// lease; a shorter one set under it would expire its lease between two
+// renewals, and a standby would take over while it still ran (issue 38).
+// So a coordinator (or an installer) starting beside a leader keeps the
+// TTL, and the leader lease in force, until no coordinator leads.
+func (w want) keptTTL(ctx context.Context, js jetstream.JetStream) (bool, error) {
+	if w.name != contract.BucketLeases {
+		return false, nil
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	kv, err := js.KeyValue(cctx, w.name)
+	if err == nil {
+		_, err = kv.Get(cctx, contract.LeaseCoordinator)
+	}
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return false, nil
+	case err != nil:
+		if ctx.Err() == nil && errors.Is(err, context.DeadlineExceeded) {
+			err = nats.ErrTimeout
+		}
+		return false, fmt.Errorf("bucket %s: read the lease %s to tell whether its TTL may change: %w", w.name, contract.LeaseCoordinator, err)
+	}
+	return true, nil
 }
 
 // create creates the bucket or stream; another instance of the manager
@@ -442,11 +492,18 @@ func newOpenConfig(opts []OpenOption) openConfig {
 }
 
 // manage manages w, retrying while JetStream is not ready (a cluster
-// electing its leaders after a restart).
+// electing its leaders after a restart), and logs a TTL it kept.
 func (c openConfig) manage(ctx context.Context, js jetstream.JetStream, w want, component string) error {
 	retry := c.retry()
 	for attempt := 1; ; attempt++ {
-		err := w.manage(ctx, js, component)
+		kept, err := w.manage(ctx, js, component)
+		if err == nil && kept != 0 {
+			c.log.Info().Str("bucket", w.name).Dur("ttl", kept).Dur("wanted", w.sc.MaxAge).
+				Str("reason", "a coordinator holds the lease").
+				Msgf("keeping the leader lease %s, the TTL of %s: a coordinator holds the lease and renews by it; "+
+					"--leader-lease %s is not used until a %s starts while no coordinator leads",
+					kept, w.name, w.sc.MaxAge, contract.Manager(w.name))
+		}
 		if err == nil || !transient(err) || ctx.Err() != nil {
 			return err
 		}
@@ -532,6 +589,17 @@ func transient(err error) bool {
 		(errors.As(err, &apiErr) && apiErr.Code == 503)
 }
 
+// LeaderLease reads the leader lease in force: the leases bucket's TTL,
+// which its manager (the rollout-coordinator, --leader-lease) sets while no
+// lease is held.
+func LeaderLease(ctx context.Context, kv jetstream.KeyValue) (time.Duration, error) {
+	st, err := kv.Status(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("read the leader lease (bucket %s): %w", contract.BucketLeases, err)
+	}
+	return st.TTL(), nil
+}
+
 // NodeLease reads the node lease in force: the nodes bucket's TTL, which its
 // manager (the rollout-coordinator, --node-lease) sets.
 func NodeLease(ctx context.Context, js jetstream.JetStream) (time.Duration, error) {
@@ -566,6 +634,11 @@ type Set struct {
 	// --node-lease). Agents time their heartbeats by it. Zero when the nodes
 	// bucket was not bound through Prepare.
 	NodeLease time.Duration
+	// LeaderLease is the leases bucket's TTL as Prepare found it: the
+	// leader lease in force, which a leader renews by. Its manager sets it
+	// to its --leader-lease only while no coordinator holds a lease (see
+	// Prepare). Zero when the leases bucket was not bound through Prepare.
+	LeaderLease time.Duration
 }
 
 // GetNodeLease is b.NodeLease, zero for a nil b.

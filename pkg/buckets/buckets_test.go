@@ -567,3 +567,67 @@ func TestPrepare_TheControlBucketsManagerStampsTheStoreOnce(t *testing.T) {
 		t.Fatalf("the manager stamped a store without an id with the old id %s", id)
 	}
 }
+
+// The leases bucket's TTL is the lease a leader renews by: the coordinator
+// (its manager) and Ensure set it to their --leader-lease only while no
+// lease is held, and keep it, and say so, while one is (issue 38: a
+// coordinator started beside a leader with a longer lease cut the TTL under
+// it, and its lease expired between two renewals).
+func TestPrepare_LeasesTTLChangesOnlyWhileNoLeaseIsHeld(t *testing.T) {
+	const running, flag = 10 * time.Second, 2 * time.Second
+	tests := []struct {
+		name     string
+		given    func(ctx context.Context, kv jetstream.KeyValue) error // the lease key before the start
+		wantTTL  time.Duration
+		wantKept bool // the log says the TTL was kept
+	}{
+		{"a lease is held", func(ctx context.Context, kv jetstream.KeyValue) error {
+			_, err := kv.Put(ctx, contract.LeaseCoordinator, []byte("held"))
+			return err
+		}, running, true},
+		{"no lease was ever held", func(context.Context, jetstream.KeyValue) error { return nil }, flag, false},
+		{"the lease was released", func(ctx context.Context, kv jetstream.KeyValue) error {
+			rev, err := kv.Put(ctx, contract.LeaseCoordinator, []byte("held"))
+			if err != nil {
+				return err
+			}
+			return kv.Delete(ctx, contract.LeaseCoordinator, jetstream.LastRevision(rev))
+		}, flag, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second) // margin: nothing here waits
+			defer cancel()
+			s := contract.DefaultSettings()
+			s.LeaderLease = running
+			env := natstest.Start(t, s) // buckets.Ensure, with the running lease
+			if err := tt.given(ctx, env.Buckets.Leases); err != nil {
+				t.Fatal(err)
+			}
+			s.LeaderLease = flag
+			var logs syncBuffer
+			set, err := buckets.Prepare(ctx, env.JS, s, contract.Manager(contract.BucketLeases), buckets.WithLog(zerolog.New(&logs)))
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg := streamConfig(t, env.JS, contract.BucketLeases)
+			if cfg.MaxAge != tt.wantTTL || set.LeaderLease != tt.wantTTL {
+				t.Fatalf("leases TTL %s, Set.LeaderLease %s after a start with --leader-lease %s; want %s",
+					cfg.MaxAge, set.LeaderLease, flag, tt.wantTTL)
+			}
+			if cfg.Duplicates > cfg.MaxAge || cfg.SubjectDeleteMarkerTTL < cfg.MaxAge {
+				t.Fatalf("leases duplicates window %s, marker TTL %s: want them as for a TTL of %s", cfg.Duplicates, cfg.SubjectDeleteMarkerTTL, cfg.MaxAge)
+			}
+			if kept := strings.Contains(logs.String(), "keeping the leader lease 10s"); kept != tt.wantKept {
+				t.Fatalf("log says the TTL was kept: %v, want %v; log:\n%s", kept, tt.wantKept, logs.String())
+			}
+			// An installer's Ensure follows the same rule.
+			if err := buckets.Ensure(ctx, env.JS, s); err != nil {
+				t.Fatal(err)
+			}
+			if got := streamConfig(t, env.JS, contract.BucketLeases).MaxAge; got != tt.wantTTL {
+				t.Fatalf("leases TTL %s after Ensure with %s, want %s", got, flag, tt.wantTTL)
+			}
+		})
+	}
+}

@@ -109,7 +109,8 @@ func (c *Common) Register(fs *flag.FlagSet) {
 func (c *Common) RegisterLeaderLease(fs *flag.FlagSet) {
 	def := contract.DefaultSettings()
 	fs.DurationVar(&c.LeaderLease, "leader-lease", c.envDuration(EnvLeaderLease, def.LeaderLease),
-		"how long the leader's lease lasts without renewal (renewed every quarter of it); a standby takes over within about this after the leader dies, at once after a clean stop (env "+EnvLeaderLease+", at least 1s)")
+		"how long the leader's lease lasts without renewal (renewed every quarter of it); a standby takes over within about this after the leader dies, at once after a clean stop. "+
+			"It sets the leases bucket's TTL only when no coordinator holds the lease; started beside a leader, a coordinator keeps the TTL and leads by it (env "+EnvLeaderLease+", at least 1s)")
 	// c.NodeLease already holds $SLUICE_NODE_LEASE (Register read it).
 	fs.DurationVar(&c.NodeLease, "node-lease", c.NodeLease,
 		"how long a node's presence lasts without a heartbeat (agents beat every third of it): a node that stops is skipped by a rollout within it; "+

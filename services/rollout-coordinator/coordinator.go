@@ -184,8 +184,8 @@ func (s *Service) Run(ctx context.Context) error {
 	// a while to notice): a reconnect ends the term, which reloads everything.
 	reconnected := s.cfg.Conn.StatusChanged(nats.CONNECTED)
 	defer s.cfg.Conn.RemoveStatusListener(reconnected)
-	el := newElection(b.Leases, s.cfg, s.log, em, s.roles)
-	spacing := newTermSpacing(s.cfg.Settings.RenewInterval())
+	el := newElection(b.Leases, b.LeaderLease, s.cfg, s.log, em, s.roles)
+	spacing := newTermSpacing(el.settings().RenewInterval())
 	for {
 		campaigned := time.Now() // standing by counts: a long stand-by is no failing term
 		l, err := el.acquire(ctx)

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/backoff"
+	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -22,8 +23,18 @@ import (
 // election holds the coordinator's leader lease in the leases bucket. The
 // bucket's TTL expires a lease that is not renewed; renewals are CAS updates,
 // so two instances can never both renew.
+//
+// The lease it renews by is the bucket's TTL, the lease in force, not its
+// own --leader-lease: that sets the TTL only when the coordinator starts
+// while no lease is held (pkg/buckets). The TTL can still change under a
+// running instance (a coordinator started while none led, one of an older
+// release, an operator's `nats kv edit`): it reads the TTL again before
+// each campaign and after each renewal, and follows it at once, so that
+// its renew interval stays a quarter of the TTL in force.
 type election struct {
 	leases  *store.Store[*sluicev1.LeaderLease]
+	kv      jetstream.KeyValue
+	ttl     atomic.Int64 // the lease in force (the bucket's TTL), in nanoseconds
 	cfg     Config
 	log     zerolog.Logger
 	em      *events.Emitter
@@ -47,6 +58,7 @@ type lease struct {
 	epoch      uint64 // set when the term's fences are written
 	rev        uint64
 	acquired   *timestamppb.Timestamp
+	renewed    time.Time    // when the lease was last written; only the term's renewals touch it
 	validUntil atomic.Int64 // unix nanos; the leader stops writing after it
 }
 
@@ -54,15 +66,54 @@ type lease struct {
 // have been renewed recently enough that it cannot have expired on the server.
 func (l *lease) valid(now time.Time) bool { return now.UnixNano() < l.validUntil.Load() }
 
-func newElection(kv jetstream.KeyValue, cfg Config, log zerolog.Logger, em *events.Emitter, r *roles) *election {
-	return &election{
+// newElection campaigns in kv, whose TTL (the lease in force) Prepare found
+// to be ttl (zero: cfg's --leader-lease, until it is read).
+func newElection(kv jetstream.KeyValue, ttl time.Duration, cfg Config, log zerolog.Logger, em *events.Emitter, r *roles) *election {
+	e := &election{
 		leases: store.New(kv, func() *sluicev1.LeaderLease { return &sluicev1.LeaderLease{} }),
-		cfg:    cfg, log: log, em: em, roles: r, session: nuid.Next(),
+		kv:     kv, cfg: cfg, log: log, em: em, roles: r, session: nuid.Next(),
 	}
+	if ttl <= 0 {
+		ttl = cfg.Settings.LeaderLease
+	}
+	e.ttl.Store(int64(ttl))
+	return e
+}
+
+// settings are cfg's with the lease in force as LeaderLease: its
+// RenewInterval is the one to renew at.
+func (e *election) settings() contract.Settings {
+	s := e.cfg.Settings
+	s.LeaderLease = time.Duration(e.ttl.Load())
+	return s
 }
 
 func (e *election) margin() time.Duration {
-	return e.cfg.Settings.LeaderLease - e.cfg.Settings.RenewInterval()
+	s := e.settings()
+	return s.LeaderLease - s.RenewInterval()
+}
+
+// follow reads the leases bucket's TTL and takes it as the lease in force
+// when it changed, logging the change once; it reports whether it did. A
+// TTL that cannot be read within a renew interval leaves the lease as it
+// was (the lease's own read or write says what is wrong): a slow answer
+// must not hold up the next renewal.
+func (e *election) follow(ctx context.Context) bool {
+	cctx, cancel := context.WithTimeout(ctx, min(store.AttemptTimeout, e.settings().RenewInterval()))
+	ttl, err := buckets.LeaderLease(cctx, e.kv)
+	cancel()
+	if err != nil || ttl <= 0 {
+		e.log.Debug().Err(err).Dur("ttl", ttl).Msg("read the leader lease in force; keeping the one known")
+		return false
+	}
+	was := time.Duration(e.ttl.Swap(int64(ttl)))
+	if was == ttl {
+		return false
+	}
+	e.log.Info().Dur("lease", ttl).Dur("was", was).Dur("flag", e.cfg.Settings.LeaderLease).
+		Str("reason", "the TTL of "+contract.BucketLeases+" changed").
+		Msgf("leader lease now %s (was %s): the TTL of %s changed; renewing every %s", ttl, was, contract.BucketLeases, e.settings().RenewInterval())
+	return true
 }
 
 // acquire blocks until this instance holds the lease or ctx ends. A lease
@@ -84,8 +135,11 @@ func (e *election) acquire(ctx context.Context) (*lease, error) {
 	// A lease that cannot be read or written is tried again from the renew
 	// interval up to the lease, jittered (a change the watch sees still
 	// wakes it at once).
-	failing := backoff.New(backoff.Policy{Base: e.cfg.Settings.RenewInterval(), Cap: e.cfg.Settings.LeaderLease})
+	failing := backoff.New(backoff.Policy{Base: e.settings().RenewInterval(), Cap: e.settings().LeaderLease})
 	for {
+		// The TTL in force, read before every look: the term's renewals,
+		// and telling a dead predecessor from a live one, go by it.
+		e.follow(ctx)
 		now := e.cfg.Now()
 		v := &sluicev1.LeaderLease{Holder: e.cfg.Instance, Session: e.session, AcquiredAt: timestamppb.New(now), RenewedAt: timestamppb.New(now)}
 		// Bounded: store's reads ask again until their ctx ends, and an
@@ -108,7 +162,7 @@ func (e *election) acquire(ctx context.Context) (*lease, error) {
 				return nil, fmt.Errorf("%w: the lease is held by %s (session %s) and renewed; instance names must be unique",
 					ErrDuplicateInstance, e.cfg.Instance, cur.Value.GetSession())
 			}
-			if e.seenRev == cur.Revision && now.Sub(e.seenSince) > e.cfg.Settings.RenewInterval()*3/2 {
+			if e.seenRev == cur.Revision && now.Sub(e.seenSince) > e.settings().RenewInterval()*3/2 {
 				rev, err = e.leases.Update(ctx, contract.LeaseCoordinator, v, cur.Revision) // not renewed: it died
 			} else {
 				e.standBy(cur, now)
@@ -119,13 +173,13 @@ func (e *election) acquire(ctx context.Context) (*lease, error) {
 			err = store.ErrConflict // someone else leads
 		}
 		if err == nil {
-			l := &lease{rev: rev, acquired: v.AcquiredAt}
+			l := &lease{rev: rev, acquired: v.AcquiredAt, renewed: now}
 			l.validUntil.Store(now.Add(e.margin()).UnixNano())
 			e.seenHolder, e.seenAcquired, e.seenRev = "", time.Time{}, 0
 			e.roles.acquired()
 			return l, nil
 		}
-		wait := e.cfg.Settings.RenewInterval() // standing by: look again
+		wait := e.settings().RenewInterval() // standing by: look again
 		if errors.Is(err, store.ErrConflict) {
 			failing.Reset()
 		} else {
@@ -179,6 +233,7 @@ func (e *election) renew(ctx context.Context, l *lease) error {
 		AcquiredAt: l.acquired, RenewedAt: timestamppb.New(now), Epoch: l.epoch}, l.rev)
 	if err == nil {
 		l.rev = rev
+		l.renewed = now
 		l.validUntil.Store(now.Add(e.margin()).UnixNano())
 	}
 	return err
@@ -187,7 +242,7 @@ func (e *election) renew(ctx context.Context, l *lease) error {
 // keep renews l until ctx ends; when the lease is lost or cannot be renewed
 // before it could expire, it cancels the term.
 func (e *election) keep(ctx context.Context, l *lease, lost context.CancelFunc) {
-	t := time.NewTicker(e.cfg.Settings.RenewInterval())
+	t := time.NewTicker(e.settings().RenewInterval())
 	defer t.Stop()
 	for {
 		select {
@@ -196,6 +251,13 @@ func (e *election) keep(ctx context.Context, l *lease, lost context.CancelFunc) 
 		case <-t.C:
 		}
 		err := e.renew(ctx, l)
+		if err == nil && e.follow(ctx) {
+			// The TTL changed under this term: renew by the new one from
+			// now on, and stop writing by the time the last renewal could
+			// have expired under it.
+			t.Reset(e.settings().RenewInterval())
+			l.validUntil.Store(min(l.validUntil.Load(), l.renewed.Add(e.margin()).UnixNano()))
+		}
 		switch {
 		case err == nil:
 		case errors.Is(err, store.ErrConflict), errors.Is(err, store.ErrNotFound):

@@ -136,8 +136,10 @@ func waitRuns(t *testing.T, env *natstest.Env, node, rev string) {
 // binary, one at a time, in docs/deploy.md's order:
 //   - the leading coordinator: the baseline's standby takes the rollout
 //     over, and today's coordinator starts beside it, as a standby, for
-//     5 s; then the other coordinator (today's takes the rollout over, if
-//     it has not yet: below), the configurator and the reaper;
+//     5 s, keeping the leases bucket's TTL (the baseline's lease) so that
+//     the baseline's leader keeps its term until it is stopped; then the
+//     other coordinator (today's takes the rollout over when it stops),
+//     the configurator and the reaper;
 //   - the agents, each at a different point of its node's part: node-01
 //     after the baseline's agent provisioned it, node-02 and node-03 the
 //     moment the rollout writes their desired config (the baseline's agent
@@ -214,18 +216,29 @@ func TestUpgrade_RollingRestartFromBaseline_RolloutInFlightEndsAsOnOneVersion(t 
 	inFlightNow("coordinator-a")
 	f.stop("coordinator-a")
 	f.waitLeader("coordinator-b", old)
+	leases := store.New(env.Buckets.Leases, func() *sluicev1.LeaderLease { return &sluicev1.LeaderLease{} })
+	term, err := leases.Get(ctx, contract.LeaseCoordinator)
+	if err != nil {
+		t.Fatalf("the lease coordinator-b (%s) leads by: %v", old.version, err)
+	}
+	baselineTTL := leasesTTL(t, env)
 	f.start("coordinator-a", today)
 	f.waitUp("coordinator-a", today)
-	// Today's coordinator manages the leases bucket: it sets its TTL to its
-	// --leader-lease (2 s), shorter than the 3.3 s the baseline's leader
-	// renews at (a third of its 10 s), so it takes the lease over while
-	// that leader still runs and thinks it leads; side by side for longer
-	// than that, the fences must refuse the deposed leader's writes
-	// (docs/deploy.md). The 5 s stand for an orchestrator's pause between
-	// two instances.
+	// Today's coordinator manages the leases bucket, but does not change
+	// its TTL while a lease is held: it keeps the baseline's (10 s,
+	// renewed every 3.3 s), though its own --leader-lease is 2 s, and
+	// stands by. The baseline's leader keeps its term, renewing it, until
+	// it is stopped (docs/deploy.md). The 5 s stand for an orchestrator's
+	// pause between two instances.
 	time.Sleep(5 * time.Second)
-	if e, err := store.New(env.Buckets.Leases, func() *sluicev1.LeaderLease { return &sluicev1.LeaderLease{} }).Get(ctx, contract.LeaseCoordinator); err == nil {
-		t.Logf("%s holds the lease 5 s after today's coordinator-a started beside the baseline's coordinator-b", e.Value.GetHolder())
+	now, err := leases.Get(ctx, contract.LeaseCoordinator)
+	if err != nil || now.Value.GetHolder() != term.Value.GetHolder() || now.Value.GetSession() != term.Value.GetSession() ||
+		!now.Value.GetAcquiredAt().AsTime().Equal(term.Value.GetAcquiredAt().AsTime()) || now.Revision == term.Revision {
+		t.Fatalf("lease %v (revision %d; %v) 5 s after today's coordinator-a started beside the baseline's leader; "+
+			"want coordinator-b's term %v (revision %d) kept and renewed", now.Value, now.Revision, err, term.Value, term.Revision)
+	}
+	if ttl := leasesTTL(t, env); ttl != baselineTTL {
+		t.Fatalf("leases TTL %s after today's coordinator-a started beside the baseline's leader, want the baseline's %s kept", ttl, baselineTTL)
 	}
 	restart("coordinator-b")
 	f.waitLeader("coordinator-a", today)
@@ -247,6 +260,7 @@ func TestUpgrade_RollingRestartFromBaseline_RolloutInFlightEndsAsOnOneVersion(t 
 		t.Fatalf("the rollout in flight through the upgrade ended %s (%s), counts %v; want SUCCEEDED on %d", r.GetPhase(), r.GetReason(), r.GetCounts(), n)
 	}
 	t.Logf("the rollout in flight ended %s after the first restart", time.Since(began).Round(time.Millisecond))
+	t.Logf("leader lease in force after the rolling restart: %s (the baseline's %s, kept while a coordinator led)", leasesTTL(t, env), baselineTTL)
 	s := f.system()
 	assertFleetRuns(t, s, expectedFingerprints(t, env, inFlight.GetRevision(), s.labels))
 	noneRecordedInvalid(t, env)
@@ -298,4 +312,14 @@ func TestUpgrade_TodaysAgentsOnTheBaselinesControlPlane_RolloutSucceeds(t *testi
 		noneRecordedInvalid(t, env)
 		assertInvariants(t, s, r)
 	}
+}
+
+// leasesTTL is the leases bucket's TTL: the leader lease in force.
+func leasesTTL(t *testing.T, env *natstest.Env) time.Duration {
+	t.Helper()
+	st, err := env.Buckets.Leases.Status(context.Background())
+	if err != nil {
+		t.Fatalf("status of %s: %v", contract.BucketLeases, err)
+	}
+	return st.TTL()
 }
