@@ -5,9 +5,12 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -58,6 +61,9 @@ func fill(t *testing.T, path string) {
 // The store's disk fills up under a running plane, then space is freed:
 // with no restart of the server or of any service, the coordinator leads
 // again, an apply lands and its rollout completes.
+// fullFor is how long the disk stays full before the apply that fails on it.
+const fullFor = 3 * time.Second
+
 func TestFullStore_SpaceFreed_PlaneResumesWithoutRestart(t *testing.T) {
 	dir := mountTmpfs(t, "64m")
 	set := contract.DefaultSettings()
@@ -89,7 +95,7 @@ func TestFullStore_SpaceFreed_PlaneResumesWithoutRestart(t *testing.T) {
 	}
 	// While the disk is full the lease stops moving and an apply fails.
 	stuck := lease()
-	time.Sleep(3 * time.Second) // a lease is 2 s: renewals are due in that time
+	time.Sleep(fullFor) // a lease is 2 s: renewals are due in that time
 	if _, err := apply(10 * time.Second); err == nil {
 		t.Fatal("an apply succeeded on a full disk")
 	} else {
@@ -107,6 +113,15 @@ func TestFullStore_SpaceFreed_PlaneResumesWithoutRestart(t *testing.T) {
 	// Bound on "resumes at all": the retries of every service back off to
 	// tens of seconds, so two minutes is margin, not a target.
 	const bound = 2 * time.Minute
+	natstest.Eventually(t, bound, "the server's streams to be rid of their write errors", func() bool {
+		for _, e := range env.Server.Healthz(&server.HealthzOptions{Details: true}).Errors {
+			if strings.Contains(e.Error, "write error") {
+				return false
+			}
+		}
+		return env.Server.JetStreamEnabled()
+	})
+	healed := time.Since(freed)
 	natstest.Eventually(t, bound, "the coordinator to renew its lease", func() bool { return lease() > stuck })
 	leads := time.Since(freed)
 	var resp *sluicev1.ApplyResponse
@@ -121,6 +136,6 @@ func TestFullStore_SpaceFreed_PlaneResumesWithoutRestart(t *testing.T) {
 	}
 	done := time.Since(freed)
 	assertFleetRuns(t, s, expectedFingerprints(t, env, resp.GetRevision(), s.labels))
-	t.Logf("after space was freed: the coordinator renewed its lease in %s, an apply landed in %s, its rollout on %d nodes succeeded in %s",
-		leads.Round(time.Millisecond), applied.Round(time.Millisecond), n, done.Round(time.Millisecond))
+	t.Logf("after space was freed: the server's streams were rid of their write errors in %s, the coordinator renewed its lease in %s, an apply landed in %s, its rollout on %d nodes succeeded in %s",
+		healed.Round(time.Millisecond), leads.Round(time.Millisecond), applied.Round(time.Millisecond), n, done.Round(time.Millisecond))
 }

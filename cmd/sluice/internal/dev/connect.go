@@ -31,7 +31,7 @@ func (s *System) startNATS() error {
 		if err != nil {
 			return err
 		}
-		srv, err := embedded.Start(embedded.Options{Listen: s.opts.Listen, StoreDir: dirs[0], Trust: trust})
+		srv, err := embedded.Start(embedded.Options{Listen: s.opts.Listen, StoreDir: dirs[0], Trust: trust, Log: s.log})
 		s.srv = srv
 		return err
 	}
