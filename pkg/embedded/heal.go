@@ -23,6 +23,8 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/rs/zerolog"
+
+	"github.com/sluicehq/sluice/pkg/logging"
 )
 
 const (
@@ -61,42 +63,76 @@ func heal(s *server.Server, storeDir string, log zerolog.Logger) {
 	go func() { s.WaitForShutdown(); close(down) }()
 	tick := time.NewTicker(healCheck)
 	defer tick.Stop()
-	wait, next := healFirst, time.Time{}
-	waiting := false // logged that it waits for space
+	st := healState{wait: healFirst}
 	for {
 		select {
 		case <-down:
 			return
 		case now := <-tick.C:
 			trouble := storeTrouble(s)
-			if trouble == "" {
-				waiting = false
-				if !next.IsZero() && now.Sub(next) > healMax {
-					wait, next = healFirst, time.Time{}
+			var free uint64
+			var freeErr error
+			if trouble != "" {
+				free, freeErr = freeBytes(storeDir)
+			}
+			var act healAction
+			st, act = decideHeal(st, trouble, free, freeErr == nil, now)
+			ev := log.Warn().Str(logging.FieldReason, trouble).Uint64("free_bytes", free).Str("store_dir", storeDir)
+			switch act {
+			case healNone:
+				continue
+			case healWarnWaiting:
+				ev.Msg("JetStream cannot write its store; it is re-opened once the store's disk has 4 MiB free")
+			case healReopen:
+				ev.Msg("re-opening JetStream: a stream kept a write error; space is free again")
+				if err := reopen(s, storeDir); err != nil {
+					log.Error().Err(err).Msg("re-open JetStream")
 				}
-				continue
 			}
-			if now.Before(next) {
-				continue
-			}
-			free, err := freeBytes(storeDir)
-			if err == nil && free < healFree {
-				if !waiting {
-					log.Warn().Str("reason", trouble).Uint64("free_bytes", free).Str("store_dir", storeDir).
-						Msg("JetStream cannot write its store; it is re-opened once the store's disk has 4 MiB free")
-					waiting = true
-				}
-				continue
-			}
-			log.Warn().Str("reason", trouble).Uint64("free_bytes", free).Str("store_dir", storeDir).
-				Msg("re-opening JetStream: a stream kept a write error; space is free again")
-			if err := reopen(s, storeDir); err != nil {
-				log.Error().Err(err).Msg("re-open JetStream")
-			}
-			waiting = false
-			next, wait = now.Add(wait), min(2*wait, healMax)
 		}
 	}
+}
+
+// healState is what heal remembers between checks.
+type healState struct {
+	next    time.Time     // no re-open before it
+	wait    time.Duration // the spacing after the next re-open
+	waiting bool          // logged that it waits for space
+}
+
+// healAction is what a check does.
+type healAction int
+
+const (
+	healNone        healAction = iota
+	healWarnWaiting            // log once that it waits for space
+	healReopen                 // re-open JetStream
+)
+
+// decideHeal is one check: trouble is storeTrouble's answer, free the
+// store's free bytes (known: whether they could be read; if not, it
+// re-opens without the check).
+func decideHeal(st healState, trouble string, free uint64, known bool, now time.Time) (healState, healAction) {
+	if trouble == "" {
+		st.waiting = false
+		if !st.next.IsZero() && now.Sub(st.next) > healMax { // well for a while: start the spacing over
+			st.next, st.wait = time.Time{}, healFirst
+		}
+		return st, healNone
+	}
+	if now.Before(st.next) {
+		return st, healNone
+	}
+	if known && free < healFree {
+		if st.waiting {
+			return st, healNone
+		}
+		st.waiting = true
+		return st, healWarnWaiting
+	}
+	st.waiting = false
+	st.next, st.wait = now.Add(st.wait), min(2*st.wait, healMax)
+	return st, healReopen
 }
 
 // reopen shuts s's JetStream down and enables it again on storeDir with
