@@ -1,5 +1,7 @@
 // Package embedded runs a nats-server with JetStream inside the process, for
-// `sluice dev` and for tests.
+// `sluice dev` and for tests. A single server (Start) re-opens its
+// JetStream by itself after a store write error once there is space again
+// (heal.go).
 package embedded
 
 import (
@@ -11,6 +13,7 @@ import (
 
 	"github.com/nats-io/jwt/v2"
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/rs/zerolog"
 )
 
 // maxPayload allows large rollouts' records and configs.
@@ -35,6 +38,9 @@ type Options struct {
 	// Trust, when set, runs the server in operator mode: only users of
 	// these accounts connect, with their JWTs' permissions (see pkg/creds).
 	Trust *Trust
+	// Log receives the server's re-opening of JetStream after a store
+	// write error (heal.go); the zero value logs nothing.
+	Log zerolog.Logger
 }
 
 // resolverSync is how often a server's account resolver compares its
@@ -92,6 +98,9 @@ func Start(o Options) (*server.Server, error) {
 	if !s.ReadyForConnections(readyTimeout) {
 		s.Shutdown()
 		return nil, fmt.Errorf("nats-server on %s did not become ready within %s", o.Listen, readyTimeout)
+	}
+	if !o.InProcess { // on virtual time (the chaos suite) a ticker would never fire
+		go heal(s, o.StoreDir, o.Log)
 	}
 	return s, nil
 }

@@ -101,7 +101,7 @@ func AsStorageError(err error) *StorageError {
 // timeoutHint is added to a write's timeout: a single server whose disk is
 // full answers no write at all (see above).
 const timeoutHint = "JetStream did not acknowledge the write in time; if every write times out, look at the NATS server's log: " +
-	`a server whose store's disk is full answers no write ("no space left on device"), and must be restarted once space is freed`
+	`a server whose store's disk is full answers no write ("no space left on device") until space is freed and it is restarted (sluice dev's own server re-opens its store by itself)`
 
 // explain puts sluice's words on a write's error: a *StorageError for a
 // refusal for want of space, the timeout hint for a timeout; err as it is

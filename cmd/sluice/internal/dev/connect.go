@@ -15,6 +15,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/embedded"
+	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/services/configurator"
 	"github.com/sluicehq/sluice/services/reaper"
 	coordinator "github.com/sluicehq/sluice/services/rollout-coordinator"
@@ -31,7 +32,8 @@ func (s *System) startNATS() error {
 		if err != nil {
 			return err
 		}
-		srv, err := embedded.Start(embedded.Options{Listen: s.opts.Listen, StoreDir: dirs[0], Trust: trust})
+		srv, err := embedded.Start(embedded.Options{Listen: s.opts.Listen, StoreDir: dirs[0], Trust: trust,
+			Log: s.log.With().Str(logging.FieldComponent, "nats-server").Logger()})
 		s.srv = srv
 		return err
 	}
