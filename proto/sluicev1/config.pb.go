@@ -519,7 +519,12 @@ type NodeStatus struct {
 	BakePasses uint32 `protobuf:"varint,15,opt,name=bake_passes,json=bakePasses,proto3" json:"bake_passes,omitempty"`
 	// The agent's version, with INCOMPATIBLE (its presence says it too, but
 	// the presence lapses with the agent and the status stays).
-	AgentVersion  string `protobuf:"bytes,16,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	AgentVersion string `protobuf:"bytes,16,opt,name=agent_version,json=agentVersion,proto3" json:"agent_version,omitempty"`
+	// With INVALID: why the node itself could not apply the config, when the
+	// agent found that before anything on the node changed (its FRR is not
+	// running, not installed or does not answer). Empty: the config failed.
+	// The coordinator never records a fingerprint invalid for a node fault (I9).
+	NodeFault     string `protobuf:"bytes,17,opt,name=node_fault,json=nodeFault,proto3" json:"node_fault,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -666,6 +671,13 @@ func (x *NodeStatus) GetAgentVersion() string {
 	return ""
 }
 
+func (x *NodeStatus) GetNodeFault() string {
+	if x != nil {
+		return x.NodeFault
+	}
+	return ""
+}
+
 // InvalidReport is one config a node reported Invalid, and why.
 type InvalidReport struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -675,7 +687,8 @@ type InvalidReport struct {
 	Check         string                 `protobuf:"bytes,4,opt,name=check,proto3" json:"check,omitempty"`
 	Output        string                 `protobuf:"bytes,5,opt,name=output,proto3" json:"output,omitempty"`
 	At            *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=at,proto3" json:"at,omitempty"`
-	Revert        bool                   `protobuf:"varint,7,opt,name=revert,proto3" json:"revert,omitempty"` // it was a revert to the node's backup, not a rollout's target
+	Revert        bool                   `protobuf:"varint,7,opt,name=revert,proto3" json:"revert,omitempty"`                       // it was a revert to the node's backup, not a rollout's target
+	NodeFault     string                 `protobuf:"bytes,8,opt,name=node_fault,json=nodeFault,proto3" json:"node_fault,omitempty"` // as NodeStatus.node_fault: the node could not apply it, not the config's fault
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -759,6 +772,13 @@ func (x *InvalidReport) GetRevert() bool {
 	return false
 }
 
+func (x *InvalidReport) GetNodeFault() string {
+	if x != nil {
+		return x.NodeFault
+	}
+	return ""
+}
+
 var File_sluice_v1_config_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_config_proto_rawDesc = "" +
@@ -804,7 +824,7 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\x10in_force_rollout\x18\x16 \x01(\tR\x0einForceRollout\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf5\x04\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x05\n" +
 	"\n" +
 	"NodeStatus\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12*\n" +
@@ -825,7 +845,9 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\bprogress\x18\x0e \x01(\tR\bprogress\x12\x1f\n" +
 	"\vbake_passes\x18\x0f \x01(\rR\n" +
 	"bakePasses\x12#\n" +
-	"\ragent_version\x18\x10 \x01(\tR\fagentVersion\"\xd9\x01\n" +
+	"\ragent_version\x18\x10 \x01(\tR\fagentVersion\x12\x1d\n" +
+	"\n" +
+	"node_fault\x18\x11 \x01(\tR\tnodeFault\"\xf8\x01\n" +
 	"\rInvalidReport\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x18\n" +
 	"\arollout\x18\x02 \x01(\tR\arollout\x12\x1a\n" +
@@ -833,7 +855,9 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\x05check\x18\x04 \x01(\tR\x05check\x12\x16\n" +
 	"\x06output\x18\x05 \x01(\tR\x06output\x12*\n" +
 	"\x02at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x16\n" +
-	"\x06revert\x18\a \x01(\bR\x06revert*\x95\x01\n" +
+	"\x06revert\x18\a \x01(\bR\x06revert\x12\x1d\n" +
+	"\n" +
+	"node_fault\x18\b \x01(\tR\tnodeFault*\x95\x01\n" +
 	"\tNodePhase\x12\x1a\n" +
 	"\x16NODE_PHASE_UNSPECIFIED\x10\x00\x12\x1b\n" +
 	"\x17NODE_PHASE_PROVISIONING\x10\x01\x12\x1a\n" +

@@ -15,9 +15,22 @@ import (
 // ValidateCmd: an error makes the config Invalid with failed_check
 // "validate" and the error as its output, and nothing is applied. It is
 // not called before a restore of last-good, which was accepted before.
+//
+// A Validate error that matches ErrNodeFault says the node, not the
+// config, is at fault: the agent reports the config Invalid (nothing was
+// applied) with NodeStatus.node_fault set, and the coordinator does not
+// record its fingerprint invalid.
 type Validator interface {
 	Validate(ctx context.Context, cfg *sluicev1.DesiredConfig) error
 }
+
+// ErrNodeFault is matched by a Validator's error when the node cannot apply
+// any config now (the FRR applier: FRR is not installed, not running, or
+// does not answer), found before anything on the node changed. Only at
+// validate does it make a failure the node's: the same error from an apply
+// or a check, after the config changed something, stays the config's (it
+// may be what stopped the daemon).
+var ErrNodeFault = errors.New("the node cannot apply any config")
 
 // NamedApplier is one part of Appliers: an Applier and the name its
 // errors carry ("netlink", "frr").

@@ -22,6 +22,9 @@ const (
 	DefaultCheckDeadline = 2 * time.Minute
 	// MaxCheckOutput is how much of a check's output (its end) is reported.
 	MaxCheckOutput = 4 << 10
+	// maxNodeFault is how much of a node fault's reason (its end) is
+	// reported in NodeStatus.node_fault.
+	maxNodeFault = 512
 )
 
 // Check is one health check run after a config is applied. Run returns
@@ -229,6 +232,9 @@ func orLabel(label, def string) string {
 type checkFailure struct {
 	name, output string
 	err          error
+	// nodeFault, from validate only: why the node could not apply the
+	// config (ErrNodeFault), reported as NodeStatus.node_fault.
+	nodeFault string
 }
 
 // runChecks runs specs in order until one fails, each attempt bounded by its

@@ -154,6 +154,9 @@ func (a *Agent) provision(ctx context.Context, d *sluicev1.DesiredConfig) outcom
 			df := deadlineFailure(op, d, "validating", *f)
 			return a.fail(ctx, d, df, df.err.Error()+"; not applied")
 		}
+		if f.nodeFault != "" {
+			return a.fail(ctx, d, *f, fmt.Sprintf("validate failed: %v; not applied: the node cannot apply any config now, which is not the config's fault", f.err))
+		}
 		return a.fail(ctx, d, *f, fmt.Sprintf("validate failed: %v; not applied", f.err))
 	}
 	done = a.progressDuring(ctx, d, "applying")
@@ -246,6 +249,7 @@ func (a *Agent) fail(ctx context.Context, d *sluicev1.DesiredConfig, f checkFail
 		message:     msg,
 		failedCheck: f.name,
 		output:      output,
+		nodeFault:   f.nodeFault,
 	}, EventNodeInvalid, fmt.Sprintf("%s of %s: %s", f.name, describe(d), msg))
 	return outcome{phase: sluicev1.NodePhase_NODE_PHASE_INVALID, failedCheck: f.name, output: output}
 }
@@ -266,6 +270,7 @@ type statusUpdate struct {
 	bakePasses                   uint32 // re-runs passed while baking (bake.go)
 	progress                     string // the step in progress (operation.go)
 	version                      string // the agent's version, with INCOMPATIBLE (incompatible.go)
+	nodeFault                    string // with INVALID: the node could not apply it (checkFailure.nodeFault)
 }
 
 // setPhase writes the status of d and, once stored, emits the transition.
@@ -299,10 +304,11 @@ func (a *Agent) writePhase(ctx context.Context, d *sluicev1.DesiredConfig, start
 		BakePasses:         u.bakePasses,
 		Progress:           u.progress,
 		AgentVersion:       u.version,
+		NodeFault:          u.nodeFault,
 	}
 	if u.phase == sluicev1.NodePhase_NODE_PHASE_INVALID {
 		st.LastInvalid = &sluicev1.InvalidReport{Fingerprint: d.GetFingerprint(), Rollout: d.GetRollout(), Revision: d.GetRevision(),
-			Check: u.failedCheck, Output: u.output, At: st.LastUpdate, Revert: d.GetRevert()}
+			Check: u.failedCheck, Output: u.output, At: st.LastUpdate, Revert: d.GetRevert(), NodeFault: u.nodeFault}
 		a.worker.lastInvalid = st.LastInvalid
 	}
 	return a.writeStatus(ctx, st)

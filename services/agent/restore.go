@@ -196,7 +196,11 @@ func (a *Agent) validate(ctx context.Context, d *sluicev1.DesiredConfig) *checkF
 		err := v.Validate(vctx, d)
 		cancel()
 		if err != nil {
-			return &checkFailure{name: "validate", output: tail(err.Error(), MaxCheckOutput), err: err}
+			f := &checkFailure{name: "validate", output: tail(err.Error(), MaxCheckOutput), err: err}
+			if errors.Is(err, ErrNodeFault) {
+				f.nodeFault = tail(err.Error(), maxNodeFault)
+			}
+			return f
 		}
 	}
 	if a.cfg.ValidateCmd == "" {

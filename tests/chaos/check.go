@@ -236,6 +236,7 @@ func Check(o *Observation) []Violation {
 	checkFreezesAndWindows(o, add)
 	checkGates(o, add)
 	checkSkew(o, add)
+	checkNodeFaults(o, add)
 	for _, m := range o.Misread {
 		add("I11", "", "", "an event sluice published is shown as unreadable: %s", m)
 	}
@@ -388,8 +389,11 @@ func checkOutcomesKept(o *Observation, add addFunc) {
 }
 
 // I4: every failed fingerprint (a failed check or a timeout) is recorded
-// with node, check and output; so is every Invalid report of a rollout target.
+// with node, check and output; so is every Invalid report of a rollout
+// target. A node fault (every Invalid report of it says node_fault: the
+// node could not apply any config) is a failure, not the config's: I9.
 func checkFingerprints(o *Observation, add addFunc) {
+	faulted := nodeFaulted(o)
 	need := func(rollout, node, fp, why string) {
 		rec := o.Fingerprints[fp]
 		switch {
@@ -404,7 +408,7 @@ func checkFingerprints(o *Observation, add addFunc) {
 		for _, f := range r.GetFailures() {
 			switch f.GetResult() {
 			case sluicev1.NodeResult_NODE_RESULT_INVALID, sluicev1.NodeResult_NODE_RESULT_TIMED_OUT:
-				if f.GetFailedCheck() == "revert" {
+				if f.GetFailedCheck() == "revert" || faulted[faultKey(r.GetId(), f.GetNode(), f.GetFingerprint())] {
 					continue
 				}
 				need(r.GetId(), f.GetNode(), f.GetFingerprint(), strings.ToLower(strings.TrimPrefix(f.GetResult().String(), "NODE_RESULT_")))
@@ -413,12 +417,52 @@ func checkFingerprints(o *Observation, add addFunc) {
 	}
 	seen := map[string]bool{}
 	for _, st := range o.StatusWrites {
-		if st.GetPhase() != sluicev1.NodePhase_NODE_PHASE_INVALID || o.Targets[st.GetRollout()][st.GetNode()] != st.GetFingerprint() {
+		if st.GetPhase() != sluicev1.NodePhase_NODE_PHASE_INVALID || o.Targets[st.GetRollout()][st.GetNode()] != st.GetFingerprint() ||
+			st.GetNodeFault() != "" {
 			continue
 		}
 		if k := st.GetRollout() + "/" + st.GetNode(); !seen[k] {
 			seen[k] = true
 			need(st.GetRollout(), st.GetNode(), st.GetFingerprint(), "the node reported its target Invalid: "+st.GetFailedCheck())
+		}
+	}
+}
+
+// faultKey names one node's reports on fingerprint fp under rollout.
+func faultKey(rollout, node, fp string) string { return rollout + "/" + node + "/" + fp }
+
+// nodeFaulted is every faultKey whose Invalid reports (every status write
+// of it in phase INVALID) all say node_fault: the agent found its node
+// unable to apply any config before anything changed.
+func nodeFaulted(o *Observation) map[string]bool {
+	faulted, blamed := map[string]bool{}, map[string]bool{}
+	for _, st := range o.StatusWrites {
+		if st.GetPhase() != sluicev1.NodePhase_NODE_PHASE_INVALID {
+			continue
+		}
+		k := faultKey(st.GetRollout(), st.GetNode(), st.GetFingerprint())
+		if st.GetNodeFault() != "" {
+			faulted[k] = true
+		} else {
+			blamed[k] = true
+		}
+	}
+	for k := range blamed {
+		delete(faulted, k)
+	}
+	return faulted
+}
+
+// I9, node faults: a fingerprint recorded invalid (as failed, not timed
+// out) from a node whose every Invalid report of it was a node fault blames
+// the config for what the node could not do.
+func checkNodeFaults(o *Observation, add addFunc) {
+	faulted := nodeFaulted(o)
+	for _, fp := range sortedKeys(o.Fingerprints) {
+		rec := o.Fingerprints[fp]
+		if rec.GetCause() != "timed-out" && faulted[faultKey(rec.GetRollout(), rec.GetNode(), fp)] {
+			add("I9", rec.GetRollout(), rec.GetNode(), "fingerprint %s is recorded invalid (%s) from this node, whose every Invalid report of it was a node fault (node_fault): the node could not apply it, the config did not fail",
+				short(fp), rec.GetCheck())
 		}
 	}
 }

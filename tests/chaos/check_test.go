@@ -267,6 +267,10 @@ func TestCheck_EachBrokenInvariantIsReported(t *testing.T) {
 			o.ConfigWrites = slices.DeleteFunc(o.ConfigWrites, func(w KVOp) bool { return w.Desired.GetFingerprint() == "fp-b2" })
 			o.StatusWrites[1].Phase = sluicev1.NodePhase_NODE_PHASE_INCOMPATIBLE
 		}, want: "I9", node: "node-02"},
+		{name: "a fingerprint recorded invalid from a node that could not apply it (node fault)", given: func(o *Observation) {
+			o.StatusWrites[1].NodeFault = "frr applier: before applying anything: FRR is not running"
+			o.Fingerprints["fp-b2"].Rollout = "r2"
+		}, want: "I9", node: "node-02"},
 		{name: "an old agent's node not listed INCOMPATIBLE by a rollout that ended in force", given: func(o *Observation) {
 			o.Nodes[0].Features = []string{}
 			x := o.Expect["r1"]
@@ -825,4 +829,24 @@ func TestPick_SlowRefillsAreDrawnAsTheirShapeSays(t *testing.T) {
 		}
 	}
 	t.Logf("slow refills in seeds 1–200: %v", seen)
+}
+
+// A node fault (node_fault on every Invalid report of it) is listed as a
+// failure but not recorded invalid (I9); I4 asks no record of it. The same
+// report without node_fault, unrecorded, is an I4 violation.
+func TestCheck_NodeFaultNotRecordedIsNoViolation(t *testing.T) {
+	unrecorded := func(fault string) *Observation {
+		o := healthy()
+		o.StatusWrites[1].NodeFault = fault
+		rollout(o, "r2").Failures[0].Message = "not recorded invalid: the node could not apply it (" + fault + ")"
+		delete(o.Fingerprints, "fp-b2")
+		return o
+	}
+	if vs := Check(unrecorded("frr applier: before applying anything: FRR is not running")); len(vs) != 0 {
+		t.Errorf("a node fault left unrecorded: violations %v, want none", vs)
+	}
+	isI4 := func(v Violation) bool { return v.Invariant == "I4" }
+	if vs := Check(unrecorded("")); !slices.ContainsFunc(vs, isI4) {
+		t.Errorf("a config failure left unrecorded: violations %v, want I4", vs)
+	}
 }

@@ -448,6 +448,16 @@ type chaosApplier struct {
 // ConfigPath lets checks read the config in force (agent.ConfigFiler).
 func (a *chaosApplier) ConfigPath() string { return a.path }
 
+// Validate is the agent's pre-apply validation (agent.Validator): a node
+// whose behaviour for d is NodeDown cannot apply anything, as an FRR
+// applier whose FRR is not running says.
+func (a *chaosApplier) Validate(_ context.Context, d *sluicev1.DesiredConfig) error {
+	if a.sys.behaviour(a.node.name, tableOf(d)) == NodeDown {
+		return fmt.Errorf("frr instance %s: show version: FRR is not running: %w", a.node.name, agent.ErrNodeFault)
+	}
+	return nil
+}
+
 func (a *chaosApplier) Apply(ctx context.Context, d *sluicev1.DesiredConfig) (err error) {
 	table := tableOf(d)
 	a.node.applying.Store(table)

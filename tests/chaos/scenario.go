@@ -22,10 +22,15 @@ const (
 	FailCheck           // the health check fails after the apply
 	FailApply           // the applier returns an error
 	Hang                // the applier never returns (until the agent's apply timeout): the node times out
+	// NodeDown: the node cannot apply any config (its routing daemon is
+	// down): the agent's validation says so (agent.ErrNodeFault), nothing
+	// is applied, and the node is Invalid with node_fault, a failure whose
+	// fingerprint is not recorded invalid (I9).
+	NodeDown
 )
 
 func (b Behaviour) String() string {
-	return [...]string{"healthy", "fail-check", "fail-apply", "hang"}[b]
+	return [...]string{"healthy", "fail-check", "fail-apply", "hang", "node-down"}[b]
 }
 
 // Change is one apply the user makes: a fleet-wide routing table whose id
@@ -526,7 +531,11 @@ func (s Scenario) pickChange(rng *rand.Rand, nodes []string, table uint32) Chang
 		bad = 0
 	}
 	for _, i := range rng.Perm(len(nodes))[:min(bad, len(nodes)-1)] {
-		c.Behaviour[nodes[i]] = []Behaviour{FailCheck, FailCheck, FailApply, Hang}[rng.IntN(4)]
+		b := []Behaviour{FailCheck, FailCheck, FailApply, Hang}[rng.IntN(4)]
+		if b == FailApply && c.TableID%2 == 0 {
+			b = NodeDown // no draw of its own: every other pick of the seed stays as it was
+		}
+		c.Behaviour[nodes[i]] = b
 	}
 	return c
 }

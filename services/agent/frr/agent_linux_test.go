@@ -72,7 +72,10 @@ func layer2(vlan uint32) *sluicev1.Intent {
 //     and the kernel, the links are last-good's, the node is Invalid;
 //  3. a config FRR cannot take (a route map entry past 65535) is Invalid
 //     naming the route and the field, and nothing is applied: no reload,
-//     the links unchanged.
+//     the links unchanged;
+//  4. with n2's daemons stopped, a new config is Invalid as a node fault
+//     (node_fault: FRR is not running), and nothing is applied: no
+//     reload, the links unchanged.
 func TestAgent_NetlinkAndFRR_AppliesRestoresAndRefusesAsOneOperation(t *testing.T) {
 	frrtest.Require(t)
 	hostnettest.RequireNetAdmin(t)
@@ -255,6 +258,37 @@ func TestAgent_NetlinkAndFRR_AppliesRestoresAndRefusesAsOneOperation(t *testing.
 		}
 		if got := owned(); fmt.Sprint(got.Links) != fmt.Sprint(goodLinks.Links) {
 			t.Errorf("links after a refused config:\n%v\nwant last-good's, untouched:\n%v", got.Links, goodLinks.Links)
+		}
+		if st.GetAppliedFingerprint() != good.GetFingerprint() {
+			t.Errorf("applied fingerprint %s, want last-good's %s", st.GetAppliedFingerprint(), good.GetFingerprint())
+		}
+		if st.GetNodeFault() != "" {
+			t.Errorf("node fault %q; want none: the config is what FRR cannot take", st.GetNodeFault())
+		}
+	})
+
+	t.Run("with FRR stopped a config is Invalid as the node's fault, nothing applied", func(t *testing.T) {
+		for _, d := range frrtest.DefaultDaemons {
+			if err := n2.StopDaemon(d); err != nil {
+				t.Fatal(err)
+			}
+		}
+		next := desiredOf(node, "next", layer2(400), vrfRoute("leak", "t", 10, "", items(filtered, kept), nil))
+		reloads := fa.Reloads()
+		write(next)
+		st := wait(next, sluicev1.NodePhase_NODE_PHASE_INVALID)
+		t.Logf("4. Invalid: check %q, node fault %q, message %q", st.GetFailedCheck(), st.GetNodeFault(), st.GetMessage())
+		if st.GetFailedCheck() != "validate" || !strings.Contains(st.GetNodeFault(), "FRR is not running") {
+			t.Errorf("check %q, node fault %q; want validate, a node fault saying FRR is not running", st.GetFailedCheck(), st.GetNodeFault())
+		}
+		if st.GetLastInvalid().GetNodeFault() != st.GetNodeFault() {
+			t.Errorf("carried report's node fault %q, want the status's", st.GetLastInvalid().GetNodeFault())
+		}
+		if fa.Reloads() != reloads {
+			t.Errorf("reloads: %d, want %d (nothing applied)", fa.Reloads(), reloads)
+		}
+		if got := owned(); fmt.Sprint(got.Links) != fmt.Sprint(goodLinks.Links) {
+			t.Errorf("links with FRR stopped:\n%v\nwant last-good's, untouched (netlink applies after FRR answers):\n%v", got.Links, goodLinks.Links)
 		}
 		if st.GetAppliedFingerprint() != good.GetFingerprint() {
 			t.Errorf("applied fingerprint %s, want last-good's %s", st.GetAppliedFingerprint(), good.GetFingerprint())

@@ -204,12 +204,23 @@ func (a *Applier) socketDir() error {
 	return nil
 }
 
-// Validate has FRR's parser check the file cfg means (vtysh -C), changing
-// nothing: a file FRR refuses is a *RefusedError naming each line of the
+// Validate asks the instance to answer (Ping: an error matching
+// ErrNotRunning, ErrNotInstalled or ErrNoAnswer, and so agent.ErrNodeFault,
+// when it does not), then has FRR's parser check the file cfg means
+// (vtysh -C), changing nothing: a file FRR refuses is a *RefusedError naming each line of the
 // file FRR refused with its message; a config Render refuses matches
 // ErrInvalidConfig. A file accepted before (or reloaded) is not checked
 // again.
 func (a *Applier) Validate(ctx context.Context, cfg *sluicev1.DesiredConfig) error {
+	// FRR must answer before any part of cfg applies (the agent validates
+	// every part first): a down FRR is the node's fault, found while there is
+	// nothing to restore; vtysh -C alone parses without the daemons.
+	pctx, cancel := context.WithTimeout(ctx, DefaultCommandTimeout)
+	err := a.cfg.FRR.Ping(pctx)
+	cancel()
+	if err != nil {
+		return fmt.Errorf("before applying anything: %w", err)
+	}
 	file, err := a.File(cfg.GetConfig())
 	if err != nil {
 		return err

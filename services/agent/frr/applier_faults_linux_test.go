@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/services/agent"
 	"github.com/sluicehq/sluice/services/agent/frr"
 	"github.com/sluicehq/sluice/services/agent/frr/frrtest"
 	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
@@ -46,6 +47,15 @@ func TestApplier_Faults(t *testing.T) {
 		}
 		if took := time.Since(start); took > 2*time.Second {
 			t.Errorf("took %s; want at once", took)
+		}
+	})
+
+	t.Run("a pathspace no daemon runs fails the validation as the node's fault", func(t *testing.T) {
+		in := frr.Instance{Pathspace: hostnettest.UniqueName("absent")}
+		a := newApplier(t, in)
+		err := a.Validate(ctxT(t, 20*time.Second), cfg)
+		if !errors.Is(err, frr.ErrNotRunning) || !errors.Is(err, agent.ErrNodeFault) {
+			t.Errorf("err = %v, want ErrNotRunning matching agent.ErrNodeFault (vtysh -C alone would accept the file)", err)
 		}
 	})
 
@@ -90,7 +100,7 @@ func TestApplier_Validate_WithoutFRR_SaysNotInstalled(t *testing.T) {
 	a := newApplier(t, frr.Instance{Pathspace: "n2"})
 	t.Setenv("PATH", t.TempDir())
 	err := a.Validate(context.Background(), desiredOf("n2", "x"))
-	if !errors.Is(err, frr.ErrNotInstalled) {
+	if !errors.Is(err, frr.ErrNotInstalled) || !errors.Is(err, agent.ErrNodeFault) {
 		t.Errorf("err = %v, want ErrNotInstalled", err)
 	}
 }

@@ -15,10 +15,13 @@
 // # Applying
 //
 // Applier.Validate (the agent's pre-apply validation, agent.Validator)
+// first asks FRR to answer (Ping): ErrNotRunning, ErrNotInstalled and
+// ErrNoAnswer match agent.ErrNodeFault, and seen there, before anything
+// applied, they make the failure the node's, not the config's. Then it
 // renders, merges and runs vtysh -C, unless that file was accepted or
 // reloaded before. Applier.Apply reloads with frr-reload.py only when the
 // merged file differs from the last one it reloaded successfully: the
-// same file again costs no vtysh run at all. No Diff (frr-reload --test,
+// same file again costs no reload (only Validate's ping). No Diff (frr-reload --test,
 // ≈ 0.4 s) is ever run by the applier: after the agent's restart, or
 // after a reload that failed (it may have applied part of the file),
 // nothing is remembered and the next Apply reloads, frr-reload computing

@@ -1,6 +1,10 @@
 package frr
 
-import "errors"
+import (
+	"errors"
+
+	"github.com/sluicehq/sluice/services/agent"
+)
 
 // Errors of this package, in one place; match them with errors.Is (and
 // *RefusedError with errors.As).
@@ -15,16 +19,19 @@ var (
 	ErrBaseConflict = errors.New("FRR base file conflicts with what sluice renders")
 )
 
-// What went wrong talking to FRR.
+// What went wrong talking to FRR. The first three say the node is at fault
+// and also match agent.ErrNodeFault: seen by Applier.Validate, before
+// anything changed, they keep the config from being blamed (the agent
+// reports node_fault).
 var (
 	// ErrNotInstalled: vtysh or frr-reload.py is not on this host.
-	ErrNotInstalled = errors.New("FRR is not installed")
+	ErrNotInstalled error = &nodeFault{"FRR is not installed"}
 	// ErrNotRunning: the instance's daemons (or the one a command needs)
 	// do not answer on their sockets.
-	ErrNotRunning = errors.New("FRR is not running")
+	ErrNotRunning error = &nodeFault{"FRR is not running"}
 	// ErrNoAnswer: vtysh or frr-reload did not finish before the deadline;
 	// it was killed.
-	ErrNoAnswer = errors.New("FRR did not answer in time")
+	ErrNoAnswer error = &nodeFault{"FRR did not answer in time"}
 	// ErrRefused: FRR refused a command or a config file (a reload, or
 	// Validate's *RefusedError).
 	ErrRefused = errors.New("FRR refused it")
@@ -45,3 +52,10 @@ var (
 	// ErrNotInKernel: FRR has the route but the kernel's table does not.
 	ErrNotInKernel = errors.New("not in the kernel")
 )
+
+// nodeFault is an error of FRR itself, not of a config: its text is its
+// own and it matches agent.ErrNodeFault.
+type nodeFault struct{ msg string }
+
+func (e *nodeFault) Error() string { return e.msg }
+func (e *nodeFault) Unwrap() error { return agent.ErrNodeFault }

@@ -106,7 +106,7 @@ func (s *State) bakeReport(n *node, st *sluicev1.NodeStatus, now time.Time) bool
 	s.setProg(n, progFailed)
 	s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_INVALID, check, st.GetCheckOutput(), why)
 	s.emit(s.nodeEvent(n, "NodeFailed", "node reported Invalid: "+why))
-	s.recordInvalid(n.name, n.target, r.GetId(), r.GetRevision(), check, st.GetCheckOutput(), CauseCheckFailed, now)
+	s.recordReported(n.name, n.target, r.GetId(), r.GetRevision(), check, st.GetCheckOutput(), CauseCheckFailed, st.GetNodeFault(), now)
 	s.overBudget(fmt.Sprintf("node %s: %s", n.name, why), now)
 	return true
 }

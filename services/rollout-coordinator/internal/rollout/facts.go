@@ -260,6 +260,13 @@ func (r *report) GetMessage() string {
 	return r.failed.message
 }
 
+func (r *report) GetNodeFault() string {
+	if r == nil || r.failed == nil {
+		return ""
+	}
+	return r.failed.nodeFault
+}
+
 func (r *report) GetLastInvalid() *sluicev1.InvalidReport {
 	if r == nil {
 		return nil
@@ -272,7 +279,7 @@ func (s *State) keepReport(st *sluicev1.NodeStatus) *report {
 	r := &report{phase: st.GetPhase(), fingerprint: s.intern(st.GetFingerprint()), rollout: s.intern(st.GetRollout()),
 		revision: s.intern(st.GetRevision()), lastInvalid: st.GetLastInvalid()}
 	if r.phase == sluicev1.NodePhase_NODE_PHASE_INVALID || r.phase == sluicev1.NodePhase_NODE_PHASE_INCOMPATIBLE {
-		r.failed = &failedReport{check: st.GetFailedCheck(), output: st.GetCheckOutput(), message: st.GetMessage()}
+		r.failed = &failedReport{check: st.GetFailedCheck(), output: st.GetCheckOutput(), message: st.GetMessage(), nodeFault: st.GetNodeFault()}
 	}
 	return r
 }

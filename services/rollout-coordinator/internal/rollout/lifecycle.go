@@ -207,8 +207,8 @@ func (s *State) recordReportedInvalid(now time.Time) {
 		n := s.nodes[name]
 		st := n.status
 		if st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && s.isRolloutTarget(n, st.GetRollout(), st.GetFingerprint()) {
-			s.recordInvalid(n.name, st.GetFingerprint(), st.GetRollout(), st.GetRevision(),
-				orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), causeOf(st.GetFailedCheck()), now)
+			s.recordReported(n.name, st.GetFingerprint(), st.GetRollout(), st.GetRevision(),
+				orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), causeOf(st.GetFailedCheck()), st.GetNodeFault(), now)
 		}
 		s.recordCarriedInvalid(n, now)
 	}
@@ -511,13 +511,13 @@ func (s *State) placeAt(n *node, target string, config *sluicev1.NodeConfig, pre
 		s.touchedAgain(n)
 		s.recordTimedOut(n, "its agent stopped the operation at its deadline: "+st.GetMessage(), st.GetCheckOutput(), false, now)
 	case ours && st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID:
-		// Failed while no leader ran: its outcome, its fingerprint (I4), and
-		// the budget are taken into account now.
+		// Failed while no leader ran: its outcome, its fingerprint (I4, unless
+		// a node fault: blamesConfig), and the budget are taken into account now.
 		s.touchedAgain(n)
 		s.setProg(n, progFailed)
 		check := orDefault(st.GetFailedCheck(), "unknown check")
-		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_INVALID, check, st.GetCheckOutput(), st.GetMessage())
-		s.recordInvalid(n.name, n.target, r.GetId(), r.GetRevision(), check, st.GetCheckOutput(), CauseCheckFailed, now)
+		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_INVALID, check, st.GetCheckOutput(), notRecorded(st.GetMessage(), st.GetNodeFault()))
+		s.recordReported(n.name, n.target, r.GetId(), r.GetRevision(), check, st.GetCheckOutput(), CauseCheckFailed, st.GetNodeFault(), now)
 
 	case ours && st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INCOMPATIBLE:
 		// Its agent cannot read it (reported while no leader ran, or
@@ -532,7 +532,7 @@ func (s *State) placeAt(n *node, target string, config *sluicev1.NodeConfig, pre
 		s.setProg(n, progFailed)
 		li := st.GetLastInvalid()
 		s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_INVALID, orDefault(li.GetCheck(), "unknown check"), li.GetOutput(),
-			"reported Invalid (carried by a later status: "+st.GetMessage()+")")
+			notRecorded("reported Invalid (carried by a later status: "+st.GetMessage()+")", li.GetNodeFault()))
 	case ours:
 		// Written before a restart: wait for it, with a fresh deadline.
 		s.touchedAgain(n)

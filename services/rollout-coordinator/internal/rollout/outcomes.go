@@ -29,8 +29,8 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 		// only be carried by a later status (its own write was overwritten).
 		check := orDefault(f.check, "unknown check")
 		s.setProg(n, progFailed)
-		s.recordOutcomeOf(n, n.forward, sluicev1.NodeResult_NODE_RESULT_INVALID, check, f.output, f.message)
-		ev := s.nodeEvent(n, "NodeFailed", "node reported Invalid after the rollout stopped: "+checkFailed(check, f.message))
+		s.recordOutcomeOf(n, n.forward, sluicev1.NodeResult_NODE_RESULT_INVALID, check, f.output, notRecorded(f.message, f.nodeFault))
+		ev := s.nodeEvent(n, "NodeFailed", "node reported Invalid after the rollout stopped: "+checkFailed(check, notRecorded(f.message, f.nodeFault)))
 		ev.Fingerprint = n.forward
 		s.emit(ev)
 	}
@@ -44,8 +44,8 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 		// rollout's config is still remembered (I4), e.g. a late report for
 		// a rollout that was superseded or ended meanwhile.
 		if phase == sluicev1.NodePhase_NODE_PHASE_INVALID && s.isRolloutTarget(n, st.GetRollout(), st.GetFingerprint()) {
-			s.recordInvalid(n.name, st.GetFingerprint(), st.GetRollout(), st.GetRevision(),
-				orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), causeOf(st.GetFailedCheck()), now)
+			s.recordReported(n.name, st.GetFingerprint(), st.GetRollout(), st.GetRevision(),
+				orDefault(st.GetFailedCheck(), "unknown check"), st.GetCheckOutput(), causeOf(st.GetFailedCheck()), st.GetNodeFault(), now)
 		}
 		return
 	}
@@ -82,13 +82,16 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 		s.timedOut(n, "its agent stopped the operation at its deadline: "+st.GetMessage(), st.GetCheckOutput(), now)
 		return
 	}
-	// Invalid: the config failed on this node. Remember its fingerprint.
+	// Invalid: the config failed on this node (remember its fingerprint),
+	// or the node could not apply it (a failure all the same, for the
+	// budget and the revert, but the config is not blamed).
 	s.setProg(n, progFailed)
 	check := orDefault(st.GetFailedCheck(), "unknown check")
-	s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_INVALID, check, st.GetCheckOutput(), st.GetMessage())
-	s.emit(s.nodeEvent(n, "NodeFailed", "node reported Invalid: "+checkFailed(check, st.GetMessage())))
-	s.recordInvalid(n.name, n.target, s.rollout.GetId(), s.rollout.GetRevision(), check, st.GetCheckOutput(), CauseCheckFailed, now)
-	s.overBudget(fmt.Sprintf("node %s: %s", n.name, checkFailed(check, st.GetMessage())), now)
+	msg := notRecorded(st.GetMessage(), st.GetNodeFault())
+	s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_INVALID, check, st.GetCheckOutput(), msg)
+	s.emit(s.nodeEvent(n, "NodeFailed", "node reported Invalid: "+checkFailed(check, msg)))
+	s.recordReported(n.name, n.target, s.rollout.GetId(), s.rollout.GetRevision(), check, st.GetCheckOutput(), CauseCheckFailed, st.GetNodeFault(), now)
+	s.overBudget(fmt.Sprintf("node %s: %s", n.name, checkFailed(check, msg)), now)
 }
 
 // stoppedThenFailed is the Invalid report on its forward target of a node
@@ -100,10 +103,11 @@ func (s *State) stoppedThenFailed(n *node, st *sluicev1.NodeStatus) *failedRepor
 	}
 	id := s.rollout.GetId()
 	if st.GetFingerprint() == n.forward && st.GetRollout() == id && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID {
-		return &failedReport{check: st.GetFailedCheck(), output: st.GetCheckOutput(), message: st.GetMessage()}
+		return &failedReport{check: st.GetFailedCheck(), output: st.GetCheckOutput(), message: st.GetMessage(), nodeFault: st.GetNodeFault()}
 	}
 	if li := st.GetLastInvalid(); li != nil && !li.GetRevert() && li.GetRollout() == id && li.GetFingerprint() == n.forward {
-		return &failedReport{check: li.GetCheck(), output: li.GetOutput(), message: "reported Invalid (carried by a later status: " + st.GetMessage() + ")"}
+		return &failedReport{check: li.GetCheck(), output: li.GetOutput(), message: "reported Invalid (carried by a later status: " + st.GetMessage() + ")",
+			nodeFault: li.GetNodeFault()}
 	}
 	return nil
 }
@@ -130,8 +134,37 @@ func (s *State) recordCarriedInvalid(n *node, now time.Time) {
 	if at, ok := s.forgiven[li.GetFingerprint()]; ok && !li.GetAt().AsTime().After(at) {
 		return // an old report of a fingerprint retried on purpose since
 	}
-	s.recordInvalid(n.name, li.GetFingerprint(), li.GetRollout(), li.GetRevision(),
-		orDefault(li.GetCheck(), "unknown check"), li.GetOutput(), causeOf(li.GetCheck()), now)
+	s.recordReported(n.name, li.GetFingerprint(), li.GetRollout(), li.GetRevision(),
+		orDefault(li.GetCheck(), "unknown check"), li.GetOutput(), causeOf(li.GetCheck()), li.GetNodeFault(), now)
+}
+
+// blamesConfig is invariant I9's rule for a node's Invalid report: the
+// config failed there and its fingerprint is recorded invalid, unless the
+// report is a node fault (NodeStatus.node_fault, InvalidReport.node_fault):
+// its agent found, before anything on the node changed, that the node
+// could apply no config at all (its FRR not running, not installed or not
+// answering). A node fault still fails the node (the budget counts it, the
+// rollout stops and reverts as for any failure); only the fingerprint is
+// spared. Every site that records a fingerprint from a report asks here,
+// through recordReported; notRecorded says so in the node's outcome.
+func blamesConfig(nodeFault string) bool { return nodeFault == "" }
+
+// recordReported records fp invalid for a node's Invalid report, unless
+// the node, not the config, was at fault (blamesConfig).
+func (s *State) recordReported(node, fp, rollout, revision, check, output, cause, nodeFault string, now time.Time) {
+	if !blamesConfig(nodeFault) {
+		return
+	}
+	s.recordInvalid(node, fp, rollout, revision, check, output, cause, now)
+}
+
+// notRecorded is the outcome message of an Invalid report whose agent said
+// msg: for a node fault, that the fingerprint is not recorded and why.
+func notRecorded(msg, nodeFault string) string {
+	if blamesConfig(nodeFault) {
+		return msg
+	}
+	return "not recorded invalid: the node could not apply it (" + nodeFault + ")"
 }
 
 // recordInvalid remembers fp as known bad, once, with why.

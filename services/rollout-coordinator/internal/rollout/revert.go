@@ -179,16 +179,18 @@ func forwardFailed(n *node, rollout string, d *desired, st *report) *failedRepor
 		return nil // not known (stopUnreadable): nothing can be said of it
 	}
 	if !d.GetRevert() && st.GetFingerprint() == n.forward && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID {
-		return &failedReport{check: st.GetFailedCheck(), output: st.GetCheckOutput(), message: st.GetMessage()}
+		return &failedReport{check: st.GetFailedCheck(), output: st.GetCheckOutput(), message: st.GetMessage(), nodeFault: st.GetNodeFault()}
 	}
 	if li := st.GetLastInvalid(); li != nil && !li.GetRevert() && li.GetRollout() == rollout && li.GetFingerprint() == n.forward {
-		return &failedReport{check: li.GetCheck(), output: li.GetOutput(), message: "reported Invalid while no leader ran; its revert was already written"}
+		return &failedReport{check: li.GetCheck(), output: li.GetOutput(), message: "reported Invalid while no leader ran; its revert was already written",
+			nodeFault: li.GetNodeFault()}
 	}
 	return nil
 }
 
-// failedReport is what a node said about a config that failed on it.
-type failedReport struct{ check, output, message string }
+// failedReport is what a node said about a config that failed on it;
+// nodeFault is its node_fault (blamesConfig).
+type failedReport struct{ check, output, message, nodeFault string }
 
 func (s *State) resumeRevert(now time.Time) {
 	r := s.rollout
@@ -235,8 +237,8 @@ func (s *State) resumeRevert(now time.Time) {
 				n.prog = progStopped
 			}
 			s.setProg(n, progFailed)
-			s.recordOutcomeOf(n, n.forward, sluicev1.NodeResult_NODE_RESULT_INVALID, check, f.output, f.message)
-			s.recordInvalid(n.name, n.forward, r.GetId(), r.GetRevision(), check, f.output, causeOf(check), now)
+			s.recordOutcomeOf(n, n.forward, sluicev1.NodeResult_NODE_RESULT_INVALID, check, f.output, notRecorded(f.message, f.nodeFault))
+			s.recordReported(n.name, n.forward, r.GetId(), r.GetRevision(), check, f.output, causeOf(check), f.nodeFault, now)
 		case st.GetFingerprint() == n.forward && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED:
 			n.prog = progProvisioned
 		default:
@@ -355,10 +357,11 @@ func (s *State) failedUnread(n *node) {
 	switch {
 	case st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && st.GetRollout() == id &&
 		!(li.GetRevert() && li.GetFingerprint() == st.GetFingerprint()):
-		fp, f = st.GetFingerprint(), &failedReport{check: st.GetFailedCheck(), output: st.GetCheckOutput(), message: "reported invalid: " + st.GetMessage()}
+		fp, f = st.GetFingerprint(), &failedReport{check: st.GetFailedCheck(), output: st.GetCheckOutput(), message: "reported invalid: " + st.GetMessage(),
+			nodeFault: st.GetNodeFault()}
 	case li != nil && !li.GetRevert() && li.GetRollout() == id:
 		fp, f = li.GetFingerprint(), &failedReport{check: li.GetCheck(), output: li.GetOutput(),
-			message: "reported Invalid (carried by a later status: " + st.GetMessage() + ")"}
+			message: "reported Invalid (carried by a later status: " + st.GetMessage() + ")", nodeFault: li.GetNodeFault()}
 	default:
 		return
 	}
@@ -370,9 +373,9 @@ func (s *State) failedUnread(n *node) {
 		s.countLateFailure()
 	}
 	check := orDefault(f.check, "unknown check")
-	s.recordOutcomeOf(n, fp, sluicev1.NodeResult_NODE_RESULT_INVALID, check, f.output, f.message)
+	s.recordOutcomeOf(n, fp, sluicev1.NodeResult_NODE_RESULT_INVALID, check, f.output, notRecorded(f.message, f.nodeFault))
 	ev := s.nodeEvent(n, "NodeFailed", "node reported Invalid on the target of the stopped rollout, whose write of it this term could not read: "+
-		checkFailed(check, st.GetMessage()))
+		checkFailed(check, notRecorded(st.GetMessage(), f.nodeFault)))
 	ev.Fingerprint = fp
 	s.emit(ev)
 }
