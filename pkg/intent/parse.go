@@ -28,7 +28,7 @@ type ParseError struct {
 	File   string // the file, "" when parsing bytes without a name
 	Doc    int    // 1-based document number in the file
 	Item   int    // 1-based item number when the document is a list, else 0
-	Line   int    // first line of the document, 0 when unknown
+	Line   int    // the line of Field when it is found, else the document's first line; 0 when unknown
 	Intent string // "<kind>/<name>", the name, or "" when not yet known
 	Field  string // e.g. "spec.vlan", "" for the whole document
 	Msg    string // what is wrong
@@ -154,6 +154,7 @@ func Parse(name string, data []byte) ([]*sluicev1.Intent, error) {
 			errs = append(errs, &loc)
 			continue
 		}
+		lines := &fieldLines{data: doc.data, first: doc.line}
 		switch t := v.(type) {
 		case nil: // an empty document, e.g. only comments
 		case []any:
@@ -161,20 +162,32 @@ func Parse(name string, data []byte) ([]*sluicev1.Intent, error) {
 				at := loc
 				at.Item = j + 1
 				in, ierrs := parseIntent(item, at)
-				errs = append(errs, ierrs...)
+				errs = append(errs, atFieldLines(ierrs, lines)...)
 				if in != nil {
 					out = append(out, in)
 				}
 			}
 		default:
 			in, ierrs := parseIntent(t, loc)
-			errs = append(errs, ierrs...)
+			errs = append(errs, atFieldLines(ierrs, lines)...)
 			if in != nil {
 				out = append(out, in)
 			}
 		}
 	}
 	return out, errors.Join(errs...)
+}
+
+// atFieldLines points each error that names a field at the field's line.
+func atFieldLines(errs []error, lines *fieldLines) []error {
+	for _, err := range errs {
+		if pe, ok := err.(*ParseError); ok && pe.Field != "" {
+			if l := lines.line(pe.Item, pe.Field); l > 0 {
+				pe.Line = l
+			}
+		}
+	}
+	return errs
 }
 
 type document struct {

@@ -237,6 +237,21 @@ func subcommandNames(c *cobra.Command) []string {
 
 // connect opens a connection to the control plane, saying what to do when
 // nothing listens.
+// composeServers is every NATS server docker-compose publishes on this
+// host (docker-compose.yaml): nats-1, nats-2, nats-3.
+const composeServers = "nats://127.0.0.1:4222,nats://127.0.0.1:4223,nats://127.0.0.1:4224"
+
+// clusterHint says, after "cannot reach NATS at URL", how to name every
+// server of a cluster when url names one: the CLI fails over only among the
+// servers it is given.
+func clusterHint(url string) string {
+	if strings.Contains(url, ",") {
+		return ""
+	}
+	return "\nwith a NATS cluster (docker-compose's, helm's), name every server, comma-separated, so that one down is not the end: " +
+		"--server or SLUICE_NATS_URL=" + composeServers + " for docker-compose"
+}
+
 func (a *app) connect() (*nats.Conn, error) {
 	auth, err := a.auth.NATS()
 	if err != nil {
@@ -253,7 +268,7 @@ func (a *app) connect() (*nats.Conn, error) {
 	nc, err := nats.Connect(a.server, append([]nats.Option{nats.Name("sluice-cli"), nats.Timeout(3 * time.Second), onErr}, auth...)...)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoServers) {
-			return nil, fmt.Errorf("cannot reach NATS at %s: is `sluice dev` (make run) running? (%w)", a.server, err)
+			return nil, fmt.Errorf("cannot reach NATS at %s: is `sluice dev` (make run) running? (%w)%s", a.server, err, clusterHint(a.server))
 		}
 		if hint := natsauth.ConnectHint(err); hint != "" {
 			return nil, fmt.Errorf("connect to NATS at %s: %w\n%s", a.server, err, hint)

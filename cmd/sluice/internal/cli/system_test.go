@@ -201,6 +201,14 @@ func TestConnect_NothingListening_SaysToStartSluiceDev(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "cannot reach NATS at "+url+": is `sluice dev` (make run) running?") {
 		t.Errorf("exit code %d, stderr %q", code, stderr)
 	}
+	// One server named: how to name a cluster's every server (docker-compose's three).
+	if !strings.Contains(stderr, "name every server, comma-separated") || !strings.Contains(stderr, "SLUICE_NATS_URL="+composeServers) {
+		t.Errorf("no cluster hint for one server named: %q", stderr)
+	}
+	two := url + ",nats://" + testaddr.Held(t)
+	if _, _, stderr := sluice(t, two, "get", "nodes"); !strings.Contains(stderr, "cannot reach NATS at "+two) || strings.Contains(stderr, "name every server") {
+		t.Errorf("two servers named: %q", stderr)
+	}
 }
 
 func TestUsageErrors_ExitWith2(t *testing.T) {
