@@ -22,7 +22,10 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
-// Event is one state transition, published on sluice.events.<kind>.<id>.
+// Event is one state transition, published on sluice.events.<kind>.<id>
+// (the node role, and kinds only one role publishes) or
+// sluice.events.<role>.<kind>.<id> (every other role, for the kinds several
+// roles publish); pkg/contract/publishers.go is the table.
 type Event struct {
 	state       protoimpl.MessageState `protogen:"open.v1"`
 	Time        *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
