@@ -138,7 +138,12 @@ func TestEndToEnd_FRR_LeaksAPrefixRollsBackAFilterAndRefusesWhatFRRCannotTake(t 
 		// netlink's, the node's BGP identity and neighbour its flags'.
 		s := frr.Settings{ASN: n.asn, RouterID: n.ns.VTEP, VRFs: h.VRFs, TableOffset: h.TableOffset, VRFTableBase: h.VRFTableBase,
 			Neighbors: []frr.Neighbor{{Address: spine.VTEP, RemoteAS: fmt.Sprint(spineASN), ConnectRetry: 1}}}
-		n.fa, err = frr.NewApplier(frr.ApplierConfig{FRR: n.inst.Instance, Settings: s, Hostname: host, Dir: t.TempDir()})
+		// Settle: the route check of step 2 passes if it runs before bgpd
+		// has withdrawn the filtered prefix, and the default 500 ms was
+		// not always enough on CI's loaded 2 cores (node-01 passed its
+		// check with the filter in force once, under SLUICE_TEST_SECURE).
+		// The settle is a wait, not a convergence signal (docs/agent.md).
+		n.fa, err = frr.NewApplier(frr.ApplierConfig{FRR: n.inst.Instance, Settings: s, Hostname: host, Dir: t.TempDir(), Settle: 2 * time.Second})
 		if err != nil {
 			t.Fatal(err)
 		}
