@@ -177,7 +177,10 @@ type Expectation struct {
 	Incompatible []string
 	Refuse       bool
 	OldMayBeAway bool
-	Why          string // the scenario's reasoning, for the failure message
+	// IfResumed: with Refuse, what it must end as if a term resumed it
+	// before its refusal was stored (expectationOf).
+	IfResumed *Expectation
+	Why       string // the scenario's reasoning, for the failure message
 }
 
 // Violation is one broken invariant.
@@ -608,6 +611,7 @@ func checkExpectations(o *Observation, add addFunc) {
 		if !ok || !contract.Terminal(r.GetPhase()) {
 			continue
 		}
+		x = expectationOf(o, r)
 		if x.NodesMayLapse && slices.ContainsFunc(r.GetSkipped(), func(n *sluicev1.NodeOutcome) bool { return slices.Contains(x.MayFail, n.GetNode()) }) {
 			x.Phases, x.AllFail = nil, false // a failing node lapsed and was skipped: it may not count
 		}

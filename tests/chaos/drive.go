@@ -27,10 +27,6 @@ type applied struct {
 	gen        uint64        // its head's generation
 	revision   string
 	superseded bool // the next change was applied while this one still ran
-	// skipping: the configurator refused it at request time for agents that
-	// cannot read it, and it was applied again with skipIncompatible, as the
-	// refusal says (skew.go, refusedForSkew).
-	skipping bool
 }
 
 // driver applies the scenario's changes through the configurator's API, as
@@ -124,9 +120,6 @@ func newDriver(s *system) *driver {
 // runs the command again); it returns once the configurator answered.
 func (d *driver) apply(ctx context.Context, i int) error {
 	req := d.request(i)
-	if d.changes[i].skipping {
-		req.Strategy.SkipIncompatible = true
-	}
 	ctx, cancel := context.WithTimeout(ctx, acceptWithin)
 	defer cancel()
 	for {
@@ -141,10 +134,6 @@ func (d *driver) apply(ctx context.Context, i int) error {
 			return nil
 		}
 		if ae := (*apiclient.Error)(nil); errors.As(err, &ae) && ae.Code == contract.ErrCodeInvalid {
-			if d.refusedForSkew(i, ae.Description) {
-				req.Strategy.SkipIncompatible = true
-				continue
-			}
 			return fmt.Errorf("apply change %d: the harness built an invalid request: %w", i, err)
 		}
 		d.sys.log.add("change %d: apply failed, retrying: %v", i, err)

@@ -1,7 +1,6 @@
 package rollout
 
 import (
-	"cmp"
 	"fmt"
 	"time"
 
@@ -66,9 +65,8 @@ func (s *State) queueRevert(n *node) {
 // revertTarget is what a touched node goes back to: its backup; without one,
 // the last applied revision's config for it (a revert never writes the empty
 // config over a node that had one); the empty config only for a node that
-// never had any, as far as anything stored and its agent say. nil, with why,
-// when the node has no backup and the revision in force cannot be read, or
-// its agent said it ran a config no stored value holds (n.before).
+// never had any, as far as anything stored says. nil, with why, when the
+// node has no backup and the revision in force cannot be read.
 func (s *State) revertTarget(n *node) (*desired, string) {
 	if n.previous != nil {
 		return n.previous, ""
@@ -84,20 +82,6 @@ func (s *State) revertTarget(n *node) (*desired, string) {
 		// revert of a node that had one.
 		return nil, fmt.Sprintf("it has no backup, and the last applied revision %s cannot be read; left on %s",
 			render.Short(s.lastApplied.GetRevision()), render.Short(n.desired.GetFingerprint()))
-	}
-	if b := n.before; b != nil && b.fingerprint == "" {
-		return nil, fmt.Sprintf("it has no backup, and nothing stored says what it ran before this rollout (the store was lost and confirmed empty); "+
-			"its agent names only this rollout's config %s, which it proved: the empty config is no revert of a node that may have run one: left on it, its agent's last-good",
-			render.Short(cmp.Or(n.runs.fingerprint, n.desired.GetFingerprint())))
-	}
-	if b := n.before; b != nil {
-		// Nothing stored says it ran anything, but its agent said it did:
-		// the store that held its backup was lost (pkg/storeloss) and an
-		// operator confirmed starting from nothing. The empty config would
-		// take from it what it ran (I10); its agent keeps its own last-good.
-		return nil, fmt.Sprintf("it has no backup: it ran %s of revision %s before this rollout, as its agent said, and no stored revision holds that config "+
-			"(the store was lost and confirmed empty); the empty config is no revert of it: left on %s, its agent's last-good",
-			render.Short(b.fingerprint), render.Short(b.revision), render.Short(cmp.Or(n.runs.fingerprint, n.desired.GetFingerprint())))
 	}
 	cfg := &sluicev1.NodeConfig{}
 	return &desired{config: cfg, fingerprint: render.Fingerprint(cfg)},
@@ -217,7 +201,6 @@ func (s *State) resumeRevert(now time.Time) {
 		}
 		n.touched = true
 		n.previous = n.backup // as the term read it: the revert target
-		n.before = s.ranBefore(n, r.GetId(), true)
 		n.forward = s.forwardOf(n, d)
 		// Its forward outcome: as the record has it; failed while no leader
 		// ran; or stopped in flight (a later Invalid report still counts).

@@ -88,10 +88,6 @@ type (
 		// read it: "the store is empty but N nodes run configs of
 		// revision X"), "" when it is not: no rollout starts (storeloss.go).
 		StoreLost string
-		// StoreConfirmed: an operator's confirmation of a lost store
-		// (control/store.confirm) is stored: the store began empty while
-		// nodes ran configs it does not hold (storeloss.go, ranBefore).
-		StoreConfirmed bool
 	}
 	// HeadMoved: the configurator moved revisions/head. StoreLost as in
 	// Loaded, read with the head.
