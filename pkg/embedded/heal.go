@@ -42,7 +42,13 @@ const (
 )
 
 // storeTrouble says what keeps JetStream from writing, or "" when nothing.
+// A server shutting down has none: Shutdown stops JetStream after it
+// stops running, and a re-open then would write into a store its owner
+// is about to remove (CI once failed a test's TempDir cleanup so).
 func storeTrouble(s *server.Server) string {
+	if !s.Running() {
+		return ""
+	}
 	if !s.JetStreamEnabled() {
 		return "JetStream is disabled"
 	}
@@ -138,6 +144,9 @@ func decideHeal(st healState, trouble string, free uint64, known bool, now time.
 // reopen shuts s's JetStream down and enables it again on storeDir with
 // the configuration it started with (limits derived from the disk).
 func reopen(s *server.Server, storeDir string) error {
+	if !s.Running() { // shut down since the check
+		return nil
+	}
 	if s.JetStreamEnabled() {
 		if err := s.ShutdownJetStream(); err != nil {
 			return err

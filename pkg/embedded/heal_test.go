@@ -46,3 +46,26 @@ func TestDecideHeal(t *testing.T) {
 		})
 	}
 }
+
+// A server that is shutting down has stopped JetStream itself: that is no
+// trouble to heal, or the heal loop re-opens JetStream into a store whose
+// owner is removing it.
+func TestStoreTrouble_AServerShutDownHasNone(t *testing.T) {
+	s, err := Start(Options{Listen: "127.0.0.1:-1", StoreDir: t.TempDir()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := storeTrouble(s); got != "" {
+		t.Fatalf("a running server: storeTrouble = %q, want none", got)
+	}
+	s.Shutdown()
+	if got := storeTrouble(s); got != "" {
+		t.Errorf("after Shutdown: storeTrouble = %q, want none (heal would re-open JetStream)", got)
+	}
+	if err := reopen(s, t.TempDir()); err != nil {
+		t.Errorf("reopen after Shutdown = %v, want nothing done", err)
+	}
+	if s.JetStreamEnabled() {
+		t.Errorf("reopen after Shutdown enabled JetStream")
+	}
+}
