@@ -189,7 +189,7 @@ func TestDiff_ShowsWhatWouldChangeAndStoresNothing(t *testing.T) {
 		t.Fatalf("diff: exit %d, want %d (changes)\n%s%s", code, ExitDiffers, out, stderr)
 	}
 	for _, want := range []string{"1 updated", "~ routingtable/mgmt", "nodes: 3 present, 3 change, 0 unchanged, 0 refused",
-		`~ routingtable/mgmt {"routingTable":{"tableId":100}} → {"routingTable":{"tableId":101}}`,
+		"3 nodes: node-01 node-02 node-03", "~ routingtable/mgmt spec.tableId: 100 → 101",
 		"wave 1: node-01", "wave 2: node-02 node-03", "nothing was stored"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("diff output lacks %q:\n%s", want, out)
@@ -208,7 +208,7 @@ func TestDiff_ShowsWhatWouldChangeAndStoresNothing(t *testing.T) {
 			Wave    int
 			Intents []struct {
 				Intent, Op string
-				From, To   json.RawMessage
+				Fields     []struct{ Path, From, To string }
 			}
 		}
 	}
@@ -218,7 +218,7 @@ func TestDiff_ShowsWhatWouldChangeAndStoresNothing(t *testing.T) {
 	if !r.Changed || len(r.Updated) != 1 || r.Nodes.Present != 3 || r.Nodes.Change != 3 || len(r.Changes) != 3 ||
 		r.Changes[0].Node != "node-01" || r.Changes[0].Wave != 1 || r.Changes[1].Wave != 2 ||
 		len(r.Changes[0].Intents) != 1 || r.Changes[0].Intents[0].Op != "changed" ||
-		compact(r.Changes[0].Intents[0].To) != `{"routingTable":{"tableId":101}}` {
+		len(r.Changes[0].Intents[0].Fields) != 1 || r.Changes[0].Intents[0].Fields[0].Path != "spec.tableId" {
 		t.Errorf("diff -o json: %+v\n%s", r, out)
 	}
 	if _, after, _ := sluice(t, s.URL(), "get", "revisions", "-o", "json"); after != before {

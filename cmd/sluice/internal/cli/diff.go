@@ -28,37 +28,51 @@ func (a *app) diffCommand() *cobra.Command {
 	var files []string
 	var output string
 	var sf strategyFlags
-	var strict bool
+	var strict, full bool
 	cmd := &cobra.Command{
-		Use:   "diff -f FILE|DIR [-f ...] [strategy flags] [-o json|yaml]",
+		Use:   "diff -f FILE|DIR [-f ...] [strategy flags] [--full] [-o json|yaml]",
 		Short: "Show what applying the files would change, storing nothing",
 		Long: `A dry run of 'sluice apply': the configurator checks the files exactly as
 it checks an apply (the rules, the stored intents, registry ownership,
 intents marked for deletion, configs recorded invalid, sizes, the fleet
 verifier's rules on the whole set and the present nodes) and answers
 what it would do, storing nothing. For the revision it would cut, the diff
-shows the intents created and updated, every present node whose config would
-change with the intents that change in it, and the waves and failure domains
-the strategy would take them in.
+shows the intents created and updated, what changes in the present nodes'
+configs, and the waves and failure domains the strategy would take them in.
+
+What changes is shown once for all the nodes that get the same change: the
+number of nodes and the first 8 of them, then each intent added (+),
+removed (-) or changed (~), a changed one with the fields that change, as
+the files spell them:
+
+  12 nodes: node-01 node-02 node-03 node-04 node-05 node-06 node-07 node-08 and 4 more
+      ~ layer2network/tenant-a spec.vlan: 100 → 200
+
+--full lists every changing node instead, with its config's fingerprint
+before and after and each intent's whole spec before and after.
 
 Exit codes, as kubectl diff's: 0 when apply would change nothing (the files'
 revision is the head), 1 when it would store a new revision, 2 for usage
 errors, 6 when apply would be refused (the configurator's answer says why)
-or the diff could not be made (NATS unreachable, no configurator, …). Until
-2026-11-27 diff exited 0 for changes and 1 when refused; 'apply --dry-run'
-still does (0 accepted, 1 refused).
+or the diff could not be made (NATS unreachable, no configurator, …).
+'apply --dry-run' prints the same (without --full) and exits as apply
+does: 0 accepted, 1 refused.
 
 -o json and -o yaml print the same as one object: revision, head, changed,
 created, updated, unchanged, nodes {present, change, unchanged, refused},
-changes [{node, from, to, wave, domain, intents [{intent, op, from, to}]}],
-refused [{node, fingerprint, cause, failedNode, rollout, check, output}],
-plan, findings [{rule, severity, intents, nodes, nodeCount, message, fix}]
-(the fleet verifier's warnings) and warnings (findings and warnings are on
-stderr too).
+changes [{node, from, to, wave, domain, intents [{intent, op, fields
+[{path, from, to}], from, to}]}] (every changing node; an intent's from
+and to, its whole spec, only with --full; a field's from or to is its JSON
+value, absent where the field is unset), groups [{count, nodes, intents
+[{intent, op, fields}]}] (the nodes that get the same changes, as the text
+shows them), refused [{node, fingerprint, cause, failedNode, rollout,
+check, output}], plan, findings [{rule, severity, intents, nodes,
+nodeCount, message, fix}] (the fleet verifier's warnings) and warnings
+(findings and warnings are on stderr too).
 
 What the coordinator does can still differ if nodes join or leave, or the
 stored intents change, before the apply.`,
-		Example: "  sluice diff -f /tmp/my-intents\n  sluice diff -f /tmp/my-intents -o json | jq .changes[].node\n" +
+		Example: "  sluice diff -f /tmp/my-intents\n  sluice diff -f /tmp/my-intents --full\n  sluice diff -f /tmp/my-intents -o json | jq .changes[].node\n" +
 			"  sluice apply -f /tmp/my-intents --dry-run --first-wave 1",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -80,7 +94,7 @@ stored intents change, before the apply.`,
 				fmt.Fprintln(a.streams.Err, err)
 				return silentExit(ExitDiffFailed)
 			}
-			r, err := a.diff(cmd.Context(), intents, strategy, strict)
+			r, err := a.diff(cmd.Context(), intents, strategy, strict, full)
 			if err != nil {
 				return err
 			}
@@ -102,6 +116,7 @@ stored intents change, before the apply.`,
 	cmd.Flags().StringArrayVarP(&files, "filename", "f", nil, "intent file or directory (repeatable)")
 	outputFlag(cmd.Flags(), &output)
 	cmd.Flags().BoolVar(&strict, "strict", false, "the fleet verifier's warnings refuse, as they would refuse 'apply --strict'")
+	cmd.Flags().BoolVar(&full, "full", false, "list every changing node with its fingerprints and each intent's whole spec before and after")
 	sf.register(cmd.Flags())
 	return cmd
 }
@@ -109,7 +124,7 @@ stored intents change, before the apply.`,
 // dryRun prints what applying intents with strategy would do, for
 // `apply --dry-run`: exit 0 when apply would be accepted, 1 when refused.
 func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *sluicev1.Strategy, strict bool) error {
-	r, err := a.diff(ctx, intents, strategy, strict)
+	r, err := a.diff(ctx, intents, strategy, strict, false)
 	if err != nil {
 		return err
 	}
@@ -131,6 +146,7 @@ type diffReport struct {
 	Unchanged int            `json:"unchanged"` // of the intents given
 	Nodes     diffNodeCounts `json:"nodes"`
 	Changes   []nodeChange   `json:"changes"`
+	Groups    []changeGroup  `json:"groups"` // the nodes that get the same changes
 	Refused   []diffRefusal  `json:"refused"`
 	Plan      string         `json:"plan,omitempty"` // the strategy, when a node changes
 	Findings  []finding      `json:"findings"`       // the fleet verifier's (warnings: errors refuse)
@@ -141,6 +157,7 @@ type diffReport struct {
 
 	domainKey   string // the strategy's failure-domain label key
 	maxParallel int
+	full        bool // each node with its intents' whole specs (--full)
 }
 
 type diffNodeCounts struct {
@@ -163,12 +180,15 @@ type nodeChange struct {
 	from, to *sluicev1.NodeConfig
 }
 
-// intentChange is one intent that differs in a node's config.
+// intentChange is one intent that differs in a node's config: for a
+// changed one, the fields that change; with --full its whole spec before
+// and after too.
 type intentChange struct {
-	Intent string          `json:"intent"` // kind/name
-	Op     string          `json:"op"`     // added, removed or changed
-	From   json.RawMessage `json:"from,omitempty"`
-	To     json.RawMessage `json:"to,omitempty"`
+	Intent string             `json:"intent"` // kind/name
+	Op     string             `json:"op"`     // added, removed or changed
+	Fields []view.FieldChange `json:"fields,omitempty"`
+	From   json.RawMessage    `json:"from,omitempty"`
+	To     json.RawMessage    `json:"to,omitempty"`
 }
 
 // diffRefusal is a node whose new config is recorded invalid.
@@ -185,7 +205,7 @@ type diffRefusal struct {
 // diff works out what applying intents with strategy would do (see
 // diffCommand); invalid intents are printed and end it with ExitError 1
 // (ExitDiffFailed for diff).
-func (a *app) diff(ctx context.Context, intents []*sluicev1.Intent, strategy *sluicev1.Strategy, strict bool) (*diffReport, error) {
+func (a *app) diff(ctx context.Context, intents []*sluicev1.Intent, strategy *sluicev1.Strategy, strict, full bool) (*diffReport, error) {
 	if errs := intent.Validate(intents); len(errs) > 0 {
 		printFieldErrors(a.streams.Err, errs)
 		return nil, silentExit(1)
@@ -208,7 +228,7 @@ func (a *app) diff(ctx context.Context, intents []*sluicev1.Intent, strategy *sl
 		return nil, a.rejected(err)
 	}
 	r := &diffReport{Created: verdict.GetCreated(), Updated: verdict.GetUpdated(), Unchanged: len(verdict.GetUnchanged()),
-		Changes: []nodeChange{}, Refused: []diffRefusal{}, Warnings: []string{}, Revision: verdict.GetRevision(), Changed: verdict.GetChanged(),
+		Changes: []nodeChange{}, Groups: []changeGroup{}, Refused: []diffRefusal{}, Warnings: []string{}, Revision: verdict.GetRevision(), Changed: verdict.GetChanged(), full: full,
 		Findings: findingsOf(verdict.GetFindings()), waitsFor: verdict.GetWaitsFor(), strategyUnused: strategy != nil && !verdict.GetChanged()}
 	printFindings(a.streams.Err, verdict.GetFindings())
 	if r.Created == nil {
@@ -305,7 +325,7 @@ func (a *app) diff(ctx context.Context, intents []*sluicev1.Intent, strategy *sl
 		if plan.DomainKey != "" {
 			c.Domain = contract.DomainLabel(c.sortKey)
 		}
-		c.Intents = intentChanges(c.from, c.to)
+		c.Intents = intentChanges(c.from, c.to, full)
 		r.Changes = append(r.Changes, c)
 	}
 	r.Nodes.Change, r.Nodes.Refused = len(r.Changes), len(r.Refused)
@@ -322,6 +342,7 @@ func (a *app) diff(ctx context.Context, intents []*sluicev1.Intent, strategy *sl
 			r.Changes[i].Wave = waveOf(plan.Waves, i)
 		}
 	}
+	r.Groups = groupChanges(r.Changes)
 	return r, nil
 }
 
@@ -345,18 +366,10 @@ func (r *diffReport) print(w io.Writer) {
 		fmt.Fprintf(w, "  ~ %s\n", id)
 	}
 	fmt.Fprintf(w, "nodes: %d present, %d change, %d unchanged, %d refused\n", r.Nodes.Present, r.Nodes.Change, r.Nodes.Unchanged, r.Nodes.Refused)
-	for _, c := range r.Changes {
-		fmt.Fprintf(w, "  %s  %s → %s\n", c.Node, orNone(short(c.From)), short(c.To))
-		for _, ic := range c.Intents {
-			switch ic.Op {
-			case "added":
-				fmt.Fprintf(w, "      + %s %s\n", ic.Intent, ic.To)
-			case "removed":
-				fmt.Fprintf(w, "      - %s\n", ic.Intent)
-			default:
-				fmt.Fprintf(w, "      ~ %s %s → %s\n", ic.Intent, ic.From, ic.To)
-			}
-		}
+	if r.full {
+		r.printNodes(w)
+	} else {
+		r.printGroups(w)
 	}
 	if len(r.Refused) > 0 {
 		fmt.Fprintf(w, "refused (the rollout would stop before touching any node; apply refuses it now):\n")
@@ -445,16 +458,20 @@ func waveOf(waves []int, started int) int {
 
 // intentChanges lists the intents that differ between two node configs
 // (view.ConfigDiff, as the dashboard's drawer shows them), in diff's
-// words: added, removed, or changed with the old and new spec as JSON.
-func intentChanges(from, to *sluicev1.NodeConfig) []intentChange {
+// words: added, removed, or changed with the fields that change; full adds
+// the old and new spec as JSON.
+func intentChanges(from, to *sluicev1.NodeConfig, full bool) []intentChange {
 	words := map[string]string{"+": "added", "-": "removed", "~": "changed"}
 	out := []intentChange{}
 	for _, c := range view.ConfigDiff(from, to) {
 		ic := intentChange{Intent: c.Intent, Op: words[c.Op]}
 		if c.Op == "~" {
+			ic.Fields = view.SpecFields(c.From, c.To)
+		}
+		if full && c.Op == "~" {
 			ic.From = json.RawMessage(c.From)
 		}
-		if c.To != "" {
+		if full && c.To != "" {
 			ic.To = json.RawMessage(c.To)
 		}
 		out = append(out, ic)
