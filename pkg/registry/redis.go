@@ -26,7 +26,13 @@
 // Changed follows the keyspace notifications of the keys (PSUBSCRIBE
 // __keyspace@<db>__:<prefix>*), which the server publishes only when its
 // notify-keyspace-events setting has K and the g and $ classes (KA has
-// all); Note says when it does not, or when that cannot be told.
+// all); Note says when it does not, or when that cannot be told. The
+// setting is read again after each silence of redisIdlePing and, while the
+// note says notifications are missing, when one arrives (at most once a
+// second): a server whose notifications are turned on (CONFIG SET
+// notify-keyspace-events KA) clears the note at its first notification.
+// A change of this note nudges, so that the sync that follows writes it
+// into the registry's status (and catches up what went unannounced).
 
 package registry
 
@@ -68,6 +74,9 @@ const (
 	// redisIdlePing is how long the subscription may be silent before a
 	// PING checks that the connection still works.
 	redisIdlePing = 30 * time.Second
+	// redisNoteRecheck is how often, at most, a notification that arrives
+	// while the note says some are missing has the setting read again.
+	redisNoteRecheck = time.Second
 	// redisMaxBackoff is the longest wait between subscription attempts.
 	redisMaxBackoff = 30 * time.Second
 )
@@ -419,7 +428,8 @@ func (r *redisRegistry) follow(ctx context.Context, reconnect bool) (subscribed 
 	if _, err := ps.ReceiveTimeout(ctx, redisTimeout); err != nil { // the confirmation
 		return false, fmt.Errorf("psubscribe %s: %w", r.pattern, err)
 	}
-	r.setNote(r.keyspaceNote(ctx, c))
+	r.recheck(ctx, c)
+	checked := time.Now()
 	if reconnect {
 		r.nudge()
 	}
@@ -430,6 +440,13 @@ func (r *redisRegistry) follow(ctx context.Context, reconnect bool) (subscribed 
 		case err == nil:
 			pinged = false
 			if _, ok := msg.(*redis.Message); ok {
+				// A notification while the note says they are missing:
+				// the setting changed. Read it before the sync the nudge
+				// asks for, so that the status that sync writes has it.
+				if r.Note() != "" && time.Since(checked) >= redisNoteRecheck {
+					r.recheck(ctx, c)
+					checked = time.Now()
+				}
 				r.nudge()
 			}
 		case isTimeout(err) && !pinged:
@@ -439,12 +456,27 @@ func (r *redisRegistry) follow(ctx context.Context, reconnect bool) (subscribed 
 				return true, fmt.Errorf("ping: %w", err)
 			}
 			pinged = true
-			r.setNote(r.keyspaceNote(ctx, c))
+			r.recheck(ctx, c)
+			checked = time.Now()
 		case isTimeout(err):
 			return true, fmt.Errorf("no answer to ping within %s", redisIdlePing)
 		default:
 			return true, fmt.Errorf("receive: %w", err)
 		}
+	}
+}
+
+// recheck reads the server's notify-keyspace-events again and sets the
+// note, nudging when the note changed: the sync that follows writes it
+// into the registry's status at once, not at the next sync interval, and
+// when notifications have just come back it catches up what changed while
+// they were missing, which was announced to no one.
+func (r *redisRegistry) recheck(ctx context.Context, c *redis.Client) {
+	was := r.Note()
+	note := r.keyspaceNote(ctx, c)
+	r.setNote(note)
+	if note != was {
+		r.nudge()
 	}
 }
 

@@ -293,6 +293,31 @@ func TestRedis_Note_SaysWhenKeyspaceNotificationsAreOff(t *testing.T) {
 	}
 }
 
+// Notifications turned on while the watch runs (CONFIG SET, no restart):
+// the note clears at the first notification, not after a silence of
+// redisIdlePing (30s), which a registry written to more often never has.
+func TestRedis_Note_ClearsOnceNotificationsAreTurnedOn(t *testing.T) {
+	s := redistest.Start(t) // the server default: no notifications
+	c := s.Client()
+	r := open(t, &sluicev1.RedisRegistry{Url: s.URL()})
+	changed := r.Changed()
+	eventually(t, "note", func() bool { return strings.Contains(r.Note(), "keyspace notifications are off") })
+	if err := c.ConfigSet(context.Background(), "notify-keyspace-events", "KEA").Err(); err != nil {
+		t.Fatal(err)
+	}
+	settle(changed)
+	// A write every 200ms: never 30s of silence. 10s is many notifications
+	// and a third of redisIdlePing.
+	deadline := time.Now().Add(10 * time.Second)
+	for try := 0; r.Note() != ""; try++ {
+		if time.Now().After(deadline) {
+			t.Fatalf("note %q still there 10s after notifications were turned on, with %d writes since", r.Note(), try)
+		}
+		set(t, c, "sluice:intents:layer2network.tenant-a", fmt.Sprintf("%s# try %d\n", tenantAYAML, try))
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
 func TestRedis_PasswordFile(t *testing.T) {
 	s := redistest.Start(t, redistest.WithPassword("s3cret"))
 	set(t, s.Client(), "sluice:intents:layer2network.tenant-a", tenantAYAML)
