@@ -208,7 +208,7 @@ func TestDiff_ShowsWhatWouldChangeAndStoresNothing(t *testing.T) {
 			Wave    int
 			Intents []struct {
 				Intent, Op string
-				Fields     []struct{ Path, From, To string }
+				Fields     []struct{ Path string }
 			}
 		}
 	}

@@ -81,12 +81,12 @@ func (r *diffReport) printGroups(w io.Writer) {
 }
 
 // fieldLine is "path: from → to", an unset side as "(unset)".
-func fieldLine(path, from, to string) string {
-	unset := func(s string) string {
-		if s == "" {
+func fieldLine(path string, from, to json.RawMessage) string {
+	unset := func(v json.RawMessage) string {
+		if len(v) == 0 {
 			return "(unset)"
 		}
-		return s
+		return string(v)
 	}
 	return fmt.Sprintf("%s: %s → %s", path, unset(from), unset(to))
 }

@@ -78,8 +78,11 @@ func TestDiff_OneFieldOnManyNodes_ShortFormIsShort_FullListsEveryNode(t *testing
 
 	type jsonChange struct {
 		Intent, Op string
-		Fields     []struct{ Path, From, To string }
-		From, To   json.RawMessage
+		Fields     []struct {
+			Path     string
+			From, To json.RawMessage
+		}
+		From, To json.RawMessage
 	}
 	var r struct {
 		Changes []struct {
@@ -102,7 +105,8 @@ func TestDiff_OneFieldOnManyNodes_ShortFormIsShort_FullListsEveryNode(t *testing
 			t.Fatalf("diff -o json (full %t): exit %d, %v\n%s%s", full, code, err, out, stderr)
 		}
 		if len(r.Groups) != 1 || r.Groups[0].Count != nodes || len(r.Groups[0].Nodes) != nodes || len(r.Groups[0].Intents) != 1 ||
-			len(r.Groups[0].Intents[0].Fields) != 1 || r.Groups[0].Intents[0].Fields[0] != (struct{ Path, From, To string }{"spec.vlan", "100", "200"}) ||
+			len(r.Groups[0].Intents[0].Fields) != 1 || r.Groups[0].Intents[0].Fields[0].Path != "spec.vlan" ||
+			string(r.Groups[0].Intents[0].Fields[0].From) != "100" || string(r.Groups[0].Intents[0].Fields[0].To) != "200" ||
 			r.Groups[0].Intents[0].To != nil {
 			t.Errorf("diff -o json (full %t): groups %+v", full, r.Groups)
 		}

@@ -11,17 +11,19 @@ import (
 // FieldChange is one field that differs between two versions of an
 // intent: its path as intent files spell it ("spec.vlan",
 // "spec.anycastGateways[1]", "spec.nodeSelector.matchLabels.zone") and its
-// old and new value as one line of JSON, "" on the side where it is unset.
+// old and new value as one line of JSON, empty (and absent from JSON) on
+// the side where it is unset.
 type FieldChange struct {
-	Path string `json:"path"`
-	From string `json:"from,omitempty"`
-	To   string `json:"to,omitempty"`
+	Path string          `json:"path"`
+	From json.RawMessage `json:"from,omitempty"`
+	To   json.RawMessage `json:"to,omitempty"`
 }
 
 // SpecFields lists the fields that differ between two specs as
 // ConfigChange gives them (specJSON: {"<kind>":{...}}), sorted by path. A
 // list whose length changed is one change of the whole list; so is a spec
-// that cannot be read (From and To as given, under "spec").
+// that cannot be read is one change under "spec" (what is not JSON as a
+// JSON string).
 func SpecFields(from, to string) []FieldChange {
 	o, okO := specBody(from)
 	n, okN := specBody(to)
@@ -29,7 +31,7 @@ func SpecFields(from, to string) []FieldChange {
 		if from == to {
 			return nil
 		}
-		return []FieldChange{{Path: "spec", From: from, To: to}}
+		return []FieldChange{{Path: "spec", From: asJSON(from), To: asJSON(to)}}
 	}
 	var out []FieldChange
 	walkFields("spec", o, n, &out)
@@ -89,14 +91,25 @@ func walkFields(path string, o, n any, out *[]FieldChange) {
 	*out = append(*out, FieldChange{Path: path, From: oneLineJSON(o), To: oneLineJSON(n)})
 }
 
-// oneLineJSON is v as compact JSON, "" for nil.
-func oneLineJSON(v any) string {
+// oneLineJSON is v as compact JSON, nil for nil.
+func oneLineJSON(v any) json.RawMessage {
 	if v == nil {
-		return ""
+		return nil
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
-		return "?"
+		return json.RawMessage(`"?"`)
 	}
-	return string(b)
+	return b
+}
+
+// asJSON is s as a JSON value: itself when it is JSON, else a string.
+func asJSON(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	if json.Valid([]byte(s)) {
+		return json.RawMessage(s)
+	}
+	return oneLineJSON(s)
 }
