@@ -144,6 +144,10 @@ type Reaper struct {
 	statusMu  sync.Mutex
 	deleted   map[string]uint64 // by kind (KindNodes, …): the status endpoint's counts
 	lastPass  time.Time
+	// kept is why the last look at the intents marked for deletion kept
+	// each one it did not delete (intents.go), keptAt when.
+	kept   []contract.KeptIntents
+	keptAt time.Time
 }
 
 // Ready reports whether Run has bound its buckets and passes, and why in one line.
@@ -173,7 +177,12 @@ func (r *Reaper) passEnded(at time.Time) {
 func (r *Reaper) Status() contract.ReaperStatus {
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()
-	return contract.ReaperStatus{Instance: r.cfg.Instance, Version: r.cfg.Version, LastPass: r.lastPass, Deleted: maps.Clone(r.deleted)}
+	st := contract.ReaperStatus{Instance: r.cfg.Instance, Version: r.cfg.Version, LastPass: r.lastPass, Deleted: maps.Clone(r.deleted),
+		Kept: r.kept, KeptAt: r.keptAt}
+	if !r.lastPass.IsZero() {
+		st.NextPass = r.lastPass.Add(r.cfg.Interval)
+	}
+	return st
 }
 
 // handles are the buckets and emitter, opened once.

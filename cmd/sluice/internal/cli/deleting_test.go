@@ -1,0 +1,63 @@
+package cli
+
+import (
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/sluicehq/sluice/pkg/contract"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
+)
+
+// get intents says below its table why each deleting intent is still
+// there, as the reaper decided it (its status endpoint), and when it looks
+// again; an intent the reaper has not looked at yet, or no reaper, is said
+// to be so.
+func TestDeletingLines_SayWhyTheReaperKeepsEach(t *testing.T) {
+	tbl := func(name string, marked bool) *sluicev1.StoredIntent {
+		return &sluicev1.StoredIntent{MarkedForDeletion: marked, Intent: &sluicev1.Intent{Name: name,
+			Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: 1}}}}
+	}
+	backup := "revision 3f2a9c1b2d4e contains it, and node n1's backup config came from it (and 4 more node configs): a revert may put that config back"
+	st := &contract.ReaperStatus{NextPass: now.Add(20 * time.Second), KeptAt: now.Add(-10 * time.Second),
+		Kept: []contract.KeptIntents{{Reason: backup, Intents: []string{"routingtable.a", "routingtable.b", "routingtable.c", "routingtable.d"}}}}
+	head := "intent(s) deleting, kept by the reaper as of its look at " + now.Add(-10*time.Second).Local().Format(time.TimeOnly) +
+		" (10s ago); it looks again at its next pass, by " + now.Add(20*time.Second).Local().Format(time.TimeOnly) + " (in 20s):"
+	tests := []struct {
+		name  string
+		given intentList
+		st    *contract.ReaperStatus
+		asked error
+		want  []string
+	}{
+		{name: "none deleting: nothing to say", given: intentList{tbl("a", false)}, st: st},
+		{
+			name:  "kept while a backup references them: the reaper's reason, by reason, a few named",
+			given: intentList{tbl("a", true), tbl("b", true), tbl("c", true), tbl("d", true), tbl("live", false)},
+			st:    st,
+			want:  []string{"4 " + head, "  routingtable/a, routingtable/b, routingtable/c and 1 more: " + backup},
+		},
+		{
+			name:  "marked since the reaper's last look",
+			given: intentList{tbl("a", true), tbl("new", true)},
+			st:    st,
+			want: []string{"2 " + head, "  routingtable/a: " + backup,
+				"  routingtable/new: not looked at yet by the reaper: marked since its last look"},
+		},
+		{
+			name:  "no reaper answered",
+			given: intentList{tbl("a", true)},
+			asked: errors.New("nats: no responders available for request"),
+			want: []string{"1 intent(s) deleting; the reaper, which deletes them once nothing references them, did not answer " +
+				"(nats: no responders available for request): none is deleted while no reaper runs"},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := deletingLines(tc.given, tc.st, tc.asked, now); !slices.Equal(got, tc.want) {
+				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
+			}
+		})
+	}
+}
