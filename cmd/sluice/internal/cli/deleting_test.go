@@ -3,6 +3,7 @@ package cli
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -59,5 +60,33 @@ func TestDeletingLines_SayWhyTheReaperKeepsEach(t *testing.T) {
 				t.Errorf("got\n%q\nwant\n%q", got, tc.want)
 			}
 		})
+	}
+}
+
+// Through sluice dev: an intent deleted while the nodes' backups still
+// come from the revision holding it stays deleting, and get intents says
+// so in the reaper's words (its status endpoint, over NATS).
+func TestGetIntents_DeletingIntentKeptForABackup_SaysWhyInTheReapersWords(t *testing.T) {
+	s := startSystem(t, 2)
+	f := writeFile(t, "tenant-a.yaml", tenantA)
+	for _, args := range [][]string{{"apply", "-f", f}, {"rollout", "status", "--watch"}, {"delete", "routingtable", "mgmt"}, {"rollout", "status", "--watch"}} {
+		if code, stdout, stderr := sluice(t, s.URL(), args...); code != 0 {
+			t.Fatalf("%v: exit %d: %s%s", args, code, stdout, stderr)
+		}
+	}
+	// margin: the reaper looks every 30s (its default interval in sluice
+	// dev); the poll ends at its first look after the delete.
+	var out string
+	for deadline := time.Now().Add(90 * time.Second); time.Now().Before(deadline); time.Sleep(500 * time.Millisecond) {
+		_, out, _ = sluice(t, s.URL(), "get", "intents")
+		if strings.Contains(out, "routingtable/mgmt: revision ") {
+			break
+		}
+	}
+	for _, want := range []string{"1 intent(s) deleting, kept by the reaper as of its look at ", "it looks again at its next pass, by ",
+		"routingtable/mgmt: revision ", "backup config came from it (and 1 more node configs): a revert may put that config back"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("get intents: missing %q in\n%s", want, out)
+		}
 	}
 }
