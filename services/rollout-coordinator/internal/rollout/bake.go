@@ -120,7 +120,7 @@ func (s *State) syncBake(now time.Time) {
 		s.bakeLeft, s.bakeUntil = s.bakeUntil.Sub(now), time.Time{}
 		r.BakeUntil, r.BakeLeft = nil, durationpb.New(s.bakeLeft)
 		s.changed()
-		s.emit(s.rolloutEvent("RolloutBakeHeld", fmt.Sprintf("paused: the bake before the next stage stands with %s of %s left until resumed",
+		s.emit(s.rolloutEvent("RolloutBakeHeld", fmt.Sprintf("paused: the bake stands with %s of %s left until resumed",
 			s.bakeLeft.Round(time.Second), s.plan.Bake)))
 	case !held && s.bakeLeft > 0:
 		s.bakeUntil, s.bakeLeft = now.Add(s.bakeLeft), 0
