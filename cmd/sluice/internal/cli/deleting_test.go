@@ -83,10 +83,43 @@ func TestGetIntents_DeletingIntentKeptForABackup_SaysWhyInTheReapersWords(t *tes
 			break
 		}
 	}
-	for _, want := range []string{"1 intent(s) deleting, kept by the reaper as of its look at ", "it looks again at its next pass, by ",
-		"routingtable/mgmt: revision ", "backup config came from it (and 1 more node configs): a revert may put that config back"} {
+	reasons := []string{"1 intent(s) deleting, kept by the reaper as of its look at ", "it looks again at its next pass, by ",
+		"routingtable/mgmt: revision ", "backup config came from it (and 1 more node configs): a revert may put that config back"}
+	for _, want := range reasons {
 		if !strings.Contains(out, want) {
 			t.Errorf("get intents: missing %q in\n%s", want, out)
+		}
+	}
+	// describe intent says the same of the one intent.
+	code, out, stderr := sluice(t, s.URL(), "describe", "intent", "routingtable/mgmt")
+	spaced := strings.Join(strings.Fields(out), " ") // the labels' column is as wide as the longest
+	for _, want := range append([]string{"Intent: routingtable/mgmt", "Status: deleting", "Source: api"}, reasons[1:]...) {
+		if code != 0 || !strings.Contains(spaced, want) {
+			t.Errorf("describe intent: exit %d, missing %q in\n%s%s", code, want, out, stderr)
+		}
+	}
+}
+
+func TestDescribeIntent_BadArgument_NamesIt(t *testing.T) {
+	tests := []struct {
+		args    []string
+		wantErr string
+	}{
+		{[]string{"mgmt"}, `intent "mgmt": give KIND/NAME or KIND NAME`},
+		{[]string{"routingtable/"}, `intent "routingtable/": give KIND/NAME or KIND NAME`},
+		{[]string{"table/mgmt"}, `intent kind "table": `},
+	}
+	for _, tc := range tests {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			_, _, err := intentArg(tc.args)
+			if err == nil || !strings.HasPrefix(err.Error(), tc.wantErr) {
+				t.Errorf("intentArg(%q) = %v, want an error starting %q", tc.args, err, tc.wantErr)
+			}
+		})
+	}
+	for _, args := range [][]string{{"routingtable/mgmt"}, {"RoutingTable", "mgmt"}} {
+		if kind, name, err := intentArg(args); err != nil || kind != "RoutingTable" || name != "mgmt" {
+			t.Errorf("intentArg(%q) = %q, %q, %v; want RoutingTable, mgmt", args, kind, name, err)
 		}
 	}
 }
