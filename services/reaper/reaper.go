@@ -493,7 +493,7 @@ func (r *Reaper) serveStatus() (func(), error) {
 	svc, err := micro.AddService(r.cfg.Conn, micro.Config{
 		Name:        contract.ReaperService,
 		Version:     contract.ServiceVersion(r.cfg.Version),
-		Description: "sluice reaper: deletes what nothing references; the status endpoint counts what it deleted",
+		Description: "sluice reaper: deletes what nothing references; the status endpoint counts what it deleted and says why it keeps the intents marked for deletion it has not deleted",
 		Metadata:    map[string]string{"instance": r.cfg.Instance, "build": r.cfg.Version},
 		// `nats micro stats` shows each instance's status.
 		StatsHandler: func(*micro.Endpoint) any { return r.Status() },
