@@ -166,6 +166,21 @@ type ReaperStatus struct {
 	LastPass time.Time `json:"last_pass,omitzero"`
 	// Deleted counts what this process deleted, by kind: nodes, intents, revisions.
 	Deleted map[string]uint64 `json:"deleted"`
+	// NextPass is when the next pass is due at the latest (the last pass
+	// plus the interval; a node's departure brings one sooner).
+	NextPass time.Time `json:"next_pass,omitzero"`
+	// Kept is why the reaper's last look at the intents marked for deletion
+	// (KeptAt) kept each one it did not delete, grouped by reason: the
+	// reaper's own decision, which sluice get intents shows.
+	Kept   []KeptIntents `json:"kept,omitempty"`
+	KeptAt time.Time     `json:"kept_at,omitzero"`
+}
+
+// KeptIntents is intents (keys <kind>.<name>, sorted) marked for deletion
+// that the reaper kept, and why.
+type KeptIntents struct {
+	Reason  string   `json:"reason"`
+	Intents []string `json:"intents"`
 }
 
 // ServiceVersion is a build version as a micro service announces it: micro

@@ -62,7 +62,7 @@ var eventRules = []EventRule{
 	// The rollout-coordinator: its rollouts, the node outcomes it decides,
 	// the gates it measures, the fingerprints it records, its leadership.
 	{RoleCoordinator, KindRollout, []string{"RolloutQueued", "RolloutStarted", "RolloutSuperseding", "WaveStarted",
-		"DomainStarted", "RolloutBaking", "RolloutWaitingForWindow", "RolloutWindowOpened", "RolloutCheckingGates",
+		"DomainStarted", "RolloutBaking", "RolloutBakeHeld", "RolloutBakeResumed", "RolloutWaitingForWindow", "RolloutWindowOpened", "RolloutCheckingGates",
 		"RolloutGatesPassed", "RolloutWaitingForBakeChecks", "RolloutPausing", "RolloutPaused", "RolloutUnpaused",
 		"RolloutResumed", "RolloutReverting", "RolloutAborting", "DecisionUnsettled", "RolloutRecordsPruned",
 		"RolloutSucceeded", "RolloutPartiallyFailed", "RolloutRolledBack", "RolloutAborted", "RolloutHeld"}},

@@ -1038,8 +1038,10 @@ type Rollout struct {
 	LeaderEpoch      uint64                 `protobuf:"varint,13,opt,name=leader_epoch,json=leaderEpoch,proto3" json:"leader_epoch,omitempty"`
 	Skipped          []*NodeOutcome         `protobuf:"bytes,14,rep,name=skipped,proto3" json:"skipped,omitempty"` // nodes that left (bounded)
 	Wave             uint32                 `protobuf:"varint,15,opt,name=wave,proto3" json:"wave,omitempty"`      // current wave, from 1; 0 without waves
-	BakeUntil        *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=bake_until,json=bakeUntil,proto3" json:"bake_until,omitempty"`
-	Domain           string                 `protobuf:"bytes,17,opt,name=domain,proto3" json:"domain,omitempty"` // failure-domain value in progress
+	// While the bake before the next stage runs: when its time is over. A
+	// new term continues it (the nodes baked while no coordinator led).
+	BakeUntil *timestamppb.Timestamp `protobuf:"bytes,16,opt,name=bake_until,json=bakeUntil,proto3" json:"bake_until,omitempty"`
+	Domain    string                 `protobuf:"bytes,17,opt,name=domain,proto3" json:"domain,omitempty"` // failure-domain value in progress
 	// Time the rollout has run under a leader: the progress deadline counts
 	// this, so time with no coordinator does not count.
 	LeaderTime *durationpb.Duration `protobuf:"bytes,18,opt,name=leader_time,json=leaderTime,proto3" json:"leader_time,omitempty"`
@@ -1076,8 +1078,16 @@ type Rollout struct {
 	// fewest re-run checks any of its provisioned nodes has passed ("baking:
 	// 2 of 3 checks passed on every node").
 	BakeChecksPassed uint32 `protobuf:"varint,29,opt,name=bake_checks_passed,json=bakeChecksPassed,proto3" json:"bake_checks_passed,omitempty"`
-	unknownFields    protoimpl.UnknownFields
-	sizeCache        protoimpl.SizeCache
+	// While a pause (the control plane's or this rollout's) holds the bake:
+	// the bake time still to run, from its resume (bake_until is unset
+	// meanwhile). The time baked so far is strategy.bake_time less this.
+	BakeLeft *durationpb.Duration `protobuf:"bytes,30,opt,name=bake_left,json=bakeLeft,proto3" json:"bake_left,omitempty"`
+	// The bake before the next stage is over (its time, and its re-run
+	// checks); the next stage has not started yet (it waits for a window, a
+	// gate or a redundancy group). A new term does not bake again.
+	Baked         bool `protobuf:"varint,31,opt,name=baked,proto3" json:"baked,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Rollout) Reset() {
@@ -1311,6 +1321,20 @@ func (x *Rollout) GetBakeChecksPassed() uint32 {
 		return x.BakeChecksPassed
 	}
 	return 0
+}
+
+func (x *Rollout) GetBakeLeft() *durationpb.Duration {
+	if x != nil {
+		return x.BakeLeft
+	}
+	return nil
+}
+
+func (x *Rollout) GetBaked() bool {
+	if x != nil {
+		return x.Baked
+	}
+	return false
 }
 
 // StageResult is one wave or failure-domain stage of a rollout. A stage
@@ -2108,7 +2132,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\astopped\x18\f \x01(\rR\astopped\x12\x1f\n" +
 	"\vnot_started\x18\r \x01(\rR\n" +
 	"notStarted\x12\"\n" +
-	"\fincompatible\x18\x0e \x01(\rR\fincompatible\"\xf6\t\n" +
+	"\fincompatible\x18\x0e \x01(\rR\fincompatible\"\xc4\n" +
+	"\n" +
 	"\aRollout\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12+\n" +
@@ -2148,7 +2173,9 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\n" +
 	"blocked_by\x18\x1b \x01(\v2\x15.sluice.v1.GateResultR\tblockedBy\x12\x18\n" +
 	"\adomains\x18\x1c \x03(\tR\adomains\x12,\n" +
-	"\x12bake_checks_passed\x18\x1d \x01(\rR\x10bakeChecksPassed\"\x9b\x03\n" +
+	"\x12bake_checks_passed\x18\x1d \x01(\rR\x10bakeChecksPassed\x126\n" +
+	"\tbake_left\x18\x1e \x01(\v2\x19.google.protobuf.DurationR\bbakeLeft\x12\x14\n" +
+	"\x05baked\x18\x1f \x01(\bR\x05baked\"\x9b\x03\n" +
 	"\vStageResult\x12\x12\n" +
 	"\x04wave\x18\x01 \x01(\rR\x04wave\x12\x16\n" +
 	"\x06domain\x18\x02 \x01(\tR\x06domain\x129\n" +
@@ -2311,24 +2338,25 @@ var file_sluice_v1_rollout_proto_depIdxs = []int32{
 	19, // 33: sluice.v1.Rollout.waiting_until:type_name -> google.protobuf.Timestamp
 	5,  // 34: sluice.v1.Rollout.gates:type_name -> sluice.v1.GateResult
 	5,  // 35: sluice.v1.Rollout.blocked_by:type_name -> sluice.v1.GateResult
-	19, // 36: sluice.v1.StageResult.started_at:type_name -> google.protobuf.Timestamp
-	19, // 37: sluice.v1.StageResult.ended_at:type_name -> google.protobuf.Timestamp
-	8,  // 38: sluice.v1.StageResult.counts_at_start:type_name -> sluice.v1.RolloutCounts
-	19, // 39: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
-	19, // 40: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
-	13, // 41: sluice.v1.InvalidFingerprint.forgiven:type_name -> sluice.v1.Forgiveness
-	19, // 42: sluice.v1.Forgiveness.at:type_name -> google.protobuf.Timestamp
-	19, // 43: sluice.v1.AbortRequest.at:type_name -> google.protobuf.Timestamp
-	19, // 44: sluice.v1.ForgiveRequest.at:type_name -> google.protobuf.Timestamp
-	19, // 45: sluice.v1.ForgiveRequest.recorded_at:type_name -> google.protobuf.Timestamp
-	19, // 46: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
-	19, // 47: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
-	19, // 48: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
-	49, // [49:49] is the sub-list for method output_type
-	49, // [49:49] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	20, // 36: sluice.v1.Rollout.bake_left:type_name -> google.protobuf.Duration
+	19, // 37: sluice.v1.StageResult.started_at:type_name -> google.protobuf.Timestamp
+	19, // 38: sluice.v1.StageResult.ended_at:type_name -> google.protobuf.Timestamp
+	8,  // 39: sluice.v1.StageResult.counts_at_start:type_name -> sluice.v1.RolloutCounts
+	19, // 40: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
+	19, // 41: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
+	13, // 42: sluice.v1.InvalidFingerprint.forgiven:type_name -> sluice.v1.Forgiveness
+	19, // 43: sluice.v1.Forgiveness.at:type_name -> google.protobuf.Timestamp
+	19, // 44: sluice.v1.AbortRequest.at:type_name -> google.protobuf.Timestamp
+	19, // 45: sluice.v1.ForgiveRequest.at:type_name -> google.protobuf.Timestamp
+	19, // 46: sluice.v1.ForgiveRequest.recorded_at:type_name -> google.protobuf.Timestamp
+	19, // 47: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
+	19, // 48: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
+	19, // 49: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
+	50, // [50:50] is the sub-list for method output_type
+	50, // [50:50] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_rollout_proto_init() }

@@ -34,9 +34,6 @@ func (r *Reaper) CollectIntents(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if hold, err := r.holdForLoss(ctx, h); hold || err != nil {
-		return err
-	}
 	all, err := h.intents.List(ctx, ">")
 	if err != nil {
 		return fmt.Errorf("list intents: %w", err)
@@ -47,25 +44,46 @@ func (r *Reaper) CollectIntents(ctx context.Context) error {
 			marked = append(marked, e)
 		}
 	}
+	kept := map[string]string{} // what this pass keeps, and why: the status endpoint says it
+	defer func() { r.keptIntents(kept) }()
+	keepAll := func(why string) {
+		for _, e := range marked {
+			kept[e.Key] = why
+		}
+	}
 	if len(marked) == 0 {
 		return nil
 	}
+	if hold, err := r.holdForLoss(ctx, h); hold || err != nil {
+		keepAll(whyLost)
+		if err != nil {
+			keepAll(fmt.Sprintf("whether the store is lost cannot be told (%v): nothing is deleted until it can", err))
+		}
+		return err
+	}
 	if busy, err := applyInProgress(ctx, h); err != nil || busy {
+		keepAll(whyApplying)
+		if err != nil {
+			keepAll(fmt.Sprintf("whether an apply is in progress cannot be read (%v): nothing is deleted until it can", err))
+		}
 		return err // an apply in progress: after it
 	}
 	used, caughtUp, err := r.referencedIntents(ctx, h)
 	if err != nil {
+		keepAll(fmt.Sprintf("what references it cannot be read (%v): nothing is deleted until it can", err))
 		return r.unreadableStops(h, err)
 	}
 	if !caughtUp {
 		// A superseded head the coordinator has not passed yet may name
 		// these intents (inUse.caughtUp).
+		keepAll(whyBehind)
 		r.log.Debug().Int("marked", len(marked)).Msg("intents wait: the coordinator has not started the head yet")
 		return nil
 	}
 	var errs []error
 	for _, e := range marked {
-		if used[e.Key] {
+		if why := used[e.Key]; why != "" {
+			kept[e.Key] = why
 			continue
 		}
 		err := h.intents.Delete(ctx, e.Key, e.Revision)
@@ -73,6 +91,7 @@ func (r *Reaper) CollectIntents(ctx context.Context) error {
 		case errors.Is(err, store.ErrConflict):
 			continue // written since it was read (re-applied?): the next pass looks again
 		case err != nil:
+			kept[e.Key] = fmt.Sprintf("its delete failed (%v): the next pass tries again", err)
 			errs = append(errs, fmt.Errorf("delete intent %s: %w", e.Key, err))
 			continue
 		}
@@ -85,9 +104,17 @@ func (r *Reaper) CollectIntents(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// referencedIntents is the set of intent keys in every revision in use,
-// and whether the coordinator has started the head (inUse.caughtUp).
-func (r *Reaper) referencedIntents(ctx context.Context, h *handles) (map[string]bool, bool, error) {
+// Why a pass keeps every intent marked for deletion.
+const (
+	whyApplying = "an apply is in progress (revisions/pending): its roll-forward or rollback may write it back; deleted after it"
+	whyBehind   = "the coordinator has not started the head yet (a head just superseded may name it); deleted once it has"
+	whyLost     = "the store is taken as lost: the reaper deletes nothing until an operator recovers or restores it (docs/operations.md, \"Disaster recovery\")"
+)
+
+// referencedIntents is the intent keys in every revision in use, each
+// with why it is kept (inUse.reason), and whether the coordinator has
+// started the head (inUse.caughtUp).
+func (r *Reaper) referencedIntents(ctx context.Context, h *handles) (map[string]string, bool, error) {
 	inUse, err := revisionsInUse(ctx, h)
 	if err != nil {
 		return nil, false, err
@@ -95,7 +122,7 @@ func (r *Reaper) referencedIntents(ctx context.Context, h *handles) (map[string]
 	if !inUse.caughtUp() {
 		return nil, false, nil
 	}
-	used := map[string]bool{}
+	used := map[string]string{}
 	for _, id := range slices.Sorted(maps.Keys(inUse.revs)) {
 		rev, err := h.revs.Get(ctx, id)
 		switch {
@@ -106,9 +133,29 @@ func (r *Reaper) referencedIntents(ctx context.Context, h *handles) (map[string]
 		case err != nil:
 			return nil, false, fmt.Errorf("read revision %s: %w", id, err)
 		}
+		why := inUse.reason(id)
 		for _, in := range rev.Value.GetIntents() {
-			used[intent.Key(in)] = true
+			if k := intent.Key(in); used[k] == "" {
+				used[k] = why
+			}
 		}
 	}
 	return used, true, nil
+}
+
+// keptIntents keeps what the pass decided of the intents marked for
+// deletion it did not delete, grouped by reason, for the status endpoint
+// (contract.ReaperStatus.Kept): sluice get intents shows it.
+func (r *Reaper) keptIntents(kept map[string]string) {
+	byWhy := map[string][]string{}
+	for key, why := range kept {
+		byWhy[why] = append(byWhy[why], key)
+	}
+	groups := make([]contract.KeptIntents, 0, len(byWhy))
+	for _, why := range slices.Sorted(maps.Keys(byWhy)) {
+		groups = append(groups, contract.KeptIntents{Reason: why, Intents: slices.Sorted(slices.Values(byWhy[why]))})
+	}
+	r.statusMu.Lock()
+	r.kept, r.keptAt = groups, r.cfg.Now()
+	r.statusMu.Unlock()
 }

@@ -3,6 +3,7 @@ package reaper_test
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -63,6 +64,12 @@ func TestReaper_CollectIntents_DeletesOnlyTheUnreferenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertIntents(t, intents, gone, inForce, onBackup, live)
+	// The status endpoint says why each is kept (sluice get intents shows it).
+	assertKept(t, r, map[string]string{
+		intent.Key(gone):     "revision rev-old contains it, and node n1's backup config came from it: a revert may put that config back",
+		intent.Key(onBackup): "revision rev-old contains it, and node n1's backup config came from it",
+		intent.Key(inForce):  "revision rev-applied contains it, and it is in force (rollout 3-applied, last applied)",
+	})
 
 	// The node moves on to the head: "old" is referenced no more.
 	if _, err := f.configs.Mutate(ctx, contract.BackupKey("n1"), func(*sluicev1.DesiredConfig) (*sluicev1.DesiredConfig, error) {
@@ -80,6 +87,8 @@ func TestReaper_CollectIntents_DeletesOnlyTheUnreferenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertIntents(t, intents, gone, inForce, onBackup, live)
+	assertKept(t, r, map[string]string{intent.Key(gone): "an apply is in progress", intent.Key(onBackup): "an apply is in progress",
+		intent.Key(inForce): "an apply is in progress"})
 	if err := journals.Delete(ctx, contract.KeyPending, jrev); err != nil {
 		t.Fatal(err)
 	}
@@ -87,9 +96,30 @@ func TestReaper_CollectIntents_DeletesOnlyTheUnreferenced(t *testing.T) {
 		t.Fatal(err)
 	}
 	assertIntents(t, intents, inForce, live) // gone and on-backup collected; in-force is last-applied's
+	assertKept(t, r, map[string]string{intent.Key(inForce): "it is in force (rollout 3-applied, last applied)"})
 	ev := waitEvents(t, f, contract.KindIntent, intent.Key(gone), reaper.EventIntentReaped, 1)[0]
 	if ev.GetReason() == "" {
 		t.Fatal("IntentReaped without a reason")
+	}
+}
+
+// assertKept checks that the reaper's status says why it kept exactly the
+// intents of want: each reason contains want's text.
+func assertKept(t *testing.T, r *reaper.Reaper, want map[string]string) {
+	t.Helper()
+	got := map[string]string{}
+	for _, g := range r.Status().Kept {
+		for _, k := range g.Intents {
+			got[k] = g.Reason
+		}
+	}
+	if len(got) != len(want) {
+		t.Fatalf("kept %v; want %d intents", got, len(want))
+	}
+	for k, w := range want {
+		if !strings.Contains(got[k], w) {
+			t.Fatalf("kept %s because %q; want it to say %q", k, got[k], w)
+		}
 	}
 }
 

@@ -144,6 +144,10 @@ type Reaper struct {
 	statusMu  sync.Mutex
 	deleted   map[string]uint64 // by kind (KindNodes, …): the status endpoint's counts
 	lastPass  time.Time
+	// kept is why the last look at the intents marked for deletion kept
+	// each one it did not delete (intents.go), keptAt when.
+	kept   []contract.KeptIntents
+	keptAt time.Time
 }
 
 // Ready reports whether Run has bound its buckets and passes, and why in one line.
@@ -173,7 +177,12 @@ func (r *Reaper) passEnded(at time.Time) {
 func (r *Reaper) Status() contract.ReaperStatus {
 	r.statusMu.Lock()
 	defer r.statusMu.Unlock()
-	return contract.ReaperStatus{Instance: r.cfg.Instance, Version: r.cfg.Version, LastPass: r.lastPass, Deleted: maps.Clone(r.deleted)}
+	st := contract.ReaperStatus{Instance: r.cfg.Instance, Version: r.cfg.Version, LastPass: r.lastPass, Deleted: maps.Clone(r.deleted),
+		Kept: r.kept, KeptAt: r.keptAt}
+	if !r.lastPass.IsZero() {
+		st.NextPass = r.lastPass.Add(r.cfg.Interval)
+	}
+	return st
 }
 
 // handles are the buckets and emitter, opened once.
@@ -484,7 +493,7 @@ func (r *Reaper) serveStatus() (func(), error) {
 	svc, err := micro.AddService(r.cfg.Conn, micro.Config{
 		Name:        contract.ReaperService,
 		Version:     contract.ServiceVersion(r.cfg.Version),
-		Description: "sluice reaper: deletes what nothing references; the status endpoint counts what it deleted",
+		Description: "sluice reaper: deletes what nothing references; the status endpoint counts what it deleted and says why it keeps the intents marked for deletion it has not deleted",
 		Metadata:    map[string]string{"instance": r.cfg.Instance, "build": r.cfg.Version},
 		// `nats micro stats` shows each instance's status.
 		StatsHandler: func(*micro.Endpoint) any { return r.Status() },

@@ -10,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/logging"
+	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -148,8 +149,14 @@ func (r *Reaper) recordedRevisions(ctx context.Context, h *handles) (map[string]
 
 // inUse is what revisionsInUse found.
 type inUse struct {
-	revs    map[string]bool // revision ids in use
-	headRev uint64          // the KV revision revisions/head was read at (0: no head), for a fence
+	revs map[string]bool // revision ids in use
+	// why says what keeps each revision in use, the first found (the
+	// head, a rollout pointer, else the first node config by key), and
+	// configs how many node configs came from it: what a kept intent's
+	// reason says (intents.go).
+	why     map[string]string
+	configs map[string]int
+	headRev uint64 // the KV revision revisions/head was read at (0: no head), for a fence
 	// headGen is the head's generation; startedGen the newest the
 	// coordinator started (the active or last-applied rollout's): while it
 	// is behind, the coordinator may yet start a head it has not passed.
@@ -179,11 +186,12 @@ func revisionsInUse(ctx context.Context, h *handles) (inUse, error) {
 // pointersInUse reads the head's revision and the active and the
 // last-applied rollout's.
 func pointersInUse(ctx context.Context, h *handles) (inUse, error) {
-	u := inUse{revs: map[string]bool{}}
+	u := inUse{revs: map[string]bool{}, why: map[string]string{}, configs: map[string]int{}}
 	head, err := h.heads.Get(ctx, contract.KeyHead)
 	switch {
 	case err == nil:
 		u.revs[head.Value.GetRevision()], u.headRev, u.headGen = true, head.Revision, head.Value.GetGeneration()
+		u.because(head.Value.GetRevision(), fmt.Sprintf("it is the head (generation %d)", head.Value.GetGeneration()))
 	case errors.Is(err, store.ErrUndecodable):
 		return u, &unreadableError{bucket: contract.BucketRevisions, key: contract.KeyHead, rev: head.Revision, err: err}
 	case !errors.Is(err, store.ErrNotFound):
@@ -195,6 +203,11 @@ func pointersInUse(ctx context.Context, h *handles) (inUse, error) {
 		case err == nil:
 			u.revs[ref.Value.GetRevision()] = true
 			u.startedGen = max(u.startedGen, ref.Value.GetGeneration())
+			if key == contract.KeyActive {
+				u.because(ref.Value.GetRevision(), fmt.Sprintf("rollout %s, running, rolls it out", ref.Value.GetRollout()))
+			} else {
+				u.because(ref.Value.GetRevision(), fmt.Sprintf("it is in force (rollout %s, last applied)", ref.Value.GetRollout()))
+			}
 		case errors.Is(err, store.ErrUndecodable):
 			return u, &unreadableError{bucket: contract.BucketRollouts, key: key, rev: ref.Revision, err: err}
 		case !errors.Is(err, store.ErrNotFound):
@@ -218,11 +231,37 @@ func (u *inUse) addNodeConfigs(ctx context.Context, h *handles) error {
 		case c.Err != nil:
 			return &unreadableError{bucket: contract.BucketNodeConfigs, key: c.Key, rev: c.Revision, err: c.Err}
 		default:
-			u.revs[c.Value.GetRevision()] = true
+			rev := c.Value.GetRevision()
+			u.revs[rev] = true
+			if u.configs[rev]++; u.configs[rev] == 1 && rev != "" {
+				node, which, _ := contract.NodeOfConfigKey(c.Key)
+				u.because(rev, fmt.Sprintf("node %s's %s config came from it", node, which))
+			}
 		}
 	}
 	delete(u.revs, "")
 	return nil
+}
+
+// because keeps why rev is in use, unless something came first.
+func (u *inUse) because(rev, why string) {
+	if _, ok := u.why[rev]; !ok && rev != "" {
+		u.why[rev] = why
+	}
+}
+
+// reason says why rev is in use, for an intent it contains: what names it
+// first, how many node configs came from it, and what ends that.
+func (u inUse) reason(rev string) string {
+	why := fmt.Sprintf("revision %s contains it, and %s", render.Short(rev), u.why[rev])
+	switch n := u.configs[rev]; {
+	case n > 1:
+		why += fmt.Sprintf(" (and %s more node configs)", contract.Thousands(n-1))
+		fallthrough
+	case n == 1:
+		why += ": a revert may put that config back; it is deleted once no node's desired or backup config comes from it (the next rollout to succeed replaces them)"
+	}
+	return why
 }
 
 // applyInProgress reports whether revisions/pending holds an apply's

@@ -27,8 +27,8 @@ const describeEvents = 10
 
 func (a *app) describeCommand() *cobra.Command {
 	cmd := &cobra.Command{
-		Use:   "describe node NAME | rollout [ID]",
-		Short: "Show everything the control plane knows of one node or rollout",
+		Use:   "describe node NAME | rollout [ID] | intent KIND/NAME",
+		Short: "Show everything the control plane knows of one node, rollout or intent",
 		Long: `describe node NAME shows one node as the control plane sees it: its presence
 (labels, agent, heartbeat), its last status (phase, fingerprint, revision,
 rollout, operation, the failed check and its output), its desired config and
@@ -39,9 +39,15 @@ buckets the same way 'get nodes' does; without this you would need
 
 describe rollout [ID] is 'sluice rollout status [ID]'.
 
+describe intent KIND/NAME shows one intent: its status, source, last update
+and spec; when it is deleting, why it is still there, as the reaper decided
+it, and when the reaper looks again.
+
 -o json and -o yaml print {"node", "presence", "status", "desired", "backup",
-"unreadable"} (the stored objects, protojson field names).`,
-		Example: "  sluice describe node node-03\n  sluice describe node node-03 -o json\n  sluice describe rollout",
+"unreadable"} (the stored objects, protojson field names); for an intent
+{"intent", "deleting"} (the stored intent, and the lines saying why it is
+still there).`,
+		Example: "  sluice describe node node-03\n  sluice describe node node-03 -o json\n  sluice describe rollout\n  sluice describe intent routingtable/mgmt",
 	}
 	var output string
 	node := &cobra.Command{
@@ -60,6 +66,7 @@ describe rollout [ID] is 'sluice rollout status [ID]'.
 	}
 	outputFlag(node.Flags(), &output)
 	cmd.AddCommand(node)
+	cmd.AddCommand(a.describeIntentCommand())
 	// describe rollout is rollout status, flags and all.
 	if status := findSub(a.rolloutCommand(), "status"); status != nil {
 		status.Use = strings.Replace(status.Use, "status", "rollout", 1)

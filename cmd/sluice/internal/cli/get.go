@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/proto"
@@ -79,7 +80,9 @@ func (a *app) getCommand() *cobra.Command {
 		Long: `List what the control plane stores, read straight from its buckets.
 
   intents        KIND NAME STATUS SOURCE UPDATED (SOURCE is the registry it
-                 came from, with where in it when known: gitops:tenant-a.yaml)
+                 came from, with where in it when known: gitops:tenant-a.yaml);
+                 below the table, why each one deleting is still there, as
+                 the reaper decided it, and when the reaper looks again
   revisions      ID INTENTS CREATED HEAD (newest first; * marks the head)
   nodes          NODE PRESENT LABELS PHASE FINGERPRINT REVISION MESSAGE LAST-UPDATE
                  (every node with a presence lease or a status; REVISION is
@@ -168,7 +171,7 @@ spec, status}.`,
 				}
 			}
 			var buf bytes.Buffer
-			missing, err := a.printGet(ctx, &buf, js, kind, args[1:], sel, output)
+			missing, err := a.printGet(ctx, &buf, nc, js, kind, args[1:], sel, output)
 			if err != nil {
 				return err
 			}
@@ -185,7 +188,7 @@ spec, status}.`,
 				return nil
 			}
 			return a.watchGet(ctx, changed, buf.String(), func(w io.Writer) error {
-				_, err := a.printGet(ctx, w, js, kind, args[1:], sel, output)
+				_, err := a.printGet(ctx, w, nc, js, kind, args[1:], sel, output)
 				return err
 			})
 		},
@@ -199,7 +202,7 @@ spec, status}.`,
 // printGet writes the listing of kind (only the items names names, when
 // any; only nodes matching sel) in output to w; missing are the names that
 // match nothing.
-func (a *app) printGet(ctx context.Context, w io.Writer, js jetstream.KeyValueManager, kind getKind, names []string,
+func (a *app) printGet(ctx context.Context, w io.Writer, nc *nats.Conn, js jetstream.KeyValueManager, kind getKind, names []string,
 	sel map[string]string, output string) (missing []string, err error) {
 	l, bad, err := kind.load(ctx, js)
 	if err != nil {
@@ -231,6 +234,16 @@ func (a *app) printGet(ctx context.Context, w io.Writer, js jetstream.KeyValueMa
 			} else {
 				fmt.Fprintln(a.streams.Err, note)
 			}
+		}
+	}
+	if il, ok := l.(intentList); ok && il.deleting() {
+		// Why each deleting intent is still there: the reaper's decision.
+		st, err := reaperStatus(ctx, nc)
+		note := strings.Join(deletingLines(il, st, err, a.now()), "\n")
+		if tabular {
+			fmt.Fprintf(w, "\n%s\n", note) // below the table
+		} else {
+			fmt.Fprintln(a.streams.Err, note) // a listing on stdout stays parseable
 		}
 	}
 	if rl, ok := l.(rolloutList); ok {

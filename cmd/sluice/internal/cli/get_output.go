@@ -2,10 +2,12 @@ package cli
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/intent"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // named is a listing whose items have names: `get KIND NAME` picks items by
@@ -68,6 +70,11 @@ func pickBy[T any](s []T, keep func(i int) bool) []T {
 		}
 	}
 	return out
+}
+
+// deleting reports whether any intent of l is marked for deletion.
+func (l intentList) deleting() bool {
+	return slices.ContainsFunc(l, func(si *sluicev1.StoredIntent) bool { return si.GetMarkedForDeletion() })
 }
 
 func (l intentList) names() []string {

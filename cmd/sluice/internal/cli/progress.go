@@ -165,9 +165,11 @@ func stageLine(r *sluicev1.Rollout, now time.Time) string {
 	} else if d := r.GetDomain(); d != "" {
 		parts = append(parts, domainStage(r, d))
 	}
-	if b := r.GetBakeUntil(); b != nil && b.AsTime().After(now) {
+	if held := bakeHeld(r); held != "" {
+		parts = append(parts, held)
+	} else if b := r.GetBakeUntil(); b != nil && b.AsTime().After(now) {
 		// Never "baking for 0s": under half a second left still rounds to 1s.
-		parts = append(parts, "baking for "+max(b.AsTime().Sub(now).Round(time.Second), time.Second).String())
+		parts = append(parts, "baking for "+bakeLeft(b.AsTime().Sub(now)).String())
 		if want := r.GetStrategy().GetBakeChecks(); want > 0 {
 			parts = append(parts, fmt.Sprintf("%d of %d checks passed on every node", r.GetBakeChecksPassed(), want))
 		}
@@ -188,6 +190,24 @@ func stageLine(r *sluicev1.Rollout, now time.Time) string {
 	}
 	return strings.Join(parts, ", ")
 }
+
+// bakeHeld says how much of the bake is left while a pause holds it (its
+// countdown stands still), "" when none does.
+func bakeHeld(r *sluicev1.Rollout) string {
+	left := r.GetBakeLeft()
+	if left == nil {
+		return ""
+	}
+	s := fmt.Sprintf("bake held by the pause: %s of %s left", bakeLeft(left.AsDuration()), r.GetStrategy().GetBakeTime().AsDuration())
+	if want := r.GetStrategy().GetBakeChecks(); want > 0 {
+		s += fmt.Sprintf(", %d of %d checks passed on every node", r.GetBakeChecksPassed(), want)
+	}
+	return s
+}
+
+// bakeLeft is a bake's time still to run, to the second: never "0s" while
+// some is left.
+func bakeLeft(d time.Duration) time.Duration { return max(d.Round(time.Second), time.Second) }
 
 // maxNodeRows bounds the nodes listed; the rest are counted.
 const maxNodeRows = 10

@@ -126,6 +126,36 @@ func TestRolloutLines_ShowTheStrategyAndStage(t *testing.T) {
 	}
 }
 
+// While a pause holds the bake, its countdown stands still: the status says
+// it is held and how much is left, never "baking for" a time that is not
+// counting down.
+func TestRolloutLines_BakeHeldByThePause_SaysHowMuchIsLeft(t *testing.T) {
+	r := &sluicev1.Rollout{
+		Id: "5-bbbbbbbbbbbb", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+		Strategy: &sluicev1.Strategy{MaxParallel: "10", FirstWave: 1, BakeTime: durationpb.New(time.Minute)},
+		Wave:     1, BakeLeft: durationpb.New(41*time.Second + 300*time.Millisecond), StartedAt: ago(time.Minute),
+		Pause:    &sluicev1.PauseRequest{Rollout: "5-bbbbbbbbbbbb", Paused: true, Generation: 1, By: "ops"},
+		PauseAck: &sluicev1.PauseAck{Generation: 1, Paused: true},
+		Counts:   &sluicev1.RolloutCounts{Total: 3, Provisioned: 1, Pending: 2},
+	}
+	text := strings.Join(rolloutLines(r, nil, now), "\n")
+	if want := "stage     wave 1, bake held by the pause: 41s of 1m0s left"; !strings.Contains(text, want) {
+		t.Errorf("missing %q in:\n%s", want, text)
+	}
+	if strings.Contains(text, "baking for") {
+		t.Errorf("a countdown while held:\n%s", text)
+	}
+	var stage string
+	for _, l := range pipeLines(r) {
+		if l.what == "stage" {
+			stage = l.text
+		}
+	}
+	if want := "  stage wave 1, bake held by the pause: 41s of 1m0s left"; stage != want {
+		t.Errorf("pipe stage line %q, want %q", stage, want)
+	}
+}
+
 func TestRolloutLines_SeveralFailureDomainsInProgress_NamesEachAndTheLimit(t *testing.T) {
 	r := &sluicev1.Rollout{
 		Id: "6-bbbbbbbbbbbb", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,

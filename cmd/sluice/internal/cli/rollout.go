@@ -456,7 +456,9 @@ func pipeLines(r *sluicev1.Rollout) []pipeLine {
 		} else if dm := r.GetDomain(); dm != "" {
 			stage = append(stage, domainStage(r, dm))
 		}
-		if b := r.GetBakeUntil(); b != nil {
+		if held := bakeHeld(r); held != "" {
+			stage = append(stage, held)
+		} else if b := r.GetBakeUntil(); b != nil {
 			bake := "baking until " + b.AsTime().Local().Format(time.TimeOnly)
 			if want := r.GetStrategy().GetBakeChecks(); want > 0 {
 				bake += fmt.Sprintf(", %d of %d checks passed on every node", r.GetBakeChecksPassed(), want)

@@ -146,6 +146,8 @@ func RolloutTimeline(r *sluicev1.Rollout, now time.Time) Timeline {
 	working := elapsed - time.Duration(bakesDone)*p.Bake
 	if bakesDone > 0 && r.GetBakeUntil() != nil && r.GetBakeUntil().AsTime().After(now) {
 		working += r.GetBakeUntil().AsTime().Sub(now) // the bake still running is not over yet
+	} else if bakesDone > 0 && r.GetBakeLeft() != nil {
+		working += r.GetBakeLeft().AsDuration() // nor one a pause holds
 	}
 	if finished == 0 || working <= 0 {
 		return t

@@ -101,7 +101,8 @@ func (s *State) finish(phase sluicev1.RolloutPhase, reason string, now time.Time
 	r := s.rollout
 	s.closeStage(now)
 	r.Phase, r.Reason, r.FinishedAt = phase, reason, timestamppb.New(now)
-	r.BakeUntil, r.Waiting, r.WaitingUntil = nil, "", nil
+	s.endBake()
+	r.Waiting, r.WaitingUntil = "", nil
 	r.LeaderTime = durationpb.New(s.elapsed(now))
 	fin := FinishRollout{Rollout: snapshot(r), ClearActive: r.GetId()}
 	if contract.InForce(phase) {

@@ -126,17 +126,14 @@ func (s *State) endGates(now time.Time) bool {
 		return true
 	}
 	if s.metricGates() && s.plan.Bake > 0 && !s.baked && s.gates.passed != contract.GateEnd {
-		if s.bakeUntil.IsZero() {
+		if !s.baking() {
 			s.startBake(now, "the final gates")
 			return false
 		}
-		if now.Before(s.bakeUntil) {
+		if !s.bakeTimeOver(now) {
 			return false
 		}
-		s.bakeUntil, s.baked = time.Time{}, true
-		s.rollout.BakeUntil = nil
-		s.changed()
-		s.bakedNow()
+		s.passBake()
 	}
 	return s.alertsClear(now) && s.metricGatesPass(now, contract.GateEnd)
 }

@@ -99,7 +99,7 @@ func (s *State) load(ev Loaded, now time.Time) {
 		if s.rollout != nil {
 			s.leftUnled = gone
 			why := fmt.Sprintf("leadership term %d resumes the rollout in phase %s: %s",
-				ev.Term, phaseWord(s.rollout.GetPhase()), s.progressLine())
+				ev.Term, phaseWord(s.rollout.GetPhase()), s.progressLine()) + s.bakeNote(now)
 			if gone > 0 {
 				why += fmt.Sprintf("; %d node(s) the previous term counted left while no coordinator led (presence lease lapsed) and are no longer counted: they get the config in force when they return", gone)
 			}
@@ -285,7 +285,7 @@ func (s *State) wait(h *sluicev1.Head, rev *sluicev1.Revision) {
 	}
 	s.stopReason = fmt.Sprintf("superseded by generation %d (revision %s)", h.GetGeneration(), render.Short(h.GetRevision()))
 	s.dropPending()
-	s.bakeUntil, r.BakeUntil = time.Time{}, nil
+	s.endBake()
 	r.Reason = fmt.Sprintf("%s; waiting for %d in-flight node(s) to settle", s.stopReason, s.inFlight.len())
 	s.changed()
 	s.emit(s.rolloutEvent("RolloutSuperseding", fmt.Sprintf("%s (whileActive %s): no more nodes start; it ends once %d in-flight node(s) settle",
@@ -351,7 +351,12 @@ func (s *State) placeAll(resuming bool, now time.Time) {
 	s.pending.clear()
 	s.inFlight.reset()
 	s.forgetGroups()
-	s.started, s.domainSet, s.bakeUntil, s.baked, s.waitingWindow = 0, false, time.Time{}, false, false
+	s.started, s.domainSet, s.waitingWindow = 0, false, false
+	if resuming {
+		s.takeBake(now)
+	} else {
+		s.endBake()
+	}
 	s.revertQ.clear()
 	s.reverting, s.stopReason = false, ""
 	s.clockBase, s.clockFrom, s.heldAt = r.GetLeaderTime().AsDuration(), now, time.Time{}

@@ -25,9 +25,10 @@ import (
 // backups is what a failure needs, at once.
 //
 // After a takeover the new term cannot tell which provisioned members were
-// baked (the stage's bake starts again at the next boundary, too), so it
-// takes every member this rollout provisioned as unbaked: slower, never
-// less safe.
+// baked, so it takes every member this rollout provisioned as unbaked:
+// slower, never less safe. A bake the term resumes still running (or held
+// by a pause) covers them all, as no node was in flight when it began; one
+// whose time ran out while no coordinator led does not (bake.go).
 
 // pairGroup is one redundancy group's members within the active rollout.
 type pairGroup struct {
@@ -161,7 +162,7 @@ func (s *State) waitForPair(n *node, now time.Time) {
 			"waits for %s of its redundancy group %q (label %s), %s: members of a group are never unproven together",
 			mate.name, n.group.name, contract.LabelPair, state)))
 	}
-	if s.inFlight.len() > 0 || !s.bakeUntil.IsZero() || !mate.unbaked {
+	if s.inFlight.len() > 0 || s.baking() || !mate.unbaked {
 		return
 	}
 	s.startBake(now, fmt.Sprintf("%s waits for %s", n.name, strings.Join(s.unbakedNames(3), ", ")))

@@ -17,6 +17,7 @@ import (
 // touched for its backup, written back with the same concurrency limit.
 func (s *State) startRevert(now time.Time, reason string) {
 	r := s.rollout
+	s.endBake()
 	s.reverting, s.stopReason, s.bakeUntil = true, reason, time.Time{}
 	r.Phase, r.Reason, r.BakeUntil = sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING, reason, nil
 	s.revertQ.clear()
@@ -402,7 +403,7 @@ func (s *State) stopForAbort(now time.Time) {
 			s.stopReason = why + "; touched nodes keep what they run"
 		}
 		s.dropPending()
-		s.bakeUntil, r.BakeUntil = time.Time{}, nil
+		s.endBake()
 		r.Reason = fmt.Sprintf("%s; waiting for %d in-flight node(s) to settle", s.stopReason, s.inFlight.len())
 		s.changed()
 		s.emit(s.rolloutEvent("RolloutAborting", fmt.Sprintf("%s; no more nodes start, nothing is reverted; it ends once %d in-flight node(s) settle",

@@ -8,8 +8,8 @@
 // The files follow the concerns: state.go (what is known of each node),
 // facts.go (what is kept of each stored value, and what nodes share),
 // lifecycle.go (load, start, resume), finish.go (how a rollout ends and the
-// records kept), scheduling.go (waves, domains,
-// bake), outcomes.go (agents' reports and what the record keeps of them),
+// records kept), scheduling.go (waves, domains), bake.go (the bake
+// between stages, across pauses and terms), outcomes.go (agents' reports and what the record keeps of them),
 // deadlines.go (pickup and apply deadlines, timeouts), presence.go (nodes
 // joining, coming back, leaving), flight.go (the nodes in flight and their
 // deadlines), queue.go (the pending and revert queues),
@@ -372,6 +372,7 @@ var settleRounds = 4
 func (s *State) settle(now time.Time) {
 	for range settleRounds {
 		before := s.rollout
+		s.syncBake(now) // a pause begun or lifted holds or restarts the bake (bake.go)
 		s.fill(now)
 		s.maybeFinish(now)
 		if s.rollout == before {

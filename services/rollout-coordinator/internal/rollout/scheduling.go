@@ -34,17 +34,14 @@ func (s *State) fill(now time.Time) {
 	}
 	r := s.rollout
 	for s.inFlight.len() < s.plan.MaxParallel && s.pending.len() > 0 {
-		if !s.bakeUntil.IsZero() {
-			if now.Before(s.bakeUntil) {
-				break
+		if s.baking() {
+			if !s.bakeTimeOver(now) {
+				break // its time runs, or a pause holds it (bake.go)
 			}
 			if !s.bakeEvidenceIn() {
 				break // the stage's nodes have not passed their re-runs (bakechecks.go)
 			}
-			s.bakeUntil, s.baked = time.Time{}, true
-			r.BakeUntil = nil
-			s.changed()
-			s.bakedNow()
+			s.passBake()
 		}
 		n := s.pending.first()
 		if why := n.cannotRead(n.target, s.bakeSpec, n.config); why != "" {
@@ -91,7 +88,8 @@ func (s *State) fill(now time.Time) {
 		s.gateWaitOver()
 		// A bake counts for the stage boundary it came before; one taken
 		// early for a redundancy group (pairs.go) does not stand in for it.
-		s.baked, s.pairWait = false, ""
+		s.stageStartsBaked()
+		s.pairWait = ""
 		s.pending.remove(n)
 		s.started++
 		s.setProg(n, progInFlight)
@@ -166,16 +164,6 @@ func (s *State) stopWaiting() {
 	s.waitingWindow, s.gates.waiting = false, false
 	s.rollout.Waiting, s.rollout.WaitingUntil = "", nil
 	s.changed()
-}
-
-// startBake holds every node start for the strategy's bake time; before
-// names what waits for it.
-func (s *State) startBake(now time.Time, before string) {
-	r := s.rollout
-	s.bakeUntil = now.Add(s.plan.Bake)
-	r.BakeUntil = timestamppb.New(s.bakeUntil)
-	s.changed()
-	s.emit(s.rolloutEvent("RolloutBaking", fmt.Sprintf("%s finished; baking %s before %s", s.stageName(), s.plan.Bake, before)))
 }
 
 // lastGood is what n goes back to if target is reverted, and the backup to

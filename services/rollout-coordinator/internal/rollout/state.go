@@ -113,15 +113,16 @@ type State struct {
 	// none; a readable presence, a lapse or the rollout's end clears it.
 	unseen     map[string]bool
 	plan       plan
-	pending    queue     // by (domain, name)
-	inFlight   flight    // desired (or revert) written, no outcome yet
-	started    int       // nodes started in this rollout (for waves)
-	domainSet  bool      // a failure-domain value is in progress
-	bakeUntil  time.Time // no node starts before it
-	baked      bool      // the bake before the next stage is over
-	reverting  bool      // stopped over budget: putting touched nodes back
-	revertQ    queue     // by name
-	stopReason string    // why the rollout stopped, for the final reason
+	pending    queue         // by (domain, name)
+	inFlight   flight        // desired (or revert) written, no outcome yet
+	started    int           // nodes started in this rollout (for waves)
+	domainSet  bool          // a failure-domain value is in progress
+	bakeUntil  time.Time     // no node starts before it (bake.go)
+	bakeLeft   time.Duration // a pause holds the bake with this much left; bakeUntil is zero meanwhile
+	baked      bool          // the bake before the next stage is over
+	reverting  bool          // stopped over budget: putting touched nodes back
+	revertQ    queue         // by name
+	stopReason string        // why the rollout stopped, for the final reason
 	// leftUnled counts the nodes the previous term counted in the rollout
 	// and this term found gone (presence lapsed while no coordinator led).
 	leftUnled int

@@ -490,8 +490,11 @@ function renderRollout() {
   // Countdowns: the bake, and a wait for a window or a freeze to end.
   const running = r.phase === 'ROLLOUT_PHASE_PROGRESSING';
   const bake = running && r.bakeUntil ? new Date(r.bakeUntil) - Date.now() : 0;
-  $('bake').hidden = bake <= 0;
-  $('bake').textContent = bake > 0 ? `baking: ${fmtDur(bake)} left (until ${new Date(r.bakeUntil).toLocaleTimeString()})` : '';
+  // A pause holds the bake: bakeLeft (protojson "40s") stands still.
+  const held = running && r.bakeLeft ? parseFloat(r.bakeLeft) * 1000 : 0;
+  $('bake').hidden = bake <= 0 && held <= 0;
+  $('bake').textContent = held > 0 ? `bake held by the pause: ${fmtDur(held)} left` :
+    bake > 0 ? `baking: ${fmtDur(bake)} left (until ${new Date(r.bakeUntil).toLocaleTimeString()})` : '';
   const wait = running && r.waiting;
   $('waiting').hidden = !wait;
   // A gate's wait ends in failure at waitingUntil; a window's or freeze's in the next wave.
