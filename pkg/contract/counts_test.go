@@ -56,4 +56,3 @@ func TestTallyOf_EachListAddsUpToItsTotal(t *testing.T) {
 }
 
 func itoa(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
-
