@@ -263,7 +263,7 @@ func TestDashboard_1000Nodes(t *testing.T) {
 	x := evalIn[float64](t, tab, `document.getElementById('map').getBoundingClientRect().left + `+cell+`.x + `+cell+`.s / 2`)
 	y := evalIn[float64](t, tab, `document.getElementById('map').getBoundingClientRect().top + `+cell+`.y + `+cell+`.s / 2`)
 	inTab(t, tab, "hover a cell", chromedp.MouseEvent(input.DispatchMouseEventTypeMouseMoved, x, y))
-	evalUntil(t, tab, 5*time.Second, "the tip to name "+first, `document.getElementById('tip').textContent === '`+first+` — Invalid'`)
+	evalUntil(t, tab, 5*time.Second, "the tip to name "+first, `document.getElementById('tip').textContent === '`+first+` — failed'`)
 	if dir := os.Getenv(EnvScreenshots); dir != "" {
 		shoot(t, tab, filepath.Join(dir, "dashboard-1000-nodes.png"))
 	}
