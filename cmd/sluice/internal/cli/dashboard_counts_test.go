@@ -120,7 +120,7 @@ func TestDashboard_MapAgreesWithTheCounts(t *testing.T) {
 			key, n, _ := strings.Cut(part, " ")
 			shown := evalString(t, tab, `(() => { const li = document.querySelector('#counts li[data-count="`+key+`"], #counts-revert li[data-count="`+key+`"]');
 				return li ? li.textContent : ''; })()`)
-			count, err := strconv.Atoi(strings.TrimRight(strings.Fields(strings.TrimPrefix(shown, contract.Words(key)+" ")+" x")[0], ":"))
+			count, err := strconv.Atoi(strings.TrimRight(strings.Fields(strings.TrimPrefix(shown, contract.Words(key)+" ") + " x")[0], ":"))
 			cellsN, _ := strconv.Atoi(n)
 			if err != nil || !revert && cellsN != count || cellsN > count || key == contract.CountReverted && cellsN != count {
 				t.Errorf("%s: the map has %s %s cells, the panel says %q", name, n, key, shown)
