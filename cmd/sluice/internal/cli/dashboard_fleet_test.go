@@ -79,6 +79,8 @@ func seedRollingFleet(t *testing.T, env *natstest.Env, n int) {
 			t.Fatal(err)
 		}
 	}
+	// Every node past the pending ones was written its config.
+	r.Counts.Attempted = r.Counts.Provisioned + r.Counts.InProgress + r.Counts.Failed
 	for w := uint32(1); w <= 5; w++ {
 		began := now.Add(-3*time.Minute + time.Duration(w-1)*35*time.Second)
 		st := &sluicev1.StageResult{Wave: w, Domain: "zone-" + string(rune('a'+(w-1)%3)), StartedAt: timestamppb.New(began), Nodes: 10 << (w - 1), Provisioned: 10 << (w - 1)}

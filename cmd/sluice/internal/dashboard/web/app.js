@@ -338,7 +338,9 @@ function paintCell(g, c, out, colors, active, clear) {
   g.fillRect(c.x, c.y, c.s, c.s);
   const m = STATES[st].mark || (st === 'reverted' && out.has(n.node) ? 'x' : '') || (!n.present ? 'dot' : '');
   if (m && c.s >= 4) {
-    g.strokeStyle = '#ffffff'; g.fillStyle = '#ffffff'; g.lineWidth = Math.max(1, c.s / 8);
+    // White on the dark colors, dark on the light greys (pending, not started, not in this rollout).
+    const ink = ['pending', 'notStarted', 'outside'].includes(st) ? '#5a5a5a' : '#ffffff';
+    g.strokeStyle = ink; g.fillStyle = ink; g.lineWidth = Math.max(1, c.s / 8);
     g.beginPath();
     if (m === 'x') { g.moveTo(c.x + 1, c.y + 1); g.lineTo(c.x + c.s - 1, c.y + c.s - 1); g.moveTo(c.x + c.s - 1, c.y + 1); g.lineTo(c.x + 1, c.y + c.s - 1); g.stroke(); }
     else if (m === 'stripe') { g.moveTo(c.x, c.y + c.s / 2); g.lineTo(c.x + c.s / 2, c.y); g.moveTo(c.x + c.s / 2, c.y + c.s); g.lineTo(c.x + c.s, c.y + c.s / 2); g.stroke(); }
