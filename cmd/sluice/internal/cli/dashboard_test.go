@@ -196,8 +196,9 @@ func TestDashboard_InBrowser(t *testing.T) {
 		evalUntil(t, tab, 5*time.Second, "what followed the failure", group+`.querySelector('.fp-followed') !== null &&
 			/^node-03 failed .+ → \d+ touched nodes? reverted in \d+ ms; the rollout ended RolledBack$/.test(`+group+`.querySelector('.fp-followed').textContent)`)
 		t.Logf("what followed: %s", evalString(t, tab, group+`.querySelector('.fp-followed').textContent`))
-		if got := evalString(t, tab, `document.querySelector('#node-rows tr[data-node="node-03"]').dataset.state`); got != "failed" {
-			t.Errorf("node-03 shown as %q, want failed", got)
+		// node-03 is drawn where its revert is, saying it failed first.
+		if got := evalString(t, tab, `(() => { const r = document.querySelector('#node-rows tr[data-node="node-03"]'); return r.dataset.state + ': ' + r.querySelector('.phase-cell').textContent; })()`); got != "reverted: reverted (it failed first)" {
+			t.Errorf("node-03 shown as %q, want reverted, saying it failed first", got)
 		}
 		// History: the rollback above the rollout before it, in get rollouts' words.
 		evalUntil(t, tab, 5*time.Second, "the history to list both rollouts", `[...document.querySelectorAll('#history tr')].map(r => r.dataset.phase).join() === 'RolledBack,Succeeded'`)

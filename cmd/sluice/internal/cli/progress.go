@@ -62,37 +62,50 @@ func progressBar(done, total uint32, width int) string {
 	return fmt.Sprintf("[%s%s] %d/%d", strings.Repeat("#", filled), strings.Repeat(".", width-filled), done, total)
 }
 
-// countsLine lists how many of the rollout's nodes are in each place.
-func countsLine(c *sluicev1.RolloutCounts) string {
-	failed := fmt.Sprint(c.GetFailed())
-	if c.GetTimedOut() > 0 {
-		failed = fmt.Sprintf("%d (%d timed out)", c.GetFailed(), c.GetTimedOut())
+// countsLine lists how many of the rollout's nodes are in each place, in
+// the words of contract.TallyOf: the forward categories, which add up to
+// the total (stopped in flight and not started once the rollout stopped),
+// then the revert's, and what does not add up, if anything.
+func countsLine(r *sluicev1.Rollout) string {
+	t := contract.TallyOf(r)
+	var parts []string
+	for _, c := range t.Nodes {
+		if (c.Key == contract.CountStopped || c.Key == contract.CountNotStarted) && r.GetCounts().GetStopped()+r.GetCounts().GetNotStarted() == 0 {
+			continue // a rollout that has not stopped has neither
+		}
+		p := fmt.Sprintf("%s %d", c.Words, c.N)
+		for _, of := range c.Of {
+			switch {
+			case of.N == 0:
+			case of.Key == contract.CountIncompatible:
+				p += fmt.Sprintf(" (%d: their agent cannot read the config)", of.N)
+			default:
+				p += fmt.Sprintf(" (%d %s)", of.N, of.Words)
+			}
+		}
+		parts = append(parts, p)
 	}
-	skipped := fmt.Sprint(c.GetSkipped())
-	if c.GetIncompatible() > 0 {
-		skipped = fmt.Sprintf("%d (%d: their agent cannot read the config)", c.GetSkipped(), c.GetIncompatible())
-	}
-	line := fmt.Sprintf("pending %d, in progress %d, provisioned %d, failed %s, skipped %s",
-		c.GetPending(), c.GetInProgress(), c.GetProvisioned(), failed, skipped)
-	// Once a rollout stopped, its nodes in flight and still pending have no
-	// outcome of their own: counted apart, so the counts add up to the total.
-	if c.GetStopped()+c.GetNotStarted() > 0 {
-		line += fmt.Sprintf(", stopped in flight %d, not started %d", c.GetStopped(), c.GetNotStarted())
-	}
-	if c.GetReverting()+c.GetReverted()+c.GetRevertFailed() > 0 {
-		line += fmt.Sprintf(", reverting %d, reverted %d", c.GetReverting(), c.GetReverted())
-		if c.GetRevertFailed() > 0 {
-			line += fmt.Sprintf(", revert failed %d", c.GetRevertFailed())
+	for _, c := range t.Revert {
+		if c.Key != contract.CountRevertFailed || c.N > 0 {
+			parts = append(parts, fmt.Sprintf("%s %d", c.Words, c.N))
 		}
 	}
-	return line
+	if t.Off != "" {
+		parts = append(parts, t.Off)
+	}
+	return strings.Join(parts, ", ")
 }
 
-// operationsLine counts the node operations the rollout started: completed
-// (provisioned), failed, and cancelled at their deadline (timed out).
-func operationsLine(c *sluicev1.RolloutCounts) string {
-	return fmt.Sprintf("operations %d attempted: %d in progress, %d completed, %d failed, %d cancelled at their deadline",
-		c.GetAttempted(), c.GetInProgress(), min(c.GetProvisioned(), c.GetAttempted()), c.GetFailed()-c.GetTimedOut(), c.GetTimedOut())
+// operationsLine counts the node operations the rollout started, by
+// contract.TallyOf: in progress, completed, failed, cancelled at their
+// deadline and stopped in flight add up to those attempted.
+func operationsLine(r *sluicev1.Rollout) string {
+	t := contract.TallyOf(r)
+	parts := make([]string, 0, len(t.Operations))
+	for _, c := range t.Operations {
+		parts = append(parts, fmt.Sprintf("%d %s", c.N, c.Words))
+	}
+	return fmt.Sprintf("operations %d attempted: %s", t.Attempted, strings.Join(parts, ", "))
 }
 
 // strategyLine describes the strategy: the fields set, and the defaults
@@ -277,6 +290,11 @@ func nodeTable(r *sluicev1.Rollout, live []liveNode, now time.Time, w cellWidths
 	live = slices.SortedFunc(slices.Values(live), func(a, b liveNode) int { return strings.Compare(a.desired.GetNode(), b.desired.GetNode()) })
 	for _, l := range live {
 		res, check, msg, output, show := liveState(l, now)
+		if res == "in progress" && r.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING {
+			// Its config was written when the rollout stopped: counted
+			// stopped in flight, and named here.
+			res, msg = contract.Words(contract.CountStopped), "no outcome of its own: "+msg
+		}
 		if !show {
 			continue
 		}
@@ -401,10 +419,10 @@ func rolloutBlock(r *sluicev1.Rollout, live []liveNode, now time.Time, w cellWid
 		fmt.Sprintf("strategy  %s", strategyLine(r.GetStrategy())),
 		fmt.Sprintf("phase     %s, started %s ago, ran %s", rolloutPhase(r.GetPhase()), age(now, r.GetStartedAt()), rolloutDuration(r, now)),
 		progressBar(r.GetCounts().GetProvisioned(), r.GetCounts().GetTotal(), barWidth) + " provisioned",
-		countsLine(r.GetCounts()),
+		countsLine(r),
 	}
-	if c := r.GetCounts(); c.GetAttempted() > 0 {
-		lines = append(lines, operationsLine(c))
+	if r.GetCounts().GetAttempted() > 0 {
+		lines = append(lines, operationsLine(r))
 	}
 	if st := stageLine(r, now); st != "" && !contract.Terminal(r.GetPhase()) {
 		lines = append(lines, "stage     "+st)
@@ -490,7 +508,7 @@ func progress(r *sluicev1.Rollout) string {
 		phase += " (paused)"
 	}
 	return fmt.Sprintf("%s %s %s %s", r.GetId(), phase,
-		progressBar(r.GetCounts().GetProvisioned(), r.GetCounts().GetTotal(), 20), countsLine(r.GetCounts()))
+		progressBar(r.GetCounts().GetProvisioned(), r.GetCounts().GetTotal(), 20), countsLine(r))
 }
 
 // outcomeLine states where the rollout is, or how it ended, and why.

@@ -516,6 +516,41 @@ func TestRolloutStatus_Progressing_ListsTheNodesOnTheirWayAndExits0(t *testing.T
 	}
 }
 
+// A rollout that stopped with a node in flight counts it: its operations
+// add up to those attempted, and the node is named (sluice issue 42 item 3:
+// "operations 5 attempted: 0 in progress, 3 completed, 1 failed, 0
+// cancelled", and "stopped in flight 1" named no node).
+func TestRolloutStatus_StoppedInFlight_CountedAndNamed(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	started := timestamppb.New(time.Now().Add(-5 * time.Hour)) // margin: "5h" holds for the hour after this
+	r := &sluicev1.Rollout{
+		Id: "5-bbbbbbbbbbbb", Revision: revB, Generation: 5, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING, Reason: "node-01 failed check ping",
+		Strategy: &sluicev1.Strategy{MaxParallel: "2"}, StartedAt: started,
+		Counts:   &sluicev1.RolloutCounts{Total: 5, Provisioned: 3, Failed: 1, Stopped: 1, Attempted: 5, Reverting: 5},
+		Failures: []*sluicev1.NodeOutcome{{Node: "node-01", Result: sluicev1.NodeResult_NODE_RESULT_INVALID, FailedCheck: "ping", Message: "unreachable"}},
+	}
+	seed{
+		rollouts: []*sluicev1.Rollout{r},
+		desired:  []*sluicev1.DesiredConfig{{Node: "node-04", Rollout: r.GetId(), Fingerprint: fpX}},
+		statuses: []*sluicev1.NodeStatus{{Node: "node-04", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONING, Fingerprint: fpX, ApplyStartedAt: started}},
+	}.write(t, env)
+
+	code, stdout, stderr := sluice(t, env.URL, "rollout", "status")
+	if code != ExitSucceeded {
+		t.Fatalf("exit code %d, want %d; stderr %s, stdout:\n%s", code, ExitSucceeded, stderr, stdout)
+	}
+	words := strings.Join(strings.Fields(stdout), " ")
+	for _, want := range []string{
+		"pending 0, in progress 0, provisioned 3, failed 1, skipped 0, stopped in flight 1, not started 0, reverting 5, reverted 0",
+		"operations 5 attempted: 0 in progress, 3 completed, 1 failed, 0 cancelled at their deadline, 1 stopped in flight",
+		"node-04 stopped in flight - no outcome of its own: applying for 5h",
+	} {
+		if !strings.Contains(words, want) {
+			t.Errorf("missing %q:\n%s", want, stdout)
+		}
+	}
+}
+
 func TestRolloutStatus_JSONAndYAML_PrintTheRecordAndKeepTheExitCode(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
 	older := &sluicev1.Rollout{Id: "3-aaaaaaaaaaaa", Revision: revA, Generation: 3, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED,

@@ -25,10 +25,14 @@ type configAnswer struct {
 	Readonly string   `json:"readonly,omitempty"` // why they are not
 	Ready    bool     `json:"ready"`              // every bucket's values are read
 	Watch    []string `json:"watchErrors,omitempty"`
+	// Categories are the words and meaning of each category the map and
+	// the counts use (contract.Categories), in the order they are shown.
+	Categories []contract.Category `json:"categories"`
 }
 
 func (srv *Server) handleConfig(w http.ResponseWriter, _ *http.Request) {
-	a := configAnswer{GroupBy: srv.opts.GroupBy, Controls: srv.opts.Run != nil && srv.opts.Readonly == "", Readonly: srv.opts.Readonly}
+	a := configAnswer{GroupBy: srv.opts.GroupBy, Controls: srv.opts.Run != nil && srv.opts.Readonly == "", Readonly: srv.opts.Readonly,
+		Categories: contract.Categories}
 	if srv.opts.Run == nil && a.Readonly == "" {
 		a.Readonly = "this dashboard runs without controls"
 	}

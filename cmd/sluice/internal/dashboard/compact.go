@@ -15,13 +15,14 @@ import (
 // compactFleet is nodes as the stream sends them: column by column, each
 // repeated string once in a table and referred to by its index. It carries
 // what the map and the node list show (name, present, phase, revision,
-// rollout and the group-by labels); the drawer reads a node's whole object
+// rollout, the group-by labels and the node's category in the rollout
+// shown: place.go); the drawer reads a node's whole object
 // from GET /api/v1/nodes/{name}. At 100,000 nodes it is a few megabytes,
 // where every node's full object is about 56 (TestSnapshot_100000Nodes).
 //
 // Row i is the node names[i]: present[i] is '1' or '0'; phase, revision,
-// rollout and domain index phases, revisions, rollouts and domains (0 is
-// "" / no labels); domains[k] holds the group-by labels' values, in
+// rollout, domain and state index phases, revisions, rollouts, domains and
+// states (0 is "" / no labels); domains[k] holds the group-by labels' values, in
 // groupBy order ("" for a missing label).
 type compactFleet struct {
 	GroupBy   []string   `json:"groupBy"`
@@ -31,10 +32,12 @@ type compactFleet struct {
 	Revision  []int      `json:"revision"`
 	Rollout   []int      `json:"rollout"`
 	Domain    []int      `json:"domain"`
+	State     []int      `json:"state"`
 	Phases    []string   `json:"phases"`
 	Revisions []string   `json:"revisions"`
 	Rollouts  []string   `json:"rollouts"`
 	Domains   [][]string `json:"domains"`
+	States    []string   `json:"states"` // contract's category keys (contract.Place)
 }
 
 // table numbers strings in order of first use; index 0 is "".
@@ -54,11 +57,12 @@ func (t *table) of(s string) int {
 	return len(t.list) - 1
 }
 
-// compact encodes nodes.
-func compact(nodes []view.Node, groupBy []string) *compactFleet {
+// compact encodes nodes, each with its category (category(name)).
+func compact(nodes []view.Node, groupBy []string, category func(name string) string) *compactFleet {
 	f := &compactFleet{GroupBy: groupBy, Names: make([]string, 0, len(nodes)),
-		Phase: make([]int, 0, len(nodes)), Revision: make([]int, 0, len(nodes)), Rollout: make([]int, 0, len(nodes)), Domain: make([]int, 0, len(nodes))}
-	phases, revs, rollouts, domains := newTable(), newTable(), newTable(), newTable()
+		Phase: make([]int, 0, len(nodes)), Revision: make([]int, 0, len(nodes)), Rollout: make([]int, 0, len(nodes)), Domain: make([]int, 0, len(nodes)),
+		State: make([]int, 0, len(nodes))}
+	phases, revs, rollouts, domains, states := newTable(), newTable(), newTable(), newTable(), newTable()
 	var present strings.Builder
 	values := make([]string, len(groupBy))
 	for _, n := range nodes {
@@ -75,6 +79,7 @@ func compact(nodes []view.Node, groupBy []string) *compactFleet {
 		f.Phase = append(f.Phase, phases.of(phase))
 		f.Revision = append(f.Revision, revs.of(n.Revision()))
 		f.Rollout = append(f.Rollout, rollouts.of(n.Status.GetRollout()))
+		f.State = append(f.State, states.of(category(n.Name)))
 		key := ""
 		if n.Presence != nil {
 			labels := n.Presence.GetLabels()
@@ -89,7 +94,7 @@ func compact(nodes []view.Node, groupBy []string) *compactFleet {
 		f.Domain = append(f.Domain, domains.of(key))
 	}
 	f.Present = present.String()
-	f.Phases, f.Revisions, f.Rollouts = phases.list, revs.list, rollouts.list
+	f.Phases, f.Revisions, f.Rollouts, f.States = phases.list, revs.list, rollouts.list, states.list
 	for _, key := range domains.list {
 		if key == "" {
 			f.Domains = append(f.Domains, []string{})

@@ -97,6 +97,9 @@ type state struct {
 	revisions   jetstream.KeyValue // bound on first need; checkStore's goroutine only
 	// trouble is the storage error of the writes seen (store.StorageTrouble).
 	trouble func() (*store.StorageError, time.Time)
+
+	// place is each node's category in the rollout shown (place.go).
+	place placement
 }
 
 // leaseEnd is the coordinator lease's delete marker: released by its
@@ -121,6 +124,7 @@ func newState() *state {
 		watchErrors: map[string]string{},
 		inForce:     map[string]int{},
 		trouble:     store.StorageTrouble,
+		place:       newPlacement(),
 	}
 }
 
@@ -305,6 +309,11 @@ func (s *state) follow(ctx context.Context, js jetstream.JetStream, every time.D
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		s.readTargets(ctx, js, logf)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
 		var last uint64
 		retry(ctx, func() error { return s.followEvents(ctx, js, &last) }, func(err error) {
 			s.setWatchError(contract.StreamEvents, err)
@@ -408,6 +417,15 @@ func (s *state) applyEntry(w watched, e jetstream.KeyValueEntry) {
 	}
 	if changed && kind != "" {
 		s.note(kind, e.Key(), nil)
+	}
+	switch {
+	case kind == kindRollout || kind == kindActive:
+		s.replaceAll()
+	case kind == kindNode && changed:
+		if w.bucket == contract.BucketNodes {
+			delete(s.place.targets, e.Key()) // its labels may have changed
+		}
+		s.placeNode(e.Key(), false) // noted above
 	}
 }
 

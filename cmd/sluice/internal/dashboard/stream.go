@@ -24,6 +24,7 @@ type update struct {
 	RemovedNodes []string          `json:"removedNodes,omitempty"` // neither presence nor status any more
 	Rollouts     []json.RawMessage `json:"rollouts,omitempty"`     // as get rollouts -o json
 	Timelines    []view.Timeline   `json:"timelines,omitempty"`    // of those rollouts: plan against actual
+	Tallies      []tally           `json:"tallies,omitempty"`      // of those rollouts: their counts by category
 	Active       *string           `json:"active,omitempty"`       // the active rollout's id, "" when none
 	Fingerprints []json.RawMessage `json:"fingerprints,omitempty"` // as get fingerprints -o json
 	Removed      []string          `json:"removedFingerprints,omitempty"`
@@ -49,13 +50,14 @@ type update struct {
 // snapshot is everything; the caller holds mu.
 func (s *state) snapshot() (update, error) {
 	loss, storage := s.storeLoss, s.storage
-	u := update{Reset: true, Fleet: compact(s.fleet(), s.groupBy), StoreLoss: &loss, Storage: &storage}
+	u := update{Reset: true, Fleet: compact(s.fleet(), s.groupBy, s.category), StoreLoss: &loss, Storage: &storage}
 	var err error
 	rs := s.rolloutsNewestFirst()
 	if u.Rollouts, err = view.ProtoObjects(rs); err != nil {
 		return u, err
 	}
 	u.Timelines = timelines(rs, time.Now())
+	u.Tallies = tallies(rs)
 	if u.Coordinator, err = s.coordinator(); err != nil {
 		return u, err
 	}
@@ -161,10 +163,11 @@ func (s *state) changed(changes []change) (update, error) {
 		}
 	}
 	if len(nodes) > 0 {
-		u.Fleet = compact(nodes, s.groupBy)
+		u.Fleet = compact(nodes, s.groupBy, s.category)
 	}
 	if len(rs) > 0 {
 		u.Timelines = timelines(rs, time.Now())
+		u.Tallies = tallies(rs)
 	}
 	var err error
 	if coord {

@@ -1,6 +1,11 @@
 package rollout
 
 import (
+	"slices"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/sluicehq/sluice/pkg/contract"
 	"testing"
 	"time"
 
@@ -156,4 +161,236 @@ func TestDecide_RevisionGone_LateFailureKeepsTheTotal(t *testing.T) {
 	if c.GetFailed() != 1 || c.GetInProgress() != 0 || c.GetTotal() != 2 || forward(c) != c.GetTotal() {
 		t.Fatalf("counts %v; want n2 moved from in progress to failed, total 2", c)
 	}
+}
+
+// fleetSim plays the agents of a Decide test: every config written is
+// acknowledged at once (Provisioning), so that the record and the statuses
+// are read at one moment, as a dashboard reading both places its nodes.
+type fleetSim struct {
+	t                *testing.T
+	s                *State
+	now              time.Time
+	load             Loaded // the first Loaded: a takeover starts from it
+	nodes            []string
+	target           string
+	status           map[string]*sluicev1.NodeStatus
+	desired, backups map[string]*sluicev1.DesiredConfig
+	fin              *sluicev1.Rollout
+	step             string
+	// moved are the nodes written a config of no rollout of the test's
+	// (the config in force, after a rollback): the record counts them as
+	// they were, the map draws what they run.
+	moved map[string]bool
+}
+
+func (f *fleetSim) do(what string, ev Event) {
+	f.t.Helper()
+	f.step = what
+	queue := []Event{ev}
+	for len(queue) > 0 {
+		ev := queue[0]
+		queue = queue[1:]
+		if st, ok := ev.(Status); ok {
+			f.status[st.S.GetNode()] = st.S
+		}
+		f.now = f.now.Add(time.Second)
+		for _, a := range Decide(f.s, ev, f.now) {
+			switch a := a.(type) {
+			case WriteDesired:
+				d := a.Desired
+				f.desired[d.GetNode()] = d
+				if f.record() != nil && d.GetRollout() != f.record().GetId() {
+					f.moved[d.GetNode()] = true
+				}
+				if a.Backup != nil {
+					f.backups[d.GetNode()] = a.Backup
+				}
+				queue = append(queue, Written{Node: d.GetNode(), Fingerprint: d.GetFingerprint()},
+					Status{S: &sluicev1.NodeStatus{Node: d.GetNode(), Phase: inProgress, Fingerprint: d.GetFingerprint(),
+						Rollout: d.GetRollout(), Revision: d.GetRevision(), Operation: d.GetOperation()}})
+			case FinishRollout:
+				if a.Rollout != nil {
+					f.fin = a.Rollout
+				}
+			}
+		}
+	}
+	f.check()
+}
+
+// record is the rollout record as it stands: the running one, else the one finished.
+func (f *fleetSim) record() *sluicev1.Rollout {
+	if f.s.rollout != nil {
+		return f.s.rollout
+	}
+	return f.fin
+}
+
+// check says that the record's categories add up to their totals, and that
+// the nodes placed in them (contract.Place, as the dashboard's map draws
+// them) agree with its counts: exactly, while no revert runs; during and
+// after one, the nodes placed reverted and revert failed are those counted,
+// and no category holds more nodes than it counts.
+func (f *fleetSim) check() {
+	f.t.Helper()
+	r := f.record()
+	tally := contract.TallyOf(r)
+	if tally.Off != "" {
+		f.t.Fatalf("after %s: %s (%v)", f.step, tally.Off, r.GetCounts())
+	}
+	placed := map[string]uint32{}
+	p := contract.NewPlacer(r)
+	for _, n := range f.nodes {
+		if !f.moved[n] {
+			placed[contract.Counted(p.Place(n, true, f.status[n], f.target))]++
+		}
+	}
+	count := map[string]uint32{}
+	for _, c := range append(slices.Clone(tally.Nodes), tally.Revert...) {
+		count[c.Key] = c.N
+	}
+	for k, n := range placed {
+		switch {
+		case k == contract.PlaceOutside:
+			f.t.Fatalf("after %s: %d node(s) placed outside the rollout; counts %v", f.step, n, r.GetCounts())
+		case tally.Touched == 0 && len(f.moved) == 0 && n != count[k], n > count[k],
+			tally.Touched > 0 && (k == contract.CountReverted || k == contract.CountRevertFailed) && n != count[k]:
+			f.t.Fatalf("after %s: %d node(s) placed %s, the record counts %d (placed %v; counts %v)", f.step, n, k, count[k], placed, r.GetCounts())
+		}
+	}
+	if tally.Touched == 0 && len(f.moved) == 0 {
+		for k, n := range count {
+			if placed[k] != n {
+				f.t.Fatalf("after %s: the record counts %d %s, %d placed there (placed %v)", f.step, n, k, placed[k], placed)
+			}
+		}
+	}
+}
+
+// settle reports every revert written as done, until none is left.
+func (f *fleetSim) settle() {
+	f.t.Helper()
+	for range 20 {
+		var todo []string
+		for _, n := range f.nodes {
+			d, st := f.desired[n], f.status[n]
+			if d.GetRevert() && !(st.GetFingerprint() == d.GetFingerprint() && st.GetPhase() == provisioned) {
+				todo = append(todo, n)
+			}
+		}
+		if len(todo) == 0 {
+			return
+		}
+		d := f.desired[todo[0]]
+		f.do("the revert of "+todo[0], Status{S: &sluicev1.NodeStatus{Node: todo[0], Phase: provisioned, Fingerprint: d.GetFingerprint(),
+			Rollout: d.GetRollout(), Revision: d.GetRevision()}})
+	}
+	f.t.Fatal("the reverts did not settle")
+}
+
+// takeover starts a new term from what the stores hold now.
+func (f *fleetSim) takeover() {
+	f.t.Helper()
+	l := f.load
+	l.Active, l.ActiveRev, l.Term = proto.Clone(f.s.rollout).(*sluicev1.Rollout), l.HeadRev, 2
+	l.Status, l.Desired, l.Backups = nil, nil, nil
+	for _, n := range f.nodes {
+		l.Status = append(l.Status, proto.Clone(f.status[n]).(*sluicev1.NodeStatus))
+		l.Desired = append(l.Desired, proto.Clone(f.desired[n]).(*sluicev1.DesiredConfig))
+		if b := f.backups[n]; b != nil {
+			l.Backups = append(l.Backups, proto.Clone(b).(*sluicev1.DesiredConfig))
+		}
+	}
+	f.s = NewState()
+	f.do("a takeover", l)
+}
+
+// TestDecide_EveryCountAddsUp_AndPlacedNodesAgree: through a rollout, a
+// revert, an abort and a takeover (mid-rollout and mid-revert), after
+// every event, each list of contract.TallyOf adds up to its total and the
+// nodes contract.Place puts in each category agree with the record's
+// counts. n6 already runs the new config: the rollout does not change it,
+// counts it provisioned, and it is placed there too (the dashboard drew it
+// pending).
+func TestDecide_EveryCountAddsUp_AndPlacedNodesAgree(t *testing.T) {
+	r0, r1 := testRev("0000aaaa"), testRev("aaaa1111")
+	fp0, fp1 := targetOf(r0), targetOf(r1)
+	id0 := rolloutID(head(1, r0.Id, ""))
+	id1 := rolloutID(head(2, r1.Id, ""))
+	nodes := []string{"n1", "n2", "n3", "n4", "n5", "n6"}
+	start := func(t *testing.T, st *sluicev1.Strategy) *fleetSim {
+		l := Loaded{Head: withStrategy(head(2, r1.Id, st.GetMaxParallel()), st), HeadRev: r1,
+			LastApplied: &sluicev1.RolloutRef{Rollout: id0, Revision: r0.Id, Generation: 1}, LastAppliedRev: r0,
+			Presence: presence(nodes...)}
+		f := &fleetSim{t: t, s: NewState(), now: t0, nodes: nodes, target: fp1, status: map[string]*sluicev1.NodeStatus{},
+			desired: map[string]*sluicev1.DesiredConfig{}, backups: map[string]*sluicev1.DesiredConfig{}, moved: map[string]bool{}}
+		for _, n := range nodes {
+			fp, rev := fp0, r0
+			if n == "n6" {
+				fp, rev = fp1, r1 // an earlier rollout gave it this config already
+			}
+			f.desired[n] = &sluicev1.DesiredConfig{Node: n, Fingerprint: fp, Rollout: id0, Revision: r0.Id, Config: render0(rev)}
+			f.status[n] = &sluicev1.NodeStatus{Node: n, Phase: provisioned, Fingerprint: fp, Rollout: id0, Revision: r0.Id}
+			l.Desired = append(l.Desired, f.desired[n])
+			l.Status = append(l.Status, f.status[n])
+		}
+		f.load = l
+		f.do("the start", l)
+		return f
+	}
+	ok := func(n string) Event {
+		return Status{S: &sluicev1.NodeStatus{Node: n, Phase: provisioned, Fingerprint: fp1, Rollout: id1, Revision: r1.Id}}
+	}
+	bad := func(n string) Event {
+		return Status{S: &sluicev1.NodeStatus{Node: n, Phase: invalid, Fingerprint: fp1, Rollout: id1, Revision: r1.Id, FailedCheck: "ping", Message: "ping failed"}}
+	}
+	abort := AbortRequested{R: &sluicev1.AbortRequest{Rollout: id1, Reason: "stop", By: "ops@laptop"}}
+	want := func(t *testing.T, f *fleetSim, phase sluicev1.RolloutPhase) {
+		t.Helper()
+		if f.fin == nil || f.fin.GetPhase() != phase {
+			t.Fatalf("ended %v; want %s", f.fin.GetPhase(), phase)
+		}
+	}
+
+	t.Run("a rollout", func(t *testing.T) {
+		f := start(t, &sluicev1.Strategy{MaxParallel: "2"})
+		for _, n := range []string{"n1", "n2", "n3", "n4", "n5"} {
+			f.do(n+" provisioned", ok(n))
+		}
+		want(t, f, sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED)
+	})
+	t.Run("a revert", func(t *testing.T) {
+		f := start(t, &sluicev1.Strategy{MaxParallel: "2"})
+		f.do("n1 provisioned", ok("n1"))
+		f.do("n2 failed", bad("n2")) // n3 in flight: stopped
+		f.settle()
+		want(t, f, sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK)
+		if c := f.fin.GetCounts(); c.GetStopped() != 1 || c.GetNotStarted() != 2 || c.GetProvisioned() != 2 {
+			t.Fatalf("counts %v; want n3 stopped in flight, n4 and n5 not started, n1 and n6 provisioned", c)
+		}
+	})
+	t.Run("an abort", func(t *testing.T) {
+		f := start(t, &sluicev1.Strategy{MaxParallel: "1"})
+		f.do("n1 provisioned", ok("n1"))
+		f.do("the abort", abort)
+		f.settle()
+		want(t, f, sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED)
+	})
+	t.Run("a takeover mid-rollout", func(t *testing.T) {
+		f := start(t, &sluicev1.Strategy{MaxParallel: "2"})
+		f.do("n1 provisioned", ok("n1"))
+		f.takeover()
+		for _, n := range []string{"n2", "n3", "n4", "n5"} {
+			f.do(n+" provisioned", ok(n))
+		}
+		want(t, f, sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED)
+	})
+	t.Run("a takeover mid-revert", func(t *testing.T) {
+		f := start(t, &sluicev1.Strategy{MaxParallel: "2"})
+		f.do("n1 provisioned", ok("n1"))
+		f.do("n2 failed", bad("n2"))
+		f.takeover()
+		f.settle()
+		want(t, f, sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK)
+	})
 }

@@ -14,6 +14,7 @@ const S = {
   coordinator: null,       // the coordinator panel (lease, term, TTL, how it ended, instances)
   freezes: [], registries: [],
   timelines: new Map(),    // rollout id → its plan against actual (view.Timeline), with when it came
+  tallies: new Map(),      // rollout id → its counts by category (contract.TallyOf)
   events: [],              // streamEvent, oldest first (at most 500)
   lastId: '',
   layoutDirty: true,       // the set of nodes or their domains changed: lay the map out again
@@ -43,43 +44,42 @@ function enumName(s, prefix) {
 }
 const short = (s, n = 12) => (s ? s.slice(0, n) : '-');
 
-// What a node's cell says: its phase, or what its rollout says became of it.
+// What a node's cell says: its category in the rollout shown, as the
+// server placed it (contract.Place: the same categories as the counts).
+// The words come from the server (config.categories); here only how each
+// is drawn. A node whose agent is not present is dotted, whatever its category.
 const STATES = {
-  provisioned: { label: 'Provisioned', color: '--provisioned' },
-  progress: { label: 'Provisioning', color: '--progress' },
-  failed: { label: 'Invalid', color: '--failed', mark: 'x' },
-  timedout: { label: 'TimedOut', color: '--timedout', mark: 'stripe' },
-  reverted: { label: 'Reverted', color: '--reverted' },
-  pending: { label: 'Pending / no status', color: '--pending' },
-  left: { label: 'left (not present)', color: '--left', mark: 'dot' },
-  incompatible: { label: 'Incompatible (needs a newer agent)', color: '--left', mark: 'stripe' },
+  pending: { color: '--pending' },
+  inProgress: { color: '--progress' },
+  provisioned: { color: '--provisioned' },
+  failed: { color: '--failed', mark: 'x' },
+  timedOut: { color: '--timedout', mark: 'stripe' },
+  skipped: { color: '--left' },
+  incompatible: { color: '--left', mark: 'stripe' },
+  stopped: { color: '--stopped' },
+  notStarted: { color: '--pending' },
+  reverting: { color: '--reverted', mark: 'stripe' },
+  reverted: { color: '--reverted' },
+  revertFailed: { color: '--revertfailed', mark: 'x' },
+  outside: { color: '--outside' },
 };
+// words is a category's words as the server says them.
+function words(key) {
+  const c = S.config && (S.config.categories || []).find(x => x.key === key);
+  return c ? c.words : key;
+}
+// stateLabel is what the tooltip and the list say of a node's category
+// (out: outcomes()).
+const stateLabel = (st, n, out) => words(st) + (out && out.has(n.node) && st === 'reverted' ? ' (it failed first)' : '') +
+  (n && !n.present ? ' (left: not present)' : '');
+// outcomes is the shown rollout's forward failures by node: a failed node
+// drawn reverted keeps its cross. Only for drawing: the categories are the server's.
 function outcomes() {
-  // The outcomes the newest rollout recorded, by node; while a rollout
-  // runs, its revision (a node not on it yet is pending).
-  const r = S.rollouts.get(S.active) || newestRollout();
-  const m = new Map();
-  if (!r) return m;
-  for (const f of r.failures || []) m.set(f.node, f.result);
-  for (const f of r.skipped || []) if (f.result === 'NODE_RESULT_INCOMPATIBLE') m.set(f.node, f.result);
-  if (r.id === S.active && r.phase === 'ROLLOUT_PHASE_PROGRESSING') m.revision = r.revision;
+  const r = S.rollouts.get(S.active) || newestRollout(), m = new Map();
+  for (const f of (r && r.failures) || []) if (f.result !== 'NODE_RESULT_REVERT_FAILED' && f.failedCheck !== 'revert') m.set(f.node, f.result);
   return m;
 }
-function nodeState(n, out) {
-  const res = out.get(n.node);
-  if (res === 'NODE_RESULT_TIMED_OUT') return 'timedout';
-  if (res === 'NODE_RESULT_INVALID' || res === 'NODE_RESULT_REFUSED') return 'failed';
-  const ph = n.status && n.status.phase;
-  if (ph === 'NODE_PHASE_INVALID') return 'failed';
-  // Skipped by the running rollout, or reporting it cannot read its
-  // config: once a rollout ends the node's own phase tells.
-  if (ph === 'NODE_PHASE_INCOMPATIBLE' || (res === 'NODE_RESULT_INCOMPATIBLE' && out.revision)) return 'incompatible';
-  if (!n.present) return 'left';
-  if (ph === 'NODE_PHASE_PROVISIONING') return 'progress';
-  if (out.revision && n.status && n.status.revision !== out.revision) return 'pending';
-  if (ph === 'NODE_PHASE_PROVISIONED') return 'provisioned';
-  return 'pending';
-}
+function nodeState(n) { return (n && n.state && STATES[n.state]) ? n.state : 'outside'; }
 const labels = (n) => (n.presence && n.presence.labels) || {};
 function domainOf(n) {
   const l = labels(n);
@@ -110,13 +110,14 @@ function expand(f) {
     }
     const phase = f.phases[f.phase[i]], rev = f.revisions[f.revision[i]], ro = f.rollouts[f.rollout[i]];
     if (phase || rev || ro) n.status = { node: name, phase, revision: rev, rollout: ro };
+    n.state = f.states[f.state[i]];
     out[i] = n;
   }
   return out;
 }
 
 function apply(u) {
-  if (u.reset) { S.nodes.clear(); S.rollouts.clear(); S.fps.clear(); S.events = []; S.timelines.clear(); S.layoutDirty = true; }
+  if (u.reset) { S.nodes.clear(); S.rollouts.clear(); S.fps.clear(); S.events = []; S.timelines.clear(); S.tallies.clear(); S.layoutDirty = true; }
   for (const n of (u.fleet ? expand(u.fleet) : u.nodes || [])) {
     const old = S.nodes.get(n.node);
     if (!old || domainOf(old).join('/') !== domainOf(n).join('/')) S.layoutDirty = true;
@@ -138,6 +139,7 @@ function apply(u) {
   if (u.storeLoss !== undefined) { const b = $('store-loss'); b.textContent = u.storeLoss; b.hidden = !u.storeLoss; }
   if (u.storage !== undefined) { const b = $('storage'); b.textContent = u.storage; b.hidden = !u.storage; }
   for (const tl of u.timelines || []) { tl.at = Date.now(); S.timelines.set(tl.rollout, tl); }
+  for (const t of u.tallies || []) S.tallies.set(t.rollout, t);
   if (u.events) { S.events.push(...u.events); if (S.events.length > 500) S.events.splice(0, S.events.length - 500); }
   schedule();
 }
@@ -213,7 +215,12 @@ function applyConfig() {
   ro.hidden = c.controls;
   ro.textContent = why ? 'controls disabled: ' + why : '';
   const lg = $('legend');
-  lg.replaceChildren(...Object.values(STATES).map(s => { const e = el('span', { text: s.label }); e.style.setProperty('--c', `var(${s.color})`); return e; }));
+  lg.replaceChildren(...Object.entries(STATES).map(([k, s]) => {
+    const e = el('span', { text: words(k), 'data-state': k });
+    e.title = ((c.categories || []).find(x => x.key === k) || {}).meaning || '';
+    e.style.setProperty('--c', `var(${s.color})`);
+    return e;
+  }));
 }
 
 function css(name) { return getComputedStyle(document.documentElement).getPropertyValue(name).trim(); }
@@ -329,15 +336,17 @@ function paintCell(g, c, out, colors, active, clear) {
   const st = nodeState(n, out);
   g.fillStyle = colors[st];
   g.fillRect(c.x, c.y, c.s, c.s);
-  const m = STATES[st].mark;
+  const m = STATES[st].mark || (st === 'reverted' && out.has(n.node) ? 'x' : '') || (!n.present ? 'dot' : '');
   if (m && c.s >= 4) {
-    g.strokeStyle = '#ffffff'; g.fillStyle = '#ffffff'; g.lineWidth = Math.max(1, c.s / 8);
+    // White on the dark colors, dark on the light greys (pending, not started, not in this rollout).
+    const ink = ['pending', 'notStarted', 'outside'].includes(st) ? '#5a5a5a' : '#ffffff';
+    g.strokeStyle = ink; g.fillStyle = ink; g.lineWidth = Math.max(1, c.s / 8);
     g.beginPath();
     if (m === 'x') { g.moveTo(c.x + 1, c.y + 1); g.lineTo(c.x + c.s - 1, c.y + c.s - 1); g.moveTo(c.x + c.s - 1, c.y + 1); g.lineTo(c.x + 1, c.y + c.s - 1); g.stroke(); }
     else if (m === 'stripe') { g.moveTo(c.x, c.y + c.s / 2); g.lineTo(c.x + c.s / 2, c.y); g.moveTo(c.x + c.s / 2, c.y + c.s); g.lineTo(c.x + c.s, c.y + c.s / 2); g.stroke(); }
     else { g.arc(c.x + c.s / 2, c.y + c.s / 2, c.s / 5, 0, 2 * Math.PI); g.fill(); }
   }
-  if (active && n.status && n.status.rollout === active.id && st === 'progress' && c.s >= 5) {
+  if (active && n.status && n.status.rollout === active.id && st === 'inProgress' && c.s >= 5) {
     g.strokeStyle = '#1b1b1b'; g.lineWidth = 1; g.strokeRect(c.x - .5, c.y - .5, c.s + 1, c.s + 1);
   }
   return st;
@@ -349,13 +358,13 @@ function drawRollup(g, grp) {
   const [x, y, w] = grp.box, k = grp.counts;
   let text = `${grp.label}  ${k.provisioned || 0}/${grp.total}`;
   if (k.failed) text += ` ✗${k.failed}`;
-  if (k.timedout) text += ` ◔${k.timedout}`;
-  if (k.progress) text += ` ⟳${k.progress}`;
+  if (k.timedOut) text += ` ◔${k.timedOut}`;
+  if (k.inProgress) text += ` ⟳${k.inProgress}`;
   grp.rollup = text;
   g.save();
   g.clearRect(x + 1, y + 1, w - 1, 12);
   g.beginPath(); g.rect(x + 1, y + 1, w - 1, 12); g.clip();
-  g.fillStyle = k.failed || k.timedout ? '#a33b00' : '#5a5a5a';
+  g.fillStyle = k.failed || k.timedOut ? '#a33b00' : '#5a5a5a';
   g.font = '11px system-ui, sans-serif';
   g.fillText(text, grp.x, grp.y);
   g.restore();
@@ -370,7 +379,7 @@ $('map').addEventListener('mousemove', (ev) => {
   const c = cellAt(ev), tip = $('tip');
   if (!c) { tip.hidden = true; return; }
   const n = S.nodes.get(c.name);
-  tip.textContent = `${c.name} — ${STATES[nodeState(n, outcomes())].label}`;
+  tip.textContent = `${c.name} — ${stateLabel(nodeState(n), n, outcomes())}`;
   tip.style.left = (c.x + c.s + 6) + 'px'; tip.style.top = (c.y - 4) + 'px';
   tip.hidden = false;
 });
@@ -387,7 +396,7 @@ function filtered(out) {
   return names.filter(name => {
     const n = S.nodes.get(name);
     return name.toLowerCase().includes(q) || domainOf(n).join('/').toLowerCase().includes(q) ||
-      STATES[nodeState(n, out)].label.toLowerCase().includes(q);
+      stateLabel(nodeState(n), n, out).toLowerCase().includes(q);
   });
 }
 function renderList(out) {
@@ -396,7 +405,7 @@ function renderList(out) {
   page = Math.min(page, pages - 1);
   const rows = names.slice(page * PAGE, page * PAGE + PAGE).map(name => {
     const n = S.nodes.get(name), st = nodeState(n, out);
-    const phase = el('td', { class: 'phase-cell', text: STATES[st].label });
+    const phase = el('td', { class: 'phase-cell', text: stateLabel(st, n, out) });
     phase.style.setProperty('--c', `var(${STATES[st].color})`);
     const tr = el('tr', { 'data-node': name, 'data-state': st, 'data-phase': enumName(n.status && n.status.phase, 'NODE_PHASE_'),
       'data-revision': (n.status && n.status.revision) || '', tabindex: '0' },
@@ -472,8 +481,25 @@ document.addEventListener('keydown', (e) => { if (e.key === 'Escape') { $('drawe
 
 // ---- the rollout ----
 
-const COUNTS = [['pending', '--pending'], ['inProgress', '--progress'], ['provisioned', '--provisioned'], ['failed', '--failed'], ['skipped', '--left']];
-const COUNT_WORDS = { pending: 'pending', inProgress: 'in progress', provisioned: 'provisioned', failed: 'failed', skipped: 'skipped', timedOut: 'timed out', reverting: 'reverting', reverted: 'reverted', revertFailed: 'revert failed' };
+// The counts are the server's (contract.TallyOf, sent as tallies): the
+// forward categories add up to the total, the revert's to the nodes
+// touched, the operations to those attempted. The page adds nothing up.
+// Stopped in flight and revert failed name their nodes, as the map placed
+// them (a node stopped in flight is placed reverted once its revert is done).
+const NAMED = ['stopped', 'revertFailed'];
+function countItem(c, stopped) {
+  let text = `${c.words} ${c.n || 0}`;
+  for (const of of c.of || []) if (of.n) text += ` (${of.n} ${of.words})`;
+  if (NAMED.includes(c.key) && c.n) {
+    const names = [];
+    for (const n of S.nodes.values()) if (n.state === c.key) names.push(n.node);
+    names.sort();
+    if (names.length) text += `: ${names.slice(0, 10).join(', ')}${names.length > 10 ? ` and ${names.length - 10} more` : ''}`;
+  }
+  const li = el('li', { 'data-count': c.key, title: c.meaning || '', text });
+  li.style.setProperty('--c', `var(${(STATES[c.key] || STATES.outside).color})`);
+  return li;
+}
 function renderRollout() {
   const r = S.rollouts.get(S.active) || newestRollout();
   if (!r) return;
@@ -501,18 +527,25 @@ function renderRollout() {
   const gateWait = wait && r.waiting.startsWith('waiting for gate ');
   $('waiting').textContent = wait ? r.waiting + (r.waitingUntil ? ` — ${gateWait ? 'fails in' : ''} ${fmtDur(new Date(r.waitingUntil) - Date.now())}${gateWait ? '' : ' to go'} (${gateWait ? 'at' : 'until'} ${new Date(r.waitingUntil).toLocaleString()})` : '') : '';
   renderTimeline(r, S.timelines.get(r.id));
-  const c = r.counts || {}, total = c.total || 0;
+  const t = S.tallies.get(r.id) || { total: 0, nodes: [], revert: [], operations: [] };
+  const total = t.total || 0, stopped = r.phase !== 'ROLLOUT_PHASE_PROGRESSING';
   const bar = $('counts-bar');
-  bar.replaceChildren(...COUNTS.map(([k, color]) => {
-    const s = el('span', { title: `${COUNT_WORDS[k]} ${c[k] || 0}` });
-    s.style.width = total ? (100 * (c[k] || 0) / total) + '%' : '0';
-    s.style.background = `var(${color})`;
+  bar.replaceChildren(...t.nodes.map(c => {
+    const s = el('span', { 'data-count': c.key, title: `${c.words} ${c.n || 0}` });
+    s.style.width = total ? (100 * (c.n || 0) / total) + '%' : '0';
+    s.style.background = `var(${(STATES[c.key] || STATES.outside).color})`;
     return s;
   }));
-  const items = Object.keys(COUNT_WORDS).filter(k => COUNTS.some(([x]) => x === k) || c[k]);
-  $('counts').replaceChildren(...items.map(k => el('li', { 'data-count': k, text: `${COUNT_WORDS[k]} ${c[k] || 0}` })));
-  const sum = COUNTS.reduce((a, [k]) => a + (c[k] || 0), 0);
-  $('counts-sum').textContent = sum === total ? `${sum} of ${total} nodes accounted for` : `counts add up to ${sum}, not the total ${total}`;
+  // The first five always; stopped in flight and not started once the rollout stopped.
+  const shown = t.nodes.filter((c, i) => i < 5 || c.n || (stopped && r.phase !== 'ROLLOUT_PHASE_SUCCEEDED'));
+  $('counts').replaceChildren(...shown.map(c => countItem(c, stopped)));
+  $('counts-revert').replaceChildren(...(t.revert || []).filter(c => c.n || c.key !== 'revertFailed').map(c => countItem(c, stopped)));
+  $('counts-revert').hidden = !(t.revert || []).length;
+  const ops = t.operations || [];
+  $('operations').textContent = ops.length ? `operations ${t.attempted} attempted: ` + ops.map(c => `${c.n || 0} ${c.words}`).join(', ') : '';
+  $('counts-sum').textContent = t.off ? t.off : `${total} of ${total} nodes accounted for` +
+    ((t.revert || []).length ? `; the revert counts the ${t.touched} touched again` : '');
+  $('counts-sum').dataset.off = String(!!t.off);
   renderFailures(r);
 }
 
@@ -598,7 +631,7 @@ function renderFailures(r) {
 // first failing node's event to the rollout's end event when the page
 // still keeps them (the record keeps no times of its own for it).
 function followed(r, first) {
-  const c = r.counts || {};
+  const c = Object.fromEntries(((S.tallies.get(r.id) || {}).revert || []).map(x => [x.key, x.n || 0]));
   if (!c.reverted && !c.reverting && !c.revertFailed && r.phase !== 'ROLLOUT_PHASE_ABORTED') return null;
   let text = `${first.node} ${first.result === 'NODE_RESULT_TIMED_OUT' ? 'timed out' : 'failed ' + (first.failedCheck || enumName(first.result, 'NODE_RESULT_'))} → `;
   const parts = [];
