@@ -1039,7 +1039,8 @@ func checkHolds(o *Observation, add addFunc) {
 		return
 	}
 	for _, sp := range o.Spoiled {
-		if sp.Bucket == contract.BucketRegistries || (sp.Bucket == contract.BucketControl && strings.HasPrefix(sp.Key, contract.RegistryKeyPrefix)) ||
+		if (sp.Bucket == contract.BucketRegistries && sp.Key == reg.Name) ||
+			(sp.Bucket == contract.BucketControl && (sp.Key == contract.RegistryKey(reg.Name) || sp.Key == contract.RegistryConfirmKey(reg.Name))) ||
 			(sp.Bucket == contract.BucketIntents && slices.Contains(reg.Intents, sp.Key)) {
 			return
 		}

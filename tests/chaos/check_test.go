@@ -940,6 +940,11 @@ func TestCheck_Hold_AMassDeletionWaitsForItsConfirmation(t *testing.T) {
 			o.Spoiled = append(o.Spoiled, Spoil{Bucket: contract.BucketRegistries, Key: "gitops", At: at(22)})
 			return o
 		}(), false},
+		{"garbage over another key of the registries bucket: judged", func() *Observation {
+			o := withHold(true, nil)
+			o.Spoiled = append(o.Spoiled, Spoil{Bucket: contract.BucketRegistries, Key: "chaos-172", At: at(22), Fresh: true})
+			return o
+		}(), true},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			vs := Check(tt.given)
