@@ -89,6 +89,27 @@ type RegistryObs struct {
 	// left, To after it came back (zero if it never did). Outside these
 	// spans every answer of the registry declared the intent.
 	Absent map[string][]Span
+	// Holds are the registry-hold faults as they ran (Hold).
+	Holds []HoldObs
+}
+
+// HoldObs is one registry-hold fault as the harness drove it: its files
+// out together from From to Back, so that the answers dropped more of the
+// registry's intents than its hold share lets be pending. Times are the
+// harness's, each taken so that the hold looks no longer than it was.
+type HoldObs struct {
+	Intents []string // the intents whose files it dropped (intents-bucket keys)
+	Owned   int      // how many intents the registry declares
+	From    time.Time
+	// Held is when the harness first read a status of the registry whose
+	// held deletion names exactly Intents; zero if it never did while the
+	// files were out, Seen then says what it read last.
+	Held time.Time
+	Seen string
+	// Confirmed is taken before the harness stored the confirmation of the
+	// held deletion (sluice registry confirm); zero: it stored none.
+	Confirmed time.Time
+	Back      time.Time // taken before the first file came back
 }
 
 // Span is a stretch of time.
@@ -228,6 +249,7 @@ func Check(o *Observation) []Violation {
 	checkExpectations(o, add)
 	checkCounts(o, add)
 	checkPartialAnswers(o, add)
+	checkHolds(o, add)
 	checkDeclared(o, add)
 	checkReverted(o, add)
 	checkJoinedRevert(o, add)
@@ -943,27 +965,9 @@ func checkPartialAnswers(o *Observation, add addFunc) {
 		}
 		return last, !last.at.IsZero()
 	}
-	marks := map[string][]time.Time{}
-	marked := map[string]bool{}
-	for _, w := range o.IntentWrites {
-		if w.Intent == nil {
-			continue
-		}
-		m := w.Intent.GetMarkedForDeletion()
-		if m && !marked[w.Key] {
-			marks[w.Key] = append(marks[w.Key], w.At)
-		}
-		marked[w.Key] = m
-	}
-	for _, ev := range o.Events {
-		if ev.GetType() == "IntentMarkedForDeletion" && ev.GetTime() != nil {
-			marks[ev.GetId()] = append(marks[ev.GetId()], ev.GetTime().AsTime())
-		}
-	}
+	marks := intentMarks(o)
 	for _, key := range reg.Intents {
-		ms := marks[key]
-		slices.SortFunc(ms, func(a, b time.Time) int { return a.Compare(b) })
-		for _, m := range ms {
+		for _, m := range marks[key] {
 			var span *Span
 			for i, sp := range reg.Absent[key] {
 				if !sp.From.After(m) {
@@ -989,6 +993,88 @@ func checkPartialAnswers(o *Observation, add addFunc) {
 			}
 			add("I7", "", "", "registry %s's intent %s was marked for deletion at %s; %s", reg.Name, key, m.Format("15:04:05.000"), why)
 			break // once per intent
+		}
+	}
+}
+
+// intentMarks are the times each intent was marked for deletion, in order:
+// a write of the intents bucket that marks an unmarked intent, and an
+// IntentMarkedForDeletion event (its time is the configurator's).
+func intentMarks(o *Observation) map[string][]time.Time {
+	marks := map[string][]time.Time{}
+	marked := map[string]bool{}
+	for _, w := range o.IntentWrites {
+		if w.Intent == nil {
+			continue
+		}
+		m := w.Intent.GetMarkedForDeletion()
+		if m && !marked[w.Key] {
+			marks[w.Key] = append(marks[w.Key], w.At)
+		}
+		marked[w.Key] = m
+	}
+	for _, ev := range o.Events {
+		if ev.GetType() == "IntentMarkedForDeletion" && ev.GetTime() != nil {
+			marks[ev.GetId()] = append(marks[ev.GetId()], ev.GetTime().AsTime())
+		}
+	}
+	for _, ms := range marks {
+		slices.SortFunc(ms, func(a, b time.Time) int { return a.Compare(b) })
+	}
+	return marks
+}
+
+// Hold: a registry answer that drops more of its intents than the hold
+// share lets be pending (registry-hold) is held, not marked, until an
+// operator confirms it, and the confirmation marks them. For each hold the
+// harness made: the registry's status held exactly the dropped intents'
+// deletion while their files were out; none of them was marked between the
+// drop and the confirmation (or, unconfirmed, their return); and once
+// confirmed, each was marked within confirmWithin. Not judged when garbage
+// was written over the registry's spec, confirmation, status or intents:
+// what sluice does with those is what its rules for unreadable values say.
+func checkHolds(o *Observation, add addFunc) {
+	reg := o.Registry
+	if reg == nil || len(reg.Holds) == 0 {
+		return
+	}
+	for _, sp := range o.Spoiled {
+		if (sp.Bucket == contract.BucketRegistries && sp.Key == reg.Name) ||
+			(sp.Bucket == contract.BucketControl && (sp.Key == contract.RegistryKey(reg.Name) || sp.Key == contract.RegistryConfirmKey(reg.Name))) ||
+			(sp.Bucket == contract.BucketIntents && slices.Contains(reg.Intents, sp.Key)) {
+			return
+		}
+	}
+	marks := intentMarks(o)
+	clock := func(t time.Time) string { return t.Format("15:04:05.000") }
+	for _, h := range reg.Holds {
+		if h.Back.IsZero() {
+			continue // the fault did not get to the end (the run ended, or the harness failed: said so)
+		}
+		what := fmt.Sprintf("registry %s's answers dropped %d of its %d intents (%s) from %s, more than its hold share lets be pending",
+			reg.Name, len(h.Intents), h.Owned, strings.Join(h.Intents, ", "), clock(h.From))
+		if h.Held.IsZero() {
+			add("Hold", "", "", "%s; its status never held their deletion in the %s they were out (last read: %s)",
+				what, h.Back.Sub(h.From).Round(time.Millisecond), h.Seen)
+		}
+		end, until := h.Back, "they came back unconfirmed at "+clock(h.Back)
+		if !h.Confirmed.IsZero() {
+			end, until = h.Confirmed, "the harness confirmed the deletion at "+clock(h.Confirmed)
+		}
+		for _, key := range h.Intents {
+			if i := slices.IndexFunc(marks[key], func(m time.Time) bool { return m.After(h.From) && m.Before(end) }); i >= 0 {
+				add("Hold", "", "", "%s; %s was marked for deletion at %s, before %s: a mass deletion is held until confirmed",
+					what, key, clock(marks[key][i]), until)
+			}
+			if h.Confirmed.IsZero() {
+				continue
+			}
+			if !slices.ContainsFunc(marks[key], func(m time.Time) bool {
+				return !m.Before(h.Confirmed) && m.Before(h.Confirmed.Add(confirmWithin+growthSeen))
+			}) {
+				add("Hold", "", "", "%s; the harness confirmed the held deletion at %s, and %s was not marked for deletion within %s of it",
+					what, clock(h.Confirmed), key, confirmWithin+growthSeen)
+			}
 		}
 	}
 }

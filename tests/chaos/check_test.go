@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -851,5 +852,108 @@ func TestCheck_NodeFaultNotRecordedIsNoViolation(t *testing.T) {
 	isI4 := func(v Violation) bool { return v.Invariant == "I4" }
 	if vs := Check(unrecorded("")); !slices.ContainsFunc(vs, isI4) {
 		t.Errorf("a config failure left unrecorded: violations %v, want I4", vs)
+	}
+}
+
+// Registry holds are drawn in the first 200 seeds, confirmed and not, and
+// each is what the held branch of the deletion rule needs: more files than
+// the hold share (half) lets be pending, two at least, out longer than the
+// settle period; only in registry seeds the partial-registry fault leaves
+// alone.
+func TestPick_RegistryHoldsAreMassDeletions(t *testing.T) {
+	seen := map[bool][]uint64{}
+	for seed := uint64(1); seed <= 200; seed++ {
+		sc := Pick(seed)
+		for _, f := range sc.Faults {
+			h := f.Hold
+			if h == nil {
+				continue
+			}
+			seen[h.Confirm] = append(seen[h.Confirm], seed)
+			if n := sc.Registry.Intents; len(h.Drop) < 2 || 2*len(h.Drop) <= n || len(h.Drop) > n {
+				t.Errorf("seed %d: %s: drops %d of %d files, not more than half (two at least)", seed, h, len(h.Drop), n)
+			}
+			if h.For <= registrySettle {
+				t.Errorf("seed %d: %s: out %s, not longer than the settle period %s", seed, h, h.For, registrySettle)
+			}
+			if slices.ContainsFunc(sc.Faults, func(f Fault) bool { return f.Kind == PartialRegistry }) {
+				t.Errorf("seed %d: a registry hold beside a partial-registry fault", seed)
+			}
+		}
+	}
+	if len(seen[true]) < 3 || len(seen[false]) < 1 {
+		t.Errorf("registry holds in seeds 1–200: confirmed %v, unconfirmed %v; want 3 and 1 at least", seen[true], seen[false])
+	}
+	t.Logf("registry holds in seeds 1–200: confirmed %v, unconfirmed %v", seen[true], seen[false])
+}
+
+// withHold is withRegistry with a third intent and a registry-hold: reg-1
+// and reg-2 (two of three, more than the hold share) out from 20 s to 31
+// s, the status holding their deletion from 21 s, confirmed at 30 s
+// (confirmed false: none, they came back unconfirmed); marks as given.
+func withHold(confirmed bool, marks map[string]float64) *Observation {
+	o := withRegistry(5, nil)
+	r := o.Registry
+	r.Intents = append(r.Intents, "routingtable.reg-3")
+	h := HoldObs{Intents: []string{"routingtable.reg-1", "routingtable.reg-2"}, Owned: 3, From: at(20), Held: at(21), Back: at(31)}
+	if confirmed {
+		h.Confirmed = at(30)
+	}
+	r.Holds = append(r.Holds, h)
+	for _, key := range h.Intents {
+		r.Absent[key] = append(r.Absent[key], Span{From: h.From, To: h.Back})
+	}
+	for _, key := range sortedKeys(marks) {
+		o.IntentWrites = append(o.IntentWrites, KVOp{Key: key, Revision: uint64(len(o.IntentWrites) + 1), At: at(marks[key]),
+			Intent: &sluicev1.StoredIntent{Source: "gitops", MarkedForDeletion: true,
+				Intent: &sluicev1.Intent{Name: key[len("routingtable."):], Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: 60}}}}})
+	}
+	return o
+}
+
+// A mass deletion is held until an operator confirms it, and the
+// confirmation marks it (issue 47: the held and confirmed branches of the
+// deletion rule).
+func TestCheck_Hold_AMassDeletionWaitsForItsConfirmation(t *testing.T) {
+	both := func(at float64) map[string]float64 {
+		return map[string]float64{"routingtable.reg-1": at, "routingtable.reg-2": at}
+	}
+	for _, tt := range []struct {
+		name     string
+		given    *Observation
+		wantHold bool
+	}{
+		{"held, confirmed, both marked after the confirmation", withHold(true, both(30.4)), false},
+		{"held, never confirmed, nothing marked", withHold(false, nil), false},
+		{"marked a settle period after the drop, before the confirmation (not held)", withHold(true, both(26.5)), true},
+		{"marked while held, never confirmed", withHold(false, map[string]float64{"routingtable.reg-2": 27}), true},
+		{"confirmed, and nothing marked", withHold(true, nil), true},
+		{"confirmed, one of the two marked", withHold(true, map[string]float64{"routingtable.reg-1": 30.4}), true},
+		{"confirmed, marked only long after", withHold(true, both(55)), true},
+		{"the status never held it", func() *Observation {
+			o := withHold(true, both(30.4))
+			o.Registry.Holds[0].Held, o.Registry.Holds[0].Seen = time.Time{}, "state REGISTRY_STATE_SYNCED, held [], 2 pending"
+			return o
+		}(), true},
+		{"garbage over the registry's status: not judged", func() *Observation {
+			o := withHold(true, nil)
+			o.Spoiled = append(o.Spoiled, Spoil{Bucket: contract.BucketRegistries, Key: "gitops", At: at(22)})
+			return o
+		}(), false},
+		{"garbage over another key of the registries bucket: judged", func() *Observation {
+			o := withHold(true, nil)
+			o.Spoiled = append(o.Spoiled, Spoil{Bucket: contract.BucketRegistries, Key: "chaos-172", At: at(22), Fresh: true})
+			return o
+		}(), true},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			vs := Check(tt.given)
+			if got := slices.ContainsFunc(vs, func(v Violation) bool { return v.Invariant == "Hold" }); got != tt.wantHold {
+				t.Fatalf("want a Hold violation: %v; got %v", tt.wantHold, vs)
+			}
+			if slices.ContainsFunc(vs, func(v Violation) bool { return v.Invariant != "Hold" }) && !tt.wantHold {
+				t.Fatalf("want no violation; got %v", vs)
+			}
+		})
 	}
 }

@@ -677,6 +677,8 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 		f.garbage(ctx, ft)
 	case PartialRegistry:
 		f.partialRegistry(ctx, ft)
+	case RegistryHold:
+		f.registryHold(ctx, ft)
 	case PausedLeader:
 		defer f.lock("coordinators")()
 		old, err := s.leader(ctx)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -42,6 +43,14 @@ const (
 	// the answer the mark followed (two sync intervals), so I7 does not
 	// count it as growth the configurator saw.
 	growthSeen = 2 * registrySync
+	// confirmWithin: a confirmed held deletion has its intents marked this
+	// long after the confirmation was stored, at most. The configurator
+	// watches for confirmations and syncs at once; the margin is for a
+	// loaded machine and a fault on the configurator at the same time.
+	confirmWithin = 20 * time.Second
+	// holdPoll: how often the registry-hold fault reads the registry's
+	// status while its files are out.
+	holdPoll = 250 * time.Millisecond
 )
 
 // regName is the i-th registry intent's name (reg-1 …).
@@ -68,10 +77,11 @@ func regDoc(i int) []byte {
 // registry is the harness's side of the scenario's registry: the
 // directory the configurator reads, and when each intent's file was absent.
 type registry struct {
-	dir  string // the registry's directory
-	away string // where dropped files wait to come back
-	mu   sync.Mutex
-	gone map[string][]Span // intent key → when its file was absent, in order
+	dir   string // the registry's directory
+	away  string // where dropped files wait to come back
+	mu    sync.Mutex
+	gone  map[string][]Span // intent key → when its file was absent, in order
+	holds []HoldObs         // the registry-hold faults, as they ran
 }
 
 func newRegistry(t interface{ TempDir() string }) *registry {
@@ -107,7 +117,15 @@ func (r *registry) observed(n int) *RegistryObs {
 		o.Intents = append(o.Intents, regKey(i))
 		o.Absent[regKey(i)] = slices.Clone(r.gone[regKey(i)])
 	}
+	o.Holds = slices.Clone(r.holds)
 	return o
+}
+
+// held records a registry-hold fault as it ran.
+func (r *registry) held(h HoldObs) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.holds = append(r.holds, h)
 }
 
 // writeFile puts a file in place atomically: written under a name the
@@ -244,5 +262,131 @@ func (f *faults) partialRegistry(ctx context.Context, ft Fault) {
 			s.reg.absent(f, from)
 			s.log.add("%s: %s leaves again", ft.Kind, regFile(f))
 		}
+	}
+}
+
+// registryHold drops more of the registry's files than its hold share lets
+// be pending, all at once, and keeps them out for ft.Hold.For (longer than
+// the settle period), reading the registry's status meanwhile: it must
+// hold their deletion (RegistryStatus.Held naming exactly them). If the
+// fault confirms, it then stores the confirmation `sluice registry confirm`
+// stores (the held deletion's digest, in sluice-control/registry.<name>.confirm)
+// and waits until the configurator marked those intents for deletion, up to
+// confirmWithin; then it brings the files back (a checkout restored).
+// What it saw, and when, goes to the checker (HoldObs; Hold).
+func (f *faults) registryHold(ctx context.Context, ft Fault) {
+	s, h := f.sys, ft.Hold
+	defer f.lock("registry")()
+	obs := HoldObs{Owned: s.sc.Registry.Intents}
+	var ids []string // as the status names them
+	for _, i := range h.Drop {
+		obs.Intents = append(obs.Intents, regKey(i))
+		ids = append(ids, strings.Replace(regKey(i), ".", "/", 1))
+	}
+	slices.Sort(ids)
+	defer func() { s.reg.held(obs) }()
+	move := func(from, to string, i int) bool {
+		if err := os.Rename(filepath.Join(from, regFile(i)), filepath.Join(to, regFile(i))); err != nil {
+			s.harnessFailed(harnessErr("%s: move %s: %w", ft.Kind, regFile(i), err))
+			return false
+		}
+		return true
+	}
+	obs.From = time.Now()
+	for _, i := range h.Drop {
+		if !move(s.reg.dir, s.reg.away, i) {
+			return
+		}
+		s.reg.absent(i, obs.From)
+	}
+	s.log.add("%s: dropped %d of %d files", ft, len(h.Drop), s.sc.Registry.Intents)
+	sleep := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
+	statuses := s.Env().Buckets.Registries
+	var digest string
+	for until := obs.From.Add(h.For); time.Now().Before(until); {
+		rctx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
+		st, err := readProto(rctx, s, statuses, registryName, &sluicev1.RegistryStatus{})
+		cancel()
+		switch {
+		case err == nil && slices.Equal(st.GetHeld().GetIntents(), ids):
+			if obs.Held.IsZero() {
+				obs.Held, obs.Seen = time.Now(), ""
+				s.log.add("%s: the registry holds their deletion (digest %s): %s", ft.Kind, st.GetHeld().GetDigest(), st.GetHeld().GetReason())
+			}
+			digest = st.GetHeld().GetDigest()
+		case err == nil && obs.Held.IsZero():
+			obs.Seen = fmt.Sprintf("state %s, held %v, %d pending", st.GetState(), st.GetHeld().GetIntents(), len(st.GetPending()))
+		case err != nil && obs.Held.IsZero():
+			obs.Seen = err.Error() // a read that failed, or garbage: the next one may read
+		}
+		if !sleep(holdPoll) {
+			return
+		}
+	}
+	if obs.Held.IsZero() {
+		s.log.add("%s: the registry's status never held their deletion (last read: %s)", ft.Kind, obs.Seen)
+	}
+	if h.Confirm && digest != "" {
+		confirms := store.New(s.Env().Buckets.Control, func() *sluicev1.RegistryConfirm { return &sluicev1.RegistryConfirm{} })
+		req := &sluicev1.RegistryConfirm{Digest: digest, By: "chaos", At: timestamppb.Now(), Reason: "the chaos suite confirms the deletion it holds"}
+		obs.Confirmed = time.Now()
+		err := retry(ctx, func(ctx context.Context) error {
+			_, err := confirms.Mutate(ctx, contract.RegistryConfirmKey(registryName), func(*sluicev1.RegistryConfirm) (*sluicev1.RegistryConfirm, error) { return req, nil })
+			return err
+		})
+		if err != nil {
+			s.harnessFailed(harnessErr("%s: confirm the held deletion %s: %w", ft.Kind, digest, err))
+			obs.Confirmed = time.Time{}
+		} else {
+			s.log.add("%s: confirmed the held deletion %s (as sluice registry confirm %s)", ft.Kind, digest, registryName)
+			f.awaitMarked(ctx, ft, obs.Intents)
+		}
+	}
+	obs.Back = time.Now()
+	for _, i := range h.Drop {
+		if !move(s.reg.away, s.reg.dir, i) {
+			return
+		}
+		s.reg.back(i, time.Now())
+	}
+	s.log.add("%s: the %d files are back", ft.Kind, len(h.Drop))
+}
+
+// awaitMarked waits until every intent of keys is marked for deletion in
+// the intents bucket, up to confirmWithin, and logs what it found; the
+// checker judges the marks from the bucket's writes (Hold).
+func (f *faults) awaitMarked(ctx context.Context, ft Fault, keys []string) {
+	s := f.sys
+	wctx, cancel := context.WithTimeout(ctx, confirmWithin+readPatience)
+	defer cancel()
+	unmarked, err := await(wctx, confirmWithin, 1, func(ctx context.Context) ([]string, error) {
+		var out []string
+		for _, key := range keys {
+			in, err := readProto(ctx, s, s.Env().Buckets.Intents, key, &sluicev1.StoredIntent{})
+			if unread(err) {
+				return nil, err
+			}
+			if err != nil || !in.GetMarkedForDeletion() {
+				out = append(out, key)
+			}
+		}
+		return out, nil
+	})
+	switch {
+	case err != nil:
+		s.log.add("%s: could not tell whether the confirmed intents are marked: %v", ft.Kind, err)
+	case len(unmarked) > 0:
+		s.log.add("%s: %v not marked for deletion %s after the confirmation", ft.Kind, unmarked, confirmWithin)
+	default:
+		s.log.add("%s: the confirmed intents are marked for deletion", ft.Kind)
 	}
 }

@@ -96,6 +96,13 @@ const (
 	// started again. The reaper must keep every key of a node the active
 	// rollout references (I5).
 	AwayPastGrace FaultKind = "away-past-grace"
+	// RegistryHold: the registry drops more of its files than its hold
+	// share lets be pending (a mass deletion, Hold), and keeps them out
+	// longer than the settle period; in most of them the harness then
+	// confirms the held deletion as `sluice registry confirm` does. The
+	// deletion must be held, nothing marked, until the confirmation, which
+	// marks the dropped intents (Hold).
+	RegistryHold FaultKind = "registry-hold"
 )
 
 // TriggerKind says when a fault fires.
@@ -118,6 +125,30 @@ type Fault struct {
 	Down    time.Duration  // how long the component stays down
 	Garbage []GarbageWrite // garbage-value: the writes, in order
 	Trickle *Trickle       // partial-registry: what the directory drops and how it comes back
+	Hold    *Hold          // registry-hold: what the directory drops, for how long, and whether it is confirmed
+}
+
+// Hold is what a registry-hold fault does: it drops Drop (indexes into
+// reg-1 … reg-N, more than the hold share of them), keeps them out For
+// (longer than the settle period), then confirms the held deletion if
+// Confirm says so (and waits until its intents are marked), and brings
+// the files back.
+type Hold struct {
+	Drop    []int
+	For     time.Duration
+	Confirm bool
+}
+
+func (h *Hold) String() string {
+	files := make([]string, len(h.Drop))
+	for i, f := range h.Drop {
+		files[i] = regName(f)
+	}
+	then := "brings them back unconfirmed"
+	if h.Confirm {
+		then = "confirms the held deletion, then brings them back"
+	}
+	return fmt.Sprintf("drops %s for %s, then %s", strings.Join(files, ", "), h.For.Round(time.Millisecond), then)
 }
 
 // GarbageWrite is one raw Put of a value that is not well-formed for its
@@ -226,6 +257,8 @@ func (f Fault) String() string {
 		fmt.Fprintf(&b, ": %s", strings.Join(ws, "; "))
 	case f.Trickle != nil:
 		fmt.Fprintf(&b, ": %s", f.Trickle)
+	case f.Hold != nil:
+		fmt.Fprintf(&b, ": %s", f.Hold)
 	default:
 		fmt.Fprintf(&b, ", down %s", f.Down)
 	}
@@ -371,6 +404,12 @@ func Pick(seed uint64) Scenario {
 	if rng.IntN(storeLossOdds) == 0 && !s.Cluster {
 		s.StoreLoss = true
 	}
+	// Its own stream, for the same reason: a registry seed whose answers
+	// the partial-registry fault leaves whole gets a mass deletion instead
+	// (issue 47: the held and confirmed branches of the deletion rule).
+	if s.Registry != nil && !slices.ContainsFunc(s.Faults, func(f Fault) bool { return f.Kind == PartialRegistry }) {
+		s.Faults = append(s.Faults, s.pickHold())
+	}
 	s.pickExtras() // its own stream: no draw above moves
 	s.applySkew()  // after pickExtras, which sees the strategies as drawn
 	return s
@@ -459,6 +498,22 @@ func (s Scenario) pickTrickle(rng *rand.Rand) Fault {
 		s.slowRefill(slow, t)
 	}
 	return f
+}
+
+// pickHold draws a registry-hold fault, from a source of its own: more
+// files dropped than the hold share (half) lets be pending, two at least
+// (2–3 of 3, 3–4 of 4, 3–5 of 5), for one and a half to two settle periods;
+// three in four are confirmed.
+func (s Scenario) pickHold() Fault {
+	rng := rand.New(rand.NewPCG(s.Seed, 0x401d5))
+	n := s.Registry.Intents
+	least := max(2, n/2+1)
+	h := &Hold{Drop: rng.Perm(n)[:least+rng.IntN(n-least+1)],
+		For:     registrySettle*3/2 + time.Duration(rng.Int64N(int64(registrySettle/2))),
+		Confirm: rng.IntN(4) != 0}
+	slices.Sort(h.Drop)
+	return Fault{Kind: RegistryHold, Change: 1 + rng.IntN(len(s.Changes)-1), Trigger: AfterApply,
+		Delay: time.Duration(rng.IntN(800)) * time.Millisecond, Hold: h}
 }
 
 // slowRefill makes t a refill slower than the settle period: every dropped
