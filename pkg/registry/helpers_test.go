@@ -35,6 +35,8 @@ func open(t *testing.T, source any) registry.Registry {
 		spec.Source = &sluicev1.RegistrySpec_Redis{Redis: s}
 	case *sluicev1.DirectoryRegistry:
 		spec.Source = &sluicev1.RegistrySpec_Directory{Directory: s}
+	case *sluicev1.GitRegistry:
+		spec.Source = &sluicev1.RegistrySpec_Git{Git: s}
 	default:
 		t.Fatalf("open: unknown source %T", source)
 	}
