@@ -88,3 +88,16 @@ func (g *Repo) ForcePush(rev string) {
 	g.t.Helper()
 	g.Git(g.Work, "push", "--quiet", "--force", "origin", rev+":refs/heads/main")
 }
+
+// Import feeds stream to git fast-import in the bare repository: a quick
+// way to make a large history.
+func (g *Repo) Import(stream string) {
+	g.t.Helper()
+	cmd := exec.Command("git", "fast-import", "--quiet")
+	cmd.Dir = g.Bare
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	cmd.Stdin = strings.NewReader(stream)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		g.t.Fatalf("git fast-import: %v\n%s", err, out)
+	}
+}

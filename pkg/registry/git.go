@@ -71,9 +71,10 @@ type gitRegistry struct {
 	dir      string // Path inside the repository; "" = its root
 
 	mu      sync.Mutex
-	inForce plumbing.Hash // the commit of the last answer; zero before the first
-	tree    plumbing.Hash // the tree of dir at inForce
-	snap    Snapshot      // the answer read at inForce
+	opened  *git.Repository // kept between fetches; nil until opened, or after a failed read
+	inForce plumbing.Hash   // the commit of the last answer; zero before the first
+	tree    plumbing.Hash   // the tree of dir at inForce
+	snap    Snapshot        // the answer read at inForce
 }
 
 // checkGit checks a git registry spec. Whether the repository exists is
@@ -186,13 +187,36 @@ func (r *gitRegistry) Close() error {
 // Fetch reads the intent files at the branch's head commit. It runs in the
 // caller's goroutine: go-git reads local files, and ctx is checked between
 // files.
+//
+// The repository stays open between fetches: its objects never change
+// (an object is named by the hash of its content), only where they are
+// stored (a gc or a push packs them anew), and the branch is read from
+// disk at every fetch. A read that fails on the open repository is tried
+// once more on the repository opened anew (a held answer too: the commit
+// in force may only have moved to a new pack), so a repacked or re-created
+// repository is read as it is now.
 func (r *gitRegistry) Fetch(ctx context.Context) (Snapshot, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.opened != nil {
+		if snap, err := r.fetch(ctx, r.opened); err == nil {
+			return snap, nil
+		}
+		r.opened = nil // and read again from the repository as it is now
+	}
 	repo, err := git.PlainOpenWithOptions(r.repo, &git.PlainOpenOptions{EnableDotGitCommonDir: true})
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("open repository %s: %w", r.repo, err)
 	}
+	snap, err := r.fetch(ctx, repo)
+	if err == nil || errors.Is(err, ErrHeld) {
+		r.opened = repo
+	}
+	return snap, err
+}
+
+// fetch reads the answer from repo.
+func (r *gitRegistry) fetch(ctx context.Context, repo *git.Repository) (Snapshot, error) {
 	ref, err := repo.Reference(plumbing.NewBranchReferenceName(r.branch), true)
 	if err != nil {
 		if errors.Is(err, plumbing.ErrReferenceNotFound) {
@@ -276,10 +300,16 @@ func readTree(ctx context.Context, tree *object.Tree) (Snapshot, error) {
 			continue
 		}
 		data, err := readBlob(tree, e)
-		if err != nil {
+		var big *tooLarge
+		switch {
+		case errors.As(err, &big):
 			d.add(e.Name, "unreadable", err.Error())
 			snap.Documents = append(snap.Documents, Document{Origin: e.Name, Err: err})
 			continue
+		case err != nil:
+			// The repository's storage, not the file's content: the whole
+			// answer is unknown.
+			return Snapshot{}, err
 		}
 		d.add(e.Name, "file", string(data))
 		ins, err := intent.Parse(e.Name, data)
@@ -289,17 +319,27 @@ func readTree(ctx context.Context, tree *object.Tree) (Snapshot, error) {
 	return snap, nil
 }
 
-// readBlob reads the file of e, at most intent.MaxFileSize bytes. A blob
-// that cannot be read is an error of its document (its intents stay as
-// they were), as an unreadable file of a directory is.
+// tooLarge is a file over intent.MaxFileSize: an error of its document
+// (its intents stay as they were), as for a directory's file.
+type tooLarge struct {
+	name string
+	size int64
+}
+
+func (e *tooLarge) Error() string {
+	return fmt.Sprintf("%s is %s bytes, over the limit of %s bytes (16 MiB) for one intent file; nothing was read: split it into several files",
+		e.name, contract.Thousands(int(e.size)), contract.Thousands(intent.MaxFileSize))
+}
+
+// readBlob reads the file of e, at most intent.MaxFileSize bytes (else a
+// *tooLarge). Any other error is the repository's.
 func readBlob(tree *object.Tree, e object.TreeEntry) ([]byte, error) {
 	f, err := tree.TreeEntryFile(&e)
 	if err != nil {
 		return nil, fmt.Errorf("read %s: %w", e.Name, err)
 	}
 	if f.Size > intent.MaxFileSize {
-		return nil, fmt.Errorf("%s is %s bytes, over the limit of %s bytes (16 MiB) for one intent file; nothing was read: split it into several files",
-			e.Name, contract.Thousands(int(f.Size)), contract.Thousands(intent.MaxFileSize))
+		return nil, &tooLarge{name: e.Name, size: f.Size}
 	}
 	rd, err := f.Reader()
 	if err != nil {

@@ -291,3 +291,22 @@ func TestCheck_Git(t *testing.T) {
 		})
 	}
 }
+
+// The repository stays open between fetches; one repacked meanwhile (a
+// git gc: every object moves to a new pack, the old packs are deleted) is
+// read as it is now.
+func TestGit_RepackedRepository_IsReadAsItIsNow(t *testing.T) {
+	g := gittest.New(t)
+	g.Commit("a", map[string]string{"a.yaml": tenantAYAML})
+	g.Git(g.Bare, "repack", "-a", "-d", "--quiet")
+	r := open(t, &sluicev1.GitRegistry{Dir: g.Bare})
+	fetch(t, r)
+
+	c2 := g.Commit("b", map[string]string{"b.yaml": tenantBYAML})
+	g.Git(g.Bare, "repack", "-a", "-d", "--quiet")
+	g.Git(g.Bare, "prune-packed")
+	snap := fetch(t, r)
+	if got, want := docIDs(snap), []string{"a.yaml=layer2network/tenant-a", "b.yaml=layer2network/tenant-b"}; snap.Commit.GetHash() != c2 || !slices.Equal(got, want) {
+		t.Errorf("after a repack: commit %s, documents %q; want %s with %q", snap.Commit.GetHash(), got, c2, want)
+	}
+}

@@ -27,7 +27,7 @@ const (
 const waitFor = 30 * time.Second
 
 // open opens the registry of source and closes it at cleanup.
-func open(t *testing.T, source any) registry.Registry {
+func open(t testing.TB, source any) registry.Registry {
 	t.Helper()
 	spec := &sluicev1.RegistrySpec{Name: "test"}
 	switch s := source.(type) {
