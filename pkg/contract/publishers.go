@@ -81,7 +81,7 @@ var eventRules = []EventRule{
 	{RoleConfigurator, KindRevision, []string{"RevisionCreated", "HeadMoved", "ApplyRolledBack"}},
 	{RoleConfigurator, KindRegistry, []string{"RegistrySynced", "RegistryReachable", "RegistryUnreachable", "RegistryRemoved",
 		"RegistryIntentsInvalid", "RegistryDeletionPending", "RegistryDeletionHeld", "RegistryDeletionConfirmed",
-		"RegistryDeletionCancelled", "RegistryHoldReleased"}},
+		"RegistryDeletionCancelled", "RegistryHoldReleased", "RegistryAnswerHeld", "RegistryAnswerReleased"}},
 	{RoleConfigurator, KindStore, []string{EventStoreLost}},
 	{RoleConfigurator, KindInstance, pauseTypes},
 	{RoleConfigurator, KindQuarantine, quarantineTypes},

@@ -27,7 +27,7 @@ const (
 const waitFor = 30 * time.Second
 
 // open opens the registry of source and closes it at cleanup.
-func open(t *testing.T, source any) registry.Registry {
+func open(t testing.TB, source any) registry.Registry {
 	t.Helper()
 	spec := &sluicev1.RegistrySpec{Name: "test"}
 	switch s := source.(type) {
@@ -35,6 +35,8 @@ func open(t *testing.T, source any) registry.Registry {
 		spec.Source = &sluicev1.RegistrySpec_Redis{Redis: s}
 	case *sluicev1.DirectoryRegistry:
 		spec.Source = &sluicev1.RegistrySpec_Directory{Directory: s}
+	case *sluicev1.GitRegistry:
+		spec.Source = &sluicev1.RegistrySpec_Git{Git: s}
 	default:
 		t.Fatalf("open: unknown source %T", source)
 	}

@@ -1,5 +1,6 @@
 // Package registry reads intents from the registries the configurator syncs
-// besides its own API: a Redis server (redis.go) and a directory (dir.go).
+// besides its own API: a Redis server (redis.go), a directory (dir.go) and
+// a branch of a Git repository (git.go).
 // A Registry only reads; what a sync does with the answer (merge in place,
 // mark what disappeared, hold mass deletions, report conflicts) is the
 // configurator's.
@@ -48,16 +49,21 @@ type Snapshot struct {
 	Documents []Document // sorted by Origin
 	// Version is a digest of the content: equal versions, equal content.
 	Version string
+	// Commit is the commit a git registry's answer was read at; nil for
+	// other kinds.
+	Commit *sluicev1.GitCommit
 }
 
 // Registry is one source of intents.
 type Registry interface {
-	// Kind is "redis" or "directory".
+	// Kind is "redis", "directory" or "git".
 	Kind() string
 	// Location is where it reads, without credentials: a URL or a path.
 	Location() string
 	// Fetch reads the whole content. Any failure (unreachable, timeout, a
-	// listing that could not finish) is an error and no snapshot.
+	// listing that could not finish) is an error and no snapshot; an
+	// answer that must not be merged without an operator is an error
+	// wrapping ErrHeld.
 	Fetch(ctx context.Context) (Snapshot, error)
 	// Changed receives when the registry announced a change (Redis
 	// keyspace notifications, file system events). It is a hint that
@@ -84,8 +90,10 @@ func Open(spec *sluicev1.RegistrySpec, log zerolog.Logger) (Registry, error) {
 		return openRedis(src.Redis, log)
 	case *sluicev1.RegistrySpec_Directory:
 		return openDir(src.Directory, log)
+	case *sluicev1.RegistrySpec_Git:
+		return openGit(src.Git, log)
 	}
-	return nil, errors.New("source: the spec names neither redis nor directory")
+	return nil, errors.New("source: the spec names none of redis, directory and git")
 }
 
 // Check reports the first problem of spec, naming the field.
@@ -104,8 +112,10 @@ func Check(spec *sluicev1.RegistrySpec) error {
 		return checkRedis(src.Redis)
 	case *sluicev1.RegistrySpec_Directory:
 		return checkDir(src.Directory)
+	case *sluicev1.RegistrySpec_Git:
+		return checkGit(src.Git)
 	}
-	return errors.New("source: give redis or directory")
+	return errors.New("source: give redis, directory or git")
 }
 
 // SyncInterval is spec's sync interval with its default.

@@ -31,8 +31,11 @@ const (
 	RegistryState_REGISTRY_STATE_SYNCING     RegistryState = 1 // no sync has finished yet
 	RegistryState_REGISTRY_STATE_SYNCED      RegistryState = 2 // the last sync succeeded
 	RegistryState_REGISTRY_STATE_UNREACHABLE RegistryState = 3 // the last fetch failed: nothing was changed
-	RegistryState_REGISTRY_STATE_HELD        RegistryState = 4 // the last sync holds a mass deletion for confirmation
-	RegistryState_REGISTRY_STATE_INVALID     RegistryState = 5 // the spec cannot be used (see error)
+	// the last sync holds a mass deletion for confirmation, or (error set)
+	// the registry's answer is held: a git branch whose history was rewound
+	// or rewritten; nothing was changed
+	RegistryState_REGISTRY_STATE_HELD    RegistryState = 4
+	RegistryState_REGISTRY_STATE_INVALID RegistryState = 5 // the spec cannot be used (see error)
 )
 
 // Enum value maps for RegistryState.
@@ -94,6 +97,7 @@ type RegistrySpec struct {
 	//
 	//	*RegistrySpec_Redis
 	//	*RegistrySpec_Directory
+	//	*RegistrySpec_Git
 	Source isRegistrySpec_Source `protobuf_oneof:"source"`
 	// How often the registry is read when nothing announced a change; 0 = 30s.
 	SyncInterval *durationpb.Duration `protobuf:"bytes,4,opt,name=sync_interval,json=syncInterval,proto3" json:"sync_interval,omitempty"`
@@ -169,6 +173,15 @@ func (x *RegistrySpec) GetDirectory() *DirectoryRegistry {
 	return nil
 }
 
+func (x *RegistrySpec) GetGit() *GitRegistry {
+	if x != nil {
+		if x, ok := x.Source.(*RegistrySpec_Git); ok {
+			return x.Git
+		}
+	}
+	return nil
+}
+
 func (x *RegistrySpec) GetSyncInterval() *durationpb.Duration {
 	if x != nil {
 		return x.SyncInterval
@@ -209,9 +222,15 @@ type RegistrySpec_Directory struct {
 	Directory *DirectoryRegistry `protobuf:"bytes,3,opt,name=directory,proto3,oneof"`
 }
 
+type RegistrySpec_Git struct {
+	Git *GitRegistry `protobuf:"bytes,8,opt,name=git,proto3,oneof"`
+}
+
 func (*RegistrySpec_Redis) isRegistrySpec_Source() {}
 
 func (*RegistrySpec_Directory) isRegistrySpec_Source() {}
+
+func (*RegistrySpec_Git) isRegistrySpec_Source() {}
 
 // RedisRegistry reads one intent per key: <prefix><kind>.<name> holds that
 // intent as a YAML or JSON document in the format of sluice apply -f.
@@ -344,12 +363,156 @@ func (x *DirectoryRegistry) GetPoll() bool {
 	return false
 }
 
+// GitRegistry reads the *.yaml, *.yml and *.json files directly in one
+// directory of a Git repository at the head commit of a branch, as
+// sluice apply -f DIR reads a directory. Exactly one of url and dir.
+type GitRegistry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// file:///abs/path of a repository on the configurator's host.
+	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
+	// The absolute path of a repository on the configurator's host: its
+	// working tree or its git directory (bare or .git).
+	Dir    string `protobuf:"bytes,2,opt,name=dir,proto3" json:"dir,omitempty"`
+	Branch string `protobuf:"bytes,3,opt,name=branch,proto3" json:"branch,omitempty"` // "" = "main"
+	// The directory inside the repository, relative: "" = its root.
+	Path          string `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GitRegistry) Reset() {
+	*x = GitRegistry{}
+	mi := &file_sluice_v1_registry_proto_msgTypes[3]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GitRegistry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GitRegistry) ProtoMessage() {}
+
+func (x *GitRegistry) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_registry_proto_msgTypes[3]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GitRegistry.ProtoReflect.Descriptor instead.
+func (*GitRegistry) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{3}
+}
+
+func (x *GitRegistry) GetUrl() string {
+	if x != nil {
+		return x.Url
+	}
+	return ""
+}
+
+func (x *GitRegistry) GetDir() string {
+	if x != nil {
+		return x.Dir
+	}
+	return ""
+}
+
+func (x *GitRegistry) GetBranch() string {
+	if x != nil {
+		return x.Branch
+	}
+	return ""
+}
+
+func (x *GitRegistry) GetPath() string {
+	if x != nil {
+		return x.Path
+	}
+	return ""
+}
+
+// GitCommit is a commit an answer of a git registry was read at.
+type GitCommit struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Hash          string                 `protobuf:"bytes,1,opt,name=hash,proto3" json:"hash,omitempty"`       // the full hash, in hex
+	Subject       string                 `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"` // the first line of its message
+	Author        string                 `protobuf:"bytes,3,opt,name=author,proto3" json:"author,omitempty"`   // "Name <email>"
+	Time          *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`       // the author's time
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GitCommit) Reset() {
+	*x = GitCommit{}
+	mi := &file_sluice_v1_registry_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GitCommit) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GitCommit) ProtoMessage() {}
+
+func (x *GitCommit) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_registry_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GitCommit.ProtoReflect.Descriptor instead.
+func (*GitCommit) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *GitCommit) GetHash() string {
+	if x != nil {
+		return x.Hash
+	}
+	return ""
+}
+
+func (x *GitCommit) GetSubject() string {
+	if x != nil {
+		return x.Subject
+	}
+	return ""
+}
+
+func (x *GitCommit) GetAuthor() string {
+	if x != nil {
+		return x.Author
+	}
+	return ""
+}
+
+func (x *GitCommit) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
 // RegistryStatus is the value of registries/<name>, written by the
 // configurator after every sync attempt: what sluice get registries shows.
 type RegistryStatus struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Kind             string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`         // "redis", "directory" or "api"
+	Kind             string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`         // "redis", "directory", "git" or "api"
 	Location         string                 `protobuf:"bytes,3,opt,name=location,proto3" json:"location,omitempty"` // the URL (without credentials) or path
 	State            RegistryState          `protobuf:"varint,4,opt,name=state,proto3,enum=sluice.v1.RegistryState" json:"state,omitempty"`
 	LastSync         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_sync,json=lastSync,proto3" json:"last_sync,omitempty"` // the last successful sync
@@ -374,14 +537,17 @@ type RegistryStatus struct {
 	// Intents the last successful answer declared (a document that does not
 	// parse counts one): an answer declaring more restarts every pending
 	// deletion's settle period.
-	Declared      uint32 `protobuf:"varint,19,opt,name=declared,proto3" json:"declared,omitempty"`
+	Declared uint32 `protobuf:"varint,19,opt,name=declared,proto3" json:"declared,omitempty"`
+	// A git registry's commit in force: the one its last merged answer was
+	// read at.
+	Commit        *GitCommit `protobuf:"bytes,20,opt,name=commit,proto3" json:"commit,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *RegistryStatus) Reset() {
 	*x = RegistryStatus{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[3]
+	mi := &file_sluice_v1_registry_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -393,7 +559,7 @@ func (x *RegistryStatus) String() string {
 func (*RegistryStatus) ProtoMessage() {}
 
 func (x *RegistryStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[3]
+	mi := &file_sluice_v1_registry_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -406,7 +572,7 @@ func (x *RegistryStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryStatus.ProtoReflect.Descriptor instead.
 func (*RegistryStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{3}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RegistryStatus) GetName() string {
@@ -542,6 +708,13 @@ func (x *RegistryStatus) GetDeclared() uint32 {
 	return 0
 }
 
+func (x *RegistryStatus) GetCommit() *GitCommit {
+	if x != nil {
+		return x.Commit
+	}
+	return nil
+}
+
 // PendingDeletion is an intent missing from a registry's answers, marked
 // for deletion only if it stays missing from every answer until
 // effective_at.
@@ -556,7 +729,7 @@ type PendingDeletion struct {
 
 func (x *PendingDeletion) Reset() {
 	*x = PendingDeletion{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[4]
+	mi := &file_sluice_v1_registry_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -568,7 +741,7 @@ func (x *PendingDeletion) String() string {
 func (*PendingDeletion) ProtoMessage() {}
 
 func (x *PendingDeletion) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[4]
+	mi := &file_sluice_v1_registry_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -581,7 +754,7 @@ func (x *PendingDeletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingDeletion.ProtoReflect.Descriptor instead.
 func (*PendingDeletion) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PendingDeletion) GetIntent() string {
@@ -617,7 +790,7 @@ type RegistryConflict struct {
 
 func (x *RegistryConflict) Reset() {
 	*x = RegistryConflict{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[5]
+	mi := &file_sluice_v1_registry_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -629,7 +802,7 @@ func (x *RegistryConflict) String() string {
 func (*RegistryConflict) ProtoMessage() {}
 
 func (x *RegistryConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[5]
+	mi := &file_sluice_v1_registry_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -642,7 +815,7 @@ func (x *RegistryConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryConflict.ProtoReflect.Descriptor instead.
 func (*RegistryConflict) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegistryConflict) GetIntent() string {
@@ -674,7 +847,7 @@ type HeldDeletion struct {
 
 func (x *HeldDeletion) Reset() {
 	*x = HeldDeletion{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[6]
+	mi := &file_sluice_v1_registry_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -686,7 +859,7 @@ func (x *HeldDeletion) String() string {
 func (*HeldDeletion) ProtoMessage() {}
 
 func (x *HeldDeletion) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[6]
+	mi := &file_sluice_v1_registry_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -699,7 +872,7 @@ func (x *HeldDeletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldDeletion.ProtoReflect.Descriptor instead.
 func (*HeldDeletion) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HeldDeletion) GetIntents() []string {
@@ -745,7 +918,7 @@ type RegistryConfirm struct {
 
 func (x *RegistryConfirm) Reset() {
 	*x = RegistryConfirm{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[7]
+	mi := &file_sluice_v1_registry_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -757,7 +930,7 @@ func (x *RegistryConfirm) String() string {
 func (*RegistryConfirm) ProtoMessage() {}
 
 func (x *RegistryConfirm) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[7]
+	mi := &file_sluice_v1_registry_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -770,7 +943,7 @@ func (x *RegistryConfirm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryConfirm.ProtoReflect.Descriptor instead.
 func (*RegistryConfirm) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RegistryConfirm) GetDigest() string {
@@ -805,11 +978,12 @@ var File_sluice_v1_registry_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_registry_proto_rawDesc = "" +
 	"\n" +
-	"\x18sluice/v1/registry.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x13sluice/v1/api.proto\"\xb7\x02\n" +
+	"\x18sluice/v1/registry.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x13sluice/v1/api.proto\"\xe3\x02\n" +
 	"\fRegistrySpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\x05redis\x18\x02 \x01(\v2\x18.sluice.v1.RedisRegistryH\x00R\x05redis\x12<\n" +
-	"\tdirectory\x18\x03 \x01(\v2\x1c.sluice.v1.DirectoryRegistryH\x00R\tdirectory\x12>\n" +
+	"\tdirectory\x18\x03 \x01(\v2\x1c.sluice.v1.DirectoryRegistryH\x00R\tdirectory\x12*\n" +
+	"\x03git\x18\b \x01(\v2\x16.sluice.v1.GitRegistryH\x00R\x03git\x12>\n" +
 	"\rsync_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\fsyncInterval\x12\x1d\n" +
 	"\n" +
 	"hold_share\x18\x05 \x01(\x01R\tholdShare\x12\x0e\n" +
@@ -823,7 +997,17 @@ const file_sluice_v1_registry_proto_rawDesc = "" +
 	"\aca_file\x18\x04 \x01(\tR\x06caFile\";\n" +
 	"\x11DirectoryRegistry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
-	"\x04poll\x18\x02 \x01(\bR\x04poll\"\xe5\x05\n" +
+	"\x04poll\x18\x02 \x01(\bR\x04poll\"]\n" +
+	"\vGitRegistry\x12\x10\n" +
+	"\x03url\x18\x01 \x01(\tR\x03url\x12\x10\n" +
+	"\x03dir\x18\x02 \x01(\tR\x03dir\x12\x16\n" +
+	"\x06branch\x18\x03 \x01(\tR\x06branch\x12\x12\n" +
+	"\x04path\x18\x04 \x01(\tR\x04path\"\x81\x01\n" +
+	"\tGitCommit\x12\x12\n" +
+	"\x04hash\x18\x01 \x01(\tR\x04hash\x12\x18\n" +
+	"\asubject\x18\x02 \x01(\tR\asubject\x12\x16\n" +
+	"\x06author\x18\x03 \x01(\tR\x06author\x12.\n" +
+	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x93\x06\n" +
 	"\x0eRegistryStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1a\n" +
@@ -845,7 +1029,8 @@ const file_sluice_v1_registry_proto_rawDesc = "" +
 	"\x04note\x18\x10 \x01(\tR\x04note\x124\n" +
 	"\apending\x18\x11 \x03(\v2\x1a.sluice.v1.PendingDeletionR\apending\x12%\n" +
 	"\x0epending_digest\x18\x12 \x01(\tR\rpendingDigest\x12\x1a\n" +
-	"\bdeclared\x18\x13 \x01(\rR\bdeclared\"\xa9\x01\n" +
+	"\bdeclared\x18\x13 \x01(\rR\bdeclared\x12,\n" +
+	"\x06commit\x18\x14 \x01(\v2\x14.sluice.v1.GitCommitR\x06commit\"\xa9\x01\n" +
 	"\x0fPendingDeletion\x12\x16\n" +
 	"\x06intent\x18\x01 \x01(\tR\x06intent\x12?\n" +
 	"\rmissing_since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\fmissingSince\x12=\n" +
@@ -884,43 +1069,48 @@ func file_sluice_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
+var file_sluice_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_sluice_v1_registry_proto_goTypes = []any{
 	(RegistryState)(0),            // 0: sluice.v1.RegistryState
 	(*RegistrySpec)(nil),          // 1: sluice.v1.RegistrySpec
 	(*RedisRegistry)(nil),         // 2: sluice.v1.RedisRegistry
 	(*DirectoryRegistry)(nil),     // 3: sluice.v1.DirectoryRegistry
-	(*RegistryStatus)(nil),        // 4: sluice.v1.RegistryStatus
-	(*PendingDeletion)(nil),       // 5: sluice.v1.PendingDeletion
-	(*RegistryConflict)(nil),      // 6: sluice.v1.RegistryConflict
-	(*HeldDeletion)(nil),          // 7: sluice.v1.HeldDeletion
-	(*RegistryConfirm)(nil),       // 8: sluice.v1.RegistryConfirm
-	(*durationpb.Duration)(nil),   // 9: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
-	(*FieldError)(nil),            // 11: sluice.v1.FieldError
+	(*GitRegistry)(nil),           // 4: sluice.v1.GitRegistry
+	(*GitCommit)(nil),             // 5: sluice.v1.GitCommit
+	(*RegistryStatus)(nil),        // 6: sluice.v1.RegistryStatus
+	(*PendingDeletion)(nil),       // 7: sluice.v1.PendingDeletion
+	(*RegistryConflict)(nil),      // 8: sluice.v1.RegistryConflict
+	(*HeldDeletion)(nil),          // 9: sluice.v1.HeldDeletion
+	(*RegistryConfirm)(nil),       // 10: sluice.v1.RegistryConfirm
+	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*FieldError)(nil),            // 13: sluice.v1.FieldError
 }
 var file_sluice_v1_registry_proto_depIdxs = []int32{
 	2,  // 0: sluice.v1.RegistrySpec.redis:type_name -> sluice.v1.RedisRegistry
 	3,  // 1: sluice.v1.RegistrySpec.directory:type_name -> sluice.v1.DirectoryRegistry
-	9,  // 2: sluice.v1.RegistrySpec.sync_interval:type_name -> google.protobuf.Duration
-	10, // 3: sluice.v1.RegistrySpec.at:type_name -> google.protobuf.Timestamp
-	0,  // 4: sluice.v1.RegistryStatus.state:type_name -> sluice.v1.RegistryState
-	10, // 5: sluice.v1.RegistryStatus.last_sync:type_name -> google.protobuf.Timestamp
-	10, // 6: sluice.v1.RegistryStatus.unreachable_since:type_name -> google.protobuf.Timestamp
-	11, // 7: sluice.v1.RegistryStatus.invalid:type_name -> sluice.v1.FieldError
-	6,  // 8: sluice.v1.RegistryStatus.conflicts:type_name -> sluice.v1.RegistryConflict
-	7,  // 9: sluice.v1.RegistryStatus.held:type_name -> sluice.v1.HeldDeletion
-	10, // 10: sluice.v1.RegistryStatus.updated_at:type_name -> google.protobuf.Timestamp
-	5,  // 11: sluice.v1.RegistryStatus.pending:type_name -> sluice.v1.PendingDeletion
-	10, // 12: sluice.v1.PendingDeletion.missing_since:type_name -> google.protobuf.Timestamp
-	10, // 13: sluice.v1.PendingDeletion.effective_at:type_name -> google.protobuf.Timestamp
-	10, // 14: sluice.v1.HeldDeletion.since:type_name -> google.protobuf.Timestamp
-	10, // 15: sluice.v1.RegistryConfirm.at:type_name -> google.protobuf.Timestamp
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	4,  // 2: sluice.v1.RegistrySpec.git:type_name -> sluice.v1.GitRegistry
+	11, // 3: sluice.v1.RegistrySpec.sync_interval:type_name -> google.protobuf.Duration
+	12, // 4: sluice.v1.RegistrySpec.at:type_name -> google.protobuf.Timestamp
+	12, // 5: sluice.v1.GitCommit.time:type_name -> google.protobuf.Timestamp
+	0,  // 6: sluice.v1.RegistryStatus.state:type_name -> sluice.v1.RegistryState
+	12, // 7: sluice.v1.RegistryStatus.last_sync:type_name -> google.protobuf.Timestamp
+	12, // 8: sluice.v1.RegistryStatus.unreachable_since:type_name -> google.protobuf.Timestamp
+	13, // 9: sluice.v1.RegistryStatus.invalid:type_name -> sluice.v1.FieldError
+	8,  // 10: sluice.v1.RegistryStatus.conflicts:type_name -> sluice.v1.RegistryConflict
+	9,  // 11: sluice.v1.RegistryStatus.held:type_name -> sluice.v1.HeldDeletion
+	12, // 12: sluice.v1.RegistryStatus.updated_at:type_name -> google.protobuf.Timestamp
+	7,  // 13: sluice.v1.RegistryStatus.pending:type_name -> sluice.v1.PendingDeletion
+	5,  // 14: sluice.v1.RegistryStatus.commit:type_name -> sluice.v1.GitCommit
+	12, // 15: sluice.v1.PendingDeletion.missing_since:type_name -> google.protobuf.Timestamp
+	12, // 16: sluice.v1.PendingDeletion.effective_at:type_name -> google.protobuf.Timestamp
+	12, // 17: sluice.v1.HeldDeletion.since:type_name -> google.protobuf.Timestamp
+	12, // 18: sluice.v1.RegistryConfirm.at:type_name -> google.protobuf.Timestamp
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_registry_proto_init() }
@@ -932,6 +1122,7 @@ func file_sluice_v1_registry_proto_init() {
 	file_sluice_v1_registry_proto_msgTypes[0].OneofWrappers = []any{
 		(*RegistrySpec_Redis)(nil),
 		(*RegistrySpec_Directory)(nil),
+		(*RegistrySpec_Git)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -939,7 +1130,7 @@ func file_sluice_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_registry_proto_rawDesc), len(file_sluice_v1_registry_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   8,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -349,6 +349,10 @@ func (r *registries) syncOnce(ctx context.Context, spec *sluicev1.RegistrySpec, 
 	if err != nil {
 		dropped := len(pend.since)
 		*pend = pend.afterFailure()
+		if errors.Is(err, registry.ErrHeld) {
+			r.answerHeld(ctx, name, reg, err, dropped, log)
+			return true // read again at the sync interval, not in a retry's haste
+		}
 		r.unreachable(ctx, name, reg, err, dropped, log)
 		return false
 	}
@@ -398,6 +402,32 @@ func (r *registries) unreachable(ctx context.Context, name string, reg registry.
 	}
 }
 
+// answerHeld records an answer the registry held (registry.ErrHeld: a git
+// branch rewound or rewritten): nothing was merged, as for a failed fetch,
+// but the registry was reached, so the state is HELD with the reason in
+// the error. An event and a log line when the reason changes.
+func (r *registries) answerHeld(ctx context.Context, name string, reg registry.Registry, err error, dropped int, log zerolog.Logger) {
+	var prev string
+	r.writeStatus(ctx, name, func(st *sluicev1.RegistryStatus) {
+		prev = st.GetError()
+		if st.GetState() != sluicev1.RegistryState_REGISTRY_STATE_HELD {
+			prev = ""
+		}
+		st.State, st.Error, st.UnreachableSince, st.Attempts = sluicev1.RegistryState_REGISTRY_STATE_HELD, err.Error(), nil, 0
+		st.Kind, st.Location, st.Note = reg.Kind(), reg.Location(), reg.Note()
+		st.Pending, st.PendingDigest = nil, ""
+	})
+	if prev == err.Error() {
+		return
+	}
+	reason := fmt.Sprintf("registry %s (%s): %v; nothing was changed, its intents stay as they are", name, reg.Location(), err)
+	if dropped > 0 {
+		reason += fmt.Sprintf("; the settle period of its %s pending deletion starts again with the next answer that lacks them", plural(dropped, "intent"))
+	}
+	log.Warn().Str(logging.FieldReason, reason).Msg("registry answer held")
+	r.events.Emit(&sluicev1.Event{Kind: kindRegistry, Id: name, Type: "RegistryAnswerHeld", Reason: reason})
+}
+
 // synced records a sync that was merged: its status, and an event and a log
 // line for each change of what it reports.
 func (r *registries) synced(ctx context.Context, name string, reg registry.Registry, snap registry.Snapshot, plan syncPlan, log zerolog.Logger) {
@@ -415,9 +445,15 @@ func (r *registries) synced(ctx context.Context, name string, reg registry.Regis
 		st.Invalid, st.Conflicts, st.Held = plan.invalid, plan.conflicts, plan.held
 		st.Pending, st.PendingDigest = pendingList(plan.pending, plan.after), pendingDigest(name, plan.pending)
 		st.Declared = uint32(declaredCount(snap))
+		st.Commit = snap.Commit
 	})
 	emit := func(typ, reason string) {
 		r.events.Emit(&sluicev1.Event{Kind: kindRegistry, Id: name, Type: typ, Reason: reason})
+	}
+	if prev.GetState() == sluicev1.RegistryState_REGISTRY_STATE_HELD && prev.GetError() != "" {
+		reason := fmt.Sprintf("registry %s's answer at %s is merged again: its branch descends from the commit in force, or the registry was added anew", name, shortCommit(snap.Commit))
+		log.Info().Str(logging.FieldReason, reason).Msg("registry answer released")
+		emit("RegistryAnswerReleased", reason)
 	}
 	if prev.GetState() == sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE {
 		reason := fmt.Sprintf("registry %s is reachable again after %d failed fetches", name, prev.GetAttempts())
@@ -505,6 +541,14 @@ func (r *registries) settleReport(name string, plan syncPlan, log zerolog.Logger
 			"registry %s's answers lacked %s for the whole settle period (%s): marked for deletion", name, someIDs(plan.settled), plan.after)).
 			Msg("pending deletion effective")
 	}
+}
+
+// shortCommit is a commit as git log --oneline shows it; "-" for none.
+func shortCommit(c *sluicev1.GitCommit) string {
+	if c == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.12s (%s)", c.GetHash(), c.GetSubject())
 }
 
 // pluralVerb is one when n is 1, else many.

@@ -23,7 +23,7 @@ func (a *app) devCommand() *cobra.Command {
 	var noExamples bool
 	var replicas int
 	var leaderLease, nodeLease time.Duration
-	var redisURL, watchDir string
+	var redisURL, watchDir, gitDir string
 	var deleteAfter time.Duration
 	var df dashboardFlags
 	cmd := &cobra.Command{
@@ -48,6 +48,8 @@ With --redis and --watch-dir the configurator also syncs intents from a
 Redis server (registry "redis": one intent per key sluice:intents:<kind>.<name>)
 and from the intent files in a directory (registry "dir", created if
 missing), as 'sluice registry add' would store them (docs/registries.md).
+With --git-dir it follows branch main of a Git repository (registry "git":
+the intent files at the root of the branch's head commit).
 An intent removed from one is marked for deletion once every answer has
 lacked it for the settle period: --registry-delete-after, by default 1m
 here (twice the sync interval); 'sluice registry confirm' marks it at once.
@@ -84,7 +86,7 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			opts.Settings = settings
-			if opts.Registries, err = a.devRegistries(redisURL, watchDir); err != nil {
+			if opts.Registries, err = a.devRegistries(redisURL, watchDir, gitDir); err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			if cmd.Flags().Changed("registry-delete-after") {
@@ -115,6 +117,7 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 	f.IntVar(&replicas, "replicas", 0, "replicas of every bucket (env SLUICE_REPLICAS; default: the number of NATS servers)")
 	f.StringVar(&redisURL, "redis", "", "also sync intents from this Redis server (registry \"redis\"): redis://host:port/db")
 	f.StringVar(&watchDir, "watch-dir", "", "also sync the intent files in this directory (registry \"dir\"; created if missing)")
+	f.StringVar(&gitDir, "git-dir", "", "also sync the intent files at the head of branch main of this Git repository (registry \"git\"; its working tree or git directory)")
 	f.DurationVar(&deleteAfter, "registry-delete-after", 0, "how long an intent must be missing from every answer of its registry before it is marked for deletion; 0 marks it at once (default: twice the registry's sync interval, at least 30s)")
 	f.BoolVar(&opts.Secure, "secure", false, "run NATS in operator mode: every service and agent gets its own role's credentials (kept in DATA/creds); see docs/security.md")
 	f.DurationVar(&leaderLease, "leader-lease", contract.DefaultSettings().LeaderLease, "the coordinator's leader lease (env SLUICE_LEADER_LEASE; at least 1s)")
@@ -134,10 +137,10 @@ func (a *app) devDashboard(df dashboardFlags) func(*dev.System) (string, func(co
 	}
 }
 
-// devRegistries builds the specs of --redis and --watch-dir, named "redis"
-// and "dir", as 'sluice registry add' builds them; the watched directory is
-// created if missing.
-func (a *app) devRegistries(redisURL, watchDir string) ([]*sluicev1.RegistrySpec, error) {
+// devRegistries builds the specs of --redis, --watch-dir and --git-dir,
+// named "redis", "dir" and "git", as 'sluice registry add' builds them; the
+// watched directory is created if missing.
+func (a *app) devRegistries(redisURL, watchDir, gitDir string) ([]*sluicev1.RegistrySpec, error) {
 	var specs []*sluicev1.RegistrySpec
 	if redisURL != "" {
 		spec, err := registryspec.Build("redis", registryspec.Options{Redis: redisURL}, operator(), a.now())
@@ -153,6 +156,13 @@ func (a *app) devRegistries(redisURL, watchDir string) ([]*sluicev1.RegistrySpec
 		spec, err := registryspec.Build("dir", registryspec.Options{Dir: watchDir}, operator(), a.now())
 		if err != nil {
 			return nil, fmt.Errorf("--watch-dir: %w", err)
+		}
+		specs = append(specs, spec)
+	}
+	if gitDir != "" {
+		spec, err := registryspec.Build("git", registryspec.Options{GitDir: gitDir}, operator(), a.now())
+		if err != nil {
+			return nil, fmt.Errorf("--git-dir: %w", err)
 		}
 		specs = append(specs, spec)
 	}

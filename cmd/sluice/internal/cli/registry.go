@@ -30,8 +30,8 @@ func (a *app) registryCommand() *cobra.Command {
 		Use:   "registry",
 		Short: "Add, remove and confirm the registries the configurator syncs intents from",
 		Long: `Besides 'sluice apply' (the built-in source "api"), the configurator syncs
-intents from registries: a Redis server (one intent per key) or a directory
-of intent files (a GitOps checkout). Every intent a registry brings is
+intents from registries: a Redis server (one intent per key), a directory
+of intent files (a GitOps checkout) or a branch of a Git repository. Every intent a registry brings is
 stored with the registry's name as its source, and only that registry
 changes it. 'sluice get registries' shows how each one's syncs go.`,
 	}
@@ -43,8 +43,8 @@ func (a *app) registryAddCommand() *cobra.Command {
 	var o registryspec.Options
 	var update bool
 	cmd := &cobra.Command{
-		Use:   "add NAME (--redis URL [--prefix P] [--password-file F] [--ca-file F] | --dir PATH)",
-		Short: "Have the configurator sync intents from a Redis server or a directory",
+		Use:   "add NAME (--redis URL [--prefix P] [--password-file F] [--ca-file F] | --dir PATH | (--git URL | --git-dir DIR) [--branch B] [--path P])",
+		Short: "Have the configurator sync intents from a Redis server, a directory or a Git branch",
 		Long: `Store a registry's spec in sluice-control/registry.NAME; the configurator
 starts syncing it within a few seconds.
 
@@ -59,6 +59,16 @@ configurator reads. rediss:// connects with TLS (--ca-file: the CA bundle).
 configurator's host; a relative one is made absolute against the current
 directory.
 
+--git (a file:// URL) or --git-dir (a directory: a working tree or a git
+directory, bare or not) follows a branch of a repository on the
+configurator's host (--branch, default main): at each sync the files
+directly in --path (default: the repository's root) at the branch's head
+commit are read as 'sluice apply -f DIR' reads a directory; the working
+tree is never read. A branch rewound to an older commit or rewritten is
+held, naming both commits: nothing is synced from it until it descends
+from the commit in force again, or the registry is added again with
+--update (which accepts the branch as it is).
+
 A sync that would mark more than --hold-share of the registry's intents for
 deletion (or an answer with no intent at all) marks nothing and waits for
 'sluice registry confirm NAME'.
@@ -68,7 +78,8 @@ its field and the exit code is 1. An existing registry is replaced only
 with --update.`,
 		Example: `  sluice registry add tenants --redis redis://10.0.0.5:6379/0 --password-file /etc/sluice/redis-password
   sluice registry add gitops --dir /srv/gitops/intents --sync-interval 1m
-  sluice registry add gitops --dir /srv/gitops/intents --hold-share 0.2 --update`,
+  sluice registry add gitops --dir /srv/gitops/intents --hold-share 0.2 --update
+  sluice registry add network --git file:///srv/git/network.git --branch main --path intents`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkRegistryFlags(o); err != nil {
@@ -83,6 +94,10 @@ with --update.`,
 	f.StringVar(&o.PasswordFile, "password-file", "", "with --redis: the absolute path of a file on the configurator's host holding the password")
 	f.StringVar(&o.CAFile, "ca-file", "", "with --redis rediss://: the absolute path of a PEM CA bundle on the configurator's host (default: system roots)")
 	f.StringVar(&o.Dir, "dir", "", "a directory of intent files on the configurator's host (made absolute)")
+	f.StringVar(&o.Git, "git", "", "the file:// URL of a Git repository on the configurator's host whose branch is followed")
+	f.StringVar(&o.GitDir, "git-dir", "", "a Git repository's directory on the configurator's host (working tree or git directory; made absolute)")
+	f.StringVar(&o.Branch, "branch", "", "with --git or --git-dir: the branch followed (default "+registry.DefaultGitBranch+")")
+	f.StringVar(&o.Path, "path", "", "with --git or --git-dir: the directory inside the repository holding the intent files (default: its root)")
 	f.BoolVar(&o.Poll, "poll", false, "with --dir: read it every sync interval, never watch it (for NFS or CIFS, where inotify misses other hosts' changes)")
 	f.DurationVar(&o.SyncInterval, "sync-interval", 0, fmt.Sprintf("how often it is read when it announced no change (default %s)", registry.DefaultSyncInterval))
 	f.Float64Var(&o.HoldShare, "hold-share", 0, fmt.Sprintf("the share (0-1) of its intents one sync may mark for deletion without 'sluice registry confirm' (default %v)", registry.DefaultHoldShare))
@@ -92,15 +107,24 @@ with --update.`,
 
 // checkRegistryFlags is the usage error of registry add's source flags.
 func checkRegistryFlags(o registryspec.Options) error {
+	var sources []string
+	for _, f := range []struct{ flag, value string }{{"--redis", o.Redis}, {"--dir", o.Dir}, {"--git", o.Git}, {"--git-dir", o.GitDir}} {
+		if f.value != "" {
+			sources = append(sources, f.flag)
+		}
+	}
+	redis, git := o.Redis != "", o.Git != "" || o.GitDir != ""
 	switch {
-	case o.Redis != "" && o.Dir != "":
-		return errors.New("give --redis or --dir, not both")
-	case o.Redis == "" && o.Dir == "":
-		return errors.New("say where the registry reads: --redis URL or --dir PATH")
-	case o.Dir != "" && (o.Prefix != "" || o.PasswordFile != "" || o.CAFile != ""):
-		return errors.New("--prefix, --password-file and --ca-file go with --redis, not --dir")
+	case len(sources) > 1:
+		return fmt.Errorf("give one of --redis, --dir, --git and --git-dir, not %s", strings.Join(sources, " and "))
+	case len(sources) == 0:
+		return errors.New("say where the registry reads: --redis URL, --dir PATH, --git URL or --git-dir DIR")
+	case !redis && (o.Prefix != "" || o.PasswordFile != "" || o.CAFile != ""):
+		return fmt.Errorf("--prefix, --password-file and --ca-file go with --redis, not %s", sources[0])
 	case o.Poll && o.Dir == "":
-		return errors.New("--poll goes with --dir: a Redis registry is read every sync interval and on its change notices")
+		return fmt.Errorf("--poll goes with --dir, not %s: it is read every sync interval and on its change notices", sources[0])
+	case !git && (o.Branch != "" || o.Path != ""):
+		return fmt.Errorf("--branch and --path go with --git or --git-dir, not %s", sources[0])
 	}
 	return nil
 }
@@ -147,6 +171,10 @@ func describeSpec(w io.Writer, spec *sluicev1.RegistrySpec) {
 		}
 	case *sluicev1.RegistrySpec_Directory:
 		fmt.Fprintf(w, "  directory   %s on the configurator's host (*.yaml, *.yml, *.json)\n", src.Directory.GetPath())
+	case *sluicev1.RegistrySpec_Git:
+		g := src.Git
+		fmt.Fprintf(w, "  git         %s on the configurator's host, branch %s\n", cmp.Or(g.GetUrl(), g.GetDir()), cmp.Or(g.GetBranch(), registry.DefaultGitBranch))
+		fmt.Fprintf(w, "  path        %s at the branch's head commit (*.yaml, *.yml, *.json)\n", cmp.Or(g.GetPath(), "the repository's root"))
 	}
 	fmt.Fprintf(w, "  sync        every %s, and sooner when it announces a change\n", registry.SyncInterval(spec))
 	fmt.Fprintf(w, "  hold        a sync marking more than %v of its intents for deletion waits for 'sluice registry confirm %s'\n",
@@ -317,6 +345,11 @@ var specFlags = strings.NewReplacer(
 	"leave ca_file empty", "leave out --ca-file",
 	"redis.prefix", "--prefix",
 	"directory.path", "--dir",
+	"git.url", "--git",
+	"git.dir", "--git-dir",
+	"git.branch", "--branch",
+	"git.path", "--path",
+	"git: give git.url or git.dir", "give --git or --git-dir",
 	"sync_interval", "--sync-interval",
 	"hold_share", "--hold-share",
 	"name:", "NAME:",

@@ -34,7 +34,7 @@ type registryRow struct {
 	marked  int // its intents marked for deletion, not yet reaped
 }
 
-// kind is "redis", "directory" or, for the built-in source, "api".
+// kind is "redis", "directory", "git" or, for the built-in source, "api".
 func (r registryRow) kind() string {
 	if r.spec == nil {
 		return "api"
@@ -170,6 +170,14 @@ func (l registryList) footer(now time.Time) []string {
 			add(name, "%s unreachable%s, %d failed fetch(es) in a row: %s", name, since(now, st.GetUnreachableSince()), st.GetAttempts(), orNone(st.GetError()))
 		case sluicev1.RegistryState_REGISTRY_STATE_INVALID:
 			add(name, "%s cannot be synced: %s", name, orNone(st.GetError()))
+		case sluicev1.RegistryState_REGISTRY_STATE_HELD:
+			if e := st.GetError(); e != "" { // an answer held, not a deletion
+				add(name, "%s answer %s", name, e)
+			}
+		}
+		if c := st.GetCommit(); c != nil {
+			add(name, "%s: commit in force %.12s %q by %s, %s", name, c.GetHash(), c.GetSubject(), c.GetAuthor(),
+				c.GetTime().AsTime().Local().Format(time.DateTime))
 		}
 		if h := st.GetHeld(); len(h.GetIntents()) > 0 {
 			line := fmt.Sprintf("%s holds a deletion of %d intent(s) (digest %s)%s: %s", name, len(h.GetIntents()),

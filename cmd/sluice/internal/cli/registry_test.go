@@ -80,6 +80,16 @@ func TestRegistryAdd_StoresTheSpecItWasGiven(t *testing.T) {
 				Source: &sluicev1.RegistrySpec_Directory{Directory: &sluicev1.DirectoryRegistry{Path: filepath.Join(work, "intents")}}},
 		},
 		{
+			name: "git URL", args: []string{"network", "--git", "file:///srv/git/network.git", "--branch", "prod", "--path", "intents/"},
+			want: &sluicev1.RegistrySpec{Name: "network",
+				Source: &sluicev1.RegistrySpec_Git{Git: &sluicev1.GitRegistry{Url: "file:///srv/git/network.git", Branch: "prod", Path: "intents/"}}},
+		},
+		{
+			name: "relative git directory made absolute", args: []string{"local", "--git-dir", "intents"},
+			want: &sluicev1.RegistrySpec{Name: "local",
+				Source: &sluicev1.RegistrySpec_Git{Git: &sluicev1.GitRegistry{Dir: filepath.Join(work, "intents")}}},
+		},
+		{
 			name: "polled directory", args: []string{"nfs", "--dir", "intents", "--poll"},
 			want: &sluicev1.RegistrySpec{Name: "nfs",
 				Source: &sluicev1.RegistrySpec_Directory{Directory: &sluicev1.DirectoryRegistry{Path: filepath.Join(work, "intents"), Poll: true}}},
@@ -118,8 +128,13 @@ func TestRegistryAdd_BadSpec_PrintsTheFieldAndStoresNothing(t *testing.T) {
 		{"CA file without TLS", []string{"bad", "--redis", "redis://10.0.0.5:6379/0", "--ca-file", "/etc/ca.pem"}, 1, "--ca-file: set, but --redis is not rediss://"},
 		{"sync interval too short", []string{"bad", "--dir", dir, "--sync-interval", "10ms"}, 1, "--sync-interval: 10ms is outside"},
 		{"built-in name", []string{contract.SourceAPI, "--dir", dir}, 1, "NAME: \"api\" is the name of a built-in source"},
-		{"both sources", []string{"bad", "--dir", dir, "--redis", "redis://10.0.0.5:6379/0"}, 2, "not both"},
-		{"no source", []string{"bad"}, 2, "--redis URL or --dir PATH"},
+		{"both sources", []string{"bad", "--dir", dir, "--redis", "redis://10.0.0.5:6379/0"}, 2, "give one of --redis, --dir, --git and --git-dir, not --redis and --dir"},
+		{"two git sources", []string{"bad", "--git", "file:///srv/net.git", "--git-dir", dir}, 2, "not --git and --git-dir"},
+		{"no source", []string{"bad"}, 2, "--redis URL, --dir PATH, --git URL or --git-dir DIR"},
+		{"git URL not file://", []string{"bad", "--git", "https://git.example/net.git"}, 1, `--git: "https://git.example/net.git": only file:// URLs`},
+		{"bad branch", []string{"bad", "--git-dir", dir, "--branch", "a..b"}, 1, `--branch: "a..b" is not a branch name`},
+		{"absolute path", []string{"bad", "--git-dir", dir, "--path", "/intents"}, 1, `--path: "/intents" is absolute`},
+		{"branch without git", []string{"bad", "--dir", dir, "--branch", "main"}, 2, "--branch and --path go with --git or --git-dir, not --dir"},
 		{"redis flag with a directory", []string{"bad", "--dir", dir, "--prefix", "x:"}, 2, "go with --redis"},
 		{"poll without a directory", []string{"bad", "--redis", "redis://10.0.0.5:6379/0", "--poll"}, 2, "--poll goes with --dir"},
 	}
@@ -370,6 +385,30 @@ func TestRegistryFooter_HeldOnceAndAtMostTenInvalid(t *testing.T) {
 	}
 	if lines[10] != "dir: routingtable/t9: spec.tableId: must be 1-4294967294" || lines[11] != "dir: (+2 more invalid intents)" {
 		t.Errorf("invalid lines end with %q, %q", lines[10], lines[11])
+	}
+}
+
+// A git registry's footer says which commit is in force, and an answer it
+// holds (a rewound branch) with its reason; the table's location names the
+// branch and path.
+func TestRegistryFooter_GitCommitInForceAndHeldAnswer(t *testing.T) {
+	at := time.Date(2026, 11, 30, 9, 15, 0, 0, time.Local)
+	spec := &sluicev1.RegistrySpec{Name: "net", Source: &sluicev1.RegistrySpec_Git{Git: &sluicev1.GitRegistry{
+		Url: "file:///srv/git/net.git", Branch: "prod", Path: "intents"}}}
+	l := newRegistryList(map[string]*sluicev1.RegistrySpec{"net": spec},
+		[]*sluicev1.RegistryStatus{{Name: "net", Kind: "git", State: sluicev1.RegistryState_REGISTRY_STATE_HELD,
+			Error: "held: branch prod was rewound: its head 1111 is an ancestor of commit 2222 in force",
+			Commit: &sluicev1.GitCommit{Hash: "2222333344445555666677778888999900001111", Subject: "retire tenant-b",
+				Author: "Ada Admin <ada@example.net>", Time: timestamppb.New(at)}}}, nil)
+	want := []string{
+		"net answer held: branch prod was rewound: its head 1111 is an ancestor of commit 2222 in force",
+		`net: commit in force 222233334444 "retire tenant-b" by Ada Admin <ada@example.net>, 2026-11-30 09:15:00`,
+	}
+	if got := l.footer(now); !slices.Equal(got, want) {
+		t.Errorf("footer\n got %q\nwant %q", got, want)
+	}
+	if got := l.table(now)[2]; got[1] != "git" || got[2] != "file:///srv/git/net.git branch prod path intents" || got[3] != "Held" {
+		t.Errorf("row %q; want kind git, the location with branch and path, state Held", got)
 	}
 }
 

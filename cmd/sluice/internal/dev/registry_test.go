@@ -16,10 +16,10 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// The registries of --redis and --watch-dir are stored for the
+// The registries of --redis, --watch-dir and --git-dir are stored for the
 // configurator on every start, replacing what an earlier start stored.
 func TestDev_Registries_StoredOnEveryStartAndShownInTheBanner(t *testing.T) {
-	data, watched := t.TempDir(), t.TempDir()
+	data, watched, repo := t.TempDir(), t.TempDir(), t.TempDir()
 	build := func(name string, o registryspec.Options) *sluicev1.RegistrySpec {
 		spec, err := registryspec.Build(name, o, "ops@laptop", time.Now())
 		if err != nil {
@@ -29,11 +29,12 @@ func TestDev_Registries_StoredOnEveryStartAndShownInTheBanner(t *testing.T) {
 	}
 	redis := build("redis", registryspec.Options{Redis: "redis://127.0.0.1:1/0"})
 	dir := build("dir", registryspec.Options{Dir: watched})
-	opts := Options{DataDir: data, Listen: "127.0.0.1:-1", Stderr: io.Discard, Registries: []*sluicev1.RegistrySpec{redis, dir}}
+	git := build("git", registryspec.Options{GitDir: repo})
+	opts := Options{DataDir: data, Listen: "127.0.0.1:-1", Stderr: io.Discard, Registries: []*sluicev1.RegistrySpec{redis, dir, git}}
 
 	s := start(t, opts)
 	specs := store.New(connect(t, s).b.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} })
-	for _, want := range []*sluicev1.RegistrySpec{redis, dir} {
+	for _, want := range []*sluicev1.RegistrySpec{redis, dir, git} {
 		e, err := specs.Get(context.Background(), contract.RegistryKey(want.GetName()))
 		if err != nil || !proto.Equal(e.Value, want) {
 			t.Errorf("registry %s stored as %v, %v; want %v", want.GetName(), e.Value, err, want)
@@ -45,6 +46,8 @@ func TestDev_Registries_StoredOnEveryStartAndShownInTheBanner(t *testing.T) {
 		"registry  dir: " + watched + " (directory, ",
 		"redis-cli -u redis://127.0.0.1:1/0 SET sluice:intents:layer2network.tenant-x '{",
 		"> " + watched + "/lab.yaml",
+		"registry  git: " + repo + " branch main (git, ",
+		"in a working tree of " + repo + " (then git push, if a clone): registry git reads branch main's head commit",
 		"sluice get registries",
 	} {
 		if !strings.Contains(banner, want) {

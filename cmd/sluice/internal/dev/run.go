@@ -140,6 +140,12 @@ func registryHints(specs []*sluicev1.RegistrySpec) []string {
 			out = append(out,
 				fmt.Sprintf(`printf 'kind: RoutingTable\nname: lab\nspec: {tableId: 42}\n' > %s`, filepath.Join(src.Directory.GetPath(), "lab.yaml")),
 				fmt.Sprintf("  # registry %s: add, edit or remove *.yaml files in %s", spec.GetName(), src.Directory.GetPath()))
+		case *sluicev1.RegistrySpec_Git:
+			repo := cmp.Or(src.Git.GetDir(), strings.TrimPrefix(src.Git.GetUrl(), "file://"))
+			out = append(out,
+				`printf 'kind: RoutingTable\nname: lab\nspec: {tableId: 42}\n' > lab.yaml && git add lab.yaml && git commit -m lab`,
+				fmt.Sprintf("  # in a working tree of %s (then git push, if a clone): registry %s reads branch %s's head commit every sync interval",
+					repo, spec.GetName(), cmp.Or(src.Git.GetBranch(), registry.DefaultGitBranch)))
 		}
 	}
 	if len(out) > 0 {

@@ -5,6 +5,7 @@
 package registryspec
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -30,7 +31,8 @@ var (
 )
 
 // Options say where a registry reads and how it is synced. Redis wins over
-// Dir; with neither the spec names no source and Build says so.
+// Dir, Dir over Git, Git over GitDir; with none the spec names no source
+// and Build says so.
 type Options struct {
 	Redis        string // redis:// or rediss:// URL, without a password
 	Prefix       string // key prefix; "" = registry.DefaultRedisPrefix
@@ -40,7 +42,12 @@ type Options struct {
 	// absolute against this process's working directory.
 	Dir string
 	// Poll: the directory is read every sync interval and never watched.
-	Poll         bool
+	Poll bool
+	// Git is the file:// URL of a repository; GitDir a repository's
+	// directory on the configurator's host, made absolute as Dir is.
+	Git, GitDir  string
+	Branch       string        // "" = registry.DefaultGitBranch
+	Path         string        // the directory inside the repository; "" = its root
 	SyncInterval time.Duration // 0 = registry.DefaultSyncInterval
 	HoldShare    float64       // 0 = registry.DefaultHoldShare
 }
@@ -63,6 +70,16 @@ func Build(name string, o Options, by string, at time.Time) (*sluicev1.RegistryS
 			return nil, fmt.Errorf("directory %s: %w", o.Dir, err)
 		}
 		spec.Source = &sluicev1.RegistrySpec_Directory{Directory: &sluicev1.DirectoryRegistry{Path: abs, Poll: o.Poll}}
+	case o.Git != "" || o.GitDir != "":
+		g := &sluicev1.GitRegistry{Url: o.Git, Branch: o.Branch, Path: o.Path}
+		if o.Git == "" {
+			abs, err := filepath.Abs(o.GitDir)
+			if err != nil {
+				return nil, fmt.Errorf("git directory %s: %w", o.GitDir, err)
+			}
+			g.Dir = abs
+		}
+		spec.Source = &sluicev1.RegistrySpec_Git{Git: g}
 	}
 	if err := registry.Check(spec); err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrInvalid, name, err)
@@ -99,19 +116,22 @@ func Put(ctx context.Context, control jetstream.KeyValue, spec *sluicev1.Registr
 	return replaced, nil
 }
 
-// Kind is "redis" or "directory", as RegistryStatus.kind says it.
+// Kind is "redis", "directory" or "git", as RegistryStatus.kind says it.
 func Kind(spec *sluicev1.RegistrySpec) string {
 	switch spec.GetSource().(type) {
 	case *sluicev1.RegistrySpec_Redis:
 		return "redis"
 	case *sluicev1.RegistrySpec_Directory:
 		return "directory"
+	case *sluicev1.RegistrySpec_Git:
+		return "git"
 	}
 	return "unknown"
 }
 
 // Location is where the registry reads: the Redis URL with its key
-// prefix when that is not the default, or the directory.
+// prefix when that is not the default, the directory, or the repository
+// with its branch and path.
 func Location(spec *sluicev1.RegistrySpec) string {
 	switch src := spec.GetSource().(type) {
 	case *sluicev1.RegistrySpec_Redis:
@@ -121,6 +141,8 @@ func Location(spec *sluicev1.RegistrySpec) string {
 		return src.Redis.GetUrl()
 	case *sluicev1.RegistrySpec_Directory:
 		return src.Directory.GetPath()
+	case *sluicev1.RegistrySpec_Git:
+		return registry.GitLocation(cmp.Or(src.Git.GetUrl(), src.Git.GetDir()), src.Git.GetBranch(), src.Git.GetPath())
 	}
 	return "-"
 }
