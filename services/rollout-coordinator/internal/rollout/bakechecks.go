@@ -56,17 +56,42 @@ func (s *State) joinedStage(n *node) {
 }
 
 // counted reports whether n is in the histogram: provisioned in the stage
-// in progress of a rollout with bake checks.
+// in progress of a rollout with bake checks, and present. A node that left
+// no longer counts (docs/rollouts.md, "Evidence-based bake"): away, it
+// reports no re-runs, and waiting for it would hold the stage until the
+// progress deadline (chaos seed 181: a node that left after it was
+// provisioned, before its first pass, and the failing node of the next
+// stage was never reached, so the rollout ended ABORTED, not ROLLED_BACK).
+// Back, it counts again.
 func (s *State) counted(n *node) bool {
-	return s.evid.hist != nil && n.prog == progProvisioned && n.touched && n.stage == s.evid.stage
+	return s.evid.hist != nil && n.prog == progProvisioned && n.touched && n.present && n.stage == s.evid.stage
+}
+
+// setPresent sets whether n's presence lease is held, moving n into or out
+// of the histogram (counted).
+func (s *State) setPresent(n *node, present bool) {
+	if n.present == present {
+		return
+	}
+	was := s.counted(n)
+	n.present = present
+	switch is := s.counted(n); {
+	case was && !is:
+		s.evid.hist[s.bucket(n.passes)]--
+	case is && !was:
+		s.evid.hist[s.bucket(n.passes)]++
+	default:
+		return
+	}
+	s.noteLeast()
 }
 
 func (s *State) bucket(passes uint32) int { return min(int(passes), s.plan.BakeChecks) }
 
 // evidenceMoved follows n's progress (setProg): into or out of the
-// histogram.
+// histogram (a node away is in it at no progress: setPresent).
 func (s *State) evidenceMoved(n *node, from, to progress) {
-	if s.evid.hist == nil || from == to || n.stage != s.evid.stage || !n.touched {
+	if s.evid.hist == nil || from == to || n.stage != s.evid.stage || !n.touched || !n.present {
 		return
 	}
 	if from == progProvisioned {

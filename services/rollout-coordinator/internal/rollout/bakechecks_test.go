@@ -75,6 +75,23 @@ func TestDecide_BakeChecks(t *testing.T) {
 			wantLeast: 2,
 		},
 		{
+			// Chaos seed 181: waiting for it held the stage until the
+			// progress deadline, and the rollout ended ABORTED.
+			name: "a provisioned node of the stage that left no longer counts: the next wave starts",
+			steps: []step{{0, strat(2)}, {time.Second, passed("n1", 0)}, {62 * time.Second, Tick{}},
+				{63 * time.Second, Presence{Node: "n1"}}},
+			want:      []string{"write n2", "write n3", "emit WaveStarted"},
+			wantLeast: 2, // no provisioned node present in the stage
+		},
+		{
+			name: "a node of the stage that left and came back counts again: the next wave waits for it",
+			steps: []step{{0, strat(2)}, {time.Second, passed("n1", 0)}, {10 * time.Second, Presence{Node: "n1"}},
+				{20 * time.Second, Presence{Node: "n1", P: presence("n1")[0]}}, {20 * time.Second, DesiredRead{Node: "n1", P: presence("n1")[0]}},
+				{62 * time.Second, Tick{}}},
+			want:       []string{"emit RolloutWaitingForBakeChecks"},
+			wantCounts: "total=3 pending=2 inprogress=0 provisioned=1 failed=0 skipped=0",
+		},
+		{
 			name:       "a failed re-run while baking fails the node as a failed apply: recorded, over budget, reverted",
 			steps:      []step{{0, strat(2)}, {time.Second, passed("n1", 0)}, {20 * time.Second, passed("n1", 1)}, {30 * time.Second, rerunFailed("n1")}},
 			want:       []string{"record n1", "write n1", "emit NodeRevertTarget", "emit NodeFailed", "emit FingerprintInvalid", "emit RolloutReverting"},

@@ -14,7 +14,7 @@ func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 	n := s.nodeOf(name)
 	s.forgetUnseen(n)
 	if p == nil { // lease expired: the node left
-		n.present = false
+		s.setPresent(n, false)
 		if s.rollout == nil {
 			return
 		}
@@ -37,7 +37,8 @@ func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 		joined = true
 	}
 	ack := agentPauseOf(p.GetPause())
-	n.present, n.startedAt = true, p.GetStartedAt().AsTime()
+	s.setPresent(n, true)
+	n.startedAt = p.GetStartedAt().AsTime()
 	if ack != n.pauseAck {
 		n.pauseAck = ack
 		s.reschedule(n) // whether its agent holds what is in flight there

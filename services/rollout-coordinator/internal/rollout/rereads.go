@@ -104,7 +104,7 @@ func (s *State) reaped(node string, now time.Time) {
 	n := s.nodeOf(node)
 	n.status, n.desired, n.backup = nil, nil, nil
 	if n.present {
-		n.present = false
+		s.setPresent(n, false)
 		s.presence(n.name, &sluicev1.NodePresence{Node: n.name, Labels: n.labelMap(), AgentVersion: n.version, ConfigFeatures: n.readsList()}, now)
 	}
 }
