@@ -54,8 +54,9 @@ func (t *table) of(s string) int {
 	return len(t.list) - 1
 }
 
-// compact encodes nodes.
-func compact(nodes []view.Node, groupBy []string) *compactFleet {
+// compact encodes nodes; a node without a presence takes its domain from
+// departed (the labels its presence had when it went), if there.
+func compact(nodes []view.Node, groupBy []string, departed map[string]map[string]string) *compactFleet {
 	f := &compactFleet{GroupBy: groupBy, Names: make([]string, 0, len(nodes)),
 		Phase: make([]int, 0, len(nodes)), Revision: make([]int, 0, len(nodes)), Rollout: make([]int, 0, len(nodes)), Domain: make([]int, 0, len(nodes))}
 	phases, revs, rollouts, domains := newTable(), newTable(), newTable(), newTable()
@@ -76,8 +77,11 @@ func compact(nodes []view.Node, groupBy []string) *compactFleet {
 		f.Revision = append(f.Revision, revs.of(n.Revision()))
 		f.Rollout = append(f.Rollout, rollouts.of(n.Status.GetRollout()))
 		key := ""
+		labels, known := departed[n.Name]
 		if n.Presence != nil {
-			labels := n.Presence.GetLabels()
+			labels, known = n.Presence.GetLabels(), true
+		}
+		if known {
 			for i, k := range groupBy {
 				values[i] = labels[k]
 			}
