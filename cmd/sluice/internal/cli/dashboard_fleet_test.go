@@ -79,6 +79,7 @@ func seedRollingFleet(t *testing.T, env *natstest.Env, n int) {
 			t.Fatal(err)
 		}
 	}
+	r.Counts.Attempted = r.Counts.Provisioned + r.Counts.InProgress + r.Counts.Failed // started: every node not pending
 	for w := uint32(1); w <= 5; w++ {
 		began := now.Add(-3*time.Minute + time.Duration(w-1)*35*time.Second)
 		st := &sluicev1.StageResult{Wave: w, Domain: "zone-" + string(rune('a'+(w-1)%3)), StartedAt: timestamppb.New(began), Nodes: 10 << (w - 1), Provisioned: 10 << (w - 1)}
