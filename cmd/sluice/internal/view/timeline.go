@@ -106,7 +106,9 @@ func RolloutTimeline(r *sluicev1.Rollout, now time.Time) Timeline {
 		t.Bake = p.Bake.String()
 	}
 	running := contract.Active(r.GetPhase())
-	baking := running && p.Bake > 0 && r.GetBakeUntil() != nil
+	// A stage boundary's bake starts with no node in flight; a node in
+	// flight (a redundancy group's early bake, pairs) means it still runs.
+	baking := running && p.Bake > 0 && r.GetBakeUntil() != nil && c.GetInProgress() == 0
 	t.Changes = int(c.GetAttempted() + c.GetPending() + c.GetNotStarted())
 	// Planned waves: sizes from the cumulative ends, over the nodes it
 	// starts; one "wave 0" without waves.

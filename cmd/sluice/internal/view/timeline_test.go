@@ -152,6 +152,19 @@ func TestRolloutTimeline_PlanAgainstActual(t *testing.T) {
 			},
 		},
 		{
+			name: "a bake with a node in flight: the stage still runs",
+			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: canary,
+				StartedAt: at(0), LeaderTime: durationpb.New(12 * time.Second), BakeUntil: at(30),
+				Counts: &sluicev1.RolloutCounts{Total: 5, InProgress: 1, Provisioned: 3, Pending: 1, Attempted: 1},
+				Stages: []*sluicev1.StageResult{{Wave: 1, StartedAt: at(0), CountsAtStart: &sluicev1.RolloutCounts{Total: 5, Pending: 2, Provisioned: 3}}}},
+			now: 12,
+			want: func(t *testing.T, tl Timeline) {
+				if got := planOf(tl); got != "1:1/1/0:running 2:1/0/0:planned 3:0/0/0:unneeded" {
+					t.Errorf("plan %s, want wave 1 running", got)
+				}
+			},
+		},
+		{
 			name: "succeeded: every wave that started nodes done, the one no node was left for not needed; a stage's time is less the bake after it",
 			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, Strategy: canary,
 				StartedAt: at(0), FinishedAt: at(26), LeaderTime: durationpb.New(26 * time.Second),
