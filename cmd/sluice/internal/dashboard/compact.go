@@ -57,8 +57,10 @@ func (t *table) of(s string) int {
 	return len(t.list) - 1
 }
 
-// compact encodes nodes, each with its category (category(name)).
-func compact(nodes []view.Node, groupBy []string, category func(name string) string) *compactFleet {
+// compact encodes nodes, each with its category (category(name)); a node
+// without a presence takes its domain from departed (the labels its
+// presence had when it went), if there.
+func compact(nodes []view.Node, groupBy []string, category func(name string) string, departed map[string]map[string]string) *compactFleet {
 	f := &compactFleet{GroupBy: groupBy, Names: make([]string, 0, len(nodes)),
 		Phase: make([]int, 0, len(nodes)), Revision: make([]int, 0, len(nodes)), Rollout: make([]int, 0, len(nodes)), Domain: make([]int, 0, len(nodes)),
 		State: make([]int, 0, len(nodes))}
@@ -81,8 +83,11 @@ func compact(nodes []view.Node, groupBy []string, category func(name string) str
 		f.Rollout = append(f.Rollout, rollouts.of(n.Status.GetRollout()))
 		f.State = append(f.State, states.of(category(n.Name)))
 		key := ""
+		labels, known := departed[n.Name]
 		if n.Presence != nil {
-			labels := n.Presence.GetLabels()
+			labels, known = n.Presence.GetLabels(), true
+		}
+		if known {
 			for i, k := range groupBy {
 				values[i] = labels[k]
 			}

@@ -184,7 +184,7 @@ func seedFleet(t *testing.T, env *natstest.Env) {
 		}
 	}
 	r := &sluicev1.Rollout{Id: "1-rev1", Revision: "rev-1", Generation: 1, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Reason: "node-03 failed check ping",
-		StartedAt: now, FinishedAt: now, Counts: &sluicev1.RolloutCounts{Total: 3, Provisioned: 1, Failed: 1, Pending: 1, Reverted: 1},
+		StartedAt: now, FinishedAt: now, Counts: &sluicev1.RolloutCounts{Total: 3, Provisioned: 1, Failed: 1, Pending: 1, Reverted: 1, Attempted: 2},
 		Failures: []*sluicev1.NodeOutcome{{Node: "node-03", Fingerprint: "f00d", FailedCheck: "ping", Output: "100% loss", Result: sluicev1.NodeResult_NODE_RESULT_INVALID}}}
 	if _, err := store.New(env.Buckets.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }).Create(ctx, r.GetId(), r); err != nil {
 		t.Fatal(err)

@@ -27,6 +27,7 @@ const (
 	kindNode        = "node"
 	kindRollout     = "rollout"
 	kindActive      = "active"
+	kindApplied     = "applied"
 	kindFingerprint = "fingerprint"
 	kindPause       = "pause"
 	kindInstance    = "instance"
@@ -100,6 +101,16 @@ type state struct {
 
 	// place is each node's category in the rollout shown (place.go).
 	place placement
+	// departed holds the labels of each node whose presence this dashboard
+	// saw go while its status stays (it left, or was revoked): the map
+	// keeps it in its rack, shown as left, rather than under "(no zone)".
+	departed map[string]map[string]string
+	// The revision in force (inforce.go): last-applied's revision and
+	// rollout, the revision followApplied last read for it, and that
+	// revision rendered (nil: none known).
+	appliedID, appliedRollout, appliedRead string
+	applied                                *view.InForce
+	appliedWake                            chan struct{}
 }
 
 // leaseEnd is the coordinator lease's delete marker: released by its
@@ -114,6 +125,8 @@ func newState() *state {
 		ring:        make([]change, ringSize),
 		presences:   map[string]*sluicev1.NodePresence{},
 		statuses:    map[string]*sluicev1.NodeStatus{},
+		departed:    map[string]map[string]string{},
+		appliedWake: make(chan struct{}, 1),
 		rollouts:    map[string]*sluicev1.Rollout{},
 		fps:         map[string]*sluicev1.InvalidFingerprint{},
 		instances:   map[string]*sluicev1.Instance{},
@@ -162,6 +175,11 @@ func (s *state) watchedBuckets() []watched {
 		{contract.BucketNodes, func(key string, data []byte) (string, bool, error) {
 			ack := s.presences[key].GetPause()
 			was := s.presences[key].GetInForceRevision()
+			if old := s.presences[key]; old != nil && data == nil && s.statuses[key] != nil {
+				s.departed[key] = old.GetLabels()
+			} else if data != nil {
+				delete(s.departed, key)
+			}
 			kind, changed, err := applyTo(kindNode, s.presences, key, data, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} },
 				func(p *sluicev1.NodePresence) { p.HeartbeatAt = nil })
 			if now := s.presences[key].GetInForceRevision(); now != was {
@@ -178,13 +196,18 @@ func (s *state) watchedBuckets() []watched {
 			return kind, changed, err
 		}},
 		{contract.BucketStatus, func(key string, data []byte) (string, bool, error) {
+			if data == nil {
+				delete(s.departed, key) // gone for good (the reaper's)
+			}
 			return applyTo(kindNode, s.statuses, key, data, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }, nil)
 		}},
 		{contract.BucketRollouts, func(key string, data []byte) (string, bool, error) {
 			switch key {
 			case contract.KeyLastApplied:
 				s.lastApplied = data != nil // a value, readable or not: the store has a history (as storeloss.Read)
-				return "", false, nil
+				was := s.appliedRollout
+				err := s.noteApplied(data)
+				return kindApplied, was != s.appliedRollout, err
 			case contract.KeyActive:
 				ref := &sluicev1.RolloutRef{}
 				if data != nil {
@@ -241,11 +264,11 @@ func (s *state) watchedBuckets() []watched {
 			// A renewal alone changes nothing a viewer sees.
 			changed := (l == nil) != (s.leader == nil) || l.GetHolder() != s.leader.GetHolder() ||
 				l.GetEpoch() != s.leader.GetEpoch() || !proto.Equal(l.GetAcquiredAt(), s.leader.GetAcquiredAt())
-			if l != nil && s.leader != nil && l.GetEpoch() != s.leader.GetEpoch() {
+			if l != nil && s.leader != nil && !sameTerm(l, s.leader) {
 				s.lastTerm = s.leader // a takeover this dashboard saw
 			}
 			if l != nil {
-				if s.leader == nil && s.lastTerm == nil && s.leaseEndTerm != nil && s.leaseEndTerm.GetEpoch() != l.GetEpoch() {
+				if s.leader == nil && s.lastTerm == nil && s.leaseEndTerm != nil && !sameTerm(s.leaseEndTerm, l) {
 					s.lastTerm = s.leaseEndTerm
 				}
 				s.leader = l
@@ -259,6 +282,15 @@ func (s *state) watchedBuckets() []watched {
 			return applyTo(kindRegistry, s.registries, key, data, func() *sluicev1.RegistryStatus { return &sluicev1.RegistryStatus{} }, nil)
 		}},
 	}
+}
+
+// sameTerm reports whether two values of the coordinator's lease are of
+// one term: the same holder's session, acquired at the same time. The
+// epoch does not tell: a new leader writes its lease with none, and
+// publishes the term's epoch in it once its fence is written (the
+// coordinator's announce), so epoch 0 then N is one term, not a takeover.
+func sameTerm(a, b *sluicev1.LeaderLease) bool {
+	return a.GetHolder() == b.GetHolder() && a.GetSession() == b.GetSession() && proto.Equal(a.GetAcquiredAt(), b.GetAcquiredAt())
 }
 
 // applyTo stores data (nil: delete) at key and says whether a viewer would
@@ -310,6 +342,11 @@ func (s *state) follow(ctx context.Context, js jetstream.JetStream, every time.D
 	go func() {
 		defer wg.Done()
 		s.readTargets(ctx, js, logf)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		s.followApplied(ctx, js, logf)
 	}()
 	wg.Add(1)
 	go func() {
@@ -502,15 +539,19 @@ func eventJSON(subject string, data []byte, meta *jetstream.MsgMetadata) json.Ra
 	return b
 }
 
-// fleet is every node, by name; the caller holds mu.
+// fleet is every node, by name, with the revision in force where it runs
+// it (as sluice get nodes); the caller holds mu.
 func (s *state) fleet() []view.Node {
-	return view.MergeNodes(slices.Collect(maps.Values(s.presences)), slices.Collect(maps.Values(s.statuses)))
+	return s.withInForce(view.MergeNodes(slices.Collect(maps.Values(s.presences)), slices.Collect(maps.Values(s.statuses))))
 }
 
-// node is one node; ok is false when it has neither presence nor status.
+// node is one node, as in fleet; ok is false when it has neither presence
+// nor status.
 func (s *state) node(name string) (view.Node, bool) {
 	p, s1 := s.presences[name], s.statuses[name]
-	return view.Node{Name: name, Presence: p, Status: s1}, p != nil || s1 != nil
+	n := view.Node{Name: name, Presence: p, Status: s1}
+	n.InForce = s.applied.Of(n)
+	return n, p != nil || s1 != nil
 }
 
 // rolloutsNewestFirst; the caller holds mu.

@@ -26,6 +26,7 @@ type update struct {
 	Timelines    []view.Timeline   `json:"timelines,omitempty"`    // of those rollouts: plan against actual
 	Tallies      []tally           `json:"tallies,omitempty"`      // of those rollouts: their counts by category
 	Active       *string           `json:"active,omitempty"`       // the active rollout's id, "" when none
+	Applied      *string           `json:"applied,omitempty"`      // the last-applied rollout's id (its revision is in force), "" when none
 	Fingerprints []json.RawMessage `json:"fingerprints,omitempty"` // as get fingerprints -o json
 	Removed      []string          `json:"removedFingerprints,omitempty"`
 	// Pause is as get pause -o json: the request, then the services'
@@ -50,7 +51,7 @@ type update struct {
 // snapshot is everything; the caller holds mu.
 func (s *state) snapshot() (update, error) {
 	loss, storage := s.storeLoss, s.storage
-	u := update{Reset: true, Fleet: compact(s.fleet(), s.groupBy, s.category), StoreLoss: &loss, Storage: &storage}
+	u := update{Reset: true, Fleet: compact(s.fleet(), s.groupBy, s.category, s.departed), StoreLoss: &loss, Storage: &storage}
 	var err error
 	rs := s.rolloutsNewestFirst()
 	if u.Rollouts, err = view.ProtoObjects(rs); err != nil {
@@ -67,8 +68,8 @@ func (s *state) snapshot() (update, error) {
 	if err = s.setRegistries(&u); err != nil {
 		return u, err
 	}
-	active := s.active
-	u.Active = &active
+	active, applied := s.active, s.appliedRollout
+	u.Active, u.Applied = &active, &applied
 	if u.Fingerprints, err = view.ProtoObjects(s.fingerprints()); err != nil {
 		return u, err
 	}
@@ -125,6 +126,9 @@ func (s *state) changed(changes []change) (update, error) {
 		case kindActive:
 			active := s.active
 			u.Active = &active
+		case kindApplied:
+			applied := s.appliedRollout
+			u.Applied = &applied
 		case kindFingerprint:
 			f, ok := s.fps[c.key]
 			if !ok {
@@ -163,7 +167,7 @@ func (s *state) changed(changes []change) (update, error) {
 		}
 	}
 	if len(nodes) > 0 {
-		u.Fleet = compact(nodes, s.groupBy, s.category)
+		u.Fleet = compact(nodes, s.groupBy, s.category, s.departed)
 	}
 	if len(rs) > 0 {
 		u.Timelines = timelines(rs, time.Now())

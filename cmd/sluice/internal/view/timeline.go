@@ -10,23 +10,35 @@ import (
 // Timeline is a rollout's plan against what happened: the waves its
 // strategy plans for its nodes, the stages it ran, and an estimate of when
 // it ends against the ideal time. It is derived from the stored record
-// alone (docs/dashboard.md, "The rollout"): the record keeps no per-node
-// durations, so the pace is the stages' (or, without stages, the whole
-// rollout's) nodes finished per unit of time under a leader.
+// alone (docs/dashboard.md, "Plan against actual"): the record keeps no
+// per-node durations, so the pace is the time the rollout ran under a
+// leader, less its bakes, per round of started nodes finished.
+//
+// Waves count started nodes, as the coordinator does (its wave boundaries
+// compare the nodes it started, counts.attempted, with the plan's
+// cumulative ends): a node that already ran the config the revision gives
+// it is provisioned when the rollout begins and never started. So a wave
+// plans min(end, Changes) - min(previous end, Changes) nodes, and a wave
+// past Changes is not needed.
 type Timeline struct {
-	Rollout     string         `json:"rollout"`
-	MaxParallel int            `json:"maxParallel"`
-	Bake        string         `json:"bake,omitempty"`
-	DomainKey   string         `json:"domainKey,omitempty"`
-	Plan        []PlannedStage `json:"plan"`
+	Rollout     string `json:"rollout"`
+	MaxParallel int    `json:"maxParallel"`
+	Bake        string `json:"bake,omitempty"`
+	DomainKey   string `json:"domainKey,omitempty"`
+	// Total is the rollout's nodes; Changes those it starts an operation
+	// on (started, or still to start): the others already ran their config
+	// when it began, or were skipped without a start.
+	Total   int            `json:"total"`
+	Changes int            `json:"changes"`
+	Plan    []PlannedStage `json:"plan"`
 	// Elapsed is the time the rollout has run under a leader (leaderTime),
 	// else since it started.
 	Elapsed string `json:"elapsed"`
-	// Rounds is how many batches of maxParallel nodes the plan needs; one
-	// round is one node operation's time when nothing waits.
+	// Rounds is how many batches of at most maxParallel started nodes the
+	// plan needs; one round is one node operation's time when nothing waits.
 	Rounds int `json:"rounds"`
 	// Round is the pace measured so far: the elapsed time, less the bakes,
-	// per round of nodes finished; "" before any node finished.
+	// per round of started nodes finished; "" before any finished.
 	Round string `json:"round,omitempty"`
 	// Ideal is the rounds at the best pace one stage showed, plus the
 	// plan's bakes: the time the rollout would take if nothing ever waited.
@@ -41,22 +53,49 @@ type Timeline struct {
 	Error    string    `json:"error,omitempty"` // the strategy does not resolve
 }
 
+// The states of a planned wave and of a stage (PlannedStage.State,
+// Stage.State).
+const (
+	StageDone      = "done"      // every node of it has an outcome and the rollout went past it (or ended)
+	StageRunning   = "running"   // nodes of it are started and not all have an outcome, or it waits to end
+	StageBaking    = "baking"    // every started node of it has an outcome; the rollout bakes before going on
+	StagePlanned   = "planned"   // not started yet
+	StageUnneeded  = "unneeded"  // no node left to change in it: the nodes it would start already ran their config
+	StageUnreached = "unreached" // the rollout ended before it started
+)
+
 // PlannedStage is one wave as the strategy plans it, and what became of it.
 type PlannedStage struct {
-	Wave    int    `json:"wave"`              // from 1; 0 without waves
-	Nodes   int    `json:"nodes"`             // planned
-	Started int    `json:"started"`           // nodes the rollout's stages of this wave started
-	Done    int    `json:"done"`              // of those, with an outcome
-	Took    string `json:"took,omitempty"`    // its stages' time, start to end
-	State   string `json:"state"`             // "done", "running" or "planned"
-	Domains int    `json:"domains,omitempty"` // failure-domain stages it ran in
+	Wave    int     `json:"wave"`              // from 1; 0 without waves
+	Nodes   int     `json:"nodes"`             // planned: the nodes it starts
+	Started int     `json:"started"`           // nodes the rollout's stages of this wave started
+	Done    int     `json:"done"`              // of those, with an outcome
+	Took    string  `json:"took,omitempty"`    // its stages' time, start to end, less the bakes after them
+	State   string  `json:"state"`             // one of the Stage* states
+	Domains int     `json:"domains,omitempty"` // failure-domain stages it ran in
+	Stages  []Stage `json:"stages,omitempty"`  // the stages it ran, in order
+}
+
+// Stage is one stage the rollout ran (a wave, or a failure domain of
+// one): a stage that ended as its record says, one still open from the
+// rollout's counts against those it started with (the record fills a
+// stage's results in only when it ends).
+type Stage struct {
+	Domain      string `json:"domain,omitempty"`
+	Started     int    `json:"started"`
+	Provisioned int    `json:"provisioned"`
+	Failed      int    `json:"failed"` // failed or timed out
+	TimedOut    int    `json:"timedOut,omitempty"`
+	Skipped     int    `json:"skipped,omitempty"`
+	Took        string `json:"took,omitempty"` // ended: start to end, less the bake after it
+	State       string `json:"state"`          // StageDone, StageRunning or StageBaking
 }
 
 // RolloutTimeline computes r's Timeline at now.
 func RolloutTimeline(r *sluicev1.Rollout, now time.Time) Timeline {
 	c := r.GetCounts()
 	total := int(c.GetTotal())
-	t := Timeline{Rollout: r.GetId()}
+	t := Timeline{Rollout: r.GetId(), Total: total}
 	p, err := contract.ResolveStrategy(r.GetStrategy(), total)
 	if err != nil {
 		t.Error = err.Error()
@@ -66,7 +105,14 @@ func RolloutTimeline(r *sluicev1.Rollout, now time.Time) Timeline {
 	if p.Bake > 0 {
 		t.Bake = p.Bake.String()
 	}
-	// Planned waves: sizes from the cumulative ends; one "wave 0" without.
+	running := contract.Active(r.GetPhase())
+	// A stage boundary's bake starts with no node in flight; a node in
+	// flight (a redundancy group's early bake, pairs) means it still runs.
+	// A bake a pause holds (bakeLeft, bakeUntil unset) is still the bake.
+	baking := running && p.Bake > 0 && (r.GetBakeUntil() != nil || r.GetBakeLeft() != nil) && c.GetInProgress() == 0
+	t.Changes = int(c.GetAttempted() + c.GetPending() + c.GetNotStarted())
+	// Planned waves: sizes from the cumulative ends, over the nodes it
+	// starts; one "wave 0" without waves.
 	ends := p.Waves
 	if ends == nil {
 		ends = []int{total}
@@ -77,49 +123,77 @@ func RolloutTimeline(r *sluicev1.Rollout, now time.Time) Timeline {
 		if p.Waves != nil {
 			w = i + 1
 		}
-		t.Plan = append(t.Plan, PlannedStage{Wave: w, Nodes: end - prev, State: "planned"})
-		t.Rounds += ceilDiv(end-prev, t.MaxParallel)
+		nodes := min(end, t.Changes) - min(prev, t.Changes)
+		if p.Waves == nil {
+			nodes = t.Changes
+		}
+		t.Plan = append(t.Plan, PlannedStage{Wave: w, Nodes: nodes})
+		t.Rounds += ceilDiv(nodes, t.MaxParallel)
 		prev = end
 	}
 	// Actual: the stages the record lists, folded into their waves.
 	var best time.Duration            // the fastest round one ended stage showed
 	open := make([]bool, len(t.Plan)) // a stage of the wave has not ended
-	for _, st := range r.GetStages() {
+	stages := r.GetStages()
+	for k, st := range stages {
 		i := 0
 		if p.Waves != nil {
 			i = min(max(int(st.GetWave())-1, 0), len(t.Plan)-1)
 		}
 		ps := &t.Plan[i]
-		ps.Started += int(st.GetNodes())
-		done := int(st.GetProvisioned() + st.GetFailed() + st.GetSkipped())
+		s := stageOf(st, c)
 		if st.GetDomain() != "" {
 			ps.Domains++
 		}
 		if st.GetEndedAt() != nil {
 			d := st.GetEndedAt().AsTime().Sub(st.GetStartedAt().AsTime())
-			ps.Done += max(done, int(st.GetNodes()))
+			if k+1 < len(stages) && !st.GetEndedAt().AsTime().Before(stages[k+1].GetStartedAt().AsTime()) {
+				// Ended when the next stage began: the bake before it is in.
+				d = max(d-p.Bake, 0)
+			}
+			s.State, s.Took = StageDone, pretty(d)
+			ps.Done += max(s.Provisioned+s.Failed+s.Skipped, s.Started)
 			ps.Took = addDuration(ps.Took, d)
-			if rounds := ceilDiv(int(st.GetNodes()), t.MaxParallel); rounds > 0 && d > 0 && (best == 0 || d/time.Duration(rounds) < best) {
+			if rounds := ceilDiv(s.Started, t.MaxParallel); rounds > 0 && d > 0 && (best == 0 || d/time.Duration(rounds) < best) {
 				best = d / time.Duration(rounds)
 			}
 		} else {
-			ps.Done += done
-			open[i] = true
+			s.State = StageRunning
+			switch {
+			case !running:
+				s.State = StageDone // a stopped rollout's stage not closed
+			case baking && k == len(stages)-1:
+				s.State = StageBaking
+			}
+			ps.Done += min(s.Provisioned+s.Failed+s.Skipped, s.Started)
+			open[i] = running
 		}
+		ps.Started += s.Started
+		ps.Stages = append(ps.Stages, s)
 	}
-	finished := int(c.GetProvisioned() + c.GetFailed() + c.GetSkipped())
-	if len(r.GetStages()) == 0 && len(t.Plan) == 1 {
-		t.Plan[0].Started = finished + int(c.GetInProgress())
+	finished := max(int(c.GetAttempted())-int(c.GetInProgress()), 0) // started nodes with an outcome
+	if len(stages) == 0 && len(t.Plan) == 1 {
+		t.Plan[0].Started = int(c.GetAttempted())
 		t.Plan[0].Done = finished
 	}
-	running := contract.Active(r.GetPhase())
 	for i := range t.Plan {
 		ps := &t.Plan[i]
+		last := len(ps.Stages) > 0 && ps.Stages[len(ps.Stages)-1].State == StageBaking
 		switch {
-		case !running && ps.Started > 0, ps.Nodes > 0 && ps.Done >= ps.Nodes && !open[i]:
-			ps.State = "done"
+		case ps.Started == 0 && ps.Nodes == 0:
+			ps.State = StageUnneeded
+		case !running && ps.Started > 0:
+			ps.State = StageDone
+		case !running:
+			ps.State = StageUnreached
+		case last && ps.Done >= ps.Nodes:
+			ps.State = StageBaking
+		case ps.Done >= ps.Nodes && !open[i]:
+			ps.State = StageDone
 		case ps.Started > 0:
-			ps.State = "running"
+			ps.State = StageRunning
+		default:
+			ps.State = StagePlanned
 		}
 	}
 	elapsed := r.GetLeaderTime().AsDuration()
@@ -131,24 +205,30 @@ func RolloutTimeline(r *sluicev1.Rollout, now time.Time) Timeline {
 		elapsed = end.Sub(r.GetStartedAt().AsTime())
 	}
 	t.Elapsed = pretty(elapsed)
-	// Bakes: one after each wave but the last.
-	bakes := 0
-	if p.Bake > 0 && len(t.Plan) > 1 {
-		bakes = len(t.Plan) - 1
-	}
-	bakesDone := 0
-	for _, ps := range t.Plan[:max(len(t.Plan)-1, 0)] {
-		if ps.State == "done" && p.Bake > 0 {
-			bakesDone++
+	// Bakes: one before each stage but the first (a wave's, or a failure
+	// domain's), so at least one between each two waves that start nodes.
+	bakes, begun := 0, 0
+	var bakeLeft time.Duration // of the bake running now
+	if p.Bake > 0 {
+		for _, ps := range t.Plan {
+			if ps.Nodes > 0 {
+				bakes++
+			}
 		}
+		bakes = max(bakes-1, 0)
+		begun = max(len(stages)-1, 0)
+		if baking {
+			begun++
+			if r.GetBakeUntil() != nil {
+				bakeLeft = max(r.GetBakeUntil().AsTime().Sub(now), 0)
+			} else {
+				bakeLeft = r.GetBakeLeft().AsDuration() // stands still while a pause holds it
+			}
+		}
+		bakes = max(bakes, begun)
 	}
 	roundsDone := float64(finished) / float64(t.MaxParallel)
-	working := elapsed - time.Duration(bakesDone)*p.Bake
-	if bakesDone > 0 && r.GetBakeUntil() != nil && r.GetBakeUntil().AsTime().After(now) {
-		working += r.GetBakeUntil().AsTime().Sub(now) // the bake still running is not over yet
-	} else if bakesDone > 0 && r.GetBakeLeft() != nil {
-		working += r.GetBakeLeft().AsDuration() // nor one a pause holds
-	}
+	working := elapsed - time.Duration(begun)*p.Bake + bakeLeft
 	if finished == 0 || working <= 0 {
 		return t
 	}
@@ -166,13 +246,32 @@ func RolloutTimeline(r *sluicev1.Rollout, now time.Time) Timeline {
 	if remaining < 0 {
 		remaining = 0
 	}
-	expected := elapsed + remaining + time.Duration(bakes-bakesDone)*p.Bake
+	expected := elapsed + remaining + time.Duration(bakes-begun)*p.Bake + bakeLeft
 	t.Expected = pretty(expected)
 	t.ETA = now.Add(expected - elapsed).UTC().Round(time.Millisecond)
 	if ideal > 0 {
 		t.Ratio = float64(int(float64(expected)/float64(ideal)*100)) / 100
 	}
 	return t
+}
+
+// stageOf is st's results: as recorded once it ended; while it runs, the
+// rollout's counts c less those it started with (its record holds zeros
+// until it ends).
+func stageOf(st *sluicev1.StageResult, c *sluicev1.RolloutCounts) Stage {
+	s := Stage{Domain: st.GetDomain(), Started: int(st.GetNodes()), Provisioned: int(st.GetProvisioned()), Failed: int(st.GetFailed()),
+		TimedOut: int(st.GetTimedOut()), Skipped: int(st.GetSkipped())}
+	at := st.GetCountsAtStart()
+	if st.GetEndedAt() != nil || at == nil {
+		return s
+	}
+	diff := func(now, then uint32) int { return int(now - min(now, then)) }
+	s.Started = diff(c.GetAttempted(), at.GetAttempted())
+	s.Provisioned = diff(c.GetProvisioned(), at.GetProvisioned())
+	s.Failed = diff(c.GetFailed(), at.GetFailed())
+	s.TimedOut = diff(c.GetTimedOut(), at.GetTimedOut())
+	s.Skipped = diff(c.GetSkipped(), at.GetSkipped())
+	return s
 }
 
 // pretty rounds d for reading: to the second from ten seconds up, else to

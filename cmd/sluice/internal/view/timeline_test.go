@@ -1,6 +1,8 @@
 package view
 
 import (
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,6 +16,7 @@ func TestRolloutTimeline_PlanAgainstActual(t *testing.T) {
 	t0 := time.Date(2026, 11, 27, 8, 0, 0, 0, time.UTC)
 	at := func(s int) *timestamppb.Timestamp { return timestamppb.New(t0.Add(time.Duration(s) * time.Second)) }
 	waves := &sluicev1.Strategy{MaxParallel: "10", FirstWave: 10, WaveGrowth: 2, BakeTime: durationpb.New(30 * time.Second)}
+	canary := &sluicev1.Strategy{MaxParallel: "1", FirstWave: 1, WaveGrowth: 2, BakeTime: durationpb.New(25 * time.Second)} // waves of 1, 2, 2 nodes of 5
 	cases := []struct {
 		name  string
 		given *sluicev1.Rollout
@@ -24,7 +27,7 @@ func TestRolloutTimeline_PlanAgainstActual(t *testing.T) {
 			name: "waves planned 10, 20, 40, 30; wave 1 done in 20 s, wave 2 running",
 			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: waves,
 				StartedAt: at(0), LeaderTime: durationpb.New(60 * time.Second),
-				Counts: &sluicev1.RolloutCounts{Total: 100, Provisioned: 20, InProgress: 10, Pending: 70},
+				Counts: &sluicev1.RolloutCounts{Total: 100, Provisioned: 20, InProgress: 10, Pending: 70, Attempted: 30},
 				Stages: []*sluicev1.StageResult{
 					{Wave: 1, StartedAt: at(0), EndedAt: at(20), Nodes: 10, Provisioned: 10},
 					{Wave: 2, StartedAt: at(50), Nodes: 20, Provisioned: 10},
@@ -55,7 +58,7 @@ func TestRolloutTimeline_PlanAgainstActual(t *testing.T) {
 			name: "a wave whose nodes all have an outcome runs until its stage ends",
 			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: waves,
 				StartedAt: at(0), LeaderTime: durationpb.New(45 * time.Second),
-				Counts: &sluicev1.RolloutCounts{Total: 100, Provisioned: 30, Pending: 70},
+				Counts: &sluicev1.RolloutCounts{Total: 100, Provisioned: 30, Pending: 70, Attempted: 30},
 				Stages: []*sluicev1.StageResult{{Wave: 1, StartedAt: at(0), EndedAt: at(20), Nodes: 10, Provisioned: 10}, {Wave: 2, StartedAt: at(40), Nodes: 20, Provisioned: 20}}},
 			now: 45,
 			want: func(t *testing.T, tl Timeline) {
@@ -68,7 +71,7 @@ func TestRolloutTimeline_PlanAgainstActual(t *testing.T) {
 			name: "a part of a round counts",
 			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: waves,
 				StartedAt: at(0), LeaderTime: durationpb.New(45 * time.Second),
-				Counts: &sluicev1.RolloutCounts{Total: 100, Provisioned: 15, Pending: 85},
+				Counts: &sluicev1.RolloutCounts{Total: 100, Provisioned: 15, Pending: 85, Attempted: 15},
 				Stages: []*sluicev1.StageResult{{Wave: 1, StartedAt: at(0), EndedAt: at(20), Nodes: 10, Provisioned: 10}, {Wave: 2, StartedAt: at(40), Nodes: 5, Provisioned: 5}}},
 			now: 45,
 			want: func(t *testing.T, tl Timeline) {
@@ -84,7 +87,7 @@ func TestRolloutTimeline_PlanAgainstActual(t *testing.T) {
 		{
 			name: "no waves: one sliding window, paced by what finished",
 			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: &sluicev1.Strategy{MaxParallel: "5"},
-				StartedAt: at(0), Counts: &sluicev1.RolloutCounts{Total: 20, Provisioned: 10, InProgress: 5, Pending: 5}},
+				StartedAt: at(0), Counts: &sluicev1.RolloutCounts{Total: 20, Provisioned: 10, InProgress: 5, Pending: 5, Attempted: 15}},
 			now: 10,
 			want: func(t *testing.T, tl Timeline) {
 				if len(tl.Plan) != 1 || tl.Plan[0].Nodes != 20 || tl.Plan[0].Started != 15 || tl.Plan[0].Done != 10 || tl.Plan[0].State != "running" {
@@ -96,23 +99,23 @@ func TestRolloutTimeline_PlanAgainstActual(t *testing.T) {
 			},
 		},
 		{
-			name: "ended: no estimate, every started wave done",
+			name: "ended: no estimate, every started wave done, the others not reached",
 			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Strategy: waves,
-				StartedAt: at(0), FinishedAt: at(30), Counts: &sluicev1.RolloutCounts{Total: 100, Provisioned: 9, Failed: 1, NotStarted: 90},
+				StartedAt: at(0), FinishedAt: at(30), Counts: &sluicev1.RolloutCounts{Total: 100, Provisioned: 9, Failed: 1, NotStarted: 90, Attempted: 10},
 				Stages: []*sluicev1.StageResult{{Wave: 1, StartedAt: at(0), EndedAt: at(25), Nodes: 10, Provisioned: 9, Failed: 1}}},
 			now: 100,
 			want: func(t *testing.T, tl Timeline) {
 				if tl.Expected != "" || !tl.ETA.IsZero() || tl.Elapsed != "30s" {
 					t.Errorf("expected %q eta %v elapsed %q", tl.Expected, tl.ETA, tl.Elapsed)
 				}
-				if tl.Plan[0].State != "done" || tl.Plan[1].State != "planned" {
+				if tl.Plan[0].State != "done" || tl.Plan[1].State != "unreached" {
 					t.Errorf("states %s %s", tl.Plan[0].State, tl.Plan[1].State)
 				}
 			},
 		},
 		{
 			name:  "nothing finished yet: no pace, no estimate",
-			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: waves, StartedAt: at(0), Counts: &sluicev1.RolloutCounts{Total: 100, InProgress: 10, Pending: 90}},
+			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: waves, StartedAt: at(0), Counts: &sluicev1.RolloutCounts{Total: 100, InProgress: 10, Pending: 90, Attempted: 10}},
 			now:   5,
 			want: func(t *testing.T, tl Timeline) {
 				if tl.Round != "" || tl.Expected != "" || tl.Elapsed != "5s" {
@@ -120,8 +123,115 @@ func TestRolloutTimeline_PlanAgainstActual(t *testing.T) {
 				}
 			},
 		},
+		{
+			// As the coordinator records it: an open stage's results stay zero
+			// until it ends, which is when the next one begins (after the bake);
+			// 3 of the 5 nodes already ran the config and are never started.
+			name: "wave 1 done and baking while its stage is still open; waves past the nodes to change are not needed",
+			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: canary,
+				StartedAt: at(0), LeaderTime: durationpb.New(12 * time.Second), BakeUntil: at(30),
+				Counts: &sluicev1.RolloutCounts{Total: 5, Pending: 1, Provisioned: 4, Attempted: 1},
+				Stages: []*sluicev1.StageResult{{Wave: 1, StartedAt: at(0), CountsAtStart: &sluicev1.RolloutCounts{Total: 5, Pending: 2, Provisioned: 3}}}},
+			now: 12,
+			want: func(t *testing.T, tl Timeline) {
+				if got := planOf(tl); got != "1:1/1/1:baking 2:1/0/0:planned 3:0/0/0:unneeded" {
+					t.Errorf("plan %s, want wave 1 baking with its node done, wave 2 planned for the other node to change, wave 3 not needed", got)
+				}
+				if st := tl.Plan[0].Stages; len(st) != 1 || st[0].Started != 1 || st[0].Provisioned != 1 || st[0].State != "baking" {
+					t.Errorf("wave 1's stage %+v, want 1 started, 1 provisioned, baking", st)
+				}
+				if tl.Changes != 2 || tl.Total != 5 || tl.Rounds != 2 {
+					t.Errorf("changes %d of %d in %d rounds, want 2 of 5 in 2", tl.Changes, tl.Total, tl.Rounds)
+				}
+				// 12 s under a leader, 7 s of them in the bake (18 s left of
+				// 25): 5 s for the one node finished. Then 1 round and the
+				// bake's 18 s: 35 s, the ideal (2 rounds and one bake).
+				if tl.Round != "5s" || tl.Expected != "35s" || tl.Ideal != "35s" {
+					t.Errorf("round %q expected %q ideal %q, want 5s, 35s, 35s", tl.Round, tl.Expected, tl.Ideal)
+				}
+			},
+		},
+		{
+			// While a pause holds the bake the record has bakeLeft and no
+			// bakeUntil: still the bake, its time left standing still.
+			name: "wave 1 baking, the bake held by a pause: its time left stands still",
+			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: canary,
+				StartedAt: at(0), LeaderTime: durationpb.New(12 * time.Second), BakeLeft: durationpb.New(18 * time.Second),
+				Counts: &sluicev1.RolloutCounts{Total: 5, Pending: 1, Provisioned: 4, Attempted: 1},
+				Stages: []*sluicev1.StageResult{{Wave: 1, StartedAt: at(0), CountsAtStart: &sluicev1.RolloutCounts{Total: 5, Pending: 2, Provisioned: 3}}}},
+			now: 300,
+			want: func(t *testing.T, tl Timeline) {
+				if got := planOf(tl); got != "1:1/1/1:baking 2:1/0/0:planned 3:0/0/0:unneeded" {
+					t.Errorf("plan %s, want wave 1 baking (held), wave 2 planned", got)
+				}
+				// As above: 12 s under a leader, 7 s of them baked (18 s of 25
+				// left): 5 s a round, 35 s expected, whatever the wall clock.
+				if tl.Round != "5s" || tl.Expected != "35s" || tl.Ideal != "35s" {
+					t.Errorf("round %q expected %q ideal %q, want 5s, 35s, 35s", tl.Round, tl.Expected, tl.Ideal)
+				}
+			},
+		},
+		{
+			name: "a bake with a node in flight: the stage still runs",
+			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Strategy: canary,
+				StartedAt: at(0), LeaderTime: durationpb.New(12 * time.Second), BakeUntil: at(30),
+				Counts: &sluicev1.RolloutCounts{Total: 5, InProgress: 1, Provisioned: 3, Pending: 1, Attempted: 1},
+				Stages: []*sluicev1.StageResult{{Wave: 1, StartedAt: at(0), CountsAtStart: &sluicev1.RolloutCounts{Total: 5, Pending: 2, Provisioned: 3}}}},
+			now: 12,
+			want: func(t *testing.T, tl Timeline) {
+				if got := planOf(tl); got != "1:1/1/0:running 2:1/0/0:planned 3:0/0/0:unneeded" {
+					t.Errorf("plan %s, want wave 1 running", got)
+				}
+			},
+		},
+		{
+			name: "succeeded: every wave that started nodes done, the one no node was left for not needed; a stage's time is less the bake after it",
+			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, Strategy: canary,
+				StartedAt: at(0), FinishedAt: at(26), LeaderTime: durationpb.New(26 * time.Second),
+				Counts: &sluicev1.RolloutCounts{Total: 5, Provisioned: 5, Attempted: 2},
+				Stages: []*sluicev1.StageResult{
+					{Wave: 1, StartedAt: at(0), EndedAt: at(26), Nodes: 1, Provisioned: 1, CountsAtStart: &sluicev1.RolloutCounts{Total: 5, Pending: 2, Provisioned: 3}},
+					{Wave: 2, StartedAt: at(26), EndedAt: at(26), Nodes: 1, Provisioned: 1, CountsAtStart: &sluicev1.RolloutCounts{Total: 5, Pending: 1, Provisioned: 4, Attempted: 1}, StartedBefore: 1},
+				}},
+			now: 40,
+			want: func(t *testing.T, tl Timeline) {
+				if got := planOf(tl); got != "1:1/1/1:done 2:1/1/1:done 3:0/0/0:unneeded" {
+					t.Errorf("plan %s, want waves 1 and 2 done, 3 not needed", got)
+				}
+				if tl.Plan[0].Took != "1s" || tl.Plan[0].Stages[0].Took != "1s" {
+					t.Errorf("wave 1 took %q (stage %q), want 1s: 26 s less the 25 s bake", tl.Plan[0].Took, tl.Plan[0].Stages[0].Took)
+				}
+			},
+		},
+		{
+			name: "rolled back in wave 2: wave 3 not reached",
+			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Strategy: canary,
+				StartedAt: at(0), FinishedAt: at(30), Counts: &sluicev1.RolloutCounts{Total: 5, Provisioned: 1, Failed: 1, NotStarted: 3, Attempted: 2},
+				Stages: []*sluicev1.StageResult{
+					{Wave: 1, StartedAt: at(0), EndedAt: at(26), Nodes: 1, Provisioned: 1, CountsAtStart: &sluicev1.RolloutCounts{Total: 5, Pending: 5}},
+					{Wave: 2, StartedAt: at(26), EndedAt: at(30), Nodes: 1, Failed: 1, CountsAtStart: &sluicev1.RolloutCounts{Total: 5, Pending: 4, Provisioned: 1, Attempted: 1}, StartedBefore: 1},
+				}},
+			now: 40,
+			want: func(t *testing.T, tl Timeline) {
+				if got := planOf(tl); got != "1:1/1/1:done 2:2/1/1:done 3:2/0/0:unreached" {
+					t.Errorf("plan %s, want waves 1 and 2 done, 3 not reached", got)
+				}
+			},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.want(t, RolloutTimeline(c.given, t0.Add(time.Duration(c.now)*time.Second))) })
 	}
+}
+
+// planOf is tl's plan as "wave:planned/started/done:state ...".
+func planOf(tl Timeline) string {
+	var b strings.Builder
+	for i, p := range tl.Plan {
+		if i > 0 {
+			b.WriteByte(' ')
+		}
+		fmt.Fprintf(&b, "%d:%d/%d/%d:%s", p.Wave, p.Nodes, p.Started, p.Done, p.State)
+	}
+	return b.String()
 }

@@ -8,6 +8,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 
@@ -52,14 +53,63 @@ func MarkInForce(nodes []Node, inForce *sluicev1.Revision) {
 	if inForce == nil {
 		return
 	}
-	for i, n := range nodes {
-		if n.Presence == nil || n.Status.GetAppliedFingerprint() == "" {
-			continue
-		}
-		if render.Fingerprint(render.NodeConfig(inForce, n.Presence.GetLabels())) == n.Status.GetAppliedFingerprint() {
-			nodes[i].InForce = inForce.GetId()
-		}
+	f := NewInForce(inForce)
+	for i := range nodes {
+		nodes[i].InForce = f.Of(nodes[i])
 	}
+}
+
+// InForce tells which nodes run the config the revision in force gives
+// them. It renders the revision once per distinct label set, so that a
+// reader that keeps it (the dashboard) pays for a node's check once per
+// rack, not once per node and update.
+type InForce struct {
+	rev *sluicev1.Revision
+	fps map[string]string // labels (labelKey) → fingerprint of the config rendered for them
+}
+
+// NewInForce is rev's InForce.
+func NewInForce(rev *sluicev1.Revision) *InForce {
+	return &InForce{rev: rev, fps: map[string]string{}}
+}
+
+// Revision is the id of the revision in force; "" for a nil InForce.
+func (f *InForce) Revision() string {
+	if f == nil {
+		return ""
+	}
+	return f.rev.GetId()
+}
+
+// Of is the revision's id when n is present and runs the config it gives
+// n, else "" (and "" for a nil InForce).
+func (f *InForce) Of(n Node) string {
+	if f == nil || n.Presence == nil || n.Status.GetAppliedFingerprint() == "" {
+		return ""
+	}
+	labels := n.Presence.GetLabels()
+	key := labelKey(labels)
+	fp, ok := f.fps[key]
+	if !ok {
+		fp = render.Fingerprint(render.NodeConfig(f.rev, labels))
+		f.fps[key] = fp
+	}
+	if fp != n.Status.GetAppliedFingerprint() {
+		return ""
+	}
+	return f.rev.GetId()
+}
+
+// labelKey is labels in one string, by key.
+func labelKey(labels map[string]string) string {
+	var b strings.Builder
+	for _, k := range slices.Sorted(maps.Keys(labels)) {
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(labels[k])
+		b.WriteByte(0)
+	}
+	return b.String()
 }
 
 // NodeObject is a node in json and yaml output.

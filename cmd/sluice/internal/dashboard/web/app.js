@@ -8,6 +8,7 @@ const S = {
   nodes: new Map(),        // name → NodeObject (as sluice get nodes -o json)
   rollouts: new Map(),     // id → Rollout
   active: '',
+  applied: '',             // the last-applied rollout: its revision is in force
   fps: new Map(),          // fingerprint → InvalidFingerprint
   pause: [], pauseSummary: null,
   leader: {},
@@ -80,7 +81,9 @@ function outcomes() {
   return m;
 }
 function nodeState(n) { return (n && n.state && STATES[n.state]) ? n.state : 'outside'; }
-const labels = (n) => (n.presence && n.presence.labels) || {};
+// A node's failure-domain labels: its presence's; one that left keeps those
+// the dashboard last saw (the stream's domain for it).
+const labels = (n) => (n.presence && n.presence.labels) || n.labels || {};
 function domainOf(n) {
   const l = labels(n);
   return (S.config ? S.config.groupBy : ['zone', 'rack']).map(k => l[k] || `(no ${k})`);
@@ -103,11 +106,10 @@ function expand(f) {
   for (let i = 0; i < f.names.length; i++) {
     const name = f.names[i], present = f.present[i] === '1', d = f.domains[f.domain[i]];
     const n = { node: name, present };
-    if (present) {
-      const labels = {};
-      f.groupBy.forEach((k, j) => { if (d[j]) labels[k] = d[j]; });
-      n.presence = { node: name, labels };
-    }
+    const labels = {};
+    f.groupBy.forEach((k, j) => { if (d[j]) labels[k] = d[j]; });
+    if (present) n.presence = { node: name, labels };
+    else n.labels = labels;
     const phase = f.phases[f.phase[i]], rev = f.revisions[f.revision[i]], ro = f.rollouts[f.rollout[i]];
     if (phase || rev || ro) n.status = { node: name, phase, revision: rev, rollout: ro };
     n.state = f.states[f.state[i]];
@@ -128,6 +130,7 @@ function apply(u) {
   if (S.layoutDirty) S.names = null;
   for (const r of u.rollouts || []) S.rollouts.set(r.id, r);
   if (u.active !== undefined) S.active = u.active;
+  if (u.applied !== undefined) S.applied = u.applied;
   if (u.rollouts || u.active !== undefined) S.fullPaint = true;
   for (const f of u.fingerprints || []) S.fps.set(f.fingerprint, f);
   for (const f of u.removedFingerprints || []) S.fps.delete(f);
@@ -201,6 +204,7 @@ function render() {
   drawMap(out);
   renderList(out);
   renderRollout();
+  renderHeld();
   renderHistory();
   renderHeader();
   renderPlane();
@@ -247,6 +251,11 @@ function computeLayout(width) {
   cells = [];
   cellOf = new Map();
   const out = [];
+  // A rack is at least as wide as its label and its provisioned/nodes; its
+  // ✗ ◔ ⟳ counts go on a second line when they would not fit beside them.
+  const g = $('map').getContext('2d');
+  g.font = RACK_FONT;
+  const textW = (t) => Math.ceil(g.measureText(t).width);
   // Nodes without the labels (one that left has no presence, so no labels) come last.
   const byName = (a, b) => (a.startsWith('(no ') - b.startsWith('(no ')) || a.localeCompare(b);
   for (const outer of [...groups.keys()].sort(byName)) {
@@ -257,12 +266,15 @@ function computeLayout(width) {
     for (const inner of [...racks.keys()].sort(byName)) {
       const names = racks.get(inner).sort();
       const cols = Math.max(1, Math.min(names.length, Math.floor(Math.sqrt(names.length * 2)) || 1, Math.floor((width - 8) / pitch)));
-      const w = cols * pitch + 8, h = Math.ceil(names.length / cols) * pitch + 18;
+      const k = names.length, headW = textW(`${inner}  ${k}/${k}`) + 10;
+      const w = Math.min(Math.max(cols * pitch + 8, headW), width);
+      const lines = w - 10 >= textW(`${inner}  ${k}/${k} ✗${k} ◔${k} ⟳${k}`) ? 1 : 2;
+      const top = 12 * lines + 3, h = Math.ceil(names.length / cols) * pitch + top + 3;
       if (x > 0 && x + w > width) { x = 0; y += rowH + 6; rowH = 0; }
-      const grp = { label: inner, x: x + 2, y: y + 11, level: 1, box: [x, y, w - 4, h], counts: {}, total: names.length };
+      const grp = { label: inner, x: x + 2, y: y + 11, level: 1, box: [x, y, w - 4, h], counts: {}, total: names.length, lines };
       out.push(grp);
       names.forEach((name, i) => {
-        const c = { name, grp, st: '', x: x + 4 + (i % cols) * pitch, y: y + 15 + Math.floor(i / cols) * pitch, s: cell };
+        const c = { name, grp, st: '', x: x + 4 + (i % cols) * pitch, y: y + top + Math.floor(i / cols) * pitch, s: cell };
         cells.push(c);
         cellOf.set(name, c);
       });
@@ -354,19 +366,19 @@ function paintCell(g, c, out, colors, active, clear) {
 
 // drawRollup labels a rack with its rollup: provisioned of its nodes, and
 // how many failed, timed out or are in progress.
+const RACK_FONT = '11px system-ui, sans-serif';
 function drawRollup(g, grp) {
   const [x, y, w] = grp.box, k = grp.counts;
-  let text = `${grp.label}  ${k.provisioned || 0}/${grp.total}`;
-  if (k.failed) text += ` ✗${k.failed}`;
-  if (k.timedOut) text += ` ◔${k.timedOut}`;
-  if (k.inProgress) text += ` ⟳${k.inProgress}`;
-  grp.rollup = text;
+  const head = `${grp.label}  ${k.provisioned || 0}/${grp.total}`;
+  const marks = [k.failed && `✗${k.failed}`, k.timedOut && `◔${k.timedOut}`, k.inProgress && `⟳${k.inProgress}`].filter(Boolean).join(' ');
+  grp.drawn = grp.lines === 1 || !marks ? [marks ? head + ' ' + marks : head] : [head, marks];
+  grp.rollup = grp.drawn.join(' ');
   g.save();
-  g.clearRect(x + 1, y + 1, w - 1, 12);
-  g.beginPath(); g.rect(x + 1, y + 1, w - 1, 12); g.clip();
+  g.clearRect(x + 1, y + 1, w - 1, 12 * grp.lines);
+  g.beginPath(); g.rect(x + 1, y + 1, w - 1, 12 * grp.lines); g.clip();
   g.fillStyle = k.failed || k.timedOut ? '#a33b00' : '#5a5a5a';
-  g.font = '11px system-ui, sans-serif';
-  g.fillText(text, grp.x, grp.y);
+  g.font = RACK_FONT;
+  grp.drawn.forEach((t, i) => g.fillText(t, grp.x, grp.y + 12 * i));
   g.restore();
 }
 
@@ -446,7 +458,8 @@ async function openDrawer(name) {
   row('message', st.message);
   row('applied fingerprint', st.appliedFingerprint);
   row('status fingerprint', st.fingerprint);
-  row('status revision', st.revision);
+  row('revision', n.revisionInForce ? `${n.revisionInForce} (in force: it runs the config this revision gives it)` : st.revision);
+  if (n.revisionInForce && n.revisionInForce !== st.revision) row('status revision', `${st.revision || '-'} (the revision that last changed it)`);
   row('desired fingerprint', n.desired && n.desired.fingerprint);
   row('desired revision', n.desired && n.desired.revision);
   row('backup fingerprint', n.backup && n.backup.fingerprint);
@@ -510,7 +523,6 @@ function renderRollout() {
   const meta = [`revision ${short(r.revision)}`];
   if (r.wave) meta.push(`wave ${r.wave}`);
   if (r.domain) meta.push(`domain ${r.domain}`);
-  if (r.pause && r.pause.paused) meta.push(`paused by ${r.pause.by || '?'}${r.pause.reason ? ': ' + r.pause.reason : ''}`);
   for (const g of r.gates || []) meta.push(`gate ${g.message} (${g.verdict}${g.before ? ' before ' + g.before : ''})`);
   $('rollout-meta').textContent = meta.join(' · ');
   // Countdowns: the bake, and a wait for a window or a freeze to end.
@@ -557,16 +569,22 @@ function fmtDur(ms) {
   return (h ? h + 'h' : '') + (h || m ? m + 'm' : '') + (s % 60) + 's';
 }
 
-// The timeline: each wave as the strategy plans it (its width its share of
-// the nodes), filled as far as its nodes are done, with the stages the
-// rollout actually ran in it (one per failure domain) under it; then the
-// estimate against the ideal time.
+// The timeline: each wave as the strategy plans it over the nodes the
+// rollout changes (its width its share of them), filled as far as its
+// nodes are done, with the stages the rollout actually ran in it (one per
+// failure domain) under it; then the estimate against the ideal time. The
+// numbers are view.RolloutTimeline's: an open stage counted from the
+// rollout's counts, a wave past the nodes to change not needed.
+const plural = (k, word) => `${k} ${word}${k === 1 ? '' : 's'}`;
+const WAVE_STATES = {
+  done: 'done', running: 'running', baking: 'done, baking before the next stage', planned: 'planned',
+  unneeded: 'not needed: no node left to change', unreached: 'not reached: the rollout ended before it',
+};
 function renderTimeline(r, tl) {
   const box = $('timeline');
   if (!tl || !tl.plan) { box.replaceChildren(); $('eta').textContent = ''; return; }
   if (tl.error) { box.replaceChildren(el('li', { class: 'error', text: 'the strategy does not resolve: ' + tl.error })); return; }
   const total = tl.plan.reduce((a, p) => a + p.nodes, 0) || 1;
-  const stages = r.stages || [];
   box.replaceChildren(...tl.plan.map(p => {
     const bar = el('span', { class: 'plan-bar' });
     bar.style.width = Math.max(2, 100 * p.nodes / total) + '%';
@@ -574,21 +592,24 @@ function renderTimeline(r, tl) {
     fill.style.width = (p.nodes ? Math.min(100, 100 * p.done / p.nodes) : 0) + '%';
     bar.append(fill);
     const name = p.wave ? `wave ${p.wave}` : 'all nodes';
-    const words = `${name}: planned ${p.nodes}, started ${p.started}, done ${p.done}${p.took ? ', took ' + p.took : ''} — ${p.state}`;
-    const actual = stages.filter(st => !p.wave || st.wave === p.wave).filter(st => st.domain || p.wave);
-    const sub = actual.length ? el('ul', { class: 'stage-actual' }, ...actual.map(st => el('li', { text:
-      `${st.domain ? (tl.domainKey || 'domain') + ' ' + st.domain : 'stage'}: ${st.nodes || 0} started, ${st.provisioned || 0} provisioned, ${st.failed || 0} failed${st.timedOut ? ' (' + st.timedOut + ' timed out)' : ''}${st.skipped ? ', ' + st.skipped + ' skipped' : ''}` +
-      (st.endedAt ? `, ${fmtDur(new Date(st.endedAt) - new Date(st.startedAt))}` : ' — running') }))) : null;
+    const words = `${name}: ${plural(p.nodes, 'node')} planned, ${p.started} started, ${p.done} done${p.took ? ', took ' + p.took : ''} — ${WAVE_STATES[p.state] || p.state}`;
+    const actual = (p.stages || []).filter(st => st.domain || p.wave);
+    const sub = actual.length ? el('ul', { class: 'stage-actual' }, ...actual.map(st => el('li', { 'data-state': st.state, text:
+      `${st.domain ? (tl.domainKey || 'domain') + ' ' + st.domain : 'stage'}: ${st.started} started, ${st.provisioned} provisioned, ${st.failed} failed${st.timedOut ? ' (' + st.timedOut + ' timed out)' : ''}${st.skipped ? ', ' + st.skipped + ' skipped' : ''}` +
+      (st.state === 'done' ? (st.took ? `, ${st.took}` : '') : ' — ' + st.state) }))) : null;
     return el('li', { 'data-wave': String(p.wave), 'data-state': p.state }, el('span', { class: 'plan-words', text: words }), bar, sub);
   }));
-  const parts = [`${tl.rounds} round${tl.rounds === 1 ? '' : 's'} of up to ${tl.maxParallel} nodes${tl.bake ? ', bake ' + tl.bake + ' between waves' : ''}`, `elapsed ${tl.elapsed}`];
-  if (tl.round) parts.push(`pace ${tl.round} a round`);
+  // A round is one batch of at most maxParallel nodes configured at once.
+  const one = tl.maxParallel === 1;
+  const scope = tl.changes === tl.total ? `${plural(tl.changes, 'node')} to change` : `${tl.changes} of ${plural(tl.total, 'node')} to change`;
+  const parts = [`${scope}, ${one ? 'one at a time' : `up to ${tl.maxParallel} at a time (${plural(tl.rounds, 'round')})`}${tl.bake ? `, bake ${tl.bake} between ${tl.domainKey ? 'stages' : 'waves'}` : ''}`, `elapsed ${tl.elapsed}`];
+  if (tl.round) parts.push(`pace ${tl.round} a ${one ? 'node' : 'round'}`);
   if (tl.eta) {
     const left = new Date(tl.eta) - Date.now();
     parts.push(`ETA ${new Date(tl.eta).toLocaleTimeString()} (${left > 0 ? 'in ' + fmtDur(left) : 'due'})`);
     parts.push(`expected ${tl.expected} against the ideal ${tl.ideal} (×${tl.ratio})`);
   } else if (tl.ideal) parts.push(`took ${tl.elapsed} against the ideal ${tl.ideal}`);
-  else if (r.phase === 'ROLLOUT_PHASE_PROGRESSING') parts.push('ETA once the first nodes finish');
+  else if (r.phase === 'ROLLOUT_PHASE_PROGRESSING') parts.push(tl.changes && !r.counts.attempted ? 'ETA once the first nodes finish' : 'ETA once the pace is known');
   $('eta').textContent = parts.join(' · ');
 }
 
@@ -648,6 +669,28 @@ function followed(r, first) {
   return el('p', { class: 'fp-followed', text });
 }
 
+// held says how 'sluice rollout pause' holds r, as sluice rollout status
+// does: "held" once no node operation is in flight, "pausing" until then,
+// "" when it is not paused (or ended).
+function held(r) {
+  const p = r.pause;
+  if (!p || !p.paused || r.phase !== 'ROLLOUT_PHASE_PROGRESSING') return '';
+  return Number((r.pauseAck || {}).generation || 0) >= Number(p.generation || 0) ? 'held' : 'pausing';
+}
+// renderHeld: the rollout shown, held by sluice rollout pause, says so
+// under its phase — who, since when, why, and what resumes it.
+function renderHeld() {
+  const r = S.rollouts.get(S.active) || newestRollout(), box = $('rollout-held');
+  const h = r ? held(r) : '';
+  box.hidden = !h;
+  box.dataset.held = h;
+  if (!h) { box.textContent = ''; return; }
+  const p = r.pause;
+  const who = `paused by ${p.by || '?'}${p.at ? ' at ' + new Date(p.at).toLocaleTimeString() : ''}${p.reason ? ': ' + p.reason : ''}`;
+  box.textContent = h === 'held' ? `Held: no node operation in flight, none starts until Resume rollout (sluice rollout resume) — ${who}` :
+    `Pausing: no node operation starts; waiting for ${(r.pauseAck || {}).waitingFor || 'none'} — ${who}`;
+}
+
 // History: the rollouts newest first, as sluice get rollouts lists them
 // (the newest 50). Each row that succeeded or partially failed can be gone
 // back to (sluice rollout undo --to-revision ITS_REVISION); the newest, when
@@ -660,12 +703,16 @@ function renderHistory() {
   const rs = [...S.rollouts.values()].sort((a, b) => (b.startedAt || '').localeCompare(a.startedAt || '') || Number(b.generation || 0) - Number(a.generation || 0)).slice(0, 50);
   const controls = !!(S.config && S.config.controls);
   // Rebuilt only when a row changes: a focused button survives an update.
-  const key = controls + '|' + S.active + '|' + rs.map(r => r.id + r.phase + JSON.stringify(r.counts || {})).join(',');
+  const key = controls + '|' + S.active + '|' + S.applied + '|' + rs.map(r => r.id + r.phase + held(r) + JSON.stringify(r.counts || {})).join(',');
+  // The head is the newest rollout's revision: undo to it is refused ("is
+  // the head already"), so no row of it offers Undo to this.
+  const byGen = [...S.rollouts.values()].sort((a, b) => Number(b.generation || 0) - Number(a.generation || 0));
+  const head = byGen.length ? byGen[0].revision : '';
   if (key === historyKey) return;
   historyKey = key;
   $('history').replaceChildren(...rs.map((r, i) => {
     const c = r.counts || {}, actions = el('div', { class: 'row-actions' });
-    if (UNDOABLE.includes(r.phase) && r.revision) {
+    if (UNDOABLE.includes(r.phase) && r.revision && r.revision !== head) {
       const b = el('button', { type: 'button', class: 'control', 'data-action': 'undo', 'data-revision': r.revision, text: 'Undo to this', 'aria-label': 'undo to revision ' + short(r.revision),
         title: `make revision ${r.revision} the head again (sluice rollout undo --to-revision)` });
       b.disabled = !controls;
@@ -676,8 +723,10 @@ function renderHistory() {
       b.disabled = !controls;
       actions.append(b);
     }
+    const marks = [r.id === S.active && 'active', r.id === S.applied && 'in force'].filter(Boolean);
     return el('tr', { 'data-rollout': r.id, 'data-phase': enumName(r.phase, 'ROLLOUT_PHASE_') },
-      el('th', { scope: 'row' }, r.id + (r.id === S.active ? ' (active)' : ''), actions.childElementCount ? actions : null), el('td', { text: enumName(r.phase, 'ROLLOUT_PHASE_') }),
+      el('th', { scope: 'row' }, r.id + (marks.length ? ` (${marks.join(', ')})` : ''), actions.childElementCount ? actions : null),
+      el('td', { text: enumName(r.phase, 'ROLLOUT_PHASE_') + (held(r) ? ' (paused)' : '') }),
       el('td', { text: `${c.provisioned || 0}/${c.total || 0}` }), el('td', { text: String(c.failed || 0) }),
       el('td', { text: r.startedAt ? new Date(r.startedAt).toLocaleString() : '-' }));
   }));
@@ -693,14 +742,14 @@ function renderPlane() {
     const row = (k, v) => rows.push(el('dt', { text: k }), el('dd', { text: v || '-' }));
     if (l.holder) {
       row('leader', l.holder);
-      row('term', String(l.epoch || '?'));
+      row('term', l.epoch ? String(l.epoch) : 'being taken (the new leader publishes its term once its fence is written)');
       row('last takeover', l.acquiredAt ? `${new Date(l.acquiredAt).toLocaleString()} (${fmtDur(Date.now() - new Date(l.acquiredAt))} ago)` : '-');
       row('lease expiry', c.leaseTTL ? `${c.leaseTTL} after its last renewal (renewed every ${c.renew}; the server removes it then and a standby takes over)` : '-');
     } else {
       row('leader', 'none');
       row('lease', c.ended ? `${c.ended} at ${new Date(c.endedAt).toLocaleTimeString()}` : 'not held');
     }
-    if (c.before && c.before.holder) row('term before', `${c.before.holder}, term ${c.before.epoch || '?'}, from ${c.before.acquiredAt ? new Date(c.before.acquiredAt).toLocaleString() : '?'}`);
+    if (c.before && c.before.holder) row('term before', `${c.before.holder}${c.before.epoch ? ', term ' + c.before.epoch : ''}, from ${c.before.acquiredAt ? new Date(c.before.acquiredAt).toLocaleString() : '?'}`);
     row('instances', (c.instances || []).map(i => `${i.instance} (${i.role || '?'})`).join(', ') || 'none present');
     dl.replaceChildren(...rows);
   }
@@ -742,7 +791,12 @@ function renderHeader() {
   $('leader').textContent = l.holder ? `leader: ${l.holder} (epoch ${l.epoch || '?'}, since ${new Date(l.acquiredAt).toLocaleTimeString()})` : 'leader: none';
   const p = S.pauseSummary, ps = $('pause-state');
   if (p) {
-    ps.textContent = `pause: ${p.requested} — reached by ${p.reached}/${p.instances}` + (p.waiting && p.waiting.length ? ` (waiting: ${p.waiting.join(', ')})` : '');
+    // Paused: a badge that names who, since when (local time) and why; the
+    // request in sluice get pause's words is its title.
+    const req = S.pause[0] || {};
+    const what = p.paused ? `paused (generation ${req.generation || '?'})${req.by ? ' by ' + req.by : ''}${req.at ? ' since ' + new Date(req.at).toLocaleTimeString() : ''}${req.reason ? ': ' + req.reason : ''}` : p.requested;
+    ps.textContent = `${p.paused ? '' : 'pause: '}${what} — reached by ${p.reached}/${p.instances}` + (p.waiting && p.waiting.length ? ` (waiting: ${p.waiting.join(', ')})` : '');
+    ps.title = `${p.requested}; reached by ${p.reached} of ${p.instances} instances`;
     ps.dataset.paused = String(p.paused);
     ps.dataset.reached = String(p.reached === p.instances);
   }
