@@ -293,7 +293,7 @@ func TestKube_Agent_ReadsItsNodeWithTheChartsRBAC(t *testing.T) {
 	data := t.TempDir()
 	listen := freeAddr(t)
 	url := "nats://" + listen
-	dev := exec.Command(binary(t, "sluice"), "dev", "--agents", "0", "--listen", listen, "--data", data)
+	dev := exec.Command(binary(t, "sluice"), "dev", "--agents", "0", "--listen", listen, "--data", data, "--dashboard-addr", "off")
 	devOut := &syncBuffer{}
 	dev.Stdout, dev.Stderr = devOut, devOut
 	if err := dev.Start(); err != nil {
@@ -302,7 +302,7 @@ func TestKube_Agent_ReadsItsNodeWithTheChartsRBAC(t *testing.T) {
 	t.Cleanup(func() { _ = dev.Process.Signal(os.Interrupt); _ = dev.Wait() })
 	agentCmd := exec.Command(binary(t, "sluice-agent"), "--node", node, "--kube-node-labels",
 		"--kubeconfig", c.Kubeconfig(t, tr.Status.Token), "--state-dir", filepath.Join(t.TempDir(), "state"))
-	agentCmd.Env = append(os.Environ(), "NATS_URL="+url)
+	agentCmd.Env = append(os.Environ(), "SLUICE_NATS_URL="+url)
 	agentOut := &syncBuffer{}
 	agentCmd.Stdout, agentCmd.Stderr = agentOut, agentOut
 	if err := agentCmd.Start(); err != nil {
@@ -318,14 +318,16 @@ func TestKube_Agent_ReadsItsNodeWithTheChartsRBAC(t *testing.T) {
 			return nil
 		}
 		var obj struct {
-			Presence struct {
-				Labels map[string]string `json:"labels"`
-			} `json:"presence"`
+			Items []struct {
+				Presence struct {
+					Labels map[string]string `json:"labels"`
+				} `json:"presence"`
+			} `json:"items"`
 		}
-		if json.Unmarshal(out, &obj) != nil {
+		if json.Unmarshal(out, &obj) != nil || len(obj.Items) != 1 {
 			return nil
 		}
-		return obj.Presence.Labels
+		return obj.Items[0].Presence.Labels
 	}
 	waitLabels := func(within time.Duration, want map[string]string) time.Duration {
 		t.Helper()

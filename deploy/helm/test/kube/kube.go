@@ -169,13 +169,19 @@ func (c *Cluster) Log(name string) string {
 func (c *Cluster) waitReady(t testing.TB, within time.Duration) {
 	t.Helper()
 	deadline := time.Now().Add(within)
-	cl := c.Config(c.Token)
-	rc, err := rest.HTTPClientFor(cl)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var last string
+	var rc *http.Client
+	last := "its serving certificate is not written yet"
 	for time.Now().Before(deadline) {
+		if rc == nil { // the server writes its self-signed certificate first
+			if _, err := os.Stat(c.CAFile); err != nil {
+				time.Sleep(100 * time.Millisecond)
+				continue
+			}
+			var err error
+			if rc, err = rest.HTTPClientFor(c.Config(c.Token)); err != nil {
+				t.Fatal(err)
+			}
+		}
 		req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, c.URL+"/readyz", nil)
 		resp, err := rc.Do(req)
 		if err == nil {
