@@ -160,6 +160,14 @@ frr-demo: frr ## As root: 3 nodes and a spine as namespaces, each its own FRR; a
 test-kernel: ## The netlink applier's VRF tests, its checks, the netns demo and the FRR applier's kernel-VRF route leaking (host FRR over 9p) in Debian's kernel under qemu, where a skip is a failure (installs qemu and the kernel if missing; about 4.5 minutes)
 	GO=$(GO) BIN=$(BIN) tests/kernel/run.sh
 
+# The chart and the agent on a real Kubernetes API server and etcd
+# (deploy/helm/test/kube): build.sh builds both from the Go module proxy
+# once per machine into $XDG_CACHE_HOME/sluice/kube (about 5 minutes cold,
+# nothing after); make test leaves these tests out (build tag kube).
+.PHONY: test-kube
+test-kube: ## The chart installed, upgraded, uninstalled and refused on a real kube-apiserver and etcd, and the agent reading its Node with the chart's RBAC (builds both once per machine into ~/.cache/sluice/kube, about 5 minutes cold)
+	cd deploy/helm/test && GO=$(GO) kube/build.sh >/dev/null && $(GO) test -tags kube -count=1 -v -timeout 20m -run 'TestKube' .
+
 .PHONY: mutants
 mutants: ## Mutation-test the chaos suite: each tests/chaos/mutants/*.patch on a copy of the tree, seeds on virtual time until the first catch (MUTANT_SEEDS, default 200; MUTANTS='01-*'; MUTANT_VIRTUAL=0 for real time); prints the score. Not in CI (about 7 minutes)
 	CHAOS_VIRTUAL=$(MUTANT_VIRTUAL) MUTANT_SEEDS=$(MUTANT_SEEDS) MUTANTS='$(MUTANTS)' GO=$(GO) tests/chaos/mutants/run.sh
