@@ -1,5 +1,8 @@
 // Package reaper is sluice's garbage collector. It owns deleting what no
-// longer has an owner; this version reaps the keys of departed nodes.
+// longer has an owner: the keys of departed nodes (here and fleet.go),
+// intents marked for deletion once nothing references them (intents.go,
+// which also records why it keeps each one it does not delete), and
+// revisions past their retention (revisions.go).
 //
 // A node has departed when its presence (its agent's heartbeat lease in the
 // nodes bucket) has been absent for longer than Grace. The reaper then
