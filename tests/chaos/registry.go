@@ -263,6 +263,9 @@ func (f *faults) partialRegistry(ctx context.Context, ft Fault) {
 			s.log.add("%s: %s leaves again", ft.Kind, regFile(f))
 		}
 	}
+	// A file out longer than the settle period was marked, and its return
+	// cuts a revision at the registry's next sync.
+	f.awaitRestored(ctx, ft, time.Now())
 }
 
 // registryHold drops more of the registry's files than its hold share lets
@@ -364,7 +367,8 @@ func (f *faults) registryHold(ctx context.Context, ft Fault) {
 	}
 }
 
-// awaitRestored waits, after a confirmed hold's files came back, until the
+// awaitRestored waits, after a registry fault's files came back (a
+// confirmed hold's, or a partial answer's), until the
 // registry synced them again (its status written after back, none of its
 // intents marked) and the rollout of the head that sync cut ended: the
 // marks and their undoing each cut a revision, and the last one's rollout
