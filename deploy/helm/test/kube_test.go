@@ -9,7 +9,6 @@ package charttest
 import (
 	"context"
 	"encoding/json"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -84,27 +83,17 @@ func stored(t *testing.T, dyn dynamic.Interface) []string {
 	t.Helper()
 	var out []string
 	for kind, gvr := range kindResources {
-		ri := dyn.Resource(gvr)
-		opts := metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + releaseName}
-		var items []string
-		if clusterScoped[kind] {
-			l, err := ri.List(context.Background(), opts)
-			if err != nil {
-				t.Fatalf("list %s: %v", gvr.Resource, err)
-			}
-			for _, it := range l.Items {
-				items = append(items, kind+"/"+it.GetName())
-			}
-		} else {
-			l, err := ri.Namespace(namespace).List(context.Background(), opts)
-			if err != nil {
-				t.Fatalf("list %s: %v", gvr.Resource, err)
-			}
-			for _, it := range l.Items {
-				items = append(items, kind+"/"+it.GetName())
-			}
+		var ri dynamic.ResourceInterface = dyn.Resource(gvr)
+		if !clusterScoped[kind] {
+			ri = dyn.Resource(gvr).Namespace(namespace)
 		}
-		out = append(out, items...)
+		l, err := ri.List(context.Background(), metav1.ListOptions{LabelSelector: "app.kubernetes.io/instance=" + releaseName})
+		if err != nil {
+			t.Fatalf("list %s: %v", gvr.Resource, err)
+		}
+		for _, it := range l.Items {
+			out = append(out, kind+"/"+it.GetName())
+		}
 	}
 	slices.Sort(out)
 	return out
@@ -291,7 +280,7 @@ func TestKube_Agent_ReadsItsNodeWithTheChartsRBAC(t *testing.T) {
 
 	// sluice dev with no agents of its own, and the real agent beside it.
 	data := t.TempDir()
-	listen := freeAddr(t)
+	listen := kube.FreeAddr(t)
 	url := "nats://" + listen
 	dev := exec.Command(binary(t, "sluice"), "dev", "--agents", "0", "--listen", listen, "--data", data, "--dashboard-addr", "off")
 	devOut := &syncBuffer{}
@@ -363,14 +352,4 @@ func subset(want, got map[string]string) bool {
 		}
 	}
 	return true
-}
-
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }

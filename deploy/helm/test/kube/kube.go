@@ -94,7 +94,7 @@ func Start(t testing.TB) *Cluster {
 	c := &Cluster{dir: dir, Token: randomHex(t)}
 	t.Cleanup(c.Stop)
 
-	etcdClient, etcdPeer := freePort(t), freePort(t)
+	etcdClient, etcdPeer := FreeAddr(t), FreeAddr(t)
 	c.run(t, "etcd", filepath.Join(bin, "etcd"),
 		"--data-dir", filepath.Join(dir, "etcd"),
 		"--listen-client-urls", "http://"+etcdClient, "--advertise-client-urls", "http://"+etcdClient,
@@ -108,7 +108,7 @@ func Start(t testing.TB) *Cluster {
 		t.Fatal(err)
 	}
 	certDir := filepath.Join(dir, "certs")
-	api := freePort(t)
+	api := FreeAddr(t)
 	_, port, _ := net.SplitHostPort(api)
 	c.run(t, "kube-apiserver", filepath.Join(bin, "kube-apiserver"),
 		"--etcd-servers", "http://"+etcdClient,
@@ -240,7 +240,8 @@ current-context: test
 	return path
 }
 
-func freePort(t testing.TB) string {
+// FreeAddr is a free loopback host:port.
+func FreeAddr(t testing.TB) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
