@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -12,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -33,6 +35,27 @@ func freeAddr(t *testing.T) string {
 	addr := ln.Addr().String()
 	_ = ln.Close()
 	return addr
+}
+
+// boundAddr is a loopback address where nothing listens, for as long as the
+// test runs: a socket bound to it, never listening, so connecting is
+// refused and no other test's server can take the port meanwhile (a free
+// port closed again was taken by a NATS server of another package once).
+func boundAddr(t *testing.T) string {
+	t.Helper()
+	fd, err := syscall.Socket(syscall.AF_INET, syscall.SOCK_STREAM, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = syscall.Close(fd) })
+	if err := syscall.Bind(fd, &syscall.SockaddrInet4{Addr: [4]byte{127, 0, 0, 1}}); err != nil {
+		t.Fatal(err)
+	}
+	sa, err := syscall.Getsockname(fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("127.0.0.1:%d", sa.(*syscall.SockaddrInet4).Port)
 }
 
 // holdAddr keeps a loopback address for a server the test starts later:
@@ -282,7 +305,7 @@ func TestProbe_ExitCodes(t *testing.T) {
 		{"200", srv.URL + "/ok", 0, "ready: leading term 7\n"},
 		{"503", srv.URL + "/no", 1, "not ready: NATS disconnected\nprobe " + srv.URL + "/no: 503 Service Unavailable\n"},
 		{"no answer within the probe timeout", srv.URL + "/slow", 1, "context deadline exceeded"},
-		{"nothing listening", "http://" + freeAddr(t) + "/readyz", 1, "connection refused"},
+		{"nothing listening", "http://" + boundAddr(t) + "/readyz", 1, "connection refused"},
 		{"not a URL", "::", 1, "probe ::"},
 	}
 	// margin: health.ProbeTimeout (2s) bounds the probes that answer too;

@@ -41,9 +41,9 @@ const (
 
 // KeyFence is the term fence the coordinator keeps in every bucket it writes
 // (nodeconfigs, rollouts, fingerprints): a new leader rewrites it when its
-// term starts, and every write of a term is an atomic batch that checks the
-// fence is still the one its term wrote, so a deposed leader's writes fail on
-// the server. Keys starting with "_" are control keys, never a node, a
+// term starts, and every write of a term (a single fenced message, or an
+// atomic batch whose last message checks it) requires the fence to be still
+// the one its term wrote, so a deposed leader's writes fail on the server. Keys starting with "_" are control keys, never a node, a
 // rollout or a fingerprint: listings and the reaper skip them (IsControlKey).
 const KeyFence = "_fence"
 

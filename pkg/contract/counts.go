@@ -2,6 +2,7 @@ package contract
 
 import (
 	"fmt"
+	"slices"
 
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -290,4 +291,91 @@ func Counted(key string) string {
 		return CountSkipped
 	}
 	return key
+}
+
+// N is how many t counts in the category key: a forward category or one of
+// their parts (timed out, incompatible), else a revert one; 0 for a key it
+// does not hold. The operations' categories are Op's.
+func (t Tally) N(key string) uint32 {
+	for _, list := range [][]Category{t.Nodes, t.Revert} {
+		for _, c := range list {
+			if c.Key == key {
+				return c.N
+			}
+			for _, of := range c.Of {
+				if of.Key == key {
+					return of.N
+				}
+			}
+		}
+	}
+	return 0
+}
+
+// Op is how many of the operations t counts are in the category key
+// (in progress, completed, failed, cancelled, stopped); 0 for another.
+func (t Tally) Op(key string) uint32 {
+	for _, c := range t.Operations {
+		if c.Key == key {
+			return c.N
+		}
+	}
+	return 0
+}
+
+// Rest is the forward categories of t that count a node and are not among
+// shown, in order: what a table with a column for each of shown lists in
+// one more (OTHER), so that its row adds up to the total.
+func (t Tally) Rest(shown ...string) []Category {
+	rest := []Category{}
+	for _, c := range t.Nodes {
+		if c.N > 0 && !slices.Contains(shown, c.Key) {
+			rest = append(rest, c)
+		}
+	}
+	return rest
+}
+
+// StageTallyOf lays out the nodes a wave or failure-domain stage of r
+// started (Total) in the forward categories: in progress, provisioned,
+// failed (timed out of it), skipped and stopped in flight. The stage
+// record keeps the nodes it started and the rollout's counts when it
+// began; its results are the rollout's counts at its end less those. The
+// end of a stage still open is now; a stage ends with none of its nodes in
+// flight, or with the rollout, whose counts then are its final ones (so the
+// last stage of a stopped rollout has its nodes stopped in flight). Skipped
+// is what is left of the nodes started: those that left, or whose agent
+// cannot read the config, after it started them (the rollout's skipped
+// also counts nodes of later stages that left before they started).
+// Pending and not started count nothing: a stage's nodes are those it
+// started.
+func StageTallyOf(r *sluicev1.Rollout, st *sluicev1.StageResult) Tally {
+	c, b := r.GetCounts(), st.GetCountsAtStart()
+	diff := func(now, then uint32) uint32 { return sub(now, then) }
+	started, prov, failed, timedOut := st.GetNodes(), st.GetProvisioned(), st.GetFailed(), st.GetTimedOut()
+	var inProgress, stopped uint32
+	stages := r.GetStages()
+	last := len(stages) > 0 && stages[len(stages)-1] == st
+	switch {
+	case b == nil:
+		// Recorded without its counts at start: as recorded.
+	case st.GetEndedAt() == nil && !Terminal(r.GetPhase()):
+		started, prov = diff(c.GetAttempted(), b.GetAttempted()), diff(c.GetProvisioned(), b.GetProvisioned())
+		failed, timedOut = diff(c.GetFailed(), b.GetFailed()), diff(c.GetTimedOut(), b.GetTimedOut())
+		inProgress, stopped = diff(c.GetInProgress(), b.GetInProgress()), diff(c.GetStopped(), b.GetStopped())
+	case last && st.GetEndedAt() != nil && Terminal(r.GetPhase()):
+		stopped = diff(c.GetStopped(), b.GetStopped())
+	}
+	skipped := sub(started, inProgress+prov+failed+stopped)
+	t := Tally{Total: started, Nodes: []Category{
+		category(CountInProgress, inProgress),
+		category(CountProvisioned, prov),
+		category(CountFailed, failed, category(CountTimedOut, timedOut)),
+		category(CountSkipped, skipped),
+		category(CountStopped, stopped),
+	}}
+	if n := Sum(t.Nodes); n != t.Total {
+		t.Off = fmt.Sprintf("the counts add up to %d, not the %d started", n, t.Total)
+	}
+	return t
 }

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"google.golang.org/protobuf/types/known/timestamppb"
+
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -56,3 +58,126 @@ func TestTallyOf_EachListAddsUpToItsTotal(t *testing.T) {
 }
 
 func itoa(n uint32) string { return strconv.FormatUint(uint64(n), 10) }
+
+// TestTally_N_LooksUpEachCategoryOnce: every key finds its own count, the
+// parts of failed and skipped included; the operations' are Op's.
+func TestTally_N_LooksUpEachCategoryOnce(t *testing.T) {
+	tl := TallyOf(&sluicev1.Rollout{Counts: &sluicev1.RolloutCounts{Total: 28, Pending: 1, InProgress: 2, Provisioned: 3,
+		Failed: 4, TimedOut: 1, Skipped: 5, Incompatible: 2, Stopped: 6, NotStarted: 7, Reverting: 8, Reverted: 9, RevertFailed: 10, Attempted: 12}})
+	want := map[string]uint32{CountPending: 1, CountInProgress: 2, CountProvisioned: 3, CountFailed: 4, CountTimedOut: 1,
+		CountSkipped: 5, CountIncompatible: 2, CountStopped: 6, CountNotStarted: 7, CountReverting: 8, CountReverted: 9,
+		CountRevertFailed: 10, CountCompleted: 0, "nonsense": 0}
+	for key, n := range want {
+		if got := tl.N(key); got != n {
+			t.Errorf("N(%s) = %d, want %d", key, got, n)
+		}
+	}
+	// Operations: 2 in progress, 4-1 failed, 1 cancelled, 6 stopped, the rest of 12 completed.
+	wantOps := map[string]uint32{CountInProgress: 2, CountFailed: 3, CountCancelled: 1, CountStopped: 6, CountCompleted: 0, CountPending: 0}
+	for key, n := range wantOps {
+		if got := tl.Op(key); got != n {
+			t.Errorf("Op(%s) = %d, want %d", key, got, n)
+		}
+	}
+}
+
+// TestTally_Rest_ListsWhatTheColumnsLeaveOut: the forward categories that
+// count a node and have no column, in order, with the columns add up to
+// the total.
+func TestTally_Rest_ListsWhatTheColumnsLeaveOut(t *testing.T) {
+	tl := TallyOf(&sluicev1.Rollout{Counts: &sluicev1.RolloutCounts{Total: 9, Provisioned: 3, Failed: 2, TimedOut: 1,
+		Stopped: 1, NotStarted: 3, Reverted: 3, Attempted: 6}})
+	rest := tl.Rest(CountProvisioned, CountFailed)
+	var got []string
+	for _, c := range rest {
+		got = append(got, c.Words+" "+itoa(c.N))
+	}
+	if strings.Join(got, ", ") != "stopped in flight 1, not started 3" {
+		t.Errorf("Rest = %q, want stopped in flight 1, not started 3", got)
+	}
+	if n := tl.N(CountProvisioned) + tl.N(CountFailed) + Sum(rest); n != tl.Total {
+		t.Errorf("the columns and the rest add up to %d, not the total %d", n, tl.Total)
+	}
+	if rest := tl.Rest(CountPending, CountInProgress, CountProvisioned, CountFailed, CountSkipped, CountStopped, CountNotStarted); rest == nil || len(rest) != 0 {
+		t.Errorf("every category a column: Rest = %v, want an empty list", rest)
+	}
+}
+
+// TestStageTallyOf_AddsUpToTheNodesStarted: a stage's nodes started, laid
+// out by category, add up: the stage open when the rollout stopped has its
+// nodes in flight stopped (its record has no field for them), a running
+// one counts from the rollout's counts now, a stage whose rollout-wide
+// skipped counts nodes it never started does not count them.
+func TestStageTallyOf_AddsUpToTheNodesStarted(t *testing.T) {
+	ended := timestamppb.Now()
+	tests := []struct {
+		name  string
+		given *sluicev1.Rollout
+		stage int // of given's stages
+		want  string
+		off   string
+	}{
+		{
+			name: "a wave ended, a node of a later wave left meanwhile",
+			given: &sluicev1.Rollout{Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Counts: &sluicev1.RolloutCounts{Total: 10, Provisioned: 2, Skipped: 1, Pending: 7, Attempted: 2},
+				Stages: []*sluicev1.StageResult{{Wave: 1, EndedAt: ended, Nodes: 2, Provisioned: 2, Skipped: 1, CountsAtStart: &sluicev1.RolloutCounts{Total: 10, Pending: 10}}}},
+			want: "in progress 0, provisioned 2, failed 0, skipped 0, stopped in flight 0",
+		},
+		{
+			name: "the last wave of a rolled-back rollout: one failed, one stopped in flight, one left after it started",
+			given: &sluicev1.Rollout{Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK,
+				Counts: &sluicev1.RolloutCounts{Total: 10, Provisioned: 3, Failed: 1, TimedOut: 1, Skipped: 1, Stopped: 1, NotStarted: 4, Attempted: 6, Reverted: 5},
+				Stages: []*sluicev1.StageResult{
+					{Wave: 1, EndedAt: ended, Nodes: 2, Provisioned: 2, CountsAtStart: &sluicev1.RolloutCounts{Total: 10, Pending: 10}},
+					{Wave: 2, EndedAt: ended, Nodes: 4, Provisioned: 1, Failed: 1, TimedOut: 1, Skipped: 1,
+						CountsAtStart: &sluicev1.RolloutCounts{Total: 10, Provisioned: 2, Pending: 8, Attempted: 2}}}},
+			stage: 1,
+			want:  "in progress 0, provisioned 1, failed 1 (timed out 1), skipped 1, stopped in flight 1",
+		},
+		{
+			name: "a wave running while its rollout reverts",
+			given: &sluicev1.Rollout{Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING,
+				Counts: &sluicev1.RolloutCounts{Total: 5, Provisioned: 2, Failed: 1, Stopped: 1, NotStarted: 1, Attempted: 4, Reverting: 3},
+				Stages: []*sluicev1.StageResult{{Wave: 2, CountsAtStart: &sluicev1.RolloutCounts{Total: 5, Provisioned: 1, Pending: 4, Attempted: 1}}}},
+			want: "in progress 0, provisioned 1, failed 1, skipped 0, stopped in flight 1",
+		},
+		{
+			name: "a wave running",
+			given: &sluicev1.Rollout{Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+				Counts: &sluicev1.RolloutCounts{Total: 5, Provisioned: 2, InProgress: 2, Pending: 1, Attempted: 4},
+				Stages: []*sluicev1.StageResult{{Wave: 2, CountsAtStart: &sluicev1.RolloutCounts{Total: 5, Provisioned: 1, Pending: 4, Attempted: 1}}}},
+			want: "in progress 2, provisioned 1, failed 0, skipped 0, stopped in flight 0",
+		},
+		{
+			name: "more outcomes than nodes started (a record that does not add up) says so",
+			given: &sluicev1.Rollout{Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED, Counts: &sluicev1.RolloutCounts{Total: 3, Provisioned: 3, Attempted: 2},
+				Stages: []*sluicev1.StageResult{{Wave: 1, EndedAt: ended, Nodes: 2, Provisioned: 3, CountsAtStart: &sluicev1.RolloutCounts{Total: 3, Pending: 3}}}},
+			want: "in progress 0, provisioned 3, failed 0, skipped 0, stopped in flight 0",
+			off:  "the counts add up to 3, not the 2 started",
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			tl := StageTallyOf(tt.given, tt.given.GetStages()[tt.stage])
+			var got []string
+			for _, c := range tl.Nodes {
+				s := c.Words + " " + itoa(c.N)
+				for _, of := range c.Of {
+					if of.N > 0 {
+						s += " (" + of.Words + " " + itoa(of.N) + ")"
+					}
+				}
+				got = append(got, s)
+			}
+			if strings.Join(got, ", ") != tt.want {
+				t.Errorf("got %s, want %s", strings.Join(got, ", "), tt.want)
+			}
+			if tl.Off != tt.off {
+				t.Errorf("off %q, want %q", tl.Off, tt.off)
+			}
+			if tt.off == "" && Sum(tl.Nodes) != tl.Total {
+				t.Errorf("the categories add up to %d, not the %d started", Sum(tl.Nodes), tl.Total)
+			}
+		})
+	}
+}

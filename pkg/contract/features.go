@@ -1,7 +1,9 @@
 package contract
 
 import (
+	"fmt"
 	"slices"
+	"strings"
 
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -46,4 +48,33 @@ func MissingFeatures(reads, needs []string) []string {
 		}
 	}
 	return out
+}
+
+// CannotRead is the version-skew rule, in one place: the features desired
+// config d needs (FeaturesOf) that an agent reading the features reads (its
+// presence's config_features; none stated: the baseline release) lacks; nil
+// when it reads d. The coordinator asks it before writing any node, the
+// configurator at apply time, so that the operator hears "no" before a
+// rollout is stored (docs/rollouts.md, "Version skew").
+func CannotRead(reads []string, d *sluicev1.DesiredConfig) []string {
+	needs := FeaturesOf(d)
+	if len(needs) == 0 {
+		return nil
+	}
+	return MissingFeatures(reads, needs)
+}
+
+// DescribeCannotRead is the sentence for an agent of version, reading
+// reads, that lacks missing (CannotRead) for a config of fingerprint
+// target (shortened by the caller).
+func DescribeCannotRead(version string, reads, missing []string, target string) string {
+	if version == "" {
+		version = "(version unknown)"
+	}
+	has := strings.Join(reads, ",")
+	if has == "" {
+		has = "none: an agent of the baseline release"
+	}
+	return fmt.Sprintf("its agent %s does not read config feature(s) %s, which its target %s needs (it reads %s)",
+		version, strings.Join(missing, ", "), target, has)
 }

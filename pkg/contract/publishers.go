@@ -54,7 +54,7 @@ var (
 // every type the code publishes and fails on one without a rule.
 var eventRules = []EventRule{
 	// The agent: its own node's transitions, as it applies and checks.
-	{RoleNode, KindNode, []string{"NodeRegistered", "NodeLabelsChanged", "NodeProvisioning", "NodeProvisioned",
+	{RoleNode, KindNode, []string{"NodeRegistered", "NodeLabelsChanged", "NodeLeft", "NodeProvisioning", "NodeProvisioned",
 		"NodeInvalid", "NodeRestored", "NodeRestoreFailed", "StaleDesiredIgnored", "NodeStoreReplaced", "NodeBakeCheckPassed", "NodeIncompatible"}},
 	{RoleNode, KindInstance, pauseTypes},
 	{RoleNode, KindQuarantine, quarantineTypes},

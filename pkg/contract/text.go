@@ -124,3 +124,21 @@ func Thousands(n int) string {
 	}
 	return s
 }
+
+// Snake writes a camelCase or PascalCase name in snake_case, lower case:
+// "inProgress" is "in_progress" (a count's key as a metric label),
+// "RolloutPhase" is "rollout_phase" (upper-cased, an enum's value prefix).
+// An underscore goes before every upper-case letter but a first one.
+func Snake(s string) string {
+	var b strings.Builder
+	for i, r := range s {
+		if unicode.IsUpper(r) {
+			if i > 0 {
+				b.WriteByte('_')
+			}
+			r = unicode.ToLower(r)
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}

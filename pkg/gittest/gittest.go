@@ -19,7 +19,14 @@ type Repo struct {
 	t    testing.TB
 	Bare string
 	Work string
+	// signKey: the private key file Commit signs with (gpg.format=ssh); "" = unsigned.
+	signKey string
 }
+
+// SignWith makes the commits after it signed with the SSH private key in
+// keyFile, as git commit -S with gpg.format=ssh signs; "" makes them
+// unsigned again.
+func (g *Repo) SignWith(keyFile string) { g.signKey = keyFile }
 
 // Author is the author and committer of every commit a Repo makes.
 const Author = "Ada Admin <ada@example.net>"
@@ -78,7 +85,11 @@ func (g *Repo) Commit(message string, files map[string]string) string {
 		}
 		g.Git(g.Work, "add", name)
 	}
-	g.Git(g.Work, "commit", "--quiet", "--allow-empty", "-m", message)
+	if g.signKey != "" {
+		g.Git(g.Work, "-c", "gpg.format=ssh", "-c", "user.signingkey="+g.signKey, "commit", "--quiet", "--allow-empty", "-S", "-m", message)
+	} else {
+		g.Git(g.Work, "commit", "--quiet", "--allow-empty", "-m", message)
+	}
 	g.Git(g.Work, "push", "--quiet", "origin", "main")
 	return g.Git(g.Work, "rev-parse", "HEAD")
 }
@@ -100,4 +111,44 @@ func (g *Repo) Import(stream string) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		g.t.Fatalf("git fast-import: %v\n%s", err, out)
 	}
+}
+
+// SSHKey makes an ed25519 key pair with ssh-keygen (no passphrase) in a
+// new directory and returns the private key's file and the public key's
+// line ("ssh-ed25519 AAAA… comment").
+func SSHKey(t testing.TB, comment string) (keyFile, public string) {
+	t.Helper()
+	keyFile = filepath.Join(t.TempDir(), "id_ed25519")
+	out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", comment, "-f", keyFile).CombinedOutput()
+	if err != nil {
+		t.Fatalf("ssh-keygen (apt-get install openssh-client): %v\n%s", err, out)
+	}
+	pub, err := os.ReadFile(keyFile + ".pub")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return keyFile, strings.TrimSpace(string(pub))
+}
+
+// Tamper writes a copy of commit rev with its message replaced, keeping its
+// signature (which then no longer verifies), and moves branch main of the
+// bare repository to it; it returns the copy's hash.
+func (g *Repo) Tamper(rev, message string) string {
+	g.t.Helper()
+	raw := g.Git(g.Bare, "cat-file", "commit", rev)
+	head, _, ok := strings.Cut(raw, "\n\n")
+	if !ok {
+		g.t.Fatalf("commit %s has no message", rev)
+	}
+	cmd := exec.Command("git", "hash-object", "-t", "commit", "-w", "--stdin")
+	cmd.Dir = g.Bare
+	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1")
+	cmd.Stdin = strings.NewReader(head + "\n\n" + message + "\n")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		g.t.Fatalf("git hash-object: %v\n%s", err, out)
+	}
+	h := strings.TrimSpace(string(out))
+	g.Git(g.Bare, "update-ref", "refs/heads/main", h)
+	return h
 }

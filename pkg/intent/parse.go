@@ -71,7 +71,11 @@ var fileExtensions = []string{".yaml", ".yml", ".json"}
 // *.yaml, *.yml and *.json files directly in it, in name order. Every
 // problem in every file is reported, not only the first. A file larger than
 // MaxFileSize is refused without being read whole.
-func ParseFiles(paths ...string) ([]*sluicev1.Intent, error) {
+func ParseFiles(paths ...string) ([]*sluicev1.Intent, error) { return parseFiles(paths, nil) }
+
+// parseFiles is ParseFiles, recording in w (nil: nowhere) where each
+// intent is declared.
+func parseFiles(paths []string, w *Where) ([]*sluicev1.Intent, error) {
 	var files []string
 	inDir := map[string]bool{} // files found in a directory, not named
 	var errs []error
@@ -113,7 +117,7 @@ func ParseFiles(paths ...string) ([]*sluicev1.Intent, error) {
 			errs = append(errs, fmt.Errorf("read intents: %w", err))
 			continue
 		}
-		ins, err := Parse(f, data)
+		ins, err := parse(f, data, w)
 		if err != nil {
 			errs = append(errs, err)
 		}
@@ -134,7 +138,10 @@ func ParseFiles(paths ...string) ([]*sluicev1.Intent, error) {
 // anycastGateways, nodeSelector ...; snake_case is accepted too). Every
 // problem found is returned as a *ParseError, joined; the intents that
 // parsed are returned alongside.
-func Parse(name string, data []byte) ([]*sluicev1.Intent, error) {
+func Parse(name string, data []byte) ([]*sluicev1.Intent, error) { return parse(name, data, nil) }
+
+// parse is Parse, recording in w (nil: nowhere) where each intent is.
+func parse(name string, data []byte, w *Where) ([]*sluicev1.Intent, error) {
 	var out []*sluicev1.Intent
 	var errs []error
 	for i, doc := range splitDocuments(data) {
@@ -165,6 +172,7 @@ func Parse(name string, data []byte) ([]*sluicev1.Intent, error) {
 				errs = append(errs, atFieldLines(ierrs, lines)...)
 				if in != nil {
 					out = append(out, in)
+					w.add(in, at, lines)
 				}
 			}
 		default:
@@ -172,6 +180,7 @@ func Parse(name string, data []byte) ([]*sluicev1.Intent, error) {
 			errs = append(errs, atFieldLines(ierrs, lines)...)
 			if in != nil {
 				out = append(out, in)
+				w.add(in, loc, lines)
 			}
 		}
 	}

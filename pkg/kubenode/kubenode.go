@@ -2,7 +2,8 @@
 // that an agent running in a DaemonSet can publish its Node's labels as its
 // sluice labels. Entry points: NewClient builds a client (in-cluster, or from
 // a kubeconfig file), Watch sends the Node's labels, first as they are and
-// then on every change.
+// then on every change, and says when the Node is deleted and created
+// again.
 //
 // Watch lists and watches that one Node only (a field selector on its name),
 // so 10,000 agents cost the API server 10,000 single-object watches, not
@@ -74,22 +75,30 @@ func NewClient(kubeconfig string) (kubernetes.Interface, error) {
 	return client, nil
 }
 
-// Watch sends the labels of the Node named node on the returned channel:
-// its current labels first, then the whole label set again each time it
-// changes. A value is never sent twice in a row, and a slow reader only
-// ever gets the newest set (sets it had no time to read are skipped). The
-// channel is closed when ctx ends. The maps are the reader's own.
+// Node is what Watch knows of the Node: its labels, and whether it was
+// deleted (Labels are then the last it had: an empty set would select the
+// node out of every intent).
+type Node struct {
+	Labels  map[string]string
+	Deleted bool
+}
+
+// Watch sends the Node named node on the returned channel: as it is first,
+// then again each time its label set changes or it is deleted or created
+// again. A value is never sent twice in a row, and a slow reader only ever
+// gets the newest (values it had no time to read are skipped). The channel
+// is closed when ctx ends. The maps are the reader's own.
 //
 // Watch reads the Node once before returning, so a wrong node name
 // (ErrNodeNotFound) or missing RBAC (ErrForbidden) is an error at start,
 // not a log line. Afterwards it follows the Node with an informer: a watch
 // that ends or expires ("resource version too old") is re-established, and
 // the Node listed again, with backoff by client-go's reflector; failures are
-// logged on log, client-go's own lines included. A deleted Node sends nothing — its last labels stay in
-// force, because an empty label set would select the node out of every
-// intent — and when a Node of that name is created again its labels are
-// sent if they differ.
-func Watch(ctx context.Context, client kubernetes.Interface, node string, log zerolog.Logger) (<-chan map[string]string, error) {
+// logged on log, client-go's own lines included. A deleted Node is sent
+// with Deleted set and its last labels (the agent withdraws the node from
+// sluice: it left); when a Node of that name is created again it is sent
+// with its labels.
+func Watch(ctx context.Context, client kubernetes.Interface, node string, log zerolog.Logger) (<-chan Node, error) {
 	if node == "" {
 		return nil, errors.New("kubenode: no node name given")
 	}
@@ -104,7 +113,7 @@ func Watch(ctx context.Context, client kubernetes.Interface, node string, log ze
 		return nil, fmt.Errorf("read node %s: %w", node, err)
 	}
 
-	w := &watcher{node: node, log: log, notify: make(chan struct{}, 1), out: make(chan map[string]string)}
+	w := &watcher{node: node, log: log, notify: make(chan struct{}, 1), out: make(chan Node)}
 	w.observe(n)
 
 	informer := cache.NewSharedIndexInformer(listWatch(client, node), &corev1.Node{}, 0, cache.Indexers{})
@@ -143,16 +152,16 @@ func listWatch(client kubernetes.Interface, node string) cache.ListerWatcher {
 	return cache.ToListWatcherWithWatchListSemantics(lw, client)
 }
 
-// watcher turns the informer's events into label sets on out.
+// watcher turns the informer's events into Node values on out.
 type watcher struct {
 	node   string
 	log    zerolog.Logger
 	notify chan struct{} // capacity 1: "latest changed"
-	out    chan map[string]string
+	out    chan Node
 
 	mu      sync.Mutex
 	latest  map[string]string // the newest labels seen; nil until the first
-	deleted bool              // the Node is gone (its labels stay in force)
+	deleted bool              // the Node is gone (latest are its last labels)
 }
 
 // observe takes the labels of a Node object the informer delivered.
@@ -164,24 +173,29 @@ func (w *watcher) observe(obj any) {
 		return
 	}
 	w.mu.Lock()
+	changed := w.deleted || w.latest == nil || !maps.Equal(w.latest, n.Labels)
 	if w.deleted {
 		w.deleted = false
-		w.log.Info().Msg("kubernetes node is back")
+		w.log.Info().Msg("kubernetes node created again")
 	}
-	changed := w.latest == nil || !maps.Equal(w.latest, n.Labels)
 	if changed {
 		w.latest = cloneLabels(n.Labels)
 	}
 	w.mu.Unlock()
 	if changed {
-		select {
-		case w.notify <- struct{}{}:
-		default: // a notification is pending; send reads the newest
-		}
+		w.changed()
 	}
 }
 
-// gone records that the Node was deleted. Its labels stay in force.
+// changed tells send that the newest value changed.
+func (w *watcher) changed() {
+	select {
+	case w.notify <- struct{}{}:
+	default: // a notification is pending; send reads the newest
+	}
+}
+
+// gone records that the Node was deleted; its last labels are kept.
 func (w *watcher) gone(obj any) {
 	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = d.Obj
@@ -190,22 +204,28 @@ func (w *watcher) gone(obj any) {
 		return
 	}
 	w.mu.Lock()
+	was := w.deleted
 	w.deleted = true
 	w.mu.Unlock()
+	if was {
+		return
+	}
 	w.log.Warn().Str(logging.FieldReason, "node deleted").
-		Msg("kubernetes node deleted: keeping its last labels until a node of this name is created again")
+		Msg("kubernetes node deleted: the node leaves sluice until a Node of this name is created again")
+	w.changed()
 }
 
-// send delivers the newest label set to out until ctx ends, skipping sets
-// replaced before they were read and sets equal to the last one sent.
+// send delivers the newest value to out until ctx ends, skipping values
+// replaced before they were read and values equal to the last one sent.
 func (w *watcher) send(ctx context.Context) {
 	defer close(w.out)
 	var (
-		sent, pending map[string]string
+		sent, pending Node
+		sentAny       bool
 		havePending   bool
 	)
 	for {
-		var out chan map[string]string // nil: nothing to send
+		var out chan Node // nil: nothing to send
 		if havePending {
 			out = w.out
 		}
@@ -214,11 +234,12 @@ func (w *watcher) send(ctx context.Context) {
 			return
 		case <-w.notify:
 			w.mu.Lock()
-			pending = cloneLabels(w.latest)
+			pending = Node{Labels: cloneLabels(w.latest), Deleted: w.deleted}
 			w.mu.Unlock()
-			havePending = sent == nil || !maps.Equal(sent, pending)
+			havePending = !sentAny || sent.Deleted != pending.Deleted || !maps.Equal(sent.Labels, pending.Labels)
 		case out <- pending:
-			sent, pending, havePending = pending, nil, false
+			sent, sentAny, havePending = pending, true, false
+			pending = Node{}
 		}
 	}
 }

@@ -38,7 +38,7 @@ func testNode(name string, labels map[string]string) *corev1.Node {
 	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
 }
 
-func startWatch(t *testing.T, client *fake.Clientset, node string) <-chan map[string]string {
+func startWatch(t *testing.T, client *fake.Clientset, node string) <-chan kubenode.Node {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -49,28 +49,37 @@ func startWatch(t *testing.T, client *fake.Clientset, node string) <-chan map[st
 	return ch
 }
 
-func next(t *testing.T, ch <-chan map[string]string) map[string]string {
+func next(t *testing.T, ch <-chan kubenode.Node) kubenode.Node {
 	t.Helper()
 	select {
-	case l, ok := <-ch:
+	case n, ok := <-ch:
 		if !ok {
 			t.Fatal("channel closed")
 		}
-		return l
+		return n
 	case <-time.After(wait):
-		t.Fatalf("no labels within %s", wait)
-		return nil
+		t.Fatalf("nothing sent within %s", wait)
+		return kubenode.Node{}
 	}
 }
 
-func expect(t *testing.T, ch <-chan map[string]string, want map[string]string) {
+// expect waits for the Node to be sent with labels want, not deleted.
+func expect(t *testing.T, ch <-chan kubenode.Node, want map[string]string) {
 	t.Helper()
-	if got := next(t, ch); !maps.Equal(got, want) {
-		t.Fatalf("labels = %v, want %v", got, want)
+	if got := next(t, ch); got.Deleted || !maps.Equal(got.Labels, want) {
+		t.Fatalf("sent %+v, want labels %v, not deleted", got, want)
 	}
 }
 
-func expectNothing(t *testing.T, ch <-chan map[string]string) {
+// expectDeleted waits for the Node to be sent deleted, with its last labels.
+func expectDeleted(t *testing.T, ch <-chan kubenode.Node, last map[string]string) {
+	t.Helper()
+	if got := next(t, ch); !got.Deleted || !maps.Equal(got.Labels, last) {
+		t.Fatalf("sent %+v, want deleted with its last labels %v", got, last)
+	}
+}
+
+func expectNothing(t *testing.T, ch <-chan kubenode.Node) {
 	t.Helper()
 	select {
 	case l := <-ch:
@@ -104,7 +113,7 @@ func TestWatch_SendsCurrentLabelsFirst(t *testing.T) {
 
 func TestWatch_NodeWithoutLabels_SendsEmptySet(t *testing.T) {
 	ch := startWatch(t, fake.NewClientset(testNode("node-01", nil)), "node-01")
-	if got := next(t, ch); got == nil || len(got) != 0 {
+	if got := next(t, ch).Labels; got == nil || len(got) != 0 {
 		t.Fatalf("labels = %#v, want an empty, non-nil map", got)
 	}
 }
@@ -150,30 +159,41 @@ func TestWatch_OtherNodesChange_SendsNothing(t *testing.T) {
 	expectNothing(t, ch)
 }
 
-func TestWatch_NodeDeletedAndRecreated_KeepsLabelsThenSendsNewOnes(t *testing.T) {
+func TestWatch_NodeDeletedAndRecreated_SaysSoWithItsLabels(t *testing.T) {
 	client := fake.NewClientset(testNode("node-01", map[string]string{"zone": "a"}))
+	var watches atomic.Int32
+	client.PrependWatchReactor("nodes", func(k8stesting.Action) (bool, watch.Interface, error) {
+		watches.Add(1)
+		return false, nil, nil // the fake's own watch
+	})
 	ch := startWatch(t, client, "node-01")
 	expect(t, ch, map[string]string{"zone": "a"})
+	// The fake's watch has no history: a delete before it starts is missed.
+	waitFor(t, "the watch", func() bool { return watches.Load() >= 1 })
+	time.Sleep(quiet)
 	nodes := client.CoreV1().Nodes()
 	ctx := context.Background()
 
-	// Deleted: nothing is sent (an empty set would select the node out of
-	// every intent).
+	// Deleted: sent as deleted, with its last labels (never an empty set,
+	// which would select the node out of every intent).
 	if err := nodes.Delete(ctx, "node-01", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	expectDeleted(t, ch, map[string]string{"zone": "a"})
 	expectNothing(t, ch)
 
-	// Recreated with the same labels: nothing changed.
+	// Created again with the same labels: it is back.
 	if _, err := nodes.Create(ctx, testNode("node-01", map[string]string{"zone": "a"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	expect(t, ch, map[string]string{"zone": "a"})
 	expectNothing(t, ch)
 
-	// Deleted and recreated with other labels: they are sent.
+	// Deleted and created again with other labels: both are sent.
 	if err := nodes.Delete(ctx, "node-01", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	expectDeleted(t, ch, map[string]string{"zone": "a"})
 	if _, err := nodes.Create(ctx, testNode("node-01", map[string]string{"zone": "b"}), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -245,7 +265,7 @@ func TestWatch_SlowReader_GetsNewestSetAndNoRepeats(t *testing.T) {
 	// set comes twice in a row.
 	var last map[string]string
 	for !maps.Equal(last, map[string]string{"v": "5"}) {
-		got := next(t, ch)
+		got := next(t, ch).Labels
 		if maps.Equal(got, last) {
 			t.Fatalf("labels %v sent twice in a row", got)
 		}

@@ -3,7 +3,9 @@
 //
 // The repository is on the configurator's host, named by a file:// URL or
 // a directory (its working tree, or its git directory, bare or not); it is
-// read in place with go-git, in this process: no git binary, no copy. At
+// read in place with go-git, in this process: no git binary, no copy. (One
+// on a server, an https:// URL, is fetched into a clone and read there the
+// same way: git_remote.go.) At
 // each Fetch the branch's head commit is resolved and the files directly
 // in the directory Path of that commit's tree are read as sluice apply -f
 // DIR reads a directory: the *.yaml, *.yml and *.json files (extension in
@@ -15,7 +17,9 @@
 // An answer is whole or an error. A repository that cannot be opened, a
 // branch that does not exist, a Path that does not exist at the head
 // commit: each is an error (the configurator's "unreachable"), never an
-// empty answer. The registry remembers the commit of its last answer (the
+// empty answer. A Path that existed at the commit in force and is gone at
+// a head descending from it (a commit removed every intent file) is
+// ErrHeld, never an empty answer either. The registry remembers the commit of its last answer (the
 // commit in force); a head that does not descend from it, because the
 // branch was rewound to an older commit or rewritten, is ErrHeld naming
 // both commits, until the branch descends from it again or the registry is
@@ -57,18 +61,22 @@ import (
 const DefaultGitBranch = "main"
 
 // ErrHeld: the registry answered, but its answer must not be merged
-// without an operator (a git branch rewound or rewritten). Nothing is
-// changed, as for an unreachable registry; the configurator reports it as
-// held.
+// without an operator (a git branch rewound or rewritten, or a commit that
+// removed the intents' directory). Nothing is changed, as for an
+// unreachable registry; the configurator reports it as held.
 var ErrHeld = errors.New("held")
 
 // gitRegistry reads intents from a directory of a repository's branch.
 type gitRegistry struct {
 	*changeWatch
-	repo     string // the repository's directory
-	location string // as given: the file:// URL or the directory
-	branch   string
-	dir      string // Path inside the repository; "" = its root
+	repo     string  // the repository's directory; a remote's URL without credentials
+	location string  // as given: the file:// URL or the directory; a remote's URL without credentials
+	remote   *remote // nil: a repository on this host, read in place
+	// allowedSigners: the allowed_signers file a head commit must be
+	// signed by a key of (git_signed.go); "" = none required.
+	allowedSigners string
+	branch         string
+	dir            string // Path inside the repository; "" = its root
 
 	mu      sync.Mutex
 	opened  *git.Repository // kept between fetches; nil until opened, or after a failed read
@@ -86,10 +94,19 @@ func checkGit(spec *sluicev1.GitRegistry) error {
 		return errors.New("git: give git.url or git.dir, not both")
 	case u == "" && d == "":
 		return errors.New("git.url: required (a file:// URL such as file:///srv/git/intents.git), or git.dir")
+	case isRemoteURL(u):
+		if err := checkRemote(spec); err != nil {
+			return err
+		}
 	case u != "":
 		if _, err := gitURLPath(u); err != nil {
 			return err
 		}
+		if spec.GetTokenFile() != "" || spec.GetCaFile() != "" || spec.GetSshKeyFile() != "" || spec.GetKnownHostsFile() != "" {
+			return errors.New("git.token_file and git.ca_file go with an https:// URL, git.ssh_key_file and git.known_hosts_file with ssh://, not a repository on the configurator's host")
+		}
+	case spec.GetTokenFile() != "" || spec.GetCaFile() != "" || spec.GetSshKeyFile() != "" || spec.GetKnownHostsFile() != "":
+		return errors.New("git.token_file and git.ca_file go with an https:// URL, git.ssh_key_file and git.known_hosts_file with ssh://, not git.dir")
 	case !filepath.IsAbs(d):
 		return fmt.Errorf("git.dir: %q is not an absolute path", d)
 	}
@@ -101,6 +118,9 @@ func checkGit(spec *sluicev1.GitRegistry) error {
 	if _, err := gitPath(spec.GetPath()); err != nil {
 		return err
 	}
+	if f := spec.GetAllowedSignersFile(); f != "" && !filepath.IsAbs(f) {
+		return fmt.Errorf("git.allowed_signers_file: %q is not an absolute path", f)
+	}
 	return nil
 }
 
@@ -108,11 +128,11 @@ func checkGit(spec *sluicev1.GitRegistry) error {
 func gitURLPath(raw string) (string, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return "", fmt.Errorf("git.url: %q: %w", raw, err)
+		return "", fmt.Errorf("git.url: %q does not parse as a URL", stripUserinfo(raw))
 	}
 	switch {
 	case u.Scheme != "file":
-		return "", fmt.Errorf("git.url: %q: only file:// URLs of a repository on the configurator's host are read (https:// and ssh:// are not supported yet)", raw)
+		return "", fmt.Errorf("git.url: %q: give an https://, http:// or ssh:// URL of a server, or a file:// URL of a repository on the configurator's host", stripUserinfo(raw))
 	case u.User != nil:
 		return "", fmt.Errorf("git.url: %q carries credentials: a file:// URL needs none", raw)
 	case u.Host != "" && u.Host != "localhost":
@@ -143,15 +163,19 @@ func gitPath(p string) (string, error) {
 	return c, nil
 }
 
-// openGit returns the registry of spec. A missing repository is an error
-// of Fetch, not of openGit.
-func openGit(spec *sluicev1.GitRegistry, log zerolog.Logger) (Registry, error) {
+// openGit returns the registry name reads from spec. A missing repository
+// is an error of Fetch, not of openGit.
+func openGit(name string, spec *sluicev1.GitRegistry, opts Options, log zerolog.Logger) (Registry, error) {
 	if err := checkGit(spec); err != nil {
 		return nil, err
 	}
 	r := &gitRegistry{branch: cmp.Or(spec.GetBranch(), DefaultGitBranch)}
 	r.dir, _ = gitPath(spec.GetPath())
-	if u := spec.GetUrl(); u != "" {
+	r.allowedSigners = spec.GetAllowedSignersFile()
+	if u := spec.GetUrl(); isRemoteURL(u) {
+		r.remote = newRemote(name, spec, r.branch, opts.GitCache)
+		r.repo, r.location = r.remote.shown, r.remote.shown
+	} else if u != "" {
 		r.repo, _ = gitURLPath(u)
 		r.location = u
 	} else {
@@ -169,9 +193,10 @@ func (r *gitRegistry) Location() string {
 	return GitLocation(r.location, r.branch, r.dir)
 }
 
-// GitLocation says where a git registry reads: "URL branch B path P".
+// GitLocation says where a git registry reads: "URL branch B path P",
+// without the URL's user information.
 func GitLocation(repo, branch, dir string) string {
-	s := repo + " branch " + cmp.Or(branch, DefaultGitBranch)
+	s := stripUserinfo(repo) + " branch " + cmp.Or(branch, DefaultGitBranch)
 	if d, err := gitPath(dir); err == nil && d != "" {
 		s += " path " + d
 	}
@@ -198,8 +223,12 @@ func (r *gitRegistry) Close() error {
 func (r *gitRegistry) Fetch(ctx context.Context) (Snapshot, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	if r.remote != nil {
+		return r.fetchRemote(ctx)
+	}
+	ref := plumbing.NewBranchReferenceName(r.branch)
 	if r.opened != nil {
-		if snap, err := r.fetch(ctx, r.opened); err == nil {
+		if snap, err := r.fetch(ctx, r.opened, ref); err == nil {
 			return snap, nil
 		}
 		r.opened = nil // and read again from the repository as it is now
@@ -208,16 +237,17 @@ func (r *gitRegistry) Fetch(ctx context.Context) (Snapshot, error) {
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("open repository %s: %w", r.repo, err)
 	}
-	snap, err := r.fetch(ctx, repo)
+	snap, err := r.fetch(ctx, repo, ref)
 	if err == nil || errors.Is(err, ErrHeld) {
 		r.opened = repo
 	}
 	return snap, err
 }
 
-// fetch reads the answer from repo.
-func (r *gitRegistry) fetch(ctx context.Context, repo *git.Repository) (Snapshot, error) {
-	ref, err := repo.Reference(plumbing.NewBranchReferenceName(r.branch), true)
+// fetch reads the answer from repo at the commit of the branch's
+// reference name (refs/heads/B in place, refs/remotes/origin/B in a cache).
+func (r *gitRegistry) fetch(ctx context.Context, repo *git.Repository, name plumbing.ReferenceName) (Snapshot, error) {
+	ref, err := repo.Reference(name, true)
 	if err != nil {
 		if errors.Is(err, plumbing.ErrReferenceNotFound) {
 			return Snapshot{}, fmt.Errorf("branch %s: not found in repository %s", r.branch, r.repo)
@@ -231,13 +261,18 @@ func (r *gitRegistry) fetch(ctx context.Context, repo *git.Repository) (Snapshot
 	if err := r.descends(repo, head); err != nil {
 		return Snapshot{}, err
 	}
+	if r.allowedSigners != "" {
+		if err := r.checkSigned(head); err != nil {
+			return Snapshot{}, err
+		}
+	}
 	tree, err := head.Tree()
 	if err != nil {
 		return Snapshot{}, fmt.Errorf("read the tree of commit %s: %w", short(head.Hash), err)
 	}
 	if r.dir != "" {
 		if tree, err = tree.Tree(r.dir); err != nil {
-			return Snapshot{}, fmt.Errorf("path %s: not a directory at commit %s of branch %s (%v)", r.dir, short(head.Hash), r.branch, err)
+			return Snapshot{}, r.pathGone(head, err)
 		}
 	}
 	commit := commitOf(head)
@@ -278,6 +313,22 @@ func (r *gitRegistry) descends(repo *git.Repository, head *object.Commit) error 
 	return fmt.Errorf("%w: branch %s was rewritten: its head %s (%s) does not descend from commit %s in force; nothing is synced from it — "+
 		"restore the branch, or to accept its new history re-add the registry (sluice registry add --update)",
 		ErrHeld, r.branch, short(head.Hash), subject(head.Message), short(r.inForce))
+}
+
+// pathGone is the error of a head commit whose tree has no directory
+// Path. Before any answer it is the registry's spec that is wrong: an
+// error. After one, a commit that descends from the commit in force
+// removed (or moved) the directory, and with it every intent file: a mass
+// deletion that Git cannot tell from a bad commit, so it is held, as the
+// configurator holds an empty answer, never read as no intent at all.
+func (r *gitRegistry) pathGone(head *object.Commit, err error) error {
+	if r.inForce.IsZero() || !errors.Is(err, object.ErrDirectoryNotFound) {
+		return fmt.Errorf("path %s: not a directory at commit %s of branch %s (%v)", r.dir, short(head.Hash), r.branch, err)
+	}
+	return fmt.Errorf("%w: path %s is not a directory at the head %s (%s) of branch %s, which descends from commit %s in force: "+
+		"the commit removed or moved every intent file; nothing is synced from it, its intents stay as they are — "+
+		"restore %s, or to delete them commit it holding no intent file (a README) and confirm the held deletion (sluice registry confirm)",
+		ErrHeld, r.dir, short(head.Hash), subject(head.Message), r.branch, short(r.inForce), r.dir)
 }
 
 // readTree reads the intent files directly in tree.

@@ -69,3 +69,32 @@ func BenchmarkGit_5000Files1000Commits(b *testing.B) {
 		}
 	})
 }
+
+// BenchmarkGitRemote_5000Files1000Commits: the same repository served over
+// HTTP by git http-backend on loopback: a first sync (a clone into an empty
+// cache, then the read) and a sync that fetches an unchanged branch.
+func BenchmarkGitRemote_5000Files1000Commits(b *testing.B) {
+	g := benchRepo(b, 5000, 1000)
+	srv := g.Serve(gittest.ServeOptions{})
+	src := &sluicev1.GitRegistry{Url: srv.URL, Path: "intents"}
+	b.Run("first", func(b *testing.B) {
+		for b.Loop() {
+			r := openRemote(b, "bench", b.TempDir(), src)
+			snap, err := r.Fetch(context.Background())
+			if err != nil || len(snap.Documents) != 5000 {
+				b.Fatalf("fetch: %d documents, %v", len(snap.Documents), err)
+			}
+		}
+	})
+	b.Run("unchanged", func(b *testing.B) {
+		r := openRemote(b, "bench", b.TempDir(), src)
+		if _, err := r.Fetch(context.Background()); err != nil {
+			b.Fatal(err)
+		}
+		for b.Loop() {
+			if _, err := r.Fetch(context.Background()); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}

@@ -166,7 +166,7 @@ func TestGit_WhatCannotBeRead_IsAnError(t *testing.T) {
 }
 
 // A repository, a branch or a path that disappears after an answer is an
-// error, not an empty answer.
+// error (a path gone in a commit: held), not an empty answer.
 func TestGit_VanishingAfterAnAnswer_IsAnError(t *testing.T) {
 	g := gittest.New(t)
 	g.Commit("a", map[string]string{"intents/a.yaml": tenantAYAML})
@@ -176,8 +176,8 @@ func TestGit_VanishingAfterAnAnswer_IsAnError(t *testing.T) {
 
 	g.Commit("move the intents", map[string]string{"intents/a.yaml": "", "net/a.yaml": tenantAYAML})
 	g.Git(g.Work, "push", "--quiet", "--force", "origin", "main:release")
-	if _, err := r.Fetch(context.Background()); err == nil || !strings.Contains(err.Error(), "path intents: not a directory") {
-		t.Errorf("path gone: err = %v, want one naming the path", err)
+	if _, err := r.Fetch(context.Background()); !errors.Is(err, registry.ErrHeld) || !strings.Contains(err.Error(), "path intents is not a directory") {
+		t.Errorf("path gone: err = %v, want ErrHeld naming the path", err)
 	}
 	g.Git(g.Work, "push", "--quiet", "origin", ":release")
 	if _, err := r.Fetch(context.Background()); err == nil || !strings.Contains(err.Error(), "branch release: not found") {
@@ -269,7 +269,21 @@ func TestCheck_Git(t *testing.T) {
 		{name: "dir", given: &sluicev1.GitRegistry{Dir: "/srv/git/net"}},
 		{name: "neither", given: &sluicev1.GitRegistry{}, wantErr: "git.url: required"},
 		{name: "both", given: &sluicev1.GitRegistry{Url: "file:///a", Dir: "/a"}, wantErr: "git: give git.url or git.dir, not both"},
-		{name: "https", given: &sluicev1.GitRegistry{Url: "https://git.example/net.git"}, wantErr: `git.url: "https://git.example/net.git": only file:// URLs`},
+		{name: "https", given: &sluicev1.GitRegistry{Url: "https://git.example/net.git", TokenFile: "/etc/sluice/git-token", CaFile: "/etc/sluice/ca.pem"}},
+		{name: "https with a user", given: &sluicev1.GitRegistry{Url: "https://oauth2@git.example/net.git", TokenFile: "/etc/sluice/git-token"}},
+		{name: "http", given: &sluicev1.GitRegistry{Url: "http://git.example/net.git"}},
+		{name: "ssh", given: &sluicev1.GitRegistry{Url: "ssh://git@git.example/net.git", SshKeyFile: "/etc/sluice/git-key", KnownHostsFile: "/etc/sluice/known_hosts"}},
+		{name: "ssh without a key", given: &sluicev1.GitRegistry{Url: "ssh://git@git.example/net.git", KnownHostsFile: "/k"}, wantErr: "git.ssh_key_file: required with an ssh:// URL"},
+		{name: "ssh without known hosts", given: &sluicev1.GitRegistry{Url: "ssh://git@git.example/net.git", SshKeyFile: "/k"}, wantErr: "git.known_hosts_file: required with an ssh:// URL"},
+		{name: "ssh with a token", given: &sluicev1.GitRegistry{Url: "ssh://git.example/net.git", SshKeyFile: "/k", KnownHostsFile: "/h", TokenFile: "/t"}, wantErr: "git.token_file and git.ca_file go with an https:// URL, not ssh://"},
+		{name: "key with https", given: &sluicev1.GitRegistry{Url: "https://git.example/net.git", SshKeyFile: "/k"}, wantErr: "git.ssh_key_file and git.known_hosts_file go with an ssh:// URL"},
+		{name: "git protocol", given: &sluicev1.GitRegistry{Url: "git://git.example/net.git"}, wantErr: `git.url: "git://git.example/net.git": give an https://, http:// or ssh:// URL`},
+		{name: "password in https", given: &sluicev1.GitRegistry{Url: "https://ada:s3cret@git.example/net.git"}, wantErr: `git.url: "https://git.example/net.git" carries a password`},
+		{name: "token over http", given: &sluicev1.GitRegistry{Url: "http://git.example/net.git", TokenFile: "/t"}, wantErr: "git.token_file: set with an http:// URL"},
+		{name: "relative token file", given: &sluicev1.GitRegistry{Url: "https://git.example/net.git", TokenFile: "t"}, wantErr: `git.token_file: "t" is not an absolute path`},
+		{name: "ca over http", given: &sluicev1.GitRegistry{Url: "http://git.example/net.git", CaFile: "/ca.pem"}, wantErr: "git.ca_file: set, but git.url is not https://"},
+		{name: "token with a local repository", given: &sluicev1.GitRegistry{Dir: "/a", TokenFile: "/t"}, wantErr: "git.token_file and git.ca_file go with an https:// URL"},
+		{name: "no host", given: &sluicev1.GitRegistry{Url: "https:///net.git"}, wantErr: "names no host"},
 		{name: "remote host", given: &sluicev1.GitRegistry{Url: "file://git.example/net.git"}, wantErr: "names host git.example"},
 		{name: "credentials", given: &sluicev1.GitRegistry{Url: "file://ada:secret@/net.git"}, wantErr: "carries credentials"},
 		{name: "relative url", given: &sluicev1.GitRegistry{Url: "file:net.git"}, wantErr: "names no absolute path"},
@@ -309,4 +323,101 @@ func TestGit_RepackedRepository_IsReadAsItIsNow(t *testing.T) {
 	if got, want := docIDs(snap), []string{"a.yaml=layer2network/tenant-a", "b.yaml=layer2network/tenant-b"}; snap.Commit.GetHash() != c2 || !slices.Equal(got, want) {
 		t.Errorf("after a repack: commit %s, documents %q; want %s with %q", snap.Commit.GetHash(), got, c2, want)
 	}
+}
+
+// A merge commit at the head is the commit in force, and the answer has
+// the intents of both its parents.
+func TestGit_MergeCommit_HasBothParentsIntents(t *testing.T) {
+	g := gittest.New(t)
+	g.Commit("tenant a", map[string]string{"a.yaml": tenantAYAML})
+	g.Git(g.Work, "checkout", "--quiet", "-b", "tenant-b")
+	g.Commit("tenant b", map[string]string{"b.yaml": tenantBYAML}) // pushes main, unchanged
+	g.Git(g.Work, "checkout", "--quiet", "main")
+	main := g.Commit("table t100", map[string]string{"t100.json": t100JSON})
+	r := open(t, &sluicev1.GitRegistry{Url: g.URL()})
+	if got := fetch(t, r).Commit.GetHash(); got != main {
+		t.Fatalf("commit = %s, want %s", got, main)
+	}
+
+	g.Git(g.Work, "merge", "--quiet", "--no-ff", "-m", "merge tenant-b", "tenant-b")
+	g.Git(g.Work, "push", "--quiet", "origin", "main")
+	merge := g.Git(g.Work, "rev-parse", "HEAD")
+	if n := len(strings.Fields(g.Git(g.Work, "log", "-1", "--format=%P"))); n != 2 {
+		t.Fatalf("the head has %d parents, want a merge commit", n)
+	}
+	snap := fetch(t, r)
+	want := []string{"a.yaml=layer2network/tenant-a", "b.yaml=layer2network/tenant-b", "t100.json=routingtable/t100"}
+	if got := docIDs(snap); snap.Commit.GetHash() != merge || snap.Commit.GetSubject() != "merge tenant-b" || !slices.Equal(got, want) {
+		t.Errorf("after the merge: commit %s (%s), documents %q; want %s (merge tenant-b) with %q",
+			snap.Commit.GetHash(), snap.Commit.GetSubject(), got, merge, want)
+	}
+}
+
+// A git revert of an earlier commit gives back what that commit changed:
+// the same content, so the same version as before it, at the revert.
+func TestGit_Revert_ReturnsTheOldContent(t *testing.T) {
+	g := gittest.New(t)
+	g.Commit("a and b", map[string]string{"a.yaml": tenantAYAML, "b.yaml": tenantBYAML})
+	r := open(t, &sluicev1.GitRegistry{Url: g.URL()})
+	before := fetch(t, r).Version
+	bad := g.Commit("b: vlan 201", map[string]string{"b.yaml": strings.Replace(tenantBYAML, "200", "201", 1)})
+	g.Commit("docs", map[string]string{"README.md": "how we keep intents\n"})
+	if got := document(t, fetch(t, r), "b.yaml").Intents[0].GetLayer2Network().GetVlan(); got != 201 {
+		t.Fatalf("b.yaml's vlan = %d, want 201", got)
+	}
+
+	g.Git(g.Work, "revert", "--no-edit", bad)
+	g.Git(g.Work, "push", "--quiet", "origin", "main")
+	revert := g.Git(g.Work, "rev-parse", "HEAD")
+	snap := fetch(t, r)
+	if got := document(t, snap, "b.yaml").Intents[0].GetLayer2Network().GetVlan(); got != 200 || snap.Commit.GetHash() != revert || snap.Version != before {
+		t.Errorf("after the revert: vlan %d at %s, version %s; want 200 at %s, version %s (the content before %s)",
+			got, snap.Commit.GetHash(), snap.Version, revert, before, bad[:12])
+	}
+	if !strings.HasPrefix(snap.Commit.GetSubject(), "Revert ") {
+		t.Errorf("subject = %q, want the revert's", snap.Commit.GetSubject())
+	}
+}
+
+// A commit that removes every intent file: with the directory left (a
+// README in it), an empty answer at that commit, which the configurator
+// holds as it holds any registry's; with the directory gone, held here,
+// naming the path and both commits, until a commit restores it.
+func TestGit_MassDeletion_IsNeverReadAsNoIntent(t *testing.T) {
+	t.Run("directory left", func(t *testing.T) {
+		g := gittest.New(t)
+		g.Commit("a and b", map[string]string{"intents/a.yaml": tenantAYAML, "intents/b.yaml": tenantBYAML, "intents/README.md": "intents\n"})
+		r := open(t, &sluicev1.GitRegistry{Url: g.URL(), Path: "intents"})
+		fetch(t, r)
+		c := g.Commit("remove every intent", map[string]string{"intents/a.yaml": "", "intents/b.yaml": ""})
+		snap := fetch(t, r)
+		if len(snap.Documents) != 0 || snap.Commit.GetHash() != c || snap.Version == "" {
+			t.Errorf("answer = %q at %s, version %q; want no document at %s, with a version", origins(snap), snap.Commit.GetHash(), snap.Version, c)
+		}
+	})
+	t.Run("directory removed", func(t *testing.T) {
+		g := gittest.New(t)
+		c1 := g.Commit("a and b", map[string]string{"intents/a.yaml": tenantAYAML, "intents/b.yaml": tenantBYAML})
+		r := open(t, &sluicev1.GitRegistry{Url: g.URL(), Path: "intents"})
+		fetch(t, r)
+		g.Git(g.Work, "rm", "--quiet", "-r", "intents")
+		c2 := g.Commit("remove the intents", nil)
+		snap, err := r.Fetch(context.Background())
+		if !errors.Is(err, registry.ErrHeld) || !strings.Contains(err.Error(), "path intents is not a directory") ||
+			!strings.Contains(err.Error(), c1[:12]) || !strings.Contains(err.Error(), c2[:12]) || !strings.Contains(err.Error(), "(remove the intents)") {
+			t.Fatalf("err = %v, want ErrHeld naming the path, %s and %s", err, c2[:12], c1[:12])
+		}
+		if len(snap.Documents) != 0 || snap.Commit != nil {
+			t.Errorf("a held answer came with a snapshot: %+v", snap)
+		}
+		// Still held at the next fetch: the commit in force did not move.
+		if _, err := r.Fetch(context.Background()); !errors.Is(err, registry.ErrHeld) {
+			t.Fatalf("second fetch: err = %v, want ErrHeld", err)
+		}
+
+		c3 := g.Commit("restore a", map[string]string{"intents/a.yaml": tenantAYAML})
+		if snap := fetch(t, r); snap.Commit.GetHash() != c3 || !slices.Equal(docIDs(snap), []string{"a.yaml=layer2network/tenant-a"}) {
+			t.Errorf("after restoring: commit %s, documents %q; want %s with a.yaml", snap.Commit.GetHash(), docIDs(snap), c3)
+		}
+	})
 }

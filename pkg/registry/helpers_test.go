@@ -40,7 +40,7 @@ func open(t testing.TB, source any) registry.Registry {
 	default:
 		t.Fatalf("open: unknown source %T", source)
 	}
-	r, err := registry.Open(spec, zerolog.Nop())
+	r, err := registry.Open(spec, registry.Options{}, zerolog.Nop())
 	if err != nil {
 		t.Fatalf("open: %v", err)
 	}

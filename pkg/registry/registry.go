@@ -78,10 +78,19 @@ type Registry interface {
 	Close() error
 }
 
+// Options are the opener's: what a registry keeps on the configurator's
+// host.
+type Options struct {
+	// GitCache is the directory under which a git registry of a server
+	// keeps its bare clone, one directory per registry; "" keeps it in
+	// memory (cloned anew by each Open).
+	GitCache string
+}
+
 // Open returns the registry spec describes. It checks the spec (every
 // problem named with its field) and connects lazily: an unreachable
 // server is an error from Fetch, not from Open.
-func Open(spec *sluicev1.RegistrySpec, log zerolog.Logger) (Registry, error) {
+func Open(spec *sluicev1.RegistrySpec, opts Options, log zerolog.Logger) (Registry, error) {
 	if err := Check(spec); err != nil {
 		return nil, err
 	}
@@ -91,7 +100,7 @@ func Open(spec *sluicev1.RegistrySpec, log zerolog.Logger) (Registry, error) {
 	case *sluicev1.RegistrySpec_Directory:
 		return openDir(src.Directory, log)
 	case *sluicev1.RegistrySpec_Git:
-		return openGit(src.Git, log)
+		return openGit(spec.GetName(), src.Git, opts, log)
 	}
 	return nil, errors.New("source: the spec names none of redis, directory and git")
 }

@@ -42,10 +42,6 @@ type Fence struct {
 	Revision uint64
 }
 
-// ErrBatchRejected wraps the server's refusal of a batch; a failed
-// compare-and-set (of an op or of the fence) also matches ErrConflict.
-var ErrBatchRejected = errors.New("atomic batch rejected")
-
 // Errors the server gives for a failed expected-sequence check.
 const (
 	errCodeWrongLastSeq         = 10071

@@ -2,7 +2,6 @@ package store
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"reflect"
 	"strconv"
@@ -45,10 +44,6 @@ func clientKV(kv jetstream.KeyValue) bool {
 	}
 	return t.Elem().PkgPath() == reflect.TypeFor[jetstream.KeyValue]().PkgPath()
 }
-
-// errDirectConflict is the server's refusal of a direct write whose
-// expected revision was not the key's (wrap adds ErrConflict).
-var errDirectConflict = errors.New("wrong last revision")
 
 // headerExpectedLastSubjectSeq is the header a compare-and-set names the
 // key's revision in.

@@ -41,10 +41,6 @@ const (
 	CodeStreamStoreFailed        = 10077 // JSStreamStoreFailedF: the store's own error, e.g. "maximum bytes exceeded"
 )
 
-// ErrStorageFull is matched (errors.Is) by every write error that says the
-// store has no room: a *StorageError.
-var ErrStorageFull = errors.New("the store is full")
-
 // StorageError is a write refused for want of space, in sluice's words. It
 // unwraps to ErrStorageFull and to the JetStream error.
 type StorageError struct {

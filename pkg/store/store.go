@@ -19,26 +19,6 @@ import (
 	"github.com/sluicehq/sluice/pkg/contract/wellformed"
 )
 
-// Errors, matched with errors.Is.
-var (
-	// ErrNotFound: the key does not exist or was deleted.
-	ErrNotFound = errors.New("not found")
-	// ErrConflict: the key changed since the revision the write expected.
-	ErrConflict = errors.New("revision conflict")
-	// ErrInFlight: on a cluster, another write whose expected-sequence check
-	// names the same key was still in flight (JetStream error 10164): this
-	// one was refused without being stored. It also matches ErrConflict. The
-	// Batcher asks again by itself; asking again is safe, since a real
-	// conflict then fails the check outright.
-	ErrInFlight = errors.New("a write checking the same key is in flight")
-	// ErrUndecodable: the stored value is not a valid protojson T, or it
-	// decodes but is not well-formed for its key (wellformed.Check: valid
-	// JSON of another type decodes as an empty T). Get returns it with the
-	// entry's Key and Revision set, so the key's owner can overwrite the
-	// value with compare-and-set; the error says why.
-	ErrUndecodable = errors.New("value does not decode")
-)
-
 // unmarshal is the lenient decode, for values with fields this version
 // does not know; Marshal and the strict decode are pkg/codec's protojson.
 var unmarshal = protojson.UnmarshalOptions{DiscardUnknown: true}
@@ -228,9 +208,6 @@ func conflictBackoff(ctx context.Context, attempt int) error {
 
 // conflictRetry: 1 ms to 50 ms, full jitter: writers racing for one key spread widest; 20 tries stay within a second.
 var conflictRetry = backoff.Policy{Base: time.Millisecond, Cap: 50 * time.Millisecond, Jitter: backoff.Full}
-
-// ErrUnchanged, returned by a Mutate function, means there is nothing to write.
-var ErrUnchanged = errors.New("unchanged")
 
 // Keys returns every key in the bucket; none is not an error.
 func (s *Store[T]) Keys(ctx context.Context) ([]string, error) {

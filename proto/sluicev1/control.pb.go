@@ -285,7 +285,7 @@ func (x *StoreConfirm) GetRevisions() []string {
 // (pkg/buckets). A store lost and started afresh gets a new one. An agent
 // that kept running through the loss tells by it that the leader epochs
 // and nodeconfigs revisions it remembers belong to the old store, not to a
-// deposed leader (docs/agent.md, "Fencing desired configs from a deposed
+// deposed leader (docs/agent.md, "Fencing: desired configs from a deposed
 // leader"). It is never backed up: a restored store is another store.
 type StoreID struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`

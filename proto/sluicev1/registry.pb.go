@@ -368,16 +368,35 @@ func (x *DirectoryRegistry) GetPoll() bool {
 // sluice apply -f DIR reads a directory. Exactly one of url and dir.
 type GitRegistry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// file:///abs/path of a repository on the configurator's host.
+	// The repository's URL: file:///abs/path of a repository on the
+	// configurator's host (read in place), or https://, http:// or ssh://
+	// of a server (fetched into the configurator's cache). Credentials in the
+	// URL are refused: they would be readable in the control bucket; use
+	// token_file.
 	Url string `protobuf:"bytes,1,opt,name=url,proto3" json:"url,omitempty"`
 	// The absolute path of a repository on the configurator's host: its
 	// working tree or its git directory (bare or .git).
 	Dir    string `protobuf:"bytes,2,opt,name=dir,proto3" json:"dir,omitempty"`
 	Branch string `protobuf:"bytes,3,opt,name=branch,proto3" json:"branch,omitempty"` // "" = "main"
 	// The directory inside the repository, relative: "" = its root.
-	Path          string `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Path string `protobuf:"bytes,4,opt,name=path,proto3" json:"path,omitempty"`
+	// The absolute path of a file on the configurator's host holding an
+	// HTTPS access token, sent as HTTP basic auth (the user of the URL, or
+	// x-access-token, and the token as password); read at each fetch.
+	TokenFile string `protobuf:"bytes,5,opt,name=token_file,json=tokenFile,proto3" json:"token_file,omitempty"`
+	// PEM CA bundle for an https:// URL, besides the system roots.
+	CaFile string `protobuf:"bytes,6,opt,name=ca_file,json=caFile,proto3" json:"ca_file,omitempty"`
+	// When set, the absolute path of an SSH allowed_signers file on the
+	// configurator's host (read at each fetch): a head commit not signed
+	// (gpg.format=ssh, namespace "git") by a key in it is held, not synced.
+	AllowedSignersFile string `protobuf:"bytes,7,opt,name=allowed_signers_file,json=allowedSignersFile,proto3" json:"allowed_signers_file,omitempty"`
+	// For an ssh:// URL: the absolute paths on the configurator's host of
+	// the private key (unencrypted, OpenSSH or PEM) that authenticates, and
+	// of the known_hosts file the server's host key is checked against.
+	SshKeyFile     string `protobuf:"bytes,8,opt,name=ssh_key_file,json=sshKeyFile,proto3" json:"ssh_key_file,omitempty"`
+	KnownHostsFile string `protobuf:"bytes,9,opt,name=known_hosts_file,json=knownHostsFile,proto3" json:"known_hosts_file,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *GitRegistry) Reset() {
@@ -434,6 +453,41 @@ func (x *GitRegistry) GetBranch() string {
 func (x *GitRegistry) GetPath() string {
 	if x != nil {
 		return x.Path
+	}
+	return ""
+}
+
+func (x *GitRegistry) GetTokenFile() string {
+	if x != nil {
+		return x.TokenFile
+	}
+	return ""
+}
+
+func (x *GitRegistry) GetCaFile() string {
+	if x != nil {
+		return x.CaFile
+	}
+	return ""
+}
+
+func (x *GitRegistry) GetAllowedSignersFile() string {
+	if x != nil {
+		return x.AllowedSignersFile
+	}
+	return ""
+}
+
+func (x *GitRegistry) GetSshKeyFile() string {
+	if x != nil {
+		return x.SshKeyFile
+	}
+	return ""
+}
+
+func (x *GitRegistry) GetKnownHostsFile() string {
+	if x != nil {
+		return x.KnownHostsFile
 	}
 	return ""
 }
@@ -997,12 +1051,19 @@ const file_sluice_v1_registry_proto_rawDesc = "" +
 	"\aca_file\x18\x04 \x01(\tR\x06caFile\";\n" +
 	"\x11DirectoryRegistry\x12\x12\n" +
 	"\x04path\x18\x01 \x01(\tR\x04path\x12\x12\n" +
-	"\x04poll\x18\x02 \x01(\bR\x04poll\"]\n" +
+	"\x04poll\x18\x02 \x01(\bR\x04poll\"\x93\x02\n" +
 	"\vGitRegistry\x12\x10\n" +
 	"\x03url\x18\x01 \x01(\tR\x03url\x12\x10\n" +
 	"\x03dir\x18\x02 \x01(\tR\x03dir\x12\x16\n" +
 	"\x06branch\x18\x03 \x01(\tR\x06branch\x12\x12\n" +
-	"\x04path\x18\x04 \x01(\tR\x04path\"\x81\x01\n" +
+	"\x04path\x18\x04 \x01(\tR\x04path\x12\x1d\n" +
+	"\n" +
+	"token_file\x18\x05 \x01(\tR\ttokenFile\x12\x17\n" +
+	"\aca_file\x18\x06 \x01(\tR\x06caFile\x120\n" +
+	"\x14allowed_signers_file\x18\a \x01(\tR\x12allowedSignersFile\x12 \n" +
+	"\fssh_key_file\x18\b \x01(\tR\n" +
+	"sshKeyFile\x12(\n" +
+	"\x10known_hosts_file\x18\t \x01(\tR\x0eknownHostsFile\"\x81\x01\n" +
 	"\tGitCommit\x12\x12\n" +
 	"\x04hash\x18\x01 \x01(\tR\x04hash\x12\x18\n" +
 	"\asubject\x18\x02 \x01(\tR\asubject\x12\x16\n" +

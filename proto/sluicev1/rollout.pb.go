@@ -1970,8 +1970,9 @@ func (x *LeaderLease) GetSession() string {
 
 // Fence is the value of the _fence key the rollout-coordinator keeps in each
 // bucket it writes. A new leader rewrites it when its term starts; every
-// write of a term is an atomic batch that checks the fence still holds the
-// sequence its term wrote, so a deposed leader's writes fail on the server.
+// write of a term (a single fenced message, or an atomic batch whose last
+// message checks it) requires the fence to hold the sequence its term
+// wrote, so a deposed leader's writes fail on the server.
 type Fence struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Epoch         uint64                 `protobuf:"varint,1,opt,name=epoch,proto3" json:"epoch,omitempty"`

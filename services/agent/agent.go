@@ -68,9 +68,12 @@ const (
 	// EventNodeLabelsChanged: the node's labels changed (LabelUpdates) and
 	// its presence carries the new ones; the reason names both.
 	EventNodeLabelsChanged = "NodeLabelsChanged"
-	EventNodeProvisioning  = "NodeProvisioning"
-	EventNodeProvisioned   = "NodeProvisioned"
-	EventNodeInvalid       = "NodeInvalid"
+	// EventNodeLeft: the node left the fleet outside sluice (Departures:
+	// on Kubernetes, its Node was deleted); the agent withdrew its presence.
+	EventNodeLeft         = "NodeLeft"
+	EventNodeProvisioning = "NodeProvisioning"
+	EventNodeProvisioned  = "NodeProvisioned"
+	EventNodeInvalid      = "NodeInvalid"
 	// EventNodeRestored: last-good (or an empty config) was put back in
 	// force after a failed apply or check, or after an interrupted apply.
 	EventNodeRestored = "NodeRestored"
@@ -117,6 +120,13 @@ type Config struct {
 	// change (on Kubernetes: its Node object's, see pkg/kubenode); each
 	// replaces Labels and is published at once.
 	LabelUpdates <-chan map[string]string
+	// Departures, when set, says when the node leaves the fleet outside
+	// sluice (on Kubernetes: its Node object is deleted, see pkg/kubenode)
+	// and when it is back. Gone, the agent withdraws its presence and
+	// writes none: the coordinator takes the node as left, and the reaper
+	// collects its keys after its grace (never while the active rollout
+	// references it). Back, it registers again.
+	Departures <-chan Departure
 	// StateDir is where the agent keeps last-good.json; "" keeps nothing on
 	// disk (benchmarks with a simulated applier only).
 	StateDir string
@@ -423,6 +433,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.heartbeat(ctx)
 		case l := <-a.cfg.LabelUpdates:
 			a.setLabels(ctx, l)
+		case d := <-a.cfg.Departures:
+			a.depart(ctx, d)
 		case <-a.resync:
 			a.fetchPause(ctx, "resync")
 			a.fetchDesired(ctx, "resync")

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"testing"
@@ -9,6 +10,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/services/agent"
 )
 
@@ -86,4 +88,47 @@ func TestAgentNew_LabelsOverTheLimits_Refused(t *testing.T) {
 	if want := "agent: labels: the node has 10,000 labels, over the limit of 256"; err == nil || err.Error() != want {
 		t.Fatalf("New = %v, want %q", err, want)
 	}
+}
+
+// Issue 44: a node that leaves outside sluice (its Kubernetes Node deleted)
+// withdraws its presence at once, with a NodeLeft event naming why, and
+// writes no beat while gone, so the coordinator takes it as left and the
+// reaper times its absence; back, it registers again at once.
+func TestAgent_Departure_WithdrawsPresenceAndRegistersAgain(t *testing.T) {
+	s := contract.DefaultSettings()
+	s.NodeLease = 3 * time.Second // a beat every second: one would rewrite a presence not withdrawn for good
+	f := newFleet(t, s)
+	departures := make(chan agent.Departure) // unbuffered: each send is taken before the next
+	f.start(t, agent.Config{Node: "n1", Labels: map[string]string{"zone": "a"}, Departures: departures,
+		StateDir: t.TempDir(), Applier: &recorder{}})
+	ctx := context.Background()
+	natstest.Eventually(t, waitFor, "presence of n1", func() bool {
+		_, err := f.nodes.Get(ctx, "n1")
+		return err == nil
+	})
+	departures <- agent.Departure{Gone: true, Reason: "its Kubernetes Node n1 was deleted"}
+	// Well within the lease: withdrawn, not lapsed.
+	natstest.Eventually(t, s.NodeLease/2, "n1's presence withdrawn", func() bool {
+		_, err := f.nodes.Get(ctx, "n1")
+		return errors.Is(err, store.ErrNotFound)
+	})
+	natstest.Eventually(t, waitFor, "a NodeLeft event naming why", func() bool {
+		ev := lastEvent(t, f, "n1")
+		return ev.GetType() == agent.EventNodeLeft && strings.Contains(ev.GetReason(), "its Kubernetes Node n1 was deleted")
+	})
+	// Two heartbeat intervals: no beat brings it back.
+	time.Sleep(2 * s.HeartbeatInterval())
+	if e, err := f.nodes.Get(ctx, "n1"); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("presence of a node that left: %v (err %v); want none: a beat wrote it again", e.Value, err)
+	}
+
+	departures <- agent.Departure{Reason: "its Kubernetes Node n1 was created again"}
+	natstest.Eventually(t, s.NodeLease/2, "n1's presence written again", func() bool {
+		e, err := f.nodes.Get(ctx, "n1")
+		return err == nil && e.Value.GetLabels()["zone"] == "a"
+	})
+	natstest.Eventually(t, waitFor, "a NodeRegistered event naming why", func() bool {
+		ev := lastEvent(t, f, "n1")
+		return ev.GetType() == agent.EventNodeRegistered && strings.Contains(ev.GetReason(), "created again; registered again")
+	})
 }

@@ -27,7 +27,8 @@ import (
 // status (progress), so `sluice rollout status` shows where it is. A fast
 // operation costs no extra write: its outcome is its acknowledgement (one
 // status write and one event fewer per node and rollout: two of the five
-// messages a rollout stored per node, docs/benchmarks.md).
+// messages a rollout stored per node, docs/findings.md, "2026-11-28 — The
+// acknowledgement only for operations that last").
 
 // DefaultProgressInterval is how long a step runs before it is reported.
 const DefaultProgressInterval = time.Second

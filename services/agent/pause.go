@@ -31,23 +31,45 @@ type pausing struct {
 	// only time the acknowledgement names it: every apply sets it.
 	busy      *sluicev1.DesiredConfig
 	busyDoing string
-	wake      chan struct{} // the worker: the request changed (capacity 1)
-	kick      chan struct{} // Run's loop: write the presence now (capacity 1)
+	// storeID is the store identity (control/store.id) req's generation
+	// counts in; "" when not known (storeid.go, pauseStoreReplaced).
+	storeID string
+	// goneChecked: control/pause was found absent while req is held, and
+	// the store's identity was read for it once (fetchPause).
+	goneChecked bool
+	wake        chan struct{} // the worker: the request changed (capacity 1)
+	kick        chan struct{} // Run's loop: write the presence now (capacity 1)
 }
 
 func newPausing() pausing {
 	return pausing{wake: make(chan struct{}, 1), kick: make(chan struct{}, 1)}
 }
 
-// pauseSeen takes a request read from control/pause or its republished copy.
+// pauseSeen takes a request read from control/pause or its republished
+// copy. A generation below the one held (or the same generation saying
+// something else, which one store never writes) is an older request read
+// late — unless the store was replaced, whose generations count from 1
+// again (pauseStoreReplaced).
 func (a *Agent) pauseSeen(r *sluicev1.PauseRequest, from string) {
 	p := &a.pz
 	p.mu.Lock()
-	if r.GetGeneration() <= p.req.GetGeneration() {
+	held := p.req
+	older := r.GetGeneration() < held.GetGeneration() ||
+		(r.GetGeneration() == held.GetGeneration() && !proto.Equal(r, held))
+	if r.GetGeneration() == held.GetGeneration() && !older {
 		p.mu.Unlock()
 		return
 	}
-	p.req = proto.Clone(r).(*sluicev1.PauseRequest)
+	p.mu.Unlock()
+	if older && !a.pauseStoreReplaced(held, r, from) {
+		return
+	}
+	p.mu.Lock()
+	if p.req != held && r.GetGeneration() <= p.req.GetGeneration() {
+		p.mu.Unlock() // another request was taken meanwhile
+		return
+	}
+	p.req, p.goneChecked = proto.Clone(r).(*sluicev1.PauseRequest), false
 	p.mu.Unlock()
 	a.log.Info().Str(logging.FieldReason, contract.DescribePause(r)).Str("from", from).Msg("control plane pause changed")
 	signal(p.wake)
@@ -160,6 +182,7 @@ func (a *Agent) fetchPause(ctx context.Context, why string) {
 	e, err := a.pauses.Get(ctx, contract.KeyPause)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
+		a.pauseGone(why)
 	case errors.Is(err, store.ErrUndecodable):
 		// Not retried soon: it would read the same bytes, from every agent
 		// of the fleet every second. The next write or resync brings another.

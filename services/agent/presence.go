@@ -26,6 +26,16 @@ type presence struct {
 	rev        uint64           // revision this agent last wrote; 0 = none yet
 	registered bool             // written at least once since Run started
 	retry      *backoff.Backoff // the delays after failed beats (beatAfter)
+	gone       bool             // the node left outside sluice (Departures): no beats
+	back       string           // why it registers again after it was gone
+}
+
+// Departure says that the node left the fleet outside sluice (Gone), or
+// is back; Reason says why, in the event and the log ("its Kubernetes
+// Node was deleted").
+type Departure struct {
+	Gone   bool
+	Reason string
 }
 
 // heartbeat writes the node's presence: an Update on the revision last
@@ -37,6 +47,9 @@ type presence struct {
 // heartbeat reports it so the next beat comes soon (beatAfter); the lease
 // is three beats long.
 func (a *Agent) heartbeat(ctx context.Context) (ok bool) {
+	if a.pres.gone {
+		return true // withdrawn: nothing to renew (depart)
+	}
 	p := &sluicev1.NodePresence{
 		Node:           a.cfg.Node,
 		Labels:         a.cfg.Labels,
@@ -77,6 +90,9 @@ func (a *Agent) heartbeat(ctx context.Context) (ok bool) {
 	case !a.pres.registered:
 		a.pres.registered = true
 		a.emit(EventNodeRegistered, fmt.Sprintf("agent %s started with labels {%s}", a.versionOrUnknown(), formatLabels(a.cfg.Labels)), nil)
+	case created && a.pres.back != "":
+		a.emit(EventNodeRegistered, a.pres.back+"; registered again", nil)
+		a.pres.back = ""
 	case created:
 		a.emit(EventNodeRegistered, fmt.Sprintf("presence lease had expired (no heartbeat within %s); registered again", a.cfg.Settings.NodeLease), nil)
 		// Perhaps because the lease was shortened since the agent read it.
@@ -156,6 +172,40 @@ func (a *Agent) setLabels(ctx context.Context, l map[string]string) {
 	a.log.Info().Str(logging.FieldReason, reason).Msg("node labels changed")
 	a.emit(EventNodeLabelsChanged, reason, nil)
 	a.heartbeat(ctx)
+}
+
+// depart takes a Departure. Gone: the presence is withdrawn (deleted at
+// the revision this agent wrote; one another writer replaced is left to
+// lapse) and no beat is written until the node is back, when it
+// registers again at once.
+func (a *Agent) depart(ctx context.Context, d Departure) {
+	if d.Gone == a.pres.gone {
+		return
+	}
+	a.pres.gone = d.Gone
+	if !d.Gone {
+		a.log.Info().Str(logging.FieldReason, d.Reason).Msg("node is back: registering again")
+		a.pres.back = d.Reason
+		a.heartbeat(ctx)
+		return
+	}
+	reason := d.Reason + ": presence withdrawn; the node has left until it is back"
+	a.log.Warn().Str(logging.FieldReason, reason).Msg("node left")
+	a.emit(EventNodeLeft, reason, nil)
+	rev := a.pres.rev
+	a.pres.rev = 0
+	if rev == 0 {
+		return // never written: nothing to withdraw
+	}
+	dctx, cancel := context.WithTimeout(ctx, a.beatAttempt())
+	defer cancel()
+	switch err := a.nodes.Delete(dctx, a.cfg.Node, rev); {
+	case err == nil, errors.Is(err, store.ErrNotFound):
+	case errors.Is(err, store.ErrConflict):
+		a.log.Warn().Msg("presence was rewritten by someone else; not withdrawn (it lapses within the node lease unless renewed): is another agent running with this node name?")
+	default:
+		a.warnUnlessDone(ctx, err, "withdraw presence; it lapses within the node lease")
+	}
 }
 
 // writePresence creates the presence key, or updates it at its current

@@ -8,6 +8,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // The store's identity (control/store.id, a StoreID its bucket manager
@@ -50,6 +51,9 @@ func (a *Agent) learnStoreID(ctx context.Context) {
 		return
 	}
 	a.in.storeID = id
+	a.pz.mu.Lock()
+	a.pz.storeID = id
+	a.pz.mu.Unlock()
 	a.log.Debug().Str("store_id", id).Msg("store identity")
 }
 
@@ -93,4 +97,75 @@ func (a *Agent) storeReplaced(d desired, why, from string) bool {
 	a.in.staleRev = 0
 	a.box.forget()
 	return true
+}
+
+// pauseStoreReplaced is asked before a pause request r is ignored as older
+// than the one held (held): the pause's generations count in one store as
+// the desired configs' epochs do, and a store lost and started afresh
+// counts them from 1 again, so an agent that kept running would ignore the
+// new store's pause and resume until their generations passed the old
+// store's. It reads the store's identity; when the pause was counted in
+// another store, the agent forgets the old store's request and its
+// acknowledgement (whose generation would stand over every lower one,
+// contract.NextAck), emits NodeStoreReplaced, and returns true (take r).
+// Same id, no id or a read that fails: false, ignored as before.
+func (a *Agent) pauseStoreReplaced(held, r *sluicev1.PauseRequest, from string) bool {
+	if a.storeIDs == nil {
+		return false
+	}
+	now, err := a.readStoreID(context.Background())
+	if err != nil {
+		a.log.Warn().Err(err).Str("from", from).
+			Msgf("could not read %s/%s to tell a replaced store from an older pause request; %s is kept", contract.BucketControl, contract.KeyStoreID, describePause(held))
+		return false
+	}
+	p := &a.pz
+	p.mu.Lock()
+	was := p.storeID
+	if was == "" || now == "" || now == was || p.req != held {
+		if was == "" {
+			p.storeID = now // not known at start: from now on a replacement is told apart
+		}
+		p.mu.Unlock()
+		return false
+	}
+	p.storeID, p.ack = now, nil
+	p.mu.Unlock()
+	reason := fmt.Sprintf("the store was replaced (%s/%s was %s, is now %s): the new store's pause request is %s, the one held (%s) is the old store's; "+
+		"forgetting it", contract.BucketControl, contract.KeyStoreID, was, now, describePause(r), describePause(held))
+	a.log.Info().Str("store_id_was", was).Str("store_id", now).Str("from", from).Str(logging.FieldReason, reason).
+		Msg("store replaced; the pause fence starts again")
+	a.emit(EventNodeStoreReplaced, reason, nil)
+	return true
+}
+
+// pauseGone is told that control/pause does not exist while the agent
+// holds a request: deleted in the same store (the request stays in force
+// until a newer one, docs/operations.md), or a replaced store that was
+// never paused, whose agents must not stay held by the old store's
+// request. The store's identity is read once per request held.
+func (a *Agent) pauseGone(from string) {
+	p := &a.pz
+	p.mu.Lock()
+	held, checked := p.req, p.goneChecked
+	p.goneChecked = true
+	p.mu.Unlock()
+	if held == nil || checked || !a.pauseStoreReplaced(held, nil, from) {
+		return
+	}
+	p.mu.Lock()
+	if p.req == held {
+		p.req = nil
+	}
+	p.mu.Unlock()
+	signal(p.wake)
+	a.updateAck()
+}
+
+// describePause is contract.DescribePause, or "none" for no request.
+func describePause(r *sluicev1.PauseRequest) string {
+	if r == nil {
+		return "none"
+	}
+	return contract.DescribePause(r)
 }

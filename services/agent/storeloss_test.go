@@ -160,3 +160,84 @@ func TestAgent_StoreReplaced_NewStoresConfigsAreTaken(t *testing.T) {
 		})
 	}
 }
+
+// writePause stores r as control/pause.
+func writePause(t *testing.T, f *fleet, r *sluicev1.PauseRequest) {
+	t.Helper()
+	b, err := store.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	putRaw(t, f, contract.BucketControl, contract.KeyPause, b)
+}
+
+// An agent that kept running through a store loss follows the new store's
+// pause, whose generations count from 1 again: a pause of generation 1 holds
+// it although it saw generation 3 of the old store, its acknowledgement
+// counts in the new store's generations, and the resume that follows
+// starts what was held. A new store that was never paused does not leave it
+// held by the old store's pause. On the code before, the new store's pause
+// was ignored (generation 1 ≤ 3), and an agent paused at the loss stayed
+// held.
+func TestAgent_StoreReplaced_NewStoresPauseIsFollowed(t *testing.T) {
+	ack := func(t *testing.T, f *fleet) *sluicev1.PauseAck {
+		e, err := f.nodes.Get(context.Background(), "n1")
+		if err != nil {
+			return nil
+		}
+		return e.Value.GetPause()
+	}
+	for _, tc := range []struct {
+		name      string
+		oldPaused bool // the old store's last request, generation 3
+	}{
+		{"the old store's last request resumed", false},
+		{"the old store was paused at the loss", true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFleet(t, contract.DefaultSettings())
+			rec := &recorder{}
+			f.start(t, agent.Config{Node: "n1", StateDir: t.TempDir(), Applier: rec, ResyncInterval: 100 * time.Millisecond})
+			first := desiredConfig("n1", "first", 100)
+			f.writeDesired(t, first)
+			f.waitStatus(t, "n1", "provisioned before the pauses", provisioned(first.Fingerprint))
+			for gen := uint64(1); gen <= 3; gen++ {
+				writePause(t, f, &sluicev1.PauseRequest{Paused: gen < 3 || tc.oldPaused, Generation: gen, By: "old"})
+			}
+			natstest.Eventually(t, waitFor, "the old store's generation 3 acknowledged", func() bool {
+				a := ack(t, f)
+				return a.GetGeneration() == 3 && a.GetPaused() == tc.oldPaused
+			})
+			was := storeID(t, f)
+			replaceStore(t, f)
+			if now := storeID(t, f); now == "" || now == was {
+				t.Fatalf("store id after the replacement %q, before %q: want a new one", now, was)
+			}
+
+			if tc.oldPaused {
+				// The new store holds no pause: the old store's does not hold the node.
+				second := desiredConfig("n1", "second", 200)
+				f.writeDesired(t, second)
+				f.waitStatus(t, "n1", "provisioned on a new store that was never paused", provisioned(second.Fingerprint))
+				return
+			}
+			writePause(t, f, &sluicev1.PauseRequest{Paused: true, Generation: 1, By: "new"})
+			natstest.Eventually(t, waitFor, "the new store's pause (generation 1) acknowledged", func() bool {
+				a := ack(t, f)
+				return a.GetGeneration() == 1 && a.GetPaused()
+			})
+			held := desiredConfig("n1", "held", 300)
+			f.writeDesired(t, held)
+			time.Sleep(300 * time.Millisecond) // three resyncs: a held agent starts nothing
+			if got := rec.fingerprints(); !slices.Equal(got, []string{first.Fingerprint}) {
+				t.Fatalf("applied %v while the new store's pause holds, want only the first config", got)
+			}
+			writePause(t, f, &sluicev1.PauseRequest{Paused: false, Generation: 2, By: "new"})
+			f.waitStatus(t, "n1", "provisioned once the new store resumed", provisioned(held.Fingerprint))
+			evs := eventsOf(t, f, "n1", agent.EventNodeStoreReplaced)
+			if len(evs) != 1 || !strings.Contains(evs[0].GetReason(), was) || !strings.Contains(evs[0].GetReason(), "pause") {
+				t.Fatalf("events %v, want one NodeStoreReplaced naming the old store id %s and the pause", evs, was)
+			}
+		})
+	}
+}

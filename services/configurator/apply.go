@@ -111,6 +111,9 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	if err := s.refuseKnownBad(ctx, &sluicev1.Revision{Id: target, Intents: set}, req.GetStrategy()); err != nil {
 		return nil, err
 	}
+	if err := s.refuseIncompatible(ctx, &sluicev1.Revision{Id: target, Intents: set}, req.GetStrategy()); err != nil {
+		return nil, err
+	}
 	if req.GetDryRun() && len(writes) == 0 {
 		resp.Revision, resp.Changed = target, true
 		return resp, nil

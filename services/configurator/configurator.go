@@ -77,6 +77,10 @@ type Config struct {
 	Instance string
 	// FetchTimeout bounds one read of a registry (default 30s).
 	FetchTimeout time.Duration
+	// GitCache is the directory under which a git registry of a server
+	// (an https:// URL) keeps its bare clone, one directory per registry;
+	// "" keeps each clone in memory, cloned anew at each start.
+	GitCache string
 	// DeleteAfter is how long an intent must be missing from every answer
 	// of its registry before it is marked for deletion (settle.go); 0 marks
 	// it at the first answer without it. nil: per registry twice its sync

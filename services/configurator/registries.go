@@ -90,12 +90,13 @@ type registriesConfig struct {
 	metrics      *Metrics
 	fetchTimeout time.Duration
 	deleteAfter  func(*sluicev1.RegistrySpec) time.Duration
+	gitCache     string
 }
 
 func (s *Service) newRegistries(b *buckets.Set) *registries {
 	return &registries{
 		log: s.log, events: s.events, quarantine: s.quarantine, gate: s.gate, sync: s.syncRegistry,
-		cfg:      registriesConfig{now: s.cfg.Now, metrics: s.cfg.Metrics, fetchTimeout: s.cfg.FetchTimeout, deleteAfter: s.cfg.deleteAfter},
+		cfg:      registriesConfig{now: s.cfg.Now, metrics: s.cfg.Metrics, fetchTimeout: s.cfg.FetchTimeout, deleteAfter: s.cfg.deleteAfter, gitCache: s.cfg.GitCache},
 		specs:    store.New(b.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} }),
 		confirms: store.New(b.Control, func() *sluicev1.RegistryConfirm { return &sluicev1.RegistryConfirm{} }),
 		status:   store.New(b.Registries, func() *sluicev1.RegistryStatus { return &sluicev1.RegistryStatus{} }),
@@ -269,7 +270,7 @@ func (r *registries) runSyncer(ctx context.Context, sy *syncer) {
 	defer firstOnce()
 	name := sy.spec.GetName()
 	log := r.log.With().Str("registry", name).Logger()
-	reg, err := registry.Open(sy.spec, log)
+	reg, err := registry.Open(sy.spec, registry.Options{GitCache: r.cfg.gitCache}, log)
 	if err != nil {
 		log.Error().Err(err).Msg("registry spec cannot be used; not synced until it is fixed (sluice registry add --update)")
 		r.writeStatus(ctx, name, func(st *sluicev1.RegistryStatus) {
@@ -403,7 +404,7 @@ func (r *registries) unreachable(ctx context.Context, name string, reg registry.
 }
 
 // answerHeld records an answer the registry held (registry.ErrHeld: a git
-// branch rewound or rewritten): nothing was merged, as for a failed fetch,
+// branch rewound or rewritten, or its path removed): nothing was merged, as for a failed fetch,
 // but the registry was reached, so the state is HELD with the reason in
 // the error. An event and a log line when the reason changes.
 func (r *registries) answerHeld(ctx context.Context, name string, reg registry.Registry, err error, dropped int, log zerolog.Logger) {

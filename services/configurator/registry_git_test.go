@@ -1,11 +1,18 @@
 package configurator_test
 
 import (
+	"bytes"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/encoding/prototext"
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -119,5 +126,219 @@ func TestGitRegistry_MissingRepository_IsUnreachable(t *testing.T) {
 		st := registryStatus(t, env, "gitops")
 		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE && strings.Contains(st.GetError(), "open repository") &&
 			st.GetKind() == "git"
+	})
+}
+
+// A commit that removes every intent file is never read as "no intent":
+// with the directory left, the empty answer's deletion is held as any
+// registry's is; with the directory gone, the answer is held naming the
+// path. Nothing is marked either way.
+func TestGitRegistry_MassDeletion_IsHeld(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	g := gittest.New(t)
+	c1 := g.Commit("red and green", map[string]string{
+		"intents/red.yaml": netDoc("red", 100), "intents/green.yaml": netDoc("green", 101), "intents/README.md": "intents\n"})
+	start(t, env, func(c *configurator.Config) { c.DeleteAfter = new(time.Duration) })
+	addRegistry(t, env, gitSpec("gitops", g.URL()))
+	natstest.Eventually(t, wait, "status SYNCED at c1", func() bool {
+		st := registryStatus(t, env, "gitops")
+		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_SYNCED && st.GetIntents() == 2 && st.GetCommit().GetHash() == c1
+	})
+
+	// Every intent file removed, the directory left: the deletion is held.
+	g.Commit("remove every intent", map[string]string{"intents/red.yaml": "", "intents/green.yaml": ""})
+	var st *sluicev1.RegistryStatus
+	natstest.Eventually(t, wait, "the empty answer's deletion held", func() bool {
+		st = registryStatus(t, env, "gitops")
+		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_HELD && st.GetHeld() != nil
+	})
+	if r := st.GetHeld().GetReason(); !strings.Contains(r, "answered with no intent at all while it owns 2 intents") || !strings.Contains(r, "sluice registry confirm gitops") {
+		t.Errorf("held deletion's reason %q, want it to say the answer is empty and how to confirm", r)
+	}
+	if st.GetIntents() != 2 {
+		t.Errorf("status intents = %d, want 2 (the intents in force, not the empty answer)", st.GetIntents())
+	}
+
+	// The directory removed (README too): held naming the path.
+	g.Git(g.Work, "rm", "--quiet", "-r", "intents")
+	g.Commit("remove the intents directory", nil)
+	natstest.Eventually(t, wait, "the removed path held", func() bool {
+		st = registryStatus(t, env, "gitops")
+		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_HELD && strings.Contains(st.GetError(), "path intents is not a directory")
+	})
+	for _, key := range []string{"layer2network.red", "layer2network.green"} {
+		if v := getStored(t, env, key); v == nil || v.GetMarkedForDeletion() {
+			t.Errorf("%s = %v, want it stored and not marked", key, v)
+		}
+	}
+}
+
+// lockedBuffer is a log sink the configurator's goroutines write to while
+// the test reads it.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// A repository on a Git server (git http-backend over HTTP) is cloned into
+// the configurator's cache and followed; the server stopped is
+// unreachable, the intents in force stay, and the commit in force with
+// them; a force-push to an older commit is held.
+func TestGitRegistry_Remote_ServerDownIsUnreachable_ForcePushIsHeld(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	g := gittest.New(t)
+	c1 := g.Commit("red", map[string]string{"intents/red.yaml": netDoc("red", 100)})
+	c2 := g.Commit("green", map[string]string{"intents/green.yaml": netDoc("green", 101)})
+	srv := g.Serve(gittest.ServeOptions{})
+	cache := t.TempDir()
+	start(t, env, func(c *configurator.Config) { c.GitCache = cache; c.DeleteAfter = new(time.Duration) })
+	addRegistry(t, env, gitSpec("gitops", srv.URL))
+
+	natstest.Eventually(t, wait, "status SYNCED at the head commit", func() bool {
+		st := registryStatus(t, env, "gitops")
+		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_SYNCED && st.GetIntents() == 2 && st.GetCommit().GetHash() == c2
+	})
+	if clones, _ := filepath.Glob(filepath.Join(cache, "gitops-*.git")); len(clones) != 1 {
+		t.Errorf("clones in the cache = %q, want one", clones)
+	}
+
+	// Force-push to c1 (no green): held, green stays.
+	g.ForcePush(c1)
+	natstest.Eventually(t, wait, "the force-push to be held", func() bool {
+		st := registryStatus(t, env, "gitops")
+		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_HELD && strings.Contains(st.GetError(), "was rewound")
+	})
+	if v := getStored(t, env, "layer2network.green"); v == nil || v.GetMarkedForDeletion() {
+		t.Errorf("green after a held force-push: %v, want it in force", v)
+	}
+	g.ForcePush(c2)
+
+	// A new commit, then the server stopped: unreachable, nothing changes.
+	c3 := g.Commit("blue", map[string]string{"intents/blue.yaml": netDoc("blue", 102)})
+	waitStored(t, env, "layer2network.blue", "blue synced from the server", func(v *sluicev1.StoredIntent) bool { return v != nil })
+	srv.Stop()
+	var st *sluicev1.RegistryStatus
+	natstest.Eventually(t, wait, "status UNREACHABLE naming the server", func() bool {
+		st = registryStatus(t, env, "gitops")
+		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE
+	})
+	if !strings.Contains(st.GetError(), "fetch branch main of "+srv.URL) || st.GetCommit().GetHash() != c3 {
+		t.Errorf("unreachable: error %q, commit in force %s; want the fetch named and %s", st.GetError(), st.GetCommit().GetHash(), c3)
+	}
+	for _, key := range []string{"layer2network.red", "layer2network.green", "layer2network.blue"} {
+		if v := getStored(t, env, key); v == nil || v.GetMarkedForDeletion() {
+			t.Errorf("%s while the server is down: %v, want it in force", key, v)
+		}
+	}
+}
+
+// A server that requires a token: none is an error naming the registry and
+// authentication; the token from the file syncs. The token is nowhere in
+// the status, the events or the log, and neither is the URL's user.
+func TestGitRegistry_Remote_Token_IsNeverShown(t *testing.T) {
+	const token = "ghp_T0ken-never-shown-7781"
+	env := natstest.Start(t, contract.DefaultSettings())
+	evs := watchEvents(t, env.Conn)
+	g := gittest.New(t)
+	c1 := g.Commit("red", map[string]string{"intents/red.yaml": netDoc("red", 100)})
+	srv := g.Serve(gittest.ServeOptions{TLS: true, Token: token})
+	dir := t.TempDir()
+	tokenFile := filepath.Join(dir, "token")
+	if err := os.WriteFile(tokenFile, []byte(token+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	logs := &lockedBuffer{}
+	start(t, env, func(c *configurator.Config) {
+		c.GitCache = t.TempDir()
+		c.Log = zerolog.New(io.MultiWriter(logs, zerolog.NewTestWriter(t)))
+	})
+
+	spec := gitSpec("gitops", srv.URL)
+	spec.GetGit().CaFile = srv.CAFile(t, dir)
+	addRegistry(t, env, spec)
+	natstest.Eventually(t, wait, "status UNREACHABLE naming authentication", func() bool {
+		st := registryStatus(t, env, "gitops")
+		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE &&
+			strings.Contains(st.GetError(), "registry gitops") && strings.Contains(st.GetError(), "authentication required")
+	})
+
+	spec = gitSpec("withtoken", strings.Replace(srv.URL, "https://", "https://deploy-"+token+"@", 1))
+	spec.GetGit().CaFile, spec.GetGit().TokenFile = srv.CAFile(t, dir), tokenFile
+	addRegistry(t, env, spec)
+	var st *sluicev1.RegistryStatus
+	natstest.Eventually(t, wait, "status SYNCED with the token", func() bool {
+		st = registryStatus(t, env, "withtoken")
+		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_SYNCED && st.GetCommit().GetHash() == c1
+	})
+	srv.Stop()
+	natstest.Eventually(t, wait, "status UNREACHABLE with the server stopped", func() bool {
+		return registryStatus(t, env, "withtoken").GetState() == sluicev1.RegistryState_REGISTRY_STATE_UNREACHABLE
+	})
+
+	shown := []string{logs.String(), prototext.Format(registryStatus(t, env, "gitops")), prototext.Format(registryStatus(t, env, "withtoken"))}
+	for _, e := range evs.all() {
+		shown = append(shown, prototext.Format(e))
+	}
+	if !strings.Contains(logs.String(), "authentication required") {
+		t.Errorf("the log does not say authentication was required:\n%s", logs.String())
+	}
+	for _, s := range shown {
+		if strings.Contains(s, token) || strings.Contains(s, "deploy-") {
+			t.Errorf("the token or the URL's user is shown:\n%s", s)
+		}
+	}
+}
+
+// With --require-signed, an unsigned head commit is held naming it and
+// changes nothing; a commit signed by an allowed key on top is synced.
+func TestGitRegistry_RequireSigned_UnsignedCommitIsHeld(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	g := gittest.New(t)
+	key, pub := gittest.SSHKey(t, "ada@example.net")
+	signers := filepath.Join(t.TempDir(), "allowed_signers")
+	if err := os.WriteFile(signers, []byte("ada@example.net "+pub+"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	g.SignWith(key)
+	c1 := g.Commit("red", map[string]string{"intents/red.yaml": netDoc("red", 100)})
+	start(t, env)
+	spec := gitSpec("gitops", g.URL())
+	spec.GetGit().AllowedSignersFile = signers
+	addRegistry(t, env, spec)
+	natstest.Eventually(t, wait, "the signed commit synced", func() bool {
+		st := registryStatus(t, env, "gitops")
+		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_SYNCED && st.GetCommit().GetHash() == c1
+	})
+
+	g.SignWith("")
+	c2 := g.Commit("red: vlan 110, unsigned", map[string]string{"intents/red.yaml": netDoc("red", 110)})
+	var st *sluicev1.RegistryStatus
+	natstest.Eventually(t, wait, "the unsigned commit held", func() bool {
+		st = registryStatus(t, env, "gitops")
+		return st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_HELD
+	})
+	if e := st.GetError(); !strings.Contains(e, c2[:12]) || !strings.Contains(e, "it is not signed") || st.GetCommit().GetHash() != c1 {
+		t.Errorf("held: error %q, commit in force %s; want %s named as not signed and %s in force", e, st.GetCommit().GetHash(), c2[:12], c1)
+	}
+	if v := getStored(t, env, "layer2network.red").GetIntent().GetLayer2Network().GetVlan(); v != 100 {
+		t.Errorf("red's VLAN while the unsigned commit is held = %d, want 100", v)
+	}
+
+	g.SignWith(key)
+	g.Commit("red: vlan 110, signed", nil)
+	waitStored(t, env, "layer2network.red", "red's new VLAN from the signed commit", func(v *sluicev1.StoredIntent) bool {
+		return v.GetIntent().GetLayer2Network().GetVlan() == 110
 	})
 }

@@ -1,8 +1,9 @@
 // Package coordinator is the rollout-coordinator: the leader-elected service
 // that rolls the head revision out across the nodes a few at a time. It owns
 // the rollouts bucket and the nodeconfigs bucket (each node's desired config
-// and its backup). Its decisions are made by the pure function decide
-// (decide.go); the loop (loop.go) reads state, feeds decide events and
+// and its backup). Its decisions are made by the pure function
+// rollout.Decide (internal/rollout, whose doc.go states the loop's
+// contract); the loop (loop.go) reads state, feeds Decide events and
 // performs the actions it returns. Entry point: New(cfg).Run(ctx).
 package coordinator
 

@@ -20,11 +20,16 @@ import (
 )
 
 // effects is everything the loop writes. The KV implementation (kvEffects)
-// makes every write an atomic batch fenced on the term; tests run scenario
-// tables through Decide and a memEffects.
+// fences every write on the term (fence.go): desired configs and progress
+// saves are single messages fenced on the bucket's _fence; starting and
+// finishing a rollout, recording or forgiving a fingerprint and pruning
+// records are atomic batches of compare-and-set ops whose last message
+// checks the fence. Tests run scenario tables through Decide and a
+// memEffects.
 type effects interface {
 	// writeDesired writes d, after saving backup (when set) as the node's
-	// backup, in one atomic batch.
+	// backup: two single fenced messages, the backup first, so that a
+	// node's backup is never newer than its desired config.
 	writeDesired(ctx context.Context, d, backup *sluicev1.DesiredConfig) error
 	startRollout(ctx context.Context, r *sluicev1.Rollout) error
 	saveRollout(ctx context.Context, r *sluicev1.Rollout) error

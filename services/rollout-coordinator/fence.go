@@ -18,9 +18,11 @@ import (
 
 // Fencing (invariant I6): the leader lease elects, the fences enforce. A
 // term starts by rewriting the _fence key of every bucket the coordinator
-// writes with the term's epoch; every write of the term is a JetStream
-// atomic batch whose last message checks that _fence is still at the
-// revision the term wrote. A newer term's fence makes every write of an
+// writes with the term's epoch; every write of the term checks that _fence
+// is still at the revision the term wrote: a desired config or a progress
+// save is one message expecting _fence's last sequence
+// (store.Batcher.WriteFenced), every other write a JetStream atomic batch
+// whose last message checks it. A newer term's fence makes every write of an
 // older one fail on the server, however late it arrives (a paused process,
 // a slow network): the deposed leader's writes never land. docs/architecture.md
 // explains the choice.

@@ -59,6 +59,9 @@ func (lp *loop) load(ctx context.Context, w watches) (rollout.Loaded, error) {
 		if ev.StoreLost, err = lp.storeLost(ctx); err != nil {
 			return ev, err
 		}
+		if ev.StoreConfirmed, err = lp.storeConfirmed(ctx); err != nil {
+			return ev, err
+		}
 		id := contract.RolloutID(ev.Head.GetGeneration(), ev.Head.GetRevision())
 		r, err := lp.rollouts.Get(ctx, id)
 		switch {

@@ -6,6 +6,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -126,13 +127,18 @@ func (m *Metrics) rolloutSeen(r *sluicev1.Rollout) {
 		}
 		m.rolloutPhase.WithLabelValues(r.GetId(), phaseLabel(p, "ROLLOUT_PHASE_")).Set(v)
 	}
-	c := r.GetCounts()
-	for state, n := range map[string]uint32{
-		"total": c.GetTotal(), "pending": c.GetPending(), "in_progress": c.GetInProgress(), "provisioned": c.GetProvisioned(),
-		"failed": c.GetFailed(), "timed_out": c.GetTimedOut(), "skipped": c.GetSkipped(), "reverting": c.GetReverting(),
-		"reverted": c.GetReverted(), "revert_failed": c.GetRevertFailed(), "stopped": c.GetStopped(), "not_started": c.GetNotStarted(),
-	} {
-		m.rolloutNodes.WithLabelValues(r.GetId(), state).Set(float64(n))
+	// The states are contract.TallyOf's categories (one definition of what
+	// is counted), snake_cased; the revert states are 0 until a revert.
+	t := contract.TallyOf(r)
+	counts := map[string]uint32{"total": t.Total, contract.CountReverting: 0, contract.CountReverted: 0, contract.CountRevertFailed: 0}
+	for _, c := range append(append([]contract.Category(nil), t.Nodes...), t.Revert...) {
+		counts[c.Key] = c.N
+		for _, of := range c.Of {
+			counts[of.Key] = of.N
+		}
+	}
+	for key, n := range counts {
+		m.rolloutNodes.WithLabelValues(r.GetId(), contract.Snake(key)).Set(float64(n))
 	}
 }
 

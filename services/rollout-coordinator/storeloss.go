@@ -3,7 +3,9 @@ package coordinator
 import (
 	"context"
 	"errors"
+	"fmt"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/store"
 	"github.com/sluicehq/sluice/pkg/storeloss"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -25,6 +27,25 @@ func (lp *loop) storeLost(ctx context.Context) (string, error) {
 		return "", err
 	}
 	return loss.String(), nil
+}
+
+// storeConfirmed reports whether an operator's confirmation of a lost
+// store (control/store.confirm) is stored, for a term's load: a rollout it
+// resumes may have touched nodes whose config no stored value holds
+// (rollout.Loaded.StoreConfirmed). One Get; a value that does not decode
+// confirms nothing.
+func (lp *loop) storeConfirmed(ctx context.Context) (bool, error) {
+	if lp.set == nil {
+		return false, nil
+	}
+	_, err := store.New(lp.set.Control, func() *sluicev1.StoreConfirm { return &sluicev1.StoreConfirm{} }).Get(ctx, contract.KeyStoreConfirm)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrUndecodable):
+		return false, nil
+	}
+	return false, fmt.Errorf("read %s/%s: %w", contract.BucketControl, contract.KeyStoreConfirm, err)
 }
 
 // storeConfirmEvent turns an operator's confirmation (control/store.confirm)

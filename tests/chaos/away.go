@@ -58,14 +58,14 @@ func (f *faults) leaveUntilRevert(ctx context.Context, ft Fault) {
 	n := s.nodes[ft.Node]
 	applied := func() bool {
 		for _, ap := range n.history() {
-			if ap.Rollout == a.id && !ap.Revert && ap.Err == "" {
+			if ap.Rollout == a.id() && !ap.Revert && ap.Err == "" {
 				return true
 			}
 		}
 		return false
 	}
 	for !applied() {
-		if r, _ := s.rollout(ctx, a.id); r != nil && (ended(r) || r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING) {
+		if r, _ := s.rollout(ctx, a.id()); r != nil && (ended(r) || r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING) {
 			s.log.add("%s: the rollout reverts or ended before %s applied its target; not left", ft, ft.Node)
 			return
 		}
@@ -81,7 +81,7 @@ func (f *faults) leaveUntilRevert(ctx context.Context, ft Fault) {
 	if !s.awaitKey(ctx, s.nodesKV, ft.Node, true, 3*s.sc.NodeLease+5*time.Second) {
 		s.log.add("%s: its presence did not expire", ft.Kind)
 	}
-	f.backWhileReverting(ctx, ft, a.id, "presence expired; ")
+	f.backWhileReverting(ctx, ft, a.id(), "presence expired; ")
 }
 
 // backWhileReverting starts ft.Node's agent again once rollout id reverts
@@ -135,8 +135,8 @@ func (f *faults) joinDuringRevert(ctx context.Context, ft Fault) {
 		return
 	case <-a.done:
 	}
-	if at, reverting := f.backWhileReverting(ctx, ft, a.id, ""); reverting {
-		f.drv.joined(Joiner{Node: ft.Node, Rollout: a.id, At: at})
+	if at, reverting := f.backWhileReverting(ctx, ft, a.id(), ""); reverting {
+		f.drv.joined(Joiner{Node: ft.Node, Rollout: a.id(), At: at})
 	}
 }
 
@@ -273,7 +273,7 @@ func (f *faults) heldInFlight(ctx context.Context, ft Fault) []string {
 		if err != nil || store.Decode(contract.BucketNodeConfigs, contract.DesiredKey(name), b, d) != nil {
 			continue
 		}
-		if d.GetRollout() != a.id || d.GetRevert() || d.GetCancel() {
+		if d.GetRollout() != a.id() || d.GetRevert() || d.GetCancel() {
 			continue
 		}
 		ran := false
@@ -316,7 +316,7 @@ func (f *faults) staleDesired(ctx context.Context, ft Fault) {
 		return
 	case <-last.done:
 	}
-	if ok, err := s.waitPhase(ctx, last.id, 60*time.Second, ended); !ok || err != nil {
+	if ok, err := s.waitPhase(ctx, last.id(), 60*time.Second, ended); !ok || err != nil {
 		s.log.add("%s: the last rollout did not end (%v); nothing written", ft.Kind, err)
 		return
 	}
@@ -391,7 +391,7 @@ func (f *faults) awayPastGrace(ctx context.Context, ft Fault) {
 	a := f.drv.changes[ft.Change]
 	appliedTarget := func(name string) bool {
 		for _, ap := range s.nodes[name].history() {
-			if ap.Rollout == a.id && !ap.Revert && ap.Err == "" {
+			if ap.Rollout == a.id() && !ap.Revert && ap.Err == "" {
 				return true
 			}
 		}
@@ -411,7 +411,7 @@ func (f *faults) awayPastGrace(ctx context.Context, ft Fault) {
 		return ""
 	}
 	for pick() == "" {
-		if r, _ := s.rollout(ctx, a.id); r != nil && ended(r) {
+		if r, _ := s.rollout(ctx, a.id()); r != nil && ended(r) {
 			s.log.add("%s: the rollout ended before a node applied its target; none left", ft)
 			return
 		}
@@ -421,14 +421,19 @@ func (f *faults) awayPastGrace(ctx context.Context, ft Fault) {
 		case <-time.After(10 * time.Millisecond):
 		}
 	}
-	if !f.pauseRollout(ctx, ft, a.id, true) {
+	// The rollout paused is the one resumed: the driver may follow the
+	// change to a head the configurator wrote again meanwhile (a.id then
+	// names that rollout), and resuming it instead left this one paused
+	// for good (seed 75: 3-… stayed PROGRESSING, 14-… queued behind it).
+	pausedID := a.id()
+	if !f.pauseRollout(ctx, ft, pausedID, true) {
 		return
 	}
 	node := pick()
 	defer f.lock(node)()
 	if !s.halt(node) { // another fault stopped it meanwhile, and starts it again
 		s.log.add("%s: %s was stopped by another fault; none left", ft, node)
-		f.pauseRollout(ctx, ft, a.id, false)
+		f.pauseRollout(ctx, ft, pausedID, false)
 		return
 	}
 	f.drv.left(node)
@@ -444,7 +449,7 @@ func (f *faults) awayPastGrace(ctx context.Context, ft Fault) {
 	case <-ctx.Done():
 	case <-time.After(s.sc.NodeLease + reaperEvery + 500*time.Millisecond):
 	}
-	f.pauseRollout(ctx, ft, a.id, false)
+	f.pauseRollout(ctx, ft, pausedID, false)
 	s.startAgent(node)
 	s.log.add("%s %s: started again, its rollout resumed", ft.Kind, node)
 }

@@ -91,6 +91,9 @@ type RegistryObs struct {
 	Absent map[string][]Span
 	// Holds are the registry-hold faults as they ran (Hold).
 	Holds []HoldObs
+	// Confirms are the registry-confirm-pending faults as they ran
+	// (ConfirmPending; registry.go).
+	Confirms []ConfirmObs
 }
 
 // HoldObs is one registry-hold fault as the harness drove it: its files
@@ -158,7 +161,7 @@ type KVOp struct {
 	Key      string
 	Revision uint64
 	Delete   bool
-	At       time.Time // when the watcher saw it
+	At       time.Time // when the server stored it (storedAt)
 	Desired  *sluicev1.DesiredConfig
 	Rollout  *sluicev1.Rollout
 	Intent   *sluicev1.StoredIntent
@@ -198,10 +201,7 @@ type Expectation struct {
 	Incompatible []string
 	Refuse       bool
 	OldMayBeAway bool
-	// IfResumed: with Refuse, what it must end as if a term resumed it
-	// before its refusal was stored (expectationOf).
-	IfResumed *Expectation
-	Why       string // the scenario's reasoning, for the failure message
+	Why          string // the scenario's reasoning, for the failure message
 }
 
 // Violation is one broken invariant.
@@ -250,6 +250,7 @@ func Check(o *Observation) []Violation {
 	checkCounts(o, add)
 	checkPartialAnswers(o, add)
 	checkHolds(o, add)
+	checkPendingConfirms(o, add)
 	checkDeclared(o, add)
 	checkReverted(o, add)
 	checkJoinedRevert(o, add)
@@ -633,7 +634,6 @@ func checkExpectations(o *Observation, add addFunc) {
 		if !ok || !contract.Terminal(r.GetPhase()) {
 			continue
 		}
-		x = expectationOf(o, r)
 		if x.NodesMayLapse && slices.ContainsFunc(r.GetSkipped(), func(n *sluicev1.NodeOutcome) bool { return slices.Contains(x.MayFail, n.GetNode()) }) {
 			x.Phases, x.AllFail = nil, false // a failing node lapsed and was skipped: it may not count
 		}
@@ -930,6 +930,9 @@ func desiredSpoiledWhile(o *Observation, r *sluicev1.Rollout) map[string]bool {
 // proves the answers that lacked it partial. Marks are read from the
 // intents bucket's writes (a write that marks an unmarked intent) and from
 // IntentMarkedForDeletion events (their time is the configurator's).
+// A mark after the harness confirmed a pending set naming the intent,
+// while its file was out, is the operator's (ConfirmPending), not an
+// answer's.
 //
 // And while the registry refills, no mark: an answer that grows (a file
 // back) starts the settle period of every intent still missing again, so a
@@ -976,6 +979,8 @@ func checkPartialAnswers(o *Observation, add addFunc) {
 			}
 			var why string
 			switch {
+			case reg.confirmedPending(key, m):
+				continue // an operator confirmed its pending deletion (ConfirmPending)
 			case span == nil:
 				why = "no answer of the registry lacked it: its file was never removed"
 			case m.Before(span.From.Add(reg.Settle)):

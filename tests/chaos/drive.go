@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -22,11 +24,61 @@ const fleetWide = "fleet-wide"
 
 // applied is a change once the configurator accepted it.
 type applied struct {
-	done       chan struct{} // closed once id is set
-	id         string        // its rollout
-	gen        uint64        // its head's generation
+	done       chan struct{} // closed once its first rollout is set
 	revision   string
 	superseded bool // the next change was applied while this one still ran
+	// skipping: the configurator refused it at request time for agents that
+	// cannot read it, and it was applied again with skipIncompatible, as the
+	// refusal says (skew.go, refusedForSkew).
+	skipping bool
+	mu       sync.Mutex
+	// rollouts are the rollouts of its revision: the one its apply was
+	// answered with, then each of a head the configurator wrote again at
+	// a higher generation (follow). The last is its rollout now.
+	rollouts []changeRollout
+}
+
+// changeRollout is one rollout of a change's revision.
+type changeRollout struct {
+	id       string
+	gen      uint64             // its head's generation
+	strategy *sluicev1.Strategy // what it runs: the apply's, or the rewritten head's
+}
+
+// current is a's rollout now (zero before its apply was answered).
+func (a *applied) current() changeRollout {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.rollouts) == 0 {
+		return changeRollout{}
+	}
+	return a.rollouts[len(a.rollouts)-1]
+}
+
+// id is a's rollout now ("" before its apply was answered).
+func (a *applied) id() string { return a.current().id }
+
+// first is the rollout a's apply was answered with.
+func (a *applied) first() changeRollout {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.rollouts) == 0 {
+		return changeRollout{}
+	}
+	return a.rollouts[0]
+}
+
+// all are a's rollouts so far, the apply's first.
+func (a *applied) all() []changeRollout {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return slices.Clone(a.rollouts)
+}
+
+func (a *applied) add(r changeRollout) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.rollouts = append(a.rollouts, r)
 }
 
 // driver applies the scenario's changes through the configurator's API, as
@@ -120,6 +172,9 @@ func newDriver(s *system) *driver {
 // runs the command again); it returns once the configurator answered.
 func (d *driver) apply(ctx context.Context, i int) error {
 	req := d.request(i)
+	if d.changes[i].skipping {
+		req.Strategy.SkipIncompatible = true
+	}
 	ctx, cancel := context.WithTimeout(ctx, acceptWithin)
 	defer cancel()
 	for {
@@ -128,12 +183,18 @@ func (d *driver) apply(ctx context.Context, i int) error {
 		cancel()
 		if err == nil {
 			a := d.changes[i]
-			a.revision, a.id, a.gen = resp.GetRevision(), contract.RolloutID(resp.GetGeneration(), resp.GetRevision()), resp.GetGeneration()
+			a.revision = resp.GetRevision()
+			a.add(changeRollout{id: contract.RolloutID(resp.GetGeneration(), resp.GetRevision()), gen: resp.GetGeneration(),
+				strategy: proto.Clone(req.GetStrategy()).(*sluicev1.Strategy)})
 			close(a.done)
-			d.sys.log.add("change %d applied: rollout %s (changed=%v)", i, a.id, resp.GetChanged())
+			d.sys.log.add("change %d applied: rollout %s (changed=%v)", i, a.id(), resp.GetChanged())
 			return nil
 		}
 		if ae := (*apiclient.Error)(nil); errors.As(err, &ae) && ae.Code == contract.ErrCodeInvalid {
+			if d.refusedForSkew(i, ae.Description) {
+				req.Strategy.SkipIncompatible = true
+				continue
+			}
 			return fmt.Errorf("apply change %d: the harness built an invalid request: %w", i, err)
 		}
 		d.sys.log.add("change %d: apply failed, retrying: %v", i, err)
@@ -290,22 +351,26 @@ func (d *driver) run(ctx context.Context) error {
 					return ctx.Err()
 				case <-time.After(c.After):
 				}
+				if _, err := d.follow(ctx, i-1); err != nil {
+					d.sys.log.add("change %d: %v", i-1, err)
+				}
+				id := prev.id()
 				var r *sluicev1.Rollout
 				err := retry(ctx, func(ctx context.Context) (err error) {
-					r, err = d.sys.rollout(ctx, prev.id)
+					r, err = d.sys.rollout(ctx, id)
 					return err
 				})
 				if err != nil {
-					return harnessErr("could not tell whether change %d superseded rollout %s: %w", i, prev.id, err)
+					return harnessErr("could not tell whether change %d superseded rollout %s: %w", i, id, err)
 				}
 				if r == nil || !ended(r) {
 					prev.superseded = true
 				}
 			} else {
-				if err := d.waitEnded(ctx, prev.id, fmt.Sprintf("of change %d", i-1), d.endWithin(i-1)); err != nil {
+				if err := d.waitEnded(ctx, i-1, fmt.Sprintf("of change %d", i-1), d.endWithin(i-1)); err != nil {
 					return err
 				}
-				d.sys.log.add("rollout %s of change %d ended", prev.id, i-1)
+				d.sys.log.add("rollout %s of change %d ended", prev.id(), i-1)
 			}
 		}
 		d.waitHold(ctx, i) // before the closing window's wait: it may take seconds
@@ -320,34 +385,109 @@ func (d *driver) run(ctx context.Context) error {
 		}
 		if i == 0 {
 			// The baseline must be in force before faults begin.
-			if err := d.waitEnded(ctx, d.changes[0].id, "of the baseline", endWithin); err != nil {
+			if err := d.waitEnded(ctx, 0, "of the baseline", endWithin); err != nil {
 				return err
 			}
-			d.sys.log.add("baseline rollout %s ended", d.changes[0].id)
+			d.sys.log.add("baseline rollout %s ended", d.changes[0].id())
 		}
 	}
-	last := d.changes[len(d.changes)-1]
-	if err := d.waitEnded(ctx, last.id, "of the last change", d.endWithin(len(d.changes)-1)); err != nil {
+	last := len(d.changes) - 1
+	if err := d.waitEnded(ctx, last, "of the last change", d.endWithin(last)); err != nil {
 		return err
 	}
-	d.sys.log.add("rollout %s of change %d ended", last.id, len(d.changes)-1)
+	d.sys.log.add("rollout %s of change %d ended", d.changes[last].id(), last)
 	return nil
 }
 
-// waitEnded waits up to within for rollout id (of what) to end. Its
-// error says it did not, or is the harness's (waitPhase).
-func (d *driver) waitEnded(ctx context.Context, id, of string, within time.Duration) error {
-	ok, err := d.sys.waitPhase(ctx, id, within, ended)
-	switch {
-	case err != nil:
-		return fmt.Errorf("wait for rollout %s %s to end: %w", id, of, err)
-	case !ok:
-		return fmt.Errorf("rollout %s %s did not end within %s", id, of, within)
+// waitEnded waits up to within for change i's rollout (of what) to end,
+// following it to the rollout of a head the configurator wrote again at a
+// higher generation of its revision (follow), which then has within of
+// its own. The head is looked at every followEvery while the rollout has
+// not ended, and once more when it has (the rewritten head's rollout
+// waits for it to end). Its error says it did not end, or is the
+// harness's (waitPhase).
+func (d *driver) waitEnded(ctx context.Context, i int, of string, within time.Duration) error {
+	deadline := time.Now().Add(within)
+	for {
+		if _, err := d.follow(ctx, i); err != nil {
+			d.sys.log.add("change %d: %v", i, err) // looked at again after the next slice
+		}
+		id := d.changes[i].id()
+		ok, err := d.sys.waitPhase(ctx, id, min(followEvery, max(time.Until(deadline), 0)), ended)
+		switch {
+		case err != nil:
+			return fmt.Errorf("wait for rollout %s %s to end: %w", id, of, err)
+		case ok:
+			moved, err := d.follow(ctx, i)
+			if err != nil {
+				d.sys.log.add("change %d: %v", i, err)
+			}
+			if !moved {
+				return nil
+			}
+			deadline = time.Now().Add(within)
+		case !time.Now().Before(deadline):
+			return fmt.Errorf("rollout %s %s did not end within %s", id, of, within)
+		}
 	}
-	return nil
 }
 
-// expectations are what each change's rollout must end as.
+// followEvery: how often waitEnded looks at the head while the rollout it
+// waits for has not ended.
+const followEvery = time.Second
+
+// reconciledOverNoHead begins the reason of a head the configurator wrote
+// when it reconciled the stored intents and could read no head
+// (services/configurator, reconcile: "head revision none").
+const reconciledOverNoHead = "reconciled: the stored intents differ from head revision none"
+
+// follow moves change i to the rollout of the head when the configurator
+// wrote the head again at a higher generation of the change's revision. A
+// configurator that starts over an unreadable head (garbage-value) cannot
+// tell which revision it held: it reconciles the stored intents into a new
+// generation, of the same revision, with no head's strategy (the
+// defaults). The coordinator rolls that generation out as a rollout of its
+// own, after the one it follows if that one runs, or instead of it if no
+// coordinator read the change's generation before the garbage (seed 154:
+// rollout 2-99b256084261 was never started, 10-99b256084261 ran). Only
+// such a head moves it (its reason says so: reconciledOverNoHead): one of
+// the same revision that a registry sync wrote after a head of another
+// revision (a registry's files dropped and back: seeds 152 and 188) is no
+// rollout of the change, and is judged by nothing of it. A head that is
+// absent, unreadable, of another revision, not above the change's
+// rollout's generation, or at or above the next change's (its own apply)
+// moves nothing either. true: change i moved; its error is a read that
+// failed.
+func (d *driver) follow(ctx context.Context, i int) (bool, error) {
+	a := d.changes[i]
+	cur := a.current()
+	if cur.id == "" {
+		return false, nil
+	}
+	h, err := readProto(ctx, d.sys, d.sys.Env().Buckets.Revisions, contract.KeyHead, &sluicev1.Head{})
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound), errors.Is(err, errUndecodable):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("read the head to see whether it was written again: %w", err)
+	}
+	if h.GetRevision() != a.revision || h.GetGeneration() <= cur.gen || !strings.HasPrefix(h.GetReason(), reconciledOverNoHead) {
+		return false, nil
+	}
+	if i+1 < len(d.changes) {
+		if next := d.changes[i+1].first(); next.id != "" && h.GetGeneration() >= next.gen {
+			return false, nil
+		}
+	}
+	r := changeRollout{id: contract.RolloutID(h.GetGeneration(), h.GetRevision()), gen: h.GetGeneration(), strategy: h.GetStrategy()}
+	a.add(r)
+	d.sys.log.add("change %d: the head was written again at generation %d of its revision: its rollout is now %s, not %s", i, r.gen, r.id, cur.id)
+	return true, nil
+}
+
+// expectations are what each change's rollout must end as, by rollout
+// id: the rollout its apply was answered with, and each the driver followed
+// it to (follow), each by the strategy it runs.
 func (d *driver) expectations(natsRestarted bool) map[string]Expectation {
 	sc := d.sys.sc
 	out := map[string]Expectation{}
@@ -368,63 +508,77 @@ func (d *driver) expectations(natsRestarted bool) map[string]Expectation {
 			lapse = true
 		}
 	}
-	for i, c := range sc.Changes {
-		a := d.changes[i]
-		if a.id == "" {
-			continue
-		}
-		var bad []string
-		ambiguous := false
-		var old []string // agents that cannot read this change's config: never given its target
-		if sc.Skew != nil {
-			if _, ok := sc.Skew.Changes[i]; ok {
-				old = sc.Skew.Old
+	for i := range sc.Changes {
+		rs := d.changes[i].all()
+		for k, ro := range rs {
+			x := d.expectation(i, ro.strategy, k == len(rs)-1, leavers, lapse, natsRestarted)
+			// A head the configurator wrote again whose strategy
+			// supersedes stops the rollout it follows, if that one still ran.
+			if k+1 < len(rs) && contract.Supersedes(rs[k+1].strategy) {
+				x.Phases, x.AllFail = nil, false
+				x.Why = fmt.Sprintf("superseded by rollout %s of the head the configurator wrote again: any end", rs[k+1].id)
 			}
+			out[ro.id] = x
 		}
-		for _, n := range sortedKeys(c.Behaviour) {
-			if c.Behaviour[n] != Healthy && !slices.Contains(old, n) {
-				bad = append(bad, n)
-				ambiguous = ambiguous || leavers[n]
-			}
-		}
-		// A node hanging in the apply of the change this one supersedes
-		// cannot pick this one up until its agent gives up: it may time out.
-		var stuck []string
-		if c.Supersede {
-			for _, n := range sortedKeys(sc.Changes[i-1].Behaviour) {
-				if sc.Changes[i-1].Behaviour[n] == Hang && c.Behaviour[n] == Healthy {
-					stuck = append(stuck, n)
-				}
-			}
-		}
-		budget := 0
-		fmt.Sscan(c.Strategy.GetFailureBudget(), &budget)
-		x := Expectation{MayFail: append(slices.Clone(bad), stuck...), EventsMayBeLost: natsRestarted, NodesMayLapse: lapse,
-			Leavers: sortedKeys(leavers)}
-		switch {
-		case a.superseded && i+1 < len(sc.Changes) && contract.Supersedes(sc.Changes[i+1].Strategy):
-			x.Why = "superseded by the next change while it ran: any end"
-		case len(stuck) > 0:
-			x.Why = fmt.Sprintf("%v may still hang in the superseded change's apply and time out: any end", stuck)
-		case ambiguous:
-			x.Why = "a failing node also left: it may be skipped instead"
-		case len(bad) > budget:
-			x.Phases = []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK}
-			x.Why = fmt.Sprintf("%d failing nodes %v exceed the failure budget %d", len(bad), bad, budget)
-		case len(bad) > 0:
-			x.Phases = []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED}
-			x.AllFail = true
-			x.Why = fmt.Sprintf("%d failing nodes %v within the failure budget %d", len(bad), bad, budget)
-		default:
-			x.Phases = []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED}
-			x.Why = "no node fails this change"
-		}
-		d.gateExpectation(i, &x, len(bad), budget)
-		away := lapse || slices.ContainsFunc(old, func(n string) bool { return leavers[n] })
-		d.skewExpectation(i, &x, x, away)
-		out[a.id] = x
 	}
 	return out
+}
+
+// expectation is what a rollout of change i's revision must end as when
+// it runs strategy st: the one the change was applied with, or that of
+// the head the configurator wrote again (follow). last: the change's last
+// rollout, the one the next change may supersede.
+func (d *driver) expectation(i int, st *sluicev1.Strategy, last bool, leavers map[string]bool, lapse, natsRestarted bool) Expectation {
+	sc := d.sys.sc
+	c := sc.Changes[i]
+	var bad []string
+	ambiguous := false
+	var old []string // agents that cannot read this rollout's config: never given its target
+	if d.asksFeature(i, st) {
+		old = sc.Skew.Old
+	}
+	for _, n := range sortedKeys(c.Behaviour) {
+		if c.Behaviour[n] != Healthy && !slices.Contains(old, n) {
+			bad = append(bad, n)
+			ambiguous = ambiguous || leavers[n]
+		}
+	}
+	// A node hanging in the apply of the change this one supersedes
+	// cannot pick this one up until its agent gives up: it may time out.
+	var stuck []string
+	if c.Supersede {
+		for _, n := range sortedKeys(sc.Changes[i-1].Behaviour) {
+			if sc.Changes[i-1].Behaviour[n] == Hang && c.Behaviour[n] == Healthy {
+				stuck = append(stuck, n)
+			}
+		}
+	}
+	budget := 0
+	fmt.Sscan(st.GetFailureBudget(), &budget)
+	x := Expectation{MayFail: append(slices.Clone(bad), stuck...), EventsMayBeLost: natsRestarted, NodesMayLapse: lapse,
+		Leavers: sortedKeys(leavers)}
+	switch {
+	case last && d.changes[i].superseded && i+1 < len(sc.Changes) && contract.Supersedes(sc.Changes[i+1].Strategy):
+		x.Why = "superseded by the next change while it ran: any end"
+	case len(stuck) > 0:
+		x.Why = fmt.Sprintf("%v may still hang in the superseded change's apply and time out: any end", stuck)
+	case ambiguous:
+		x.Why = "a failing node also left: it may be skipped instead"
+	case len(bad) > budget:
+		x.Phases = []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK}
+		x.Why = fmt.Sprintf("%d failing nodes %v exceed the failure budget %d", len(bad), bad, budget)
+	case len(bad) > 0:
+		x.Phases = []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED}
+		x.AllFail = true
+		x.Why = fmt.Sprintf("%d failing nodes %v within the failure budget %d", len(bad), bad, budget)
+	default:
+		x.Phases = []sluicev1.RolloutPhase{sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED}
+		x.Why = "no node fails this change"
+	}
+	d.gateExpectation(i, st, &x, len(bad), budget)
+	away := lapse || slices.ContainsFunc(old, func(n string) bool { return leavers[n] })
+	d.skewExpectation(i, st, &x, x, away)
+	return x
 }
 
 // faults runs the schedule: each fault waits for its trigger in its own
@@ -536,7 +690,7 @@ func (f *faults) trigger(ctx context.Context, ft Fault) bool {
 		return true
 	case Reverting:
 		var reverting bool
-		_, err := s.waitPhase(ctx, a.id, 30*time.Second, func(r *sluicev1.Rollout) bool {
+		_, err := s.waitPhase(ctx, a.id(), 30*time.Second, func(r *sluicev1.Rollout) bool {
 			reverting = r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING
 			return reverting || ended(r)
 		})
@@ -545,7 +699,7 @@ func (f *faults) trigger(ctx context.Context, ft Fault) bool {
 		}
 		return reverting
 	case Ended:
-		ok, err := s.waitPhase(ctx, a.id, 30*time.Second, ended)
+		ok, err := s.waitPhase(ctx, a.id(), 30*time.Second, ended)
 		if err != nil {
 			s.log.add("%s: %v", ft, err)
 		}
@@ -560,7 +714,7 @@ func (f *faults) trigger(ctx context.Context, ft Fault) bool {
 				return true
 			}
 			if i%50 == 0 {
-				if r, _ := s.rollout(tctx, a.id); r != nil && ended(r) { // unread: asked again 100ms later
+				if r, _ := s.rollout(tctx, a.id()); r != nil && ended(r) { // unread: asked again 100ms later
 					return false
 				}
 			}
@@ -679,6 +833,8 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 		f.partialRegistry(ctx, ft)
 	case RegistryHold:
 		f.registryHold(ctx, ft)
+	case RegistryConfirmPending:
+		f.confirmPending(ctx, ft)
 	case PausedLeader:
 		defer f.lock("coordinators")()
 		old, err := s.leader(ctx)

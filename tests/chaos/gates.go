@@ -258,14 +258,19 @@ func (s *system) decorate(i int, st *sluicev1.Strategy) *sluicev1.Strategy {
 // that fails, or never gets data (it fails at its deadline), stops the
 // rollout and reverts it — ROLLED_BACK, naming the gate unless failing
 // nodes beyond the budget explain the rollback; an alert that fires while
-// the wave runs may stop it, or come after the rollout ended.
-func (d *driver) gateExpectation(i int, x *Expectation, bad, budget int) {
+// the wave runs may stop it, or come after the rollout ended. Only the
+// gates of its strategy st count: a head the configurator wrote again
+// carries none of the change's (follow).
+func (d *driver) gateExpectation(i int, st *sluicev1.Strategy, x *Expectation, bad, budget int) {
 	gs := d.sys.sc.Extras.Gates[i]
 	if len(gs) == 0 || len(x.Phases) == 0 {
 		return
 	}
 	var blocking []string
 	for _, g := range gs {
+		if !slices.ContainsFunc(st.GetGates(), func(pg *sluicev1.Gate) bool { return pg.GetName() == g.Name }) {
+			continue
+		}
 		switch {
 		case g.Mode == GateFail || g.Mode.missing():
 			blocking = append(blocking, g.Name)

@@ -141,6 +141,20 @@ func (w *watchers) snapshot(bucket string) []KVOp {
 	return slices.Clone(w.ops[bucket])
 }
 
+// storedAt is when the server stored e (its stream message's timestamp, on
+// this machine's clock): a watcher that lags, as one does while it catches
+// up after a server restart under load, would otherwise date a write
+// seconds late (chaos seed 136: a rollout's terminal record seen 1.9 s
+// after it was written made a reap after the rollout ended look like one
+// during it, I5; an intent's mark seen after the harness put its files
+// back looked like an unconfirmed mark, I7).
+func storedAt(e jetstream.KeyValueEntry) time.Time {
+	if t := e.Created(); !t.IsZero() && !t.After(time.Now()) {
+		return t
+	}
+	return time.Now()
+}
+
 func (w *watchers) record(bucket string, e jetstream.KeyValueEntry) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -148,7 +162,7 @@ func (w *watchers) record(bucket string, e jetstream.KeyValueEntry) {
 		return
 	}
 	w.last[bucket] = e.Revision()
-	op := KVOp{Key: e.Key(), Revision: e.Revision(), At: time.Now(), Delete: e.Operation() != jetstream.KeyValuePut}
+	op := KVOp{Key: e.Key(), Revision: e.Revision(), At: storedAt(e), Delete: e.Operation() != jetstream.KeyValuePut}
 	if !op.Delete && !contract.IsControlKey(e.Key()) {
 		switch bucket {
 		case contract.BucketNodeConfigs:
@@ -713,7 +727,7 @@ func (s *system) observe(ctx context.Context, w *watchers, d *driver, natsRestar
 	o.Expect = d.expectations(natsRestarted)
 	o.Joiners = d.joinedSoFar()
 	s.observeExtras(o)
-	o.Declared, o.DeclaredFrom = d.declared(), d.changes[0].gen
+	o.Declared, o.DeclaredFrom = d.declared(), d.changes[0].first().gen
 	return o, nil
 }
 

@@ -82,6 +82,7 @@ type registry struct {
 	mu    sync.Mutex
 	gone  map[string][]Span // intent key → when its file was absent, in order
 	holds []HoldObs         // the registry-hold faults, as they ran
+	confs []ConfirmObs      // the registry-confirm-pending faults, as they ran
 }
 
 func newRegistry(t interface{ TempDir() string }) *registry {
@@ -118,6 +119,7 @@ func (r *registry) observed(n int) *RegistryObs {
 		o.Absent[regKey(i)] = slices.Clone(r.gone[regKey(i)])
 	}
 	o.Holds = slices.Clone(r.holds)
+	o.Confirms = slices.Clone(r.confs)
 	return o
 }
 
@@ -417,9 +419,10 @@ func (f *faults) awaitRestored(ctx context.Context, ft Fault, back time.Time) {
 }
 
 // awaitMarked waits until every intent of keys is marked for deletion in
-// the intents bucket, up to confirmWithin, and logs what it found; the
-// checker judges the marks from the bucket's writes (Hold).
-func (f *faults) awaitMarked(ctx context.Context, ft Fault, keys []string) {
+// the intents bucket, up to confirmWithin, logs what it found and says
+// whether they all were; the checker judges the marks from the bucket's
+// writes (Hold, ConfirmPending).
+func (f *faults) awaitMarked(ctx context.Context, ft Fault, keys []string) bool {
 	s := f.sys
 	wctx, cancel := context.WithTimeout(ctx, confirmWithin+readPatience)
 	defer cancel()
@@ -443,5 +446,217 @@ func (f *faults) awaitMarked(ctx context.Context, ft Fault, keys []string) {
 		s.log.add("%s: %v not marked for deletion %s after the confirmation", ft.Kind, unmarked, confirmWithin)
 	default:
 		s.log.add("%s: the confirmed intents are marked for deletion", ft.Kind)
+		return true
+	}
+	return false
+}
+
+// ConfirmObs is one registry-confirm-pending fault as the harness drove
+// it: its files out from From to Back, no more than the hold share lets be
+// pending, and the confirmation of their pending set it stored.
+type ConfirmObs struct {
+	Intents []string // the intents whose files it dropped (intents-bucket keys)
+	From    time.Time
+	// Confirmed is taken before the harness stored the confirmation of
+	// the pending set (sluice registry confirm), Digest the status's
+	// pending digest it named; zero: it stored none (Seen says what it
+	// read last).
+	Confirmed time.Time
+	Digest    string
+	Seen      string
+	// Settles is the earliest effective_at the status gave the confirmed
+	// intents: when their settle period would have marked them anyway.
+	Settles time.Time
+	Back    time.Time // taken before the first file came back
+}
+
+// confirmed records a registry-confirm-pending fault as it ran.
+func (r *registry) confirmed(c ConfirmObs) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.confs = append(r.confs, c)
+}
+
+// confirmPending drops ft.Pending.Drop (a pending deletion: no more than
+// the hold share), reads the registry's status until its pending set
+// names exactly those intents, and stores the confirmation `sluice
+// registry confirm` stores for a pending set (the status's pending
+// digest, in sluice-control/registry.<name>.confirm), if their settle
+// period is not about to run out anyway (half of it left at least). It
+// waits until they are marked, up to confirmWithin; then it drops another
+// file (Then, not in the confirmed set: the stored confirmation names a
+// set it is not in) for For, less than the settle period, and brings every
+// file back. What it saw goes to the checker (ConfirmObs; ConfirmPending,
+// I7).
+func (f *faults) confirmPending(ctx context.Context, ft Fault) {
+	s, p := f.sys, ft.Pending
+	defer f.lock("registry")()
+	var obs ConfirmObs
+	var ids []string // as the status names them
+	for _, i := range p.Drop {
+		obs.Intents = append(obs.Intents, regKey(i))
+		ids = append(ids, strings.Replace(regKey(i), ".", "/", 1))
+	}
+	slices.Sort(ids)
+	defer func() { s.reg.confirmed(obs) }()
+	move := func(from, to string, i int) bool {
+		if err := os.Rename(filepath.Join(from, regFile(i)), filepath.Join(to, regFile(i))); err != nil {
+			s.harnessFailed(harnessErr("%s: move %s: %w", ft.Kind, regFile(i), err))
+			return false
+		}
+		return true
+	}
+	sleep := func(d time.Duration) bool {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-ctx.Done():
+			return false
+		case <-t.C:
+			return true
+		}
+	}
+	obs.From = time.Now()
+	for _, i := range p.Drop {
+		if !move(s.reg.dir, s.reg.away, i) {
+			return
+		}
+		s.reg.absent(i, obs.From)
+	}
+	s.log.add("%s: dropped %d of %d files", ft, len(p.Drop), s.sc.Registry.Intents)
+	// The pending set, as sluice registry confirm reads it.
+	for until := obs.From.Add(registrySettle / 2); time.Now().Before(until); {
+		rctx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
+		st, err := readProto(rctx, s, s.Env().Buckets.Registries, registryName, &sluicev1.RegistryStatus{})
+		cancel()
+		if err != nil {
+			obs.Seen = err.Error() // a read that failed, or garbage: the next one may read
+		} else {
+			var pending []string
+			var settles time.Time
+			for _, pd := range st.GetPending() {
+				pending = append(pending, pd.GetIntent())
+				if e := pd.GetEffectiveAt().AsTime(); settles.IsZero() || e.Before(settles) {
+					settles = e
+				}
+			}
+			slices.Sort(pending)
+			obs.Seen = fmt.Sprintf("state %s, held %v, pending %v", st.GetState(), st.GetHeld().GetIntents(), pending)
+			// Half the settle period left at least: a confirmation stored
+			// later may race the period's own mark.
+			if slices.Equal(pending, ids) && st.GetPendingDigest() != "" && time.Now().Add(registrySettle/2).Before(settles) {
+				obs.Digest, obs.Settles = st.GetPendingDigest(), settles
+				break
+			}
+		}
+		if !sleep(holdPoll) {
+			return
+		}
+	}
+	if obs.Digest == "" {
+		s.log.add("%s: the registry's status never named exactly their pending deletion early enough (last read: %s): not confirmed", ft.Kind, obs.Seen)
+	} else {
+		confirms := store.New(s.Env().Buckets.Control, func() *sluicev1.RegistryConfirm { return &sluicev1.RegistryConfirm{} })
+		req := &sluicev1.RegistryConfirm{Digest: obs.Digest, By: "chaos", At: timestamppb.Now(), Reason: "the chaos suite confirms the pending deletion"}
+		obs.Confirmed = time.Now()
+		err := retry(ctx, func(ctx context.Context) error {
+			_, err := confirms.Mutate(ctx, contract.RegistryConfirmKey(registryName), func(*sluicev1.RegistryConfirm) (*sluicev1.RegistryConfirm, error) { return req, nil })
+			return err
+		})
+		if err != nil {
+			s.harnessFailed(harnessErr("%s: confirm the pending deletion %s: %w", ft.Kind, obs.Digest, err))
+			obs.Confirmed = time.Time{}
+		} else {
+			s.log.add("%s: confirmed the pending deletion %s (as sluice registry confirm %s), due at %s", ft.Kind, obs.Digest, registryName,
+				obs.Settles.Format("15:04:05.000"))
+			if f.awaitMarked(ctx, ft, obs.Intents) {
+				// A file not in the confirmed set, out less than the
+				// settle period: the confirmation left stored names
+				// another set, so it must not be marked (I7).
+				from := time.Now()
+				if !move(s.reg.dir, s.reg.away, p.Then) {
+					return
+				}
+				s.reg.absent(p.Then, from)
+				s.log.add("%s: dropped %s, not in the confirmed set", ft.Kind, regFile(p.Then))
+				if !sleep(p.For) {
+					return
+				}
+				if !move(s.reg.away, s.reg.dir, p.Then) {
+					return
+				}
+				s.reg.back(p.Then, time.Now())
+				s.log.add("%s: %s is back", ft.Kind, regFile(p.Then))
+			}
+		}
+	}
+	obs.Back = time.Now()
+	for _, i := range p.Drop {
+		if !move(s.reg.away, s.reg.dir, i) {
+			return
+		}
+		s.reg.back(i, time.Now())
+	}
+	s.log.add("%s: the %d files are back", ft.Kind, len(p.Drop))
+	f.awaitRestored(ctx, ft, obs.Back)
+}
+
+// confirmedPending says whether a mark of key at m follows a
+// confirmation the harness stored of a pending set that named it, while
+// its file was still out: the operator's word, not an answer, marked it.
+func (r *RegistryObs) confirmedPending(key string, m time.Time) bool {
+	return slices.ContainsFunc(r.Confirms, func(c ConfirmObs) bool {
+		return !c.Confirmed.IsZero() && slices.Contains(c.Intents, key) && !m.Before(c.Confirmed) &&
+			(c.Back.IsZero() || m.Before(c.Back))
+	})
+}
+
+// ConfirmPending: an operator's confirmation of a registry's pending
+// deletions (sluice registry confirm while they wait out their settle
+// period, not held) marks them at once. For each confirmation the
+// registry-confirm-pending fault stored: each confirmed intent was marked
+// within confirmWithin of it, and the first of those marks came before
+// their settle period would have marked them anyway (Settles), or the
+// configurator said the pending deletion went ahead confirmed (a
+// RegistryDeletionConfirmed event naming the digest: a configurator slowed
+// past the period still marks them by the confirmation). What was not in
+// the confirmed set I7 judges as any other absence. Not judged when
+// garbage was written over the registry's spec, confirmation, status or
+// intents.
+func checkPendingConfirms(o *Observation, add addFunc) {
+	reg := o.Registry
+	if reg == nil || len(reg.Confirms) == 0 {
+		return
+	}
+	for _, sp := range o.Spoiled {
+		if (sp.Bucket == contract.BucketRegistries && sp.Key == reg.Name) ||
+			(sp.Bucket == contract.BucketControl && (sp.Key == contract.RegistryKey(reg.Name) || sp.Key == contract.RegistryConfirmKey(reg.Name))) ||
+			(sp.Bucket == contract.BucketIntents && slices.Contains(reg.Intents, sp.Key)) {
+			return
+		}
+	}
+	marks := intentMarks(o)
+	clock := func(t time.Time) string { return t.Format("15:04:05.000") }
+	for _, c := range reg.Confirms {
+		if c.Confirmed.IsZero() || c.Back.IsZero() {
+			continue // none stored, or the fault did not get to the end (said so)
+		}
+		said := slices.ContainsFunc(o.Events, func(ev *sluicev1.Event) bool {
+			return ev.GetType() == "RegistryDeletionConfirmed" && strings.Contains(ev.GetReason(), "pending deletion "+c.Digest)
+		})
+		what := fmt.Sprintf("registry %s's answers dropped %s from %s, a pending deletion; the harness confirmed it (digest %s) at %s, its settle period due to end at %s",
+			reg.Name, strings.Join(c.Intents, ", "), clock(c.From), c.Digest, clock(c.Confirmed), clock(c.Settles))
+		for _, key := range c.Intents {
+			i := slices.IndexFunc(marks[key], func(m time.Time) bool {
+				return !m.Before(c.Confirmed) && m.Before(c.Confirmed.Add(confirmWithin+growthSeen))
+			})
+			switch {
+			case i < 0:
+				add("ConfirmPending", "", "", "%s; %s was not marked for deletion within %s of the confirmation", what, key, confirmWithin+growthSeen)
+			case !marks[key][i].Before(c.Settles) && !said:
+				add("ConfirmPending", "", "", "%s; %s was marked at %s, once its settle period ran out, and no RegistryDeletionConfirmed event says the confirmation marked it: a confirmed pending deletion is marked at once",
+					what, key, clock(marks[key][i]))
+			}
+		}
 	}
 }

@@ -103,6 +103,13 @@ const (
 	// deletion must be held, nothing marked, until the confirmation, which
 	// marks the dropped intents (Hold).
 	RegistryHold FaultKind = "registry-hold"
+	// RegistryConfirmPending: the registry drops a few of its files (no
+	// more than its hold share: a pending deletion, not a held one), and
+	// while they wait out the settle period the harness confirms the
+	// pending set as `sluice registry confirm` does; the confirmation must
+	// mark them at once, and a file dropped after it (not in the confirmed
+	// set) must not be marked early (ConfirmPending, I7).
+	RegistryConfirmPending FaultKind = "registry-confirm-pending"
 )
 
 // TriggerKind says when a fault fires.
@@ -121,11 +128,33 @@ type Fault struct {
 	Trigger TriggerKind
 	Change  int // index into Scenario.Changes
 	Delay   time.Duration
-	Node    string         // for agent faults
-	Down    time.Duration  // how long the component stays down
-	Garbage []GarbageWrite // garbage-value: the writes, in order
-	Trickle *Trickle       // partial-registry: what the directory drops and how it comes back
-	Hold    *Hold          // registry-hold: what the directory drops, for how long, and whether it is confirmed
+	Node    string          // for agent faults
+	Down    time.Duration   // how long the component stays down
+	Garbage []GarbageWrite  // garbage-value: the writes, in order
+	Trickle *Trickle        // partial-registry: what the directory drops and how it comes back
+	Hold    *Hold           // registry-hold: what the directory drops, for how long, and whether it is confirmed
+	Pending *PendingConfirm // registry-confirm-pending: what the directory drops, and the file that leaves after the confirmation
+}
+
+// PendingConfirm is what a registry-confirm-pending fault does: it drops
+// Drop (indexes into reg-1 … reg-N, no more than the hold share of them:
+// pending), confirms the pending set as soon as the registry's status
+// names it, waits until its intents are marked, then drops Then (a file
+// not in the confirmed set) for For (less than the settle period) and
+// brings every file back.
+type PendingConfirm struct {
+	Drop []int
+	Then int
+	For  time.Duration
+}
+
+func (p *PendingConfirm) String() string {
+	files := make([]string, len(p.Drop))
+	for i, f := range p.Drop {
+		files[i] = regName(f)
+	}
+	return fmt.Sprintf("drops %s, confirms the pending deletion, then drops %s for %s", strings.Join(files, ", "),
+		regName(p.Then), p.For.Round(time.Millisecond))
 }
 
 // Hold is what a registry-hold fault does: it drops Drop (indexes into
@@ -259,6 +288,8 @@ func (f Fault) String() string {
 		fmt.Fprintf(&b, ": %s", f.Trickle)
 	case f.Hold != nil:
 		fmt.Fprintf(&b, ": %s", f.Hold)
+	case f.Pending != nil:
+		fmt.Fprintf(&b, ": %s", f.Pending)
 	default:
 		fmt.Fprintf(&b, ", down %s", f.Down)
 	}
@@ -410,6 +441,13 @@ func Pick(seed uint64) Scenario {
 	if s.Registry != nil && !slices.ContainsFunc(s.Faults, func(f Fault) bool { return f.Kind == PartialRegistry }) {
 		s.Faults = append(s.Faults, s.pickHold())
 	}
+	// Its own stream, for the same reason: half the registry seeds confirm
+	// a pending deletion (issue 47: the confirmed branch of a pending set).
+	if s.Registry != nil {
+		if f, ok := s.pickPendingConfirm(); ok {
+			s.Faults = append(s.Faults, f)
+		}
+	}
 	s.pickExtras() // its own stream: no draw above moves
 	s.applySkew()  // after pickExtras, which sees the strategies as drawn
 	return s
@@ -514,6 +552,25 @@ func (s Scenario) pickHold() Fault {
 	slices.Sort(h.Drop)
 	return Fault{Kind: RegistryHold, Change: 1 + rng.IntN(len(s.Changes)-1), Trigger: AfterApply,
 		Delay: time.Duration(rng.IntN(800)) * time.Millisecond, Hold: h}
+}
+
+// pickPendingConfirm draws, in half the registry seeds, a
+// registry-confirm-pending fault from a source of its own: one file up to
+// the hold share (half, rounded down) dropped and confirmed, then another
+// out for a third to two thirds of the settle period.
+func (s Scenario) pickPendingConfirm() (Fault, bool) {
+	rng := rand.New(rand.NewPCG(s.Seed, 0xc0f1))
+	if rng.IntN(2) != 0 {
+		return Fault{}, false
+	}
+	n := s.Registry.Intents
+	perm := rng.Perm(n)
+	k := 1 + rng.IntN(n/2)
+	p := &PendingConfirm{Drop: perm[:k], Then: perm[k],
+		For: registrySettle/3 + time.Duration(rng.Int64N(int64(registrySettle/3)))}
+	slices.Sort(p.Drop)
+	return Fault{Kind: RegistryConfirmPending, Change: 1 + rng.IntN(len(s.Changes)-1), Trigger: AfterApply,
+		Delay: time.Duration(rng.IntN(800)) * time.Millisecond, Pending: p}, true
 }
 
 // slowRefill makes t a refill slower than the settle period: every dropped

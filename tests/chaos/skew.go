@@ -129,27 +129,26 @@ func (s Scenario) agentVersion(node string) string {
 // old nodes, which are never written its target). away: an old node may
 // be away when the rollout starts (it left, or heartbeats may stop): the
 // coordinator then does not know it and cannot refuse for it, and skips it
-// when it comes back.
-func (d *driver) skewExpectation(i int, x *Expectation, skipPhases Expectation, away bool) {
+// when it comes back. st is the strategy the rollout runs: the change's as
+// applied (skipIncompatible if the plan or the request-time refusal says
+// so), or that of a head the configurator wrote again (follow).
+func (d *driver) skewExpectation(i int, st *sluicev1.Strategy, x *Expectation, skipPhases Expectation, away bool) {
+	if !d.asksFeature(i, st) {
+		return
+	}
 	sk := d.sys.sc.Skew
-	if sk == nil {
-		return
-	}
-	c, ok := sk.Changes[i]
-	if !ok {
-		return
-	}
-	x.Incompatible, x.Refuse, x.OldMayBeAway = sk.Old, !c.Skip, away
-	if c.Skip {
+	skip := st.GetSkipIncompatible()
+	x.Incompatible, x.Refuse, x.OldMayBeAway = sk.Old, !skip, away
+	if skip {
 		return
 	}
 	aborted := sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED
 	if !away {
-		skipped := skipPhases
-		skipped.Incompatible, skipped.Refuse = sk.Old, false
-		skipped.Why = "resumed by a term before its refusal was stored: a resumed rollout skips the nodes that cannot read it (docs/rollouts.md): " + skipped.Why
+		// Also when a term resumed it before its refusal was stored (the
+		// leader stopped between the two writes): no node was touched, so
+		// the resumed term refuses it as the start would have (seed 148).
 		*x = Expectation{Phases: []sluicev1.RolloutPhase{aborted}, EventsMayBeLost: x.EventsMayBeLost, NodesMayLapse: x.NodesMayLapse,
-			Leavers: x.Leavers, Incompatible: sk.Old, Refuse: true, IfResumed: &skipped,
+			Leavers: x.Leavers, Incompatible: sk.Old, Refuse: true,
 			Why: fmt.Sprintf("its agents %v cannot read bake checks, and the strategy does not skip them: refused before touching any node", sk.Old)}
 		return
 	}
@@ -160,6 +159,15 @@ func (d *driver) skewExpectation(i int, x *Expectation, skipPhases Expectation, 
 	x.AllFail = false
 	x.Incompatible, x.Refuse, x.OldMayBeAway = sk.Old, true, true
 	x.Why = fmt.Sprintf("refused up front for %v, or, if they were away at its start, they are skipped when they come back: %s", sk.Old, x.Why)
+}
+
+// asksFeature reports whether a rollout of change i running strategy st
+// asks for a feature the old agents lack: the plan's change asks for bake
+// checks, and st carries them (a head the configurator wrote again carries
+// the defaults: none).
+func (d *driver) asksFeature(i int, st *sluicev1.Strategy) bool {
+	_, ok := d.sys.sc.Skew.changeOf(i)
+	return ok && st.GetBakeChecks() > 0
 }
 
 // neededBy is the config features reading d needs: those it names and
@@ -264,7 +272,7 @@ func checkSkew(o *Observation, add addFunc) {
 		// Which records must list every old node: a refusal lists them all
 		// at the start; a rollout that skips them meets each at its turn, so
 		// only one that ended in force (every node reached) lists them all.
-		x := expectationOf(o, r)
+		x := o.Expect[r.GetId()]
 		inForce := contract.InForce(r.GetPhase())
 		refused := x.Refuse && r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED
 		if len(x.Incompatible) == 0 || x.OldMayBeAway || !(refused || !x.Refuse && inForce) || spoiledRollout(o, r) {
@@ -290,22 +298,42 @@ func spoiledRollout(o *Observation, r *sluicev1.Rollout) bool {
 	})
 }
 
-// expectationOf is what rollout r must end as: o.Expect's, or, for a
-// rollout to be refused for agents too old for it that a term resumed
-// instead (its start was stored, its refusal not: the leader stopped in
-// between), what it must end as skipping them (docs/rollouts.md: a resumed
-// rollout skips them, "the rollout was accepted"). A refusal is ABORTED; a
-// resume is told by its RolloutResumed event, or, where events may be lost,
-// by any other end.
-func expectationOf(o *Observation, r *sluicev1.Rollout) Expectation {
-	x := o.Expect[r.GetId()]
-	if !x.Refuse || x.IfResumed == nil || r.GetPhase() == sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED {
-		return x
+// refusedForVersions is how the configurator's request-time refusal of a
+// change some present agents cannot read begins (services/configurator,
+// refuseIncompatible; docs/rollouts.md).
+const refusedForVersions = "whose agent cannot read its config: "
+
+// refusedForSkew takes the configurator's refusal (desc) of change i at
+// request time: a skew change that does not skip the old agents, refused
+// naming nodes whose agent cannot read it. Every node it names must be an
+// old agent's (else a Skew violation: it blamed an agent that reads the
+// feature). The user then applies it again with skipIncompatible, as the
+// refusal says (d.changes[i].skipping), and the change is judged as one
+// that skips them. false: not such a refusal.
+func (d *driver) refusedForSkew(i int, desc string) bool {
+	sk := d.sys.sc.Skew
+	c, ok := sk.changeOf(i)
+	if !ok || c.Skip || d.changes[i].skipping || !strings.Contains(desc, refusedForVersions) {
+		return false
 	}
-	if x.EventsMayBeLost || slices.ContainsFunc(o.Events, func(ev *sluicev1.Event) bool {
-		return ev.GetType() == "RolloutResumed" && ev.GetRollout() == r.GetId()
-	}) {
-		return *x.IfResumed
+	for _, name := range sortedKeys(d.sys.nodes) {
+		if strings.Contains(desc, name+": its agent") && !slices.Contains(sk.Old, name) {
+			d.sys.findingsMu.Lock()
+			d.sys.findings = append(d.sys.findings, Violation{Invariant: "Skew", Node: name, Detail: fmt.Sprintf(
+				"the configurator refused change %d naming this node, whose agent reads every feature: %s", i, desc)})
+			d.sys.findingsMu.Unlock()
+		}
 	}
-	return x
+	d.changes[i].skipping = true
+	d.sys.log.add("change %d refused at request time for agents that cannot read it; applied again with skipIncompatible: %s", i, desc)
+	return true
+}
+
+// changeOf is change i of the plan, if it asks for a feature (nil-safe).
+func (p *SkewPlan) changeOf(i int) (SkewChange, bool) {
+	if p == nil {
+		return SkewChange{}, false
+	}
+	c, ok := p.Changes[i]
+	return c, ok
 }

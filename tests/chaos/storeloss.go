@@ -40,6 +40,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -135,6 +136,14 @@ func (s *system) loseStore(ctx context.Context, d *driver) ([]Violation, error) 
 	// the agents saw; they take its configs because its identity
 	// (control/store.id) is another.
 	vs = append(vs, s.continueAfterLoss(ctx, d, last)...)
+	// No node that ran a config before the wipe is reverted to the empty
+	// config after the confirmation: the new store holds no backup of what
+	// it ran, and the empty config is none (I10).
+	hist := map[string][]Apply{}
+	for name, n := range s.nodes {
+		hist[name] = n.history()
+	}
+	vs = append(vs, lostToStore(hist, wiped, confirmed, render.Fingerprint(&sluicev1.NodeConfig{}), s.log.start)...)
 	// And the system comes to rest again (which also lets the server's
 	// writes settle before the seed ends: on virtual time a flush still
 	// sleeping when the bubble's test returns is a deadlock).
@@ -148,6 +157,42 @@ func (s *system) loseStore(ctx context.Context, d *driver) ([]Violation, error) 
 	return vs, nil
 }
 
+// lostToStore is the part of I10 judged after the confirmation: a node
+// whose applier put a config other than the empty one in force before the
+// store was lost (wiped) is never reverted to the empty config after the
+// operator confirmed the loss (confirmed). The new store holds no backup
+// of what it ran, so a revert that took "no backup" for "ran nothing"
+// would write it the empty config: the node loses its config to the lost
+// store. A forward apply of the empty config (a change that selects
+// nothing for it) is the operator's and not judged. start is the seed's
+// start, for the times shown.
+func lostToStore(hist map[string][]Apply, wiped, confirmed time.Time, empty string, start time.Time) []Violation {
+	var vs []Violation
+	for _, name := range sortedKeys(hist) {
+		ran := ""
+		for _, a := range hist[name] {
+			if a.At.After(wiped) {
+				break
+			}
+			if a.Err == "" {
+				ran = a.Fingerprint
+			}
+		}
+		if ran == "" || ran == empty {
+			continue
+		}
+		for _, a := range hist[name] {
+			if a.Revert && a.Fingerprint == empty && a.At.After(confirmed) {
+				vs = append(vs, Violation{Invariant: "I10", Node: name, Detail: fmt.Sprintf(
+					"lost its config to the lost store: it ran %s before the store was lost (%.2fs), and a revert of rollout %q put the empty config in force at %.2fs, after the confirmation (%.2fs)",
+					short(ran), wiped.Sub(start).Seconds(), a.Rollout, a.At.Sub(start).Seconds(), confirmed.Sub(start).Seconds())})
+				break
+			}
+		}
+	}
+	return vs
+}
+
 // continueAfterLoss applies change last again after a confirmed store
 // loss and waits for its rollout to end.
 func (s *system) continueAfterLoss(ctx context.Context, d *driver, last int) []Violation {
@@ -159,11 +204,13 @@ func (s *system) continueAfterLoss(ctx context.Context, d *driver, last int) []V
 		add("after the confirmation: %v", err)
 		return vs
 	}
-	id := d.changes[last].id
-	if err := d.waitEnded(ctx, id, fmt.Sprintf("of change %d after the confirmation", last), endWithin); err != nil {
+	if err := d.waitEnded(ctx, last, fmt.Sprintf("of change %d after the confirmation", last), endWithin); err != nil {
 		add("%v", err)
 	} else {
-		s.log.add("store-loss: rollout %s of change %d ended after the confirmation", id, last)
+		id := d.changes[last].id()
+		r, _ := s.rollout(ctx, id)
+		s.log.add("store-loss: rollout %s of change %d ended after the confirmation: %s (%s), %d revert(s) failed",
+			id, last, r.GetPhase(), r.GetReason(), r.GetCounts().GetRevertFailed())
 	}
 	return vs
 }

@@ -6,7 +6,7 @@ import "os"
 // testing/synctest bubble, with the nats-server in-process and every
 // connection an in-process pipe, so the clock moves only when every
 // goroutine of the seed waits, and a seed costs its processor time, not
-// its leases and deadlines. docs/chaos.md, "Seeds that replay".
+// its leases and deadlines. docs/chaos.md, "Seeds on virtual time".
 const EnvVirtual = "CHAOS_VIRTUAL"
 
 func virtualTime() bool { return os.Getenv(EnvVirtual) == "1" }

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"os/exec"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/creds"
 	"github.com/sluicehq/sluice/pkg/natstest"
@@ -25,9 +27,11 @@ import (
 // built from its commit, beside today's control plane and agents, then
 // restarted as today's agent (a rolling upgrade's last step):
 //   - a plain rollout reaches every node, the baseline agent included;
-//   - a rollout with --bake-checks, which that agent cannot read, is refused
-//     before any node is touched, naming it; before, it was written, timed
-//     out at the pickup deadline and the good fingerprint recorded invalid;
+//   - an apply with --bake-checks, which that agent cannot read, is refused
+//     at request time, naming it, and nothing is stored (the coordinator's
+//     own refusal before touching any node is the decider's tables'); before,
+//     it was written, timed out at the pickup deadline and the good
+//     fingerprint recorded invalid;
 //   - with --skip-incompatible it skips that node and succeeds, and the node
 //     then gets the config in force without the bake checks;
 //   - once the node runs today's agent, a bake-checked rollout reaches it.
@@ -72,11 +76,13 @@ func TestUpgrade_BaselineAgentBesideTodaysControlPlane_NothingGoodRecordedInvali
 		t.Fatalf("plain rollout ended %s (%s), counts %v; want SUCCEEDED on all 3, the baseline agent's node included", r.GetPhase(), r.GetReason(), r.GetCounts())
 	}
 
-	refused := apply(t, env, examplesWith(t, 501), bake(false))
-	r = waitRolloutEnd(t, env, refused.GetGeneration(), 60*time.Second)
-	if r.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED || !strings.Contains(r.GetReason(), "refused before touching any node") ||
-		!strings.Contains(r.GetReason(), old) || !strings.Contains(r.GetReason(), contract.FeatureBakeChecks) {
-		t.Fatalf("bake-checked rollout ended %s (%s); want ABORTED, refused, naming %s and %s", r.GetPhase(), r.GetReason(), old, contract.FeatureBakeChecks)
+	actx, acancel := context.WithTimeout(context.Background(), 30*time.Second)
+	_, err = apiclient.Apply(actx, env.Conn, &sluicev1.ApplyRequest{Intents: examplesWith(t, 501), Strategy: bake(false), Source: "e2e"})
+	acancel()
+	var ae *apiclient.Error
+	if !errors.As(err, &ae) || ae.Code != contract.ErrCodeInvalid || !strings.Contains(ae.Description, old+": its agent") ||
+		!strings.Contains(ae.Description, contract.FeatureBakeChecks) || !strings.Contains(ae.Description, "nothing was stored") {
+		t.Fatalf("bake-checked apply: %v; want refused (%s) at request time, naming %s and %s", err, contract.ErrCodeInvalid, old, contract.FeatureBakeChecks)
 	}
 	noneRecordedInvalid(t, env)
 

@@ -1,6 +1,7 @@
 // Package layers checks the import rules the one module relies on, now that
 // no module wall enforces them: cmd → services → pkg, no service imports
-// another, pkg imports neither (docs/architecture.md).
+// another, pkg imports neither (docs/architecture.md); and the coordinator's
+// decider imports only what its doc.go says (TestDeciderImports).
 package layers
 
 import (
@@ -8,6 +9,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -116,4 +118,59 @@ func TestLayers(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
 		t.Fatalf("no go.mod at %s", root)
 	}
+}
+
+// decider is the coordinator's decision package, and deciderImports all it
+// may import beside the standard library: what its doc comment (doc.go,
+// "Reach") says. A new import is a new reach for a pure function; add it
+// here and to doc.go only when the decision needs it and it does no I/O.
+const decider = "services/rollout-coordinator/internal/rollout"
+
+var deciderImports = []string{
+	"google.golang.org/protobuf/proto",
+	"google.golang.org/protobuf/types/known/durationpb",
+	"google.golang.org/protobuf/types/known/timestamppb",
+	module + "proto/sluicev1",
+	module + "pkg/contract",
+	module + "pkg/render",
+}
+
+func TestDeciderImports(t *testing.T) {
+	dir, err := filepath.Abs(filepath.Join("../..", decider))
+	if err != nil {
+		t.Fatal(err)
+	}
+	pkg, err := build.Default.ImportDir(dir, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := os.ReadFile(filepath.Join(dir, "doc.go"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, reach, ok := strings.Cut(string(doc), "Reach:")
+	if !ok {
+		t.Fatalf("%s/doc.go has no \"Reach:\" rule naming its imports", decider)
+	}
+	for _, want := range deciderImports {
+		if name := want[strings.LastIndex(want, "/")+1:]; !strings.Contains(reach, name) {
+			t.Errorf("%s/doc.go does not name %s, which the rule allows: keep the two lists the same", decider, name)
+		}
+	}
+	for _, imp := range pkg.Imports {
+		if stdlib(imp) || slices.Contains(deciderImports, imp) {
+			continue
+		}
+		t.Errorf("%s imports %s: the decider imports only the standard library and %v (its doc.go); a decision takes what it needs in its events", decider, imp, deciderImports)
+	}
+	if len(pkg.Imports) < len(deciderImports) {
+		t.Fatalf("%s: only %d imports found: is the walk rooted at the module?", decider, len(pkg.Imports))
+	}
+}
+
+// stdlib says whether imp is a standard-library package (no dot in its
+// first element).
+func stdlib(imp string) bool {
+	first, _, _ := strings.Cut(imp, "/")
+	return !strings.Contains(first, ".")
 }

@@ -343,6 +343,53 @@ func TestKube_Agent_ReadsItsNodeWithTheChartsRBAC(t *testing.T) {
 	}
 	took := waitLabels(time.Second, map[string]string{"rack": "r2"})
 	t.Logf("a label changed on the Node reached sluice in %s", took.Round(time.Millisecond))
+
+	// The Node deleted: the agent withdraws its presence (the node left,
+	// well within the node lease, not by lapsing) and says why; created
+	// again, the node registers again with the new Node's labels.
+	sluiceCmd := func(args ...string) ([]byte, error) {
+		cmd := exec.Command(binary(t, "sluice"), args...)
+		cmd.Env = append(os.Environ(), "SLUICE_NATS_URL="+url)
+		return cmd.Output()
+	}
+	present := func() bool {
+		out, err := sluiceCmd("get", "nodes", "-o", "json")
+		var obj struct {
+			Items []struct {
+				Node    string `json:"node"`
+				Present bool   `json:"present"`
+			} `json:"items"`
+		}
+		if err != nil || json.Unmarshal(out, &obj) != nil {
+			return true // unknown: not taken as gone
+		}
+		for _, it := range obj.Items {
+			if it.Node == node && it.Present {
+				return true
+			}
+		}
+		return false
+	}
+	start := time.Now()
+	if err := admin.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for present() {
+		if time.Since(start) > 5*time.Second {
+			t.Fatalf("5s after its Node was deleted, sluice still shows %s present\nagent:\n%s", node, agentOut)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Logf("a deleted Node left sluice in %s", time.Since(start).Round(time.Millisecond))
+	out, err := sluiceCmd("events", "--node", node, "--type", "NodeLeft", "-o", "json")
+	if err != nil || !strings.Contains(string(out), "its Kubernetes Node "+node+" was deleted") {
+		t.Errorf("sluice events --type NodeLeft: %v\n%s\nwant a NodeLeft event naming the deleted Node", err, out)
+	}
+	if _, err := admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node,
+		Labels: map[string]string{"topology.kubernetes.io/zone": "zone-b", "rack": "r3"}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitLabels(5*time.Second, map[string]string{"topology.kubernetes.io/zone": "zone-b", "rack": "r3"})
 }
 
 func subset(want, got map[string]string) bool {

@@ -58,7 +58,7 @@ for p in $patches; do
 	fi
 	if [ -n "${MUTANT_REPLAY:-}" ]; then
 		# Replay: run seed MUTANT_REPLAY MUTANT_REPLAY_RUNS times (default 10)
-		# on this mutation and count the verdicts (docs/chaos.md, "Seeds that replay").
+		# on this mutation and count the verdicts (docs/chaos.md, "Seeds on virtual time").
 		runs=${MUTANT_REPLAY_RUNS:-10} failed=0 verdicts=""
 		for i in $(seq 1 "$runs"); do
 			log=$out/$name.replay-$MUTANT_REPLAY-$i.log

@@ -67,7 +67,7 @@ max_payload. Anything larger is refused before it is sent, with exit code 1.`,
 			if err != nil {
 				return err
 			}
-			intents, err := intent.ParseFiles(files...)
+			intents, where, err := intent.ParseFilesWhere(files...)
 			if err != nil {
 				fmt.Fprintln(a.streams.Err, err)
 				fmt.Fprintln(a.streams.Err, "nothing was sent: fix the files above and apply again")
@@ -80,7 +80,7 @@ max_payload. Anything larger is refused before it is sent, with exit code 1.`,
 				return fmt.Errorf("%s: %w; nothing was sent", strings.Join(files, ", "), err)
 			}
 			if dry {
-				return a.dryRun(cmd.Context(), intents, strategy, strict)
+				return a.dryRun(cmd.Context(), intents, where, strategy, strict)
 			}
 			nc, err := a.connect()
 			if err != nil {
@@ -91,10 +91,10 @@ max_payload. Anything larger is refused before it is sent, with exit code 1.`,
 				Intents: intents, Strategy: strategy, Source: contract.SourceAPI, Strict: strict,
 			})
 			if err != nil {
-				return a.rejected(err)
+				return a.rejectedAt(err, where)
 			}
 			if len(resp.GetErrors()) > 0 {
-				printFieldErrors(a.streams.Err, resp.GetErrors())
+				printFieldErrors(a.streams.Err, resp.GetErrors(), where)
 				return silentExit(1)
 			}
 			printApplied(a.streams.Out, resp, strategy)
@@ -162,7 +162,11 @@ The strategy flags are those of apply, checked the same way.`,
 }
 
 // rejected explains an error from the configurator's API.
-func (a *app) rejected(err error) error {
+func (a *app) rejected(err error) error { return a.rejectedAt(err, nil) }
+
+// rejectedAt is rejected, naming where in the files (where) each field
+// error's intent is declared.
+func (a *app) rejectedAt(err error, where *intent.Where) error {
 	var apiErr *apiclient.Error
 	if errors.As(err, &apiErr) && len(apiErr.Findings) > 0 {
 		// The fleet verifier refused: each finding, then the summary.
@@ -172,7 +176,7 @@ func (a *app) rejected(err error) error {
 	}
 	if errors.As(err, &apiErr) && len(apiErr.FieldErrors) > 0 {
 		for _, fe := range apiErr.FieldErrors {
-			fmt.Fprintln(a.streams.Err, intent.FormatFieldError(fe))
+			fmt.Fprintln(a.streams.Err, where.Format(fe))
 		}
 		// The configurator lists at most the first 100 problems; its
 		// description counts them all and says what was stored.
@@ -186,11 +190,12 @@ func (a *app) rejected(err error) error {
 	return err
 }
 
-// printFieldErrors lists validation problems, one per line, and says that
-// the request changed nothing.
-func printFieldErrors(w io.Writer, errs []*sluicev1.FieldError) {
+// printFieldErrors lists validation problems, one per line, each after
+// where its intent is declared in the files (where; nil: not said), and
+// says that the request changed nothing.
+func printFieldErrors(w io.Writer, errs []*sluicev1.FieldError, where *intent.Where) {
 	for _, fe := range errs {
-		fmt.Fprintln(w, intent.FormatFieldError(fe))
+		fmt.Fprintln(w, where.Format(fe))
 	}
 	printRejected(w, len(errs))
 }

@@ -91,20 +91,31 @@ func (a *app) rolloutAbort(ctx context.Context, id string, noRevert bool, reason
 		return &ExitError{Code: 1, Err: fmt.Errorf("abort of rollout %s requested, but no coordinator acted on it within %s; "+
 			"the request stays stored and takes effect when a coordinator leads (is one running?)", id, wait)}
 	}
-	rec := r.Value
+	fmt.Fprintln(a.streams.Out, abortLine(id, r.Value, noRevert))
+	return nil
+}
+
+// abortLine is what 'rollout abort' says of rec once a coordinator acted on
+// the abort, its counts contract.TallyOf's: the nodes in flight that
+// finish, or every touched node its revert puts back (reverting, reverted
+// and revert failed), and those that never start.
+func abortLine(id string, rec *sluicev1.Rollout, noRevert bool) string {
+	t := contract.TallyOf(rec)
+	notStarted := ""
+	if n := t.N(contract.CountPending) + t.N(contract.CountNotStarted); n > 0 {
+		notStarted = fmt.Sprintf(", %d not started", n)
+	}
 	switch {
 	case rec.GetAbortedBy() == nil:
-		fmt.Fprintf(a.streams.Out, "rollout %s ended %s before the abort took effect: %s\n", id, rolloutPhase(rec.GetPhase()), rec.GetReason())
+		return fmt.Sprintf("rollout %s ended %s before the abort took effect: %s", id, rolloutPhase(rec.GetPhase()), rec.GetReason())
 	case contract.Terminal(rec.GetPhase()):
-		fmt.Fprintf(a.streams.Out, "rollout %s aborted: %s\n", id, rec.GetReason())
+		return fmt.Sprintf("rollout %s aborted: %s", id, rec.GetReason())
 	case noRevert:
-		fmt.Fprintf(a.streams.Out, "rollout %s is stopping: no more nodes start, %d in flight finish, nothing is reverted — watch with: sluice rollout status --watch\n",
-			id, rec.GetCounts().GetInProgress())
-	default:
-		fmt.Fprintf(a.streams.Out, "rollout %s is aborting: reverting %d touched node(s) — watch with: sluice rollout status --watch\n",
-			id, rec.GetCounts().GetReverting()+rec.GetCounts().GetReverted())
+		return fmt.Sprintf("rollout %s is stopping: no more nodes start, %d in flight finish%s, nothing is reverted — watch with: sluice rollout status --watch",
+			id, t.N(contract.CountInProgress), notStarted)
 	}
-	return nil
+	return fmt.Sprintf("rollout %s is aborting: reverting %d touched node(s)%s — watch with: sluice rollout status --watch",
+		id, t.Touched, notStarted)
 }
 
 func (a *app) fingerprintCommand() *cobra.Command {

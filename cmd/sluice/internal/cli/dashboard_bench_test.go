@@ -28,7 +28,7 @@ import (
 const renderBench = `(async (n, seconds) => {
   const zones = ['zone-a', 'zone-b', 'zone-c'];
   const name = (i) => 'node-' + String(i).padStart(6, '0');
-  // The stream's compact fleet (compact.go): columns, strings by index.
+  // The stream's compact fleet (internal/dashboard/compact.go): columns, strings by index.
   const domains = [[]];
   for (let z = 0; z < 3; z++) for (let r = 1; r <= 40; r++) domains.push([zones[z], 'rack-' + r]);
   const domainOf = (i) => 1 + (i % 3) * 40 + Math.floor(i / 3) % 40;

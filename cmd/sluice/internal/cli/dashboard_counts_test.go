@@ -130,10 +130,20 @@ func TestDashboard_MapAgreesWithTheCounts(t *testing.T) {
 			shoot(t, tab, filepath.Join(dir, "counts-"+strings.ReplaceAll(name, " ", "-")+".png"))
 		}
 	}
+	// history waits for the History panel's row of the rollout: its cells
+	// provisioned/total, failed, other, reverted, as sluice rollout history
+	// prints them (the row read provisioned and failed from the record, and
+	// had no other: 3/5 and 1 left one node out).
+	history := func(name, want string) {
+		t.Helper()
+		evalUntil(t, tab, 5*time.Second, name+": the History row "+want,
+			`[...document.querySelectorAll('#history tr[data-rollout="`+id+`"] td[data-count]')].map(td => td.textContent).join(' | ') === '`+want+`'`)
+	}
 	step("a rollout",
 		"node-01=provisioned node-02=provisioned node-03=provisioned node-04=provisioned node-05=pending",
 		"pending 1, in progress 0, provisioned 4, failed 0, skipped 0",
 		"5 of 5 nodes accounted for")
+	history("a rollout", "4/5 | 0 | pending 1 | 0")
 
 	// node-05 started, node-01 failed: the rollout reverts; node-05 was in
 	// flight, node-01's backup is written back.
@@ -150,6 +160,7 @@ func TestDashboard_MapAgreesWithTheCounts(t *testing.T) {
 	if got := evalString(t, tab, `document.getElementById('operations').textContent`); got != "operations 2 attempted: 0 in progress, 0 completed, 1 failed, 0 cancelled at their deadline, 1 stopped in flight" {
 		t.Errorf("operations: %q", got)
 	}
+	history("a revert", "3/5 | 1 | stopped in flight 1 | 0")
 
 	put(on("node-05", r0, id, provisioned))
 	put(on("node-01", r0, id, provisioned))
@@ -160,4 +171,5 @@ func TestDashboard_MapAgreesWithTheCounts(t *testing.T) {
 		"node-01=reverted node-02=provisioned node-03=provisioned node-04=provisioned node-05=reverted",
 		"pending 0, in progress 0, provisioned 3, failed 1, skipped 0, stopped in flight 1, not started 0, reverting 0, reverted 2",
 		"5 of 5 nodes accounted for; the revert counts the 2 touched again")
+	history("a rollback", "3/5 | 1 | stopped in flight 1 | 2")
 }

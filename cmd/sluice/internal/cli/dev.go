@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strconv"
 	"time"
 
@@ -23,7 +24,8 @@ func (a *app) devCommand() *cobra.Command {
 	var noExamples bool
 	var replicas int
 	var leaderLease, nodeLease time.Duration
-	var redisURL, watchDir, gitDir string
+	var redisURL, watchDir string
+	var git devGit
 	var deleteAfter time.Duration
 	var df dashboardFlags
 	cmd := &cobra.Command{
@@ -48,7 +50,9 @@ With --redis and --watch-dir the configurator also syncs intents from a
 Redis server (registry "redis": one intent per key sluice:intents:<kind>.<name>)
 and from the intent files in a directory (registry "dir", created if
 missing), as 'sluice registry add' would store them (docs/registries.md).
-With --git-dir it follows branch main of a Git repository (registry "git":
+With --git-dir (a repository here) or --git URL (https://, http:// or
+file://; --git-token-file for a server that asks for a token; clones kept
+in DATA/git; --git-ssh-key-file and --git-known-hosts for ssh://) it follows branch main of a Git repository (registry "git":
 the intent files at the root of the branch's head commit).
 An intent removed from one is marked for deletion once every answer has
 lacked it for the settle period: --registry-delete-after, by default 1m
@@ -86,7 +90,7 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			opts.Settings = settings
-			if opts.Registries, err = a.devRegistries(redisURL, watchDir, gitDir); err != nil {
+			if opts.Registries, err = a.devRegistries(redisURL, watchDir, git); err != nil {
 				return &ExitError{Code: ExitUsage, Err: err}
 			}
 			if cmd.Flags().Changed("registry-delete-after") {
@@ -117,7 +121,12 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 	f.IntVar(&replicas, "replicas", 0, "replicas of every bucket (env SLUICE_REPLICAS; default: the number of NATS servers)")
 	f.StringVar(&redisURL, "redis", "", "also sync intents from this Redis server (registry \"redis\"): redis://host:port/db")
 	f.StringVar(&watchDir, "watch-dir", "", "also sync the intent files in this directory (registry \"dir\"; created if missing)")
-	f.StringVar(&gitDir, "git-dir", "", "also sync the intent files at the head of branch main of this Git repository (registry \"git\"; its working tree or git directory)")
+	f.StringVar(&git.dir, "git-dir", "", "also sync the intent files at the head of branch main of this Git repository (registry \"git\"; its working tree or git directory)")
+	f.StringVar(&git.url, "git", "", "also sync the intent files at the head of branch main of the Git repository at this URL (registry \"git\"; https://, http:// or file://; cloned into DATA/git)")
+	f.StringVar(&git.tokenFile, "git-token-file", "", "with --git https://: a file holding the server's access token")
+	f.StringVar(&git.sshKey, "git-ssh-key-file", "", "with --git ssh://: an unencrypted private key that authenticates to the server")
+	f.StringVar(&git.knownHosts, "git-known-hosts", "", "with --git ssh://: a known_hosts file holding the server's host key")
+	f.StringVar(&git.requireSigned, "require-signed", "", "with --git or --git-dir: an SSH allowed_signers file; a head commit not signed by a key of it is held")
 	f.DurationVar(&deleteAfter, "registry-delete-after", 0, "how long an intent must be missing from every answer of its registry before it is marked for deletion; 0 marks it at once (default: twice the registry's sync interval, at least 30s)")
 	f.BoolVar(&opts.Secure, "secure", false, "run NATS in operator mode: every service and agent gets its own role's credentials (kept in DATA/creds); see docs/security.md")
 	f.DurationVar(&leaderLease, "leader-lease", contract.DefaultSettings().LeaderLease, "the coordinator's leader lease (env SLUICE_LEADER_LEASE; at least 1s)")
@@ -137,10 +146,13 @@ func (a *app) devDashboard(df dashboardFlags) func(*dev.System) (string, func(co
 	}
 }
 
-// devRegistries builds the specs of --redis, --watch-dir and --git-dir,
-// named "redis", "dir" and "git", as 'sluice registry add' builds them; the
-// watched directory is created if missing.
-func (a *app) devRegistries(redisURL, watchDir, gitDir string) ([]*sluicev1.RegistrySpec, error) {
+// devGit is sluice dev's --git-dir, --git and --git-token-file.
+type devGit struct{ dir, url, tokenFile, requireSigned, sshKey, knownHosts string }
+
+// devRegistries builds the specs of --redis, --watch-dir and --git-dir or
+// --git, named "redis", "dir" and "git", as 'sluice registry add' builds
+// them; the watched directory is created if missing.
+func (a *app) devRegistries(redisURL, watchDir string, git devGit) ([]*sluicev1.RegistrySpec, error) {
 	var specs []*sluicev1.RegistrySpec
 	if redisURL != "" {
 		spec, err := registryspec.Build("redis", registryspec.Options{Redis: redisURL}, operator(), a.now())
@@ -159,10 +171,23 @@ func (a *app) devRegistries(redisURL, watchDir, gitDir string) ([]*sluicev1.Regi
 		}
 		specs = append(specs, spec)
 	}
-	if gitDir != "" {
-		spec, err := registryspec.Build("git", registryspec.Options{GitDir: gitDir}, operator(), a.now())
+	switch {
+	case git.dir != "" && git.url != "":
+		return nil, errors.New("give --git-dir or --git, not both: the registry \"git\" follows one repository")
+	case git.tokenFile != "" && git.url == "":
+		return nil, errors.New("--git-token-file goes with --git URL")
+	case (git.sshKey != "" || git.knownHosts != "") && git.url == "":
+		return nil, errors.New("--git-ssh-key-file and --git-known-hosts go with --git URL")
+	case git.requireSigned != "" && git.url == "" && git.dir == "":
+		return nil, errors.New("--require-signed goes with --git or --git-dir")
+	case git.dir != "" || git.url != "":
+		// The files are on this host, as the configurator is: made absolute.
+		tokenFile, signers := absOrEmpty(git.tokenFile), absOrEmpty(git.requireSigned)
+		o := registryspec.Options{Git: git.url, GitDir: git.dir, GitTokenFile: tokenFile, RequireSigned: signers,
+			GitSSHKeyFile: absOrEmpty(git.sshKey), GitKnownHosts: absOrEmpty(git.knownHosts)}
+		spec, err := registryspec.Build("git", o, operator(), a.now())
 		if err != nil {
-			return nil, fmt.Errorf("--git-dir: %w", err)
+			return nil, fmt.Errorf("%s", specFlags.Replace(err.Error()))
 		}
 		specs = append(specs, spec)
 	}
@@ -200,4 +225,15 @@ func devSettings(cmd *cobra.Command, replicas int, lease, nodeLease time.Duratio
 		*d.dst = parsed
 	}
 	return s, s.Validate()
+}
+
+// absOrEmpty is p made absolute against the working directory; "" stays "".
+func absOrEmpty(p string) string {
+	if p == "" {
+		return ""
+	}
+	if abs, err := filepath.Abs(p); err == nil {
+		return abs
+	}
+	return p
 }

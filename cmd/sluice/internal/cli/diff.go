@@ -89,12 +89,12 @@ stored intents change, before the apply.`,
 			if err != nil {
 				return err
 			}
-			intents, err := intent.ParseFiles(files...)
+			intents, where, err := intent.ParseFilesWhere(files...)
 			if err != nil {
 				fmt.Fprintln(a.streams.Err, err)
 				return silentExit(ExitDiffFailed)
 			}
-			r, err := a.diff(cmd.Context(), intents, strategy, strict, full)
+			r, err := a.diff(cmd.Context(), intents, where, strategy, strict, full)
 			if err != nil {
 				return err
 			}
@@ -123,8 +123,8 @@ stored intents change, before the apply.`,
 
 // dryRun prints what applying intents with strategy would do, for
 // `apply --dry-run`: exit 0 when apply would be accepted, 1 when refused.
-func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, strategy *sluicev1.Strategy, strict bool) error {
-	r, err := a.diff(ctx, intents, strategy, strict, false)
+func (a *app) dryRun(ctx context.Context, intents []*sluicev1.Intent, where *intent.Where, strategy *sluicev1.Strategy, strict bool) error {
+	r, err := a.diff(ctx, intents, where, strategy, strict, false)
 	if err != nil {
 		return err
 	}
@@ -204,10 +204,11 @@ type diffRefusal struct {
 
 // diff works out what applying intents with strategy would do (see
 // diffCommand); invalid intents are printed and end it with ExitError 1
-// (ExitDiffFailed for diff).
-func (a *app) diff(ctx context.Context, intents []*sluicev1.Intent, strategy *sluicev1.Strategy, strict, full bool) (*diffReport, error) {
+// (ExitDiffFailed for diff), each after where in the files (where) its
+// intent is declared.
+func (a *app) diff(ctx context.Context, intents []*sluicev1.Intent, where *intent.Where, strategy *sluicev1.Strategy, strict, full bool) (*diffReport, error) {
 	if errs := intent.Validate(intents); len(errs) > 0 {
-		printFieldErrors(a.streams.Err, errs)
+		printFieldErrors(a.streams.Err, errs, where)
 		return nil, silentExit(1)
 	}
 	nc, js, err := a.jetStream()
@@ -225,7 +226,7 @@ func (a *app) diff(ctx context.Context, intents []*sluicev1.Intent, strategy *sl
 			fmt.Fprintf(a.streams.Err, "apply would be refused: %s\n", apiErr.Description)
 			return nil, silentExit(1)
 		}
-		return nil, a.rejected(err)
+		return nil, a.rejectedAt(err, where)
 	}
 	r := &diffReport{Created: verdict.GetCreated(), Updated: verdict.GetUpdated(), Unchanged: len(verdict.GetUnchanged()),
 		Changes: []nodeChange{}, Groups: []changeGroup{}, Refused: []diffRefusal{}, Warnings: []string{}, Revision: verdict.GetRevision(), Changed: verdict.GetChanged(), full: full,

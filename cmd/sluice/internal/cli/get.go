@@ -88,9 +88,12 @@ func (a *app) getCommand() *cobra.Command {
                  (every node with a presence lease or a status; REVISION is
                  the revision in force when the node runs the config it gives
                  the node, else the one its agent last applied from)
-  rollouts       ID REVISION PHASE PROVISIONED/TOTAL FAILED SKIPPED REVERTED STARTED
-                 DURATION REASON (newest first; the active one is marked;
-                 FAILED counts invalid and timed-out nodes)
+  rollouts       ID REVISION PHASE PROVISIONED/TOTAL FAILED SKIPPED OTHER REVERTED
+                 STARTED DURATION REASON (newest first; the active one is
+                 marked; FAILED counts invalid and timed-out nodes; OTHER the
+                 rest of the nodes in 'rollout status' words: pending 3, in
+                 progress 2, stopped in flight 1, not started 3; a row adds
+                 up to its total; -o wide a column for each)
   fingerprints   FINGERPRINT REVISION ROLLOUT NODE CAUSE CHECK TIME FORGIVEN OUTPUT
                  (configs recorded invalid, newest first; a rollout to one is
                  refused unless applied with --retry-invalid, or until it is

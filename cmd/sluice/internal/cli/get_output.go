@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -143,20 +144,27 @@ func (l rolloutList) pick(keep func(int) bool) listing {
 }
 
 func (l rolloutList) wideTable(now time.Time) [][]string {
-	rows := [][]string{{"ID", "REVISION", "PHASE", "PROVISIONED/TOTAL", "PENDING", "IN-PROGRESS", "FAILED", "TIMED-OUT", "SKIPPED",
-		"REVERTED", "REVERT-FAILED", "WAVE", "LEADER-EPOCH", "STARTED", "DURATION", "REASON"}}
+	// Every forward category a column, in contract.TallyOf's order (a row
+	// adds up to its total), then the revert's.
+	counts := []string{contract.CountPending, contract.CountInProgress, contract.CountFailed, contract.CountTimedOut, contract.CountSkipped,
+		contract.CountStopped, contract.CountNotStarted, contract.CountReverting, contract.CountReverted, contract.CountRevertFailed}
+	header := []string{"ID", "REVISION", "PHASE", "PROVISIONED/TOTAL"}
+	for _, key := range counts {
+		header = append(header, countColumn(key))
+	}
+	rows := [][]string{append(header, "WAVE", "LEADER-EPOCH", "STARTED", "DURATION", "REASON")}
 	for i, row := range l.table(now)[1:] {
 		r := l.items[i]
-		c := r.GetCounts()
+		t := contract.TallyOf(r)
 		wave := none
 		if r.GetWave() > 0 {
 			wave = fmt.Sprint(r.GetWave())
 		}
-		rows = append(rows, []string{
-			row[0], orNone(r.GetRevision()), row[2], row[3], fmt.Sprint(c.GetPending()), fmt.Sprint(c.GetInProgress()),
-			row[4], fmt.Sprint(c.GetTimedOut()), row[5], row[6], fmt.Sprint(c.GetRevertFailed()), wave,
-			fmt.Sprint(r.GetLeaderEpoch()), row[7], row[8], oneLine(r.GetReason(), 120),
-		})
+		cells := []string{row[0], orNone(r.GetRevision()), row[2], row[3]}
+		for _, key := range counts {
+			cells = append(cells, countCell(t, key))
+		}
+		rows = append(rows, append(cells, wave, fmt.Sprint(r.GetLeaderEpoch()), row[8], row[9], oneLine(r.GetReason(), 120)))
 	}
 	return rows
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -24,7 +25,10 @@ func (a *app) rolloutHistoryCommand() *cobra.Command {
 		Short: "List rollouts in the order they started, with their outcomes",
 		Long: `List every stored rollout, oldest first (by head generation): its id,
 revision, outcome, when it started and how long it ran, its node counts, and
-why it ended. "(in force)" marks the rollout whose revision is in force
+why it ended. The counts are those of 'sluice rollout status': provisioned of
+the total, failed, then under OTHER the rest that count a node (skipped,
+stopped in flight, not started, ...), so that a row adds up to its total; and
+reverted. "(in force)" marks the rollout whose revision is in force
 (rollouts/last-applied), "(running)" the active one.
 
 Per-node results (failed, timed-out, refused, skipped and reverted nodes,
@@ -93,7 +97,7 @@ func loadHistory(ctx context.Context, js jetstream.KeyValueManager) (history, []
 }
 
 func (h history) table(now time.Time) [][]string {
-	rows := [][]string{{"GEN", "ROLLOUT", "REVISION", "OUTCOME", "STARTED", "DURATION", "PROVISIONED/TOTAL", "FAILED", "REVERTED", "REASON"}}
+	rows := [][]string{{"GEN", "ROLLOUT", "REVISION", "OUTCOME", "STARTED", "DURATION", "PROVISIONED/TOTAL", "FAILED", otherColumn, "REVERTED", "REASON"}}
 	for _, r := range h.items {
 		outcome := rolloutPhase(r.GetPhase())
 		switch r.GetId() {
@@ -102,13 +106,16 @@ func (h history) table(now time.Time) [][]string {
 		case h.force:
 			outcome += " (in force)"
 		}
-		c := r.GetCounts()
+		t := contract.TallyOf(r)
 		rows = append(rows, []string{
 			fmt.Sprint(r.GetGeneration()), r.GetId(), short(r.GetRevision()), outcome,
-			age(now, r.GetStartedAt()), rolloutDuration(r, now), fmt.Sprintf("%d/%d", c.GetProvisioned(), c.GetTotal()),
-			fmt.Sprint(c.GetFailed()), fmt.Sprint(c.GetReverted()), oneLine(r.GetReason(), h.reasonWidth),
+			age(now, r.GetStartedAt()), rolloutDuration(r, now), provisionedCell(t), countCell(t, contract.CountFailed),
+			otherCell(t, view.HistoryCounts...), countCell(t, contract.CountReverted),
+			oneLine(r.GetReason(), h.reasonWidth),
 		})
-		// One row per wave or failure-domain stage, under its rollout.
+		// One row per wave or failure-domain stage, under its rollout: its
+		// nodes started by category (contract.StageTallyOf), adding up to
+		// them.
 		for _, st := range r.GetStages() {
 			state, took := "ended", "-"
 			if st.GetEndedAt() == nil {
@@ -116,33 +123,15 @@ func (h history) table(now time.Time) [][]string {
 				if contract.Terminal(r.GetPhase()) {
 					state = "stopped"
 				}
-				st = stageSoFar(r, st)
 			} else {
 				took = stageTook(st.GetEndedAt().AsTime().Sub(st.GetStartedAt().AsTime()))
 			}
+			t := contract.StageTallyOf(r, st)
 			rows = append(rows, []string{"", stageName(r, st), "", state, age(now, st.GetStartedAt()), took,
-				fmt.Sprintf("%d/%d", st.GetProvisioned(), st.GetNodes()), fmt.Sprint(st.GetFailed()), "", ""})
+				provisionedCell(t), countCell(t, contract.CountFailed), otherCell(t, view.HistoryCounts...), "", ""})
 		}
 	}
 	return rows
-}
-
-// stageSoFar is a stage that has not ended with its results so far: the
-// coordinator writes them when it ends, as the difference between the
-// rollout's counts then and at its start (CountsAtStart); a running stage's
-// are that difference now.
-func stageSoFar(r *sluicev1.Rollout, st *sluicev1.StageResult) *sluicev1.StageResult {
-	c, b := r.GetCounts(), st.GetCountsAtStart()
-	if contract.Terminal(r.GetPhase()) || b == nil {
-		return st // as recorded: an ended rollout's, or one recorded without its counts at start
-	}
-	diff := func(now, then uint32) uint32 { return now - min(now, then) }
-	return &sluicev1.StageResult{Wave: st.GetWave(), Domain: st.GetDomain(), StartedAt: st.GetStartedAt(),
-		Nodes:       diff(c.GetAttempted(), b.GetAttempted()),
-		Provisioned: diff(c.GetProvisioned(), b.GetProvisioned()),
-		Failed:      diff(c.GetFailed(), b.GetFailed()),
-		TimedOut:    diff(c.GetTimedOut(), b.GetTimedOut()),
-		Skipped:     diff(c.GetSkipped(), b.GetSkipped())}
 }
 
 // stageTook is how long a stage ran, to the second: "<1s" rather than

@@ -29,7 +29,8 @@ import (
 //     reported as not renewed since.
 //   - The key's delete marker is there (the leader released it, or the
 //     server expired it): no one has led since the marker's time. Within a
-//     lease of it a standby takes over (it polls every third of a lease),
+//     lease of it a standby takes over (it watches the key, and looks again
+//     every quarter of a lease),
 //     so only a marker older than a lease is reported. Markers live about a
 //     lease themselves, so this case is short.
 //   - Nothing is stored under the key: no one has led for at least a lease.

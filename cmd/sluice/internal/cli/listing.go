@@ -12,6 +12,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -231,21 +232,21 @@ type rolloutList struct {
 }
 
 func (l rolloutList) table(now time.Time) [][]string {
-	rows := [][]string{{"ID", "REVISION", "PHASE", "PROVISIONED/TOTAL", "FAILED", "SKIPPED", "REVERTED", "STARTED", "DURATION", "REASON"}}
+	rows := [][]string{{"ID", "REVISION", "PHASE", "PROVISIONED/TOTAL", "FAILED", "SKIPPED", otherColumn, "REVERTED", "STARTED", "DURATION", "REASON"}}
 	for _, r := range l.items {
 		id := r.GetId()
 		if id == l.active {
 			id += " (active)"
 		}
-		c := r.GetCounts()
+		t := contract.TallyOf(r)
 		phase := rolloutPhase(r.GetPhase())
 		if pauseLine(r) != "" {
 			phase += " (paused)" // held by 'sluice rollout pause', as rollout status says
 		}
 		rows = append(rows, []string{
 			id, short(r.GetRevision()), phase,
-			fmt.Sprintf("%d/%d", c.GetProvisioned(), c.GetTotal()), fmt.Sprint(c.GetFailed()),
-			fmt.Sprint(c.GetSkipped()), fmt.Sprint(c.GetReverted()),
+			provisionedCell(t), countCell(t, contract.CountFailed), countCell(t, contract.CountSkipped),
+			otherCell(t, contract.CountProvisioned, contract.CountFailed, contract.CountSkipped), countCell(t, contract.CountReverted),
 			age(now, r.GetStartedAt()), rolloutDuration(r, now), oneLine(r.GetReason(), 60),
 		})
 	}

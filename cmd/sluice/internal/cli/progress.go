@@ -70,7 +70,7 @@ func countsLine(r *sluicev1.Rollout) string {
 	t := contract.TallyOf(r)
 	var parts []string
 	for _, c := range t.Nodes {
-		if (c.Key == contract.CountStopped || c.Key == contract.CountNotStarted) && r.GetCounts().GetStopped()+r.GetCounts().GetNotStarted() == 0 {
+		if (c.Key == contract.CountStopped || c.Key == contract.CountNotStarted) && t.N(contract.CountStopped)+t.N(contract.CountNotStarted) == 0 {
 			continue // a rollout that has not stopped has neither
 		}
 		p := fmt.Sprintf("%s %d", c.Words, c.N)
@@ -409,6 +409,7 @@ func rolloutLines(r *sluicev1.Rollout, live []liveNode, now time.Time) []string 
 
 // rolloutBlock is rolloutLines with the node table's cells cut to w.
 func rolloutBlock(r *sluicev1.Rollout, live []liveNode, now time.Time, w cellWidths) []string {
+	t := contract.TallyOf(r)
 	rev := short(r.GetRevision())
 	if p := r.GetPreviousRevision(); p != "" && p != r.GetRevision() {
 		rev += " (from " + short(p) + ")" // not "X (from X)": a rollout of the revision in force (an undo to it, a retry)
@@ -418,10 +419,10 @@ func rolloutBlock(r *sluicev1.Rollout, live []liveNode, now time.Time, w cellWid
 		fmt.Sprintf("revision  %s", rev),
 		fmt.Sprintf("strategy  %s", strategyLine(r.GetStrategy())),
 		fmt.Sprintf("phase     %s, started %s ago, ran %s", rolloutPhase(r.GetPhase()), age(now, r.GetStartedAt()), rolloutDuration(r, now)),
-		progressBar(r.GetCounts().GetProvisioned(), r.GetCounts().GetTotal(), barWidth) + " provisioned",
+		progressBar(t.N(contract.CountProvisioned), t.Total, barWidth) + " provisioned",
 		countsLine(r),
 	}
-	if r.GetCounts().GetAttempted() > 0 {
+	if t.Attempted > 0 {
 		lines = append(lines, operationsLine(r))
 	}
 	if st := stageLine(r, now); st != "" && !contract.Terminal(r.GetPhase()) {
@@ -459,32 +460,47 @@ func gateLines(r *sluicev1.Rollout, now time.Time) []string {
 	return lines
 }
 
-// stagesLine sums up each wave or failure-domain stage started:
-// "wave 1: 2/2 provisioned; wave 2: 1/3 provisioned, 2 failed (running)".
+// stagesLine sums up each wave or failure-domain stage started, its nodes
+// started by category (contract.StageTallyOf): "wave 1: 2/2 provisioned;
+// wave 2: running, 1/3 provisioned so far, 2 in progress".
 func stagesLine(r *sluicev1.Rollout) string {
 	var parts []string
 	for _, st := range r.GetStages() {
+		t := contract.StageTallyOf(r, st)
 		if st.GetEndedAt() == nil {
 			state := "running"
 			if contract.Terminal(r.GetPhase()) {
 				state = "stopped"
 			}
-			if so := stageSoFar(r, st); so.GetNodes() > 0 {
-				state += fmt.Sprintf(", %d/%d provisioned so far", so.GetProvisioned(), so.GetNodes())
+			if t.Total > 0 {
+				state += ", " + stageCounts(t, " so far")
 			}
 			parts = append(parts, stageName(r, st)+": "+state)
 			continue
 		}
-		p := fmt.Sprintf("%s: %d/%d provisioned", stageName(r, st), st.GetProvisioned(), st.GetNodes())
-		if st.GetFailed() > 0 {
-			p += fmt.Sprintf(", %d failed", st.GetFailed())
-		}
-		if st.GetSkipped() > 0 {
-			p += fmt.Sprintf(", %d skipped", st.GetSkipped())
-		}
-		parts = append(parts, p)
+		parts = append(parts, stageName(r, st)+": "+stageCounts(t, ""))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// stageCounts is a stage's nodes started by category, each that counts one:
+// "1/4 provisioned, 1 failed (1 timed out), 1 skipped, 1 stopped in flight"
+// (so adds up to the 4), then what does not add up. so is said after the
+// provisioned.
+func stageCounts(t contract.Tally, so string) string {
+	line := fmt.Sprintf("%d/%d provisioned%s", t.N(contract.CountProvisioned), t.Total, so)
+	for _, c := range t.Rest(contract.CountProvisioned) {
+		line += fmt.Sprintf(", %d %s", c.N, c.Words)
+		for _, of := range c.Of {
+			if of.N > 0 {
+				line += fmt.Sprintf(" (%d %s)", of.N, of.Words)
+			}
+		}
+	}
+	if t.Off != "" {
+		line += "; " + t.Off
+	}
+	return line
 }
 
 // pauseLine says whether a running rollout is held by 'sluice rollout
@@ -507,8 +523,8 @@ func progress(r *sluicev1.Rollout) string {
 	if pauseLine(r) != "" {
 		phase += " (paused)"
 	}
-	return fmt.Sprintf("%s %s %s %s", r.GetId(), phase,
-		progressBar(r.GetCounts().GetProvisioned(), r.GetCounts().GetTotal(), 20), countsLine(r))
+	t := contract.TallyOf(r)
+	return fmt.Sprintf("%s %s %s %s", r.GetId(), phase, progressBar(t.N(contract.CountProvisioned), t.Total, 20), countsLine(r))
 }
 
 // outcomeLine states where the rollout is, or how it ended, and why.

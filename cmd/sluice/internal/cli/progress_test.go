@@ -491,7 +491,7 @@ func TestStages_RunningStage_ShowsItsResultsSoFar(t *testing.T) {
 			{Wave: 2, StartedAt: ago(50 * time.Second), StartedBefore: 2,
 				CountsAtStart: &sluicev1.RolloutCounts{Total: 5, Attempted: 2, Provisioned: 2, Pending: 3}},
 		}}
-	if got, want := stagesLine(r), "wave 1: 2/2 provisioned; wave 2: running, 1/2 provisioned so far"; got != want {
+	if got, want := stagesLine(r), "wave 1: 2/2 provisioned; wave 2: running, 1/2 provisioned so far, 1 in progress"; got != want {
 		t.Errorf("stagesLine:\n got  %q\n want %q", got, want)
 	}
 	rows := history{items: []*sluicev1.Rollout{r}, active: r.Id}.table(time.Now())
@@ -517,5 +517,31 @@ func TestCountsLine_IncompatibleNodes_SaidApartFromTheSkipped(t *testing.T) {
 	want := "pending 0, in progress 0, provisioned 2, failed 0, skipped 2 (1: their agent cannot read the config)"
 	if got := countsLine(&sluicev1.Rollout{Counts: c}); got != want {
 		t.Errorf("countsLine:\n got  %q\n want %q", got, want)
+	}
+}
+
+// TestStages_StoppedRollout_LastStageAddsUp (sluice issue 42): the stage
+// open when a rollout stopped counted only provisioned and failed of the
+// nodes it started ("wave 2: 1/4 provisioned, 1 failed"); its node in
+// flight is stopped in flight, one that left after it started skipped
+// (the rollout's skipped also counted a wave-3 node that left before it
+// started), so the row adds up to the 4, in rollout status and in rollout
+// history.
+func TestStages_StoppedRollout_LastStageAddsUp(t *testing.T) {
+	r := &sluicev1.Rollout{Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Id: "2-abc", Generation: 2,
+		StartedAt: ago(time.Minute), FinishedAt: ago(10 * time.Second),
+		Counts: &sluicev1.RolloutCounts{Total: 10, Attempted: 6, Provisioned: 3, Failed: 1, Skipped: 2, Stopped: 1, NotStarted: 3, Reverted: 5},
+		Stages: []*sluicev1.StageResult{
+			{Wave: 1, StartedAt: ago(time.Minute), EndedAt: ago(50 * time.Second), Nodes: 2, Provisioned: 2,
+				CountsAtStart: &sluicev1.RolloutCounts{Total: 10, Pending: 10}},
+			{Wave: 2, StartedAt: ago(50 * time.Second), EndedAt: ago(10 * time.Second), Nodes: 4, Provisioned: 1, Failed: 1, Skipped: 2,
+				CountsAtStart: &sluicev1.RolloutCounts{Total: 10, Attempted: 2, Provisioned: 2, Pending: 8}, StartedBefore: 2},
+		}}
+	if got, want := stagesLine(r), "wave 1: 2/2 provisioned; wave 2: 1/4 provisioned, 1 failed, 1 skipped, 1 stopped in flight"; got != want {
+		t.Errorf("stagesLine:\n got  %q\n want %q", got, want)
+	}
+	rows := history{items: []*sluicev1.Rollout{r}}.table(time.Now())
+	if got := rows[len(rows)-1]; got[1] != "wave 2" || got[6] != "1/4" || got[7] != "1" || got[8] != "skipped 1, stopped in flight 1" {
+		t.Errorf("history's row of wave 2: %q; want 1/4, 1 failed, other skipped 1, stopped in flight 1", got)
 	}
 }

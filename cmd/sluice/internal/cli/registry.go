@@ -43,7 +43,7 @@ func (a *app) registryAddCommand() *cobra.Command {
 	var o registryspec.Options
 	var update bool
 	cmd := &cobra.Command{
-		Use:   "add NAME (--redis URL [--prefix P] [--password-file F] [--ca-file F] | --dir PATH | (--git URL | --git-dir DIR) [--branch B] [--path P])",
+		Use:   "add NAME (--redis URL [--prefix P] [--password-file F] [--ca-file F] | --dir PATH | (--git URL [--git-token-file F] [--ca-file F] [--git-ssh-key-file F --git-known-hosts F] | --git-dir DIR) [--branch B] [--path P] [--require-signed F])",
 		Short: "Have the configurator sync intents from a Redis server, a directory or a Git branch",
 		Long: `Store a registry's spec in sluice-control/registry.NAME; the configurator
 starts syncing it within a few seconds.
@@ -59,15 +59,34 @@ configurator reads. rediss:// connects with TLS (--ca-file: the CA bundle).
 configurator's host; a relative one is made absolute against the current
 directory.
 
---git (a file:// URL) or --git-dir (a directory: a working tree or a git
-directory, bare or not) follows a branch of a repository on the
-configurator's host (--branch, default main): at each sync the files
-directly in --path (default: the repository's root) at the branch's head
-commit are read as 'sluice apply -f DIR' reads a directory; the working
-tree is never read. A branch rewound to an older commit or rewritten is
-held, naming both commits: nothing is synced from it until it descends
-from the commit in force again, or the registry is added again with
---update (which accepts the branch as it is).
+--git follows a branch (--branch, default main) of a repository: an
+https://, http:// or ssh:// URL of a Git server, which the configurator fetches
+into a bare clone in its cache (--git-cache) at each sync, or a file://
+URL of a repository on the configurator's host, read in place; --git-dir
+names one on the configurator's host by its directory (a working tree or a
+git directory, bare or not). At each sync the files directly in --path
+(default: the repository's root) at the branch's head commit are read as
+'sluice apply -f DIR' reads a directory; a working tree is never read. A
+fetch that fails is unreachable: nothing changes. A branch rewound to an
+older commit or rewritten (a force-push) is held, naming both commits:
+nothing is synced from it until it descends from the commit in force
+again, or the registry is added again with --update (which accepts the
+branch as it is).
+
+A server that asks for credentials takes an access token from
+--git-token-file, a file on the configurator's host read at each fetch,
+sent as HTTP basic auth (the URL's user, default x-access-token, and the
+token as password); a password in the URL is refused, and the URL's user
+is never shown. --ca-file: the CA bundle of an https:// server. An
+ssh:// server takes the private key in --git-ssh-key-file (unencrypted;
+user: the URL's, default git), and its host key is checked against
+--git-known-hosts (a known_hosts file); both are required.
+
+--require-signed names an SSH allowed_signers file on the configurator's
+host (read at each sync): a head commit that is unsigned, signed by a key
+not in it, or badly signed is held, naming the commit and why; the intents
+in force stay until a commit signed by an allowed key (git commit -S with
+gpg.format=ssh) is on the branch.
 
 A sync that would mark more than --hold-share of the registry's intents for
 deletion (or an answer with no intent at all) marks nothing and waits for
@@ -79,7 +98,8 @@ with --update.`,
 		Example: `  sluice registry add tenants --redis redis://10.0.0.5:6379/0 --password-file /etc/sluice/redis-password
   sluice registry add gitops --dir /srv/gitops/intents --sync-interval 1m
   sluice registry add gitops --dir /srv/gitops/intents --hold-share 0.2 --update
-  sluice registry add network --git file:///srv/git/network.git --branch main --path intents`,
+  sluice registry add network --git file:///srv/git/network.git --branch main --path intents
+  sluice registry add network --git https://git.example.net/net/intents.git --git-token-file /etc/sluice/git-token --path intents`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkRegistryFlags(o); err != nil {
@@ -92,11 +112,15 @@ with --update.`,
 	f.StringVar(&o.Redis, "redis", "", "redis://[user@]host:port/db (or rediss:// for TLS) to read intents from")
 	f.StringVar(&o.Prefix, "prefix", "", "with --redis: the prefix of the intents' keys (default "+registry.DefaultRedisPrefix+")")
 	f.StringVar(&o.PasswordFile, "password-file", "", "with --redis: the absolute path of a file on the configurator's host holding the password")
-	f.StringVar(&o.CAFile, "ca-file", "", "with --redis rediss://: the absolute path of a PEM CA bundle on the configurator's host (default: system roots)")
+	f.StringVar(&o.CAFile, "ca-file", "", "with --redis rediss:// or --git https://: the absolute path of a PEM CA bundle on the configurator's host (default: system roots)")
 	f.StringVar(&o.Dir, "dir", "", "a directory of intent files on the configurator's host (made absolute)")
-	f.StringVar(&o.Git, "git", "", "the file:// URL of a Git repository on the configurator's host whose branch is followed")
+	f.StringVar(&o.Git, "git", "", "the URL of a Git repository whose branch is followed: https:// or http:// of a server, or file:// on the configurator's host")
+	f.StringVar(&o.GitSSHKeyFile, "git-ssh-key-file", "", "with --git ssh://: the absolute path of an unencrypted private key on the configurator's host that authenticates to the server")
+	f.StringVar(&o.GitKnownHosts, "git-known-hosts", "", "with --git ssh://: the absolute path of a known_hosts file on the configurator's host holding the server's host key")
+	f.StringVar(&o.GitTokenFile, "git-token-file", "", "with --git https://: the absolute path of a file on the configurator's host holding an access token")
 	f.StringVar(&o.GitDir, "git-dir", "", "a Git repository's directory on the configurator's host (working tree or git directory; made absolute)")
 	f.StringVar(&o.Branch, "branch", "", "with --git or --git-dir: the branch followed (default "+registry.DefaultGitBranch+")")
+	f.StringVar(&o.RequireSigned, "require-signed", "", "with --git or --git-dir: the absolute path of an SSH allowed_signers file on the configurator's host; a head commit not signed by a key of it is held")
 	f.StringVar(&o.Path, "path", "", "with --git or --git-dir: the directory inside the repository holding the intent files (default: its root)")
 	f.BoolVar(&o.Poll, "poll", false, "with --dir: read it every sync interval, never watch it (for NFS or CIFS, where inotify misses other hosts' changes)")
 	f.DurationVar(&o.SyncInterval, "sync-interval", 0, fmt.Sprintf("how often it is read when it announced no change (default %s)", registry.DefaultSyncInterval))
@@ -119,12 +143,18 @@ func checkRegistryFlags(o registryspec.Options) error {
 		return fmt.Errorf("give one of --redis, --dir, --git and --git-dir, not %s", strings.Join(sources, " and "))
 	case len(sources) == 0:
 		return errors.New("say where the registry reads: --redis URL, --dir PATH, --git URL or --git-dir DIR")
-	case !redis && (o.Prefix != "" || o.PasswordFile != "" || o.CAFile != ""):
-		return fmt.Errorf("--prefix, --password-file and --ca-file go with --redis, not %s", sources[0])
+	case !redis && (o.Prefix != "" || o.PasswordFile != ""):
+		return fmt.Errorf("--prefix and --password-file go with --redis, not %s", sources[0])
+	case o.CAFile != "" && !redis && o.Git == "":
+		return fmt.Errorf("--ca-file goes with --redis or --git, not %s", sources[0])
+	case o.GitTokenFile != "" && o.Git == "":
+		return fmt.Errorf("--git-token-file goes with --git, not %s", sources[0])
+	case (o.GitSSHKeyFile != "" || o.GitKnownHosts != "") && o.Git == "":
+		return fmt.Errorf("--git-ssh-key-file and --git-known-hosts go with --git, not %s", sources[0])
 	case o.Poll && o.Dir == "":
 		return fmt.Errorf("--poll goes with --dir, not %s: it is read every sync interval and on its change notices", sources[0])
-	case !git && (o.Branch != "" || o.Path != ""):
-		return fmt.Errorf("--branch and --path go with --git or --git-dir, not %s", sources[0])
+	case !git && (o.Branch != "" || o.Path != "" || o.RequireSigned != ""):
+		return fmt.Errorf("--branch, --path and --require-signed go with --git or --git-dir, not %s", sources[0])
 	}
 	return nil
 }
@@ -173,7 +203,23 @@ func describeSpec(w io.Writer, spec *sluicev1.RegistrySpec) {
 		fmt.Fprintf(w, "  directory   %s on the configurator's host (*.yaml, *.yml, *.json)\n", src.Directory.GetPath())
 	case *sluicev1.RegistrySpec_Git:
 		g := src.Git
-		fmt.Fprintf(w, "  git         %s on the configurator's host, branch %s\n", cmp.Or(g.GetUrl(), g.GetDir()), cmp.Or(g.GetBranch(), registry.DefaultGitBranch))
+		if registry.IsRemoteGitURL(g.GetUrl()) {
+			fmt.Fprintf(w, "  git         %s, branch %s, fetched into the configurator's cache\n", registry.ShownURL(g.GetUrl()), cmp.Or(g.GetBranch(), registry.DefaultGitBranch))
+		} else {
+			fmt.Fprintf(w, "  git         %s on the configurator's host, branch %s\n", cmp.Or(g.GetUrl(), g.GetDir()), cmp.Or(g.GetBranch(), registry.DefaultGitBranch))
+		}
+		if g.GetTokenFile() != "" {
+			fmt.Fprintf(w, "  token       read from %s on the configurator's host\n", g.GetTokenFile())
+		}
+		if g.GetCaFile() != "" {
+			fmt.Fprintf(w, "  CA bundle   %s on the configurator's host\n", g.GetCaFile())
+		}
+		if g.GetSshKeyFile() != "" {
+			fmt.Fprintf(w, "  ssh key     read from %s on the configurator's host; host key checked against %s\n", g.GetSshKeyFile(), g.GetKnownHostsFile())
+		}
+		if f := g.GetAllowedSignersFile(); f != "" {
+			fmt.Fprintf(w, "  signed      a head commit not signed by a key of %s (on the configurator's host) is held\n", f)
+		}
 		fmt.Fprintf(w, "  path        %s at the branch's head commit (*.yaml, *.yml, *.json)\n", cmp.Or(g.GetPath(), "the repository's root"))
 	}
 	fmt.Fprintf(w, "  sync        every %s, and sooner when it announces a change\n", registry.SyncInterval(spec))
@@ -345,6 +391,11 @@ var specFlags = strings.NewReplacer(
 	"leave ca_file empty", "leave out --ca-file",
 	"redis.prefix", "--prefix",
 	"directory.path", "--dir",
+	"git.token_file", "--git-token-file",
+	"git.allowed_signers_file", "--require-signed",
+	"git.ssh_key_file", "--git-ssh-key-file",
+	"git.known_hosts_file", "--git-known-hosts",
+	"git.ca_file", "--ca-file",
 	"git.url", "--git",
 	"git.dir", "--git-dir",
 	"git.branch", "--branch",

@@ -85,6 +85,18 @@ func TestRegistryAdd_StoresTheSpecItWasGiven(t *testing.T) {
 				Source: &sluicev1.RegistrySpec_Git{Git: &sluicev1.GitRegistry{Url: "file:///srv/git/network.git", Branch: "prod", Path: "intents/"}}},
 		},
 		{
+			name: "git server with a token", args: []string{"remote", "--git", "https://git.example/net/intents.git", "--git-token-file", "/etc/sluice/git-token",
+				"--ca-file", "/etc/sluice/git-ca.pem", "--path", "intents", "--require-signed", "/etc/sluice/allowed_signers"},
+			want: &sluicev1.RegistrySpec{Name: "remote",
+				Source: &sluicev1.RegistrySpec_Git{Git: &sluicev1.GitRegistry{Url: "https://git.example/net/intents.git", Path: "intents",
+					TokenFile: "/etc/sluice/git-token", CaFile: "/etc/sluice/git-ca.pem", AllowedSignersFile: "/etc/sluice/allowed_signers"}}},
+		},
+		{
+			name: "git server over ssh", args: []string{"ssh", "--git", "ssh://git@git.example/net.git", "--git-ssh-key-file", "/etc/sluice/git-key", "--git-known-hosts", "/etc/sluice/known_hosts"},
+			want: &sluicev1.RegistrySpec{Name: "ssh",
+				Source: &sluicev1.RegistrySpec_Git{Git: &sluicev1.GitRegistry{Url: "ssh://git@git.example/net.git", SshKeyFile: "/etc/sluice/git-key", KnownHostsFile: "/etc/sluice/known_hosts"}}},
+		},
+		{
 			name: "relative git directory made absolute", args: []string{"local", "--git-dir", "intents"},
 			want: &sluicev1.RegistrySpec{Name: "local",
 				Source: &sluicev1.RegistrySpec_Git{Git: &sluicev1.GitRegistry{Dir: filepath.Join(work, "intents")}}},
@@ -131,10 +143,20 @@ func TestRegistryAdd_BadSpec_PrintsTheFieldAndStoresNothing(t *testing.T) {
 		{"both sources", []string{"bad", "--dir", dir, "--redis", "redis://10.0.0.5:6379/0"}, 2, "give one of --redis, --dir, --git and --git-dir, not --redis and --dir"},
 		{"two git sources", []string{"bad", "--git", "file:///srv/net.git", "--git-dir", dir}, 2, "not --git and --git-dir"},
 		{"no source", []string{"bad"}, 2, "--redis URL, --dir PATH, --git URL or --git-dir DIR"},
-		{"git URL not file://", []string{"bad", "--git", "https://git.example/net.git"}, 1, `--git: "https://git.example/net.git": only file:// URLs`},
+		{"git URL over ssh without a key", []string{"bad", "--git", "ssh://git@git.example/net.git", "--git-known-hosts", "/etc/ssh/known"}, 1, "--git-ssh-key-file: required with an ssh:// URL"},
+		{"git protocol", []string{"bad", "--git", "git://git.example/net.git"}, 1, `--git: "git://git.example/net.git": give an https://, http:// or ssh:// URL`},
+		{"ssh key with a git directory", []string{"bad", "--git-dir", dir, "--git-ssh-key-file", "/k"}, 2, "--git-ssh-key-file and --git-known-hosts go with --git, not --git-dir"},
+		{"password in the git URL", []string{"bad", "--git", "https://ada:s3cret@git.example/net.git"}, 1, `--git: "https://git.example/net.git" carries a password, which would be readable in the control bucket: remove it from the URL and put the token in a file named by --git-token-file`},
+		{"token over http", []string{"bad", "--git", "http://git.example/net.git", "--git-token-file", "/t"}, 1, "--git-token-file: set with an http:// URL, which would send the token unencrypted; use https://"},
+		{"relative token file", []string{"bad", "--git", "https://git.example/net.git", "--git-token-file", "t"}, 1, `--git-token-file: "t" is not an absolute path`},
+		{"token file with a git directory", []string{"bad", "--git-dir", dir, "--git-token-file", "/t"}, 2, "--git-token-file goes with --git, not --git-dir"},
+		{"CA file with a directory", []string{"bad", "--dir", dir, "--ca-file", "/ca.pem"}, 2, "--ca-file goes with --redis or --git, not --dir"},
+		{"CA file with a local git URL", []string{"bad", "--git", "file:///srv/net.git", "--ca-file", "/ca.pem"}, 1, "--git-token-file and --ca-file go with an https:// URL"},
 		{"bad branch", []string{"bad", "--git-dir", dir, "--branch", "a..b"}, 1, `--branch: "a..b" is not a branch name`},
 		{"absolute path", []string{"bad", "--git-dir", dir, "--path", "/intents"}, 1, `--path: "/intents" is absolute`},
-		{"branch without git", []string{"bad", "--dir", dir, "--branch", "main"}, 2, "--branch and --path go with --git or --git-dir, not --dir"},
+		{"branch without git", []string{"bad", "--dir", dir, "--branch", "main"}, 2, "--branch, --path and --require-signed go with --git or --git-dir, not --dir"},
+		{"signed without git", []string{"bad", "--dir", dir, "--require-signed", "/etc/sluice/allowed_signers"}, 2, "--require-signed go with --git or --git-dir, not --dir"},
+		{"relative allowed signers", []string{"bad", "--git-dir", dir, "--require-signed", "allowed_signers"}, 1, `--require-signed: "allowed_signers" is not an absolute path`},
 		{"redis flag with a directory", []string{"bad", "--dir", dir, "--prefix", "x:"}, 2, "go with --redis"},
 		{"poll without a directory", []string{"bad", "--redis", "redis://10.0.0.5:6379/0", "--poll"}, 2, "--poll goes with --dir"},
 	}
@@ -459,5 +481,60 @@ func TestDev_NegativeRegistryDeleteAfter_RefusedNamingTheFlag(t *testing.T) {
 	code, _, stderr := sluice(t, "nats://127.0.0.1:1", "dev", "--no-examples", "--data", t.TempDir(), "--registry-delete-after", "-5s")
 	if code != 2 || !strings.Contains(stderr, "--registry-delete-after -5s: a settle period cannot be negative") {
 		t.Fatalf("exit %d, stderr %q; want 2 naming the flag", code, stderr)
+	}
+}
+
+// The user information of a git server's URL (which may be a token) is
+// stored as given but never printed: not by registry add, not by get
+// registries.
+func TestRegistryAdd_GitURLUser_IsNeverShown(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	const user = "ghp_userToken123"
+	code, stdout, stderr := sluice(t, env.URL, "registry", "add", "remote", "--git", "https://"+user+"@git.example/net.git", "--git-token-file", "/etc/sluice/git-token")
+	if code != 0 || !strings.Contains(stdout, "https://git.example/net.git, branch main, fetched into the configurator's cache") ||
+		!strings.Contains(stdout, "token       read from /etc/sluice/git-token on the configurator's host") {
+		t.Fatalf("registry add: exit %d\n%s%s", code, stdout, stderr)
+	}
+	_, list, _ := sluice(t, env.URL, "get", "registries")
+	if !strings.Contains(list, "https://git.example/net.git branch main") {
+		t.Errorf("get registries does not show the registry:\n%s", list)
+	}
+	for _, out := range []string{stdout, stderr, list} {
+		if strings.Contains(out, user) {
+			t.Errorf("the URL's user is shown:\n%s", out)
+		}
+	}
+}
+
+// sluice dev's --git, --git-token-file and --require-signed build the
+// registry "git" as registry add would, files made absolute; what does
+// not go together is refused naming the flags.
+func TestDevRegistries_Git(t *testing.T) {
+	t.Chdir(t.TempDir())
+	wd, _ := os.Getwd()
+	a := &app{now: time.Now}
+	specs, err := a.devRegistries("", "", devGit{url: "https://git.example/net.git", tokenFile: "token", requireSigned: "signers"})
+	if err != nil || len(specs) != 1 {
+		t.Fatalf("devRegistries: %v, %v", specs, err)
+	}
+	g := specs[0].GetGit()
+	if specs[0].GetName() != "git" || g.GetUrl() != "https://git.example/net.git" || g.GetTokenFile() != filepath.Join(wd, "token") ||
+		g.GetAllowedSignersFile() != filepath.Join(wd, "signers") {
+		t.Errorf("spec = %v", specs[0])
+	}
+	for _, tt := range []struct {
+		given devGit
+		want  string
+	}{
+		{devGit{url: "https://git.example/net.git", dir: "repo"}, "give --git-dir or --git, not both"},
+		{devGit{dir: "repo", tokenFile: "t"}, "--git-token-file goes with --git URL"},
+		{devGit{requireSigned: "s"}, "--require-signed goes with --git or --git-dir"},
+		{devGit{url: "git://git.example/net.git"}, `--git: "git://git.example/net.git"`},
+		{devGit{url: "ssh://git.example/net.git", knownHosts: "kh"}, "--git-ssh-key-file: required with an ssh:// URL"},
+		{devGit{dir: "repo", sshKey: "k"}, "--git-ssh-key-file and --git-known-hosts go with --git URL"},
+	} {
+		if _, err := a.devRegistries("", "", tt.given); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("devRegistries(%+v): err = %v, want %q", tt.given, err, tt.want)
+		}
 	}
 }

@@ -496,13 +496,7 @@ func pipeLines(r *sluicev1.Rollout) []pipeLine {
 		if st.GetEndedAt() == nil {
 			continue
 		}
-		done := fmt.Sprintf("  %s done: %d/%d provisioned", stageName(r, st), st.GetProvisioned(), st.GetNodes())
-		if st.GetFailed() > 0 {
-			done += fmt.Sprintf(", %d failed", st.GetFailed())
-		}
-		if st.GetSkipped() > 0 {
-			done += fmt.Sprintf(", %d skipped", st.GetSkipped())
-		}
+		done := fmt.Sprintf("  %s done: %s", stageName(r, st), stageCounts(contract.StageTallyOf(r, st), ""))
 		lines = append(lines, pipeLine{"ended " + stageName(r, st), done})
 	}
 	return lines

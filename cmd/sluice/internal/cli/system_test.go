@@ -86,7 +86,9 @@ spec: {tableId: 254}
 	if len(lines) != 3 {
 		t.Fatalf("want two field errors and a summary, got:\n%s", stderr)
 	}
-	for i, prefix := range []string{"layer2network/bad-vlan: spec.vlan: ", "routingtable/main-copy: spec.tableId: "} {
+	// Each after where the file declares it, as a parse error says it.
+	for i, prefix := range []string{bad + ": document 1 (line 3): layer2network/bad-vlan: spec.vlan: ",
+		bad + ": document 2 (line 7): routingtable/main-copy: spec.tableId: "} {
 		if !strings.HasPrefix(lines[i], prefix) {
 			t.Errorf("line %d %q, want prefix %q", i, lines[i], prefix)
 		}

@@ -43,13 +43,13 @@ Every problem is printed, one a line. Exit codes: 0 when nothing was found,
 			if err != nil {
 				return err
 			}
-			intents, err := intent.ParseFiles(files...)
+			intents, at, err := intent.ParseFilesWhere(files...)
 			if err != nil {
 				fmt.Fprintln(a.streams.Err, err)
 				return silentExit(1)
 			}
 			if errs := intent.Validate(intents); len(errs) > 0 {
-				printFieldErrors(a.streams.Err, errs)
+				printFieldErrors(a.streams.Err, errs, at)
 				return silentExit(1)
 			}
 			var nodes []verify.Node

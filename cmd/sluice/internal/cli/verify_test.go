@@ -180,6 +180,8 @@ func TestVerify_ExitCodes(t *testing.T) {
 	}{
 		{"the examples are clean", []string{"-f", "../../../../examples"}, 0, "verified: 7 intents on no nodes (without --live), nothing found"},
 		{"one VNI with two VLANs", both, 1, "error vni-vlan-mismatch: VNI 10100"},
+		{"an intent's own problem names its file and the field's line", []string{"-f", "../../../../examples/broken"}, 1,
+			"examples/broken/broken.yaml: document 1 (line 6): layer2network/tenant-c: spec.vlan: 5000 is outside 1-4094"},
 		{"no files", nil, 2, "nothing to verify"},
 		{"a bad strategy flag", []string{"-f", dir, "--max-parallel", "0"}, 2, "--max-parallel"},
 	} {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -206,16 +207,23 @@ func getRevision(ctx context.Context, revs *store.Store[*sluicev1.Revision], id 
 }
 
 // tally is one rollout's counts by category (contract.TallyOf), as the
-// rollout panel draws them: the page adds nothing up itself.
+// rollout panel and the History panel draw them: the page adds nothing up
+// itself.
 type tally struct {
 	Rollout string `json:"rollout"`
 	contract.Tally
+	// Other is the forward categories counting a node that the History
+	// panel has no column for (view.HistoryCounts), as `sluice rollout
+	// history` lists them under OTHER: with the columns they add up to
+	// the total.
+	Other []contract.Category `json:"other"`
 }
 
 func tallies(rs []*sluicev1.Rollout) []tally {
 	out := make([]tally, 0, len(rs))
 	for _, r := range rs {
-		out = append(out, tally{Rollout: r.GetId(), Tally: contract.TallyOf(r)})
+		t := contract.TallyOf(r)
+		out = append(out, tally{Rollout: r.GetId(), Tally: t, Other: t.Rest(view.HistoryCounts...)})
 	}
 	return out
 }

@@ -81,7 +81,7 @@ func (s *System) startServices(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	cfgr, err := configurator.New(configurator.Config{Conn: nc, Settings: settings, Log: log, Version: s.opts.Version, DeleteAfter: s.opts.RegistryDeleteAfter,
+	cfgr, err := configurator.New(configurator.Config{Conn: nc, Settings: settings, Log: log, Version: s.opts.Version, DeleteAfter: s.opts.RegistryDeleteAfter, GitCache: filepath.Join(s.opts.DataDir, "git"),
 		Metrics: configurator.NewMetrics(s.metrics)})
 	if err != nil {
 		return err

@@ -37,19 +37,27 @@ type Options struct {
 	Redis        string // redis:// or rediss:// URL, without a password
 	Prefix       string // key prefix; "" = registry.DefaultRedisPrefix
 	PasswordFile string // read by the configurator
-	CAFile       string // PEM CA bundle for rediss://
+	CAFile       string // PEM CA bundle for rediss:// or a git https:// URL
 	// Dir is a directory on the configurator's host; a relative one is made
 	// absolute against this process's working directory.
 	Dir string
 	// Poll: the directory is read every sync interval and never watched.
 	Poll bool
-	// Git is the file:// URL of a repository; GitDir a repository's
-	// directory on the configurator's host, made absolute as Dir is.
+	// Git is the URL of a repository (https://, http:// or file://);
+	// GitDir a repository's directory on the configurator's host, made
+	// absolute as Dir is.
 	Git, GitDir  string
-	Branch       string        // "" = registry.DefaultGitBranch
-	Path         string        // the directory inside the repository; "" = its root
-	SyncInterval time.Duration // 0 = registry.DefaultSyncInterval
-	HoldShare    float64       // 0 = registry.DefaultHoldShare
+	GitTokenFile string // with an https:// Git: the file holding its access token
+	// RequireSigned is an SSH allowed_signers file: a Git head commit not
+	// signed by a key of it is held.
+	RequireSigned string
+	// GitSSHKeyFile and GitKnownHosts: with an ssh:// Git, the private key
+	// that authenticates and the known_hosts file of the server's host key.
+	GitSSHKeyFile, GitKnownHosts string
+	Branch                       string        // "" = registry.DefaultGitBranch
+	Path                         string        // the directory inside the repository; "" = its root
+	SyncInterval                 time.Duration // 0 = registry.DefaultSyncInterval
+	HoldShare                    float64       // 0 = registry.DefaultHoldShare
 }
 
 // Build returns the spec of registry name, recording who added it and
@@ -71,7 +79,11 @@ func Build(name string, o Options, by string, at time.Time) (*sluicev1.RegistryS
 		}
 		spec.Source = &sluicev1.RegistrySpec_Directory{Directory: &sluicev1.DirectoryRegistry{Path: abs, Poll: o.Poll}}
 	case o.Git != "" || o.GitDir != "":
-		g := &sluicev1.GitRegistry{Url: o.Git, Branch: o.Branch, Path: o.Path}
+		g := &sluicev1.GitRegistry{Url: o.Git, Branch: o.Branch, Path: o.Path, TokenFile: o.GitTokenFile, AllowedSignersFile: o.RequireSigned,
+			SshKeyFile: o.GitSSHKeyFile, KnownHostsFile: o.GitKnownHosts}
+		if o.Git != "" {
+			g.CaFile = o.CAFile
+		}
 		if o.Git == "" {
 			abs, err := filepath.Abs(o.GitDir)
 			if err != nil {

@@ -6,11 +6,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"unicode"
 
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/reflect/protoreflect"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/store"
 )
 
@@ -169,7 +169,7 @@ const sluiceProtoPackage protoreflect.FullName = "sluice.v1"
 // its enum's prefix, in words run together ("ROLLOUT_PHASE_PARTIALLY_FAILED"
 // of RolloutPhase is "PartiallyFailed"), and "" for the UNSPECIFIED value.
 func EnumWord(v protoreflect.EnumValueDescriptor) string {
-	prefix := upperSnake(string(v.Parent().Name())) + "_"
+	prefix := strings.ToUpper(contract.Snake(string(v.Parent().Name()))) + "_"
 	s := strings.TrimPrefix(string(v.Name()), prefix)
 	if s == "UNSPECIFIED" {
 		return ""
@@ -179,18 +179,6 @@ func EnumWord(v protoreflect.EnumValueDescriptor) string {
 		if w != "" {
 			b.WriteString(strings.ToUpper(w[:1]) + w[1:])
 		}
-	}
-	return b.String()
-}
-
-// upperSnake turns "RolloutPhase" into "ROLLOUT_PHASE", an enum's value prefix.
-func upperSnake(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		if i > 0 && unicode.IsUpper(r) {
-			b.WriteByte('_')
-		}
-		b.WriteRune(unicode.ToUpper(r))
 	}
 	return b.String()
 }

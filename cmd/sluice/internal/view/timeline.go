@@ -93,8 +93,8 @@ type Stage struct {
 
 // RolloutTimeline computes r's Timeline at now.
 func RolloutTimeline(r *sluicev1.Rollout, now time.Time) Timeline {
-	c := r.GetCounts()
-	total := int(c.GetTotal())
+	c, n := r.GetCounts(), contract.TallyOf(r)
+	total := int(n.Total)
 	t := Timeline{Rollout: r.GetId(), Total: total}
 	p, err := contract.ResolveStrategy(r.GetStrategy(), total)
 	if err != nil {
@@ -109,8 +109,8 @@ func RolloutTimeline(r *sluicev1.Rollout, now time.Time) Timeline {
 	// A stage boundary's bake starts with no node in flight; a node in
 	// flight (a redundancy group's early bake, pairs) means it still runs.
 	// A bake a pause holds (bakeLeft, bakeUntil unset) is still the bake.
-	baking := running && p.Bake > 0 && (r.GetBakeUntil() != nil || r.GetBakeLeft() != nil) && c.GetInProgress() == 0
-	t.Changes = int(c.GetAttempted() + c.GetPending() + c.GetNotStarted())
+	baking := running && p.Bake > 0 && (r.GetBakeUntil() != nil || r.GetBakeLeft() != nil) && n.N(contract.CountInProgress) == 0
+	t.Changes = int(n.Attempted + n.N(contract.CountPending) + n.N(contract.CountNotStarted))
 	// Planned waves: sizes from the cumulative ends, over the nodes it
 	// starts; one "wave 0" without waves.
 	ends := p.Waves
@@ -171,9 +171,12 @@ func RolloutTimeline(r *sluicev1.Rollout, now time.Time) Timeline {
 		ps.Started += s.Started
 		ps.Stages = append(ps.Stages, s)
 	}
-	finished := max(int(c.GetAttempted())-int(c.GetInProgress()), 0) // started nodes with an outcome
+	// Started nodes with an outcome: the operations that completed, failed
+	// or were cancelled at their deadline; those in progress and those
+	// stopped in flight (no outcome of their own) have none.
+	finished := int(n.Op(contract.CountCompleted) + n.Op(contract.CountFailed) + n.Op(contract.CountCancelled))
 	if len(stages) == 0 && len(t.Plan) == 1 {
-		t.Plan[0].Started = int(c.GetAttempted())
+		t.Plan[0].Started = int(n.Attempted)
 		t.Plan[0].Done = finished
 	}
 	for i := range t.Plan {

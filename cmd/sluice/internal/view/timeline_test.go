@@ -99,6 +99,24 @@ func TestRolloutTimeline_PlanAgainstActual(t *testing.T) {
 			},
 		},
 		{
+			// 12 started: 8 provisioned, 1 failed, 3 stopped in flight when it
+			// was aborted (contract.TallyOf: 8 completed, 1 failed, 0 cancelled,
+			// 3 stopped), 8 not started.
+			name: "aborted: the nodes stopped in flight have no outcome, neither done nor paced",
+			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED, Strategy: &sluicev1.Strategy{MaxParallel: "5"},
+				StartedAt: at(0), FinishedAt: at(18), Counts: &sluicev1.RolloutCounts{Total: 20, Provisioned: 8, Failed: 1, Stopped: 3, NotStarted: 8, Attempted: 12}},
+			now: 30,
+			want: func(t *testing.T, tl Timeline) {
+				if got := planOf(tl); got != "0:20/12/9:done" {
+					t.Errorf("plan %s, want 20 to change, 12 started, 9 done (3 stopped in flight)", got)
+				}
+				// 18 s for 9 finished, 1.8 rounds of 5: 10 s a round; 4 rounds ideal.
+				if tl.Round != "10s" || tl.Ideal != "40s" || tl.Expected != "" {
+					t.Errorf("round %q ideal %q expected %q, want 10s, 40s and none", tl.Round, tl.Ideal, tl.Expected)
+				}
+			},
+		},
+		{
 			name: "ended: no estimate, every started wave done, the others not reached",
 			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Strategy: waves,
 				StartedAt: at(0), FinishedAt: at(30), Counts: &sluicev1.RolloutCounts{Total: 100, Provisioned: 9, Failed: 1, NotStarted: 90, Attempted: 10},

@@ -72,7 +72,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	if o.kubeNodeLabels {
 		client, err := kubenode.NewClient(o.kubeconfig)
 		if err == nil {
-			cfg.Labels, cfg.LabelUpdates, err = followNode(ctx, client, cfg.Node, cfg.Labels, log)
+			cfg.Labels, cfg.LabelUpdates, cfg.Departures, err = followNode(ctx, client, cfg.Node, cfg.Labels, log)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -99,11 +99,12 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 
 // followNode reads the labels of the Kubernetes Node named node and follows
 // them: the Node's labels with extra (--labels) on top, now and on every
-// change.
-func followNode(ctx context.Context, client kubernetes.Interface, node string, extra map[string]string, log zerolog.Logger) (map[string]string, <-chan map[string]string, error) {
+// change; and the Node's deletion (the node left) and creation again (it
+// is back), in the order they happened.
+func followNode(ctx context.Context, client kubernetes.Interface, node string, extra map[string]string, log zerolog.Logger) (map[string]string, <-chan map[string]string, <-chan agent.Departure, error) {
 	in, err := kubenode.Watch(ctx, client, node, log)
 	if err != nil {
-		return nil, nil, err
+		return nil, nil, nil, err
 	}
 	merge := func(l map[string]string) map[string]string {
 		out := maps.Clone(l)
@@ -115,23 +116,40 @@ func followNode(ctx context.Context, client kubernetes.Interface, node string, e
 	}
 	var first map[string]string
 	select {
-	case l, ok := <-in:
+	case n, ok := <-in:
 		if !ok {
-			return nil, nil, ctx.Err()
+			return nil, nil, nil, ctx.Err()
 		}
-		first = merge(l)
+		first = merge(n.Labels)
 	case <-ctx.Done():
-		return nil, nil, ctx.Err()
+		return nil, nil, nil, ctx.Err()
 	}
-	out := make(chan map[string]string)
+	labels, departures := make(chan map[string]string), make(chan agent.Departure)
 	go func() {
-		for l := range in {
+		last, gone := first, false
+		for n := range in {
+			if l := merge(n.Labels); !n.Deleted && !maps.Equal(l, last) {
+				select {
+				case labels <- l:
+					last = l
+				case <-ctx.Done():
+					return
+				}
+			}
+			if n.Deleted == gone {
+				continue
+			}
+			gone = n.Deleted
+			d := agent.Departure{Gone: true, Reason: "its Kubernetes Node " + node + " was deleted"}
+			if !gone {
+				d = agent.Departure{Reason: "its Kubernetes Node " + node + " was created again"}
+			}
 			select {
-			case out <- merge(l):
+			case departures <- d:
 			case <-ctx.Done():
 				return
 			}
 		}
 	}()
-	return first, out, nil
+	return first, labels, departures, nil
 }

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"fmt"
 	"testing"
 	"time"
 
@@ -108,6 +109,44 @@ func TestDecide_StoppedNodeFailureCarriedByALaterStatusIsCounted(t *testing.T) {
 	}
 	if f := outcomeOf(s.rollout.GetFailures(), "n2"); f.GetResult() != sluicev1.NodeResult_NODE_RESULT_INVALID || f.GetFailedCheck() != "connectivity" {
 		t.Fatalf("n2's outcome = %v; want Invalid (connectivity)", f)
+	}
+}
+
+// A node in flight wrote its Invalid report and stopped; its lease lapsed
+// before the coordinator read the report, so it was skipped. The report,
+// read then, is what happened to it: it moves from skipped to failed and
+// counts against the budget (I3; chaos seed 136, where the rollout was
+// already reverting and the record ended listing it skipped).
+func TestDecide_SkippedNodesLateInvalidReport_CountsAsItsFailure(t *testing.T) {
+	r1 := testRev("aaaa1111")
+	fp1 := targetOf(r1)
+	id1 := rolloutID(head(2, r1.Id, ""))
+	for _, reverting := range []bool{false, true} {
+		t.Run(fmt.Sprintf("reverting=%v", reverting), func(t *testing.T) {
+			s := NewState()
+			Decide(s, Loaded{Head: head(2, r1.Id, "2"), HeadRev: r1, Presence: presence("n1", "n2")}, t0) // both in flight
+			Decide(s, Presence{Node: "n2"}, t0.Add(time.Second))                                          // n2 skipped
+			if reverting {
+				// n1 fails: over the budget of 0, the rollout reverts.
+				Decide(s, Status{S: status("n1", invalid, fp1, id1)}, t0.Add(2*time.Second))
+			}
+			acts := Decide(s, Status{S: status("n2", invalid, fp1, id1)}, t0.Add(3*time.Second))
+			c := s.rollout.GetCounts()
+			f := outcomeOf(s.rollout.GetFailures(), "n2")
+			if f.GetResult() != sluicev1.NodeResult_NODE_RESULT_INVALID || outcomeOf(s.rollout.GetSkipped(), "n2") != nil || c.GetSkipped() != 0 {
+				t.Fatalf("n2: failure %v, skipped %v, counts %v; want it failed, no longer skipped", f, s.rollout.GetSkipped(), c)
+			}
+			wantFailed := uint32(1)
+			if reverting {
+				wantFailed = 2
+			}
+			if c.GetFailed() != wantFailed || c.GetTotal() != 2 {
+				t.Fatalf("counts %v; want failed %d of 2", c, wantFailed)
+			}
+			if !reverting && s.rollout.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING {
+				t.Fatalf("phase %v (actions %v); want the failure over budget 0 to stop and revert the rollout", s.rollout.GetPhase(), summarize(acts))
+			}
+		})
 	}
 }
 

@@ -66,6 +66,7 @@ func (s *State) takePresence(p *sluicev1.NodePresence) {
 	s.setLabels(n, p.GetLabels())
 	n.present, n.pauseAck, n.startedAt = true, agentPauseOf(p.GetPause()), p.GetStartedAt().AsTime()
 	s.setReads(n, p)
+	s.setRuns(n, p)
 }
 
 func (s *State) takeStatus(st *sluicev1.NodeStatus) { s.nodeOf(st.GetNode()).status = s.keepReport(st) }

@@ -114,6 +114,7 @@ func (s *State) finish(phase sluicev1.RolloutPhase, reason string, now time.Time
 	s.emit(s.rolloutEvent("Rollout"+phaseWord(phase), reason))
 	for _, n := range s.nodes {
 		n.prog, n.rev, n.target, n.config, n.previous, n.touched = progNone, revNone, "", nil, nil, false
+		n.before = nil
 	}
 	s.rollout, s.rolloutRev = nil, nil
 	s.forgetUnseen(nil)

@@ -81,23 +81,11 @@ func joinedEqual(joined string, fs []string) bool {
 // presence says; "" when it can. An agent whose presence states no features is of the baseline
 // release (contract.ConfigFeatures).
 func (n *node) cannotRead(fp string, bake *sluicev1.BakeChecks, config *sluicev1.NodeConfig) string {
-	needs := contract.FeaturesOf(&sluicev1.DesiredConfig{BakeChecks: bake, Config: config})
-	if len(needs) == 0 {
-		return ""
-	}
-	missing := contract.MissingFeatures(n.readsList(), needs)
+	missing := contract.CannotRead(n.readsList(), &sluicev1.DesiredConfig{BakeChecks: bake, Config: config})
 	if missing == nil {
 		return ""
 	}
-	version, has := n.version, n.reads
-	if version == "" {
-		version = "(version unknown)"
-	}
-	if has == "" {
-		has = "none: an agent of the baseline release"
-	}
-	return fmt.Sprintf("its agent %s does not read config feature(s) %s, which its target %s needs (it reads %s)",
-		version, strings.Join(missing, ", "), render.Short(fp), has)
+	return contract.DescribeCannotRead(n.version, n.readsList(), missing, render.Short(fp))
 }
 
 // readsList is the config features n's agent reads, as its presence said.

@@ -238,3 +238,49 @@ func TestDecide_AgentTooOldForTheTarget_RefusalSaysWhy(t *testing.T) {
 		t.Errorf("skipped %v; want n2 incompatible", sk)
 	}
 }
+
+// A leader stopped after storing the start of a rollout that needs a newer
+// agent, but before storing its refusal (two writes), leaves a PROGRESSING
+// record with no node touched. The next term refuses it as the start would
+// have: ABORTED, naming the node, nothing written. The old adopt rolled it
+// out and skipped the old agent's node, as if the strategy skipped
+// incompatible nodes (chaos seed 148).
+func TestDecide_RefusalOfAnIncompatibleRollout_HoldsAcrossALeaderStoppedBeforeIt(t *testing.T) {
+	old := &sluicev1.NodePresence{Node: "n2", Labels: map[string]string{"zone": "a"}, AgentVersion: "v0.4.0"}
+	h := withStrategy(head(1, r1.Id, "3"), &sluicev1.Strategy{MaxParallel: "3", FirstWave: 3, BakeTime: durationpb.New(time.Minute), BakeChecks: 2})
+	fleet := append(presence("n1", "n3"), old)
+	var started *sluicev1.Rollout
+	for _, a := range Decide(NewState(), Loaded{Head: h, HeadRev: r1, Presence: fleet}, t0) {
+		if st, ok := a.(StartRollout); ok {
+			started = st.Rollout // stored; the leader stops before the refusal
+		}
+	}
+	if started.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING {
+		t.Fatalf("start stored %v; want the PROGRESSING record", started)
+	}
+	s := NewState()
+	var fin *sluicev1.Rollout
+	var got []string
+	for _, a := range Decide(s, Loaded{Head: h, HeadRev: r1, Active: started, ActiveRev: r1, Term: 2, Presence: fleet}, t0.Add(time.Second)) {
+		switch a := a.(type) {
+		case FinishRollout:
+			fin = a.Rollout
+		case WriteDesired:
+			got = append(got, a.Desired.GetNode())
+		}
+	}
+	if len(got) != 0 {
+		t.Errorf("the next term wrote %v; a refused rollout touches no node", got)
+	}
+	if fin.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED {
+		t.Fatalf("the next term finished %v; want ABORTED", fin)
+	}
+	for _, want := range []string{"refused before touching any node", "n2 (agent v0.4.0)", contract.FeatureBakeChecks} {
+		if !strings.Contains(fin.GetReason(), want) {
+			t.Errorf("reason %q does not say %q", fin.GetReason(), want)
+		}
+	}
+	if sk := fin.GetSkipped(); len(sk) != 1 || sk[0].GetNode() != "n2" || sk[0].GetResult() != sluicev1.NodeResult_NODE_RESULT_INCOMPATIBLE {
+		t.Errorf("skipped %v; want n2 incompatible", sk)
+	}
+}

@@ -20,7 +20,7 @@ import (
 // rollout twice.
 func (s *State) load(ev Loaded, now time.Time) {
 	*s = *NewState()
-	s.invalidExpiry = ev.InvalidExpiry
+	s.invalidExpiry, s.storeConfirmed = ev.InvalidExpiry, ev.StoreConfirmed
 	s.pause = clonePause(ev.Pause)
 	for _, f := range ev.Freezes {
 		s.freezeChanged(f.GetId(), f)
@@ -340,6 +340,14 @@ func (s *State) adopt(r *sluicev1.Rollout, rev *sluicev1.Revision, now time.Time
 		return gone
 	}
 	s.refuseKnownBad(now)
+	if s.started == 0 {
+		// No node was written yet: the rule of the start holds, as if this
+		// term had started it. A leader stopped between storing the start
+		// and the refusal (they are two writes) left a record that the next
+		// term would otherwise roll out, skipping the nodes it was to be
+		// refused for (chaos seed 148).
+		s.refuseIncompatible()
+	}
 	return gone
 }
 
@@ -381,10 +389,11 @@ func (s *State) placeAll(resuming bool, now time.Time) {
 	for _, name := range s.sortedNodes() {
 		n := s.nodes[name]
 		n.prog, n.rev, n.previous, n.writtenAt, n.ackAt, n.touched = progNone, revNone, nil, time.Time{}, time.Time{}, false
+		n.before = nil
 		switch {
 		case n.present:
 			if resuming {
-				n.previous = n.backup
+				n.previous, n.before = n.backup, s.ranBefore(n, r.GetId(), true)
 			}
 			s.place(n, prevOutcome(prevFailures, prevSkipped, name), now)
 		case outcomeOf(prevSkipped, name) != nil:
@@ -402,7 +411,7 @@ func (s *State) placeAll(resuming bool, now time.Time) {
 		case resuming && n.desired.GetRollout() == r.GetId() && !n.desired.GetRevert():
 			// Written by this rollout in an earlier term, and gone since
 			// while no coordinator led (its lease lapsed unseen).
-			n.previous = n.backup
+			n.previous, n.before = n.backup, s.ranBefore(n, r.GetId(), true)
 			s.placeAway(n, prevOutcome(prevFailures, prevSkipped, name), now)
 		}
 	}

@@ -2,6 +2,7 @@ package rollout
 
 import (
 	"fmt"
+	"slices"
 	"time"
 
 	"google.golang.org/protobuf/types/known/timestamppb"
@@ -23,16 +24,8 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 	n.status = s.keepReport(st)
 	phase := st.GetPhase()
 	s.recordCarriedInvalid(n, now)
-	if f := s.stoppedThenFailed(n, st); f != nil {
-		// In flight when the rollout stopped, and failed after all: that is
-		// what happened to it (I3), while its revert goes on. The report may
-		// only be carried by a later status (its own write was overwritten).
-		check := orDefault(f.check, "unknown check")
-		s.setProg(n, progFailed)
-		s.recordOutcomeOf(n, n.forward, sluicev1.NodeResult_NODE_RESULT_INVALID, check, f.output, notRecorded(f.message, f.nodeFault))
-		ev := s.nodeEvent(n, "NodeFailed", "node reported Invalid after the rollout stopped: "+checkFailed(check, notRecorded(f.message, f.nodeFault)))
-		ev.Fingerprint = n.forward
-		s.emit(ev)
+	if f := s.lateFailure(n, st); f != nil {
+		s.failedLate(n, f, now)
 	}
 	s.startedUnseen(n, st, now)
 	s.failedUnread(n)
@@ -94,11 +87,13 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 	s.overBudget(fmt.Sprintf("node %s: %s", n.name, checkFailed(check, msg)), now)
 }
 
-// stoppedThenFailed is the Invalid report on its forward target of a node
-// that was in flight when the active rollout stopped: st itself, or the
-// report st carries; nil when there is none.
-func (s *State) stoppedThenFailed(n *node, st *sluicev1.NodeStatus) *failedReport {
-	if s.rollout == nil || !n.touched || n.prog != progStopped {
+// lateFailure is the Invalid report on its forward target of a node the
+// active rollout no longer waits for: in flight when the rollout stopped
+// (progStopped), or skipped when its lease lapsed before its report was
+// read (progSkipped: the agent wrote it and stopped; chaos seed 136). st
+// itself, or the report st carries; nil when there is none.
+func (s *State) lateFailure(n *node, st *sluicev1.NodeStatus) *failedReport {
+	if s.rollout == nil || !n.touched || (n.prog != progStopped && n.prog != progSkipped) || n.forward == "" {
 		return nil
 	}
 	id := s.rollout.GetId()
@@ -110,6 +105,32 @@ func (s *State) stoppedThenFailed(n *node, st *sluicev1.NodeStatus) *failedRepor
 			nodeFault: li.GetNodeFault()}
 	}
 	return nil
+}
+
+// failedLate records f, n's late Invalid report on its forward target
+// (lateFailure), as what happened to it (I3): it moves from stopped or
+// skipped to failed, and counts against the budget of a rollout still
+// going forward. Its revert, if any, goes on.
+func (s *State) failedLate(n *node, f *failedReport, now time.Time) {
+	check := orDefault(f.check, "unknown check")
+	msg := notRecorded(f.message, f.nodeFault)
+	when := "after the rollout stopped"
+	if n.prog == progSkipped {
+		when = "after it was skipped (its lease lapsed first)"
+		s.unlistSkipped(n.name)
+	}
+	s.setProg(n, progFailed)
+	s.recordOutcomeOf(n, n.forward, sluicev1.NodeResult_NODE_RESULT_INVALID, check, f.output, msg)
+	ev := s.nodeEvent(n, "NodeFailed", "node reported Invalid "+when+": "+checkFailed(check, msg))
+	ev.Fingerprint = n.forward
+	s.emit(ev)
+	s.overBudget(fmt.Sprintf("node %s: %s", n.name, checkFailed(check, msg)), now)
+}
+
+// unlistSkipped takes node off the active rollout's skipped list: it came
+// back, or a late report says it failed.
+func (s *State) unlistSkipped(node string) {
+	s.rollout.Skipped = slices.DeleteFunc(s.rollout.Skipped, func(o *sluicev1.NodeOutcome) bool { return o.GetNode() == node })
 }
 
 // isRolloutTarget reports whether a status of rollout on fingerprint fp

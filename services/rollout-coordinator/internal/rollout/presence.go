@@ -3,7 +3,6 @@ package rollout
 // Presence: a node joining, coming back or leaving.
 
 import (
-	"slices"
 	"time"
 
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -31,6 +30,7 @@ func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 	}
 	joined := !n.present
 	s.setLabels(n, p.GetLabels())
+	s.setRuns(n, p)
 	if s.setReads(n, p) && n.prog == progIncompatible && !n.touched && !joined && s.rollout != nil && !s.reverting {
 		// Its agent was upgraded in place (within its lease): it is in
 		// the rollout again, as a node that comes back is.
@@ -64,7 +64,7 @@ func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 		if n.prog == progSkipped || n.prog == progIncompatible { // it came back: it is in the rollout again, no longer skipped
 			s.setProg(n, progNone)
 			s.rollout.Counts.Total--
-			s.rollout.Skipped = slices.DeleteFunc(s.rollout.Skipped, func(o *sluicev1.NodeOutcome) bool { return o.GetNode() == n.name })
+			s.unlistSkipped(n.name)
 		}
 		s.place(n, nil, now)
 		s.emit(s.nodeEvent(n, "NodeJoinedRollout", "node joined during the rollout; it gets the rollout target"))

@@ -1,6 +1,7 @@
 package rollout
 
 import (
+	"cmp"
 	"fmt"
 	"time"
 
@@ -66,8 +67,9 @@ func (s *State) queueRevert(n *node) {
 // revertTarget is what a touched node goes back to: its backup; without one,
 // the last applied revision's config for it (a revert never writes the empty
 // config over a node that had one); the empty config only for a node that
-// never had any, as far as anything stored says. nil, with why, when the
-// node has no backup and the revision in force cannot be read.
+// never had any, as far as anything stored and its agent say. nil, with why,
+// when the node has no backup and the revision in force cannot be read, or
+// its agent said it ran a config no stored value holds (n.before).
 func (s *State) revertTarget(n *node) (*desired, string) {
 	if n.previous != nil {
 		return n.previous, ""
@@ -83,6 +85,20 @@ func (s *State) revertTarget(n *node) (*desired, string) {
 		// revert of a node that had one.
 		return nil, fmt.Sprintf("it has no backup, and the last applied revision %s cannot be read; left on %s",
 			render.Short(s.lastApplied.GetRevision()), render.Short(n.desired.GetFingerprint()))
+	}
+	if b := n.before; b != nil && b.fingerprint == "" {
+		return nil, fmt.Sprintf("it has no backup, and nothing stored says what it ran before this rollout (the store was lost and confirmed empty); "+
+			"its agent names only this rollout's config %s, which it proved: the empty config is no revert of a node that may have run one: left on it, its agent's last-good",
+			render.Short(cmp.Or(n.runs.fingerprint, n.desired.GetFingerprint())))
+	}
+	if b := n.before; b != nil {
+		// Nothing stored says it ran anything, but its agent said it did:
+		// the store that held its backup was lost (pkg/storeloss) and an
+		// operator confirmed starting from nothing. The empty config would
+		// take from it what it ran (I10); its agent keeps its own last-good.
+		return nil, fmt.Sprintf("it has no backup: it ran %s of revision %s before this rollout, as its agent said, and no stored revision holds that config "+
+			"(the store was lost and confirmed empty); the empty config is no revert of it: left on %s, its agent's last-good",
+			render.Short(b.fingerprint), render.Short(b.revision), render.Short(cmp.Or(n.runs.fingerprint, n.desired.GetFingerprint())))
 	}
 	cfg := &sluicev1.NodeConfig{}
 	return &desired{config: cfg, fingerprint: render.Fingerprint(cfg)},
@@ -157,13 +173,14 @@ func (s *State) revertFailed(n *node, msg, todo string) {
 // forwardFailed is the node's Invalid report on rollout's forward target
 // that the record may not hold (it failed while no leader ran, or after the
 // last save): the status itself while the desired config is still the
-// forward one, or else the last Invalid report the agent carries (its revert
+// forward one (or it names this rollout: the node stopped before it took
+// its revert), or else the last Invalid report the agent carries (its revert
 // may already have overwritten the status). nil when it did not fail.
 func forwardFailed(n *node, rollout string, d *desired, st *report) *failedReport {
 	if n.forward == "" {
 		return nil // not known (stopUnreadable): nothing can be said of it
 	}
-	if !d.GetRevert() && st.GetFingerprint() == n.forward && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID {
+	if (!d.GetRevert() || st.GetRollout() == rollout) && st.GetFingerprint() == n.forward && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID {
 		return &failedReport{check: st.GetFailedCheck(), output: st.GetCheckOutput(), message: st.GetMessage(), nodeFault: st.GetNodeFault()}
 	}
 	if li := st.GetLastInvalid(); li != nil && !li.GetRevert() && li.GetRollout() == rollout && li.GetFingerprint() == n.forward {
@@ -202,6 +219,7 @@ func (s *State) resumeRevert(now time.Time) {
 		}
 		n.touched = true
 		n.previous = n.backup // as the term read it: the revert target
+		n.before = s.ranBefore(n, r.GetId(), true)
 		n.forward = s.forwardOf(n, d)
 		// Its forward outcome: as the record has it; failed while no leader
 		// ran; or stopped in flight (a later Invalid report still counts).
@@ -215,7 +233,12 @@ func (s *State) resumeRevert(now time.Time) {
 		case forwardFailed(n, r.GetId(), d, st) != nil:
 			f := forwardFailed(n, r.GetId(), d, st)
 			check := orDefault(f.check, "unknown check")
-			if r.Counts.GetStopped() > 0 {
+			if outcomeOf(r.GetSkipped(), name) != nil {
+				// Skipped when its lease lapsed, and its report read only
+				// now: it moves from skipped to failed.
+				n.prog = progSkipped
+				s.unlistSkipped(name)
+			} else if r.Counts.GetStopped() > 0 {
 				// It was in flight when the revert began (counted stopped
 				// in the record) and failed since: it moves to failed.
 				n.prog = progStopped
@@ -271,15 +294,26 @@ func (s *State) resumeRevert(now time.Time) {
 // to n, if d is that forward write; "" when it is not known. Rendered for
 // no labels, an absent node's target matched nothing it reported: its
 // failure while no leader ran was left out of the record's failures.
+// When d is already the revert, the forward write is gone: what the node
+// reported of this rollout on a config other than the revert (the rollout
+// writes a node nothing else) names it; an absent node whose revert was
+// written before it left had its Invalid report left out (chaos seed 27).
 func (s *State) forwardOf(n *node, d *desired) string {
 	if s.rolloutRev != nil && n.labels != nil && !s.unseen[n.name] {
 		fp, _ := s.renderFor(s.rolloutRev, n)
 		return fp
 	}
-	if d.GetRevert() {
-		return ""
+	if !d.GetRevert() {
+		return d.GetFingerprint()
 	}
-	return d.GetFingerprint()
+	id, st := s.rollout.GetId(), n.status
+	if li := st.GetLastInvalid(); li != nil && !li.GetRevert() && li.GetRollout() == id && li.GetFingerprint() != d.GetFingerprint() {
+		return s.intern(li.GetFingerprint())
+	}
+	if st.GetRollout() == id && st.GetFingerprint() != "" && st.GetFingerprint() != d.GetFingerprint() {
+		return st.GetFingerprint()
+	}
+	return ""
 }
 
 // stopUnreadable stops active rollout r, whose revision cannot be read

@@ -1,31 +1,6 @@
-// Package rollout is the rollout-coordinator's whole decision logic, as a
-// pure function: Decide(state, event, now) updates the state and returns the
-// actions for the loop to perform. It does no I/O, reads no clock and never
-// depends on map iteration order; its imports are limited to proto, render
-// and contract. Every effect is explicit: the loop performs the actions in
-// order and never re-derives a decision from a phase.
-//
-// The files follow the concerns: state.go (what is known of each node),
-// facts.go (what is kept of each stored value, and what nodes share),
-// lifecycle.go (load, start, resume), finish.go (how a rollout ends and the
-// records kept), scheduling.go (waves, domains), bake.go (the bake
-// between stages, across pauses and terms), outcomes.go (agents' reports and what the record keeps of them),
-// deadlines.go (pickup and apply deadlines, timeouts), presence.go (nodes
-// joining, coming back, leaving), flight.go (the nodes in flight and their
-// deadlines), queue.go (the pending and revert queues),
-// revert.go and guards.go (known-bad fingerprints, nodes outside a rollout),
-// pairs.go (redundancy groups), domains.go (failure-domain stages of up to
-// maxUnprovenDomains values), bakechecks.go (re-run checks while baking),
-// gates.go (metric and alert gates), rereads.go (what the loop is asked to
-// read again, and the answers), storeloss.go (no rollout starts while the
-// store is lost), incompatible.go (nodes whose agent cannot read their
-// target).
-// docs/rollouts.md draws the state machine.
-//
-// Cost: the state keeps about 700 bytes per node, and no event but a
-// term's load, a rollout's start or end, or an operator's pause or resume
-// costs work that grows with the fleet or with maxParallel (cost_test.go,
-// memory_test.go).
+// The types the decider and the loop share: events, actions, State and
+// Decide. The package's contract is in doc.go.
+
 package rollout
 
 import (
@@ -88,6 +63,10 @@ type (
 		// read it: "the store is empty but N nodes run configs of
 		// revision X"), "" when it is not: no rollout starts (storeloss.go).
 		StoreLost string
+		// StoreConfirmed: an operator's confirmation of a lost store
+		// (control/store.confirm) is stored: the store began empty while
+		// nodes ran configs it does not hold (storeloss.go, ranBefore).
+		StoreConfirmed bool
 	}
 	// HeadMoved: the configurator moved revisions/head. StoreLost as in
 	// Loaded, read with the head.

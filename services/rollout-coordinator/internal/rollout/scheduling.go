@@ -103,6 +103,10 @@ func (s *State) fill(now time.Time) {
 		r.Counts.Attempted++
 		var save *desired
 		n.previous, save = s.lastGood(n, n.target)
+		n.before = nil
+		if n.previous == nil {
+			n.before = s.ranBefore(n, r.GetId(), false)
+		}
 		n.desired = d
 		s.do(WriteDesired{Desired: d.message(n.name), Backup: save.message(n.name)})
 	}

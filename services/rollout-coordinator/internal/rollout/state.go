@@ -66,8 +66,14 @@ type node struct {
 	writtenAt  time.Time            // when its desired config write landed (Written), in this term; zero before
 	ackAt      time.Time            // when its agent acknowledged (Provisioning); zero before
 	revertNote string               // why its revert target is not its backup, if it is not
-	pauseAck   agentPause           // the control-plane pause its agent reached (its presence)
-	startedAt  time.Time            // when its agent started, as its presence last said
+	// runs is what its agent says it runs (its presence's in_force_*, from
+	// the last-good on its disk); before is what it ran before the active
+	// rollout touched it when no stored value says it: nil unless its
+	// store was lost (storeloss.go).
+	runs      ran
+	before    *ran
+	pauseAck  agentPause // the control-plane pause its agent reached (its presence)
+	startedAt time.Time  // when its agent started, as its presence last said
 	// What its agent reads, as its presence last said (incompatible.go):
 	// its config features, comma-joined and interned, and its version.
 	reads, version string
@@ -103,6 +109,8 @@ type State struct {
 	// reported held for it (storeloss.go).
 	storeLost string
 	heldGen   uint64
+	// storeConfirmed: an operator confirmed a lost store (storeloss.go).
+	storeConfirmed bool
 
 	rollout    *sluicev1.Rollout // the active rollout, nil when none
 	rolloutRev *sluicev1.Revision

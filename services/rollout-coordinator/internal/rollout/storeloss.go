@@ -31,8 +31,48 @@ func (s *State) holdForLoss(h *sluicev1.Head) {
 // storeLossChanged takes the rule's answer after an operator's
 // confirmation: a head held for the loss starts now.
 func (s *State) storeLossChanged(lost string, now time.Time) {
-	s.storeLost = lost
+	s.storeLost, s.storeConfirmed = lost, true
 	if lost == "" && s.head != nil {
 		s.headMoved(s.head, s.headRev, now)
 	}
+}
+
+// ran is a config a node's agent says it runs: its presence's in_force_*.
+type ran struct{ fingerprint, revision, rollout string }
+
+// setRuns keeps what n's agent says it runs. A heartbeat that changes
+// nothing costs three comparisons.
+func (s *State) setRuns(n *node, p *sluicev1.NodePresence) {
+	fp, rev, ro := p.GetInForceFingerprint(), p.GetInForceRevision(), p.GetInForceRollout()
+	if n.runs.fingerprint == fp && n.runs.revision == rev && n.runs.rollout == ro {
+		return
+	}
+	n.runs = ran{fingerprint: s.intern(fp), revision: s.intern(rev), rollout: s.intern(ro)}
+}
+
+// ranBefore is what n ran before rollout touched it, for a node nothing
+// stored has a desired config or backup for: what its agent says it runs,
+// unless that is nothing or rollout's own config. It is asked when the
+// rollout first writes n (its agent has not taken the new config yet), and
+// when a new term resumes the rollout (resumed): a node that proved the
+// rollout's config by then names only that (its agent keeps one
+// last-good). After a confirmed store loss that is taken as having run
+// something nobody knows (an empty ran): a node that ran nothing before
+// keeps a config it proved, rather than any node losing what it ran; on a
+// store never lost, as having run nothing.
+//
+// After a store loss no stored value holds what a node ran (pkg/storeloss),
+// and a revert must not take "no backup" for "ran nothing": that wrote
+// every node the empty config (chaos seeds 6 and 13, I10).
+func (s *State) ranBefore(n *node, rollout string, resumed bool) *ran {
+	switch {
+	case n.runs.fingerprint == "":
+		return nil
+	case n.runs.rollout != rollout:
+		r := n.runs
+		return &r
+	case resumed && s.storeConfirmed:
+		return &ran{}
+	}
+	return nil
 }

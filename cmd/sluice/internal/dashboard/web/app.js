@@ -698,12 +698,32 @@ function renderHeld() {
 // (sluice rollout retry acts on the head, which is its revision).
 const RETRYABLE = ['ROLLOUT_PHASE_ROLLED_BACK', 'ROLLOUT_PHASE_ABORTED', 'ROLLOUT_PHASE_PARTIALLY_FAILED'];
 const UNDOABLE = ['ROLLOUT_PHASE_SUCCEEDED', 'ROLLOUT_PHASE_PARTIALLY_FAILED'];
+// A row's counts are the server's tally (contract.TallyOf), in the words
+// of sluice rollout history: provisioned of the total, failed, then OTHER,
+// the forward categories with no column of their own (the server's list),
+// so that the row adds up to its total; reverted counts touched nodes again.
+function tallyN(t, key) {
+  for (const c of [...(t.nodes || []), ...(t.revert || [])]) if (c.key === key) return c.n || 0;
+  return 0;
+}
+function otherText(t) {
+  const parts = (t.other || []).map(c => `${c.words} ${c.n || 0}`);
+  if (t.off) parts.push(t.off);
+  return parts.length ? parts.join(', ') : '-';
+}
+// startedLine is when a rollout started, under its id (the row keeps its
+// counts in view): today's as its time, an older one with its date too.
+function startedLine(at) {
+  if (!at) return null;
+  const d = new Date(at), today = d.toDateString() === new Date().toDateString();
+  return el('span', { class: 'row-started', title: d.toLocaleString(), text: 'started ' + (today ? d.toLocaleTimeString() : d.toLocaleString()) });
+}
 let historyKey = '';
 function renderHistory() {
   const rs = [...S.rollouts.values()].sort((a, b) => (b.startedAt || '').localeCompare(a.startedAt || '') || Number(b.generation || 0) - Number(a.generation || 0)).slice(0, 50);
   const controls = !!(S.config && S.config.controls);
   // Rebuilt only when a row changes: a focused button survives an update.
-  const key = controls + '|' + S.active + '|' + S.applied + '|' + rs.map(r => r.id + r.phase + held(r) + JSON.stringify(r.counts || {})).join(',');
+  const key = controls + '|' + S.active + '|' + S.applied + '|' + rs.map(r => r.id + r.phase + held(r) + JSON.stringify(S.tallies.get(r.id) || {})).join(',');
   // The head is the newest rollout's revision: undo to it is refused ("is
   // the head already"), so no row of it offers Undo to this.
   const byGen = [...S.rollouts.values()].sort((a, b) => Number(b.generation || 0) - Number(a.generation || 0));
@@ -711,7 +731,7 @@ function renderHistory() {
   if (key === historyKey) return;
   historyKey = key;
   $('history').replaceChildren(...rs.map((r, i) => {
-    const c = r.counts || {}, actions = el('div', { class: 'row-actions' });
+    const t = S.tallies.get(r.id) || { total: 0, nodes: [], revert: [], other: [] }, actions = el('div', { class: 'row-actions' });
     if (UNDOABLE.includes(r.phase) && r.revision && r.revision !== head) {
       const b = el('button', { type: 'button', class: 'control', 'data-action': 'undo', 'data-revision': r.revision, text: 'Undo to this', 'aria-label': 'undo to revision ' + short(r.revision),
         title: `make revision ${r.revision} the head again (sluice rollout undo --to-revision)` });
@@ -725,10 +745,12 @@ function renderHistory() {
     }
     const marks = [r.id === S.active && 'active', r.id === S.applied && 'in force'].filter(Boolean);
     return el('tr', { 'data-rollout': r.id, 'data-phase': enumName(r.phase, 'ROLLOUT_PHASE_') },
-      el('th', { scope: 'row' }, r.id + (marks.length ? ` (${marks.join(', ')})` : ''), actions.childElementCount ? actions : null),
+      el('th', { scope: 'row' }, r.id + (marks.length ? ` (${marks.join(', ')})` : ''), startedLine(r.startedAt), actions.childElementCount ? actions : null),
       el('td', { text: enumName(r.phase, 'ROLLOUT_PHASE_') + (held(r) ? ' (paused)' : '') }),
-      el('td', { text: `${c.provisioned || 0}/${c.total || 0}` }), el('td', { text: String(c.failed || 0) }),
-      el('td', { text: r.startedAt ? new Date(r.startedAt).toLocaleString() : '-' }));
+      el('td', { 'data-count': 'provisioned', text: `${tallyN(t, 'provisioned')}/${t.total || 0}` }),
+      el('td', { 'data-count': 'failed', text: String(tallyN(t, 'failed')) }),
+      el('td', { 'data-count': 'other', text: otherText(t) }),
+      el('td', { 'data-count': 'reverted', text: String(tallyN(t, 'reverted')) }));
   }));
 }
 
