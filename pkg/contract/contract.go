@@ -6,6 +6,7 @@ package contract
 import (
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 )
@@ -380,6 +381,17 @@ func RolloutID(gen uint64, rev string) string {
 		rev = rev[:12]
 	}
 	return fmt.Sprintf("%d-%s", gen, rev)
+}
+
+// RolloutGeneration is the head generation a rollout id (RolloutID) names;
+// false for a key that is no rollout id (last-applied, say).
+func RolloutGeneration(id string) (uint64, bool) {
+	gen, rev, ok := strings.Cut(id, "-")
+	if !ok || rev == "" {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(gen, 10, 64)
+	return n, err == nil && n > 0
 }
 
 // CheckDeadline is the failed_check of a node operation stopped at its

@@ -689,13 +689,16 @@ func (x *GateResult) GetAt() *timestamppb.Timestamp {
 // Generation grows by one each time the head moves, so rolling back to older
 // content is a new generation and a new rollout.
 type Head struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Revision      string                 `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"`
-	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
-	Strategy      *Strategy              `protobuf:"bytes,3,opt,name=strategy,proto3" json:"strategy,omitempty"`
-	UpdatedAt     *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
-	Reason        string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
-	RequestId     string                 `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // the apply request that moved the head here ("" for others)
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Revision   string                 `protobuf:"bytes,1,opt,name=revision,proto3" json:"revision,omitempty"`
+	Generation uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
+	Strategy   *Strategy              `protobuf:"bytes,3,opt,name=strategy,proto3" json:"strategy,omitempty"`
+	UpdatedAt  *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=updated_at,json=updatedAt,proto3" json:"updated_at,omitempty"`
+	Reason     string                 `protobuf:"bytes,5,opt,name=reason,proto3" json:"reason,omitempty"`
+	RequestId  string                 `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // the apply request that moved the head here ("" for others)
+	// The head this one replaced did not decode and no rollout record held
+	// its strategy: this head's strategy is the default, not the operator's.
+	StrategyLost  bool `protobuf:"varint,7,opt,name=strategy_lost,json=strategyLost,proto3" json:"strategy_lost,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -770,6 +773,13 @@ func (x *Head) GetRequestId() string {
 		return x.RequestId
 	}
 	return ""
+}
+
+func (x *Head) GetStrategyLost() bool {
+	if x != nil {
+		return x.StrategyLost
+	}
+	return false
 }
 
 // NodeOutcome records a node that did not simply succeed.
@@ -2096,7 +2106,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\asamples\x18\t \x01(\rR\asamples\x12\x16\n" +
 	"\x06firing\x18\n" +
 	" \x03(\tR\x06firing\x12*\n" +
-	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe5\x01\n" +
+	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x8a\x02\n" +
 	"\x04Head\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x1e\n" +
 	"\n" +
@@ -2107,7 +2117,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"updated_at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\tupdatedAt\x12\x16\n" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1d\n" +
 	"\n" +
-	"request_id\x18\x06 \x01(\tR\trequestId\"\xf3\x01\n" +
+	"request_id\x18\x06 \x01(\tR\trequestId\x12#\n" +
+	"\rstrategy_lost\x18\a \x01(\bR\fstrategyLost\"\xf3\x01\n" +
 	"\vNodeOutcome\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12*\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x14.sluice.v1.NodePhaseR\x05phase\x12 \n" +

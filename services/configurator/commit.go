@@ -44,16 +44,23 @@ func (e *invalidStateError) Error() string {
 // held before (every head write took a KV revision and raised the
 // generation by one).
 func (s *Service) readHead(ctx context.Context) (store.Entry[*sluicev1.Head], error) {
+	e, _, err := s.readHeadNoting(ctx)
+	return e, err
+}
+
+// readHeadNoting is readHead that also returns why the stored head is
+// unreadable (nil when it is readable or absent).
+func (s *Service) readHeadNoting(ctx context.Context) (store.Entry[*sluicev1.Head], error, error) {
 	e, err := s.st.head.Get(ctx, contract.KeyHead)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
-		return store.Entry[*sluicev1.Head]{Key: contract.KeyHead}, nil
+		return store.Entry[*sluicev1.Head]{Key: contract.KeyHead}, nil, nil
 	case errors.Is(err, store.ErrUndecodable):
 		s.quarantine.Report(s.st.head.Bucket(), contract.KeyHead, e.Revision, err,
 			fmt.Sprintf("treated as no head at generation %d; the next revision replaces it", e.Revision))
-		return store.Entry[*sluicev1.Head]{Key: contract.KeyHead, Revision: e.Revision, Value: &sluicev1.Head{Generation: e.Revision}}, nil
+		return store.Entry[*sluicev1.Head]{Key: contract.KeyHead, Revision: e.Revision, Value: &sluicev1.Head{Generation: e.Revision}}, err, nil
 	}
-	return e, err
+	return e, nil, err
 }
 
 // liveIntents returns every readable stored intent by key, marked ones
@@ -89,7 +96,11 @@ type inputs struct {
 	live       map[string]change.Stored
 	unreadable map[string]uint64
 	head       store.Entry[*sluicev1.Head]
-	read       []*sluicev1.Intent
+	headErr    error // why the stored head is unreadable; nil when it is not
+	// The strategy of the head this change replaces is known nowhere
+	// (restoreHead): the head written says so (Head.strategy_lost).
+	strategyLost bool
+	read         []*sluicev1.Intent
 }
 
 // readStored reads the stored intents (one listing) and the head.
@@ -98,18 +109,18 @@ func (s *Service) readStored(ctx context.Context) (inputs, error) {
 	if err != nil {
 		return inputs{}, err
 	}
-	head, err := s.readHead(ctx)
+	head, headErr, err := s.readHeadNoting(ctx)
 	if err != nil {
 		return inputs{}, err
 	}
-	return inputs{live: live, unreadable: unreadable, head: head, read: change.Effective(live)}, nil
+	return inputs{live: live, unreadable: unreadable, head: head, headErr: headErr, read: change.Effective(live)}, nil
 }
 
 // landed is in once journal j landed (change.Landed), the head and the
 // set as read.
 func (in inputs) landed(j *sluicev1.ApplyJournal) inputs {
 	live, unreadable := change.Landed(in.live, in.unreadable, j)
-	return inputs{live: live, unreadable: unreadable, head: in.head, read: in.read}
+	return inputs{live: live, unreadable: unreadable, head: in.head, headErr: in.headErr, read: in.read}
 }
 
 // keepInForce adds to eff the head revision's version of every intent
@@ -243,7 +254,7 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, rero
 	}
 	next := &sluicev1.Head{
 		Revision: id, Generation: cur.Value.GetGeneration() + 1, Strategy: strategy, UpdatedAt: now, Reason: why(d),
-		RequestId: requestID,
+		RequestId: requestID, StrategyLost: in.strategyLost,
 	}
 	if _, err := s.st.head.Update(ctx, contract.KeyHead, next, cur.Revision); err != nil {
 		return nil, fmt.Errorf("move head to %s: %w", render.Short(id), err)

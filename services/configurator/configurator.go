@@ -511,9 +511,17 @@ func (s *Service) reconcile(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	lost := ""
+	if in.headErr != nil {
+		restored, why, err := s.restoreHead(ctx, &in)
+		if restored || err != nil {
+			return err
+		}
+		lost, in.strategyLost = "; "+why, true
+	}
 	cur := in.head
 	_, err = s.advance(ctx, cur.Value.GetStrategy(), false, "", func(d diff) string {
-		return fmt.Sprintf("reconciled: the stored intents differ from head revision %s (%s)", shortOrNone(cur.Value.GetRevision()), d)
+		return fmt.Sprintf("reconciled: the stored intents differ from head revision %s (%s)%s", shortOrNone(cur.Value.GetRevision()), d, lost)
 	}, &in)
 	var inv *invalidStateError
 	var tooLarge *tooLargeError

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/protobuf/proto"
+
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
@@ -350,5 +352,85 @@ func TestRun_UnreadableIntentAndHeadRevision_FreshKeyHasNoVersionInForce(t *test
 				t.Fatalf("revision %s, want %s: the examples and the new one", render.Short(resp.GetRevision()), render.Short(want))
 			}
 		})
+	}
+}
+
+// A configurator started over a head that does not decode writes it again
+// from the newest rollout's record when the stored intents are that
+// rollout's revision: the same revision, generation and strategy, so no
+// coordinator starts the change again. It used to cut a new generation of
+// the same revision with no strategy: the change rolled out again, with
+// the default strategy in place of the operator's.
+func TestRestart_UnreadableHead_WrittenAgainFromTheRolloutRecord(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	c1 := start(t, env)
+	strategy := &sluicev1.Strategy{MaxParallel: "1", FirstWave: 1, WaveGrowth: 3}
+	first := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t), Strategy: strategy})
+	h := getHead(t, env).Value
+	rollouts := store.New(env.Buckets.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
+	id := contract.RolloutID(first.GetGeneration(), first.GetRevision())
+	if _, err := rollouts.Create(ctx, id, &sluicev1.Rollout{
+		Id: id, Revision: first.GetRevision(), Generation: first.GetGeneration(), Strategy: h.GetStrategy(),
+		Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	c1.stop(t)
+	if _, err := env.Buckets.Revisions.Put(ctx, contract.KeyHead, []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	start(t, env)
+	var got *sluicev1.Head
+	natstest.Eventually(t, wait, "a readable head", func() bool {
+		e, err := store.New(env.Buckets.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Get(ctx, contract.KeyHead)
+		got = e.Value
+		return err == nil
+	})
+	if got.GetRevision() != first.GetRevision() || got.GetGeneration() != first.GetGeneration() {
+		t.Errorf("head = revision %s generation %d, want revision %s generation %d (rollout %s's, not a new one)",
+			render.Short(got.GetRevision()), got.GetGeneration(), render.Short(first.GetRevision()), first.GetGeneration(), id)
+	}
+	if !proto.Equal(got.GetStrategy(), h.GetStrategy()) {
+		t.Errorf("head strategy = %v, want the operator's %v", got.GetStrategy(), h.GetStrategy())
+	}
+}
+
+// When the stored intents are not the newest rollout's revision, the head
+// that moved after it is gone with its strategy: the configurator cuts the
+// next generation above every one the head can have had, and its reason
+// says the strategy is the default because the head's was unreadable.
+func TestRestart_UnreadableHeadAheadOfEveryRollout_NextGenerationSaysTheStrategyIsLost(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	ctx := context.Background()
+	c1 := start(t, env)
+	first := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t)})
+	rollouts := store.New(env.Buckets.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
+	id := contract.RolloutID(first.GetGeneration(), first.GetRevision())
+	if _, err := rollouts.Create(ctx, id, &sluicev1.Rollout{
+		Id: id, Revision: first.GetRevision(), Generation: first.GetGeneration(),
+		Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_SUCCEEDED,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	second := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: tables("extra", 9000, 1), Strategy: &sluicev1.Strategy{MaxParallel: "1"}})
+	c1.stop(t)
+	garbageAt, err := env.Buckets.Revisions.Put(ctx, contract.KeyHead, []byte("{not json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	start(t, env)
+	var got *sluicev1.Head
+	natstest.Eventually(t, wait, "a readable head", func() bool {
+		e, err := store.New(env.Buckets.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Get(ctx, contract.KeyHead)
+		got = e.Value
+		return err == nil
+	})
+	if got.GetRevision() != second.GetRevision() || got.GetGeneration() <= garbageAt {
+		t.Errorf("head = revision %s generation %d, want revision %s above generation %d",
+			render.Short(got.GetRevision()), got.GetGeneration(), render.Short(second.GetRevision()), garbageAt)
+	}
+	if !got.GetStrategyLost() || !strings.Contains(got.GetReason(), "strategy") {
+		t.Errorf("head reason = %q, want it and strategy_lost to say the head's strategy was lost", got.GetReason())
 	}
 }

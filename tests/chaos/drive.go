@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -436,28 +435,22 @@ func (d *driver) waitEnded(ctx context.Context, i int, of string, within time.Du
 // waits for has not ended.
 const followEvery = time.Second
 
-// reconciledOverNoHead begins the reason of a head the configurator wrote
-// when it reconciled the stored intents and could read no head
-// (services/configurator, reconcile: "head revision none").
-const reconciledOverNoHead = "reconciled: the stored intents differ from head revision none"
-
 // follow moves change i to the rollout of the head when the configurator
 // wrote the head again at a higher generation of the change's revision. A
-// configurator that starts over an unreadable head (garbage-value) cannot
-// tell which revision it held: it reconciles the stored intents into a new
-// generation, of the same revision, with no head's strategy (the
-// defaults). The coordinator rolls that generation out as a rollout of its
-// own, after the one it follows if that one runs, or instead of it if no
-// coordinator read the change's generation before the garbage (seed 154:
-// rollout 2-99b256084261 was never started, 10-99b256084261 ran). Only
-// such a head moves it (its reason says so: reconciledOverNoHead): one of
-// the same revision that a registry sync wrote after a head of another
-// revision (a registry's files dropped and back: seeds 152 and 188) is no
-// rollout of the change, and is judged by nothing of it. A head that is
-// absent, unreadable, of another revision, not above the change's
-// rollout's generation, or at or above the next change's (its own apply)
-// moves nothing either. true: change i moved; its error is a read that
-// failed.
+// configurator that starts over an unreadable head writes it again from
+// the newest rollout's record when the stored intents are that rollout's
+// revision (the same generation: nothing to follow). When they are not
+// (no coordinator read the change's generation before the garbage), it
+// cuts a new generation of the same revision with the default strategy
+// and says so (Head.strategy_lost): the coordinator rolls that generation
+// out instead (seed 154: rollout 2-99b256084261 was never started,
+// 10-99b256084261 ran). Only such a head moves it: one of the same
+// revision that a registry sync wrote after a head of another revision (a
+// registry's files dropped and back: seeds 152 and 188) is no rollout of
+// the change, and is judged by nothing of it. A head that is absent,
+// unreadable, of another revision, not above the change's rollout's
+// generation, or at or above the next change's (its own apply) moves
+// nothing either. true: change i moved; its error is a read that failed.
 func (d *driver) follow(ctx context.Context, i int) (bool, error) {
 	a := d.changes[i]
 	cur := a.current()
@@ -471,7 +464,7 @@ func (d *driver) follow(ctx context.Context, i int) (bool, error) {
 	case err != nil:
 		return false, fmt.Errorf("read the head to see whether it was written again: %w", err)
 	}
-	if h.GetRevision() != a.revision || h.GetGeneration() <= cur.gen || !strings.HasPrefix(h.GetReason(), reconciledOverNoHead) {
+	if h.GetRevision() != a.revision || h.GetGeneration() <= cur.gen || !h.GetStrategyLost() {
 		return false, nil
 	}
 	if i+1 < len(d.changes) {

@@ -105,14 +105,14 @@ func TestDriver_FollowsTheHeadWrittenAgainAtAHigherGeneration(t *testing.T) {
 	}{
 		{
 			name:     "the change's generation was never rolled out",
-			head:     &sluicev1.Head{Revision: rev, Generation: 10, Reason: reconciledOverNoHead + " (added routingtable/fleet-wide …)"},
+			head:     &sluicev1.Head{Revision: rev, Generation: 10, StrategyLost: true, Reason: "reconciled: the stored intents differ from head revision none (added routingtable/fleet-wide …)"},
 			records:  []*sluicev1.Rollout{{Id: rewritten, Revision: rev, Phase: rolledBack, Failures: failed}},
 			wantID:   rewritten,
 			wantKeys: []string{rewritten, applied2},
 		},
 		{
 			name: "rolled out again after the change's rollout ended",
-			head: &sluicev1.Head{Revision: rev, Generation: 10, Reason: reconciledOverNoHead + " (added routingtable/fleet-wide …)"},
+			head: &sluicev1.Head{Revision: rev, Generation: 10, StrategyLost: true, Reason: "reconciled: the stored intents differ from head revision none (added routingtable/fleet-wide …)"},
 			records: []*sluicev1.Rollout{{Id: applied2, Revision: rev, Phase: partial, Failures: failed},
 				{Id: rewritten, Revision: rev, Phase: rolledBack, Failures: failed}},
 			wantID:   rewritten,
