@@ -68,7 +68,7 @@ var eventRules = []EventRule{
 		"RolloutSucceeded", "RolloutPartiallyFailed", "RolloutRolledBack", "RolloutAborted", "RolloutHeld"}},
 	{RoleCoordinator, KindNode, []string{"NodeConfigured", "NodeFoundStarted", "NodeJoinedRollout", "NodeJoinedRevert",
 		"NodeWaitingForPair", "NodeSkipped", "NodeFailed", "NodeTimedOut", "NodeOperationCancelled",
-		"NodeRevertTarget", "NodeReverted", "NodeRevertFailed", "NodeRevertDeferred", "DesiredWriteRefused", "NodeIncompatible"}},
+		"NodeRevertTarget", "NodeReverted", "NodeRevertFailed", "NodeRevertDeferred", "DesiredWriteRefused", "NodeIncompatible", "NodeNotConfigured"}},
 	{RoleCoordinator, KindGate, []string{"GateWaiting", "GatePassed", "GateClear", "GateFailed"}},
 	{RoleCoordinator, KindFingerprint, []string{"FingerprintInvalid", "FingerprintForgiven"}},
 	{RoleCoordinator, KindLeader, []string{EventLeadershipAcquired, EventLeadershipLost, EventLeadershipReleased}},

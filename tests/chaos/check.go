@@ -358,6 +358,9 @@ func checkApplied(o *Observation, byID map[string]*sluicev1.Rollout, add addFunc
 		if failedThere && (n.OnDisk == n.Backup.GetFingerprint() || ranBefore(n, n.OnDisk)) {
 			continue // failed within the budget: it keeps its last-good
 		}
+		if toldUnrenderable(o, last, n) && ranBefore(n, n.OnDisk) {
+			continue // the revision in force cannot be read: it keeps its last-good, and sluice said so
+		}
 		add("I1", last.GetId(), n.Name, "runs %s at rest; the config in force for it (last-applied %s) is %s%s",
 			short(n.OnDisk), last.GetId(), short(want), whoseTarget(o, n))
 	}
@@ -801,6 +804,23 @@ func whoseTarget(o *Observation, n NodeObs) string {
 		return ""
 	}
 	return "; it runs the target of " + strings.Join(ids, ", ")
+}
+
+// toldUnrenderable: node n has no desired config, the revision in force
+// (rollout last's) still holds the harness's garbage at rest, so no
+// coordinator can render n's config in force, and one said so naming n
+// (NodeNotConfigured). A node whose keys were reaped while it was away
+// comes back to that (virtual seed 230: its revert was deferred until it
+// came back, the reaper deleted its backup after the rollout ended).
+func toldUnrenderable(o *Observation, last *sluicev1.Rollout, n NodeObs) bool {
+	if n.Desired != nil || !slices.ContainsFunc(o.Spoiled, func(sp Spoil) bool {
+		return sp.AtRest && sp.Bucket == contract.BucketRevisions && sp.Key == last.GetRevision()
+	}) {
+		return false
+	}
+	return slices.ContainsFunc(o.Events, func(ev *sluicev1.Event) bool {
+		return ev.GetType() == "NodeNotConfigured" && ev.GetNode() == n.Name && ev.GetRevision() == last.GetRevision()
+	})
 }
 
 // ranBefore reports whether n's applier put fp in force without error at

@@ -381,6 +381,48 @@ func TestCheck_NodeWhoseConfigInForceIsKnownBadKeepsWhatItRan(t *testing.T) {
 	}
 }
 
+// A node reaped while away comes back when the revision in force holds
+// garbage nobody can rewrite: no coordinator can render its config, so it
+// keeps what it ran, and that is no violation when a coordinator said so
+// naming it (NodeNotConfigured; virtual seed 230). Silence, or a revision
+// that is readable, is still a violation.
+func TestCheck_NodeWhoseRevisionInForceIsUnreadableKeepsWhatItRan_WhenToldSo(t *testing.T) {
+	unconfigured := func(spoiled, told bool) *Observation {
+		o := healthy()
+		rev := ""
+		for _, r := range o.Rollouts {
+			if r.GetId() == o.LastApplied.GetRollout() {
+				r.Revision = "rev-in-force"
+				rev = r.GetRevision()
+			}
+		}
+		if rev == "" {
+			t.Fatal("healthy(): no record of the last-applied rollout")
+		}
+		n := &o.Nodes[1]
+		n.Desired, n.Backup, n.Status = nil, nil, nil
+		n.OnDisk = "fp-old"
+		n.Applies = append([]Apply{{At: at(0.1), Fingerprint: "fp-old"}}, n.Applies...)
+		if spoiled {
+			o.Spoiled = append(o.Spoiled, Spoil{Bucket: contract.BucketRevisions, Key: rev, Revision: 9, What: "truncated", AtRest: true})
+		}
+		if told {
+			o.Events = append(o.Events, &sluicev1.Event{Kind: contract.KindNode, Id: n.Name, Type: "NodeNotConfigured", Node: n.Name, Revision: rev})
+		}
+		return o
+	}
+	isI1 := func(v Violation) bool { return v.Invariant == "I1" }
+	if vs := Check(unconfigured(true, true)); slices.ContainsFunc(vs, isI1) {
+		t.Errorf("the revision in force unreadable, and said so: want no I1 violation, got %v", vs)
+	}
+	if vs := Check(unconfigured(true, false)); !slices.ContainsFunc(vs, isI1) {
+		t.Errorf("the revision in force unreadable, nothing said: want an I1 violation, got %v", vs)
+	}
+	if vs := Check(unconfigured(false, true)); !slices.ContainsFunc(vs, isI1) {
+		t.Errorf("the revision in force readable: want an I1 violation, got %v", vs)
+	}
+}
+
 // A node listed twice — Invalid on its forward target, then its revert
 // failed — is listed (chaos seed 75); a node the coordinator gave up on
 // (revert failed) may report on its forward target after the rollout ended

@@ -107,7 +107,7 @@ func (s *State) finish(phase sluicev1.RolloutPhase, reason string, now time.Time
 	fin := FinishRollout{Rollout: snapshot(r), ClearActive: r.GetId()}
 	if contract.InForce(phase) {
 		s.lastApplied = refOf(r, timestamppb.New(now))
-		s.lastAppliedRev = s.rolloutRev
+		s.lastAppliedRev, s.unrenderable = s.rolloutRev, nil
 		fin.LastApplied = proto.Clone(s.lastApplied).(*sluicev1.RolloutRef)
 	}
 	s.do(fin)

@@ -72,7 +72,11 @@ func (s *State) configureStragglers() {
 // configureStraggler gives n the configuration in force (the last applied
 // revision's), with an event, unless it already has it or it is known bad.
 func (s *State) configureStraggler(n *node, whyStraggler string) {
-	if s.lastAppliedRev == nil || !n.present || s.joinerWaits(n) {
+	if !n.present || s.joinerWaits(n) {
+		return
+	}
+	if s.lastAppliedRev == nil {
+		s.noteUnrenderable(n, whyStraggler)
 		return
 	}
 	fp, cfg := s.renderFor(s.lastAppliedRev, n)
@@ -94,6 +98,40 @@ func (s *State) configureStraggler(n *node, whyStraggler string) {
 		Revision: d.revision, Rollout: d.rollout, Fingerprint: fp,
 		Reason: whyStraggler + " and differs from the configuration in force; it gets the last applied revision " + render.Short(d.revision),
 	}}})
+}
+
+// noteUnrenderable says, once per node until it leaves or the revision in
+// force can be read again, that n cannot be given the configuration in
+// force: a revision is in force but cannot be read (garbage over it, no
+// head's intents to rewrite it from), so its config for n cannot be
+// rendered, and n keeps what it runs (its agent's last-good). Only a node
+// that needs a write is named: one whose desired config is not of the
+// revision in force (a node that came back after its keys were reaped, one
+// whose revert was deferred until it came back: chaos seed 230 on virtual
+// time). It used to stay silent, so nothing said why the node ran a
+// rolled-back config.
+func (s *State) noteUnrenderable(n *node, whyStraggler string) {
+	rev := s.lastApplied.GetRevision()
+	if rev == "" || (n.desired != nil && n.desired.revision == rev) || s.unrenderable[n.name] {
+		return
+	}
+	if s.unrenderable == nil {
+		s.unrenderable = map[string]bool{}
+	}
+	s.unrenderable[n.name] = true
+	s.emit(&sluicev1.Event{Kind: contract.KindNode, Id: n.name, Type: "NodeNotConfigured", Node: n.name,
+		Revision: rev, Rollout: s.lastApplied.GetRollout(),
+		Reason: fmt.Sprintf("%s, but the revision in force %s cannot be read (unreadable or no longer stored), so its config for this node cannot be rendered: "+
+			"the node keeps what it runs (%s) until that revision is written again or another one rolls out (sluice apply, sluice rollout undo --to-revision)",
+			whyStraggler, render.Short(rev), runsOrUnknown(n))})
+}
+
+// runsOrUnknown names the fingerprint n's agent says it runs.
+func runsOrUnknown(n *node) string {
+	if fp := n.runs.fingerprint; fp != "" {
+		return render.Short(fp)
+	}
+	return "its agent's last-good"
 }
 
 func cloneInvalid(f *sluicev1.InvalidFingerprint) *sluicev1.InvalidFingerprint {

@@ -245,7 +245,7 @@ func (s *State) headMoved(h *sluicev1.Head, rev *sluicev1.Revision, now time.Tim
 		// (garbage over it); the configurator rewrote it and the head. Until
 		// now no node's config in force could be rendered: a node that came
 		// back meanwhile waits for it (chaos seed 143).
-		s.lastAppliedRev = rev
+		s.lastAppliedRev, s.unrenderable = rev, nil
 		s.configureStragglers()
 	}
 	if h.GetGeneration() <= s.startedGen {

@@ -515,9 +515,21 @@ func TestDecide_RevisionInForceReadableAgain_ConfiguresReturningNodes(t *testing
 	Decide(s, Loaded{Head: h, LastApplied: &sluicev1.RolloutRef{Rollout: id1, Revision: r1.Id, Generation: 1},
 		Presence: presence("n1"),
 		Desired:  []*sluicev1.DesiredConfig{{Node: "n1", Fingerprint: fp1, Rollout: id1, Revision: r1.Id}}}, t0)
-	// n2 was reaped while away (no keys) and comes back.
-	if got := summarize(Decide(s, Presence{Node: "n2", P: presence("n2")[0]}, t0.Add(time.Second))); len(got) != 0 {
-		t.Fatalf("with the revision in force unreadable: %v, want nothing (nothing can be rendered)", got)
+	// n2 was reaped while away (no keys) and comes back: nothing can be
+	// rendered, and it is said once (chaos seed 230 on virtual time: the
+	// node kept a rolled-back config and nothing said why).
+	acts := Decide(s, Presence{Node: "n2", P: presence("n2")[0]}, t0.Add(time.Second))
+	if got, want := summarize(acts), []string{"emit NodeNotConfigured"}; !slices.Equal(got, want) {
+		t.Fatalf("with the revision in force unreadable: %v, want %v (nothing can be rendered, and it says so)", got, want)
+	}
+	if ev, _ := findAction[Emit](acts); !strings.Contains(ev.Event.GetReason(), "cannot be read") || ev.Event.GetNode() != "n2" {
+		t.Errorf("event %v: want it to name n2 and say the revision in force cannot be read", ev.Event)
+	}
+	if got := summarize(Decide(s, Presence{Node: "n2", P: presence("n2")[0]}, t0.Add(1500*time.Millisecond))); len(got) != 0 {
+		t.Fatalf("its next heartbeat: %v, want nothing (said once)", got)
+	}
+	if got := summarize(Decide(s, Presence{Node: "n1", P: presence("n1")[0]}, t0.Add(1500*time.Millisecond))); len(got) != 0 {
+		t.Fatalf("a node configured with the revision in force: %v, want nothing", got)
 	}
 	got := summarize(Decide(s, HeadMoved{Head: h, Rev: r1}, t0.Add(2*time.Second)))
 	if want := []string{"write n2", "emit NodeConfigured"}; !slices.Equal(got, want) {

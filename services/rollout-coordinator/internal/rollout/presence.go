@@ -14,6 +14,7 @@ func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 	s.forgetUnseen(n)
 	if p == nil { // lease expired: the node left
 		s.setPresent(n, false)
+		delete(s.unrenderable, n.name) // told again if it comes back
 		if s.rollout == nil {
 			return
 		}

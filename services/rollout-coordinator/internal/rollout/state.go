@@ -96,6 +96,9 @@ type State struct {
 	headRev        *sluicev1.Revision
 	lastApplied    *sluicev1.RolloutRef
 	lastAppliedRev *sluicev1.Revision
+	// Nodes told they cannot be configured while lastAppliedRev cannot be
+	// read (noteUnrenderable); nil when none.
+	unrenderable map[string]bool
 	invalid        map[string]*sluicev1.InvalidFingerprint
 	// forgiven is when each fingerprint was retried on purpose in this
 	// term: an older Invalid report an agent still carries does not record
