@@ -99,7 +99,7 @@ type State struct {
 	// Nodes told they cannot be configured while lastAppliedRev cannot be
 	// read (noteUnrenderable); nil when none.
 	unrenderable map[string]bool
-	invalid        map[string]*sluicev1.InvalidFingerprint
+	invalid      map[string]*sluicev1.InvalidFingerprint
 	// forgiven is when each fingerprint was retried on purpose in this
 	// term: an older Invalid report an agent still carries does not record
 	// it again.
