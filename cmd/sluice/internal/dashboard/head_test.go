@@ -93,8 +93,9 @@ func TestStream_Head_IsReadFromTheStore_NotInferredFromTheRollouts(t *testing.T)
 // TestBrowser_Head_ShowsTheStoredHead: in real Chromium, the History panel
 // names the stored head (revision B, generation 2, no rollout of it yet)
 // although the newest rollout is of revision A, and that rollout's row
-// offers Undo to this (A is not the head); a head that does not decode is
-// said to be unreadable.
+// offers Undo to this (A is not the head); a head cut after an undecodable
+// one says its strategy is the default; a head that does not decode is said
+// to be unreadable.
 func TestBrowser_Head_ShowsTheStoredHead(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
 	headMovedAhead(t, env)
@@ -120,6 +121,12 @@ func TestBrowser_Head_ShowsTheStoredHead(t *testing.T) {
 		}
 	}
 	wait("the head moved ahead of the rollouts", "not-started", "head: revision bbbbbbbbbbbb (generation 2)", "1")
+	lost := &sluicev1.Head{Revision: headRevB, Generation: 3, Reason: "the head did not decode", StrategyLost: true}
+	if _, err := store.New(env.Buckets.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Mutate(context.Background(), contract.KeyHead,
+		func(*sluicev1.Head) (*sluicev1.Head, error) { return lost, nil }); err != nil {
+		t.Fatal(err)
+	}
+	wait("a head whose strategy was lost", "not-started", "its strategy is the default", "1")
 	if _, err := env.Buckets.Revisions.Put(context.Background(), contract.KeyHead, []byte("{not a head")); err != nil {
 		t.Fatal(err)
 	}

@@ -737,6 +737,7 @@ function renderHead(hd, rs) {
   p.dataset.head = r ? 'rolled' : 'not-started';
   p.textContent = `head: revision ${short(hd.revision)} (generation ${hd.generation || 0})` +
     (hd.updatedAt ? `, moved ${new Date(hd.updatedAt).toLocaleString()}` : '') + (hd.reason ? `: ${hd.reason}` : '') +
+    (hd.strategyLost ? ' (the head before it did not decode: its strategy is the default, not the operator\'s)' : '') +
     (r ? ` — rollout ${r.id}` : ' — no rollout of it has started yet');
 }
 let historyKey = '';
