@@ -101,6 +101,11 @@ func seedRollingFleet(t *testing.T, env *natstest.Env, n int) {
 	if _, err := rollouts.Create(ctx, prev.GetId(), prev); err != nil {
 		t.Fatal(err)
 	}
+	// The head, as the configurator wrote it before rollout 7 started.
+	if _, err := store.New(env.Buckets.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Create(ctx, contract.KeyHead,
+		&sluicev1.Head{Revision: r.GetRevision(), Generation: 7, Strategy: r.GetStrategy(), UpdatedAt: timestamppb.New(now.Add(-4 * time.Minute)), Reason: "intents changed"}); err != nil {
+		t.Fatal(err)
+	}
 	seedControlPlane(t, env, now, r.GetId())
 	if _, err := store.New(env.Buckets.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Create(ctx, contract.KeyActive, &sluicev1.RolloutRef{Rollout: r.Id, Revision: r.Revision, Generation: 7}); err != nil {
 		t.Fatal(err)

@@ -103,6 +103,11 @@ func TestDashboard_Views_SayWhatHappened(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// The head, as the configurator wrote it before rollout 4 started.
+	if _, err := store.New(env.Buckets.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Create(ctx, contract.KeyHead,
+		&sluicev1.Head{Revision: rev4.GetId(), Generation: 4, Strategy: strategy, UpdatedAt: ts(-time.Minute)}); err != nil {
+		t.Fatal(err)
+	}
 	refs := store.New(env.Buckets.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
 	if _, err := refs.Create(ctx, contract.KeyLastApplied, &sluicev1.RolloutRef{Rollout: "3-333333333333", Revision: rev3.GetId(), Generation: 3}); err != nil {
 		t.Fatal(err)

@@ -37,6 +37,7 @@ const (
 	kindRegistry    = "registry"
 	kindStoreLoss   = "storeloss"
 	kindStorage     = "storage"
+	kindHead        = "head"
 )
 
 // ringSize is how many changes the state remembers for viewers that
@@ -76,11 +77,17 @@ type state struct {
 	leaseEndTerm *sluicev1.LeaderLease               // the term whose lease ended, while none is held
 	freezes      map[string]*sluicev1.Freeze         // by control key
 	registries   map[string]*sluicev1.RegistryStatus // by name
-	groupBy      []string                            // the labels the compact fleet carries
-	events       []json.RawMessage                   // the last recentEvents, oldest first
-	unreadable   map[string]view.Unreadable
-	ready        map[string]bool // buckets whose initial values are all read
-	watchErrors  map[string]string
+	// head is sluice-revisions/head, the revision to roll out (nil: none
+	// stored, or it does not decode); headBad says why it does not decode.
+	// It is read, not inferred from the rollouts: the head moves before any
+	// coordinator starts its rollout, and while none leads.
+	head        *sluicev1.Head
+	headBad     string
+	groupBy     []string          // the labels the compact fleet carries
+	events      []json.RawMessage // the last recentEvents, oldest first
+	unreadable  map[string]view.Unreadable
+	ready       map[string]bool // buckets whose initial values are all read
+	watchErrors map[string]string
 	// storeLoss says the store is lost (pkg/storeloss: "the store is empty
 	// but N nodes run configs of revision X …"), "" when it is not.
 	storeLoss string
@@ -162,17 +169,18 @@ func (s *state) since(seq uint64) (changes []change, ok bool) {
 	return changes, true
 }
 
-// watched is one bucket the state follows: apply decodes and stores a
-// value (nil data: the key was deleted) and says whether it changed
-// anything a viewer sees.
+// watched is one bucket the state follows (key: only that key of it; ""
+// every key): apply decodes and stores a value (nil data: the key was
+// deleted) and says whether it changed anything a viewer sees.
 type watched struct {
 	bucket string
+	key    string
 	apply  func(key string, data []byte) (kind string, changed bool, err error)
 }
 
 func (s *state) watchedBuckets() []watched {
 	return []watched{
-		{contract.BucketNodes, func(key string, data []byte) (string, bool, error) {
+		{contract.BucketNodes, "", func(key string, data []byte) (string, bool, error) {
 			ack := s.presences[key].GetPause()
 			was := s.presences[key].GetInForceRevision()
 			if old := s.presences[key]; old != nil && data == nil && s.statuses[key] != nil {
@@ -195,13 +203,13 @@ func (s *state) watchedBuckets() []watched {
 			}
 			return kind, changed, err
 		}},
-		{contract.BucketStatus, func(key string, data []byte) (string, bool, error) {
+		{contract.BucketStatus, "", func(key string, data []byte) (string, bool, error) {
 			if data == nil {
 				delete(s.departed, key) // gone for good (the reaper's)
 			}
 			return applyTo(kindNode, s.statuses, key, data, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }, nil)
 		}},
-		{contract.BucketRollouts, func(key string, data []byte) (string, bool, error) {
+		{contract.BucketRollouts, "", func(key string, data []byte) (string, bool, error) {
 			switch key {
 			case contract.KeyLastApplied:
 				s.lastApplied = data != nil // a value, readable or not: the store has a history (as storeloss.Read)
@@ -221,10 +229,10 @@ func (s *state) watchedBuckets() []watched {
 			}
 			return applyTo(kindRollout, s.rollouts, key, data, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }, nil)
 		}},
-		{contract.BucketFingerprints, func(key string, data []byte) (string, bool, error) {
+		{contract.BucketFingerprints, "", func(key string, data []byte) (string, bool, error) {
 			return applyTo(kindFingerprint, s.fps, key, data, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }, nil)
 		}},
-		{contract.BucketControl, func(key string, data []byte) (string, bool, error) {
+		{contract.BucketControl, "", func(key string, data []byte) (string, bool, error) {
 			if strings.HasPrefix(key, contract.KeyFreezePrefix+".") {
 				return applyTo(kindFreeze, s.freezes, key, data, func() *sluicev1.Freeze { return &sluicev1.Freeze{} }, nil)
 			}
@@ -246,11 +254,11 @@ func (s *state) watchedBuckets() []watched {
 			s.pause = req
 			return kindPause, changed, nil
 		}},
-		{contract.BucketInstances, func(key string, data []byte) (string, bool, error) {
+		{contract.BucketInstances, "", func(key string, data []byte) (string, bool, error) {
 			return applyTo(kindInstance, s.instances, key, data, func() *sluicev1.Instance { return &sluicev1.Instance{} },
 				func(in *sluicev1.Instance) { in.HeartbeatAt = nil })
 		}},
-		{contract.BucketLeases, func(key string, data []byte) (string, bool, error) {
+		{contract.BucketLeases, "", func(key string, data []byte) (string, bool, error) {
 			if key != contract.LeaseCoordinator {
 				return "", false, nil
 			}
@@ -278,8 +286,24 @@ func (s *state) watchedBuckets() []watched {
 			}
 			return kindLeader, changed, nil
 		}},
-		{contract.BucketRegistries, func(key string, data []byte) (string, bool, error) {
+		{contract.BucketRegistries, "", func(key string, data []byte) (string, bool, error) {
 			return applyTo(kindRegistry, s.registries, key, data, func() *sluicev1.RegistryStatus { return &sluicev1.RegistryStatus{} }, nil)
+		}},
+		// Only the head of sluice-revisions: the revisions themselves are
+		// read one at a time, when a rollout or last-applied names one.
+		{contract.BucketRevisions, contract.KeyHead, func(_ string, data []byte) (string, bool, error) {
+			was, wasBad := s.head, s.headBad
+			s.head, s.headBad = nil, ""
+			var err error
+			if data != nil {
+				h := &sluicev1.Head{}
+				if err = store.Unmarshal(data, h); err != nil {
+					s.headBad = err.Error()
+				} else {
+					s.head = h
+				}
+			}
+			return kindHead, wasBad != s.headBad || !proto.Equal(was, s.head), err
 		}},
 	}
 }
@@ -399,7 +423,12 @@ func (s *state) watchBucket(ctx context.Context, js jetstream.JetStream, w watch
 	if err != nil {
 		return fmt.Errorf("open bucket %s: %w", w.bucket, err)
 	}
-	watcher, err := kv.WatchAll(ctx)
+	var watcher jetstream.KeyWatcher
+	if w.key != "" {
+		watcher, err = kv.Watch(ctx, w.key)
+	} else {
+		watcher, err = kv.WatchAll(ctx)
+	}
 	if err != nil {
 		return fmt.Errorf("watch bucket %s: %w", w.bucket, err)
 	}

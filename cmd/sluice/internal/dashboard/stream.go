@@ -27,6 +27,7 @@ type update struct {
 	Tallies      []tally           `json:"tallies,omitempty"`      // of those rollouts: their counts by category
 	Active       *string           `json:"active,omitempty"`       // the active rollout's id, "" when none
 	Applied      *string           `json:"applied,omitempty"`      // the last-applied rollout's id (its revision is in force), "" when none
+	Head         *headView         `json:"head,omitempty"`         // sluice-revisions/head, as stored
 	Fingerprints []json.RawMessage `json:"fingerprints,omitempty"` // as get fingerprints -o json
 	Removed      []string          `json:"removedFingerprints,omitempty"`
 	// Pause is as get pause -o json: the request, then the services'
@@ -79,9 +80,33 @@ func (s *state) snapshot() (update, error) {
 	if u.Leader, err = s.leaderJSON(); err != nil {
 		return u, err
 	}
+	if u.Head, err = s.headJSON(); err != nil {
+		return u, err
+	}
 	u.Events = append([]json.RawMessage(nil), s.events...)
 	u.Unreadable = s.unreadableList()
 	return u, nil
+}
+
+// headView is sluice-revisions/head as the page shows it: the stored head
+// (as nats kv get shows it), or why it does not decode; neither when none
+// is stored (nothing was applied yet).
+type headView struct {
+	Head       json.RawMessage `json:"head,omitempty"`
+	Unreadable string          `json:"unreadable,omitempty"`
+}
+
+// headJSON; the caller holds mu.
+func (s *state) headJSON() (*headView, error) {
+	v := &headView{Unreadable: s.headBad}
+	if s.head != nil {
+		b, err := view.JSON(s.head)
+		if err != nil {
+			return nil, err
+		}
+		v.Head = b
+	}
+	return v, nil
 }
 
 func (s *state) leaderJSON() (json.RawMessage, error) {
@@ -141,6 +166,8 @@ func (s *state) changed(changes []change) (update, error) {
 			pause = true
 		case kindInstance:
 			pause, coord = true, true
+		case kindHead:
+			u.Head, err = s.headJSON()
 		case kindLeader:
 			u.Leader, err = s.leaderJSON()
 			coord = true

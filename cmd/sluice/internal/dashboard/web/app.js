@@ -9,6 +9,7 @@ const S = {
   rollouts: new Map(),     // id → Rollout
   active: '',
   applied: '',             // the last-applied rollout: its revision is in force
+  head: null,              // sluice-revisions/head: {head} as stored, {unreadable} or {} (none)
   fps: new Map(),          // fingerprint → InvalidFingerprint
   pause: [], pauseSummary: null,
   leader: {},
@@ -131,6 +132,7 @@ function apply(u) {
   for (const r of u.rollouts || []) S.rollouts.set(r.id, r);
   if (u.active !== undefined) S.active = u.active;
   if (u.applied !== undefined) S.applied = u.applied;
+  if (u.head) S.head = u.head;
   if (u.rollouts || u.active !== undefined) S.fullPaint = true;
   for (const f of u.fingerprints || []) S.fps.set(f.fingerprint, f);
   for (const f of u.removedFingerprints || []) S.fps.delete(f);
@@ -693,9 +695,10 @@ function renderHeld() {
 
 // History: the rollouts newest first, as sluice get rollouts lists them
 // (the newest 50). Each row that succeeded or partially failed can be gone
-// back to (sluice rollout undo --to-revision ITS_REVISION); the newest, when
-// it rolled back, was aborted or partially failed, can be retried
-// (sluice rollout retry acts on the head, which is its revision).
+// back to (sluice rollout undo --to-revision ITS_REVISION); the head's
+// rollout (sluice-revisions/head's generation and revision), when it rolled
+// back, was aborted or partially failed, can be retried (sluice rollout
+// retry acts on the head).
 const RETRYABLE = ['ROLLOUT_PHASE_ROLLED_BACK', 'ROLLOUT_PHASE_ABORTED', 'ROLLOUT_PHASE_PARTIALLY_FAILED'];
 const UNDOABLE = ['ROLLOUT_PHASE_SUCCEEDED', 'ROLLOUT_PHASE_PARTIALLY_FAILED'];
 // A row's counts are the server's tally (contract.TallyOf), in the words
@@ -718,16 +721,38 @@ function startedLine(at) {
   const d = new Date(at), today = d.toDateString() === new Date().toDateString();
   return el('span', { class: 'row-started', title: d.toLocaleString(), text: 'started ' + (today ? d.toLocaleTimeString() : d.toLocaleString()) });
 }
+// renderHead says what sluice-revisions/head holds: the revision to roll
+// out, its generation, when and why it moved, and whether a rollout of it
+// started; an unreadable head is said to be unreadable, never "none".
+function renderHead(hd, rs) {
+  const p = $('head'), h = S.head;
+  if (!h) { p.textContent = ''; p.dataset.head = ''; return; }
+  if (h.unreadable) {
+    p.dataset.head = 'unreadable';
+    p.textContent = `head: unreadable (sluice-revisions/head: ${h.unreadable})`;
+    return;
+  }
+  if (!hd) { p.dataset.head = 'none'; p.textContent = 'head: none (nothing applied yet)'; return; }
+  const r = rs.find(r => r.revision === hd.revision && Number(r.generation || 0) === Number(hd.generation || 0));
+  p.dataset.head = r ? 'rolled' : 'not-started';
+  p.textContent = `head: revision ${short(hd.revision)} (generation ${hd.generation || 0})` +
+    (hd.updatedAt ? `, moved ${new Date(hd.updatedAt).toLocaleString()}` : '') + (hd.reason ? `: ${hd.reason}` : '') +
+    (hd.strategyLost ? ' (the head before it did not decode: its strategy is the default, not the operator\'s)' : '') +
+    (r ? ` — rollout ${r.id}` : ' — no rollout of it has started yet');
+}
 let historyKey = '';
 function renderHistory() {
   const rs = [...S.rollouts.values()].sort((a, b) => (b.startedAt || '').localeCompare(a.startedAt || '') || Number(b.generation || 0) - Number(a.generation || 0)).slice(0, 50);
   const controls = !!(S.config && S.config.controls);
   // Rebuilt only when a row changes: a focused button survives an update.
-  const key = controls + '|' + S.active + '|' + S.applied + '|' + rs.map(r => r.id + r.phase + held(r) + JSON.stringify(S.tallies.get(r.id) || {})).join(',');
-  // The head is the newest rollout's revision: undo to it is refused ("is
-  // the head already"), so no row of it offers Undo to this.
-  const byGen = [...S.rollouts.values()].sort((a, b) => Number(b.generation || 0) - Number(a.generation || 0));
-  const head = byGen.length ? byGen[0].revision : '';
+  // The head is sluice-revisions/head as stored, not the newest rollout's
+  // revision: it moves before a coordinator starts its rollout. Undo to
+  // its revision is refused ("is the head already"), so no row of it
+  // offers Undo to this; Retry acts on the head's rollout.
+  const hd = (S.head && S.head.head) || null, head = hd ? hd.revision || '' : '';
+  const headRollout = (r) => !!hd && r.revision === hd.revision && Number(r.generation || 0) === Number(hd.generation || 0);
+  renderHead(hd, rs);
+  const key = controls + '|' + S.active + '|' + S.applied + '|' + JSON.stringify(S.head) + '|' + rs.map(r => r.id + r.phase + held(r) + JSON.stringify(S.tallies.get(r.id) || {})).join(',');
   if (key === historyKey) return;
   historyKey = key;
   $('history').replaceChildren(...rs.map((r, i) => {
@@ -738,7 +763,9 @@ function renderHistory() {
       b.disabled = !controls;
       actions.append(b);
     }
-    if (i === 0 && RETRYABLE.includes(r.phase)) {
+    // The head's rollout; with the head unreadable, the newest (the
+    // configurator decides what a retry then does).
+    if (RETRYABLE.includes(r.phase) && (hd ? headRollout(r) : i === 0 && !!(S.head && S.head.unreadable))) {
       const b = el('button', { type: 'button', class: 'control', 'data-action': 'retry', text: 'Retry', title: 'roll the head out again (sluice rollout retry)' });
       b.disabled = !controls;
       actions.append(b);
