@@ -418,10 +418,11 @@ func entryKind(m filemode.FileMode) string {
 // commitOf is what an answer records of its commit.
 func commitOf(c *object.Commit) *sluicev1.GitCommit {
 	return &sluicev1.GitCommit{
-		Hash:    c.Hash.String(),
-		Subject: subject(c.Message),
-		Author:  fmt.Sprintf("%s <%s>", c.Author.Name, c.Author.Email),
-		Time:    timestamppb.New(c.Author.When),
+		Hash:      c.Hash.String(),
+		Subject:   subject(c.Message),
+		Author:    fmt.Sprintf("%s <%s>", c.Author.Name, c.Author.Email),
+		Committer: fmt.Sprintf("%s <%s>", c.Committer.Name, c.Committer.Email),
+		Time:      timestamppb.New(c.Author.When),
 	}
 }
 

@@ -50,7 +50,7 @@ func TestGit_IntentsAtHead_AreTheAnswer(t *testing.T) {
 				t.Errorf("documents = %q, want %q", got, want)
 			}
 			c := snap.Commit
-			if c.GetHash() != head || c.GetSubject() != "tenants a and b" || c.GetAuthor() != gittest.Author || c.GetTime() == nil {
+			if c.GetHash() != head || c.GetSubject() != "tenants a and b" || c.GetAuthor() != gittest.Author || c.GetCommitter() != gittest.Author || c.GetTime() == nil {
 				t.Errorf("commit = %v, want %s, its subject and author", c, head)
 			}
 			if snap.Version == "" {

@@ -185,7 +185,11 @@ type ApplyJournal struct {
 	Mark []string `protobuf:"bytes,7,rep,name=mark,proto3" json:"mark,omitempty"`
 	// A registry sync: where each intent it writes is declared in the
 	// registry (key → StoredIntent.origin).
-	Origins       map[string]string `protobuf:"bytes,8,rep,name=origins,proto3" json:"origins,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	Origins map[string]string `protobuf:"bytes,8,rep,name=origins,proto3" json:"origins,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
+	// A registry sync: the registry, and for a git registry the commit its
+	// answer was read at; the head records it (Head.source) when it moves.
+	// Unset for the API's changes, whatever source string they name.
+	Provenance    *Source `protobuf:"bytes,9,opt,name=provenance,proto3" json:"provenance,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -272,6 +276,13 @@ func (x *ApplyJournal) GetMark() []string {
 func (x *ApplyJournal) GetOrigins() map[string]string {
 	if x != nil {
 		return x.Origins
+	}
+	return nil
+}
+
+func (x *ApplyJournal) GetProvenance() *Source {
+	if x != nil {
+		return x.Provenance
 	}
 	return nil
 }
@@ -1047,7 +1058,7 @@ var File_sluice_v1_api_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_api_proto_rawDesc = "" +
 	"\n" +
-	"\x13sluice/v1/api.proto\x12\tsluice.v1\x1a\x16sluice/v1/intent.proto\x1a\x17sluice/v1/rollout.proto\"\xd4\x01\n" +
+	"\x13sluice/v1/api.proto\x12\tsluice.v1\x1a\x16sluice/v1/intent.proto\x1a\x17sluice/v1/rollout.proto\x1a\x16sluice/v1/source.proto\"\xd4\x01\n" +
 	"\fApplyRequest\x12+\n" +
 	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\x12/\n" +
 	"\bstrategy\x18\x02 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x12\x16\n" +
@@ -1055,7 +1066,7 @@ const file_sluice_v1_api_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x04 \x01(\tR\trequestId\x12\x17\n" +
 	"\adry_run\x18\x05 \x01(\bR\x06dryRun\x12\x16\n" +
-	"\x06strict\x18\x06 \x01(\bR\x06strict\"\xfe\x02\n" +
+	"\x06strict\x18\x06 \x01(\bR\x06strict\"\xb1\x03\n" +
 	"\fApplyJournal\x12+\n" +
 	"\aintents\x18\x01 \x03(\v2\x11.sluice.v1.IntentR\aintents\x12/\n" +
 	"\bstrategy\x18\x02 \x01(\v2\x13.sluice.v1.StrategyR\bstrategy\x12\x16\n" +
@@ -1065,7 +1076,10 @@ const file_sluice_v1_api_proto_rawDesc = "" +
 	"\n" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12\x12\n" +
 	"\x04mark\x18\a \x03(\tR\x04mark\x12>\n" +
-	"\aorigins\x18\b \x03(\v2$.sluice.v1.ApplyJournal.OriginsEntryR\aorigins\x1a:\n" +
+	"\aorigins\x18\b \x03(\v2$.sluice.v1.ApplyJournal.OriginsEntryR\aorigins\x121\n" +
+	"\n" +
+	"provenance\x18\t \x01(\v2\x11.sluice.v1.SourceR\n" +
+	"provenance\x1a:\n" +
 	"\fOriginsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"o\n" +
@@ -1178,7 +1192,8 @@ var file_sluice_v1_api_proto_goTypes = []any{
 	nil,                    // 13: sluice.v1.ApplyJournal.OriginsEntry
 	(*Intent)(nil),         // 14: sluice.v1.Intent
 	(*Strategy)(nil),       // 15: sluice.v1.Strategy
-	(*StoredIntent)(nil),   // 16: sluice.v1.StoredIntent
+	(*Source)(nil),         // 16: sluice.v1.Source
+	(*StoredIntent)(nil),   // 17: sluice.v1.StoredIntent
 }
 var file_sluice_v1_api_proto_depIdxs = []int32{
 	14, // 0: sluice.v1.ApplyRequest.intents:type_name -> sluice.v1.Intent
@@ -1187,19 +1202,20 @@ var file_sluice_v1_api_proto_depIdxs = []int32{
 	15, // 3: sluice.v1.ApplyJournal.strategy:type_name -> sluice.v1.Strategy
 	3,  // 4: sluice.v1.ApplyJournal.prior:type_name -> sluice.v1.PriorIntent
 	13, // 5: sluice.v1.ApplyJournal.origins:type_name -> sluice.v1.ApplyJournal.OriginsEntry
-	16, // 6: sluice.v1.PriorIntent.value:type_name -> sluice.v1.StoredIntent
-	4,  // 7: sluice.v1.ApplyResponse.errors:type_name -> sluice.v1.FieldError
-	6,  // 8: sluice.v1.ApplyResponse.findings:type_name -> sluice.v1.Finding
-	0,  // 9: sluice.v1.Finding.severity:type_name -> sluice.v1.Severity
-	15, // 10: sluice.v1.UndoRequest.strategy:type_name -> sluice.v1.Strategy
-	15, // 11: sluice.v1.RetryRequest.strategy:type_name -> sluice.v1.Strategy
-	15, // 12: sluice.v1.DeleteRequest.strategy:type_name -> sluice.v1.Strategy
-	6,  // 13: sluice.v1.DeleteResponse.findings:type_name -> sluice.v1.Finding
-	14, // [14:14] is the sub-list for method output_type
-	14, // [14:14] is the sub-list for method input_type
-	14, // [14:14] is the sub-list for extension type_name
-	14, // [14:14] is the sub-list for extension extendee
-	0,  // [0:14] is the sub-list for field type_name
+	16, // 6: sluice.v1.ApplyJournal.provenance:type_name -> sluice.v1.Source
+	17, // 7: sluice.v1.PriorIntent.value:type_name -> sluice.v1.StoredIntent
+	4,  // 8: sluice.v1.ApplyResponse.errors:type_name -> sluice.v1.FieldError
+	6,  // 9: sluice.v1.ApplyResponse.findings:type_name -> sluice.v1.Finding
+	0,  // 10: sluice.v1.Finding.severity:type_name -> sluice.v1.Severity
+	15, // 11: sluice.v1.UndoRequest.strategy:type_name -> sluice.v1.Strategy
+	15, // 12: sluice.v1.RetryRequest.strategy:type_name -> sluice.v1.Strategy
+	15, // 13: sluice.v1.DeleteRequest.strategy:type_name -> sluice.v1.Strategy
+	6,  // 14: sluice.v1.DeleteResponse.findings:type_name -> sluice.v1.Finding
+	15, // [15:15] is the sub-list for method output_type
+	15, // [15:15] is the sub-list for method input_type
+	15, // [15:15] is the sub-list for extension type_name
+	15, // [15:15] is the sub-list for extension extendee
+	0,  // [0:15] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_api_proto_init() }
@@ -1209,6 +1225,7 @@ func file_sluice_v1_api_proto_init() {
 	}
 	file_sluice_v1_intent_proto_init()
 	file_sluice_v1_rollout_proto_init()
+	file_sluice_v1_source_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

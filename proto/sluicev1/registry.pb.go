@@ -492,75 +492,6 @@ func (x *GitRegistry) GetKnownHostsFile() string {
 	return ""
 }
 
-// GitCommit is a commit an answer of a git registry was read at.
-type GitCommit struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Hash          string                 `protobuf:"bytes,1,opt,name=hash,proto3" json:"hash,omitempty"`       // the full hash, in hex
-	Subject       string                 `protobuf:"bytes,2,opt,name=subject,proto3" json:"subject,omitempty"` // the first line of its message
-	Author        string                 `protobuf:"bytes,3,opt,name=author,proto3" json:"author,omitempty"`   // "Name <email>"
-	Time          *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=time,proto3" json:"time,omitempty"`       // the author's time
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
-}
-
-func (x *GitCommit) Reset() {
-	*x = GitCommit{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[4]
-	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-	ms.StoreMessageInfo(mi)
-}
-
-func (x *GitCommit) String() string {
-	return protoimpl.X.MessageStringOf(x)
-}
-
-func (*GitCommit) ProtoMessage() {}
-
-func (x *GitCommit) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[4]
-	if x != nil {
-		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
-		if ms.LoadMessageInfo() == nil {
-			ms.StoreMessageInfo(mi)
-		}
-		return ms
-	}
-	return mi.MessageOf(x)
-}
-
-// Deprecated: Use GitCommit.ProtoReflect.Descriptor instead.
-func (*GitCommit) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{4}
-}
-
-func (x *GitCommit) GetHash() string {
-	if x != nil {
-		return x.Hash
-	}
-	return ""
-}
-
-func (x *GitCommit) GetSubject() string {
-	if x != nil {
-		return x.Subject
-	}
-	return ""
-}
-
-func (x *GitCommit) GetAuthor() string {
-	if x != nil {
-		return x.Author
-	}
-	return ""
-}
-
-func (x *GitCommit) GetTime() *timestamppb.Timestamp {
-	if x != nil {
-		return x.Time
-	}
-	return nil
-}
-
 // RegistryStatus is the value of registries/<name>, written by the
 // configurator after every sync attempt: what sluice get registries shows.
 type RegistryStatus struct {
@@ -601,7 +532,7 @@ type RegistryStatus struct {
 
 func (x *RegistryStatus) Reset() {
 	*x = RegistryStatus{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[5]
+	mi := &file_sluice_v1_registry_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -613,7 +544,7 @@ func (x *RegistryStatus) String() string {
 func (*RegistryStatus) ProtoMessage() {}
 
 func (x *RegistryStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[5]
+	mi := &file_sluice_v1_registry_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -626,7 +557,7 @@ func (x *RegistryStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryStatus.ProtoReflect.Descriptor instead.
 func (*RegistryStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *RegistryStatus) GetName() string {
@@ -783,7 +714,7 @@ type PendingDeletion struct {
 
 func (x *PendingDeletion) Reset() {
 	*x = PendingDeletion{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[6]
+	mi := &file_sluice_v1_registry_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -795,7 +726,7 @@ func (x *PendingDeletion) String() string {
 func (*PendingDeletion) ProtoMessage() {}
 
 func (x *PendingDeletion) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[6]
+	mi := &file_sluice_v1_registry_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -808,7 +739,7 @@ func (x *PendingDeletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingDeletion.ProtoReflect.Descriptor instead.
 func (*PendingDeletion) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *PendingDeletion) GetIntent() string {
@@ -844,7 +775,7 @@ type RegistryConflict struct {
 
 func (x *RegistryConflict) Reset() {
 	*x = RegistryConflict{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[7]
+	mi := &file_sluice_v1_registry_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -856,7 +787,7 @@ func (x *RegistryConflict) String() string {
 func (*RegistryConflict) ProtoMessage() {}
 
 func (x *RegistryConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[7]
+	mi := &file_sluice_v1_registry_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -869,7 +800,7 @@ func (x *RegistryConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryConflict.ProtoReflect.Descriptor instead.
 func (*RegistryConflict) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegistryConflict) GetIntent() string {
@@ -901,7 +832,7 @@ type HeldDeletion struct {
 
 func (x *HeldDeletion) Reset() {
 	*x = HeldDeletion{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[8]
+	mi := &file_sluice_v1_registry_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -913,7 +844,7 @@ func (x *HeldDeletion) String() string {
 func (*HeldDeletion) ProtoMessage() {}
 
 func (x *HeldDeletion) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[8]
+	mi := &file_sluice_v1_registry_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -926,7 +857,7 @@ func (x *HeldDeletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldDeletion.ProtoReflect.Descriptor instead.
 func (*HeldDeletion) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *HeldDeletion) GetIntents() []string {
@@ -972,7 +903,7 @@ type RegistryConfirm struct {
 
 func (x *RegistryConfirm) Reset() {
 	*x = RegistryConfirm{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[9]
+	mi := &file_sluice_v1_registry_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -984,7 +915,7 @@ func (x *RegistryConfirm) String() string {
 func (*RegistryConfirm) ProtoMessage() {}
 
 func (x *RegistryConfirm) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[9]
+	mi := &file_sluice_v1_registry_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -997,7 +928,7 @@ func (x *RegistryConfirm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryConfirm.ProtoReflect.Descriptor instead.
 func (*RegistryConfirm) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{9}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RegistryConfirm) GetDigest() string {
@@ -1032,7 +963,7 @@ var File_sluice_v1_registry_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_registry_proto_rawDesc = "" +
 	"\n" +
-	"\x18sluice/v1/registry.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x13sluice/v1/api.proto\"\xe3\x02\n" +
+	"\x18sluice/v1/registry.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x13sluice/v1/api.proto\x1a\x16sluice/v1/source.proto\"\xe3\x02\n" +
 	"\fRegistrySpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\x05redis\x18\x02 \x01(\v2\x18.sluice.v1.RedisRegistryH\x00R\x05redis\x12<\n" +
@@ -1063,12 +994,7 @@ const file_sluice_v1_registry_proto_rawDesc = "" +
 	"\x14allowed_signers_file\x18\a \x01(\tR\x12allowedSignersFile\x12 \n" +
 	"\fssh_key_file\x18\b \x01(\tR\n" +
 	"sshKeyFile\x12(\n" +
-	"\x10known_hosts_file\x18\t \x01(\tR\x0eknownHostsFile\"\x81\x01\n" +
-	"\tGitCommit\x12\x12\n" +
-	"\x04hash\x18\x01 \x01(\tR\x04hash\x12\x18\n" +
-	"\asubject\x18\x02 \x01(\tR\asubject\x12\x16\n" +
-	"\x06author\x18\x03 \x01(\tR\x06author\x12.\n" +
-	"\x04time\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\"\x93\x06\n" +
+	"\x10known_hosts_file\x18\t \x01(\tR\x0eknownHostsFile\"\x93\x06\n" +
 	"\x0eRegistryStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1a\n" +
@@ -1130,48 +1056,47 @@ func file_sluice_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
+var file_sluice_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
 var file_sluice_v1_registry_proto_goTypes = []any{
 	(RegistryState)(0),            // 0: sluice.v1.RegistryState
 	(*RegistrySpec)(nil),          // 1: sluice.v1.RegistrySpec
 	(*RedisRegistry)(nil),         // 2: sluice.v1.RedisRegistry
 	(*DirectoryRegistry)(nil),     // 3: sluice.v1.DirectoryRegistry
 	(*GitRegistry)(nil),           // 4: sluice.v1.GitRegistry
-	(*GitCommit)(nil),             // 5: sluice.v1.GitCommit
-	(*RegistryStatus)(nil),        // 6: sluice.v1.RegistryStatus
-	(*PendingDeletion)(nil),       // 7: sluice.v1.PendingDeletion
-	(*RegistryConflict)(nil),      // 8: sluice.v1.RegistryConflict
-	(*HeldDeletion)(nil),          // 9: sluice.v1.HeldDeletion
-	(*RegistryConfirm)(nil),       // 10: sluice.v1.RegistryConfirm
-	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
-	(*FieldError)(nil),            // 13: sluice.v1.FieldError
+	(*RegistryStatus)(nil),        // 5: sluice.v1.RegistryStatus
+	(*PendingDeletion)(nil),       // 6: sluice.v1.PendingDeletion
+	(*RegistryConflict)(nil),      // 7: sluice.v1.RegistryConflict
+	(*HeldDeletion)(nil),          // 8: sluice.v1.HeldDeletion
+	(*RegistryConfirm)(nil),       // 9: sluice.v1.RegistryConfirm
+	(*durationpb.Duration)(nil),   // 10: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
+	(*FieldError)(nil),            // 12: sluice.v1.FieldError
+	(*GitCommit)(nil),             // 13: sluice.v1.GitCommit
 }
 var file_sluice_v1_registry_proto_depIdxs = []int32{
 	2,  // 0: sluice.v1.RegistrySpec.redis:type_name -> sluice.v1.RedisRegistry
 	3,  // 1: sluice.v1.RegistrySpec.directory:type_name -> sluice.v1.DirectoryRegistry
 	4,  // 2: sluice.v1.RegistrySpec.git:type_name -> sluice.v1.GitRegistry
-	11, // 3: sluice.v1.RegistrySpec.sync_interval:type_name -> google.protobuf.Duration
-	12, // 4: sluice.v1.RegistrySpec.at:type_name -> google.protobuf.Timestamp
-	12, // 5: sluice.v1.GitCommit.time:type_name -> google.protobuf.Timestamp
-	0,  // 6: sluice.v1.RegistryStatus.state:type_name -> sluice.v1.RegistryState
-	12, // 7: sluice.v1.RegistryStatus.last_sync:type_name -> google.protobuf.Timestamp
-	12, // 8: sluice.v1.RegistryStatus.unreachable_since:type_name -> google.protobuf.Timestamp
-	13, // 9: sluice.v1.RegistryStatus.invalid:type_name -> sluice.v1.FieldError
-	8,  // 10: sluice.v1.RegistryStatus.conflicts:type_name -> sluice.v1.RegistryConflict
-	9,  // 11: sluice.v1.RegistryStatus.held:type_name -> sluice.v1.HeldDeletion
-	12, // 12: sluice.v1.RegistryStatus.updated_at:type_name -> google.protobuf.Timestamp
-	7,  // 13: sluice.v1.RegistryStatus.pending:type_name -> sluice.v1.PendingDeletion
-	5,  // 14: sluice.v1.RegistryStatus.commit:type_name -> sluice.v1.GitCommit
-	12, // 15: sluice.v1.PendingDeletion.missing_since:type_name -> google.protobuf.Timestamp
-	12, // 16: sluice.v1.PendingDeletion.effective_at:type_name -> google.protobuf.Timestamp
-	12, // 17: sluice.v1.HeldDeletion.since:type_name -> google.protobuf.Timestamp
-	12, // 18: sluice.v1.RegistryConfirm.at:type_name -> google.protobuf.Timestamp
-	19, // [19:19] is the sub-list for method output_type
-	19, // [19:19] is the sub-list for method input_type
-	19, // [19:19] is the sub-list for extension type_name
-	19, // [19:19] is the sub-list for extension extendee
-	0,  // [0:19] is the sub-list for field type_name
+	10, // 3: sluice.v1.RegistrySpec.sync_interval:type_name -> google.protobuf.Duration
+	11, // 4: sluice.v1.RegistrySpec.at:type_name -> google.protobuf.Timestamp
+	0,  // 5: sluice.v1.RegistryStatus.state:type_name -> sluice.v1.RegistryState
+	11, // 6: sluice.v1.RegistryStatus.last_sync:type_name -> google.protobuf.Timestamp
+	11, // 7: sluice.v1.RegistryStatus.unreachable_since:type_name -> google.protobuf.Timestamp
+	12, // 8: sluice.v1.RegistryStatus.invalid:type_name -> sluice.v1.FieldError
+	7,  // 9: sluice.v1.RegistryStatus.conflicts:type_name -> sluice.v1.RegistryConflict
+	8,  // 10: sluice.v1.RegistryStatus.held:type_name -> sluice.v1.HeldDeletion
+	11, // 11: sluice.v1.RegistryStatus.updated_at:type_name -> google.protobuf.Timestamp
+	6,  // 12: sluice.v1.RegistryStatus.pending:type_name -> sluice.v1.PendingDeletion
+	13, // 13: sluice.v1.RegistryStatus.commit:type_name -> sluice.v1.GitCommit
+	11, // 14: sluice.v1.PendingDeletion.missing_since:type_name -> google.protobuf.Timestamp
+	11, // 15: sluice.v1.PendingDeletion.effective_at:type_name -> google.protobuf.Timestamp
+	11, // 16: sluice.v1.HeldDeletion.since:type_name -> google.protobuf.Timestamp
+	11, // 17: sluice.v1.RegistryConfirm.at:type_name -> google.protobuf.Timestamp
+	18, // [18:18] is the sub-list for method output_type
+	18, // [18:18] is the sub-list for method input_type
+	18, // [18:18] is the sub-list for extension type_name
+	18, // [18:18] is the sub-list for extension extendee
+	0,  // [0:18] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_registry_proto_init() }
@@ -1180,6 +1105,7 @@ func file_sluice_v1_registry_proto_init() {
 		return
 	}
 	file_sluice_v1_api_proto_init()
+	file_sluice_v1_source_proto_init()
 	file_sluice_v1_registry_proto_msgTypes[0].OneofWrappers = []any{
 		(*RegistrySpec_Redis)(nil),
 		(*RegistrySpec_Directory)(nil),
@@ -1191,7 +1117,7 @@ func file_sluice_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_registry_proto_rawDesc), len(file_sluice_v1_registry_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   10,
+			NumMessages:   9,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

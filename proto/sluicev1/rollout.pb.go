@@ -698,7 +698,10 @@ type Head struct {
 	RequestId  string                 `protobuf:"bytes,6,opt,name=request_id,json=requestId,proto3" json:"request_id,omitempty"` // the apply request that moved the head here ("" for others)
 	// The head this one replaced did not decode and no rollout record held
 	// its strategy: this head's strategy is the default, not the operator's.
-	StrategyLost  bool `protobuf:"varint,7,opt,name=strategy_lost,json=strategyLost,proto3" json:"strategy_lost,omitempty"`
+	StrategyLost bool `protobuf:"varint,7,opt,name=strategy_lost,json=strategyLost,proto3" json:"strategy_lost,omitempty"`
+	// The registry sync (and git commit) that moved the head here; unset for
+	// the API's changes. Not part of the revision: see Source.
+	Source        *Source `protobuf:"bytes,8,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -780,6 +783,13 @@ func (x *Head) GetStrategyLost() bool {
 		return x.StrategyLost
 	}
 	return false
+}
+
+func (x *Head) GetSource() *Source {
+	if x != nil {
+		return x.Source
+	}
+	return nil
 }
 
 // NodeOutcome records a node that did not simply succeed.
@@ -1095,7 +1105,10 @@ type Rollout struct {
 	// The bake before the next stage is over (its time, and its re-run
 	// checks); the next stage has not started yet (it waits for a window, a
 	// gate or a redundancy group). A new term does not bake again.
-	Baked         bool `protobuf:"varint,31,opt,name=baked,proto3" json:"baked,omitempty"`
+	Baked bool `protobuf:"varint,31,opt,name=baked,proto3" json:"baked,omitempty"`
+	// Where the head this rollout started from came from (Head.source,
+	// copied at the start): the registry and git commit; unset for the API's.
+	Source        *Source `protobuf:"bytes,32,opt,name=source,proto3" json:"source,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1345,6 +1358,13 @@ func (x *Rollout) GetBaked() bool {
 		return x.Baked
 	}
 	return false
+}
+
+func (x *Rollout) GetSource() *Source {
+	if x != nil {
+		return x.Source
+	}
+	return nil
 }
 
 // StageResult is one wave or failure-domain stage of a rollout. A stage
@@ -2047,7 +2067,7 @@ var File_sluice_v1_rollout_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\n" +
-	"\x17sluice/v1/rollout.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/wrappers.proto\x1a\x16sluice/v1/config.proto\x1a\x17sluice/v1/control.proto\x1a\x16sluice/v1/intent.proto\"\x82\x01\n" +
+	"\x17sluice/v1/rollout.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x1egoogle/protobuf/wrappers.proto\x1a\x16sluice/v1/config.proto\x1a\x17sluice/v1/control.proto\x1a\x16sluice/v1/intent.proto\x1a\x16sluice/v1/source.proto\"\x82\x01\n" +
 	"\bRevision\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12+\n" +
 	"\aintents\x18\x02 \x03(\v2\x11.sluice.v1.IntentR\aintents\x129\n" +
@@ -2106,7 +2126,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\asamples\x18\t \x01(\rR\asamples\x12\x16\n" +
 	"\x06firing\x18\n" +
 	" \x03(\tR\x06firing\x12*\n" +
-	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x8a\x02\n" +
+	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xb5\x02\n" +
 	"\x04Head\x12\x1a\n" +
 	"\brevision\x18\x01 \x01(\tR\brevision\x12\x1e\n" +
 	"\n" +
@@ -2118,7 +2138,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x06reason\x18\x05 \x01(\tR\x06reason\x12\x1d\n" +
 	"\n" +
 	"request_id\x18\x06 \x01(\tR\trequestId\x12#\n" +
-	"\rstrategy_lost\x18\a \x01(\bR\fstrategyLost\"\xf3\x01\n" +
+	"\rstrategy_lost\x18\a \x01(\bR\fstrategyLost\x12)\n" +
+	"\x06source\x18\b \x01(\v2\x11.sluice.v1.SourceR\x06source\"\xf3\x01\n" +
 	"\vNodeOutcome\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12*\n" +
 	"\x05phase\x18\x02 \x01(\x0e2\x14.sluice.v1.NodePhaseR\x05phase\x12 \n" +
@@ -2144,7 +2165,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\astopped\x18\f \x01(\rR\astopped\x12\x1f\n" +
 	"\vnot_started\x18\r \x01(\rR\n" +
 	"notStarted\x12\"\n" +
-	"\fincompatible\x18\x0e \x01(\rR\fincompatible\"\xc4\n" +
+	"\fincompatible\x18\x0e \x01(\rR\fincompatible\"\xef\n" +
 	"\n" +
 	"\aRollout\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
@@ -2187,7 +2208,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\adomains\x18\x1c \x03(\tR\adomains\x12,\n" +
 	"\x12bake_checks_passed\x18\x1d \x01(\rR\x10bakeChecksPassed\x126\n" +
 	"\tbake_left\x18\x1e \x01(\v2\x19.google.protobuf.DurationR\bbakeLeft\x12\x14\n" +
-	"\x05baked\x18\x1f \x01(\bR\x05baked\"\x9b\x03\n" +
+	"\x05baked\x18\x1f \x01(\bR\x05baked\x12)\n" +
+	"\x06source\x18  \x01(\v2\x11.sluice.v1.SourceR\x06source\"\x9b\x03\n" +
 	"\vStageResult\x12\x12\n" +
 	"\x04wave\x18\x01 \x01(\rR\x04wave\x12\x16\n" +
 	"\x06domain\x18\x02 \x01(\tR\x06domain\x129\n" +
@@ -2309,9 +2331,10 @@ var file_sluice_v1_rollout_proto_goTypes = []any{
 	(*timestamppb.Timestamp)(nil),  // 19: google.protobuf.Timestamp
 	(*durationpb.Duration)(nil),    // 20: google.protobuf.Duration
 	(*wrapperspb.DoubleValue)(nil), // 21: google.protobuf.DoubleValue
-	(NodePhase)(0),                 // 22: sluice.v1.NodePhase
-	(*PauseRequest)(nil),           // 23: sluice.v1.PauseRequest
-	(*PauseAck)(nil),               // 24: sluice.v1.PauseAck
+	(*Source)(nil),                 // 22: sluice.v1.Source
+	(NodePhase)(0),                 // 23: sluice.v1.NodePhase
+	(*PauseRequest)(nil),           // 24: sluice.v1.PauseRequest
+	(*PauseAck)(nil),               // 25: sluice.v1.PauseAck
 }
 var file_sluice_v1_rollout_proto_depIdxs = []int32{
 	18, // 0: sluice.v1.Revision.intents:type_name -> sluice.v1.Intent
@@ -2331,44 +2354,46 @@ var file_sluice_v1_rollout_proto_depIdxs = []int32{
 	19, // 14: sluice.v1.GateResult.at:type_name -> google.protobuf.Timestamp
 	3,  // 15: sluice.v1.Head.strategy:type_name -> sluice.v1.Strategy
 	19, // 16: sluice.v1.Head.updated_at:type_name -> google.protobuf.Timestamp
-	22, // 17: sluice.v1.NodeOutcome.phase:type_name -> sluice.v1.NodePhase
-	1,  // 18: sluice.v1.NodeOutcome.result:type_name -> sluice.v1.NodeResult
-	3,  // 19: sluice.v1.Rollout.strategy:type_name -> sluice.v1.Strategy
-	0,  // 20: sluice.v1.Rollout.phase:type_name -> sluice.v1.RolloutPhase
-	19, // 21: sluice.v1.Rollout.started_at:type_name -> google.protobuf.Timestamp
-	19, // 22: sluice.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
-	19, // 23: sluice.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
-	8,  // 24: sluice.v1.Rollout.counts:type_name -> sluice.v1.RolloutCounts
-	7,  // 25: sluice.v1.Rollout.failures:type_name -> sluice.v1.NodeOutcome
-	7,  // 26: sluice.v1.Rollout.skipped:type_name -> sluice.v1.NodeOutcome
-	19, // 27: sluice.v1.Rollout.bake_until:type_name -> google.protobuf.Timestamp
-	20, // 28: sluice.v1.Rollout.leader_time:type_name -> google.protobuf.Duration
-	14, // 29: sluice.v1.Rollout.aborted_by:type_name -> sluice.v1.AbortRequest
-	23, // 30: sluice.v1.Rollout.pause:type_name -> sluice.v1.PauseRequest
-	24, // 31: sluice.v1.Rollout.pause_ack:type_name -> sluice.v1.PauseAck
-	10, // 32: sluice.v1.Rollout.stages:type_name -> sluice.v1.StageResult
-	19, // 33: sluice.v1.Rollout.waiting_until:type_name -> google.protobuf.Timestamp
-	5,  // 34: sluice.v1.Rollout.gates:type_name -> sluice.v1.GateResult
-	5,  // 35: sluice.v1.Rollout.blocked_by:type_name -> sluice.v1.GateResult
-	20, // 36: sluice.v1.Rollout.bake_left:type_name -> google.protobuf.Duration
-	19, // 37: sluice.v1.StageResult.started_at:type_name -> google.protobuf.Timestamp
-	19, // 38: sluice.v1.StageResult.ended_at:type_name -> google.protobuf.Timestamp
-	8,  // 39: sluice.v1.StageResult.counts_at_start:type_name -> sluice.v1.RolloutCounts
-	19, // 40: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
-	19, // 41: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
-	13, // 42: sluice.v1.InvalidFingerprint.forgiven:type_name -> sluice.v1.Forgiveness
-	19, // 43: sluice.v1.Forgiveness.at:type_name -> google.protobuf.Timestamp
-	19, // 44: sluice.v1.AbortRequest.at:type_name -> google.protobuf.Timestamp
-	19, // 45: sluice.v1.ForgiveRequest.at:type_name -> google.protobuf.Timestamp
-	19, // 46: sluice.v1.ForgiveRequest.recorded_at:type_name -> google.protobuf.Timestamp
-	19, // 47: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
-	19, // 48: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
-	19, // 49: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
-	50, // [50:50] is the sub-list for method output_type
-	50, // [50:50] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	22, // 17: sluice.v1.Head.source:type_name -> sluice.v1.Source
+	23, // 18: sluice.v1.NodeOutcome.phase:type_name -> sluice.v1.NodePhase
+	1,  // 19: sluice.v1.NodeOutcome.result:type_name -> sluice.v1.NodeResult
+	3,  // 20: sluice.v1.Rollout.strategy:type_name -> sluice.v1.Strategy
+	0,  // 21: sluice.v1.Rollout.phase:type_name -> sluice.v1.RolloutPhase
+	19, // 22: sluice.v1.Rollout.started_at:type_name -> google.protobuf.Timestamp
+	19, // 23: sluice.v1.Rollout.updated_at:type_name -> google.protobuf.Timestamp
+	19, // 24: sluice.v1.Rollout.finished_at:type_name -> google.protobuf.Timestamp
+	8,  // 25: sluice.v1.Rollout.counts:type_name -> sluice.v1.RolloutCounts
+	7,  // 26: sluice.v1.Rollout.failures:type_name -> sluice.v1.NodeOutcome
+	7,  // 27: sluice.v1.Rollout.skipped:type_name -> sluice.v1.NodeOutcome
+	19, // 28: sluice.v1.Rollout.bake_until:type_name -> google.protobuf.Timestamp
+	20, // 29: sluice.v1.Rollout.leader_time:type_name -> google.protobuf.Duration
+	14, // 30: sluice.v1.Rollout.aborted_by:type_name -> sluice.v1.AbortRequest
+	24, // 31: sluice.v1.Rollout.pause:type_name -> sluice.v1.PauseRequest
+	25, // 32: sluice.v1.Rollout.pause_ack:type_name -> sluice.v1.PauseAck
+	10, // 33: sluice.v1.Rollout.stages:type_name -> sluice.v1.StageResult
+	19, // 34: sluice.v1.Rollout.waiting_until:type_name -> google.protobuf.Timestamp
+	5,  // 35: sluice.v1.Rollout.gates:type_name -> sluice.v1.GateResult
+	5,  // 36: sluice.v1.Rollout.blocked_by:type_name -> sluice.v1.GateResult
+	20, // 37: sluice.v1.Rollout.bake_left:type_name -> google.protobuf.Duration
+	22, // 38: sluice.v1.Rollout.source:type_name -> sluice.v1.Source
+	19, // 39: sluice.v1.StageResult.started_at:type_name -> google.protobuf.Timestamp
+	19, // 40: sluice.v1.StageResult.ended_at:type_name -> google.protobuf.Timestamp
+	8,  // 41: sluice.v1.StageResult.counts_at_start:type_name -> sluice.v1.RolloutCounts
+	19, // 42: sluice.v1.RolloutRef.at:type_name -> google.protobuf.Timestamp
+	19, // 43: sluice.v1.InvalidFingerprint.time:type_name -> google.protobuf.Timestamp
+	13, // 44: sluice.v1.InvalidFingerprint.forgiven:type_name -> sluice.v1.Forgiveness
+	19, // 45: sluice.v1.Forgiveness.at:type_name -> google.protobuf.Timestamp
+	19, // 46: sluice.v1.AbortRequest.at:type_name -> google.protobuf.Timestamp
+	19, // 47: sluice.v1.ForgiveRequest.at:type_name -> google.protobuf.Timestamp
+	19, // 48: sluice.v1.ForgiveRequest.recorded_at:type_name -> google.protobuf.Timestamp
+	19, // 49: sluice.v1.LeaderLease.acquired_at:type_name -> google.protobuf.Timestamp
+	19, // 50: sluice.v1.LeaderLease.renewed_at:type_name -> google.protobuf.Timestamp
+	19, // 51: sluice.v1.Fence.at:type_name -> google.protobuf.Timestamp
+	52, // [52:52] is the sub-list for method output_type
+	52, // [52:52] is the sub-list for method input_type
+	52, // [52:52] is the sub-list for extension type_name
+	52, // [52:52] is the sub-list for extension extendee
+	0,  // [0:52] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_rollout_proto_init() }
@@ -2379,6 +2404,7 @@ func file_sluice_v1_rollout_proto_init() {
 	file_sluice_v1_config_proto_init()
 	file_sluice_v1_control_proto_init()
 	file_sluice_v1_intent_proto_init()
+	file_sluice_v1_source_proto_init()
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{

@@ -120,7 +120,7 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	}
 	if len(writes) == 0 {
 		// Only the head moves (a re-roll, or back to a set stored already).
-		next, err := s.advance(ctx, req.GetStrategy(), reroll != "", req.GetRequestId(), func(diff) string {
+		next, err := s.advance(ctx, req.GetStrategy(), reroll != "", req.GetRequestId(), nil, func(diff) string {
 			if reroll != "" {
 				return reroll
 			}
@@ -390,7 +390,7 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 		return nil, unavailable(err)
 	}
 	before := in.head
-	next, err := s.advance(ctx, req.GetStrategy(), false, "", func(diff) string { return "deleted " + id }, &in)
+	next, err := s.advance(ctx, req.GetStrategy(), false, "", nil, func(diff) string { return "deleted " + id }, &in)
 	if err != nil {
 		return nil, interrupted(err)
 	}

@@ -179,10 +179,14 @@ func (s *Service) keepInForce(ctx context.Context, eff []*sluicev1.Intent, unrea
 // change for the head's reason. It returns the head as it stands after.
 // requestID is the apply request moving the head ("" for other causes); the
 // head records it so that the same request sent again is answered, not re-applied.
+// src is where the change came from (a registry's sync, with its git
+// commit; nil for the API's changes): the head records it and its events
+// name it, and it is no part of the revision's content.
 // in is the stored state the change was planned from, as it stands now
 // (nil: read it); a head that moved since (another configurator's change)
 // fails the head's compare-and-set with store.ErrConflict.
-func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, reroll bool, requestID string, why func(diff) string, in *inputs) (*sluicev1.Head, error) {
+func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, reroll bool, requestID string, src *sluicev1.Source,
+	why func(diff) string, in *inputs) (*sluicev1.Head, error) {
 	if in == nil {
 		read, err := s.readStored(ctx)
 		if err != nil {
@@ -238,6 +242,10 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, rero
 		prev = p.Value.GetIntents()
 	}
 	d := diffSets(prev, eff)
+	from := ""
+	if line := contract.SourceLine(src); line != "" {
+		from = "; from " + line
+	}
 	_, err = s.st.revisions.Create(ctx, id, rev)
 	switch {
 	case errors.Is(err, store.ErrConflict):
@@ -250,19 +258,19 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, rero
 		return nil, fmt.Errorf("write revision %s: %w", render.Short(id), err)
 	default:
 		s.events.Emit(&sluicev1.Event{Kind: events.KindRevision, Id: id, Type: "RevisionCreated", Revision: id,
-			Reason: fmt.Sprintf("revision %s of %d intents, from %s: %s", render.Short(id), len(eff), shortOrNone(cur.Value.GetRevision()), d)})
+			Reason: fmt.Sprintf("revision %s of %d intents, from %s: %s%s", render.Short(id), len(eff), shortOrNone(cur.Value.GetRevision()), d, from)})
 	}
 	next := &sluicev1.Head{
 		Revision: id, Generation: cur.Value.GetGeneration() + 1, Strategy: strategy, UpdatedAt: now, Reason: why(d),
-		RequestId: requestID, StrategyLost: in.strategyLost,
+		RequestId: requestID, StrategyLost: in.strategyLost, Source: src,
 	}
 	if _, err := s.st.head.Update(ctx, contract.KeyHead, next, cur.Revision); err != nil {
 		return nil, fmt.Errorf("move head to %s: %w", render.Short(id), err)
 	}
 	s.lastHead.Store(next)
 	s.events.Emit(&sluicev1.Event{Kind: events.KindRevision, Id: id, Type: "HeadMoved", Revision: id,
-		Reason: fmt.Sprintf("head moved from %s to %s, generation %d: %s",
-			shortOrNone(cur.Value.GetRevision()), render.Short(id), next.Generation, next.Reason)})
+		Reason: fmt.Sprintf("head moved from %s to %s, generation %d: %s%s",
+			shortOrNone(cur.Value.GetRevision()), render.Short(id), next.Generation, next.Reason, from)})
 	return next, nil
 }
 

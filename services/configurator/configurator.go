@@ -520,7 +520,7 @@ func (s *Service) reconcile(ctx context.Context) error {
 		lost, in.strategyLost = "; "+why, true
 	}
 	cur := in.head
-	_, err = s.advance(ctx, cur.Value.GetStrategy(), false, "", func(d diff) string {
+	_, err = s.advance(ctx, cur.Value.GetStrategy(), false, "", nil, func(d diff) string {
 		return fmt.Sprintf("reconciled: the stored intents differ from head revision %s (%s)%s", shortOrNone(cur.Value.GetRevision()), d, lost)
 	}, &in)
 	var inv *invalidStateError

@@ -38,8 +38,8 @@ func (s *Service) restoreHead(ctx context.Context, in *inputs) (restored bool, l
 	}
 	next := &sluicev1.Head{
 		Revision: rec.GetRevision(), Generation: rec.GetGeneration(), Strategy: rec.GetStrategy(),
-		UpdatedAt: timestamppb.New(s.cfg.Now()),
-		Reason:    fmt.Sprintf("restored: the head did not decode; written again from rollout %s's record (its revision, generation and strategy)", rec.GetId()),
+		UpdatedAt: timestamppb.New(s.cfg.Now()), Source: rec.GetSource(),
+		Reason: fmt.Sprintf("restored: the head did not decode; written again from rollout %s's record (its revision, generation, strategy and source)", rec.GetId()),
 	}
 	if _, err := s.st.head.Update(ctx, contract.KeyHead, next, in.head.Revision); err != nil {
 		return false, "", fmt.Errorf("restore the unreadable head from rollout %s: %w", rec.GetId(), err)

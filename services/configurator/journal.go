@@ -86,11 +86,11 @@ func (s *Service) finish(ctx context.Context, j store.Entry[*sluicev1.ApplyJourn
 			landed := in.landed(jr)
 			after = &landed
 		}
-		head, err = s.advance(ctx, jr.GetStrategy(), false, jr.GetRequestId(), why, after)
+		head, err = s.advance(ctx, jr.GetStrategy(), false, jr.GetRequestId(), jr.GetProvenance(), why, after)
 		if after != nil && errors.Is(err, store.ErrConflict) {
 			// Another configurator moved the head after the change was
 			// planned: its change is in the bucket, so read it again.
-			head, err = s.advance(ctx, jr.GetStrategy(), false, jr.GetRequestId(), why, nil)
+			head, err = s.advance(ctx, jr.GetStrategy(), false, jr.GetRequestId(), jr.GetProvenance(), why, nil)
 		}
 	}
 	if err != nil {

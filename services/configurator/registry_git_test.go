@@ -18,6 +18,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/gittest"
 	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/pkg/render"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/configurator"
 )
@@ -341,4 +342,50 @@ func TestGitRegistry_RequireSigned_UnsignedCommitIsHeld(t *testing.T) {
 	waitStored(t, env, "layer2network.red", "red's new VLAN from the signed commit", func(v *sluicev1.StoredIntent) bool {
 		return v.GetIntent().GetLayer2Network().GetVlan() == 110
 	})
+}
+
+// Every head a git registry's sync moves records where it came from: the
+// registry and the commit (hash, author, committer, time, subject), and
+// the HeadMoved and RevisionCreated events name the commit; the revision
+// itself stays content-addressed. A head the API moves has no source.
+func TestGitRegistry_HeadRecordsTheCommit(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	evs := watchEvents(t, env.Conn)
+	g := gittest.New(t)
+	c1 := g.Commit("add red\n\nThe body is not recorded.", map[string]string{"intents/red.yaml": netDoc("red", 100)})
+	start(t, env)
+	addRegistry(t, env, gitSpec("gitops", g.URL()))
+
+	var head *sluicev1.Head
+	natstest.Eventually(t, wait, "the head moved by the sync of c1", func() bool {
+		head = headNow(t, env)
+		return head.GetRevision() != ""
+	})
+	src := head.GetSource()
+	c := src.GetCommit()
+	if src.GetRegistry() != "gitops" || c.GetHash() != c1 || c.GetSubject() != "add red" ||
+		c.GetAuthor() != gittest.Author || c.GetCommitter() != gittest.Author || c.GetTime() == nil {
+		t.Fatalf("head source = %v, want registry gitops, commit %s, its author, committer, time and subject", src, c1)
+	}
+	rev := getRevision(t, env, head.GetRevision())
+	if render.RevisionID(rev.GetIntents()) != head.GetRevision() {
+		t.Errorf("revision %s is not the hash of its intents", head.GetRevision())
+	}
+	want := c1[:12] + " (Ada Admin: add red)"
+	natstest.Eventually(t, wait, "HeadMoved and RevisionCreated naming the commit", func() bool {
+		moved, created := evs.ofType("HeadMoved"), evs.ofType("RevisionCreated")
+		return len(moved) == 1 && len(created) == 1 &&
+			strings.Contains(moved[0].GetReason(), "from git registry gitops commit "+want) &&
+			strings.Contains(created[0].GetReason(), "from git registry gitops commit "+want)
+	})
+
+	// The API's change: no source, even though the intents the sync
+	// brought are still in the revision.
+	mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: []*sluicev1.Intent{find(t, examples(t), "routingtable/mgmt")}})
+	natstest.Eventually(t, wait, "the head moved by the apply", func() bool {
+		return headNow(t, env).GetGeneration() == head.GetGeneration()+1
+	})
+	if s := headNow(t, env).GetSource(); s != nil {
+		t.Errorf("head moved by an apply has source %v, want none", s)
+	}
 }

@@ -178,7 +178,9 @@ func planSync(spec *sluicev1.RegistrySpec, snap registry.Snapshot, live map[stri
 		}
 	}
 
-	jr := &sluicev1.ApplyJournal{Source: name, HasPrior: true, Origins: map[string]string{}}
+	// Where the change came from goes with it into the head (Head.source).
+	jr := &sluicev1.ApplyJournal{Source: name, HasPrior: true, Origins: map[string]string{},
+		Provenance: &sluicev1.Source{Registry: name, Commit: snap.Commit}}
 	prior := func(key string) *sluicev1.PriorIntent {
 		p := &sluicev1.PriorIntent{Key: key, KvRevision: unreadable[key]}
 		if cur, ok := live[key]; ok {

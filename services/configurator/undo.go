@@ -204,7 +204,7 @@ func (s *Service) retry(ctx context.Context, req *sluicev1.RetryRequest) (*sluic
 	if err != nil {
 		return nil, &apiError{code: contract.ErrCodeConflict, desc: err.Error()}
 	}
-	next, err := s.advance(ctx, plan.Strategy, true, req.GetRequestId(), func(diff) string { return plan.Reason }, nil)
+	next, err := s.advance(ctx, plan.Strategy, true, req.GetRequestId(), nil, func(diff) string { return plan.Reason }, nil)
 	if err != nil {
 		return nil, interrupted(err)
 	}

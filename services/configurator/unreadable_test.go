@@ -357,8 +357,8 @@ func TestRun_UnreadableIntentAndHeadRevision_FreshKeyHasNoVersionInForce(t *test
 
 // A configurator started over a head that does not decode writes it again
 // from the newest rollout's record when the stored intents are that
-// rollout's revision: the same revision, generation and strategy, so no
-// coordinator starts the change again. It used to cut a new generation of
+// rollout's revision: the same revision, generation, strategy and source,
+// so no coordinator starts the change again. It used to cut a new generation of
 // the same revision with no strategy: the change rolled out again, with
 // the default strategy in place of the operator's.
 func TestRestart_UnreadableHead_WrittenAgainFromTheRolloutRecord(t *testing.T) {
@@ -368,11 +368,13 @@ func TestRestart_UnreadableHead_WrittenAgainFromTheRolloutRecord(t *testing.T) {
 	strategy := &sluicev1.Strategy{MaxParallel: "1", FirstWave: 1, WaveGrowth: 3}
 	first := mustApply(t, env.Conn, &sluicev1.ApplyRequest{Intents: examples(t), Strategy: strategy})
 	h := getHead(t, env).Value
+	// The record's source (as a git registry's sync would have left it) comes back too.
+	src := &sluicev1.Source{Registry: "gitops", Commit: &sluicev1.GitCommit{Hash: "0123456789abcdef", Subject: "add red"}}
 	rollouts := store.New(env.Buckets.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} })
 	id := contract.RolloutID(first.GetGeneration(), first.GetRevision())
 	if _, err := rollouts.Create(ctx, id, &sluicev1.Rollout{
 		Id: id, Revision: first.GetRevision(), Generation: first.GetGeneration(), Strategy: h.GetStrategy(),
-		Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+		Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, Source: src,
 	}); err != nil {
 		t.Fatal(err)
 	}
@@ -393,6 +395,9 @@ func TestRestart_UnreadableHead_WrittenAgainFromTheRolloutRecord(t *testing.T) {
 	}
 	if !proto.Equal(got.GetStrategy(), h.GetStrategy()) {
 		t.Errorf("head strategy = %v, want the operator's %v", got.GetStrategy(), h.GetStrategy())
+	}
+	if !proto.Equal(got.GetSource(), src) {
+		t.Errorf("head source = %v, want the record's %v", got.GetSource(), src)
 	}
 }
 

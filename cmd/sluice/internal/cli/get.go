@@ -83,7 +83,10 @@ func (a *app) getCommand() *cobra.Command {
                  came from, with where in it when known: gitops:tenant-a.yaml);
                  below the table, why each one deleting is still there, as
                  the reaper decided it, and when the reaper looks again
-  revisions      ID INTENTS CREATED HEAD (newest first; * marks the head)
+  revisions      ID INTENTS CREATED HEAD SOURCE (newest first; * marks the
+                 head; SOURCE is where the head move that introduced it came
+                 from: git registry gitops commit 0123456789ab (Ada Admin:
+                 add tenant a), registry NAME, or - for the API)
   nodes          NODE PRESENT LABELS PHASE FINGERPRINT REVISION MESSAGE LAST-UPDATE
                  (every node with a presence lease or a status; REVISION is
                  the revision in force when the node runs the config it gives
@@ -377,7 +380,23 @@ func loadRevisions(ctx context.Context, js jetstream.KeyValueManager) (listing, 
 	if err != nil {
 		return nil, nil, err
 	}
-	return revisionList{items: items, head: head}, append(badHead, bad...), nil
+	rollouts, err := rolloutRecords(ctx, js)
+	if err != nil {
+		return nil, nil, err
+	}
+	return revisionList{items: items, head: head, sources: revisionSources(rollouts, head)}, append(badHead, bad...), nil
+}
+
+// rolloutRecords is every readable rollout record, for where revisions came
+// from: none while the rollouts bucket does not exist (no coordinator has
+// started yet). Records that do not decode are left to the listings of
+// rollouts to report.
+func rolloutRecords(ctx context.Context, js jetstream.KeyValueManager) ([]*sluicev1.Rollout, error) {
+	if _, err := js.KeyValue(ctx, contract.BucketRollouts); errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil, nil
+	}
+	items, _, err := list(ctx, js, contract.BucketRollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }, contract.KeyActive, contract.KeyLastApplied)
+	return items, err
 }
 
 func loadNodes(ctx context.Context, js jetstream.KeyValueManager) (listing, []unreadableKey, error) {

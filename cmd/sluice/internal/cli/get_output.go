@@ -97,11 +97,11 @@ func (l revisionList) names() []string {
 }
 
 func (l revisionList) pick(keep func(int) bool) listing {
-	return revisionList{items: pickBy(l.items, keep), head: l.head}
+	return revisionList{items: pickBy(l.items, keep), head: l.head, sources: l.sources}
 }
 
 func (l revisionList) wideTable(now time.Time) [][]string {
-	rows := [][]string{{"ID", "INTENTS", "CREATED", "HEAD"}}
+	rows := [][]string{{"ID", "INTENTS", "CREATED", "HEAD", "SOURCE"}}
 	for i, row := range l.table(now)[1:] {
 		rows = append(rows, append([]string{l.items[i].GetId()}, row[1:]...))
 	}

@@ -29,7 +29,9 @@ why it ended. The counts are those of 'sluice rollout status': provisioned of
 the total, failed, then under OTHER the rest that count a node (skipped,
 stopped in flight, not started, ...), so that a row adds up to its total; and
 reverted. "(in force)" marks the rollout whose revision is in force
-(rollouts/last-applied), "(running)" the active one.
+(rollouts/last-applied), "(running)" the active one. Under the reason of a
+rollout a registry's sync started, a line says where it came from: "from git
+registry gitops commit 0123456789ab (Ada Admin: add tenant a)".
 
 Per-node results (failed, timed-out, refused, skipped and reverted nodes,
 with the failed check and its output) are in 'sluice rollout status ID', or
@@ -113,6 +115,11 @@ func (h history) table(now time.Time) [][]string {
 			otherCell(t, view.HistoryCounts...), countCell(t, contract.CountReverted),
 			oneLine(r.GetReason(), h.reasonWidth),
 		})
+		// Where its head came from, under its reason: a registry sync's
+		// registry and git commit.
+		if line := contract.SourceLine(r.GetSource()); line != "" {
+			rows = append(rows, []string{"", "", "", "", "", "", "", "", "", "", "from " + line})
+		}
 		// One row per wave or failure-domain stage, under its rollout: its
 		// nodes started by category (contract.StageTallyOf), adding up to
 		// them.

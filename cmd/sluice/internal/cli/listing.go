@@ -163,22 +163,49 @@ func intentSource(si *sluicev1.StoredIntent) string {
 
 func (l intentList) objects() ([]json.RawMessage, error) { return protoObjects(l) }
 
-// revisionList is the revisions bucket, newest first, with the head.
+// revisionList is the revisions bucket, newest first, with the head and
+// where each revision came from (revisionSources).
 type revisionList struct {
-	items []*sluicev1.Revision
-	head  *sluicev1.Head // nil when nothing was applied yet
+	items   []*sluicev1.Revision
+	head    *sluicev1.Head // nil when nothing was applied yet
+	sources map[string]*sluicev1.Source
 }
 
 func (l revisionList) table(now time.Time) [][]string {
-	rows := [][]string{{"ID", "INTENTS", "CREATED", "HEAD"}}
+	rows := [][]string{{"ID", "INTENTS", "CREATED", "HEAD", "SOURCE"}}
 	for _, r := range l.items {
 		head := ""
 		if l.head != nil && l.head.GetRevision() == r.GetId() {
 			head = fmt.Sprintf("* (generation %d)", l.head.GetGeneration())
 		}
-		rows = append(rows, []string{short(r.GetId()), fmt.Sprint(len(r.GetIntents())), age(now, r.GetCreatedAt()), head})
+		rows = append(rows, []string{short(r.GetId()), fmt.Sprint(len(r.GetIntents())), age(now, r.GetCreatedAt()), head,
+			orNone(contract.SourceLine(l.sources[r.GetId()]))})
 	}
 	return rows
+}
+
+// revisionSources is, by revision, the source of the head move that
+// introduced it: that of the oldest rollout record of it still kept (the
+// lowest generation), else the head's when the head names it. A revision
+// is content, not a change: the same content brought again later keeps
+// the source it was first rolled out from. A revision brought by the API,
+// or whose head moved on before its rollout started and whose records are
+// gone, has none.
+func revisionSources(rollouts []*sluicev1.Rollout, head *sluicev1.Head) map[string]*sluicev1.Source {
+	out := map[string]*sluicev1.Source{}
+	gen := map[string]uint64{}
+	for _, r := range rollouts {
+		if g, ok := gen[r.GetRevision()]; ok && g <= r.GetGeneration() {
+			continue
+		}
+		gen[r.GetRevision()], out[r.GetRevision()] = r.GetGeneration(), r.GetSource()
+	}
+	if id := head.GetRevision(); id != "" {
+		if _, ok := gen[id]; !ok {
+			out[id] = head.GetSource()
+		}
+	}
+	return out
 }
 
 func (l revisionList) objects() ([]json.RawMessage, error) { return protoObjects(l.items) }

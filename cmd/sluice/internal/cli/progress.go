@@ -417,11 +417,16 @@ func rolloutBlock(r *sluicev1.Rollout, live []liveNode, now time.Time, w cellWid
 	lines := []string{
 		fmt.Sprintf("rollout   %s (generation %d)", r.GetId(), r.GetGeneration()),
 		fmt.Sprintf("revision  %s", rev),
+	}
+	if line := contract.SourceLine(r.GetSource()); line != "" {
+		lines = append(lines, "source    from "+line)
+	}
+	lines = append(lines,
 		fmt.Sprintf("strategy  %s", strategyLine(r.GetStrategy())),
 		fmt.Sprintf("phase     %s, started %s ago, ran %s", rolloutPhase(r.GetPhase()), age(now, r.GetStartedAt()), rolloutDuration(r, now)),
-		progressBar(t.N(contract.CountProvisioned), t.Total, barWidth) + " provisioned",
+		progressBar(t.N(contract.CountProvisioned), t.Total, barWidth)+" provisioned",
 		countsLine(r),
-	}
+	)
 	if t.Attempted > 0 {
 		lines = append(lines, operationsLine(r))
 	}

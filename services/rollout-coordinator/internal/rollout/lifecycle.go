@@ -187,14 +187,15 @@ func (s *State) countLateFailure() {
 // config names the rollout (adopt, stopForAbort) and writes the terminal
 // record over the unreadable one: a rollout whose record is lost can be
 // neither resumed nor left running. Its strategy is the head's when the
-// head is that rollout's, else the defaults (it only paces the revert).
+// head is that rollout's, else the defaults (it only paces the revert);
+// so is its source.
 func lostRecord(l *LostRollout, head *sluicev1.Head, now time.Time) *sluicev1.Rollout {
 	r := &sluicev1.Rollout{Id: l.Ref.GetRollout(), Revision: l.Ref.GetRevision(), Generation: l.Ref.GetGeneration(),
 		Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, StartedAt: l.Ref.GetAt(), LeaderEpoch: l.Ref.GetLeaderEpoch(),
 		AbortedBy: &sluicev1.AbortRequest{Rollout: l.Ref.GetRollout(), By: contract.ComponentCoordinator, At: timestamppb.New(now),
 			Reason: fmt.Sprintf("its record cannot be read (%s): it can be neither resumed nor left running", l.Why)}}
 	if head.GetGeneration() == l.Ref.GetGeneration() && head.GetRevision() == l.Ref.GetRevision() {
-		r.Strategy = head.GetStrategy()
+		r.Strategy, r.Source = head.GetStrategy(), head.GetSource()
 	}
 	return r
 }
@@ -305,12 +306,17 @@ func (s *State) start(h *sluicev1.Head, rev *sluicev1.Revision, now time.Time) {
 		Reason:           "head moved: " + h.GetReason(),
 		StartedAt:        timestamppb.New(now),
 		Counts:           &sluicev1.RolloutCounts{},
+		Source:           h.GetSource(), // the registry and git commit the head came from
 	}
 	s.rollout, s.rolloutRev = r, rev
 	s.placeAll(false, now)
 	s.do(StartRollout{Rollout: snapshot(r)})
-	s.emit(s.rolloutEvent("RolloutStarted", fmt.Sprintf("%s; %d nodes, %d already up to date; %s",
-		r.GetReason(), r.GetCounts().GetTotal(), r.GetCounts().GetProvisioned(), s.plan.Describe())))
+	from := ""
+	if line := contract.SourceLine(r.GetSource()); line != "" {
+		from = "; from " + line
+	}
+	s.emit(s.rolloutEvent("RolloutStarted", fmt.Sprintf("%s%s; %d nodes, %d already up to date; %s",
+		r.GetReason(), from, r.GetCounts().GetTotal(), r.GetCounts().GetProvisioned(), s.plan.Describe())))
 	s.refuseKnownBad(now)
 	s.refuseIncompatible()
 }

@@ -26,6 +26,13 @@ func findAction[T Action](acts []Action) (T, bool) {
 	return zero, false
 }
 
+// fromGit is h moved by a git registry's sync.
+func fromGit(h *sluicev1.Head) *sluicev1.Head {
+	h.Source = &sluicev1.Source{Registry: "gitops", Commit: &sluicev1.GitCommit{
+		Hash: "0123456789abcdef0123456789abcdef01234567", Subject: "add red", Author: "Ada Admin <ada@example.net>"}}
+	return h
+}
+
 func TestDecide_Lifecycle(t *testing.T) {
 	r0, r1 := testRev("0000aaaa"), testRev("aaaa1111")
 	fp0, fp1 := targetOf(r0), targetOf(r1)
@@ -67,6 +74,22 @@ func TestDecide_Lifecycle(t *testing.T) {
 			event: Loaded{Head: head(2, r1.Id, "1"), HeadRev: r1,
 				LastApplied: applied0, LastAppliedRev: r0, Presence: presence("n1", "n2"), Desired: onR0},
 			want: []string{"start " + id1, "write n1", "emit RolloutStarted"},
+		},
+		{
+			name: "a rollout records the source of the head it starts from, and RolloutStarted names the commit",
+			event: Loaded{Head: fromGit(head(2, r1.Id, "1")), HeadRev: r1,
+				LastApplied: applied0, LastAppliedRev: r0, Presence: presence("n1", "n2"), Desired: onR0},
+			want: []string{"start " + id1, "write n1", "emit RolloutStarted"},
+			check: func(t *testing.T, s *State, acts []Action) {
+				st, _ := findAction[StartRollout](acts)
+				if want := fromGit(head(2, r1.Id, "1")).GetSource(); !proto.Equal(st.Rollout.GetSource(), want) {
+					t.Errorf("record source = %v, want the head's %v", st.Rollout.GetSource(), want)
+				}
+				ev, _ := findAction[Emit](acts)
+				if r := ev.Event.GetReason(); !strings.Contains(r, "from git registry gitops commit 0123456789ab (Ada Admin: add red)") {
+					t.Errorf("RolloutStarted reason %q does not name the commit", r)
+				}
+			},
 		},
 		{
 			name: "a terminal record still named active is finished without rewriting it",

@@ -523,6 +523,7 @@ function renderRollout() {
   $('rollout-phase').textContent = phase + (r.reason ? ': ' + r.reason : '');
   $('rollout-phase').dataset.phase = phase;
   const meta = [`revision ${short(r.revision)}`];
+  if (sourceLine(r)) meta.push('from ' + sourceLine(r));
   if (r.wave) meta.push(`wave ${r.wave}`);
   if (r.domain) meta.push(`domain ${r.domain}`);
   for (const g of r.gates || []) meta.push(`gate ${g.message} (${g.verdict}${g.before ? ' before ' + g.before : ''})`);
@@ -716,6 +717,16 @@ function otherText(t) {
 }
 // startedLine is when a rollout started, under its id (the row keeps its
 // counts in view): today's as its time, an older one with its date too.
+// sourceLine is where a rollout's head came from, in the words of
+// contract.SourceLine: "git registry gitops commit 0123456789ab (Ada Admin:
+// add tenant a)", "registry redis1"; '' for the API's.
+function sourceLine(r) {
+  const src = r.source || {};
+  if (!src.registry) return '';
+  const c = src.commit;
+  if (!c) return 'registry ' + src.registry;
+  return `git registry ${src.registry} commit ${(c.hash || '').slice(0, 12)} (${(c.author || '').split(' <')[0]}: ${c.subject || ''})`;
+}
 function startedLine(at) {
   if (!at) return null;
   const d = new Date(at), today = d.toDateString() === new Date().toDateString();
@@ -772,7 +783,8 @@ function renderHistory() {
     }
     const marks = [r.id === S.active && 'active', r.id === S.applied && 'in force'].filter(Boolean);
     return el('tr', { 'data-rollout': r.id, 'data-phase': enumName(r.phase, 'ROLLOUT_PHASE_') },
-      el('th', { scope: 'row' }, r.id + (marks.length ? ` (${marks.join(', ')})` : ''), startedLine(r.startedAt), actions.childElementCount ? actions : null),
+      el('th', { scope: 'row' }, r.id + (marks.length ? ` (${marks.join(', ')})` : ''), startedLine(r.startedAt),
+        sourceLine(r) ? el('span', { class: 'row-source', text: 'from ' + sourceLine(r) }) : null, actions.childElementCount ? actions : null),
       el('td', { text: enumName(r.phase, 'ROLLOUT_PHASE_') + (held(r) ? ' (paused)' : '') }),
       el('td', { 'data-count': 'provisioned', text: `${tallyN(t, 'provisioned')}/${t.total || 0}` }),
       el('td', { 'data-count': 'failed', text: String(tallyN(t, 'failed')) }),
