@@ -115,7 +115,7 @@ func (s *State) fillRevert(now time.Time) {
 		s.setRev(n, revInFlight)
 		d := *n.previous
 		d.rollout, d.revert, d.proven, d.writtenAt, d.epoch = s.intern(r.GetId()), true, false, stamp{}, 0
-		d.op, d.operation, d.deadline = opRevert, "", stampOfDuration(durationpb.New(contract.AgentDeadline(s.plan.ApplyDeadline)))
+		d.op, d.operation, d.deadline = opRevert, "", stampOfDuration(durationpb.New(contract.OperationDeadline(s.plan.ApplyDeadline)))
 		n.desired = &d
 		w := WriteDesired{Desired: d.message(n.name)}
 		if n.revertNote != "" {
