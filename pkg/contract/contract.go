@@ -394,10 +394,11 @@ func RolloutGeneration(id string) (uint64, bool) {
 	return n, err == nil && n > 0
 }
 
-// CheckDeadline is the failed_check of a node operation stopped at its
-// deadline: by its agent (which then restores last-good) or, when the agent
-// does not answer, given up by the coordinator. Either way the node timed out.
-const CheckDeadline = "deadline"
+// FailedCheckDeadline is the failed_check of a node operation stopped at
+// its deadline (OperationDeadline): by its agent (which then restores
+// last-good) or, when the agent does not answer, given up by the
+// coordinator. Either way the node timed out.
+const FailedCheckDeadline = "deadline"
 
 // Operation kinds (the last token of an operation id).
 const (
@@ -419,10 +420,21 @@ func ConfigureOperationID(fp string) string {
 	return "configure/" + fp
 }
 
-// AgentDeadline is how long an agent lets a node operation run, once it
-// acknowledged it, before stopping it on its own: twice the strategy's
+// OperationDeadline is a node operation's deadline, the coordinator's
+// DesiredConfig.deadline: how long an agent lets the operation run, once
+// it acknowledged it, before stopping it on its own — twice the strategy's
 // apply deadline. At the apply deadline itself the coordinator gives the
-// node up (timed out) and cancels the operation; the agent's own deadline
-// is the backstop for when no coordinator leads to do so — time without a
-// leader does not count against a node, so it is longer.
-func AgentDeadline(applyDeadline time.Duration) time.Duration { return 2 * applyDeadline }
+// node up (timed out) and cancels the operation; the agent's own stop is
+// the backstop for when no coordinator leads to do so — time without a
+// leader does not count against a node, so it is longer. Within it the
+// agent bounds each step itself (services/agent Config: ApplierTimeout,
+// ValidateTimeout, CheckDeadline).
+func OperationDeadline(applyDeadline time.Duration) time.Duration { return 2 * applyDeadline }
+
+// AgentDeadline is OperationDeadline's former name, which the comment on
+// DesiredConfig.deadline in proto/sluice/v1/config.proto still uses.
+//
+// Deprecated: use OperationDeadline.
+func AgentDeadline(applyDeadline time.Duration) time.Duration {
+	return OperationDeadline(applyDeadline)
+}

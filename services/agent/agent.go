@@ -27,11 +27,16 @@
 // agent acknowledges the pause in its presence once idle (pause.go).
 //
 // Files: intake.go (subscription, Get, strict decoding and fingerprint
-// check, coalescing mailbox, epoch fence), pause.go, presence.go
-// (heartbeat lease), provision.go (the apply flow and its pure plan),
-// restore.go (marker, restore, validate), check.go (health checks),
-// status.go (compare-and-set status writes), applier.go, appliers.go
-// (Validator, several appliers as one), exec.go and lastgood.go (appliers and atomic files on disk).
+// check, coalescing mailbox, epoch fence), storeid.go (a replaced store),
+// incompatible.go (configs needing features this agent lacks), pause.go,
+// presence.go (heartbeat lease), provision.go (the apply flow and its pure
+// plan), operation.go (the operation's deadline, cancel and progress),
+// steps.go (validate, apply, check, each with its bound), restore.go
+// (marker, restore of last-good), bake.go (re-running the checks while a
+// config bakes), check.go (health checks), status.go (compare-and-set
+// status writes), metrics.go, applier.go, appliers.go (Validator, several
+// appliers as one), exec.go and lastgood.go (appliers and atomic files on
+// disk).
 package agent
 
 import (
@@ -95,14 +100,20 @@ const (
 	EventNodeStoreReplaced = "NodeStoreReplaced"
 )
 
-// Defaults.
+// Defaults of Config, in one place; each knob's meaning is documented at
+// its Config field.
 const (
 	// DefaultResyncInterval bounds how late a missed republished message
 	// (the desired config, the pause) is read: two Gets per agent per
 	// interval, 1,667/s at 100,000 nodes (30 s was 6,667/s, four times the
 	// heartbeats). The agent also reads both on start and on reconnect.
-	DefaultResyncInterval = 2 * time.Minute
-	DefaultApplyTimeout   = 2 * time.Minute
+	DefaultResyncInterval   = 2 * time.Minute
+	DefaultProgressInterval = time.Second
+	DefaultApplierTimeout   = 2 * time.Minute
+	DefaultValidateTimeout  = 2 * time.Minute
+	DefaultCheckTimeout     = 10 * time.Second // CheckSpec.Timeout
+	DefaultCheckPause       = time.Second
+	DefaultCheckDeadline    = 2 * time.Minute
 )
 
 // Config configures an agent.
@@ -140,27 +151,38 @@ type Config struct {
 	// an agent of an earlier release: a desired config needing one it lacks
 	// is reported INCOMPATIBLE, not applied.
 	Features []string
-	// ApplyTimeout bounds one Applier.Apply call (default 2m).
-	ApplyTimeout time.Duration
 	// Checks run, in order, after every apply and after every restore; the
 	// first that fails makes the config Invalid and last-good is restored.
 	Checks []CheckSpec
-	// CheckDeadline bounds all checks of one apply, retries included
-	// (default 2m).
-	CheckDeadline time.Duration
-	// CheckPause is the wait between attempts of a failing check (default 1s).
-	CheckPause time.Duration
 	// ValidateCmd, if set, runs (/bin/sh -c) before each apply, after the
 	// Applier's own Validate if it is a Validator, with
 	// SLUICE_CONFIG naming the desired config; a non-zero exit makes it
 	// Invalid with failed_check "validate" and nothing is applied.
 	ValidateCmd string
+
+	// The agent's own bounds on the steps of an operation (steps.go). The
+	// operation's deadline, which bounds validate, apply and checks
+	// together, is not the agent's: the coordinator sets it in the desired
+	// config (DesiredConfig.deadline, contract.OperationDeadline). Each
+	// default is in the Defaults block above.
+
+	// ApplierTimeout bounds one call of the Applier: its Validate (if it is
+	// a Validator), its Apply of a desired config, and its Apply of
+	// last-good in a restore.
+	ApplierTimeout time.Duration
+	// ValidateTimeout bounds one run of ValidateCmd.
+	ValidateTimeout time.Duration
+	// CheckDeadline bounds all checks of one apply or restore, retries and
+	// pauses included; each attempt has its own CheckSpec.Timeout.
+	CheckDeadline time.Duration
+	// CheckPause is the wait between attempts of a failing check.
+	CheckPause time.Duration
 	// ProgressInterval is how long a step of an operation (validating,
 	// applying, one check) runs before it is written to the status as its
-	// progress (default 1s).
+	// progress.
 	ProgressInterval time.Duration
 	// ResyncInterval is how often the desired config is fetched with a Get
-	// in case a republished message was missed (default 30s, jittered ±10%).
+	// in case a republished message was missed (jittered ±10%).
 	ResyncInterval time.Duration
 
 	// JetStream and Buckets, when set, are shared by many agents on one
@@ -237,8 +259,11 @@ func New(cfg Config) (*Agent, error) {
 	if cfg.Settings.NodeLease <= 0 {
 		cfg.Settings = contract.DefaultSettings()
 	}
-	if cfg.ApplyTimeout <= 0 {
-		cfg.ApplyTimeout = DefaultApplyTimeout
+	if cfg.ApplierTimeout <= 0 {
+		cfg.ApplierTimeout = DefaultApplierTimeout
+	}
+	if cfg.ValidateTimeout <= 0 {
+		cfg.ValidateTimeout = DefaultValidateTimeout
 	}
 	if cfg.CheckDeadline <= 0 {
 		cfg.CheckDeadline = DefaultCheckDeadline

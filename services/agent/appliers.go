@@ -11,7 +11,7 @@ import (
 // Validator is implemented by Appliers that can tell, before anything on
 // the node changes, that they would refuse a config (the FRR applier has
 // FRR's parser check the file it would reload). The agent calls Validate
-// before every apply of a desired config, bounded by ApplyTimeout, before
+// before every apply of a desired config, bounded by ApplierTimeout, before
 // ValidateCmd: an error makes the config Invalid with failed_check
 // "validate" and the error as its output, and nothing is applied. It is
 // not called before a restore of last-good, which was accepted before.

@@ -15,11 +15,8 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// Check defaults.
+// Limits of what a failure reports.
 const (
-	DefaultCheckTimeout  = 10 * time.Second
-	DefaultCheckPause    = time.Second
-	DefaultCheckDeadline = 2 * time.Minute
 	// MaxCheckOutput is how much of a check's output (its end) is reported.
 	MaxCheckOutput = 4 << 10
 	// maxNodeFault is how much of a node fault's reason (its end) is

@@ -16,11 +16,13 @@ import (
 )
 
 // A desired config is a node operation (DesiredConfig.operation) with a
-// deadline: from the moment the agent starts it, validate, apply and
-// checks must end within it. At the deadline the step in progress is
-// stopped — an exec applier's or check's whole process group is killed —,
-// last-good is restored and the operation is reported Invalid with
-// failed_check "deadline" (the coordinator counts the node timed out).
+// deadline (DesiredConfig.deadline, contract.OperationDeadline): from the
+// moment the agent starts it, validate, apply and checks must end within
+// it, each also within its own Config bound (steps.go). At the deadline the
+// step in progress is stopped — an exec applier's or check's whole process
+// group is killed —, last-good is restored and the operation is reported
+// Invalid with failed_check "deadline" (contract.FailedCheckDeadline; the
+// coordinator counts the node timed out).
 // An operation still running after ProgressInterval is acknowledged then
 // (status Provisioning, event NodeProvisioning, naming the step), and from
 // then on a step that lasts longer than ProgressInterval is written to the
@@ -29,9 +31,6 @@ import (
 // status write and one event fewer per node and rollout: two of the five
 // messages a rollout stored per node, docs/findings.md, "2026-11-28 — The
 // acknowledgement only for operations that last").
-
-// DefaultProgressInterval is how long a step runs before it is reported.
-const DefaultProgressInterval = time.Second
 
 // errCancelled is the cause of an operation the coordinator cancelled.
 var errCancelled = errors.New("cancelled by the coordinator at its apply deadline")
@@ -90,7 +89,7 @@ func deadlineFailure(op context.Context, d *sluicev1.DesiredConfig, step string,
 	if errors.Is(context.Cause(op), errCancelled) {
 		why = "was cancelled by the coordinator at its apply deadline"
 	}
-	return checkFailure{name: contract.CheckDeadline, output: f.output, err: fmt.Errorf(
+	return checkFailure{name: contract.FailedCheckDeadline, output: f.output, err: fmt.Errorf(
 		"operation %s %s: stopped while %s (%v)", cmp.Or(d.GetOperation(), "(unnamed)"), why, step, f.err)}
 }
 

@@ -62,7 +62,7 @@ func TestAgent_OperationPastItsDeadline_KillsTheApplyAndRestoresLastGood(t *test
 	if took := time.Since(began); took > 20*time.Second {
 		t.Errorf("the operation was stopped after %s; want about its 2s deadline", took)
 	}
-	if st.GetFailedCheck() != contract.CheckDeadline || st.GetOperation() != "r2/n1/apply" || st.GetAppliedFingerprint() != good.Fingerprint ||
+	if st.GetFailedCheck() != contract.FailedCheckDeadline || st.GetOperation() != "r2/n1/apply" || st.GetAppliedFingerprint() != good.Fingerprint ||
 		!strings.Contains(st.GetMessage(), "operation r2/n1/apply did not finish within its deadline 2s: stopped while applying") ||
 		!strings.Contains(st.GetMessage(), "restored last-good "+render.Short(good.Fingerprint)) {
 		t.Fatalf("status = %v; want Invalid deadline naming the operation and step, good restored", st)
@@ -134,7 +134,7 @@ func TestAgent_CancelledOperation_IsStoppedOrNeverStarted(t *testing.T) {
 	cancelled.Cancel = true
 	f.writeDesired(t, cancelled)
 	st := f.waitStatus(t, "n1", "Invalid hang", invalid(hang.Fingerprint))
-	if st.GetFailedCheck() != contract.CheckDeadline || st.GetAppliedFingerprint() != good.Fingerprint ||
+	if st.GetFailedCheck() != contract.FailedCheckDeadline || st.GetAppliedFingerprint() != good.Fingerprint ||
 		!strings.Contains(st.GetMessage(), "operation r2/n1/apply was cancelled by the coordinator at its apply deadline: stopped while applying") {
 		t.Fatalf("status = %v; want Invalid deadline, cancelled by the coordinator, good restored", st)
 	}
@@ -151,7 +151,7 @@ func TestAgent_CancelledOperation_IsStoppedOrNeverStarted(t *testing.T) {
 	if got := readConfig(t, path); !proto.Equal(got, good) {
 		t.Fatalf("config in force = %v after a cancelled operation arrived; want good, the cancelled one never started", got)
 	}
-	if st.GetFailedCheck() != contract.CheckDeadline || st.GetAppliedFingerprint() != good.Fingerprint ||
+	if st.GetFailedCheck() != contract.FailedCheckDeadline || st.GetAppliedFingerprint() != good.Fingerprint ||
 		!strings.Contains(st.GetMessage(), "before this agent started it; not applied, fingerprint "+render.Short(good.Fingerprint)+" stays in force") {
 		t.Fatalf("status = %v; want the cancelled operation reported Invalid deadline, not applied, good in force", st)
 	}

@@ -3,7 +3,6 @@ package agent
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"time"
 
@@ -102,7 +101,7 @@ func (a *Agent) handle(ctx context.Context, d *sluicev1.DesiredConfig) {
 		// status is about it and not a stale Provisioning of an earlier run.
 		a.worker.started = a.cfg.Now()
 		err := fmt.Errorf("operation %s was cancelled by the coordinator at its deadline before this agent started it", cmp.Or(d.GetOperation(), "(unnamed)"))
-		a.fail(ctx, d, checkFailure{name: contract.CheckDeadline, output: err.Error(), err: err},
+		a.fail(ctx, d, checkFailure{name: contract.FailedCheckDeadline, output: err.Error(), err: err},
 			err.Error()+"; not applied, "+inForce(a.worker.applied)+" stays in force")
 		return
 	}
@@ -189,19 +188,6 @@ func (a *Agent) provision(ctx context.Context, d *sluicev1.DesiredConfig) outcom
 		a.clearApplying()
 	} // else it becomes last-good once it baked (bake.go)
 	return a.succeed(ctx, d, started)
-}
-
-// apply calls the Applier, bounded by ApplyTimeout.
-func (a *Agent) apply(ctx context.Context, d *sluicev1.DesiredConfig) error {
-	actx, cancel := context.WithTimeout(ctx, a.cfg.ApplyTimeout)
-	defer cancel()
-	start := time.Now()
-	err := a.cfg.Applier.Apply(actx, d)
-	a.cfg.Metrics.applied(time.Since(start), err)
-	if err != nil && errors.Is(actx.Err(), context.DeadlineExceeded) && ctx.Err() == nil {
-		return fmt.Errorf("did not finish within %s: %w", a.cfg.ApplyTimeout, err)
-	}
-	return err
 }
 
 // commit records d as the config in force and persists it as last-good. A

@@ -138,7 +138,7 @@ func (a *Agent) recordRestoreAtStart(ctx context.Context) {
 func (a *Agent) rollback(ctx context.Context, d *sluicev1.DesiredConfig, f checkFailure) outcome {
 	good, what := a.restoreTarget()
 	msg := fmt.Sprintf("%s failed: %v", f.name, f.err)
-	if f.name == contract.CheckDeadline {
+	if f.name == contract.FailedCheckDeadline {
 		msg = f.err.Error()
 	}
 	if err := a.apply(ctx, good); err != nil {
@@ -166,74 +166,4 @@ func (a *Agent) rollback(ctx context.Context, d *sluicev1.DesiredConfig, f check
 	msg += fmt.Sprintf("; restored %s (%s)", what, recheck)
 	a.emit(EventNodeRestored, fmt.Sprintf("%s of %s failed; restored %s (%s)", f.name, describe(d), what, recheck), good)
 	return a.fail(ctx, d, f, msg)
-}
-
-// check runs the configured checks against cfg, in force on the node;
-// each, if set, follows them (see runChecks).
-func (a *Agent) check(ctx context.Context, cfg *sluicev1.DesiredConfig, each func(string) func()) *checkFailure {
-	if len(a.cfg.Checks) == 0 {
-		return nil
-	}
-	env := CheckEnv{Node: a.cfg.Node, Fingerprint: cfg.GetFingerprint(), Config: cfg}
-	if cf, ok := a.cfg.Applier.(ConfigFiler); ok && cf.ConfigPath() != "" {
-		env.ConfigPath = cf.ConfigPath()
-	} else {
-		path, cleanup, err := a.configFile(cfg, AppliedFile)
-		if err != nil {
-			return &checkFailure{name: "checks", output: err.Error(), err: err}
-		}
-		defer cleanup()
-		env.ConfigPath = path
-	}
-	return runChecks(ctx, a.cfg.Metrics.timed(a.cfg.Checks), a.cfg.CheckDeadline, a.cfg.CheckPause, env, each)
-}
-
-// validate has the Applier (if it is a Validator), then ValidateCmd,
-// check d before it is applied.
-func (a *Agent) validate(ctx context.Context, d *sluicev1.DesiredConfig) *checkFailure {
-	if v, ok := a.cfg.Applier.(Validator); ok {
-		vctx, cancel := context.WithTimeout(ctx, a.cfg.ApplyTimeout)
-		err := v.Validate(vctx, d)
-		cancel()
-		if err != nil {
-			f := &checkFailure{name: "validate", output: tail(err.Error(), MaxCheckOutput), err: err}
-			if errors.Is(err, ErrNodeFault) {
-				f.nodeFault = tail(err.Error(), maxNodeFault)
-			}
-			return f
-		}
-	}
-	if a.cfg.ValidateCmd == "" {
-		return nil
-	}
-	f := &checkFailure{name: "validate"}
-	path, cleanup, err := a.configFile(d, ValidatingFile)
-	if err != nil {
-		f.output, f.err = err.Error(), err
-		return f
-	}
-	defer cleanup()
-	vctx, cancel := context.WithTimeout(ctx, a.cfg.ApplyTimeout)
-	defer cancel()
-	env := CheckEnv{Node: a.cfg.Node, ConfigPath: path, Fingerprint: d.GetFingerprint()}
-	out, err := runShell(vctx, a.cfg.ValidateCmd, env.environ(), nil)
-	if err == nil {
-		return nil
-	}
-	f.output, f.err = tail(out, MaxCheckOutput), err
-	return f
-}
-
-// configFile writes cfg for a command to read: to StateDir/name (kept, for
-// whoever looks later), or to a temporary file without a StateDir.
-func (a *Agent) configFile(cfg *sluicev1.DesiredConfig, name string) (string, func(), error) {
-	b, err := marshalReadable(cfg)
-	if err != nil {
-		return "", nil, fmt.Errorf("encode config: %w", err)
-	}
-	path := ""
-	if a.cfg.StateDir != "" {
-		path = filepath.Join(a.cfg.StateDir, name)
-	}
-	return writeConfigFile(path, b)
 }

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
@@ -185,6 +186,41 @@ func TestAgent_FailingValidate_DoesNotApply(t *testing.T) {
 	assertNoMarker(t, dir)
 	if n := countEvents(t, f, "n1", agent.EventNodeRestored); n != 0 {
 		t.Fatalf("%d NodeRestored events, want none: nothing was applied", n)
+	}
+}
+
+// The validate command has its own bound (ValidateTimeout), not the
+// Applier's (ApplierTimeout): a command slower than the applier's timeout
+// passes, and one slower than its own is stopped and the config not applied.
+func TestAgent_ValidateCmd_BoundedByValidateTimeoutNotApplierTimeout(t *testing.T) {
+	tests := []struct {
+		name        string
+		cfg         agent.Config
+		wantInvalid bool
+	}{
+		{name: "slower than the applier timeout: passes",
+			cfg: agent.Config{ApplierTimeout: 100 * time.Millisecond, ValidateCmd: "sleep 1"}},
+		{name: "slower than the validate timeout: Invalid, not applied",
+			cfg: agent.Config{ValidateTimeout: 200 * time.Millisecond, ValidateCmd: "sleep 30"}, wantInvalid: true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			f := newFleet(t, contract.DefaultSettings())
+			rec := &recorder{}
+			cfg := tt.cfg
+			cfg.Node, cfg.StateDir, cfg.Applier = "n1", t.TempDir(), rec
+			f.start(t, cfg)
+			d := desiredConfig("n1", "one", 100)
+			f.writeDesired(t, d)
+			if !tt.wantInvalid {
+				f.waitStatus(t, "n1", "Provisioned", provisioned(d.Fingerprint))
+				return
+			}
+			st := f.waitStatus(t, "n1", "Invalid", invalid(d.Fingerprint))
+			if st.GetFailedCheck() != "validate" || rec.count() != 0 {
+				t.Fatalf("status = %v, %d applies; want Invalid validate and nothing applied", st, rec.count())
+			}
+		})
 	}
 }
 

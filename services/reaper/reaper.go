@@ -1,8 +1,10 @@
 // Package reaper is sluice's garbage collector. It owns deleting what no
-// longer has an owner: the keys of departed nodes (here and fleet.go),
-// intents marked for deletion once nothing references them (intents.go,
-// which also records why it keeps each one it does not delete), and
-// revisions past their retention (revisions.go).
+// longer has an owner: the keys of departed nodes (pass.go, with the sets
+// it compares in fleet.go), intents marked for deletion once nothing
+// references them (intents.go, which also records why it keeps each one it
+// does not delete), and revisions past their retention (revisions.go). All
+// three delete nothing while the store is lost (storeloss.go). This file
+// holds the Run loop, its timers and its watches.
 //
 // A node has departed when its presence (its agent's heartbeat lease in the
 // nodes bucket) has been absent for longer than Grace. The reaper then

@@ -46,8 +46,10 @@ var (
 	errTerminalRecord = errors.New("the rollout record is terminal and is never written again")
 )
 
-// kvEffects writes to the KV buckets. Every write is compare-and-set at the
-// revision last read or written, and carries the term's fence.
+// kvEffects writes to the KV buckets. Every write carries the term's
+// fence; the ops of an atomic batch are also compare-and-set at the
+// revision last read or written, while a single fenced message (a desired
+// config, a backup, a progress save) checks the fence alone.
 type kvEffects struct {
 	term *term
 	now  func() time.Time
@@ -242,7 +244,7 @@ func (k *kvEffects) writeDesired(ctx context.Context, d, backup *sluicev1.Desire
 	return nil
 }
 
-// recordOps returns the op writing r, refusing to overwrite a terminal record
+// recordOp returns the op writing r, refusing to overwrite a terminal record
 // or one a newer term wrote.
 func (k *kvEffects) recordOp(ctx context.Context, r *sluicev1.Rollout) (store.Op, error) {
 	rev, cur, err := revOf(ctx, k, k.rollouts, r.GetId())

@@ -360,7 +360,7 @@ func (s *system) startCoordinator(instance string) {
 	s.mu.Unlock()
 }
 
-// applyTimeout is the agents' ApplyTimeout: a hanging applier gives up a
+// applierTimeout is the agents' ApplierTimeout: a hanging applier gives up a
 // second after the coordinator's deadline for it, as a real one would
 // after its timeout. That deadline is the longest apply deadline of the
 // scenario counted from the agent's acknowledgement, which an agent
@@ -368,7 +368,7 @@ func (s *system) startCoordinator(instance string) {
 // wrote it first: seed 178 then had the applier give up at the very
 // instant the coordinator timed the node out, and report a failed apply
 // where the coordinator had recorded a timeout).
-func (s *system) applyTimeout() time.Duration {
+func (s *system) applierTimeout() time.Duration {
 	d := time.Second
 	for _, c := range s.sc.Changes {
 		d = max(d, c.Strategy.GetApplyDeadline().AsDuration())
@@ -387,7 +387,7 @@ func (s *system) startAgent(name string) {
 	nc := s.connect(name)
 	a, err := agent.New(agent.Config{Conn: nc, Settings: s.settings, Log: s.logger.With().Str("svc", name).Logger(), Node: name,
 		Labels: s.sc.Labels(n.index), StateDir: stateDir, Applier: ap, Version: s.sc.agentVersion(name), Features: s.sc.features(name),
-		ApplyTimeout: s.applyTimeout(), ResyncInterval: resyncEvery, CheckPause: 50 * time.Millisecond,
+		ApplierTimeout: s.applierTimeout(), ResyncInterval: resyncEvery, CheckPause: 50 * time.Millisecond,
 		Checks: []agent.CheckSpec{{Check: connectivity{sys: s, node: name}, Timeout: time.Second}}})
 	if err != nil {
 		s.t.Fatal(err)

@@ -421,6 +421,7 @@ func TestChart_AgentWithNetAdmin(t *testing.T) {
   kind: exec
   mode: file
   path: /var/lib/sluice-agent/desired.json
+applierTimeout: 5m
 checkDeadline: 90s
 checkRetries: 2
 checkTimeout: 5s
@@ -438,6 +439,7 @@ checks:
   http: http://127.0.0.1:8080/healthz
   name: api
 validate: test -s "$SLUICE_CONFIG"
+validateTimeout: 30s
 `
 	if got := strings.TrimSpace(cm.Data["config.yaml"]); got != strings.TrimSpace(want) {
 		t.Errorf("config.yaml:\n%s\nwant:\n%s", got, want)

@@ -119,7 +119,7 @@ func TestAgent_NetlinkAndFRR_AppliesRestoresAndRefusesAsOneOperation(t *testing.
 			{Check: frr.BGP{FRR: n2.Instance, MinPrefixes: 1}, Timeout: 15 * time.Second},
 			route(filtered), route(kept),
 		},
-		CheckDeadline: time.Minute, ApplyTimeout: 30 * time.Second,
+		CheckDeadline: time.Minute, ApplierTimeout: 30 * time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -98,7 +98,7 @@ func TestAgent_KernelVRFs_ImportVRFLeakFollowsTheRouteMap(t *testing.T) {
 			{Check: frr.BGP{FRR: n2.Instance, MinPrefixes: 2}, Timeout: time.Minute},
 			route(filtered), route(kept),
 		},
-		CheckDeadline: 3 * time.Minute, ApplyTimeout: 2 * time.Minute,
+		CheckDeadline: 3 * time.Minute, ApplierTimeout: 2 * time.Minute,
 	})
 	if err != nil {
 		t.Fatal(err)

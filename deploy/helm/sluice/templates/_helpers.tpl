@@ -262,6 +262,8 @@ readinessProbe:
 {{- with $a.frr }}{{ $_ := set $cfg "frr" . }}{{ end -}}
 {{- end -}}
 {{- with $a.validate }}{{ $_ := set $cfg "validate" . }}{{ end -}}
+{{- with $a.validateTimeout }}{{ $_ := set $cfg "validateTimeout" . }}{{ end -}}
+{{- with $a.applierTimeout }}{{ $_ := set $cfg "applierTimeout" . }}{{ end -}}
 {{- with $a.checkTimeout }}{{ $_ := set $cfg "checkTimeout" . }}{{ end -}}
 {{- with $a.checkRetries }}{{ $_ := set $cfg "checkRetries" . }}{{ end -}}
 {{- with $a.checkDeadline }}{{ $_ := set $cfg "checkDeadline" . }}{{ end -}}

@@ -32,6 +32,7 @@ type options struct {
 	validateCmd                                 string
 	checkCmds, checkTCP, checkHTTP, checkIfaces multi
 	checkTimeout, checkDeadline                 time.Duration
+	applierTimeout, validateTimeout             time.Duration
 	checkRetries                                int
 	netlink                                     netlinkFlags
 	netChecks                                   netCheckFlags
@@ -56,6 +57,9 @@ func (o *options) flagSet(stderr io.Writer) *flag.FlagSet {
 	fs.StringVar(&o.applyCmd, "apply-cmd", "", "exec applier: shell command that applies the config (SLUICE_NODE, SLUICE_FINGERPRINT; SLUICE_CONFIG in file mode)")
 	fs.StringVar(&o.applyMode, "apply-mode", "stdin", "exec applier: how the config reaches --apply-cmd: stdin or file")
 	fs.StringVar(&o.validateCmd, "validate-cmd", "", "shell command run before each apply with SLUICE_CONFIG naming the desired config; non-zero exit: Invalid, nothing applied")
+	fs.DurationVar(&o.validateTimeout, "validate-timeout", agent.DefaultValidateTimeout, "time one run of --validate-cmd may take")
+	fs.DurationVar(&o.applierTimeout, "applier-timeout", agent.DefaultApplierTimeout,
+		"time one call of the applier may take: its validation (frr) or its apply, a restore of last-good included (the desired config's deadline still bounds the whole operation)")
 	fs.Var(&o.checkCmds, "check-cmd", "health check (repeatable): shell command with SLUICE_NODE and SLUICE_CONFIG; exit 0 = healthy")
 	fs.Var(&o.checkTCP, "check-tcp", "health check (repeatable): TCP connect to host:port; host:port,refused also accepts a refused connection")
 	fs.Var(&o.checkHTTP, "check-http", "health check (repeatable): GET URL[=status] (default status 200)")
@@ -151,6 +155,21 @@ func (o *options) agentConfig(fs *flag.FlagSet) (agent.Config, error) {
 	if o.checkTimeout <= 0 || o.checkDeadline <= 0 {
 		return cfg, errors.New("--check-timeout and --check-deadline must be positive")
 	}
+	for _, f := range []struct {
+		name string
+		d    time.Duration
+	}{{"applier-timeout", o.applierTimeout}, {"validate-timeout", o.validateTimeout}} {
+		if f.d <= 0 {
+			return cfg, fmt.Errorf("--%s %s: must be positive", f.name, f.d)
+		}
+	}
+	cfg.ApplierTimeout, cfg.ValidateTimeout = o.applierTimeout, o.validateTimeout
+	if !set["applier-timeout"] && fc.ApplierTimeout > 0 {
+		cfg.ApplierTimeout = time.Duration(fc.ApplierTimeout)
+	}
+	if !set["validate-timeout"] && fc.ValidateTimeout > 0 {
+		cfg.ValidateTimeout = time.Duration(fc.ValidateTimeout)
+	}
 	timeout, retries, deadline := o.checkTimeout, o.checkRetries, o.checkDeadline
 	if !set["check-timeout"] && fc.CheckTimeout > 0 {
 		timeout = time.Duration(fc.CheckTimeout)
@@ -237,11 +256,13 @@ type fileConfig struct {
 		Command string `json:"command"` // exec: the command
 		Mode    string `json:"mode"`    // exec: stdin | file
 	} `json:"applier"`
-	Validate      string      `json:"validate"`
-	CheckTimeout  duration    `json:"checkTimeout"`
-	CheckRetries  int         `json:"checkRetries"`
-	CheckDeadline duration    `json:"checkDeadline"`
-	Checks        []checkSpec `json:"checks"`
+	Validate        string      `json:"validate"`
+	ValidateTimeout duration    `json:"validateTimeout"`
+	ApplierTimeout  duration    `json:"applierTimeout"`
+	CheckTimeout    duration    `json:"checkTimeout"`
+	CheckRetries    int         `json:"checkRetries"`
+	CheckDeadline   duration    `json:"checkDeadline"`
+	Checks          []checkSpec `json:"checks"`
 	// NATS: credentials and TLS (the --creds, --tls-* flags win over it).
 	NATS natsauth.Options `json:"nats"`
 	// Netlink: the host's network settings of the netlink applier (the

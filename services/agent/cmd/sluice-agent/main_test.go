@@ -149,6 +149,8 @@ func TestRun_RejectsBadSettings_NamingTheField(t *testing.T) {
 		{name: "bad tcp flag", given: []string{"--check-tcp", "gateway"}, wantErr: `--check-tcp gateway: check "tcp: gateway": tcp address "gateway" is not host:port`},
 		{name: "empty check-cmd", given: []string{"--check-cmd", ""}, wantErr: "--check-cmd: empty value"},
 		{name: "zero check timeout", given: []string{"--check-timeout", "0s"}, wantErr: "--check-timeout and --check-deadline must be positive"},
+		{name: "zero applier timeout", given: []string{"--applier-timeout", "0s"}, wantErr: "--applier-timeout 0s: must be positive"},
+		{name: "negative validate timeout", given: []string{"--validate-timeout", "-1s"}, wantErr: "--validate-timeout -1s: must be positive"},
 		{name: "missing credentials file", given: []string{"--creds", filepath.Join(dir, "none.creds")},
 			wantErr: "--creds " + filepath.Join(dir, "none.creds") + ": stat"},
 		{name: "missing credentials file named in the config file", given: []string{"--config", file("creds.yaml", "nats:\n  creds: /nonexistent/n1.creds\n")},
@@ -188,6 +190,8 @@ func TestAgentConfig_FromFileAndFlags(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "agent.yaml")
 	body := `applier: {kind: exec, command: "ip -batch -", mode: file, path: /run/net.json}
 validate: "test -s $SLUICE_CONFIG"
+validateTimeout: 20s
+applierTimeout: 3m
 checkTimeout: 7s
 checkRetries: 1
 checkDeadline: 90s
@@ -206,12 +210,15 @@ checks:
 		wantApplier  agent.Applier
 		wantValidate string
 		wantDeadline time.Duration
+		// wantTimeouts: ApplierTimeout, then ValidateTimeout.
+		wantTimeouts [2]time.Duration
 		wantChecks   []agent.CheckSpec
 	}{
 		{
 			name:         "defaults: file applier in the state dir, no checks",
 			wantApplier:  agent.NewFileApplier("/state/config.json"),
 			wantDeadline: agent.DefaultCheckDeadline,
+			wantTimeouts: [2]time.Duration{agent.DefaultApplierTimeout, agent.DefaultValidateTimeout},
 		},
 		{
 			name:         "the file",
@@ -219,6 +226,7 @@ checks:
 			wantApplier:  agent.ExecApplier{Command: "ip -batch -", Mode: agent.ApplyModeFile, Path: "/run/net.json"},
 			wantValidate: "test -s $SLUICE_CONFIG",
 			wantDeadline: 90 * time.Second,
+			wantTimeouts: [2]time.Duration{3 * time.Minute, 20 * time.Second},
 			wantChecks: []agent.CheckSpec{
 				{Check: agent.ExecCheck{Label: "uplink", Command: "ping -c1 10.0.0.1"}, Timeout: 5 * time.Second, Retries: 2},
 				{Check: agent.TCPCheck{Addr: "10.0.0.1:179", RefusedIsReachable: true}, Timeout: 7 * time.Second, Retries: 1},
@@ -229,10 +237,12 @@ checks:
 		{
 			name: "flags win over the file and add checks after its own",
 			given: []string{"--config", p, "--apply-mode", "stdin", "--validate-cmd", "true", "--check-timeout", "2s", "--check-deadline", "30s",
+				"--applier-timeout", "45s", "--validate-timeout", "5s",
 				"--check-cmd", "test -e /run/ok", "--check-tcp", "10.0.0.2:22,refused", "--check-http", "http://h/ready=204", "--check-interface", "lo"},
 			wantApplier:  agent.ExecApplier{Command: "ip -batch -", Mode: agent.ApplyModeStdin, Path: "/run/net.json"},
 			wantValidate: "true",
 			wantDeadline: 30 * time.Second,
+			wantTimeouts: [2]time.Duration{45 * time.Second, 5 * time.Second},
 			wantChecks: []agent.CheckSpec{
 				{Check: agent.ExecCheck{Label: "uplink", Command: "ping -c1 10.0.0.1"}, Timeout: 5 * time.Second, Retries: 2},
 				{Check: agent.TCPCheck{Addr: "10.0.0.1:179", RefusedIsReachable: true}, Timeout: 2 * time.Second, Retries: 1},
@@ -254,6 +264,9 @@ checks:
 			if !reflect.DeepEqual(cfg.Applier, tt.wantApplier) || cfg.ValidateCmd != tt.wantValidate || cfg.CheckDeadline != tt.wantDeadline {
 				t.Errorf("applier %#v, validate %q, deadline %s; want %#v, %q, %s",
 					cfg.Applier, cfg.ValidateCmd, cfg.CheckDeadline, tt.wantApplier, tt.wantValidate, tt.wantDeadline)
+			}
+			if got := [2]time.Duration{cfg.ApplierTimeout, cfg.ValidateTimeout}; got != tt.wantTimeouts {
+				t.Errorf("applier timeout, validate timeout %v; want %v", got, tt.wantTimeouts)
 			}
 			if !reflect.DeepEqual(cfg.Checks, tt.wantChecks) {
 				t.Errorf("checks:\n got %+v\nwant %+v", cfg.Checks, tt.wantChecks)

@@ -88,9 +88,9 @@ func (s *State) timedOut(n *node, why, output string, now time.Time) {
 // an outcome an earlier term already announced, read back at a resume).
 func (s *State) recordTimedOut(n *node, why, output string, announce bool, now time.Time) {
 	s.setProg(n, progTimedOut)
-	s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, contract.CheckDeadline, output, why)
+	s.recordOutcome(n, sluicev1.NodeResult_NODE_RESULT_TIMED_OUT, contract.FailedCheckDeadline, output, why)
 	if announce {
 		s.emit(s.nodeEvent(n, "NodeTimedOut", why))
 	}
-	s.recordInvalid(n.name, n.target, s.rollout.GetId(), s.rollout.GetRevision(), contract.CheckDeadline, why, CauseTimedOut, now)
+	s.recordInvalid(n.name, n.target, s.rollout.GetId(), s.rollout.GetRevision(), contract.FailedCheckDeadline, why, CauseTimedOut, now)
 }

@@ -391,7 +391,7 @@ func (s *State) setLabels(n *node, m map[string]string) {
 	n.labels = ls
 }
 
-// labelsOf is n's label map (nil when none is known).
+// labelMap is n's label map (nil when none is known).
 func (n *node) labelMap() map[string]string {
 	if n.labels == nil {
 		return nil

@@ -90,7 +90,7 @@ func (s *State) configureStraggler(n *node, whyStraggler string) {
 		return
 	}
 	d := &desired{revision: s.intern(s.lastApplied.GetRevision()), rollout: s.intern(s.lastApplied.GetRollout()),
-		fingerprint: fp, config: cfg, op: opConfigure, deadline: stampOfDuration(durationpb.New(contract.AgentDeadline(DefaultApplyDeadline)))}
+		fingerprint: fp, config: cfg, op: opConfigure, deadline: stampOfDuration(durationpb.New(contract.OperationDeadline(DefaultApplyDeadline)))}
 	_, save := s.lastGood(n, fp)
 	n.desired = d
 	s.do(WriteDesired{Desired: d.message(n.name), Backup: save.message(n.name), Events: []*sluicev1.Event{{

@@ -517,7 +517,7 @@ func (s *State) placeAt(n *node, target string, config *sluicev1.NodeConfig, pre
 		}
 		s.setProg(n, progProvisioned)
 	case ours && st.GetFingerprint() == n.target && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID &&
-		st.GetFailedCheck() == contract.CheckDeadline:
+		st.GetFailedCheck() == contract.FailedCheckDeadline:
 		// Its agent stopped it at its deadline while no leader ran.
 		s.touchedAgain(n)
 		s.recordTimedOut(n, "its agent stopped the operation at its deadline: "+st.GetMessage(), st.GetCheckOutput(), false, now)

@@ -77,10 +77,10 @@ func memFleet(nodes int) Loaded {
 			Operation: contract.OperationID(id1, name, contract.OpApply)}))
 		ld.Desired = append(ld.Desired, decoded(&sluicev1.DesiredConfig{Node: name, Revision: r1.Id, Rollout: id1, Fingerprint: fp1,
 			Config: c1, WrittenAt: at, LeaderEpoch: 5, Operation: contract.OperationID(id1, name, contract.OpApply),
-			Deadline: durationpb.New(contract.AgentDeadline(DefaultApplyDeadline))}))
+			Deadline: durationpb.New(contract.OperationDeadline(DefaultApplyDeadline))}))
 		ld.Backups = append(ld.Backups, decoded(&sluicev1.DesiredConfig{Node: name, Revision: r0.Id, Rollout: id0, Fingerprint: fp0,
 			Config: c0, WrittenAt: at, LeaderEpoch: 3, Proven: true, Operation: contract.OperationID(id0, name, contract.OpApply),
-			Deadline: durationpb.New(contract.AgentDeadline(DefaultApplyDeadline))}))
+			Deadline: durationpb.New(contract.OperationDeadline(DefaultApplyDeadline))}))
 	}
 	return ld
 }

@@ -31,14 +31,14 @@ func TestDecide_Operations_NamedWithTheirDeadline_AgentStoppedOneTimesOut(t *tes
 		t.Fatalf("counts %v; want 2 attempted, 2 in progress", c)
 	}
 	st := status("n1", invalid, fp1, id1)
-	st.FailedCheck, st.Message = contract.CheckDeadline, "operation "+id1+"/n1/apply did not finish within its deadline 1m30s: stopped while applying; restored last-good"
+	st.FailedCheck, st.Message = contract.FailedCheckDeadline, "operation "+id1+"/n1/apply did not finish within its deadline 1m30s: stopped while applying; restored last-good"
 	acts = Decide(s, Status{S: st}, t0.Add(time.Minute))
 	got := summarize(acts)
 	if !slices.Contains(got, "emit NodeTimedOut") || slices.Contains(got, "emit NodeFailed") {
 		t.Fatalf("actions %v; want NodeTimedOut, not NodeFailed", got)
 	}
 	rec, _ := findAction[RecordInvalid](acts)
-	if rec.Fingerprint.GetCause() != CauseTimedOut || rec.Fingerprint.GetCheck() != contract.CheckDeadline {
+	if rec.Fingerprint.GetCause() != CauseTimedOut || rec.Fingerprint.GetCheck() != contract.FailedCheckDeadline {
 		t.Fatalf("recorded %v; want cause timed-out, check deadline", rec.Fingerprint)
 	}
 	o := outcomeOf(s.rollout.GetFailures(), "n1")

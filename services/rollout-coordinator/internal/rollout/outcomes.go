@@ -70,7 +70,7 @@ func (s *State) statusChanged(st *sluicev1.NodeStatus, now time.Time) {
 		s.setProg(n, progProvisioned)
 		return
 	}
-	if st.GetFailedCheck() == contract.CheckDeadline {
+	if st.GetFailedCheck() == contract.FailedCheckDeadline {
 		// Its agent stopped the operation at its deadline and restored last-good.
 		s.timedOut(n, "its agent stopped the operation at its deadline: "+st.GetMessage(), st.GetCheckOutput(), now)
 		return
@@ -254,7 +254,7 @@ func (s *State) recordOutcomeOf(n *node, fp string, res sluicev1.NodeResult, che
 // causeOf is the cause recorded for a failure reported with check: a node
 // operation its agent stopped at the deadline timed out; anything else failed.
 func causeOf(check string) string {
-	if check == contract.CheckDeadline {
+	if check == contract.FailedCheckDeadline {
 		return CauseTimedOut
 	}
 	return CauseCheckFailed

@@ -115,7 +115,7 @@ func (s *State) fillRevert(now time.Time) {
 		s.setRev(n, revInFlight)
 		d := *n.previous
 		d.rollout, d.revert, d.proven, d.writtenAt, d.epoch = s.intern(r.GetId()), true, false, stamp{}, 0
-		d.op, d.operation, d.deadline = opRevert, "", stampOfDuration(durationpb.New(contract.AgentDeadline(s.plan.ApplyDeadline)))
+		d.op, d.operation, d.deadline = opRevert, "", stampOfDuration(durationpb.New(contract.OperationDeadline(s.plan.ApplyDeadline)))
 		n.desired = &d
 		w := WriteDesired{Desired: d.message(n.name)}
 		if n.revertNote != "" {
@@ -166,10 +166,6 @@ func (s *State) revertFailed(n *node, msg, todo string) {
 	s.emit(s.nodeEvent(n, "NodeRevertFailed", msg+"; "+todo))
 }
 
-// resumeRevert picks up a REVERTING rollout in a new term. Forward outcomes
-// come from the record (a revert changes none of them); where each touched
-// node stands in the revert is read off its desired config and status, and
-// every node found reverted gets its NodeReverted event exactly once.
 // forwardFailed is the node's Invalid report on rollout's forward target
 // that the record may not hold (it failed while no leader ran, or after the
 // last save): the status itself while the desired config is still the
@@ -194,6 +190,10 @@ func forwardFailed(n *node, rollout string, d *desired, st *report) *failedRepor
 // nodeFault is its node_fault (blamesConfig).
 type failedReport struct{ check, output, message, nodeFault string }
 
+// resumeRevert picks up a REVERTING rollout in a new term. Forward outcomes
+// come from the record (a revert changes none of them); where each touched
+// node stands in the revert is read off its desired config and status, and
+// every node found reverted gets its NodeReverted event exactly once.
 func (s *State) resumeRevert(now time.Time) {
 	r := s.rollout
 	s.pending.clear()

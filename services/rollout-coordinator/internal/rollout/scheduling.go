@@ -99,7 +99,7 @@ func (s *State) fill(now time.Time) {
 		s.joinedStage(n)
 		s.fly(n)
 		d := &desired{revision: s.intern(r.GetRevision()), rollout: s.intern(r.GetId()), fingerprint: n.target, config: n.config,
-			op: opApply, deadline: stampOfDuration(durationpb.New(contract.AgentDeadline(s.plan.ApplyDeadline))), bake: s.bakeSpec}
+			op: opApply, deadline: stampOfDuration(durationpb.New(contract.OperationDeadline(s.plan.ApplyDeadline))), bake: s.bakeSpec}
 		r.Counts.Attempted++
 		var save *desired
 		n.previous, save = s.lastGood(n, n.target)

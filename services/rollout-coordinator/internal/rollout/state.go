@@ -338,7 +338,7 @@ func byPlace(a, b *node) int {
 func byName(a, b *node) int    { return cmp.Compare(a.name, b.name) }
 func nameLess(a, b *node) bool { return a.name < b.name }
 
-// domainOf is a node's failure-domain sort key: nodes without the label sort last.
+// orDefault is s, or def when s is empty.
 func orDefault(s, def string) string {
 	if s == "" {
 		return def
