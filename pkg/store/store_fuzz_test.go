@@ -140,7 +140,7 @@ func storedSeeds(tb testing.TB) []stored {
 			Output: "timeout", Time: at, Cause: "check", LeaderEpoch: 12, Forgiven: &sluicev1.Forgiveness{By: "ops@host", Reason: "fixed", At: at}}},
 		{contract.BucketStatus, "node-01", &sluicev1.NodeStatus{Node: "node-01", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED, Revision: rev.GetId(), Rollout: rolloutID,
 			Fingerprint: fp, ApplyStartedAt: at, LastUpdate: at, Message: "applied", AppliedFingerprint: fp,
-			LastInvalid: &sluicev1.InvalidReport{Fingerprint: fp, Check: "ping", At: at, Revert: true}, Operation: "op-1", Progress: "3/7"}},
+			LastInvalid: &sluicev1.InvalidReport{Fingerprint: fp, Check: "ping", At: at, Revert: true}, Operation: "op-1", Progress: "3/7", NodeLabels: labels}},
 		{contract.BucketNodes, "node-01", &sluicev1.NodePresence{Node: "node-01", Labels: labels, AgentVersion: "v1.2.3", StartedAt: at, HeartbeatAt: at, Pause: ack}},
 		{contract.BucketRollouts, rolloutID, &sluicev1.Rollout{Id: rolloutID, Revision: rev.GetId(), Generation: 3, Strategy: strategy, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PARTIALLY_FAILED,
 			Reason: "1 node failed", StartedAt: at, UpdatedAt: at, FinishedAt: at, LeaderEpoch: 12, Wave: 2, Domain: "zone-a",

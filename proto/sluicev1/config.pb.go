@@ -524,7 +524,16 @@ type NodeStatus struct {
 	// agent found that before anything on the node changed (its FRR is not
 	// running, not installed or does not answer). Empty: the config failed.
 	// The coordinator never records a fingerprint invalid for a node fault (I9).
-	NodeFault     string `protobuf:"bytes,17,opt,name=node_fault,json=nodeFault,proto3" json:"node_fault,omitempty"`
+	NodeFault string `protobuf:"bytes,17,opt,name=node_fault,json=nodeFault,proto3" json:"node_fault,omitempty"`
+	// The node's labels when its agent wrote this status (the presence carries
+	// the live ones; this keeps them once the node left, until the reaper
+	// deletes the status). Written with every status; a label change alone
+	// does not rewrite the status (the presence republishes it at once), so
+	// they may trail the presence's until the next status write. Not named
+	// "labels": that is NodePresence's field, and a field of another stored
+	// type marks a value as foreign to every reader (wellformed.Foreign), so
+	// older readers would refuse every status carrying it.
+	NodeLabels    map[string]string `protobuf:"bytes,18,rep,name=node_labels,json=nodeLabels,proto3" json:"node_labels,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"bytes,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -678,6 +687,13 @@ func (x *NodeStatus) GetNodeFault() string {
 	return ""
 }
 
+func (x *NodeStatus) GetNodeLabels() map[string]string {
+	if x != nil {
+		return x.NodeLabels
+	}
+	return nil
+}
+
 // InvalidReport is one config a node reported Invalid, and why.
 type InvalidReport struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -824,7 +840,7 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"\x10in_force_rollout\x18\x16 \x01(\tR\x0einForceRollout\x1a9\n" +
 	"\vLabelsEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x94\x05\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\x9b\x06\n" +
 	"\n" +
 	"NodeStatus\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12*\n" +
@@ -847,7 +863,12 @@ const file_sluice_v1_config_proto_rawDesc = "" +
 	"bakePasses\x12#\n" +
 	"\ragent_version\x18\x10 \x01(\tR\fagentVersion\x12\x1d\n" +
 	"\n" +
-	"node_fault\x18\x11 \x01(\tR\tnodeFault\"\xf8\x01\n" +
+	"node_fault\x18\x11 \x01(\tR\tnodeFault\x12F\n" +
+	"\vnode_labels\x18\x12 \x03(\v2%.sluice.v1.NodeStatus.NodeLabelsEntryR\n" +
+	"nodeLabels\x1a=\n" +
+	"\x0fNodeLabelsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value:\x028\x01\"\xf8\x01\n" +
 	"\rInvalidReport\x12 \n" +
 	"\vfingerprint\x18\x01 \x01(\tR\vfingerprint\x12\x18\n" +
 	"\arollout\x18\x02 \x01(\tR\arollout\x12\x1a\n" +
@@ -878,7 +899,7 @@ func file_sluice_v1_config_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_config_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 7)
+var file_sluice_v1_config_proto_msgTypes = make([]protoimpl.MessageInfo, 8)
 var file_sluice_v1_config_proto_goTypes = []any{
 	(NodePhase)(0),                // 0: sluice.v1.NodePhase
 	(*NodeConfig)(nil),            // 1: sluice.v1.NodeConfig
@@ -888,33 +909,35 @@ var file_sluice_v1_config_proto_goTypes = []any{
 	(*NodeStatus)(nil),            // 5: sluice.v1.NodeStatus
 	(*InvalidReport)(nil),         // 6: sluice.v1.InvalidReport
 	nil,                           // 7: sluice.v1.NodePresence.LabelsEntry
-	(*Intent)(nil),                // 8: sluice.v1.Intent
-	(*timestamppb.Timestamp)(nil), // 9: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),   // 10: google.protobuf.Duration
-	(*PauseAck)(nil),              // 11: sluice.v1.PauseAck
+	nil,                           // 8: sluice.v1.NodeStatus.NodeLabelsEntry
+	(*Intent)(nil),                // 9: sluice.v1.Intent
+	(*timestamppb.Timestamp)(nil), // 10: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
+	(*PauseAck)(nil),              // 12: sluice.v1.PauseAck
 }
 var file_sluice_v1_config_proto_depIdxs = []int32{
-	8,  // 0: sluice.v1.NodeConfig.intents:type_name -> sluice.v1.Intent
+	9,  // 0: sluice.v1.NodeConfig.intents:type_name -> sluice.v1.Intent
 	1,  // 1: sluice.v1.DesiredConfig.config:type_name -> sluice.v1.NodeConfig
-	9,  // 2: sluice.v1.DesiredConfig.written_at:type_name -> google.protobuf.Timestamp
-	10, // 3: sluice.v1.DesiredConfig.deadline:type_name -> google.protobuf.Duration
+	10, // 2: sluice.v1.DesiredConfig.written_at:type_name -> google.protobuf.Timestamp
+	11, // 3: sluice.v1.DesiredConfig.deadline:type_name -> google.protobuf.Duration
 	3,  // 4: sluice.v1.DesiredConfig.bake_checks:type_name -> sluice.v1.BakeChecks
-	10, // 5: sluice.v1.BakeChecks.interval:type_name -> google.protobuf.Duration
-	10, // 6: sluice.v1.BakeChecks.for:type_name -> google.protobuf.Duration
+	11, // 5: sluice.v1.BakeChecks.interval:type_name -> google.protobuf.Duration
+	11, // 6: sluice.v1.BakeChecks.for:type_name -> google.protobuf.Duration
 	7,  // 7: sluice.v1.NodePresence.labels:type_name -> sluice.v1.NodePresence.LabelsEntry
-	9,  // 8: sluice.v1.NodePresence.started_at:type_name -> google.protobuf.Timestamp
-	9,  // 9: sluice.v1.NodePresence.heartbeat_at:type_name -> google.protobuf.Timestamp
-	11, // 10: sluice.v1.NodePresence.pause:type_name -> sluice.v1.PauseAck
+	10, // 8: sluice.v1.NodePresence.started_at:type_name -> google.protobuf.Timestamp
+	10, // 9: sluice.v1.NodePresence.heartbeat_at:type_name -> google.protobuf.Timestamp
+	12, // 10: sluice.v1.NodePresence.pause:type_name -> sluice.v1.PauseAck
 	0,  // 11: sluice.v1.NodeStatus.phase:type_name -> sluice.v1.NodePhase
-	9,  // 12: sluice.v1.NodeStatus.apply_started_at:type_name -> google.protobuf.Timestamp
-	9,  // 13: sluice.v1.NodeStatus.last_update:type_name -> google.protobuf.Timestamp
+	10, // 12: sluice.v1.NodeStatus.apply_started_at:type_name -> google.protobuf.Timestamp
+	10, // 13: sluice.v1.NodeStatus.last_update:type_name -> google.protobuf.Timestamp
 	6,  // 14: sluice.v1.NodeStatus.last_invalid:type_name -> sluice.v1.InvalidReport
-	9,  // 15: sluice.v1.InvalidReport.at:type_name -> google.protobuf.Timestamp
-	16, // [16:16] is the sub-list for method output_type
-	16, // [16:16] is the sub-list for method input_type
-	16, // [16:16] is the sub-list for extension type_name
-	16, // [16:16] is the sub-list for extension extendee
-	0,  // [0:16] is the sub-list for field type_name
+	8,  // 15: sluice.v1.NodeStatus.node_labels:type_name -> sluice.v1.NodeStatus.NodeLabelsEntry
+	10, // 16: sluice.v1.InvalidReport.at:type_name -> google.protobuf.Timestamp
+	17, // [17:17] is the sub-list for method output_type
+	17, // [17:17] is the sub-list for method input_type
+	17, // [17:17] is the sub-list for extension type_name
+	17, // [17:17] is the sub-list for extension extendee
+	0,  // [0:17] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_config_proto_init() }
@@ -930,7 +953,7 @@ func file_sluice_v1_config_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_config_proto_rawDesc), len(file_sluice_v1_config_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   7,
+			NumMessages:   8,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -234,6 +234,10 @@ type Agent struct {
 	// inForce is the worker's last-good, for the presence to carry
 	// (presence.go): written by the worker, read by Run's loop.
 	inForce atomic.Pointer[sluicev1.DesiredConfig]
+	// labels are the node's labels in force, for every status to carry
+	// (writeStatus): written by Run's loop (setLabels), read by the worker.
+	// The map is replaced on a change, never modified.
+	labels atomic.Pointer[map[string]string]
 
 	pres   presence  // touched by Run's loop only
 	in     intake    // touched by Run's loop only
@@ -293,7 +297,7 @@ func New(cfg Config) (*Agent, error) {
 	cfg.Features = slices.Clone(cfg.Features)
 	log := cfg.Log.With().Str(logging.FieldComponent, Component).Str(logging.FieldNode, cfg.Node).Logger()
 	reconnected, endConnection := context.WithCancel(context.Background())
-	return &Agent{
+	a := &Agent{
 		cfg:           cfg,
 		reconnected:   reconnected,
 		endConnection: endConnection,
@@ -302,7 +306,10 @@ func New(cfg Config) (*Agent, error) {
 		box:           mailbox{wake: make(chan struct{}, 1)},
 		retry:         backoff.New(controlRetry),
 		pz:            newPausing(),
-	}, nil
+	}
+	labels := cfg.Labels
+	a.labels.Store(&labels)
+	return a, nil
 }
 
 // Resync asks the agent to fetch its desired config now. It never blocks;

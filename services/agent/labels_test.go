@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"testing"
 	"time"
@@ -131,4 +132,35 @@ func TestAgent_Departure_WithdrawsPresenceAndRegistersAgain(t *testing.T) {
 		ev := lastEvent(t, f, "n1")
 		return ev.GetType() == agent.EventNodeRegistered && strings.Contains(ev.GetReason(), "created again; registered again")
 	})
+}
+
+// Issue 42, item 5: every status carries the node's labels when it was
+// written, so a node that left (its presence deleted) can still be placed
+// in its zone and rack by whoever reads its status (the dashboard).
+func TestAgent_Status_CarriesTheNodesLabels(t *testing.T) {
+	s := contract.DefaultSettings()
+	s.NodeLease = 3 * time.Minute
+	f := newFleet(t, s)
+	updates := make(chan map[string]string, 1)
+	f.start(t, agent.Config{Node: "n1", Labels: map[string]string{"zone": "a", "rack": "r1"}, LabelUpdates: updates,
+		StateDir: t.TempDir(), Applier: &recorder{}})
+	first := desiredConfig("n1", "one", 10)
+	f.writeDesired(t, first)
+	st := f.waitStatus(t, "n1", "n1 provisioned", provisioned(first.GetFingerprint()))
+	if got, want := st.GetNodeLabels(), map[string]string{"zone": "a", "rack": "r1"}; !maps.Equal(got, want) {
+		t.Errorf("status labels = %v, want %v (the agent's labels)", got, want)
+	}
+
+	// Relabelled: the status written next carries the new labels.
+	updates <- map[string]string{"zone": "b", "rack": "r2"}
+	natstest.Eventually(t, waitFor, "the new labels in the presence", func() bool {
+		e, err := f.nodes.Get(context.Background(), "n1")
+		return err == nil && e.Value.GetLabels()["zone"] == "b"
+	})
+	second := desiredConfig("n1", "two", 11)
+	f.writeDesired(t, second)
+	st = f.waitStatus(t, "n1", "n1 provisioned again", provisioned(second.GetFingerprint()))
+	if got, want := st.GetNodeLabels(), map[string]string{"zone": "b", "rack": "r2"}; !maps.Equal(got, want) {
+		t.Errorf("status labels after relabelling = %v, want %v", got, want)
+	}
 }

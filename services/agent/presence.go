@@ -168,7 +168,9 @@ func (a *Agent) setLabels(ctx context.Context, l map[string]string) {
 		return
 	}
 	reason := fmt.Sprintf("labels changed from {%s} to {%s}", formatLabels(a.cfg.Labels), formatLabels(l))
-	a.cfg.Labels = maps.Clone(l)
+	l = maps.Clone(l)
+	a.cfg.Labels = l
+	a.labels.Store(&l) // the next status carries them; none is written for this alone
 	a.log.Info().Str(logging.FieldReason, reason).Msg("node labels changed")
 	a.emit(EventNodeLabelsChanged, reason, nil)
 	a.heartbeat(ctx)

@@ -66,6 +66,9 @@ func (a *Agent) readStatus(ctx context.Context) {
 // only its answer was lost; anything else → written again at the revision
 // read. Four attempts at most.
 func (a *Agent) writeStatus(ctx context.Context, st *sluicev1.NodeStatus) error {
+	if l := a.labels.Load(); l != nil {
+		st.NodeLabels = *l // what places the node once its presence is gone (the dashboard)
+	}
 	if st.LastInvalid == nil {
 		st.LastInvalid = a.worker.lastInvalid // carried until the next Invalid report
 	}

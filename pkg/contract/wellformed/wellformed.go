@@ -176,7 +176,15 @@ func fingerprints(key string, v proto.Message) error {
 }
 
 func statuses(key string, v proto.Message) error {
-	return check(v, func(s *sluicev1.NodeStatus) error { return names("node", s.GetNode(), key) })
+	return check(v, func(s *sluicev1.NodeStatus) error {
+		if err := names("node", s.GetNode(), key); err != nil {
+			return err
+		}
+		// The node's labels, as its presence's: the agent writes none
+		// that break the rules, and the dashboard places a departed node
+		// by them.
+		return errors.Join(contract.CheckLabels("the status's node_labels", s.GetNodeLabels(), contract.MaxNodeLabels)...)
+	})
 }
 
 func presences(key string, v proto.Message) error {

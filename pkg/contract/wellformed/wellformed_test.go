@@ -65,6 +65,12 @@ func TestCheck(t *testing.T) {
 
 		{"status", contract.BucketStatus, "n1", &sluicev1.NodeStatus{Node: "n1"}, ""},
 		{"status of another node", contract.BucketStatus, "n1", &sluicev1.NodeStatus{Node: "n2"}, `"n2", not "n1"`},
+		{"status with its node's labels", contract.BucketStatus, "n1",
+			&sluicev1.NodeStatus{Node: "n1", NodeLabels: map[string]string{"topology.kubernetes.io/zone": "eu-1a", "rack": "r1"}}, ""},
+		{"status with too many node labels", contract.BucketStatus, "n1",
+			&sluicev1.NodeStatus{Node: "n1", NodeLabels: manyLabels(contract.MaxNodeLabels + 1)}, "the status's node_labels has 257 labels, over the limit of 256"},
+		{"status with a control character in a node label", contract.BucketStatus, "n1",
+			&sluicev1.NodeStatus{Node: "n1", NodeLabels: map[string]string{"zone": "a\x1b[31m"}}, `holds the control character U+001B`},
 		{"presence", contract.BucketNodes, "n1", &sluicev1.NodePresence{Node: "n1"}, ""},
 		{"empty presence", contract.BucketNodes, "n1", &sluicev1.NodePresence{}, `names node ""`},
 		{"presence with a Kubernetes node's labels", contract.BucketNodes, "n1",

@@ -59,7 +59,9 @@ func (t *table) of(s string) int {
 
 // compact encodes nodes, each with its category (category(name)); a node
 // without a presence takes its domain from departed (the labels its
-// presence had when it went), if there.
+// presence had when it went), if there, else from its status (the labels
+// its agent had when it last wrote it: a node that left before this
+// dashboard started).
 func compact(nodes []view.Node, groupBy []string, category func(name string) string, departed map[string]map[string]string) *compactFleet {
 	f := &compactFleet{GroupBy: groupBy, Names: make([]string, 0, len(nodes)),
 		Phase: make([]int, 0, len(nodes)), Revision: make([]int, 0, len(nodes)), Rollout: make([]int, 0, len(nodes)), Domain: make([]int, 0, len(nodes)),
@@ -84,8 +86,11 @@ func compact(nodes []view.Node, groupBy []string, category func(name string) str
 		f.State = append(f.State, states.of(category(n.Name)))
 		key := ""
 		labels, known := departed[n.Name]
-		if n.Presence != nil {
+		switch {
+		case n.Presence != nil:
 			labels, known = n.Presence.GetLabels(), true
+		case !known && len(n.Status.GetNodeLabels()) > 0:
+			labels, known = n.Status.GetNodeLabels(), true
 		}
 		if known {
 			for i, k := range groupBy {

@@ -165,6 +165,31 @@ func TestFleet_NodeThatLeaves_KeepsItsDomain(t *testing.T) {
 	}
 }
 
+// TestFleet_NodeThatLeftBeforeAStart_PlacedByItsStatus (issue 42 item 5):
+// a node that left before the dashboard started has no presence to take
+// its labels from; its status carries the labels its agent last wrote, and
+// they place it in its zone and rack. A status without labels (an older
+// agent's) still leaves its node under "(no zone)".
+func TestFleet_NodeThatLeftBeforeAStart_PlacedByItsStatus(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	seedFleet(t, env)
+	st := &sluicev1.NodeStatus{Node: "node-04", Phase: sluicev1.NodePhase_NODE_PHASE_PROVISIONED, Revision: "rev-1",
+		LastUpdate: timestamppb.Now(), NodeLabels: map[string]string{"zone": "zone-b", "rack": "rack-9"}}
+	if _, err := store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }).Create(context.Background(), "node-04", st); err != nil {
+		t.Fatal(err)
+	}
+	s := serve(t, env, dashboard.Options{})
+	ch, _ := s.stream(t, "")
+	u := nextFleet(t, ch, "the snapshot", func(u fleetUpdate) bool { _, _, _, ok := u.nodeIn("node-04"); return ok })
+	_, domain, present, _ := u.nodeIn("node-04")
+	if present || strings.Join(domain, "/") != "zone-b/rack-9" {
+		t.Errorf("node-04 (a status with labels, no presence): domain %q, present %v; want zone-b/rack-9, not present", domain, present)
+	}
+	if _, domain, _, ok := u.nodeIn("node-03"); !ok || len(domain) != 0 {
+		t.Errorf("node-03 (a status without labels, no presence): domain %q, found %v; want none (no zone)", domain, ok)
+	}
+}
+
 // TestCoordinator_EpochPublishedAfterTheLease_IsOneTerm (issue 42 item 5):
 // a new leader writes its lease without an epoch and publishes the term's
 // epoch in it once its fence is written. That is one term, not a takeover:
