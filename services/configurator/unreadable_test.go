@@ -383,12 +383,7 @@ func TestRestart_UnreadableHead_WrittenAgainFromTheRolloutRecord(t *testing.T) {
 		t.Fatal(err)
 	}
 	start(t, env)
-	var got *sluicev1.Head
-	natstest.Eventually(t, wait, "a readable head", func() bool {
-		e, err := store.New(env.Buckets.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Get(ctx, contract.KeyHead)
-		got = e.Value
-		return err == nil
-	})
+	got := readableHead(t, env)
 	if got.GetRevision() != first.GetRevision() || got.GetGeneration() != first.GetGeneration() {
 		t.Errorf("head = revision %s generation %d, want revision %s generation %d (rollout %s's, not a new one)",
 			render.Short(got.GetRevision()), got.GetGeneration(), render.Short(first.GetRevision()), first.GetGeneration(), id)
@@ -425,12 +420,7 @@ func TestRestart_UnreadableHeadAheadOfEveryRollout_NextGenerationSaysTheStrategy
 		t.Fatal(err)
 	}
 	start(t, env)
-	var got *sluicev1.Head
-	natstest.Eventually(t, wait, "a readable head", func() bool {
-		e, err := store.New(env.Buckets.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Get(ctx, contract.KeyHead)
-		got = e.Value
-		return err == nil
-	})
+	got := readableHead(t, env)
 	if got.GetRevision() != second.GetRevision() || got.GetGeneration() <= garbageAt {
 		t.Errorf("head = revision %s generation %d, want revision %s above generation %d",
 			render.Short(got.GetRevision()), got.GetGeneration(), render.Short(second.GetRevision()), garbageAt)
@@ -438,4 +428,16 @@ func TestRestart_UnreadableHeadAheadOfEveryRollout_NextGenerationSaysTheStrategy
 	if !got.GetStrategyLost() || !strings.Contains(got.GetReason(), "strategy") {
 		t.Errorf("head reason = %q, want it and strategy_lost to say the head's strategy was lost", got.GetReason())
 	}
+}
+
+// readableHead waits until the head decodes again and returns it.
+func readableHead(t *testing.T, env *natstest.Env) *sluicev1.Head {
+	t.Helper()
+	var got *sluicev1.Head
+	natstest.Eventually(t, wait, "a readable head", func() bool {
+		e, err := store.New(env.Buckets.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Get(context.Background(), contract.KeyHead)
+		got = e.Value
+		return err == nil
+	})
+	return got
 }
