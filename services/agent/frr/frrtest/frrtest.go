@@ -32,6 +32,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/services/agent/frr"
+	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
 )
 
 // EnvRequire, set to 1 (make test and .ci/run set it, where FRR is
@@ -192,7 +193,18 @@ func Start(t testing.TB, netns string, opts Options) *Instance {
 	if len(daemons) > 0 && daemons[0] == "zebra" {
 		first = 1
 	}
-	for _, group := range [][]string{daemons[:first], daemons[first:]} {
+	// A zebra that watches /run/netns (a VRF per namespace) aborts when a
+	// namespace appears while it starts: none appears until it answers.
+	quiet := func() {}
+	if first == 1 && (slices.Contains(opts.ZebraArgs, "--vrfwnetns") || slices.Contains(opts.ZebraArgs, "-n")) {
+		quiet = hostnettest.QuietNamespaces(t)
+	}
+	defer func() { quiet() }()
+	for gi, group := range [][]string{daemons[:first], daemons[first:]} {
+		if gi == 1 {
+			quiet() // zebra answers: namespaces may come and go again
+			quiet = func() {}
+		}
 		for _, name := range group {
 			args := append([]string{"-N", ps, "-u", "frr", "-g", "frr", "-P", "0", "--log", "stdout"}, opts.Args...)
 			if name == "zebra" {

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -88,20 +89,25 @@ func UniqueName(suffix string) string {
 }
 
 // NewNamespace creates the named network namespace name (visible to
-// "ip netns") with its loopback up, and deletes it in t.Cleanup.
+// "ip netns") with its loopback up, and deletes it in t.Cleanup. Both
+// wait while a test holds QuietNamespaces.
 func NewNamespace(t testing.TB, name string) netns.NsHandle {
 	t.Helper()
 	var ns netns.NsHandle
+	unlock := lockNamespaces(t, unix.LOCK_SH)
 	err := netnsutil.OnLockedThread(func() error {
 		var err error
 		ns, err = netns.NewNamed(name) // this thread is in ns from here on
 		return err
 	})
+	unlock()
 	if err != nil {
 		t.Fatalf("create network namespace %s: %v", name, err)
 	}
 	t.Cleanup(func() {
 		_ = ns.Close()
+		unlock := lockNamespaces(t, unix.LOCK_SH)
+		defer unlock()
 		if err := netns.DeleteNamed(name); err != nil {
 			t.Errorf("delete network namespace %s: %v", name, err)
 		}
@@ -291,4 +297,38 @@ func PingDev(ns netns.NsHandle, dev string, src, dst netip.Addr, timeout time.Du
 		return fmt.Errorf("ping %s from %s: no reply within %s (last send error: %w)", dst, src, timeout, lastErr)
 	}
 	return fmt.Errorf("ping %s from %s: no reply within %s", dst, src, timeout)
+}
+
+// QuietNamespaces keeps every test process of this machine from adding or
+// deleting a named network namespace (NewNamespace) until release is
+// called. FRR 8.4's zebra with --vrfwnetns watches /run/netns, and a
+// namespace that appears while it starts can abort it
+// ("thread_cancel_async(): assertion (master->owner != pthread_self())
+// failed": make test, where packages run side by side, each making
+// namespaces). frrtest holds it while such a zebra starts.
+func QuietNamespaces(t testing.TB) (release func()) {
+	t.Helper()
+	return lockNamespaces(t, unix.LOCK_EX)
+}
+
+// lockNamespaces takes how (unix.LOCK_SH or LOCK_EX) on the machine's
+// namespace lock file, shared by every process of the tests.
+func lockNamespaces(t testing.TB, how int) func() {
+	t.Helper()
+	path := filepath.Join(os.TempDir(), "sluice-test-netns.lock")
+	f, err := os.OpenFile(path, os.O_CREATE|os.O_RDWR, 0o666)
+	if err != nil {
+		t.Fatalf("open the namespace lock %s: %v", path, err)
+	}
+	for {
+		err = unix.Flock(int(f.Fd()), how)
+		if err != unix.EINTR {
+			break
+		}
+	}
+	if err != nil {
+		_ = f.Close()
+		t.Fatalf("lock %s: %v", path, err)
+	}
+	return func() { _ = f.Close() } // closing the file releases the lock
 }
