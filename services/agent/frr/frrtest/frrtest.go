@@ -124,6 +124,7 @@ type Instance struct {
 	mu      sync.Mutex
 	daemons map[string]*daemon // the latest of each name
 	all     []*daemon          // in start order, restarted ones too
+	quiet   func()             // releases QuietNamespaces (a --vrfwnetns zebra); nil when not held
 }
 
 type daemon struct {
@@ -194,17 +195,13 @@ func Start(t testing.TB, netns string, opts Options) *Instance {
 		first = 1
 	}
 	// A zebra that watches /run/netns (a VRF per namespace) aborts when a
-	// namespace appears while it starts: none appears until it answers.
-	quiet := func() {}
+	// namespace comes or goes while it starts or runs (FRR issue 19232 for
+	// a deletion): none does, machine-wide, until it is stopped (cleanup).
+	// A test must make its namespaces before it starts such an instance.
 	if first == 1 && (slices.Contains(opts.ZebraArgs, "--vrfwnetns") || slices.Contains(opts.ZebraArgs, "-n")) {
-		quiet = hostnettest.QuietNamespaces(t)
+		in.quiet = hostnettest.QuietNamespaces(t)
 	}
-	defer func() { quiet() }()
-	for gi, group := range [][]string{daemons[:first], daemons[first:]} {
-		if gi == 1 {
-			quiet() // zebra answers: namespaces may come and go again
-			quiet = func() {}
-		}
+	for _, group := range [][]string{daemons[:first], daemons[first:]} {
 		for _, name := range group {
 			args := append([]string{"-N", ps, "-u", "frr", "-g", "frr", "-P", "0", "--log", "stdout"}, opts.Args...)
 			if name == "zebra" {
@@ -388,6 +385,9 @@ func (in *Instance) cleanup(confDir, runDir string) {
 		if err := stop(d); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if in.quiet != nil {
+		in.quiet() // its zebra is stopped: namespaces may come and go again
 	}
 	if in.t.Failed() || len(errs) > 0 {
 		in.t.Logf("frrtest: logs of %s:\n%s", in, in.Logs())

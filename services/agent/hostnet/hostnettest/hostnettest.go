@@ -305,7 +305,8 @@ func PingDev(ns netns.NsHandle, dev string, src, dst netip.Addr, timeout time.Du
 // namespace that appears while it starts can abort it
 // ("thread_cancel_async(): assertion (master->owner != pthread_self())
 // failed": make test, where packages run side by side, each making
-// namespaces). frrtest holds it while such a zebra starts.
+// namespaces; FRR issue 19232: a deletion while it runs). frrtest holds
+// it while such a zebra runs.
 func QuietNamespaces(t testing.TB) (release func()) {
 	t.Helper()
 	return lockNamespaces(t, unix.LOCK_EX)
