@@ -106,6 +106,18 @@ func TestCheck_Pairs_TwoMembersNeverUnprovenTogether(t *testing.T) {
 			staged(o)
 			o.Events = append(o.Events, &sluicev1.Event{Type: "RolloutBaking", Rollout: "r2", Time: timestamppb.New(at(5.25))})
 		}},
+		{name: "a new term continues the bake (its RolloutBaking lost with the term before): node-02 given it after it (seed 81)", given: func(o *Observation) {
+			paired(o)
+			staged(o)
+			o.Events = append(o.Events, &sluicev1.Event{Type: "RolloutResumed", Rollout: "r2", Time: timestamppb.New(at(5.25)),
+				Reason: "leadership term 2 resumes the rollout in phase Progressing: …; the bake continues: 200ms of 200ms left"})
+		}},
+		{name: "a new term continues the bake: node-02 given it before its time left passed", given: func(o *Observation) {
+			paired(o)
+			staged(o)
+			o.Events = append(o.Events, &sluicev1.Event{Type: "RolloutResumed", Rollout: "r2", Time: timestamppb.New(at(5.25)),
+				Reason: "leadership term 2 resumes the rollout in phase Progressing: …; the bake continues: 10s of 200ms left"})
+		}, want: true},
 		{name: "a bake shorter than bakeSlack: node-02 given it after node-01's bake (seeds 246, 384, 882)", given: func(o *Observation) {
 			paired(o)
 			shortBake(o)

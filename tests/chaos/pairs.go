@@ -6,6 +6,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -137,12 +138,33 @@ func pairSpans(o *Observation, r *sluicev1.Rollout) []unprovenSpan {
 	st := r.GetStrategy()
 	staged := st.GetBakeTime().AsDuration() > 0 && (st.GetFirstWave() > 0 || st.GetFailureDomain() != "")
 	bake := st.GetBakeTime().AsDuration()
-	var baking []time.Time
+	// When each bake began and how long it lasts: a RolloutBaking event's
+	// time and the strategy's bake, or a new term's RolloutResumed that
+	// continues the bake the term before began (its record's bake_until:
+	// "the bake continues: 103ms of 146ms left"), whose RolloutBaking may
+	// never have been published (seed 81: the leader killed 10 ms after
+	// it wrote the record, the next term's wave 2 then rightly started
+	// 103 ms after its resume, and the check, finding no RolloutBaking
+	// before wave 2's, held node-01 unproven until that one's end).
+	type bakeAt struct {
+		at    time.Time
+		lasts time.Duration
+	}
+	var baking []bakeAt
 	for _, ev := range o.Events {
-		if ev.GetRollout() == id && ev.GetType() == "RolloutBaking" && ev.GetTime() != nil {
-			baking = append(baking, ev.GetTime().AsTime())
+		if ev.GetRollout() != id || ev.GetTime() == nil {
+			continue
+		}
+		switch ev.GetType() {
+		case "RolloutBaking":
+			baking = append(baking, bakeAt{ev.GetTime().AsTime(), bake})
+		case "RolloutResumed":
+			if left, ok := bakeContinues(ev.GetReason()); ok {
+				baking = append(baking, bakeAt{ev.GetTime().AsTime(), left})
+			}
 		}
 	}
+	slices.SortFunc(baking, func(a, b bakeAt) int { return a.at.Compare(b.at) })
 	ends := map[string][]time.Time{} // node → when an outcome freed its group
 	for _, ev := range o.Events {
 		switch ev.GetType() {
@@ -203,8 +225,8 @@ func pairSpans(o *Observation, r *sluicev1.Rollout) []unprovenSpan {
 				}
 				baked := false
 				for _, b := range baking {
-					if !b.Before(at) {
-						end(b.Add(bakeLessSlack(bake)), true, false)
+					if !b.at.Before(at) {
+						end(b.at.Add(bakeLessSlack(b.lasts)), true, false)
 						baked = true
 						break
 					}
@@ -262,6 +284,21 @@ func later(a, b time.Time) time.Time {
 // the rollout stopped, and its mate, rightly given the target after that
 // bake, was flagged.
 func bakeLessSlack(bake time.Duration) time.Duration { return max(bake-bakeSlack, 0) }
+
+// bakeContinues reads the time left of a bake a new term continues from a
+// RolloutResumed reason ("…; the bake continues: 103ms of 146ms left").
+func bakeContinues(reason string) (time.Duration, bool) {
+	_, rest, ok := strings.Cut(reason, "the bake continues: ")
+	if !ok {
+		return 0, false
+	}
+	left, _, ok := strings.Cut(rest, " of ")
+	if !ok {
+		return 0, false
+	}
+	d, err := time.ParseDuration(left)
+	return d, err == nil
+}
 
 // pairsOf is the scenario's groups for the Observation (node → group).
 func (s Scenario) pairsOf() map[string]string { return maps.Clone(s.Extras.Pairs) }

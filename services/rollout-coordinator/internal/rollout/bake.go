@@ -100,11 +100,21 @@ func (s *State) takeBake(now time.Time) {
 func (s *State) bakeNote(now time.Time) string {
 	switch {
 	case s.bakeLeft > 0:
-		return fmt.Sprintf("; the bake is held with %s of %s left", s.bakeLeft.Round(time.Second), s.plan.Bake)
+		return fmt.Sprintf("; the bake is held with %s of %s left", bakeRound(s.bakeLeft), s.plan.Bake)
 	case !s.bakeUntil.IsZero():
-		return fmt.Sprintf("; the bake continues: %s of %s left", s.bakeUntil.Sub(now).Round(time.Second), s.plan.Bake)
+		return fmt.Sprintf("; the bake continues: %s of %s left", bakeRound(s.bakeUntil.Sub(now)), s.plan.Bake)
 	}
 	return ""
+}
+
+// bakeRound is d as a bake's time left is told: to the second, or to the
+// millisecond under ten seconds (a sub-second bake's "0s of 146ms left"
+// said nothing).
+func bakeRound(d time.Duration) time.Duration {
+	if d < 10*time.Second {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(time.Second)
 }
 
 // syncBake stops the bake's countdown while a pause holds the rollout and
