@@ -430,11 +430,3 @@ func ConfigureOperationID(fp string) string {
 // agent bounds each step itself (services/agent Config: ApplierTimeout,
 // ValidateTimeout, CheckDeadline).
 func OperationDeadline(applyDeadline time.Duration) time.Duration { return 2 * applyDeadline }
-
-// AgentDeadline is OperationDeadline's former name, which the comment on
-// DesiredConfig.deadline in proto/sluice/v1/config.proto still uses.
-//
-// Deprecated: use OperationDeadline.
-func AgentDeadline(applyDeadline time.Duration) time.Duration {
-	return OperationDeadline(applyDeadline)
-}

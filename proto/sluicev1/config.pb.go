@@ -151,7 +151,7 @@ type DesiredConfig struct {
 	// rollout. The agent's status names it while it works on it.
 	Operation string `protobuf:"bytes,10,opt,name=operation,proto3" json:"operation,omitempty"`
 	// How long the agent lets the operation run once it acknowledged it
-	// (contract.AgentDeadline: twice the strategy's apply deadline, a backstop
+	// (contract.OperationDeadline: twice the strategy's apply deadline, a backstop
 	// for when no coordinator leads to cancel it at the apply deadline): it
 	// then stops it — killing the apply's or check's process group —,
 	// restores its last-good config and reports it Invalid with failed_check

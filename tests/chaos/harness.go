@@ -364,10 +364,10 @@ func (s *system) startCoordinator(instance string) {
 // second after the coordinator's deadline for it, as a real one would
 // after its timeout. That deadline is the longest apply deadline of the
 // scenario counted from the agent's acknowledgement, which an agent
-// writes once its operation has run ProgressInterval (until 2026-11-28 it
-// wrote it first: seed 178 then had the applier give up at the very
-// instant the coordinator timed the node out, and report a failed apply
-// where the coordinator had recorded a timeout).
+// writes once its operation has run ProgressInterval. The second past it
+// keeps the applier from giving up at the very instant the coordinator
+// times the node out, which would report a failed apply where the
+// coordinator recorded a timeout (docs/findings.md, seed 178).
 func (s *system) applierTimeout() time.Duration {
 	d := time.Second
 	for _, c := range s.sc.Changes {

@@ -69,6 +69,40 @@ func regIntent(i int) *sluicev1.Intent {
 // regKey is the intents-bucket key of the i-th registry intent.
 func regKey(i int) string { return intent.Key(regIntent(i)) }
 
+// droppedKeys names the registry's files drop: their intents' keys in the
+// order given, and their ids as a RegistryStatus names them (kind/name,
+// sorted).
+func droppedKeys(drop []int) (keys, ids []string) {
+	for _, i := range drop {
+		keys = append(keys, regKey(i))
+		ids = append(ids, strings.Replace(regKey(i), ".", "/", 1))
+	}
+	slices.Sort(ids)
+	return keys, ids
+}
+
+// moveRegFile moves the registry's file i from one directory to another
+// (rename: atomic), reporting a failure as the harness's for fault ft.
+func (s *system) moveRegFile(ft Fault, from, to string, i int) bool {
+	if err := os.Rename(filepath.Join(from, regFile(i)), filepath.Join(to, regFile(i))); err != nil {
+		s.harnessFailed(harnessErr("%s: move %s: %w", ft.Kind, regFile(i), err))
+		return false
+	}
+	return true
+}
+
+// sleepCtx sleeps for d; false when ctx ended first.
+func sleepCtx(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false
+	case <-t.C:
+		return true
+	}
+}
+
 func regDoc(i int) []byte {
 	return fmt.Appendf(nil, "kind: RoutingTable\nname: %s\nspec:\n  tableId: %d\n  nodeSelector:\n    matchLabels:\n      chaos: never\n",
 		regName(i), 60+i)
@@ -204,13 +238,7 @@ func (d *driver) declareRegistry(ctx context.Context) error {
 func (f *faults) partialRegistry(ctx context.Context, ft Fault) {
 	s, t := f.sys, ft.Trickle
 	defer f.lock("registry")()
-	move := func(from, to string, i int) bool {
-		if err := os.Rename(filepath.Join(from, regFile(i)), filepath.Join(to, regFile(i))); err != nil {
-			s.harnessFailed(harnessErr("%s: move %s: %w", ft.Kind, regFile(i), err))
-			return false
-		}
-		return true
-	}
+	move := func(from, to string, i int) bool { return s.moveRegFile(ft, from, to, i) }
 	dropped := slices.Compact(slices.Sorted(slices.Values(t.Back))) // a flapping file is listed twice
 	if t.Drop == "gone" {
 		from := time.Now()
@@ -284,19 +312,9 @@ func (f *faults) registryHold(ctx context.Context, ft Fault) {
 	defer f.lock("registry")()
 	obs := HoldObs{Owned: s.sc.Registry.Intents}
 	var ids []string // as the status names them
-	for _, i := range h.Drop {
-		obs.Intents = append(obs.Intents, regKey(i))
-		ids = append(ids, strings.Replace(regKey(i), ".", "/", 1))
-	}
-	slices.Sort(ids)
+	obs.Intents, ids = droppedKeys(h.Drop)
 	defer func() { s.reg.held(obs) }()
-	move := func(from, to string, i int) bool {
-		if err := os.Rename(filepath.Join(from, regFile(i)), filepath.Join(to, regFile(i))); err != nil {
-			s.harnessFailed(harnessErr("%s: move %s: %w", ft.Kind, regFile(i), err))
-			return false
-		}
-		return true
-	}
+	move := func(from, to string, i int) bool { return s.moveRegFile(ft, from, to, i) }
 	obs.From = time.Now()
 	for _, i := range h.Drop {
 		if !move(s.reg.dir, s.reg.away, i) {
@@ -305,16 +323,7 @@ func (f *faults) registryHold(ctx context.Context, ft Fault) {
 		s.reg.absent(i, obs.From)
 	}
 	s.log.add("%s: dropped %d of %d files", ft, len(h.Drop), s.sc.Registry.Intents)
-	sleep := func(d time.Duration) bool {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-			return true
-		}
-	}
+	sleep := func(d time.Duration) bool { return sleepCtx(ctx, d) }
 	statuses := s.Env().Buckets.Registries
 	var digest string
 	for until := obs.From.Add(h.For); time.Now().Before(until); {
@@ -493,29 +502,10 @@ func (f *faults) confirmPending(ctx context.Context, ft Fault) {
 	defer f.lock("registry")()
 	var obs ConfirmObs
 	var ids []string // as the status names them
-	for _, i := range p.Drop {
-		obs.Intents = append(obs.Intents, regKey(i))
-		ids = append(ids, strings.Replace(regKey(i), ".", "/", 1))
-	}
-	slices.Sort(ids)
+	obs.Intents, ids = droppedKeys(p.Drop)
 	defer func() { s.reg.confirmed(obs) }()
-	move := func(from, to string, i int) bool {
-		if err := os.Rename(filepath.Join(from, regFile(i)), filepath.Join(to, regFile(i))); err != nil {
-			s.harnessFailed(harnessErr("%s: move %s: %w", ft.Kind, regFile(i), err))
-			return false
-		}
-		return true
-	}
-	sleep := func(d time.Duration) bool {
-		t := time.NewTimer(d)
-		defer t.Stop()
-		select {
-		case <-ctx.Done():
-			return false
-		case <-t.C:
-			return true
-		}
-	}
+	move := func(from, to string, i int) bool { return s.moveRegFile(ft, from, to, i) }
+	sleep := func(d time.Duration) bool { return sleepCtx(ctx, d) }
 	obs.From = time.Now()
 	for _, i := range p.Drop {
 		if !move(s.reg.dir, s.reg.away, i) {
