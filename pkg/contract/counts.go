@@ -3,6 +3,7 @@ package contract
 import (
 	"fmt"
 	"slices"
+	"strings"
 
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -56,6 +57,24 @@ type Category struct {
 	Meaning string     `json:"meaning"`
 	N       uint32     `json:"n"`
 	Of      []Category `json:"of,omitempty"`
+	// Names are the nodes it counts, by name, where the record names them
+	// and nothing else would once they moved on: stopped in flight
+	// (Rollout.stopped_nodes, the first 100 by name; N-len(Names) more
+	// are counted and not named).
+	Names []string `json:"names,omitempty"`
+}
+
+// Named lists c's named nodes as a line says them ("node-04, node-07 and
+// 3 more"); "" when it names none.
+func (c Category) Named() string {
+	if len(c.Names) == 0 {
+		return ""
+	}
+	line := strings.Join(c.Names, ", ")
+	if more := sub(c.N, uint32(len(c.Names))); more > 0 {
+		line += fmt.Sprintf(" and %d more", more)
+	}
+	return line
 }
 
 // Categories is every key's words and meaning, in the order they are shown.
@@ -117,17 +136,26 @@ type Tally struct {
 
 // TallyOf lays r's counts out by category. The operations' failures
 // leave out the nodes refused (never touched), which the record's failures
-// list names (bounded: its first 100).
+// list names (bounded: its first 100). Stopped in flight names its nodes
+// (the record's stopped_nodes).
+//
+// A node counted stopped in flight is named by the record, not by where
+// its status now places it: once its revert is done it is placed reverted
+// (Place), and only the record still says it stopped in flight.
 func TallyOf(r *sluicev1.Rollout) Tally {
 	c := r.GetCounts()
 	t := Tally{Total: c.GetTotal(), Attempted: c.GetAttempted()}
+	stopped := category(CountStopped, c.GetStopped())
+	if stopped.N > 0 {
+		stopped.Names = r.GetStoppedNodes()
+	}
 	t.Nodes = []Category{
 		category(CountPending, c.GetPending()),
 		category(CountInProgress, c.GetInProgress()),
 		category(CountProvisioned, c.GetProvisioned()),
 		category(CountFailed, c.GetFailed(), category(CountTimedOut, c.GetTimedOut())),
 		category(CountSkipped, c.GetSkipped(), category(CountIncompatible, c.GetIncompatible())),
-		category(CountStopped, c.GetStopped()),
+		stopped,
 		category(CountNotStarted, c.GetNotStarted()),
 	}
 	if n := c.GetReverting() + c.GetReverted() + c.GetRevertFailed(); n > 0 {

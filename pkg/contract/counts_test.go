@@ -181,3 +181,36 @@ func TestStageTallyOf_AddsUpToTheNodesStarted(t *testing.T) {
 		})
 	}
 }
+
+// Stopped in flight names the nodes the record names (the first of them,
+// bounded), and says how many more it counts: once reverted, nothing else
+// names them (sluice issue 42 item 3).
+func TestTallyOf_StoppedInFlight_NamesTheRecordsNodes(t *testing.T) {
+	tests := []struct {
+		name      string
+		stopped   uint32
+		names     []string
+		wantNames string
+	}{
+		{name: "every one named", stopped: 2, names: []string{"node-04", "node-05"}, wantNames: "node-04, node-05"},
+		{name: "more than the record names", stopped: 150, names: []string{"node-001", "node-002"}, wantNames: "node-001, node-002 and 148 more"},
+		{name: "none stopped: none named", stopped: 0, names: []string{"node-04"}, wantNames: ""},
+		{name: "a record that names none", stopped: 1, wantNames: ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := &sluicev1.Rollout{Counts: &sluicev1.RolloutCounts{Total: 200, Stopped: tt.stopped, NotStarted: 200 - tt.stopped}, StoppedNodes: tt.names}
+			for _, c := range TallyOf(r).Nodes {
+				if c.Key != CountStopped {
+					if len(c.Names) > 0 {
+						t.Errorf("%s names %q", c.Key, c.Names)
+					}
+					continue
+				}
+				if got := c.Named(); got != tt.wantNames {
+					t.Errorf("stopped in flight names %q, want %q", got, tt.wantNames)
+				}
+			}
+		})
+	}
+}

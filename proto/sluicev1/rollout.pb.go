@@ -1108,7 +1108,15 @@ type Rollout struct {
 	Baked bool `protobuf:"varint,31,opt,name=baked,proto3" json:"baked,omitempty"`
 	// Where the head this rollout started from came from (Head.source,
 	// copied at the start): the registry and git commit; unset for the API's.
-	Source        *Source `protobuf:"bytes,32,opt,name=source,proto3" json:"source,omitempty"`
+	Source *Source `protobuf:"bytes,32,opt,name=source,proto3" json:"source,omitempty"`
+	// The nodes counted stopped in flight (counts.stopped), by name, sorted:
+	// their config was written when the rollout stopped. Written with the
+	// transition that stops them, and taken off when a late report moves one
+	// to failed, so that they stay named once their revert puts their backup
+	// back. Bounded: the first 100 by name (as failures and skipped are);
+	// counts.stopped says how many in all, so 100,000 nodes stopped cost 100
+	// names and a count.
+	StoppedNodes  []string `protobuf:"bytes,33,rep,name=stopped_nodes,json=stoppedNodes,proto3" json:"stopped_nodes,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1363,6 +1371,13 @@ func (x *Rollout) GetBaked() bool {
 func (x *Rollout) GetSource() *Source {
 	if x != nil {
 		return x.Source
+	}
+	return nil
+}
+
+func (x *Rollout) GetStoppedNodes() []string {
+	if x != nil {
+		return x.StoppedNodes
 	}
 	return nil
 }
@@ -2165,8 +2180,7 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\astopped\x18\f \x01(\rR\astopped\x12\x1f\n" +
 	"\vnot_started\x18\r \x01(\rR\n" +
 	"notStarted\x12\"\n" +
-	"\fincompatible\x18\x0e \x01(\rR\fincompatible\"\xef\n" +
-	"\n" +
+	"\fincompatible\x18\x0e \x01(\rR\fincompatible\"\x94\v\n" +
 	"\aRollout\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\brevision\x18\x02 \x01(\tR\brevision\x12+\n" +
@@ -2209,7 +2223,8 @@ const file_sluice_v1_rollout_proto_rawDesc = "" +
 	"\x12bake_checks_passed\x18\x1d \x01(\rR\x10bakeChecksPassed\x126\n" +
 	"\tbake_left\x18\x1e \x01(\v2\x19.google.protobuf.DurationR\bbakeLeft\x12\x14\n" +
 	"\x05baked\x18\x1f \x01(\bR\x05baked\x12)\n" +
-	"\x06source\x18  \x01(\v2\x11.sluice.v1.SourceR\x06source\"\x9b\x03\n" +
+	"\x06source\x18  \x01(\v2\x11.sluice.v1.SourceR\x06source\x12#\n" +
+	"\rstopped_nodes\x18! \x03(\tR\fstoppedNodes\"\x9b\x03\n" +
 	"\vStageResult\x12\x12\n" +
 	"\x04wave\x18\x01 \x01(\rR\x04wave\x12\x16\n" +
 	"\x06domain\x18\x02 \x01(\tR\x06domain\x129\n" +

@@ -42,7 +42,7 @@ func NewMetrics(reg prometheus.Registerer) *Metrics {
 		}, []string{"rollout", "phase"}),
 		rolloutNodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_rollout_nodes",
-			Help: "Nodes of the active (else the last) rollout by state: total, pending, in_progress, provisioned (succeeded), failed, timed_out (of the failed), skipped, reverting, reverted, revert_failed; reported by the leader.",
+			Help: "Nodes of the active (else the last) rollout by state, the categories of contract.TallyOf (the counts sluice rollout status prints): total, pending, in_progress, provisioned (succeeded), failed, timed_out (of the failed), skipped, incompatible (of the skipped), stopped (in flight when it stopped), not_started, reverting, reverted, revert_failed; reported by the leader.",
 		}, []string{"rollout", "state"}),
 		nodes: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "sluice_nodes",

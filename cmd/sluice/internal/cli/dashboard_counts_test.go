@@ -24,8 +24,10 @@ import (
 // five nodes, of which the revision changes only zone-a's two. While the
 // rollout runs, the three it does not change are provisioned on the map as
 // in the counts (they were drawn "Pending / no status"); when it stops,
-// the node in flight is counted and named stopped in flight and the counts
-// add up to the total (they said "counts add up to 4, not the total 5");
+// the node in flight is counted and named stopped in flight, and still
+// named once it is reverted (from the record: the map draws it reverted),
+// and the counts add up to the total (they said "counts add up to 4, not
+// the total 5");
 // the reverted nodes are drawn reverted (they were drawn provisioned). At
 // each step the map's cells, by category, are the panel's counts.
 func TestDashboard_MapAgreesWithTheCounts(t *testing.T) {
@@ -152,6 +154,7 @@ func TestDashboard_MapAgreesWithTheCounts(t *testing.T) {
 	r.Phase, r.Reason = sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING, "node-01 failed check ping"
 	r.Counts = &sluicev1.RolloutCounts{Total: 5, Provisioned: 3, Failed: 1, Stopped: 1, Attempted: 2, Reverting: 2}
 	r.Failures = []*sluicev1.NodeOutcome{{Node: "node-01", Result: sluicev1.NodeResult_NODE_RESULT_INVALID, FailedCheck: "ping", Fingerprint: fp(r1, "node-01")}}
+	r.StoppedNodes = []string{"node-05"} // as the coordinator names it, with the count
 	record(r)
 	step("a revert",
 		"node-01=reverting node-02=provisioned node-03=provisioned node-04=provisioned node-05=stopped",
@@ -169,7 +172,7 @@ func TestDashboard_MapAgreesWithTheCounts(t *testing.T) {
 	record(r)
 	step("a rollback",
 		"node-01=reverted node-02=provisioned node-03=provisioned node-04=provisioned node-05=reverted",
-		"pending 0, in progress 0, provisioned 3, failed 1, skipped 0, stopped in flight 1, not started 0, reverting 0, reverted 2",
+		"pending 0, in progress 0, provisioned 3, failed 1, skipped 0, stopped in flight 1: node-05, not started 0, reverting 0, reverted 2",
 		"5 of 5 nodes accounted for; the revert counts the 2 touched again")
 	history("a rollback", "3/5 | 1 | stopped in flight 1 | 2")
 }

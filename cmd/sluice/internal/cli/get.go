@@ -88,9 +88,11 @@ func (a *app) getCommand() *cobra.Command {
                  from: git registry gitops commit 0123456789ab (Ada Admin:
                  add tenant a), registry NAME, or - for the API)
   nodes          NODE PRESENT LABELS PHASE FINGERPRINT REVISION MESSAGE LAST-UPDATE
-                 (every node with a presence lease or a status; REVISION is
-                 the revision in force when the node runs the config it gives
-                 the node, else the one its agent last applied from)
+                 (every node with a presence lease or a status; LABELS are
+                 its presence's, or for a node that left (PRESENT no) those
+                 its last status carried; REVISION is the revision in force
+                 when the node runs the config it gives the node, else the
+                 one its agent last applied from)
   rollouts       ID REVISION PHASE PROVISIONED/TOTAL FAILED SKIPPED OTHER REVERTED
                  STARTED DURATION REASON (newest first; the active one is
                  marked; FAILED counts invalid and timed-out nodes; OTHER the

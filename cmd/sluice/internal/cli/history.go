@@ -31,7 +31,9 @@ stopped in flight, not started, ...), so that a row adds up to its total; and
 reverted. "(in force)" marks the rollout whose revision is in force
 (rollouts/last-applied), "(running)" the active one. Under the reason of a
 rollout a registry's sync started, a line says where it came from: "from git
-registry gitops commit 0123456789ab (Ada Admin: add tenant a)".
+registry gitops commit 0123456789ab (Ada Admin: add tenant a)"; under that of
+one that stopped with nodes in flight, a line names them: "stopped in flight:
+node-04, node-07" (the record names the first 100 by name, "and N more").
 
 Per-node results (failed, timed-out, refused, skipped and reverted nodes,
 with the failed check and its output) are in 'sluice rollout status ID', or
@@ -119,6 +121,13 @@ func (h history) table(now time.Time) [][]string {
 		// registry and git commit.
 		if line := contract.SourceLine(r.GetSource()); line != "" {
 			rows = append(rows, []string{"", "", "", "", "", "", "", "", "", "", "from " + line})
+		}
+		// The nodes it stopped in flight, by name (the record names them:
+		// once reverted, nothing else does).
+		for _, c := range t.Nodes {
+			if named := c.Named(); named != "" {
+				rows = append(rows, []string{"", "", "", "", "", "", "", "", "", "", oneLine(c.Words+": "+named, h.reasonWidth)})
+			}
 		}
 		// One row per wave or failure-domain stage, under its rollout: its
 		// nodes started by category (contract.StageTallyOf), adding up to

@@ -233,7 +233,7 @@ func (l nodeList) table(now time.Time) [][]string {
 			fp, msg = n.Presence.GetInForceFingerprint(), "no status stored; the agent runs its last-good"
 		}
 		rows = append(rows, []string{
-			n.Name, present, labelString(n.Presence.GetLabels()), nodePhase(n.Status.GetPhase()),
+			n.Name, present, labelString(n.Labels()), nodePhase(n.Status.GetPhase()),
 			shortN(fp, 12), short(n.Revision()),
 			oneLine(msg, 60), age(now, last),
 		})

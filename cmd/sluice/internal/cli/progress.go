@@ -287,6 +287,24 @@ func nodeTable(r *sluicev1.Rollout, live []liveNode, now time.Time, w cellWidths
 		}
 		rows = append(rows, row{o.GetNode(), nodeResult(res), o.GetFailedCheck(), msg, o.GetOutput()})
 	}
+	// The nodes the record names stopped in flight (contract.TallyOf):
+	// once reverted, their status no longer says they were.
+	stoppedWords := contract.Words(contract.CountStopped)
+	var named, unnamed uint32
+	for _, c := range contract.TallyOf(r).Nodes {
+		if c.Key != contract.CountStopped {
+			continue
+		}
+		for _, name := range c.Names {
+			if _, ok := listed[name]; !ok {
+				listed[name] = len(rows)
+				rows = append(rows, row{name, stoppedWords, "", "no outcome of its own", ""})
+			}
+		}
+		if named = uint32(len(c.Names)); named > 0 {
+			unnamed = c.N - min(c.N, named)
+		}
+	}
 	live = slices.SortedFunc(slices.Values(live), func(a, b liveNode) int { return strings.Compare(a.desired.GetNode(), b.desired.GetNode()) })
 	for _, l := range live {
 		res, check, msg, output, show := liveState(l, now)
@@ -299,7 +317,10 @@ func nodeTable(r *sluicev1.Rollout, live []liveNode, now time.Time, w cellWidths
 			continue
 		}
 		if i, ok := listed[l.desired.GetNode()]; ok {
-			if l.desired.GetRevert() && (res == "reverting" || res == "reverted") || res == "unreadable" {
+			switch {
+			case res == stoppedWords && rows[i].result == stoppedWords:
+				rows[i].msg = msg // still in flight: how long it has applied
+			case l.desired.GetRevert() && (res == "reverting" || res == "reverted") || res == "unreadable":
 				rows[i].result += ", " + res
 			}
 			continue
@@ -328,6 +349,9 @@ func nodeTable(r *sluicev1.Rollout, live []liveNode, now time.Time, w cellWidths
 	}
 	if n := len(rows) - maxNodeRows; n > 0 {
 		lines = append(lines, fmt.Sprintf("  … and %d more (sluice get nodes; sluice events --kind node)", n))
+	}
+	if unnamed > 0 {
+		lines = append(lines, fmt.Sprintf("  … and %d more %s, not named (the record names the first %d by name)", unnamed, stoppedWords, named))
 	}
 	return lines
 }

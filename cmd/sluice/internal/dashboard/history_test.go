@@ -66,3 +66,39 @@ func TestStream_HistoryRow_AddsUpToItsTotal(t *testing.T) {
 		t.Errorf("the row adds up to %d, its total is %d (want 7)", n, got.Total)
 	}
 }
+
+// TestStream_StoppedInFlight_NamedOnceReverted (sluice issue 42 item 3):
+// the rollout panel named the nodes stopped in flight from where the map
+// placed them, and once reverted a node is placed reverted: "stopped in
+// flight 1" named no node. The tally's stopped category carries the
+// record's names.
+func TestStream_StoppedInFlight_NamedOnceReverted(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	now := timestamppb.New(time.Date(2026, 12, 2, 9, 0, 0, 0, time.UTC))
+	r := &sluicev1.Rollout{Id: "4-back", Revision: "rev-4", Generation: 4, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Reason: "node-01 failed",
+		StartedAt: now, FinishedAt: now, Counts: &sluicev1.RolloutCounts{Total: 5, Provisioned: 3, Failed: 1, Stopped: 1, Attempted: 2, Reverted: 2},
+		Failures:     []*sluicev1.NodeOutcome{{Node: "node-01", FailedCheck: "ping", Result: sluicev1.NodeResult_NODE_RESULT_INVALID}},
+		StoppedNodes: []string{"node-05"}}
+	if _, err := store.New(env.Buckets.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }).Create(context.Background(), r.GetId(), r); err != nil {
+		t.Fatal(err)
+	}
+	s := serve(t, env, dashboard.Options{})
+	ch, _ := s.stream(t, "")
+	var u struct{ Tallies []contract.Tally }
+	select {
+	case m := <-ch:
+		if err := json.Unmarshal(m.data, &u); err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("no snapshot within 10 s")
+	}
+	if len(u.Tallies) != 1 {
+		t.Fatalf("tallies %+v, want 4-back's", u.Tallies)
+	}
+	for _, c := range u.Tallies[0].Nodes {
+		if c.Key == contract.CountStopped && (c.N != 1 || len(c.Names) != 1 || c.Names[0] != "node-05") {
+			t.Errorf("stopped in flight %d named %q, want 1 named [node-05]", c.N, c.Names)
+		}
+	}
+}

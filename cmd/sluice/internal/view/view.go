@@ -34,6 +34,16 @@ type Node struct {
 	InForce string
 }
 
+// Labels are a node's labels: its presence's, or, once it departed (no
+// presence), those its last status carried (NodeStatus.node_labels), as the
+// dashboard's fleet map groups it; nil when neither says.
+func (n Node) Labels() map[string]string {
+	if n.Presence != nil {
+		return n.Presence.GetLabels()
+	}
+	return n.Status.GetNodeLabels()
+}
+
 // Revision is the revision a node's REVISION shows: the revision in force
 // when the node runs its config, else the one its agent last applied a
 // config from.

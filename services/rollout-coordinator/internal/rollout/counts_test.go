@@ -1,14 +1,15 @@
 package rollout
 
 import (
+	"fmt"
+	"math/rand/v2"
 	"slices"
+	"testing"
+	"time"
 
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/pkg/contract"
-	"testing"
-	"time"
-
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -47,6 +48,10 @@ func TestDecide_FinalCountsAddUpToTheTotal(t *testing.T) {
 		events []Event
 		phase  sluicev1.RolloutPhase
 		want   *sluicev1.RolloutCounts
+		// The nodes named stopped in flight: in the record written when
+		// the rollout stopped, and still in the terminal one, their
+		// revert done (sluice issue 42 item 3: they were named nowhere).
+		stoppedNodes []string
 	}{
 		{
 			name:   "succeeded: every node provisioned",
@@ -65,22 +70,32 @@ func TestDecide_FinalCountsAddUpToTheTotal(t *testing.T) {
 			events: []Event{running(&sluicev1.Strategy{MaxParallel: "2"}), ok("n1"), bad("n2"),
 				// n1 and n2 are reverted; n3, in flight when n2 failed, too.
 				back("n1"), back("n2"), back("n3")},
-			phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK,
-			want:  &sluicev1.RolloutCounts{Total: 5, Provisioned: 1, Failed: 1, Stopped: 1, NotStarted: 2, Reverted: 3, Attempted: 3},
+			phase:        sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK,
+			want:         &sluicev1.RolloutCounts{Total: 5, Provisioned: 1, Failed: 1, Stopped: 1, NotStarted: 2, Reverted: 3, Attempted: 3},
+			stoppedNodes: []string{"n3"},
 		},
 		{
-			name:   "aborted: one provisioned, one stopped in flight, three never started",
-			events: []Event{running(&sluicev1.Strategy{MaxParallel: "1"}), ok("n1"), abort, back("n1"), back("n2")},
-			phase:  sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED,
-			want:   &sluicev1.RolloutCounts{Total: 5, Provisioned: 1, Stopped: 1, NotStarted: 3, Reverted: 2, Attempted: 2},
+			name:         "aborted: one provisioned, one stopped in flight, three never started",
+			events:       []Event{running(&sluicev1.Strategy{MaxParallel: "1"}), ok("n1"), abort, back("n1"), back("n2")},
+			phase:        sluicev1.RolloutPhase_ROLLOUT_PHASE_ABORTED,
+			want:         &sluicev1.RolloutCounts{Total: 5, Provisioned: 1, Stopped: 1, NotStarted: 3, Reverted: 2, Attempted: 2},
+			stoppedNodes: []string{"n2"},
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := NewState()
 			var fin *sluicev1.Rollout
+			var atStop []string // stopped_nodes of the first record saved with a node stopped
 			for i, ev := range tt.events {
-				if f, ok := findAction[FinishRollout](Decide(s, ev, t0.Add(time.Duration(i)*time.Second))); ok {
+				acts := Decide(s, ev, t0.Add(time.Duration(i)*time.Second))
+				if sv, ok := findAction[SaveRollout](acts); ok && atStop == nil && sv.Rollout.GetCounts().GetStopped() > 0 {
+					atStop = slices.Clone(sv.Rollout.GetStoppedNodes())
+					if atStop == nil {
+						atStop = []string{}
+					}
+				}
+				if f, ok := findAction[FinishRollout](acts); ok {
 					fin = f.Rollout
 				}
 			}
@@ -94,6 +109,12 @@ func TestDecide_FinalCountsAddUpToTheTotal(t *testing.T) {
 				c.GetAttempted() != tt.want.Attempted {
 				t.Fatalf("finished %s with %v (forward counts add up to %d of %d); want %s with %v",
 					fin.GetPhase(), c, forward(c), c.GetTotal(), tt.phase, tt.want)
+			}
+			if tt.stoppedNodes != nil && !slices.Equal(atStop, tt.stoppedNodes) {
+				t.Errorf("the record saved when it stopped names %q stopped in flight, want %q", atStop, tt.stoppedNodes)
+			}
+			if got := fin.GetStoppedNodes(); !slices.Equal(got, tt.stoppedNodes) {
+				t.Errorf("the terminal record names %q stopped in flight, want %q", got, tt.stoppedNodes)
 			}
 		})
 	}
@@ -111,8 +132,9 @@ func TestDecide_ResumedRevert_ForwardCountsStillAddUp(t *testing.T) {
 	// n1 was provisioned, n2 in flight when n3 failed; n4 never started.
 	rec := &sluicev1.Rollout{Id: id1, Revision: r1.Id, Generation: 2, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_REVERTING,
 		Reason: "n3 failed", Strategy: &sluicev1.Strategy{MaxParallel: "3"},
-		Counts:   &sluicev1.RolloutCounts{Total: 4, Provisioned: 1, Failed: 1, Stopped: 1, NotStarted: 1, Reverting: 3, Attempted: 3},
-		Failures: []*sluicev1.NodeOutcome{{Node: "n3", Result: sluicev1.NodeResult_NODE_RESULT_INVALID, Fingerprint: fp1}}}
+		Counts:       &sluicev1.RolloutCounts{Total: 4, Provisioned: 1, Failed: 1, Stopped: 1, NotStarted: 1, Reverting: 3, Attempted: 3},
+		Failures:     []*sluicev1.NodeOutcome{{Node: "n3", Result: sluicev1.NodeResult_NODE_RESULT_INVALID, Fingerprint: fp1}},
+		StoppedNodes: []string{"n2"}}
 	forwardW := func(n string) *sluicev1.DesiredConfig {
 		return &sluicev1.DesiredConfig{Node: n, Fingerprint: fp1, Rollout: id1, Revision: r1.Id}
 	}
@@ -139,6 +161,9 @@ func TestDecide_ResumedRevert_ForwardCountsStillAddUp(t *testing.T) {
 	if forward(c) != c.GetTotal() || c.GetProvisioned() != 1 || c.GetFailed() != 2 || c.GetStopped() != 0 || c.GetNotStarted() != 1 {
 		t.Fatalf("finished with %v (forward counts add up to %d of %d); want provisioned 1, failed 2 (n2 failed while stopped), not started 1",
 			c, forward(c), c.GetTotal())
+	}
+	if got := fin.GetStoppedNodes(); len(got) != 0 {
+		t.Errorf("n2 moved from stopped to failed, but the record still names %q stopped in flight", got)
 	}
 }
 
@@ -393,4 +418,26 @@ func TestDecide_EveryCountAddsUp_AndPlacedNodesAgree(t *testing.T) {
 		f.settle()
 		want(t, f, sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK)
 	})
+}
+
+// The record names at most maxListed nodes stopped in flight, the first by
+// name, however many stop (100,000 nodes stopped cost 100 names); the
+// count says how many in all.
+func TestStoppedNodes_BoundedToTheFirstByName(t *testing.T) {
+	s := NewState()
+	s.rollout = &sluicev1.Rollout{Counts: &sluicev1.RolloutCounts{}}
+	var want []string
+	for i := 0; i < 3*maxListed; i++ {
+		want = append(want, fmt.Sprintf("n%04d", i))
+	}
+	for _, i := range rand.New(rand.NewPCG(1, 2)).Perm(len(want)) {
+		s.listStopped(want[i])
+	}
+	if got := s.rollout.GetStoppedNodes(); !slices.Equal(got, want[:maxListed]) {
+		t.Fatalf("named %d: %q…, want the first %d by name", len(got), got[:min(3, len(got))], maxListed)
+	}
+	s.unlistStopped("n0000")
+	if got := s.rollout.GetStoppedNodes(); len(got) != maxListed-1 || got[0] != "n0001" {
+		t.Fatalf("after n0000 failed late: %q…", got[:min(3, len(got))])
+	}
 }

@@ -353,7 +353,13 @@ func (s *State) stopUnreadable(r *sluicev1.Rollout, now time.Time) {
 			r.GetReason(), s.revertQ.len()+s.inFlight.len(), s.plan.MaxParallel)))
 	}
 	for _, name := range s.sortedNodes() {
-		s.failedUnread(s.nodes[name])
+		n := s.nodes[name]
+		if !resumed && n.touched && n.prog == progStopped {
+			// In flight at the stop (resumeRevert found it so): counted
+			// stopped above, named with it.
+			s.listStopped(name)
+		}
+		s.failedUnread(n)
 	}
 }
 

@@ -248,7 +248,8 @@ func (WatchGates) isAction()     {}
 func (ReadStatuses) isAction()   {}
 func (ReadDesired) isAction()    {}
 
-// maxListed bounds the failures and skipped nodes kept in a rollout record.
+// maxListed bounds the failures, skipped and stopped nodes kept in a
+// rollout record (its counts say how many in all).
 const maxListed = 100
 
 // maxOutput bounds a check's output kept in records.

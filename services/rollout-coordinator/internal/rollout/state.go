@@ -3,6 +3,7 @@ package rollout
 import (
 	"cmp"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -255,6 +256,12 @@ func (s *State) setProg(n *node, p progress) {
 	}
 	from := n.prog
 	n.prog = p
+	if from == progStopped {
+		s.unlistStopped(n.name)
+	}
+	if p == progStopped {
+		s.listStopped(n.name)
+	}
 	s.regroup(n, from, p)
 	s.evidenceMoved(n, from, p)
 	if f := progCounter(c, p); f != nil {
@@ -267,6 +274,30 @@ func (s *State) setProg(n *node, p progress) {
 		c.Skipped++
 	}
 	s.changed()
+}
+
+// listStopped names node in the record's stopped_nodes, which stays
+// sorted and holds at most maxListed names (the first by name):
+// counts.stopped says how many there are in all.
+func (s *State) listStopped(node string) {
+	r := s.rollout
+	i, found := slices.BinarySearch(r.StoppedNodes, node)
+	if found || i >= maxListed {
+		return
+	}
+	r.StoppedNodes = slices.Insert(r.StoppedNodes, i, node)
+	if len(r.StoppedNodes) > maxListed {
+		r.StoppedNodes = r.StoppedNodes[:maxListed]
+	}
+}
+
+// unlistStopped takes node off the record's stopped_nodes: a late report
+// moved it from stopped to failed (the failures name it).
+func (s *State) unlistStopped(node string) {
+	r := s.rollout
+	if i, found := slices.BinarySearch(r.StoppedNodes, node); found {
+		r.StoppedNodes = slices.Delete(r.StoppedNodes, i, i+1)
+	}
 }
 
 func progCounter(c *sluicev1.RolloutCounts, p progress) *uint32 {

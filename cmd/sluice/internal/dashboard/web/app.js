@@ -499,17 +499,24 @@ document.addEventListener('keydown', (e) => { if (e.key === 'Escape') { $('drawe
 // The counts are the server's (contract.TallyOf, sent as tallies): the
 // forward categories add up to the total, the revert's to the nodes
 // touched, the operations to those attempted. The page adds nothing up.
-// Stopped in flight and revert failed name their nodes, as the map placed
-// them (a node stopped in flight is placed reverted once its revert is done).
+// Stopped in flight names its nodes as the record does (the tally's names:
+// a node stopped in flight is placed reverted once its revert is done, and
+// only the record still says it stopped); revert failed, and a record that
+// names none, as the map placed them.
 const NAMED = ['stopped', 'revertFailed'];
 function countItem(c, stopped) {
   let text = `${c.words} ${c.n || 0}`;
   for (const of of c.of || []) if (of.n) text += ` (${of.n} ${of.words})`;
   if (NAMED.includes(c.key) && c.n) {
-    const names = [];
-    for (const n of S.nodes.values()) if (n.state === c.key) names.push(n.node);
-    names.sort();
-    if (names.length) text += `: ${names.slice(0, 10).join(', ')}${names.length > 10 ? ` and ${names.length - 10} more` : ''}`;
+    let names = c.names || [], counted = c.n;
+    if (!names.length) {
+      names = [];
+      for (const n of S.nodes.values()) if (n.state === c.key) names.push(n.node);
+      names.sort();
+      counted = names.length;
+    }
+    const shown = names.slice(0, 10);
+    if (shown.length) text += `: ${shown.join(', ')}${counted > shown.length ? ` and ${counted - shown.length} more` : ''}`;
   }
   const li = el('li', { 'data-count': c.key, title: c.meaning || '', text });
   li.style.setProperty('--c', `var(${(STATES[c.key] || STATES.outside).color})`);
