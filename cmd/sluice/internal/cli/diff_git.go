@@ -161,6 +161,10 @@ func (a *app) gitDiff(ctx context.Context, rng, name string, full bool) (*gitDif
 	}
 	render.Sort(answers[0])
 	render.Sort(answers[1])
+	for _, fe := range intent.Validate(sets[1]) {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("warning: %s at %s: a sync reports it invalid and keeps the version in force",
+			intent.FormatFieldError(fe), contract.ShortHash(trees[1].Commit.GetHash())))
+	}
 	r.Intents = intentChanges(&sluicev1.NodeConfig{Intents: answers[0]}, &sluicev1.NodeConfig{Intents: answers[1]}, full)
 	r.Changed = len(r.Intents) > 0
 

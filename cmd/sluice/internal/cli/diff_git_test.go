@@ -150,4 +150,11 @@ func TestDiff_GitRange_ShowsTheIntentsAndTheNodesTheyReach(t *testing.T) {
 	if after := head(); after != before {
 		t.Errorf("the head changed during the diffs")
 	}
+
+	// A commit with an invalid intent: previewed, with the sync's verdict on stderr.
+	c3 := g.Commit("blue: vlan 5000", map[string]string{"intents/blue.yaml": l2Doc("blue", 5000, 10102, "zone-b")})
+	if code, out, stderr = run("diff", "--git", c2+".."+c3); code != ExitDiffers || !strings.Contains(stderr, "spec.vlan") ||
+		!strings.Contains(stderr, "at "+c3[:12]+": a sync reports it invalid and keeps the version in force") {
+		t.Errorf("diff to an invalid intent: exit %d, stderr %q; want 1 warning of the invalid VLAN\n%s", code, stderr, out)
+	}
 }
