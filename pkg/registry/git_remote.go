@@ -1,5 +1,5 @@
 // Git registry of a server: a repository named by an https://, http:// or
-// ssh:// URL is fetched with go-git into a bare clone the configurator owns (one
+// ssh:// URL, or an scp-like [user@]host:path (git_url.go), is fetched with go-git into a bare clone the configurator owns (one
 // directory per registry under Options.GitCache, or memory), one branch
 // only, and read there as a repository on the host is read (git.go): the
 // same answer, the same holds.
@@ -159,8 +159,8 @@ func checkSSH(spec *sluicev1.GitRegistry) error {
 }
 
 // stripUserinfo is raw without user information (user and password): what
-// is shown of a URL. raw that does not parse is cut at its last '@'
-// before the path.
+// is shown of a URL; an scp-like one is host:path. raw that does not parse
+// is cut at its last '@' before the path.
 func stripUserinfo(raw string) string {
 	if isSCPLike(raw) {
 		if s, err := parseSCP(raw); err == nil {
