@@ -147,6 +147,9 @@ func TestDiff_GitRange_ShowsTheIntentsAndTheNodesTheyReach(t *testing.T) {
 			t.Errorf("diff %q: exit %d, stderr %q; want %d naming %q\n%s", tt.args, code, stderr, tt.wantCode, tt.want, out)
 		}
 	}
+	if _, out, _ := run("__complete", "diff", "--git", "HEAD~1..", "--registry", "git"); !strings.HasPrefix(out, "gitops\n") {
+		t.Errorf("--registry completes to %q, want gitops", out)
+	}
 	if after := head(); after != before {
 		t.Errorf("the head changed during the diffs")
 	}
