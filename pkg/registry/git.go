@@ -98,6 +98,8 @@ func checkGit(spec *sluicev1.GitRegistry) error {
 		if err := checkRemote(spec); err != nil {
 			return err
 		}
+	case IsLocalGitPath(u):
+		return fmt.Errorf("git.url: %q is a path, not a URL: give file://%s, or the directory as git.dir (sluice registry add --git makes a path a file:// URL)", u, u)
 	case u != "":
 		if _, err := gitURLPath(u); err != nil {
 			return err

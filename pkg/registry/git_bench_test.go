@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/sluicehq/sluice/pkg/gittest"
+	"github.com/sluicehq/sluice/pkg/registry"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -97,4 +98,19 @@ func BenchmarkGitRemote_5000Files1000Commits(b *testing.B) {
 			}
 		}
 	})
+}
+
+// BenchmarkReadGitCommits_5000Files1000Commits: what `sluice diff --git
+// HEAD~1..HEAD` reads of the same repository in place: both commits'
+// 5,000 files, each parsed (the NATS reads and the render per node are
+// not included).
+func BenchmarkReadGitCommits_5000Files1000Commits(b *testing.B) {
+	g := benchRepo(b, 5000, 1000)
+	spec := &sluicev1.RegistrySpec{Name: "bench", Source: &sluicev1.RegistrySpec_Git{Git: &sluicev1.GitRegistry{Url: g.URL(), Path: "intents"}}}
+	for b.Loop() {
+		trees, _, err := registry.ReadGitCommits(context.Background(), spec, "HEAD~1", "HEAD")
+		if err != nil || len(trees) != 2 || len(trees[1].Snapshot.Documents) != 5000 {
+			b.Fatalf("read: %v", err)
+		}
+	}
 }

@@ -1,5 +1,5 @@
 // Git registry of a server: a repository named by an https://, http:// or
-// ssh:// URL is fetched with go-git into a bare clone the configurator owns (one
+// ssh:// URL, or an scp-like [user@]host:path (git_url.go), is fetched with go-git into a bare clone the configurator owns (one
 // directory per registry under Options.GitCache, or memory), one branch
 // only, and read there as a repository on the host is read (git.go): the
 // same answer, the same holds.
@@ -76,8 +76,13 @@ func IsRemoteGitURL(u string) bool { return isRemoteURL(u) }
 // ShownURL is raw as it may be shown: without user information.
 func ShownURL(raw string) string { return stripUserinfo(raw) }
 
-// isRemoteURL: u names a server, not a repository on this host.
+// isRemoteURL: u names a server, not a repository on this host: an
+// https://, http:// or ssh:// URL, or an scp-like [user@]host:path
+// (git_url.go).
 func isRemoteURL(u string) bool {
+	if isSCPLike(u) {
+		return true
+	}
 	s, _, ok := strings.Cut(u, "://")
 	return ok && (strings.EqualFold(s, "https") || strings.EqualFold(s, "http") || strings.EqualFold(s, "ssh"))
 }
@@ -85,6 +90,12 @@ func isRemoteURL(u string) bool {
 // checkRemote checks the spec of a git registry of a server.
 func checkRemote(spec *sluicev1.GitRegistry) error {
 	raw := spec.GetUrl()
+	if isSCPLike(raw) {
+		if _, err := parseSCP(raw); err != nil {
+			return err
+		}
+		return checkSSH(spec)
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return fmt.Errorf("git.url: %q does not parse as a URL", stripUserinfo(raw))
@@ -95,6 +106,9 @@ func checkRemote(spec *sluicev1.GitRegistry) error {
 	}
 	https, ssh := strings.EqualFold(u.Scheme, "https"), strings.EqualFold(u.Scheme, "ssh")
 	if ssh {
+		if u.Host == "" {
+			return fmt.Errorf("git.url: %q names no host", stripUserinfo(raw))
+		}
 		return checkSSH(spec)
 	}
 	if spec.GetSshKeyFile() != "" || spec.GetKnownHostsFile() != "" {
@@ -125,13 +139,11 @@ func checkRemote(spec *sluicev1.GitRegistry) error {
 	return nil
 }
 
-// checkSSH checks the spec of an ssh:// URL: a key and a known_hosts
-// file, both absolute; no token, no CA.
+// checkSSH checks the rest of the spec of an ssh:// or scp-like URL whose
+// host was checked: a key and a known_hosts file, both absolute; no token,
+// no CA.
 func checkSSH(spec *sluicev1.GitRegistry) error {
-	u, _ := url.Parse(spec.GetUrl())
 	switch {
-	case u.Host == "":
-		return fmt.Errorf("git.url: %q names no host", stripUserinfo(spec.GetUrl()))
 	case spec.GetTokenFile() != "" || spec.GetCaFile() != "":
 		return errors.New("git.token_file and git.ca_file go with an https:// URL, not ssh:// (give git.ssh_key_file)")
 	case spec.GetSshKeyFile() == "":
@@ -147,9 +159,18 @@ func checkSSH(spec *sluicev1.GitRegistry) error {
 }
 
 // stripUserinfo is raw without user information (user and password): what
-// is shown of a URL. raw that does not parse is cut at its last '@'
-// before the path.
+// is shown of a URL; an scp-like one is host:path. raw that does not parse
+// is cut at its last '@' before the path.
 func stripUserinfo(raw string) string {
+	if isSCPLike(raw) {
+		if s, err := parseSCP(raw); err == nil {
+			return s.shown()
+		}
+		if i := strings.LastIndex(raw[:strings.Index(raw, ":")], "@"); i >= 0 {
+			return raw[i+1:]
+		}
+		return raw
+	}
 	u, err := url.Parse(raw)
 	if err == nil {
 		if u.User == nil {
@@ -178,7 +199,9 @@ func newRemote(name string, spec *sluicev1.GitRegistry, branch, cacheRoot string
 	if rm.sshKey != "" {
 		rm.user = DefaultGitSSHUser
 	}
-	if u, err := url.Parse(rm.url); err == nil && u.User != nil && u.User.Username() != "" {
+	if s, err := parseSCP(rm.url); isSCPLike(rm.url) && err == nil && s.user != "" {
+		rm.user = s.user
+	} else if u, err := url.Parse(rm.url); err == nil && u.User != nil && u.User.Username() != "" {
 		rm.user = u.User.Username()
 	}
 	if cacheRoot != "" {

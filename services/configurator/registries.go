@@ -462,8 +462,13 @@ func (r *registries) synced(ctx context.Context, name string, reg registry.Regis
 		emit("RegistryReachable", reason)
 	}
 	if plan.journal != nil {
-		reason := plan.reason(name)
-		log.Info().Str(logging.FieldReason, reason).Msg("registry synced")
+		reason, ev := plan.reason(name), log.Info()
+		if snap.Commit != nil {
+			// The commit the sync read, said as the head's events say it.
+			reason += "; from " + contract.SourceLine(plan.journal.GetProvenance())
+			ev = ev.Str("commit", contract.ShortHash(snap.Commit.GetHash()))
+		}
+		ev.Str(logging.FieldReason, reason).Msg("registry synced")
 		emit("RegistrySynced", reason)
 	}
 	if plan.confirmed != "" {

@@ -2,6 +2,7 @@ package configurator_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -353,7 +354,8 @@ func TestGitRegistry_HeadRecordsTheCommit(t *testing.T) {
 	evs := watchEvents(t, env.Conn)
 	g := gittest.New(t)
 	c1 := g.Commit("add red\n\nThe body is not recorded.", map[string]string{"intents/red.yaml": netDoc("red", 100)})
-	start(t, env)
+	logs := &lockedBuffer{}
+	start(t, env, func(c *configurator.Config) { c.Log = zerolog.New(io.MultiWriter(logs, zerolog.NewTestWriter(t))) })
 	addRegistry(t, env, gitSpec("gitops", g.URL()))
 
 	var head *sluicev1.Head
@@ -378,6 +380,22 @@ func TestGitRegistry_HeadRecordsTheCommit(t *testing.T) {
 			strings.Contains(moved[0].GetReason(), "from git registry gitops commit "+want) &&
 			strings.Contains(created[0].GetReason(), "from git registry gitops commit "+want)
 	})
+	// The registry's own event and log line name the commit its sync read.
+	natstest.Eventually(t, wait, "RegistrySynced naming the commit", func() bool {
+		synced := evs.ofType("RegistrySynced")
+		return len(synced) == 1 && strings.HasSuffix(synced[0].GetReason(), "; from git registry gitops commit "+want)
+	})
+	var line struct{ Message, Commit, Reason string }
+	for _, l := range strings.Split(logs.String(), "\n") {
+		if strings.Contains(l, `"registry synced"`) {
+			if err := json.Unmarshal([]byte(l), &line); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if line.Commit != c1[:12] || !strings.Contains(line.Reason, "commit "+want) {
+		t.Errorf("the registry synced log line has commit %q, reason %q; want %s and %q", line.Commit, line.Reason, c1[:12], want)
+	}
 
 	// The API's change: no source, even though the intents the sync
 	// brought are still in the revision.

@@ -52,6 +52,7 @@ func (a *app) addCompletions(root *cobra.Command) {
 	flags := map[string]map[string]cobra.CompletionFunc{
 		"sluice rollout undo":   {"to-revision": byKind("revisions")},
 		"sluice reaper confirm": {"node": byKind("nodes")},
+		"sluice diff":           {"registry": byKind("registries")},
 		"sluice events": {"kind": func(_ *cobra.Command, _ []string, toComplete string) ([]string, cobra.ShellCompDirective) {
 			return withPrefix(contract.EventKinds, toComplete), cobra.ShellCompDirectiveNoFileComp
 		}},

@@ -50,9 +50,10 @@ With --redis and --watch-dir the configurator also syncs intents from a
 Redis server (registry "redis": one intent per key sluice:intents:<kind>.<name>)
 and from the intent files in a directory (registry "dir", created if
 missing), as 'sluice registry add' would store them (docs/registries.md).
-With --git-dir (a repository here) or --git URL (https://, http:// or
-file://; --git-token-file for a server that asks for a token; clones kept
-in DATA/git; --git-ssh-key-file and --git-known-hosts for ssh://) it follows branch main of a Git repository (registry "git":
+With --git-dir (a repository here) or --git URL (https://, http://,
+ssh://, user@host:path or file://; --git-token-file for a server that asks
+for a token; clones kept in DATA/git; --git-ssh-key-file and
+--git-known-hosts for ssh:// and user@host:path) it follows branch main of a Git repository (registry "git":
 the intent files at the root of the branch's head commit).
 An intent removed from one is marked for deletion once every answer has
 lacked it for the settle period: --registry-delete-after, by default 1m
@@ -122,7 +123,7 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 	f.StringVar(&redisURL, "redis", "", "also sync intents from this Redis server (registry \"redis\"): redis://host:port/db")
 	f.StringVar(&watchDir, "watch-dir", "", "also sync the intent files in this directory (registry \"dir\"; created if missing)")
 	f.StringVar(&git.dir, "git-dir", "", "also sync the intent files at the head of branch main of this Git repository (registry \"git\"; its working tree or git directory)")
-	f.StringVar(&git.url, "git", "", "also sync the intent files at the head of branch main of the Git repository at this URL (registry \"git\"; https://, http:// or file://; cloned into DATA/git)")
+	f.StringVar(&git.url, "git", "", "also sync the intent files at the head of branch main of the Git repository at this URL (registry \"git\"; https://, http://, ssh://, user@host:path, file:// or a path; cloned into DATA/git)")
 	f.StringVar(&git.tokenFile, "git-token-file", "", "with --git https://: a file holding the server's access token")
 	f.StringVar(&git.sshKey, "git-ssh-key-file", "", "with --git ssh://: an unencrypted private key that authenticates to the server")
 	f.StringVar(&git.knownHosts, "git-known-hosts", "", "with --git ssh://: a known_hosts file holding the server's host key")

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/view"
 	"github.com/sluicehq/sluice/pkg/apiclient"
@@ -29,9 +30,10 @@ func (a *app) diffCommand() *cobra.Command {
 	var output string
 	var sf strategyFlags
 	var strict, full bool
+	var gitRange, registryName string
 	cmd := &cobra.Command{
-		Use:   "diff -f FILE|DIR [-f ...] [strategy flags] [--full] [-o json|yaml]",
-		Short: "Show what applying the files would change, storing nothing",
+		Use:   "diff (-f FILE|DIR [-f ...] [strategy flags] | --git A..B [--registry NAME]) [--full] [-o json|yaml]",
+		Short: "Show what applying the files, or a git registry's commits, would change, storing nothing",
 		Long: `A dry run of 'sluice apply': the configurator checks the files exactly as
 it checks an apply (the rules, the stored intents, registry ownership,
 intents marked for deletion, configs recorded invalid, sizes, the fleet
@@ -71,16 +73,37 @@ nodeCount, message, fix}] (the fleet verifier's warnings) and warnings
 (findings and warnings are on stderr too).
 
 What the coordinator does can still differ if nodes join or leave, or the
-stored intents change, before the apply.`,
+stored intents change, before the apply.
+
+--git A..B previews the change between two commits of a git registry's
+branch (--registry NAME; it may be left out when there is one git
+registry): the intents added (+), removed (-) and changed (~, with the
+fields that change) between the commits, as a sync of the registry would
+read them, and the nodes each change reaches, grouped as above (--full:
+node by node). A and B are a commit's hash (abbreviated or not), a branch
+or tag, or HEAD~N, HEAD being the head of the registry's branch; an empty
+end is HEAD (A.. is A..HEAD). The repository is read as the configurator
+reads it: one on this host in place (run it where the configurator runs,
+or where the repository is at the same path), a server's fetched into
+memory with the registry's credential files read on this host. Nothing is
+written. Exit 0 when the registry declares the same intents at both
+commits, 1 when they differ, 2 for a bad --git or --registry, 6 when a
+commit cannot be read. -o json: registry, location, from and to {rev,
+hash, subject, author, time}, changed, intents [{intent, op, fields}],
+nodes {present, change, unchanged}, changes[], groups[] and warnings, as
+above.`,
 		Example: "  sluice diff -f /tmp/my-intents\n  sluice diff -f /tmp/my-intents --full\n  sluice diff -f /tmp/my-intents -o json | jq .changes[].node\n" +
-			"  sluice apply -f /tmp/my-intents --dry-run --first-wave 1",
+			"  sluice apply -f /tmp/my-intents --dry-run --first-wave 1\n  sluice diff --git 3f2a1c9..HEAD --registry network\n  sluice diff --git main~1..main",
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			// Every failure without a code of its own exits ExitDiffFailed,
 			// so that 1 means "changes" only (as kubectl diff).
 			a.failCode = ExitDiffFailed
+			if gitRange != "" || registryName != "" {
+				return a.runGitDiff(cmd, gitRange, registryName, files, output, full)
+			}
 			if len(files) == 0 {
-				return &ExitError{Code: ExitUsage, Err: errors.New("nothing to compare: name intent files or directories with -f")}
+				return &ExitError{Code: ExitUsage, Err: errors.New("nothing to compare: name intent files or directories with -f, or two commits of a git registry with --git A..B")}
 			}
 			if err := checkFormat(output); err != nil {
 				return err
@@ -117,8 +140,49 @@ stored intents change, before the apply.`,
 	outputFlag(cmd.Flags(), &output)
 	cmd.Flags().BoolVar(&strict, "strict", false, "the fleet verifier's warnings refuse, as they would refuse 'apply --strict'")
 	cmd.Flags().BoolVar(&full, "full", false, "list every changing node with its fingerprints and each intent's whole spec before and after")
+	cmd.Flags().StringVar(&gitRange, "git", "", "A..B: the change between two commits of a git registry's branch, instead of -f")
+	cmd.Flags().StringVar(&registryName, "registry", "", "with --git: the git registry (default: the only one)")
 	sf.register(cmd.Flags())
 	return cmd
+}
+
+// runGitDiff is `sluice diff --git A..B`.
+func (a *app) runGitDiff(cmd *cobra.Command, rng, name string, files []string, output string, full bool) error {
+	usage := func(err error) error { return &ExitError{Code: ExitUsage, Err: err} }
+	switch {
+	case rng == "":
+		return usage(errors.New("--registry goes with --git A..B"))
+	case len(files) > 0:
+		return usage(errors.New("--git compares two commits of a git registry: give it or -f, not both"))
+	}
+	// The strategy flags and --strict are an apply's: a registry's sync
+	// keeps the head's strategy.
+	var other []string
+	cmd.LocalNonPersistentFlags().VisitAll(func(f *pflag.Flag) {
+		if f.Changed && !slices.Contains([]string{"git", "registry", "full", "output"}, f.Name) {
+			other = append(other, "--"+f.Name)
+		}
+	})
+	if len(other) > 0 {
+		return usage(fmt.Errorf("%s goes with -f, not --git: a registry's sync keeps the head's strategy; --git previews the intents and the nodes they reach", strings.Join(other, ", ")))
+	}
+	if err := checkFormat(output); err != nil {
+		return err
+	}
+	r, err := a.gitDiff(cmd.Context(), rng, name, full)
+	if err != nil {
+		return err
+	}
+	if output == formatTable {
+		r.print(a.streams.Out)
+	} else if err := writeStructured(a.streams.Out, r, output); err != nil {
+		return err
+	}
+	if r.Changed {
+		a.failCode = 0 // this 1 is diff's own
+		return silentExit(ExitDiffers)
+	}
+	return nil
 }
 
 // dryRun prints what applying intents with strategy would do, for

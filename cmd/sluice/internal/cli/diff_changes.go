@@ -62,19 +62,26 @@ func (r *diffReport) printGroups(w io.Writer) {
 			noun = "node"
 		}
 		fmt.Fprintf(w, "  %d %s: %s%s\n", g.Count, noun, strings.Join(names, " "), more)
-		for _, ic := range g.Intents {
-			switch {
-			case ic.Op == "added":
-				fmt.Fprintf(w, "      + %s\n", ic.Intent)
-			case ic.Op == "removed":
-				fmt.Fprintf(w, "      - %s\n", ic.Intent)
-			case len(ic.Fields) == 1:
-				fmt.Fprintf(w, "      ~ %s %s\n", ic.Intent, fieldLine(ic.Fields[0].Path, ic.Fields[0].From, ic.Fields[0].To))
-			default:
-				fmt.Fprintf(w, "      ~ %s\n", ic.Intent)
-				for _, f := range ic.Fields {
-					fmt.Fprintf(w, "          %s\n", fieldLine(f.Path, f.From, f.To))
-				}
+		printIntentChanges(w, "      ", g.Intents)
+	}
+}
+
+// printIntentChanges writes one line per intent change after indent, a
+// changed intent with its fields ("~ layer2network/a spec.vlan: 100 → 200",
+// or one line per field below it when several change).
+func printIntentChanges(w io.Writer, indent string, intents []intentChange) {
+	for _, ic := range intents {
+		switch {
+		case ic.Op == "added":
+			fmt.Fprintf(w, "%s+ %s\n", indent, ic.Intent)
+		case ic.Op == "removed":
+			fmt.Fprintf(w, "%s- %s\n", indent, ic.Intent)
+		case len(ic.Fields) == 1:
+			fmt.Fprintf(w, "%s~ %s %s\n", indent, ic.Intent, fieldLine(ic.Fields[0].Path, ic.Fields[0].From, ic.Fields[0].To))
+		default:
+			fmt.Fprintf(w, "%s~ %s\n", indent, ic.Intent)
+			for _, f := range ic.Fields {
+				fmt.Fprintf(w, "%s    %s\n", indent, fieldLine(f.Path, f.From, f.To))
 			}
 		}
 	}

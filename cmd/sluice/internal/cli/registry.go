@@ -60,9 +60,13 @@ configurator's host; a relative one is made absolute against the current
 directory.
 
 --git follows a branch (--branch, default main) of a repository: an
-https://, http:// or ssh:// URL of a Git server, which the configurator fetches
-into a bare clone in its cache (--git-cache) at each sync, or a file://
-URL of a repository on the configurator's host, read in place; --git-dir
+https://, http:// or ssh:// URL of a Git server, or an scp-like
+[user@]host:path (git@git.example.net:net/intents.git), which the
+configurator fetches into a bare clone in its cache (--git-cache) at each
+sync, or a file:// URL of a repository on the configurator's host, read in
+place. As git reads it, a location is scp-like when it has a colon and no
+slash before its first colon; anything else that is not a URL is a local
+path (/srv/git/net:v2.git too), made absolute and stored as file://; --git-dir
 names one on the configurator's host by its directory (a working tree or a
 git directory, bare or not). At each sync the files directly in --path
 (default: the repository's root) at the branch's head commit are read as
@@ -78,7 +82,7 @@ A server that asks for credentials takes an access token from
 sent as HTTP basic auth (the URL's user, default x-access-token, and the
 token as password); a password in the URL is refused, and the URL's user
 is never shown. --ca-file: the CA bundle of an https:// server. An
-ssh:// server takes the private key in --git-ssh-key-file (unencrypted;
+ssh:// or scp-like server takes the private key in --git-ssh-key-file (unencrypted;
 user: the URL's, default git), and its host key is checked against
 --git-known-hosts (a known_hosts file); both are required.
 
@@ -99,7 +103,8 @@ with --update.`,
   sluice registry add gitops --dir /srv/gitops/intents --sync-interval 1m
   sluice registry add gitops --dir /srv/gitops/intents --hold-share 0.2 --update
   sluice registry add network --git file:///srv/git/network.git --branch main --path intents
-  sluice registry add network --git https://git.example.net/net/intents.git --git-token-file /etc/sluice/git-token --path intents`,
+  sluice registry add network --git https://git.example.net/net/intents.git --git-token-file /etc/sluice/git-token --path intents
+  sluice registry add network --git git@git.example.net:net/intents.git --git-ssh-key-file /etc/sluice/deploy-key --git-known-hosts /etc/sluice/known_hosts`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkRegistryFlags(o); err != nil {
@@ -114,9 +119,9 @@ with --update.`,
 	f.StringVar(&o.PasswordFile, "password-file", "", "with --redis: the absolute path of a file on the configurator's host holding the password")
 	f.StringVar(&o.CAFile, "ca-file", "", "with --redis rediss:// or --git https://: the absolute path of a PEM CA bundle on the configurator's host (default: system roots)")
 	f.StringVar(&o.Dir, "dir", "", "a directory of intent files on the configurator's host (made absolute)")
-	f.StringVar(&o.Git, "git", "", "the URL of a Git repository whose branch is followed: https:// or http:// of a server, or file:// on the configurator's host")
-	f.StringVar(&o.GitSSHKeyFile, "git-ssh-key-file", "", "with --git ssh://: the absolute path of an unencrypted private key on the configurator's host that authenticates to the server")
-	f.StringVar(&o.GitKnownHosts, "git-known-hosts", "", "with --git ssh://: the absolute path of a known_hosts file on the configurator's host holding the server's host key")
+	f.StringVar(&o.Git, "git", "", "the Git repository whose branch is followed: https://, http://, ssh:// or scp-like user@host:path of a server; file:// or a path on the configurator's host")
+	f.StringVar(&o.GitSSHKeyFile, "git-ssh-key-file", "", "with --git ssh:// or user@host:path: the absolute path of an unencrypted private key on the configurator's host that authenticates to the server")
+	f.StringVar(&o.GitKnownHosts, "git-known-hosts", "", "with --git ssh:// or user@host:path: the absolute path of a known_hosts file on the configurator's host holding the server's host key")
 	f.StringVar(&o.GitTokenFile, "git-token-file", "", "with --git https://: the absolute path of a file on the configurator's host holding an access token")
 	f.StringVar(&o.GitDir, "git-dir", "", "a Git repository's directory on the configurator's host (working tree or git directory; made absolute)")
 	f.StringVar(&o.Branch, "branch", "", "with --git or --git-dir: the branch followed (default "+registry.DefaultGitBranch+")")

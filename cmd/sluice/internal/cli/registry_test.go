@@ -97,6 +97,21 @@ func TestRegistryAdd_StoresTheSpecItWasGiven(t *testing.T) {
 				Source: &sluicev1.RegistrySpec_Git{Git: &sluicev1.GitRegistry{Url: "ssh://git@git.example/net.git", SshKeyFile: "/etc/sluice/git-key", KnownHostsFile: "/etc/sluice/known_hosts"}}},
 		},
 		{
+			name: "git server scp-like", args: []string{"scp", "--git", "git@git.example:net/intents.git", "--git-ssh-key-file", "/etc/sluice/git-key", "--git-known-hosts", "/etc/sluice/known_hosts"},
+			want: &sluicev1.RegistrySpec{Name: "scp",
+				Source: &sluicev1.RegistrySpec_Git{Git: &sluicev1.GitRegistry{Url: "git@git.example:net/intents.git", SshKeyFile: "/etc/sluice/git-key", KnownHostsFile: "/etc/sluice/known_hosts"}}},
+		},
+		{
+			name: "git path with a colon made a file URL", args: []string{"colon", "--git", "/srv/git/net:v2.git"},
+			want: &sluicev1.RegistrySpec{Name: "colon",
+				Source: &sluicev1.RegistrySpec_Git{Git: &sluicev1.GitRegistry{Url: "file:///srv/git/net:v2.git"}}},
+		},
+		{
+			name: "relative git path made a file URL", args: []string{"relative", "--git", "./intents"},
+			want: &sluicev1.RegistrySpec{Name: "relative",
+				Source: &sluicev1.RegistrySpec_Git{Git: &sluicev1.GitRegistry{Url: "file://" + filepath.Join(work, "intents")}}},
+		},
+		{
 			name: "relative git directory made absolute", args: []string{"local", "--git-dir", "intents"},
 			want: &sluicev1.RegistrySpec{Name: "local",
 				Source: &sluicev1.RegistrySpec_Git{Git: &sluicev1.GitRegistry{Dir: filepath.Join(work, "intents")}}},
@@ -145,6 +160,9 @@ func TestRegistryAdd_BadSpec_PrintsTheFieldAndStoresNothing(t *testing.T) {
 		{"no source", []string{"bad"}, 2, "--redis URL, --dir PATH, --git URL or --git-dir DIR"},
 		{"git URL over ssh without a key", []string{"bad", "--git", "ssh://git@git.example/net.git", "--git-known-hosts", "/etc/ssh/known"}, 1, "--git-ssh-key-file: required with an ssh:// URL"},
 		{"git protocol", []string{"bad", "--git", "git://git.example/net.git"}, 1, `--git: "git://git.example/net.git": give an https://, http:// or ssh:// URL`},
+		{"scp-like without a key", []string{"bad", "--git", "git@git.example:net.git", "--git-known-hosts", "/etc/ssh/known"}, 1, "--git-ssh-key-file: required with an ssh:// URL"},
+		{"scp-like without a path", []string{"bad", "--git", "git@git.example:"}, 1, `--git: "git@git.example:" names no path after the colon`},
+		{"scp-like with a port", []string{"bad", "--git", "[git.example:2222]:net.git"}, 1, `--git: "[git.example:2222]:net.git" is scp-like ([user@]host:path) but has a bracketed host; write it as ssh://`},
 		{"ssh key with a git directory", []string{"bad", "--git-dir", dir, "--git-ssh-key-file", "/k"}, 2, "--git-ssh-key-file and --git-known-hosts go with --git, not --git-dir"},
 		{"password in the git URL", []string{"bad", "--git", "https://ada:s3cret@git.example/net.git"}, 1, `--git: "https://git.example/net.git" carries a password, which would be readable in the control bucket: remove it from the URL and put the token in a file named by --git-token-file`},
 		{"token over http", []string{"bad", "--git", "http://git.example/net.git", "--git-token-file", "/t"}, 1, "--git-token-file: set with an http:// URL, which would send the token unencrypted; use https://"},

@@ -43,9 +43,11 @@ type Options struct {
 	Dir string
 	// Poll: the directory is read every sync interval and never watched.
 	Poll bool
-	// Git is the URL of a repository (https://, http:// or file://);
-	// GitDir a repository's directory on the configurator's host, made
-	// absolute as Dir is.
+	// Git is the URL of a repository (https://, http://, ssh://, scp-like
+	// [user@]host:path, or file://), or a local path as git reads one (no
+	// URL, and a slash before any colon), made a file:// URL of its
+	// absolute path; GitDir a repository's directory on the configurator's
+	// host, made absolute as Dir is.
 	Git, GitDir  string
 	GitTokenFile string // with an https:// Git: the file holding its access token
 	// RequireSigned is an SSH allowed_signers file: a Git head commit not
@@ -83,6 +85,15 @@ func Build(name string, o Options, by string, at time.Time) (*sluicev1.RegistryS
 			SshKeyFile: o.GitSSHKeyFile, KnownHostsFile: o.GitKnownHosts}
 		if o.Git != "" {
 			g.CaFile = o.CAFile
+		}
+		if registry.IsLocalGitPath(o.Git) {
+			// As git reads it (git clone /srv/git/net:v2.git): a path,
+			// even with a colon, when a slash comes before the colon.
+			u, err := registry.LocalGitURL(o.Git)
+			if err != nil {
+				return nil, err
+			}
+			g.Url = u
 		}
 		if o.Git == "" {
 			abs, err := filepath.Abs(o.GitDir)
