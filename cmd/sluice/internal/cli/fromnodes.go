@@ -8,6 +8,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/render"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -47,6 +48,9 @@ type rebuiltIntent struct {
 	// OverSelects are the nodes that answered without this intent that
 	// Common would select: the selector is then Common plus EditLabel.
 	OverSelects []string
+	// Cut: Common has more labels than a selector may hold; the selector
+	// is the fewest of them that exclude the same answered nodes.
+	Cut bool
 	// Unasked are the nodes that gave no config the selector selects: what
 	// they run is not known, and applying gives them this intent.
 	Unasked []string
@@ -155,10 +159,21 @@ func selectorFor(v variant, answered, failed []nodeAnswer) rebuiltIntent {
 	}
 	out := rebuiltIntent{ID: intent.ID(v.Intent), Nodes: v.Nodes, Common: common}
 	sel := &sluicev1.NodeSelector{MatchLabels: maps.Clone(common)}
+	var others []map[string]string // answered nodes without it that common excludes
 	for _, a := range answered {
-		if !carries[a.Node] && render.Selects(sel, a.Labels) {
+		switch {
+		case carries[a.Node]:
+		case render.Selects(sel, a.Labels):
 			out.OverSelects = append(out.OverSelects, a.Node)
+		default:
+			others = append(others, a.Labels)
 		}
+	}
+	if len(common) > contract.MaxSelectorLabels {
+		// Kubernetes nodes share dozens of labels; a selector may hold
+		// MaxSelectorLabels. Keep the few that exclude the same nodes.
+		sel.MatchLabels = excluding(common, others)
+		out.Cut = true
 	}
 	for _, a := range failed {
 		if render.Selects(sel, a.Labels) {
@@ -175,5 +190,44 @@ func selectorFor(v variant, answered, failed []nodeAnswer) rebuiltIntent {
 		sel = nil // every node: no selector, as a file would say it
 	}
 	out.Intent = intent.WithSelector(v.Intent, sel)
+	return out
+}
+
+// excluding picks, from common, labels until every node of others has one
+// it lacks: each time the label (by key, for ties) that the most of the
+// nodes still selected lack. Every node of others lacks one of common, so
+// this ends; for the fleets it is meant for (a zone, a rack) it picks one
+// or two, and fills the selector up to MaxSelectorLabels with the rest.
+func excluding(common map[string]string, others []map[string]string) map[string]string {
+	keys := slices.Sorted(maps.Keys(common))
+	out := map[string]string{}
+	left := slices.Clone(others)
+	for len(left) > 0 {
+		best, most := "", 0
+		for _, k := range keys {
+			n := 0
+			for _, l := range left {
+				if l[k] != common[k] {
+					n++
+				}
+			}
+			if n > most {
+				best, most = k, n
+			}
+		}
+		if most == 0 {
+			break // cannot happen: each node in others lacks a label of common
+		}
+		out[best] = common[best]
+		left = slices.DeleteFunc(left, func(l map[string]string) bool { return l[best] != common[best] })
+	}
+	// Then as many of the others as fit, in key order: as close to the
+	// labels the nodes share as a selector may be.
+	for _, k := range keys {
+		if len(out) >= contract.MaxSelectorLabels {
+			break
+		}
+		out[k] = common[k]
+	}
 	return out
 }

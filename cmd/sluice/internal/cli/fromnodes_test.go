@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"fmt"
 	"maps"
 	"os"
 	"path/filepath"
@@ -9,6 +10,7 @@ import (
 
 	"google.golang.org/protobuf/proto"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -150,6 +152,34 @@ func TestRebuildIntents(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// Kubernetes nodes share dozens of labels, more than a selector may hold:
+// the selector keeps the ones that exclude the other nodes, and is valid.
+func TestRebuildIntents_ManySharedLabels_SelectorWithinTheLimit(t *testing.T) {
+	shared := func(z string) map[string]string {
+		l := map[string]string{"zone": z}
+		for i := range 100 {
+			l[fmt.Sprintf("feature.node.kubernetes.io/f-%03d", i)] = "true"
+		}
+		return l
+	}
+	r := rebuildIntents([]nodeAnswer{
+		ran("n1", shared("a"), table("storage", 20)),
+		ran("n2", shared("a"), table("storage", 20)),
+		ran("n3", shared("b")),
+	})
+	if len(r.Intents) != 1 {
+		t.Fatalf("rebuilt %d intents, want 1", len(r.Intents))
+	}
+	in := r.Intents[0]
+	sel := intent.Selector(in.Intent).GetMatchLabels()
+	if !in.Cut || len(sel) != contract.MaxSelectorLabels || sel["zone"] != "a" || len(in.OverSelects) != 0 {
+		t.Fatalf("selector of %d labels (zone=%q), cut %v, over-selects %v; want %d labels with zone=a", len(sel), sel["zone"], in.Cut, in.OverSelects, contract.MaxSelectorLabels)
+	}
+	if errs := intent.Validate([]*sluicev1.Intent{in.Intent}); len(errs) > 0 {
+		t.Fatalf("the rebuilt intent is not valid: %v", errs)
 	}
 }
 

@@ -166,6 +166,10 @@ func intentYAML(in rebuiltIntent) string {
 		fmt.Fprintf(&b, "# EDIT THE SELECTOR: the labels these nodes share (%s) also select %s, which do not run this intent.\n"+
 			"# The label %s selects no node: as it is, the intent is applied nowhere.\n", labelsText(in.Common), joinNodes(in.OverSelects), EditLabel)
 	}
+	if in.Cut {
+		fmt.Fprintf(&b, "# Its nodes share %d labels, more than a selector may hold (%d): it keeps those that exclude the other nodes.\n",
+			len(in.Common), contract.MaxSelectorLabels)
+	}
 	if len(in.Unasked) > 0 {
 		fmt.Fprintf(&b, "# CHECK: the selector also selects %s, which gave no config; applying gives them this intent.\n", joinNodes(in.Unasked))
 	}
@@ -261,6 +265,10 @@ func printRecoverSummary(w io.Writer, r rebuild, asked int, out string) {
 		if len(in.OverSelects) > 0 {
 			fmt.Fprintf(w, "    EDIT: the labels its nodes share also select %s, which do not run it; its selector has %s=true and selects nothing until you edit it\n",
 				joinNodes(in.OverSelects), EditLabel)
+		}
+		if in.Cut {
+			fmt.Fprintf(w, "    its nodes share %d labels, more than a selector may hold (%d): it keeps those that exclude the other nodes\n",
+				len(in.Common), contract.MaxSelectorLabels)
 		}
 		if len(in.Unasked) > 0 {
 			fmt.Fprintf(w, "    CHECK: it also selects %s, which gave no config\n", joinNodes(in.Unasked))
