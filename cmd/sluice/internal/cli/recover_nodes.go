@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -241,14 +242,7 @@ func printRecoverSummary(w io.Writer, r rebuild, asked int, out string) {
 	for _, f := range r.Failed {
 		fmt.Fprintf(w, "  did not answer: %s: %s\n", f.Node, f.Err)
 	}
-	revs := slices.Sorted(func(yield func(string) bool) {
-		for rev := range r.Revisions {
-			if !yield(rev) {
-				return
-			}
-		}
-	})
-	for _, rev := range revs {
+	for _, rev := range slices.Sorted(maps.Keys(r.Revisions)) {
 		fmt.Fprintf(w, "  revision %s: %s\n", render.Short(rev), joinNodes(r.Revisions[rev]))
 	}
 	where := "to stdout"
