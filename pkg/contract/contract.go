@@ -106,6 +106,9 @@ const (
 	// stored write: sluice.nodeconfig.<node>.desired. Agents subscribe here with
 	// core NATS instead of holding a JetStream consumer each.
 	NodeConfigSubjectPrefix = "sluice.nodeconfig"
+	// NodeSubjectPrefix is where an agent answers requests about its own
+	// node: sluice.node.<node>.lastgood (LastGoodSubject).
+	NodeSubjectPrefix = "sluice.node"
 
 	// ConfiguratorService is the micro service name of the configurator's API.
 	ConfiguratorService = "sluice-configurator"
@@ -324,6 +327,24 @@ func NodesWithKeys(statusKeys, configKeys []string) map[string]bool {
 func NodeConfigSubject(node string) string {
 	return NodeConfigSubjectPrefix + "." + DesiredKey(node)
 }
+
+// LastGoodSubject is the core-NATS subject node's agent answers on with
+// its last-good config as stored on its disk (a DesiredConfig, protojson;
+// `sluice recover --from-nodes` asks it). An agent with no last-good
+// answers with the header LastGoodErrorHeader set to its reason and no
+// body; one whose last-good does not decode answers the same way.
+func LastGoodSubject(node string) string {
+	return NodeSubjectPrefix + "." + node + ".lastgood"
+}
+
+// LastGoodErrorHeader and LastGoodErrorCodeHeader carry an agent's reason
+// for answering LastGoodSubject without a config (the NATS micro error
+// headers, so `nats req` shows them): code 404 when the node holds no
+// last-good, 500 when it cannot be read.
+const (
+	LastGoodErrorHeader     = "Nats-Service-Error"
+	LastGoodErrorCodeHeader = "Nats-Service-Error-Code"
+)
 
 // EventSubject is the subject of an event about id of the given kind.
 func EventSubject(kind, id string) string {

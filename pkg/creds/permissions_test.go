@@ -264,6 +264,51 @@ func TestNodeUser_ReachesItsOwnKeysAndNothingElse(t *testing.T) {
 		natstest.Eventually(t, 30*time.Second, "a permission violation for the subscription to every inbox",
 			func() bool { return u.d.has("_INBOX.>") })
 	}
+	lg02 := contract.LastGoodSubject("node-02")
+	if _, err := u.nc.Subscribe(lg02, func(*nats.Msg) {}); err == nil {
+		natstest.Eventually(t, 30*time.Second, "a permission violation for the subscription to node-02's last-good requests",
+			func() bool { return u.d.has(lg02) })
+	}
+}
+
+// TestLastGoodRequest_OnlyTheNodeAnswersAndOnlyTheOperatorAsks: `sluice
+// recover --from-nodes` asks each agent for its last-good on
+// sluice.node.<node>.lastgood. node-01 may answer its own subject (through
+// the response permission) and nothing else: it may not publish to an
+// inbox it was not asked from. The admin role asks; the read-only role may
+// not.
+func TestLastGoodRequest_OnlyTheNodeAnswersAndOnlyTheOperatorAsks(t *testing.T) {
+	t.Parallel()
+	env := natstest.StartSecure(t, contract.DefaultSettings())
+	n1 := connectAs(t, env, creds.RoleNode, "node-01", nats.CustomInboxPrefix(creds.NodeInboxPrefix("node-01")))
+	subj := contract.LastGoodSubject("node-01")
+	if _, err := n1.nc.Subscribe(subj, func(m *nats.Msg) { _ = m.Respond([]byte(`{"node":"node-01"}`)) }); err != nil {
+		t.Fatal(err)
+	}
+	if err := n1.nc.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	admin := connectAs(t, env, creds.RoleAdmin, "")
+	// margin: returns with the answer, in milliseconds.
+	m, err := admin.nc.Request(subj, nil, 30*time.Second)
+	if err != nil || !strings.Contains(string(m.Data), "node-01") {
+		t.Fatalf("the admin asks node-01 for its last-good: %v", err)
+	}
+	if n1.d.has(m.Subject) {
+		t.Fatalf("node-01's answer to %s was refused", m.Subject)
+	}
+	ro := connectAs(t, env, creds.RoleReadOnly, "")
+	refused(t, ro, "the read-only role asks node-01 for its last-good", subj, func(ctx context.Context) error {
+		_, err := ro.nc.RequestWithContext(ctx, subj, nil)
+		return err
+	})
+	// An answer is one reply to a request received, not a publish to any
+	// inbox: node-01 cannot write into the admin's replies unasked.
+	inbox := nats.NewInbox()
+	if err := n1.nc.Publish(inbox, []byte(`{"node":"node-02"}`)); err == nil {
+		natstest.Eventually(t, 30*time.Second, "a permission violation for node-01 publishing to an inbox unasked",
+			func() bool { return n1.d.has(inbox) })
+	}
 }
 
 // TestOnlyTheCoordinatorWritesTheLease: the admin, configurator and reaper

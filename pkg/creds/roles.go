@@ -5,6 +5,7 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/jwt/v2"
 
@@ -116,7 +117,14 @@ func permissions(role string) (jwt.Permissions, error) {
 		// subject (a rollout's, another node's). Readers check the rest:
 		// what types a node may publish there (pkg/events.Read).
 		p.Pub.Allow.Add(contract.NodeEventSubjects(node)...)
-		p.Sub.Allow.Add(contract.NodeConfigSubject(node), contract.SubjectPause, "_INBOX_"+inbox+".>")
+		// Its last-good, asked by `sluice recover --from-nodes`: it
+		// subscribes to its own subject only, and answers through the
+		// response permission (one reply to a message it received, within
+		// a minute), never by publishing to an inbox of its choosing. The
+		// other subjects it hears (its desired config, the pause) are
+		// republished by JetStream without a reply subject.
+		p.Sub.Allow.Add(contract.NodeConfigSubject(node), contract.SubjectPause, contract.LastGoodSubject(node), "_INBOX_"+inbox+".>")
+		p.Resp = &jwt.ResponsePermission{MaxMsgs: 1, Expires: time.Minute}
 	default:
 		return p, fmt.Errorf("role %q: want one of %v", role, Roles)
 	}

@@ -110,6 +110,30 @@ func Selector(in *sluicev1.Intent) *sluicev1.NodeSelector {
 	return nil
 }
 
+// WithSelector returns a copy of in with its spec's node selector set to
+// sel (nil: every node).
+func WithSelector(in *sluicev1.Intent, sel *sluicev1.NodeSelector) *sluicev1.Intent {
+	out := WithoutSelector(in)
+	if sel == nil {
+		return out
+	}
+	switch s := out.GetSpec().(type) {
+	case *sluicev1.Intent_Layer2Network:
+		if s.Layer2Network != nil {
+			s.Layer2Network.NodeSelector = sel
+		}
+	case *sluicev1.Intent_VrfRoute:
+		if s.VrfRoute != nil {
+			s.VrfRoute.NodeSelector = sel
+		}
+	case *sluicev1.Intent_RoutingTable:
+		if s.RoutingTable != nil {
+			s.RoutingTable.NodeSelector = sel
+		}
+	}
+	return out
+}
+
 // WithoutSelector returns a copy of in with its spec's node selector removed:
 // what a node receives once the selector has chosen it.
 func WithoutSelector(in *sluicev1.Intent) *sluicev1.Intent {

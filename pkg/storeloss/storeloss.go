@@ -10,8 +10,10 @@
 // revision (an apply or a registry sync is refused, naming the situation
 // and the way out), the coordinator starts no rollout, the reaper deletes
 // nothing, and `sluice dev` loads no examples. The way out is
-// `sluice recover --confirm-empty` (StoreConfirm in the control bucket), or
-// `sluice restore FILE` of a `sluice backup FILE` taken earlier.
+// `sluice recover --confirm-empty` (StoreConfirm in the control bucket),
+// after `sluice recover --from-nodes` rebuilt the intents from the nodes'
+// last-good configs when wanted, or `sluice restore FILE` of a
+// `sluice backup FILE` taken earlier.
 //
 // Judge is the rule, pure; Read gathers its Evidence from the buckets. A
 // read that fails is an error, and every caller holds on an error as it
@@ -35,7 +37,8 @@ import (
 )
 
 // WayOut is what an operator does about a lost store.
-const WayOut = "if starting from nothing is what you want, run 'sluice recover --confirm-empty' (the next revision then reconfigures those nodes); " +
+const WayOut = "if starting from nothing is what you want, run 'sluice recover --confirm-empty' (the next revision then reconfigures those nodes; " +
+	"'sluice recover --from-nodes --out DIR' first rebuilds the intents the nodes run, to review and apply); " +
 	"else restore a backup taken earlier with 'sluice restore FILE'; docs/operations.md, \"Disaster recovery\""
 
 // Node is what one live node says it runs.

@@ -427,6 +427,12 @@ func (a *Agent) Run(ctx context.Context) error {
 		return fmt.Errorf("agent %s: subscribe %s: %w", a.cfg.Node, contract.SubjectPause, err)
 	}
 	defer func() { _ = pauseSub.Unsubscribe() }()
+	lastGoodAsks := make(chan *nats.Msg, 4)
+	lgSub, err := a.cfg.Conn.ChanSubscribe(contract.LastGoodSubject(a.cfg.Node), lastGoodAsks)
+	if err != nil {
+		return fmt.Errorf("agent %s: subscribe %s: %w", a.cfg.Node, contract.LastGoodSubject(a.cfg.Node), err)
+	}
+	defer func() { _ = lgSub.Unsubscribe() }()
 	// Subscribing only queues the interest: flush so the server holds it
 	// before the first Get (which may go out on cfg.JetStream's own
 	// connection), else a write in between is heard at the next resync.
@@ -461,6 +467,8 @@ func (a *Agent) Run(ctx context.Context) error {
 			a.receive(m)
 		case m := <-pauseMsgs:
 			a.receivePause(m)
+		case m := <-lastGoodAsks:
+			a.answerLastGood(m)
 		case <-a.pz.kick:
 			a.heartbeat(ctx)
 		case l := <-a.cfg.LabelUpdates:

@@ -30,6 +30,10 @@ const (
 	// diff could not be made: any failure of diff, so that its 1 means
 	// differences only (kubectl diff: above 1).
 	ExitDiffFailed = 6
+	// ExitRecoverReview ends `sluice recover --from-nodes` when it wrote the
+	// intents it could rebuild but something needs the operator first: a
+	// conflict, a selector to edit, a node that did not answer.
+	ExitRecoverReview = 7
 	// exitInterrupted ends --watch on Ctrl-C, as a shell reports SIGINT.
 	exitInterrupted = 130
 )

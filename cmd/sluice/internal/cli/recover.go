@@ -21,10 +21,11 @@ import (
 )
 
 func (a *app) recoverCommand() *cobra.Command {
-	var confirmEmpty bool
-	var reason string
+	var confirmEmpty, fromNodes bool
+	var reason, out string
+	var timeout time.Duration
 	cmd := &cobra.Command{
-		Use:   "recover --confirm-empty [--reason TEXT]",
+		Use:   "recover (--confirm-empty [--reason TEXT] | --from-nodes [--out DIR] [--timeout D])",
 		Short: "Say what to do about a lost store (nodes run configs the store does not hold)",
 		Long: `When the store holds no rollout record and none of the revisions that live
 nodes say they run (their presence names it, from the agent's last-good on
@@ -33,6 +34,19 @@ then starts nothing: no apply or registry sync cuts a revision, no rollout
 starts, the reaper deletes nothing; 'sluice get nodes' and 'sluice rollout
 status' say "the store is empty but N nodes run configs of revision X".
 
+--from-nodes rebuilds the intents from what the nodes run, as a preview to
+review: it asks every node with a live presence for its last-good config,
+takes the union of their intents (the same kind and name with different
+content on two nodes is a conflict: both are listed, neither written), gives
+each intent a node selector made of the labels common to every node that
+runs it, and checks that selector picks no node that answered without it
+(if it would, the selector gets the label ` + EditLabel + `, which selects
+nothing until you edit it). It writes the intents to --out DIR (a new or
+empty directory, one file per intent), or to stdout with the summary on
+stderr, and writes nothing to the store. Intents that selected no live node
+are in no node's config and are not recovered; the revision id will differ.
+Then: sluice recover --confirm-empty, and sluice apply -f DIR.
+
 --confirm-empty says that starting from nothing is what you want: the nodes
 keep what they run until the next revision reaches them, and that revision is
 then their whole config (apply every intent you want them to keep). The
@@ -40,21 +54,38 @@ confirmation is stored in sluice-control/store.confirm with who and when, and
 recorded as the event StoreLossConfirmed (kind store).
 
 The other way out is 'sluice restore FILE' of a 'sluice backup FILE' taken
-earlier. Rebuilding the intents from what the nodes run is not possible: a
-node's config holds its intents without their node selectors
-(docs/operations.md, "Disaster recovery"). Exit 0 when stored, 1 when the
-store is not lost.`,
-		Example: "  sluice recover --confirm-empty --reason 'store disk replaced; re-applying from git'",
-		Args:    cobra.NoArgs,
+earlier (docs/operations.md, "Disaster recovery").
+
+Exit codes: 0 done (--from-nodes: every node answered, no conflict, every
+selector checked); 1 the store is not lost, or nothing could be asked or
+written (nothing written); 2 usage; 7 (--from-nodes) the intents were
+written but something needs you first: a conflict, a selector to edit, a
+node that did not answer.`,
+		Example: "  sluice recover --confirm-empty --reason 'store disk replaced; re-applying from git'\n" +
+			"  sluice recover --from-nodes --out recovered/",
+		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if !confirmEmpty {
-				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("say what to recover with: --confirm-empty (start from nothing; the next revision reconfigures the nodes)")}
+			switch {
+			case confirmEmpty && fromNodes:
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--confirm-empty and --from-nodes are steps of their own: first --from-nodes (it writes files), then --confirm-empty, then sluice apply -f DIR")}
+			case fromNodes:
+				if timeout <= 0 {
+					return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--timeout %s: want a positive duration", timeout)}
+				}
+				return a.recoverFromNodes(cmd.Context(), out, timeout)
+			case !confirmEmpty:
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("say what to recover with: --from-nodes (rebuild the intents from what the nodes run, to review) or --confirm-empty (start from nothing; the next revision reconfigures the nodes)")}
+			case out != "":
+				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("--out goes with --from-nodes")}
 			}
 			return a.confirmEmpty(cmd.Context(), reason)
 		},
 	}
 	cmd.Flags().BoolVar(&confirmEmpty, "confirm-empty", false, "the empty store is what you want: start from nothing")
 	cmd.Flags().StringVar(&reason, "reason", "", "why, recorded with the confirmation")
+	cmd.Flags().BoolVar(&fromNodes, "from-nodes", false, "rebuild the intents from the nodes' last-good configs, to review (writes nothing to the store)")
+	cmd.Flags().StringVar(&out, "out", "", "with --from-nodes: write one file per intent to this new or empty directory (default: stdout)")
+	cmd.Flags().DurationVar(&timeout, "timeout", 5*time.Second, "with --from-nodes: how long to wait for each node's answer")
 	return cmd
 }
 

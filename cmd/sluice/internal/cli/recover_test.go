@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/dev"
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -294,4 +295,122 @@ func TestDisasterRecovery_RestoreABackup_CarriesOnWhereItWas(t *testing.T) {
 		t.Fatalf("apply after the restore: exit %d: %s", code, stderr)
 	}
 	natstest.Eventually(t, 60*time.Second, "generation 3 rolled out", func() bool { return lastApplied().GetGeneration() == 3 })
+}
+
+// The third way out: the intents rebuilt from what the nodes run. After the
+// wipe `recover --from-nodes` writes one file per intent, each with the
+// labels its nodes share as its selector; applied after --confirm-empty
+// they roll out a revision that leaves every node's config as it was. While
+// the store is not lost it refuses, writing nothing.
+func TestDisasterRecovery_FromNodes_RebuiltIntentsLeaveEveryNodeAsItWas(t *testing.T) {
+	data, exDir := t.TempDir(), t.TempDir()
+	// node-01 is zone-a, node-02 zone-b, node-03 zone-c; all rack-1.
+	intents := tenantA + `---
+kind: RoutingTable
+name: storage
+spec: {tableId: 20, nodeSelector: {matchLabels: {zone: zone-b}}}
+---
+kind: Layer2Network
+name: tenant-z
+spec: {vlan: 300, vni: 10300, nodeSelector: {matchLabels: {zone: zone-a}}}
+`
+	if err := os.WriteFile(filepath.Join(exDir, "intents.yaml"), []byte(intents), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	opts := dev.Options{DataDir: data, Listen: "127.0.0.1:-1", Agents: 3, Examples: exDir, MaxParallel: "3", Stderr: io.Discard}
+	s, err := dev.Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	url := s.URL()
+	lastApplied := func(gen uint64) func() bool {
+		return func() bool {
+			ref := store.New(openBuckets(t, url).Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
+			e, err := ref.Get(context.Background(), contract.KeyLastApplied)
+			return err == nil && e.Value.GetGeneration() == gen
+		}
+	}
+	// margin: each poll ends as soon as the rollout is done.
+	natstest.Eventually(t, 60*time.Second, "the intents rolled out", lastApplied(1))
+	out := filepath.Join(t.TempDir(), "recovered")
+	if code, _, stderr := sluice(t, url, "recover", "--from-nodes", "--out", out); code != 1 || !strings.Contains(stderr, "not lost") {
+		t.Errorf("recover --from-nodes on a whole store: exit %d, %q; want 1, not lost", code, stderr)
+	}
+	if _, err := os.Stat(out); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("recover --from-nodes on a whole store wrote %s (%v)", out, err)
+	}
+	nodes := s.Nodes()
+	inForce := func() map[string]*sluicev1.DesiredConfig {
+		got := map[string]*sluicev1.DesiredConfig{}
+		for n, b := range configs(t, data, nodes) {
+			cfg := &sluicev1.DesiredConfig{}
+			if err := store.Unmarshal(b, cfg); err != nil {
+				t.Fatalf("config of %s: %v", n, err)
+			}
+			got[n] = cfg
+		}
+		return got
+	}
+	before := inForce()
+	if err := s.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.RemoveAll(filepath.Join(data, "nats")); err != nil {
+		t.Fatal(err)
+	}
+	s, err = dev.Start(context.Background(), opts)
+	if err != nil {
+		t.Fatalf("restart: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	url = s.URL()
+
+	var code int
+	var stdout, stderr string
+	// margin: the store is lost once the agents' presence is back, at start.
+	natstest.Eventually(t, 30*time.Second, "recover --from-nodes to write the intents", func() bool {
+		code, stdout, stderr = sluice(t, url, "recover", "--from-nodes", "--out", out)
+		return code == 0
+	})
+	for _, want := range []string{"asked 3 nodes with a live presence: 3 answered", "rebuilt 4 intents to " + out,
+		"layer2network/tenant-z on node-01: selector rack=rack-1,zone=zone-a", "routingtable/mgmt on node-01, node-02, node-03: selector rack=rack-1",
+		"the revision id will differ", "nothing was written to the store"} {
+		if !strings.Contains(stdout, want) {
+			t.Errorf("recover --from-nodes says:\n%s%s\nwant %q", stdout, stderr, want)
+		}
+	}
+	files, err := filepath.Glob(filepath.Join(out, "*.yaml"))
+	if err != nil || len(files) != 4 {
+		t.Errorf("files written %v (%v), want one per intent, 4", files, err)
+	}
+	// Nothing was written to the store: it is still lost.
+	if code, _, stderr := sluice(t, url, "rollout", "status"); code != ExitUnreadable || !strings.Contains(stderr, "the store is empty") {
+		t.Errorf("rollout status after --from-nodes: exit %d, %q; want the store still lost", code, stderr)
+	}
+	// A second run into the same directory would mix two rebuilds.
+	if code, _, stderr := sluice(t, url, "recover", "--from-nodes", "--out", out); code != 1 || !strings.Contains(stderr, "not empty") {
+		t.Errorf("recover --from-nodes into a non-empty directory: exit %d, %q; want 1, not empty", code, stderr)
+	}
+
+	if code, stdout, stderr := sluice(t, url, "recover", "--confirm-empty", "--reason", "rebuilt from the nodes"); code != 0 {
+		t.Fatalf("recover --confirm-empty: exit %d: %s%s", code, stdout, stderr)
+	}
+	if code, _, stderr := sluice(t, url, "apply", "-f", out); code != 0 {
+		t.Fatalf("apply -f %s: exit %d: %s", out, code, stderr)
+	}
+	natstest.Eventually(t, 60*time.Second, "the rebuilt intents rolled out", lastApplied(1))
+	head, err := store.New(openBuckets(t, url).Revisions, func() *sluicev1.Head { return &sluicev1.Head{} }).Get(context.Background(), contract.KeyHead)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rev := head.Value.GetRevision(); rev == before[nodes[0]].GetRevision() {
+		t.Errorf("the rebuilt intents' revision %s is the one lost; the summary says it differs", render.Short(rev))
+	}
+	for n, cfg := range inForce() {
+		was := before[n]
+		if cfg.GetFingerprint() != was.GetFingerprint() || !proto.Equal(cfg.GetConfig(), was.GetConfig()) {
+			t.Errorf("node %s runs %s after the rebuilt intents, was %s:\n%v\nwas\n%v", n, short(cfg.GetFingerprint()), short(was.GetFingerprint()), cfg.GetConfig(), was.GetConfig())
+		}
+	}
 }
