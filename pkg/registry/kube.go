@@ -7,8 +7,10 @@
 // das-schiff-network-operator's Layer2NetworkConfiguration and
 // VRFRouteConfiguration (group network.t-caas.telekom.com, v1alpha1,
 // cluster-scoped), mapped field by field to Layer2Network and VRFRoute
-// (kube_dasschiff.go). The spec's kinds field narrows the set; every kind
-// read needs its CRD installed. Each resource is a Document whose Origin is
+// (kube_dasschiff.go), are read when the spec names no kinds; sluice's own
+// Layer2Network, VRFRoute and RoutingTable (group sluice.dev, v1alpha1,
+// namespaced; kube_sluice.go) when it names them. Every kind read needs
+// its CRD installed. Each resource is a Document whose Origin is
 // kind/name (kind/namespace/name for a namespaced kind) and whose one intent
 // is named by the resource's metadata.name.
 //
@@ -95,12 +97,24 @@ var kubeKinds = []kubeKind{
 			return &sluicev1.Intent{Name: name, Spec: &sluicev1.Intent_VrfRoute{VrfRoute: v}}, unmapped, nil
 		},
 	},
+	sluiceKind("Layer2Network", "layer2networks"),
+	sluiceKind("VRFRoute", "vrfroutes"),
+	sluiceKind("RoutingTable", "routingtables"),
 }
 
-// KubeKinds are the names of the kinds a Kubernetes registry reads.
-func KubeKinds() []string {
-	out := make([]string, 0, len(kubeKinds))
-	for _, k := range kubeKinds {
+// defaultKubeKinds are the kinds read when a spec names none: das-schiff's,
+// whose CRDs a das-schiff cluster has.
+var defaultKubeKinds = kubeKinds[:2]
+
+// KubeKinds are the names of the kinds a Kubernetes registry can read.
+func KubeKinds() []string { return kindNames(kubeKinds) }
+
+// DefaultKubeKinds are the names of the kinds read when a spec names none.
+func DefaultKubeKinds() []string { return kindNames(defaultKubeKinds) }
+
+func kindNames(kinds []kubeKind) []string {
+	out := make([]string, 0, len(kinds))
+	for _, k := range kinds {
 		out = append(out, k.name)
 	}
 	return out
@@ -134,21 +148,18 @@ func checkKube(spec *sluicev1.KubernetesRegistry) error {
 		return err
 	}
 	if spec.GetNamespace() != "" && !slices.ContainsFunc(kinds, func(k kubeKind) bool { return k.namespaced }) {
-		names := make([]string, 0, len(kinds))
-		for _, k := range kinds {
-			names = append(names, k.name)
-		}
+		names := kindNames(kinds)
 		return fmt.Errorf("kubernetes.namespace: %s %s cluster-scoped; leave the namespace out",
 			strings.Join(names, " and "), map[bool]string{true: "is", false: "are"}[len(names) == 1])
 	}
 	return nil
 }
 
-// selectKubeKinds is the kinds names selects (any case), every kind when
-// none.
+// selectKubeKinds is the kinds names selects (any case), das-schiff's
+// when none.
 func selectKubeKinds(names []string) ([]kubeKind, error) {
 	if len(names) == 0 {
-		return kubeKinds, nil
+		return defaultKubeKinds, nil
 	}
 	var out []kubeKind
 	for i, n := range names {

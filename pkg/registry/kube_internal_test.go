@@ -177,3 +177,45 @@ func TestKubeDocument_DasSchiff(t *testing.T) {
 		})
 	}
 }
+
+// TestKubeDocument_SluiceKinds: a sluice kind's spec is read as sluice
+// apply -f reads an intent's; the origin names the namespace.
+func TestKubeDocument_SluiceKinds(t *testing.T) {
+	tests := []struct {
+		name    string
+		kind    string
+		given   string // the resource's spec, YAML
+		want    string // the intent, protojson; "" = no intent
+		wantErr string
+	}{
+		{name: "layer2 network", kind: "Layer2Network",
+			given: `{vlan: 100, vni: 10100, anycastGateways: [10.0.100.1/24], vrf: tenant, nodeSelector: {matchLabels: {rack: r1}}}`,
+			want:  `{"name":"obj","layer2Network":{"vlan":100,"vni":10100,"anycastGateways":["10.0.100.1/24"],"vrf":"tenant","nodeSelector":{"matchLabels":{"rack":"r1"}}}}`},
+		{name: "vrf route", kind: "VRFRoute",
+			given: `{vrf: tenant, sequence: 10, import: [{cidr: 10.1.0.0/16, le: 24}], community: "65000:100"}`,
+			want:  `{"name":"obj","vrfRoute":{"vrf":"tenant","sequence":10,"import":[{"cidr":"10.1.0.0/16","le":24}],"community":"65000:100"}}`},
+		{name: "routing table", kind: "RoutingTable", given: `{tableId: 42}`, want: `{"name":"obj","routingTable":{"tableId":42}}`},
+		{name: "an unknown field is refused naming it", kind: "RoutingTable", given: `{tableId: 42, table: 43}`,
+			wantErr: "spec.table: "},
+		{name: "a wrong type is refused naming the field", kind: "Layer2Network", given: `{vlan: "a hundred", vni: 10100}`,
+			wantErr: "spec.vlan: "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obj := decodeResource(t, "apiVersion: sluice.dev/v1alpha1\nkind: "+tt.kind+"\nmetadata: {name: obj, namespace: net}\nspec: "+tt.given)
+			doc := kubeDocument(kindNamed(t, tt.kind), obj)
+			if doc.Origin != tt.kind+"/net/obj" {
+				t.Errorf("origin %q, want %q", doc.Origin, tt.kind+"/net/obj")
+			}
+			if tt.wantErr != "" {
+				if doc.Err == nil || !strings.HasPrefix(doc.Err.Error(), tt.wantErr) || len(doc.Intents) != 0 {
+					t.Fatalf("err %v, intents %v; want a refusal starting %q", doc.Err, doc.Intents, tt.wantErr)
+				}
+				return
+			}
+			if doc.Err != nil || len(doc.Intents) != 1 || !proto.Equal(doc.Intents[0], wantIntent(t, tt.want)) {
+				t.Fatalf("err %v, intents %v; want %s", doc.Err, doc.Intents, tt.want)
+			}
+		})
+	}
+}

@@ -511,18 +511,20 @@ func (x *GitRegistry) GetKnownHostsFile() string {
 // KubernetesRegistry reads intents from custom resources on a Kubernetes
 // API server: das-schiff-network-operator's Layer2NetworkConfiguration and
 // VRFRouteConfiguration (group network.t-caas.telekom.com, v1alpha1),
-// mapped field by field to sluice's intents (docs/registries.md).
+// mapped field by field to sluice's intents, and sluice's own Layer2Network,
+// VRFRoute and RoutingTable (group sluice.dev, v1alpha1) (docs/registries.md).
 type KubernetesRegistry struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The absolute path of a kubeconfig file on the configurator's host (its
 	// current context is used), read at each fetch; "" = the in-cluster
 	// configuration of the configurator's ServiceAccount.
 	Kubeconfig string `protobuf:"bytes,1,opt,name=kubeconfig,proto3" json:"kubeconfig,omitempty"`
-	// The namespace of namespaced kinds; "" = every namespace. The das-schiff
-	// kinds are cluster-scoped: a namespace is refused while only they are read.
+	// The namespace of namespaced kinds (sluice's); "" = every namespace.
+	// The das-schiff kinds are cluster-scoped: a namespace is refused while
+	// only they are read.
 	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
-	// The kinds read, each a CRD that must be installed; none = every kind
-	// sluice reads (Layer2NetworkConfiguration and VRFRouteConfiguration).
+	// The kinds read, each a CRD that must be installed; none =
+	// Layer2NetworkConfiguration and VRFRouteConfiguration.
 	Kinds         []string `protobuf:"bytes,3,rep,name=kinds,proto3" json:"kinds,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/durationpb"
 	authenticationv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
@@ -272,5 +273,79 @@ func TestKube_Registry_NeedsListOnTheResources(t *testing.T) {
 	case <-changed:
 	case <-time.After(10 * time.Second):
 		t.Fatalf("no change notice within 10s of a new resource (note %q)", r.Note())
+	}
+}
+
+// TestKube_Registry_SluiceKinds: the chart's CRDs of sluice's own kinds
+// installed, the server's validation refuses a VLAN out of range naming the
+// field, and the registry reads the resources of its namespace only, each
+// as the intent its spec declares.
+func TestKube_Registry_SluiceKinds(t *testing.T) {
+	c := kube.Start(t)
+	dyn := dynamicClient(t, c)
+	b, err := os.ReadFile(chartDir + "/crds/sluice.dev.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectlApply(t, dyn, crdGVR, string(b))
+	l2 := schema.GroupVersionResource{Group: registry.SluiceGroup, Version: "v1alpha1", Resource: "layer2networks"}
+	rt := schema.GroupVersionResource{Group: registry.SluiceGroup, Version: "v1alpha1", Resource: "routingtables"}
+	natstest.Eventually(t, 30*time.Second, "sluice's CRDs to be served", func() bool {
+		_, err := dyn.Resource(l2).List(context.Background(), metav1.ListOptions{})
+		return err == nil
+	})
+	admin := c.Client(t)
+	for _, ns := range []string{"net", "other"} {
+		if _, err := admin.CoreV1().Namespaces().Create(context.Background(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func(gvr schema.GroupVersionResource, ns, doc string) error {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.NewYAMLOrJSONDecoder(strings.NewReader(doc), 4096).Decode(&obj.Object); err != nil {
+			t.Fatal(err)
+		}
+		_, err := dyn.Resource(gvr).Namespace(ns).Create(context.Background(), obj, metav1.CreateOptions{})
+		return err
+	}
+	for _, r := range []struct {
+		gvr     schema.GroupVersionResource
+		ns, doc string
+	}{
+		{l2, "net", "apiVersion: sluice.dev/v1alpha1\nkind: Layer2Network\nmetadata: {name: tenant-a}\nspec: {vlan: 100, vni: 10100, anycastGateways: [10.0.100.1/24], vrf: tenant}\n"},
+		{rt, "net", "apiVersion: sluice.dev/v1alpha1\nkind: RoutingTable\nmetadata: {name: lab}\nspec: {tableId: 42}\n"},
+		{l2, "other", "apiVersion: sluice.dev/v1alpha1\nkind: Layer2Network\nmetadata: {name: elsewhere}\nspec: {vlan: 200, vni: 10200}\n"},
+	} {
+		if err := create(r.gvr, r.ns, r.doc); err != nil {
+			t.Fatalf("create: %v\n%s", err, r.doc)
+		}
+	}
+	err = create(l2, "net", "apiVersion: sluice.dev/v1alpha1\nkind: Layer2Network\nmetadata: {name: too-high}\nspec: {vlan: 5000, vni: 10500}\n")
+	if err == nil || !strings.Contains(err.Error(), "spec.vlan") {
+		t.Errorf("a VLAN of 5000: %v; want the server to refuse it naming spec.vlan", err)
+	}
+
+	r, err := registry.Open(&sluicev1.RegistrySpec{Name: "sluice-crs", Source: &sluicev1.RegistrySpec_Kubernetes{Kubernetes: &sluicev1.KubernetesRegistry{
+		Kubeconfig: c.Kubeconfig(t, c.Token), Namespace: "net", Kinds: []string{"Layer2Network", "VRFRoute", "RoutingTable"}}}}, registry.Options{}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	snap, err := r.Fetch(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]*sluicev1.Intent{
+		"Layer2Network/net/tenant-a": {Name: "tenant-a", Spec: &sluicev1.Intent_Layer2Network{Layer2Network: &sluicev1.Layer2Network{
+			Vlan: 100, Vni: 10100, AnycastGateways: []string{"10.0.100.1/24"}, Vrf: "tenant"}}},
+		"RoutingTable/net/lab": {Name: "lab", Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: 42}}},
+	}
+	if len(snap.Documents) != len(want) {
+		t.Errorf("%d documents, want %d (namespace net's)", len(snap.Documents), len(want))
+	}
+	for _, d := range snap.Documents {
+		if d.Err != nil || len(d.Intents) != 1 || !proto.Equal(d.Intents[0], want[d.Origin]) {
+			t.Errorf("%s: err %v, intents %v; want %v", d.Origin, d.Err, d.Intents, want[d.Origin])
+		}
 	}
 }

@@ -92,8 +92,10 @@ gpg.format=ssh) is on the branch.
 das-schiff-network-operator's Layer2NetworkConfiguration and
 VRFRouteConfiguration (group network.t-caas.telekom.com), each mapped field
 by field to an intent named as the resource (docs/registries.md has the
-mapping); --kinds narrows them, and every kind read needs its CRD
-installed. The configurator reaches the server with --kubeconfig (a file
+mapping), or with --kinds sluice's own Layer2Network, VRFRoute and
+RoutingTable (group sluice.dev, namespaced; CRDs in the chart, spec as in
+'sluice apply -f'; --namespace: only one namespace's). Every kind read
+needs its CRD installed. The configurator reaches the server with --kubeconfig (a file
 on its host, read at each sync; default: its pod's ServiceAccount) and
 needs list and watch on those resources. A list that fails (unreachable,
 forbidden, a CRD not installed) is unreachable: nothing changes. A field
@@ -141,7 +143,7 @@ with --update.`,
 	f.BoolVar(&o.Kubernetes, "kubernetes", false, "read intents from custom resources on a Kubernetes API server (das-schiff-network-operator's Layer2NetworkConfiguration and VRFRouteConfiguration)")
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "with --kubernetes: a kubeconfig file on the configurator's host, its current context used (made absolute; default: the configurator's in-cluster ServiceAccount)")
 	f.StringVar(&o.Namespace, "namespace", "", "with --kubernetes: the namespace of namespaced kinds (default: every namespace)")
-	f.StringSliceVar(&o.KubeKinds, "kinds", nil, "with --kubernetes: the kinds read (default: "+strings.Join(registry.KubeKinds(), ", ")+")")
+	f.StringSliceVar(&o.KubeKinds, "kinds", nil, "with --kubernetes: the kinds read, of "+strings.Join(registry.KubeKinds(), ", ")+" (default: "+strings.Join(registry.DefaultKubeKinds(), ", ")+")")
 	f.BoolVar(&o.Poll, "poll", false, "with --dir: read it every sync interval, never watch it (for NFS or CIFS, where inotify misses other hosts' changes)")
 	f.DurationVar(&o.SyncInterval, "sync-interval", 0, fmt.Sprintf("how often it is read when it announced no change (default %s)", registry.DefaultSyncInterval))
 	f.Float64Var(&o.HoldShare, "hold-share", 0, fmt.Sprintf("the share (0-1) of its intents one sync may mark for deletion without 'sluice registry confirm' (default %v)", registry.DefaultHoldShare))
@@ -253,7 +255,7 @@ func describeSpec(w io.Writer, spec *sluicev1.RegistrySpec) {
 		}
 		kinds := k.GetKinds()
 		if len(kinds) == 0 {
-			kinds = registry.KubeKinds()
+			kinds = registry.DefaultKubeKinds()
 		}
 		ns := ""
 		if k.GetNamespace() != "" {
