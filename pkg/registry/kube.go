@@ -30,7 +30,6 @@ package registry
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -39,6 +38,7 @@ import (
 	"time"
 
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -265,7 +265,10 @@ func (r *kubeRegistry) Fetch(ctx context.Context) (Snapshot, error) {
 	for _, doc := range snap.Documents {
 		d.add(doc.Origin)
 		for _, in := range doc.Intents {
-			b, _ := json.Marshal(in) // a generated message: never fails
+			b, err := proto.MarshalOptions{Deterministic: true}.Marshal(in)
+			if err != nil {
+				return Snapshot{}, fmt.Errorf("encode the intent of %s: %w", doc.Origin, err)
+			}
 			d.add(string(b))
 		}
 		if doc.Err != nil {

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/rs/zerolog"
 
@@ -30,12 +31,13 @@ type crServer struct {
 	fail     map[string]int              // resource → HTTP status of every list
 	failNext map[string]int              // resource → status of lists with a continue token
 	lists    []string                    // the query of every list, in order
+	event    chan struct{}               // a receive sends one event to a watch
 }
 
 const dasSchiffPath = "/apis/network.t-caas.telekom.com/v1alpha1/"
 
 func newCRServer(t *testing.T) (*crServer, string) {
-	s := &crServer{items: map[string][]map[string]any{}, fail: map[string]int{}, failNext: map[string]int{}}
+	s := &crServer{items: map[string][]map[string]any{}, fail: map[string]int{}, failNext: map[string]int{}, event: make(chan struct{})}
 	srv := httptest.NewServer(s)
 	t.Cleanup(srv.Close)
 	return s, writeKubeconfig(t, srv.URL)
@@ -70,15 +72,27 @@ func (s *crServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	resource, ok := strings.CutPrefix(r.URL.Path, dasSchiffPath)
 	q := r.URL.Query()
-	if q.Get("watch") == "true" {
-		w.WriteHeader(http.StatusOK)
-		w.(http.Flusher).Flush()
-		<-r.Context().Done()
-		return
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.lists = append(s.lists, resource+"?"+r.URL.RawQuery)
+	if q.Get("watch") == "true" && s.fail[resource] == 0 {
+		s.mu.Unlock()
+		defer s.mu.Lock()
+		w.WriteHeader(http.StatusOK)
+		w.(http.Flusher).Flush()
+		select {
+		case <-r.Context().Done():
+		case <-s.event:
+			_ = json.NewEncoder(w).Encode(map[string]any{"type": "ADDED", "object": map[string]any{
+				"apiVersion": "network.t-caas.telekom.com/v1alpha1", "kind": "Layer2NetworkConfiguration",
+				"metadata": map[string]any{"name": "new", "resourceVersion": "2"}}})
+			w.(http.Flusher).Flush()
+			<-r.Context().Done()
+		}
+		return
+	}
+	if q.Get("watch") != "true" {
+		s.lists = append(s.lists, resource+"?"+r.URL.RawQuery)
+	}
 	code := s.fail[resource]
 	if q.Get("continue") != "" && s.failNext[resource] != 0 {
 		code = s.failNext[resource]
@@ -256,5 +270,34 @@ func TestKube_Check_NamesTheField(t *testing.T) {
 				t.Fatalf("err %v, want %q", err, tt.wantErr)
 			}
 		})
+	}
+}
+
+// Changed follows a watch of each kind; a kind whose watch is refused is
+// named in the note, and its changes are seen at the sync interval.
+func TestKube_Changed_WatchNudgesAndARefusedWatchIsNoted(t *testing.T) {
+	s, kubeconfig := newCRServer(t)
+	s.fail["vrfrouteconfigurations"] = 403
+	r := openKube(t, &sluicev1.KubernetesRegistry{Kubeconfig: kubeconfig})
+	changed := r.Changed()
+	deadline := time.Now().Add(waitFor)
+	for !strings.Contains(r.Note(), "watch VRFRouteConfiguration") {
+		if time.Now().After(deadline) {
+			t.Fatalf("note %q, want it to name the refused watch", r.Note())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if n := r.Note(); !strings.Contains(n, "changes are seen at the next sync interval") || strings.Contains(n, "Layer2NetworkConfiguration") {
+		t.Errorf("note %q: want only the refused kind, seen at the sync interval", n)
+	}
+	select {
+	case s.event <- struct{}{}: // the Layer2NetworkConfiguration watch takes it
+	case <-time.After(waitFor):
+		t.Fatal("no watch of Layer2NetworkConfiguration")
+	}
+	select {
+	case <-changed:
+	case <-time.After(waitFor):
+		t.Fatal("an event of the watch did not nudge")
 	}
 }
