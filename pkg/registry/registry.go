@@ -1,6 +1,7 @@
 // Package registry reads intents from the registries the configurator syncs
-// besides its own API: a Redis server (redis.go), a directory (dir.go) and
-// a branch of a Git repository (git.go).
+// besides its own API: a Redis server (redis.go), a directory (dir.go), a
+// branch of a Git repository (git.go) and custom resources on a Kubernetes
+// API server (kube.go).
 // A Registry only reads; what a sync does with the answer (merge in place,
 // mark what disappeared, hold mass deletions, report conflicts) is the
 // configurator's.
@@ -29,11 +30,12 @@ const (
 	DefaultRedisPrefix  = "sluice:intents:"
 )
 
-// Document is one place in a registry that declares intents: a Redis key
-// or a file.
+// Document is one place in a registry that declares intents: a Redis key,
+// a file or a custom resource.
 type Document struct {
-	// Origin names the document within its registry: the Redis key, or the
-	// file's path relative to the registry's directory.
+	// Origin names the document within its registry: the Redis key, the
+	// file's path relative to the registry's directory, or a custom
+	// resource's kind/name (kind/namespace/name when namespaced).
 	Origin string
 	// Intents parsed from it (with Err set, those that parsed).
 	Intents []*sluicev1.Intent
@@ -56,7 +58,7 @@ type Snapshot struct {
 
 // Registry is one source of intents.
 type Registry interface {
-	// Kind is "redis", "directory" or "git".
+	// Kind is "redis", "directory", "git" or "kubernetes".
 	Kind() string
 	// Location is where it reads, without credentials: a URL or a path.
 	Location() string
@@ -101,8 +103,10 @@ func Open(spec *sluicev1.RegistrySpec, opts Options, log zerolog.Logger) (Regist
 		return openDir(src.Directory, log)
 	case *sluicev1.RegistrySpec_Git:
 		return openGit(spec.GetName(), src.Git, opts, log)
+	case *sluicev1.RegistrySpec_Kubernetes:
+		return openKube(src.Kubernetes, log)
 	}
-	return nil, errors.New("source: the spec names none of redis, directory and git")
+	return nil, errors.New("source: the spec names none of redis, directory, git and kubernetes")
 }
 
 // Check reports the first problem of spec, naming the field.
@@ -123,8 +127,10 @@ func Check(spec *sluicev1.RegistrySpec) error {
 		return checkDir(src.Directory)
 	case *sluicev1.RegistrySpec_Git:
 		return checkGit(src.Git)
+	case *sluicev1.RegistrySpec_Kubernetes:
+		return checkKube(src.Kubernetes)
 	}
-	return errors.New("source: give redis, directory or git")
+	return errors.New("source: give redis, directory, git or kubernetes")
 }
 
 // SyncInterval is spec's sync interval with its default.

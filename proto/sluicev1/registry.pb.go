@@ -98,6 +98,7 @@ type RegistrySpec struct {
 	//	*RegistrySpec_Redis
 	//	*RegistrySpec_Directory
 	//	*RegistrySpec_Git
+	//	*RegistrySpec_Kubernetes
 	Source isRegistrySpec_Source `protobuf_oneof:"source"`
 	// How often the registry is read when nothing announced a change; 0 = 30s.
 	SyncInterval *durationpb.Duration `protobuf:"bytes,4,opt,name=sync_interval,json=syncInterval,proto3" json:"sync_interval,omitempty"`
@@ -182,6 +183,15 @@ func (x *RegistrySpec) GetGit() *GitRegistry {
 	return nil
 }
 
+func (x *RegistrySpec) GetKubernetes() *KubernetesRegistry {
+	if x != nil {
+		if x, ok := x.Source.(*RegistrySpec_Kubernetes); ok {
+			return x.Kubernetes
+		}
+	}
+	return nil
+}
+
 func (x *RegistrySpec) GetSyncInterval() *durationpb.Duration {
 	if x != nil {
 		return x.SyncInterval
@@ -226,11 +236,17 @@ type RegistrySpec_Git struct {
 	Git *GitRegistry `protobuf:"bytes,8,opt,name=git,proto3,oneof"`
 }
 
+type RegistrySpec_Kubernetes struct {
+	Kubernetes *KubernetesRegistry `protobuf:"bytes,9,opt,name=kubernetes,proto3,oneof"`
+}
+
 func (*RegistrySpec_Redis) isRegistrySpec_Source() {}
 
 func (*RegistrySpec_Directory) isRegistrySpec_Source() {}
 
 func (*RegistrySpec_Git) isRegistrySpec_Source() {}
+
+func (*RegistrySpec_Kubernetes) isRegistrySpec_Source() {}
 
 // RedisRegistry reads one intent per key: <prefix><kind>.<name> holds that
 // intent as a YAML or JSON document in the format of sluice apply -f.
@@ -492,12 +508,85 @@ func (x *GitRegistry) GetKnownHostsFile() string {
 	return ""
 }
 
+// KubernetesRegistry reads intents from custom resources on a Kubernetes
+// API server: das-schiff-network-operator's Layer2NetworkConfiguration and
+// VRFRouteConfiguration (group network.t-caas.telekom.com, v1alpha1),
+// mapped field by field to sluice's intents, and sluice's own Layer2Network,
+// VRFRoute and RoutingTable (group sluice.dev, v1alpha1) (docs/registries.md).
+type KubernetesRegistry struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The absolute path of a kubeconfig file on the configurator's host (its
+	// current context is used), read at each fetch; "" = the in-cluster
+	// configuration of the configurator's ServiceAccount.
+	Kubeconfig string `protobuf:"bytes,1,opt,name=kubeconfig,proto3" json:"kubeconfig,omitempty"`
+	// The namespace of namespaced kinds (sluice's); "" = every namespace.
+	// The das-schiff kinds are cluster-scoped: a namespace is refused while
+	// only they are read.
+	Namespace string `protobuf:"bytes,2,opt,name=namespace,proto3" json:"namespace,omitempty"`
+	// The kinds read, each a CRD that must be installed; none =
+	// Layer2NetworkConfiguration and VRFRouteConfiguration.
+	Kinds         []string `protobuf:"bytes,3,rep,name=kinds,proto3" json:"kinds,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KubernetesRegistry) Reset() {
+	*x = KubernetesRegistry{}
+	mi := &file_sluice_v1_registry_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KubernetesRegistry) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KubernetesRegistry) ProtoMessage() {}
+
+func (x *KubernetesRegistry) ProtoReflect() protoreflect.Message {
+	mi := &file_sluice_v1_registry_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KubernetesRegistry.ProtoReflect.Descriptor instead.
+func (*KubernetesRegistry) Descriptor() ([]byte, []int) {
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *KubernetesRegistry) GetKubeconfig() string {
+	if x != nil {
+		return x.Kubeconfig
+	}
+	return ""
+}
+
+func (x *KubernetesRegistry) GetNamespace() string {
+	if x != nil {
+		return x.Namespace
+	}
+	return ""
+}
+
+func (x *KubernetesRegistry) GetKinds() []string {
+	if x != nil {
+		return x.Kinds
+	}
+	return nil
+}
+
 // RegistryStatus is the value of registries/<name>, written by the
 // configurator after every sync attempt: what sluice get registries shows.
 type RegistryStatus struct {
 	state            protoimpl.MessageState `protogen:"open.v1"`
 	Name             string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
-	Kind             string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`         // "redis", "directory", "git" or "api"
+	Kind             string                 `protobuf:"bytes,2,opt,name=kind,proto3" json:"kind,omitempty"`         // "redis", "directory", "git", "kubernetes" or "api"
 	Location         string                 `protobuf:"bytes,3,opt,name=location,proto3" json:"location,omitempty"` // the URL (without credentials) or path
 	State            RegistryState          `protobuf:"varint,4,opt,name=state,proto3,enum=sluice.v1.RegistryState" json:"state,omitempty"`
 	LastSync         *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=last_sync,json=lastSync,proto3" json:"last_sync,omitempty"` // the last successful sync
@@ -532,7 +621,7 @@ type RegistryStatus struct {
 
 func (x *RegistryStatus) Reset() {
 	*x = RegistryStatus{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[4]
+	mi := &file_sluice_v1_registry_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -544,7 +633,7 @@ func (x *RegistryStatus) String() string {
 func (*RegistryStatus) ProtoMessage() {}
 
 func (x *RegistryStatus) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[4]
+	mi := &file_sluice_v1_registry_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -557,7 +646,7 @@ func (x *RegistryStatus) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryStatus.ProtoReflect.Descriptor instead.
 func (*RegistryStatus) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{4}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *RegistryStatus) GetName() string {
@@ -714,7 +803,7 @@ type PendingDeletion struct {
 
 func (x *PendingDeletion) Reset() {
 	*x = PendingDeletion{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[5]
+	mi := &file_sluice_v1_registry_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -726,7 +815,7 @@ func (x *PendingDeletion) String() string {
 func (*PendingDeletion) ProtoMessage() {}
 
 func (x *PendingDeletion) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[5]
+	mi := &file_sluice_v1_registry_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -739,7 +828,7 @@ func (x *PendingDeletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PendingDeletion.ProtoReflect.Descriptor instead.
 func (*PendingDeletion) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{5}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *PendingDeletion) GetIntent() string {
@@ -775,7 +864,7 @@ type RegistryConflict struct {
 
 func (x *RegistryConflict) Reset() {
 	*x = RegistryConflict{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[6]
+	mi := &file_sluice_v1_registry_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -787,7 +876,7 @@ func (x *RegistryConflict) String() string {
 func (*RegistryConflict) ProtoMessage() {}
 
 func (x *RegistryConflict) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[6]
+	mi := &file_sluice_v1_registry_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -800,7 +889,7 @@ func (x *RegistryConflict) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryConflict.ProtoReflect.Descriptor instead.
 func (*RegistryConflict) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{6}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegistryConflict) GetIntent() string {
@@ -832,7 +921,7 @@ type HeldDeletion struct {
 
 func (x *HeldDeletion) Reset() {
 	*x = HeldDeletion{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[7]
+	mi := &file_sluice_v1_registry_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -844,7 +933,7 @@ func (x *HeldDeletion) String() string {
 func (*HeldDeletion) ProtoMessage() {}
 
 func (x *HeldDeletion) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[7]
+	mi := &file_sluice_v1_registry_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -857,7 +946,7 @@ func (x *HeldDeletion) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use HeldDeletion.ProtoReflect.Descriptor instead.
 func (*HeldDeletion) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{7}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *HeldDeletion) GetIntents() []string {
@@ -903,7 +992,7 @@ type RegistryConfirm struct {
 
 func (x *RegistryConfirm) Reset() {
 	*x = RegistryConfirm{}
-	mi := &file_sluice_v1_registry_proto_msgTypes[8]
+	mi := &file_sluice_v1_registry_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -915,7 +1004,7 @@ func (x *RegistryConfirm) String() string {
 func (*RegistryConfirm) ProtoMessage() {}
 
 func (x *RegistryConfirm) ProtoReflect() protoreflect.Message {
-	mi := &file_sluice_v1_registry_proto_msgTypes[8]
+	mi := &file_sluice_v1_registry_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -928,7 +1017,7 @@ func (x *RegistryConfirm) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegistryConfirm.ProtoReflect.Descriptor instead.
 func (*RegistryConfirm) Descriptor() ([]byte, []int) {
-	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{8}
+	return file_sluice_v1_registry_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RegistryConfirm) GetDigest() string {
@@ -963,12 +1052,15 @@ var File_sluice_v1_registry_proto protoreflect.FileDescriptor
 
 const file_sluice_v1_registry_proto_rawDesc = "" +
 	"\n" +
-	"\x18sluice/v1/registry.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x13sluice/v1/api.proto\x1a\x16sluice/v1/source.proto\"\xe3\x02\n" +
+	"\x18sluice/v1/registry.proto\x12\tsluice.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\x1a\x13sluice/v1/api.proto\x1a\x16sluice/v1/source.proto\"\xa4\x03\n" +
 	"\fRegistrySpec\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x120\n" +
 	"\x05redis\x18\x02 \x01(\v2\x18.sluice.v1.RedisRegistryH\x00R\x05redis\x12<\n" +
 	"\tdirectory\x18\x03 \x01(\v2\x1c.sluice.v1.DirectoryRegistryH\x00R\tdirectory\x12*\n" +
-	"\x03git\x18\b \x01(\v2\x16.sluice.v1.GitRegistryH\x00R\x03git\x12>\n" +
+	"\x03git\x18\b \x01(\v2\x16.sluice.v1.GitRegistryH\x00R\x03git\x12?\n" +
+	"\n" +
+	"kubernetes\x18\t \x01(\v2\x1d.sluice.v1.KubernetesRegistryH\x00R\n" +
+	"kubernetes\x12>\n" +
 	"\rsync_interval\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\fsyncInterval\x12\x1d\n" +
 	"\n" +
 	"hold_share\x18\x05 \x01(\x01R\tholdShare\x12\x0e\n" +
@@ -994,7 +1086,13 @@ const file_sluice_v1_registry_proto_rawDesc = "" +
 	"\x14allowed_signers_file\x18\a \x01(\tR\x12allowedSignersFile\x12 \n" +
 	"\fssh_key_file\x18\b \x01(\tR\n" +
 	"sshKeyFile\x12(\n" +
-	"\x10known_hosts_file\x18\t \x01(\tR\x0eknownHostsFile\"\x93\x06\n" +
+	"\x10known_hosts_file\x18\t \x01(\tR\x0eknownHostsFile\"h\n" +
+	"\x12KubernetesRegistry\x12\x1e\n" +
+	"\n" +
+	"kubeconfig\x18\x01 \x01(\tR\n" +
+	"kubeconfig\x12\x1c\n" +
+	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
+	"\x05kinds\x18\x03 \x03(\tR\x05kinds\"\x93\x06\n" +
 	"\x0eRegistryStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1a\n" +
@@ -1056,47 +1154,49 @@ func file_sluice_v1_registry_proto_rawDescGZIP() []byte {
 }
 
 var file_sluice_v1_registry_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_sluice_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_sluice_v1_registry_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_sluice_v1_registry_proto_goTypes = []any{
 	(RegistryState)(0),            // 0: sluice.v1.RegistryState
 	(*RegistrySpec)(nil),          // 1: sluice.v1.RegistrySpec
 	(*RedisRegistry)(nil),         // 2: sluice.v1.RedisRegistry
 	(*DirectoryRegistry)(nil),     // 3: sluice.v1.DirectoryRegistry
 	(*GitRegistry)(nil),           // 4: sluice.v1.GitRegistry
-	(*RegistryStatus)(nil),        // 5: sluice.v1.RegistryStatus
-	(*PendingDeletion)(nil),       // 6: sluice.v1.PendingDeletion
-	(*RegistryConflict)(nil),      // 7: sluice.v1.RegistryConflict
-	(*HeldDeletion)(nil),          // 8: sluice.v1.HeldDeletion
-	(*RegistryConfirm)(nil),       // 9: sluice.v1.RegistryConfirm
-	(*durationpb.Duration)(nil),   // 10: google.protobuf.Duration
-	(*timestamppb.Timestamp)(nil), // 11: google.protobuf.Timestamp
-	(*FieldError)(nil),            // 12: sluice.v1.FieldError
-	(*GitCommit)(nil),             // 13: sluice.v1.GitCommit
+	(*KubernetesRegistry)(nil),    // 5: sluice.v1.KubernetesRegistry
+	(*RegistryStatus)(nil),        // 6: sluice.v1.RegistryStatus
+	(*PendingDeletion)(nil),       // 7: sluice.v1.PendingDeletion
+	(*RegistryConflict)(nil),      // 8: sluice.v1.RegistryConflict
+	(*HeldDeletion)(nil),          // 9: sluice.v1.HeldDeletion
+	(*RegistryConfirm)(nil),       // 10: sluice.v1.RegistryConfirm
+	(*durationpb.Duration)(nil),   // 11: google.protobuf.Duration
+	(*timestamppb.Timestamp)(nil), // 12: google.protobuf.Timestamp
+	(*FieldError)(nil),            // 13: sluice.v1.FieldError
+	(*GitCommit)(nil),             // 14: sluice.v1.GitCommit
 }
 var file_sluice_v1_registry_proto_depIdxs = []int32{
 	2,  // 0: sluice.v1.RegistrySpec.redis:type_name -> sluice.v1.RedisRegistry
 	3,  // 1: sluice.v1.RegistrySpec.directory:type_name -> sluice.v1.DirectoryRegistry
 	4,  // 2: sluice.v1.RegistrySpec.git:type_name -> sluice.v1.GitRegistry
-	10, // 3: sluice.v1.RegistrySpec.sync_interval:type_name -> google.protobuf.Duration
-	11, // 4: sluice.v1.RegistrySpec.at:type_name -> google.protobuf.Timestamp
-	0,  // 5: sluice.v1.RegistryStatus.state:type_name -> sluice.v1.RegistryState
-	11, // 6: sluice.v1.RegistryStatus.last_sync:type_name -> google.protobuf.Timestamp
-	11, // 7: sluice.v1.RegistryStatus.unreachable_since:type_name -> google.protobuf.Timestamp
-	12, // 8: sluice.v1.RegistryStatus.invalid:type_name -> sluice.v1.FieldError
-	7,  // 9: sluice.v1.RegistryStatus.conflicts:type_name -> sluice.v1.RegistryConflict
-	8,  // 10: sluice.v1.RegistryStatus.held:type_name -> sluice.v1.HeldDeletion
-	11, // 11: sluice.v1.RegistryStatus.updated_at:type_name -> google.protobuf.Timestamp
-	6,  // 12: sluice.v1.RegistryStatus.pending:type_name -> sluice.v1.PendingDeletion
-	13, // 13: sluice.v1.RegistryStatus.commit:type_name -> sluice.v1.GitCommit
-	11, // 14: sluice.v1.PendingDeletion.missing_since:type_name -> google.protobuf.Timestamp
-	11, // 15: sluice.v1.PendingDeletion.effective_at:type_name -> google.protobuf.Timestamp
-	11, // 16: sluice.v1.HeldDeletion.since:type_name -> google.protobuf.Timestamp
-	11, // 17: sluice.v1.RegistryConfirm.at:type_name -> google.protobuf.Timestamp
-	18, // [18:18] is the sub-list for method output_type
-	18, // [18:18] is the sub-list for method input_type
-	18, // [18:18] is the sub-list for extension type_name
-	18, // [18:18] is the sub-list for extension extendee
-	0,  // [0:18] is the sub-list for field type_name
+	5,  // 3: sluice.v1.RegistrySpec.kubernetes:type_name -> sluice.v1.KubernetesRegistry
+	11, // 4: sluice.v1.RegistrySpec.sync_interval:type_name -> google.protobuf.Duration
+	12, // 5: sluice.v1.RegistrySpec.at:type_name -> google.protobuf.Timestamp
+	0,  // 6: sluice.v1.RegistryStatus.state:type_name -> sluice.v1.RegistryState
+	12, // 7: sluice.v1.RegistryStatus.last_sync:type_name -> google.protobuf.Timestamp
+	12, // 8: sluice.v1.RegistryStatus.unreachable_since:type_name -> google.protobuf.Timestamp
+	13, // 9: sluice.v1.RegistryStatus.invalid:type_name -> sluice.v1.FieldError
+	8,  // 10: sluice.v1.RegistryStatus.conflicts:type_name -> sluice.v1.RegistryConflict
+	9,  // 11: sluice.v1.RegistryStatus.held:type_name -> sluice.v1.HeldDeletion
+	12, // 12: sluice.v1.RegistryStatus.updated_at:type_name -> google.protobuf.Timestamp
+	7,  // 13: sluice.v1.RegistryStatus.pending:type_name -> sluice.v1.PendingDeletion
+	14, // 14: sluice.v1.RegistryStatus.commit:type_name -> sluice.v1.GitCommit
+	12, // 15: sluice.v1.PendingDeletion.missing_since:type_name -> google.protobuf.Timestamp
+	12, // 16: sluice.v1.PendingDeletion.effective_at:type_name -> google.protobuf.Timestamp
+	12, // 17: sluice.v1.HeldDeletion.since:type_name -> google.protobuf.Timestamp
+	12, // 18: sluice.v1.RegistryConfirm.at:type_name -> google.protobuf.Timestamp
+	19, // [19:19] is the sub-list for method output_type
+	19, // [19:19] is the sub-list for method input_type
+	19, // [19:19] is the sub-list for extension type_name
+	19, // [19:19] is the sub-list for extension extendee
+	0,  // [0:19] is the sub-list for field type_name
 }
 
 func init() { file_sluice_v1_registry_proto_init() }
@@ -1110,6 +1210,7 @@ func file_sluice_v1_registry_proto_init() {
 		(*RegistrySpec_Redis)(nil),
 		(*RegistrySpec_Directory)(nil),
 		(*RegistrySpec_Git)(nil),
+		(*RegistrySpec_Kubernetes)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -1117,7 +1218,7 @@ func file_sluice_v1_registry_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_sluice_v1_registry_proto_rawDesc), len(file_sluice_v1_registry_proto_rawDesc)),
 			NumEnums:      1,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   0,
 		},

@@ -43,8 +43,8 @@ func (a *app) registryAddCommand() *cobra.Command {
 	var o registryspec.Options
 	var update bool
 	cmd := &cobra.Command{
-		Use:   "add NAME (--redis URL [--prefix P] [--password-file F] [--ca-file F] | --dir PATH | (--git URL [--git-token-file F] [--ca-file F] [--git-ssh-key-file F --git-known-hosts F] | --git-dir DIR) [--branch B] [--path P] [--require-signed F])",
-		Short: "Have the configurator sync intents from a Redis server, a directory or a Git branch",
+		Use:   "add NAME (--redis URL [--prefix P] [--password-file F] [--ca-file F] | --dir PATH | (--git URL [--git-token-file F] [--ca-file F] [--git-ssh-key-file F --git-known-hosts F] | --git-dir DIR) [--branch B] [--path P] [--require-signed F] | --kubernetes [--kubeconfig F] [--namespace NS] [--kinds K,...])",
+		Short: "Have the configurator sync intents from a Redis server, a directory, a Git branch or Kubernetes custom resources",
 		Long: `Store a registry's spec in sluice-control/registry.NAME; the configurator
 starts syncing it within a few seconds.
 
@@ -92,6 +92,23 @@ not in it, or badly signed is held, naming the commit and why; the intents
 in force stay until a commit signed by an allowed key (git commit -S with
 gpg.format=ssh) is on the branch.
 
+--kubernetes lists custom resources on a Kubernetes API server:
+das-schiff-network-operator's Layer2NetworkConfiguration and
+VRFRouteConfiguration (group network.t-caas.telekom.com), each mapped field
+by field to an intent named as the resource (docs/registries.md has the
+mapping), or with --kinds sluice's own Layer2Network, VRFRoute and
+RoutingTable (group sluice.dev, namespaced; CRDs in the chart, spec as in
+'sluice apply -f'; --namespace: only one namespace's). Every kind read
+needs its CRD installed. The configurator reaches the server with --kubeconfig (a file
+on its host, read at each sync; default: its pod's ServiceAccount) and
+needs list and watch on those resources. A list that fails (unreachable,
+forbidden, a CRD not installed) is unreachable: nothing changes. A field
+sluice has no meaning for yet is reported in 'sluice get registries' and
+the intent goes ahead without it; a resource whose fields cannot be
+carried without widening it (a nodeSelector's matchExpressions, a deny
+prefix item) is refused there, its last valid version staying in force.
+Resources' status is not written.
+
 A sync that would mark more than --hold-share of the registry's intents for
 deletion (or an answer with no intent at all) marks nothing and waits for
 'sluice registry confirm NAME'.
@@ -104,7 +121,8 @@ with --update.`,
   sluice registry add gitops --dir /srv/gitops/intents --hold-share 0.2 --update
   sluice registry add network --git file:///srv/git/network.git --branch main --path intents
   sluice registry add network --git https://git.example.net/net/intents.git --git-token-file /etc/sluice/git-token --path intents
-  sluice registry add network --git git@git.example.net:net/intents.git --git-ssh-key-file /etc/sluice/deploy-key --git-known-hosts /etc/sluice/known_hosts`,
+  sluice registry add network --git git@git.example.net:net/intents.git --git-ssh-key-file /etc/sluice/deploy-key --git-known-hosts /etc/sluice/known_hosts
+  sluice registry add das-schiff --kubernetes --kubeconfig /etc/sluice/kubeconfig`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			if err := checkRegistryFlags(o); err != nil {
@@ -127,6 +145,10 @@ with --update.`,
 	f.StringVar(&o.Branch, "branch", "", "with --git or --git-dir: the branch followed (default "+registry.DefaultGitBranch+")")
 	f.StringVar(&o.RequireSigned, "require-signed", "", "with --git or --git-dir: the absolute path of an SSH allowed_signers file on the configurator's host; a head commit not signed by a key of it is held")
 	f.StringVar(&o.Path, "path", "", "with --git or --git-dir: the directory inside the repository holding the intent files (default: its root)")
+	f.BoolVar(&o.Kubernetes, "kubernetes", false, "read intents from custom resources on a Kubernetes API server (das-schiff-network-operator's Layer2NetworkConfiguration and VRFRouteConfiguration)")
+	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "with --kubernetes: a kubeconfig file on the configurator's host, its current context used (made absolute; default: the configurator's in-cluster ServiceAccount)")
+	f.StringVar(&o.Namespace, "namespace", "", "with --kubernetes: the namespace of namespaced kinds (default: every namespace)")
+	f.StringSliceVar(&o.KubeKinds, "kinds", nil, "with --kubernetes: the kinds read, of "+strings.Join(registry.KubeKinds(), ", ")+" (default: "+strings.Join(registry.DefaultKubeKinds(), ", ")+")")
 	f.BoolVar(&o.Poll, "poll", false, "with --dir: read it every sync interval, never watch it (for NFS or CIFS, where inotify misses other hosts' changes)")
 	f.DurationVar(&o.SyncInterval, "sync-interval", 0, fmt.Sprintf("how often it is read when it announced no change (default %s)", registry.DefaultSyncInterval))
 	f.Float64Var(&o.HoldShare, "hold-share", 0, fmt.Sprintf("the share (0-1) of its intents one sync may mark for deletion without 'sluice registry confirm' (default %v)", registry.DefaultHoldShare))
@@ -137,7 +159,8 @@ with --update.`,
 // checkRegistryFlags is the usage error of registry add's source flags.
 func checkRegistryFlags(o registryspec.Options) error {
 	var sources []string
-	for _, f := range []struct{ flag, value string }{{"--redis", o.Redis}, {"--dir", o.Dir}, {"--git", o.Git}, {"--git-dir", o.GitDir}} {
+	kube := map[bool]string{true: "--kubernetes"}[o.Kubernetes]
+	for _, f := range []struct{ flag, value string }{{"--redis", o.Redis}, {"--dir", o.Dir}, {"--git", o.Git}, {"--git-dir", o.GitDir}, {"--kubernetes", kube}} {
 		if f.value != "" {
 			sources = append(sources, f.flag)
 		}
@@ -145,9 +168,11 @@ func checkRegistryFlags(o registryspec.Options) error {
 	redis, git := o.Redis != "", o.Git != "" || o.GitDir != ""
 	switch {
 	case len(sources) > 1:
-		return fmt.Errorf("give one of --redis, --dir, --git and --git-dir, not %s", strings.Join(sources, " and "))
+		return fmt.Errorf("give one of --redis, --dir, --git, --git-dir and --kubernetes, not %s", strings.Join(sources, " and "))
 	case len(sources) == 0:
-		return errors.New("say where the registry reads: --redis URL, --dir PATH, --git URL or --git-dir DIR")
+		return errors.New("say where the registry reads: --redis URL, --dir PATH, --git URL, --git-dir DIR or --kubernetes")
+	case !o.Kubernetes && (o.Kubeconfig != "" || o.Namespace != "" || len(o.KubeKinds) > 0):
+		return fmt.Errorf("--kubeconfig, --namespace and --kinds go with --kubernetes, not %s", sources[0])
 	case !redis && (o.Prefix != "" || o.PasswordFile != ""):
 		return fmt.Errorf("--prefix and --password-file go with --redis, not %s", sources[0])
 	case o.CAFile != "" && !redis && o.Git == "":
@@ -226,6 +251,22 @@ func describeSpec(w io.Writer, spec *sluicev1.RegistrySpec) {
 			fmt.Fprintf(w, "  signed      a head commit not signed by a key of %s (on the configurator's host) is held\n", f)
 		}
 		fmt.Fprintf(w, "  path        %s at the branch's head commit (*.yaml, *.yml, *.json)\n", cmp.Or(g.GetPath(), "the repository's root"))
+	case *sluicev1.RegistrySpec_Kubernetes:
+		k := src.Kubernetes
+		if k.GetKubeconfig() == "" {
+			fmt.Fprintln(w, "  kubernetes  the configurator's in-cluster ServiceAccount")
+		} else {
+			fmt.Fprintf(w, "  kubernetes  the current context of %s on the configurator's host\n", k.GetKubeconfig())
+		}
+		kinds := k.GetKinds()
+		if len(kinds) == 0 {
+			kinds = registry.DefaultKubeKinds()
+		}
+		ns := ""
+		if k.GetNamespace() != "" {
+			ns = " (namespaced kinds: in namespace " + k.GetNamespace() + ")"
+		}
+		fmt.Fprintf(w, "  kinds       %s%s; a resource's status is not written\n", strings.Join(kinds, ", "), ns)
 	}
 	fmt.Fprintf(w, "  sync        every %s, and sooner when it announces a change\n", registry.SyncInterval(spec))
 	fmt.Fprintf(w, "  hold        a sync marking more than %v of its intents for deletion waits for 'sluice registry confirm %s'\n",
@@ -405,6 +446,9 @@ var specFlags = strings.NewReplacer(
 	"git.dir", "--git-dir",
 	"git.branch", "--branch",
 	"git.path", "--path",
+	"kubernetes.kubeconfig", "--kubeconfig",
+	"kubernetes.namespace", "--namespace",
+	"kubernetes.kinds", "--kinds",
 	"git: give git.url or git.dir", "give --git or --git-dir",
 	"sync_interval", "--sync-interval",
 	"hold_share", "--hold-share",

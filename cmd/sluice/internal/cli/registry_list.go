@@ -34,7 +34,7 @@ type registryRow struct {
 	marked  int // its intents marked for deletion, not yet reaped
 }
 
-// kind is "redis", "directory", "git" or, for the built-in source, "api".
+// kind is "redis", "directory", "git", "kubernetes" or, for the built-in source, "api".
 func (r registryRow) kind() string {
 	if r.spec == nil {
 		return "api"

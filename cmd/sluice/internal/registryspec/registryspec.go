@@ -31,8 +31,8 @@ var (
 )
 
 // Options say where a registry reads and how it is synced. Redis wins over
-// Dir, Dir over Git, Git over GitDir; with none the spec names no source
-// and Build says so.
+// Dir, Dir over Git, Git over GitDir, GitDir over Kubernetes; with none the
+// spec names no source and Build says so.
 type Options struct {
 	Redis        string // redis:// or rediss:// URL, without a password
 	Prefix       string // key prefix; "" = registry.DefaultRedisPrefix
@@ -56,10 +56,17 @@ type Options struct {
 	// GitSSHKeyFile and GitKnownHosts: with an ssh:// Git, the private key
 	// that authenticates and the known_hosts file of the server's host key.
 	GitSSHKeyFile, GitKnownHosts string
-	Branch                       string        // "" = registry.DefaultGitBranch
-	Path                         string        // the directory inside the repository; "" = its root
-	SyncInterval                 time.Duration // 0 = registry.DefaultSyncInterval
-	HoldShare                    float64       // 0 = registry.DefaultHoldShare
+	// Kubernetes: custom resources on a Kubernetes API server, reached with
+	// Kubeconfig (a file on the configurator's host, made absolute; "" =
+	// in-cluster), in Namespace ("" = every namespace), of KubeKinds
+	// (none = every kind the registry reads).
+	Kubernetes            bool
+	Kubeconfig, Namespace string
+	KubeKinds             []string
+	Branch                string        // "" = registry.DefaultGitBranch
+	Path                  string        // the directory inside the repository; "" = its root
+	SyncInterval          time.Duration // 0 = registry.DefaultSyncInterval
+	HoldShare             float64       // 0 = registry.DefaultHoldShare
 }
 
 // Build returns the spec of registry name, recording who added it and
@@ -103,6 +110,16 @@ func Build(name string, o Options, by string, at time.Time) (*sluicev1.RegistryS
 			g.Dir = abs
 		}
 		spec.Source = &sluicev1.RegistrySpec_Git{Git: g}
+	case o.Kubernetes:
+		k := &sluicev1.KubernetesRegistry{Namespace: o.Namespace, Kinds: o.KubeKinds}
+		if o.Kubeconfig != "" {
+			abs, err := filepath.Abs(o.Kubeconfig)
+			if err != nil {
+				return nil, fmt.Errorf("kubeconfig %s: %w", o.Kubeconfig, err)
+			}
+			k.Kubeconfig = abs
+		}
+		spec.Source = &sluicev1.RegistrySpec_Kubernetes{Kubernetes: k}
 	}
 	if err := registry.Check(spec); err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrInvalid, name, err)
@@ -139,7 +156,7 @@ func Put(ctx context.Context, control jetstream.KeyValue, spec *sluicev1.Registr
 	return replaced, nil
 }
 
-// Kind is "redis", "directory" or "git", as RegistryStatus.kind says it.
+// Kind is "redis", "directory", "git" or "kubernetes", as RegistryStatus.kind says it.
 func Kind(spec *sluicev1.RegistrySpec) string {
 	switch spec.GetSource().(type) {
 	case *sluicev1.RegistrySpec_Redis:
@@ -148,13 +165,16 @@ func Kind(spec *sluicev1.RegistrySpec) string {
 		return "directory"
 	case *sluicev1.RegistrySpec_Git:
 		return "git"
+	case *sluicev1.RegistrySpec_Kubernetes:
+		return "kubernetes"
 	}
 	return "unknown"
 }
 
 // Location is where the registry reads: the Redis URL with its key
 // prefix when that is not the default, the directory, or the repository
-// with its branch and path.
+// with its branch and path, or the kubeconfig ("in-cluster") with the
+// namespace.
 func Location(spec *sluicev1.RegistrySpec) string {
 	switch src := spec.GetSource().(type) {
 	case *sluicev1.RegistrySpec_Redis:
@@ -166,6 +186,8 @@ func Location(spec *sluicev1.RegistrySpec) string {
 		return src.Directory.GetPath()
 	case *sluicev1.RegistrySpec_Git:
 		return registry.GitLocation(cmp.Or(src.Git.GetUrl(), src.Git.GetDir()), src.Git.GetBranch(), src.Git.GetPath())
+	case *sluicev1.RegistrySpec_Kubernetes:
+		return registry.KubeLocation(src.Kubernetes)
 	}
 	return "-"
 }
