@@ -129,7 +129,7 @@ frr: ## Install Debian's frr and frr-pythontools (frr-reload.py) if missing (mak
 	$(call apt-install,/usr/lib/frr/frr-reload.py,frr-pythontools,the FRR applier's reload needs it)
 
 .PHONY: chaos
-chaos: ## Run SEEDS seeded fault schedules (default 50) against the real services; a failing seed prints its repro line, and is run once more alone: "failed again" or "passed alone (load?)"
+chaos: redis ## Run SEEDS seeded fault schedules (default 50) against the real services (installs redis-server first if missing: the Redis registry seeds); a failing seed prints its repro line, and is run once more alone: "failed again" or "passed alone (load?)"
 	CHAOS_SEEDS=$(SEEDS) CHAOS_SEED_BASE=$(SEED_BASE) CHAOS_TIMEOUT=$(CHAOS_TIMEOUT) CHAOS_FLAGS='$(CHAOS_FLAGS)' GO=$(GO) tests/chaos/run.sh
 
 # tests/overload (build tag overload, so make test leaves it out): 10,000
@@ -169,7 +169,7 @@ test-kube: ## The chart installed, upgraded, uninstalled and refused on a real k
 	cd deploy/helm/test && GO=$(GO) kube/build.sh >/dev/null && $(GO) test -tags kube -count=1 -v -timeout 20m -run 'TestKube' .
 
 .PHONY: mutants
-mutants: ## Mutation-test the chaos suite: each tests/chaos/mutants/*.patch on a copy of the tree, seeds on virtual time until the first catch (MUTANT_SEEDS, default 200; MUTANTS='01-*'; MUTANT_VIRTUAL=0 for real time); prints the score. Not in CI (about 7 minutes)
+mutants: redis ## Mutation-test the chaos suite: each tests/chaos/mutants/*.patch on a copy of the tree, seeds on virtual time until the first catch (MUTANT_SEEDS, default 200; MUTANTS='01-*'; MUTANT_VIRTUAL=0 for real time); prints the score. Not in CI (about 7 minutes)
 	CHAOS_VIRTUAL=$(MUTANT_VIRTUAL) MUTANT_SEEDS=$(MUTANT_SEEDS) MUTANTS='$(MUTANTS)' GO=$(GO) tests/chaos/mutants/run.sh
 
 .PHONY: chaos-virtual
@@ -181,7 +181,7 @@ chaos-long: ## 1,350 seeds on virtual time (about 1,000 run; the rest are R3 see
 	SEEDS=1350 SEED_BASE=$(SEED_BASE) GO=$(GO) tests/chaos/virtual.sh
 
 .PHONY: chaos-secure
-chaos-secure: ## The chaos suite on NATS in operator mode: each service as its role's user, each agent its node's; a refused permission fails the seed (SEEDS, SEED_BASE as chaos)
+chaos-secure: redis ## The chaos suite on NATS in operator mode: each service as its role's user, each agent its node's; a refused permission fails the seed (SEEDS, SEED_BASE as chaos)
 	SLUICE_TEST_SECURE=1 CHAOS_SEEDS=$(SEEDS) CHAOS_SEED_BASE=$(SEED_BASE) CHAOS_TIMEOUT=$(CHAOS_TIMEOUT) CHAOS_FLAGS='$(CHAOS_FLAGS)' GO=$(GO) tests/chaos/run.sh
 
 # The container suite (tests/containers, build tag containers, so make test

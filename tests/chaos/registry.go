@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"testing"
 	"time"
 
 	"google.golang.org/protobuf/types/known/durationpb"
@@ -20,12 +21,13 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// The scenario's directory registry (Scenario.Registry) and the
-// partial-registry fault. The registry is declared as `sluice registry
-// add` does (a RegistrySpec in the control bucket) before the baseline, so
-// that its intents are part of every revision the driver's changes cut;
-// the fault then makes its answers partial and records, for the checker
-// (I7), when each intent's file was absent.
+// The scenario's registry (Scenario.Registry: a directory, or a Redis on
+// real time; regstore.go) and its faults. The registry is declared as
+// `sluice registry add` does (a RegistrySpec in the control bucket) before
+// the baseline, so that its intents are part of every revision the
+// driver's changes cut; the faults then make its answers partial and
+// record, for the checker (I7, Hold, ConfirmPending), when each intent was
+// absent.
 const (
 	registryName = "gitops"
 	// registrySync is the registry's sync interval: the shortest a spec
@@ -81,11 +83,22 @@ func droppedKeys(drop []int) (keys, ids []string) {
 	return keys, ids
 }
 
-// moveRegFile moves the registry's file i from one directory to another
-// (rename: atomic), reporting a failure as the harness's for fault ft.
-func (s *system) moveRegFile(ft Fault, from, to string, i int) bool {
-	if err := os.Rename(filepath.Join(from, regFile(i)), filepath.Join(to, regFile(i))); err != nil {
-		s.harnessFailed(harnessErr("%s: move %s: %w", ft.Kind, regFile(i), err))
+// dropReg takes the registry's intent i out of its answers (its file
+// moved away, its key deleted), reporting a failure as the harness's for
+// fault ft.
+func (s *system) dropReg(ft Fault, i int) bool {
+	if err := s.reg.store.drop(i); err != nil {
+		s.harnessFailed(harnessErr("%s: drop %s: %w", ft.Kind, regName(i), err))
+		return false
+	}
+	return true
+}
+
+// backReg puts the registry's intent i back (its file, its key), reporting
+// a failure as the harness's for fault ft.
+func (s *system) backReg(ft Fault, i int) bool {
+	if err := s.reg.store.back(i); err != nil {
+		s.harnessFailed(harnessErr("%s: bring back %s: %w", ft.Kind, regName(i), err))
 		return false
 	}
 	return true
@@ -108,20 +121,28 @@ func regDoc(i int) []byte {
 		regName(i), 60+i)
 }
 
-// registry is the harness's side of the scenario's registry: the
-// directory the configurator reads, and when each intent's file was absent.
+// maxRegIntents is the most intents a registry plan declares (Pick).
+const maxRegIntents = 5
+
+// registry is the harness's side of the scenario's registry: where the
+// configurator reads it (a directory or a redis-server), and when each
+// intent was absent.
 type registry struct {
-	dir   string // the registry's directory
-	away  string // where dropped files wait to come back
+	store regStore
 	mu    sync.Mutex
 	gone  map[string][]Span // intent key → when its file was absent, in order
 	holds []HoldObs         // the registry-hold faults, as they ran
 	confs []ConfirmObs      // the registry-confirm-pending faults, as they ran
 }
 
-func newRegistry(t interface{ TempDir() string }) *registry {
-	root := t.TempDir()
-	return &registry{dir: filepath.Join(root, "intents"), away: filepath.Join(root, "away"), gone: map[string][]Span{}}
+// newRegistry makes the scenario's registry: a directory (polled on
+// virtual time), or with redis a redis-server of its own.
+func newRegistry(t testing.TB, redis, virtual bool) *registry {
+	var st regStore = newDirStore(t.TempDir(), virtual)
+	if redis {
+		st = newRedisStore(t)
+	}
+	return &registry{store: st, gone: map[string][]Span{}}
 }
 
 // absent records that intent i's file is gone from the directory as of
@@ -176,24 +197,17 @@ func writeFile(dir, name string, data []byte) error {
 	return os.Rename(tmp, filepath.Join(dir, name))
 }
 
-// declareRegistry writes the registry's files, declares it as `sluice
-// registry add gitops --dir DIR --sync-interval 1s` does, and waits until
-// the configurator stored each of its intents (owned by the registry).
+// declareRegistry writes the registry's intents (files or keys), declares
+// it as `sluice registry add gitops --dir DIR --sync-interval 1s` (or
+// `--redis URL`) does, and waits until the configurator stored each of
+// its intents (owned by the registry).
 func (d *driver) declareRegistry(ctx context.Context) error {
 	s, plan := d.sys, d.sys.sc.Registry
-	if err := os.MkdirAll(s.reg.dir, 0o755); err != nil {
-		return harnessErr("registry directory: %w", err)
+	if err := s.reg.store.fill(plan.Intents); err != nil {
+		return harnessErr("registry %s: %w", s.reg.store.kind(), err)
 	}
-	if err := os.MkdirAll(s.reg.away, 0o755); err != nil {
-		return harnessErr("registry directory: %w", err)
-	}
-	for i := range plan.Intents {
-		if err := writeFile(s.reg.dir, regFile(i), regDoc(i)); err != nil {
-			return harnessErr("registry file: %w", err)
-		}
-	}
-	spec := &sluicev1.RegistrySpec{Name: registryName, Source: &sluicev1.RegistrySpec_Directory{Directory: &sluicev1.DirectoryRegistry{Path: s.reg.dir, Poll: s.virtual}},
-		SyncInterval: durationpb.New(registrySync), By: "chaos", At: timestamppb.Now()}
+	spec := &sluicev1.RegistrySpec{Name: registryName, SyncInterval: durationpb.New(registrySync), By: "chaos", At: timestamppb.Now()}
+	s.reg.store.source(spec)
 	err := retry(ctx, func(ctx context.Context) error {
 		specs := store.New(s.Env().Buckets.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} })
 		_, err := specs.Create(ctx, contract.RegistryKey(registryName), spec)
@@ -205,7 +219,7 @@ func (d *driver) declareRegistry(ctx context.Context) error {
 	if err != nil {
 		return harnessErr("declare registry %s: %w", registryName, err)
 	}
-	s.log.add("registry %s declared: %d intents in %s, sync every %s, settle period %s", registryName, plan.Intents, s.reg.dir, registrySync, registrySettle)
+	s.log.add("registry %s declared: %d intents in %s, sync every %s, settle period %s", registryName, plan.Intents, s.reg.store, registrySync, registrySettle)
 	wctx, cancel := context.WithTimeout(ctx, acceptWithin+readPatience)
 	defer cancel()
 	missing, err := await(wctx, acceptWithin, 1, func(ctx context.Context) ([]string, error) {
@@ -231,38 +245,33 @@ func (d *driver) declareRegistry(ctx context.Context) error {
 	return nil
 }
 
-// partialRegistry makes the registry's answers partial: it drops files
-// (some, all, or the whole directory), then brings them back one at a time
-// (rename: atomic), a flapping one leaving again once, recording when each
-// intent was absent.
+// partialRegistry makes the registry's answers partial: it drops intents
+// (some, all, or the whole registry: its directory, its server), then
+// brings them back one at a time (a rename, a SET: atomic), a flapping
+// one leaving again once, recording when each intent was absent.
 func (f *faults) partialRegistry(ctx context.Context, ft Fault) {
 	s, t := f.sys, ft.Trickle
 	defer f.lock("registry")()
-	move := func(from, to string, i int) bool { return s.moveRegFile(ft, from, to, i) }
 	dropped := slices.Compact(slices.Sorted(slices.Values(t.Back))) // a flapping file is listed twice
 	if t.Drop == "gone" {
 		from := time.Now()
-		if err := os.Rename(s.reg.dir, s.reg.away+".dir"); err != nil {
-			s.harnessFailed(harnessErr("%s: move the directory away: %w", ft.Kind, err))
+		if err := s.reg.store.vanish(); err != nil {
+			s.harnessFailed(harnessErr("%s: %w", ft.Kind, err))
 			return
 		}
 		for _, i := range dropped {
 			s.reg.absent(i, from)
 		}
-		s.log.add("%s: the registry's directory is gone", ft)
+		s.log.add("%s: the registry (%s) is gone", ft, s.reg.store.kind())
 	} else {
 		for _, i := range dropped {
 			from := time.Now()
-			if !move(s.reg.dir, s.reg.away, i) {
+			if !s.dropReg(ft, i) {
 				return
 			}
 			s.reg.absent(i, from)
 		}
-		s.log.add("%s: dropped %d of %d files", ft, len(dropped), s.sc.Registry.Intents)
-	}
-	away := s.reg.away
-	if t.Drop == "gone" {
-		away = s.reg.away + ".dir"
+		s.log.add("%s: dropped %d of %d intents", ft, len(dropped), s.sc.Registry.Intents)
 	}
 	for k, i := range t.Back {
 		select {
@@ -271,26 +280,26 @@ func (f *faults) partialRegistry(ctx context.Context, ft Fault) {
 		case <-time.After(t.Gaps[k]):
 		}
 		if t.Drop == "gone" && k == 0 {
-			// The directory comes back empty, then fills up: a checkout
-			// being made again.
-			if err := os.Mkdir(s.reg.dir, 0o755); err != nil {
-				s.harnessFailed(harnessErr("%s: make the directory again: %w", ft.Kind, err))
+			// The registry comes back empty, then fills up: a checkout
+			// being made again, a Redis restarted without its data.
+			if err := s.reg.store.reappear(); err != nil {
+				s.harnessFailed(harnessErr("%s: %w", ft.Kind, err))
 				return
 			}
 		}
-		if !move(away, s.reg.dir, i) {
+		if !s.backReg(ft, i) {
 			return
 		}
 		s.reg.back(i, time.Now())
-		s.log.add("%s: %s is back (%d of %d)", ft.Kind, regFile(i), k+1, len(t.Back))
+		s.log.add("%s: %s is back (%d of %d)", ft.Kind, regName(i), k+1, len(t.Back))
 		if j := t.leavesAgain(k); j >= 0 {
-			// The file that came back before this one leaves again (a flap).
+			// The intent that came back before this one leaves again (a flap).
 			f, from := t.Back[j], time.Now()
-			if !move(s.reg.dir, away, f) {
+			if !s.dropReg(ft, f) {
 				return
 			}
 			s.reg.absent(f, from)
-			s.log.add("%s: %s leaves again", ft.Kind, regFile(f))
+			s.log.add("%s: %s leaves again", ft.Kind, regName(f))
 		}
 	}
 	// A file out longer than the settle period was marked, and its return
@@ -314,15 +323,14 @@ func (f *faults) registryHold(ctx context.Context, ft Fault) {
 	var ids []string // as the status names them
 	obs.Intents, ids = droppedKeys(h.Drop)
 	defer func() { s.reg.held(obs) }()
-	move := func(from, to string, i int) bool { return s.moveRegFile(ft, from, to, i) }
 	obs.From = time.Now()
 	for _, i := range h.Drop {
-		if !move(s.reg.dir, s.reg.away, i) {
+		if !s.dropReg(ft, i) {
 			return
 		}
 		s.reg.absent(i, obs.From)
 	}
-	s.log.add("%s: dropped %d of %d files", ft, len(h.Drop), s.sc.Registry.Intents)
+	s.log.add("%s: dropped %d of %d intents", ft, len(h.Drop), s.sc.Registry.Intents)
 	sleep := func(d time.Duration) bool { return sleepCtx(ctx, d) }
 	statuses := s.Env().Buckets.Registries
 	var digest string
@@ -367,12 +375,12 @@ func (f *faults) registryHold(ctx context.Context, ft Fault) {
 	}
 	obs.Back = time.Now()
 	for _, i := range h.Drop {
-		if !move(s.reg.away, s.reg.dir, i) {
+		if !s.backReg(ft, i) {
 			return
 		}
 		s.reg.back(i, time.Now())
 	}
-	s.log.add("%s: the %d files are back", ft.Kind, len(h.Drop))
+	s.log.add("%s: the %d intents are back", ft.Kind, len(h.Drop))
 	if !obs.Confirmed.IsZero() {
 		f.awaitRestored(ctx, ft, obs.Back)
 	}
@@ -504,16 +512,15 @@ func (f *faults) confirmPending(ctx context.Context, ft Fault) {
 	var ids []string // as the status names them
 	obs.Intents, ids = droppedKeys(p.Drop)
 	defer func() { s.reg.confirmed(obs) }()
-	move := func(from, to string, i int) bool { return s.moveRegFile(ft, from, to, i) }
 	sleep := func(d time.Duration) bool { return sleepCtx(ctx, d) }
 	obs.From = time.Now()
 	for _, i := range p.Drop {
-		if !move(s.reg.dir, s.reg.away, i) {
+		if !s.dropReg(ft, i) {
 			return
 		}
 		s.reg.absent(i, obs.From)
 	}
-	s.log.add("%s: dropped %d of %d files", ft, len(p.Drop), s.sc.Registry.Intents)
+	s.log.add("%s: dropped %d of %d intents", ft, len(p.Drop), s.sc.Registry.Intents)
 	// The pending set, as sluice registry confirm reads it.
 	for until := obs.From.Add(registrySettle / 2); time.Now().Before(until); {
 		rctx, cancel := context.WithTimeout(ctx, store.AttemptTimeout)
@@ -564,30 +571,30 @@ func (f *faults) confirmPending(ctx context.Context, ft Fault) {
 				// settle period: the confirmation left stored names
 				// another set, so it must not be marked (I7).
 				from := time.Now()
-				if !move(s.reg.dir, s.reg.away, p.Then) {
+				if !s.dropReg(ft, p.Then) {
 					return
 				}
 				s.reg.absent(p.Then, from)
-				s.log.add("%s: dropped %s, not in the confirmed set", ft.Kind, regFile(p.Then))
+				s.log.add("%s: dropped %s, not in the confirmed set", ft.Kind, regName(p.Then))
 				if !sleep(p.For) {
 					return
 				}
-				if !move(s.reg.away, s.reg.dir, p.Then) {
+				if !s.backReg(ft, p.Then) {
 					return
 				}
 				s.reg.back(p.Then, time.Now())
-				s.log.add("%s: %s is back", ft.Kind, regFile(p.Then))
+				s.log.add("%s: %s is back", ft.Kind, regName(p.Then))
 			}
 		}
 	}
 	obs.Back = time.Now()
 	for _, i := range p.Drop {
-		if !move(s.reg.away, s.reg.dir, i) {
+		if !s.backReg(ft, i) {
 			return
 		}
 		s.reg.back(i, time.Now())
 	}
-	s.log.add("%s: the %d files are back", ft.Kind, len(p.Drop))
+	s.log.add("%s: the %d intents are back", ft.Kind, len(p.Drop))
 	f.awaitRestored(ctx, ft, obs.Back)
 }
 

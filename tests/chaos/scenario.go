@@ -209,12 +209,28 @@ func (g GarbageWrite) String() string {
 	return fmt.Sprintf("%s %s %s", strings.TrimPrefix(g.Bucket, "sluice-"), which, g.Value)
 }
 
-// RegistryPlan: the scenario declares some intents through a directory
-// registry (registryName), one file each, besides the driver's own. Their
+// RegistryPlan: the scenario declares some intents through a registry
+// (registryName), one file or key each, besides the driver's own. Their
 // routing tables select no node, so they change no node's config: what
 // the partial-registry fault can break is only visible as a deletion (I7).
 type RegistryPlan struct {
-	Intents int // reg-1 … reg-N, in reg-<i>.yaml
+	Intents int // reg-1 … reg-N, in reg-<i>.yaml or the key sluice:intents:routingtable.reg-<i>
+	// Redis: the registry is a redis-server the harness starts for the
+	// seed (on real time; on virtual time the directory, see pickRedis).
+	Redis bool
+}
+
+// redisRegistries: whether registry seeds draw a Redis registry at all
+// (pickRedis).
+const redisRegistries = true
+
+// pickRedis draws, from a source of its own so that no other draw of the
+// seed moves, whether the seed's registry is a Redis one: half of them.
+// On virtual time the harness uses the directory for it all the same: the
+// adapter's keyspace subscription waits on a TCP socket, which the bubble
+// cannot see, so its clock would never move (as for inotify, docs/chaos.md).
+func pickRedis(seed uint64) bool {
+	return redisRegistries && rand.New(rand.NewPCG(seed, 0x7ed15)).IntN(2) == 0
 }
 
 // Trickle is what a partial-registry fault does to the registry's
@@ -375,7 +391,7 @@ func Pick(seed uint64) Scenario {
 	// seeds declare intents through a registry, and most of those make its
 	// answers partial; a third write garbage into the buckets.
 	if rng.IntN(3) == 0 {
-		s.Registry = &RegistryPlan{Intents: 3 + rng.IntN(3)}
+		s.Registry = &RegistryPlan{Intents: 3 + rng.IntN(3), Redis: pickRedis(seed)}
 		if rng.IntN(3) != 0 {
 			s.Faults = append(s.Faults, s.pickTrickle(rng))
 		}
@@ -754,7 +770,11 @@ func (s Scenario) Describe() string {
 		fmt.Fprintf(&b, "  revert applies wait up to %s for the leave-until-revert node\n", s.RevertGate)
 	}
 	if s.Registry != nil {
-		fmt.Fprintf(&b, "  registry %s: %d intents (reg-1 … reg-%d), settle period %s\n", registryName, s.Registry.Intents, s.Registry.Intents, registrySettle)
+		kind := "directory"
+		if s.Registry.Redis {
+			kind = "redis (a directory on virtual time)"
+		}
+		fmt.Fprintf(&b, "  registry %s (%s): %d intents (reg-1 … reg-%d), settle period %s\n", registryName, kind, s.Registry.Intents, s.Registry.Intents, registrySettle)
 	}
 	for _, f := range s.Faults {
 		fmt.Fprintf(&b, "  fault: %s\n", f)
