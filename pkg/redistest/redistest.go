@@ -153,15 +153,25 @@ func (s *Server) Stop() {
 // It fails the test when the port was taken in the meantime.
 func (s *Server) Restart() {
 	s.t.Helper()
+	if err := s.TryRestart(); err != nil {
+		s.t.Fatal(err)
+	}
+}
+
+// TryRestart is Restart that returns its failure instead of failing the
+// test, for a caller on a goroutine other than the test's (t.Fatal may
+// not be called there).
+func (s *Server) TryRestart() error {
 	s.mu.Lock()
 	running := s.proc != nil
 	s.mu.Unlock()
 	if running {
-		s.t.Fatalf("redistest: Restart of the server at %s, which is running: Stop it first", s.Addr())
+		return fmt.Errorf("redistest: Restart of the server at %s, which is running: Stop it first", s.Addr())
 	}
 	if err := s.start(); err != nil {
-		s.t.Fatalf("redistest: restart: %v", err)
+		return fmt.Errorf("redistest: restart: %w", err)
 	}
+	return nil
 }
 
 var errPortTaken = errors.New("port already in use")

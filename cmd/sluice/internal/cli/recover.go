@@ -95,12 +95,9 @@ func (a *app) confirmEmpty(ctx context.Context, reason string) error {
 		return err
 	}
 	defer sn.Close()
-	loss, err := readLoss(ctx, sn.js)
+	loss, err := requireLoss(ctx, sn.js, "nothing to confirm")
 	if err != nil {
 		return err
-	}
-	if loss == nil {
-		return &ExitError{Code: 1, Err: fmt.Errorf("the store is not lost (it records a rollout, holds the revisions the nodes run, or was confirmed already): nothing to confirm")}
 	}
 	by, now := a.operator(), a.now()
 	c := &sluicev1.StoreConfirm{By: by, At: timestamppb.New(now), Reason: reason, Nodes: uint32(loss.Nodes), Revisions: loss.RevisionIDs()}
@@ -121,6 +118,16 @@ func (a *app) confirmEmpty(ctx context.Context, reason string) error {
 		"The nodes keep what they run until the next revision reaches them; that revision becomes their whole config,\n"+
 		"so apply every intent you want them to keep (sluice apply -f DIR).\n", loss)
 	return nil
+}
+
+// requireLoss is readLoss for a command that acts only on a lost store:
+// a store that is not lost is exit 1, saying why and then what.
+func requireLoss(ctx context.Context, js jetstream.KeyValueManager, then string) (*storeloss.Loss, error) {
+	loss, err := readLoss(ctx, js)
+	if err == nil && loss == nil {
+		err = &ExitError{Code: 1, Err: fmt.Errorf("the store is not lost (it records a rollout, holds the revisions the nodes run, or the loss was confirmed): %s", then)}
+	}
+	return loss, err
 }
 
 // readLoss tells whether the store is lost (pkg/storeloss).

@@ -44,13 +44,10 @@ func (a *app) recoverFromNodes(ctx context.Context, out string, timeout time.Dur
 		return err
 	}
 	defer sn.Close()
-	loss, err := readLoss(ctx, sn.js)
+	_, err = requireLoss(ctx, sn.js,
+		"there is nothing to recover from the nodes, and nothing was written; the store's own intents are the truth (sluice get intents)")
 	if err != nil {
 		return err
-	}
-	if loss == nil {
-		return &ExitError{Code: 1, Err: fmt.Errorf("the store is not lost (it records a rollout, holds the revisions the nodes run, or the loss was confirmed): " +
-			"there is nothing to recover from the nodes, and nothing was written; the store's own intents are the truth (sluice get intents)")}
 	}
 	entries, err := store.New(sn.kv[contract.BucketNodes], func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }).List(ctx, ">")
 	if err != nil {

@@ -26,6 +26,27 @@ import (
 
 // configs reads every agent's config file (what the file applier put in
 // force on the node).
+// startDev starts sluice dev with opts, stopped when the test ends.
+func startDev(t *testing.T, opts dev.Options) *dev.System {
+	t.Helper()
+	s, err := dev.Start(context.Background(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Stop() })
+	return s
+}
+
+// wipeStoreAndStart removes only the JetStream store of the stopped sluice
+// dev at data (the agents keep their state dirs) and starts it again.
+func wipeStoreAndStart(t *testing.T, data string, opts dev.Options) *dev.System {
+	t.Helper()
+	if err := os.RemoveAll(filepath.Join(data, "nats")); err != nil {
+		t.Fatal(err)
+	}
+	return startDev(t, opts)
+}
+
 func configs(t *testing.T, data string, nodes []string) map[string][]byte {
 	t.Helper()
 	out := map[string][]byte{}
@@ -51,11 +72,7 @@ func TestDisasterRecovery_StoreWipedUnderRunningAgents_NothingStartsUntilConfirm
 		t.Fatal(err)
 	}
 	opts := dev.Options{DataDir: data, Listen: "127.0.0.1:-1", Agents: 3, Examples: exDir, MaxParallel: "3", Stderr: io.Discard}
-	s, err := dev.Start(context.Background(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Stop() })
+	s := startDev(t, opts)
 	url := s.URL()
 	// margin: each poll ends as soon as the rollout is done; 60s is many
 	// times what three local agents take on a loaded machine.
@@ -84,17 +101,10 @@ func TestDisasterRecovery_StoreWipedUnderRunningAgents_NothingStartsUntilConfirm
 	}
 
 	// Only the JetStream store goes; the agents keep their state dirs.
-	if err := os.RemoveAll(filepath.Join(data, "nats")); err != nil {
-		t.Fatal(err)
-	}
 	// With the dashboard this time: its banner says it too.
 	a := &app{streams: Streams{Out: io.Discard, Err: io.Discard}, version: "test", now: time.Now}
 	opts.Dashboard = a.devDashboard(dashboardFlags{addr: "127.0.0.1:0", groupBy: "zone,rack"})
-	s, err = dev.Start(context.Background(), opts)
-	if err != nil {
-		t.Fatalf("restart: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Stop() })
+	s = wipeStoreAndStart(t, data, opts)
 	url = s.URL()
 
 	situation := "the store is empty but 3 nodes run configs of revision " + render.Short(headRev)
@@ -176,11 +186,7 @@ func TestDisasterRecovery_RestoreABackup_CarriesOnWhereItWas(t *testing.T) {
 		t.Fatal(err)
 	}
 	opts := dev.Options{DataDir: data, Listen: "127.0.0.1:-1", Agents: 3, Examples: exDir, MaxParallel: "3", Stderr: io.Discard}
-	s, err := dev.Start(context.Background(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Stop() })
+	s := startDev(t, opts)
 	url := s.URL()
 	lastApplied := func() *sluicev1.RolloutRef {
 		e, err := store.New(openBuckets(t, url).Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Get(context.Background(), contract.KeyLastApplied)
@@ -224,14 +230,7 @@ func TestDisasterRecovery_RestoreABackup_CarriesOnWhereItWas(t *testing.T) {
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(filepath.Join(data, "nats")); err != nil {
-		t.Fatal(err)
-	}
-	s, err = dev.Start(context.Background(), opts)
-	if err != nil {
-		t.Fatalf("restart: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Stop() })
+	s = wipeStoreAndStart(t, data, opts)
 	url = s.URL()
 
 	// A damaged file is refused, and nothing is written.
@@ -318,11 +317,7 @@ spec: {vlan: 300, vni: 10300, nodeSelector: {matchLabels: {zone: zone-a}}}
 		t.Fatal(err)
 	}
 	opts := dev.Options{DataDir: data, Listen: "127.0.0.1:-1", Agents: 3, Examples: exDir, MaxParallel: "3", Stderr: io.Discard}
-	s, err := dev.Start(context.Background(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = s.Stop() })
+	s := startDev(t, opts)
 	url := s.URL()
 	lastApplied := func(gen uint64) func() bool {
 		return func() bool {
@@ -356,14 +351,7 @@ spec: {vlan: 300, vni: 10300, nodeSelector: {matchLabels: {zone: zone-a}}}
 	if err := s.Stop(); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.RemoveAll(filepath.Join(data, "nats")); err != nil {
-		t.Fatal(err)
-	}
-	s, err = dev.Start(context.Background(), opts)
-	if err != nil {
-		t.Fatalf("restart: %v", err)
-	}
-	t.Cleanup(func() { _ = s.Stop() })
+	s = wipeStoreAndStart(t, data, opts)
 	url = s.URL()
 
 	var code int
