@@ -66,7 +66,7 @@ run: $(BIN)/sluice ## Run everything locally: embedded NATS, all services, 5 age
 	exec $(BIN)/sluice dev $(ARGS)
 
 .PHONY: test
-test: redis promtool chromium frr ## go vet and go test every module of the workspace (installs redis-server, promtool, chromium and FRR first if missing)
+test: redis promtool chromium frr gpg ## go vet and go test every module of the workspace (installs redis-server, promtool, chromium, FRR and gpg first if missing)
 	@echo "modules: $(MODULES)"
 	$(GO) vet $(PKGS)
 	SLUICE_REQUIRE_FRR=1 $(GO) test -count=1 -timeout 20m $(PKGS)
@@ -115,6 +115,12 @@ endef
 .PHONY: promtool
 promtool: ## Install Debian's prometheus (for promtool) if promtool is missing (make test does this first)
 	$(call apt-install,promtool,prometheus,the tests of deploy/prometheus/alerts.yaml need it)
+
+# The git registry's signed-commit tests sign with a real gpg
+# (pkg/gittest); they fail, never skip, without it.
+.PHONY: gpg
+gpg: ## Install Debian's gnupg if gpg is missing (make test does this first: the OpenPGP signed-commit tests)
+	$(call apt-install,gpg,gnupg,the OpenPGP signed-commit tests need it)
 
 .PHONY: chromium
 chromium: ## Install Debian's chromium if it is missing (make test does this first: the dashboard's browser tests)

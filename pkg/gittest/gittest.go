@@ -21,12 +21,19 @@ type Repo struct {
 	Work string
 	// signKey: the private key file Commit signs with (gpg.format=ssh); "" = unsigned.
 	signKey string
+	// pgp: the OpenPGP key Commit signs with instead, when not nil.
+	pgp *PGP
 }
 
 // SignWith makes the commits after it signed with the SSH private key in
 // keyFile, as git commit -S with gpg.format=ssh signs; "" makes them
 // unsigned again.
-func (g *Repo) SignWith(keyFile string) { g.signKey = keyFile }
+func (g *Repo) SignWith(keyFile string) { g.signKey, g.pgp = keyFile, nil }
+
+// SignWithPGP makes the commits after it signed with OpenPGP key k by gpg,
+// as git commit -S (gpg.format=openpgp) signs; SignWith("") makes them
+// unsigned again.
+func (g *Repo) SignWithPGP(k *PGP) { g.signKey, g.pgp = "", k }
 
 // Author is the author and committer of every commit a Repo makes.
 const Author = "Ada Admin <ada@example.net>"
@@ -54,11 +61,17 @@ func (g *Repo) URL() string { return "file://" + g.Bare }
 // trimmed.
 func (g *Repo) Git(dir string, args ...string) string {
 	g.t.Helper()
+	return g.gitEnv(dir, nil, args...)
+}
+
+func (g *Repo) gitEnv(dir string, env []string, args ...string) string {
+	g.t.Helper()
 	cmd := exec.Command("git", args...)
 	cmd.Dir = dir
 	name, email, _ := strings.Cut(strings.TrimSuffix(Author, ">"), " <")
 	cmd.Env = append(os.Environ(), "GIT_CONFIG_GLOBAL=/dev/null", "GIT_CONFIG_NOSYSTEM=1",
 		"GIT_AUTHOR_NAME="+name, "GIT_AUTHOR_EMAIL="+email, "GIT_COMMITTER_NAME="+name, "GIT_COMMITTER_EMAIL="+email)
+	cmd.Env = append(cmd.Env, env...)
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		g.t.Fatalf("git %s: %v\n%s", strings.Join(args, " "), err, out)
@@ -85,9 +98,13 @@ func (g *Repo) Commit(message string, files map[string]string) string {
 		}
 		g.Git(g.Work, "add", name)
 	}
-	if g.signKey != "" {
+	switch {
+	case g.pgp != nil:
+		g.gitEnv(g.Work, []string{"GNUPGHOME=" + g.pgp.Home}, "-c", "gpg.format=openpgp", "-c", "gpg.program="+g.pgp.program,
+			"-c", "user.signingkey="+g.pgp.Fingerprint, "commit", "--quiet", "--allow-empty", "-S", "-m", message)
+	case g.signKey != "":
 		g.Git(g.Work, "-c", "gpg.format=ssh", "-c", "user.signingkey="+g.signKey, "commit", "--quiet", "--allow-empty", "-S", "-m", message)
-	} else {
+	default:
 		g.Git(g.Work, "commit", "--quiet", "--allow-empty", "-m", message)
 	}
 	g.Git(g.Work, "push", "--quiet", "origin", "main")

@@ -402,9 +402,11 @@ type GitRegistry struct {
 	TokenFile string `protobuf:"bytes,5,opt,name=token_file,json=tokenFile,proto3" json:"token_file,omitempty"`
 	// PEM CA bundle for an https:// URL, besides the system roots.
 	CaFile string `protobuf:"bytes,6,opt,name=ca_file,json=caFile,proto3" json:"ca_file,omitempty"`
-	// When set, the absolute path of an SSH allowed_signers file on the
-	// configurator's host (read at each fetch): a head commit not signed
-	// (gpg.format=ssh, namespace "git") by a key in it is held, not synced.
+	// When set, the absolute path of a file of allowed keys on the
+	// configurator's host (read at each fetch): ASCII-armored OpenPGP public
+	// keys, or else an SSH allowed_signers file (namespace "git"). A head
+	// commit not signed by a key in it is held, not synced. (The name is
+	// the SSH file's, kept for compatibility.)
 	AllowedSignersFile string `protobuf:"bytes,7,opt,name=allowed_signers_file,json=allowedSignersFile,proto3" json:"allowed_signers_file,omitempty"`
 	// For an ssh:// URL: the absolute paths on the configurator's host of
 	// the private key (unencrypted, OpenSSH or PEM) that authenticates, and

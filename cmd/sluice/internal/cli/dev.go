@@ -127,7 +127,7 @@ Only one sluice dev runs on a data directory: it holds a lock on DATA/LOCK.`,
 	f.StringVar(&git.tokenFile, "git-token-file", "", "with --git https://: a file holding the server's access token")
 	f.StringVar(&git.sshKey, "git-ssh-key-file", "", "with --git ssh://: an unencrypted private key that authenticates to the server")
 	f.StringVar(&git.knownHosts, "git-known-hosts", "", "with --git ssh://: a known_hosts file holding the server's host key")
-	f.StringVar(&git.requireSigned, "require-signed", "", "with --git or --git-dir: an SSH allowed_signers file; a head commit not signed by a key of it is held")
+	f.StringVar(&git.requireSigned, "require-signed", "", "with --git or --git-dir: a file of allowed keys (armored OpenPGP public keys, or an SSH allowed_signers file); a head commit not signed by a key of it is held")
 	f.DurationVar(&deleteAfter, "registry-delete-after", 0, "how long an intent must be missing from every answer of its registry before it is marked for deletion; 0 marks it at once (default: twice the registry's sync interval, at least 30s)")
 	f.BoolVar(&opts.Secure, "secure", false, "run NATS in operator mode: every service and agent gets its own role's credentials (kept in DATA/creds); see docs/security.md")
 	f.DurationVar(&leaderLease, "leader-lease", contract.DefaultSettings().LeaderLease, "the coordinator's leader lease (env SLUICE_LEADER_LEASE; at least 1s)")
@@ -189,6 +189,9 @@ func (a *app) devRegistries(redisURL, watchDir string, git devGit) ([]*sluicev1.
 		spec, err := registryspec.Build("git", o, operator(), a.now())
 		if err != nil {
 			return nil, fmt.Errorf("%s", specFlags.Replace(err.Error()))
+		}
+		if err := checkSignersFile(signers); err != nil {
+			return nil, err
 		}
 		specs = append(specs, spec)
 	}

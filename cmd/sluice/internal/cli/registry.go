@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -86,11 +87,14 @@ ssh:// or scp-like server takes the private key in --git-ssh-key-file (unencrypt
 user: the URL's, default git), and its host key is checked against
 --git-known-hosts (a known_hosts file); both are required.
 
---require-signed names an SSH allowed_signers file on the configurator's
-host (read at each sync): a head commit that is unsigned, signed by a key
-not in it, or badly signed is held, naming the commit and why; the intents
-in force stay until a commit signed by an allowed key (git commit -S with
-gpg.format=ssh) is on the branch.
+--require-signed names a file of allowed keys on the configurator's host
+(read at each sync): ASCII-armored OpenPGP public keys (gpg --export
+--armor), or else an SSH allowed_signers file. A head commit that is
+unsigned, signed by a key not in it (or in the other format), by an
+expired or revoked key, or badly signed is held, naming the commit and
+why; the intents in force stay until a commit signed by an allowed key
+(git commit -S) is on the branch. A file holding a private key, no key,
+or that does not parse is refused when this host can read it.
 
 --kubernetes lists custom resources on a Kubernetes API server:
 das-schiff-network-operator's Layer2NetworkConfiguration and
@@ -143,7 +147,7 @@ with --update.`,
 	f.StringVar(&o.GitTokenFile, "git-token-file", "", "with --git https://: the absolute path of a file on the configurator's host holding an access token")
 	f.StringVar(&o.GitDir, "git-dir", "", "a Git repository's directory on the configurator's host (working tree or git directory; made absolute)")
 	f.StringVar(&o.Branch, "branch", "", "with --git or --git-dir: the branch followed (default "+registry.DefaultGitBranch+")")
-	f.StringVar(&o.RequireSigned, "require-signed", "", "with --git or --git-dir: the absolute path of an SSH allowed_signers file on the configurator's host; a head commit not signed by a key of it is held")
+	f.StringVar(&o.RequireSigned, "require-signed", "", "with --git or --git-dir: the absolute path of a file of allowed keys on the configurator's host (armored OpenPGP public keys, or an SSH allowed_signers file); a head commit not signed by a key of it is held")
 	f.StringVar(&o.Path, "path", "", "with --git or --git-dir: the directory inside the repository holding the intent files (default: its root)")
 	f.BoolVar(&o.Kubernetes, "kubernetes", false, "read intents from custom resources on a Kubernetes API server (das-schiff-network-operator's Layer2NetworkConfiguration and VRFRouteConfiguration)")
 	f.StringVar(&o.Kubeconfig, "kubeconfig", "", "with --kubernetes: a kubeconfig file on the configurator's host, its current context used (made absolute; default: the configurator's in-cluster ServiceAccount)")
@@ -193,6 +197,9 @@ func (a *app) registryAdd(ctx context.Context, name string, o registryspec.Optio
 	spec, err := registryspec.Build(name, o, operator(), a.now())
 	if err != nil {
 		return &ExitError{Code: 1, Err: fmt.Errorf("%s; nothing was stored", specFlags.Replace(err.Error()))}
+	}
+	if err := checkSignersFile(o.RequireSigned); err != nil {
+		return &ExitError{Code: 1, Err: fmt.Errorf("%w; nothing was stored", err)}
 	}
 	sn, err := a.bind(ctx, contract.BucketControl)
 	if err != nil {
@@ -425,6 +432,24 @@ func listSome(items []string, most int) string {
 		return strings.Join(items, ", ")
 	}
 	return fmt.Sprintf("%s and %d more", strings.Join(items[:most], ", "), len(items)-most)
+}
+
+// checkSignersFile refuses a --require-signed file that holds a private
+// key, no key, or does not parse, when it can be read here. The file is
+// the configurator's, on its host: one this host cannot read is left to
+// the sync, which makes the registry unreachable if it is not right.
+func checkSignersFile(file string) error {
+	if file == "" {
+		return nil
+	}
+	data, err := os.ReadFile(file)
+	if err != nil {
+		return nil
+	}
+	if err := registry.CheckAllowedKeys(data); err != nil {
+		return fmt.Errorf("--require-signed %s: %w", file, err)
+	}
+	return nil
 }
 
 // specFlags names the flags of `registry add` for the fields of a registry

@@ -17,6 +17,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/gittest"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -156,12 +157,26 @@ func TestRegistryAdd_StoresTheSpecItWasGiven(t *testing.T) {
 func TestRegistryAdd_BadSpec_PrintsTheFieldAndStoresNothing(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
 	dir := t.TempDir()
+	// --require-signed files this host can read are checked at add.
+	pgp := gittest.PGPKey(t, "Ada Admin <ada@example.net>", gittest.PGPOptions{})
+	keyFile := func(name, content string) string {
+		p := filepath.Join(t.TempDir(), name)
+		if err := os.WriteFile(p, []byte(content), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	secret, none, garbled := keyFile("secret.asc", pgp.Secret(t)), keyFile("none.asc", "# nobody yet\n"),
+		keyFile("garbled.asc", pgp.Public[:len(pgp.Public)/2])
 	tests := []struct {
 		name     string
 		args     []string // after registry add
 		wantCode int
 		want     string // in stderr
 	}{
+		{"private key to verify with", []string{"bad", "--git-dir", dir, "--require-signed", secret}, 1, "--require-signed " + secret + ": line 1 opens a private key block"},
+		{"no key to verify with", []string{"bad", "--git-dir", dir, "--require-signed", none}, 1, "--require-signed " + none + ": it lists no key"},
+		{"keys that do not parse", []string{"bad", "--git-dir", dir, "--require-signed", garbled}, 1, "--require-signed " + garbled + ": the public key block of line 1 has no END line"},
 		{"hold share above 1", []string{"bad", "--dir", dir, "--hold-share", "2"}, 1, "--hold-share: 2 is not a share"},
 		{"password in the URL", []string{"bad", "--redis", "redis://:secret@10.0.0.5:6379/0"}, 1, "--redis: holds a password, which would be readable by everyone who can read the registry spec; remove it from the URL and put it in a file named by --password-file"},
 		{"CA file without TLS", []string{"bad", "--redis", "redis://10.0.0.5:6379/0", "--ca-file", "/etc/ca.pem"}, 1, "--ca-file: set, but --redis is not rediss://"},

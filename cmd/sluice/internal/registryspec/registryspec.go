@@ -50,8 +50,9 @@ type Options struct {
 	// host, made absolute as Dir is.
 	Git, GitDir  string
 	GitTokenFile string // with an https:// Git: the file holding its access token
-	// RequireSigned is an SSH allowed_signers file: a Git head commit not
-	// signed by a key of it is held.
+	// RequireSigned is a file of allowed keys (armored OpenPGP public keys
+	// or an SSH allowed_signers file): a Git head commit not signed by a
+	// key of it is held.
 	RequireSigned string
 	// GitSSHKeyFile and GitKnownHosts: with an ssh:// Git, the private key
 	// that authenticates and the known_hosts file of the server's host key.
