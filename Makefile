@@ -235,6 +235,11 @@ bench-dashboard: chromium ## The dashboard: its page in headless Chromium (paint
 bench-verify: ## The fleet verifier (pkg/verify) on 10,000 intents and 100,000 nodes, each node a label set of its own: ns/op, goal ≤ 2 s
 	$(GO) test -count=1 -run '^$$' -bench 'BenchmarkVerify_100kNodes10kIntents$$' -benchtime 5x ./pkg/verify/
 
+# The dashboard's in-force check: docs/benchmarks.md, "The dashboard's in-force check".
+.PHONY: bench-inforce
+bench-inforce: ## The dashboard's in-force check (cmd/sluice/internal/view) when a revision comes in force: 10,000 nodes in 100 racks, then each node a label set of its own (ns/op)
+	$(GO) test -count=1 -run '^$$' -bench 'BenchmarkInForce_10kNodes' -benchmem ./cmd/sluice/internal/view/
+
 # Both runs run even when the first fails; the target fails if either did.
 .PHONY: bench-scale
 bench-scale: ## Not run in CI, minutes: 30,000 then 100,000 simulated agents (maxParallel 1000, apply 100 ms; the failover scenario off: three more rollouts and a lease wait would add minutes), each after the transport's floor at its size (--floor), a BENCH line each (BENCH_SCALE_ARGS="...")

@@ -37,8 +37,8 @@ type claim struct {
 }
 
 // conflicts reports values that must be unique on a node and are claimed by
-// intents that can share a node: once per value, on the first such intent,
-// naming how many claim it and the first few of them.
+// intents that can share a node: once per value, on the first such intent
+// (the first of c.changing, when one of them claims it), naming how many claim it and the first few of them.
 //
 // It sorts the claims into groups by value and decides within each group
 // which claims can share a node with another (clashing), so the cost is
@@ -83,7 +83,7 @@ func (c *checker) conflicts(intents []*sluicev1.Intent) {
 			if !clash {
 				continue
 			}
-			if len(ids) == 0 {
+			if len(ids) == 0 || c.changing[group[i].id] && !c.changing[first.id] {
 				first = group[i]
 			}
 			ids = append(ids, group[i].id)

@@ -29,6 +29,7 @@ type ParseError struct {
 	Doc    int    // 1-based document number in the file
 	Item   int    // 1-based item number when the document is a list, else 0
 	Line   int    // the line of Field when it is found, else the document's first line; 0 when unknown
+	LineOf string // when Line is not Field's: whose line it is and why ("the intent's first: ..."), else ""
 	Intent string // "<kind>/<name>", the name, or "" when not yet known
 	Field  string // e.g. "spec.vlan", "" for the whole document
 	Msg    string // what is wrong
@@ -45,7 +46,10 @@ func (e *ParseError) Error() string {
 		if e.Item > 0 {
 			fmt.Fprintf(&b, " item %d", e.Item)
 		}
-		if e.Line > 0 {
+		switch {
+		case e.Line > 0 && e.LineOf != "":
+			fmt.Fprintf(&b, " (line %d, %s)", e.Line, e.LineOf)
+		case e.Line > 0:
 			fmt.Fprintf(&b, " (line %d)", e.Line)
 		}
 		b.WriteString(": ")

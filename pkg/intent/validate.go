@@ -31,7 +31,24 @@ var reservedTables = map[uint32]string{253: "default", 254: "main", 255: "local"
 // node but are shared by intents whose selectors can select the same node
 // (see the package doc).
 func Validate(intents []*sluicev1.Intent) []*sluicev1.FieldError {
-	c := &checker{}
+	return validate(intents, nil)
+}
+
+// ValidateChanging is Validate of set, the whole set an apply of batch
+// would produce (the stored intents with batch applied), reporting a value
+// claimed by both a stored intent and one of batch on batch's (the first
+// of them in order): the error names the intent the apply changes, which
+// the applied files declare, so the CLI can point at its line.
+func ValidateChanging(set, batch []*sluicev1.Intent) []*sluicev1.FieldError {
+	changing := make(map[string]bool, len(batch))
+	for _, in := range batch {
+		changing[displayID(in)] = true
+	}
+	return validate(set, changing)
+}
+
+func validate(intents []*sluicev1.Intent, changing map[string]bool) []*sluicev1.FieldError {
+	c := &checker{changing: changing}
 	seen := map[string]int{}
 	var unique []*sluicev1.Intent
 	for _, in := range intents {
@@ -87,7 +104,10 @@ func displayID(in *sluicev1.Intent) string {
 	return IDOf(Kind(in), name)
 }
 
-type checker struct{ errs []*sluicev1.FieldError }
+type checker struct {
+	errs     []*sluicev1.FieldError
+	changing map[string]bool // the intents a conflict is reported on first (ValidateChanging)
+}
 
 func (c *checker) add(id, field, format string, args ...any) {
 	c.errs = append(c.errs, &sluicev1.FieldError{Intent: id, Field: field, Rule: fmt.Sprintf(format, args...)})

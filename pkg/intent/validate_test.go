@@ -283,6 +283,20 @@ func TestValidate_ConflictsOnASharedNode(t *testing.T) {
 	}
 }
 
+// An apply's whole set: a value a stored intent and the batch share is
+// reported on the batch's intent (which the applied files declare), not on
+// the first by name; Validate alone keeps the first by name.
+func TestValidateChanging_ConflictIsOnTheBatchsIntent(t *testing.T) {
+	stored, b := l2("a-stored", nil), l2("b", func(s *sluicev1.Layer2Network) { s.Vni = 20000 })
+	rule := "VLAN 100 is used by 2 layer2 networks whose node selectors can match the same node: layer2network/a-stored, layer2network/b;"
+	checkErrors(t, intent.ValidateChanging([]*sluicev1.Intent{stored, b}, []*sluicev1.Intent{b}), []wantErr{{"layer2network/b", "spec.vlan", rule}})
+	checkErrors(t, intent.Validate([]*sluicev1.Intent{stored, b}), []wantErr{{"layer2network/a-stored", "spec.vlan", rule}})
+	// Two of the batch claim it too: the first of them by name.
+	c := l2("c", func(s *sluicev1.Layer2Network) { s.Vni = 30000 })
+	checkErrors(t, intent.ValidateChanging([]*sluicev1.Intent{stored, b, c}, []*sluicev1.Intent{c, b}), []wantErr{{"layer2network/b", "spec.vlan",
+		"VLAN 100 is used by 3 layer2 networks whose node selectors can match the same node: layer2network/a-stored, layer2network/b, layer2network/c;"}})
+}
+
 func TestValidateStrategy(t *testing.T) {
 	tests := []struct {
 		given   string

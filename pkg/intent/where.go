@@ -1,6 +1,8 @@
 package intent
 
 import (
+	"strings"
+
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -43,7 +45,8 @@ func (w *Where) add(in *sluicev1.Intent, loc ParseError, lines *fieldLines) {
 // Format is FormatFieldError(fe) after where its intent is declared, as
 // a parse error says it ("tenant-a.yaml: document 2 (line 7): "): the
 // field's line, or the intent's first when the field is not written (a
-// required one missing, a rule across fields). An intent the files do
+// required one missing, a rule across fields), saying so ("(line 5, the
+// intent's first: spec.vrf is not in the file)"). An intent the files do
 // not declare (a stored one, in an apply's whole set) is fe alone; so is
 // every fe of a nil Where.
 func (w *Where) Format(fe *sluicev1.FieldError) string {
@@ -57,8 +60,17 @@ func (w *Where) Format(fe *sluicev1.FieldError) string {
 	loc := ParseError{File: d.file, Doc: d.doc, Item: d.item, Line: d.line}
 	if l := d.fieldLines.line(d.item, fe.GetField()); l > 0 && fe.GetField() != "" {
 		loc.Line = l
-	} else if l := d.fieldLines.line(d.item, ""); l > 0 {
+		return loc.Error() + FormatFieldError(fe)
+	}
+	if l := d.fieldLines.line(d.item, ""); l > 0 {
 		loc.Line = l // the intent's first line (its item's, in a list)
+	}
+	switch f := fe.GetField(); {
+	case f == "" || loc.Line == 0:
+	case strings.ContainsAny(f, " :"): // not a path: "fleet: <rule>", a rule of the fleet verifier
+		loc.LineOf = "the intent's first"
+	default:
+		loc.LineOf = "the intent's first: " + f + " is not in the file"
 	}
 	return loc.Error() + FormatFieldError(fe)
 }

@@ -13,7 +13,7 @@ import (
 // the files parsed (Validate's, the configurator's for an apply) says where
 // its intent is declared as a parse error does: the file, the document (and
 // item of a list), and the line of the field, or of the intent when the
-// field is not written.
+// field is not written, saying so.
 func TestWhere_FieldErrorsNameTheFileAndTheFieldsLine(t *testing.T) {
 	dir := t.TempDir()
 	a := filepath.Join(dir, "a.yaml")
@@ -53,7 +53,7 @@ spec:
 	for _, want := range []string{
 		a + `: document 1 (line 6): layer2network/tenant-a: spec.vlan: 5000 is outside 1-4094`,
 		a + `: document 2 item 2 (line 16): layer2network/tenant-c: spec.anycastGateways[0]: "10.0.0.1/33" is not an address in CIDR form like 10.0.0.1/24`,
-		a + `: document 2 item 2 (line 11): layer2network/tenant-c: spec.vrf: is required when anycastGateways are set: the VRF the gateways route in`,
+		a + `: document 2 item 2 (line 11, the intent's first: spec.vrf is not in the file): layer2network/tenant-c: spec.vrf: is required when anycastGateways are set: the VRF the gateways route in`,
 		b + `: document 1 (line 3): routingtable/main-copy: spec.tableId: 254 is reserved for the kernel's main table; pick another id`,
 	} {
 		if !got[want] {

@@ -79,7 +79,7 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	if set, err = s.keepInForce(ctx, set, keep, head.Value, in.read); err != nil {
 		return nil, err
 	}
-	if errs := intent.Validate(set); len(errs) > 0 {
+	if errs := intent.ValidateChanging(set, req.GetIntents()); len(errs) > 0 {
 		return nil, invalid("the batch together with the stored intents", errs)
 	}
 	if errs := change.MarkedDependencies(req.GetIntents(), set, live); len(errs) > 0 {

@@ -149,7 +149,7 @@ func TestApply_InvalidBatch_StoresNothingAndReturnsEveryFieldError(t *testing.T)
 			}},
 		{"conflict with a stored intent", &sluicev1.ApplyRequest{Intents: []*sluicev1.Intent{sameVLAN}},
 			"1 problem with the batch together with the stored intents", []fe{
-				{"layer2network/tenant-a", "spec.vlan", "VLAN 100 is used by 2 layer2 networks whose node selectors can match the same node: layer2network/tenant-a, layer2network/tenant-a2"},
+				{"layer2network/tenant-a2", "spec.vlan", "VLAN 100 is used by 2 layer2 networks whose node selectors can match the same node: layer2network/tenant-a, layer2network/tenant-a2"},
 			}},
 		{"same intent twice in a batch", &sluicev1.ApplyRequest{Intents: []*sluicev1.Intent{ins[0], ins[0]}},
 			"1 problem with the batch", []fe{{intent.ID(ins[0]), "name", "given 2 times"}}},
