@@ -45,6 +45,7 @@ import (
 	gitssh "github.com/go-git/go-git/v5/plumbing/transport/ssh"
 	"github.com/go-git/go-git/v5/storage/memory"
 
+	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -205,12 +206,45 @@ func newRemote(name string, spec *sluicev1.GitRegistry, branch, cacheRoot string
 		rm.user = u.User.Username()
 	}
 	if cacheRoot != "" {
-		// One directory per registry and URL: a registry re-added with
-		// another URL never reads the clone of the old one.
-		sum := sha256.Sum256([]byte(rm.url))
-		rm.cache = filepath.Join(cacheRoot, name+"-"+hex.EncodeToString(sum[:8])+".git")
+		rm.cache = filepath.Join(cacheRoot, cloneDir(name, rm.url))
 	}
 	return rm
+}
+
+// cloneDir is the directory of the bare clone of registry name's url under
+// the git cache: one per registry and URL, so that a registry re-added
+// with another URL never reads the clone of the old one.
+func cloneDir(name, rawURL string) string {
+	sum := sha256.Sum256([]byte(rawURL))
+	return name + "-" + hex.EncodeToString(sum[:8]) + ".git"
+}
+
+// CloneDir is the directory under the git cache that holds the clone of
+// spec's repository ("<name>-<hash of the URL>.git"), or "" when spec has
+// no clone there (not a git registry of a server).
+func CloneDir(spec *sluicev1.RegistrySpec) string {
+	g := spec.GetGit()
+	if g == nil || !isRemoteURL(g.GetUrl()) {
+		return ""
+	}
+	return cloneDir(spec.GetName(), g.GetUrl())
+}
+
+// RegistryOfCloneDir is the registry whose clone a directory of the git
+// cache named base is, when base has the form CloneDir gives
+// ("<name>-<16 hex digits>.git", a valid registry name); ok is false for
+// every other name: not the configurator's.
+func RegistryOfCloneDir(base string) (name string, ok bool) {
+	stem, found := strings.CutSuffix(base, ".git")
+	i := strings.LastIndexByte(stem, '-')
+	if !found || i < 0 {
+		return "", false
+	}
+	name, sum := stem[:i], stem[i+1:]
+	if len(sum) != 16 || strings.Trim(sum, "0123456789abcdef") != "" || contract.ValidRegistryName(name) != nil {
+		return "", false
+	}
+	return name, true
 }
 
 // trackingRef is where the fetched branch is kept in the clone.

@@ -71,8 +71,14 @@ type registries struct {
 	confirms *store.Store[*sluicev1.RegistryConfirm]
 	status   *store.Store[*sluicev1.RegistryStatus]
 
+	// listSpecs lists the spec keys, delete markers included (the git
+	// cache's pruner, gitcache.go).
+	listSpecs func(ctx context.Context, filter string) ([]store.Entry[*sluicev1.RegistrySpec], error)
+	prune     chan struct{} // look at the git cache (pruner)
+
 	mu      sync.Mutex
 	running map[string]*syncer
+	retired []chan struct{} // the done of each syncer stopped since the last prune
 	wg      sync.WaitGroup
 }
 
@@ -82,6 +88,7 @@ type syncer struct {
 	cancel context.CancelFunc
 	nudge  chan struct{} // sync now (a confirmation arrived, the pause lifted)
 	first  chan struct{} // closed once the first sync attempt ended
+	done   chan struct{} // closed once runSyncer returned
 }
 
 // registriesConfig is what the syncers read of the service's Config.
@@ -94,10 +101,11 @@ type registriesConfig struct {
 }
 
 func (s *Service) newRegistries(b *buckets.Set) *registries {
+	specs := store.New(b.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} })
 	return &registries{
 		log: s.log, events: s.events, quarantine: s.quarantine, gate: s.gate, sync: s.syncRegistry,
-		cfg:      registriesConfig{now: s.cfg.Now, metrics: s.cfg.Metrics, fetchTimeout: s.cfg.FetchTimeout, deleteAfter: s.cfg.deleteAfter, gitCache: s.cfg.GitCache},
-		specs:    store.New(b.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} }),
+		cfg:   registriesConfig{now: s.cfg.Now, metrics: s.cfg.Metrics, fetchTimeout: s.cfg.FetchTimeout, deleteAfter: s.cfg.deleteAfter, gitCache: s.cfg.GitCache},
+		specs: specs, listSpecs: specs.ListWithDeleted, prune: make(chan struct{}, 1),
 		confirms: store.New(b.Control, func() *sluicev1.RegistryConfirm { return &sluicev1.RegistryConfirm{} }),
 		status:   store.New(b.Registries, func() *sluicev1.RegistryStatus { return &sluicev1.RegistryStatus{} }),
 		running:  map[string]*syncer{},
@@ -110,6 +118,10 @@ func (s *Service) newRegistries(b *buckets.Set) *registries {
 func (r *registries) run(ctx context.Context, known func(firstRound <-chan struct{})) {
 	defer r.wg.Wait()
 	defer r.stopAll()
+	if r.cfg.gitCache != "" {
+		r.wg.Add(1)
+		go func() { defer r.wg.Done(); r.pruner(ctx) }()
+	}
 	// One watch covers the specs and the confirmations (registry.>): a
 	// confirmation's value is not a spec, only its key is used.
 	var keys <-chan store.Entry[*sluicev1.RegistrySpec]
@@ -141,6 +153,7 @@ func (r *registries) run(ctx context.Context, known func(firstRound <-chan struc
 				if !caughtUp {
 					caughtUp = true
 					known(r.firstRound())
+					r.wantPrune()
 				}
 				continue
 			}
@@ -148,6 +161,9 @@ func (r *registries) run(ctx context.Context, known func(firstRound <-chan struc
 			case !ok:
 			case spec:
 				r.specChanged(ctx, e)
+				if caughtUp {
+					r.wantPrune()
+				}
 			case !e.Deleted:
 				r.nudge(name) // a confirmation: sync now
 			}
@@ -185,7 +201,7 @@ func (r *registries) specChanged(ctx context.Context, e store.Entry[*sluicev1.Re
 	switch {
 	case e.Deleted:
 		if cur != nil {
-			cur.cancel()
+			r.retire(cur)
 			delete(r.running, name)
 			r.log.Info().Str("registry", name).Msg("registry removed: no longer synced; its intents stay stored and in force")
 			r.cfg.metrics.removed(name)
@@ -208,16 +224,25 @@ func (r *registries) specChanged(ctx context.Context, e store.Entry[*sluicev1.Re
 		return
 	}
 	if cur != nil {
-		cur.cancel()
+		r.retire(cur)
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	sy := &syncer{spec: spec, cancel: cancel, nudge: make(chan struct{}, 1), first: make(chan struct{})}
+	sy := &syncer{spec: spec, cancel: cancel, nudge: make(chan struct{}, 1), first: make(chan struct{}), done: make(chan struct{})}
 	r.running[name] = sy
 	r.wg.Add(1)
 	go func() {
 		defer r.wg.Done()
+		defer close(sy.done)
 		r.runSyncer(sctx, sy)
 	}()
+}
+
+// retire stops a syncer; the pruner waits for it to return. r.mu is held.
+func (r *registries) retire(sy *syncer) {
+	sy.cancel()
+	if r.cfg.gitCache != "" {
+		r.retired = append(r.retired, sy.done)
+	}
 }
 
 func (r *registries) nudge(name string) {

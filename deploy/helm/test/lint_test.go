@@ -11,7 +11,7 @@ import (
 
 // valuesFiles are the values the chart must lint and render with ("" is
 // its defaults).
-var valuesFiles = []string{"", "testdata/agent-netadmin.yaml", "testdata/agent-netlink.yaml", "testdata/services-scaled.yaml", "testdata/auth-tls.yaml"}
+var valuesFiles = []string{"", "testdata/agent-netadmin.yaml", "testdata/agent-netlink.yaml", "testdata/services-scaled.yaml", "testdata/auth-tls.yaml", "testdata/git-cache-pvc.yaml"}
 
 // TestChart_Lint runs helm's linter through the SDK, as `helm lint --strict`
 // does: a warning fails. A helm binary, when one is on PATH, lints too;

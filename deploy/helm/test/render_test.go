@@ -39,6 +39,7 @@ var kubeVersion = &chartutil.KubeVersion{Version: "v1.31.0", Major: "1", Minor: 
 // decoded into. Anything else is a test failure.
 var kinds = map[string]func() any{
 	"v1/ConfigMap":                                    func() any { return &corev1.ConfigMap{} },
+	"v1/PersistentVolumeClaim":                        func() any { return &corev1.PersistentVolumeClaim{} },
 	"v1/ServiceAccount":                               func() any { return &corev1.ServiceAccount{} },
 	"v1/Service":                                      func() any { return &corev1.Service{} },
 	"apps/v1/Deployment":                              func() any { return &appsv1.Deployment{} },
@@ -175,6 +176,19 @@ func TestChart_RendersStrictKubernetesObjects(t *testing.T) {
 		{name: "services scaled, no agent", valuesFile: "testdata/services-scaled.yaml", want: []string{
 			"Deployment/sl-configurator", "Deployment/sl-reaper", "Deployment/sl-rollout-coordinator",
 			"PodDisruptionBudget/sl-configurator", "PodDisruptionBudget/sl-rollout-coordinator",
+		}},
+		{name: "configurator with a git cache claim", valuesFile: "testdata/git-cache-pvc.yaml", want: []string{
+			"ClusterRole/sl-agent", "ClusterRoleBinding/sl-agent", "ConfigMap/sl-agent", "DaemonSet/sl-agent",
+			"Deployment/sl-configurator", "Deployment/sl-reaper", "Deployment/sl-rollout-coordinator",
+			"PersistentVolumeClaim/sl-configurator-git-cache",
+			"PodDisruptionBudget/sl-configurator", "PodDisruptionBudget/sl-reaper", "PodDisruptionBudget/sl-rollout-coordinator",
+			"ServiceAccount/sl-agent",
+		}},
+		{name: "configurator with a git cache emptyDir", valuesFile: "testdata/git-cache-emptydir.yaml", want: []string{
+			"ClusterRole/sl-agent", "ClusterRoleBinding/sl-agent", "ConfigMap/sl-agent", "DaemonSet/sl-agent",
+			"Deployment/sl-configurator", "Deployment/sl-reaper", "Deployment/sl-rollout-coordinator",
+			"PodDisruptionBudget/sl-configurator", "PodDisruptionBudget/sl-reaper", "PodDisruptionBudget/sl-rollout-coordinator",
+			"ServiceAccount/sl-agent",
 		}},
 		{name: "credentials and TLS", valuesFile: "testdata/auth-tls.yaml", want: []string{
 			"ClusterRole/sl-agent", "ClusterRoleBinding/sl-agent", "ConfigMap/sl-agent", "DaemonSet/sl-agent",

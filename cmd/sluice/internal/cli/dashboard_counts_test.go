@@ -29,7 +29,9 @@ import (
 // and the counts add up to the total (they said "counts add up to 4, not
 // the total 5");
 // the reverted nodes are drawn reverted (they were drawn provisioned). At
-// each step the map's cells, by category, are the panel's counts.
+// each step the map's cells, by category, are the panel's counts. The
+// History row names the node stopped in flight too (it said only
+// "stopped in flight 1").
 func TestDashboard_MapAgreesWithTheCounts(t *testing.T) {
 	env := natstest.Start(t, contract.DefaultSettings())
 	ctx := context.Background()
@@ -140,6 +142,9 @@ func TestDashboard_MapAgreesWithTheCounts(t *testing.T) {
 		t.Helper()
 		evalUntil(t, tab, 5*time.Second, name+": the History row "+want,
 			`[...document.querySelectorAll('#history tr[data-rollout="`+id+`"] td[data-count]')].map(td => td.textContent).join(' | ') === '`+want+`'`)
+		if dir != "" {
+			shootElement(t, tab, "#history-table", filepath.Join(dir, "history-"+strings.ReplaceAll(name, " ", "-")+".png"))
+		}
 	}
 	step("a rollout",
 		"node-01=provisioned node-02=provisioned node-03=provisioned node-04=provisioned node-05=pending",
@@ -163,7 +168,7 @@ func TestDashboard_MapAgreesWithTheCounts(t *testing.T) {
 	if got := evalString(t, tab, `document.getElementById('operations').textContent`); got != "operations 2 attempted: 0 in progress, 0 completed, 1 failed, 0 cancelled at their deadline, 1 stopped in flight" {
 		t.Errorf("operations: %q", got)
 	}
-	history("a revert", "3/5 | 1 | stopped in flight 1 | 0")
+	history("a revert", "3/5 | 1 | stopped in flight 1: node-05 | 0")
 
 	put(on("node-05", r0, id, provisioned))
 	put(on("node-01", r0, id, provisioned))
@@ -174,5 +179,5 @@ func TestDashboard_MapAgreesWithTheCounts(t *testing.T) {
 		"node-01=reverted node-02=provisioned node-03=provisioned node-04=provisioned node-05=reverted",
 		"pending 0, in progress 0, provisioned 3, failed 1, skipped 0, stopped in flight 1: node-05, not started 0, reverting 0, reverted 2",
 		"5 of 5 nodes accounted for; the revert counts the 2 touched again")
-	history("a rollback", "3/5 | 1 | stopped in flight 1 | 2")
+	history("a rollback", "3/5 | 1 | stopped in flight 1: node-05 | 2")
 }

@@ -3,6 +3,8 @@ package dashboard_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -84,7 +86,12 @@ func TestStream_StoppedInFlight_NamedOnceReverted(t *testing.T) {
 	}
 	s := serve(t, env, dashboard.Options{})
 	ch, _ := s.stream(t, "")
-	var u struct{ Tallies []contract.Tally }
+	var u struct {
+		Tallies []struct {
+			contract.Tally
+			Other []contract.Category
+		}
+	}
 	select {
 	case m := <-ch:
 		if err := json.Unmarshal(m.data, &u); err != nil {
@@ -100,5 +107,13 @@ func TestStream_StoppedInFlight_NamedOnceReverted(t *testing.T) {
 		if c.Key == contract.CountStopped && (c.N != 1 || len(c.Names) != 1 || c.Names[0] != "node-05") {
 			t.Errorf("stopped in flight %d named %q, want 1 named [node-05]", c.N, c.Names)
 		}
+	}
+	// The History row's Other (the panel names them there too).
+	var other []string
+	for _, c := range u.Tallies[0].Other {
+		other = append(other, fmt.Sprintf("%s %d %v", c.Key, c.N, c.Names))
+	}
+	if got := strings.Join(other, ", "); got != contract.CountStopped+" 1 [node-05]" {
+		t.Errorf("the History row's other: %s, want %s 1 [node-05]", got, contract.CountStopped)
 	}
 }

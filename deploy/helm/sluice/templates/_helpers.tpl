@@ -139,6 +139,10 @@ services.yaml, so it runs once per render.
 {{- if and .Values.dashboard.enabled $auth.enabled (not $auth.servicesSecret) -}}
 {{- fail (printf "dashboard.enabled and nats.auth.enabled are true but nats.auth.servicesSecret is empty: the dashboard's credentials are its key %s (from `sluice creds issue readonly`)." .Values.dashboard.credsKey) -}}
 {{- end -}}
+{{- $gc := .Values.configurator.gitCache -}}
+{{- if and .Values.configurator.enabled $gc.enabled (eq ($gc.volume | default "emptyDir") "pvc") (gt (int .Values.configurator.replicas) 1) -}}
+{{- fail (printf "configurator.gitCache.volume is pvc but configurator.replicas is %d: the chart's claim is ReadWriteOnce, one pod's, and two configurators must not write the same clones. Set configurator.replicas to 1, or configurator.gitCache.volume to emptyDir (a cache per pod)." (int .Values.configurator.replicas)) -}}
+{{- end -}}
 {{- if and .Values.agent.enabled (include "sluice.agentNetlink" .) -}}
 {{- include "sluice.validateNetlink" . -}}
 {{- end -}}

@@ -32,7 +32,7 @@ func run(ctx context.Context, args []string, stderr io.Writer) int {
 	common.Register(fs)
 	source := fs.String("source", configurator.DefaultSource, "source recorded on applied intents when a request names none")
 	fetchTimeout := fs.Duration("registry-fetch-timeout", 30*time.Second, "bound on one read of a registry (Redis, directory, a git fetch); a read that takes longer counts as unreachable")
-	gitCache := fs.String("git-cache", defaultGitCache(), "directory of the bare clones of git registries fetched from a server (https://, ssh://), one per registry; \"\" keeps them in memory, cloned anew at each start")
+	gitCache := fs.String("git-cache", defaultGitCache(), "directory of the bare clones of git registries fetched from a server (https://, ssh://), one per registry and URL (a removed registry's, or its old URL's, is removed); \"\" keeps them in memory, cloned anew at each start")
 	strictVerify := fs.Bool("strict-verify", false, "the fleet verifier's warnings refuse an apply as its errors do (docs/intents.md, \"Fleet rules\")")
 	var deleteAfter *time.Duration // nil: the per-registry default
 	fs.Func("registry-delete-after", "how long an intent must be missing from every answer of its registry before it is marked for deletion; 0 marks it at the first answer without it (default: per registry twice its sync interval, at least 30s)",

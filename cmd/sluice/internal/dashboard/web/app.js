@@ -504,6 +504,12 @@ document.addEventListener('keydown', (e) => { if (e.key === 'Escape') { $('drawe
 // only the record still says it stopped); revert failed, and a record that
 // names none, as the map placed them.
 const NAMED = ['stopped', 'revertFailed'];
+// namedList is ": node-04, node-05 and 3 more" for the first 10 of names
+// of counted nodes; '' for none.
+function namedList(names, counted) {
+  const shown = names.slice(0, 10);
+  return shown.length ? `: ${shown.join(', ')}${counted > shown.length ? ` and ${counted - shown.length} more` : ''}` : '';
+}
 function countItem(c, stopped) {
   let text = `${c.words} ${c.n || 0}`;
   for (const of of c.of || []) if (of.n) text += ` (${of.n} ${of.words})`;
@@ -515,8 +521,7 @@ function countItem(c, stopped) {
       names.sort();
       counted = names.length;
     }
-    const shown = names.slice(0, 10);
-    if (shown.length) text += `: ${shown.join(', ')}${counted > shown.length ? ` and ${counted - shown.length} more` : ''}`;
+    text += namedList(names, counted);
   }
   const li = el('li', { 'data-count': c.key, title: c.meaning || '', text });
   li.style.setProperty('--c', `var(${(STATES[c.key] || STATES.outside).color})`);
@@ -713,12 +718,15 @@ const UNDOABLE = ['ROLLOUT_PHASE_SUCCEEDED', 'ROLLOUT_PHASE_PARTIALLY_FAILED'];
 // of sluice rollout history: provisioned of the total, failed, then OTHER,
 // the forward categories with no column of their own (the server's list),
 // so that the row adds up to its total; reverted counts touched nodes again.
+// Stopped in flight names its nodes from the tally (the record's names):
+// the map says nothing of an older rollout's, and once reverted a node is
+// placed reverted.
 function tallyN(t, key) {
   for (const c of [...(t.nodes || []), ...(t.revert || [])]) if (c.key === key) return c.n || 0;
   return 0;
 }
 function otherText(t) {
-  const parts = (t.other || []).map(c => `${c.words} ${c.n || 0}`);
+  const parts = (t.other || []).map(c => `${c.words} ${c.n || 0}` + (c.key === 'stopped' ? namedList(c.names || [], c.n || 0) : ''));
   if (t.off) parts.push(t.off);
   return parts.length ? parts.join(', ') : '-';
 }
