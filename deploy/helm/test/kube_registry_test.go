@@ -492,3 +492,97 @@ func TestKube_Registry_StatusWriteBack(t *testing.T) {
 		t.Errorf("tenant-a no longer in force: %d written (%v), want 1", n, err)
 	}
 }
+
+// TestKube_Registry_StatusWithoutPatch_SyncGoesOn: an identity with list
+// and watch on sluice's kinds but not patch on their status syncs all the
+// same, the registry's status noting the writes that failed; granted patch
+// on <resource>/status, the next sync writes the status and the note goes.
+func TestKube_Registry_StatusWithoutPatch_SyncGoesOn(t *testing.T) {
+	c := kube.Start(t)
+	dyn := dynamicClient(t, c)
+	b, err := os.ReadFile(chartDir + "/crds/sluice.dev.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectlApply(t, dyn, crdGVR, string(b))
+	l2 := schema.GroupVersionResource{Group: registry.SluiceGroup, Version: "v1alpha1", Resource: "layer2networks"}
+	natstest.Eventually(t, 30*time.Second, "sluice's CRDs to be served", func() bool {
+		_, err := dyn.Resource(l2).List(context.Background(), metav1.ListOptions{})
+		return err == nil
+	})
+	admin, bg := c.Client(t), context.Background()
+	const ns, sa = "net", "configurator"
+	if _, err := admin.CoreV1().Namespaces().Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(bg, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	exp := int64(3600)
+	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(bg, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"https://kubernetes.default.svc"}, ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "sluice-crs", Namespace: ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{registry.SluiceGroup}, Resources: []string{"layer2networks"}, Verbs: []string{"list", "watch"}}}}
+	if _, err := admin.RbacV1().Roles(ns).Create(bg, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().RoleBindings(ns).Create(bg, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "sluice-crs", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "sluice-crs"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.NewYAMLOrJSONDecoder(strings.NewReader(
+		"apiVersion: sluice.dev/v1alpha1\nkind: Layer2Network\nmetadata: {name: tenant-a}\nspec: {vlan: 100, vni: 10100}\n"), 4096).Decode(&obj.Object); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(l2).Namespace(ns).Create(bg, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	env := natstest.Start(t, contract.DefaultSettings())
+	svc, err := configurator.New(configurator.Config{Conn: env.Connect(t), Settings: env.Settings, Log: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	spec := &sluicev1.RegistrySpec{Name: "crs", SyncInterval: durationpb.New(time.Second),
+		Source: &sluicev1.RegistrySpec_Kubernetes{Kubernetes: &sluicev1.KubernetesRegistry{
+			Kubeconfig: c.Kubeconfig(t, tr.Status.Token), Namespace: ns, Kinds: []string{"Layer2Network"}}}}
+	if _, err := store.New(env.Buckets.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} }).
+		Create(bg, contract.RegistryKey("crs"), spec); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 30*time.Second, "tenant-a synced, the failed status write noted", func() bool {
+		st := kubeRegistryStatus(t, env, "crs")
+		return storedIntent(t, env, "layer2network.tenant-a").GetSource() == "crs" &&
+			st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_SYNCED && strings.Contains(st.GetNote(), "status not written on 1 resource(s)") &&
+			strings.Contains(st.GetNote(), "forbidden") && strings.Contains(st.GetNote(), "patch on <resource>/status")
+	})
+	got, err := dyn.Resource(l2).Namespace(ns).Get(bg, "tenant-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Object["status"]; ok {
+		t.Errorf("status written without patch on layer2networks/status: %v", got.Object["status"])
+	}
+
+	role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{registry.SluiceGroup}, Resources: []string{"layer2networks/status"}, Verbs: []string{"patch"}})
+	if _, err := admin.RbacV1().Roles(ns).Update(bg, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 30*time.Second, "the status written and the note gone", func() bool {
+		got, err := dyn.Resource(l2).Namespace(ns).Get(bg, "tenant-a", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		rev, _, _ := unstructured.NestedString(got.Object, "status", "revision")
+		return rev != "" && kubeRegistryStatus(t, env, "crs").GetNote() == ""
+	})
+}
