@@ -19,7 +19,10 @@
 // same Fetch listed (kubeStatus, a pure decision): a sync with nothing new
 // writes nothing, whatever the number of resources; a change writes once
 // per resource it touches, and the watch event of that write makes one more
-// sync that writes nothing. A write that fails never fails the sync: Report
+// sync that writes nothing. All of one Report's writes share the
+// configurator's fetch timeout (what is left unwritten is written by a
+// later sync, the decision being made again against what the resource
+// says). A write that fails never fails the sync: Report
 // logs when the failure's text changes and the registry's note says it
 // until a Report writes without error.
 //
@@ -38,6 +41,7 @@ import (
 	"strings"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -185,7 +189,11 @@ func (r *kubeRegistry) Report(ctx context.Context, outcomes []Outcome, now time.
 	}
 	why := ""
 	if first != nil {
-		why = fmt.Sprintf("status not written on %d resource(s) (%v): give the configurator's identity patch on <resource>/status; the sync is not affected", failed, first)
+		fix := "the next sync tries again"
+		if apierrors.IsForbidden(first) {
+			fix = "give the configurator's identity patch on <resource>/status"
+		}
+		why = fmt.Sprintf("status not written on %d resource(s) (%v): %s; the sync is not affected", failed, first, fix)
 	}
 	r.mu.Lock()
 	was := r.statusErr

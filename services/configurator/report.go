@@ -62,7 +62,11 @@ func (r *registries) report(ctx context.Context, reg registry.Registry, snap reg
 		log.Debug().Err(err).Msg("read the head and the revision in force: the write-back waits for the next sync")
 		return
 	}
-	if n, _ := rep.Report(ctx, outcomes(snap, plan, head, inForce), r.cfg.now()); n > 0 {
+	// One budget for all the writes, so that a slow API server delays the
+	// next sync by at most a fetch timeout.
+	rctx, cancel := context.WithTimeout(ctx, r.cfg.fetchTimeout)
+	defer cancel()
+	if n, _ := rep.Report(rctx, outcomes(snap, plan, head, inForce), r.cfg.now()); n > 0 {
 		log.Info().Int("written", n).Str("revision", head.ID).Msg("registry status written back to its documents")
 	}
 }
