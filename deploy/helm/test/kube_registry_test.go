@@ -469,6 +469,17 @@ func TestKube_Registry_StatusWriteBack(t *testing.T) {
 	if n := kubeRegistryStatus(t, env, "crs").GetNote(); n != "" {
 		t.Errorf("registry note %q, want none (every status written)", n)
 	}
+	// kubectl get layer2networks: the columns, as the server prints them.
+	table, err := c.Client(t).CoreV1().RESTClient().Get().AbsPath("/apis/sluice.dev/v1alpha1/namespaces/net/layer2networks/tenant-a").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"name":"Synced"`, `"name":"InForce"`, `"name":"Revision"`, `"True","True","` + head.GetRevision() + `"`} {
+		if !strings.Contains(string(table), want) {
+			t.Errorf("kubectl get's table lacks %s: %s", want, table)
+		}
+	}
 
 	// A no-op patch leaves the resourceVersion as it was, so count the
 	// writes themselves: the same outcomes reported again write nothing.
