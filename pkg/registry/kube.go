@@ -23,8 +23,8 @@
 // partial answer. The kubeconfig file is read at every Fetch, so a rotated
 // token is used at the next one. Changed follows a watch of each kind; a
 // watch that fails is set up again after kubeWatchRetry, and Note says
-// which kinds are then seen only at the sync interval. Nothing is written
-// to the API server: a resource's status is not updated.
+// which kinds are then seen only at the sync interval. The only writes are
+// the status of sluice's own kinds after a sync (kube_status.go).
 
 package registry
 
@@ -68,6 +68,9 @@ type kubeKind struct {
 	name       string // "Layer2NetworkConfiguration"
 	gvr        schema.GroupVersionResource
 	namespaced bool
+	// status: the CRD has a status subresource sluice writes
+	// (kube_status.go); das-schiff's has none with fields.
+	status bool
 	// intent maps a resource's spec to an intent named name, with the
 	// fields it could not carry; an error refuses the resource.
 	intent func(name string, spec map[string]any) (*sluicev1.Intent, []string, error)
@@ -129,8 +132,10 @@ type kubeRegistry struct {
 
 	client func() (dynamic.Interface, error) // newKubeClient; tests give a fake
 
-	mu      sync.Mutex
-	unwatch map[string]string // kind → why its watch is down
+	mu        sync.Mutex
+	unwatch   map[string]string   // kind → why its watch is down
+	seen      map[string]kubeSeen // origin → the resource the last Fetch listed (kinds with a status)
+	statusErr string              // why the last Report failed; "" when it did not
 }
 
 // checkKube checks a Kubernetes registry spec.
@@ -208,6 +213,9 @@ func KubeLocation(spec *sluicev1.KubernetesRegistry) string {
 	return loc
 }
 
+// Note says which watches are down and whether status writes fail.
+func (r *kubeRegistry) Note() string { return joinNotes(r.changeWatch.Note(), r.statusNote()) }
+
 // Close stops the watches. It is safe to call twice.
 func (r *kubeRegistry) Close() error {
 	r.stop()
@@ -251,15 +259,23 @@ func (r *kubeRegistry) Fetch(ctx context.Context) (Snapshot, error) {
 		return Snapshot{}, err
 	}
 	snap := Snapshot{Documents: []Document{}}
+	seen := map[string]kubeSeen{}
 	for _, k := range r.kinds {
 		items, err := r.list(ctx, client, k)
 		if err != nil {
 			return Snapshot{}, err
 		}
 		for i := range items {
-			snap.Documents = append(snap.Documents, kubeDocument(k, &items[i]))
+			doc := kubeDocument(k, &items[i])
+			snap.Documents = append(snap.Documents, doc)
+			if k.status {
+				seen[doc.Origin] = seenOf(k, &items[i])
+			}
 		}
 	}
+	r.mu.Lock()
+	r.seen = seen
+	r.mu.Unlock()
 	slices.SortFunc(snap.Documents, func(a, b Document) int { return strings.Compare(a.Origin, b.Origin) })
 	d := newDigest()
 	for _, doc := range snap.Documents {

@@ -29,6 +29,7 @@ func sluiceKind(kind, resource string) kubeKind {
 		name:       kind,
 		gvr:        schema.GroupVersionResource{Group: SluiceGroup, Version: "v1alpha1", Resource: resource},
 		namespaced: true,
+		status:     true,
 		intent: func(name string, spec map[string]any) (*sluicev1.Intent, []string, error) {
 			doc, err := json.Marshal(map[string]any{"kind": kind, "name": name, "spec": spec})
 			if err != nil {

@@ -2,9 +2,10 @@
 // besides its own API: a Redis server (redis.go), a directory (dir.go), a
 // branch of a Git repository (git.go) and custom resources on a Kubernetes
 // API server (kube.go).
-// A Registry only reads; what a sync does with the answer (merge in place,
-// mark what disappeared, hold mass deletions, report conflicts) is the
-// configurator's.
+// A Registry reads (the Kubernetes registry also writes each resource's
+// status back after a sync: Reporter, kube_status.go); what a sync does
+// with the answer (merge in place, mark what disappeared, hold mass
+// deletions, report conflicts) is the configurator's.
 //
 // Every answer is whole or an error: a registry never answers part of its
 // content as if it were all of it, so the configurator can treat an

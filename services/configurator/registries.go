@@ -98,13 +98,16 @@ type registriesConfig struct {
 	fetchTimeout time.Duration
 	deleteAfter  func(*sluicev1.RegistrySpec) time.Duration
 	gitCache     string
+	// revisions reads the head and the revision in force, for the
+	// write-back (report.go); nil: no write-back.
+	revisions func(context.Context) (head, inForce registry.Revision, err error)
 }
 
 func (s *Service) newRegistries(b *buckets.Set) *registries {
 	specs := store.New(b.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} })
 	return &registries{
 		log: s.log, events: s.events, quarantine: s.quarantine, gate: s.gate, sync: s.syncRegistry,
-		cfg:   registriesConfig{now: s.cfg.Now, metrics: s.cfg.Metrics, fetchTimeout: s.cfg.FetchTimeout, deleteAfter: s.cfg.deleteAfter, gitCache: s.cfg.GitCache},
+		cfg:   registriesConfig{now: s.cfg.Now, metrics: s.cfg.Metrics, fetchTimeout: s.cfg.FetchTimeout, deleteAfter: s.cfg.deleteAfter, gitCache: s.cfg.GitCache, revisions: s.revisions},
 		specs: specs, listSpecs: specs.ListWithDeleted, prune: make(chan struct{}, 1),
 		confirms: store.New(b.Control, func() *sluicev1.RegistryConfirm { return &sluicev1.RegistryConfirm{} }),
 		status:   store.New(b.Registries, func() *sluicev1.RegistryStatus { return &sluicev1.RegistryStatus{} }),
@@ -397,6 +400,7 @@ func (r *registries) syncOnce(ctx context.Context, spec *sluicev1.RegistrySpec, 
 		return false
 	}
 	*pend = afterAnswer(plan, snap)
+	r.report(ctx, reg, snap, plan, log) // before the status: its note says whether it wrote
 	r.synced(ctx, name, reg, snap, plan, log)
 	return true
 }

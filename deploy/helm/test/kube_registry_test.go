@@ -9,6 +9,7 @@ package charttest
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"strings"
@@ -348,4 +349,251 @@ func TestKube_Registry_SluiceKinds(t *testing.T) {
 			t.Errorf("%s: err %v, intents %v; want %v", d.Origin, d.Err, d.Intents, want[d.Origin])
 		}
 	}
+}
+
+// TestKube_Registry_StatusWriteBack: sluice's own kinds synced by a running
+// configurator get the write-back on their status subresource: a valid
+// resource is Synced by the head's revision and InForce once that revision
+// is in force (rollouts/last-applied, written here as the coordinator
+// would: no coordinator runs), an invalid one carries the configurator's
+// field error, and syncs with nothing new write nothing (the
+// resourceVersions stay).
+func TestKube_Registry_StatusWriteBack(t *testing.T) {
+	c := kube.Start(t)
+	dyn := dynamicClient(t, c)
+	b, err := os.ReadFile(chartDir + "/crds/sluice.dev.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectlApply(t, dyn, crdGVR, string(b))
+	l2 := schema.GroupVersionResource{Group: registry.SluiceGroup, Version: "v1alpha1", Resource: "layer2networks"}
+	natstest.Eventually(t, 30*time.Second, "sluice's CRDs to be served", func() bool {
+		_, err := dyn.Resource(l2).Namespace("net").List(context.Background(), metav1.ListOptions{})
+		return err == nil
+	})
+	bg := context.Background()
+	if _, err := c.Client(t).CoreV1().Namespaces().Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "net"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, doc := range []string{
+		"apiVersion: sluice.dev/v1alpha1\nkind: Layer2Network\nmetadata: {name: tenant-a}\nspec: {vlan: 100, vni: 10100, anycastGateways: [10.0.100.1/24], vrf: tenant}\n",
+		// The CRD's schema lets it through; the configurator's rule does not.
+		"apiVersion: sluice.dev/v1alpha1\nkind: Layer2Network\nmetadata: {name: no-vrf}\nspec: {vlan: 200, vni: 10200, anycastGateways: [10.0.200.1/24]}\n",
+	} {
+		obj := &unstructured.Unstructured{}
+		if err := yaml.NewYAMLOrJSONDecoder(strings.NewReader(doc), 4096).Decode(&obj.Object); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := dyn.Resource(l2).Namespace("net").Create(bg, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatalf("create: %v\n%s", err, doc)
+		}
+	}
+
+	env := natstest.Start(t, contract.DefaultSettings())
+	svc, err := configurator.New(configurator.Config{Conn: env.Connect(t), Settings: env.Settings, Log: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	spec := &sluicev1.RegistrySpec{Name: "crs", SyncInterval: durationpb.New(time.Second),
+		Source: &sluicev1.RegistrySpec_Kubernetes{Kubernetes: &sluicev1.KubernetesRegistry{
+			Kubeconfig: c.Kubeconfig(t, c.Token), Namespace: "net", Kinds: []string{"Layer2Network"}}}}
+	if _, err := store.New(env.Buckets.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} }).
+		Create(bg, contract.RegistryKey("crs"), spec); err != nil {
+		t.Fatal(err)
+	}
+
+	get := func(name string) *unstructured.Unstructured {
+		obj, err := dyn.Resource(l2).Namespace("net").Get(bg, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatalf("get %s: %v", name, err)
+		}
+		return obj
+	}
+	cond := func(obj *unstructured.Unstructured, typ string) (status, reason, msg string) {
+		conds, _, _ := unstructured.NestedSlice(obj.Object, "status", "conditions")
+		for _, c := range conds {
+			m, _ := c.(map[string]any)
+			if m["type"] == typ {
+				return fmt.Sprint(m["status"]), fmt.Sprint(m["reason"]), fmt.Sprint(m["message"])
+			}
+		}
+		return "", "", ""
+	}
+	heads := store.New(env.Buckets.Revisions, func() *sluicev1.Head { return &sluicev1.Head{} })
+	var head *sluicev1.Head
+	natstest.Eventually(t, 30*time.Second, "tenant-a Synced by the head, not in force yet", func() bool {
+		h, err := heads.Get(bg, contract.KeyHead)
+		if err != nil {
+			return false
+		}
+		head = h.Value
+		obj := get("tenant-a")
+		rev, _, _ := unstructured.NestedString(obj.Object, "status", "revision")
+		s, _, msg := cond(obj, "Synced")
+		f, reason, _ := cond(obj, "InForce")
+		return s == "True" && rev == head.GetRevision() && strings.Contains(msg, head.GetRevision()[:12]) && f == "False" && reason == "RollingOut"
+	})
+	natstest.Eventually(t, 30*time.Second, "no-vrf refused with the configurator's field error", func() bool {
+		s, reason, msg := cond(get("no-vrf"), "Synced")
+		return s == "False" && reason == "Refused" && strings.Contains(msg, "layer2network/no-vrf: spec.vrf: is required when anycastGateways are set")
+	})
+
+	// Nothing new: syncs go on (every second) and write nothing.
+	rv := map[string]string{"tenant-a": get("tenant-a").GetResourceVersion(), "no-vrf": get("no-vrf").GetResourceVersion()}
+	first := kubeRegistryStatus(t, env, "crs").GetLastSync().AsTime()
+	natstest.Eventually(t, 30*time.Second, "three more syncs", func() bool {
+		return kubeRegistryStatus(t, env, "crs").GetLastSync().AsTime().Sub(first) >= 3*time.Second
+	})
+	for name, v := range rv {
+		if got := get(name).GetResourceVersion(); got != v {
+			t.Errorf("%s: resourceVersion %s after syncs with nothing new, was %s: a status write per sync", name, got, v)
+		}
+	}
+
+	// The head's revision in force, as the coordinator records it.
+	if _, err := store.New(env.Buckets.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Create(bg, contract.KeyLastApplied,
+		&sluicev1.RolloutRef{Rollout: "r1", Revision: head.GetRevision(), Generation: head.GetGeneration()}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 30*time.Second, "tenant-a InForce", func() bool {
+		f, reason, _ := cond(get("tenant-a"), "InForce")
+		return f == "True" && reason == "RolledOut"
+	})
+	if s, _, _ := cond(get("no-vrf"), "InForce"); s != "False" {
+		t.Errorf("no-vrf, refused, InForce %q", s)
+	}
+	if n := kubeRegistryStatus(t, env, "crs").GetNote(); n != "" {
+		t.Errorf("registry note %q, want none (every status written)", n)
+	}
+	// kubectl get layer2networks: the columns, as the server prints them.
+	table, err := c.Client(t).CoreV1().RESTClient().Get().AbsPath("/apis/sluice.dev/v1alpha1/namespaces/net/layer2networks/tenant-a").
+		SetHeader("Accept", "application/json;as=Table;v=v1;g=meta.k8s.io").DoRaw(bg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{`"name":"Synced"`, `"name":"InForce"`, `"name":"Revision"`, `"True","True","` + head.GetRevision() + `"`} {
+		if !strings.Contains(string(table), want) {
+			t.Errorf("kubectl get's table lacks %s: %s", want, table)
+		}
+	}
+
+	// A no-op patch leaves the resourceVersion as it was, so count the
+	// writes themselves: the same outcomes reported again write nothing.
+	r, err := registry.Open(spec, registry.Options{}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	if _, err := r.Fetch(bg); err != nil {
+		t.Fatal(err)
+	}
+	_, _, refused := cond(get("no-vrf"), "Synced")
+	rev := registry.Revision{ID: head.GetRevision(), Generation: head.GetGeneration()}
+	same := []registry.Outcome{{Origin: "Layer2Network/net/tenant-a", Head: rev, InForce: rev},
+		{Origin: "Layer2Network/net/no-vrf", Head: rev, InForce: rev, Refused: refused}}
+	if n, err := r.(registry.Reporter).Report(bg, same, time.Now()); n != 0 || err != nil {
+		t.Errorf("the outcomes the status already says: %d written (%v), want none", n, err)
+	}
+	same[0].InForce = registry.Revision{}
+	if n, err := r.(registry.Reporter).Report(bg, same, time.Now()); n != 1 || err != nil {
+		t.Errorf("tenant-a no longer in force: %d written (%v), want 1", n, err)
+	}
+}
+
+// TestKube_Registry_StatusWithoutPatch_SyncGoesOn: an identity with list
+// and watch on sluice's kinds but not patch on their status syncs all the
+// same, the registry's status noting the writes that failed; granted patch
+// on <resource>/status, the next sync writes the status and the note goes.
+func TestKube_Registry_StatusWithoutPatch_SyncGoesOn(t *testing.T) {
+	c := kube.Start(t)
+	dyn := dynamicClient(t, c)
+	b, err := os.ReadFile(chartDir + "/crds/sluice.dev.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubectlApply(t, dyn, crdGVR, string(b))
+	l2 := schema.GroupVersionResource{Group: registry.SluiceGroup, Version: "v1alpha1", Resource: "layer2networks"}
+	natstest.Eventually(t, 30*time.Second, "sluice's CRDs to be served", func() bool {
+		_, err := dyn.Resource(l2).List(context.Background(), metav1.ListOptions{})
+		return err == nil
+	})
+	admin, bg := c.Client(t), context.Background()
+	const ns, sa = "net", "configurator"
+	if _, err := admin.CoreV1().Namespaces().Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(bg, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	exp := int64(3600)
+	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(bg, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"https://kubernetes.default.svc"}, ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "sluice-crs", Namespace: ns},
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{registry.SluiceGroup}, Resources: []string{"layer2networks"}, Verbs: []string{"list", "watch"}}}}
+	if _, err := admin.RbacV1().Roles(ns).Create(bg, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.RbacV1().RoleBindings(ns).Create(bg, &rbacv1.RoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "sluice-crs", Namespace: ns},
+		RoleRef:  rbacv1.RoleRef{APIGroup: "rbac.authorization.k8s.io", Kind: "Role", Name: "sluice-crs"},
+		Subjects: []rbacv1.Subject{{Kind: "ServiceAccount", Name: sa, Namespace: ns}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	obj := &unstructured.Unstructured{}
+	if err := yaml.NewYAMLOrJSONDecoder(strings.NewReader(
+		"apiVersion: sluice.dev/v1alpha1\nkind: Layer2Network\nmetadata: {name: tenant-a}\nspec: {vlan: 100, vni: 10100}\n"), 4096).Decode(&obj.Object); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(l2).Namespace(ns).Create(bg, obj, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	env := natstest.Start(t, contract.DefaultSettings())
+	svc, err := configurator.New(configurator.Config{Conn: env.Connect(t), Settings: env.Settings, Log: zerolog.New(zerolog.NewTestWriter(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(bg)
+	done := make(chan error, 1)
+	go func() { done <- svc.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	spec := &sluicev1.RegistrySpec{Name: "crs", SyncInterval: durationpb.New(time.Second),
+		Source: &sluicev1.RegistrySpec_Kubernetes{Kubernetes: &sluicev1.KubernetesRegistry{
+			Kubeconfig: c.Kubeconfig(t, tr.Status.Token), Namespace: ns, Kinds: []string{"Layer2Network"}}}}
+	if _, err := store.New(env.Buckets.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} }).
+		Create(bg, contract.RegistryKey("crs"), spec); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 30*time.Second, "tenant-a synced, the failed status write noted", func() bool {
+		st := kubeRegistryStatus(t, env, "crs")
+		return storedIntent(t, env, "layer2network.tenant-a").GetSource() == "crs" &&
+			st.GetState() == sluicev1.RegistryState_REGISTRY_STATE_SYNCED && strings.Contains(st.GetNote(), "status not written on 1 resource(s)") &&
+			strings.Contains(st.GetNote(), "forbidden") && strings.Contains(st.GetNote(), "patch on <resource>/status")
+	})
+	got, err := dyn.Resource(l2).Namespace(ns).Get(bg, "tenant-a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := got.Object["status"]; ok {
+		t.Errorf("status written without patch on layer2networks/status: %v", got.Object["status"])
+	}
+
+	role.Rules = append(role.Rules, rbacv1.PolicyRule{APIGroups: []string{registry.SluiceGroup}, Resources: []string{"layer2networks/status"}, Verbs: []string{"patch"}})
+	if _, err := admin.RbacV1().Roles(ns).Update(bg, role, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 30*time.Second, "the status written and the note gone", func() bool {
+		got, err := dyn.Resource(l2).Namespace(ns).Get(bg, "tenant-a", metav1.GetOptions{})
+		if err != nil {
+			return false
+		}
+		rev, _, _ := unstructured.NestedString(got.Object, "status", "revision")
+		return rev != "" && kubeRegistryStatus(t, env, "crs").GetNote() == ""
+	})
 }
