@@ -285,10 +285,28 @@ func (e *Env) connectAndEnsure(t testing.TB, ensure bool) {
 	if !ensure {
 		return
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
 	defer cancel()
-	if err := buckets.Ensure(ctx, js, e.Settings); err != nil {
-		t.Fatalf("ensure buckets: %v", err)
+	// A JetStream API request made while a new cluster elects its meta
+	// leader may go unanswered (the chaos rehearsal's seed 153: one 30 s
+	// attempt timed out): each attempt has its own deadline, and a failed
+	// one is tried again (Ensure creates what is missing, keeps what is
+	// there) until the whole budget is spent.
+	for attempt := 1; ; attempt++ {
+		actx, acancel := context.WithTimeout(ctx, 15*time.Second)
+		err := buckets.Ensure(actx, js, e.Settings)
+		acancel()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("ensure buckets (%d attempts): %v", attempt, err)
+		}
+		t.Logf("ensure buckets, attempt %d: %v; trying again", attempt, err)
+		select {
+		case <-ctx.Done():
+		case <-time.After(time.Duration(attempt) * 500 * time.Millisecond):
+		}
 	}
 	if e.Buckets, err = buckets.BindAll(ctx, js); err != nil {
 		t.Fatalf("open buckets: %v", err)
