@@ -37,6 +37,16 @@ func startDev(t *testing.T, opts dev.Options) *dev.System {
 	return s
 }
 
+// lastAppliedIs tells whether rollouts/last-applied at *url (read at each
+// call: a restart moves it) is of head generation gen.
+func lastAppliedIs(t *testing.T, url *string, gen uint64) func() bool {
+	return func() bool {
+		ref := store.New(openBuckets(t, *url).Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
+		e, err := ref.Get(context.Background(), contract.KeyLastApplied)
+		return err == nil && e.Value.GetGeneration() == gen
+	}
+}
+
 // wipeStoreAndStart removes only the JetStream store of the stopped sluice
 // dev at data (the agents keep their state dirs) and starts it again.
 func wipeStoreAndStart(t *testing.T, data string, opts dev.Options) *dev.System {
@@ -76,13 +86,7 @@ func TestDisasterRecovery_StoreWipedUnderRunningAgents_NothingStartsUntilConfirm
 	url := s.URL()
 	// margin: each poll ends as soon as the rollout is done; 60s is many
 	// times what three local agents take on a loaded machine.
-	lastApplied := func(gen uint64) func() bool {
-		return func() bool {
-			ref := store.New(openBuckets(t, url).Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
-			e, err := ref.Get(context.Background(), contract.KeyLastApplied)
-			return err == nil && e.Value.GetGeneration() == gen
-		}
-	}
+	lastApplied := func(gen uint64) func() bool { return lastAppliedIs(t, &url, gen) }
 	natstest.Eventually(t, 60*time.Second, "the examples rolled out", lastApplied(1))
 	// The operator's change: the examples' mgmt table goes.
 	if code, _, stderr := sluice(t, url, "delete", "routingtable", "mgmt"); code != 0 {
@@ -319,13 +323,7 @@ spec: {vlan: 300, vni: 10300, nodeSelector: {matchLabels: {zone: zone-a}}}
 	opts := dev.Options{DataDir: data, Listen: "127.0.0.1:-1", Agents: 3, Examples: exDir, MaxParallel: "3", Stderr: io.Discard}
 	s := startDev(t, opts)
 	url := s.URL()
-	lastApplied := func(gen uint64) func() bool {
-		return func() bool {
-			ref := store.New(openBuckets(t, url).Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
-			e, err := ref.Get(context.Background(), contract.KeyLastApplied)
-			return err == nil && e.Value.GetGeneration() == gen
-		}
-	}
+	lastApplied := func(gen uint64) func() bool { return lastAppliedIs(t, &url, gen) }
 	// margin: each poll ends as soon as the rollout is done.
 	natstest.Eventually(t, 60*time.Second, "the intents rolled out", lastApplied(1))
 	out := filepath.Join(t.TempDir(), "recovered")
