@@ -1,12 +1,9 @@
 package cli
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
-	"os/exec"
 	"strings"
 	"testing"
 	"time"
@@ -35,20 +32,7 @@ func TestDiff_GitRange_ShowsTheIntentsAndTheNodesTheyReach(t *testing.T) {
 	const nodes = 6 // node-01 node-04: zone-a; node-02 node-05: zone-b; node-03 node-06: zone-c
 	s := startSystem(t, nodes)
 	bin := sluiceBinary(t)
-	run := func(args ...string) (int, string, string) {
-		t.Helper()
-		var out, errOut bytes.Buffer
-		cmd := exec.Command(bin, append([]string{"--server", s.URL()}, args...)...)
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode(), out.String(), errOut.String()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return 0, out.String(), errOut.String()
-	}
+	run := builtAgainst(t, bin, s.URL()) // the built command as a shell runs it
 	g := gittest.New(t)
 	c1 := g.Commit("red everywhere, green in zone a", map[string]string{
 		"intents/red.yaml": l2Doc("red", 100, 10100, ""), "intents/green.yaml": l2Doc("green", 101, 10101, "zone-a"), "README.md": "not an intent"})

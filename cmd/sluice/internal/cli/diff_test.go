@@ -20,21 +20,7 @@ func TestDiff_OneFieldOnManyNodes_ShortFormIsShort_FullListsEveryNode(t *testing
 	const nodes = 12
 	s := startSystem(t, nodes)
 	bin := sluiceBinary(t)
-	// run is the built command as a shell runs it.
-	run := func(args ...string) (int, string, string) {
-		t.Helper()
-		var out, errOut bytes.Buffer
-		cmd := exec.Command(bin, append([]string{"--server", s.URL()}, args...)...)
-		cmd.Stdout, cmd.Stderr = &out, &errOut
-		err := cmd.Run()
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			return ee.ExitCode(), out.String(), errOut.String()
-		} else if err != nil {
-			t.Fatal(err)
-		}
-		return 0, out.String(), errOut.String()
-	}
+	run := builtAgainst(t, bin, s.URL()) // the built command as a shell runs it
 	natstest.Eventually(t, 60*time.Second, "every node present", func() bool {
 		_, out, _ := run("get", "nodes")
 		return strings.Count(out, "\nnode-") == nodes
@@ -116,5 +102,24 @@ func TestDiff_OneFieldOnManyNodes_ShortFormIsShort_FullListsEveryNode(t *testing
 		if to := compact(r.Changes[0].Intents[0].To); full != (to == `{"layer2Network":{"vlan":200,"vni":10100}}`) || !full && to != "" {
 			t.Errorf("diff -o json (full %t): changes[0] carries the spec %s", full, to)
 		}
+	}
+}
+
+// builtAgainst runs the built sluice binary bin against the server at url
+// as a shell would: its exit code, stdout and stderr.
+func builtAgainst(t *testing.T, bin, url string) func(args ...string) (int, string, string) {
+	return func(args ...string) (int, string, string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		cmd := exec.Command(bin, append([]string{"--server", url}, args...)...)
+		cmd.Stdout, cmd.Stderr = &out, &errOut
+		err := cmd.Run()
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			return ee.ExitCode(), out.String(), errOut.String()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		return 0, out.String(), errOut.String()
 	}
 }
