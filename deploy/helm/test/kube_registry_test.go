@@ -27,6 +27,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/sluicehq/sluice/deploy/helm/test/kube"
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -221,20 +222,9 @@ func TestKube_Registry_NeedsListOnTheResources(t *testing.T) {
 	admin := c.Client(t)
 	bg := context.Background()
 	const ns, sa = "sluice-test", "configurator"
-	if _, err := admin.CoreV1().Namespaces().Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(bg, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	exp := int64(3600)
-	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(bg, sa, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"https://kubernetes.default.svc"}, ExpirationSeconds: &exp}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	token := serviceAccountToken(t, admin, ns, sa)
 	r, err := registry.Open(&sluicev1.RegistrySpec{Name: "das-schiff", Source: &sluicev1.RegistrySpec_Kubernetes{
-		Kubernetes: &sluicev1.KubernetesRegistry{Kubeconfig: c.Kubeconfig(t, tr.Status.Token)}}}, registry.Options{}, zerolog.Nop())
+		Kubernetes: &sluicev1.KubernetesRegistry{Kubeconfig: c.Kubeconfig(t, token)}}}, registry.Options{}, zerolog.Nop())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -523,18 +513,7 @@ func TestKube_Registry_StatusWithoutPatch_SyncGoesOn(t *testing.T) {
 	})
 	admin, bg := c.Client(t), context.Background()
 	const ns, sa = "net", "configurator"
-	if _, err := admin.CoreV1().Namespaces().Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(bg, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	exp := int64(3600)
-	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(bg, sa, &authenticationv1.TokenRequest{
-		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"https://kubernetes.default.svc"}, ExpirationSeconds: &exp}}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	token := serviceAccountToken(t, admin, ns, sa)
 	role := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Name: "sluice-crs", Namespace: ns},
 		Rules: []rbacv1.PolicyRule{{APIGroups: []string{registry.SluiceGroup}, Resources: []string{"layer2networks"}, Verbs: []string{"list", "watch"}}}}
 	if _, err := admin.RbacV1().Roles(ns).Create(bg, role, metav1.CreateOptions{}); err != nil {
@@ -565,7 +544,7 @@ func TestKube_Registry_StatusWithoutPatch_SyncGoesOn(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	spec := &sluicev1.RegistrySpec{Name: "crs", SyncInterval: durationpb.New(time.Second),
 		Source: &sluicev1.RegistrySpec_Kubernetes{Kubernetes: &sluicev1.KubernetesRegistry{
-			Kubeconfig: c.Kubeconfig(t, tr.Status.Token), Namespace: ns, Kinds: []string{"Layer2Network"}}}}
+			Kubeconfig: c.Kubeconfig(t, token), Namespace: ns, Kinds: []string{"Layer2Network"}}}}
 	if _, err := store.New(env.Buckets.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} }).
 		Create(bg, contract.RegistryKey("crs"), spec); err != nil {
 		t.Fatal(err)
@@ -596,4 +575,24 @@ func TestKube_Registry_StatusWithoutPatch_SyncGoesOn(t *testing.T) {
 		rev, _, _ := unstructured.NestedString(got.Object, "status", "revision")
 		return rev != "" && kubeRegistryStatus(t, env, "crs").GetNote() == ""
 	})
+}
+
+// serviceAccountToken creates namespace ns and ServiceAccount sa in it and
+// returns an hour's token of that account.
+func serviceAccountToken(t *testing.T, admin kubernetes.Interface, ns, sa string) string {
+	t.Helper()
+	bg := context.Background()
+	if _, err := admin.CoreV1().Namespaces().Create(bg, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.CoreV1().ServiceAccounts(ns).Create(bg, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: sa}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	exp := int64(3600)
+	tr, err := admin.CoreV1().ServiceAccounts(ns).CreateToken(bg, sa, &authenticationv1.TokenRequest{
+		Spec: authenticationv1.TokenRequestSpec{Audiences: []string{"https://kubernetes.default.svc"}, ExpirationSeconds: &exp}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
 }
