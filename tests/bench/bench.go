@@ -9,6 +9,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"os"
 	"slices"
@@ -17,6 +18,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/rs/zerolog"
@@ -30,6 +32,7 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent"
 	"github.com/sluicehq/sluice/services/configurator"
+	"github.com/sluicehq/sluice/services/reaper"
 )
 
 // Options says what to measure.
@@ -67,6 +70,12 @@ type Options struct {
 	// scenario by pausing the leader's process for a second that many
 	// times while a standby runs.
 	Pauses int
+	// NoReaper leaves the reaper out (it runs by default, as in a
+	// deployment: its passes are part of what a fleet costs).
+	NoReaper bool
+	// CPUProfile, if set, receives the CPU profile of this process during
+	// the measured rollout (the one Components are split from).
+	CPUProfile io.Writer
 }
 
 // Result is one measured run; its JSON is the BENCH line.
@@ -81,7 +90,11 @@ type Result struct {
 	HeartbeatWrites    uint64  `json:"heartbeat_writes"`
 	JetStreamConsumers int     `json:"jetstream_consumers"`
 	CoordinatorHeapMB  float64 `json:"coordinator_heap_mb"`
-	StartMS            float64 `json:"start_ms"` // from the apply request to the rollout's start
+	// BenchPeakRSSMB is the bench process's peak resident memory (VmHWM:
+	// the server, the agents, the configurator and the reaper), absent
+	// where /proc cannot be read.
+	BenchPeakRSSMB *float64 `json:"bench_peak_rss_mb,omitempty"`
+	StartMS        float64  `json:"start_ms"` // from the apply request to the rollout's start
 	// NodeStart: from the apply request to a node's desired config write
 	// landing (the entry's stored time), per node.
 	NodeStartP50 float64 `json:"node_start_ms_p50"`
@@ -149,13 +162,19 @@ type Result struct {
 	VerifyListMS  float64 `json:"verify_list_ms"`
 	VerifyKeys    int     `json:"verify_keys"`
 	FailoverPhase string  `json:"failover_phase,omitempty"`
+	// Components splits the measured rollout by component (server,
+	// configurator, reaper, agents, coordinator, bench, runtime): messages
+	// and bytes per node as the server counted them on each component's
+	// connections, and processor time per node from a CPU profile of this
+	// process by goroutine label (the coordinator's own process by /proc).
+	Components map[string]Component `json:"components,omitempty"`
 }
 
 // Run performs one measured rollout.
 func Run(ctx context.Context, o Options) (res Result, err error) {
 	res = Result{Nodes: o.Nodes, MaxParallel: o.MaxParallel, ApplyMS: o.ApplyLatency.Milliseconds(), CoordinatorHeapMB: -1,
 		LoadAvgStart: loadAvg()}
-	defer func() { res.LoadAvgEnd = loadAvg() }()
+	defer func() { res.LoadAvgEnd, res.BenchPeakRSSMB = loadAvg(), peakRSSMB() }()
 	if o.AgentsPerConn <= 0 {
 		o.AgentsPerConn = 250
 	}
@@ -171,7 +190,8 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		defer os.RemoveAll(d)
 		dir = d
 	}
-	srv, err := embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", StoreDir: dir})
+	var srv *server.Server
+	as(compServer, func() { srv, err = embedded.Start(embedded.Options{Listen: "127.0.0.1:-1", StoreDir: dir}) })
 	if err != nil {
 		return res, err
 	}
@@ -198,24 +218,28 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			c.Close()
 		}
 	}()
-	connect := func() (*nats.Conn, error) {
-		nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+	// A connection is named for its component ("agents-3"): the server's
+	// counters are split by that name, its goroutines by the label.
+	connect := func(name string) (nc *nats.Conn, err error) {
+		as(componentOfConn(name), func() { nc, err = nats.Connect(url, nats.MaxReconnects(-1), nats.Name(name)) })
 		if err == nil {
 			conns = append(conns, nc)
 		}
 		return nc, err
 	}
-	run := func(name string, f func(context.Context) error) {
+	run := func(component, name string, f func(context.Context) error) {
 		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := f(ctx); err != nil && ctx.Err() == nil {
-				o.Log.Error().Err(err).Str("service", name).Msg("stopped")
-			}
-		}()
+		as(component, func() {
+			go func() {
+				defer wg.Done()
+				if err := f(ctx); err != nil && ctx.Err() == nil {
+					o.Log.Error().Err(err).Str("service", name).Msg("stopped")
+				}
+			}()
+		})
 	}
 
-	nc, err := connect()
+	nc, err := connect(compBench + "-driver")
 	if err != nil {
 		return res, err
 	}
@@ -226,17 +250,32 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if err := buckets.Ensure(ctx, js, settings); err != nil {
 		return res, err
 	}
-	cfgr, err := configurator.New(configurator.Config{Conn: nc, Settings: settings, Log: o.Log})
+	cfgrConn, err := connect(compConfigurator)
 	if err != nil {
 		return res, err
 	}
-	run("configurator", cfgr.Run)
+	cfgr, err := configurator.New(configurator.Config{Conn: cfgrConn, Settings: settings, Log: o.Log})
+	if err != nil {
+		return res, err
+	}
+	run(compConfigurator, compConfigurator, cfgr.Run)
+	if !o.NoReaper {
+		rc, err := connect(compReaper)
+		if err != nil {
+			return res, err
+		}
+		rp, err := reaper.New(reaper.Config{Conn: rc, Settings: settings, Log: o.Log, Instance: "bench-reaper"})
+		if err != nil {
+			return res, err
+		}
+		run(compReaper, compReaper, rp.Run)
+	}
 
 	var measured Process
 	if o.StartCoordinator != nil {
 		measured, err = o.StartCoordinator(CoordinatorSpec{URL: url, Instance: "bench", LeaderLease: settings.LeaderLease, NodeLease: settings.NodeLease})
 	} else {
-		measured, err = startCoordinator(ctx, url, settings, "bench", o.Log)
+		as(compCoordinator, func() { measured, err = startCoordinator(ctx, url, settings, "bench", o.Log) })
 	}
 	if err != nil {
 		return res, err
@@ -262,7 +301,7 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		if i%o.AgentsPerConn == 0 {
 			// Agents on one connection share its JetStream context and
 			// buckets, as they would share nothing on real nodes.
-			if agentConn, err = connect(); err != nil {
+			if agentConn, err = connect(fmt.Sprintf("%s-%d", compAgents, i/o.AgentsPerConn)); err != nil {
 				return res, err
 			}
 			if agentJS, err = jetstream.New(agentConn, jetstream.WithPublishAsyncMaxPending(64<<10)); err != nil {
@@ -284,13 +323,23 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		if err != nil {
 			return res, err
 		}
-		run(name, a.Run)
+		run(compAgents, name, a.Run)
 	}
 	b, err := buckets.BindAll(ctx, js)
 	if err != nil {
 		return res, err
 	}
-	if err := waitFor(ctx, 5*time.Minute, func() (bool, error) {
+	// The stream's subject count first (one small request), the keys
+	// once it says every node is there: listing 100,000 keys every few
+	// milliseconds would slow the registration it waits for.
+	nodesStream, err := js.Stream(ctx, contract.StreamOfBucket(contract.BucketNodes))
+	if err != nil {
+		return res, err
+	}
+	if err := waitFor(ctx, registerTimeout(o.Nodes), func() (bool, error) {
+		if info, err := nodesStream.Info(ctx); err != nil || info.State.NumSubjects < uint64(o.Nodes) {
+			return false, err
+		}
 		keys, err := store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }).Keys(ctx)
 		return len(keys) >= o.Nodes, err
 	}); err != nil {
@@ -314,6 +363,15 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	if o.Measuring != nil {
 		o.Measuring(true)
 	}
+	conns0, err := countConns(srv)
+	if err != nil {
+		return res, err
+	}
+	prof := &componentProfile{keep: o.CPUProfile}
+	if err := prof.start(); err != nil {
+		return res, err
+	}
+	defer func() { _, _ = prof.stop() }()
 	benchCPU0, coordCPU0 := selfCPU(), cpuOf(measured)
 	start := time.Now()
 	resp, err := apiclient.Apply(ctx, nc, &sluicev1.ApplyRequest{
@@ -346,22 +404,31 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		return r.Value.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING, nil
 	})
 	wall := time.Since(start)
+	cpu := selfCPU() - benchCPU0
+	var coordCPU *time.Duration
+	if coordCPU0 != nil {
+		if c1 := cpuOf(measured); c1 != nil {
+			coordCPU = new(*c1 - *coordCPU0)
+		}
+	}
+	byLabel, perr := prof.stop()
+	conns1, cerr := countConns(srv)
 	if o.Measuring != nil {
 		o.Measuring(false)
 	}
-	cpu := selfCPU() - benchCPU0
 	res.CPUMSBench = millis(cpu)
-	if coordCPU0 != nil {
-		if c1 := cpuOf(measured); c1 != nil {
-			coord := *c1 - *coordCPU0
-			res.CPUMSCoordinator = new(millis(coord))
-			cpu += coord
-		}
+	if coordCPU != nil {
+		res.CPUMSCoordinator = new(millis(*coordCPU))
+		cpu += *coordCPU
 	}
 	res.CPUUSPerNode, res.CoresBusy = cpuFigures(cpu, wall, o.Nodes)
 	if err != nil {
 		return res, fmt.Errorf("waiting for the rollout to end: %w", err)
 	}
+	if err := errors.Join(perr, cerr); err != nil {
+		return res, err
+	}
+	res.Components = components(conns0, conns1, byLabel, coordCPU, o.Nodes)
 	if n, err := consumers(ctx, js); err == nil {
 		res.JetStreamConsumers = max(res.JetStreamConsumers, n)
 	}
@@ -411,6 +478,12 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 		}
 	}
 	return res, nil
+}
+
+// registerTimeout bounds the wait for the agents to register: 5 minutes,
+// and 5 more per 100,000 nodes.
+func registerTimeout(nodes int) time.Duration {
+	return 5*time.Minute + time.Duration(nodes/100_000)*5*time.Minute
 }
 
 // verifyListing times one listing of the nodeconfigs keys, as the

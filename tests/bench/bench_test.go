@@ -119,13 +119,30 @@ func TestBench_SmallRunReportsConsistentFigures(t *testing.T) {
 	// The coordinator's leader watches presence, status, head and the
 	// control keys (abort, forgive, pause, rollout pauses, freezes, the
 	// store-loss confirmation); its instance and the configurator's follow
-	// control/pause, and the configurator follows the registry keys: a
-	// constant, whatever the fleet (12 here). The figure is the most seen at
-	// once, so an ordered consumer being re-created (the old one not yet
-	// gone) may add one or two, and the leader's listing of the freezes when
-	// the head moves (a key listing is a short-lived consumer) one more: 14
-	// was seen in 1 run of 3 with 11 steady, 15 with 12.
-	if res.JetStreamConsumers < 1 || res.JetStreamConsumers > 15 {
+	// control/pause, and the configurator follows the registry keys (12
+	// here); the reaper watches the presence, status and node-config keys
+	// and control/pause (4): a constant, whatever the fleet (16). The
+	// figure is the most seen at once, so an ordered consumer being
+	// re-created (the old one not yet gone) may add one or two, and a
+	// listing (the leader's of the freezes when the head moves, a reaper
+	// pass's) is a short-lived consumer: 14 was seen in 1 run of 3 with 11
+	// steady, 15 with 12, 18 with the reaper's 4 more.
+	// Split by component: every node's agent wrote at least its status and
+	// its Provisioned event, and the coordinator at least its desired config
+	// (the split of processor time by label is TestCPUByComponent's: a
+	// rollout this short may get no profile sample of the agents).
+	for _, c := range []string{"agents", "coordinator", "configurator", "reaper", "server"} {
+		if _, ok := res.Components[c]; !ok {
+			t.Errorf("components: no %q in %v", c, res.Components)
+		}
+	}
+	if a := res.Components["agents"]; a.MsgsSentPerNode < 2 {
+		t.Errorf("components: agents sent %.2f messages per node, want ≥ 2 (a status and an event)", a.MsgsSentPerNode)
+	}
+	if c := res.Components["coordinator"]; c.MsgsSentPerNode < 1 {
+		t.Errorf("components: the coordinator sent %.2f messages per node, want ≥ 1 (the desired config)", c.MsgsSentPerNode)
+	}
+	if res.JetStreamConsumers < 1 || res.JetStreamConsumers > 19 {
 		t.Errorf("jetstream_consumers = %d: agents must not hold consumers; the coordinator holds a few", res.JetStreamConsumers)
 	}
 	// The failover scenario: the leader is killed when half the nodes are

@@ -10,6 +10,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"runtime/pprof"
 	"strings"
 	"sync"
 	"syscall"
@@ -28,6 +29,10 @@ type CoordinatorSpec struct {
 	Instance    string
 	LeaderLease time.Duration
 	NodeLease   time.Duration
+	// HeapProfile, if set, is where the coordinator writes its heap
+	// profile (in use, after a collection) when it stops, its state of the
+	// whole fleet still loaded.
+	HeapProfile string
 }
 
 // Process is a coordinator running in a process of its own.
@@ -124,7 +129,7 @@ func (c *child) CPU() (time.Duration, bool) {
 // ctx ends, sampling the heap every 50 ms, and prints the peak to out as
 // HEAP {"peak_heap_inuse_mb": …}.
 func RunCoordinator(ctx context.Context, s CoordinatorSpec, log zerolog.Logger, out io.Writer) error {
-	nc, err := nats.Connect(s.URL, nats.Name(s.Instance))
+	nc, err := nats.Connect(s.URL, nats.Name(compCoordinator+"-"+s.Instance))
 	if err != nil {
 		return err
 	}
@@ -157,8 +162,32 @@ func RunCoordinator(ctx context.Context, s CoordinatorSpec, log zerolog.Logger, 
 			}
 		}
 	}()
+	// The profile is taken as the term ends (ctx cancelled), before Run
+	// returns and lets the fleet's state go.
+	heapErr := make(chan error, 1)
+	if s.HeapProfile != "" {
+		go func() {
+			<-ctx.Done()
+			heapErr <- writeHeapProfile(s.HeapProfile)
+		}()
+	} else {
+		heapErr <- nil
+	}
 	err = c.Run(ctx)
 	<-done
+	if herr := <-heapErr; herr != nil {
+		fmt.Fprintln(os.Stderr, "heap profile:", herr)
+	}
 	fmt.Fprintf(out, "HEAP {\"peak_heap_inuse_mb\": %.1f}\n", float64(peak)/(1<<20))
 	return err
+}
+
+// writeHeapProfile writes the heap in use, as of a collection made now.
+func writeHeapProfile(path string) error {
+	runtime.GC()
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	return errors.Join(pprof.Lookup("heap").WriteTo(f, 0), f.Close())
 }

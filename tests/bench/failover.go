@@ -41,7 +41,7 @@ type coordinatorProc struct {
 }
 
 func startCoordinator(ctx context.Context, url string, settings contract.Settings, instance string, log zerolog.Logger) (*coordinatorProc, error) {
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.Name(instance))
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.Name(compCoordinator+"-"+instance))
 	if err != nil {
 		return nil, fmt.Errorf("coordinator %s: connect: %w", instance, err)
 	}

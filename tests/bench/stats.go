@@ -103,3 +103,22 @@ func cpuOf(p Process) *time.Duration {
 
 // millis is d in milliseconds, rounded to 2 decimals.
 func millis(d time.Duration) float64 { return round2(float64(d.Nanoseconds()) / 1e6) }
+
+// peakRSSMB is this process's peak resident memory in MiB (VmHWM in
+// /proc/self/status), nil where it cannot be read.
+func peakRSSMB() *float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return nil
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 64)
+			if err != nil {
+				return nil
+			}
+			return new(round2(kb / 1024))
+		}
+	}
+	return nil
+}

@@ -1,7 +1,10 @@
 package bench
 
 import (
+	"bytes"
+	"runtime/pprof"
 	"slices"
+	"sync"
 	"testing"
 	"time"
 )
@@ -106,6 +109,50 @@ func TestParseProcStatCPU(t *testing.T) {
 	for _, bad := range []string{"4242 sluice S 1", "4242 (x) S 1 2 3", "4242 (x) S 1 4242 4242 0 -1 4194560 1234 0 0 0 -5 75 0"} {
 		if _, err := parseProcStatCPU(bad); err == nil {
 			t.Errorf("parseProcStatCPU(%q) = nil error, want one", bad)
+		}
+	}
+}
+
+func TestCPUByComponent_SplitsByLabel(t *testing.T) {
+	// A profile of two labelled goroutines burning processor time: each
+	// shows up under its own component; nothing else is invented.
+	var buf bytes.Buffer
+	if err := pprof.StartCPUProfile(&buf); err != nil {
+		t.Skip("a CPU profile is already running:", err)
+	}
+	var wg sync.WaitGroup
+	spin := func(c string, d time.Duration) {
+		wg.Add(1)
+		as(c, func() {
+			go func() {
+				defer wg.Done()
+				for end := time.Now().Add(d); time.Now().Before(end); {
+				}
+			}()
+		})
+	}
+	spin(compAgents, 300*time.Millisecond)
+	spin(compConfigurator, 300*time.Millisecond)
+	wg.Wait()
+	pprof.StopCPUProfile()
+	got, err := cpuByComponent(buf.Bytes())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, c := range []string{compAgents, compConfigurator} {
+		if got[c] < 50*time.Millisecond {
+			t.Errorf("%s: %v of processor time, want most of 300ms (all: %v)", c, got[c], got)
+		}
+	}
+	if got[compServer] != 0 || got[compCoordinator] != 0 {
+		t.Errorf("time counted for components that did not run: %v", got)
+	}
+}
+
+func TestComponentOfConn(t *testing.T) {
+	for name, want := range map[string]string{"agents-3": "agents", "coordinator-bench": "coordinator", "configurator": "configurator", "bench-driver": "bench", "": ""} {
+		if got := componentOfConn(name); got != want {
+			t.Errorf("componentOfConn(%q) = %q, want %q", name, got, want)
 		}
 	}
 }

@@ -10,12 +10,16 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
+	"maps"
 	"os"
 	"os/exec"
 	"os/signal"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -41,12 +45,15 @@ func run(ctx context.Context, args []string) int {
 	pauses := fs.Int("pauses", 3, "with --failover, last pause the leader's process (SIGSTOP) for 1s this many times while a standby runs and count the takeovers (0: skip)")
 	perConn := fs.Int("agents-per-conn", 250, "simulated agents sharing one NATS connection")
 	floor := fs.Bool("floor", false, "instead of a rollout, send the messages a rollout stores and delivers per node over the same server and buckets with none of sluice's services (the transport's floor under overhead_ratio; docs/benchmarks.md)")
+	withReaper := fs.Bool("reaper", true, "run the reaper beside the other services, as a deployment does (its passes are part of the fleet's cost)")
 	role := fs.String("role", "bench", "bench, or coordinator (internal: a coordinator child process)")
 	server := fs.String("server", "", "NATS URL (with --role coordinator)")
 	instance := fs.String("instance", "bench", "coordinator instance name (with --role coordinator)")
 	logLevel := fs.String("log-level", "error", "log level of the services")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process during the measured rollout to the file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of this process during the measured rollout to the file (its samples carry a component label: go tool pprof -tagfocus component=agents)")
 	coordProfile := fs.String("coordinator-cpuprofile", "", "write a CPU profile of the measured coordinator's process to the file")
+	coordHeap := fs.String("coordinator-heapprofile", "", "write the measured coordinator's heap in use to the file as it stops (the whole fleet's state still held)")
+	heapProfile := fs.String("heapprofile", "", "with --role coordinator: write the heap in use to the file as the coordinator stops (internal)")
 	memProfile := fs.String("memprofile", "", "write this process's allocation profile to the file as the measured rollout ends, and to the file.base as it starts (go tool pprof -sample_index=alloc_space -base file.base file)")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -60,6 +67,7 @@ func run(ctx context.Context, args []string) int {
 	// agents' registration nor the scenarios after it); a coordinator
 	// child's covers its whole life.
 	var measuring func(bool)
+	var cpuOut *os.File
 	if *cpuProfile != "" {
 		f, err := os.Create(*cpuProfile)
 		if err != nil {
@@ -67,18 +75,18 @@ func run(ctx context.Context, args []string) int {
 			return 2
 		}
 		defer f.Close()
-		start := func() error { return pprof.StartCPUProfile(f) }
+		cpuOut = f
 		if *role == "coordinator" {
-			if err := start(); err != nil {
+			if err := pprof.StartCPUProfile(f); err != nil {
 				fmt.Fprintln(os.Stderr, err)
 				return 2
 			}
 			defer pprof.StopCPUProfile()
-		} else {
+		} else if *floor {
 			measuring = func(on bool) {
 				if !on {
 					pprof.StopCPUProfile()
-				} else if err := start(); err != nil {
+				} else if err := pprof.StartCPUProfile(f); err != nil {
 					fmt.Fprintln(os.Stderr, "cpuprofile:", err)
 				}
 			}
@@ -88,7 +96,7 @@ func run(ctx context.Context, args []string) int {
 		measuring = allocsDuring(*memProfile, measuring)
 	}
 	if *role == "coordinator" {
-		spec := bench.CoordinatorSpec{URL: *server, Instance: *instance, LeaderLease: *lease, NodeLease: *nodeLease}
+		spec := bench.CoordinatorSpec{URL: *server, Instance: *instance, LeaderLease: *lease, NodeLease: *nodeLease, HeapProfile: *heapProfile}
 		if err := bench.RunCoordinator(ctx, spec, log, os.Stdout); err != nil {
 			fmt.Fprintln(os.Stderr, err)
 			return 1
@@ -110,7 +118,8 @@ func run(ctx context.Context, args []string) int {
 	}
 	res, err := bench.Run(ctx, bench.Options{
 		Nodes: *nodes, MaxParallel: *maxPar, ApplyLatency: time.Duration(*applyMS) * time.Millisecond, AgentsPerConn: *perConn, FailWave: *failWave,
-		LeaderLease: *lease, NodeLease: *nodeLease, Failover: *failover, Pauses: *pauses, StartCoordinator: childCoordinator(*logLevel, *coordProfile), Log: log, Measuring: measuring,
+		LeaderLease: *lease, NodeLease: *nodeLease, Failover: *failover, Pauses: *pauses, StartCoordinator: childCoordinator(*logLevel, *coordProfile, *coordHeap), Log: log, Measuring: measuring,
+		NoReaper: !*withReaper, CPUProfile: writerOrNil(cpuOut),
 	})
 	line, lerr := res.Line()
 	if lerr != nil {
@@ -122,13 +131,34 @@ func run(ctx context.Context, args []string) int {
 		fmt.Println(line)
 		return 1
 	}
+	printComponents(os.Stderr, res)
 	fmt.Println(line)
 	return 0
 }
 
+// printComponents writes the measured rollout's split by component as a
+// table (the same figures as the BENCH line's "components").
+func printComponents(w io.Writer, res bench.Result) {
+	if len(res.Components) == 0 {
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "%d nodes\tsent/node\treceived/node\tbytes/node\tcpu µs/node\t\n", res.Nodes)
+	for _, name := range slices.Sorted(maps.Keys(res.Components)) {
+		c := res.Components[name]
+		cpu := "-"
+		if c.CPUUSPerNode != nil {
+			cpu = fmt.Sprintf("%.1f", *c.CPUUSPerNode)
+		}
+		fmt.Fprintf(tw, "%s\t%.2f\t%.2f\t%.0f\t%s\t\n", name, c.MsgsSentPerNode, c.MsgsReceivedPerNode, c.BytesPerNode, cpu)
+	}
+	_ = tw.Flush()
+}
+
 // childCoordinator starts this binary as a coordinator process; the first
-// one started (the measured coordinator) is profiled into profile, if set.
-func childCoordinator(logLevel, profile string) func(bench.CoordinatorSpec) (bench.Process, error) {
+// one started (the measured coordinator) is profiled into profile and heap,
+// if set.
+func childCoordinator(logLevel, profile, heap string) func(bench.CoordinatorSpec) (bench.Process, error) {
 	return func(s bench.CoordinatorSpec) (bench.Process, error) {
 		self, err := os.Executable()
 		if err != nil {
@@ -139,6 +169,10 @@ func childCoordinator(logLevel, profile string) func(bench.CoordinatorSpec) (ben
 		if profile != "" {
 			args = append(args, "--cpuprofile", profile)
 			profile = ""
+		}
+		if heap != "" {
+			args = append(args, "--heapprofile", heap)
+			heap = ""
 		}
 		return bench.StartChild(exec.Command(self, args...))
 	}
@@ -166,4 +200,13 @@ func allocsDuring(path string, measuring func(bool)) func(bool) {
 			fmt.Fprintln(os.Stderr, "memprofile:", err)
 		}
 	}
+}
+
+// writerOrNil is f as an io.Writer, or nil for no file (a nil *os.File in
+// an interface is not a nil writer).
+func writerOrNil(f *os.File) io.Writer {
+	if f == nil {
+		return nil
+	}
+	return f
 }
