@@ -12,6 +12,7 @@ import (
 	"io"
 	"math"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"sync"
@@ -94,7 +95,12 @@ type Result struct {
 	// the server, the agents, the configurator and the reaper), absent
 	// where /proc cannot be read.
 	BenchPeakRSSMB *float64 `json:"bench_peak_rss_mb,omitempty"`
-	StartMS        float64  `json:"start_ms"` // from the apply request to the rollout's start
+	// As the measured rollout ends, in the bench process: heap and
+	// goroutine stacks in use, and goroutines (what a simulated agent costs).
+	BenchHeapMB    float64 `json:"bench_heap_inuse_mb"`
+	BenchStackMB   float64 `json:"bench_stack_inuse_mb"`
+	BenchGoroutine int     `json:"bench_goroutines"`
+	StartMS        float64 `json:"start_ms"` // from the apply request to the rollout's start
 	// NodeStart: from the apply request to a node's desired config write
 	// landing (the entry's stored time), per node.
 	NodeStartP50 float64 `json:"node_start_ms_p50"`
@@ -411,6 +417,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 			coordCPU = new(*c1 - *coordCPU0)
 		}
 	}
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	res.BenchHeapMB, res.BenchStackMB, res.BenchGoroutine = round2(float64(ms.HeapInuse)/(1<<20)), round2(float64(ms.StackInuse)/(1<<20)), runtime.NumGoroutine()
 	byLabel, perr := prof.stop()
 	conns1, cerr := countConns(srv)
 	if o.Measuring != nil {
