@@ -64,7 +64,7 @@ func (in *Intake) Backup(b *sluicev1.DesiredConfig) { in.s.takeBackup(b) }
 func (s *State) takePresence(p *sluicev1.NodePresence) {
 	n := s.nodeOf(p.GetNode())
 	s.setLabels(n, p.GetLabels())
-	n.present, n.pauseAck, n.startedAt = true, agentPauseOf(p.GetPause()), p.GetStartedAt().AsTime()
+	n.present, n.pauseAck, n.startedAt = true, agentPauseOf(p.GetPause()), stampOf(p.GetStartedAt())
 	s.setReads(n, p)
 	s.setRuns(n, p)
 }
@@ -315,6 +315,12 @@ func stampOf(t *timestamppb.Timestamp) stamp {
 	return stamp{sec: t.GetSeconds(), nsec: t.GetNanos(), set: true}
 }
 
+// sameInstant reports whether t says the same seconds and nanoseconds as
+// the timestamp ts (nil being the zero instant, as AsTime has it).
+func (t stamp) sameInstant(ts *timestamppb.Timestamp) bool {
+	return t.sec == ts.GetSeconds() && t.nsec == ts.GetNanos()
+}
+
 func stampOfDuration(d *durationpb.Duration) stamp {
 	if d == nil {
 		return stamp{}
@@ -471,4 +477,5 @@ func (s *State) intern(x string) string {
 func (s *State) forgetShared() {
 	clear(s.configs)
 	clear(s.strs)
+	clear(s.agents)
 }

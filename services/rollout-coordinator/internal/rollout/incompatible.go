@@ -52,11 +52,42 @@ func (s *State) skipIncompatible(n *node, output, msg string, announce bool) {
 // whether it changed. A heartbeat that changes nothing allocates nothing.
 func (s *State) setReads(n *node, p *sluicev1.NodePresence) bool {
 	fs, v := p.GetConfigFeatures(), p.GetAgentVersion()
-	if n.version == v && joinedEqual(n.reads, fs) {
+	if n.version() == v && joinedEqual(n.reads(), fs) {
 		return false
 	}
-	n.reads, n.version = s.intern(strings.Join(fs, ",")), s.intern(v)
+	a := agentReads{reads: strings.Join(fs, ","), version: v}
+	if a == (agentReads{}) {
+		n.agent = nil
+		return true
+	}
+	if shared, ok := s.agents[a]; ok {
+		n.agent = shared
+	} else {
+		n.agent = &a
+		s.agents[a] = &a
+	}
 	return true
+}
+
+// agentReads is what an agent reads, as its presence says: its config
+// features, comma-joined, and its version. Nodes whose agents say the same
+// share one (a fleet runs few releases at once).
+type agentReads struct{ reads, version string }
+
+// reads is n's agent's config features, comma-joined ("" when unknown).
+func (n *node) reads() string {
+	if n.agent == nil {
+		return ""
+	}
+	return n.agent.reads
+}
+
+// version is n's agent's version ("" when unknown).
+func (n *node) version() string {
+	if n.agent == nil {
+		return ""
+	}
+	return n.agent.version
 }
 
 // joinedEqual reports whether joined is fs joined with commas.
@@ -85,15 +116,15 @@ func (n *node) cannotRead(fp string, bake *sluicev1.BakeChecks, config *sluicev1
 	if missing == nil {
 		return ""
 	}
-	return contract.DescribeCannotRead(n.version, n.readsList(), missing, render.Short(fp))
+	return contract.DescribeCannotRead(n.version(), n.readsList(), missing, render.Short(fp))
 }
 
 // readsList is the config features n's agent reads, as its presence said.
 func (n *node) readsList() []string {
-	if n.reads == "" {
+	if n.reads() == "" {
 		return nil
 	}
-	return strings.Split(n.reads, ",")
+	return strings.Split(n.reads(), ",")
 }
 
 // skipUnreadable skips pending node n, whose agent cannot read its target
@@ -145,8 +176,8 @@ func (s *State) refuseIncompatible() {
 }
 
 func (n *node) versionOrUnknown() string {
-	if n.version == "" {
+	if n.version() == "" {
 		return "agent version unknown"
 	}
-	return "agent " + n.version
+	return "agent " + n.version()
 }

@@ -39,7 +39,7 @@ func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 	}
 	ack := agentPauseOf(p.GetPause())
 	s.setPresent(n, true)
-	n.startedAt = p.GetStartedAt().AsTime()
+	n.startedAt = stampOf(p.GetStartedAt())
 	if ack != n.pauseAck {
 		n.pauseAck = ack
 		s.reschedule(n) // whether its agent holds what is in flight there

@@ -61,7 +61,7 @@ func (s *State) returning(node string, p *sluicev1.NodePresence) bool {
 	if n == nil || n.desired == nil || p == nil {
 		return false
 	}
-	return !n.present || !p.GetStartedAt().AsTime().Equal(n.startedAt)
+	return !n.present || !n.startedAt.sameInstant(p.GetStartedAt())
 }
 
 // desiredListed asks for the desired key of every node the state believes
@@ -105,6 +105,6 @@ func (s *State) reaped(node string, now time.Time) {
 	n.status, n.desired, n.backup = nil, nil, nil
 	if n.present {
 		s.setPresent(n, false)
-		s.presence(n.name, &sluicev1.NodePresence{Node: n.name, Labels: n.labelMap(), AgentVersion: n.version, ConfigFeatures: n.readsList()}, now)
+		s.presence(n.name, &sluicev1.NodePresence{Node: n.name, Labels: n.labelMap(), AgentVersion: n.version(), ConfigFeatures: n.readsList()}, now)
 	}
 }

@@ -49,21 +49,17 @@ const (
 // keeps are the small structs of facts.go, not the decoded messages.
 type node struct {
 	name    string
-	present bool
 	labels  *labelSet // shared with every node of equal labels
 	status  *report
 	desired *desired // as last read or written
 	backup  *desired // its backup key, as last read or written
 
 	// Within the active rollout:
-	prog       progress
-	rev        revertState
 	domain     string               // sort key of its failure-domain value
 	target     string               // fingerprint the rollout (or revert) puts on this node
 	forward    string               // the rollout's target for it, kept while it is reverted
 	config     *sluicev1.NodeConfig // target's config, shared: never changed
 	previous   *desired             // desired config before this rollout wrote it: the revert target
-	touched    bool                 // this rollout wrote its desired config
 	writtenAt  time.Time            // when its desired config write landed (Written), in this term; zero before
 	ackAt      time.Time            // when its agent acknowledged (Provisioning); zero before
 	revertNote string               // why its revert target is not its backup, if it is not
@@ -74,21 +70,30 @@ type node struct {
 	runs      ran
 	before    *ran
 	pauseAck  agentPause // the control-plane pause its agent reached (its presence)
-	startedAt time.Time  // when its agent started, as its presence last said
+	startedAt stamp      // when its agent started, as its presence last said
 	// What its agent reads, as its presence last said (incompatible.go):
-	// its config features, comma-joined and interned, and its version.
-	reads, version string
+	// its config features and version, shared with every node whose agent
+	// says the same (nil: it said nothing).
+	agent *agentReads
 
-	group   *pairGroup // its redundancy group in the active rollout (pairs.go), nil when none
-	unbaked bool       // provisioned by the active rollout, its stage's bake not yet passed (pairs.go)
-	stage   int32      // the stage it was started in (bakechecks.go)
-	passes  uint32     // re-runs of its checks passed on its target, as its status says (bakechecks.go)
+	group *pairGroup // its redundancy group in the active rollout (pairs.go), nil when none
+	due   time.Time  // when it becomes late, while in flight (flight.go)
 
 	// Its places in the queues holding it (queue.go): pending, the revert
-	// queue, and in flight by deadline (due, when it becomes late), by
-	// name, and by name among those the control plane's pause waits for.
+	// queue, and in flight by deadline (due), by name, and by name among
+	// those the control plane's pause waits for.
 	pi, ri, di, ni, wi int32
-	due                time.Time
+
+	stage  int32  // the stage it was started in (bakechecks.go)
+	passes uint32 // re-runs of its checks passed on its target, as its status says (bakechecks.go)
+
+	// The small fields last, side by side, so that the struct has no
+	// padding between them (it is kept once per node of the fleet).
+	prog    progress
+	rev     revertState
+	present bool
+	touched bool // this rollout wrote its desired config
+	unbaked bool // provisioned by the active rollout, its stage's bake not yet passed (pairs.go)
 }
 
 // State is everything Decide needs. The loop owns it; only Decide changes it.
@@ -181,6 +186,7 @@ type State struct {
 	labelSets map[string]*labelSet
 	configs   map[string]*sluicev1.NodeConfig
 	strs      map[string]string
+	agents    map[agentReads]*agentReads // what agents read, shared (incompatible.go)
 	noLabels  labelSet
 
 	// Redundancy groups of the active rollout (pairs.go): by name; the
@@ -206,7 +212,8 @@ func NewState() *State {
 	s := &State{nodes: map[string]*node{}, invalid: map[string]*sluicev1.InvalidFingerprint{}, inFlight: newFlight(),
 		forgiven: map[string]time.Time{}, rolloutPause: map[string]*sluicev1.PauseRequest{},
 		revertQ:   queue{less: nameLess, at: func(n *node) *int32 { return &n.ri }},
-		labelSets: map[string]*labelSet{}, configs: map[string]*sluicev1.NodeConfig{}, strs: map[string]string{}}
+		labelSets: map[string]*labelSet{}, configs: map[string]*sluicev1.NodeConfig{}, strs: map[string]string{},
+		agents: map[agentReads]*agentReads{}}
 	// Nodes waiting for their redundancy group last (pairs.go), then by
 	// place.
 	s.pending = queue{less: func(a, b *node) bool {
