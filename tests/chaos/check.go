@@ -94,6 +94,11 @@ type RegistryObs struct {
 	// Confirms are the registry-confirm-pending faults as they ran
 	// (ConfirmPending; registry.go).
 	Confirms []ConfirmObs
+	// Rewinds say when a git registry's branch was force-pushed to an
+	// older commit (registry-rewind): From taken before the push, To
+	// after the head was put back. The older commit's missing intents are
+	// not absent (Absent): a rewound branch is held, never an answer.
+	Rewinds []Span
 }
 
 // HoldObs is one registry-hold fault as the harness drove it: its files
@@ -998,9 +1003,15 @@ func checkPartialAnswers(o *Observation, add addFunc) {
 				}
 			}
 			var why string
+			rewound := slices.IndexFunc(reg.Rewinds, func(sp Span) bool {
+				return !m.Before(sp.From) && (sp.To.IsZero() || m.Before(sp.To.Add(growthSeen)))
+			})
 			switch {
 			case reg.confirmedPending(key, m):
 				continue // an operator confirmed its pending deletion (ConfirmPending)
+			case rewound >= 0:
+				why = fmt.Sprintf("the registry's branch was force-pushed to an older commit at %s (a rewind), which is held, never synced",
+					reg.Rewinds[rewound].From.Format("15:04:05.000"))
 			case span == nil:
 				why = "no answer of the registry lacked it: its file was never removed"
 			case m.Before(span.From.Add(reg.Settle)):
