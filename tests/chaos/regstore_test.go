@@ -2,8 +2,16 @@ package chaos
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"slices"
 	"testing"
+
+	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/types/known/durationpb"
+
+	sreg "github.com/sluicehq/sluice/pkg/registry"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // The seeds of 1–200 whose registry is a Redis one: half the registry
@@ -179,4 +187,69 @@ func TestRegStore_DropBackVanishReappear(t *testing.T) {
 			want("refilled", 0, 2)
 		})
 	}
+}
+
+// The git store's faults read, through the configurator's own git
+// registry, as docs/chaos.md says: a drop and a return are answers; the
+// repository gone is unreachable; put back rewound to the root commit it
+// is held, and so is every return committed on that rewritten branch,
+// until the last one merges the old head in and the branch syncs again;
+// a rewind is held until restored.
+func TestGitStore_AnswersAsTheGitRegistryReadsThem(t *testing.T) {
+	g := newGitStore(t.TempDir())
+	if err := g.fill(3); err != nil {
+		t.Fatal(err)
+	}
+	spec := &sluicev1.RegistrySpec{Name: registryName, SyncInterval: durationpb.New(registrySync)}
+	g.source(spec)
+	reg, err := sreg.Open(spec, sreg.Options{}, zerolog.Nop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { reg.Close() })
+	answer := func(step string, want ...string) {
+		t.Helper()
+		snap, err := reg.Fetch(context.Background())
+		var got []string
+		for _, d := range snap.Documents {
+			got = append(got, d.Origin)
+		}
+		switch {
+		case len(want) == 1 && want[0] == "held":
+			if !errors.Is(err, sreg.ErrHeld) {
+				t.Fatalf("%s: answer %v (%v), want it held", step, got, err)
+			}
+		case len(want) == 1 && want[0] == "unreachable":
+			if err == nil || errors.Is(err, sreg.ErrHeld) {
+				t.Fatalf("%s: answer %v (%v), want an error", step, got, err)
+			}
+		case err != nil || !slices.Equal(got, want):
+			t.Fatalf("%s: answer %v (%v), want %v", step, got, err, want)
+		}
+	}
+	answer("filled", "reg-1.yaml", "reg-2.yaml", "reg-3.yaml")
+	step := func(what string, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	step("drop", g.drop(1))
+	answer("reg-2 dropped", "reg-1.yaml", "reg-3.yaml")
+	step("back", g.back(1))
+	answer("reg-2 back", "reg-1.yaml", "reg-2.yaml", "reg-3.yaml")
+	step("vanish", g.vanish())
+	answer("gone", "unreachable")
+	step("reappear", g.reappear())
+	answer("back rewound to the root commit", "held")
+	step("back", g.back(2))
+	step("back", g.back(0))
+	answer("two of three back on the rewritten branch", "held")
+	step("back", g.back(1))
+	answer("all back, the old head merged in", "reg-1.yaml", "reg-2.yaml", "reg-3.yaml")
+	_, _, err = g.rewind(1)
+	step("rewind", err)
+	answer("rewound to the commit holding reg-1", "held")
+	step("restore", g.restore())
+	answer("restored", "reg-1.yaml", "reg-2.yaml", "reg-3.yaml")
 }
