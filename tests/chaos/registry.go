@@ -131,7 +131,7 @@ type registry struct {
 	store   regStore
 	mu      sync.Mutex
 	gone    map[string][]Span // intent key → when its file was absent, in order
-	rewinds []Span            // when a git registry's branch was rewound (registry-rewind)
+	rewinds []RewindObs       // when a git registry's branch was rewound (registry-rewind)
 	holds   []HoldObs         // the registry-hold faults, as they ran
 	confs   []ConfirmObs      // the registry-confirm-pending faults, as they ran
 }

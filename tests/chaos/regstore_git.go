@@ -235,7 +235,7 @@ func (g *gitStore) rewind(keep int) (from, to string, err error) {
 		return "", "", err
 	}
 	g.before = head.Hash()
-	return head.Hash().String()[:12], g.fills[keep].String()[:12], nil
+	return head.Hash().String(), g.fills[keep].String(), nil
 }
 
 func (g *gitStore) restore() error {
