@@ -2,6 +2,7 @@ package chaos
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -102,16 +103,22 @@ func (f *faults) registryRewind(ctx context.Context, ft Fault) {
 }
 
 // awaitSync waits until the registry's status records a sync merged after
-// since (a running configurator read the registry), up to acceptWithin.
+// since (a running configurator read the registry), up to acceptWithin. A
+// status that holds garbage (a garbage-value write: the configurator does
+// not write over it, seed 145) ends the wait at once: no sync could show.
 func (f *faults) awaitSync(ctx context.Context, ft Fault, since time.Time) bool {
 	s := f.sys
 	wctx, cancel := context.WithTimeout(ctx, acceptWithin+readPatience)
 	defer cancel()
+	var garbage error
 	busy, err := await(wctx, acceptWithin, 1, func(ctx context.Context) ([]string, error) {
 		st, err := readProto(ctx, s, s.Env().Buckets.Registries, registryName, &sluicev1.RegistryStatus{})
 		switch {
 		case unread(err):
 			return nil, err
+		case errors.Is(err, errUndecodable):
+			garbage = err
+			return nil, nil
 		case err != nil:
 			return []string{"no readable status"}, nil
 		case st.GetLastSync() == nil || st.GetLastSync().AsTime().Before(since):
@@ -119,7 +126,11 @@ func (f *faults) awaitSync(ctx context.Context, ft Fault, since time.Time) bool 
 		}
 		return nil, nil
 	})
-	if err != nil || len(busy) > 0 {
+	switch {
+	case garbage != nil:
+		s.log.add("%s: the registry's status holds garbage (%v): no sync can show, fault not made", ft, garbage)
+		return false
+	case err != nil || len(busy) > 0:
 		s.log.add("%s: could not see the registry synced before the rewind (%v %v): fault not made", ft, busy, err)
 		return false
 	}
