@@ -101,7 +101,7 @@ func (g *Repo) Commit(message string, files map[string]string) string {
 	switch {
 	case g.pgp != nil:
 		g.gitEnv(g.Work, []string{"GNUPGHOME=" + g.pgp.Home}, "-c", "gpg.format=openpgp", "-c", "gpg.program="+g.pgp.program,
-			"-c", "user.signingkey="+g.pgp.Fingerprint, "commit", "--quiet", "--allow-empty", "-S", "-m", message)
+			"-c", "user.signingkey="+g.pgp.signingKey(), "commit", "--quiet", "--allow-empty", "-S", "-m", message)
 	case g.signKey != "":
 		g.Git(g.Work, "-c", "gpg.format=ssh", "-c", "user.signingkey="+g.signKey, "commit", "--quiet", "--allow-empty", "-S", "-m", message)
 	default:

@@ -158,3 +158,40 @@ func TestCheckAllowedKeys(t *testing.T) {
 		t.Errorf("a private key in the file: err = %v, want an error (not held) naming git.allowed_signers_file", err)
 	}
 }
+
+// A key whose primary only certifies and signs through a subkey (git
+// commit -S with user.signingkey SUBKEY!): a commit the subkey signed is
+// synced when the primary key's export is in the file, since that export
+// carries the subkey and its binding; once the subkey is revoked (the
+// revocation in the file, the primary key still valid), the same head is
+// held, naming the subkey and why.
+func TestGit_RequireSignedOpenPGP_SigningSubkey(t *testing.T) {
+	g := gittest.New(t)
+	ada := gittest.PGPKey(t, "Ada Admin <ada@example.net>", gittest.PGPOptions{SigningSubkey: true})
+	keys := filepath.Join(t.TempDir(), "allowed.asc")
+	writeKeys := func(s string) {
+		t.Helper()
+		if err := os.WriteFile(keys, []byte(s), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	writeKeys(ada.Public + "\n")
+	g.SignWithPGP(ada)
+	c1 := g.Commit("tenant a, by ada's subkey", map[string]string{"a.yaml": tenantAYAML})
+	// The primary key only certifies (gpg would not sign with it): the
+	// subkey signed, as the revoked case's reason shows.
+	r := openRemote(t, "gitops", "", &sluicev1.GitRegistry{Url: g.URL(), AllowedSignersFile: keys})
+	if got := fetch(t, r).Commit.GetHash(); got != c1 {
+		t.Fatalf("a commit signed by a subkey of an allowed key: commit %s, want %s", got, c1)
+	}
+
+	writeKeys(ada.RevokeSubkey(t) + "\n")
+	snap, err := r.Fetch(context.Background())
+	want := "it is signed by OpenPGP key " + ada.Subkey + ", which is revoked"
+	if !errors.Is(err, registry.ErrHeld) || !strings.Contains(err.Error(), "the head "+c1[:12]) || !strings.Contains(err.Error(), want) {
+		t.Errorf("a revoked subkey: err = %v, want ErrHeld naming %s and %q", err, c1[:12], want)
+	}
+	if snap.Commit != nil || len(snap.Documents) != 0 {
+		t.Errorf("a held answer came with a snapshot: %+v", snap)
+	}
+}

@@ -94,6 +94,11 @@ type RegistryObs struct {
 	// Confirms are the registry-confirm-pending faults as they ran
 	// (ConfirmPending; registry.go).
 	Confirms []ConfirmObs
+	// Rewinds say when a git registry's branch was force-pushed to an
+	// older commit (registry-rewind): From taken before the push, To
+	// after the head was put back. The older commit's missing intents are
+	// not absent (Absent): a rewound branch is held, never an answer.
+	Rewinds []RewindObs
 }
 
 // HoldObs is one registry-hold fault as the harness drove it: its files
@@ -251,6 +256,7 @@ func Check(o *Observation) []Violation {
 	checkPartialAnswers(o, add)
 	checkHolds(o, add)
 	checkPendingConfirms(o, add)
+	checkRewinds(o, add)
 	checkDeclared(o, add)
 	checkReverted(o, add)
 	checkJoinedRevert(o, add)
@@ -953,6 +959,9 @@ func desiredSpoiledWhile(o *Observation, r *sluicev1.Rollout) map[string]bool {
 // A mark after the harness confirmed a pending set naming the intent,
 // while its file was out, is the operator's (ConfirmPending), not an
 // answer's.
+// A mark while a git registry's branch was rewound (registry-rewind), or
+// within growthSeen after it was put back, is a violation whatever the
+// settle period says: a rewound branch is held, never an answer.
 //
 // And while the registry refills, no mark: an answer that grows (a file
 // back) starts the settle period of every intent still missing again, so a
@@ -998,9 +1007,15 @@ func checkPartialAnswers(o *Observation, add addFunc) {
 				}
 			}
 			var why string
+			rewound := slices.IndexFunc(reg.Rewinds, func(r RewindObs) bool {
+				return !m.Before(r.From) && (r.To.IsZero() || m.Before(r.To.Add(growthSeen)))
+			})
 			switch {
 			case reg.confirmedPending(key, m):
 				continue // an operator confirmed its pending deletion (ConfirmPending)
+			case rewound >= 0:
+				why = fmt.Sprintf("the registry's branch was force-pushed to an older commit at %s (a rewind), which is held, never synced",
+					reg.Rewinds[rewound].From.Format("15:04:05.000"))
 			case span == nil:
 				why = "no answer of the registry lacked it: its file was never removed"
 			case m.Before(span.From.Add(reg.Settle)):

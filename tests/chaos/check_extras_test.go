@@ -1,6 +1,8 @@
 package chaos
 
 import (
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -323,4 +325,39 @@ func TestCheck_Gates_NoPassOnMissingData(t *testing.T) {
 			rollout(o, "r2").BlockedBy.Gate = "latency"
 		}, want: true},
 	})
+}
+
+// Rewind: a status read while a git registry's branch was rewound that
+// names the older commit in force is flagged; one that held it is not.
+// And a mark inside the rewind is an I7 violation, though the settle
+// period had run out (no absence was recorded: a rewind is no answer).
+func TestCheck_Rewind_ASyncedRewoundBranch(t *testing.T) {
+	at := time.Date(2026, 12, 4, 0, 0, 0, 0, time.UTC)
+	key := regKey(2)
+	for _, tc := range []struct {
+		name   string
+		rewind RewindObs
+		marked bool
+		want   []string
+	}{
+		{"held", RewindObs{Span: Span{From: at, To: at.Add(5 * time.Second)}, Target: strings.Repeat("a", 40), Held: at.Add(time.Second)}, false, nil},
+		{"synced", RewindObs{Span: Span{From: at, To: at.Add(10 * time.Second)}, Target: strings.Repeat("a", 40), Synced: at.Add(time.Second)}, false, []string{"Rewind"}},
+		{"marked inside it", RewindObs{Span: Span{From: at, To: at.Add(10 * time.Second)}, Target: strings.Repeat("a", 40), Synced: at.Add(time.Second)}, true, []string{"I7", "Rewind"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := &Observation{Registry: &RegistryObs{Name: registryName, Settle: registrySettle, Intents: []string{regKey(0), regKey(1), key},
+				Absent: map[string][]Span{}, Rewinds: []RewindObs{tc.rewind}}}
+			if tc.marked {
+				o.Events = append(o.Events, &sluicev1.Event{Type: "IntentMarkedForDeletion", Id: key, Time: timestamppb.New(at.Add(8 * time.Second))})
+			}
+			var got []string
+			add := func(inv, _, _, _ string, _ ...any) { got = append(got, inv) }
+			checkPartialAnswers(o, add)
+			checkRewinds(o, add)
+			slices.Sort(got)
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("violations %v, want %v", got, tc.want)
+			}
+		})
+	}
 }

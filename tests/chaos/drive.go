@@ -828,6 +828,8 @@ func (f *faults) one(ctx context.Context, ft Fault) {
 		f.registryHold(ctx, ft)
 	case RegistryConfirmPending:
 		f.confirmPending(ctx, ft)
+	case RegistryRewind:
+		f.registryRewind(ctx, ft)
 	case PausedLeader:
 		defer f.lock("coordinators")()
 		old, err := s.leader(ctx)

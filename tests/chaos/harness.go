@@ -177,7 +177,7 @@ func newSystem(t *testing.T, sc Scenario, log *schedule) *system {
 		s.tables[c.TableID] = i
 	}
 	if sc.Registry != nil {
-		s.reg = newRegistry(t, sc.Registry.Redis && !s.virtual, s.virtual)
+		s.reg = newRegistry(t, sc.Registry, s.virtual)
 	}
 	s.fired = map[int]bool{}
 	if len(sc.Extras.Gates) > 0 {

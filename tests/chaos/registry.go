@@ -128,19 +128,26 @@ const maxRegIntents = 5
 // configurator reads it (a directory or a redis-server), and when each
 // intent was absent.
 type registry struct {
-	store regStore
-	mu    sync.Mutex
-	gone  map[string][]Span // intent key → when its file was absent, in order
-	holds []HoldObs         // the registry-hold faults, as they ran
-	confs []ConfirmObs      // the registry-confirm-pending faults, as they ran
+	store   regStore
+	mu      sync.Mutex
+	gone    map[string][]Span // intent key → when its file was absent, in order
+	rewinds []RewindObs       // when a git registry's branch was rewound (registry-rewind)
+	holds   []HoldObs         // the registry-hold faults, as they ran
+	confs   []ConfirmObs      // the registry-confirm-pending faults, as they ran
 }
 
 // newRegistry makes the scenario's registry: a directory (polled on
-// virtual time), or with redis a redis-server of its own.
-func newRegistry(t testing.TB, redis, virtual bool) *registry {
-	var st regStore = newDirStore(t.TempDir(), virtual)
-	if redis {
+// virtual time), a redis-server of its own (on real time), or a git
+// repository.
+func newRegistry(t testing.TB, plan *RegistryPlan, virtual bool) *registry {
+	var st regStore
+	switch {
+	case plan.Redis && !virtual:
 		st = newRedisStore(t)
+	case plan.Git:
+		st = newGitStore(t.TempDir())
+	default:
+		st = newDirStore(t.TempDir(), virtual)
 	}
 	return &registry{store: st, gone: map[string][]Span{}}
 }
@@ -175,6 +182,7 @@ func (r *registry) observed(n int) *RegistryObs {
 	}
 	o.Holds = slices.Clone(r.holds)
 	o.Confirms = slices.Clone(r.confs)
+	o.Rewinds = slices.Clone(r.rewinds)
 	return o
 }
 

@@ -110,6 +110,12 @@ const (
 	// mark them at once, and a file dropped after it (not in the confirmed
 	// set) must not be marked early (ConfirmPending, I7).
 	RegistryConfirmPending FaultKind = "registry-confirm-pending"
+	// RegistryRewind: a git registry's branch is force-pushed to an older
+	// commit that lacks 1 to half of its intents (no more than the hold
+	// share: were it synced, a pending deletion), for longer than the
+	// settle period, then to its head again. A rewound branch is held,
+	// never synced: none of those intents may be marked (I7).
+	RegistryRewind FaultKind = "registry-rewind"
 )
 
 // TriggerKind says when a fault fires.
@@ -134,6 +140,32 @@ type Fault struct {
 	Trickle *Trickle        // partial-registry: what the directory drops and how it comes back
 	Hold    *Hold           // registry-hold: what the directory drops, for how long, and whether it is confirmed
 	Pending *PendingConfirm // registry-confirm-pending: what the directory drops, and the file that leaves after the confirmation
+	Rewind  *Rewind         // registry-rewind: the older commit the branch is force-pushed to, and for how long
+}
+
+// Rewind is what a registry-rewind fault does to a git registry: it
+// force-pushes the branch to the older commit that holds only intents
+// 0 … Keep-1 (the fill's commits, regstore_git.go) and after For puts its
+// head back.
+type Rewind struct {
+	Keep int
+	For  time.Duration
+}
+
+func (r *Rewind) String() string {
+	return fmt.Sprintf("force-pushes the branch to the commit holding reg-1 … reg-%d for %s", r.Keep, r.For.Round(time.Millisecond))
+}
+
+// pickRewind draws a registry-rewind fault from a source of its own: the
+// older commit lacks 1 to half (rounded down) of the intents, so that a
+// configurator that synced it would have them pending, and marked once
+// the settle period ran out, which the rewind outlasts by 3–5 s.
+func (s Scenario) pickRewind() Fault {
+	rng := rand.New(rand.NewPCG(s.Seed, 0x4e717d))
+	n := s.Registry.Intents
+	r := &Rewind{Keep: n - 1 - rng.IntN(n/2), For: registrySettle + 3*time.Second + time.Duration(rng.Int64N(int64(2*time.Second)))}
+	return Fault{Kind: RegistryRewind, Change: 1 + rng.IntN(len(s.Changes)-1), Trigger: AfterApply,
+		Delay: time.Duration(rng.IntN(800)) * time.Millisecond, Rewind: r}
 }
 
 // PendingConfirm is what a registry-confirm-pending fault does: it drops
@@ -218,6 +250,18 @@ type RegistryPlan struct {
 	// Redis: the registry is a redis-server the harness starts for the
 	// seed (on real time; on virtual time the directory, see pickRedis).
 	Redis bool
+	// Git: the registry is a git repository the harness makes for the
+	// seed (regstore_git.go), on real and virtual time: half the registry
+	// seeds that are not Redis ones (pickGit).
+	Git bool
+}
+
+// pickGit draws, from a source of its own so that no other draw of the
+// seed moves, whether a registry seed that is not a Redis one reads a git
+// repository instead of a directory: half of them. The faults it draws
+// stay what they were; the git ones add a registry-rewind (pickRewind).
+func pickGit(seed uint64) bool {
+	return !pickRedis(seed) && rand.New(rand.NewPCG(seed, 0x617)).IntN(2) == 0
 }
 
 // redisRegistries: whether registry seeds draw a Redis registry at all
@@ -306,6 +350,8 @@ func (f Fault) String() string {
 		fmt.Fprintf(&b, ": %s", f.Hold)
 	case f.Pending != nil:
 		fmt.Fprintf(&b, ": %s", f.Pending)
+	case f.Rewind != nil:
+		fmt.Fprintf(&b, ": %s", f.Rewind)
 	default:
 		fmt.Fprintf(&b, ", down %s", f.Down)
 	}
@@ -391,7 +437,7 @@ func Pick(seed uint64) Scenario {
 	// seeds declare intents through a registry, and most of those make its
 	// answers partial; a third write garbage into the buckets.
 	if rng.IntN(3) == 0 {
-		s.Registry = &RegistryPlan{Intents: 3 + rng.IntN(3), Redis: pickRedis(seed)}
+		s.Registry = &RegistryPlan{Intents: 3 + rng.IntN(3), Redis: pickRedis(seed), Git: pickGit(seed)}
 		if rng.IntN(3) != 0 {
 			s.Faults = append(s.Faults, s.pickTrickle(rng))
 		}
@@ -463,6 +509,11 @@ func Pick(seed uint64) Scenario {
 		if f, ok := s.pickPendingConfirm(); ok {
 			s.Faults = append(s.Faults, f)
 		}
+	}
+	// Its own stream, for the same reason: every git registry's branch is
+	// force-pushed to an older commit once (registry-rewind).
+	if s.Registry != nil && s.Registry.Git {
+		s.Faults = append(s.Faults, s.pickRewind())
 	}
 	s.pickExtras() // its own stream: no draw above moves
 	s.applySkew()  // after pickExtras, which sees the strategies as drawn
@@ -771,8 +822,11 @@ func (s Scenario) Describe() string {
 	}
 	if s.Registry != nil {
 		kind := "directory"
-		if s.Registry.Redis {
+		switch {
+		case s.Registry.Redis:
 			kind = "redis (a directory on virtual time)"
+		case s.Registry.Git:
+			kind = "git"
 		}
 		fmt.Fprintf(&b, "  registry %s (%s): %d intents (reg-1 … reg-%d), settle period %s\n", registryName, kind, s.Registry.Intents, s.Registry.Intents, registrySettle)
 	}
