@@ -24,10 +24,16 @@ func TestOutcomes_PerDocument(t *testing.T) {
 	)
 	live := stored(owned("api", "", l2("shared", 130)))
 	plan := planSync(spec, snap, live, nil, nil, settling{})
-	head, inForce := registry.Revision{ID: "h", Generation: 3}, registry.Revision{ID: "f", Generation: 2}
+	// In force: a as declared, mac with another VLAN (an undo went back to
+	// a revision holding an earlier version of it).
+	head := registry.Revision{ID: "h", Generation: 3}
+	inForce := registry.Revision{ID: "f", Generation: 2, Intents: []*sluicev1.Intent{l2("a", 100), l2("mac", 141)}}
 	got := outcomes(snap, plan, head, inForce)
-	want := map[string]struct{ refused, note string }{
-		"Layer2Network/net/a":            {},
+	want := map[string]struct {
+		refused, note string
+		holds         bool
+	}{
+		"Layer2Network/net/a":            {holds: true},
 		"Layer2Network/net/novrf":        {refused: "layer2network/novrf: spec.vrf: is required when anycastGateways are set"},
 		"Layer2Network/net/shared":       {refused: "layer2network/shared is owned by api"},
 		"Layer2Network/net/broken":       {refused: "spec.vlan: is not a number"},
@@ -44,8 +50,11 @@ func TestOutcomes_PerDocument(t *testing.T) {
 		if (w.note == "") != (o.Note == "") || !strings.Contains(o.Note, w.note) {
 			t.Errorf("%s: note %q, want one containing %q", o.Origin, o.Note, w.note)
 		}
-		if o.Head != head || o.InForce != inForce {
+		if o.Head.ID != head.ID || o.Head.Generation != head.Generation || o.InForce.ID != inForce.ID || o.InForce.Generation != inForce.Generation {
 			t.Errorf("%s: head %v in force %v", o.Origin, o.Head, o.InForce)
+		}
+		if o.InForceHolds != w.holds {
+			t.Errorf("%s: the revision in force holds it: %v, want %v", o.Origin, o.InForceHolds, w.holds)
 		}
 	}
 }

@@ -483,7 +483,7 @@ func TestKube_Registry_StatusWriteBack(t *testing.T) {
 	}
 	_, _, refused := cond(get("no-vrf"), "Synced")
 	rev := registry.Revision{ID: head.GetRevision(), Generation: head.GetGeneration()}
-	same := []registry.Outcome{{Origin: "Layer2Network/net/tenant-a", Head: rev, InForce: rev},
+	same := []registry.Outcome{{Origin: "Layer2Network/net/tenant-a", Head: rev, InForce: rev, InForceHolds: true},
 		{Origin: "Layer2Network/net/no-vrf", Head: rev, InForce: rev, Refused: refused}}
 	if n, err := r.(registry.Reporter).Report(bg, same, time.Now()); n != 0 || err != nil {
 		t.Errorf("the outcomes the status already says: %d written (%v), want none", n, err)
