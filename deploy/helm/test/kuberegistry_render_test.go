@@ -2,6 +2,7 @@ package charttest
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -47,7 +48,13 @@ func TestChart_ConfiguratorKubernetesRegistry(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			objs, _ := render(t, tt.valuesFile)
+			objs, rel := render(t, tt.valuesFile)
+			if got := strings.Contains(rel.Info.Notes, "Kubernetes registry: the configurator runs as ServiceAccount sl-configurator"); got != tt.enabled {
+				t.Errorf("NOTES name the configurator's ServiceAccount: %v, want %v:\n%s", got, tt.enabled, rel.Info.Notes)
+			}
+			if tt.namespaces != nil && !strings.Contains(rel.Info.Notes, "--namespace net") {
+				t.Errorf("NOTES without the registry's --namespace:\n%s", rel.Info.Notes)
+			}
 			spec := get[*appsv1.Deployment](t, objs, "Deployment/sl-configurator").Spec.Template.Spec
 			for _, other := range []string{"rollout-coordinator", "reaper"} {
 				os := get[*appsv1.Deployment](t, objs, "Deployment/sl-"+other).Spec.Template.Spec
