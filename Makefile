@@ -171,7 +171,7 @@ test-kernel: ## The netlink applier's VRF tests, its checks, the netns demo and 
 # once per machine into $XDG_CACHE_HOME/sluice/kube (about 5 minutes cold,
 # nothing after); make test leaves these tests out (build tag kube).
 .PHONY: test-kube
-test-kube: ## The chart installed, upgraded, uninstalled and refused on a real kube-apiserver and etcd, the agent reading its Node with the chart's RBAC, and the Kubernetes registry syncing das-schiff's custom resources (builds both once per machine into ~/.cache/sluice/kube, about 5 minutes cold)
+test-kube: ## The chart installed, upgraded, uninstalled and refused on a real kube-apiserver and etcd, the agent reading its Node and the configurator's Kubernetes registry syncing with the chart's RBAC, das-schiff's and sluice's custom resources synced, their status written, deletions settled and held (builds both once per machine into ~/.cache/sluice/kube, about 5 minutes cold)
 	cd deploy/helm/test && GO=$(GO) kube/build.sh >/dev/null && $(GO) test -tags kube -count=1 -v -timeout 20m -run 'TestKube' .
 
 .PHONY: mutants

@@ -5,15 +5,23 @@
 //
 //	Synced   True  Carried   revision <r> carries generation <g>
 //	         False Refused   the configurator's field error (or conflict)
-//	InForce  True  RolledOut a revision at or after <r> is in force
-//	         False RollingOut / Refused
+//	InForce  True  RolledOut  a revision at or after <r> is in force and
+//	                          holds the resource as declared
+//	         False RollingOut <r> is not in force yet
+//	               Superseded a later revision is in force that does not
+//	                          hold it as declared (sluice rollout undo went
+//	                          back past <r>)
+//	               Refused
 //
 // status.revision is the head revision that first carried the resource's
 // current generation and status.headGeneration that head's generation: it
 // is kept while the generation and the intent stay the same, so a head
 // moved by another resource rewrites nothing here, and InForce turns True
 // once the revision in force has a head generation at or past it
-// (rollouts/last-applied).
+// (rollouts/last-applied) and holds the resource's intent as the resource
+// declares it. The generation alone is not enough: an undo moves the head
+// to an earlier revision's content as a new generation, so the revision in
+// force after it is "later" and may not hold the resource at all.
 //
 // A write is made only when what Report decided differs from the status the
 // same Fetch listed (kubeStatus, a pure decision): a sync with nothing new
@@ -49,6 +57,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/sluicehq/sluice/pkg/render"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // Condition types and reasons written on a resource's status.
@@ -60,6 +69,7 @@ const (
 	ReasonRefused    = "Refused"
 	ReasonRolledOut  = "RolledOut"
 	ReasonRollingOut = "RollingOut"
+	ReasonSuperseded = "Superseded"
 )
 
 // kubeStatusTimeout bounds one status write.
@@ -69,6 +79,10 @@ const kubeStatusTimeout = 10 * time.Second
 type Revision struct {
 	ID         string
 	Generation uint64
+	// Intents are the revision's intents when the caller read them (the
+	// revision in force, from which Outcome.InForceHolds is decided); nil
+	// otherwise.
+	Intents []*sluicev1.Intent
 }
 
 // Outcome is what one merged sync did with one document.
@@ -83,6 +97,9 @@ type Outcome struct {
 	// Head is the head once the sync landed; InForce the revision in force
 	// (zero when none yet).
 	Head, InForce Revision
+	// InForceHolds: the revision in force holds every intent of the
+	// document as the document declares it.
+	InForceHolds bool
 }
 
 // Reporter is a Registry that writes outcomes back onto its documents.
@@ -153,9 +170,14 @@ func kubeStatus(prev kubeStatusValue, o Outcome, gen int64, now time.Time) (next
 		msg += "; " + o.Note
 	}
 	set(CondSynced, true, ReasonCarried, msg)
-	if o.InForce.ID != "" && o.InForce.Generation >= next.HeadGeneration {
+	switch later := o.InForce.ID != "" && o.InForce.Generation >= next.HeadGeneration; {
+	case later && o.InForceHolds:
 		set(CondInForce, true, ReasonRolledOut, fmt.Sprintf("revision %s, or a later one carrying it, is in force", render.Short(next.Revision)))
-	} else {
+	case later:
+		set(CondInForce, false, ReasonSuperseded, fmt.Sprintf("revision %s in force (generation %d) does not hold generation %d as declared: "+
+			"an undo went back past revision %s; it is in force again once a revision holding it rolls out (sluice get rollouts)",
+			render.Short(o.InForce.ID), o.InForce.Generation, gen, render.Short(next.Revision)))
+	default:
 		set(CondInForce, false, ReasonRollingOut, fmt.Sprintf("revision %s is not in force yet: its rollout has not finished (sluice get rollouts)", render.Short(next.Revision)))
 	}
 	return next, changed || next.Revision != prev.Revision || next.HeadGeneration != prev.HeadGeneration

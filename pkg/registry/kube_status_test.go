@@ -15,9 +15,11 @@ func TestKubeStatus_Decision(t *testing.T) {
 	t1 := t0.Add(time.Hour)
 	h5 := Revision{ID: "aaaaaaaaaaaaaaaa5", Generation: 5}
 	h7 := Revision{ID: "bbbbbbbbbbbbbbbb7", Generation: 7}
+	// h8 is an undo's head: an earlier revision's content, as generation 8.
+	h8 := Revision{ID: "cccccccccccccccc8", Generation: 8}
 	// carried is the status after a sync at t0 of generation 2 carried by h5.
 	carried, _ := kubeStatus(kubeStatusValue{}, Outcome{Head: h5}, 2, t0)
-	rolled, _ := kubeStatus(carried, Outcome{Head: h5, InForce: h5}, 2, t0)
+	rolled, _ := kubeStatus(carried, Outcome{Head: h5, InForce: h5, InForceHolds: true}, 2, t0)
 	refused, _ := kubeStatus(carried, Outcome{Head: h5, Refused: "layer2network/a: vrf: is required with anycastGateways"}, 3, t0)
 	type cond struct {
 		status metav1.ConditionStatus
@@ -40,12 +42,16 @@ func TestKubeStatus_Decision(t *testing.T) {
 			synced: cond{"True", ReasonCarried}, inForce: cond{"False", ReasonRollingOut}, wantSince: t0},
 		{name: "another resource moved the head: still h5, no write", prev: carried, o: Outcome{Head: h7}, gen: 2, wantRev: h5.ID,
 			synced: cond{"True", ReasonCarried}, inForce: cond{"False", ReasonRollingOut}, wantSince: t0},
-		{name: "its revision rolled out: in force", prev: carried, o: Outcome{Head: h5, InForce: h5}, gen: 2, wantChanged: true, wantRev: h5.ID,
+		{name: "its revision rolled out: in force", prev: carried, o: Outcome{Head: h5, InForce: h5, InForceHolds: true}, gen: 2, wantChanged: true, wantRev: h5.ID,
 			synced: cond{"True", ReasonCarried}, inForce: cond{"True", ReasonRolledOut}, wantSince: t1},
-		{name: "a later revision rolled out: in force", prev: carried, o: Outcome{Head: h7, InForce: h7}, gen: 2, wantChanged: true, wantRev: h5.ID,
+		{name: "a later revision rolled out: in force", prev: carried, o: Outcome{Head: h7, InForce: h7, InForceHolds: true}, gen: 2, wantChanged: true, wantRev: h5.ID,
 			synced: cond{"True", ReasonCarried}, inForce: cond{"True", ReasonRolledOut}, wantSince: t1},
-		{name: "in force, nothing changed: no write", prev: rolled, o: Outcome{Head: h7, InForce: h7}, gen: 2, wantRev: h5.ID,
+		{name: "in force, nothing changed: no write", prev: rolled, o: Outcome{Head: h7, InForce: h7, InForceHolds: true}, gen: 2, wantRev: h5.ID,
 			synced: cond{"True", ReasonCarried}, inForce: cond{"True", ReasonRolledOut}, wantSince: t0},
+		{name: "an undo went back past it: the revision in force does not hold it", prev: rolled, o: Outcome{Head: h8, InForce: h8}, gen: 2,
+			wantChanged: true, wantRev: h5.ID, synced: cond{"True", ReasonCarried}, inForce: cond{"False", ReasonSuperseded}, wantSince: t1},
+		{name: "carried again after the undo and rolled out: in force", prev: rolled, o: Outcome{Head: h8, InForce: h8, InForceHolds: true}, gen: 2,
+			wantRev: h5.ID, synced: cond{"True", ReasonCarried}, inForce: cond{"True", ReasonRolledOut}, wantSince: t0},
 		{name: "a new generation is carried by the new head", prev: rolled, o: Outcome{Head: h7, InForce: h5}, gen: 3, wantChanged: true, wantRev: h7.ID,
 			synced: cond{"True", ReasonCarried}, inForce: cond{"False", ReasonRollingOut}, wantSince: t1},
 		{name: "refused: the field error", prev: carried, o: Outcome{Head: h5, Refused: "layer2network/a: vrf: is required with anycastGateways"}, gen: 3,

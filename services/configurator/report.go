@@ -4,14 +4,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/rs/zerolog"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/registry"
 	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // After a merged sync of a registry that writes back (registry.Reporter:
@@ -22,8 +25,13 @@ import (
 
 // outcomes is what a merged sync did with each document of snap (pure):
 // refused with its field errors or conflict, else carried by head, with
-// the note of a field that was read but not carried.
+// the note of a field that was read but not carried, and whether the
+// revision in force (its Intents) holds the document's intents as declared.
 func outcomes(snap registry.Snapshot, plan syncPlan, head, inForce registry.Revision) []registry.Outcome {
+	held := make(map[string]*sluicev1.Intent, len(inForce.Intents))
+	for _, in := range inForce.Intents {
+		held[intent.ID(in)] = in
+	}
 	byIntent := map[string][]string{}
 	for _, fe := range plan.invalid {
 		byIntent[fe.GetIntent()] = append(byIntent[fe.GetIntent()], intent.FormatFieldError(fe))
@@ -46,6 +54,9 @@ func outcomes(snap registry.Snapshot, plan syncPlan, head, inForce registry.Revi
 			refused = append(refused, byIntent[intent.ID(in)]...)
 		}
 		o.Refused = strings.Join(refused, "; ")
+		o.InForceHolds = len(doc.Intents) > 0 && !slices.ContainsFunc(doc.Intents, func(in *sluicev1.Intent) bool {
+			return !proto.Equal(held[intent.ID(in)], in)
+		})
 		out = append(out, o)
 	}
 	return out
@@ -72,7 +83,7 @@ func (r *registries) report(ctx context.Context, reg registry.Registry, snap reg
 }
 
 // revisions reads the head and the revision in force (rollouts/last-applied;
-// zero when no rollout finished yet).
+// zero when no rollout finished yet) with its intents.
 func (s *Service) revisions(ctx context.Context) (head, inForce registry.Revision, err error) {
 	h, err := s.st.head.Get(ctx, contract.KeyHead)
 	if err != nil {
@@ -86,5 +97,9 @@ func (s *Service) revisions(ctx context.Context) (head, inForce registry.Revisio
 	case err != nil:
 		return head, inForce, fmt.Errorf("read the revision in force: %w", err)
 	}
-	return head, registry.Revision{ID: last.Value.GetRevision(), Generation: last.Value.GetGeneration()}, nil
+	rev, err := s.st.revisions.Get(ctx, last.Value.GetRevision())
+	if err != nil {
+		return head, inForce, fmt.Errorf("read revision %s in force: %w", last.Value.GetRevision(), err)
+	}
+	return head, registry.Revision{ID: last.Value.GetRevision(), Generation: last.Value.GetGeneration(), Intents: rev.Value.GetIntents()}, nil
 }

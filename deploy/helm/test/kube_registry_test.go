@@ -33,6 +33,7 @@ import (
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/registry"
+	sluicerender "github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/configurator"
@@ -483,7 +484,7 @@ func TestKube_Registry_StatusWriteBack(t *testing.T) {
 	}
 	_, _, refused := cond(get("no-vrf"), "Synced")
 	rev := registry.Revision{ID: head.GetRevision(), Generation: head.GetGeneration()}
-	same := []registry.Outcome{{Origin: "Layer2Network/net/tenant-a", Head: rev, InForce: rev},
+	same := []registry.Outcome{{Origin: "Layer2Network/net/tenant-a", Head: rev, InForce: rev, InForceHolds: true},
 		{Origin: "Layer2Network/net/no-vrf", Head: rev, InForce: rev, Refused: refused}}
 	if n, err := r.(registry.Reporter).Report(bg, same, time.Now()); n != 0 || err != nil {
 		t.Errorf("the outcomes the status already says: %d written (%v), want none", n, err)
@@ -492,6 +493,26 @@ func TestKube_Registry_StatusWriteBack(t *testing.T) {
 	if n, err := r.(registry.Reporter).Report(bg, same, time.Now()); n != 1 || err != nil {
 		t.Errorf("tenant-a no longer in force: %d written (%v), want 1", n, err)
 	}
+
+	// sluice rollout undo back past tenant-a's revision: a later generation
+	// is in force whose revision does not hold tenant-a (written here as
+	// the configurator and the coordinator would).
+	other := []*sluicev1.Intent{{Name: "lab", Spec: &sluicev1.Intent_RoutingTable{RoutingTable: &sluicev1.RoutingTable{TableId: 42}}}}
+	undone := sluicerender.RevisionID(other)
+	if _, err := store.New(env.Buckets.Revisions, func() *sluicev1.Revision { return &sluicev1.Revision{} }).Create(bg, undone,
+		&sluicev1.Revision{Id: undone, Intents: other}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := store.New(env.Buckets.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }).Mutate(bg, contract.KeyLastApplied,
+		func(*sluicev1.RolloutRef) (*sluicev1.RolloutRef, error) {
+			return &sluicev1.RolloutRef{Rollout: "r2", Revision: undone, Generation: head.GetGeneration() + 1}, nil
+		}); err != nil {
+		t.Fatal(err)
+	}
+	natstest.Eventually(t, 30*time.Second, "tenant-a superseded: the revision in force does not hold it", func() bool {
+		f, reason, msg := cond(get("tenant-a"), "InForce")
+		return f == "False" && reason == "Superseded" && strings.Contains(msg, undone[:12])
+	})
 }
 
 // TestKube_Registry_StatusWithoutPatch_SyncGoesOn: an identity with list

@@ -151,6 +151,9 @@ func TestKube_Chart_InstallUpgradeUninstall(t *testing.T) {
 	for _, tc := range []struct{ name, install, upgrade string }{
 		{"defaults", "", "testdata/services-scaled.yaml"},
 		{"auth-tls", "testdata/auth-tls.yaml", "testdata/agent-netlink.yaml"},
+		// The upgrade turns the Kubernetes registry's ServiceAccount and
+		// roles off: they must go.
+		{"kube-registry", "testdata/kube-registry.yaml", "testdata/git-cache-emptydir.yaml"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			inst := action.NewInstall(cfg)

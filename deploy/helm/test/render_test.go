@@ -47,9 +47,12 @@ var kinds = map[string]func() any{
 	"policy/v1/PodDisruptionBudget":                   func() any { return &policyv1.PodDisruptionBudget{} },
 	"rbac.authorization.k8s.io/v1/ClusterRole":        func() any { return &rbacv1.ClusterRole{} },
 	"rbac.authorization.k8s.io/v1/ClusterRoleBinding": func() any { return &rbacv1.ClusterRoleBinding{} },
+	"rbac.authorization.k8s.io/v1/Role":               func() any { return &rbacv1.Role{} },
+	"rbac.authorization.k8s.io/v1/RoleBinding":        func() any { return &rbacv1.RoleBinding{} },
 }
 
-// objects are a rendered release's objects by "Kind/name".
+// objects are a rendered release's objects by "Kind/name", or
+// "Kind/namespace/name" for one in another namespace than the release's.
 type objects map[string]any
 
 func (o objects) keys() []string {
@@ -117,7 +120,8 @@ func decode(t *testing.T, manifest string) objects {
 		var tm struct {
 			metav1.TypeMeta `json:",inline"`
 			Metadata        struct {
-				Name string `json:"name"`
+				Name      string `json:"name"`
+				Namespace string `json:"namespace"`
 			} `json:"metadata"`
 		}
 		if err := yaml.Unmarshal([]byte(doc), &tm); err != nil {
@@ -135,6 +139,9 @@ func decode(t *testing.T, manifest string) objects {
 			continue
 		}
 		key := tm.Kind + "/" + tm.Metadata.Name
+		if ns := tm.Metadata.Namespace; ns != "" && ns != namespace {
+			key = tm.Kind + "/" + ns + "/" + tm.Metadata.Name
+		}
 		if _, dup := out[key]; dup {
 			t.Errorf("%s rendered twice", key)
 		}
@@ -189,6 +196,21 @@ func TestChart_RendersStrictKubernetesObjects(t *testing.T) {
 			"Deployment/sl-configurator", "Deployment/sl-reaper", "Deployment/sl-rollout-coordinator",
 			"PodDisruptionBudget/sl-configurator", "PodDisruptionBudget/sl-reaper", "PodDisruptionBudget/sl-rollout-coordinator",
 			"ServiceAccount/sl-agent",
+		}},
+		{name: "configurator with the Kubernetes registry in every namespace", valuesFile: "testdata/kube-registry.yaml", want: []string{
+			"ClusterRole/sl-agent", "ClusterRole/sl-configurator", "ClusterRoleBinding/sl-agent", "ClusterRoleBinding/sl-configurator",
+			"ConfigMap/sl-agent", "DaemonSet/sl-agent",
+			"Deployment/sl-configurator", "Deployment/sl-reaper", "Deployment/sl-rollout-coordinator",
+			"PodDisruptionBudget/sl-configurator", "PodDisruptionBudget/sl-reaper", "PodDisruptionBudget/sl-rollout-coordinator",
+			"ServiceAccount/sl-agent", "ServiceAccount/sl-configurator",
+		}},
+		{name: "configurator with the Kubernetes registry in two namespaces", valuesFile: "testdata/kube-registry-namespaces.yaml", want: []string{
+			"ClusterRole/sl-agent", "ClusterRole/sl-configurator", "ClusterRoleBinding/sl-agent", "ClusterRoleBinding/sl-configurator",
+			"ConfigMap/sl-agent", "DaemonSet/sl-agent",
+			"Deployment/sl-configurator", "Deployment/sl-reaper", "Deployment/sl-rollout-coordinator",
+			"PodDisruptionBudget/sl-configurator", "PodDisruptionBudget/sl-reaper", "PodDisruptionBudget/sl-rollout-coordinator",
+			"Role/edge/sl-configurator", "Role/net/sl-configurator", "RoleBinding/edge/sl-configurator", "RoleBinding/net/sl-configurator",
+			"ServiceAccount/sl-agent", "ServiceAccount/sl-configurator",
 		}},
 		{name: "credentials and TLS", valuesFile: "testdata/auth-tls.yaml", want: []string{
 			"ClusterRole/sl-agent", "ClusterRoleBinding/sl-agent", "ConfigMap/sl-agent", "DaemonSet/sl-agent",

@@ -283,3 +283,13 @@ readinessProbe:
 {{ .Values.agent.serviceAccount.name | default "default" }}
 {{- end -}}
 {{- end -}}
+
+{{- /* The configurator's rules on sluice's own kinds (sluice.dev): read them, write their status. */ -}}
+{{- define "sluice.configuratorSluiceRules" -}}
+- apiGroups: ["sluice.dev"]
+  resources: ["layer2networks", "vrfroutes", "routingtables"]
+  verbs: ["list", "watch"]
+- apiGroups: ["sluice.dev"]
+  resources: ["layer2networks/status", "vrfroutes/status", "routingtables/status"]
+  verbs: ["patch"]
+{{- end -}}
