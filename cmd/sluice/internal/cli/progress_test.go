@@ -330,7 +330,7 @@ func TestRolloutStatusHelp_ListsEachOutcomeUnderItsExitCode(t *testing.T) {
 
 func TestDrawer_Terminal_RedrawsTheBlockInPlace(t *testing.T) {
 	var out bytes.Buffer
-	d := &drawer{w: &out, tty: true}
+	d := &drawer{w: &out, tty: true, widths: terminalWidths}
 	r := rolledBack()
 	d.draw(r, now)
 	first := out.Len()

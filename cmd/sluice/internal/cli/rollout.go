@@ -30,7 +30,7 @@ func (a *app) rolloutStatusCommand() *cobra.Command {
 	var watch bool
 	var output string
 	cmd := &cobra.Command{
-		Use:   "status [ROLLOUT-ID] [--watch | -o json|yaml]",
+		Use:   "status [ROLLOUT-ID] [--watch] [-o wide|json|yaml]",
 		Short: "Show a rollout's progress; --watch follows it to the end",
 		Long: fmt.Sprintf(`Show a rollout's strategy, phase, wave or failure domain, counts, and a table
 of the nodes that did not simply succeed: failed, timed out, refused and
@@ -46,6 +46,10 @@ With --watch the status is redrawn on every change until the rollout ends; when
 the output is not a terminal, a line is printed each time the phase or the
 counts change. Either way the last line states the outcome, or where the
 rollout is, and why.
+
+On a terminal a failure's message and its check's output are cut to fit (…);
+-o wide, or output that is not a terminal, prints them whole (with --watch
+too).
 
 -o json and -o yaml print the rollout's record as 'sluice get rollouts' does:
 {"items": [record], "unreadable": [...]} (no items while the head's rollout
@@ -72,10 +76,10 @@ Exit codes (so scripts can gate on a rollout):
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(output); err != nil {
+			if err := checkFormat(output, formatTable, formatWide, formatJSON, formatYAML); err != nil {
 				return err
 			}
-			if watch && output != formatTable {
+			if watch && output != formatTable && output != formatWide {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("-o %s prints the record once: leave out --watch, or -o to follow the rollout", output)}
 			}
 			id := ""
@@ -86,7 +90,7 @@ Exit codes (so scripts can gate on a rollout):
 		},
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the rollout until it ends")
-	outputFlag(cmd.Flags(), &output)
+	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, wide (a failure's whole text on a terminal too), json or yaml")
 	return cmd
 }
 
@@ -129,8 +133,13 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool, output s
 	if err != nil {
 		return err
 	}
+	// A terminal gets the node table's cells cut to fit, unless -o wide.
+	widths := widthsFor(a.streams.TTY && output != formatWide)
+	if output == formatWide {
+		output = formatTable
+	}
 	if watch {
-		return a.watchRollout(ctx, js, rollouts, target)
+		return a.watchRollout(ctx, js, rollouts, target, widths)
 	}
 	if target.id == "" {
 		// A listing on stdout stays parseable: the news goes to stderr.
@@ -173,7 +182,7 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool, output s
 	if err != nil {
 		return err
 	}
-	lines := rolloutBlock(e.Value, live, a.now(), widthsFor(a.streams.TTY))
+	lines := rolloutBlock(e.Value, live, a.now(), widths)
 	if req, _, err := getOne(ctx, js, contract.BucketControl, contract.KeyPause, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} }); err == nil &&
 		req.GetPaused() && !contract.Terminal(e.Value.GetPhase()) {
 		// Before the outcome, which stays the last line.
@@ -267,7 +276,8 @@ const leaderCheckEvery = 5 * time.Second
 // Before it follows a rollout, and every leaderCheckEvery while that one
 // runs, it says whether no coordinator leads (noLeaderNote): once when
 // none does, and once when one leads again.
-func (a *app) watchRollout(ctx context.Context, js jetstream.KeyValueManager, rollouts *store.Store[*sluicev1.Rollout], t rolloutTarget) error {
+// On a terminal the node table's cells are cut to widths.
+func (a *app) watchRollout(ctx context.Context, js jetstream.KeyValueManager, rollouts *store.Store[*sluicev1.Rollout], t rolloutTarget, widths cellWidths) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var current *sluicev1.Rollout // the target's newest record
@@ -311,7 +321,7 @@ func (a *app) watchRollout(ctx context.Context, js jetstream.KeyValueManager, ro
 	if err != nil {
 		return err
 	}
-	d := &drawer{w: a.streams.Out, tty: a.streams.TTY}
+	d := &drawer{w: a.streams.Out, tty: a.streams.TTY, widths: widths}
 	seen := false
 	for {
 		var e store.Entry[*sluicev1.Rollout]
@@ -371,7 +381,7 @@ func (a *app) watchRollout(ctx context.Context, js jetstream.KeyValueManager, ro
 		// The rollout the head queued behind ended: follow the head's.
 		fmt.Fprintf(a.streams.Out, "\nwaiting for the rollout of revision %s (generation %d) to start…\n",
 			short(t.head.GetRevision()), t.head.GetGeneration())
-		t.id, t.behind, d, current = "", false, &drawer{w: a.streams.Out, tty: a.streams.TTY}, nil
+		t.id, t.behind, d, current = "", false, &drawer{w: a.streams.Out, tty: a.streams.TTY, widths: widths}, nil
 		if next != nil {
 			t.id, current = next.Key, next.Value
 			d.draw(next.Value, a.now())
@@ -395,10 +405,11 @@ func exitFor(p sluicev1.RolloutPhase) error {
 // block in place; otherwise (a pipe, a CI log) it prints, after the time,
 // each line of pipeLines that changed.
 type drawer struct {
-	w     io.Writer
-	tty   bool
-	lines int               // lines of the last block drawn on the terminal
-	last  map[string]string // pipeLines last printed when not on a terminal, by what each says
+	w      io.Writer
+	tty    bool
+	widths cellWidths        // the node table's cuts on the terminal (-o wide: none)
+	lines  int               // lines of the last block drawn on the terminal
+	last   map[string]string // pipeLines last printed when not on a terminal, by what each says
 }
 
 func (d *drawer) draw(r *sluicev1.Rollout, now time.Time) {
@@ -423,7 +434,7 @@ func (d *drawer) draw(r *sluicev1.Rollout, now time.Time) {
 		// Back to the start of the last block, then clear to the end of the screen.
 		fmt.Fprintf(&b, "\x1b[%dF\x1b[J", d.lines)
 	}
-	lines := rolloutLines(r, nil, now)
+	lines := rolloutBlock(r, nil, now, d.widths)
 	for _, l := range lines {
 		b.WriteString(l)
 		b.WriteByte('\n')

@@ -190,3 +190,42 @@ func TestGetNodes_SelectorMatchingNothing_SaysSo(t *testing.T) {
 		t.Errorf("without -l: %s", stderr)
 	}
 }
+
+// On a terminal a failure is cut to fit; -o wide prints it whole there too
+// (issue 42 item 8), for rollout status, its --watch and rollout history.
+func TestRolloutStatusAndHistory_WideOnATerminal_PrintTheWholeFailure(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	r := rolledBack()
+	output := "PING 10.0.0.1 (10.0.0.1) 56(84) bytes of data. --- 10.0.0.1 ping statistics --- 3 packets transmitted, 0 received, 100% packet loss, time 2003ms: the gateway of VLAN 100 is gone"
+	r.Failures[0].Output = output
+	r.Reason = strings.Repeat("node-03 failed its check ping and the rollout stopped; ", 3) + "reverted 5 nodes: exit status 7"
+	seed{rollouts: []*sluicev1.Rollout{r}}.write(t, env)
+	onTerminal := func(args ...string) (int, string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append([]string{"--server", env.URL}, args...), Streams{Out: &out, Err: &errOut, TTY: true}, "test", time.Now)
+		return code, out.String() + errOut.String()
+	}
+	for _, c := range []struct {
+		args     []string
+		code     int
+		whole    string
+		wholeCut bool // without -o wide the text is cut
+	}{
+		{[]string{"rollout", "status", r.GetId()}, ExitRolledBack, "| output: " + output + "\n", true},
+		{[]string{"rollout", "status", r.GetId(), "--watch"}, ExitRolledBack, "| output: " + output + "\n", true},
+		{[]string{"rollout", "history"}, 0, "exit status 7", true},
+	} {
+		code, out := onTerminal(c.args...)
+		if code != c.code || strings.Contains(out, c.whole) != !c.wholeCut || !strings.Contains(out, "…") {
+			t.Errorf("%v on a terminal: exit %d, want %d and the text cut:\n%s", c.args, code, c.code, out)
+		}
+		code, out = onTerminal(append(c.args, "-o", "wide")...)
+		if code != c.code || !strings.Contains(out, c.whole) {
+			t.Errorf("%v -o wide on a terminal: exit %d, want %d and %q whole:\n%s", c.args, code, c.code, c.whole, out)
+		}
+	}
+	if code, out := onTerminal("rollout", "status", "--watch", "-o", "json"); code != ExitUsage {
+		t.Errorf("--watch -o json: exit %d, want %d:\n%s", code, ExitUsage, out)
+	}
+}
