@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -282,6 +283,10 @@ func (a *app) watchRollout(ctx context.Context, js jetstream.KeyValueManager, ro
 	defer cancel()
 	var current *sluicev1.Rollout // the target's newest record
 	leaderless := ""              // the no-leader line said last, "" when one leads
+	d := &drawer{w: a.streams.Out, tty: a.streams.TTY, widths: widths}
+	say := func(line string) { d.note(line) }
+	a.note.Store(&say)
+	defer a.note.Store(nil)
 	checkLeader := func() {
 		if current == nil {
 			return
@@ -289,9 +294,9 @@ func (a *app) watchRollout(ctx context.Context, js jetstream.KeyValueManager, ro
 		note := a.noLeaderNote(ctx, js, current)
 		switch {
 		case note != "" && leaderless == "":
-			fmt.Fprintln(a.streams.Out, a.now().Format(time.TimeOnly)+" "+note)
+			d.note(a.now().Format(time.TimeOnly) + " " + note)
 		case note == "" && leaderless != "" && contract.Active(current.GetPhase()):
-			fmt.Fprintln(a.streams.Out, a.now().Format(time.TimeOnly)+" a coordinator leads again")
+			d.note(a.now().Format(time.TimeOnly) + " a coordinator leads again")
 		}
 		leaderless = note
 	}
@@ -321,7 +326,6 @@ func (a *app) watchRollout(ctx context.Context, js jetstream.KeyValueManager, ro
 	if err != nil {
 		return err
 	}
-	d := &drawer{w: a.streams.Out, tty: a.streams.TTY, widths: widths}
 	seen := false
 	for {
 		var e store.Entry[*sluicev1.Rollout]
@@ -379,9 +383,10 @@ func (a *app) watchRollout(ctx context.Context, js jetstream.KeyValueManager, ro
 			return exitFor(r.GetPhase())
 		}
 		// The rollout the head queued behind ended: follow the head's.
-		fmt.Fprintf(a.streams.Out, "\nwaiting for the rollout of revision %s (generation %d) to start…\n",
-			short(t.head.GetRevision()), t.head.GetGeneration())
-		t.id, t.behind, d, current = "", false, &drawer{w: a.streams.Out, tty: a.streams.TTY, widths: widths}, nil
+		d.restart()
+		d.note(fmt.Sprintf("\nwaiting for the rollout of revision %s (generation %d) to start…",
+			short(t.head.GetRevision()), t.head.GetGeneration()))
+		t.id, t.behind, current = "", false, nil
 		if next != nil {
 			t.id, current = next.Key, next.Value
 			d.draw(next.Value, a.now())
@@ -408,11 +413,35 @@ type drawer struct {
 	w      io.Writer
 	tty    bool
 	widths cellWidths        // the node table's cuts on the terminal (-o wide: none)
+	mu     sync.Mutex        // draw and note: a note may come from the connection's goroutine
 	lines  int               // lines of the last block drawn on the terminal
+	block  string            // that block
 	last   map[string]string // pipeLines last printed when not on a terminal, by what each says
 }
 
+// restart makes d draw the next rollout from scratch, below what it drew.
+func (d *drawer) restart() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.lines, d.block, d.last = 0, "", nil
+}
+
+// note writes line: in a pipe after what was printed, on a terminal above
+// the block, which is drawn again below it (the next redraw in place
+// would otherwise overwrite the note).
+func (d *drawer) note(line string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.tty || d.lines == 0 {
+		fmt.Fprintln(d.w, line)
+		return
+	}
+	fmt.Fprintf(d.w, "\x1b[%dF\x1b[J%s\n%s", d.lines, line, d.block)
+}
+
 func (d *drawer) draw(r *sluicev1.Rollout, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if !d.tty {
 		// The record changes more often than these lines show (its leader
 		// time, a failure's details): a line is printed only when it differs.
@@ -430,17 +459,18 @@ func (d *drawer) draw(r *sluicev1.Rollout, now time.Time) {
 		return
 	}
 	var b strings.Builder
-	if d.lines > 0 {
-		// Back to the start of the last block, then clear to the end of the screen.
-		fmt.Fprintf(&b, "\x1b[%dF\x1b[J", d.lines)
-	}
 	lines := rolloutBlock(r, nil, now, d.widths)
 	for _, l := range lines {
 		b.WriteString(l)
 		b.WriteByte('\n')
 	}
-	d.lines = len(lines)
-	_, _ = io.WriteString(d.w, b.String())
+	back := ""
+	if d.lines > 0 {
+		// Back to the start of the last block, then clear to the end of the screen.
+		back = fmt.Sprintf("\x1b[%dF\x1b[J", d.lines)
+	}
+	d.lines, d.block = len(lines), b.String()
+	_, _ = io.WriteString(d.w, back+d.block)
 }
 
 // pipeLine is one thing a watch that is not on a terminal says, and what
@@ -515,6 +545,8 @@ func pipeLines(r *sluicev1.Rollout) []pipeLine {
 
 // finish prints what the last draw left out, so the outcome is the last line.
 func (d *drawer) finish(r *sluicev1.Rollout, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.tty {
 		return // the block ends with the outcome
 	}

@@ -229,3 +229,34 @@ func TestRolloutStatusAndHistory_WideOnATerminal_PrintTheWholeFailure(t *testing
 		t.Errorf("--watch -o json: exit %d, want %d:\n%s", code, ExitUsage, out)
 	}
 }
+
+// A watch whose server stops says that its connection moved, and where to,
+// rather than going silent (issue 42 items 6 and 10: a compose server
+// stopped under a piped watch).
+func TestRolloutStatusWatch_ServerStops_SaysTheConnectionMoved(t *testing.T) {
+	c := natstest.StartCluster(t, 3, contract.DefaultSettings())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &sluicev1.Rollout{Id: "5-bbbbbbbbbbbb", Revision: revB, Generation: 5, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+		StartedAt: timestamppb.Now(), Counts: &sluicev1.RolloutCounts{Total: 2, Pending: 2}}
+	seed{rollouts: []*sluicev1.Rollout{r}}.write(t, c.Env)
+	first := c.Nodes.ClientURLs()[0]
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		// Only the first server named: the client learns the others from it.
+		done <- run(ctx, []string{"--server", first, "rollout", "status", r.GetId(), "--watch"}, Streams{Out: &out, Err: &out}, "test", time.Now)
+	}()
+	natstest.Eventually(t, 10*time.Second, "the watch drawing the rollout", func() bool { return strings.Contains(out.String(), "Progressing") })
+	c.StopServer(t, 0)
+	// margin: nats.go reconnects within its 2 s wait to a server it learned.
+	natstest.Eventually(t, 15*time.Second, "the lines saying the connection moved", func() bool {
+		s := out.String()
+		return strings.Contains(s, "lost the connection to NATS") && regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d reconnected to NATS at nats://127\.0\.0\.1:\d+$`).MatchString(s)
+	})
+	cancel()
+	<-done
+	if strings.Contains(out.String(), "reconnected to NATS at "+first+"\n") {
+		t.Errorf("reconnected to the stopped server:\n%s", out.String())
+	}
+}
