@@ -177,6 +177,12 @@ func (s *state) readDesired(ctx context.Context, js jetstream.JetStream, logf fu
 		clear(s.place.fetch)
 		s.mu.Unlock()
 		for _, name := range names {
+			s.mu.Lock()
+			still := s.category(name) == contract.CountPending // not acknowledged meanwhile
+			s.mu.Unlock()
+			if !still {
+				continue
+			}
 			e, err := configs.Get(ctx, contract.DesiredKey(name))
 			if err != nil {
 				if ctx.Err() != nil {
