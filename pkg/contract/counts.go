@@ -241,8 +241,11 @@ func NewPlacer(r *sluicev1.Rollout) *Placer {
 // the rollout's config). Status and record are read at one moment: a node
 // whose config was written but whose agent has not acknowledged it yet
 // still reports its old config, and is placed pending (the record counts
-// it in progress) for that moment.
-func (p *Placer) Place(node string, present bool, st *sluicev1.NodeStatus, target string) string {
+// it in progress) for that moment — unless the caller read that write:
+// written says node's desired config is this rollout's forward config
+// (not its revert), and the node is then in progress while the rollout
+// runs, being written, as the record counts it.
+func (p *Placer) Place(node string, present bool, st *sluicev1.NodeStatus, target string, written bool) string {
 	if p.r == nil {
 		switch st.GetPhase() {
 		case sluicev1.NodePhase_NODE_PHASE_PROVISIONED:
@@ -296,6 +299,9 @@ func (p *Placer) Place(node string, present bool, st *sluicev1.NodeStatus, targe
 			return CountInProgress
 		}
 		return CountStopped
+	}
+	if written && p.running {
+		return CountInProgress // written, its agent has not acknowledged it yet
 	}
 	if forward && st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_PROVISIONED {
 		return CountProvisioned // it had the rollout's config already

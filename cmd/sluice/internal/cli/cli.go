@@ -75,6 +75,17 @@ type app struct {
 	// failCode, when set, is the exit code of a failure that has no code
 	// of its own (1 otherwise): diff's 1 means "changes", so it fails 6.
 	failCode int
+	// note, while a watch runs, says a line where the watch prints
+	// (drawer.note): the connection's moves between servers.
+	note atomic.Pointer[func(string)]
+}
+
+// connNote says line, with the time, where a running watch prints; nothing
+// when none runs (a short command's retries are its own business).
+func (a *app) connNote(line string) {
+	if f := a.note.Load(); f != nil {
+		(*f)(a.now().Format(time.TimeOnly) + " " + line)
+	}
 }
 
 // Run runs the sluice command line with args (without the program name) and
@@ -252,6 +263,15 @@ func clusterHint(url string) string {
 		"--server or SLUICE_NATS_URL=" + composeServers + " for docker-compose"
 }
 
+// startHint says, after "cannot reach NATS at URL", what to start: sluice
+// dev for one server, the cluster for several (none of which answered).
+func startHint(url string) string {
+	if n := strings.Count(url, ",") + 1; n > 1 {
+		return fmt.Sprintf("none of its %d servers answers: is the cluster up (docker-compose ps; sluice dev --nats-cluster 3)?", n)
+	}
+	return "is `sluice dev` (make run) running?"
+}
+
 func (a *app) connect() (*nats.Conn, error) {
 	auth, err := a.auth.NATS()
 	if err != nil {
@@ -265,10 +285,20 @@ func (a *app) connect() (*nats.Conn, error) {
 			}
 		}
 	})
-	nc, err := nats.Connect(a.server, append([]nats.Option{nats.Name("sluice-cli"), nats.Timeout(3 * time.Second), onErr}, auth...)...)
+	// A watch is silent while its connection moves to another server (a
+	// server of the cluster stopped): say so, so a CI log explains the gap.
+	moves := []nats.Option{
+		nats.DisconnectErrHandler(func(_ *nats.Conn, err error) {
+			if err != nil {
+				a.connNote(fmt.Sprintf("lost the connection to NATS (%v); reconnecting", err))
+			}
+		}),
+		nats.ReconnectHandler(func(nc *nats.Conn) { a.connNote("reconnected to NATS at " + nc.ConnectedUrlRedacted()) }),
+	}
+	nc, err := nats.Connect(a.server, append(append([]nats.Option{nats.Name("sluice-cli"), nats.Timeout(3 * time.Second), onErr}, moves...), auth...)...)
 	if err != nil {
 		if errors.Is(err, nats.ErrNoServers) {
-			return nil, fmt.Errorf("cannot reach NATS at %s: is `sluice dev` (make run) running? (%w)%s", a.server, err, clusterHint(a.server))
+			return nil, fmt.Errorf("cannot reach NATS at %s: %s (%w)%s", a.server, startHint(a.server), err, clusterHint(a.server))
 		}
 		if hint := natsauth.ConnectHint(err); hint != "" {
 			return nil, fmt.Errorf("connect to NATS at %s: %w\n%s", a.server, err, hint)

@@ -35,13 +35,16 @@ registry gitops commit 0123456789ab (Ada Admin: add tenant a)"; under that of
 one that stopped with nodes in flight, a line names them: "stopped in flight:
 node-04, node-07" (the record names the first 100 by name, "and N more").
 
+On a terminal a reason is cut to 80 characters (…); -o wide, or output that
+is not a terminal, prints it whole.
+
 Per-node results (failed, timed-out, refused, skipped and reverted nodes,
 with the failed check and its output) are in 'sluice rollout status ID', or
 in the records that -o json and -o yaml print whole.`,
 		Example: "  sluice rollout history\n  sluice rollout history --limit 5 -o yaml",
 		Args:    cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := checkFormat(output); err != nil {
+			if err := checkFormat(output, formatTable, formatWide, formatJSON, formatYAML); err != nil {
 				return err
 			}
 			if limit < 0 {
@@ -56,19 +59,19 @@ in the records that -o json and -o yaml print whole.`,
 			if err != nil {
 				return err
 			}
-			if a.streams.TTY {
-				h.reasonWidth = 80
+			if a.streams.TTY && output != formatWide {
+				h.reasonWidth = 80 // -o wide, or not a terminal: the whole reason
 			}
 			if limit > 0 && len(h.items) > limit {
 				h.items = h.items[len(h.items)-limit:]
 			}
-			if len(bad) > 0 && output == formatTable {
+			if len(bad) > 0 && (output == formatTable || output == formatWide) {
 				fmt.Fprintln(a.streams.Err, unreadableHint(len(bad)))
 			}
 			return printListing(a.streams.Out, h, bad, output, a.now())
 		},
 	}
-	outputFlag(cmd.Flags(), &output)
+	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, wide (each reason whole on a terminal too), json or yaml")
 	cmd.Flags().IntVar(&limit, "limit", 0, "show only the newest N rollouts (0: all)")
 	return cmd
 }

@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -330,7 +332,7 @@ func TestRolloutStatusHelp_ListsEachOutcomeUnderItsExitCode(t *testing.T) {
 
 func TestDrawer_Terminal_RedrawsTheBlockInPlace(t *testing.T) {
 	var out bytes.Buffer
-	d := &drawer{w: &out, tty: true}
+	d := &drawer{w: &out, tty: true, widths: terminalWidths}
 	r := rolledBack()
 	d.draw(r, now)
 	first := out.Len()
@@ -543,5 +545,67 @@ func TestStages_StoppedRollout_LastStageAddsUp(t *testing.T) {
 	rows := history{items: []*sluicev1.Rollout{r}}.table(time.Now())
 	if got := rows[len(rows)-1]; got[1] != "wave 2" || got[6] != "1/4" || got[7] != "1" || got[8] != "skipped 1, stopped in flight 1" {
 		t.Errorf("history's row of wave 2: %q; want 1/4, 1 failed, other skipped 1, stopped in flight 1", got)
+	}
+}
+
+// screen replays what a terminal shows of out: lines, "\x1b[nF" (up n
+// lines, to the start) and "\x1b[J" (clear to the end of the screen).
+func screen(out string) []string {
+	var rows []string
+	row := 0
+	for len(out) > 0 {
+		if m := regexp.MustCompile(`^\x1b\[(\d+)F`).FindStringSubmatch(out); m != nil {
+			n, _ := strconv.Atoi(m[1])
+			row = max(row-n, 0)
+			out = out[len(m[0]):]
+			continue
+		}
+		if strings.HasPrefix(out, "\x1b[J") {
+			rows = rows[:min(row, len(rows))]
+			out = out[3:]
+			continue
+		}
+		line, rest, _ := strings.Cut(out, "\n")
+		if i := strings.Index(line, "\x1b"); i >= 0 {
+			line, rest = line[:i], out[i:]
+		} else {
+			out = rest
+			if row < len(rows) {
+				rows[row] = line
+			} else {
+				rows = append(rows, line)
+			}
+			row++
+			continue
+		}
+		out = rest
+	}
+	return rows
+}
+
+// A note said while a watch redraws its block in place (no coordinator
+// leads, the connection moved) stays on the terminal above the block: a
+// line written between two redraws was overwritten by the next.
+func TestDrawer_Terminal_NoteStaysAboveTheRedrawnBlock(t *testing.T) {
+	var out bytes.Buffer
+	d := &drawer{w: &out, tty: true, widths: terminalWidths}
+	r := rolledBack()
+	d.draw(r, now)
+	d.note("12:00:00 no coordinator holds the lease")
+	d.draw(r, now)
+	d.draw(r, now)
+	rows := screen(out.String())
+	block := rolloutLines(r, nil, now)
+	if len(rows) != len(block)+1 || rows[0] != "12:00:00 no coordinator holds the lease" || rows[len(rows)-1] != outcomeLine(r) {
+		t.Errorf("the terminal shows:\n%s\nwant the note, then the block of %d lines", strings.Join(rows, "\n"), len(block))
+	}
+	// Written as a watch wrote a note before: overwritten by the next redraw.
+	out.Reset()
+	d = &drawer{w: &out, tty: true, widths: terminalWidths}
+	d.draw(r, now)
+	fmt.Fprintln(&out, "12:00:00 no coordinator holds the lease")
+	d.draw(r, now)
+	if rows := screen(out.String()); strings.Contains(strings.Join(rows, "\n"), "no coordinator") {
+		t.Errorf("screen() does not replay a redraw over a line written between two: %q", rows)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -30,7 +31,7 @@ func (a *app) rolloutStatusCommand() *cobra.Command {
 	var watch bool
 	var output string
 	cmd := &cobra.Command{
-		Use:   "status [ROLLOUT-ID] [--watch | -o json|yaml]",
+		Use:   "status [ROLLOUT-ID] [--watch] [-o wide|json|yaml]",
 		Short: "Show a rollout's progress; --watch follows it to the end",
 		Long: fmt.Sprintf(`Show a rollout's strategy, phase, wave or failure domain, counts, and a table
 of the nodes that did not simply succeed: failed, timed out, refused and
@@ -46,6 +47,10 @@ With --watch the status is redrawn on every change until the rollout ends; when
 the output is not a terminal, a line is printed each time the phase or the
 counts change. Either way the last line states the outcome, or where the
 rollout is, and why.
+
+On a terminal a failure's message and its check's output are cut to fit (…);
+-o wide, or output that is not a terminal, prints them whole (with --watch
+too).
 
 -o json and -o yaml print the rollout's record as 'sluice get rollouts' does:
 {"items": [record], "unreadable": [...]} (no items while the head's rollout
@@ -72,10 +77,10 @@ Exit codes (so scripts can gate on a rollout):
 			return nil
 		},
 		RunE: func(cmd *cobra.Command, args []string) error {
-			if err := checkFormat(output); err != nil {
+			if err := checkFormat(output, formatTable, formatWide, formatJSON, formatYAML); err != nil {
 				return err
 			}
-			if watch && output != formatTable {
+			if watch && output != formatTable && output != formatWide {
 				return &ExitError{Code: ExitUsage, Err: fmt.Errorf("-o %s prints the record once: leave out --watch, or -o to follow the rollout", output)}
 			}
 			id := ""
@@ -86,7 +91,7 @@ Exit codes (so scripts can gate on a rollout):
 		},
 	}
 	cmd.Flags().BoolVarP(&watch, "watch", "w", false, "follow the rollout until it ends")
-	outputFlag(cmd.Flags(), &output)
+	cmd.Flags().StringVarP(&output, "output", "o", formatTable, "output format: table, wide (a failure's whole text on a terminal too), json or yaml")
 	return cmd
 }
 
@@ -129,8 +134,13 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool, output s
 	if err != nil {
 		return err
 	}
+	// A terminal gets the node table's cells cut to fit, unless -o wide.
+	widths := widthsFor(a.streams.TTY && output != formatWide)
+	if output == formatWide {
+		output = formatTable
+	}
 	if watch {
-		return a.watchRollout(ctx, js, rollouts, target)
+		return a.watchRollout(ctx, js, rollouts, target, widths)
 	}
 	if target.id == "" {
 		// A listing on stdout stays parseable: the news goes to stderr.
@@ -173,7 +183,7 @@ func (a *app) rolloutStatus(ctx context.Context, id string, watch bool, output s
 	if err != nil {
 		return err
 	}
-	lines := rolloutBlock(e.Value, live, a.now(), widthsFor(a.streams.TTY))
+	lines := rolloutBlock(e.Value, live, a.now(), widths)
 	if req, _, err := getOne(ctx, js, contract.BucketControl, contract.KeyPause, func() *sluicev1.PauseRequest { return &sluicev1.PauseRequest{} }); err == nil &&
 		req.GetPaused() && !contract.Terminal(e.Value.GetPhase()) {
 		// Before the outcome, which stays the last line.
@@ -267,11 +277,16 @@ const leaderCheckEvery = 5 * time.Second
 // Before it follows a rollout, and every leaderCheckEvery while that one
 // runs, it says whether no coordinator leads (noLeaderNote): once when
 // none does, and once when one leads again.
-func (a *app) watchRollout(ctx context.Context, js jetstream.KeyValueManager, rollouts *store.Store[*sluicev1.Rollout], t rolloutTarget) error {
+// On a terminal the node table's cells are cut to widths.
+func (a *app) watchRollout(ctx context.Context, js jetstream.KeyValueManager, rollouts *store.Store[*sluicev1.Rollout], t rolloutTarget, widths cellWidths) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	var current *sluicev1.Rollout // the target's newest record
 	leaderless := ""              // the no-leader line said last, "" when one leads
+	d := &drawer{w: a.streams.Out, tty: a.streams.TTY, widths: widths}
+	say := func(line string) { d.note(line) }
+	a.note.Store(&say)
+	defer a.note.Store(nil)
 	checkLeader := func() {
 		if current == nil {
 			return
@@ -279,9 +294,9 @@ func (a *app) watchRollout(ctx context.Context, js jetstream.KeyValueManager, ro
 		note := a.noLeaderNote(ctx, js, current)
 		switch {
 		case note != "" && leaderless == "":
-			fmt.Fprintln(a.streams.Out, a.now().Format(time.TimeOnly)+" "+note)
+			d.note(a.now().Format(time.TimeOnly) + " " + note)
 		case note == "" && leaderless != "" && contract.Active(current.GetPhase()):
-			fmt.Fprintln(a.streams.Out, a.now().Format(time.TimeOnly)+" a coordinator leads again")
+			d.note(a.now().Format(time.TimeOnly) + " a coordinator leads again")
 		}
 		leaderless = note
 	}
@@ -311,7 +326,6 @@ func (a *app) watchRollout(ctx context.Context, js jetstream.KeyValueManager, ro
 	if err != nil {
 		return err
 	}
-	d := &drawer{w: a.streams.Out, tty: a.streams.TTY}
 	seen := false
 	for {
 		var e store.Entry[*sluicev1.Rollout]
@@ -369,9 +383,10 @@ func (a *app) watchRollout(ctx context.Context, js jetstream.KeyValueManager, ro
 			return exitFor(r.GetPhase())
 		}
 		// The rollout the head queued behind ended: follow the head's.
-		fmt.Fprintf(a.streams.Out, "\nwaiting for the rollout of revision %s (generation %d) to start…\n",
-			short(t.head.GetRevision()), t.head.GetGeneration())
-		t.id, t.behind, d, current = "", false, &drawer{w: a.streams.Out, tty: a.streams.TTY}, nil
+		d.restart()
+		d.note(fmt.Sprintf("\nwaiting for the rollout of revision %s (generation %d) to start…",
+			short(t.head.GetRevision()), t.head.GetGeneration()))
+		t.id, t.behind, current = "", false, nil
 		if next != nil {
 			t.id, current = next.Key, next.Value
 			d.draw(next.Value, a.now())
@@ -395,13 +410,38 @@ func exitFor(p sluicev1.RolloutPhase) error {
 // block in place; otherwise (a pipe, a CI log) it prints, after the time,
 // each line of pipeLines that changed.
 type drawer struct {
-	w     io.Writer
-	tty   bool
-	lines int               // lines of the last block drawn on the terminal
-	last  map[string]string // pipeLines last printed when not on a terminal, by what each says
+	w      io.Writer
+	tty    bool
+	widths cellWidths        // the node table's cuts on the terminal (-o wide: none)
+	mu     sync.Mutex        // draw and note: a note may come from the connection's goroutine
+	lines  int               // lines of the last block drawn on the terminal
+	block  string            // that block
+	last   map[string]string // pipeLines last printed when not on a terminal, by what each says
+}
+
+// restart makes d draw the next rollout from scratch, below what it drew.
+func (d *drawer) restart() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.lines, d.block, d.last = 0, "", nil
+}
+
+// note writes line: in a pipe after what was printed, on a terminal above
+// the block, which is drawn again below it (the next redraw in place
+// would otherwise overwrite the note).
+func (d *drawer) note(line string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if !d.tty || d.lines == 0 {
+		fmt.Fprintln(d.w, line)
+		return
+	}
+	fmt.Fprintf(d.w, "\x1b[%dF\x1b[J%s\n%s", d.lines, line, d.block)
 }
 
 func (d *drawer) draw(r *sluicev1.Rollout, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if !d.tty {
 		// The record changes more often than these lines show (its leader
 		// time, a failure's details): a line is printed only when it differs.
@@ -419,17 +459,18 @@ func (d *drawer) draw(r *sluicev1.Rollout, now time.Time) {
 		return
 	}
 	var b strings.Builder
-	if d.lines > 0 {
-		// Back to the start of the last block, then clear to the end of the screen.
-		fmt.Fprintf(&b, "\x1b[%dF\x1b[J", d.lines)
-	}
-	lines := rolloutLines(r, nil, now)
+	lines := rolloutBlock(r, nil, now, d.widths)
 	for _, l := range lines {
 		b.WriteString(l)
 		b.WriteByte('\n')
 	}
-	d.lines = len(lines)
-	_, _ = io.WriteString(d.w, b.String())
+	back := ""
+	if d.lines > 0 {
+		// Back to the start of the last block, then clear to the end of the screen.
+		back = fmt.Sprintf("\x1b[%dF\x1b[J", d.lines)
+	}
+	d.lines, d.block = len(lines), b.String()
+	_, _ = io.WriteString(d.w, back+d.block)
 }
 
 // pipeLine is one thing a watch that is not on a terminal says, and what
@@ -504,6 +545,8 @@ func pipeLines(r *sluicev1.Rollout) []pipeLine {
 
 // finish prints what the last draw left out, so the outcome is the last line.
 func (d *drawer) finish(r *sluicev1.Rollout, now time.Time) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
 	if d.tty {
 		return // the block ends with the outcome
 	}

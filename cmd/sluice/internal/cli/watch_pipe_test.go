@@ -190,3 +190,73 @@ func TestGetNodes_SelectorMatchingNothing_SaysSo(t *testing.T) {
 		t.Errorf("without -l: %s", stderr)
 	}
 }
+
+// On a terminal a failure is cut to fit; -o wide prints it whole there too
+// (issue 42 item 8), for rollout status, its --watch and rollout history.
+func TestRolloutStatusAndHistory_WideOnATerminal_PrintTheWholeFailure(t *testing.T) {
+	env := natstest.Start(t, contract.DefaultSettings())
+	r := rolledBack()
+	output := "PING 10.0.0.1 (10.0.0.1) 56(84) bytes of data. --- 10.0.0.1 ping statistics --- 3 packets transmitted, 0 received, 100% packet loss, time 2003ms: the gateway of VLAN 100 is gone"
+	r.Failures[0].Output = output
+	r.Reason = strings.Repeat("node-03 failed its check ping and the rollout stopped; ", 3) + "reverted 5 nodes: exit status 7"
+	seed{rollouts: []*sluicev1.Rollout{r}}.write(t, env)
+	onTerminal := func(args ...string) (int, string) {
+		t.Helper()
+		var out, errOut bytes.Buffer
+		code := run(context.Background(), append([]string{"--server", env.URL}, args...), Streams{Out: &out, Err: &errOut, TTY: true}, "test", time.Now)
+		return code, out.String() + errOut.String()
+	}
+	for _, c := range []struct {
+		args     []string
+		code     int
+		whole    string
+		wholeCut bool // without -o wide the text is cut
+	}{
+		{[]string{"rollout", "status", r.GetId()}, ExitRolledBack, "| output: " + output + "\n", true},
+		{[]string{"rollout", "status", r.GetId(), "--watch"}, ExitRolledBack, "| output: " + output + "\n", true},
+		{[]string{"rollout", "history"}, 0, "exit status 7", true},
+	} {
+		code, out := onTerminal(c.args...)
+		if code != c.code || strings.Contains(out, c.whole) != !c.wholeCut || !strings.Contains(out, "…") {
+			t.Errorf("%v on a terminal: exit %d, want %d and the text cut:\n%s", c.args, code, c.code, out)
+		}
+		code, out = onTerminal(append(c.args, "-o", "wide")...)
+		if code != c.code || !strings.Contains(out, c.whole) {
+			t.Errorf("%v -o wide on a terminal: exit %d, want %d and %q whole:\n%s", c.args, code, c.code, c.whole, out)
+		}
+	}
+	if code, out := onTerminal("rollout", "status", "--watch", "-o", "json"); code != ExitUsage {
+		t.Errorf("--watch -o json: exit %d, want %d:\n%s", code, ExitUsage, out)
+	}
+}
+
+// A watch whose server stops says that its connection moved, and where to,
+// rather than going silent (issue 42 items 6 and 10: a compose server
+// stopped under a piped watch).
+func TestRolloutStatusWatch_ServerStops_SaysTheConnectionMoved(t *testing.T) {
+	c := natstest.StartCluster(t, 3, contract.DefaultSettings())
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	r := &sluicev1.Rollout{Id: "5-bbbbbbbbbbbb", Revision: revB, Generation: 5, Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING,
+		StartedAt: timestamppb.Now(), Counts: &sluicev1.RolloutCounts{Total: 2, Pending: 2}}
+	seed{rollouts: []*sluicev1.Rollout{r}}.write(t, c.Env)
+	first := c.Nodes.ClientURLs()[0]
+	var out syncBuffer
+	done := make(chan int, 1)
+	go func() {
+		// Only the first server named: the client learns the others from it.
+		done <- run(ctx, []string{"--server", first, "rollout", "status", r.GetId(), "--watch"}, Streams{Out: &out, Err: &out}, "test", time.Now)
+	}()
+	natstest.Eventually(t, 10*time.Second, "the watch drawing the rollout", func() bool { return strings.Contains(out.String(), "Progressing") })
+	c.StopServer(t, 0)
+	// margin: nats.go reconnects within its 2 s wait to a server it learned.
+	natstest.Eventually(t, 15*time.Second, "the lines saying the connection moved", func() bool {
+		s := out.String()
+		return strings.Contains(s, "lost the connection to NATS") && regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d reconnected to NATS at nats://127\.0\.0\.1:\d+$`).MatchString(s)
+	})
+	cancel()
+	<-done
+	if strings.Contains(out.String(), "reconnected to NATS at "+first+"\n") {
+		t.Errorf("reconnected to the stopped server:\n%s", out.String())
+	}
+}

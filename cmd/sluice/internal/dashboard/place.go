@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -26,6 +28,15 @@ import (
 // coordinator does), keeping the fingerprints until the revision or the
 // node's labels change. Until the revision is read (or when it cannot be),
 // a node is on the rollout's config when its status names its revision.
+//
+// A node whose config the rollout wrote is in progress in the record from
+// that write, but its status names its old config until its agent
+// acknowledges it. The dashboard watches the desired keys' metadata only
+// (no values: a config is the node's whole config), and reads the desired
+// config of a node it places pending, while the rollout runs, when its
+// key is written no earlier than the rollout started: at most one read per
+// node the rollout starts. One that holds the rollout's forward config is
+// placed in progress, being written.
 
 // placement is the state the placing keeps; the caller holds state.mu.
 type placement struct {
@@ -36,10 +47,20 @@ type placement struct {
 	targets map[string]string  // node → its fingerprint under rev ("": no labels)
 	placed  map[string]string  // node → its category, as last sent
 	wake    chan struct{}      // want changed
+	// written is node → the rollout whose forward config its desired key
+	// held when read; desiredAt when the key was last written (the
+	// server's time); fetch the nodes whose desired config to read; read
+	// the key's revision last read (never read twice).
+	written   map[string]string
+	desiredAt map[string]keyWrite
+	fetch     map[string]bool
+	read      map[string]uint64
+	fetchWake chan struct{}
 }
 
 func newPlacement() placement {
-	return placement{placer: contract.NewPlacer(nil), targets: map[string]string{}, placed: map[string]string{}, wake: make(chan struct{}, 1)}
+	return placement{placer: contract.NewPlacer(nil), targets: map[string]string{}, placed: map[string]string{}, wake: make(chan struct{}, 1),
+		written: map[string]string{}, desiredAt: map[string]keyWrite{}, fetch: map[string]bool{}, read: map[string]uint64{}, fetchWake: make(chan struct{}, 1)}
 }
 
 // shownRollout is the rollout the page shows: the active one, else the
@@ -72,6 +93,7 @@ func (s *state) replaceAll() {
 	if r == s.place.shown {
 		return // a record applied is a new value: the same one changed nothing
 	}
+	newRollout := r.GetId() != s.place.shown.GetId()
 	s.place.shown, s.place.placer = r, contract.NewPlacer(r)
 	if id := r.GetRevision(); id != s.place.want {
 		s.place.want, s.place.rev = id, nil
@@ -82,6 +104,104 @@ func (s *state) replaceAll() {
 		}
 	}
 	s.placeEvery()
+	if newRollout {
+		// A rollout first seen running (this dashboard started during it):
+		// the nodes written since it started may not be acknowledged yet.
+		for name := range s.place.desiredAt {
+			s.wantDesired(name)
+		}
+	}
+}
+
+// keyWrite is when a key was written (the server's time) and at which revision.
+type keyWrite struct {
+	at  time.Time
+	rev uint64
+}
+
+// desiredWritten takes a change of the desired key of node (deleted: gone);
+// the caller holds mu.
+func (s *state) desiredWritten(node string, gone bool, w keyWrite) {
+	switch {
+	case gone:
+		delete(s.place.written, node)
+		delete(s.place.desiredAt, node)
+		delete(s.place.read, node)
+	case w.rev > s.place.read[node]: // not read yet (a read may have seen it before the watch)
+		delete(s.place.written, node) // what was read is no longer what is there
+		s.place.desiredAt[node] = w
+		s.wantDesired(node)
+	default:
+		s.place.desiredAt[node] = w
+	}
+	s.placeNode(node, true)
+}
+
+// wantDesired asks readDesired to read node's desired config if the shown
+// rollout runs, the key was written no earlier than it started (a second
+// of margin for the clocks), and node is placed pending; the caller holds mu.
+func (s *state) wantDesired(node string) {
+	r := s.place.shown
+	w, ok := s.place.desiredAt[node]
+	if !ok || s.place.read[node] == w.rev || r.GetPhase() != sluicev1.RolloutPhase_ROLLOUT_PHASE_PROGRESSING ||
+		w.at.Before(r.GetStartedAt().AsTime().Add(-time.Second)) || s.category(node) != contract.CountPending {
+		return
+	}
+	s.place.fetch[node] = true
+	select {
+	case s.place.fetchWake <- struct{}{}:
+	default:
+	}
+}
+
+// readDesired reads the desired configs wantDesired asked for, until ctx
+// ends, and places each node again with what it holds.
+func (s *state) readDesired(ctx context.Context, js jetstream.JetStream, logf func(string, ...any)) {
+	var configs *store.Store[*sluicev1.DesiredConfig]
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.place.fetchWake:
+		}
+		if configs == nil {
+			kv, err := js.KeyValue(ctx, contract.BucketNodeConfigs)
+			if err != nil {
+				logf("dashboard: open bucket %s: %v (a node written is drawn pending until its agent acknowledges)", contract.BucketNodeConfigs, err)
+				continue
+			}
+			configs = store.New(kv, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} })
+		}
+		s.mu.Lock()
+		names := slices.Sorted(maps.Keys(s.place.fetch))
+		clear(s.place.fetch)
+		s.mu.Unlock()
+		for _, name := range names {
+			s.mu.Lock()
+			still := s.category(name) == contract.CountPending // not acknowledged meanwhile
+			s.mu.Unlock()
+			if !still {
+				continue
+			}
+			e, err := configs.Get(ctx, contract.DesiredKey(name))
+			if err != nil {
+				if ctx.Err() != nil {
+					return
+				}
+				if !errors.Is(err, store.ErrNotFound) {
+					logf("dashboard: read %s/%s: %v", contract.BucketNodeConfigs, contract.DesiredKey(name), err)
+				}
+				continue
+			}
+			s.mu.Lock()
+			s.place.read[name] = e.Revision
+			if d := e.Value; !d.GetRevert() && d.GetRollout() != "" && e.Revision >= s.place.desiredAt[name].rev {
+				s.place.written[name] = d.GetRollout()
+				s.placeNode(name, true)
+			}
+			s.mu.Unlock()
+		}
+	}
 }
 
 // placeEvery places every node, noting those whose category changed; the
@@ -108,13 +228,17 @@ func (s *state) placeNode(name string, note bool) string {
 		delete(s.place.targets, name)
 		return ""
 	}
-	k := s.place.placer.Place(name, p != nil, st, s.target(name))
+	written := s.place.shown != nil && s.place.written[name] == s.place.shown.GetId()
+	k := s.place.placer.Place(name, p != nil, st, s.target(name), written)
 	if old, ok := s.place.placed[name]; ok && old == k {
 		return k
 	}
 	s.place.placed[name] = k
 	if note {
 		s.note(kindNode, name, nil)
+	}
+	if k == contract.CountPending {
+		s.wantDesired(name) // its status or presence came after its desired key's write
 	}
 	return k
 }

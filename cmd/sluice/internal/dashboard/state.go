@@ -175,12 +175,13 @@ func (s *state) since(seq uint64) (changes []change, ok bool) {
 type watched struct {
 	bucket string
 	key    string
+	opts   []jetstream.WatchOpt
 	apply  func(key string, data []byte) (kind string, changed bool, err error)
 }
 
 func (s *state) watchedBuckets() []watched {
 	return []watched{
-		{contract.BucketNodes, "", func(key string, data []byte) (string, bool, error) {
+		{contract.BucketNodes, "", nil, func(key string, data []byte) (string, bool, error) {
 			ack := s.presences[key].GetPause()
 			was := s.presences[key].GetInForceRevision()
 			if old := s.presences[key]; old != nil && data == nil && s.statuses[key] != nil {
@@ -203,13 +204,15 @@ func (s *state) watchedBuckets() []watched {
 			}
 			return kind, changed, err
 		}},
-		{contract.BucketStatus, "", func(key string, data []byte) (string, bool, error) {
+		// The desired keys' metadata only (place.go: a node being written).
+		{contract.BucketNodeConfigs, "", []jetstream.WatchOpt{jetstream.MetaOnly()}, nil},
+		{contract.BucketStatus, "", nil, func(key string, data []byte) (string, bool, error) {
 			if data == nil {
 				delete(s.departed, key) // gone for good (the reaper's)
 			}
 			return applyTo(kindNode, s.statuses, key, data, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }, nil)
 		}},
-		{contract.BucketRollouts, "", func(key string, data []byte) (string, bool, error) {
+		{contract.BucketRollouts, "", nil, func(key string, data []byte) (string, bool, error) {
 			switch key {
 			case contract.KeyLastApplied:
 				s.lastApplied = data != nil // a value, readable or not: the store has a history (as storeloss.Read)
@@ -229,10 +232,10 @@ func (s *state) watchedBuckets() []watched {
 			}
 			return applyTo(kindRollout, s.rollouts, key, data, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }, nil)
 		}},
-		{contract.BucketFingerprints, "", func(key string, data []byte) (string, bool, error) {
+		{contract.BucketFingerprints, "", nil, func(key string, data []byte) (string, bool, error) {
 			return applyTo(kindFingerprint, s.fps, key, data, func() *sluicev1.InvalidFingerprint { return &sluicev1.InvalidFingerprint{} }, nil)
 		}},
-		{contract.BucketControl, "", func(key string, data []byte) (string, bool, error) {
+		{contract.BucketControl, "", nil, func(key string, data []byte) (string, bool, error) {
 			if strings.HasPrefix(key, contract.KeyFreezePrefix+".") {
 				return applyTo(kindFreeze, s.freezes, key, data, func() *sluicev1.Freeze { return &sluicev1.Freeze{} }, nil)
 			}
@@ -254,11 +257,11 @@ func (s *state) watchedBuckets() []watched {
 			s.pause = req
 			return kindPause, changed, nil
 		}},
-		{contract.BucketInstances, "", func(key string, data []byte) (string, bool, error) {
+		{contract.BucketInstances, "", nil, func(key string, data []byte) (string, bool, error) {
 			return applyTo(kindInstance, s.instances, key, data, func() *sluicev1.Instance { return &sluicev1.Instance{} },
 				func(in *sluicev1.Instance) { in.HeartbeatAt = nil })
 		}},
-		{contract.BucketLeases, "", func(key string, data []byte) (string, bool, error) {
+		{contract.BucketLeases, "", nil, func(key string, data []byte) (string, bool, error) {
 			if key != contract.LeaseCoordinator {
 				return "", false, nil
 			}
@@ -286,12 +289,12 @@ func (s *state) watchedBuckets() []watched {
 			}
 			return kindLeader, changed, nil
 		}},
-		{contract.BucketRegistries, "", func(key string, data []byte) (string, bool, error) {
+		{contract.BucketRegistries, "", nil, func(key string, data []byte) (string, bool, error) {
 			return applyTo(kindRegistry, s.registries, key, data, func() *sluicev1.RegistryStatus { return &sluicev1.RegistryStatus{} }, nil)
 		}},
 		// Only the head of sluice-revisions: the revisions themselves are
 		// read one at a time, when a rollout or last-applied names one.
-		{contract.BucketRevisions, contract.KeyHead, func(_ string, data []byte) (string, bool, error) {
+		{contract.BucketRevisions, contract.KeyHead, nil, func(_ string, data []byte) (string, bool, error) {
 			was, wasBad := s.head, s.headBad
 			s.head, s.headBad = nil, ""
 			var err error
@@ -370,6 +373,11 @@ func (s *state) follow(ctx context.Context, js jetstream.JetStream, every time.D
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
+		s.readDesired(ctx, js, logf)
+	}()
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
 		s.followApplied(ctx, js, logf)
 	}()
 	wg.Add(1)
@@ -427,7 +435,7 @@ func (s *state) watchBucket(ctx context.Context, js jetstream.JetStream, w watch
 	if w.key != "" {
 		watcher, err = kv.Watch(ctx, w.key)
 	} else {
-		watcher, err = kv.WatchAll(ctx)
+		watcher, err = kv.WatchAll(ctx, w.opts...)
 	}
 	if err != nil {
 		return fmt.Errorf("watch bucket %s: %w", w.bucket, err)
@@ -462,6 +470,12 @@ func (s *state) watchBucket(ctx context.Context, js jetstream.JetStream, w watch
 
 // applyEntry applies one watched entry; the caller holds mu.
 func (s *state) applyEntry(w watched, e jetstream.KeyValueEntry) {
+	if w.bucket == contract.BucketNodeConfigs {
+		if node, _, ok := contract.NodeOfConfigKey(e.Key()); ok && e.Key() == contract.DesiredKey(node) {
+			s.desiredWritten(node, e.Operation() != jetstream.KeyValuePut, keyWrite{at: e.Created(), rev: e.Revision()})
+		}
+		return
+	}
 	var data []byte
 	if e.Operation() == jetstream.KeyValuePut {
 		data = e.Value()

@@ -175,9 +175,20 @@ func RolloutTimeline(r *sluicev1.Rollout, now time.Time) Timeline {
 	// or were cancelled at their deadline; those in progress and those
 	// stopped in flight (no outcome of their own) have none.
 	finished := int(n.Op(contract.CountCompleted) + n.Op(contract.CountFailed) + n.Op(contract.CountCancelled))
-	if len(stages) == 0 && len(t.Plan) == 1 {
-		t.Plan[0].Started = int(n.Attempted)
-		t.Plan[0].Done = finished
+	if len(stages) == 0 {
+		// No stage recorded (no waves, or a record from a coordinator that
+		// kept none): the waves started their nodes in order, so the
+		// started and finished nodes fill the plan from its first wave.
+		started, done := int(n.Attempted), finished
+		for i := range t.Plan {
+			ps := &t.Plan[i]
+			ps.Started = min(ps.Nodes, started)
+			ps.Done = min(ps.Started, done)
+			if i == len(t.Plan)-1 {
+				ps.Started, ps.Done = started, done // what the plan did not foresee is the last wave's
+			}
+			started, done = started-ps.Started, done-ps.Done
+		}
 	}
 	for i := range t.Plan {
 		ps := &t.Plan[i]
@@ -262,10 +273,15 @@ func RolloutTimeline(r *sluicev1.Rollout, now time.Time) Timeline {
 // rollout's counts c less those it started with (its record holds zeros
 // until it ends).
 func stageOf(st *sluicev1.StageResult, c *sluicev1.RolloutCounts) Stage {
-	s := Stage{Domain: st.GetDomain(), Started: int(st.GetNodes()), Provisioned: int(st.GetProvisioned()), Failed: int(st.GetFailed()),
+	s := Stage{Domain: domainOf(st), Started: int(st.GetNodes()), Provisioned: int(st.GetProvisioned()), Failed: int(st.GetFailed()),
 		TimedOut: int(st.GetTimedOut()), Skipped: int(st.GetSkipped())}
 	at := st.GetCountsAtStart()
 	if st.GetEndedAt() != nil || at == nil {
+		if s.Started == 0 {
+			// A record that kept no count of the stage's started nodes: a
+			// node that failed or was provisioned in it was started in it.
+			s.Started = s.Provisioned + s.Failed
+		}
 		return s
 	}
 	diff := func(now, then uint32) int { return int(now - min(now, then)) }
@@ -275,6 +291,16 @@ func stageOf(st *sluicev1.StageResult, c *sluicev1.RolloutCounts) Stage {
 	s.TimedOut = diff(c.GetTimedOut(), at.GetTimedOut())
 	s.Skipped = diff(c.GetSkipped(), at.GetSkipped())
 	return s
+}
+
+// domainOf is the failure-domain value of stage st as a reader names it
+// (contract.DomainLabel: "zone-a", "(unlabelled)"), "" without one: the
+// record keeps the sort key ("0zone-a").
+func domainOf(st *sluicev1.StageResult) string {
+	if st.GetDomain() == "" {
+		return ""
+	}
+	return contract.DomainLabel(st.GetDomain())
 }
 
 // pretty rounds d for reading: to the second from ten seconds up, else to

@@ -236,6 +236,50 @@ func TestRolloutTimeline_PlanAgainstActual(t *testing.T) {
 				}
 			},
 		},
+		{
+			// A coordinator that kept no stages (an older image's record, as
+			// docker-compose may still run): the rollout stopped in wave 1,
+			// its canary the node that failed. Its started node is wave 1's,
+			// not "0 started … not reached".
+			name: "rolled back in wave 1 without stage records: the canary started and failed, the rest not reached",
+			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Strategy: canary,
+				StartedAt: at(0), FinishedAt: at(3), Counts: &sluicev1.RolloutCounts{Total: 5, Failed: 1, NotStarted: 4, Reverted: 1, Attempted: 1}},
+			now: 40,
+			want: func(t *testing.T, tl Timeline) {
+				if got := planOf(tl); got != "1:1/1/1:done 2:2/0/0:unreached 3:2/0/0:unreached" {
+					t.Errorf("plan %s, want wave 1 done with its one node, waves 2 and 3 not reached", got)
+				}
+			},
+		},
+		{
+			name: "rolled back in wave 1, the stage's record without its count of started nodes",
+			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK, Strategy: canary,
+				StartedAt: at(0), FinishedAt: at(3), Counts: &sluicev1.RolloutCounts{Total: 5, Failed: 1, NotStarted: 4, Reverted: 1, Attempted: 1},
+				Stages: []*sluicev1.StageResult{{Wave: 1, StartedAt: at(0), EndedAt: at(2), Failed: 1, CountsAtStart: &sluicev1.RolloutCounts{Total: 5, Pending: 5}}}},
+			now: 40,
+			want: func(t *testing.T, tl Timeline) {
+				if got := planOf(tl); got != "1:1/1/1:done 2:2/0/0:unreached 3:2/0/0:unreached" {
+					t.Errorf("plan %s, want wave 1 done with its one node", got)
+				}
+			},
+		},
+		{
+			// The record keeps a stage's failure domain as its sort key.
+			name: "a failure-domain stage is named by its value, not its sort key",
+			given: &sluicev1.Rollout{Id: "r", Phase: sluicev1.RolloutPhase_ROLLOUT_PHASE_ROLLED_BACK,
+				Strategy:  &sluicev1.Strategy{MaxParallel: "1", FirstWave: 1, FailureDomain: "zone"},
+				StartedAt: at(0), FinishedAt: at(3), Counts: &sluicev1.RolloutCounts{Total: 5, Failed: 1, NotStarted: 4, Reverted: 1, Attempted: 1},
+				Stages: []*sluicev1.StageResult{{Wave: 1, Domain: "0zone-a", StartedAt: at(0), EndedAt: at(2), Nodes: 1, Failed: 1}, {Wave: 2, Domain: "1", StartedAt: at(2)}}},
+			now: 40,
+			want: func(t *testing.T, tl Timeline) {
+				if d := tl.Plan[0].Stages[0].Domain; d != "zone-a" {
+					t.Errorf("stage domain %q, want zone-a", d)
+				}
+				if d := tl.Plan[1].Stages[0].Domain; d != "(unlabelled)" {
+					t.Errorf("stage domain %q, want (unlabelled)", d)
+				}
+			},
+		},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) { c.want(t, RolloutTimeline(c.given, t0.Add(time.Duration(c.now)*time.Second))) })

@@ -267,7 +267,9 @@ func (f *fleetSim) check() {
 	p := contract.NewPlacer(r)
 	for _, n := range f.nodes {
 		if !f.moved[n] {
-			placed[contract.Counted(p.Place(n, true, f.status[n], f.target))]++
+			d := f.desired[n] // as a dashboard reading the desired configs too has it
+			written := d.GetRollout() == r.GetId() && !d.GetRevert() && d.GetFingerprint() == f.target
+			placed[contract.Counted(p.Place(n, true, f.status[n], f.target, written))]++
 		}
 	}
 	count := map[string]uint32{}

@@ -527,6 +527,13 @@ function countItem(c, stopped) {
   li.style.setProperty('--c', `var(${(STATES[c.key] || STATES.outside).color})`);
   return li;
 }
+// domainName is contract.DomainLabel with the strategy's label key, as
+// `sluice rollout status` says it ("zone zone-a", "nodes without zone"):
+// the record keeps a failure domain as its sort key ("0zone-a", "1").
+function domainName(r, d) {
+  const key = (r.strategy && r.strategy.failureDomain) || 'domain';
+  return d === '1' ? `nodes without ${key}` : `${key} ${d.replace(/^0/, '')}`;
+}
 function renderRollout() {
   const r = S.rollouts.get(S.active) || newestRollout();
   if (!r) return;
@@ -537,7 +544,10 @@ function renderRollout() {
   const meta = [`revision ${short(r.revision)}`];
   if (sourceLine(r)) meta.push('from ' + sourceLine(r));
   if (r.wave) meta.push(`wave ${r.wave}`);
-  if (r.domain) meta.push(`domain ${r.domain}`);
+  // The failure-domain stage in progress, named as the CLI names it.
+  const ended = !['ROLLOUT_PHASE_PROGRESSING', 'ROLLOUT_PHASE_REVERTING'].includes(r.phase);
+  const ds = !ended ? ((r.domains || []).length ? r.domains : r.domain ? [r.domain] : []) : [];
+  if (ds.length) meta.push(ds.map(d => domainName(r, d)).join(', '));
   for (const g of r.gates || []) meta.push(`gate ${g.message} (${g.verdict}${g.before ? ' before ' + g.before : ''})`);
   $('rollout-meta').textContent = meta.join(' · ');
   // Countdowns: the bake, and a wait for a window or a freeze to end.
