@@ -7,74 +7,13 @@ import (
 	"regexp"
 	"strings"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
-
-// apiError is an answer with a micro error code (contract.ErrCode*). When
-// fieldErrors or findings are set, the answer's data is an ApplyResponse
-// listing them, so a client can show every problem and not only the summary.
-type apiError struct {
-	code        string
-	desc        string
-	fieldErrors []*sluicev1.FieldError
-	findings    []*sluicev1.Finding // the fleet verifier's, when it refused (verify.go)
-}
-
-func (e *apiError) Error() string { return e.code + " " + e.desc }
-
-// invalid rejects a request whose content breaks the rules; nothing was
-// stored. The answer lists the first maxListedErrors problems and its
-// description counts them all, so that it always fits in a reply.
-func invalid(what string, errs []*sluicev1.FieldError) *apiError {
-	desc := fmt.Sprintf("%s with %s; nothing was stored", plural(len(errs), "problem"), what)
-	if len(errs) > maxListedErrors {
-		desc += fmt.Sprintf(" (the first %d are listed)", maxListedErrors)
-		errs = errs[:maxListedErrors]
-	}
-	return &apiError{code: contract.ErrCodeInvalid, desc: desc, fieldErrors: errs}
-}
-
-// unavailable: the control plane failed before anything was committed.
-func unavailable(err error) *apiError {
-	return &apiError{code: contract.ErrCodeUnavailable, desc: fmt.Sprintf("control plane unavailable, nothing was changed; retry: %v", err)}
-}
-
-// rolledBack: the apply was journaled but could not complete, and was
-// rolled back; the stored intents are as they were.
-func rolledBack(cause error) *apiError {
-	code := contract.ErrCodeConflict
-	var tooLarge *tooLargeError
-	var inv *invalidStateError
-	if errors.As(cause, &tooLarge) || errors.As(cause, &inv) || errors.Is(cause, nats.ErrMaxPayload) {
-		code = contract.ErrCodeInvalid
-	}
-	return &apiError{code: code, desc: fmt.Sprintf("the apply could not complete and was rolled back; nothing was changed: %v", cause)}
-}
-
-// interrupted: the control plane failed after the change was committed to
-// the journal; it completes (or is rolled back) on the next apply or start.
-func interrupted(err error) *apiError {
-	var inv *invalidStateError
-	if errors.As(err, &inv) {
-		return invalid("the stored intents", inv.errs)
-	}
-	var tooLarge *tooLargeError
-	if errors.As(err, &tooLarge) {
-		return &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf("refused: %v; the head stays where it is", err)}
-	}
-	if errors.Is(err, store.ErrConflict) {
-		return &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf("state changed during the request; retry: %v", err)}
-	}
-	return &apiError{code: contract.ErrCodeUnavailable, desc: fmt.Sprintf(
-		"control plane failed during the change; it is recorded and completes, or is rolled back, when the configurator next applies or starts: %v", err)}
-}
 
 func (s *Service) handleApply(ctx context.Context, r micro.Request) {
 	req := &sluicev1.ApplyRequest{}

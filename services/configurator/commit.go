@@ -21,22 +21,6 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// inForceUnknown: a stored intent is unreadable and the version of it in
-// force cannot be read either (keepInForce), so no revision is cut. It is
-// the apiError an apply answers with; a reconcile keeps the head where it is.
-type inForceUnknown struct{ api *apiError }
-
-func (e *inForceUnknown) Error() string { return e.api.Error() }
-func (e *inForceUnknown) Unwrap() error { return e.api }
-
-// invalidStateError: the effective set in the intents bucket breaks the
-// rules, so no revision is cut from it.
-type invalidStateError struct{ errs []*sluicev1.FieldError }
-
-func (e *invalidStateError) Error() string {
-	return fmt.Sprintf("the stored intents break %d rules", len(e.errs))
-}
-
 // readHead returns the head entry; a zero entry (nil Value) when there is
 // none yet. A head that does not decode is reported and stands in as an
 // empty head whose generation is the key's KV revision: the next head is

@@ -34,18 +34,6 @@ func (s *Service) maxValue() int {
 	return int(s.cfg.Conn.MaxPayload()) - headroom
 }
 
-// tooLargeError: a value would not fit in one NATS message.
-type tooLargeError struct {
-	what        string // "the revision (10,500 intents)", "intent routingtable/a"
-	size, limit int
-	maxPayload  int64
-}
-
-func (e *tooLargeError) Error() string {
-	return fmt.Sprintf("%s would be %s bytes stored, over the limit of %s bytes for one value (the NATS server's max_payload %s less %s for headers)",
-		e.what, contract.Thousands(e.size), contract.Thousands(e.limit), contract.Thousands(int(e.maxPayload)), contract.Thousands(headroom))
-}
-
 // fits returns a *tooLargeError when v, encoded as it is stored, is larger
 // than maxValue.
 func (s *Service) fits(what string, v proto.Message) error {
