@@ -156,30 +156,6 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	return resp, nil
 }
 
-// runningRollout is the rollout running when the head moved to h, other
-// than h's own: h's rollout waits for it (or stops it). "" when none, or
-// when it cannot be read (the answer is informative only).
-func (s *Service) runningRollout(ctx context.Context, h *sluicev1.Head) string {
-	ref, err := s.st.refs.Get(ctx, contract.KeyActive)
-	if err != nil || ref.Value.GetRollout() == contract.RolloutID(h.GetGeneration(), h.GetRevision()) {
-		return ""
-	}
-	return ref.Value.GetRollout()
-}
-
-// queuedBehind is the rollout the head's own waits for while it has not
-// started (its record does not exist yet), "" otherwise: an apply that
-// changes nothing says so, for it is why nothing seems to happen.
-func (s *Service) queuedBehind(ctx context.Context, h *sluicev1.Head) string {
-	if h == nil {
-		return ""
-	}
-	if _, err := s.st.rollouts.Get(ctx, contract.RolloutID(h.GetGeneration(), h.GetRevision())); !errors.Is(err, store.ErrNotFound) {
-		return ""
-	}
-	return s.runningRollout(ctx, h)
-}
-
 // commit writes journal and finishes it: from the journal's write on the
 // change is committed, and if anything after fails, the journal makes this
 // request, the next one or the next start finish it (or roll it back). in

@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/sluicehq/sluice/pkg/change"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
@@ -86,34 +84,6 @@ func (s *Service) undo(ctx context.Context, req *sluicev1.UndoRequest) (*sluicev
 	resp.Revision, resp.Generation = done.head.GetRevision(), done.head.GetGeneration()
 	resp.WaitsFor = s.runningRollout(ctx, done.head)
 	return resp, nil
-}
-
-// headFor checks a request that moves the head without intents (undo,
-// retry) and reads the head, with s.mu held: replayed says the request id
-// already moved it (answer with the head, do nothing again).
-func (s *Service) headFor(ctx context.Context, what string, st *sluicev1.Strategy, requestID string) (head store.Entry[*sluicev1.Head], replayed bool, err error) {
-	if errs := intent.ValidateStrategy(st); len(errs) > 0 {
-		return head, false, invalid("the request", errs)
-	}
-	if err := s.rollForward(ctx); err != nil {
-		return head, false, unavailable(err)
-	}
-	if head, err = s.readHead(ctx); err != nil {
-		return head, false, unavailable(err)
-	}
-	if head.Value == nil {
-		return head, false, &apiError{code: contract.ErrCodeNotFound, desc: "nothing has been applied yet: there is nothing to " + what}
-	}
-	replayed = requestID != "" && head.Value.GetRequestId() == requestID
-	if !replayed && proto.Size(st) > 0 {
-		// The strategy rules only: the content is a revision's that ran
-		// (undo) or the head's own (retry), and an undo in an emergency is
-		// not refused for what that content was then.
-		if _, err := s.verifyFleet(ctx, "the "+what+"'s strategy", nil, st, false); err != nil {
-			return head, false, err
-		}
-	}
-	return head, replayed, nil
 }
 
 // undoTarget is the revision an undo goes back to: the one asked for (an id
