@@ -8,7 +8,6 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/change"
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -154,57 +153,6 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 		resp.WaitsFor = s.runningRollout(ctx, done.head)
 	}
 	return resp, nil
-}
-
-// commit writes journal and finishes it: from the journal's write on the
-// change is committed, and if anything after fails, the journal makes this
-// request, the next one or the next start finish it (or roll it back). in
-// is the stored state the change was planned from (finish). The error is an
-// *apiError for the caller to answer with.
-func (s *Service) commit(ctx context.Context, journal *sluicev1.ApplyJournal, reason func(created, updated []string) string, in *inputs) (finished, error) {
-	jrev, err := s.st.journal.Create(ctx, contract.KeyPending, journal)
-	if errors.Is(err, store.ErrConflict) {
-		return finished{}, &apiError{code: contract.ErrCodeConflict, desc: "another configurator is applying right now; retry"}
-	}
-	if err != nil {
-		return finished{}, unavailable(err)
-	}
-	done, err := s.finish(ctx, store.Entry[*sluicev1.ApplyJournal]{Key: contract.KeyPending, Value: journal, Revision: jrev}, reason, in)
-	if err != nil {
-		return finished{}, interrupted(err)
-	}
-	if done.rolledBack != nil {
-		return finished{}, rolledBack(done.rolledBack)
-	}
-	return done, nil
-}
-
-// checkFits refuses an apply when a value it would write does not fit in
-// one message: an intent, the revision or the journal, in that order.
-func (s *Service) checkFits(journal *sluicev1.ApplyJournal, writes, set []*sluicev1.Intent, target string) error {
-	now := timestamppb.New(s.cfg.Now())
-	var err error
-	for _, in := range writes {
-		if err = s.fits("intent "+intent.ID(in), &sluicev1.StoredIntent{Intent: in, Source: journal.GetSource(), UpdatedAt: now}); err != nil {
-			break
-		}
-	}
-	if err == nil {
-		err = s.fits("the revision ("+plural(len(set), "intent")+")", &sluicev1.Revision{Id: target, Intents: set, CreatedAt: now})
-	}
-	if err == nil {
-		err = s.fits("the apply journal ("+plural(len(journal.GetIntents()), "intent")+" and "+
-			plural(len(journal.GetPrior()), "prior value")+")", journal)
-	}
-	var tooLarge *tooLargeError
-	if errors.As(err, &tooLarge) {
-		return &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf(
-			"refused: %v; nothing was stored. Apply fewer or smaller intents in one request, or raise max_payload on the NATS server", err)}
-	}
-	if err != nil {
-		return unavailable(err)
-	}
-	return nil
 }
 
 // rerollReason says why applying the head's own content again should start

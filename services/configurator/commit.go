@@ -21,6 +21,33 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
+// Committing a change: commit writes the apply journal and finishes it
+// (journal.go), and finishing moves the head (advance) to the revision of
+// the effective set, keeping in force what cannot be read (keepInForce).
+
+// commit writes journal and finishes it: from the journal's write on the
+// change is committed, and if anything after fails, the journal makes this
+// request, the next one or the next start finish it (or roll it back). in
+// is the stored state the change was planned from (finish). The error is an
+// *apiError for the caller to answer with.
+func (s *Service) commit(ctx context.Context, journal *sluicev1.ApplyJournal, reason func(created, updated []string) string, in *inputs) (finished, error) {
+	jrev, err := s.st.journal.Create(ctx, contract.KeyPending, journal)
+	if errors.Is(err, store.ErrConflict) {
+		return finished{}, &apiError{code: contract.ErrCodeConflict, desc: "another configurator is applying right now; retry"}
+	}
+	if err != nil {
+		return finished{}, unavailable(err)
+	}
+	done, err := s.finish(ctx, store.Entry[*sluicev1.ApplyJournal]{Key: contract.KeyPending, Value: journal, Revision: jrev}, reason, in)
+	if err != nil {
+		return finished{}, interrupted(err)
+	}
+	if done.rolledBack != nil {
+		return finished{}, rolledBack(done.rolledBack)
+	}
+	return done, nil
+}
+
 // keepInForce adds to eff the head revision's version of every intent
 // whose stored value is unreadable: what cannot be read is no evidence that
 // it is gone, and leaving it out would remove it from every node. It stays

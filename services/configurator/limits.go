@@ -1,13 +1,17 @@
 package configurator
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // Every value the configurator stores is one NATS message, so it must fit
@@ -61,4 +65,32 @@ func plural(n int, noun string) string {
 		return "1 " + noun
 	}
 	return contract.Thousands(n) + " " + noun + "s"
+}
+
+// checkFits refuses an apply when a value it would write does not fit in
+// one message: an intent, the revision or the journal, in that order.
+func (s *Service) checkFits(journal *sluicev1.ApplyJournal, writes, set []*sluicev1.Intent, target string) error {
+	now := timestamppb.New(s.cfg.Now())
+	var err error
+	for _, in := range writes {
+		if err = s.fits("intent "+intent.ID(in), &sluicev1.StoredIntent{Intent: in, Source: journal.GetSource(), UpdatedAt: now}); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = s.fits("the revision ("+plural(len(set), "intent")+")", &sluicev1.Revision{Id: target, Intents: set, CreatedAt: now})
+	}
+	if err == nil {
+		err = s.fits("the apply journal ("+plural(len(journal.GetIntents()), "intent")+" and "+
+			plural(len(journal.GetPrior()), "prior value")+")", journal)
+	}
+	var tooLarge *tooLargeError
+	if errors.As(err, &tooLarge) {
+		return &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf(
+			"refused: %v; nothing was stored. Apply fewer or smaller intents in one request, or raise max_payload on the NATS server", err)}
+	}
+	if err != nil {
+		return unavailable(err)
+	}
+	return nil
 }
