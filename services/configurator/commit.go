@@ -199,25 +199,6 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, rero
 	return next, nil
 }
 
-// repairRevision rewrites revision rev when the value stored under its id
-// does not decode (rewritten: it did). Any readable value there has the same content: the id is
-// its hash.
-func (s *Service) repairRevision(ctx context.Context, rev *sluicev1.Revision) (rewritten bool, err error) {
-	e, err := s.st.revisions.Get(ctx, rev.GetId())
-	switch {
-	case err == nil, errors.Is(err, store.ErrNotFound):
-		return false, nil
-	case !errors.Is(err, store.ErrUndecodable):
-		return false, fmt.Errorf("read revision %s: %w", render.Short(rev.GetId()), err)
-	}
-	if _, err := s.st.revisions.Update(ctx, rev.GetId(), rev, e.Revision); err != nil {
-		return false, fmt.Errorf("rewrite unreadable revision %s: %w", render.Short(rev.GetId()), err)
-	}
-	s.quarantine.Rewritten(s.st.revisions.Bucket(), rev.GetId(), e.Revision, err,
-		"the revision made from the stored intents, whose content has this id")
-	return true, nil
-}
-
 // diff is what changed between two sets of intents, by ID.
 type diff struct{ added, changed, removed []string }
 
