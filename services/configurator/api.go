@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go/micro"
 	"google.golang.org/protobuf/encoding/protojson"
@@ -15,52 +16,57 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-func (s *Service) handleApply(ctx context.Context, r micro.Request) {
-	req := &sluicev1.ApplyRequest{}
-	if err := decodeRequest(r.Data(), req); err != nil {
-		s.respond(r, "apply", nil, err)
-		return
+// serve starts the API: the micro service and one endpoint a verb, each
+// held until the registries' first syncs (whenReady) and while the control
+// plane is paused (gated). The caller stops the service.
+func (s *Service) serve(ctx context.Context) (micro.Service, error) {
+	svc, err := micro.AddService(s.cfg.Conn, micro.Config{
+		Name:        contract.ConfiguratorService,
+		Version:     contract.ServiceVersion(s.cfg.Version),
+		Metadata:    map[string]string{"instance": s.cfg.Instance, "build": s.cfg.Version},
+		Description: "sluice configurator: apply, delete, undo and retry",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start API: %w", err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	resp, err := s.apply(ctx, req)
-	s.respond(r, "apply", resp, err)
+	for _, ep := range []struct {
+		name, subject string
+		handle        func(context.Context, micro.Request)
+	}{
+		{"apply", contract.SubjectApply, handle(s, "apply", s.apply)},
+		{"delete", contract.SubjectDelete, handle(s, "delete", s.delete)},
+		{"undo", contract.SubjectUndo, handle(s, "undo", s.undo)},
+		{"retry", contract.SubjectRetry, handle(s, "retry", s.retry)},
+	} {
+		h := s.whenReady(ep.name, s.gated(ep.name, ep.handle))
+		if err := svc.AddEndpoint(ep.name, micro.ContextHandler(ctx, h), micro.WithEndpointSubject(ep.subject)); err != nil {
+			_ = svc.Stop()
+			return nil, fmt.Errorf("start API endpoint %s: %w", ep.name, err)
+		}
+	}
+	s.log.Info().Str("apply", contract.SubjectApply).Str("delete", contract.SubjectDelete).Str("undo", contract.SubjectUndo).
+		Str("retry", contract.SubjectRetry).Msg("serving the configurator API")
+	return svc, nil
 }
 
-func (s *Service) handleDelete(ctx context.Context, r micro.Request) {
-	req := &sluicev1.DeleteRequest{}
-	if err := decodeRequest(r.Data(), req); err != nil {
-		s.respond(r, "delete", nil, err)
-		return
+// handle is the handler of verb op: it decodes the request (a Req, as
+// protojson), calls verb within requestTimeout and answers with the
+// response or the error (respond).
+func handle[Req any, PReq interface {
+	*Req
+	proto.Message
+}, Resp proto.Message](s *Service, op string, verb func(context.Context, PReq) (Resp, error)) func(context.Context, micro.Request) {
+	return func(ctx context.Context, r micro.Request) {
+		req := PReq(new(Req))
+		if err := decodeRequest(r.Data(), req); err != nil {
+			s.respond(r, op, nil, err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+		resp, err := verb(ctx, req)
+		s.respond(r, op, resp, err)
 	}
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	resp, err := s.delete(ctx, req)
-	s.respond(r, "delete", resp, err)
-}
-
-func (s *Service) handleUndo(ctx context.Context, r micro.Request) {
-	req := &sluicev1.UndoRequest{}
-	if err := decodeRequest(r.Data(), req); err != nil {
-		s.respond(r, "undo", nil, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	resp, err := s.undo(ctx, req)
-	s.respond(r, "undo", resp, err)
-}
-
-func (s *Service) handleRetry(ctx context.Context, r micro.Request) {
-	req := &sluicev1.RetryRequest{}
-	if err := decodeRequest(r.Data(), req); err != nil {
-		s.respond(r, "retry", nil, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	resp, err := s.retry(ctx, req)
-	s.respond(r, "retry", resp, err)
 }
 
 var protoErrPrefix = regexp.MustCompile(`^proto:[\s\x{00a0}]*`)
@@ -137,4 +143,29 @@ func (s *Service) encodeReply(op string, resp proto.Message) ([]byte, error) {
 	short := proto.Clone(ar).(*sluicev1.ApplyResponse)
 	short.Created, short.Updated, short.Unchanged = nil, nil, nil
 	return protojson.Marshal(short)
+}
+
+// whenReady holds a request until every registry had its first sync
+// attempt, at most bootstrapWait; then it is answered 503 with nothing
+// stored.
+func (s *Service) whenReady(op string, h func(context.Context, micro.Request)) func(context.Context, micro.Request) {
+	return func(ctx context.Context, r micro.Request) {
+		select {
+		case <-s.ready:
+		default:
+			t := time.NewTimer(bootstrapWait)
+			defer t.Stop()
+			select {
+			case <-s.ready:
+			case <-t.C:
+				s.respond(r, op, nil, &apiError{code: contract.ErrCodeUnavailable, desc: fmt.Sprintf(
+					"the configurator is starting: the first sync of its registries did not finish within %s (sluice get registries); nothing was stored; retry",
+					bootstrapWait)})
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+		h(ctx, r)
+	}
 }

@@ -32,7 +32,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/backoff"
@@ -204,10 +203,58 @@ func (s *Service) Run(ctx context.Context) error {
 	return err
 }
 
+// run is Run's steps: build the stores, reconcile once, serve the API,
+// follow the registries, then watch until ctx ends.
 func (s *Service) run(ctx context.Context) error {
-	js, b, err := buckets.Open(ctx, s.cfg.Conn, s.cfg.Settings, contract.ComponentConfigurator, buckets.WithLog(s.log))
+	b, err := s.buildStores(ctx)
 	if err != nil {
 		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s.events.Flush(fctx)
+	}()
+
+	stopPause := s.startPause(ctx, b)
+	defer stopPause()
+	// Listen before reconciling so that a reconnect during it is not missed.
+	reconnected := s.cfg.Conn.StatusChanged(nats.CONNECTED)
+	defer s.cfg.Conn.RemoveStatusListener(reconnected)
+
+	// A failed reconcile is retried, never fatal: the API serves meanwhile,
+	// and every apply finishes a leftover journal first anyway.
+	retry := newRetrier(s.log)
+	defer retry.timer.Stop()
+	startErr := s.reconcile(ctx)
+	if startErr != nil && ctx.Err() != nil {
+		return nil
+	}
+	retry.after(ctx, startErr, "reconcile at start failed; serving the API and retrying")
+
+	// Serve the API once the start-up reconcile ran (a leftover journal is
+	// finished first), before the registries' first syncs: a request
+	// arriving meanwhile waits for them (whenReady) rather than finding no
+	// configurator, or racing a registry's first sync.
+	s.ready = make(chan struct{})
+	svc, err := s.serve(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = svc.Stop() }()
+	s.readiness.Set(false, "serving the API; waiting for the first sync of every registry")
+
+	regs, regsDone := s.followRegistries(ctx, b)
+	defer func() { <-regsDone }()
+	return s.watch(ctx, regs, reconnected, retry)
+}
+
+// buildStores binds the buckets and makes the typed stores (s.st), the
+// event emitter and the quarantine reporter on them.
+func (s *Service) buildStores(ctx context.Context) (*buckets.Set, error) {
+	js, b, err := buckets.Open(ctx, s.cfg.Conn, s.cfg.Settings, contract.ComponentConfigurator, buckets.WithLog(s.log))
+	if err != nil {
+		return nil, err
 	}
 	s.readiness.Set(false, "buckets bound; reconciling the stored intents with the head")
 	s.st = &state{
@@ -224,74 +271,14 @@ func (s *Service) run(ctx context.Context) error {
 	}
 	s.events = events.NewEmitter(js, s.cfg.Log, Component, s.cfg.Now)
 	s.quarantine = events.NewQuarantine(s.events)
-	defer func() {
-		fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s.events.Flush(fctx)
-	}()
+	return b, nil
+}
 
-	stopPause := s.startPause(ctx, b)
-	defer stopPause()
-	// Listen before reconciling so that a reconnect during it is not missed.
-	reconnected := s.cfg.Conn.StatusChanged(nats.CONNECTED)
-	defer s.cfg.Conn.RemoveStatusListener(reconnected)
-
-	// A failed reconcile is retried, never fatal: the API serves meanwhile,
-	// and every apply finishes a leftover journal first anyway.
-	retry := time.NewTimer(time.Hour)
-	retry.Stop() // armed by a failure
-	defer retry.Stop()
-	again := backoff.New(reconcileAgain)
-	reconciled := func(err error, what string) {
-		switch {
-		case err == nil:
-			again.Reset()
-		case ctx.Err() == nil:
-			wait := again.Next()
-			s.log.Error().Err(err).Dur("retry_in", wait).Msg(what)
-			retry.Reset(wait)
-		}
-	}
-	startErr := s.reconcile(ctx)
-	if startErr != nil && ctx.Err() != nil {
-		return nil
-	}
-	reconciled(startErr, "reconcile at start failed; serving the API and retrying")
-
-	// Serve the API once the start-up reconcile ran (a leftover journal is
-	// finished first), before the registries' first syncs: a request
-	// arriving meanwhile waits for them (whenReady) rather than finding no
-	// configurator, or racing a registry's first sync.
-	s.ready = make(chan struct{})
-	svc, err := micro.AddService(s.cfg.Conn, micro.Config{
-		Name:        contract.ConfiguratorService,
-		Version:     contract.ServiceVersion(s.cfg.Version),
-		Metadata:    map[string]string{"instance": s.cfg.Instance, "build": s.cfg.Version},
-		Description: "sluice configurator: apply, delete, undo and retry",
-	})
-	if err != nil {
-		return fmt.Errorf("start API: %w", err)
-	}
-	defer func() { _ = svc.Stop() }()
-	for _, ep := range []struct {
-		name, subject string
-		handle        func(context.Context, micro.Request)
-	}{
-		{"apply", contract.SubjectApply, s.handleApply},
-		{"delete", contract.SubjectDelete, s.handleDelete},
-		{"undo", contract.SubjectUndo, s.handleUndo},
-		{"retry", contract.SubjectRetry, s.handleRetry},
-	} {
-		h := s.whenReady(ep.name, s.gated(ep.name, ep.handle))
-		if err := svc.AddEndpoint(ep.name, micro.ContextHandler(ctx, h), micro.WithEndpointSubject(ep.subject)); err != nil {
-			return fmt.Errorf("start API endpoint %s: %w", ep.name, err)
-		}
-	}
-	s.log.Info().Str("apply", contract.SubjectApply).Str("delete", contract.SubjectDelete).Str("undo", contract.SubjectUndo).
-		Str("retry", contract.SubjectRetry).Msg("serving the configurator API")
-	s.readiness.Set(false, "serving the API; waiting for the first sync of every registry")
-
-	regs := s.newRegistries(b)
+// followRegistries runs the registries' syncers until ctx ends (done is
+// closed then); once every registry had its first sync attempt, requests
+// are answered (s.ready) and the configurator is ready.
+func (s *Service) followRegistries(ctx context.Context, b *buckets.Set) (regs *registries, done <-chan struct{}) {
+	regs = s.newRegistries(b)
 	regsDone := make(chan struct{})
 	go func() {
 		defer close(regsDone)
@@ -307,8 +294,13 @@ func (s *Service) run(ctx context.Context) error {
 			}()
 		})
 	}()
-	defer func() { <-regsDone }()
+	return regs, regsDone
+}
 
+// watch acts until ctx ends on what asks for a repair or a reconcile: an
+// unreadable head or revision, a reconnect, a resume, the retry of a
+// failed reconcile, and the periodic check that the store is not lost.
+func (s *Service) watch(ctx context.Context, regs *registries, reconnected <-chan nats.Status, retry *retrier) error {
 	// The head is this configurator's key: one that turns unreadable is
 	// written again at once (repairHead), or the coordinator, which skips
 	// it, would never roll out what it names.
@@ -342,7 +334,7 @@ func (s *Service) run(ctx context.Context) error {
 			case e.Err != nil:
 				s.sawUnreadableHead(e.Revision)
 				_, err := s.repairHead(ctx)
-				reconciled(err, "repair the unreadable head")
+				retry.after(ctx, err, "repair the unreadable head")
 			}
 		case e, ok := <-revKeys:
 			switch {
@@ -350,16 +342,44 @@ func (s *Service) run(ctx context.Context) error {
 				revKeys = nil // the watch ended with ctx
 			case e.Key == "" || e.Deleted || e.Key == contract.KeyHead || e.Key == contract.KeyPending:
 			default:
-				reconciled(s.repairRevisionKey(ctx, e.Key), "repair an unreadable revision")
+				retry.after(ctx, s.repairRevisionKey(ctx, e.Key), "repair an unreadable revision")
 			}
 		case <-reconnected:
 			// Whatever happened while disconnected, act on the state as it is.
-			reconciled(s.heal(ctx), "reconcile after reconnect")
+			retry.after(ctx, s.heal(ctx), "reconcile after reconnect")
 		case <-s.resumed:
 			regs.nudgeAll()
-			reconciled(s.heal(ctx), "reconcile after resume")
-		case <-retry.C:
-			reconciled(s.heal(ctx), "reconcile")
+			retry.after(ctx, s.heal(ctx), "reconcile after resume")
+		case <-retry.timer.C:
+			retry.after(ctx, s.heal(ctx), "reconcile")
 		}
+	}
+}
+
+// retrier arms its timer after a failed reconcile or repair, backing off
+// from reconcileRetry (reconcileAgain), and starts the back-off again after
+// one that succeeded.
+type retrier struct {
+	timer *time.Timer // fires when it is time to heal again
+	again *backoff.Backoff
+	log   zerolog.Logger
+}
+
+func newRetrier(log zerolog.Logger) *retrier {
+	t := time.NewTimer(time.Hour)
+	t.Stop() // armed by a failure
+	return &retrier{timer: t, again: backoff.New(reconcileAgain), log: log}
+}
+
+// after takes the outcome of what: a failure (unless ctx ended) is logged
+// and tried again after the next back-off.
+func (r *retrier) after(ctx context.Context, err error, what string) {
+	switch {
+	case err == nil:
+		r.again.Reset()
+	case ctx.Err() == nil:
+		wait := r.again.Next()
+		r.log.Error().Err(err).Dur("retry_in", wait).Msg(what)
+		r.timer.Reset(wait)
 	}
 }

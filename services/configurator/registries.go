@@ -9,7 +9,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 	"google.golang.org/protobuf/proto"
 
@@ -636,28 +635,3 @@ func countOwned(live map[string]change.Stored, name string) (owned, marked int) 
 
 // intentKeyOfID turns "<kind>/<name>" into "<kind>.<name>".
 func intentKeyOfID(id string) string { return strings.Replace(id, "/", ".", 1) }
-
-// whenReady holds a request until every registry had its first sync
-// attempt, at most bootstrapWait; then it is answered 503 with nothing
-// stored.
-func (s *Service) whenReady(op string, h func(context.Context, micro.Request)) func(context.Context, micro.Request) {
-	return func(ctx context.Context, r micro.Request) {
-		select {
-		case <-s.ready:
-		default:
-			t := time.NewTimer(bootstrapWait)
-			defer t.Stop()
-			select {
-			case <-s.ready:
-			case <-t.C:
-				s.respond(r, op, nil, &apiError{code: contract.ErrCodeUnavailable, desc: fmt.Sprintf(
-					"the configurator is starting: the first sync of its registries did not finish within %s (sluice get registries); nothing was stored; retry",
-					bootstrapWait)})
-				return
-			case <-ctx.Done():
-				return
-			}
-		}
-		h(ctx, r)
-	}
-}
