@@ -31,7 +31,7 @@ const DefaultTimeout = 30 * time.Second
 
 // Error is an error answer from the configurator.
 type Error struct {
-	Code        string                 // contract.ErrCode*: "400", "404", "409", "503"
+	Code        contract.ErrCode       // what to branch on: contract.ErrCodeInvalid, ErrCodeConflict, …
 	Description string                 // one line saying what went wrong
 	FieldErrors []*sluicev1.FieldError // every problem, when a batch failed validation
 	Findings    []*sluicev1.Finding    // the fleet verifier's findings, when it refused the apply
@@ -133,7 +133,7 @@ func call(ctx context.Context, nc *nats.Conn, subject string, req, resp proto.Me
 		return fmt.Errorf("request %s: %w", subject, err)
 	}
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
-		e := &Error{Code: code, Description: msg.Header.Get(micro.ErrorHeader)}
+		e := &Error{Code: contract.ErrCode(code), Description: msg.Header.Get(micro.ErrorHeader)}
 		if len(msg.Data) > 0 {
 			// Validation failures carry an ApplyResponse listing every field error.
 			var data sluicev1.ApplyResponse

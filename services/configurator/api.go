@@ -121,8 +121,8 @@ func (s *Service) respond(r micro.Request, op string, resp proto.Message, err er
 	if ae.code == contract.ErrCodeUnavailable {
 		lvl = s.log.Warn()
 	}
-	lvl.Str("op", op).Str("code", ae.code).Int("problems", len(ae.fieldErrors)+len(ae.findings)).Msg(desc)
-	if rerr := r.Error(ae.code, desc, data); rerr != nil {
+	lvl.Str("op", op).Str("code", string(ae.code)).Int("problems", len(ae.fieldErrors)+len(ae.findings)).Msg(desc)
+	if rerr := r.Error(string(ae.code), desc, data); rerr != nil {
 		s.log.Warn().Err(rerr).Str("op", op).Msg("send error response")
 	}
 }

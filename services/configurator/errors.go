@@ -23,13 +23,13 @@ import (
 // fieldErrors or findings are set, the answer's data is an ApplyResponse
 // listing them, so a client can show every problem and not only the summary.
 type apiError struct {
-	code        string
+	code        contract.ErrCode
 	desc        string
 	fieldErrors []*sluicev1.FieldError
 	findings    []*sluicev1.Finding // the fleet verifier's, when it refused (verify.go)
 }
 
-func (e *apiError) Error() string { return e.code + " " + e.desc }
+func (e *apiError) Error() string { return string(e.code) + " " + e.desc }
 
 // invalid rejects a request whose content breaks the rules; nothing was
 // stored. The answer lists the first maxListedErrors problems and its
