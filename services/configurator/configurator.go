@@ -1,6 +1,7 @@
 // Package configurator is the configurator service: the single writer of
-// intents and revisions. It serves the apply and delete API (a NATS micro
-// service, api.go), validates every batch against the whole effective set of
+// intents and revisions. It serves the API (a NATS micro service, api.go;
+// one file a verb: apply.go, delete.go, undo.go, retry.go, and sync.go for
+// a registry's answer), validates every batch against the whole effective set of
 // intents and verifies that set on the present nodes (the fleet rules,
 // verify.go), and when that set changes writes an immutable, content-addressed
 // revision and moves the head to it (commit.go). Entry point: New(cfg).Run(ctx).

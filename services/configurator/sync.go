@@ -10,7 +10,7 @@ import (
 )
 
 // A registry sync (syncRegistry, run by a registry's syncer in
-// registries.go) takes s.mu, reads the stored intents once, has planSync
+// syncer.go) takes s.mu, reads the stored intents once, has planSync
 // (plan.go, pure) decide the change from the answer, and commits that plan
 // through the apply journal as an apply does (commit.go).
 
