@@ -41,16 +41,11 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 		req.Source = s.cfg.Source
 	}
 
-	if err := s.mu.Lock(ctx); err != nil {
-		return nil, unavailable(err)
-	}
-	defer s.mu.Unlock()
-	if err := s.rollForward(ctx); err != nil {
-		return nil, unavailable(err)
-	}
-	if err := s.refuseLost(ctx, "the apply"); err != nil {
+	unlock, err := s.beginChange(ctx, "the apply")
+	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	in, err := s.readStored(ctx)
 	if err != nil {
 		return nil, unavailable(err)

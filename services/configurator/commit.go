@@ -21,9 +21,29 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// Committing a change: commit writes the apply journal and finishes it
-// (journal.go), and finishing moves the head (advance) to the revision of
-// the effective set, keeping in force what cannot be read (keepInForce).
+// Committing a change: beginChange takes s.mu for it, commit writes the
+// apply journal and finishes it (journal.go), and finishing moves the head
+// (advance) to the revision of the effective set, keeping in force what
+// cannot be read (keepInForce).
+
+// beginChange takes s.mu for a change a request asks for (what names it in
+// a refusal), after finishing a leftover journal, and refuses it while the
+// store is lost. The error is an *apiError to answer with; on success the
+// caller calls unlock when done.
+func (s *Service) beginChange(ctx context.Context, what string) (unlock func(), err error) {
+	if err := s.mu.Lock(ctx); err != nil {
+		return nil, unavailable(err)
+	}
+	if err := s.rollForward(ctx); err != nil {
+		s.mu.Unlock()
+		return nil, unavailable(err)
+	}
+	if err := s.refuseLost(ctx, what); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	return s.mu.Unlock, nil
+}
 
 // commit writes journal and finishes it: from the journal's write on the
 // change is committed, and if anything after fails, the journal makes this

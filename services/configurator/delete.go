@@ -28,16 +28,11 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 	}
 	id, key := intent.IDOf(kind, req.GetName()), intent.KeyOf(kind, req.GetName())
 
-	if err := s.mu.Lock(ctx); err != nil {
-		return nil, unavailable(err)
-	}
-	defer s.mu.Unlock()
-	if err := s.rollForward(ctx); err != nil {
-		return nil, unavailable(err)
-	}
-	if err := s.refuseLost(ctx, "the delete"); err != nil {
+	unlock, err := s.beginChange(ctx, "the delete")
+	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	cur, err := s.st.intents.Get(ctx, key)
 	switch {
 	case errors.Is(err, store.ErrNotFound):
