@@ -59,6 +59,16 @@ func someIDs(ids []string) string {
 	return strings.Join(ids[:maxNamesInReason], ", ") + " (+" + contract.Thousands(len(ids)-maxNamesInReason) + " more)"
 }
 
+// andMore joins the listed of total nodes a refusal names, then "; and N
+// more" for those it leaves out (maxRefusedListed).
+func andMore(listed []string, total int) string {
+	out := strings.Join(listed, "; ")
+	if n := total - len(listed); n > 0 {
+		out += fmt.Sprintf("; and %d more", n)
+	}
+	return out
+}
+
 // plural is "1 intent", "2 intents", "1,000 intents".
 func plural(n int, noun string) string {
 	if n == 1 {
