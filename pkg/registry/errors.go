@@ -3,10 +3,10 @@ package registry
 import "errors"
 
 // The errors of this package that a caller branches on (errors.Is): Fetch
-// returns ErrHeld; ReadGitCommits ErrNotGit and
-// ErrNoCommit; a document's Err wraps ErrUnmapped when its intent is in
-// force all the same. Any other error of Fetch is a registry that could not
-// be read: nothing is known, nothing changes.
+// returns ErrHeld, ReadGitCommits ErrNotGit and ErrNoCommit, and a
+// document's Err wraps ErrUnmapped when its intent is in force all the
+// same. Any other error of Fetch is a registry that could not be read:
+// nothing is known, nothing changes.
 
 // ErrHeld: the registry answered, but its answer must not be merged
 // without an operator (a git branch rewound or rewritten, or a commit that
