@@ -16,6 +16,12 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
+// The API: serve adds one micro endpoint a verb (contract.SubjectApply,
+// SubjectDelete, SubjectUndo, SubjectRetry), each the one handler handle
+// of its verb. A request is protojson; the answer is the verb's response
+// as protojson, or its *apiError (errors.go) as a micro error carrying a
+// contract.ErrCode (respond).
+
 // serve starts the API: the micro service and one endpoint a verb, each
 // held until the registries' first syncs (whenReady) and while the control
 // plane is paused (gated). The caller stops the service.
