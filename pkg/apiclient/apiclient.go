@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -22,42 +21,11 @@ import (
 	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
-	"github.com/sluicehq/sluice/pkg/verify"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // DefaultTimeout bounds a request whose context has no deadline.
 const DefaultTimeout = 30 * time.Second
-
-// Error is an error answer from the configurator.
-type Error struct {
-	Code        string                 // contract.ErrCode*: "400", "404", "409", "503"
-	Description string                 // one line saying what went wrong
-	FieldErrors []*sluicev1.FieldError // every problem, when a batch failed validation
-	Findings    []*sluicev1.Finding    // the fleet verifier's findings, when it refused the apply
-}
-
-func (e *Error) Error() string {
-	var b strings.Builder
-	fmt.Fprintf(&b, "configurator: %s", e.Description)
-	for _, fe := range e.FieldErrors {
-		b.WriteString("\n  ")
-		b.WriteString(intent.FormatFieldError(fe))
-	}
-	for _, f := range e.Findings {
-		b.WriteString("\n  ")
-		b.WriteString(contract.EscapeLine(verify.Format(f)))
-	}
-	return b.String()
-}
-
-// ErrRequestTooLarge matches (errors.Is) the error returned, before
-// anything is sent, for a request larger than the server's max payload.
-var ErrRequestTooLarge = errors.New("request too large")
-
-// ErrNoConfigurator matches (errors.Is) the error returned when no
-// configurator answers on the connection's server.
-var ErrNoConfigurator = errors.New("no configurator is running")
 
 // Apply stores a batch of intents, all or nothing. A rejected batch returns
 // an *Error with code contract.ErrCodeInvalid and every FieldError.
@@ -133,7 +101,7 @@ func call(ctx context.Context, nc *nats.Conn, subject string, req, resp proto.Me
 		return fmt.Errorf("request %s: %w", subject, err)
 	}
 	if code := msg.Header.Get(micro.ErrorCodeHeader); code != "" {
-		e := &Error{Code: code, Description: msg.Header.Get(micro.ErrorHeader)}
+		e := &Error{Code: contract.ErrCode(code), Description: msg.Header.Get(micro.ErrorHeader)}
 		if len(msg.Data) > 0 {
 			// Validation failures carry an ApplyResponse listing every field error.
 			var data sluicev1.ApplyResponse

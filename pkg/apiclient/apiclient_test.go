@@ -39,7 +39,7 @@ func TestApply_MicroErrorBecomesTypedErrorWithFieldErrors(t *testing.T) {
 	}
 	svc, err := micro.AddService(env.Conn, micro.Config{Name: "fake", Version: "0.0.1", Endpoint: &micro.EndpointConfig{
 		Subject: contract.SubjectApply,
-		Handler: micro.HandlerFunc(func(r micro.Request) { _ = r.Error(contract.ErrCodeInvalid, "1 problem with the batch", data) }),
+		Handler: micro.HandlerFunc(func(r micro.Request) { _ = r.Error(string(contract.ErrCodeInvalid), "1 problem with the batch", data) }),
 	}})
 	if err != nil {
 		t.Fatal(err)

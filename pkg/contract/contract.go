@@ -221,15 +221,6 @@ func ServiceVersion(build string) string {
 // semver is the grammar of semver.org, as nats.go's micro checks it.
 var semver = regexp.MustCompile(`^(0|[1-9]\d*)\.(0|[1-9]\d*)\.(0|[1-9]\d*)(?:-((?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*)(?:\.(?:0|[1-9]\d*|\d*[a-zA-Z-][0-9a-zA-Z-]*))*))?(?:\+([0-9a-zA-Z-]+(?:\.[0-9a-zA-Z-]+)*))?$`)
 
-// API error codes carried in the micro Nats-Service-Error-Code header.
-const (
-	ErrCodeInvalid     = "400" // the request was malformed or failed validation; nothing stored
-	ErrCodeNotFound    = "404"
-	ErrCodeConflict    = "409" // state moved under the request; retry
-	ErrCodeUnavailable = "503" // the control plane failed; retry
-	ErrCodeStoreLost   = "412" // the store is lost (pkg/storeloss): nothing is started until an operator recovers
-)
-
 // AbortKey is the control key asking the coordinator to abort rollout id.
 func AbortKey(rollout string) string { return "abort." + rollout }
 

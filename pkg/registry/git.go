@@ -60,12 +60,6 @@ import (
 // DefaultGitBranch is the branch a git registry follows when none is given.
 const DefaultGitBranch = "main"
 
-// ErrHeld: the registry answered, but its answer must not be merged
-// without an operator (a git branch rewound or rewritten, or a commit that
-// removed the intents' directory). Nothing is changed, as for an
-// unreachable registry; the configurator reports it as held.
-var ErrHeld = errors.New("held")
-
 // gitRegistry reads intents from a directory of a repository's branch.
 type gitRegistry struct {
 	*changeWatch

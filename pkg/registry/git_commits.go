@@ -19,12 +19,6 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// ErrNotGit: a registry that is not a git registry was asked for commits.
-var ErrNotGit = errors.New("not a git registry")
-
-// ErrNoCommit: a revision names no commit of the repository.
-var ErrNoCommit = errors.New("no such commit")
-
 // GitTree is a git registry's answer at one commit.
 type GitTree struct {
 	Rev      string // as asked

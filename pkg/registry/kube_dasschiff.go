@@ -23,7 +23,6 @@ package registry
 
 import (
 	"encoding/json"
-	"errors"
 	"fmt"
 	"maps"
 	"math"
@@ -35,10 +34,6 @@ import (
 
 // DasSchiffGroup is the API group of das-schiff-network-operator's kinds.
 const DasSchiffGroup = "network.t-caas.telekom.com"
-
-// ErrUnmapped: a resource has fields sluice has no meaning for; its intent
-// is in force without them.
-var ErrUnmapped = errors.New("sluice has no meaning for these fields yet; the intent is in force without them")
 
 // specReader reads the fields of one spec object, remembering which keys
 // it consumed, which it found but cannot carry (unmapped) and the first

@@ -6,122 +6,73 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/micro"
 	"google.golang.org/protobuf/encoding/protojson"
 	"google.golang.org/protobuf/proto"
 
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// apiError is an answer with a micro error code (contract.ErrCode*). When
-// fieldErrors or findings are set, the answer's data is an ApplyResponse
-// listing them, so a client can show every problem and not only the summary.
-type apiError struct {
-	code        string
-	desc        string
-	fieldErrors []*sluicev1.FieldError
-	findings    []*sluicev1.Finding // the fleet verifier's, when it refused (verify.go)
+// The API: serve adds one micro endpoint a verb (contract.SubjectApply,
+// SubjectDelete, SubjectUndo, SubjectRetry), each the one handler handle
+// of its verb. A request is protojson; the answer is the verb's response
+// as protojson, or its *apiError (errors.go) as a micro error carrying a
+// contract.ErrCode (respond).
+
+// serve starts the API: the micro service and one endpoint a verb, each
+// held until the registries' first syncs (whenReady) and while the control
+// plane is paused (gated). The caller stops the service.
+func (s *Service) serve(ctx context.Context) (micro.Service, error) {
+	svc, err := micro.AddService(s.cfg.Conn, micro.Config{
+		Name:        contract.ConfiguratorService,
+		Version:     contract.ServiceVersion(s.cfg.Version),
+		Metadata:    map[string]string{"instance": s.cfg.Instance, "build": s.cfg.Version},
+		Description: "sluice configurator: apply, delete, undo and retry",
+	})
+	if err != nil {
+		return nil, fmt.Errorf("start API: %w", err)
+	}
+	for _, ep := range []struct {
+		name, subject string
+		handle        func(context.Context, micro.Request)
+	}{
+		{"apply", contract.SubjectApply, handle(s, "apply", s.apply)},
+		{"delete", contract.SubjectDelete, handle(s, "delete", s.delete)},
+		{"undo", contract.SubjectUndo, handle(s, "undo", s.undo)},
+		{"retry", contract.SubjectRetry, handle(s, "retry", s.retry)},
+	} {
+		h := s.whenReady(ep.name, s.gated(ep.name, ep.handle))
+		if err := svc.AddEndpoint(ep.name, micro.ContextHandler(ctx, h), micro.WithEndpointSubject(ep.subject)); err != nil {
+			_ = svc.Stop()
+			return nil, fmt.Errorf("start API endpoint %s: %w", ep.name, err)
+		}
+	}
+	s.log.Info().Str("apply", contract.SubjectApply).Str("delete", contract.SubjectDelete).Str("undo", contract.SubjectUndo).
+		Str("retry", contract.SubjectRetry).Msg("serving the configurator API")
+	return svc, nil
 }
 
-func (e *apiError) Error() string { return e.code + " " + e.desc }
-
-// invalid rejects a request whose content breaks the rules; nothing was
-// stored. The answer lists the first maxListedErrors problems and its
-// description counts them all, so that it always fits in a reply.
-func invalid(what string, errs []*sluicev1.FieldError) *apiError {
-	desc := fmt.Sprintf("%s with %s; nothing was stored", plural(len(errs), "problem"), what)
-	if len(errs) > maxListedErrors {
-		desc += fmt.Sprintf(" (the first %d are listed)", maxListedErrors)
-		errs = errs[:maxListedErrors]
+// handle is the handler of verb op: it decodes the request (a Req, as
+// protojson), calls verb within requestTimeout and answers with the
+// response or the error (respond).
+func handle[Req any, PReq interface {
+	*Req
+	proto.Message
+}, Resp proto.Message](s *Service, op string, verb func(context.Context, PReq) (Resp, error)) func(context.Context, micro.Request) {
+	return func(ctx context.Context, r micro.Request) {
+		req := PReq(new(Req))
+		if err := decodeRequest(r.Data(), req); err != nil {
+			s.respond(r, op, nil, err)
+			return
+		}
+		ctx, cancel := context.WithTimeout(ctx, requestTimeout)
+		defer cancel()
+		resp, err := verb(ctx, req)
+		s.respond(r, op, resp, err)
 	}
-	return &apiError{code: contract.ErrCodeInvalid, desc: desc, fieldErrors: errs}
-}
-
-// unavailable: the control plane failed before anything was committed.
-func unavailable(err error) *apiError {
-	return &apiError{code: contract.ErrCodeUnavailable, desc: fmt.Sprintf("control plane unavailable, nothing was changed; retry: %v", err)}
-}
-
-// rolledBack: the apply was journaled but could not complete, and was
-// rolled back; the stored intents are as they were.
-func rolledBack(cause error) *apiError {
-	code := contract.ErrCodeConflict
-	var tooLarge *tooLargeError
-	var inv *invalidStateError
-	if errors.As(cause, &tooLarge) || errors.As(cause, &inv) || errors.Is(cause, nats.ErrMaxPayload) {
-		code = contract.ErrCodeInvalid
-	}
-	return &apiError{code: code, desc: fmt.Sprintf("the apply could not complete and was rolled back; nothing was changed: %v", cause)}
-}
-
-// interrupted: the control plane failed after the change was committed to
-// the journal; it completes (or is rolled back) on the next apply or start.
-func interrupted(err error) *apiError {
-	var inv *invalidStateError
-	if errors.As(err, &inv) {
-		return invalid("the stored intents", inv.errs)
-	}
-	var tooLarge *tooLargeError
-	if errors.As(err, &tooLarge) {
-		return &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf("refused: %v; the head stays where it is", err)}
-	}
-	if errors.Is(err, store.ErrConflict) {
-		return &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf("state changed during the request; retry: %v", err)}
-	}
-	return &apiError{code: contract.ErrCodeUnavailable, desc: fmt.Sprintf(
-		"control plane failed during the change; it is recorded and completes, or is rolled back, when the configurator next applies or starts: %v", err)}
-}
-
-func (s *Service) handleApply(ctx context.Context, r micro.Request) {
-	req := &sluicev1.ApplyRequest{}
-	if err := decodeRequest(r.Data(), req); err != nil {
-		s.respond(r, "apply", nil, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	resp, err := s.apply(ctx, req)
-	s.respond(r, "apply", resp, err)
-}
-
-func (s *Service) handleDelete(ctx context.Context, r micro.Request) {
-	req := &sluicev1.DeleteRequest{}
-	if err := decodeRequest(r.Data(), req); err != nil {
-		s.respond(r, "delete", nil, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	resp, err := s.delete(ctx, req)
-	s.respond(r, "delete", resp, err)
-}
-
-func (s *Service) handleUndo(ctx context.Context, r micro.Request) {
-	req := &sluicev1.UndoRequest{}
-	if err := decodeRequest(r.Data(), req); err != nil {
-		s.respond(r, "undo", nil, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	resp, err := s.undo(ctx, req)
-	s.respond(r, "undo", resp, err)
-}
-
-func (s *Service) handleRetry(ctx context.Context, r micro.Request) {
-	req := &sluicev1.RetryRequest{}
-	if err := decodeRequest(r.Data(), req); err != nil {
-		s.respond(r, "retry", nil, err)
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, requestTimeout)
-	defer cancel()
-	resp, err := s.retry(ctx, req)
-	s.respond(r, "retry", resp, err)
 }
 
 var protoErrPrefix = regexp.MustCompile(`^proto:[\s\x{00a0}]*`)
@@ -176,8 +127,8 @@ func (s *Service) respond(r micro.Request, op string, resp proto.Message, err er
 	if ae.code == contract.ErrCodeUnavailable {
 		lvl = s.log.Warn()
 	}
-	lvl.Str("op", op).Str("code", ae.code).Int("problems", len(ae.fieldErrors)+len(ae.findings)).Msg(desc)
-	if rerr := r.Error(ae.code, desc, data); rerr != nil {
+	lvl.Str("op", op).Str("code", string(ae.code)).Int("problems", len(ae.fieldErrors)+len(ae.findings)).Msg(desc)
+	if rerr := r.Error(string(ae.code), desc, data); rerr != nil {
 		s.log.Warn().Err(rerr).Str("op", op).Msg("send error response")
 	}
 }
@@ -198,4 +149,29 @@ func (s *Service) encodeReply(op string, resp proto.Message) ([]byte, error) {
 	short := proto.Clone(ar).(*sluicev1.ApplyResponse)
 	short.Created, short.Updated, short.Unchanged = nil, nil, nil
 	return protojson.Marshal(short)
+}
+
+// whenReady holds a request until every registry had its first sync
+// attempt, at most bootstrapWait; then it is answered 503 with nothing
+// stored.
+func (s *Service) whenReady(op string, h func(context.Context, micro.Request)) func(context.Context, micro.Request) {
+	return func(ctx context.Context, r micro.Request) {
+		select {
+		case <-s.ready:
+		default:
+			t := time.NewTimer(bootstrapWait)
+			defer t.Stop()
+			select {
+			case <-s.ready:
+			case <-t.C:
+				s.respond(r, op, nil, &apiError{code: contract.ErrCodeUnavailable, desc: fmt.Sprintf(
+					"the configurator is starting: the first sync of its registries did not finish within %s (sluice get registries); nothing was stored; retry",
+					bootstrapWait)})
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+		h(ctx, r)
+	}
 }

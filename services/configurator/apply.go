@@ -8,11 +8,9 @@ import (
 	"strings"
 
 	"google.golang.org/protobuf/proto"
-	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/change"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -43,16 +41,11 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 		req.Source = s.cfg.Source
 	}
 
-	if err := s.mu.Lock(ctx); err != nil {
-		return nil, unavailable(err)
-	}
-	defer s.mu.Unlock()
-	if err := s.rollForward(ctx); err != nil {
-		return nil, unavailable(err)
-	}
-	if err := s.refuseLost(ctx, "the apply"); err != nil {
+	unlock, err := s.beginChange(ctx, "the apply")
+	if err != nil {
 		return nil, err
 	}
+	defer unlock()
 	in, err := s.readStored(ctx)
 	if err != nil {
 		return nil, unavailable(err)
@@ -157,81 +150,6 @@ func (s *Service) apply(ctx context.Context, req *sluicev1.ApplyRequest) (*sluic
 	return resp, nil
 }
 
-// runningRollout is the rollout running when the head moved to h, other
-// than h's own: h's rollout waits for it (or stops it). "" when none, or
-// when it cannot be read (the answer is informative only).
-func (s *Service) runningRollout(ctx context.Context, h *sluicev1.Head) string {
-	ref, err := s.st.refs.Get(ctx, contract.KeyActive)
-	if err != nil || ref.Value.GetRollout() == contract.RolloutID(h.GetGeneration(), h.GetRevision()) {
-		return ""
-	}
-	return ref.Value.GetRollout()
-}
-
-// queuedBehind is the rollout the head's own waits for while it has not
-// started (its record does not exist yet), "" otherwise: an apply that
-// changes nothing says so, for it is why nothing seems to happen.
-func (s *Service) queuedBehind(ctx context.Context, h *sluicev1.Head) string {
-	if h == nil {
-		return ""
-	}
-	if _, err := s.st.rollouts.Get(ctx, contract.RolloutID(h.GetGeneration(), h.GetRevision())); !errors.Is(err, store.ErrNotFound) {
-		return ""
-	}
-	return s.runningRollout(ctx, h)
-}
-
-// commit writes journal and finishes it: from the journal's write on the
-// change is committed, and if anything after fails, the journal makes this
-// request, the next one or the next start finish it (or roll it back). in
-// is the stored state the change was planned from (finish). The error is an
-// *apiError for the caller to answer with.
-func (s *Service) commit(ctx context.Context, journal *sluicev1.ApplyJournal, reason func(created, updated []string) string, in *inputs) (finished, error) {
-	jrev, err := s.st.journal.Create(ctx, contract.KeyPending, journal)
-	if errors.Is(err, store.ErrConflict) {
-		return finished{}, &apiError{code: contract.ErrCodeConflict, desc: "another configurator is applying right now; retry"}
-	}
-	if err != nil {
-		return finished{}, unavailable(err)
-	}
-	done, err := s.finish(ctx, store.Entry[*sluicev1.ApplyJournal]{Key: contract.KeyPending, Value: journal, Revision: jrev}, reason, in)
-	if err != nil {
-		return finished{}, interrupted(err)
-	}
-	if done.rolledBack != nil {
-		return finished{}, rolledBack(done.rolledBack)
-	}
-	return done, nil
-}
-
-// checkFits refuses an apply when a value it would write does not fit in
-// one message: an intent, the revision or the journal, in that order.
-func (s *Service) checkFits(journal *sluicev1.ApplyJournal, writes, set []*sluicev1.Intent, target string) error {
-	now := timestamppb.New(s.cfg.Now())
-	var err error
-	for _, in := range writes {
-		if err = s.fits("intent "+intent.ID(in), &sluicev1.StoredIntent{Intent: in, Source: journal.GetSource(), UpdatedAt: now}); err != nil {
-			break
-		}
-	}
-	if err == nil {
-		err = s.fits("the revision ("+plural(len(set), "intent")+")", &sluicev1.Revision{Id: target, Intents: set, CreatedAt: now})
-	}
-	if err == nil {
-		err = s.fits("the apply journal ("+plural(len(journal.GetIntents()), "intent")+" and "+
-			plural(len(journal.GetPrior()), "prior value")+")", journal)
-	}
-	var tooLarge *tooLargeError
-	if errors.As(err, &tooLarge) {
-		return &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf(
-			"refused: %v; nothing was stored. Apply fewer or smaller intents in one request, or raise max_payload on the NATS server", err)}
-	}
-	if err != nil {
-		return unavailable(err)
-	}
-	return nil
-}
-
 // rerollReason says why applying the head's own content again should start
 // a new rollout of it, or "" when it should change nothing: the head's
 // rollout ended without putting it in force (RolledBack, Aborted, or a
@@ -299,109 +217,6 @@ func strategyJSON(st *sluicev1.Strategy) string {
 		return "{}"
 	}
 	return string(b)
-}
-
-// delete marks an intent for deletion and moves the head to a revision without it.
-func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*sluicev1.DeleteResponse, error) {
-	kind, err := intent.ParseKind(req.GetKind())
-	if err != nil {
-		return nil, &apiError{code: contract.ErrCodeInvalid, desc: err.Error()}
-	}
-	if err := contract.ValidName(req.GetName()); err != nil {
-		return nil, &apiError{code: contract.ErrCodeInvalid, desc: "name: " + err.Error()}
-	}
-	if errs := intent.ValidateStrategy(req.GetStrategy()); len(errs) > 0 {
-		return nil, invalid("the request", errs)
-	}
-	id, key := intent.IDOf(kind, req.GetName()), intent.KeyOf(kind, req.GetName())
-
-	if err := s.mu.Lock(ctx); err != nil {
-		return nil, unavailable(err)
-	}
-	defer s.mu.Unlock()
-	if err := s.rollForward(ctx); err != nil {
-		return nil, unavailable(err)
-	}
-	if err := s.refuseLost(ctx, "the delete"); err != nil {
-		return nil, err
-	}
-	cur, err := s.st.intents.Get(ctx, key)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return nil, &apiError{code: contract.ErrCodeNotFound, desc: fmt.Sprintf("%s does not exist", id)}
-	case errors.Is(err, store.ErrUndecodable):
-		// It is in no revision already; deleting it removes the bad value.
-		if err := s.st.intents.Delete(ctx, key, cur.Revision); err != nil {
-			if errors.Is(err, store.ErrConflict) {
-				return nil, &apiError{code: contract.ErrCodeConflict, desc: fmt.Sprintf("%s changed during the delete; retry", id)}
-			}
-			return nil, unavailable(err)
-		}
-		s.events.Emit(&sluicev1.Event{Kind: events.KindIntent, Id: key, Type: "UnreadableIntentDeleted",
-			Reason: fmt.Sprintf("%s/%s did not decode and was deleted on request", s.st.intents.Bucket(), key)})
-	case err != nil:
-		return nil, unavailable(err)
-	case !cur.Value.GetMarkedForDeletion():
-		in, err := s.readStored(ctx)
-		if err != nil {
-			return nil, unavailable(err)
-		}
-		if err := s.refuseOwned(ctx, "delete", []string{key}, in.live); err != nil {
-			return nil, err
-		}
-		journal := &sluicev1.ApplyJournal{Strategy: req.GetStrategy(), Source: contract.SourceAPI, HasPrior: true, Mark: []string{key},
-			Prior: []*sluicev1.PriorIntent{{Key: key, Value: cur.Value, KvRevision: cur.Revision}}}
-		// Removing an intent cannot break a rule, unless the stored set was
-		// already broken by hand; then say so rather than cut a bad revision.
-		eff := change.Effective(in.landed(journal).live)
-		if errs := intent.Validate(eff); len(errs) > 0 {
-			return nil, invalid("the intents left after the delete", errs)
-		}
-		findings, err := s.verifyFleet(ctx, "the set the delete leaves", eff, req.GetStrategy(), false)
-		if err != nil {
-			return nil, err
-		}
-		if err := s.refuseKnownBad(ctx, &sluicev1.Revision{Id: render.RevisionID(eff), Intents: eff}, req.GetStrategy()); err != nil {
-			return nil, err
-		}
-		var tooLarge *tooLargeError
-		if err := s.fits("the revision ("+plural(len(eff), "intent")+")", &sluicev1.Revision{Id: render.RevisionID(eff), Intents: eff, CreatedAt: nowProto(s.cfg.Now)}); errors.As(err, &tooLarge) {
-			return nil, &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf("refused: %v; nothing was stored. Delete more intents first, or raise max_payload on the NATS server", err)}
-		} else if err != nil {
-			return nil, unavailable(err)
-		}
-		// Through the apply journal, as every change of the stored set: the
-		// mark and the head move land together or not at all.
-		before := in.head
-		done, err := s.commit(ctx, journal, func(_, _ []string) string { return "deleted " + id }, &in)
-		if err != nil {
-			return nil, err
-		}
-		resp := &sluicev1.DeleteResponse{Revision: done.head.GetRevision(), Generation: done.head.GetGeneration(),
-			Changed: done.head.GetRevision() != before.Value.GetRevision(), Findings: findings}
-		if resp.Changed {
-			resp.WaitsFor = s.runningRollout(ctx, done.head)
-		}
-		return resp, nil
-	}
-	// Marked already, or an unreadable value just removed: the head follows.
-	in, err := s.readStored(ctx)
-	if err != nil {
-		return nil, unavailable(err)
-	}
-	before := in.head
-	next, err := s.advance(ctx, req.GetStrategy(), false, "", nil, func(diff) string { return "deleted " + id }, &in)
-	if err != nil {
-		return nil, interrupted(err)
-	}
-	resp := &sluicev1.DeleteResponse{
-		Revision: next.GetRevision(), Generation: next.GetGeneration(),
-		Changed: next.GetRevision() != before.Value.GetRevision(),
-	}
-	if resp.Changed {
-		resp.WaitsFor = s.runningRollout(ctx, next)
-	}
-	return resp, nil
 }
 
 // keysOf is the intents keys of ins.

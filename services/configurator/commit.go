@@ -21,106 +21,51 @@ import (
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// inForceUnknown: a stored intent is unreadable and the version of it in
-// force cannot be read either (keepInForce), so no revision is cut. It is
-// the apiError an apply answers with; a reconcile keeps the head where it is.
-type inForceUnknown struct{ api *apiError }
+// Committing a change: beginChange takes s.mu for it, commit writes the
+// apply journal and finishes it (journal.go), and finishing moves the head
+// (advance) to the revision of the effective set, keeping in force what
+// cannot be read (keepInForce).
 
-func (e *inForceUnknown) Error() string { return e.api.Error() }
-func (e *inForceUnknown) Unwrap() error { return e.api }
-
-// invalidStateError: the effective set in the intents bucket breaks the
-// rules, so no revision is cut from it.
-type invalidStateError struct{ errs []*sluicev1.FieldError }
-
-func (e *invalidStateError) Error() string {
-	return fmt.Sprintf("the stored intents break %d rules", len(e.errs))
-}
-
-// readHead returns the head entry; a zero entry (nil Value) when there is
-// none yet. A head that does not decode is reported and stands in as an
-// empty head whose generation is the key's KV revision: the next head is
-// written over it with compare-and-set, at a generation above any the key
-// held before (every head write took a KV revision and raised the
-// generation by one).
-func (s *Service) readHead(ctx context.Context) (store.Entry[*sluicev1.Head], error) {
-	e, _, err := s.readHeadNoting(ctx)
-	return e, err
-}
-
-// readHeadNoting is readHead that also returns why the stored head is
-// unreadable (nil when it is readable or absent).
-func (s *Service) readHeadNoting(ctx context.Context) (store.Entry[*sluicev1.Head], error, error) {
-	e, err := s.st.head.Get(ctx, contract.KeyHead)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return store.Entry[*sluicev1.Head]{Key: contract.KeyHead}, nil, nil
-	case errors.Is(err, store.ErrUndecodable):
-		s.quarantine.Report(s.st.head.Bucket(), contract.KeyHead, e.Revision, err,
-			fmt.Sprintf("treated as no head at generation %d; the next revision replaces it", e.Revision))
-		return store.Entry[*sluicev1.Head]{Key: contract.KeyHead, Revision: e.Revision, Value: &sluicev1.Head{Generation: e.Revision}}, err, nil
+// beginChange takes s.mu for a change a request asks for (what names it in
+// a refusal), after finishing a leftover journal, and refuses it while the
+// store is lost. The error is an *apiError to answer with; on success the
+// caller calls unlock when done.
+func (s *Service) beginChange(ctx context.Context, what string) (unlock func(), err error) {
+	if err := s.mu.Lock(ctx); err != nil {
+		return nil, unavailable(err)
 	}
-	return e, nil, err
+	if err := s.rollForward(ctx); err != nil {
+		s.mu.Unlock()
+		return nil, unavailable(err)
+	}
+	if err := s.refuseLost(ctx, what); err != nil {
+		s.mu.Unlock()
+		return nil, err
+	}
+	return s.mu.Unlock, nil
 }
 
-// liveIntents returns every readable stored intent by key, marked ones
-// included, and the KV revision of every key whose value does not decode:
-// those are reported and left out of the sets read here (a revision cut
-// keeps their version in force: advance), and an apply of that intent
-// overwrites them.
-func (s *Service) liveIntents(ctx context.Context) (map[string]store.Entry[*sluicev1.StoredIntent], map[string]uint64, error) {
-	entries, err := s.st.intents.List(ctx, ">")
+// commit writes journal and finishes it: from the journal's write on the
+// change is committed, and if anything after fails, the journal makes this
+// request, the next one or the next start finish it (or roll it back). in
+// is the stored state the change was planned from (finish). The error is an
+// *apiError for the caller to answer with.
+func (s *Service) commit(ctx context.Context, journal *sluicev1.ApplyJournal, reason func(created, updated []string) string, in *inputs) (finished, error) {
+	jrev, err := s.st.journal.Create(ctx, contract.KeyPending, journal)
+	if errors.Is(err, store.ErrConflict) {
+		return finished{}, &apiError{code: contract.ErrCodeConflict, desc: "another configurator is applying right now; retry"}
+	}
 	if err != nil {
-		return nil, nil, err
+		return finished{}, unavailable(err)
 	}
-	out := make(map[string]store.Entry[*sluicev1.StoredIntent], len(entries))
-	unreadable := map[string]uint64{}
-	for _, e := range entries {
-		if e.Err != nil {
-			unreadable[e.Key] = e.Revision
-			s.quarantine.Report(s.st.intents.Bucket(), e.Key, e.Revision, e.Err,
-				"its version in the head's revision stays in force until it is applied again (which overwrites it) or deleted")
-			continue
-		}
-		out[e.Key] = e
-	}
-	return out, unreadable, nil
-}
-
-// inputs is what a change is planned from, read once per request: the
-// stored intents (readable ones by key, marked ones included; unreadable
-// ones by KV revision, see liveIntents) and the head. read is the
-// effective set of the readable intents as read, before any change planned
-// from them landed: what keepInForce checks against the head's revision.
-type inputs struct {
-	live       map[string]change.Stored
-	unreadable map[string]uint64
-	head       store.Entry[*sluicev1.Head]
-	headErr    error // why the stored head is unreadable; nil when it is not
-	// The strategy of the head this change replaces is known nowhere
-	// (restoreHead): the head written says so (Head.strategy_lost).
-	strategyLost bool
-	read         []*sluicev1.Intent
-}
-
-// readStored reads the stored intents (one listing) and the head.
-func (s *Service) readStored(ctx context.Context) (inputs, error) {
-	live, unreadable, err := s.liveIntents(ctx)
+	done, err := s.finish(ctx, store.Entry[*sluicev1.ApplyJournal]{Key: contract.KeyPending, Value: journal, Revision: jrev}, reason, in)
 	if err != nil {
-		return inputs{}, err
+		return finished{}, interrupted(err)
 	}
-	head, headErr, err := s.readHeadNoting(ctx)
-	if err != nil {
-		return inputs{}, err
+	if done.rolledBack != nil {
+		return finished{}, rolledBack(done.rolledBack)
 	}
-	return inputs{live: live, unreadable: unreadable, head: head, headErr: headErr, read: change.Effective(live)}, nil
-}
-
-// landed is in once journal j landed (change.Landed), the head and the
-// set as read.
-func (in inputs) landed(j *sluicev1.ApplyJournal) inputs {
-	live, unreadable := change.Landed(in.live, in.unreadable, j)
-	return inputs{live: live, unreadable: unreadable, head: in.head, headErr: in.headErr, read: in.read}
+	return done, nil
 }
 
 // keepInForce adds to eff the head revision's version of every intent
@@ -272,25 +217,6 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, rero
 		Reason: fmt.Sprintf("head moved from %s to %s, generation %d: %s%s",
 			shortOrNone(cur.Value.GetRevision()), render.Short(id), next.Generation, next.Reason, from)})
 	return next, nil
-}
-
-// repairRevision rewrites revision rev when the value stored under its id
-// does not decode (rewritten: it did). Any readable value there has the same content: the id is
-// its hash.
-func (s *Service) repairRevision(ctx context.Context, rev *sluicev1.Revision) (rewritten bool, err error) {
-	e, err := s.st.revisions.Get(ctx, rev.GetId())
-	switch {
-	case err == nil, errors.Is(err, store.ErrNotFound):
-		return false, nil
-	case !errors.Is(err, store.ErrUndecodable):
-		return false, fmt.Errorf("read revision %s: %w", render.Short(rev.GetId()), err)
-	}
-	if _, err := s.st.revisions.Update(ctx, rev.GetId(), rev, e.Revision); err != nil {
-		return false, fmt.Errorf("rewrite unreadable revision %s: %w", render.Short(rev.GetId()), err)
-	}
-	s.quarantine.Rewritten(s.st.revisions.Bucket(), rev.GetId(), e.Revision, err,
-		"the revision made from the stored intents, whose content has this id")
-	return true, nil
 }
 
 // diff is what changed between two sets of intents, by ID.

@@ -1,6 +1,7 @@
 // Package configurator is the configurator service: the single writer of
-// intents and revisions. It serves the apply and delete API (a NATS micro
-// service, api.go), validates every batch against the whole effective set of
+// intents and revisions. It serves the API (a NATS micro service, api.go;
+// one file a verb: apply.go, delete.go, undo.go, retry.go, and sync.go for
+// a registry's answer), validates every batch against the whole effective set of
 // intents and verifies that set on the present nodes (the fleet rules,
 // verify.go), and when that set changes writes an immutable, content-addressed
 // revision and moves the head to it (commit.go). Entry point: New(cfg).Run(ctx).
@@ -32,7 +33,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/micro"
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/backoff"
@@ -43,7 +43,6 @@ import (
 	"github.com/sluicehq/sluice/pkg/health"
 	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/pause"
-	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -205,10 +204,58 @@ func (s *Service) Run(ctx context.Context) error {
 	return err
 }
 
+// run is Run's steps: build the stores, reconcile once, serve the API,
+// follow the registries, then watch until ctx ends.
 func (s *Service) run(ctx context.Context) error {
-	js, b, err := buckets.Open(ctx, s.cfg.Conn, s.cfg.Settings, contract.ComponentConfigurator, buckets.WithLog(s.log))
+	b, err := s.buildStores(ctx)
 	if err != nil {
 		return err
+	}
+	defer func() {
+		fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		s.events.Flush(fctx)
+	}()
+
+	stopPause := s.startPause(ctx, b)
+	defer stopPause()
+	// Listen before reconciling so that a reconnect during it is not missed.
+	reconnected := s.cfg.Conn.StatusChanged(nats.CONNECTED)
+	defer s.cfg.Conn.RemoveStatusListener(reconnected)
+
+	// A failed reconcile is retried, never fatal: the API serves meanwhile,
+	// and every apply finishes a leftover journal first anyway.
+	retry := newRetrier(s.log)
+	defer retry.timer.Stop()
+	startErr := s.reconcile(ctx)
+	if startErr != nil && ctx.Err() != nil {
+		return nil
+	}
+	retry.after(ctx, startErr, "reconcile at start failed; serving the API and retrying")
+
+	// Serve the API once the start-up reconcile ran (a leftover journal is
+	// finished first), before the registries' first syncs: a request
+	// arriving meanwhile waits for them (whenReady) rather than finding no
+	// configurator, or racing a registry's first sync.
+	s.ready = make(chan struct{})
+	svc, err := s.serve(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = svc.Stop() }()
+	s.readiness.Set(false, "serving the API; waiting for the first sync of every registry")
+
+	regs, regsDone := s.followRegistries(ctx, b)
+	defer func() { <-regsDone }()
+	return s.watch(ctx, regs, reconnected, retry)
+}
+
+// buildStores binds the buckets and makes the typed stores (s.st), the
+// event emitter and the quarantine reporter on them.
+func (s *Service) buildStores(ctx context.Context) (*buckets.Set, error) {
+	js, b, err := buckets.Open(ctx, s.cfg.Conn, s.cfg.Settings, contract.ComponentConfigurator, buckets.WithLog(s.log))
+	if err != nil {
+		return nil, err
 	}
 	s.readiness.Set(false, "buckets bound; reconciling the stored intents with the head")
 	s.st = &state{
@@ -225,74 +272,14 @@ func (s *Service) run(ctx context.Context) error {
 	}
 	s.events = events.NewEmitter(js, s.cfg.Log, Component, s.cfg.Now)
 	s.quarantine = events.NewQuarantine(s.events)
-	defer func() {
-		fctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-		defer cancel()
-		s.events.Flush(fctx)
-	}()
+	return b, nil
+}
 
-	stopPause := s.startPause(ctx, b)
-	defer stopPause()
-	// Listen before reconciling so that a reconnect during it is not missed.
-	reconnected := s.cfg.Conn.StatusChanged(nats.CONNECTED)
-	defer s.cfg.Conn.RemoveStatusListener(reconnected)
-
-	// A failed reconcile is retried, never fatal: the API serves meanwhile,
-	// and every apply finishes a leftover journal first anyway.
-	retry := time.NewTimer(time.Hour)
-	retry.Stop() // armed by a failure
-	defer retry.Stop()
-	again := backoff.New(reconcileAgain)
-	reconciled := func(err error, what string) {
-		switch {
-		case err == nil:
-			again.Reset()
-		case ctx.Err() == nil:
-			wait := again.Next()
-			s.log.Error().Err(err).Dur("retry_in", wait).Msg(what)
-			retry.Reset(wait)
-		}
-	}
-	startErr := s.reconcile(ctx)
-	if startErr != nil && ctx.Err() != nil {
-		return nil
-	}
-	reconciled(startErr, "reconcile at start failed; serving the API and retrying")
-
-	// Serve the API once the start-up reconcile ran (a leftover journal is
-	// finished first), before the registries' first syncs: a request
-	// arriving meanwhile waits for them (whenReady) rather than finding no
-	// configurator, or racing a registry's first sync.
-	s.ready = make(chan struct{})
-	svc, err := micro.AddService(s.cfg.Conn, micro.Config{
-		Name:        contract.ConfiguratorService,
-		Version:     contract.ServiceVersion(s.cfg.Version),
-		Metadata:    map[string]string{"instance": s.cfg.Instance, "build": s.cfg.Version},
-		Description: "sluice configurator: apply, delete, undo and retry",
-	})
-	if err != nil {
-		return fmt.Errorf("start API: %w", err)
-	}
-	defer func() { _ = svc.Stop() }()
-	for _, ep := range []struct {
-		name, subject string
-		handle        func(context.Context, micro.Request)
-	}{
-		{"apply", contract.SubjectApply, s.handleApply},
-		{"delete", contract.SubjectDelete, s.handleDelete},
-		{"undo", contract.SubjectUndo, s.handleUndo},
-		{"retry", contract.SubjectRetry, s.handleRetry},
-	} {
-		h := s.whenReady(ep.name, s.gated(ep.name, ep.handle))
-		if err := svc.AddEndpoint(ep.name, micro.ContextHandler(ctx, h), micro.WithEndpointSubject(ep.subject)); err != nil {
-			return fmt.Errorf("start API endpoint %s: %w", ep.name, err)
-		}
-	}
-	s.log.Info().Str("apply", contract.SubjectApply).Str("delete", contract.SubjectDelete).Str("undo", contract.SubjectUndo).
-		Str("retry", contract.SubjectRetry).Msg("serving the configurator API")
-	s.readiness.Set(false, "serving the API; waiting for the first sync of every registry")
-
-	regs := s.newRegistries(b)
+// followRegistries runs the registries' syncers until ctx ends (done is
+// closed then); once every registry had its first sync attempt, requests
+// are answered (s.ready) and the configurator is ready.
+func (s *Service) followRegistries(ctx context.Context, b *buckets.Set) (regs *registries, done <-chan struct{}) {
+	regs = s.newRegistries(b)
 	regsDone := make(chan struct{})
 	go func() {
 		defer close(regsDone)
@@ -308,8 +295,13 @@ func (s *Service) run(ctx context.Context) error {
 			}()
 		})
 	}()
-	defer func() { <-regsDone }()
+	return regs, regsDone
+}
 
+// watch acts until ctx ends on what asks for a repair or a reconcile: an
+// unreadable head or revision, a reconnect, a resume, the retry of a
+// failed reconcile, and the periodic check that the store is not lost.
+func (s *Service) watch(ctx context.Context, regs *registries, reconnected <-chan nats.Status, retry *retrier) error {
 	// The head is this configurator's key: one that turns unreadable is
 	// written again at once (repairHead), or the coordinator, which skips
 	// it, would never roll out what it names.
@@ -343,7 +335,7 @@ func (s *Service) run(ctx context.Context) error {
 			case e.Err != nil:
 				s.sawUnreadableHead(e.Revision)
 				_, err := s.repairHead(ctx)
-				reconciled(err, "repair the unreadable head")
+				retry.after(ctx, err, "repair the unreadable head")
 			}
 		case e, ok := <-revKeys:
 			switch {
@@ -351,201 +343,44 @@ func (s *Service) run(ctx context.Context) error {
 				revKeys = nil // the watch ended with ctx
 			case e.Key == "" || e.Deleted || e.Key == contract.KeyHead || e.Key == contract.KeyPending:
 			default:
-				reconciled(s.repairRevisionKey(ctx, e.Key), "repair an unreadable revision")
+				retry.after(ctx, s.repairRevisionKey(ctx, e.Key), "repair an unreadable revision")
 			}
 		case <-reconnected:
 			// Whatever happened while disconnected, act on the state as it is.
-			reconciled(s.heal(ctx), "reconcile after reconnect")
+			retry.after(ctx, s.heal(ctx), "reconcile after reconnect")
 		case <-s.resumed:
 			regs.nudgeAll()
-			reconciled(s.heal(ctx), "reconcile after resume")
-		case <-retry.C:
-			reconciled(s.heal(ctx), "reconcile")
+			retry.after(ctx, s.heal(ctx), "reconcile after resume")
+		case <-retry.timer.C:
+			retry.after(ctx, s.heal(ctx), "reconcile")
 		}
 	}
 }
 
-// headRepair is what repairHead does after reading the head.
-type headRepair int
+// retrier arms its timer after a failed reconcile or repair, backing off
+// from reconcileRetry (reconcileAgain), and starts the back-off again after
+// one that succeeded.
+type retrier struct {
+	timer *time.Timer // fires when it is time to heal again
+	again *backoff.Backoff
+	log   zerolog.Logger
+}
 
-const (
-	headFine      headRepair = iota // readable again, or gone: nothing to repair
-	headBehind                      // the read is older than the unreadable head the watch saw: look again
-	headUnknown                     // the read failed: look again
-	headRewrite                     // write the head this process last wrote over it
-	headReconcile                   // this process wrote none: cut a head from the stored intents
-)
+func newRetrier(log zerolog.Logger) *retrier {
+	t := time.NewTimer(time.Hour)
+	t.Stop() // armed by a failure
+	return &retrier{timer: t, again: backoff.New(reconcileAgain), log: log}
+}
 
-// planHeadRepair decides repairHead's step from its read of the head (the
-// entry's revision and the read's error), the revision of the newest
-// unreadable head the watch delivered (0: none) and whether this process
-// wrote a head.
-//
-// A direct get may be answered by any replica of the bucket, one still
-// catching up among them: a readable value at a revision below the
-// unreadable one the watch delivered is that replica's, not a repair, and
-// is no answer. Taken for "readable again", it left the garbage for good,
-// as no later write of the head came to show it again (chaos seed 75: the
-// garbage came 20 ms after an R3 cluster's server stopped). An error
-// other than "undecodable" is no answer either.
-func planHeadRepair(readRev uint64, err error, unreadableAt uint64, wroteOne bool) headRepair {
+// after takes the outcome of what: a failure (unless ctx ended) is logged
+// and tried again after the next back-off.
+func (r *retrier) after(ctx context.Context, err error, what string) {
 	switch {
-	case err == nil && readRev < unreadableAt:
-		return headBehind
-	case err == nil, errors.Is(err, store.ErrNotFound):
-		return headFine
-	case !errors.Is(err, store.ErrUndecodable):
-		return headUnknown
-	case wroteOne:
-		return headRewrite
+	case err == nil:
+		r.again.Reset()
+	case ctx.Err() == nil:
+		wait := r.again.Next()
+		r.log.Error().Err(err).Dur("retry_in", wait).Msg(what)
+		r.timer.Reset(wait)
 	}
-	return headReconcile
-}
-
-// sawUnreadableHead remembers the revision of an unreadable head the
-// watch delivered, keeping the newest.
-func (s *Service) sawUnreadableHead(rev uint64) {
-	for {
-		cur := s.unreadableHead.Load()
-		if rev <= cur || s.unreadableHead.CompareAndSwap(cur, rev) {
-			return
-		}
-	}
-}
-
-// repairHead writes revisions/head again when it holds a value that does
-// not decode or is not well-formed: the head this process last wrote, at
-// the same generation (nothing else wrote the head since, or the value
-// would be that write), or, if this process wrote none, a head cut from
-// the stored intents as at start (reconcile: the next generation).
-// planHeadRepair decides which from the read; reconciled says it
-// reconciled to do so. An error leaves the repair to the retry (heal).
-func (s *Service) repairHead(ctx context.Context) (reconciled bool, err error) {
-	end, held := s.gate.Begin()
-	if held != nil {
-		return false, nil // the resume heals (heal)
-	}
-	defer end()
-	if err := s.mu.Lock(ctx); err != nil {
-		return false, err
-	}
-	e, err := s.st.head.Get(ctx, contract.KeyHead)
-	last := s.lastHead.Load()
-	seen := s.unreadableHead.Load()
-	switch planHeadRepair(e.Revision, err, seen, last != nil) {
-	case headFine:
-		s.unreadableHead.CompareAndSwap(seen, 0) // a newer one seen since stays
-		s.mu.Unlock()
-		return false, nil
-	case headBehind:
-		s.mu.Unlock()
-		return false, fmt.Errorf("read the head to see whether it needs repair: the answer is revision %d, older than the unreadable revision %d the watch delivered (a replica still catching up)", e.Revision, seen)
-	case headUnknown:
-		s.mu.Unlock()
-		return false, fmt.Errorf("read the head to see whether it needs repair: %w", err)
-	case headRewrite:
-		defer s.mu.Unlock()
-		if _, uerr := s.st.head.Update(ctx, contract.KeyHead, last, e.Revision); uerr != nil {
-			return false, fmt.Errorf("rewrite the unreadable head: %w", uerr)
-		}
-		s.unreadableHead.CompareAndSwap(seen, 0)
-		s.quarantine.Rewritten(s.st.head.Bucket(), contract.KeyHead, e.Revision, err,
-			fmt.Sprintf("the head this configurator last wrote (revision %s, generation %d)", render.Short(last.GetRevision()), last.GetGeneration()))
-		return false, nil
-	}
-	s.mu.Unlock()
-	if err := s.reconcile(ctx); err != nil {
-		return true, err
-	}
-	s.unreadableHead.CompareAndSwap(seen, 0)
-	return true, nil
-}
-
-// heal repairs an unreadable head and reconciles: after a failure, a
-// resume or a reconnect, when a repair the watch asked for may not have
-// been made (held by the pause, or its read failed) and no new write of
-// the head will ask again. A repair that reconciled is not followed by a
-// second reconcile.
-func (s *Service) heal(ctx context.Context) error {
-	reconciled, err := s.repairHead(ctx)
-	if reconciled {
-		return err
-	}
-	return errors.Join(err, s.reconcile(ctx))
-}
-
-// repairRevisionKey reconciles when revision key does not decode: reconcile
-// rewrites the head's revision from the stored intents, whose content it is
-// (advance), and writes the head again. Another revision's content is not
-// stored anywhere else: it stays unreadable, reported by its readers.
-func (s *Service) repairRevisionKey(ctx context.Context, key string) error {
-	if _, err := s.st.revisions.Get(ctx, key); !errors.Is(err, store.ErrUndecodable) {
-		return nil // readable, gone, or unknown: a read error is not garbage
-	}
-	return s.reconcile(ctx)
-}
-
-// reconcile completes an interrupted apply and moves the head if the stored
-// intents differ from it.
-func (s *Service) reconcile(ctx context.Context) error {
-	end, held := s.gate.Begin()
-	if held != nil {
-		s.log.Info().Str(logging.FieldReason, contract.DescribePause(held)).Msg("reconcile waits for resume: the control plane is paused")
-		return nil
-	}
-	defer end()
-	if err := s.mu.Lock(ctx); err != nil {
-		return err
-	}
-	defer s.mu.Unlock()
-	if err := s.rollForward(ctx); err != nil {
-		return err
-	}
-	if err := s.refuseLost(ctx, "reconciling the head with the stored intents"); err != nil {
-		if ae := (*apiError)(nil); errors.As(err, &ae) && ae.code == contract.ErrCodeStoreLost {
-			return nil // said once (refuseLost); an operator's recover lifts it
-		}
-		return err
-	}
-	in, err := s.readStored(ctx)
-	if err != nil {
-		return err
-	}
-	lost := ""
-	if in.headErr != nil {
-		restored, why, err := s.restoreHead(ctx, &in)
-		if restored || err != nil {
-			return err
-		}
-		lost, in.strategyLost = "; "+why, true
-	}
-	cur := in.head
-	_, err = s.advance(ctx, cur.Value.GetStrategy(), false, "", nil, func(d diff) string {
-		return fmt.Sprintf("reconciled: the stored intents differ from head revision %s (%s)%s", shortOrNone(cur.Value.GetRevision()), d, lost)
-	}, &in)
-	var inv *invalidStateError
-	var tooLarge *tooLargeError
-	var unknown *inForceUnknown
-	switch {
-	case errors.As(err, &unknown):
-		// Retrying would not change it: an apply or delete of those
-		// intents, or a readable head, does. Applies answer the same.
-		s.log.Error().Err(err).Msg("an unreadable stored intent's version in force cannot be read; the head stays where it is")
-		return nil
-	case errors.As(err, &inv):
-		// Someone wrote the intents bucket by hand. Keep the head where it
-		// is; applies show the problems until they are fixed.
-		ev := s.log.Error().Int("problems", len(inv.errs))
-		for i, fe := range inv.errs[:min(len(inv.errs), maxListedErrors)] {
-			ev = ev.Str(fmt.Sprintf("problem%d", i+1), formatFieldError(fe))
-		}
-		ev.Msg("the stored intents are invalid; the head stays where it is")
-		return nil
-	case errors.As(err, &tooLarge):
-		// Stored before the limits were checked (or max_payload was lowered
-		// since): no revision can hold them. Deleting intents fixes it.
-		s.log.Error().Err(err).Msg("the stored intents do not fit in one revision; the head stays where it is")
-		return nil
-	}
-	return err
 }

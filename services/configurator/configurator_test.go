@@ -205,7 +205,7 @@ func TestAPI_MalformedRequestsAreRejectedWithTheProblem(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if code := msg.Header.Get(micro.ErrorCodeHeader); code != contract.ErrCodeInvalid {
+			if code := msg.Header.Get(micro.ErrorCodeHeader); contract.ErrCode(code) != contract.ErrCodeInvalid {
 				t.Errorf("code = %q, want %s", code, contract.ErrCodeInvalid)
 			}
 			if desc := msg.Header.Get(micro.ErrorHeader); !strings.Contains(desc, tt.wantDesc) {

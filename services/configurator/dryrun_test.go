@@ -37,7 +37,7 @@ func outcomeOf(resp *sluicev1.ApplyResponse, err error) outcome {
 	var apiErr *apiclient.Error
 	switch {
 	case errors.As(err, &apiErr):
-		o.Code, o.Description = apiErr.Code, apiErr.Description
+		o.Code, o.Description = string(apiErr.Code), apiErr.Description
 		for _, fe := range apiErr.FieldErrors {
 			o.FieldErrors = append(o.FieldErrors, fe.GetIntent()+" "+fe.GetField()+": "+fe.GetRule())
 		}

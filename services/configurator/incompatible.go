@@ -3,7 +3,6 @@ package configurator
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/render"
@@ -43,15 +42,10 @@ func (s *Service) refuseIncompatible(ctx context.Context, rev *sluicev1.Revision
 	if len(hits) == 0 {
 		return nil
 	}
-	listed := hits[:min(len(hits), maxRefusedListed)]
-	more := ""
-	if n := len(hits) - len(listed); n > 0 {
-		more = fmt.Sprintf("; and %d more", n)
-	}
 	return &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf(
-		"refused: revision %s would be rolled out to %d node(s) whose agent cannot read its config: %s%s; nothing was stored. "+
+		"refused: revision %s would be rolled out to %d node(s) whose agent cannot read its config: %s; nothing was stored. "+
 			"Upgrade their agents (docs/deploy.md, \"Version skew and upgrades\"), or apply with --skip-incompatible to skip them",
-		render.Short(rev.GetId()), len(hits), strings.Join(listed, "; "), more)}
+		render.Short(rev.GetId()), len(hits), andMore(hits[:min(len(hits), maxRefusedListed)], len(hits)))}
 }
 
 // incompatibleNodes describes, sorted by node (List's order), each present

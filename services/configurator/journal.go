@@ -7,8 +7,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"google.golang.org/protobuf/proto"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -29,38 +27,6 @@ import (
 // removes the journal. When that cannot succeed however often it is tried
 // (cannotComplete), it rolls the apply back instead: every intent the apply
 // wrote gets its prior value back, and the journal is removed.
-
-// jsMessageTooLarge is JetStream's "message size exceeds maximum allowed"
-// (JSStreamMessageExceedsMaximumErr): a stream's max_msg_size refused a write.
-const jsMessageTooLarge jetstream.ErrorCode = 10054
-
-// changedSinceError: an intent the journal would write was changed by
-// someone else after the apply read it, so completing the apply would
-// overwrite that change.
-type changedSinceError struct{ id string }
-
-func (e *changedSinceError) Error() string {
-	return fmt.Sprintf("intent %s changed since the apply read it", e.id)
-}
-
-// cannotComplete reports whether err from finishing an apply is one that
-// retrying does not cure, so the apply must be rolled back. Anything else
-// (a timeout, a lost connection) keeps the journal for the next attempt.
-// An unreadable intent whose version in force cannot be read
-// (inForceUnknown) is one: what would cure it (an apply or delete of that
-// intent, the repair of the head's revision) waits for the journal.
-func cannotComplete(err error) bool {
-	var (
-		tooLarge *tooLargeError
-		inv      *invalidStateError
-		changed  *changedSinceError
-		unknown  *inForceUnknown
-		apiErr   *jetstream.APIError
-	)
-	return errors.As(err, &tooLarge) || errors.As(err, &inv) || errors.As(err, &changed) || errors.As(err, &unknown) ||
-		errors.Is(err, nats.ErrMaxPayload) ||
-		(errors.As(err, &apiErr) && apiErr.ErrorCode == jsMessageTooLarge)
-}
 
 // finished is how finishing a journal ended.
 type finished struct {

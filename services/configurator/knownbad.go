@@ -3,7 +3,6 @@ package configurator
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/sluicehq/sluice/pkg/change"
 	"github.com/sluicehq/sluice/pkg/contract"
@@ -46,12 +45,8 @@ func (s *Service) refuseKnownBad(ctx context.Context, rev *sluicev1.Revision, st
 	for _, h := range hits[:min(len(hits), maxRefusedListed)] {
 		listed = append(listed, h.Describe(120))
 	}
-	more := ""
-	if n := len(hits) - len(listed); n > 0 {
-		more = fmt.Sprintf("; and %d more", n)
-	}
 	return &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf(
-		"refused: revision %s would give %d node(s) a config recorded invalid: %s%s; nothing was stored. "+
+		"refused: revision %s would give %d node(s) a config recorded invalid: %s; nothing was stored. "+
 			"Fix the intents, or apply with --retry-invalid to roll it out again on purpose (sluice get fingerprints shows why each failed)",
-		render.Short(rev.GetId()), len(hits), strings.Join(listed, "; "), more)}
+		render.Short(rev.GetId()), len(hits), andMore(listed, len(hits)))}
 }

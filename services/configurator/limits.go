@@ -1,13 +1,17 @@
 package configurator
 
 import (
+	"errors"
 	"fmt"
 	"strings"
 
 	"google.golang.org/protobuf/proto"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/intent"
 	"github.com/sluicehq/sluice/pkg/store"
+	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
 // Every value the configurator stores is one NATS message, so it must fit
@@ -34,18 +38,6 @@ func (s *Service) maxValue() int {
 	return int(s.cfg.Conn.MaxPayload()) - headroom
 }
 
-// tooLargeError: a value would not fit in one NATS message.
-type tooLargeError struct {
-	what        string // "the revision (10,500 intents)", "intent routingtable/a"
-	size, limit int
-	maxPayload  int64
-}
-
-func (e *tooLargeError) Error() string {
-	return fmt.Sprintf("%s would be %s bytes stored, over the limit of %s bytes for one value (the NATS server's max_payload %s less %s for headers)",
-		e.what, contract.Thousands(e.size), contract.Thousands(e.limit), contract.Thousands(int(e.maxPayload)), contract.Thousands(headroom))
-}
-
 // fits returns a *tooLargeError when v, encoded as it is stored, is larger
 // than maxValue.
 func (s *Service) fits(what string, v proto.Message) error {
@@ -67,10 +59,48 @@ func someIDs(ids []string) string {
 	return strings.Join(ids[:maxNamesInReason], ", ") + " (+" + contract.Thousands(len(ids)-maxNamesInReason) + " more)"
 }
 
+// andMore joins the listed of total nodes a refusal names, then "; and N
+// more" for those it leaves out (maxRefusedListed).
+func andMore(listed []string, total int) string {
+	out := strings.Join(listed, "; ")
+	if n := total - len(listed); n > 0 {
+		out += fmt.Sprintf("; and %d more", n)
+	}
+	return out
+}
+
 // plural is "1 intent", "2 intents", "1,000 intents".
 func plural(n int, noun string) string {
 	if n == 1 {
 		return "1 " + noun
 	}
 	return contract.Thousands(n) + " " + noun + "s"
+}
+
+// checkFits refuses an apply when a value it would write does not fit in
+// one message: an intent, the revision or the journal, in that order.
+func (s *Service) checkFits(journal *sluicev1.ApplyJournal, writes, set []*sluicev1.Intent, target string) error {
+	now := timestamppb.New(s.cfg.Now())
+	var err error
+	for _, in := range writes {
+		if err = s.fits("intent "+intent.ID(in), &sluicev1.StoredIntent{Intent: in, Source: journal.GetSource(), UpdatedAt: now}); err != nil {
+			break
+		}
+	}
+	if err == nil {
+		err = s.fits("the revision ("+plural(len(set), "intent")+")", &sluicev1.Revision{Id: target, Intents: set, CreatedAt: now})
+	}
+	if err == nil {
+		err = s.fits("the apply journal ("+plural(len(journal.GetIntents()), "intent")+" and "+
+			plural(len(journal.GetPrior()), "prior value")+")", journal)
+	}
+	var tooLarge *tooLargeError
+	if errors.As(err, &tooLarge) {
+		return &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf(
+			"refused: %v; nothing was stored. Apply fewer or smaller intents in one request, or raise max_payload on the NATS server", err)}
+	}
+	if err != nil {
+		return unavailable(err)
+	}
+	return nil
 }

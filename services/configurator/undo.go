@@ -7,8 +7,6 @@ import (
 	"sort"
 	"strings"
 
-	"google.golang.org/protobuf/proto"
-
 	"github.com/sluicehq/sluice/pkg/change"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
@@ -88,34 +86,6 @@ func (s *Service) undo(ctx context.Context, req *sluicev1.UndoRequest) (*sluicev
 	return resp, nil
 }
 
-// headFor checks a request that moves the head without intents (undo,
-// retry) and reads the head, with s.mu held: replayed says the request id
-// already moved it (answer with the head, do nothing again).
-func (s *Service) headFor(ctx context.Context, what string, st *sluicev1.Strategy, requestID string) (head store.Entry[*sluicev1.Head], replayed bool, err error) {
-	if errs := intent.ValidateStrategy(st); len(errs) > 0 {
-		return head, false, invalid("the request", errs)
-	}
-	if err := s.rollForward(ctx); err != nil {
-		return head, false, unavailable(err)
-	}
-	if head, err = s.readHead(ctx); err != nil {
-		return head, false, unavailable(err)
-	}
-	if head.Value == nil {
-		return head, false, &apiError{code: contract.ErrCodeNotFound, desc: "nothing has been applied yet: there is nothing to " + what}
-	}
-	replayed = requestID != "" && head.Value.GetRequestId() == requestID
-	if !replayed && proto.Size(st) > 0 {
-		// The strategy rules only: the content is a revision's that ran
-		// (undo) or the head's own (retry), and an undo in an emergency is
-		// not refused for what that content was then.
-		if _, err := s.verifyFleet(ctx, "the "+what+"'s strategy", nil, st, false); err != nil {
-			return head, false, err
-		}
-	}
-	return head, replayed, nil
-}
-
 // undoTarget is the revision an undo goes back to: the one asked for (an id
 // or a unique prefix), or by default the revision in force when the head is
 // not (its rollout rolled back, was aborted or still runs), else the
@@ -173,41 +143,4 @@ func (s *Service) resolveRevision(ctx context.Context, id string) (string, error
 	}
 	sort.Strings(match)
 	return "", &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf("%d revisions start with %s: give more characters", len(match), id)}
-}
-
-// retry rolls the head out again after its rollout rolled back, was aborted
-// or partially failed: a new generation of the same revision, with
-// retryInvalid, so that the fingerprints it recorded are forgiven on purpose.
-func (s *Service) retry(ctx context.Context, req *sluicev1.RetryRequest) (*sluicev1.RetryResponse, error) {
-	if err := s.mu.Lock(ctx); err != nil {
-		return nil, unavailable(err)
-	}
-	defer s.mu.Unlock()
-	head, replayed, err := s.headFor(ctx, "retry", req.GetStrategy(), req.GetRequestId())
-	if err != nil {
-		return nil, err
-	}
-	if replayed {
-		return &sluicev1.RetryResponse{Revision: head.Value.GetRevision(), Generation: head.Value.GetGeneration(), Replayed: true}, nil
-	}
-	id := contract.RolloutID(head.Value.GetGeneration(), head.Value.GetRevision())
-	r, err := s.st.rollouts.Get(ctx, id)
-	switch {
-	case errors.Is(err, store.ErrUndecodable):
-		// Taken for aborted, as the coordinator takes it: it may be retried.
-		s.quarantine.Report(s.st.rollouts.Bucket(), id, r.Revision, err,
-			"taken for an ended rollout, as the coordinator takes it: it may be retried")
-	case err != nil && !errors.Is(err, store.ErrNotFound):
-		return nil, unavailable(fmt.Errorf("read rollout %s: %w", id, err))
-	}
-	plan, err := change.Retry(id, r.Value, !errors.Is(err, store.ErrNotFound), req.GetStrategy(), head.Value.GetStrategy())
-	if err != nil {
-		return nil, &apiError{code: contract.ErrCodeConflict, desc: err.Error()}
-	}
-	next, err := s.advance(ctx, plan.Strategy, true, req.GetRequestId(), nil, func(diff) string { return plan.Reason }, nil)
-	if err != nil {
-		return nil, interrupted(err)
-	}
-	return &sluicev1.RetryResponse{Revision: next.GetRevision(), Generation: next.GetGeneration(), Retries: id,
-		WaitsFor: s.runningRollout(ctx, next)}, nil
 }

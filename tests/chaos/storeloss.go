@@ -101,7 +101,7 @@ func (s *system) loseStore(ctx context.Context, d *driver) ([]Violation, error) 
 	switch {
 	case err != nil:
 		return nil, err
-	case code != contract.ErrCodeStoreLost:
+	case contract.ErrCode(code) != contract.ErrCodeStoreLost:
 		add("the configurator accepted change %d's apply on a lost store (answer %q), before any operator confirmed", last, orDefault(code, "accepted"))
 	default:
 		s.log.add("store-loss: change %d's apply refused (%s), as it should be", last, code)
@@ -301,7 +301,7 @@ func (d *driver) applyOnce(ctx context.Context, i int) (string, error) {
 		case err == nil:
 			return "", nil
 		case errors.As(err, &ae) && ae.Code != contract.ErrCodeUnavailable:
-			return ae.Code, nil
+			return string(ae.Code), nil
 		}
 		select {
 		case <-ctx.Done():
