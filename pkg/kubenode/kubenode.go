@@ -35,15 +35,6 @@ import (
 	"github.com/sluicehq/sluice/pkg/logging"
 )
 
-// Errors Watch returns at start.
-var (
-	// ErrNodeNotFound: no Node has the name given (--node is not the
-	// Kubernetes node name, or the Node was deleted).
-	ErrNodeNotFound = errors.New("node not found")
-	// ErrForbidden: the credentials may not get, list or watch nodes.
-	ErrForbidden = errors.New("not allowed to read nodes")
-)
-
 // userAgent names sluice in the API server's audit log.
 const userAgent = "sluice-kubenode"
 

@@ -1,11 +1,14 @@
 package store
 
-import "errors"
+import (
+	"errors"
+	"fmt"
+)
 
 // The errors this package returns that a caller branches on, in one place:
-// the sentinels below, matched with errors.Is, and *StorageError
-// (storage.go, with the words it puts on JetStream's storage errors),
-// matched with errors.As or AsStorageError.
+// the sentinels below, matched with errors.Is, and *StorageError (the
+// words it puts on JetStream's storage errors; storage.go says which those
+// are), matched with errors.As or AsStorageError.
 
 // Errors, matched with errors.Is.
 var (
@@ -32,10 +35,33 @@ var (
 	// compare-and-set (of an op or of the fence) also matches ErrConflict.
 	ErrBatchRejected = errors.New("atomic batch rejected")
 	// ErrStorageFull is matched by every write error that says the store
-	// has no room: a *StorageError (storage.go says which errors those are).
+	// has no room: a *StorageError.
 	ErrStorageFull = errors.New("the store is full")
 )
 
 // errDirectConflict is the server's refusal of a direct write whose
 // expected revision was not the key's (wrap adds ErrConflict).
 var errDirectConflict = errors.New("wrong last revision")
+
+// StorageError is a write refused for want of space, in sluice's words. It
+// unwraps to ErrStorageFull and to the JetStream error.
+type StorageError struct {
+	Code        int    // the JetStream API error code
+	Description string // the server's description
+	Err         error  // the JetStream error
+}
+
+func (e *StorageError) Error() string {
+	what, todo := "the store's disk is full", "free space on the NATS server's JetStream store (store_dir), or raise its max_file_store"
+	switch e.Code {
+	case CodeAccountResourcesExceeded:
+		what, todo = "the store is full for this account", "raise the account's JetStream storage limit (max_file/max_mem in its jetstream settings), or free space"
+	case CodeMemoryResourcesExceeded:
+		what, todo = "the store's memory is full", "raise the NATS server's max_memory_store, or free memory"
+	case CodeStreamStoreFailed:
+		what, todo = "the bucket is at its size limit", "raise the bucket's max_bytes, or let the reaper remove what is no longer referenced"
+	}
+	return fmt.Sprintf("%s (JetStream error %d, %s): %s", what, e.Code, e.Description, todo)
+}
+
+func (e *StorageError) Unwrap() []error { return []error{ErrStorageFull, e.Err} }

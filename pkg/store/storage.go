@@ -41,29 +41,6 @@ const (
 	CodeStreamStoreFailed        = 10077 // JSStreamStoreFailedF: the store's own error, e.g. "maximum bytes exceeded"
 )
 
-// StorageError is a write refused for want of space, in sluice's words. It
-// unwraps to ErrStorageFull and to the JetStream error.
-type StorageError struct {
-	Code        int    // the JetStream API error code
-	Description string // the server's description
-	Err         error  // the JetStream error
-}
-
-func (e *StorageError) Error() string {
-	what, todo := "the store's disk is full", "free space on the NATS server's JetStream store (store_dir), or raise its max_file_store"
-	switch e.Code {
-	case CodeAccountResourcesExceeded:
-		what, todo = "the store is full for this account", "raise the account's JetStream storage limit (max_file/max_mem in its jetstream settings), or free space"
-	case CodeMemoryResourcesExceeded:
-		what, todo = "the store's memory is full", "raise the NATS server's max_memory_store, or free memory"
-	case CodeStreamStoreFailed:
-		what, todo = "the bucket is at its size limit", "raise the bucket's max_bytes, or let the reaper remove what is no longer referenced"
-	}
-	return fmt.Sprintf("%s (JetStream error %d, %s): %s", what, e.Code, e.Description, todo)
-}
-
-func (e *StorageError) Unwrap() []error { return []error{ErrStorageFull, e.Err} }
-
 // AsStorageError returns err as a *StorageError when JetStream refused it
 // for want of space, else nil.
 func AsStorageError(err error) *StorageError {

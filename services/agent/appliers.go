@@ -24,14 +24,6 @@ type Validator interface {
 	Validate(ctx context.Context, cfg *sluicev1.DesiredConfig) error
 }
 
-// ErrNodeFault is matched by a Validator's error when the node cannot apply
-// any config now (the FRR applier: FRR is not installed, not running, or
-// does not answer), found before anything on the node changed. Only at
-// validate does it make a failure the node's: the same error from an apply
-// or a check, after the config changed something, stays the config's (it
-// may be what stopped the daemon).
-var ErrNodeFault = errors.New("the node cannot apply any config")
-
 // NamedApplier is one part of Appliers: an Applier and the name its
 // errors carry ("netlink", "frr").
 type NamedApplier struct {

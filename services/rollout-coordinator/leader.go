@@ -49,9 +49,6 @@ type election struct {
 	seenSince    time.Time
 }
 
-// ErrDuplicateInstance: another live coordinator runs with the same instance name.
-var ErrDuplicateInstance = errors.New("another rollout-coordinator is running with the same --instance name")
-
 // lease is one leadership term. epoch (the revision the lease was acquired
 // at) is written into every record the leader writes.
 type lease struct {

@@ -2,6 +2,8 @@ package frr
 
 import (
 	"errors"
+	"fmt"
+	"strings"
 
 	"github.com/sluicehq/sluice/services/agent"
 )
@@ -59,3 +61,24 @@ type nodeFault struct{ msg string }
 
 func (e *nodeFault) Error() string { return e.msg }
 func (e *nodeFault) Unwrap() error { return agent.ErrNodeFault }
+
+// RefusedError is FRR's refusal of a file: each line it refused, and its
+// whole output. It matches ErrRefused.
+type RefusedError struct {
+	Problems []Problem
+	// Output is vtysh's output, for the node's Invalid record.
+	Output string
+}
+
+func (e *RefusedError) Error() string {
+	if len(e.Problems) == 0 {
+		return fmt.Sprintf("%v (vtysh -C): %s", ErrRefused, e.Output)
+	}
+	parts := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		parts[i] = p.String()
+	}
+	return fmt.Sprintf("%v (vtysh -C): %s", ErrRefused, strings.Join(parts, "; "))
+}
+
+func (e *RefusedError) Unwrap() error { return ErrRefused }

@@ -35,27 +35,6 @@ func (p Problem) String() string {
 	return fmt.Sprintf("line %d (%s): %s: %s", p.Line, where, p.Message, p.Text)
 }
 
-// RefusedError is FRR's refusal of a file: each line it refused, and its
-// whole output. It matches ErrRefused.
-type RefusedError struct {
-	Problems []Problem
-	// Output is vtysh's output, for the node's Invalid record.
-	Output string
-}
-
-func (e *RefusedError) Error() string {
-	if len(e.Problems) == 0 {
-		return fmt.Sprintf("%v (vtysh -C): %s", ErrRefused, e.Output)
-	}
-	parts := make([]string, len(e.Problems))
-	for i, p := range e.Problems {
-		parts[i] = p.String()
-	}
-	return fmt.Sprintf("%v (vtysh -C): %s", ErrRefused, strings.Join(parts, "; "))
-}
-
-func (e *RefusedError) Unwrap() error { return ErrRefused }
-
 // problemLine is one line of vtysh -C's complaint:
 // "line 6: % Unknown command[59]:  set communityx 65000:1".
 var problemLine = regexp.MustCompile(`^line (\d+): (%[^\[:]*)(?:\[\d+\])?:\s*(.*)$`)
