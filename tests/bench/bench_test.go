@@ -131,7 +131,9 @@ func TestBench_SmallRunReportsConsistentFigures(t *testing.T) {
 	// its Provisioned event, and the coordinator at least its desired config
 	// (the split of processor time by label is TestCPUByComponent's: a
 	// rollout this short may get no profile sample of the agents).
-	for _, c := range []string{"agents", "coordinator", "configurator", "reaper", "server"} {
+	// (The server has no connection of its own: it shows only by its
+	// processor time, which a run this short may not sample.)
+	for _, c := range []string{"agents", "coordinator", "configurator", "reaper"} {
 		if _, ok := res.Components[c]; !ok {
 			t.Errorf("components: no %q in %v", c, res.Components)
 		}
