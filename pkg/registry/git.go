@@ -23,7 +23,9 @@
 // commit in force); a head that does not descend from it, because the
 // branch was rewound to an older commit or rewritten, is ErrHeld naming
 // both commits, until the branch descends from it again or the registry is
-// opened anew (sluice registry add --update).
+// opened anew (sluice registry add --update). The configurator gives a
+// registry opened anew the commit in force it stored (git_inforce.go), so
+// a rewind while it was down is held the same.
 //
 // A branch is read every sync interval (Changed never receives): a commit
 // shows at the next one. An answer whose Path tree is the one already
@@ -77,6 +79,9 @@ type gitRegistry struct {
 	inForce plumbing.Hash   // the commit of the last answer; zero before the first
 	tree    plumbing.Hash   // the tree of dir at inForce
 	snap    Snapshot        // the answer read at inForce
+	// unknown: why the commit in force is not known (its stored record
+	// did not decode); every head is held. "" = known (git_inforce.go).
+	unknown string
 }
 
 // checkGit checks a git registry spec. Whether the repository exists is
@@ -289,6 +294,9 @@ func (r *gitRegistry) fetch(ctx context.Context, repo *git.Repository, name plum
 // descends checks that head descends from the commit in force (or is it):
 // a branch rewound to an older commit, or rewritten, is held.
 func (r *gitRegistry) descends(repo *git.Repository, head *object.Commit) error {
+	if r.unknown != "" {
+		return r.heldUnknown(head.Hash, head.Message)
+	}
 	if r.inForce.IsZero() || head.Hash == r.inForce {
 		return nil
 	}

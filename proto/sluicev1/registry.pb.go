@@ -616,7 +616,16 @@ type RegistryStatus struct {
 	Declared uint32 `protobuf:"varint,19,opt,name=declared,proto3" json:"declared,omitempty"`
 	// A git registry's commit in force: the one its last merged answer was
 	// read at.
-	Commit        *GitCommit `protobuf:"bytes,20,opt,name=commit,proto3" json:"commit,omitempty"`
+	Commit *GitCommit `protobuf:"bytes,20,opt,name=commit,proto3" json:"commit,omitempty"`
+	// The revision of the registry's spec (control/registry.<name>) that
+	// commit belongs to. A configurator that starts gives the registry this
+	// commit in force while its spec is this one, so that a branch rewound
+	// or rewritten meanwhile is held; a spec stored anew (sluice registry
+	// add --update) accepts the branch as it is.
+	SpecRevision uint64 `protobuf:"varint,21,opt,name=spec_revision,json=specRevision,proto3" json:"spec_revision,omitempty"`
+	// The commit in force is not known: the status did not decode when the
+	// configurator started. Every head is held until the spec is stored anew.
+	CommitUnknown bool `protobuf:"varint,22,opt,name=commit_unknown,json=commitUnknown,proto3" json:"commit_unknown,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -789,6 +798,20 @@ func (x *RegistryStatus) GetCommit() *GitCommit {
 		return x.Commit
 	}
 	return nil
+}
+
+func (x *RegistryStatus) GetSpecRevision() uint64 {
+	if x != nil {
+		return x.SpecRevision
+	}
+	return 0
+}
+
+func (x *RegistryStatus) GetCommitUnknown() bool {
+	if x != nil {
+		return x.CommitUnknown
+	}
+	return false
 }
 
 // PendingDeletion is an intent missing from a registry's answers, marked
@@ -1094,7 +1117,7 @@ const file_sluice_v1_registry_proto_rawDesc = "" +
 	"kubeconfig\x18\x01 \x01(\tR\n" +
 	"kubeconfig\x12\x1c\n" +
 	"\tnamespace\x18\x02 \x01(\tR\tnamespace\x12\x14\n" +
-	"\x05kinds\x18\x03 \x03(\tR\x05kinds\"\x93\x06\n" +
+	"\x05kinds\x18\x03 \x03(\tR\x05kinds\"\xdf\x06\n" +
 	"\x0eRegistryStatus\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x12\n" +
 	"\x04kind\x18\x02 \x01(\tR\x04kind\x12\x1a\n" +
@@ -1117,7 +1140,9 @@ const file_sluice_v1_registry_proto_rawDesc = "" +
 	"\apending\x18\x11 \x03(\v2\x1a.sluice.v1.PendingDeletionR\apending\x12%\n" +
 	"\x0epending_digest\x18\x12 \x01(\tR\rpendingDigest\x12\x1a\n" +
 	"\bdeclared\x18\x13 \x01(\rR\bdeclared\x12,\n" +
-	"\x06commit\x18\x14 \x01(\v2\x14.sluice.v1.GitCommitR\x06commit\"\xa9\x01\n" +
+	"\x06commit\x18\x14 \x01(\v2\x14.sluice.v1.GitCommitR\x06commit\x12#\n" +
+	"\rspec_revision\x18\x15 \x01(\x04R\fspecRevision\x12%\n" +
+	"\x0ecommit_unknown\x18\x16 \x01(\bR\rcommitUnknown\"\xa9\x01\n" +
 	"\x0fPendingDeletion\x12\x16\n" +
 	"\x06intent\x18\x01 \x01(\tR\x06intent\x12?\n" +
 	"\rmissing_since\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\fmissingSince\x12=\n" +

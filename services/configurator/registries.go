@@ -215,7 +215,7 @@ func (r *registries) specChanged(ctx context.Context, e store.Entry[*sluicev1.Re
 		r.retire(cur)
 	}
 	sctx, cancel := context.WithCancel(ctx)
-	sy := &syncer{spec: spec, cancel: cancel, nudge: make(chan struct{}, 1), first: make(chan struct{}), done: make(chan struct{})}
+	sy := &syncer{spec: spec, rev: e.Revision, cancel: cancel, nudge: make(chan struct{}, 1), first: make(chan struct{}), done: make(chan struct{})}
 	r.running[name] = sy
 	r.wg.Add(1)
 	go func() {

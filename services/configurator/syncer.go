@@ -31,6 +31,7 @@ import (
 // syncer runs one registry's syncs.
 type syncer struct {
 	spec   *sluicev1.RegistrySpec
+	rev    uint64 // the spec's revision in the control bucket (gitinforce.go)
 	cancel context.CancelFunc
 	nudge  chan struct{} // sync now (a confirmation arrived, the pause lifted)
 	first  chan struct{} // closed once the first sync attempt ended
@@ -58,9 +59,10 @@ func (r *registries) runSyncer(ctx context.Context, sy *syncer) {
 		Dur("delete_after", r.cfg.deleteAfter(sy.spec)).Msg("syncing registry")
 	interval := registry.SyncInterval(sy.spec)
 	pend := r.loadPending(ctx, name, log)
-	failures := 0
+	failures, seeded := 0, false
 	for {
-		ok := r.syncOnce(ctx, sy.spec, reg, &pend, log)
+		seeded = seeded || r.seedInForce(ctx, name, sy.rev, reg, log)
+		ok := seeded && r.syncOnce(ctx, sy.spec, reg, &pend, log)
 		firstOnce()
 		wait := interval
 		if ok {

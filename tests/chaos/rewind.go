@@ -41,11 +41,14 @@ type RewindObs struct {
 // status naming the older commit in force is a Rewind violation.
 //
 // It takes the configurator's turn too, and first waits for a sync of the
-// running configurator: the commit in force is kept by the running
-// configurator (docs/registries.md), so a branch rewound while none runs,
-// or before a restarted one read it once, is read as it stands, through
-// the settle period (seed 117 rewound it while kill-configurator held the
-// configurator down, and the older commit's missing intents were marked).
+// running configurator, so that a commit in force is stored. Every rewind
+// crosses a restart of the configurator: with ft.Rewind.Down it stops it
+// before the force-push and starts it again after, else it restarts it once
+// a status said held (and gives the new one rewindHeld more). The next
+// configurator must hold the branch from the commit in force its
+// registry's status records (docs/registries.md; seed 117 rewound it while
+// kill-configurator held the configurator down, and the older commit's
+// missing intents were marked).
 func (f *faults) registryRewind(ctx context.Context, ft Fault) {
 	s := f.sys
 	g, ok := s.reg.store.(*gitStore)
@@ -59,13 +62,24 @@ func (f *faults) registryRewind(ctx context.Context, ft Fault) {
 		return
 	}
 	obs := RewindObs{Span: Span{From: time.Now()}}
+	down := ft.Rewind.Down && s.halt(configuratorC)
+	if down {
+		s.log.add("%s: configurator stopped", ft)
+	}
 	from, to, err := g.rewind(ft.Rewind.Keep)
+	if down {
+		s.startConfigurator() // also when the push failed: the system runs on
+	}
 	if err != nil {
 		s.harnessFailed(harnessErr("%s: %w", ft.Kind, err))
 		return
 	}
 	obs.Target = to
 	s.log.add("%s: branch %s force-pushed from %s to the older commit %s", ft, gitBranch, from[:12], to[:12])
+	if down {
+		s.log.add("%s: configurator started again on the rewound branch", ft.Kind)
+	}
+	restarted := down
 	defer func() {
 		s.reg.mu.Lock()
 		s.reg.rewinds = append(s.reg.rewinds, obs)
@@ -88,6 +102,11 @@ func (f *faults) registryRewind(ctx context.Context, ft Fault) {
 			if end := obs.Held.Add(rewindHeld); end.Before(until) {
 				until = end
 			}
+		case !restarted && !obs.Held.IsZero() && s.halt(configuratorC):
+			restarted = true
+			s.startConfigurator()
+			until = time.Now().Add(rewindHeld)
+			s.log.add("%s: configurator restarted while the branch is held: the next must hold it too", ft.Kind)
 		}
 		if !sleepCtx(ctx, holdPoll) {
 			return // the span stays open: the branch was never put back
@@ -104,8 +123,9 @@ func (f *faults) registryRewind(ctx context.Context, ft Fault) {
 
 // awaitSync waits until the registry's status records a sync merged after
 // since (a running configurator read the registry), up to acceptWithin. A
-// status that holds garbage (a garbage-value write: the configurator does
-// not write over it, seed 145) ends the wait at once: no sync could show.
+// status that holds garbage (a garbage-value write: a running configurator
+// does not write over it, seed 145) ends the wait at once: no sync could
+// show.
 func (f *faults) awaitSync(ctx context.Context, ft Fault, since time.Time) bool {
 	s := f.sys
 	wctx, cancel := context.WithTimeout(ctx, acceptWithin+readPatience)

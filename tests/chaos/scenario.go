@@ -150,22 +150,34 @@ type Fault struct {
 type Rewind struct {
 	Keep int
 	For  time.Duration
+	// Every rewind crosses a restart of the configurator, which must then
+	// hold the branch from the commit in force it stored (seed 117). Down:
+	// the force-push is made while it is down; else it is restarted once
+	// the running one held the branch.
+	Down bool
 }
 
 func (r *Rewind) String() string {
-	return fmt.Sprintf("force-pushes the branch to the commit holding reg-1 … reg-%d for %s", r.Keep, r.For.Round(time.Millisecond))
+	s := fmt.Sprintf("force-pushes the branch to the commit holding reg-1 … reg-%d for %s", r.Keep, r.For.Round(time.Millisecond))
+	if r.Down {
+		return s + ", pushed while the configurator is down"
+	}
+	return s + ", the configurator restarted once it holds it"
 }
 
 // pickRewind draws a registry-rewind fault from a source of its own: the
 // older commit lacks 1 to half (rounded down) of the intents, so that a
 // configurator that synced it would have them pending, and marked once
-// the settle period ran out, which the rewind outlasts by 3–5 s.
+// the settle period ran out, which the rewind outlasts by 3–5 s; one in
+// two is pushed while the configurator is down.
 func (s Scenario) pickRewind() Fault {
 	rng := rand.New(rand.NewPCG(s.Seed, 0x4e717d))
 	n := s.Registry.Intents
 	r := &Rewind{Keep: n - 1 - rng.IntN(n/2), For: registrySettle + 3*time.Second + time.Duration(rng.Int64N(int64(2*time.Second)))}
-	return Fault{Kind: RegistryRewind, Change: 1 + rng.IntN(len(s.Changes)-1), Trigger: AfterApply,
+	f := Fault{Kind: RegistryRewind, Change: 1 + rng.IntN(len(s.Changes)-1), Trigger: AfterApply,
 		Delay: time.Duration(rng.IntN(800)) * time.Millisecond, Rewind: r}
+	r.Down = rng.IntN(2) == 0 // drawn last: the draws before it are what they were
+	return f
 }
 
 // PendingConfirm is what a registry-confirm-pending fault does: it drops
