@@ -264,12 +264,13 @@ func clusterHint(url string) string {
 }
 
 // startHint says, after "cannot reach NATS at URL", what to start: sluice
-// dev for one server, the cluster for several (none of which answered).
+// dev for one server (or, under docker-compose, nats-1: the one the default
+// URL reaches), the cluster for several (none of which answered).
 func startHint(url string) string {
 	if n := strings.Count(url, ",") + 1; n > 1 {
 		return fmt.Sprintf("none of its %d servers answers: is the cluster up (docker-compose ps; sluice dev --nats-cluster 3)?", n)
 	}
-	return "is `sluice dev` (make run) running?"
+	return "is `sluice dev` (make run) running? Under docker-compose this is nats-1 alone: is it up (docker-compose ps)?"
 }
 
 func (a *app) connect() (*nats.Conn, error) {

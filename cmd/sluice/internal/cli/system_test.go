@@ -203,6 +203,10 @@ func TestConnect_NothingListening_SaysToStartSluiceDev(t *testing.T) {
 	if code != 1 || !strings.Contains(stderr, "cannot reach NATS at "+url+": is `sluice dev` (make run) running?") {
 		t.Errorf("exit code %d, stderr %q", code, stderr)
 	}
+	// Under docker-compose one URL is nats-1 alone: the hint says so, not only sluice dev.
+	if !strings.Contains(stderr, "Under docker-compose this is nats-1 alone: is it up (docker-compose ps)?") {
+		t.Errorf("no docker-compose hint for one server named: %q", stderr)
+	}
 	// One server named: how to name a cluster's every server (docker-compose's three).
 	if !strings.Contains(stderr, "name every server, comma-separated") || !strings.Contains(stderr, "SLUICE_NATS_URL="+composeServers) {
 		t.Errorf("no cluster hint for one server named: %q", stderr)
