@@ -22,7 +22,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
-	"github.com/sluicehq/sluice/pkg/testproc"
+	"github.com/sluicehq/sluice/internal/testkit/testproc"
 )
 
 // Binary is the redis-server program Start runs, looked up on PATH.

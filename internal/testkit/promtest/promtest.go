@@ -29,8 +29,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/pkg/testaddr"
-	"github.com/sluicehq/sluice/pkg/testproc"
+	"github.com/sluicehq/sluice/internal/testkit/testaddr"
+	"github.com/sluicehq/sluice/internal/testkit/testproc"
 )
 
 // Binary is the Prometheus program Start runs, looked up on PATH.
