@@ -94,7 +94,7 @@ fuzz: ## Run every fuzz target for FUZZTIME each (default 10s, e.g. FUZZTIME=1m)
 	FUZZTIME=$(FUZZTIME) FUZZMINIMIZETIME=$(FUZZMINIMIZETIME) GO=$(GO) tests/fuzz.sh
 
 # Tests of the Redis registry start real redis-server processes
-# (pkg/redistest); they fail, never skip, without one.
+# (internal/testkit/redistest); they fail, never skip, without one.
 .PHONY: redis
 redis: ## Install Debian's redis-server if it is missing (make test does this first)
 	$(call apt-install,redis-server,redis-server,the Redis registry's tests need it)
@@ -117,7 +117,7 @@ promtool: ## Install Debian's prometheus (for promtool) if promtool is missing (
 	$(call apt-install,promtool,prometheus,the tests of deploy/prometheus/alerts.yaml need it)
 
 # The git registry's signed-commit tests sign with a real gpg
-# (pkg/gittest); they fail, never skip, without it.
+# (internal/testkit/gittest); they fail, never skip, without it.
 .PHONY: gpg
 gpg: ## Install Debian's gnupg if gpg is missing (make test does this first: the OpenPGP signed-commit tests)
 	$(call apt-install,gpg,gnupg,the OpenPGP signed-commit tests need it)
@@ -127,7 +127,7 @@ chromium: ## Install Debian's chromium if it is missing (make test does this fir
 	$(call apt-install,chromium,chromium,the dashboard's browser tests need it)
 
 # The FRR applier's tests run real FRR daemons in network namespaces
-# (services/agent/frr/frrtest); make test sets SLUICE_REQUIRE_FRR=1, so
+# (internal/testkit/frrtest); make test sets SLUICE_REQUIRE_FRR=1, so
 # there they fail, never skip, without FRR or root.
 .PHONY: frr
 frr: ## Install Debian's frr and frr-pythontools (frr-reload.py) if missing (make test does this first: the FRR applier's tests)

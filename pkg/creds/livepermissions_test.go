@@ -13,9 +13,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
 
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/creds"
-	"github.com/sluicehq/sluice/pkg/natstest"
 )
 
 // TestPushedRolePermissions_ReachConnectedUsersThroughAReconnect: the role

@@ -11,7 +11,7 @@ import (
 
 	"github.com/rs/zerolog"
 
-	"github.com/sluicehq/sluice/pkg/gittest"
+	"github.com/sluicehq/sluice/internal/testkit/gittest"
 	"github.com/sluicehq/sluice/pkg/registry"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )

@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
+	"github.com/sluicehq/sluice/internal/testkit/testaddr"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/natstest"
-	"github.com/sluicehq/sluice/pkg/testaddr"
 	"github.com/sluicehq/sluice/services/agent"
 )
 

@@ -4,9 +4,9 @@ import (
 	"fmt"
 	"testing"
 
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
-	"github.com/sluicehq/sluice/pkg/natstest"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 

@@ -7,10 +7,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
-	"github.com/sluicehq/sluice/pkg/natstest"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 

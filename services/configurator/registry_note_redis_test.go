@@ -9,9 +9,9 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
+	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/natstest"
-	"github.com/sluicehq/sluice/pkg/redistest"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 

@@ -8,9 +8,9 @@ import (
 
 	"github.com/rs/zerolog"
 
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
-	"github.com/sluicehq/sluice/pkg/natstest"
 )
 
 // A TTL cut under a leader (a coordinator of an older release starting, an

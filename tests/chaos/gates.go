@@ -26,7 +26,7 @@ import (
 // the seed controls: its answers are the fault injected (pass, a failing
 // value, too few samples, HTTP 500, nobody listening, an alert that fires
 // while the change's wave runs). The e2e tests run a real Prometheus
-// (pkg/promtest); here what matters is which answer the coordinator gets,
+// (internal/testkit/promtest); here what matters is which answer the coordinator gets,
 // when, and that is what a stub decides and records.
 
 // GateMode is how the stub answers one gate.

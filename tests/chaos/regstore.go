@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/pkg/redistest"
+	"github.com/sluicehq/sluice/internal/testkit/redistest"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 

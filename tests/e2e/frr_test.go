@@ -14,13 +14,13 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice/internal/testkit/frrtest"
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent"
 	"github.com/sluicehq/sluice/services/agent/frr"
-	"github.com/sluicehq/sluice/services/agent/frr/frrtest"
 	"github.com/sluicehq/sluice/services/agent/hostnet"
 	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
 )

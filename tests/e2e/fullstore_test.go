@@ -12,10 +12,10 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/intent"
-	"github.com/sluicehq/sluice/pkg/natstest"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 

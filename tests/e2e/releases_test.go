@@ -15,11 +15,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
+	"github.com/sluicehq/sluice/internal/testkit/testproc"
 	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
-	"github.com/sluicehq/sluice/pkg/testproc"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 

@@ -13,12 +13,12 @@ import (
 
 	"google.golang.org/protobuf/types/known/durationpb"
 
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
+	"github.com/sluicehq/sluice/internal/testkit/testproc"
 	"github.com/sluicehq/sluice/pkg/apiclient"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/creds"
-	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/store"
-	"github.com/sluicehq/sluice/pkg/testproc"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 

@@ -21,8 +21,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/sluicehq/sluice/internal/testkit/testaddr"
 	"github.com/sluicehq/sluice/pkg/cmdutil"
-	"github.com/sluicehq/sluice/pkg/testaddr"
 )
 
 // packages are the sluice binaries the chart runs, by image name, and the

@@ -26,8 +26,8 @@ import (
 	"helm.sh/helm/v3/pkg/chart/loader"
 
 	"github.com/sluicehq/sluice/deploy/helm/test/kube"
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/registry"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"

@@ -30,8 +30,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/sluicehq/sluice/deploy/helm/test/kube"
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/registry"
 	sluicerender "github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"

@@ -12,14 +12,14 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/sluicehq/sluice/internal/testkit/frrtest"
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/natstest"
 	fingerprint "github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent"
 	"github.com/sluicehq/sluice/services/agent/frr"
-	"github.com/sluicehq/sluice/services/agent/frr/frrtest"
 	"github.com/sluicehq/sluice/services/agent/hostnet"
 	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
 )

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/frrtest"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent"
 	"github.com/sluicehq/sluice/services/agent/frr"
-	"github.com/sluicehq/sluice/services/agent/frr/frrtest"
 	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
 )
 

@@ -14,9 +14,9 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/sluicehq/sluice/internal/testkit/frrtest"
 	"github.com/sluicehq/sluice/services/agent"
 	"github.com/sluicehq/sluice/services/agent/frr"
-	"github.com/sluicehq/sluice/services/agent/frr/frrtest"
 	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
 )
 

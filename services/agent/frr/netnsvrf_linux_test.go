@@ -7,8 +7,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/sluicehq/sluice/internal/testkit/frrtest"
 	"github.com/sluicehq/sluice/services/agent/frr"
-	"github.com/sluicehq/sluice/services/agent/frr/frrtest"
 	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
 )
 

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/dev"
-	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 )
 
 // A rollout baking after its first wave is aborted: the node it touched is

@@ -9,8 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/natstest"
 )
 
 // TestDashboard_AllowedHostFlag: `sluice dashboard --allowed-host`, repeated

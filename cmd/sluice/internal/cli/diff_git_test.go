@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/gittest"
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/gittest"
-	"github.com/sluicehq/sluice/pkg/natstest"
 )
 
 // l2Doc declares layer2 network name with VNI vni, on the nodes of zone

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 )
 
 // One field changed on many nodes is a handful of lines in diff's short

@@ -9,8 +9,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/dev"
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/natstest"
 )
 
 // TestDevSecure_RollsOutWithLeastPrivilege_AndTheCLIActsByRole: with

@@ -16,11 +16,11 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/dev"
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
+	"github.com/sluicehq/sluice/internal/testkit/testaddr"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/natstest"
 	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
-	"github.com/sluicehq/sluice/pkg/testaddr"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 

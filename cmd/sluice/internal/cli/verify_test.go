@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 

@@ -14,8 +14,8 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/cmd/sluice/internal/dashboard"
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/natstest"
 )
 
 // withHost sends a request naming host in its Host header.

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/pkg/natstest"
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 )
 
 // With HTTPAddr, the whole system serves /readyz (ready once every service

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/frrtest"
 	"github.com/sluicehq/sluice/services/agent"
 	"github.com/sluicehq/sluice/services/agent/frr"
-	"github.com/sluicehq/sluice/services/agent/frr/frrtest"
 	"github.com/sluicehq/sluice/services/agent/hostnet"
 )
 

@@ -13,10 +13,10 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
+	"github.com/sluicehq/sluice/internal/testkit/testaddr"
 	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/natstest"
-	"github.com/sluicehq/sluice/pkg/testaddr"
 	"github.com/sluicehq/sluice/services/reaper"
 )
 

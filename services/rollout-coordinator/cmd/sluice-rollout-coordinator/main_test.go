@@ -15,10 +15,10 @@ import (
 
 	"github.com/nats-io/nats.go/micro"
 
+	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/cmdutil"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/natstest"
 )
 
 // syncBuffer is a log destination goroutines may share.

@@ -7,8 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/promtest"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/promtest"
 	"github.com/sluicehq/sluice/services/rollout-coordinator/internal/gate"
 )
 

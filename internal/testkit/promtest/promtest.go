@@ -29,8 +29,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/pkg/testaddr"
-	"github.com/sluicehq/sluice/pkg/testproc"
+	"github.com/sluicehq/sluice/internal/testkit/testaddr"
+	"github.com/sluicehq/sluice/internal/testkit/testproc"
 )
 
 // Binary is the Prometheus program Start runs, looked up on PATH.
@@ -68,8 +68,7 @@ type Server struct {
 	addr string
 	cfg  config
 
-	mu   sync.Mutex
-	proc *testproc.Process
+	run testproc.Slot
 }
 
 // Start starts prometheus on a loopback address held for the test, its
@@ -101,28 +100,13 @@ func (s *Server) URL() string { return "http://" + s.addr }
 
 // Stop kills the server, as a crash would; its address stays held for
 // Restart. Stopping a stopped server does nothing.
-func (s *Server) Stop() {
-	s.mu.Lock()
-	p := s.proc
-	s.proc = nil
-	s.mu.Unlock()
-	if p == nil {
-		return
-	}
-	p.Kill()
-}
+func (s *Server) Stop() { s.run.Stop() }
 
 // Restart starts a stopped server again on the same address and storage.
 func (s *Server) Restart() {
 	s.t.Helper()
-	s.mu.Lock()
-	running := s.proc != nil
-	s.mu.Unlock()
-	if running {
-		s.t.Fatalf("promtest: Restart of the server at %s, which is running: Stop it first", s.addr)
-	}
-	if err := s.start(); err != nil {
-		s.t.Fatalf("promtest: restart: %v", err)
+	if err := s.run.Restart("promtest", s.addr, s.start); err != nil {
+		s.t.Fatal(err)
 	}
 }
 
@@ -165,9 +149,7 @@ func (s *Server) start() error {
 		p.Kill()
 		return fmt.Errorf("prometheus on %s: %w\n--- prometheus output ---\n%s", s.addr, err, p.Output())
 	}
-	s.mu.Lock()
-	s.proc = p
-	s.mu.Unlock()
+	s.run.Set(p)
 	return nil
 }
 

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/pkg/testproc"
+	"github.com/sluicehq/sluice/internal/testkit/testproc"
 )
 
 // Stop reports a clean exit only for a process that handled SIGTERM and

@@ -22,7 +22,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"github.com/redis/go-redis/v9/maintnotifications"
-	"github.com/sluicehq/sluice/pkg/testproc"
+	"github.com/sluicehq/sluice/internal/testkit/testproc"
 )
 
 // Binary is the redis-server program Start runs, looked up on PATH.
@@ -66,8 +66,9 @@ type Server struct {
 	dir  string
 	port int // kept across Stop, so Restart comes back at the same address
 
-	mu     sync.Mutex
-	proc   *testproc.Process // nil when stopped
+	run testproc.Slot
+
+	mu     sync.Mutex // guards client
 	client *redis.Client
 }
 
@@ -137,16 +138,7 @@ func (s *Server) Client() *redis.Client {
 // Stop kills the server, as a crash would; the port stays the server's
 // for Restart. Data not saved by a SAVE command is lost. Stopping a
 // stopped server does nothing.
-func (s *Server) Stop() {
-	s.mu.Lock()
-	p := s.proc
-	s.proc = nil
-	s.mu.Unlock()
-	if p == nil {
-		return
-	}
-	p.Kill()
-}
+func (s *Server) Stop() { s.run.Stop() }
 
 // Restart starts a stopped server again on the same port and directory,
 // so it loads what the last SAVE wrote (nothing, unless the test saved).
@@ -162,16 +154,7 @@ func (s *Server) Restart() {
 // test, for a caller on a goroutine other than the test's (t.Fatal may
 // not be called there).
 func (s *Server) TryRestart() error {
-	s.mu.Lock()
-	running := s.proc != nil
-	s.mu.Unlock()
-	if running {
-		return fmt.Errorf("redistest: Restart of the server at %s, which is running: Stop it first", s.Addr())
-	}
-	if err := s.start(); err != nil {
-		return fmt.Errorf("redistest: restart: %w", err)
-	}
-	return nil
+	return s.run.Restart("redistest", s.Addr(), s.start)
 }
 
 var errPortTaken = errors.New("port already in use")
@@ -205,9 +188,7 @@ func (s *Server) start() error {
 		}
 		return fmt.Errorf("redis-server on %s: %w\n--- redis-server output ---\n%s", s.Addr(), err, out)
 	}
-	s.mu.Lock()
-	s.proc = p
-	s.mu.Unlock()
+	s.run.Set(p)
 	return nil
 }
 

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/pkg/promtest"
+	"github.com/sluicehq/sluice/internal/testkit/promtest"
 )
 
 // Prometheus scrapes the exporter; a value the test sets shows in a query.

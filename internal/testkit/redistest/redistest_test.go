@@ -9,7 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/sluicehq/sluice/pkg/redistest"
+	"github.com/sluicehq/sluice/internal/testkit/redistest"
 )
 
 func TestServer_StopAndRestart_SameAddress(t *testing.T) {

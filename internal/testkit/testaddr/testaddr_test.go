@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/sluicehq/sluice/pkg/testaddr"
+	"github.com/sluicehq/sluice/internal/testkit/testaddr"
 )
 
 // A held address refuses connections, and a listener started on it later
