@@ -43,6 +43,9 @@ var (
 // expected revision was not the key's (wrap adds ErrConflict).
 var errDirectConflict = errors.New("wrong last revision")
 
+// errNoStreamInfo: a bucket's status carried no stream info (View).
+var errNoStreamInfo = errors.New("the bucket's status has no stream info")
+
 // StorageError is a write refused for want of space, in sluice's words. It
 // unwraps to ErrStorageFull and to the JetStream error.
 type StorageError struct {

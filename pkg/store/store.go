@@ -242,6 +242,12 @@ func (s *Store[T]) list(ctx context.Context, filter string) ([]Entry[T], error) 
 	if filter == ">" {
 		floor = s.floor(ctx)
 	}
+	return s.listFrom(ctx, filter, floor)
+}
+
+// listFrom lists until the listing reaches revision floor (or
+// AttemptTimeout passes: the message at floor may be gone).
+func (s *Store[T]) listFrom(ctx context.Context, filter string, floor uint64) ([]Entry[T], error) {
 	caughtUp := time.Now().Add(AttemptTimeout)
 	for n := 0; ; n++ {
 		out, last, err := s.listOnce(ctx, filter)

@@ -158,6 +158,14 @@ func Refusal(l *Loss, what string) error {
 // nodes and revisions buckets) and judges it. The common case costs one
 // Get: a store that records a finished rollout is not lost.
 func Read(ctx context.Context, b *buckets.Set) (*Loss, Evidence, error) {
+	nodes := store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} })
+	return ReadFrom(ctx, b, func(ctx context.Context) ([]store.Entry[*sluicev1.NodePresence], error) { return nodes.List(ctx, ">") })
+}
+
+// ReadFrom is Read with the nodes' presence from list, for a reader that
+// keeps it already (the configurator's store.View): an answer as a listing
+// of the nodes bucket made at the call would give.
+func ReadFrom(ctx context.Context, b *buckets.Set, list func(context.Context) ([]store.Entry[*sluicev1.NodePresence], error)) (*Loss, Evidence, error) {
 	var e Evidence
 	refs := store.New(b.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} })
 	_, err := refs.Get(ctx, contract.KeyLastApplied)
@@ -187,7 +195,7 @@ func Read(ctx context.Context, b *buckets.Set) (*Loss, Evidence, error) {
 	default:
 		return nil, e, fmt.Errorf("read %s/%s: %w", contract.BucketControl, contract.KeyStoreConfirm, err)
 	}
-	nodes, err := store.New(b.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }).List(ctx, ">")
+	nodes, err := list(ctx)
 	if err != nil {
 		return nil, e, fmt.Errorf("list %s: %w", contract.BucketNodes, err)
 	}

@@ -152,6 +152,7 @@ type state struct {
 	refs      *store.Store[*sluicev1.RolloutRef]         // read only: the running rollout
 	invalid   *store.Store[*sluicev1.InvalidFingerprint] // read only: refusing known-bad revisions
 	nodes     *store.Store[*sluicev1.NodePresence]       // read only: whom a revision would reach
+	fleet     *store.View[*sluicev1.NodePresence]        // nodes, kept by a watch (fleet.go)
 	specs     *store.Store[*sluicev1.RegistrySpec]       // read only: which registries own intents
 	set       *buckets.Set                               // read only: whether the store is lost (storeloss.go)
 }
@@ -219,6 +220,10 @@ func (s *Service) run(ctx context.Context) error {
 
 	stopPause := s.startPause(ctx, b)
 	defer stopPause()
+	fctx, stopFleet := context.WithCancel(ctx)
+	fleetDone := make(chan struct{})
+	go func() { defer close(fleetDone); s.st.fleet.Run(fctx) }()
+	defer func() { stopFleet(); <-fleetDone }()
 	// Listen before reconciling so that a reconnect during it is not missed.
 	reconnected := s.cfg.Conn.StatusChanged(nats.CONNECTED)
 	defer s.cfg.Conn.RemoveStatusListener(reconnected)
@@ -270,6 +275,7 @@ func (s *Service) buildStores(ctx context.Context) (*buckets.Set, error) {
 		specs:     store.New(b.Control, func() *sluicev1.RegistrySpec { return &sluicev1.RegistrySpec{} }),
 		set:       b,
 	}
+	s.st.fleet = newFleet(s.st.nodes)
 	s.events = events.NewEmitter(js, s.cfg.Log, Component, s.cfg.Now)
 	s.quarantine = events.NewQuarantine(s.events)
 	return b, nil

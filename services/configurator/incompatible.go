@@ -34,7 +34,7 @@ func (s *Service) refuseIncompatible(ctx context.Context, rev *sluicev1.Revision
 	if contract.FeaturesOf(&sluicev1.DesiredConfig{BakeChecks: bake}) == nil {
 		return nil
 	}
-	nodes, err := s.st.nodes.List(ctx, ">")
+	nodes, err := s.st.fleet.List(ctx)
 	if err != nil {
 		return unavailable(fmt.Errorf("read the nodes: %w", err))
 	}

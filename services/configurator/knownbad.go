@@ -33,7 +33,7 @@ func (s *Service) refuseKnownBad(ctx context.Context, rev *sluicev1.Revision, st
 	if len(known) == 0 {
 		return nil
 	}
-	nodes, err := s.st.nodes.List(ctx, ">")
+	nodes, err := s.st.fleet.List(ctx)
 	if err != nil {
 		return unavailable(fmt.Errorf("read the nodes: %w", err))
 	}

@@ -20,7 +20,7 @@ import (
 //
 // Cost: one Get in a store that records a finished rollout.
 func (s *Service) refuseLost(ctx context.Context, what string) error {
-	loss, _, err := storeloss.Read(ctx, s.st.set)
+	loss, _, err := storeloss.ReadFrom(ctx, s.st.set, s.st.fleet.List)
 	if err != nil {
 		return unavailable(fmt.Errorf("tell whether the store is lost: %w", err))
 	}
@@ -40,7 +40,7 @@ const lossEvery = 30 * time.Second
 // read that fails is left to the next check (a change asked for meanwhile
 // is refused on it).
 func (s *Service) checkLost(ctx context.Context) {
-	loss, _, err := storeloss.Read(ctx, s.st.set)
+	loss, _, err := storeloss.ReadFrom(ctx, s.st.set, s.st.fleet.List)
 	if err != nil {
 		if ctx.Err() == nil {
 			s.log.Warn().Err(err).Msg("tell whether the store is lost; asking again shortly")

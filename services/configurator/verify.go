@@ -18,7 +18,7 @@ import (
 // what names what was verified, for the refusal: "the set the apply
 // produces", "the undo's strategy" (a nil set: the strategy rules only).
 func (s *Service) verifyFleet(ctx context.Context, what string, set []*sluicev1.Intent, st *sluicev1.Strategy, strict bool) ([]*sluicev1.Finding, error) {
-	entries, err := s.st.nodes.List(ctx, ">")
+	entries, err := s.st.fleet.List(ctx)
 	if err != nil {
 		return nil, unavailable(fmt.Errorf("read the nodes: %w", err))
 	}
