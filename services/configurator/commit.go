@@ -171,7 +171,7 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, rero
 	}
 	now := timestamppb.New(s.cfg.Now())
 	rev := &sluicev1.Revision{Id: id, Intents: eff, CreatedAt: now}
-	if err := s.fits("the revision ("+plural(len(eff), "intent")+")", rev); err != nil {
+	if err := s.fits("the revision ("+contract.Plural(len(eff), "intent")+")", rev); err != nil {
 		return nil, err
 	}
 	var prev []*sluicev1.Intent
@@ -277,9 +277,9 @@ func applyReason(n int, created, updated []string) string {
 		parts = append(parts, contract.Thousands(unchanged)+" unchanged")
 	}
 	if len(parts) == 0 {
-		return "applied " + plural(n, "intent")
+		return "applied " + contract.Plural(n, "intent")
 	}
-	return "applied " + plural(n, "intent") + ": " + strings.Join(parts, "; ")
+	return "applied " + contract.Plural(n, "intent") + ": " + strings.Join(parts, "; ")
 }
 
 func shortOrNone(id string) string {

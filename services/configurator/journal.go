@@ -241,7 +241,7 @@ func (s *Service) rollBack(ctx context.Context, j store.Entry[*sluicev1.ApplyJou
 		return fmt.Errorf("remove apply journal: %w", err)
 	}
 	parts := []string{fmt.Sprintf("rolled back an apply of %s from %q that cannot complete: %v",
-		plural(len(jr.GetIntents()), "intent"), jr.GetSource(), cause)}
+		contract.Plural(len(jr.GetIntents()), "intent"), jr.GetSource(), cause)}
 	if len(restored) > 0 {
 		parts = append(parts, "restored "+someIDs(restored)+" from "+basis)
 	}

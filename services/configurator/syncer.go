@@ -169,7 +169,7 @@ func (r *registries) unreachable(ctx context.Context, name string, reg registry.
 	log.Warn().Err(err).Uint32("attempts", st.GetAttempts()).Msg("registry unreachable: nothing changed; retrying")
 	var restart string
 	if dropped > 0 {
-		restart = fmt.Sprintf("; the settle period of its %s pending deletion starts again with the next answer that lacks them", plural(dropped, "intent"))
+		restart = fmt.Sprintf("; the settle period of its %s pending deletion starts again with the next answer that lacks them", contract.Plural(dropped, "intent"))
 		log.Info().Int("pending", dropped).Str(logging.FieldReason, "registry unreachable: a failed answer is no evidence that an intent is gone").
 			Msg("pending deletions reset")
 	}
@@ -199,7 +199,7 @@ func (r *registries) answerHeld(ctx context.Context, name string, reg registry.R
 	}
 	reason := fmt.Sprintf("registry %s (%s): %v; nothing was changed, its intents stay as they are", name, reg.Location(), err)
 	if dropped > 0 {
-		reason += fmt.Sprintf("; the settle period of its %s pending deletion starts again with the next answer that lacks them", plural(dropped, "intent"))
+		reason += fmt.Sprintf("; the settle period of its %s pending deletion starts again with the next answer that lacks them", contract.Plural(dropped, "intent"))
 	}
 	log.Warn().Str(logging.FieldReason, reason).Msg("registry answer held")
 	r.events.Emit(&sluicev1.Event{Kind: kindRegistry, Id: name, Type: "RegistryAnswerHeld", Reason: reason})
@@ -252,7 +252,7 @@ func (r *registries) synced(ctx context.Context, name string, reg registry.Regis
 		if plan.confirmedPending {
 			what = "pending"
 		}
-		reason := fmt.Sprintf("registry %s: the %s deletion %s of %s went ahead, confirmed by an operator", name, what, plan.confirmed, plural(len(plan.marked), "intent"))
+		reason := fmt.Sprintf("registry %s: the %s deletion %s of %s went ahead, confirmed by an operator", name, what, plan.confirmed, contract.Plural(len(plan.marked), "intent"))
 		log.Warn().Str(logging.FieldReason, reason).Msg(what + " deletion confirmed")
 		emit("RegistryDeletionConfirmed", reason)
 	}
@@ -283,7 +283,7 @@ func (r *registries) synced(ctx context.Context, name string, reg registry.Regis
 	}
 	if len(fresh) > 0 {
 		reason := fmt.Sprintf("registry %s declares %s that cannot be used; the last valid version of each stays in force: %s",
-			name, plural(len(fresh), "problem"), strings.Join(fresh[:min(len(fresh), maxListedErrors)], "; "))
+			name, contract.Plural(len(fresh), "problem"), strings.Join(fresh[:min(len(fresh), maxListedErrors)], "; "))
 		log.Warn().Int("problems", len(fresh)).Str(logging.FieldReason, reason).Msg("registry intents invalid")
 		emit("RegistryIntentsInvalid", reason)
 	}
