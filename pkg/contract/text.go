@@ -125,6 +125,15 @@ func Thousands(n int) string {
 	return s
 }
 
+// Plural counts n of noun, in thousands: "1 intent", "2 intents",
+// "1,000 intents".
+func Plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return Thousands(n) + " " + noun + "s"
+}
+
 // Snake writes a camelCase or PascalCase name in snake_case, lower case:
 // "inProgress" is "in_progress" (a count's key as a metric label),
 // "RolloutPhase" is "rollout_phase" (upper-cased, an enum's value prefix).

@@ -12,3 +12,14 @@ func TestThousands(t *testing.T) {
 		}
 	}
 }
+
+func TestPlural(t *testing.T) {
+	for _, tt := range []struct {
+		given int
+		want  string
+	}{{0, "0 intents"}, {1, "1 intent"}, {2, "2 intents"}, {1000, "1,000 intents"}} {
+		if got := Plural(tt.given, "intent"); got != tt.want {
+			t.Errorf("Plural(%d, \"intent\") = %q, want %q", tt.given, got, tt.want)
+		}
+	}
+}

@@ -29,12 +29,13 @@
 // Files: intake.go (subscription, Get, strict decoding and fingerprint
 // check, coalescing mailbox, epoch fence), storeid.go (a replaced store),
 // incompatible.go (configs needing features this agent lacks), pause.go,
-// presence.go (heartbeat lease), provision.go (the apply flow and its pure
-// plan), operation.go (the operation's deadline, cancel and progress),
-// steps.go (validate, apply, check, each with its bound), restore.go
-// (marker, restore of last-good), bake.go (re-running the checks while a
-// config bakes), check.go (health checks), status.go (compare-and-set
-// status writes), metrics.go, applier.go, appliers.go (Validator, several
+// presence.go (heartbeat lease), provision.go (the apply flow, its pure
+// plan, and emit and describe: the events that name a config),
+// operation.go (the operation's deadline, cancel and progress), steps.go
+// (validate, apply, check, each with its bound), restore.go (marker,
+// restore of last-good), bake.go (re-running the checks while a config
+// bakes), check.go (health checks), status.go (compare-and-set status
+// writes), metrics.go, applier.go, appliers.go (Validator, several
 // appliers as one), exec.go and lastgood.go (appliers and atomic files on
 // disk).
 package agent

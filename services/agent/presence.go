@@ -14,7 +14,6 @@ import (
 	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/pkg/buckets"
 	"github.com/sluicehq/sluice/pkg/contract"
-	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
@@ -254,20 +253,6 @@ func (a *Agent) warnUnlessDone(ctx context.Context, err error, msg string) {
 		return
 	}
 	a.log.Warn().Err(err).Msg(msg)
-}
-
-// emit records one transition of this node; d names the config it concerns, if any.
-func (a *Agent) emit(typ, reason string, d *sluicev1.DesiredConfig) {
-	a.em.Emit(&sluicev1.Event{
-		Kind:        events.KindNode,
-		Id:          a.cfg.Node,
-		Type:        typ,
-		Reason:      reason,
-		Node:        a.cfg.Node,
-		Revision:    d.GetRevision(),
-		Rollout:     d.GetRollout(),
-		Fingerprint: d.GetFingerprint(),
-	})
 }
 
 // formatLabels renders labels as k=v pairs in key order.

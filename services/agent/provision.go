@@ -9,6 +9,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/sluicehq/sluice/pkg/contract"
+	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/logging"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
@@ -298,6 +299,20 @@ func (a *Agent) writePhase(ctx context.Context, d *sluicev1.DesiredConfig, start
 		a.worker.lastInvalid = st.LastInvalid
 	}
 	return a.writeStatus(ctx, st)
+}
+
+// emit records one transition of this node; d names the config it concerns, if any.
+func (a *Agent) emit(typ, reason string, d *sluicev1.DesiredConfig) {
+	a.em.Emit(&sluicev1.Event{
+		Kind:        events.KindNode,
+		Id:          a.cfg.Node,
+		Type:        typ,
+		Reason:      reason,
+		Node:        a.cfg.Node,
+		Revision:    d.GetRevision(),
+		Rollout:     d.GetRollout(),
+		Fingerprint: d.GetFingerprint(),
+	})
 }
 
 // describe names a desired config for operators.

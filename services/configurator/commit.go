@@ -16,15 +16,18 @@ import (
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/events"
 	"github.com/sluicehq/sluice/pkg/intent"
+	"github.com/sluicehq/sluice/pkg/logging"
 	"github.com/sluicehq/sluice/pkg/render"
 	"github.com/sluicehq/sluice/pkg/store"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
-// Committing a change: beginChange takes s.mu for it, commit writes the
-// apply journal and finishes it (journal.go), and finishing moves the head
-// (advance) to the revision of the effective set, keeping in force what
-// cannot be read (keepInForce).
+// Committing a change, from the lock to the head: beginChange takes s.mu
+// for it, commit writes the apply journal and finishes it (finish:
+// writeJournal writes its intents, advance moves the head to the revision
+// of the effective set, keeping in force what cannot be read, keepInForce).
+// A journal that cannot complete is rolled back, and one left behind is
+// finished at the next change (journal.go).
 
 // beginChange takes s.mu for a change a request asks for (what names it in
 // a refusal), after finishing a leftover journal, and refuses it while the
@@ -66,6 +69,151 @@ func (s *Service) commit(ctx context.Context, journal *sluicev1.ApplyJournal, re
 		return finished{}, rolledBack(done.rolledBack)
 	}
 	return done, nil
+}
+
+// finished is how finishing a journal ended.
+type finished struct {
+	head             *sluicev1.Head // after; nil when rolled back
+	created, updated []string       // intents written now
+	rolledBack       error          // why the apply was rolled back; nil when it landed
+}
+
+// finish completes the apply in journal j or rolls it back (see above).
+// reason gives the head's reason from the intents written now. in is the
+// stored state the change was planned from (nil: a journal found, not
+// planned here): the head is moved from it once the journal's writes
+// landed, with no second read, unless the head moved meanwhile. An error
+// means neither happened and the journal stays.
+func (s *Service) finish(ctx context.Context, j store.Entry[*sluicev1.ApplyJournal], reason func(created, updated []string) string, in *inputs) (finished, error) {
+	jr := j.Value
+	created, updated, err := s.writeJournal(ctx, jr)
+	var head *sluicev1.Head
+	if err == nil {
+		why := func(diff) string { return reason(created, updated) }
+		var after *inputs
+		if in != nil {
+			landed := in.landed(jr)
+			after = &landed
+		}
+		head, err = s.advance(ctx, jr.GetStrategy(), false, jr.GetRequestId(), jr.GetProvenance(), why, after)
+		if after != nil && errors.Is(err, store.ErrConflict) {
+			// Another configurator moved the head after the change was
+			// planned: its change is in the bucket, so read it again.
+			head, err = s.advance(ctx, jr.GetStrategy(), false, jr.GetRequestId(), jr.GetProvenance(), why, nil)
+		}
+	}
+	if err != nil {
+		if !cannotComplete(err) {
+			return finished{}, err
+		}
+		if rerr := s.rollBack(ctx, j, err); rerr != nil {
+			return finished{}, fmt.Errorf("roll back an apply that cannot complete (%v): %w", err, rerr)
+		}
+		return finished{rolledBack: err}, nil
+	}
+	if err := s.st.journal.Delete(ctx, contract.KeyPending, j.Revision); err != nil {
+		// Finishing it again later writes nothing and moves nothing.
+		s.log.Warn().Err(err).Str(logging.FieldBucket, s.st.journal.Bucket()).Str(logging.FieldKey, contract.KeyPending).
+			Msg("remove apply journal")
+	}
+	return finished{head: head, created: created, updated: updated}, nil
+}
+
+// writeJournal writes every intent of the journal that is not stored yet,
+// each with compare-and-set on the revision the apply saw (PriorIntent), and
+// returns the IDs it created and updated. An intent already holding the
+// journal's spec is skipped, so running it again after a crash is harmless.
+func (s *Service) writeJournal(ctx context.Context, jr *sluicev1.ApplyJournal) (created, updated []string, err error) {
+	prior := map[string]*sluicev1.PriorIntent{}
+	for _, p := range jr.GetPrior() {
+		prior[p.GetKey()] = p
+	}
+	for _, in := range render.Sorted(jr.GetIntents()) {
+		id, key := intent.ID(in), intent.Key(in)
+		cur, err := s.st.intents.Get(ctx, key)
+		switch {
+		case err == nil, errors.Is(err, store.ErrNotFound), errors.Is(err, store.ErrUndecodable):
+		default:
+			return created, updated, fmt.Errorf("write intent %s: %w", id, err)
+		}
+		if v := cur.Value; v != nil && !v.GetMarkedForDeletion() && proto.Equal(v.GetIntent(), in) {
+			continue // written already, or unchanged by the apply
+		}
+		if jr.GetHasPrior() {
+			// Anything but the revision the apply saw is someone else's write.
+			if p, ok := prior[key]; !ok || p.GetKvRevision() != cur.Revision {
+				return created, updated, &changedSinceError{id: id}
+			}
+		}
+		next := &sluicev1.StoredIntent{Intent: in, Source: jr.GetSource(), Origin: jr.GetOrigins()[key], UpdatedAt: timestamppb.New(s.cfg.Now())}
+		if err := s.fits("intent "+id, next); err != nil {
+			return created, updated, err
+		}
+		if _, err := s.st.intents.Update(ctx, key, next, cur.Revision); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return created, updated, &changedSinceError{id: id}
+			}
+			return created, updated, fmt.Errorf("write intent %s: %w", id, err)
+		}
+		from := "applied from " + jr.GetSource()
+		if o := next.GetOrigin(); o != "" {
+			from = "declared by registry " + jr.GetSource() + " in " + o
+		}
+		evType, why := "IntentUpdated", from+" with a changed spec"
+		switch {
+		case cur.Value == nil:
+			evType, why = "IntentCreated", from
+		case cur.Value.GetMarkedForDeletion():
+			// Explicit, never silent: the intent was on its way out.
+			evType, why = "IntentUnmarked", fmt.Sprintf("%s while marked for deletion (source %s): no longer marked, back in the next revision",
+				from, cur.Value.GetSource())
+		case cur.Value.GetSource() != jr.GetSource():
+			why += " (it came from " + cur.Value.GetSource() + " before)"
+		}
+		if evType != "IntentUpdated" {
+			created = append(created, id)
+		} else {
+			updated = append(updated, id)
+		}
+		s.events.Emit(&sluicev1.Event{Kind: events.KindIntent, Id: key, Type: evType, Reason: id + " " + why})
+	}
+	for _, key := range jr.GetMark() {
+		cur, err := s.st.intents.Get(ctx, key)
+		switch {
+		case errors.Is(err, store.ErrNotFound):
+			continue // gone already
+		case err != nil && !errors.Is(err, store.ErrUndecodable):
+			return created, updated, fmt.Errorf("mark intent %s: %w", key, err)
+		}
+		if cur.Value.GetMarkedForDeletion() {
+			continue // marked already, or by an earlier run of this journal
+		}
+		if p, ok := prior[key]; !ok || p.GetKvRevision() != cur.Revision {
+			return created, updated, &changedSinceError{id: key}
+		}
+		marked := &sluicev1.StoredIntent{Intent: cur.Value.GetIntent(), Source: cur.Value.GetSource(), Origin: cur.Value.GetOrigin(),
+			MarkedForDeletion: true, UpdatedAt: timestamppb.New(s.cfg.Now())}
+		if _, err := s.st.intents.Update(ctx, key, marked, cur.Revision); err != nil {
+			if errors.Is(err, store.ErrConflict) {
+				return created, updated, &changedSinceError{id: key}
+			}
+			return created, updated, fmt.Errorf("mark intent %s: %w", key, err)
+		}
+		why := fmt.Sprintf("%s is not in the revision %s goes back to", key, jr.GetSource())
+		switch jr.GetSource() {
+		case contract.SourceAPI: // only a delete marks from the API
+			why = intent.ID(cur.Value.GetIntent()) + " deleted"
+		case contract.SourceUndo:
+		default:
+			why = fmt.Sprintf("%s is no longer declared by registry %s", key, jr.GetSource())
+			if o := cur.Value.GetOrigin(); o != "" {
+				why += " (it was in " + o + ")"
+			}
+		}
+		s.events.Emit(&sluicev1.Event{Kind: events.KindIntent, Id: key, Type: "IntentMarkedForDeletion",
+			Reason: why + "; the next revision leaves it out and the reaper removes it once nothing references it"})
+	}
+	return created, updated, nil
 }
 
 // keepInForce adds to eff the head revision's version of every intent
@@ -171,7 +319,7 @@ func (s *Service) advance(ctx context.Context, strategy *sluicev1.Strategy, rero
 	}
 	now := timestamppb.New(s.cfg.Now())
 	rev := &sluicev1.Revision{Id: id, Intents: eff, CreatedAt: now}
-	if err := s.fits("the revision ("+plural(len(eff), "intent")+")", rev); err != nil {
+	if err := s.fits("the revision ("+contract.Plural(len(eff), "intent")+")", rev); err != nil {
 		return nil, err
 	}
 	var prev []*sluicev1.Intent
@@ -277,9 +425,9 @@ func applyReason(n int, created, updated []string) string {
 		parts = append(parts, contract.Thousands(unchanged)+" unchanged")
 	}
 	if len(parts) == 0 {
-		return "applied " + plural(n, "intent")
+		return "applied " + contract.Plural(n, "intent")
 	}
-	return "applied " + plural(n, "intent") + ": " + strings.Join(parts, "; ")
+	return "applied " + contract.Plural(n, "intent") + ": " + strings.Join(parts, "; ")
 }
 
 func shortOrNone(id string) string {

@@ -73,7 +73,7 @@ func (s *Service) delete(ctx context.Context, req *sluicev1.DeleteRequest) (*slu
 			return nil, err
 		}
 		var tooLarge *tooLargeError
-		if err := s.fits("the revision ("+plural(len(eff), "intent")+")", &sluicev1.Revision{Id: render.RevisionID(eff), Intents: eff, CreatedAt: nowProto(s.cfg.Now)}); errors.As(err, &tooLarge) {
+		if err := s.fits("the revision ("+contract.Plural(len(eff), "intent")+")", &sluicev1.Revision{Id: render.RevisionID(eff), Intents: eff, CreatedAt: nowProto(s.cfg.Now)}); errors.As(err, &tooLarge) {
 			return nil, &apiError{code: contract.ErrCodeInvalid, desc: fmt.Sprintf("refused: %v; nothing was stored. Delete more intents first, or raise max_payload on the NATS server", err)}
 		} else if err != nil {
 			return nil, unavailable(err)

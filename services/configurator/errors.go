@@ -35,7 +35,7 @@ func (e *apiError) Error() string { return string(e.code) + " " + e.desc }
 // stored. The answer lists the first maxListedErrors problems and its
 // description counts them all, so that it always fits in a reply.
 func invalid(what string, errs []*sluicev1.FieldError) *apiError {
-	desc := fmt.Sprintf("%s with %s; nothing was stored", plural(len(errs), "problem"), what)
+	desc := fmt.Sprintf("%s with %s; nothing was stored", contract.Plural(len(errs), "problem"), what)
 	if len(errs) > maxListedErrors {
 		desc += fmt.Sprintf(" (the first %d are listed)", maxListedErrors)
 		errs = errs[:maxListedErrors]

@@ -69,14 +69,6 @@ func andMore(listed []string, total int) string {
 	return out
 }
 
-// plural is "1 intent", "2 intents", "1,000 intents".
-func plural(n int, noun string) string {
-	if n == 1 {
-		return "1 " + noun
-	}
-	return contract.Thousands(n) + " " + noun + "s"
-}
-
 // checkFits refuses an apply when a value it would write does not fit in
 // one message: an intent, the revision or the journal, in that order.
 func (s *Service) checkFits(journal *sluicev1.ApplyJournal, writes, set []*sluicev1.Intent, target string) error {
@@ -88,11 +80,11 @@ func (s *Service) checkFits(journal *sluicev1.ApplyJournal, writes, set []*sluic
 		}
 	}
 	if err == nil {
-		err = s.fits("the revision ("+plural(len(set), "intent")+")", &sluicev1.Revision{Id: target, Intents: set, CreatedAt: now})
+		err = s.fits("the revision ("+contract.Plural(len(set), "intent")+")", &sluicev1.Revision{Id: target, Intents: set, CreatedAt: now})
 	}
 	if err == nil {
-		err = s.fits("the apply journal ("+plural(len(journal.GetIntents()), "intent")+" and "+
-			plural(len(journal.GetPrior()), "prior value")+")", journal)
+		err = s.fits("the apply journal ("+contract.Plural(len(journal.GetIntents()), "intent")+" and "+
+			contract.Plural(len(journal.GetPrior()), "prior value")+")", journal)
 	}
 	var tooLarge *tooLargeError
 	if errors.As(err, &tooLarge) {

@@ -123,10 +123,10 @@ func decideDeletions(spec *sluicev1.RegistrySpec, gone, back []string, owned, de
 	var why string
 	switch {
 	case declared == 0:
-		why = fmt.Sprintf("registry %s answered with no intent at all while it owns %s", name, plural(owned, "intent"))
+		why = fmt.Sprintf("registry %s answered with no intent at all while it owns %s", name, contract.Plural(owned, "intent"))
 	case len(gone) >= 2 && float64(len(gone)) > share*float64(owned):
 		why = fmt.Sprintf("registry %s dropped %d of its %s (more than its hold share %.0f%%)", name, len(gone),
-			plural(owned, "intent"), share*100)
+			contract.Plural(owned, "intent"), share*100)
 	}
 	switch {
 	case why != "" && confirm.GetDigest() == digest:

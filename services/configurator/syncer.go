@@ -55,14 +55,14 @@ func (r *registries) runSyncer(ctx context.Context, sy *syncer) {
 		return
 	}
 	defer func() { _ = reg.Close() }()
-	log.Info().Str("kind", reg.Kind()).Str("location", reg.Location()).Dur("sync_interval", registry.SyncInterval(sy.spec)).
-		Dur("delete_after", r.cfg.deleteAfter(sy.spec)).Msg("syncing registry")
-	interval := registry.SyncInterval(sy.spec)
+	interval, after := registry.SyncInterval(sy.spec), r.cfg.deleteAfter(sy.spec)
+	log.Info().Str("kind", reg.Kind()).Str("location", reg.Location()).Dur("sync_interval", interval).
+		Dur("delete_after", after).Msg("syncing registry")
 	pend := r.loadPending(ctx, name, log)
 	failures, seeded := 0, false
 	for {
 		seeded = seeded || r.seedInForce(ctx, name, sy.rev, reg, log)
-		ok := seeded && r.syncOnce(ctx, sy.spec, reg, &pend, log)
+		ok := seeded && r.syncOnce(ctx, sy.spec, after, reg, &pend, log)
 		firstOnce()
 		wait := interval
 		if ok {
@@ -96,9 +96,10 @@ func (r *registries) loadPending(ctx context.Context, name string, log zerolog.L
 }
 
 // syncOnce fetches the registry and merges its answer; false when it
-// should be tried again soon (the fetch or the commit failed). pend is
-// the registry's pending deletions, carried from one answer to the next.
-func (r *registries) syncOnce(ctx context.Context, spec *sluicev1.RegistrySpec, reg registry.Registry, pend *pendingState, log zerolog.Logger) bool {
+// should be tried again soon (the fetch or the commit failed). after is
+// the settle period of spec's deletions (Config.deleteAfter); pend is the
+// registry's pending deletions, carried from one answer to the next.
+func (r *registries) syncOnce(ctx context.Context, spec *sluicev1.RegistrySpec, after time.Duration, reg registry.Registry, pend *pendingState, log zerolog.Logger) bool {
 	waits := func(held *sluicev1.PauseRequest) bool {
 		log.Debug().Str(logging.FieldReason, contract.DescribePause(held)).Msg("registry sync waits for resume")
 		return true // the resume nudges every syncer
@@ -139,7 +140,7 @@ func (r *registries) syncOnce(ctx context.Context, spec *sluicev1.RegistrySpec, 
 		}
 		confirm.Value = nil
 	}
-	plan, err := r.sync(ctx, spec, snap, confirm.Value, settling{pendingState: *pend, now: r.cfg.now(), after: r.cfg.deleteAfter(spec)})
+	plan, err := r.sync(ctx, spec, snap, confirm.Value, settling{pendingState: *pend, now: r.cfg.now(), after: after})
 	if err != nil {
 		if ctx.Err() == nil {
 			log.Warn().Err(err).Msg("registry sync could not be committed; nothing changed, retrying")
@@ -169,7 +170,7 @@ func (r *registries) unreachable(ctx context.Context, name string, reg registry.
 	log.Warn().Err(err).Uint32("attempts", st.GetAttempts()).Msg("registry unreachable: nothing changed; retrying")
 	var restart string
 	if dropped > 0 {
-		restart = fmt.Sprintf("; the settle period of its %s pending deletion starts again with the next answer that lacks them", plural(dropped, "intent"))
+		restart = fmt.Sprintf("; the settle period of its %s pending deletion starts again with the next answer that lacks them", contract.Plural(dropped, "intent"))
 		log.Info().Int("pending", dropped).Str(logging.FieldReason, "registry unreachable: a failed answer is no evidence that an intent is gone").
 			Msg("pending deletions reset")
 	}
@@ -199,7 +200,7 @@ func (r *registries) answerHeld(ctx context.Context, name string, reg registry.R
 	}
 	reason := fmt.Sprintf("registry %s (%s): %v; nothing was changed, its intents stay as they are", name, reg.Location(), err)
 	if dropped > 0 {
-		reason += fmt.Sprintf("; the settle period of its %s pending deletion starts again with the next answer that lacks them", plural(dropped, "intent"))
+		reason += fmt.Sprintf("; the settle period of its %s pending deletion starts again with the next answer that lacks them", contract.Plural(dropped, "intent"))
 	}
 	log.Warn().Str(logging.FieldReason, reason).Msg("registry answer held")
 	r.events.Emit(&sluicev1.Event{Kind: kindRegistry, Id: name, Type: "RegistryAnswerHeld", Reason: reason})
@@ -252,7 +253,7 @@ func (r *registries) synced(ctx context.Context, name string, reg registry.Regis
 		if plan.confirmedPending {
 			what = "pending"
 		}
-		reason := fmt.Sprintf("registry %s: the %s deletion %s of %s went ahead, confirmed by an operator", name, what, plan.confirmed, plural(len(plan.marked), "intent"))
+		reason := fmt.Sprintf("registry %s: the %s deletion %s of %s went ahead, confirmed by an operator", name, what, plan.confirmed, contract.Plural(len(plan.marked), "intent"))
 		log.Warn().Str(logging.FieldReason, reason).Msg(what + " deletion confirmed")
 		emit("RegistryDeletionConfirmed", reason)
 	}
@@ -283,7 +284,7 @@ func (r *registries) synced(ctx context.Context, name string, reg registry.Regis
 	}
 	if len(fresh) > 0 {
 		reason := fmt.Sprintf("registry %s declares %s that cannot be used; the last valid version of each stays in force: %s",
-			name, plural(len(fresh), "problem"), strings.Join(fresh[:min(len(fresh), maxListedErrors)], "; "))
+			name, contract.Plural(len(fresh), "problem"), strings.Join(fresh[:min(len(fresh), maxListedErrors)], "; "))
 		log.Warn().Int("problems", len(fresh)).Str(logging.FieldReason, reason).Msg("registry intents invalid")
 		emit("RegistryIntentsInvalid", reason)
 	}

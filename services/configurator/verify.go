@@ -33,12 +33,12 @@ func (s *Service) verifyFleet(ctx context.Context, what string, set []*sluicev1.
 	if !verify.Refuses(fs, strict) {
 		return fs, nil
 	}
-	found := plural(verify.Errors(fs), "error")
+	found := contract.Plural(verify.Errors(fs), "error")
 	if strict && verify.Errors(fs) < len(fs) {
-		found = plural(len(fs), "finding") + " (strict: warnings refuse too)"
+		found = contract.Plural(len(fs), "finding") + " (strict: warnings refuse too)"
 	}
 	desc := fmt.Sprintf("refused by the fleet verifier: %s in %s, on the %s present; nothing was stored. "+
-		"Fix what each finding names (docs/intents.md, \"Fleet rules\")", found, what, plural(len(nodes), "node"))
+		"Fix what each finding names (docs/intents.md, \"Fleet rules\")", found, what, contract.Plural(len(nodes), "node"))
 	if len(fs) > maxListedErrors {
 		desc += fmt.Sprintf(" (the first %d findings are listed)", maxListedErrors)
 		fs = fs[:maxListedErrors]

@@ -1,7 +1,6 @@
 package charttest
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -22,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/sluicehq/sluice/internal/testkit/testaddr"
+	"github.com/sluicehq/sluice/internal/testkit/testproc"
 	"github.com/sluicehq/sluice/pkg/cmdutil"
 )
 
@@ -155,25 +155,17 @@ func runContainer(t *testing.T, objs objects, spec corev1.PodSpec, c corev1.Cont
 	for k, v := range env {
 		cmd.Env = append(cmd.Env, k+"="+v)
 	}
-	var stderr syncBuffer
-	cmd.Stdout, cmd.Stderr = &stderr, &stderr
-	if err := cmd.Start(); err != nil {
+	proc, err := testproc.Start(cmd)
+	if err != nil {
 		t.Fatal(err)
 	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	t.Cleanup(func() {
-		if cmd.ProcessState == nil {
-			_ = cmd.Process.Kill()
-			<-exited
-		}
-	})
+	t.Cleanup(proc.Kill)
 
 	base := ""
 	deadline := time.After(startUp)
 	for {
 		if base == "" {
-			base = cmdutil.ServedAt(stderr.String())
+			base = cmdutil.ServedAt(proc.Output())
 		}
 		if base != "" {
 			if code, _ := httpGet(base + "/healthz"); code == http.StatusOK {
@@ -181,10 +173,10 @@ func runContainer(t *testing.T, objs objects, spec corev1.PodSpec, c corev1.Cont
 			}
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("%s %s exited (%v) instead of serving /healthz:\n%s", image, strings.Join(args, " "), err, stderr.String())
+		case <-proc.Exited():
+			t.Fatalf("%s %s exited (%v) instead of serving /healthz:\n%s", image, strings.Join(args, " "), proc.State(), proc.Output())
 		case <-deadline:
-			t.Fatalf("%s %s: no /healthz on %q (the address its log says) within %s:\n%s", image, strings.Join(args, " "), base, startUp, stderr.String())
+			t.Fatalf("%s %s: no /healthz on %q (the address its log says) within %s:\n%s", image, strings.Join(args, " "), base, startUp, proc.Output())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}
@@ -192,19 +184,19 @@ func runContainer(t *testing.T, objs objects, spec corev1.PodSpec, c corev1.Cont
 		t.Errorf("/readyz without NATS = %d %q, want 503", code, body)
 	}
 	if env["SLUICE_NATS_CREDS"] != "" {
-		checkConnectsAs(t, c.Name, env, &stderr, exited)
+		checkConnectsAs(t, c.Name, env, proc)
 	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
 	select {
-	case err := <-exited:
-		if err != nil {
-			t.Errorf("%s stopped with %v on SIGTERM, want exit 0:\n%s", image, err, stderr.String())
+	case <-proc.Exited():
+		if !proc.State().Success() {
+			t.Errorf("%s stopped with %v on SIGTERM, want exit 0:\n%s", image, proc.State(), proc.Output())
 		}
 	case <-time.After(stopWait):
-		t.Errorf("%s did not stop within %s of SIGTERM:\n%s", image, stopWait, stderr.String())
+		t.Errorf("%s did not stop within %s of SIGTERM:\n%s", image, stopWait, proc.Output())
 	}
 }
 
@@ -296,25 +288,6 @@ func httpGet(url string) (int, string) {
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1024))
 	return resp.StatusCode, strings.TrimSpace(string(b))
-}
-
-// syncBuffer is a bytes.Buffer safe for the process's writes and the
-// test's reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // writeSecret writes into dir the keys of the Secret name that items
@@ -433,7 +406,7 @@ var users = map[string]string{
 // checkConnectsAs reads the process's "connecting to NATS" log line and
 // checks it names the credentials file from the environment, the user of
 // the container's role and, when a CA is set, TLS.
-func checkConnectsAs(t *testing.T, container string, env map[string]string, stderr *syncBuffer, exited <-chan error) {
+func checkConnectsAs(t *testing.T, container string, env map[string]string, proc *testproc.Process) {
 	t.Helper()
 	want := fmt.Sprintf("creds %s (user %s)", env["SLUICE_NATS_CREDS"], users[container])
 	if env["SLUICE_NATS_TLS_CA"] != "" {
@@ -441,7 +414,7 @@ func checkConnectsAs(t *testing.T, container string, env map[string]string, stde
 	}
 	deadline := time.After(startUp)
 	for {
-		for _, line := range strings.Split(stderr.String(), "\n") {
+		for _, line := range strings.Split(proc.Output(), "\n") {
 			var entry struct{ Message, Auth string }
 			if json.Unmarshal([]byte(line), &entry) == nil && entry.Message == "connecting to NATS" {
 				if entry.Auth != want {
@@ -451,10 +424,10 @@ func checkConnectsAs(t *testing.T, container string, env map[string]string, stde
 			}
 		}
 		select {
-		case err := <-exited:
-			t.Fatalf("exited (%v) before connecting:\n%s", err, stderr.String())
+		case <-proc.Exited():
+			t.Fatalf("exited (%v) before connecting:\n%s", proc.State(), proc.Output())
 		case <-deadline:
-			t.Fatalf("no \"connecting to NATS\" line within %s:\n%s", startUp, stderr.String())
+			t.Fatalf("no \"connecting to NATS\" line within %s:\n%s", startUp, proc.Output())
 		case <-time.After(100 * time.Millisecond):
 		}
 	}

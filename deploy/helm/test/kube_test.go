@@ -32,6 +32,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/sluicehq/sluice/deploy/helm/test/kube"
+	"github.com/sluicehq/sluice/internal/testkit/testproc"
 )
 
 // helmConfig is a helm action configuration talking to c as its
@@ -286,21 +287,19 @@ func TestKube_Agent_ReadsItsNodeWithTheChartsRBAC(t *testing.T) {
 	listen := kube.FreeAddr(t)
 	url := "nats://" + listen
 	dev := exec.Command(binary(t, "sluice"), "dev", "--agents", "0", "--listen", listen, "--data", data, "--dashboard-addr", "off")
-	devOut := &syncBuffer{}
-	dev.Stdout, dev.Stderr = devOut, devOut
-	if err := dev.Start(); err != nil {
+	devProc, err := testproc.Start(dev)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = dev.Process.Signal(os.Interrupt); _ = dev.Wait() })
+	t.Cleanup(func() { _ = dev.Process.Signal(os.Interrupt); <-devProc.Exited() })
 	agentCmd := exec.Command(binary(t, "sluice-agent"), "--node", node, "--kube-node-labels",
 		"--kubeconfig", c.Kubeconfig(t, tr.Status.Token), "--state-dir", filepath.Join(t.TempDir(), "state"))
 	agentCmd.Env = append(os.Environ(), "SLUICE_NATS_URL="+url)
-	agentOut := &syncBuffer{}
-	agentCmd.Stdout, agentCmd.Stderr = agentOut, agentOut
-	if err := agentCmd.Start(); err != nil {
+	agentProc, err := testproc.Start(agentCmd)
+	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = agentCmd.Process.Signal(os.Interrupt); _ = agentCmd.Wait() })
+	t.Cleanup(func() { _ = agentCmd.Process.Signal(os.Interrupt); <-agentProc.Exited() })
 
 	labelsSeen := func() map[string]string {
 		cmd := exec.Command(binary(t, "sluice"), "get", "node", node, "-o", "json")
@@ -331,7 +330,7 @@ func TestKube_Agent_ReadsItsNodeWithTheChartsRBAC(t *testing.T) {
 			}
 			time.Sleep(50 * time.Millisecond)
 		}
-		t.Fatalf("within %s sluice shows %s's labels %v, want %v among them\nagent:\n%s\nsluice dev:\n%s", within, node, got, want, agentOut, devOut)
+		t.Fatalf("within %s sluice shows %s's labels %v, want %v among them\nagent:\n%s\nsluice dev:\n%s", within, node, got, want, agentProc.Output(), devProc.Output())
 		return 0
 	}
 	waitLabels(60*time.Second, map[string]string{"topology.kubernetes.io/zone": "zone-a", "rack": "r1"})
@@ -379,7 +378,7 @@ func TestKube_Agent_ReadsItsNodeWithTheChartsRBAC(t *testing.T) {
 	}
 	for present() {
 		if time.Since(start) > 5*time.Second {
-			t.Fatalf("5s after its Node was deleted, sluice still shows %s present\nagent:\n%s", node, agentOut)
+			t.Fatalf("5s after its Node was deleted, sluice still shows %s present\nagent:\n%s", node, agentProc.Output())
 		}
 		time.Sleep(50 * time.Millisecond)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/sluicehq/sluice/pkg/backoff"
 	"github.com/sluicehq/sluice/services/agent"
+	"github.com/sluicehq/sluice/services/agent/internal/findings"
 )
 
 // poll is how a check waits for FRR to converge: 100 ms doubling to 1 s:
@@ -80,27 +81,27 @@ func (c BGP) judge(s BGPSummary) (string, error) {
 		if len(s.VRFs) > 0 {
 			vrfs = "BGP in vrf " + strings.Join(s.VRFs, ", ")
 		}
-		r.fail(fmt.Errorf("%w in any VRF to check (%s)", ErrNoNeighbors, vrfs))
-		return r.result()
+		r.Fail(fmt.Errorf("%w in any VRF to check (%s)", ErrNoNeighbors, vrfs))
+		return r.Result()
 	}
 	checked := 0
 	for _, n := range s.Neighbors {
 		switch {
 		case n.AdminDown():
-			r.line("%s: shut down by the config, not checked", n)
+			r.Line("%s: shut down by the config, not checked", n)
 			continue
 		case !n.Established():
-			r.fail(fmt.Errorf("bgp neighbour %s in vrf %s is %s: %w", n.Peer, n.VRF, n.State, ErrNotEstablished))
+			r.Fail(fmt.Errorf("bgp neighbour %s in vrf %s is %s: %w", n.Peer, n.VRF, n.State, ErrNotEstablished))
 		case n.Received < c.MinPrefixes:
-			r.fail(fmt.Errorf("bgp neighbour %s in vrf %s sent %s, want at least %d: %w", n.Peer, n.VRF, plural(n.Received, "prefix", "prefixes"), c.MinPrefixes, ErrFewPrefixes))
+			r.Fail(fmt.Errorf("bgp neighbour %s in vrf %s sent %s, want at least %d: %w", n.Peer, n.VRF, plural(n.Received, "prefix", "prefixes"), c.MinPrefixes, ErrFewPrefixes))
 		}
 		checked++
-		r.line("%s", n)
+		r.Line("%s", n)
 	}
 	if checked == 0 {
-		r.fail(fmt.Errorf("%w to check: every neighbour is shut down by the config", ErrNoNeighbors))
+		r.Fail(fmt.Errorf("%w to check: every neighbour is shut down by the config", ErrNoNeighbors))
 	}
-	return r.result()
+	return r.Result()
 }
 
 // Route checks that Prefix is in VRF's routing table twice: in FRR's (a
@@ -178,24 +179,24 @@ func (c Route) Run(ctx context.Context, _ agent.CheckEnv) (string, error) {
 		selected := slices.ContainsFunc(rib, func(e RIBEntry) bool { return e.Selected })
 		switch {
 		case len(rib) == 0:
-			r.fail(fmt.Errorf("%s is not in FRR's routing table of vrf %s: %w", c.Prefix, c.vrf(), ErrRouteMissing))
+			r.Fail(fmt.Errorf("%s is not in FRR's routing table of vrf %s: %w", c.Prefix, c.vrf(), ErrRouteMissing))
 		case !selected:
-			r.fail(fmt.Errorf("%s is in FRR's routing table of vrf %s, but no route to it is selected: %w", c.Prefix, c.vrf(), ErrRouteMissing))
+			r.Fail(fmt.Errorf("%s is in FRR's routing table of vrf %s, but no route to it is selected: %w", c.Prefix, c.vrf(), ErrRouteMissing))
 		}
 		for _, e := range rib {
-			r.line("FRR: %s", e)
+			r.Line("FRR: %s", e)
 		}
 		where, routes, kerr := kernelRoutes(c.VRF, c.Prefix)
 		switch {
 		case kerr != nil:
-			r.fail(fmt.Errorf("%s in the kernel: %w", c.Prefix, kerr))
+			r.Fail(fmt.Errorf("%s in the kernel: %w", c.Prefix, kerr))
 		case len(routes) == 0:
-			r.fail(fmt.Errorf("%s is not in the kernel's %s: %w", c.Prefix, where, ErrNotInKernel))
+			r.Fail(fmt.Errorf("%s is not in the kernel's %s: %w", c.Prefix, where, ErrNotInKernel))
 		}
 		for _, k := range routes {
-			r.line("kernel %s: %s", where, k)
+			r.Line("kernel %s: %s", where, k)
 		}
-		out, verdict := r.result()
+		out, verdict := r.Result()
 		return answer{out, verdict}, nil
 	})
 }
@@ -340,29 +341,5 @@ func kernelRouteString(h *netlink.Handle, rt netlink.Route, prefix netip.Prefix)
 	return b.String()
 }
 
-// report is a check's evidence, a line per finding, and its failures.
-type report struct {
-	lines    []string
-	failures []error
-}
-
-func (r *report) line(format string, a ...any) { r.lines = append(r.lines, fmt.Sprintf(format, a...)) }
-
-// fail records err as a failure and as a line of the output.
-func (r *report) fail(err error) {
-	r.lines = append(r.lines, err.Error())
-	r.failures = append(r.failures, err)
-}
-
-// result is the output and the first failure, saying how many more the
-// output holds.
-func (r *report) result() (string, error) {
-	out := strings.Join(r.lines, "\n")
-	switch len(r.failures) {
-	case 0:
-		return out, nil
-	case 1:
-		return out, r.failures[0]
-	}
-	return out, fmt.Errorf("%w (and %d more failures, see the output)", r.failures[0], len(r.failures)-1)
-}
+// report is a check's evidence and failures (findings.Report).
+type report = findings.Report

@@ -99,7 +99,7 @@ func (c Gateway) Run(ctx context.Context, env agent.CheckEnv) (string, error) {
 	nets := layer2Networks(env.Config)
 	var r report
 	if len(nets) == 0 {
-		r.line("no layer2 network with anycast gateways in the applied config")
+		r.Line("no layer2 network with anycast gateways in the applied config")
 	}
 	// Look at the host and open every socket first, on this goroutine: the
 	// sockets belong to the calling thread's network namespace, which
@@ -117,7 +117,7 @@ func (c Gateway) Run(ctx context.Context, env agent.CheckEnv) (string, error) {
 	wg.Wait()
 
 	for _, p := range plans {
-		r.add(p.r)
+		r.Add(p.r)
 		for _, step := range p.after {
 			step(&r)
 		}
@@ -128,10 +128,10 @@ func (c Gateway) Run(ctx context.Context, env agent.CheckEnv) (string, error) {
 	}
 	for _, vlan := range slices.Sorted(maps.Keys(c.Targets)) {
 		if !in[vlan] {
-			r.line("vlan %d: not in the applied config on this node; %s not pinged", vlan, joinAddrs(c.Targets[vlan], ", "))
+			r.Line("vlan %d: not in the applied config on this node; %s not pinged", vlan, joinAddrs(c.Targets[vlan], ", "))
 		}
 	}
-	return r.result()
+	return r.Result()
 }
 
 // network is a layer2 network of the applied config with anycast gateways.
@@ -184,7 +184,7 @@ type gatewayPlan struct {
 	after []func(*report)
 }
 
-func (p *gatewayPlan) fail(err error) { p.r.fail(fmt.Errorf("%s: %w", p.net, err)) }
+func (p *gatewayPlan) fail(err error) { p.r.Fail(fmt.Errorf("%s: %w", p.net, err)) }
 
 // plan looks at what the host has for n and opens the sockets of its
 // pings.
@@ -195,12 +195,12 @@ func (c Gateway) plan(ctx context.Context, n network) gatewayPlan {
 	if err != nil {
 		p.fail(err)
 		if len(targets) > 0 {
-			p.r.line("%s: %s not pinged", n, joinAddrs(targets, ", "))
+			p.r.Line("%s: %s not pinged", n, joinAddrs(targets, ", "))
 		}
 		return p
 	}
 	dev, where := st.sendDevice(n, len(targets) > 0)
-	p.r.line("%s: bridge %s up; gateways %s on %s; node addresses %s; pinging %s",
+	p.r.Line("%s: bridge %s up; gateways %s on %s; node addresses %s; pinging %s",
 		n, st.bridge, joinPrefixes(n.gateways), strings.Join(st.on, ", "), prefixes(st.nodeAddrs), where)
 
 	// What to ping from where: each target from the node address of its
@@ -232,7 +232,7 @@ func (c Gateway) plan(ctx context.Context, n network) gatewayPlan {
 			src, err := sourceFor(t, st.nodeAddrs, st.bridge, n.gateways)
 			if err != nil {
 				err = fmt.Errorf("%s: %s: %w", n, t, err)
-				p.after = append(p.after, func(r *report) { r.fail(err) })
+				p.after = append(p.after, func(r *report) { r.Fail(err) })
 				continue
 			}
 			add(t, src, t.String())

@@ -137,7 +137,7 @@ func (c Peer) Run(ctx context.Context, _ agent.CheckEnv) (string, error) {
 	j.run(ctx, cmp.Or(c.Wait, DefaultWait))
 	var r report
 	j.report(&r, "")
-	return r.result()
+	return r.Result()
 }
 
 // connect opens and closes a TCP connection to the peer, bound to dev when

@@ -7,6 +7,8 @@ import (
 	"net/netip"
 	"strings"
 	"time"
+
+	"github.com/sluicehq/sluice/services/agent/internal/findings"
 )
 
 // pingJob is the pings one socket sends: to dsts from src (invalid: the
@@ -54,43 +56,14 @@ func (j *pingJob) reportOne(r *report, i int, prefix string) {
 		err = j.res[i].err
 	}
 	if err != nil {
-		r.fail(fmt.Errorf("%s: %w", what, err))
+		r.Fail(fmt.Errorf("%s: %w", what, err))
 		return
 	}
-	r.line("%s: reply in %s", what, j.res[i].rtt.Round(time.Microsecond))
+	r.Line("%s: reply in %s", what, j.res[i].rtt.Round(time.Microsecond))
 }
 
-// report collects a check's output lines and failures.
-type report struct {
-	lines    []string
-	failures []error
-}
-
-func (r *report) line(format string, a ...any) { r.lines = append(r.lines, fmt.Sprintf(format, a...)) }
-
-// fail records err as a failure and as a line of the output.
-func (r *report) fail(err error) {
-	r.lines = append(r.lines, err.Error())
-	r.failures = append(r.failures, err)
-}
-
-func (r *report) add(o report) {
-	r.lines = append(r.lines, o.lines...)
-	r.failures = append(r.failures, o.failures...)
-}
-
-// result is the check's output and its error: the first failure, saying
-// how many more the output holds.
-func (r *report) result() (string, error) {
-	out := strings.Join(r.lines, "\n")
-	switch len(r.failures) {
-	case 0:
-		return out, nil
-	case 1:
-		return out, r.failures[0]
-	}
-	return out, fmt.Errorf("%w (and %d more failures, see the output)", r.failures[0], len(r.failures)-1)
-}
+// report is a check's evidence and failures (findings.Report).
+type report = findings.Report
 
 func isUp(f net.Flags) bool { return f&net.FlagUp != 0 }
 
