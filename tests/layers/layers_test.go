@@ -1,6 +1,6 @@
 // Package layers checks the import rules the one module relies on, now that
-// no module wall enforces them: cmd → services → pkg, no service imports
-// another, pkg imports neither (docs/architecture.md); the coordinator's
+// no module wall enforces them: cmd → services → internal → pkg, no service
+// imports another, pkg imports none of them (docs/architecture.md); the coordinator's
 // decider imports only what its doc.go says (TestDeciderImports); and no
 // product file holds more than maxLines lines (TestFileSize).
 package layers
@@ -21,7 +21,8 @@ import (
 const module = "github.com/sluicehq/sluice/"
 
 // area is the layer a package path (relative to the module) belongs to:
-// "cmd", "services/<name>", "pkg", "proto", "tests" or "internal/testkit".
+// "cmd", "services/<name>", "internal", "pkg", "proto", "tests" or
+// "internal/testkit".
 func area(rel string) string {
 	parts := strings.Split(rel, "/")
 	if rel == testkit || strings.HasPrefix(rel, testkit+"/") {
@@ -51,6 +52,10 @@ func allowed(from, to string, test bool) bool {
 		return true
 	case from == "pkg":
 		return false // pkg is the ground floor: only pkg and proto
+	case to == "internal":
+		return from != "deploy" // the module's own code above pkg (netnsutil), for any of its layers
+	case from == "internal":
+		return false // internal imports only pkg, proto and itself
 	case strings.HasPrefix(from, "services/"):
 		return false // a service imports pkg and proto, never another service or cmd
 	case from == "cmd":
@@ -86,6 +91,13 @@ func TestAllowed(t *testing.T) {
 		{"tests", testkit, false, true},
 		{testkit, "services/agent", false, true},
 		{testkit, "cmd", false, false},
+		{"services/agent", "internal", false, true},
+		{"cmd", "internal", false, true},
+		{testkit, "internal", false, true},
+		{"internal", "pkg", false, true},
+		{"internal", "services/agent", false, false},
+		{"pkg", "internal", false, false},
+		{"internal", testkit, false, false},
 	} {
 		if got := allowed(c.from, c.to, c.test); got != c.ok {
 			t.Errorf("allowed(%s, %s, test %v) = %v, want %v", c.from, c.to, c.test, got, c.ok)
@@ -132,7 +144,7 @@ func TestLayers(t *testing.T) {
 				}
 				to := area(strings.TrimPrefix(imp, module))
 				if !allowed(from, to, i > 0) {
-					t.Errorf("%s (%s) imports %s (%s): the layers are cmd → services → pkg, and no service imports another", rel, from, imp, to)
+					t.Errorf("%s (%s) imports %s (%s): the layers are cmd → services → internal → pkg, and no service imports another", rel, from, imp, to)
 				}
 			}
 		}
