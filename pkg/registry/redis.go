@@ -33,6 +33,12 @@
 // notify-keyspace-events KA) clears the note at its first notification.
 // A change of this note nudges, so that the sync that follows writes it
 // into the registry's status (and catches up what went unannounced).
+//
+// # Files
+//
+// redis.go opens the registry (the spec, its clients, their connection);
+// redis_fetch.go is Fetch and how it reads the keys; redis_watch.go is
+// Changed's subscription and the note about the server's setting.
 
 package registry
 
@@ -46,8 +52,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -57,7 +61,6 @@ import (
 	"github.com/rs/zerolog"
 
 	"github.com/sluicehq/sluice/pkg/backoff"
-	"github.com/sluicehq/sluice/pkg/intent"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 )
 
@@ -216,315 +219,6 @@ func (r *redisRegistry) Close() error {
 	return nil
 }
 
-// Fetch reads every key under the prefix. Any failure to list or read is
-// an error: a partial listing is never answered.
-func (r *redisRegistry) Fetch(ctx context.Context) (Snapshot, error) {
-	c := r.newClient()
-	defer c.Close()
-	keys, err := r.scan(ctx, c)
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("list keys %s* at %s: %w", r.prefix, r.location, err)
-	}
-	entries, err := r.read(ctx, c, keys)
-	if err != nil {
-		return Snapshot{}, fmt.Errorf("read keys %s* at %s: %w", r.prefix, r.location, err)
-	}
-	snap := Snapshot{Documents: make([]Document, 0, len(entries))}
-	d := newDigest()
-	for _, e := range entries { // in key order
-		if e.tooLarge > 0 {
-			d.add(e.key, "too-large", strconv.FormatInt(e.tooLarge, 10))
-			snap.Documents = append(snap.Documents, Document{Origin: e.key,
-				Err: fmt.Errorf("key %s holds %d bytes, over the limit of %d bytes (1 MiB) for one intent; it was not read", e.key, e.tooLarge, MaxKeyBytes)})
-			continue
-		}
-		d.add(e.key, e.typ, e.value)
-		if e.typ != "string" {
-			snap.Documents = append(snap.Documents, Document{Origin: e.key,
-				Err: fmt.Errorf("key %s holds a %s, not a string: set it to one intent as a YAML or JSON document", e.key, e.typ)})
-			continue
-		}
-		snap.Documents = append(snap.Documents, r.document(e.key, e.value))
-	}
-	snap.Version = d.String()
-	return snap, nil
-}
-
-// scan lists the keys under the prefix, sorted, each once (SCAN may
-// return a key twice).
-func (r *redisRegistry) scan(ctx context.Context, c *redis.Client) ([]string, error) {
-	match := escapeGlob(r.prefix) + "*"
-	var keys []string
-	var cursor uint64
-	for {
-		batch, next, err := c.Scan(ctx, cursor, match, redisScanCount).Result()
-		if err != nil {
-			return nil, err
-		}
-		keys = append(keys, batch...)
-		if next == 0 {
-			break
-		}
-		cursor = next
-	}
-	slices.Sort(keys)
-	return slices.Compact(keys), nil
-}
-
-// MaxKeyBytes bounds the value of one Redis registry key (one intent):
-// a longer value is not read, and its document is an error naming the key
-// and its size. docs/registries.md documents it.
-const MaxKeyBytes = 1 << 20
-
-// entry is one key as read: its type and, for a string, its value — or,
-// for a string over MaxKeyBytes, its size (value not read).
-type entry struct {
-	key, typ, value string
-	tooLarge        int64
-}
-
-// read reads keys, in their order. One pipeline asks every key's TYPE and
-// STRLEN; then only the strings within MaxKeyBytes are read, by MGETs of at
-// most redisMGetBatch keys and redisMGetBytes. A key gone since SCAN is
-// left out; a key that is not a string is an entry of its type; a string
-// over MaxKeyBytes is an entry of its size, never read.
-func (r *redisRegistry) read(ctx context.Context, c *redis.Client, keys []string) ([]entry, error) {
-	out := make([]entry, 0, len(keys))
-	for batch := range slices.Chunk(keys, redisMGetBatch) {
-		types, sizes, err := r.describe(ctx, c, batch)
-		if err != nil {
-			return nil, err
-		}
-		var small []string
-		var bytes int64
-		for i, key := range batch {
-			switch {
-			case types[i] == "none": // deleted since SCAN
-			case types[i] != "string":
-				out = append(out, entry{key: key, typ: types[i]})
-			case sizes[i] > MaxKeyBytes:
-				out = append(out, entry{key: key, typ: "string", tooLarge: sizes[i]})
-			default:
-				if len(small) > 0 && bytes+sizes[i] > redisMGetBytes {
-					if out, err = mget(ctx, c, small, out); err != nil {
-						return nil, err
-					}
-					small, bytes = nil, 0
-				}
-				small, bytes = append(small, key), bytes+sizes[i]
-			}
-		}
-		if out, err = mget(ctx, c, small, out); err != nil {
-			return nil, err
-		}
-	}
-	slices.SortFunc(out, func(a, b entry) int { return strings.Compare(a.key, b.key) })
-	return out, nil
-}
-
-// describe returns the TYPE and STRLEN of each key, in one round trip
-// (STRLEN is 0 for a key that is not a string).
-func (r *redisRegistry) describe(ctx context.Context, c *redis.Client, keys []string) (types []string, sizes []int64, err error) {
-	typeCmds := make([]*redis.StatusCmd, len(keys))
-	lenCmds := make([]*redis.IntCmd, len(keys))
-	_, err = c.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			typeCmds[i], lenCmds[i] = p.Type(ctx, k), p.StrLen(ctx, k)
-		}
-		return nil
-	})
-	if err != nil && !isWrongType(err) {
-		return nil, nil, fmt.Errorf("type and strlen: %w", err)
-	}
-	types, sizes = make([]string, len(keys)), make([]int64, len(keys))
-	for i, k := range keys {
-		if err := typeCmds[i].Err(); err != nil {
-			return nil, nil, fmt.Errorf("type %s: %w", k, err)
-		}
-		if err := lenCmds[i].Err(); err != nil && !isWrongType(err) {
-			return nil, nil, fmt.Errorf("strlen %s: %w", k, err)
-		}
-		types[i], sizes[i] = typeCmds[i].Val(), lenCmds[i].Val()
-	}
-	return types, sizes, nil
-}
-
-// isWrongType says whether err is Redis's answer to a command on a key of
-// another type (STRLEN of a hash).
-func isWrongType(err error) bool { return strings.HasPrefix(err.Error(), "WRONGTYPE") }
-
-// mget reads the string keys batch with one MGET and appends their entries
-// to out; a key deleted (or no longer a string) since describe is left out,
-// for the next sync to see.
-func mget(ctx context.Context, c *redis.Client, batch []string, out []entry) ([]entry, error) {
-	if len(batch) == 0 {
-		return out, nil
-	}
-	vals, err := c.MGet(ctx, batch...).Result()
-	if err != nil {
-		return nil, fmt.Errorf("mget: %w", err)
-	}
-	for i, v := range vals {
-		if s, ok := v.(string); ok {
-			out = append(out, entry{key: batch[i], typ: "string", value: s})
-		}
-	}
-	return out, nil
-}
-
-// document parses the value of key, which must be the one intent the key
-// names.
-func (r *redisRegistry) document(key, value string) Document {
-	ins, parseErr := intent.Parse(key, []byte(value))
-	want := strings.TrimPrefix(key, r.prefix)
-	var keyErr error
-	switch {
-	case len(ins) == 0 && parseErr == nil:
-		keyErr = fmt.Errorf("key %s holds no intent: set it to the intent %s as a YAML or JSON document", key, want)
-	case len(ins) > 1:
-		keyErr = fmt.Errorf("key %s holds %d intents: a key holds exactly one, under %s<kind>.<name>", key, len(ins), r.prefix)
-		ins = nil
-	case len(ins) == 1 && intent.Key(ins[0]) != want:
-		keyErr = fmt.Errorf("key %s holds the intent %s, whose key is %s%s: move it there", key, intent.ID(ins[0]), r.prefix, intent.Key(ins[0]))
-		ins = nil
-	}
-	return Document{Origin: key, Intents: ins, Err: errors.Join(parseErr, keyErr)}
-}
-
-// watch follows the keyspace notifications of the prefix's keys until ctx
-// is done, subscribing again with a growing wait after each failure.
-func (r *redisRegistry) watch(ctx context.Context) {
-	retry := backoff.New(redisRetry)
-	for reconnect := false; ; reconnect = true {
-		subscribed, err := r.follow(ctx, reconnect)
-		if ctx.Err() != nil {
-			return
-		}
-		if subscribed {
-			retry.Reset()
-		}
-		r.setNote(fmt.Sprintf("change notifications are not received (%v): changes are seen at the next sync interval", err))
-		if !sleep(ctx, retry.Next()) {
-			return
-		}
-	}
-}
-
-// follow subscribes to the keyspace notifications and nudges for each
-// until the connection fails or ctx is done. subscribed reports whether
-// the subscription was made. After a reconnect it nudges at once: what
-// changed while it was away was announced to no one.
-func (r *redisRegistry) follow(ctx context.Context, reconnect bool) (subscribed bool, err error) {
-	c := r.newClient()
-	defer c.Close()
-	ps := c.PSubscribe(ctx) // no pattern yet: no I/O
-	defer ps.Close()
-	// A blocked receive does not watch ctx; closing the connection ends it.
-	defer context.AfterFunc(ctx, func() { _ = ps.Close() })()
-
-	if err := ps.PSubscribe(ctx, r.pattern); err != nil {
-		return false, fmt.Errorf("psubscribe %s: %w", r.pattern, err)
-	}
-	if _, err := ps.ReceiveTimeout(ctx, redisTimeout); err != nil { // the confirmation
-		return false, fmt.Errorf("psubscribe %s: %w", r.pattern, err)
-	}
-	r.recheck(ctx, c)
-	checked := time.Now()
-	if reconnect {
-		r.nudge()
-	}
-	pinged := false
-	for {
-		msg, err := ps.ReceiveTimeout(ctx, redisIdlePing)
-		switch {
-		case err == nil:
-			pinged = false
-			if _, ok := msg.(*redis.Message); ok {
-				// A notification while the note says they are missing:
-				// the setting changed. Read it before the sync the nudge
-				// asks for, so that the status that sync writes has it.
-				if r.Note() != "" && time.Since(checked) >= redisNoteRecheck {
-					r.recheck(ctx, c)
-					checked = time.Now()
-				}
-				r.nudge()
-			}
-		case isTimeout(err) && !pinged:
-			// Silence: check the connection, and whether the server's
-			// setting changed meanwhile.
-			if err := ps.Ping(ctx); err != nil {
-				return true, fmt.Errorf("ping: %w", err)
-			}
-			pinged = true
-			r.recheck(ctx, c)
-			checked = time.Now()
-		case isTimeout(err):
-			return true, fmt.Errorf("no answer to ping within %s", redisIdlePing)
-		default:
-			return true, fmt.Errorf("receive: %w", err)
-		}
-	}
-}
-
-// recheck reads the server's notify-keyspace-events again and sets the
-// note, nudging when the note changed: the sync that follows writes it
-// into the registry's status at once, not at the next sync interval, and
-// when notifications have just come back it catches up what changed while
-// they were missing, which was announced to no one.
-func (r *redisRegistry) recheck(ctx context.Context, c *redis.Client) {
-	was := r.Note()
-	note := r.keyspaceNote(ctx, c)
-	r.setNote(note)
-	if note != was {
-		r.nudge()
-	}
-}
-
-// keyspaceNote reads the server's notify-keyspace-events and says what an
-// operator should know about it ("" when the notifications Changed needs
-// are on).
-func (r *redisRegistry) keyspaceNote(ctx context.Context, c *redis.Client) string {
-	ctx, cancel := context.WithTimeout(ctx, redisTimeout)
-	defer cancel()
-	vals, err := c.ConfigGet(ctx, "notify-keyspace-events").Result()
-	if err != nil {
-		return fmt.Sprintf("cannot tell whether keyspace notifications are on (CONFIG GET notify-keyspace-events: %v): "+
-			"if they are off, changes are seen at the next sync interval", err)
-	}
-	flags, ok := vals["notify-keyspace-events"]
-	if !ok {
-		return "cannot tell whether keyspace notifications are on (CONFIG GET notify-keyspace-events answered nothing): " +
-			"if they are off, changes are seen at the next sync interval"
-	}
-	return notifyFlagsNote(flags)
-}
-
-// notifyFlagsNote says what notify-keyspace-events flags miss for Changed:
-// keyspace notifications (K) of string writes ($) and of generic commands
-// such as DEL and RENAME (g). A (all classes) covers both classes.
-func notifyFlagsNote(flags string) string {
-	if !strings.Contains(flags, "K") {
-		return fmt.Sprintf("keyspace notifications are off on the server (notify-keyspace-events=%q): "+
-			"changes are seen at the next sync interval; set notify-keyspace-events to KA to see them at once", flags)
-	}
-	if strings.Contains(flags, "A") {
-		return ""
-	}
-	var missing []string
-	if !strings.Contains(flags, "$") {
-		missing = append(missing, "$ (SET)")
-	}
-	if !strings.Contains(flags, "g") {
-		missing = append(missing, "g (DEL, RENAME)")
-	}
-	if len(missing) == 0 {
-		return ""
-	}
-	return fmt.Sprintf("keyspace notifications on the server leave out %s (notify-keyspace-events=%q): "+
-		"those changes are seen at the next sync interval; add the missing classes, or set KA, to see them at once",
-		strings.Join(missing, " and "), flags)
-}
-
 // dial connects to the server, with TLS for rediss://. The CA file is read
 // at each connect, like the password file, so that replacing either needs
 // no restart and a missing one is an error of the Fetch that needed it.
@@ -602,11 +296,6 @@ func escapeGlob(s string) string {
 		b.WriteRune(c)
 	}
 	return b.String()
-}
-
-func isTimeout(err error) bool {
-	var ne net.Error
-	return errors.As(err, &ne) && ne.Timeout()
 }
 
 // quietRedis silences go-redis's own log lines (a process-wide setting;

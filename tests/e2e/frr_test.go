@@ -15,6 +15,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/sluicehq/sluice/internal/testkit/frrtest"
+	"github.com/sluicehq/sluice/internal/testkit/hostnettest"
 	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	"github.com/sluicehq/sluice/pkg/contract"
 	"github.com/sluicehq/sluice/pkg/store"
@@ -22,7 +23,6 @@ import (
 	"github.com/sluicehq/sluice/services/agent"
 	"github.com/sluicehq/sluice/services/agent/frr"
 	"github.com/sluicehq/sluice/services/agent/hostnet"
-	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
 )
 
 // The spine announces these two prefixes to every node over eBGP; the VRF

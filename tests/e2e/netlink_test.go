@@ -10,12 +10,12 @@ import (
 
 	"github.com/vishvananda/netns"
 
+	"github.com/sluicehq/sluice/internal/testkit/hostnettest"
 	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	"github.com/sluicehq/sluice/pkg/contract"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent"
 	"github.com/sluicehq/sluice/services/agent/hostnet"
-	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
 	"github.com/sluicehq/sluice/services/agent/netcheck"
 )
 

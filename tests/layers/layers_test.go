@@ -1,14 +1,18 @@
 // Package layers checks the import rules the one module relies on, now that
-// no module wall enforces them: cmd → services → pkg, no service imports
-// another, pkg imports neither (docs/architecture.md); and the coordinator's
-// decider imports only what its doc.go says (TestDeciderImports).
+// no module wall enforces them: cmd → services → internal → pkg, no service
+// imports another, pkg imports none of them (docs/architecture.md); the coordinator's
+// decider imports only what its doc.go says (TestDeciderImports); and no
+// product file holds more than maxLines lines (TestFileSize).
 package layers
 
 import (
+	"bytes"
 	"go/build"
 	"io/fs"
+	"maps"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -17,7 +21,8 @@ import (
 const module = "github.com/sluicehq/sluice/"
 
 // area is the layer a package path (relative to the module) belongs to:
-// "cmd", "services/<name>", "pkg", "proto", "tests" or "internal/testkit".
+// "cmd", "services/<name>", "internal", "pkg", "proto", "tests" or
+// "internal/testkit".
 func area(rel string) string {
 	parts := strings.Split(rel, "/")
 	if rel == testkit || strings.HasPrefix(rel, testkit+"/") {
@@ -47,6 +52,10 @@ func allowed(from, to string, test bool) bool {
 		return true
 	case from == "pkg":
 		return false // pkg is the ground floor: only pkg and proto
+	case to == "internal":
+		return from != "deploy" // the module's own code above pkg (netnsutil), for any of its layers
+	case from == "internal":
+		return false // internal imports only pkg, proto and itself
 	case strings.HasPrefix(from, "services/"):
 		return false // a service imports pkg and proto, never another service or cmd
 	case from == "cmd":
@@ -82,11 +91,24 @@ func TestAllowed(t *testing.T) {
 		{"tests", testkit, false, true},
 		{testkit, "services/agent", false, true},
 		{testkit, "cmd", false, false},
+		{"services/agent", "internal", false, true},
+		{"cmd", "internal", false, true},
+		{testkit, "internal", false, true},
+		{"internal", "pkg", false, true},
+		{"internal", "services/agent", false, false},
+		{"pkg", "internal", false, false},
+		{"internal", testkit, false, false},
 	} {
 		if got := allowed(c.from, c.to, c.test); got != c.ok {
 			t.Errorf("allowed(%s, %s, test %v) = %v, want %v", c.from, c.to, c.test, got, c.ok)
 		}
 	}
+}
+
+// notCode says whether the walk skips the folder rel (named name): hidden
+// folders, test data, built binaries and the chart's test values.
+func notCode(rel, name string) bool {
+	return rel != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin" || rel == "deploy/helm/test")
 }
 
 func TestLayers(t *testing.T) {
@@ -102,8 +124,7 @@ func TestLayers(t *testing.T) {
 			return err
 		}
 		rel, _ := filepath.Rel(root, path)
-		name := d.Name()
-		if rel != "." && (strings.HasPrefix(name, ".") || name == "testdata" || name == "bin" || rel == "deploy/helm/test") {
+		if notCode(filepath.ToSlash(rel), d.Name()) {
 			return filepath.SkipDir
 		}
 		pkg, err := ctx.ImportDir(path, 0)
@@ -123,7 +144,7 @@ func TestLayers(t *testing.T) {
 				}
 				to := area(strings.TrimPrefix(imp, module))
 				if !allowed(from, to, i > 0) {
-					t.Errorf("%s (%s) imports %s (%s): the layers are cmd → services → pkg, and no service imports another", rel, from, imp, to)
+					t.Errorf("%s (%s) imports %s (%s): the layers are cmd → services → internal → pkg, and no service imports another", rel, from, imp, to)
 				}
 			}
 		}
@@ -137,6 +158,67 @@ func TestLayers(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(root, "go.mod")); err != nil {
 		t.Fatalf("no go.mod at %s", root)
+	}
+}
+
+// maxLines is the most lines a product file may hold (issue 46): each file
+// is a room named for what it holds, and one past this size holds more than
+// one thing, which a newcomer then greps for. Tests, generated code and the
+// test-only trees (tests/, internal/testkit/) are not rooms.
+const maxLines = 600
+
+// generated is the line Go's convention puts in a generated file.
+var generated = regexp.MustCompile(`(?m)^// Code generated .* DO NOT EDIT\.$`)
+
+// oversized lists the product files under root (paths relative to it) that
+// hold more than maxLines lines, each with its count.
+func oversized(root string) (over map[string]int, checked int, err error) {
+	over = map[string]int{}
+	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(root, path)
+		rel = filepath.ToSlash(rel)
+		if d.IsDir() {
+			if notCode(rel, d.Name()) || rel == "tests" || rel == testkit {
+				return filepath.SkipDir
+			}
+			return nil
+		}
+		if !strings.HasSuffix(rel, ".go") || strings.HasSuffix(rel, "_test.go") {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return err
+		}
+		if generated.Match(b) {
+			return nil
+		}
+		checked++
+		if n := bytes.Count(b, []byte("\n")); n > maxLines {
+			over[rel] = n
+		}
+		return nil
+	})
+	return over, checked, err
+}
+
+func TestFileSize(t *testing.T) {
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	over, checked, err := oversized(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, rel := range slices.Sorted(maps.Keys(over)) {
+		t.Errorf("%s has %d lines, over %d: split it by meaning into files named for what they hold", rel, over[rel], maxLines)
+	}
+	if checked < 200 {
+		t.Fatalf("checked only %d files: is the walk rooted at the module?", checked)
 	}
 }
 

@@ -31,8 +31,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/sluicehq/sluice/internal/testkit/hostnettest"
 	"github.com/sluicehq/sluice/services/agent/frr"
-	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
 )
 
 // EnvRequire, set to 1 (make test and .ci/run set it, where FRR is

@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/sluicehq/sluice/internal/testkit/frrtest"
+	"github.com/sluicehq/sluice/internal/testkit/hostnettest"
 	"github.com/sluicehq/sluice/internal/testkit/natstest"
 	"github.com/sluicehq/sluice/pkg/contract"
 	fingerprint "github.com/sluicehq/sluice/pkg/render"
@@ -21,7 +22,6 @@ import (
 	"github.com/sluicehq/sluice/services/agent"
 	"github.com/sluicehq/sluice/services/agent/frr"
 	"github.com/sluicehq/sluice/services/agent/hostnet"
-	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
 )
 
 // inNamespace runs a check inside a node's network namespace, as the

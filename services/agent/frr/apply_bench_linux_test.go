@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/testkit/frrtest"
+	"github.com/sluicehq/sluice/internal/testkit/hostnettest"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent"
 	"github.com/sluicehq/sluice/services/agent/frr"
-	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
 )
 
 // benchConfig is fiftyRoutes with n1's prefixes imported by its first

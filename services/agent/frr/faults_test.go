@@ -11,9 +11,9 @@ import (
 	"time"
 
 	"github.com/sluicehq/sluice/internal/testkit/frrtest"
+	"github.com/sluicehq/sluice/internal/testkit/hostnettest"
 	"github.com/sluicehq/sluice/services/agent"
 	"github.com/sluicehq/sluice/services/agent/frr"
-	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
 )
 
 // TestInstance_PathspaceWithoutDaemons: against a pathspace no FRR runs

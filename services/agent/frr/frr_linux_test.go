@@ -15,9 +15,9 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/sluicehq/sluice/internal/testkit/frrtest"
+	"github.com/sluicehq/sluice/internal/testkit/hostnettest"
 	"github.com/sluicehq/sluice/services/agent"
 	"github.com/sluicehq/sluice/services/agent/frr"
-	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
 )
 
 // n1 announces two prefixes (static routes to Null0, redistributed) to n2

@@ -9,7 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
+	"github.com/sluicehq/sluice/internal/testkit/hostnettest"
 )
 
 // TestKernelRoutes looks routes up in a real kernel: an IPv6 route and an

@@ -14,8 +14,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/sluicehq/sluice/internal/testkit/hostnettest"
 	"github.com/sluicehq/sluice/services/agent/hostnet"
-	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
 )
 
 // The tests below run the applier in node namespaces of a test fabric

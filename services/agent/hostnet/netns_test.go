@@ -11,9 +11,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/sluicehq/sluice/internal/testkit/hostnettest"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent/hostnet"
-	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
 )
 
 // pingWait is how long a ping that should work waits for its reply.

@@ -8,7 +8,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/sluicehq/sluice/services/agent/internal/netnsutil"
+	"github.com/sluicehq/sluice/internal/netnsutil"
 )
 
 // ProbeVRF reports whether the kernel can create VRF devices: nil if so,

@@ -11,8 +11,8 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/sluicehq/sluice/internal/testkit/hostnettest"
 	"github.com/sluicehq/sluice/services/agent/hostnet"
-	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
 )
 
 // The tests of this file need VRF devices (CONFIG_NET_VRF): this machine

@@ -15,9 +15,9 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/sluicehq/sluice/internal/testkit/hostnettest"
 	sluicev1 "github.com/sluicehq/sluice/proto/sluicev1"
 	"github.com/sluicehq/sluice/services/agent"
-	"github.com/sluicehq/sluice/services/agent/hostnet/hostnettest"
 )
 
 // testNS is a named network namespace of one test, removed when the test

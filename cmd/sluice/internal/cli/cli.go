@@ -9,6 +9,12 @@
 // configurator's API, the only writer of intents; operator requests
 // (abort, pause, reaper and registry commands) are stored in the control
 // bucket for the service that acts on them.
+//
+// `sluice rollout status` is several rooms: rollout.go (the command, which
+// rollout to show), rollout_watch.go (--watch), rollout_draw.go (redrawn on
+// a terminal, changed lines in a pipe), progress.go (the status block) and
+// nodetable.go (its table of nodes). exitcodes.go is every command's exit
+// codes.
 package cli
 
 import (

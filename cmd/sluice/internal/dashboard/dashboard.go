@@ -1,7 +1,9 @@
 // Package dashboard serves sluice's fleet dashboard: a page (web/, embedded)
 // and the JSON API under /api/v1 it uses. The server follows the buckets
-// and the events stream once (state.go) and fans the changes out to every
-// viewer over Server-Sent Events (stream.go); the API prints the objects of
+// and the events stream once (follow.go; what each bucket's values mean:
+// watched.go) into one state (state.go), checks the store for a loss
+// (storecheck.go), and fans the changes out to every viewer over
+// Server-Sent Events (stream.go); the API prints the objects of
 // `sluice get … -o json` (package view); controls run the CLI's own
 // commands (control.go), so that they go through the same control requests.
 // It answers only requests that name it, and runs controls only from its

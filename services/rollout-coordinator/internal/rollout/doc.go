@@ -7,7 +7,8 @@
 //
 // The files follow the concerns: state.go (what is known of each node),
 // facts.go (what is kept of each stored value, and what nodes share),
-// lifecycle.go (load, start, resume), finish.go (how a rollout ends and the
+// lifecycle.go (load, start, resume), place.go (where each node stands
+// when a rollout starts or resumes), finish.go (how a rollout ends and the
 // records kept), scheduling.go (waves, domains), bake.go (the bake
 // between stages, across pauses and terms), outcomes.go (agents' reports and what the record keeps of them),
 // deadlines.go (pickup and apply deadlines, timeouts), presence.go (nodes

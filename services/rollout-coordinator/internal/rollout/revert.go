@@ -452,3 +452,33 @@ func (s *State) stopForAbort(now time.Time) {
 		s.startRevert(now, why)
 	}
 }
+
+// countLateFailure counts a failure the record did not list, keeping the
+// forward counts equal to the total: the record counted the node in
+// progress or pending — stopped or not started, once the rollout stopped
+// (stopUnreadable) — if it counted it at all (a record that stands in for a
+// lost one counts nothing).
+func (s *State) countLateFailure() {
+	c := s.rollout.Counts
+	c.Failed++
+	switch {
+	case c.GetInProgress() > 0:
+		c.InProgress--
+	case c.GetStopped() > 0:
+		c.Stopped--
+	case c.GetPending() > 0:
+		c.Pending--
+	case c.GetNotStarted() > 0:
+		c.NotStarted--
+	default:
+		c.Total++
+	}
+}
+
+// countsOf is c, or empty counts when a record has none.
+func countsOf(c *sluicev1.RolloutCounts) *sluicev1.RolloutCounts {
+	if c == nil {
+		return &sluicev1.RolloutCounts{}
+	}
+	return c
+}

@@ -26,7 +26,7 @@ import (
 	"golang.org/x/net/ipv6"
 	"golang.org/x/sys/unix"
 
-	"github.com/sluicehq/sluice/services/agent/internal/netnsutil"
+	"github.com/sluicehq/sluice/internal/netnsutil"
 )
 
 // Fabric layout.
