@@ -274,14 +274,25 @@ func (r *report) GetLastInvalid() *sluicev1.InvalidReport {
 	return r.lastInvalid
 }
 
-// keepReport is what the state keeps of st.
+// keepReport is what the state keeps of st. A report that carries no
+// failure is the same for every node on one fingerprint of one rollout, so
+// such reports are shared (State.reports), as the strings in them are: a
+// report is never changed once made.
 func (s *State) keepReport(st *sluicev1.NodeStatus) *report {
-	r := &report{phase: st.GetPhase(), fingerprint: s.intern(st.GetFingerprint()), rollout: s.intern(st.GetRollout()),
+	r := report{phase: st.GetPhase(), fingerprint: s.intern(st.GetFingerprint()), rollout: s.intern(st.GetRollout()),
 		revision: s.intern(st.GetRevision()), lastInvalid: st.GetLastInvalid()}
 	if r.phase == sluicev1.NodePhase_NODE_PHASE_INVALID || r.phase == sluicev1.NodePhase_NODE_PHASE_INCOMPATIBLE {
 		r.failed = &failedReport{check: st.GetFailedCheck(), output: st.GetCheckOutput(), message: st.GetMessage(), nodeFault: st.GetNodeFault()}
 	}
-	return r
+	if r.failed != nil || r.lastInvalid != nil {
+		return &r
+	}
+	if k := s.reports[r]; k != nil {
+		return k
+	}
+	k := &r
+	s.reports[r] = k
+	return k
 }
 
 // agentPause is the control-plane pause a node's agent reached, as its
@@ -471,11 +482,12 @@ func (s *State) intern(x string) string {
 	return x
 }
 
-// forgetShared empties the tables of configs and strings (at the end of a
+// forgetShared empties the tables of configs, strings and reports (at the end of a
 // rollout): what nodes still hold stays shared, and what none holds any
 // more can go. Label sets leave their table as their last node does.
 func (s *State) forgetShared() {
 	clear(s.configs)
 	clear(s.strs)
 	clear(s.agents)
+	clear(s.reports)
 }
