@@ -176,6 +176,23 @@ func (d *desired) message(node string) *sluicev1.DesiredConfig {
 	return m
 }
 
+// shareDesired returns d as the state keeps it. A desired config this term
+// made (its write time unset: the loop stamps the message it writes, not
+// d) is the same for every node of one label set in one rollout, so such
+// values are shared (State.desireds); one read from a key, stamped, is
+// kept on its own.
+func (s *State) shareDesired(d desired) *desired {
+	if d.writtenAt.set {
+		return &d
+	}
+	if k := s.desireds[d]; k != nil {
+		return k
+	}
+	k := &d
+	s.desireds[d] = k
+	return k
+}
+
 // keepDesired is what the state keeps of m, read from node's key.
 func (s *State) keepDesired(m *sluicev1.DesiredConfig) *desired {
 	if m == nil {
@@ -482,7 +499,8 @@ func (s *State) intern(x string) string {
 	return x
 }
 
-// forgetShared empties the tables of configs, strings and reports (at the end of a
+// forgetShared empties the tables of configs, strings, reports and desired
+// configs (at the end of a
 // rollout): what nodes still hold stays shared, and what none holds any
 // more can go. Label sets leave their table as their last node does.
 func (s *State) forgetShared() {
@@ -490,4 +508,5 @@ func (s *State) forgetShared() {
 	clear(s.strs)
 	clear(s.agents)
 	clear(s.reports)
+	clear(s.desireds)
 }

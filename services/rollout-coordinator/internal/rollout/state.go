@@ -181,13 +181,14 @@ type State struct {
 	nodes map[string]*node
 
 	// What nodes share (facts.go): label sets by their canonical key,
-	// configs by fingerprint, interned strings and reports; noLabels stands for the
+	// configs by fingerprint, interned strings, reports and desired configs; noLabels stands for the
 	// labels of a node whose presence was never read.
 	labelSets map[string]*labelSet
 	configs   map[string]*sluicev1.NodeConfig
 	strs      map[string]string
 	agents    map[agentReads]*agentReads // what agents read, shared (incompatible.go)
 	reports   map[report]*report         // reports that carry no failure, shared (keepReport)
+	desireds  map[desired]*desired       // desired configs made in this term, shared (shareDesired)
 	noLabels  labelSet
 
 	// Redundancy groups of the active rollout (pairs.go): by name; the
@@ -214,7 +215,8 @@ func NewState() *State {
 		forgiven: map[string]time.Time{}, rolloutPause: map[string]*sluicev1.PauseRequest{},
 		revertQ:   queue{less: nameLess, at: func(n *node) *int32 { return &n.ri }},
 		labelSets: map[string]*labelSet{}, configs: map[string]*sluicev1.NodeConfig{}, strs: map[string]string{},
-		agents: map[agentReads]*agentReads{}, reports: map[report]*report{}}
+		agents: map[agentReads]*agentReads{}, reports: map[report]*report{},
+		desireds: map[desired]*desired{}}
 	// Nodes waiting for their redundancy group last (pairs.go), then by
 	// place.
 	s.pending = queue{less: func(a, b *node) bool {
