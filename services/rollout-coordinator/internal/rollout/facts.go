@@ -65,8 +65,7 @@ func (s *State) takePresence(p *sluicev1.NodePresence) {
 	n := s.nodeOf(p.GetNode())
 	s.setLabels(n, p.GetLabels())
 	n.present, n.pauseAck, n.startedAt = true, agentPauseOf(p.GetPause()), stampOf(p.GetStartedAt())
-	s.setReads(n, p)
-	s.setRuns(n, p)
+	s.setAgent(n, p)
 }
 
 func (s *State) takeStatus(st *sluicev1.NodeStatus) { s.nodeOf(st.GetNode()).status = s.keepReport(st) }
