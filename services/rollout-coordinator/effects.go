@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"time"
 
@@ -69,24 +68,24 @@ type kvEffects struct {
 
 	mu   sync.Mutex
 	revs map[string]uint64 // bucket/key → revision last read or written (unknownRev: read it again)
-	// configRevs is revs for the nodeconfigs bucket's node keys, by node:
-	// [desired, backup] (absentRev: no entry). A fleet has two such keys
+	// keys holds revs for the nodeconfigs bucket's node keys, in the
+	// loop's record of each node (fleetKeys): a fleet has two such keys
 	// per node, which as "bucket/key" strings in revs cost 180 bytes per
-	// node; here about 60.
-	configRevs map[string]*[2]uint64
+	// node.
+	keys *fleetKeys
 	// listed names the buckets the term's load listed whole, delete markers
 	// included: a key it did not see has never existed (revision 0).
 	listed map[string]bool
 }
 
 // unknownRev marks a key whose revision must be read before writing it;
-// absentRev a configRevs slot that holds none.
+// absentRev a nodeconfigs revision slot that holds none (nodeKeys).
 const (
 	unknownRev = ^uint64(0)
 	absentRev  = unknownRev - 1
 )
 
-// configSlot says where configRevs keeps key of bucket: its node and
+// configSlot says where fleetKeys keeps key of bucket: its node and
 // which of the two; ok false for every other key.
 func configSlot(bucket, key string) (node string, i int, ok bool) {
 	if bucket != contract.BucketNodeConfigs || contract.IsControlKey(key) {
@@ -110,9 +109,7 @@ func (k *kvEffects) rev(bucket, key string) (uint64, bool) {
 	var r uint64
 	var ok bool
 	if node, i, isConfig := configSlot(bucket, key); isConfig {
-		if revs := k.configRevs[node]; revs != nil && revs[i] != absentRev {
-			r, ok = revs[i], true
-		}
+		r, ok = k.keys.configRev(node, i)
 	} else {
 		r, ok = k.revs[bucket+"/"+key]
 	}
@@ -126,17 +123,7 @@ func (k *kvEffects) setRev(bucket, key string, rev uint64) {
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if node, i, ok := configSlot(bucket, key); ok {
-		revs := k.configRevs[node]
-		if revs == nil {
-			if k.configRevs == nil {
-				k.configRevs = map[string]*[2]uint64{}
-			}
-			// A copy, stored once (a map assignment stores the key given
-			// again): the key may be cut from a message subject.
-			revs = &[2]uint64{absentRev, absentRev}
-			k.configRevs[strings.Clone(node)] = revs
-		}
-		revs[i] = rev
+		k.keys.setConfigRev(node, i, rev)
 		return
 	}
 	k.revs[bucket+"/"+key] = rev

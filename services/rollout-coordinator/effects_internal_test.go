@@ -21,7 +21,7 @@ func testEffects(t *testing.T, env *natstest.Env, epochRev uint64, holder string
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &kvEffects{term: tm, now: time.Now, revs: map[string]uint64{},
+	return &kvEffects{term: tm, now: time.Now, revs: map[string]uint64{}, keys: &fleetKeys{},
 		nodeconfigs: store.New(env.Buckets.NodeConfigs, func() *sluicev1.DesiredConfig { return &sluicev1.DesiredConfig{} }),
 		rollouts:    store.New(env.Buckets.Rollouts, func() *sluicev1.Rollout { return &sluicev1.Rollout{} }),
 		refs:        store.New(env.Buckets.Rollouts, func() *sluicev1.RolloutRef { return &sluicev1.RolloutRef{} }),

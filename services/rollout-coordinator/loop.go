@@ -62,12 +62,12 @@ type loop struct {
 	// (a writer never blocks on the loop, which may be blocked on it).
 	landedMu  sync.Mutex
 	landed    []rollout.Written
-	landedAt  map[string]time.Time // when each node's last write landed (for verify)
 	landedSig chan struct{}
-	// statusRev is the newest status revision seen per node, so that a
-	// status read again (rollout.ReadStatuses) never hands decide an older one
-	// than the watch did.
-	statusRev map[string]uint64
+	// keys holds per node when its last write landed (for verify), the
+	// newest status revision seen (so that a status read again,
+	// rollout.ReadStatuses, never hands decide an older one than the watch
+	// did) and, for the effects, its nodeconfigs revisions.
+	keys fleetKeys
 	// answers are the events the reads of the step being performed
 	// answered with (rollout.ReadStatuses, rollout.ReadDesired), decided
 	// once every action of the step was performed.
@@ -112,10 +112,9 @@ func newLoop(b *buckets.Set, cfg Config, log zerolog.Logger, em *events.Emitter,
 		st:          rollout.NewState(),
 		writeFails:  make(chan error, 1),
 		landedSig:   make(chan struct{}, 1),
-		statusRev:   map[string]uint64{},
 	}
 	lp.kv = &kvEffects{term: t, now: cfg.Now, before: cfg.BeforeWrite, nodeconfigs: lp.nodeconfigs,
-		rollouts: lp.rollouts, refs: lp.refs, invalid: lp.invalid, revs: map[string]uint64{}, listed: map[string]bool{},
+		rollouts: lp.rollouts, refs: lp.refs, invalid: lp.invalid, revs: map[string]uint64{}, keys: &lp.keys, listed: map[string]bool{},
 		retention: cfg.Retention, log: log, emit: em.Emit}
 	lp.fx = lp.kv
 	lp.emit = em.Emit

@@ -63,9 +63,7 @@ func (lp *loop) desiredGone(ctx context.Context, node string) (bool, error) {
 // nothing is read then. A read that fails changes nothing.
 func (lp *loop) readDesired(ctx context.Context, a rollout.ReadDesired) rollout.Event {
 	answer := rollout.DesiredRead{Node: a.Node, P: a.P}
-	lp.landedMu.Lock()
-	recent := !a.Listed.IsZero() && !lp.landedAt[a.Node].Before(a.Listed)
-	lp.landedMu.Unlock()
+	recent := !a.Listed.IsZero() && !lp.keys.landed(a.Node).Before(a.Listed)
 	if lp.busyWriting(a.Node) || recent {
 		return answerOrNil(answer)
 	}
@@ -112,10 +110,10 @@ func (lp *loop) readStatuses(ctx context.Context, a rollout.ReadStatuses) rollou
 	wg.Wait()
 	var answer rollout.Rechecked
 	for _, e := range got {
-		if e.Value == nil || e.Revision <= lp.statusRev[e.Key] {
+		if e.Value == nil || e.Revision <= lp.keys.statusRev(e.Key) {
 			continue // nothing read, or the watch delivered it (or newer)
 		}
-		lp.seenStatus(e.Key, e.Revision)
+		lp.keys.setStatusRev(e.Key, e.Revision)
 		e.Value.Node = e.Key
 		lp.cfg.Metrics.nodePhase(e.Key, e.Value)
 		lp.log.Info().Str(logging.FieldNode, e.Key).Uint64("kv_revision", e.Revision).Str("phase", e.Value.GetPhase().String()).

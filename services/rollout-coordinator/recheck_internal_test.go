@@ -44,9 +44,9 @@ func TestLoop_AtItsDeadline_ANodesStatusIsReadAgain(t *testing.T) {
 			m := newMemEffects()
 			var emitted []*sluicev1.Event
 			lp := &loop{cfg: Config{Now: func() time.Time { return now }}, fx: m, st: rollout.NewState(), log: zerolog.Nop(),
-				emit:      func(e *sluicev1.Event) { emitted = append(emitted, e) },
-				status:    store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }),
-				statusRev: map[string]uint64{}, quarantine: events.NewQuarantine(events.NewEmitter(nil, zerolog.Nop(), "test", nil))}
+				emit:       func(e *sluicev1.Event) { emitted = append(emitted, e) },
+				status:     store.New(env.Buckets.Status, func() *sluicev1.NodeStatus { return &sluicev1.NodeStatus{} }),
+				quarantine: events.NewQuarantine(events.NewEmitter(nil, zerolog.Nop(), "test", nil))}
 			if err := lp.step(ctx, rollout.Loaded{Head: head, HeadRev: rev, Term: 1,
 				Presence: []*sluicev1.NodePresence{{Node: "n1"}}}); err != nil {
 				t.Fatal(err)
@@ -118,7 +118,7 @@ func TestLoop_ANodeComingBack_HasItsDesiredConfigReadFirst(t *testing.T) {
 			lp := &loop{cfg: Config{Now: time.Now}, fx: m, st: rollout.NewState(), log: zerolog.Nop(),
 				emit: func(*sluicev1.Event) {}, nodeconfigs: nodeconfigs,
 				desiredLast: store.NewBatcher(env.Conn, contract.BucketNodeConfigs).Last,
-				statusRev:   map[string]uint64{}, quarantine: events.NewQuarantine(events.NewEmitter(nil, zerolog.Nop(), "test", nil))}
+				quarantine:  events.NewQuarantine(events.NewEmitter(nil, zerolog.Nop(), "test", nil))}
 			if err := lp.step(ctx, rollout.Loaded{Head: head, HeadRev: rev, Term: 1}); err != nil {
 				t.Fatal(err)
 			}
@@ -171,7 +171,7 @@ func TestLoop_Verify_ConfiguresAfreshANodeWhoseKeyWasDeletedUnheard(t *testing.T
 	env := natstest.Start(t, contract.DefaultSettings())
 	m := newMemEffects()
 	lp := &loop{cfg: Config{Now: time.Now}, fx: m, st: rollout.NewState(), log: zerolog.Nop(),
-		emit: func(*sluicev1.Event) {}, statusRev: map[string]uint64{}, quarantine: events.NewQuarantine(events.NewEmitter(nil, zerolog.Nop(), "test", nil)),
+		emit: func(*sluicev1.Event) {}, quarantine: events.NewQuarantine(events.NewEmitter(nil, zerolog.Nop(), "test", nil)),
 		desiredLast: store.NewBatcher(env.Conn, contract.BucketNodeConfigs).Last}
 	if err := lp.step(ctx, rollout.Loaded{Head: head, HeadRev: rev, Term: 1,
 		Presence: []*sluicev1.NodePresence{{Node: "n1"}, {Node: "n2"}, {Node: "n3"}}}); err != nil {
@@ -241,7 +241,7 @@ func TestLoop_AFreezeStoredBeforeTheHead_HoldsItsFirstWave(t *testing.T) {
 	lp := &loop{cfg: Config{Now: func() time.Time { return now }}, fx: m, st: rollout.NewState(), log: zerolog.Nop(),
 		emit:      func(*sluicev1.Event) {},
 		revisions: revisions, freezes: freezes,
-		statusRev: map[string]uint64{}, quarantine: events.NewQuarantine(events.NewEmitter(nil, zerolog.Nop(), "test", nil))}
+		quarantine: events.NewQuarantine(events.NewEmitter(nil, zerolog.Nop(), "test", nil))}
 	if err := lp.step(ctx, rollout.Loaded{Term: 1, Presence: []*sluicev1.NodePresence{{Node: "n1"}}}); err != nil {
 		t.Fatal(err)
 	}

@@ -184,8 +184,8 @@ func (lp *loop) statusEvent(e store.Entry[*sluicev1.NodeStatus], ok bool) (rollo
 	if !ok {
 		return nil, errors.New("status watcher stopped")
 	}
-	if e.Revision > lp.statusRev[e.Key] {
-		lp.seenStatus(e.Key, e.Revision)
+	if e.Revision > lp.keys.statusRev(e.Key) {
+		lp.keys.setStatusRev(e.Key, e.Revision)
 	}
 	switch {
 	case e.Err != nil:

@@ -7,7 +7,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/sluicehq/sluice/pkg/backoff"
@@ -20,12 +19,9 @@ import (
 
 // noteLanded records that w's write landed, for a Written event.
 func (lp *loop) noteLanded(w rollout.WriteDesired) {
+	lp.keys.setLanded(w.Desired.GetNode(), time.Now())
 	lp.landedMu.Lock()
 	lp.landed = append(lp.landed, rollout.Written{Node: w.Desired.GetNode(), Fingerprint: w.Desired.GetFingerprint()})
-	if lp.landedAt == nil {
-		lp.landedAt = map[string]time.Time{}
-	}
-	lp.landedAt[w.Desired.GetNode()] = time.Now()
 	lp.landedMu.Unlock()
 	select {
 	case lp.landedSig <- struct{}{}:
@@ -152,10 +148,3 @@ func (lp *loop) writeJob(ctx context.Context, job rollout.WriteDesired) {
 
 // writeRetry: 50 ms to 5 s: a write that failed under load is sent less and less often; the node's deadlines start when it lands.
 var writeRetry = backoff.Policy{Base: 50 * time.Millisecond, Cap: 5 * time.Second}
-
-// seenStatus records rev as the newest status revision of node key. The
-// key is copied: it is cut from a message subject, which the map would
-// otherwise keep whole (an assignment stores the key it is given).
-func (lp *loop) seenStatus(key string, rev uint64) {
-	lp.statusRev[strings.Clone(key)] = rev
-}

@@ -65,8 +65,7 @@ func (s *State) takePresence(p *sluicev1.NodePresence) {
 	n := s.nodeOf(p.GetNode())
 	s.setLabels(n, p.GetLabels())
 	n.present, n.pauseAck, n.startedAt = true, agentPauseOf(p.GetPause()), stampOf(p.GetStartedAt())
-	s.setReads(n, p)
-	s.setRuns(n, p)
+	s.setAgent(n, p)
 }
 
 func (s *State) takeStatus(st *sluicev1.NodeStatus) { s.nodeOf(st.GetNode()).status = s.keepReport(st) }
@@ -176,6 +175,23 @@ func (d *desired) message(node string) *sluicev1.DesiredConfig {
 	return m
 }
 
+// shareDesired returns d as the state keeps it. A desired config this term
+// made (its write time unset: the loop stamps the message it writes, not
+// d) is the same for every node of one label set in one rollout, so such
+// values are shared (State.desireds); one read from a key, stamped, is
+// kept on its own.
+func (s *State) shareDesired(d desired) *desired {
+	if d.writtenAt.set {
+		return &d
+	}
+	if k := s.desireds[d]; k != nil {
+		return k
+	}
+	k := &d
+	s.desireds[d] = k
+	return k
+}
+
 // keepDesired is what the state keeps of m, read from node's key.
 func (s *State) keepDesired(m *sluicev1.DesiredConfig) *desired {
 	if m == nil {
@@ -274,14 +290,25 @@ func (r *report) GetLastInvalid() *sluicev1.InvalidReport {
 	return r.lastInvalid
 }
 
-// keepReport is what the state keeps of st.
+// keepReport is what the state keeps of st. A report that carries no
+// failure is the same for every node on one fingerprint of one rollout, so
+// such reports are shared (State.reports), as the strings in them are: a
+// report is never changed once made.
 func (s *State) keepReport(st *sluicev1.NodeStatus) *report {
-	r := &report{phase: st.GetPhase(), fingerprint: s.intern(st.GetFingerprint()), rollout: s.intern(st.GetRollout()),
+	r := report{phase: st.GetPhase(), fingerprint: s.intern(st.GetFingerprint()), rollout: s.intern(st.GetRollout()),
 		revision: s.intern(st.GetRevision()), lastInvalid: st.GetLastInvalid()}
 	if r.phase == sluicev1.NodePhase_NODE_PHASE_INVALID || r.phase == sluicev1.NodePhase_NODE_PHASE_INCOMPATIBLE {
 		r.failed = &failedReport{check: st.GetFailedCheck(), output: st.GetCheckOutput(), message: st.GetMessage(), nodeFault: st.GetNodeFault()}
 	}
-	return r
+	if r.failed != nil || r.lastInvalid != nil {
+		return &r
+	}
+	if k := s.reports[r]; k != nil {
+		return k
+	}
+	k := &r
+	s.reports[r] = k
+	return k
 }
 
 // agentPause is the control-plane pause a node's agent reached, as its
@@ -471,11 +498,14 @@ func (s *State) intern(x string) string {
 	return x
 }
 
-// forgetShared empties the tables of configs and strings (at the end of a
+// forgetShared empties the tables of configs, strings, reports and desired
+// configs (at the end of a
 // rollout): what nodes still hold stays shared, and what none holds any
 // more can go. Label sets leave their table as their last node does.
 func (s *State) forgetShared() {
 	clear(s.configs)
 	clear(s.strs)
 	clear(s.agents)
+	clear(s.reports)
+	clear(s.desireds)
 }

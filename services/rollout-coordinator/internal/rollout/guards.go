@@ -128,7 +128,7 @@ func (s *State) noteUnrenderable(n *node, whyStraggler string) {
 
 // runsOrUnknown names the fingerprint n's agent says it runs.
 func runsOrUnknown(n *node) string {
-	if fp := n.runs.fingerprint; fp != "" {
+	if fp := n.inForce().fingerprint; fp != "" {
 		return render.Short(fp)
 	}
 	return "its agent's last-good"

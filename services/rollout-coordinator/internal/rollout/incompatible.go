@@ -48,31 +48,41 @@ func (s *State) skipIncompatible(n *node, output, msg string, announce bool) {
 	}
 }
 
-// setReads takes what n's agent reads from its presence p, and reports
-// whether it changed. A heartbeat that changes nothing allocates nothing.
-func (s *State) setReads(n *node, p *sluicev1.NodePresence) bool {
+// setAgent takes what n's agent reads and runs from its presence p, and
+// reports whether what it reads changed. A heartbeat that changes nothing
+// allocates nothing.
+func (s *State) setAgent(n *node, p *sluicev1.NodePresence) (readsChanged bool) {
 	fs, v := p.GetConfigFeatures(), p.GetAgentVersion()
-	if n.version() == v && joinedEqual(n.reads(), fs) {
+	runs := ran{fingerprint: p.GetInForceFingerprint(), revision: p.GetInForceRevision(), rollout: p.GetInForceRollout()}
+	sameReads := n.version() == v && joinedEqual(n.reads(), fs)
+	if sameReads && n.inForce() == runs {
 		return false
 	}
-	a := agentReads{reads: strings.Join(fs, ","), version: v}
-	if a == (agentReads{}) {
-		n.agent = nil
-		return true
+	a := agentReads{reads: n.reads(), version: v,
+		runs: ran{fingerprint: s.intern(runs.fingerprint), revision: s.intern(runs.revision), rollout: s.intern(runs.rollout)}}
+	if !sameReads {
+		a.reads = strings.Join(fs, ",")
 	}
-	if shared, ok := s.agents[a]; ok {
+	switch shared, ok := s.agents[a]; {
+	case a == (agentReads{}):
+		n.agent = nil
+	case ok:
 		n.agent = shared
-	} else {
+	default:
 		n.agent = &a
 		s.agents[a] = &a
 	}
-	return true
+	return !sameReads
 }
 
-// agentReads is what an agent reads, as its presence says: its config
-// features, comma-joined, and its version. Nodes whose agents say the same
-// share one (a fleet runs few releases at once).
-type agentReads struct{ reads, version string }
+// agentReads is what an agent reads and runs, as its presence says: its
+// config features, comma-joined, its version, and the config in force on
+// its node (storeloss.go). Nodes whose agents say the same share one (a
+// fleet runs few releases and few configs at once).
+type agentReads struct {
+	reads, version string
+	runs           ran
+}
 
 // reads is n's agent's config features, comma-joined ("" when unknown).
 func (n *node) reads() string {
@@ -80,6 +90,15 @@ func (n *node) reads() string {
 		return ""
 	}
 	return n.agent.reads
+}
+
+// inForce is what n's agent says it runs (its presence's in_force_*, from
+// the last-good on its disk; empty when unknown).
+func (n *node) inForce() ran {
+	if n.agent == nil {
+		return ran{}
+	}
+	return n.agent.runs
 }
 
 // version is n's agent's version ("" when unknown).

@@ -40,6 +40,7 @@ func (s *State) load(ev Loaded, now time.Time) {
 	// by the loop as it read them (Intake), or given here.
 	if in := ev.Intake; in != nil && in.s != nil {
 		s.nodes, s.labelSets, s.configs, s.strs = in.s.nodes, in.s.labelSets, in.s.configs, in.s.strs
+		s.agents, s.reports, s.desireds = in.s.agents, in.s.reports, in.s.desireds
 		in.s = nil // its nodes are this state's now
 	}
 	for _, p := range ev.Presence {

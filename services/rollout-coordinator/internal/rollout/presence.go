@@ -31,8 +31,7 @@ func (s *State) presence(name string, p *sluicev1.NodePresence, now time.Time) {
 	}
 	joined := !n.present
 	s.setLabels(n, p.GetLabels())
-	s.setRuns(n, p)
-	if s.setReads(n, p) && n.prog == progIncompatible && !n.touched && !joined && s.rollout != nil && !s.reverting {
+	if s.setAgent(n, p) && n.prog == progIncompatible && !n.touched && !joined && s.rollout != nil && !s.reverting {
 		// Its agent was upgraded in place (within its lease): it is in
 		// the rollout again, as a node that comes back is.
 		joined = true

@@ -59,7 +59,11 @@ func (s *State) queueRevert(n *node) {
 	}
 	n.previous = backup
 	n.target, n.config = backup.GetFingerprint(), backup.GetConfig()
-	n.revertNote = why
+	if why == "" {
+		delete(s.revertNotes, n)
+	} else {
+		s.revertNotes[n] = why
+	}
 	s.setRev(n, revQueued)
 	s.revertQ.push(n)
 }
@@ -89,7 +93,7 @@ func (s *State) revertTarget(n *node) (*desired, string) {
 	if b := n.before; b != nil && b.fingerprint == "" {
 		return nil, fmt.Sprintf("it has no backup, and nothing stored says what it ran before this rollout (the store was lost and confirmed empty); "+
 			"its agent names only this rollout's config %s, which it proved: the empty config is no revert of a node that may have run one: left on it, its agent's last-good",
-			render.Short(cmp.Or(n.runs.fingerprint, n.desired.GetFingerprint())))
+			render.Short(cmp.Or(n.inForce().fingerprint, n.desired.GetFingerprint())))
 	}
 	if b := n.before; b != nil {
 		// Nothing stored says it ran anything, but its agent said it did:
@@ -98,7 +102,7 @@ func (s *State) revertTarget(n *node) (*desired, string) {
 		// take from it what it ran (I10); its agent keeps its own last-good.
 		return nil, fmt.Sprintf("it has no backup: it ran %s of revision %s before this rollout, as its agent said, and no stored revision holds that config "+
 			"(the store was lost and confirmed empty); the empty config is no revert of it: left on %s, its agent's last-good",
-			render.Short(b.fingerprint), render.Short(b.revision), render.Short(cmp.Or(n.runs.fingerprint, n.desired.GetFingerprint())))
+			render.Short(b.fingerprint), render.Short(b.revision), render.Short(cmp.Or(n.inForce().fingerprint, n.desired.GetFingerprint())))
 	}
 	cfg := &sluicev1.NodeConfig{}
 	return &desired{config: cfg, fingerprint: render.Fingerprint(cfg)},
@@ -116,10 +120,10 @@ func (s *State) fillRevert(now time.Time) {
 		d := *n.previous
 		d.rollout, d.revert, d.proven, d.writtenAt, d.epoch = s.intern(r.GetId()), true, false, stamp{}, 0
 		d.op, d.operation, d.deadline = opRevert, "", stampOfDuration(durationpb.New(contract.OperationDeadline(s.plan.ApplyDeadline)))
-		n.desired = &d
+		n.desired = s.shareDesired(d)
 		w := WriteDesired{Desired: d.message(n.name)}
-		if n.revertNote != "" {
-			w.Events = append(w.Events, s.nodeEvent(n, "NodeRevertTarget", n.revertNote))
+		if why := s.revertNotes[n]; why != "" {
+			w.Events = append(w.Events, s.nodeEvent(n, "NodeRevertTarget", why))
 		}
 		s.do(w)
 	}

@@ -98,8 +98,8 @@ func (s *State) fill(now time.Time) {
 		n.writtenAt, n.ackAt, n.touched = time.Time{}, time.Time{}, true
 		s.joinedStage(n)
 		s.fly(n)
-		d := &desired{revision: s.intern(r.GetRevision()), rollout: s.intern(r.GetId()), fingerprint: n.target, config: n.config,
-			op: opApply, deadline: stampOfDuration(durationpb.New(contract.OperationDeadline(s.plan.ApplyDeadline))), bake: s.bakeSpec}
+		d := s.shareDesired(desired{revision: s.intern(r.GetRevision()), rollout: s.intern(r.GetId()), fingerprint: n.target, config: n.config,
+			op: opApply, deadline: stampOfDuration(durationpb.New(contract.OperationDeadline(s.plan.ApplyDeadline))), bake: s.bakeSpec})
 		r.Counts.Attempted++
 		var save *desired
 		n.previous, save = s.lastGood(n, n.target)
@@ -198,7 +198,7 @@ func (s *State) lastGood(n *node, target string) (revertTo, save *desired) {
 	// its desired config is its last-good.
 	b := *d
 	b.proven = proven
-	n.backup = &b
+	n.backup = s.shareDesired(b)
 	return n.backup, n.backup
 }
 

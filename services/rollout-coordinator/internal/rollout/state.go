@@ -55,25 +55,22 @@ type node struct {
 	backup  *desired // its backup key, as last read or written
 
 	// Within the active rollout:
-	domain     string               // sort key of its failure-domain value
-	target     string               // fingerprint the rollout (or revert) puts on this node
-	forward    string               // the rollout's target for it, kept while it is reverted
-	config     *sluicev1.NodeConfig // target's config, shared: never changed
-	previous   *desired             // desired config before this rollout wrote it: the revert target
-	writtenAt  time.Time            // when its desired config write landed (Written), in this term; zero before
-	ackAt      time.Time            // when its agent acknowledged (Provisioning); zero before
-	revertNote string               // why its revert target is not its backup, if it is not
-	// runs is what its agent says it runs (its presence's in_force_*, from
-	// the last-good on its disk); before is what it ran before the active
-	// rollout touched it when no stored value says it: nil unless its
-	// store was lost (storeloss.go).
-	runs      ran
+	domain    string               // sort key of its failure-domain value
+	target    string               // fingerprint the rollout (or revert) puts on this node
+	forward   string               // the rollout's target for it, kept while it is reverted
+	config    *sluicev1.NodeConfig // target's config, shared: never changed
+	previous  *desired             // desired config before this rollout wrote it: the revert target
+	writtenAt time.Time            // when its desired config write landed (Written), in this term; zero before
+	ackAt     time.Time            // when its agent acknowledged (Provisioning); zero before
+	// before is what it ran before the active rollout touched it when no
+	// stored value says it: nil unless its store was lost (storeloss.go).
 	before    *ran
 	pauseAck  agentPause // the control-plane pause its agent reached (its presence)
 	startedAt stamp      // when its agent started, as its presence last said
-	// What its agent reads, as its presence last said (incompatible.go):
-	// its config features and version, shared with every node whose agent
-	// says the same (nil: it said nothing).
+	// What its agent reads and runs, as its presence last said
+	// (incompatible.go): its config features, version and config in force,
+	// shared with every node whose agent says the same (nil: it said
+	// nothing).
 	agent *agentReads
 
 	group *pairGroup // its redundancy group in the active rollout (pairs.go), nil when none
@@ -175,18 +172,23 @@ type State struct {
 	announced    map[string]bool
 	announcedFor string
 	announcedLen int
+	// revertNotes says why a queued or reverting node's revert target is
+	// not its backup, for the nodes where it is not (queueRevert).
+	revertNotes map[*node]string
 
 	invalidExpiry time.Duration // 0: records of invalid fingerprints never expire
 
 	nodes map[string]*node
 
 	// What nodes share (facts.go): label sets by their canonical key,
-	// configs by fingerprint, interned strings; noLabels stands for the
+	// configs by fingerprint, interned strings, reports and desired configs; noLabels stands for the
 	// labels of a node whose presence was never read.
 	labelSets map[string]*labelSet
 	configs   map[string]*sluicev1.NodeConfig
 	strs      map[string]string
 	agents    map[agentReads]*agentReads // what agents read, shared (incompatible.go)
+	reports   map[report]*report         // reports that carry no failure, shared (keepReport)
+	desireds  map[desired]*desired       // desired configs made in this term, shared (shareDesired)
 	noLabels  labelSet
 
 	// Redundancy groups of the active rollout (pairs.go): by name; the
@@ -213,7 +215,8 @@ func NewState() *State {
 		forgiven: map[string]time.Time{}, rolloutPause: map[string]*sluicev1.PauseRequest{},
 		revertQ:   queue{less: nameLess, at: func(n *node) *int32 { return &n.ri }},
 		labelSets: map[string]*labelSet{}, configs: map[string]*sluicev1.NodeConfig{}, strs: map[string]string{},
-		agents: map[agentReads]*agentReads{}}
+		agents: map[agentReads]*agentReads{}, reports: map[report]*report{},
+		desireds: map[desired]*desired{}, revertNotes: map[*node]string{}}
 	// Nodes waiting for their redundancy group last (pairs.go), then by
 	// place.
 	s.pending = queue{less: func(a, b *node) bool {

@@ -40,16 +40,6 @@ func (s *State) storeLossChanged(lost string, now time.Time) {
 // ran is a config a node's agent says it runs: its presence's in_force_*.
 type ran struct{ fingerprint, revision, rollout string }
 
-// setRuns keeps what n's agent says it runs. A heartbeat that changes
-// nothing costs three comparisons.
-func (s *State) setRuns(n *node, p *sluicev1.NodePresence) {
-	fp, rev, ro := p.GetInForceFingerprint(), p.GetInForceRevision(), p.GetInForceRollout()
-	if n.runs.fingerprint == fp && n.runs.revision == rev && n.runs.rollout == ro {
-		return
-	}
-	n.runs = ran{fingerprint: s.intern(fp), revision: s.intern(rev), rollout: s.intern(ro)}
-}
-
 // ranBefore is what n ran before rollout touched it, for a node nothing
 // stored has a desired config or backup for: what its agent says it runs,
 // unless that is nothing or rollout's own config. It is asked when the
@@ -65,11 +55,10 @@ func (s *State) setRuns(n *node, p *sluicev1.NodePresence) {
 // and a revert must not take "no backup" for "ran nothing": that wrote
 // every node the empty config (chaos seeds 6 and 13, I10).
 func (s *State) ranBefore(n *node, rollout string, resumed bool) *ran {
-	switch {
-	case n.runs.fingerprint == "":
+	switch r := n.inForce(); {
+	case r.fingerprint == "":
 		return nil
-	case n.runs.rollout != rollout:
-		r := n.runs
+	case r.rollout != rollout:
 		return &r
 	case resumed && s.storeConfirmed:
 		return &ran{}
