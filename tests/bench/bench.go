@@ -91,6 +91,7 @@ type Result struct {
 	HeartbeatWrites    uint64  `json:"heartbeat_writes"`
 	JetStreamConsumers int     `json:"jetstream_consumers"`
 	CoordinatorHeapMB  float64 `json:"coordinator_heap_mb"`
+	CoordinatorLiveMB  float64 `json:"coordinator_live_heap_mb"`
 	// BenchPeakRSSMB is the bench process's peak resident memory (VmHWM:
 	// the server, the agents, the configurator and the reaper), absent
 	// where /proc cannot be read.
@@ -178,7 +179,7 @@ type Result struct {
 
 // Run performs one measured rollout.
 func Run(ctx context.Context, o Options) (res Result, err error) {
-	res = Result{Nodes: o.Nodes, MaxParallel: o.MaxParallel, ApplyMS: o.ApplyLatency.Milliseconds(), CoordinatorHeapMB: -1,
+	res = Result{Nodes: o.Nodes, MaxParallel: o.MaxParallel, ApplyMS: o.ApplyLatency.Milliseconds(), CoordinatorHeapMB: -1, CoordinatorLiveMB: -1,
 		LoadAvgStart: loadAvg()}
 	defer func() { res.LoadAvgEnd, res.BenchPeakRSSMB = loadAvg(), peakRSSMB() }()
 	if o.AgentsPerConn <= 0 {
@@ -480,6 +481,9 @@ func Run(ctx context.Context, o Options) (res Result, err error) {
 	// stops first (releasing its lease) and reports its heap.
 	if res.CoordinatorHeapMB, err = measured.Stop(); err != nil {
 		return res, err
+	}
+	if c, ok := measured.(*child); ok {
+		res.CoordinatorLiveMB = c.live
 	}
 	if o.Failover {
 		if err := failoverScenario(ctx, url, nc, b, settings, o, &res); err != nil {

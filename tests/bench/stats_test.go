@@ -5,6 +5,7 @@ import (
 	"runtime/pprof"
 	"slices"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -120,13 +121,21 @@ func TestCPUByComponent_SplitsByLabel(t *testing.T) {
 	if err := pprof.StartCPUProfile(&buf); err != nil {
 		t.Skip("a CPU profile is already running:", err)
 	}
+	// Each spins until the process has had 600ms of processor time (and at
+	// least 300ms have passed): on a loaded machine 300ms of wall time can
+	// be a few tens of milliseconds of processor time.
 	var wg sync.WaitGroup
+	start := processCPU(t)
 	spin := func(c string, d time.Duration) {
 		wg.Add(1)
 		as(c, func() {
 			go func() {
 				defer wg.Done()
-				for end := time.Now().Add(d); time.Now().Before(end); {
+				end, giveUp := time.Now().Add(d), time.Now().Add(20*time.Second)
+				for n := 0; time.Now().Before(giveUp); n++ {
+					if n%1000 == 0 && !time.Now().Before(end) && processCPU(t)-start >= 2*d {
+						return
+					}
 				}
 			}()
 		})
@@ -155,4 +164,13 @@ func TestComponentOfConn(t *testing.T) {
 			t.Errorf("componentOfConn(%q) = %q, want %q", name, got, want)
 		}
 	}
+}
+
+// processCPU is the processor time this process has used (user + system).
+func processCPU(t *testing.T) time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		t.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }
