@@ -411,7 +411,7 @@ func checkOutcomesKept(o *Observation, add addFunc) {
 			// passed) may report on its forward target just after the rollout
 			// ended for want of it: that report is recorded as an invalid
 			// fingerprint (I4), not in the terminal record.
-			if !failed[node] && !revertFailed[node] {
+			if !failed[node] && !revertFailed[node] && !unseenAtLoad(o, r, node) {
 				add("I3", r.GetId(), node, "reported Invalid for the target while the rollout ran; the record's failures do not list it")
 			}
 		}
@@ -421,6 +421,57 @@ func checkOutcomesKept(o *Observation, add addFunc) {
 			}
 		}
 	}
+}
+
+// unseenAtLoad: r ended in the step that resumed it at a term's load, and
+// node is recorded skipped by that step as gone while no coordinator led
+// (its presence was not in the term's read), and every Invalid report of
+// it on its target came after that term began. Such a step decides on
+// what the term read and nothing later (the live changes are taken in
+// after it, docs/rollouts.md), so a node back during the load that
+// reported before the step was stamped is in no record: its fingerprint
+// is still held to I4 (chaos seed 27 under load: node-02, killed
+// mid-apply while the leader was frozen, came back 86 ms into coord-b's
+// 283 ms load and reported Invalid 8 ms after it; the same step skipped
+// it and aborted the rollout, its only node gone).
+func unseenAtLoad(o *Observation, r *sluicev1.Rollout, node string) bool {
+	end := r.GetFinishedAt().AsTime()
+	skip := outcomeOf(r.GetSkipped(), node)
+	if skip == nil || !strings.Contains(skip.GetMessage(), "while no coordinator led") {
+		return false
+	}
+	var term time.Time // the start of the last term before the end
+	resumedAtEnd := false
+	for _, e := range o.Events {
+		at := e.GetTime().AsTime()
+		switch {
+		case e.GetType() == contract.EventLeadershipAcquired && !at.After(end) && at.After(term):
+			term = at
+		case e.GetType() == "RolloutResumed" && e.GetRollout() == r.GetId() && at.Equal(end):
+			resumedAtEnd = true
+		}
+	}
+	if !resumedAtEnd || term.IsZero() {
+		return false
+	}
+	target := o.Targets[r.GetId()][node]
+	for _, st := range o.StatusWrites {
+		if st.GetNode() == node && st.GetRollout() == r.GetId() && st.GetFingerprint() == target &&
+			st.GetPhase() == sluicev1.NodePhase_NODE_PHASE_INVALID && st.GetLastUpdate().AsTime().Before(end) &&
+			!st.GetLastUpdate().AsTime().After(term) {
+			return false // written before the term began: its load read it
+		}
+	}
+	return true
+}
+
+func outcomeOf(list []*sluicev1.NodeOutcome, node string) *sluicev1.NodeOutcome {
+	for _, o := range list {
+		if o.GetNode() == node {
+			return o
+		}
+	}
+	return nil
 }
 
 // I4: every failed fingerprint (a failed check or a timeout) is recorded

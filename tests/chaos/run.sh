@@ -11,6 +11,8 @@
 # The first run's verdict stands (exit 1 if a seed failed there): a seed
 # that passes alone is a race that load exposes or a harness that
 # misjudges under load, and either needs finding out (docs/chaos.md).
+# With CHAOS_LOG_DIR set, a rerun writes its services' logs to
+# CHAOS_LOG_DIR/alone, so the failing run's seed-N.log is kept.
 set -uo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 GO=${GO:-go}
@@ -22,7 +24,7 @@ rc=${PIPESTATUS[0]}
 seeds=$(grep -oE 'CHAOS (HARNESS )?FAIL seed=[0-9]+' "$log" | grep -oE '[0-9]+$' | sort -un)
 for seed in $seeds; do
 	alone=$(mktemp /tmp/sluice-chaos-seed-"$seed".XXXXXX)
-	CHAOS_SEED=$seed $GO test ./tests/chaos -run "TestChaos/seed=$seed\$" -count=1 -v -timeout 10m >"$alone" 2>&1
+	CHAOS_LOG_DIR=${CHAOS_LOG_DIR:+$CHAOS_LOG_DIR/alone} CHAOS_SEED=$seed $GO test ./tests/chaos -run "TestChaos/seed=$seed\$" -count=1 -v -timeout 10m >"$alone" 2>&1
 	if [ $? -eq 0 ]; then
 		echo "CHAOS RERUN seed=$seed alone: passed alone (load?); its log: $alone"
 	else

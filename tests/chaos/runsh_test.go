@@ -12,8 +12,10 @@ import (
 // fakeGo stands in for `go test` under run.sh: the suite's run fails seed
 // 7 (an invariant) and seed 9 (the harness), each twice in its output as
 // the real suite prints them; alone, seed 7 fails again and seed 9 passes.
+// With LOGDIRS set, each call also notes the CHAOS_LOG_DIR it was given.
 const fakeGo = `#!/bin/sh
 echo "$CHAOS_SEED $*" >>"$CALLS"
+[ -z "$LOGDIRS" ] || echo "$CHAOS_SEED $CHAOS_LOG_DIR" >>"$LOGDIRS"
 case "$*" in
 *-parallel*)
 	echo "--- FAIL: TestChaos/seed=7"
@@ -63,5 +65,29 @@ func TestRunScript_RerunsEachFailedSeedAloneAndSaysWhetherItReplays(t *testing.T
 	}
 	if strings.Join(lines, "\n") != strings.Join(want, "\n") {
 		t.Errorf("go was called as\n%s\nwant (one run of the suite, then each failed seed once, alone)\n%s", got, strings.Join(want, "\n"))
+	}
+}
+
+// With CHAOS_LOG_DIR set, a rerun alone writes its logs to DIR/alone: the
+// harness creates DIR/seed-N.log afresh, so a rerun into DIR would erase
+// the log of the run that failed, the one worth reading.
+func TestRunScript_ARerunKeepsTheFailingRunsLog(t *testing.T) {
+	dir := t.TempDir()
+	gobin, logdirs := filepath.Join(dir, "go"), filepath.Join(dir, "logdirs")
+	if err := os.WriteFile(gobin, []byte(fakeGo), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command("./run.sh")
+	cmd.Env = append(os.Environ(), "GO="+gobin, "CALLS="+filepath.Join(dir, "calls"), "LOGDIRS="+logdirs, "CHAOS_LOG_DIR=/logs")
+	if out, err := cmd.CombinedOutput(); err == nil {
+		t.Fatalf("run.sh passed; want exit 1 (a seed failed in the run)\n%s", out)
+	}
+	got, err := os.ReadFile(logdirs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := " /logs\n7 /logs/alone\n9 /logs/alone\n"
+	if string(got) != want {
+		t.Errorf("CHAOS_LOG_DIR per call (seed, dir):\n%s\nwant (the run in DIR, each rerun in DIR/alone)\n%s", got, want)
 	}
 }
