@@ -71,9 +71,10 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault, h pauseHooks) {
 	}()
 
 	var waiting []string
+	var present map[string]bool
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		waiting = f.notReached(ctx, gen)
+		waiting, present = f.notReached(ctx, gen)
 		if len(waiting) == 0 || time.Now().After(deadline) || ctx.Err() != nil {
 			break
 		}
@@ -115,6 +116,15 @@ func (f *faults) pausePlane(ctx context.Context, ft Fault, h pauseHooks) {
 		applies[name] = n.history()
 	}
 	found := appliedWhilePaused(applies, gen, acked, until)
+	for i, v := range found {
+		// Which a failure is: a node the pause waited for, or one whose
+		// presence had lapsed (no live instance: nothing waited for it).
+		if v.Node != "" && !present[v.Node] {
+			found[i].Detail += "; its presence was not in the nodes bucket when every live instance had acknowledged (the pause did not wait for it)"
+		} else if v.Node != "" {
+			found[i].Detail += "; it was present and had acknowledged"
+		}
+	}
 	for seq := seq0 + 1; seq <= seq1; seq++ {
 		key, err := f.configKey(ctx, seq)
 		if err != nil {
@@ -165,15 +175,16 @@ type pauseHooks struct {
 }
 
 // notReached lists the live instances (services and agents) that have
-// not acknowledged generation gen, or one line saying why it cannot tell.
-func (f *faults) notReached(ctx context.Context, gen uint64) []string {
+// not acknowledged generation gen, or one line saying why it cannot tell,
+// and the nodes whose presence it found.
+func (f *faults) notReached(ctx context.Context, gen uint64) ([]string, map[string]bool) {
 	env := f.sys.Env()
 	rctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
 	var out []string
 	insts, err := store.New(env.Buckets.Instances, func() *sluicev1.Instance { return &sluicev1.Instance{} }).List(rctx, ">")
 	if err != nil {
-		return []string{"(instances unreadable: " + err.Error() + ")"}
+		return []string{"(instances unreadable: " + err.Error() + ")"}, nil
 	}
 	// A key holding garbage (garbage-value) says nothing about its
 	// instance: it has not acknowledged as far as anyone can tell, until it
@@ -185,14 +196,16 @@ func (f *faults) notReached(ctx context.Context, gen uint64) []string {
 	}
 	nodes, err := store.New(env.Buckets.Nodes, func() *sluicev1.NodePresence { return &sluicev1.NodePresence{} }).List(rctx, ">")
 	if err != nil {
-		return []string{"(nodes unreadable: " + err.Error() + ")"}
+		return []string{"(nodes unreadable: " + err.Error() + ")"}, nil
 	}
+	present := map[string]bool{}
 	for _, e := range nodes {
+		present[e.Key] = true
 		if e.Err != nil && !f.sys.spoiledFresh(contract.BucketNodes, e.Key) || e.Err == nil && !contract.PauseReached(e.Value.GetPause(), gen) {
 			out = append(out, "agent."+e.Key)
 		}
 	}
-	return out
+	return out, present
 }
 
 // configSeq is the nodeconfigs stream's last sequence. Faults may overlap
