@@ -104,14 +104,10 @@ func (v *View[T]) follow(ctx context.Context) bool {
 			e.Value = v.slim(e.Value)
 		}
 		v.mu.Lock()
-		m := next
-		if caughtUp {
-			m = v.entries
-		}
-		if e.Deleted {
-			delete(m, e.Key)
+		if e.Deleted { // next is v.entries once caught up
+			delete(next, e.Key)
 		} else {
-			m[e.Key] = e
+			next[e.Key] = e
 		}
 		v.seen = max(v.seen, e.Revision)
 		close(v.changed)
